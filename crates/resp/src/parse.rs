@@ -1,0 +1,389 @@
+//! The request parser: RESP multibulk arrays and inline commands.
+//!
+//! Zero-copy for multibulk requests: arguments are recorded as byte ranges
+//! of the caller's read buffer. Inline commands need unescaping, so their
+//! arguments are copied into the [`ArgBuf`]'s scratch space (inline requests
+//! are at most 64 KiB and rare on hot paths).
+//!
+//! The accepted grammar and every protocol error follow Redis 7.0's
+//! `processMultibulkBuffer` / `processInlineBuffer`, including its quirks:
+//! the two bytes after a bulk payload are skipped without being checked, a
+//! count of zero or less is an empty request, and a NUL ends an inline line.
+
+use memchr::memchr;
+
+use crate::num::parse_i64;
+
+/// Longest inline request, and longest count line, Redis accepts.
+pub const INLINE_MAX: usize = 64 * 1024;
+
+/// Limits applied while parsing, as Redis applies them.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// `proto-max-bulk-len`.
+    pub max_bulk_len: i64,
+    /// Whether the connection still has to authenticate (Redis then caps
+    /// the multibulk count at 10 and bulk lengths at 16384).
+    pub unauthenticated: bool,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { max_bulk_len: 512 * 1024 * 1024, unauthenticated: false }
+    }
+}
+
+/// A protocol error; the connection is answered with
+/// `-ERR Protocol error: <message>` and closed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ProtocolError {
+    TooBigInlineRequest,
+    UnbalancedQuotes,
+    TooBigMbulkCount,
+    InvalidMultibulkLength,
+    TooBigBulkCount,
+    ExpectedDollar(u8),
+    InvalidBulkLength,
+}
+
+impl ProtocolError {
+    /// The error line's text without the leading `-` and trailing CRLF.
+    pub fn reply_text(&self) -> Vec<u8> {
+        let mut s = b"ERR Protocol error: ".to_vec();
+        match self {
+            ProtocolError::TooBigInlineRequest => s.extend_from_slice(b"too big inline request"),
+            ProtocolError::UnbalancedQuotes => s.extend_from_slice(b"unbalanced quotes in request"),
+            ProtocolError::TooBigMbulkCount => s.extend_from_slice(b"too big mbulk count string"),
+            ProtocolError::InvalidMultibulkLength => {
+                s.extend_from_slice(b"invalid multibulk length")
+            }
+            ProtocolError::TooBigBulkCount => s.extend_from_slice(b"too big bulk count string"),
+            ProtocolError::ExpectedDollar(c) => {
+                s.extend_from_slice(b"expected '$', got '");
+                s.push(*c);
+                s.push(b'\'');
+            }
+            ProtocolError::InvalidBulkLength => s.extend_from_slice(b"invalid bulk length"),
+        }
+        s
+    }
+}
+
+/// Result of one parse step.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Parsed {
+    /// A request with at least one argument is in the [`ArgBuf`];
+    /// `consumed` bytes of input belong to it.
+    Command { consumed: usize },
+    /// Bytes that form no request (an empty line, `*0`); skip them.
+    Empty { consumed: usize },
+    /// More input is needed; do not try again before `need` bytes (counted
+    /// from the start of the slice passed in) are buffered.
+    Incomplete { need: usize },
+    /// The input is not the Redis protocol.
+    Error(ProtocolError),
+}
+
+/// The arguments of the last parsed request, as ranges (multibulk) or as
+/// copies in scratch space (inline). Reused across requests.
+#[derive(Default, Debug)]
+pub struct ArgBuf {
+    spans: Vec<(u32, u32)>,
+    scratch: Vec<u8>,
+    inline: bool,
+}
+
+impl ArgBuf {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Number of arguments.
+    pub fn len(&self) -> usize {
+        self.spans.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.spans.is_empty()
+    }
+
+    /// Whether the request came in the inline form.
+    pub fn is_inline(&self) -> bool {
+        self.inline
+    }
+
+    /// Argument `i`; `buf` must be the slice that was passed to [`parse`].
+    pub fn get<'a>(&'a self, buf: &'a [u8], i: usize) -> &'a [u8] {
+        let (s, e) = self.spans[i];
+        let src = if self.inline { &self.scratch[..] } else { buf };
+        &src[s as usize..e as usize]
+    }
+
+    /// Appends every argument to `dst`.
+    pub fn fill<'a, E: Extend<&'a [u8]>>(&'a self, buf: &'a [u8], dst: &mut E) {
+        let src = if self.inline { &self.scratch[..] } else { buf };
+        dst.extend(self.spans.iter().map(|&(s, e)| &src[s as usize..e as usize]));
+    }
+
+    fn clear(&mut self) {
+        self.spans.clear();
+        self.scratch.clear();
+        self.inline = false;
+    }
+}
+
+/// Parses one request from the start of `buf`.
+pub fn parse(buf: &[u8], limits: &Limits, out: &mut ArgBuf) -> Parsed {
+    out.clear();
+    match buf.first() {
+        None => Parsed::Incomplete { need: 1 },
+        Some(b'*') => parse_multibulk(buf, limits, out),
+        Some(_) => parse_inline(buf, out),
+    }
+}
+
+/// Finds the end of a `<prefix><number>\r\n` line. Returns the index of
+/// the `\r`, `Err(true)` when the line is too long, `Err(false)` when more
+/// input is needed.
+fn line_end(buf: &[u8], from: usize) -> Result<usize, bool> {
+    match memchr(b'\r', &buf[from..]) {
+        None => Err(buf.len() - from > INLINE_MAX),
+        // Redis also requires the byte after '\r' to be present.
+        Some(i) if from + i + 1 >= buf.len() => Err(false),
+        Some(i) => Ok(from + i),
+    }
+}
+
+fn parse_multibulk(buf: &[u8], limits: &Limits, out: &mut ArgBuf) -> Parsed {
+    let cr = match line_end(buf, 0) {
+        Ok(i) => i,
+        Err(true) => return Parsed::Error(ProtocolError::TooBigMbulkCount),
+        Err(false) => return Parsed::Incomplete { need: buf.len() + 1 },
+    };
+    let count = match parse_i64(&buf[1..cr]) {
+        Some(n) if n <= i64::from(i32::MAX) => n,
+        _ => return Parsed::Error(ProtocolError::InvalidMultibulkLength),
+    };
+    if count > 10 && limits.unauthenticated {
+        return Parsed::Error(ProtocolError::InvalidMultibulkLength);
+    }
+    let mut pos = cr + 2;
+    if count <= 0 {
+        return Parsed::Empty { consumed: pos };
+    }
+    // Reserve modestly: a hostile count must not allocate up front.
+    out.spans.reserve((count as usize).min(1024));
+    for _ in 0..count {
+        if pos >= buf.len() {
+            return Parsed::Incomplete { need: pos + 1 };
+        }
+        let cr = match line_end(buf, pos) {
+            Ok(i) => i,
+            Err(true) => return Parsed::Error(ProtocolError::TooBigBulkCount),
+            Err(false) => return Parsed::Incomplete { need: buf.len() + 1 },
+        };
+        if buf[pos] != b'$' {
+            return Parsed::Error(ProtocolError::ExpectedDollar(buf[pos]));
+        }
+        let len = match parse_i64(&buf[pos + 1..cr]) {
+            Some(n) if n >= 0 && n <= limits.max_bulk_len => n as usize,
+            _ => return Parsed::Error(ProtocolError::InvalidBulkLength),
+        };
+        if len > 16384 && limits.unauthenticated {
+            return Parsed::Error(ProtocolError::InvalidBulkLength);
+        }
+        let start = cr + 2;
+        // Redis skips the two bytes after the payload without checking them.
+        let end = start + len;
+        if buf.len() < end + 2 {
+            return Parsed::Incomplete { need: end + 2 };
+        }
+        if end > u32::MAX as usize {
+            // Read buffers never get this big (the query buffer limit is
+            // 1 GiB), but stay correct if they do.
+            return Parsed::Error(ProtocolError::InvalidBulkLength);
+        }
+        out.spans.push((start as u32, end as u32));
+        pos = end + 2;
+    }
+    Parsed::Command { consumed: pos }
+}
+
+fn parse_inline(buf: &[u8], out: &mut ArgBuf) -> Parsed {
+    let nl = match memchr(b'\n', buf) {
+        Some(i) => i,
+        None if buf.len() > INLINE_MAX => return Parsed::Error(ProtocolError::TooBigInlineRequest),
+        None => return Parsed::Incomplete { need: buf.len() + 1 },
+    };
+    let mut line = &buf[..nl];
+    if line.last() == Some(&b'\r') {
+        line = &line[..line.len() - 1];
+    }
+    // Redis splits a C string: a NUL ends the line.
+    if let Some(z) = memchr(0, line) {
+        line = &line[..z];
+    }
+    out.inline = true;
+    if split_args(line, out).is_err() {
+        out.clear();
+        return Parsed::Error(ProtocolError::UnbalancedQuotes);
+    }
+    if out.spans.is_empty() {
+        Parsed::Empty { consumed: nl + 1 }
+    } else {
+        Parsed::Command { consumed: nl + 1 }
+    }
+}
+
+fn is_space(c: u8) -> bool {
+    matches!(c, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c)
+}
+
+fn hex_val(c: u8) -> Option<u8> {
+    match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        b'A'..=b'F' => Some(c - b'A' + 10),
+        _ => None,
+    }
+}
+
+/// Splits an inline line into arguments with Redis's `sdssplitargs` rules.
+fn split_args(line: &[u8], out: &mut ArgBuf) -> Result<(), ()> {
+    let at = |i: usize| -> u8 { line.get(i).copied().unwrap_or(0) };
+    let mut p = 0;
+    loop {
+        while p < line.len() && is_space(line[p]) {
+            p += 1;
+        }
+        if p >= line.len() {
+            return Ok(());
+        }
+        let start = out.scratch.len();
+        let (mut inq, mut insq) = (false, false);
+        loop {
+            let c = at(p);
+            if inq {
+                if c == b'\\' && at(p + 1) == b'x' {
+                    if let (Some(h), Some(l)) = (hex_val(at(p + 2)), hex_val(at(p + 3))) {
+                        out.scratch.push(h * 16 + l);
+                        p += 4;
+                        continue;
+                    }
+                }
+                if c == b'\\' && at(p + 1) != 0 {
+                    p += 1;
+                    out.scratch.push(match at(p) {
+                        b'n' => b'\n',
+                        b'r' => b'\r',
+                        b't' => b'\t',
+                        b'b' => 0x08,
+                        b'a' => 0x07,
+                        other => other,
+                    });
+                } else if c == b'"' {
+                    // A closing quote must be followed by a space or the end.
+                    if at(p + 1) != 0 && !is_space(at(p + 1)) {
+                        return Err(());
+                    }
+                    p += 1;
+                    break;
+                } else if c == 0 {
+                    return Err(());
+                } else {
+                    out.scratch.push(c);
+                }
+            } else if insq {
+                if c == b'\\' && at(p + 1) == b'\'' {
+                    p += 1;
+                    out.scratch.push(b'\'');
+                } else if c == b'\'' {
+                    if at(p + 1) != 0 && !is_space(at(p + 1)) {
+                        return Err(());
+                    }
+                    p += 1;
+                    break;
+                } else if c == 0 {
+                    return Err(());
+                } else {
+                    out.scratch.push(c);
+                }
+            } else {
+                match c {
+                    b' ' | b'\n' | b'\r' | b'\t' | 0 => {
+                        break;
+                    }
+                    b'"' => inq = true,
+                    b'\'' => insq = true,
+                    _ => out.scratch.push(c),
+                }
+            }
+            p += 1;
+        }
+        out.spans.push((start as u32, out.scratch.len() as u32));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(input: &[u8]) -> (Parsed, Vec<Vec<u8>>) {
+        let mut ab = ArgBuf::new();
+        let r = parse(input, &Limits::default(), &mut ab);
+        let v = (0..ab.len()).map(|i| ab.get(input, i).to_vec()).collect();
+        (r, v)
+    }
+
+    #[test]
+    fn multibulk() {
+        let (r, v) = args(b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\nextra");
+        assert_eq!(r, Parsed::Command { consumed: 20 });
+        assert_eq!(v, vec![b"GET".to_vec(), b"k".to_vec()]);
+    }
+
+    #[test]
+    fn multibulk_every_prefix_is_incomplete() {
+        let full = b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$5\r\nhello\r\n";
+        for cut in 0..full.len() {
+            let (r, _) = args(&full[..cut]);
+            match r {
+                Parsed::Incomplete { need } => assert!(need > cut, "cut {cut} need {need}"),
+                other => panic!("cut {cut}: {other:?}"),
+            }
+        }
+        assert_eq!(args(full).0, Parsed::Command { consumed: full.len() });
+    }
+
+    #[test]
+    fn empty_requests() {
+        assert_eq!(args(b"*0\r\n").0, Parsed::Empty { consumed: 4 });
+        assert_eq!(args(b"*-1\r\n").0, Parsed::Empty { consumed: 5 });
+        assert_eq!(args(b"\r\n").0, Parsed::Empty { consumed: 2 });
+        assert_eq!(args(b"   \n").0, Parsed::Empty { consumed: 4 });
+    }
+
+    #[test]
+    fn protocol_errors() {
+        assert_eq!(args(b"*x\r\n").0, Parsed::Error(ProtocolError::InvalidMultibulkLength));
+        assert_eq!(args(b"*1\r\n:1\r\n").0, Parsed::Error(ProtocolError::ExpectedDollar(b':')));
+        assert_eq!(args(b"*1\r\n$-1\r\n").0, Parsed::Error(ProtocolError::InvalidBulkLength));
+        assert_eq!(args(b"*1\r\n$536870913\r\n").0, Parsed::Error(ProtocolError::InvalidBulkLength));
+        assert_eq!(args(b"GET \"k\n").0, Parsed::Error(ProtocolError::UnbalancedQuotes));
+        assert_eq!(args(b"GET \"k\"x\n").0, Parsed::Error(ProtocolError::UnbalancedQuotes));
+        let big = vec![b'a'; INLINE_MAX + 1];
+        assert_eq!(args(&big).0, Parsed::Error(ProtocolError::TooBigInlineRequest));
+        let mut big = b"*".to_vec();
+        big.extend(vec![b'1'; INLINE_MAX + 1]);
+        assert_eq!(args(&big).0, Parsed::Error(ProtocolError::TooBigMbulkCount));
+    }
+
+    #[test]
+    fn inline_quoting() {
+        let (r, v) = args(b"SET \"a b\\x41\\n\" 'it\\'s' c\"d e\"\r\n");
+        assert_eq!(r, Parsed::Command { consumed: 32 });
+        assert_eq!(v, vec![b"SET".to_vec(), b"a bA\n".to_vec(), b"it's".to_vec(), b"cd e".to_vec()]);
+        let (_, v) = args(b"PING\n");
+        assert_eq!(v, vec![b"PING".to_vec()]);
+    }
+}

@@ -1,0 +1,453 @@
+//! The reply encoder.
+//!
+//! [`ReplyBuf`] is a connection's pending output: a queue of fixed-size
+//! chunks of encoded reply bytes. Deep pipelines therefore cost the server
+//! about the size of their replies, never a doubling vector or an object
+//! per reply. Handlers write through the typed methods; the connection
+//! drains chunks to the socket with vectored writes.
+
+use std::collections::VecDeque;
+use std::io::IoSlice;
+
+use crate::num::fmt_double;
+
+/// Size of one output chunk. Replies larger than this get a chunk of their own.
+pub const CHUNK: usize = 16 * 1024;
+
+/// Protocol version of a connection, switched by `HELLO`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Proto {
+    #[default]
+    Resp2,
+    Resp3,
+}
+
+/// A position in a [`ReplyBuf`], to undo a partial reply.
+#[derive(Clone, Copy, Debug)]
+pub struct Mark {
+    chunks: usize,
+    tail_len: usize,
+    total: usize,
+}
+
+/// Encoded replies waiting to be written.
+#[derive(Debug, Default)]
+pub struct ReplyBuf {
+    chunks: VecDeque<Vec<u8>>,
+    /// Bytes of the front chunk already written to the socket.
+    head_sent: usize,
+    /// Unwritten bytes in all chunks.
+    total: usize,
+    pub proto: Proto,
+}
+
+fn int_bytes(v: i64, buf: &mut itoa_buf::Buf) -> &[u8] {
+    buf.format(v)
+}
+
+mod itoa_buf {
+    /// A tiny stack formatter for integers (no allocation).
+    pub struct Buf([u8; 24]);
+    impl Buf {
+        pub fn new() -> Self {
+            Buf([0; 24])
+        }
+        pub fn format(&mut self, v: i64) -> &[u8] {
+            let mut n = v.unsigned_abs();
+            let mut i = self.0.len();
+            loop {
+                i -= 1;
+                self.0[i] = b'0' + (n % 10) as u8;
+                n /= 10;
+                if n == 0 {
+                    break;
+                }
+            }
+            if v < 0 {
+                i -= 1;
+                self.0[i] = b'-';
+            }
+            &self.0[i..]
+        }
+    }
+}
+
+impl ReplyBuf {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Unwritten bytes.
+    pub fn len(&self) -> usize {
+        self.total
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.total == 0
+    }
+
+    pub fn is_resp3(&self) -> bool {
+        self.proto == Proto::Resp3
+    }
+
+    #[inline]
+    fn tail(&mut self, need: usize) -> &mut Vec<u8> {
+        let fits = match self.chunks.back() {
+            Some(c) => c.capacity() - c.len() >= need,
+            None => false,
+        };
+        if !fits {
+            self.chunks.push_back(Vec::with_capacity(CHUNK.max(need)));
+        }
+        self.chunks.back_mut().expect("a chunk was just ensured")
+    }
+
+    /// Appends encoded bytes as they are.
+    #[inline]
+    pub fn raw(&mut self, b: &[u8]) {
+        self.total += b.len();
+        if b.len() > CHUNK {
+            // Large payloads: fill the current chunk's room first so that
+            // small replies around it stay packed, then one exact chunk.
+            self.chunks.push_back(b.to_vec());
+            return;
+        }
+        self.tail(b.len()).extend_from_slice(b);
+    }
+
+    #[inline]
+    fn raw3(&mut self, a: &[u8], b: &[u8], c: &[u8]) {
+        let n = a.len() + b.len() + c.len();
+        if n > CHUNK {
+            self.raw(a);
+            self.raw(b);
+            self.raw(c);
+            return;
+        }
+        self.total += n;
+        let t = self.tail(n);
+        t.extend_from_slice(a);
+        t.extend_from_slice(b);
+        t.extend_from_slice(c);
+    }
+
+    /// Remembers the current end, to [`truncate`](Self::truncate) to later.
+    pub fn mark(&self) -> Mark {
+        Mark {
+            chunks: self.chunks.len(),
+            tail_len: self.chunks.back().map_or(0, Vec::len),
+            total: self.total,
+        }
+    }
+
+    /// Drops everything written after `m`. Must not be called after bytes
+    /// past `m` were drained.
+    pub fn truncate(&mut self, m: Mark) {
+        self.chunks.truncate(m.chunks.max(1).min(self.chunks.len()));
+        if m.chunks == 0 {
+            self.chunks.clear();
+            self.head_sent = 0;
+        } else if let Some(t) = self.chunks.back_mut() {
+            t.truncate(m.tail_len);
+        }
+        self.total = m.total;
+    }
+
+    /// Bytes written since `m`.
+    pub fn since(&self, m: Mark) -> usize {
+        self.total - m.total
+    }
+
+    /// Moves all of `other`'s bytes to the end of this buffer.
+    pub fn append(&mut self, other: &mut ReplyBuf) {
+        while let Some(mut c) = other.chunks.pop_front() {
+            if other.head_sent > 0 {
+                c.drain(..other.head_sent);
+                other.head_sent = 0;
+            }
+            if c.len() <= CHUNK / 4 {
+                self.raw(&c);
+            } else {
+                self.total += c.len();
+                self.chunks.push_back(c);
+            }
+        }
+        other.total = 0;
+    }
+
+    /// Fills `out` with slices of unwritten bytes; returns how many.
+    pub fn io_slices<'a>(&'a self, out: &mut [IoSlice<'a>]) -> usize {
+        let mut n = 0;
+        for (i, c) in self.chunks.iter().enumerate() {
+            if n == out.len() {
+                break;
+            }
+            let s = if i == 0 { &c[self.head_sent..] } else { &c[..] };
+            if s.is_empty() {
+                continue;
+            }
+            out[n] = IoSlice::new(s);
+            n += 1;
+        }
+        n
+    }
+
+    /// Marks `n` bytes as written to the socket.
+    pub fn consume(&mut self, mut n: usize) {
+        self.total -= n;
+        while n > 0 {
+            let front = self.chunks.front().expect("consume beyond buffered bytes");
+            let left = front.len() - self.head_sent;
+            if n >= left {
+                n -= left;
+                let c = self.chunks.pop_front().expect("front exists");
+                self.head_sent = 0;
+                // Keep one emptied chunk to avoid reallocating on the next batch.
+                if self.chunks.is_empty() && c.capacity() == CHUNK {
+                    let mut c = c;
+                    c.clear();
+                    self.chunks.push_back(c);
+                }
+            } else {
+                self.head_sent += n;
+                n = 0;
+            }
+        }
+        if self.total == 0 && self.chunks.len() == 1 {
+            self.chunks[0].clear();
+            self.head_sent = 0;
+        }
+    }
+
+    /// Copies out all unwritten bytes (tests and in-process harnesses).
+    pub fn to_vec(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(self.total);
+        for (i, c) in self.chunks.iter().enumerate() {
+            v.extend_from_slice(if i == 0 { &c[self.head_sent..] } else { &c[..] });
+        }
+        v
+    }
+
+    /// Drops everything.
+    pub fn clear(&mut self) {
+        self.chunks.clear();
+        self.head_sent = 0;
+        self.total = 0;
+    }
+
+    // ---- typed replies -------------------------------------------------
+
+    /// `+s\r\n`
+    #[inline]
+    pub fn simple(&mut self, s: &[u8]) {
+        self.raw3(b"+", s, b"\r\n");
+    }
+
+    #[inline]
+    pub fn ok(&mut self) {
+        self.raw(b"+OK\r\n");
+    }
+
+    /// `-msg\r\n`; CR and LF inside `msg` become spaces, as Redis does.
+    pub fn error(&mut self, msg: &[u8]) {
+        if msg.iter().any(|&c| c == b'\r' || c == b'\n') {
+            let clean: Vec<u8> =
+                msg.iter().map(|&c| if c == b'\r' || c == b'\n' { b' ' } else { c }).collect();
+            self.raw3(b"-", &clean, b"\r\n");
+        } else {
+            self.raw3(b"-", msg, b"\r\n");
+        }
+    }
+
+    fn prefixed_int(&mut self, prefix: u8, v: i64) {
+        let mut b = itoa_buf::Buf::new();
+        let digits = int_bytes(v, &mut b);
+        self.raw3(&[prefix], digits, b"\r\n");
+    }
+
+    /// `:v\r\n`
+    #[inline]
+    pub fn int(&mut self, v: i64) {
+        match v {
+            0 => self.raw(b":0\r\n"),
+            1 => self.raw(b":1\r\n"),
+            _ => self.prefixed_int(b':', v),
+        }
+    }
+
+    /// `$len\r\nbytes\r\n`
+    #[inline]
+    pub fn bulk(&mut self, b: &[u8]) {
+        let mut nb = itoa_buf::Buf::new();
+        let len = int_bytes(b.len() as i64, &mut nb);
+        let n = 1 + len.len() + 2 + b.len() + 2;
+        if n > CHUNK {
+            self.raw3(b"$", len, b"\r\n");
+            self.raw(b);
+            self.raw(b"\r\n");
+            return;
+        }
+        self.total += n;
+        let t = self.tail(n);
+        t.push(b'$');
+        t.extend_from_slice(len);
+        t.extend_from_slice(b"\r\n");
+        t.extend_from_slice(b);
+        t.extend_from_slice(b"\r\n");
+    }
+
+    /// A bulk string of an integer's decimal form.
+    pub fn bulk_int(&mut self, v: i64) {
+        let mut b = itoa_buf::Buf::new();
+        let s = int_bytes(v, &mut b);
+        let s: &[u8] = s;
+        let mut tmp = [0u8; 24];
+        tmp[..s.len()].copy_from_slice(s);
+        self.bulk(&tmp[..s.len()]);
+    }
+
+    /// Null bulk: `$-1` in RESP2, `_` in RESP3.
+    #[inline]
+    pub fn null(&mut self) {
+        match self.proto {
+            Proto::Resp2 => self.raw(b"$-1\r\n"),
+            Proto::Resp3 => self.raw(b"_\r\n"),
+        }
+    }
+
+    /// Null array: `*-1` in RESP2, `_` in RESP3.
+    pub fn null_array(&mut self) {
+        match self.proto {
+            Proto::Resp2 => self.raw(b"*-1\r\n"),
+            Proto::Resp3 => self.raw(b"_\r\n"),
+        }
+    }
+
+    /// Array header.
+    #[inline]
+    pub fn array(&mut self, n: usize) {
+        self.prefixed_int(b'*', n as i64);
+    }
+
+    /// Map header: `%n` in RESP3, an array of 2n in RESP2.
+    pub fn map(&mut self, n: usize) {
+        match self.proto {
+            Proto::Resp2 => self.prefixed_int(b'*', 2 * n as i64),
+            Proto::Resp3 => self.prefixed_int(b'%', n as i64),
+        }
+    }
+
+    /// Set header: `~n` in RESP3, an array in RESP2.
+    pub fn set(&mut self, n: usize) {
+        match self.proto {
+            Proto::Resp2 => self.prefixed_int(b'*', n as i64),
+            Proto::Resp3 => self.prefixed_int(b'~', n as i64),
+        }
+    }
+
+    /// Out-of-band push header: `>n` in RESP3, an array in RESP2.
+    pub fn push(&mut self, n: usize) {
+        match self.proto {
+            Proto::Resp2 => self.prefixed_int(b'*', n as i64),
+            Proto::Resp3 => self.prefixed_int(b'>', n as i64),
+        }
+    }
+
+    /// A double: `,v` in RESP3, a bulk string in RESP2 (`%.17g`).
+    pub fn double(&mut self, v: f64) {
+        let mut b = [0u8; 64];
+        let n = fmt_double(v, &mut b);
+        match self.proto {
+            Proto::Resp2 => self.bulk(&b[..n]),
+            Proto::Resp3 => self.raw3(b",", &b[..n], b"\r\n"),
+        }
+    }
+
+    /// A boolean: `#t`/`#f` in RESP3, `:1`/`:0` in RESP2.
+    pub fn boolean(&mut self, v: bool) {
+        match (self.proto, v) {
+            (Proto::Resp2, true) => self.raw(b":1\r\n"),
+            (Proto::Resp2, false) => self.raw(b":0\r\n"),
+            (Proto::Resp3, true) => self.raw(b"#t\r\n"),
+            (Proto::Resp3, false) => self.raw(b"#f\r\n"),
+        }
+    }
+
+    /// Verbatim text (`=len\r\ntxt:...`) in RESP3, a bulk string in RESP2.
+    pub fn verbatim(&mut self, s: &[u8]) {
+        match self.proto {
+            Proto::Resp2 => self.bulk(s),
+            Proto::Resp3 => {
+                let mut nb = itoa_buf::Buf::new();
+                let len = int_bytes(s.len() as i64 + 4, &mut nb);
+                let mut head = Vec::with_capacity(32);
+                head.push(b'=');
+                head.extend_from_slice(len);
+                head.extend_from_slice(b"\r\ntxt:");
+                self.raw(&head);
+                self.raw(s);
+                self.raw(b"\r\n");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn encodes_resp2_and_resp3() {
+        let mut r = ReplyBuf::new();
+        r.ok();
+        r.int(-42);
+        r.bulk(b"hi");
+        r.null();
+        r.map(1);
+        r.double(1.5);
+        assert_eq!(r.to_vec(), b"+OK\r\n:-42\r\n$2\r\nhi\r\n$-1\r\n*2\r\n$3\r\n1.5\r\n");
+        let mut r = ReplyBuf { proto: Proto::Resp3, ..Default::default() };
+        r.null();
+        r.map(1);
+        r.double(1.5);
+        r.boolean(true);
+        assert_eq!(r.to_vec(), b"_\r\n%1\r\n,1.5\r\n#t\r\n");
+    }
+
+    #[test]
+    fn truncate_and_consume_across_chunks() {
+        let mut r = ReplyBuf::new();
+        r.simple(b"A");
+        let m = r.mark();
+        let big = vec![b'x'; CHUNK * 2];
+        r.bulk(&big);
+        r.int(5);
+        r.truncate(m);
+        assert_eq!(r.to_vec(), b"+A\r\n");
+        for _ in 0..10_000 {
+            r.int(7);
+        }
+        let want = r.to_vec();
+        let mut got = Vec::new();
+        while !r.is_empty() {
+            let mut sl = [IoSlice::new(&[]); 4];
+            let n = r.io_slices(&mut sl);
+            let take = sl[..n].iter().map(|s| s.len()).sum::<usize>().min(777);
+            let mut left = take;
+            for s in &sl[..n] {
+                let k = s.len().min(left);
+                got.extend_from_slice(&s[..k]);
+                left -= k;
+            }
+            r.consume(take);
+        }
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn errors_lose_newlines() {
+        let mut r = ReplyBuf::new();
+        r.error(b"ERR a\r\nb");
+        assert_eq!(r.to_vec(), b"-ERR a  b\r\n");
+    }
+}
