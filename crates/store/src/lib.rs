@@ -1,1 +1,14 @@
-//! placeholder
+//! The keyspace: databases split into lock stripes, entries, values and
+//! their compact encodings, expiry and WATCH marks.
+//!
+//! Knows nothing of the protocol or of commands; must not depend on any
+//! other Sluice crate.
+
+mod db;
+pub mod slot;
+pub mod table;
+pub mod value;
+
+pub use db::{Db, Entry, Locks, Store, Stripe, StripeStats, WatchFlag, NO_EXPIRE};
+pub use table::Table;
+pub use value::{Kind, Value};

@@ -1,0 +1,588 @@
+//! Databases, lock stripes, entries, expiry and WATCH marks.
+//!
+//! Each database is split into `stripes` lock stripes by cluster slot: a
+//! stripe owns a contiguous range of slots, so hash-tagged keys share one.
+//! Every stripe is guarded by its own mutex; a command locks the stripes of
+//! its keys in ascending global order ([`Locks`]), which rules out deadlock
+//! between threads.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, MutexGuard};
+use smallvec::SmallVec;
+
+use crate::slot::{key_slot, SLOTS};
+use crate::table::Table;
+use crate::value::Value;
+
+/// `expire_at` of a key without a TTL.
+pub const NO_EXPIRE: i64 = -1;
+
+/// One key's record.
+#[derive(Clone, Debug)]
+pub struct Entry {
+    pub value: Value,
+    /// Absolute expiry in Unix milliseconds, or [`NO_EXPIRE`].
+    pub expire_at: i64,
+    /// Last access, in the server's LRU clock (seconds).
+    pub lru: u32,
+}
+
+impl Entry {
+    pub fn new(value: Value) -> Self {
+        Entry { value, expire_at: NO_EXPIRE, lru: 0 }
+    }
+}
+
+/// A flag a client watches; set when a watched key is modified.
+pub type WatchFlag = Arc<AtomicBool>;
+
+/// Counters kept per stripe (under its lock) and summed when reported.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct StripeStats {
+    /// Keys deleted because their TTL passed (lazily or actively).
+    pub expired_keys: u64,
+    /// Modifications since start (Redis's `server.dirty` contributions).
+    pub dirty: u64,
+}
+
+/// The keys of one database that fall into one slot range.
+#[derive(Default)]
+pub struct Stripe {
+    map: Table<Entry>,
+    /// Keys with a TTL, for active expiry sampling.
+    ttl: Table<()>,
+    watchers: Option<Box<Table<Vec<WatchFlag>>>>,
+    pub stats: StripeStats,
+}
+
+impl Stripe {
+    /// Number of keys (expired ones not yet deleted included).
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// Keys with a TTL.
+    pub fn expires_len(&self) -> usize {
+        self.ttl.len()
+    }
+
+    /// Looks up a live key; an expired key is deleted on the way.
+    pub fn get(&mut self, key: &[u8], now: i64) -> Option<&mut Entry> {
+        let i = self.map.index_of(key)?;
+        let exp = self.map.at(i).map_or(NO_EXPIRE, |(_, e)| e.expire_at);
+        if exp != NO_EXPIRE && exp <= now {
+            self.delete_expired(key);
+            return None;
+        }
+        self.map.at_mut(i).map(|(_, e)| e)
+    }
+
+    /// Looks up a live key for an in-place modification: marks watchers
+    /// and counts the change. Only call when the value will change.
+    pub fn get_for_write(&mut self, key: &[u8], now: i64) -> Option<&mut Entry> {
+        if self.get(key, now).is_none() {
+            return None;
+        }
+        self.touch(key);
+        self.stats.dirty += 1;
+        self.map.get_mut(key)
+    }
+
+    /// Whether a live key exists (expiring it lazily if due).
+    pub fn contains(&mut self, key: &[u8], now: i64) -> bool {
+        self.get(key, now).is_some()
+    }
+
+    /// Looks at an entry without expiring it (for introspection paths that
+    /// must not delete, such as SCAN's filter, and for snapshots).
+    pub fn peek(&self, key: &[u8]) -> Option<&Entry> {
+        self.map.get(key)
+    }
+
+    fn delete_expired(&mut self, key: &[u8]) {
+        self.map.remove(key);
+        self.ttl.remove(key);
+        self.stats.expired_keys += 1;
+        self.touch(key);
+    }
+
+    /// Inserts or overwrites a key with the given expiry; marks watchers.
+    /// Returns the previous entry, if any (expired or not).
+    pub fn insert(&mut self, key: &[u8], value: Value, expire_at: i64, lru: u32) -> Option<Entry> {
+        let (_, old) = self.map.insert(key, Entry { value, expire_at, lru });
+        let had_ttl = old.as_ref().is_some_and(|e| e.expire_at != NO_EXPIRE);
+        if expire_at != NO_EXPIRE && !had_ttl {
+            self.ttl.insert(key, ());
+        } else if expire_at == NO_EXPIRE && had_ttl {
+            self.ttl.remove(key);
+        }
+        self.touch(key);
+        self.stats.dirty += 1;
+        old
+    }
+
+    /// Removes a key; marks watchers when it existed.
+    pub fn remove(&mut self, key: &[u8]) -> Option<Entry> {
+        let (_, e) = self.map.remove(key)?;
+        if e.expire_at != NO_EXPIRE {
+            self.ttl.remove(key);
+        }
+        self.touch(key);
+        self.stats.dirty += 1;
+        Some(e)
+    }
+
+    /// Sets or clears the TTL of an existing key. Returns false if absent.
+    pub fn set_expire(&mut self, key: &[u8], expire_at: i64) -> bool {
+        let Some(e) = self.map.get_mut(key) else { return false };
+        let had = e.expire_at != NO_EXPIRE;
+        e.expire_at = expire_at;
+        if expire_at != NO_EXPIRE && !had {
+            self.ttl.insert(key, ());
+        } else if expire_at == NO_EXPIRE && had {
+            self.ttl.remove(key);
+        }
+        self.touch(key);
+        self.stats.dirty += 1;
+        true
+    }
+
+    /// Marks the watchers of `key`, as Redis's `signalModifiedKey`.
+    #[inline]
+    pub fn touch(&mut self, key: &[u8]) {
+        if let Some(w) = &self.watchers {
+            if let Some(flags) = w.get(key) {
+                for f in flags {
+                    f.store(true, Ordering::Release);
+                }
+            }
+        }
+    }
+
+    /// Registers `flag` as watching `key`.
+    pub fn watch(&mut self, key: &[u8], flag: &WatchFlag) {
+        let w = self.watchers.get_or_insert_with(Default::default);
+        match w.get_mut(key) {
+            Some(v) => {
+                if !v.iter().any(|f| Arc::ptr_eq(f, flag)) {
+                    v.push(flag.clone());
+                }
+            }
+            None => {
+                w.insert(key, vec![flag.clone()]);
+            }
+        }
+    }
+
+    /// Removes `flag` from `key`'s watchers.
+    pub fn unwatch(&mut self, key: &[u8], flag: &WatchFlag) {
+        let Some(w) = &mut self.watchers else { return };
+        let empty = match w.get_mut(key) {
+            Some(v) => {
+                v.retain(|f| !Arc::ptr_eq(f, flag));
+                v.is_empty()
+            }
+            None => false,
+        };
+        if empty {
+            w.remove(key);
+        }
+        if w.is_empty() {
+            self.watchers = None;
+        }
+    }
+
+    /// Marks the watchers of every watched key that exists here or in
+    /// `other` (FLUSHDB, FLUSHALL, SWAPDB).
+    pub fn touch_existing_watched(&mut self, other: Option<&Stripe>) {
+        let Some(w) = &self.watchers else { return };
+        for (k, flags) in w.iter() {
+            if self.map.contains_key(k) || other.is_some_and(|o| o.map.contains_key(k)) {
+                for f in flags {
+                    f.store(true, Ordering::Release);
+                }
+            }
+        }
+    }
+
+    /// Deletes every key; returns how many there were. Watchers stay.
+    pub fn clear(&mut self) -> usize {
+        let n = self.map.len();
+        self.touch_existing_watched(None);
+        self.map.clear();
+        self.ttl.clear();
+        self.stats.dirty += n as u64;
+        n
+    }
+
+    /// Exchanges keys (not watchers or stats) with another stripe (SWAPDB).
+    pub fn swap_data(&mut self, other: &mut Stripe) {
+        self.touch_existing_watched(Some(other));
+        other.touch_existing_watched(Some(self));
+        std::mem::swap(&mut self.map, &mut other.map);
+        std::mem::swap(&mut self.ttl, &mut other.ttl);
+    }
+
+    /// Iterates over all entries, expired ones included.
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &Entry)> {
+        self.map.iter()
+    }
+
+    /// One SCAN step over this stripe's table.
+    pub fn scan(&self, cursor: u64, visit: impl FnMut(&[u8], &Entry)) -> u64 {
+        self.map.scan(cursor, visit)
+    }
+
+    /// A random key (possibly expired; the caller checks).
+    pub fn random_key(&self, rand: impl FnMut() -> u64) -> Option<&[u8]> {
+        let i = self.map.random_index(rand)?;
+        self.map.at(i).map(|(k, _)| k)
+    }
+
+    /// Samples up to `n` keys with a TTL and deletes the expired ones.
+    /// Returns (sampled, expired).
+    pub fn expire_sample(&mut self, n: usize, now: i64, mut rand: impl FnMut() -> u64) -> (usize, usize) {
+        let mut sampled = 0;
+        let mut expired = 0;
+        let mut due: SmallVec<[Box<[u8]>; 20]> = SmallVec::new();
+        let take = n.min(self.ttl.len());
+        for _ in 0..take {
+            let Some(i) = self.ttl.random_index(&mut rand) else { break };
+            let Some((k, _)) = self.ttl.at(i) else { break };
+            sampled += 1;
+            if let Some(e) = self.map.get(k) {
+                if e.expire_at != NO_EXPIRE && e.expire_at <= now && !due.iter().any(|d| **d == *k) {
+                    due.push(k.into());
+                }
+            }
+        }
+        for k in due {
+            self.delete_expired(&k);
+            expired += 1;
+        }
+        (sampled, expired)
+    }
+}
+
+/// One database: its stripes.
+pub struct Db {
+    stripes: Box<[Mutex<Stripe>]>,
+}
+
+/// The whole keyspace: `databases` databases of `stripes` stripes each.
+pub struct Store {
+    dbs: Box<[Db]>,
+    stripes: usize,
+    /// `slot >> shift` is the stripe of a slot.
+    shift: u32,
+    /// `DEBUG SET-ACTIVE-EXPIRE`.
+    pub active_expire: AtomicBool,
+    rand_state: AtomicU64,
+}
+
+impl Store {
+    /// `stripes` is rounded to a power of two between 1 and 16384.
+    pub fn new(databases: usize, stripes: usize) -> Self {
+        let stripes = stripes.clamp(1, SLOTS).next_power_of_two();
+        let shift = (SLOTS / stripes).trailing_zeros();
+        let dbs = (0..databases.max(1))
+            .map(|_| Db { stripes: (0..stripes).map(|_| Mutex::new(Stripe::default())).collect() })
+            .collect();
+        Store {
+            dbs,
+            stripes,
+            shift,
+            active_expire: AtomicBool::new(true),
+            rand_state: AtomicU64::new(0x9E37_79B9_7F4A_7C15),
+        }
+    }
+
+    pub fn databases(&self) -> usize {
+        self.dbs.len()
+    }
+
+    /// Stripes per database.
+    pub fn stripes(&self) -> usize {
+        self.stripes
+    }
+
+    /// Stripe index (within a database) of a key.
+    #[inline]
+    pub fn stripe_of(&self, key: &[u8]) -> u32 {
+        u32::from(key_slot(key)) >> self.shift
+    }
+
+    /// Global lock order id of (db, stripe).
+    #[inline]
+    pub fn global_id(&self, db: usize, stripe: u32) -> u32 {
+        (db * self.stripes) as u32 + stripe
+    }
+
+    fn lock_global(&self, id: u32) -> MutexGuard<'_, Stripe> {
+        let db = id as usize / self.stripes;
+        let s = id as usize % self.stripes;
+        self.dbs[db].stripes[s].lock()
+    }
+
+    /// Locks one stripe by itself (background tasks, stats).
+    pub fn lock_stripe(&self, db: usize, stripe: usize) -> MutexGuard<'_, Stripe> {
+        self.dbs[db].stripes[stripe].lock()
+    }
+
+    /// A cheap pseudo-random number (xorshift), shared by all threads.
+    pub fn rand(&self) -> u64 {
+        let mut x = self.rand_state.load(Ordering::Relaxed);
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.rand_state.store(x, Ordering::Relaxed);
+        x
+    }
+
+    /// Number of keys in a database (expired-but-undeleted included, as
+    /// Redis's DBSIZE) and how many have a TTL.
+    pub fn db_size(&self, db: usize) -> (usize, usize) {
+        let mut keys = 0;
+        let mut ttl = 0;
+        for s in self.dbs[db].stripes.iter() {
+            let s = s.lock();
+            keys += s.len();
+            ttl += s.expires_len();
+        }
+        (keys, ttl)
+    }
+
+    /// Sums stripe statistics over all databases.
+    pub fn stats(&self) -> StripeStats {
+        let mut t = StripeStats::default();
+        for db in self.dbs.iter() {
+            for s in db.stripes.iter() {
+                let s = s.lock();
+                t.expired_keys += s.stats.expired_keys;
+                t.dirty += s.stats.dirty;
+            }
+        }
+        t
+    }
+
+    /// One active-expiry pass over the stripes `part` of `parts` owns.
+    /// Samples 20 TTL keys per stripe and repeats on a stripe while more
+    /// than a quarter of its sample had expired, within `budget`.
+    /// Returns keys expired.
+    pub fn active_expire_cycle(
+        &self,
+        part: usize,
+        parts: usize,
+        now: i64,
+        budget: std::time::Duration,
+    ) -> usize {
+        if !self.active_expire.load(Ordering::Relaxed) {
+            return 0;
+        }
+        let start = std::time::Instant::now();
+        let mut total = 0;
+        let nglobal = self.dbs.len() * self.stripes;
+        let mut id = part;
+        while id < nglobal {
+            let mut s = self.lock_global(id as u32);
+            if s.expires_len() > 0 {
+                loop {
+                    let (sampled, expired) = s.expire_sample(20, now, || self.rand());
+                    total += expired;
+                    if sampled == 0 || expired * 4 <= sampled || start.elapsed() > budget {
+                        break;
+                    }
+                }
+            }
+            drop(s);
+            if start.elapsed() > budget {
+                break;
+            }
+            id += parts.max(1);
+        }
+        total
+    }
+}
+
+/// The stripes a command holds, in ascending global order, plus the clock
+/// the command runs at. Handlers reach keys only through this.
+pub struct Locks<'a> {
+    store: &'a Store,
+    held: SmallVec<[(u32, MutexGuard<'a, Stripe>); 4]>,
+    /// The command's clock, Unix milliseconds.
+    pub now: i64,
+}
+
+impl<'a> Locks<'a> {
+    pub fn new(store: &'a Store, now: i64) -> Self {
+        Locks { store, held: SmallVec::new(), now }
+    }
+
+    pub fn store(&self) -> &'a Store {
+        self.store
+    }
+
+    /// Locks the given global ids (sorted and deduplicated here). Ids not
+    /// above everything already held are a lock-order bug.
+    pub fn acquire(&mut self, ids: &mut [u32]) {
+        ids.sort_unstable();
+        let mut last = None;
+        for &id in ids.iter() {
+            if last == Some(id) || self.holds(id) {
+                continue;
+            }
+            last = Some(id);
+            self.lock(id);
+        }
+    }
+
+    fn holds(&self, id: u32) -> bool {
+        self.held.iter().any(|(h, _)| *h == id)
+    }
+
+    fn lock(&mut self, id: u32) {
+        if let Some((max, _)) = self.held.last() {
+            assert!(id > *max, "stripe lock order violated: {id} after {max}");
+        }
+        let g = self.store.lock_global(id);
+        self.held.push((id, g));
+    }
+
+    /// Locks every stripe of `db` that is not yet held.
+    pub fn acquire_db(&mut self, db: usize) {
+        let base = self.store.global_id(db, 0);
+        let mut ids: Vec<u32> = (base..base + self.store.stripes as u32).collect();
+        self.acquire(&mut ids);
+    }
+
+    /// The stripe with global id `id`, locking it if it is above all held.
+    pub fn stripe_id(&mut self, id: u32) -> &mut Stripe {
+        let pos = match self.held.iter().position(|(h, _)| *h == id) {
+            Some(p) => p,
+            None => {
+                self.lock(id);
+                self.held.len() - 1
+            }
+        };
+        &mut self.held[pos].1
+    }
+
+    /// The stripe holding `key` in `db`.
+    #[inline]
+    pub fn stripe(&mut self, db: usize, key: &[u8]) -> &mut Stripe {
+        let id = self.store.global_id(db, self.store.stripe_of(key));
+        self.stripe_id(id)
+    }
+
+    /// Two different stripes at once (SWAPDB).
+    pub fn pair(&mut self, a: u32, b: u32) -> (&mut Stripe, &mut Stripe) {
+        self.stripe_id(a);
+        self.stripe_id(b);
+        let ia = self.held.iter().position(|(h, _)| *h == a).expect("held");
+        let ib = self.held.iter().position(|(h, _)| *h == b).expect("held");
+        assert_ne!(ia, ib);
+        let (lo, hi) = if ia < ib { (ia, ib) } else { (ib, ia) };
+        let (left, right) = self.held.split_at_mut(hi);
+        let (x, y) = (&mut *left[lo].1, &mut *right[0].1);
+        if ia < ib {
+            (x, y)
+        } else {
+            (y, x)
+        }
+    }
+
+    /// Releases everything.
+    pub fn release(&mut self) {
+        while self.held.pop().is_some() {}
+    }
+
+    // ---- conveniences over the key's stripe ---------------------------
+
+    pub fn get(&mut self, db: usize, key: &[u8]) -> Option<&mut Entry> {
+        let now = self.now;
+        self.stripe(db, key).get(key, now)
+    }
+
+    pub fn get_for_write(&mut self, db: usize, key: &[u8]) -> Option<&mut Entry> {
+        let now = self.now;
+        self.stripe(db, key).get_for_write(key, now)
+    }
+
+    pub fn contains(&mut self, db: usize, key: &[u8]) -> bool {
+        let now = self.now;
+        self.stripe(db, key).contains(key, now)
+    }
+
+    pub fn insert(&mut self, db: usize, key: &[u8], value: Value, expire_at: i64, lru: u32) -> Option<Entry> {
+        self.stripe(db, key).insert(key, value, expire_at, lru)
+    }
+
+    /// Removes a live key (an expired one counts as absent).
+    pub fn remove(&mut self, db: usize, key: &[u8]) -> Option<Entry> {
+        let now = self.now;
+        let s = self.stripe(db, key);
+        s.get(key, now)?;
+        s.remove(key)
+    }
+
+    pub fn set_expire(&mut self, db: usize, key: &[u8], expire_at: i64) -> bool {
+        self.stripe(db, key).set_expire(key, expire_at)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lazy_expiry_and_watch() {
+        let store = Store::new(2, 64);
+        let mut l = Locks::new(&store, 1000);
+        let flag: WatchFlag = Arc::new(AtomicBool::new(false));
+        l.stripe(0, b"k").watch(b"k", &flag);
+        l.insert(0, b"k", Value::from_arg(b"v"), 1500, 0);
+        assert!(flag.swap(false, Ordering::AcqRel));
+        assert!(l.get(0, b"k").is_some());
+        l.now = 1500;
+        assert!(l.get(0, b"k").is_none());
+        assert!(flag.load(Ordering::Acquire), "expiry marks watchers");
+        assert_eq!(l.stripe(0, b"k").stats.expired_keys, 1);
+        assert_eq!(l.stripe(0, b"k").expires_len(), 0);
+    }
+
+    #[test]
+    fn ascending_locking_and_pairs() {
+        let store = Store::new(2, 16);
+        let mut l = Locks::new(&store, 0);
+        let mut ids = vec![store.global_id(1, 3), store.global_id(0, 5), store.global_id(0, 5)];
+        l.acquire(&mut ids);
+        let (a, b) = l.pair(store.global_id(0, 5), store.global_id(1, 3));
+        a.insert(b"x", Value::Int(1), NO_EXPIRE, 0);
+        b.swap_data(a);
+        assert_eq!(b.len(), 1);
+        assert_eq!(a.len(), 0);
+    }
+
+    #[test]
+    fn active_expiry_removes_due_keys() {
+        let store = Store::new(1, 4);
+        for i in 0..1000 {
+            let mut l = Locks::new(&store, 0);
+            let k = format!("k{i}");
+            let at = if i % 2 == 0 { 10 } else { NO_EXPIRE };
+            l.insert(0, k.as_bytes(), Value::Int(i), at, 0);
+        }
+        let mut n = 0;
+        for _ in 0..100 {
+            n += store.active_expire_cycle(0, 1, 20, std::time::Duration::from_millis(50));
+        }
+        assert_eq!(n, 500);
+        assert_eq!(store.db_size(0), (500, 0));
+    }
+}

@@ -1,0 +1,378 @@
+//! A chained hash table keyed by byte strings, with Redis's SCAN guarantee.
+//!
+//! Nodes live in one slab (`Vec`), buckets hold slab indices, so a table
+//! costs no allocation per entry beyond the key's own bytes. The bucket
+//! array is a power of two and the SCAN cursor walks it in reverse-binary
+//! order (Redis's `dictScan`), which returns every element present for the
+//! whole iteration at least once even when the table grows or shrinks
+//! between calls. Resizing is done all at once: a table is one lock stripe
+//! (or one value), small enough that this costs microseconds, so Redis's
+//! incremental rehashing is not needed here.
+
+use ahash::RandomState;
+
+const NIL: u32 = u32::MAX;
+const MIN_BUCKETS: usize = 4;
+
+struct Node<V> {
+    hash: u64,
+    next: u32,
+    /// `None` marks a free slab slot; `next` then links the free list.
+    kv: Option<(Box<[u8]>, V)>,
+}
+
+/// Byte-keyed hash table.
+pub struct Table<V> {
+    buckets: Vec<u32>,
+    nodes: Vec<Node<V>>,
+    free: u32,
+    len: usize,
+    hasher: RandomState,
+}
+
+impl<V> Default for Table<V> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<V> Table<V> {
+    pub fn new() -> Self {
+        Table { buckets: Vec::new(), nodes: Vec::new(), free: NIL, len: 0, hasher: RandomState::new() }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Number of buckets (a power of two, or 0 before the first insert).
+    pub fn buckets(&self) -> usize {
+        self.buckets.len()
+    }
+
+    #[inline]
+    fn hash(&self, key: &[u8]) -> u64 {
+        self.hasher.hash_one(key)
+    }
+
+    #[inline]
+    fn find(&self, key: &[u8], h: u64) -> u32 {
+        if self.buckets.is_empty() {
+            return NIL;
+        }
+        let mut i = self.buckets[(h as usize) & (self.buckets.len() - 1)];
+        while i != NIL {
+            let n = &self.nodes[i as usize];
+            if n.hash == h {
+                if let Some((k, _)) = &n.kv {
+                    if &**k == key {
+                        return i;
+                    }
+                }
+            }
+            i = n.next;
+        }
+        NIL
+    }
+
+    /// Slab index of `key`, stable until the key is removed.
+    pub fn index_of(&self, key: &[u8]) -> Option<u32> {
+        let i = self.find(key, self.hash(key));
+        (i != NIL).then_some(i)
+    }
+
+    pub fn get(&self, key: &[u8]) -> Option<&V> {
+        let i = self.find(key, self.hash(key));
+        if i == NIL {
+            return None;
+        }
+        self.nodes[i as usize].kv.as_ref().map(|(_, v)| v)
+    }
+
+    pub fn get_mut(&mut self, key: &[u8]) -> Option<&mut V> {
+        let i = self.find(key, self.hash(key));
+        if i == NIL {
+            return None;
+        }
+        self.nodes[i as usize].kv.as_mut().map(|(_, v)| v)
+    }
+
+    pub fn contains_key(&self, key: &[u8]) -> bool {
+        self.find(key, self.hash(key)) != NIL
+    }
+
+    /// Key and value at slab index `i`, if occupied.
+    pub fn at(&self, i: u32) -> Option<(&[u8], &V)> {
+        self.nodes.get(i as usize)?.kv.as_ref().map(|(k, v)| (&**k, v))
+    }
+
+    /// Mutable value at slab index `i`, if occupied.
+    pub fn at_mut(&mut self, i: u32) -> Option<(&[u8], &mut V)> {
+        self.nodes.get_mut(i as usize)?.kv.as_mut().map(|(k, v)| (&**k, v))
+    }
+
+    /// Inserts or replaces; returns the slab index and the old value.
+    pub fn insert(&mut self, key: &[u8], val: V) -> (u32, Option<V>) {
+        let h = self.hash(key);
+        let i = self.find(key, h);
+        if i != NIL {
+            let slot = &mut self.nodes[i as usize].kv.as_mut().expect("found node is occupied").1;
+            return (i, Some(std::mem::replace(slot, val)));
+        }
+        (self.insert_new(key.into(), h, val), None)
+    }
+
+    /// Inserts a key known to be absent, reusing its boxed bytes.
+    pub fn insert_boxed(&mut self, key: Box<[u8]>, val: V) -> u32 {
+        let h = self.hash(&key);
+        debug_assert!(self.find(&key, h) == NIL);
+        self.insert_new(key, h, val)
+    }
+
+    fn insert_new(&mut self, key: Box<[u8]>, h: u64, val: V) -> u32 {
+        if self.len + 1 > self.buckets.len() {
+            self.resize((self.len + 1).next_power_of_two().max(MIN_BUCKETS));
+        }
+        let b = (h as usize) & (self.buckets.len() - 1);
+        let node = Node { hash: h, next: self.buckets[b], kv: Some((key, val)) };
+        let i = if self.free != NIL {
+            let i = self.free;
+            self.free = self.nodes[i as usize].next;
+            self.nodes[i as usize] = node;
+            i
+        } else {
+            self.nodes.push(node);
+            (self.nodes.len() - 1) as u32
+        };
+        self.buckets[b] = i;
+        self.len += 1;
+        i
+    }
+
+    /// Removes `key`, returning its boxed bytes and value.
+    pub fn remove(&mut self, key: &[u8]) -> Option<(Box<[u8]>, V)> {
+        if self.buckets.is_empty() {
+            return None;
+        }
+        let h = self.hash(key);
+        let b = (h as usize) & (self.buckets.len() - 1);
+        let mut prev = NIL;
+        let mut i = self.buckets[b];
+        while i != NIL {
+            let n = &self.nodes[i as usize];
+            let hit = n.hash == h && n.kv.as_ref().is_some_and(|(k, _)| &**k == key);
+            let next = n.next;
+            if hit {
+                if prev == NIL {
+                    self.buckets[b] = next;
+                } else {
+                    self.nodes[prev as usize].next = next;
+                }
+                let n = &mut self.nodes[i as usize];
+                let kv = n.kv.take();
+                n.next = self.free;
+                self.free = i;
+                self.len -= 1;
+                self.maybe_shrink();
+                return kv;
+            }
+            prev = i;
+            i = next;
+        }
+        None
+    }
+
+    fn maybe_shrink(&mut self) {
+        // Shrink when under 10% full, as Redis does (HASHTABLE_MIN_FILL).
+        if self.buckets.len() > MIN_BUCKETS && self.len * 10 < self.buckets.len() {
+            if self.len == 0 {
+                *self = Table { hasher: self.hasher.clone(), ..Table::new() };
+                return;
+            }
+            self.compact();
+            self.resize(self.len.next_power_of_two().max(MIN_BUCKETS));
+        }
+    }
+
+    /// Moves occupied nodes to the front of the slab and frees the rest.
+    /// Slab indices change; callers that keep indices must not rely on them
+    /// across a removal.
+    fn compact(&mut self) {
+        let old = std::mem::take(&mut self.nodes);
+        self.nodes = Vec::with_capacity(self.len);
+        for n in old {
+            if n.kv.is_some() {
+                self.nodes.push(Node { next: NIL, ..n });
+            }
+        }
+        self.free = NIL;
+    }
+
+    fn resize(&mut self, size: usize) {
+        self.buckets.clear();
+        self.buckets.resize(size, NIL);
+        let mask = size - 1;
+        for (i, n) in self.nodes.iter_mut().enumerate() {
+            if n.kv.is_some() {
+                let b = (n.hash as usize) & mask;
+                n.next = self.buckets[b];
+                self.buckets[b] = i as u32;
+            }
+        }
+    }
+
+    /// Removes everything.
+    pub fn clear(&mut self) {
+        *self = Table { hasher: self.hasher.clone(), ..Table::new() };
+    }
+
+    /// Iterates over all entries in slab order.
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &V)> {
+        self.nodes.iter().filter_map(|n| n.kv.as_ref().map(|(k, v)| (&**k, v)))
+    }
+
+    /// Iterates mutably over all entries.
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = (&[u8], &mut V)> {
+        self.nodes.iter_mut().filter_map(|n| n.kv.as_mut().map(|(k, v)| (&**k, v)))
+    }
+
+    /// Drains all entries.
+    pub fn drain(&mut self) -> impl Iterator<Item = (Box<[u8]>, V)> {
+        let nodes = std::mem::take(&mut self.nodes);
+        self.clear();
+        nodes.into_iter().filter_map(|n| n.kv)
+    }
+
+    /// Visits one bucket at `cursor` (reverse-binary order) and returns the
+    /// next cursor; 0 means the scan is complete.
+    pub fn scan(&self, cursor: u64, mut visit: impl FnMut(&[u8], &V)) -> u64 {
+        if self.buckets.is_empty() {
+            return 0;
+        }
+        let mask = (self.buckets.len() - 1) as u64;
+        let mut i = self.buckets[(cursor & mask) as usize];
+        while i != NIL {
+            let n = &self.nodes[i as usize];
+            if let Some((k, v)) = &n.kv {
+                visit(k, v);
+            }
+            i = n.next;
+        }
+        let mut v = cursor | !mask;
+        v = v.reverse_bits();
+        v = v.wrapping_add(1);
+        v.reverse_bits()
+    }
+
+    /// A random occupied slab index, using `rand` as the source of
+    /// randomness (a fair-enough pick: random bucket, then random chain
+    /// element, as Redis's `dictGetRandomKey`).
+    pub fn random_index(&self, mut rand: impl FnMut() -> u64) -> Option<u32> {
+        if self.len == 0 {
+            return None;
+        }
+        let mask = self.buckets.len() - 1;
+        loop {
+            let head = self.buckets[(rand() as usize) & mask];
+            if head == NIL {
+                continue;
+            }
+            let mut chain = 0;
+            let mut i = head;
+            while i != NIL {
+                chain += 1;
+                i = self.nodes[i as usize].next;
+            }
+            let mut pick = (rand() % chain) as usize;
+            let mut i = head;
+            while pick > 0 {
+                i = self.nodes[i as usize].next;
+                pick -= 1;
+            }
+            return Some(i);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn insert_get_remove() {
+        let mut t = Table::new();
+        for i in 0..1000u32 {
+            assert!(t.insert(format!("k{i}").as_bytes(), i).1.is_none());
+        }
+        assert_eq!(t.len(), 1000);
+        assert_eq!(t.get(b"k10"), Some(&10));
+        assert_eq!(t.insert(b"k10", 11).1, Some(10));
+        for i in 0..990u32 {
+            assert!(t.remove(format!("k{i}").as_bytes()).is_some());
+        }
+        assert_eq!(t.len(), 10);
+        assert!(t.buckets() <= 64);
+        assert_eq!(t.get(b"k995"), Some(&995));
+        assert!(t.get(b"k5").is_none());
+    }
+
+    /// SCAN returns every element present for the whole iteration at least
+    /// once, even when the table grows and shrinks between steps.
+    #[test]
+    fn scan_survives_resizes() {
+        let mut t = Table::new();
+        for i in 0..500u32 {
+            t.insert(format!("stay{i}").as_bytes(), ());
+        }
+        let mut seen = HashSet::new();
+        let mut cursor = 0;
+        let mut step = 0u32;
+        loop {
+            cursor = t.scan(cursor, |k, _| {
+                seen.insert(k.to_vec());
+            });
+            // Grow a lot, then shrink a lot, while scanning.
+            if step < 20 {
+                for j in 0..200u32 {
+                    t.insert(format!("tmp{step}-{j}").as_bytes(), ());
+                }
+            } else if step < 40 {
+                for j in 0..200u32 {
+                    t.remove(format!("tmp{}-{j}", step - 20).as_bytes());
+                }
+            }
+            step += 1;
+            if cursor == 0 {
+                break;
+            }
+        }
+        for i in 0..500u32 {
+            assert!(seen.contains(format!("stay{i}").as_bytes()), "missed stay{i}");
+        }
+    }
+
+    #[test]
+    fn random_index_finds_members() {
+        let mut t = Table::new();
+        t.insert(b"a", 1);
+        t.insert(b"b", 2);
+        let mut x = 12345u64;
+        let mut rnd = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut got = HashSet::new();
+        for _ in 0..100 {
+            let i = t.random_index(&mut rnd).unwrap();
+            got.insert(t.at(i).unwrap().0.to_vec());
+        }
+        assert_eq!(got.len(), 2);
+    }
+}

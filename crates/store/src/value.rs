@@ -1,0 +1,204 @@
+//! Values and their compact encodings.
+
+/// Longest string stored in the `embstr` encoding (Redis's
+/// `OBJ_ENCODING_EMBSTR_SIZE_LIMIT`).
+pub const EMBSTR_MAX: usize = 44;
+
+/// Integers below this are Redis's shared integers (`OBJECT REFCOUNT`
+/// reports them as shared).
+pub const SHARED_INTEGERS: i64 = 10_000;
+
+/// A stored value. Strings carry the encoding Redis would report; the other
+/// types are added by the data-type families.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Value {
+    /// A string that is the canonical decimal form of an `i64`.
+    Int(i64),
+    /// A short string that was stored whole (`embstr`).
+    Emb(Box<[u8]>),
+    /// A string that may grow in place (`raw`: APPEND, SETRANGE, long values).
+    Raw(Vec<u8>),
+}
+
+/// The type names `TYPE` reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    String,
+    List,
+    Set,
+    ZSet,
+    Hash,
+    Stream,
+}
+
+impl Kind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::String => "string",
+            Kind::List => "list",
+            Kind::Set => "set",
+            Kind::ZSet => "zset",
+            Kind::Hash => "hash",
+            Kind::Stream => "stream",
+        }
+    }
+}
+
+impl Value {
+    /// Builds a string value the way Redis's `tryObjectEncoding` would store
+    /// a client argument: `int` when it is a canonical 64-bit integer of at
+    /// most 20 characters, `embstr` up to 44 bytes, else `raw`.
+    pub fn from_arg(b: &[u8]) -> Value {
+        if b.len() <= 20 {
+            if let Some(i) = parse_canonical_i64(b) {
+                return Value::Int(i);
+            }
+        }
+        Value::str_exact(b)
+    }
+
+    /// A string value without integer detection (`embstr` or `raw` by size).
+    pub fn str_exact(b: &[u8]) -> Value {
+        if b.len() <= EMBSTR_MAX {
+            Value::Emb(b.into())
+        } else {
+            Value::Raw(b.to_vec())
+        }
+    }
+
+    pub fn kind(&self) -> Kind {
+        match self {
+            Value::Int(_) | Value::Emb(_) | Value::Raw(_) => Kind::String,
+        }
+    }
+
+    pub fn is_string(&self) -> bool {
+        self.kind() == Kind::String
+    }
+
+    /// The encoding name `OBJECT ENCODING` reports.
+    pub fn encoding(&self) -> &'static str {
+        match self {
+            Value::Int(_) => "int",
+            Value::Emb(_) => "embstr",
+            Value::Raw(_) => "raw",
+        }
+    }
+
+    /// String bytes, formatting integers into `buf`. `None` if not a string.
+    pub fn as_bytes<'a>(&'a self, buf: &'a mut [u8; 24]) -> Option<&'a [u8]> {
+        match self {
+            Value::Int(i) => {
+                let n = fmt_i64(*i, buf);
+                Some(&buf[..n])
+            }
+            Value::Emb(b) => Some(b),
+            Value::Raw(v) => Some(v),
+        }
+    }
+
+    /// Length of the string form.
+    pub fn str_len(&self) -> Option<usize> {
+        match self {
+            Value::Int(i) => {
+                let mut b = [0u8; 24];
+                Some(fmt_i64(*i, &mut b))
+            }
+            Value::Emb(b) => Some(b.len()),
+            Value::Raw(v) => Some(v.len()),
+        }
+    }
+
+    /// Converts a string value to `raw` (Redis's `dbUnshareStringValue`)
+    /// and returns its growable bytes.
+    pub fn make_raw(&mut self) -> Option<&mut Vec<u8>> {
+        match self {
+            Value::Raw(v) => return Some(v),
+            Value::Int(i) => {
+                let mut b = [0u8; 24];
+                let n = fmt_i64(*i, &mut b);
+                *self = Value::Raw(b[..n].to_vec());
+            }
+            Value::Emb(b) => *self = Value::Raw(b.to_vec()),
+        }
+        match self {
+            Value::Raw(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// Approximate heap bytes owned by this value (for memory reports).
+    pub fn heap_size(&self) -> usize {
+        match self {
+            Value::Int(_) => 0,
+            Value::Emb(b) => b.len(),
+            Value::Raw(v) => v.capacity(),
+        }
+    }
+}
+
+/// Canonical decimal integer check (Redis's `string2l`).
+pub fn parse_canonical_i64(b: &[u8]) -> Option<i64> {
+    if b.is_empty() || b.len() > 20 {
+        return None;
+    }
+    if b == b"0" {
+        return Some(0);
+    }
+    let (neg, d) = if b[0] == b'-' { (true, &b[1..]) } else { (false, b) };
+    if !matches!(d.first(), Some(b'1'..=b'9')) {
+        return None;
+    }
+    let mut v: i128 = 0;
+    for &c in d {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        v = v * 10 + i128::from(c - b'0');
+        if v > i128::from(i64::MAX) + 1 {
+            return None;
+        }
+    }
+    let v = if neg { -v } else { v };
+    i64::try_from(v).ok()
+}
+
+/// Formats an integer into `buf`, returning its length.
+pub fn fmt_i64(v: i64, buf: &mut [u8; 24]) -> usize {
+    let mut tmp = [0u8; 24];
+    let mut n = v.unsigned_abs();
+    let mut i = tmp.len();
+    loop {
+        i -= 1;
+        tmp[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    if v < 0 {
+        i -= 1;
+        tmp[i] = b'-';
+    }
+    let len = tmp.len() - i;
+    buf[..len].copy_from_slice(&tmp[i..]);
+    len
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn encodings_follow_redis_thresholds() {
+        assert_eq!(Value::from_arg(b"123").encoding(), "int");
+        assert_eq!(Value::from_arg(b"0123").encoding(), "embstr");
+        assert_eq!(Value::from_arg(b"-9223372036854775808").encoding(), "int");
+        assert_eq!(Value::from_arg(b"9223372036854775808").encoding(), "embstr");
+        assert_eq!(Value::from_arg(&[b'a'; 44]).encoding(), "embstr");
+        assert_eq!(Value::from_arg(&[b'a'; 45]).encoding(), "raw");
+        let mut v = Value::from_arg(b"12");
+        v.make_raw().unwrap().push(b'3');
+        assert_eq!(v, Value::Raw(b"123".to_vec()));
+    }
+}
