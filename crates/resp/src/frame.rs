@@ -153,7 +153,8 @@ fn parse_at(buf: &[u8], pos: usize, depth: usize) -> Result<Option<(Frame, usize
         b'%' | b'|' => {
             let n = int_of(body)?;
             let Some((items, p)) = agg(n, true)? else { return Ok(None) };
-            let f = if tag == b'%' { Frame::Map(pairs(items)) } else { Frame::Attribute(pairs(items)) };
+            let f =
+                if tag == b'%' { Frame::Map(pairs(items)) } else { Frame::Attribute(pairs(items)) };
             (f, p)
         }
         other => return Err(FrameError(format!("unknown type byte {other:#04x}"))),

@@ -72,9 +72,7 @@ pub fn fmt_double(v: f64, buf: &mut [u8; 64]) -> usize {
     }
     // SAFETY: buf is 64 bytes, snprintf writes at most that many including
     // the NUL; the format takes exactly one double.
-    let n = unsafe {
-        libc_snprintf(buf.as_mut_ptr().cast(), buf.len(), c"%.17g".as_ptr(), v)
-    };
+    let n = unsafe { libc_snprintf(buf.as_mut_ptr().cast(), buf.len(), c"%.17g".as_ptr(), v) };
     n.clamp(0, 63) as usize
 }
 

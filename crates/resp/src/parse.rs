@@ -368,7 +368,10 @@ mod tests {
         assert_eq!(args(b"*x\r\n").0, Parsed::Error(ProtocolError::InvalidMultibulkLength));
         assert_eq!(args(b"*1\r\n:1\r\n").0, Parsed::Error(ProtocolError::ExpectedDollar(b':')));
         assert_eq!(args(b"*1\r\n$-1\r\n").0, Parsed::Error(ProtocolError::InvalidBulkLength));
-        assert_eq!(args(b"*1\r\n$536870913\r\n").0, Parsed::Error(ProtocolError::InvalidBulkLength));
+        assert_eq!(
+            args(b"*1\r\n$536870913\r\n").0,
+            Parsed::Error(ProtocolError::InvalidBulkLength)
+        );
         assert_eq!(args(b"GET \"k\n").0, Parsed::Error(ProtocolError::UnbalancedQuotes));
         assert_eq!(args(b"GET \"k\"x\n").0, Parsed::Error(ProtocolError::UnbalancedQuotes));
         let big = vec![b'a'; INLINE_MAX + 1];
@@ -382,7 +385,10 @@ mod tests {
     fn inline_quoting() {
         let (r, v) = args(b"SET \"a b\\x41\\n\" 'it\\'s' c\"d e\"\r\n");
         assert_eq!(r, Parsed::Command { consumed: 32 });
-        assert_eq!(v, vec![b"SET".to_vec(), b"a bA\n".to_vec(), b"it's".to_vec(), b"cd e".to_vec()]);
+        assert_eq!(
+            v,
+            vec![b"SET".to_vec(), b"a bA\n".to_vec(), b"it's".to_vec(), b"cd e".to_vec()]
+        );
         let (_, v) = args(b"PING\n");
         assert_eq!(v, vec![b"PING".to_vec()]);
     }

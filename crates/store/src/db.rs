@@ -247,7 +247,12 @@ impl Stripe {
 
     /// Samples up to `n` keys with a TTL and deletes the expired ones.
     /// Returns (sampled, expired).
-    pub fn expire_sample(&mut self, n: usize, now: i64, mut rand: impl FnMut() -> u64) -> (usize, usize) {
+    pub fn expire_sample(
+        &mut self,
+        n: usize,
+        now: i64,
+        mut rand: impl FnMut() -> u64,
+    ) -> (usize, usize) {
         let mut sampled = 0;
         let mut expired = 0;
         let mut due: SmallVec<[Box<[u8]>; 20]> = SmallVec::new();
@@ -257,7 +262,8 @@ impl Stripe {
             let Some((k, _)) = self.ttl.at(i) else { break };
             sampled += 1;
             if let Some(e) = self.map.get(k) {
-                if e.expire_at != NO_EXPIRE && e.expire_at <= now && !due.iter().any(|d| **d == *k) {
+                if e.expire_at != NO_EXPIRE && e.expire_at <= now && !due.iter().any(|d| **d == *k)
+                {
                     due.push(k.into());
                 }
             }
@@ -442,7 +448,8 @@ impl<'a> Locks<'a> {
         }
     }
 
-    fn holds(&self, id: u32) -> bool {
+    /// Whether stripe `id` is held.
+    pub fn holds(&self, id: u32) -> bool {
         self.held.iter().any(|(h, _)| *h == id)
     }
 
@@ -519,7 +526,14 @@ impl<'a> Locks<'a> {
         self.stripe(db, key).contains(key, now)
     }
 
-    pub fn insert(&mut self, db: usize, key: &[u8], value: Value, expire_at: i64, lru: u32) -> Option<Entry> {
+    pub fn insert(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        value: Value,
+        expire_at: i64,
+        lru: u32,
+    ) -> Option<Entry> {
         self.stripe(db, key).insert(key, value, expire_at, lru)
     }
 

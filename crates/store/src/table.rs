@@ -38,7 +38,13 @@ impl<V> Default for Table<V> {
 
 impl<V> Table<V> {
     pub fn new() -> Self {
-        Table { buckets: Vec::new(), nodes: Vec::new(), free: NIL, len: 0, hasher: RandomState::new() }
+        Table {
+            buckets: Vec::new(),
+            nodes: Vec::new(),
+            free: NIL,
+            len: 0,
+            hasher: RandomState::new(),
+        }
     }
 
     pub fn len(&self) -> usize {

@@ -1,0 +1,244 @@
+//! Transactions: MULTI, EXEC, DISCARD, WATCH, UNWATCH.
+//!
+//! EXEC locks the union of the stripes its queued commands need (and the
+//! stripes of watched keys) for the whole transaction, so no other thread
+//! sees it half done.
+
+use std::sync::atomic::Ordering;
+
+use resp::ReplyBuf;
+use smallvec::SmallVec;
+
+use crate::ctx::{Args, Ctx};
+use crate::dispatch::{self, Lookup, Scope};
+use crate::error::{CmdError, CmdResult};
+use crate::session::{Multi, Session};
+use crate::shared::Shared;
+use crate::spec::{CommandSpec, Flags, Group, KeySpec};
+
+const TXF: Flags = Flags::NOSCRIPT.union(Flags::LOADING).union(Flags::STALE).union(Flags::FAST);
+
+pub const COMMANDS: &[CommandSpec] = &[
+    CommandSpec::new(
+        "MULTI",
+        1,
+        TXF.union(Flags::ALLOW_BUSY),
+        KeySpec::None,
+        Group::Transactions,
+        "Starts a transaction.",
+        multi,
+    )
+    .since("1.2.0")
+    .complexity("O(1)"),
+    CommandSpec::new(
+        "EXEC",
+        1,
+        Flags::NOSCRIPT.union(Flags::LOADING).union(Flags::STALE).union(Flags::SKIP_SLOWLOG),
+        KeySpec::None,
+        Group::Transactions,
+        "Executes all commands in a transaction.",
+        exec,
+    )
+    .since("1.2.0")
+    .complexity("Depends on commands in the transaction"),
+    CommandSpec::new(
+        "DISCARD",
+        1,
+        TXF.union(Flags::ALLOW_BUSY),
+        KeySpec::None,
+        Group::Transactions,
+        "Discards a transaction.",
+        discard,
+    )
+    .since("2.0.0")
+    .complexity("O(N), when N is the number of queued commands"),
+    CommandSpec::new(
+        "WATCH",
+        -2,
+        TXF.union(Flags::ALLOW_BUSY),
+        KeySpec::range(1, -1, 1),
+        Group::Transactions,
+        "Monitors changes to keys to determine the execution of a transaction.",
+        watch,
+    )
+    .since("2.2.0")
+    .complexity("O(1) for every key."),
+    CommandSpec::new(
+        "UNWATCH",
+        1,
+        TXF.union(Flags::ALLOW_BUSY),
+        KeySpec::None,
+        Group::Transactions,
+        "Forgets about watched keys of a transaction.",
+        unwatch,
+    )
+    .since("2.2.0")
+    .complexity("O(1)"),
+];
+
+/// Commands that run immediately even inside MULTI (Redis's list).
+pub fn runs_inside_multi(spec: &CommandSpec) -> bool {
+    matches!(spec.name, "EXEC" | "DISCARD" | "MULTI" | "WATCH" | "QUIT" | "RESET")
+}
+
+fn multi(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    if cx.sess.in_multi() {
+        return Err(CmdError::err("MULTI calls can not be nested"));
+    }
+    cx.sess.multi = Some(Multi::default());
+    cx.sess.handle.in_multi.store(true, Ordering::Relaxed);
+    cx.sess.handle.multi_len.store(0, Ordering::Relaxed);
+    out.ok();
+    Ok(())
+}
+
+fn end_multi(sess: &mut Session) -> Option<Multi> {
+    sess.handle.in_multi.store(false, Ordering::Relaxed);
+    sess.handle.multi_len.store(-1, Ordering::Relaxed);
+    sess.multi.take()
+}
+
+fn discard(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    if end_multi(cx.sess).is_none() {
+        return Err(CmdError::err("DISCARD without MULTI"));
+    }
+    unwatch_all(cx.shared, cx.sess);
+    out.ok();
+    Ok(())
+}
+
+fn exec(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let Some(m) = end_multi(cx.sess) else {
+        return Err(CmdError::err("EXEC without MULTI"));
+    };
+    if m.dirty {
+        unwatch_all(cx.shared, cx.sess);
+        return Err(CmdError::Msg(
+            "EXECABORT Transaction discarded because of previous errors.".into(),
+        ));
+    }
+    // Lock everything the transaction and its watched keys need, in order.
+    let shared = cx.shared;
+    let mut ids: SmallVec<[u32; 8]> = SmallVec::new();
+    let mut scope = Scope::Keys;
+    let mut db = cx.sess.db;
+    let argvs: Vec<Vec<&[u8]>> =
+        m.queued.iter().map(|q| q.iter().map(|a| &a[..]).collect()).collect();
+    for argv in &argvs {
+        if let Lookup::Found(spec) = dispatch::lookup(argv) {
+            scope = scope.max(dispatch::key_ids(shared, db, spec, argv, &mut ids));
+            if spec.name == "SELECT" {
+                if let Some(n) = resp::parse_i64(argv[1]) {
+                    if n >= 0 && (n as usize) < shared.store.databases() {
+                        db = n as usize;
+                    }
+                }
+                // SELECT changes which database later keys live in.
+                scope = scope.max(Scope::All);
+            }
+        }
+    }
+    for (wdb, key, _) in &cx.sess.watched {
+        ids.push(shared.store.global_id(*wdb, shared.store.stripe_of(key)));
+    }
+    match scope {
+        Scope::Keys => cx.keys.acquire(&mut ids),
+        Scope::Db => {
+            // The whole current db plus any other keys, ascending.
+            let mut all: Vec<u32> = ids.to_vec();
+            let base = shared.store.global_id(cx.sess.db, 0);
+            all.extend(base..base + shared.store.stripes() as u32);
+            cx.keys.acquire(&mut all);
+        }
+        Scope::All => {
+            for d in 0..shared.store.databases() {
+                cx.keys.acquire_db(d);
+            }
+        }
+    }
+    if watched_touched(cx) {
+        unwatch_all_with(shared, cx.sess, Some(cx.keys));
+        out.null_array();
+        return Ok(());
+    }
+    out.array(argvs.len());
+    cx.sess.in_exec = true;
+    for argv in &argvs {
+        match dispatch::lookup(argv) {
+            Lookup::Found(spec) => dispatch::call(shared, cx.sess, cx.keys, spec, argv, out),
+            Lookup::Rejected(e) => e.write(out),
+        }
+    }
+    cx.sess.in_exec = false;
+    unwatch_all_with(shared, cx.sess, Some(cx.keys));
+    Ok(())
+}
+
+/// Whether EXEC must fail: a watched key was modified, or a key that was
+/// live when watched has expired since.
+fn watched_touched(cx: &mut Ctx) -> bool {
+    if cx.sess.watch_flag.load(Ordering::Acquire) {
+        return true;
+    }
+    let now = cx.now();
+    for (db, key, was_expired) in &cx.sess.watched {
+        if *was_expired {
+            continue;
+        }
+        if let Some(e) = cx.keys.stripe(*db, key).peek(key) {
+            if e.expire_at != store::NO_EXPIRE && e.expire_at <= now {
+                return true;
+            }
+        }
+    }
+    false
+}
+
+fn watch(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    if cx.sess.in_multi() {
+        return Err(CmdError::err("WATCH inside MULTI is not allowed"));
+    }
+    let now = cx.now();
+    while let Some(key) = args.next() {
+        let db = cx.db;
+        if cx.sess.watched.iter().any(|(d, k, _)| *d == db && **k == *key) {
+            continue;
+        }
+        let stripe = cx.keys.stripe(db, key);
+        let expired =
+            stripe.peek(key).is_some_and(|e| e.expire_at != store::NO_EXPIRE && e.expire_at <= now);
+        stripe.watch(key, &cx.sess.watch_flag);
+        cx.sess.watched.push((db, key.into(), expired));
+    }
+    cx.sess.handle.watching.store(cx.sess.watched.len(), Ordering::Relaxed);
+    out.ok();
+    Ok(())
+}
+
+fn unwatch(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    unwatch_all(cx.shared, cx.sess);
+    out.ok();
+    Ok(())
+}
+
+/// Drops every WATCH of a session and gives it a fresh flag. Stripes the
+/// caller already holds (EXEC holds those of its watched keys) are used as
+/// they are; any other is locked on its own, which is safe because callers
+/// hold no other stripes then (UNWATCH, DISCARD, disconnect).
+pub fn unwatch_all_with(shared: &Shared, sess: &mut Session, mut keys: Option<&mut store::Locks>) {
+    for (db, key, _) in sess.watched.drain(..) {
+        let stripe = shared.store.stripe_of(&key);
+        let id = shared.store.global_id(db, stripe);
+        match keys.as_deref_mut() {
+            Some(l) if l.holds(id) => l.stripe_id(id).unwatch(&key, &sess.watch_flag),
+            _ => shared.store.lock_stripe(db, stripe as usize).unwatch(&key, &sess.watch_flag),
+        }
+    }
+    sess.watch_flag = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    sess.handle.watching.store(0, Ordering::Relaxed);
+}
+
+/// [`unwatch_all_with`] for callers that hold no stripes.
+pub fn unwatch_all(shared: &Shared, sess: &mut Session) {
+    unwatch_all_with(shared, sess, None);
+}

@@ -1,0 +1,217 @@
+//! The dispatcher: every policy between "a request was parsed" and "a
+//! handler runs" lives here, in Redis's order: QUIT, lookup, arity, auth,
+//! MULTI queueing, key locking, the call, error replies, reply modes, stats.
+
+use resp::ReplyBuf;
+use smallvec::SmallVec;
+use store::Locks;
+
+use crate::commands;
+use crate::ctx::{Args, Ctx};
+use crate::error::CmdError;
+use crate::session::{ReplyMode, Session};
+use crate::shared::{unix_ms, Shared};
+use crate::spec::{CommandSpec, KeySpec};
+
+/// Result of looking a request up in the table.
+pub enum Lookup {
+    Found(&'static CommandSpec),
+    /// Not a command: the full error text is ready.
+    Rejected(CmdError),
+}
+
+/// Finds the command (or subcommand) for `argv` and checks its arity.
+pub fn lookup(argv: &[&[u8]]) -> Lookup {
+    let Some(top) = commands::find(argv[0]) else {
+        return Lookup::Rejected(unknown_command(argv));
+    };
+    let spec = if !top.subcommands.is_empty() && argv.len() >= 2 {
+        match top.subcommands.iter().find(|s| argv[1].eq_ignore_ascii_case(s.name.as_bytes())) {
+            Some(s) => s,
+            None => {
+                return Lookup::Rejected(CmdError::UnknownSubcommand {
+                    sub: argv[1].to_vec(),
+                    cmd: argv[0].to_vec(),
+                })
+            }
+        }
+    } else {
+        top
+    };
+    if !spec.arity.accepts(argv.len()) {
+        return Lookup::Rejected(CmdError::WrongArity(full_name(top, spec)));
+    }
+    Lookup::Found(spec)
+}
+
+/// Lower-case full name (`get`, `config|get`), as Redis's error texts use.
+pub fn full_name(top: &CommandSpec, spec: &CommandSpec) -> String {
+    if std::ptr::eq(top, spec) {
+        top.name.to_ascii_lowercase()
+    } else {
+        format!("{}|{}", top.name.to_ascii_lowercase(), spec.name.to_ascii_lowercase())
+    }
+}
+
+fn unknown_command(argv: &[&[u8]]) -> CmdError {
+    // Redis formats with %s, which stops at a NUL byte.
+    let cstr = |b: &[u8]| -> Vec<u8> { b.iter().copied().take_while(|&c| c != 0).collect() };
+    let mut args: Vec<u8> = Vec::new();
+    for a in &argv[1..] {
+        if args.len() >= 128 {
+            break;
+        }
+        let room = 128 - args.len();
+        let a = cstr(a);
+        args.push(b'\'');
+        args.extend_from_slice(&a[..a.len().min(room)]);
+        args.extend_from_slice(b"' ");
+    }
+    let name = cstr(argv[0]);
+    let mut v = b"ERR unknown command '".to_vec();
+    v.extend_from_slice(&name[..name.len().min(128)]);
+    v.extend_from_slice(b"', with args beginning with: ");
+    v.extend_from_slice(&args);
+    CmdError::Bytes(v)
+}
+
+/// Executes one request and appends its reply to `out`.
+pub fn execute(shared: &Shared, sess: &mut Session, argv: &[&[u8]], out: &mut ReplyBuf) {
+    debug_assert!(!argv.is_empty());
+    // Redis answers QUIT before anything else, whatever its arguments.
+    if argv[0].eq_ignore_ascii_case(b"QUIT") {
+        if sess.reply_mode == ReplyMode::On {
+            out.ok();
+        }
+        sess.close_after_reply = true;
+        return;
+    }
+    let mark = out.mark();
+    let spec = match lookup(argv) {
+        Lookup::Found(s) => s,
+        Lookup::Rejected(e) => {
+            reject(sess, &e, out);
+            return;
+        }
+    };
+    if !sess.authenticated && !spec.flags.has(crate::spec::Flags::NO_AUTH) {
+        reject(sess, &CmdError::NoAuth, out);
+        return;
+    }
+    if let Some(m) = &mut sess.multi {
+        if !commands::tx::runs_inside_multi(spec) {
+            m.queued.push(argv.iter().map(|a| a.to_vec()).collect());
+            sess.handle
+                .multi_len
+                .store(m.queued.len() as i64, std::sync::atomic::Ordering::Relaxed);
+            out.simple(b"QUEUED");
+            return;
+        }
+    }
+    let mut keys = Locks::new(&shared.store, unix_ms());
+    lock_keys(shared, sess.db, spec, argv, &mut keys);
+    call(shared, sess, &mut keys, spec, argv, out);
+    drop(keys);
+    apply_reply_mode(sess, out, mark);
+}
+
+fn reject(sess: &mut Session, e: &CmdError, out: &mut ReplyBuf) {
+    sess.stats.rejected_calls += 1;
+    if let Some(m) = &mut sess.multi {
+        m.dirty = true;
+    }
+    let mark = out.mark();
+    e.write(out);
+    apply_reply_mode(sess, out, mark);
+}
+
+fn apply_reply_mode(sess: &mut Session, out: &mut ReplyBuf, mark: resp::Mark) {
+    match sess.reply_mode {
+        ReplyMode::On => {}
+        ReplyMode::Off => out.truncate(mark),
+        ReplyMode::Skip => {
+            out.truncate(mark);
+            sess.reply_mode = ReplyMode::On;
+        }
+    }
+}
+
+/// Collects the lock ids a command needs in database `db`.
+pub fn key_ids(
+    shared: &Shared,
+    db: usize,
+    spec: &CommandSpec,
+    argv: &[&[u8]],
+    ids: &mut SmallVec<[u32; 8]>,
+) -> Scope {
+    let store = &shared.store;
+    match spec.keys {
+        KeySpec::None => Scope::Keys,
+        KeySpec::Range { first, last, step } => {
+            let argc = argv.len() as i32;
+            let last = if last < 0 { argc + last } else { last.min(argc - 1) };
+            let mut i = first;
+            while first > 0 && i <= last && i < argc {
+                ids.push(store.global_id(db, store.stripe_of(argv[i as usize])));
+                i += step.max(1);
+            }
+            Scope::Keys
+        }
+        KeySpec::Custom { find, .. } => {
+            let mut list = crate::spec::KeyList::new();
+            find(argv, db, &mut list);
+            for (d, k) in list {
+                if d < store.databases() {
+                    ids.push(store.global_id(d, store.stripe_of(k)));
+                }
+            }
+            Scope::Keys
+        }
+        KeySpec::WholeDb => Scope::Db,
+        KeySpec::AllDbs => Scope::All,
+    }
+}
+
+/// How much of the keyspace a command (or transaction) locks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Scope {
+    Keys,
+    Db,
+    All,
+}
+
+fn lock_keys(shared: &Shared, db: usize, spec: &CommandSpec, argv: &[&[u8]], keys: &mut Locks) {
+    let mut ids = SmallVec::new();
+    match key_ids(shared, db, spec, argv, &mut ids) {
+        Scope::Keys => keys.acquire(&mut ids),
+        Scope::Db => keys.acquire_db(db),
+        Scope::All => {
+            for d in 0..shared.store.databases() {
+                keys.acquire_db(d);
+            }
+        }
+    }
+}
+
+/// Runs a handler with its locks held: the reply, or on error the error
+/// line in place of any partial reply.
+pub fn call<'a>(
+    shared: &'a Shared,
+    sess: &mut Session,
+    keys: &mut Locks<'a>,
+    spec: &'static CommandSpec,
+    argv: &[&[u8]],
+    out: &mut ReplyBuf,
+) {
+    let start = if std::ptr::eq(spec, commands::find(argv[0]).unwrap_or(spec)) { 1 } else { 2 };
+    let mut args = Args::new(argv, start);
+    let mark = out.mark();
+    sess.stats.commands += 1;
+    let db = sess.db;
+    let mut cx = Ctx { shared, sess, keys, db, spec };
+    if let Err(e) = (spec.handler)(&mut cx, &mut args, out) {
+        out.truncate(mark);
+        e.write(out);
+        sess.stats.failed_calls += 1;
+    }
+}

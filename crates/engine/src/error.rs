@@ -1,0 +1,98 @@
+//! Command errors and the one place their Redis wording lives.
+
+use std::borrow::Cow;
+
+use resp::ReplyBuf;
+
+/// Why a command failed. Converted to Redis's exact error line by
+/// [`CmdError::write`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CmdError {
+    WrongType,
+    NotInteger,
+    NotFloat,
+    Syntax,
+    Overflow,
+    NoSuchKey,
+    OutOfRange,
+    /// `ERR invalid expire time in '<cmd>' command`
+    InvalidExpire(&'static str),
+    /// `ERR timeout is not an integer or out of range`
+    TimeoutNotInteger,
+    StringTooLong,
+    DbIndexOutOfRange,
+    InvalidDbIndex,
+    SameObject,
+    /// `ERR unknown subcommand '<sub>'. Try <CMD> HELP.`
+    UnknownSubcommand {
+        sub: Vec<u8>,
+        cmd: Vec<u8>,
+    },
+    /// `ERR wrong number of arguments for '<cmd>' command`
+    WrongArity(String),
+    NoAuth,
+    /// A complete error line without the leading `-` (it starts with its
+    /// own code, e.g. `ERR ...` or `WRONGPASS ...`).
+    Msg(Cow<'static, str>),
+    /// Same, as bytes (when it quotes user input).
+    Bytes(Vec<u8>),
+}
+
+/// Result of a handler.
+pub type CmdResult = Result<(), CmdError>;
+
+impl CmdError {
+    /// `ERR <text>` built at run time.
+    pub fn err(text: impl Into<String>) -> CmdError {
+        CmdError::Msg(Cow::Owned(format!("ERR {}", text.into())))
+    }
+
+    /// The error line (without `-` and CRLF).
+    pub fn text(&self) -> Cow<'_, [u8]> {
+        let s: &'static str = match self {
+            CmdError::WrongType => {
+                "WRONGTYPE Operation against a key holding the wrong kind of value"
+            }
+            CmdError::NotInteger => "ERR value is not an integer or out of range",
+            CmdError::NotFloat => "ERR value is not a valid float",
+            CmdError::Syntax => "ERR syntax error",
+            CmdError::Overflow => "ERR increment or decrement would overflow",
+            CmdError::NoSuchKey => "ERR no such key",
+            CmdError::OutOfRange => "ERR index out of range",
+            CmdError::TimeoutNotInteger => "ERR timeout is not an integer or out of range",
+            CmdError::StringTooLong => {
+                "ERR string exceeds maximum allowed size (proto-max-bulk-len)"
+            }
+            CmdError::DbIndexOutOfRange => "ERR DB index is out of range",
+            CmdError::InvalidDbIndex => "ERR invalid DB index",
+            CmdError::SameObject => "ERR source and destination objects are the same",
+            CmdError::NoAuth => "NOAUTH Authentication required.",
+            CmdError::InvalidExpire(cmd) => {
+                return Cow::Owned(
+                    format!("ERR invalid expire time in '{cmd}' command").into_bytes(),
+                )
+            }
+            CmdError::UnknownSubcommand { sub, cmd } => {
+                let mut v = b"ERR unknown subcommand '".to_vec();
+                v.extend_from_slice(&sub[..sub.len().min(128)]);
+                v.extend_from_slice(b"'. Try ");
+                v.extend_from_slice(cmd);
+                v.extend_from_slice(b" HELP.");
+                return Cow::Owned(v);
+            }
+            CmdError::WrongArity(cmd) => {
+                return Cow::Owned(
+                    format!("ERR wrong number of arguments for '{cmd}' command").into_bytes(),
+                )
+            }
+            CmdError::Msg(m) => return Cow::Borrowed(m.as_bytes()),
+            CmdError::Bytes(b) => return Cow::Borrowed(b),
+        };
+        Cow::Borrowed(s.as_bytes())
+    }
+
+    /// Writes the error reply.
+    pub fn write(&self, out: &mut ReplyBuf) {
+        out.error(&self.text());
+    }
+}

@@ -1,0 +1,21 @@
+//! Commands: the table, the dispatcher, the context handlers run in, and
+//! one file per command family. Argument vector in, reply bytes out.
+//!
+//! Synchronous and socket-free; depends on `resp` and `store` only.
+
+pub mod commands;
+pub mod config;
+pub mod ctx;
+pub mod dispatch;
+pub mod error;
+pub mod session;
+pub mod shared;
+pub mod spec;
+
+pub use config::Config;
+pub use dispatch::execute;
+pub use session::Session;
+pub use shared::Shared;
+
+#[cfg(test)]
+mod tests;

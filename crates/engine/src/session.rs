@@ -1,0 +1,152 @@
+//! Per-connection state (the engine's half of a client) and the shared
+//! handle other connections see in `CLIENT LIST`.
+
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use store::WatchFlag;
+
+/// What other connections can see of a client and do to it.
+pub struct ClientHandle {
+    pub id: u64,
+    pub addr: String,
+    pub laddr: String,
+    pub fd: i32,
+    /// Unix ms at connect.
+    pub created_ms: i64,
+    pub name: Mutex<Option<Vec<u8>>>,
+    pub db: AtomicUsize,
+    pub resp: AtomicU32,
+    /// Unix ms of the last command.
+    pub last_interaction_ms: AtomicI64,
+    /// Index into the command list of the last command run (0: none).
+    pub last_cmd: Mutex<&'static str>,
+    pub in_multi: AtomicBool,
+    pub multi_len: AtomicI64,
+    pub watching: AtomicUsize,
+    pub no_evict: AtomicBool,
+    /// Pending input bytes and output bytes, updated per batch.
+    pub qbuf: AtomicUsize,
+    pub omem: AtomicUsize,
+    pub tot_mem: AtomicUsize,
+    /// Set by `CLIENT KILL`; the connection closes at its next turn.
+    pub killed: AtomicBool,
+    /// Wakes the connection's task (set by the server).
+    pub waker: Mutex<Option<Box<dyn Fn() + Send + Sync>>>,
+    /// Bytes read and written, for INFO.
+    pub net_in: AtomicU64,
+    pub net_out: AtomicU64,
+}
+
+impl ClientHandle {
+    pub fn new(id: u64, addr: String, laddr: String, fd: i32, now_ms: i64) -> Self {
+        ClientHandle {
+            id,
+            addr,
+            laddr,
+            fd,
+            created_ms: now_ms,
+            name: Mutex::new(None),
+            db: AtomicUsize::new(0),
+            resp: AtomicU32::new(2),
+            last_interaction_ms: AtomicI64::new(now_ms),
+            last_cmd: Mutex::new("NULL"),
+            in_multi: AtomicBool::new(false),
+            multi_len: AtomicI64::new(-1),
+            watching: AtomicUsize::new(0),
+            no_evict: AtomicBool::new(false),
+            qbuf: AtomicUsize::new(0),
+            omem: AtomicUsize::new(0),
+            tot_mem: AtomicUsize::new(0),
+            killed: AtomicBool::new(false),
+            waker: Mutex::new(None),
+            net_in: AtomicU64::new(0),
+            net_out: AtomicU64::new(0),
+        }
+    }
+
+    /// Asks the connection to close (CLIENT KILL, shutdown).
+    pub fn kill(&self) {
+        self.killed.store(true, Ordering::Release);
+        if let Some(w) = &*self.waker.lock() {
+            w();
+        }
+    }
+}
+
+/// `CLIENT REPLY` mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum ReplyMode {
+    #[default]
+    On,
+    Off,
+    /// Skip the reply of the next command only.
+    Skip,
+}
+
+/// A queued `MULTI` command.
+pub type Queued = Vec<Vec<u8>>;
+
+/// State of an open `MULTI`.
+#[derive(Default, Debug)]
+pub struct Multi {
+    pub queued: Vec<Queued>,
+    /// A command failed to queue: EXEC answers EXECABORT.
+    pub dirty: bool,
+}
+
+/// Counters a connection keeps locally and flushes into the shared stats
+/// once per batch.
+#[derive(Default, Debug, Clone, Copy)]
+pub struct LocalStats {
+    pub commands: u64,
+    pub hits: u64,
+    pub misses: u64,
+    pub rejected_calls: u64,
+    pub failed_calls: u64,
+}
+
+/// The engine's per-connection state.
+pub struct Session {
+    pub handle: Arc<ClientHandle>,
+    pub db: usize,
+    pub authenticated: bool,
+    pub multi: Option<Multi>,
+    pub watch_flag: WatchFlag,
+    /// Watched (db, key) pairs, and whether each was already expired when
+    /// watched (Redis aborts EXEC if a live watched key expires).
+    pub watched: Vec<(usize, Box<[u8]>, bool)>,
+    pub reply_mode: ReplyMode,
+    /// Close once pending replies are written (QUIT, protocol errors).
+    pub close_after_reply: bool,
+    /// Set while executing the commands of EXEC.
+    pub in_exec: bool,
+    pub stats: LocalStats,
+}
+
+impl Session {
+    pub fn new(handle: Arc<ClientHandle>, authenticated: bool) -> Self {
+        Session {
+            handle,
+            db: 0,
+            authenticated,
+            multi: None,
+            watch_flag: Arc::new(AtomicBool::new(false)),
+            watched: Vec::new(),
+            reply_mode: ReplyMode::On,
+            close_after_reply: false,
+            in_exec: false,
+            stats: LocalStats::default(),
+        }
+    }
+
+    /// A session for in-process use (tests, the AOF loader).
+    pub fn detached(id: u64) -> Self {
+        Session::new(Arc::new(ClientHandle::new(id, String::new(), String::new(), -1, 0)), true)
+    }
+
+    pub fn in_multi(&self) -> bool {
+        self.multi.is_some()
+    }
+}

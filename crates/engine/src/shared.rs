@@ -1,0 +1,170 @@
+//! State shared by every connection: the keyspace, configuration, client
+//! registry and statistics. Nothing here is locked on the GET/SET path:
+//! counters are flushed once per batch, configuration is read through an
+//! epoch-checked copy.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use parking_lot::{Mutex, RwLock};
+use store::Store;
+
+use crate::config::Config;
+use crate::session::{ClientHandle, LocalStats, Session};
+
+/// Server-wide counters (INFO stats).
+#[derive(Default)]
+pub struct Stats {
+    pub connections_received: AtomicU64,
+    pub rejected_connections: AtomicU64,
+    pub commands_processed: AtomicU64,
+    pub keyspace_hits: AtomicU64,
+    pub keyspace_misses: AtomicU64,
+    pub net_input_bytes: AtomicU64,
+    pub net_output_bytes: AtomicU64,
+    pub rejected_calls: AtomicU64,
+    pub failed_calls: AtomicU64,
+    pub client_qbuf_limit_disconnections: AtomicU64,
+    pub client_obuf_limit_disconnections: AtomicU64,
+}
+
+/// `CLIENT PAUSE` state.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Pause {
+    /// Unix ms until which clients are paused (0: not paused).
+    pub until_ms: i64,
+    /// Only writes are paused (`WRITE` mode).
+    pub writes_only: bool,
+}
+
+/// Everything the connections share.
+pub struct Shared {
+    pub store: Store,
+    pub config: RwLock<Config>,
+    /// Bumped on every CONFIG SET, so threads can refresh cached values.
+    pub config_epoch: AtomicU64,
+    pub clients: Mutex<BTreeMap<u64, Arc<ClientHandle>>>,
+    next_client_id: AtomicU64,
+    pub stats: Stats,
+    pub started: Instant,
+    pub started_unix_ms: i64,
+    pub run_id: String,
+    lru: AtomicU32,
+    pub pause: Mutex<Pause>,
+    pub pause_epoch: AtomicI64,
+    /// Set by SHUTDOWN (and signals): the server stops accepting and exits.
+    pub shutdown: AtomicBool,
+    /// The server's listening port (for INFO and HELLO).
+    pub port: AtomicU32,
+    /// Number of event-loop threads.
+    pub threads: AtomicU32,
+    /// Executable path and config file (INFO server).
+    pub executable: Mutex<String>,
+    pub config_file: Mutex<String>,
+}
+
+/// Unix time in milliseconds.
+pub fn unix_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}
+
+/// Unix time in microseconds.
+pub fn unix_us() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_micros() as i64)
+}
+
+impl Shared {
+    pub fn new(config: Config) -> Arc<Shared> {
+        let store = Store::new(config.databases, 1024);
+        let seed = unix_us() as u64 ^ (std::process::id() as u64) << 32;
+        let mut x = seed | 1;
+        let run_id: String = (0..40)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                char::from(b"0123456789abcdef"[(x % 16) as usize])
+            })
+            .collect();
+        Arc::new(Shared {
+            store,
+            config: RwLock::new(config),
+            config_epoch: AtomicU64::new(0),
+            clients: Mutex::new(BTreeMap::new()),
+            next_client_id: AtomicU64::new(1),
+            stats: Stats::default(),
+            started: Instant::now(),
+            started_unix_ms: unix_ms(),
+            run_id,
+            lru: AtomicU32::new(0),
+            pause: Mutex::new(Pause::default()),
+            pause_epoch: AtomicI64::new(0),
+            shutdown: AtomicBool::new(false),
+            port: AtomicU32::new(0),
+            threads: AtomicU32::new(1),
+            executable: Mutex::new(String::new()),
+            config_file: Mutex::new(String::new()),
+        })
+    }
+
+    /// Next client id (CLIENT ID), never reused.
+    pub fn next_client_id(&self) -> u64 {
+        self.next_client_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// The LRU clock (seconds since start), advanced by the server's timer.
+    #[inline]
+    pub fn lru_clock(&self) -> u32 {
+        self.lru.load(Ordering::Relaxed)
+    }
+
+    /// Called by the server's timer.
+    pub fn tick(&self) {
+        self.lru.store(self.started.elapsed().as_secs() as u32, Ordering::Relaxed);
+    }
+
+    /// Registers a new connection and returns its session.
+    pub fn connect(&self, addr: String, laddr: String, fd: i32) -> Session {
+        let id = self.next_client_id();
+        let handle = Arc::new(ClientHandle::new(id, addr, laddr, fd, unix_ms()));
+        self.clients.lock().insert(id, handle.clone());
+        self.stats.connections_received.fetch_add(1, Ordering::Relaxed);
+        let authenticated = self.config.read().requirepass.is_none();
+        Session::new(handle, authenticated)
+    }
+
+    /// Forgets a connection: drops its watches and its registry entry.
+    pub fn disconnect(&self, sess: &mut Session) {
+        crate::commands::tx::unwatch_all(self, sess);
+        self.flush_stats(sess);
+        self.clients.lock().remove(&sess.handle.id);
+    }
+
+    /// Moves a session's local counters into the shared ones.
+    pub fn flush_stats(&self, sess: &mut Session) {
+        let s = std::mem::take(&mut sess.stats);
+        let LocalStats { commands, hits, misses, rejected_calls, failed_calls } = s;
+        if commands > 0 {
+            self.stats.commands_processed.fetch_add(commands, Ordering::Relaxed);
+        }
+        if hits > 0 {
+            self.stats.keyspace_hits.fetch_add(hits, Ordering::Relaxed);
+        }
+        if misses > 0 {
+            self.stats.keyspace_misses.fetch_add(misses, Ordering::Relaxed);
+        }
+        if rejected_calls > 0 {
+            self.stats.rejected_calls.fetch_add(rejected_calls, Ordering::Relaxed);
+        }
+        if failed_calls > 0 {
+            self.stats.failed_calls.fetch_add(failed_calls, Ordering::Relaxed);
+        }
+    }
+
+    /// Number of connected clients.
+    pub fn connected_clients(&self) -> usize {
+        self.clients.lock().len()
+    }
+}

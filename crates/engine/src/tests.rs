@@ -1,0 +1,67 @@
+//! In-process command tests: `run(&["SET","k","v"])` → reply bytes.
+
+use std::sync::Arc;
+
+use resp::ReplyBuf;
+
+use crate::{execute, Config, Session, Shared};
+
+pub(crate) struct Harness {
+    pub shared: Arc<Shared>,
+    pub sess: Session,
+}
+
+impl Harness {
+    pub fn new() -> Self {
+        let shared = Shared::new(Config::default());
+        let sess = shared.connect("127.0.0.1:1".into(), "127.0.0.1:6379".into(), -1);
+        Harness { shared, sess }
+    }
+
+    pub fn run(&mut self, argv: &[&str]) -> String {
+        let argv: Vec<&[u8]> = argv.iter().map(|a| a.as_bytes()).collect();
+        let mut out = ReplyBuf::new();
+        execute(&self.shared, &mut self.sess, &argv, &mut out);
+        String::from_utf8_lossy(&out.to_vec()).into_owned()
+    }
+}
+
+#[test]
+fn set_get_del() {
+    let mut h = Harness::new();
+    assert_eq!(h.run(&["SET", "k", "v"]), "+OK\r\n");
+    assert_eq!(h.run(&["get", "k"]), "$1\r\nv\r\n");
+    assert_eq!(h.run(&["SET", "k", "w", "NX"]), "$-1\r\n");
+    assert_eq!(h.run(&["SET", "k", "w", "XX", "GET"]), "$1\r\nv\r\n");
+    assert_eq!(h.run(&["DEL", "k", "k2"]), ":1\r\n");
+    assert_eq!(h.run(&["GET", "k"]), "$-1\r\n");
+    assert_eq!(
+        h.run(&["SET", "k", "v", "EX", "0"]),
+        "-ERR invalid expire time in 'set' command\r\n"
+    );
+    assert_eq!(h.run(&["SET", "k", "v", "EX", "1", "PX", "1"]), "-ERR syntax error\r\n");
+}
+
+#[test]
+fn multi_exec_watch() {
+    let mut h = Harness::new();
+    let mut other = Harness {
+        shared: h.shared.clone(),
+        sess: h.shared.connect(String::new(), String::new(), -1),
+    };
+    assert_eq!(h.run(&["WATCH", "a"]), "+OK\r\n");
+    assert_eq!(h.run(&["MULTI"]), "+OK\r\n");
+    assert_eq!(h.run(&["SET", "a", "1"]), "+QUEUED\r\n");
+    assert_eq!(other.run(&["SET", "a", "2"]), "+OK\r\n");
+    assert_eq!(h.run(&["EXEC"]), "*-1\r\n");
+    assert_eq!(h.run(&["MULTI"]), "+OK\r\n");
+    assert_eq!(h.run(&["SET", "a", "3"]), "+QUEUED\r\n");
+    assert_eq!(h.run(&["GET", "a"]), "+QUEUED\r\n");
+    assert_eq!(h.run(&["EXEC"]), "*2\r\n+OK\r\n$1\r\n3\r\n");
+    assert_eq!(h.run(&["MULTI"]), "+OK\r\n");
+    assert_eq!(h.run(&["NOPE"]), "-ERR unknown command 'NOPE', with args beginning with: \r\n");
+    assert_eq!(
+        h.run(&["EXEC"]),
+        "-EXECABORT Transaction discarded because of previous errors.\r\n"
+    );
+}
