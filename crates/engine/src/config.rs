@@ -83,3 +83,29 @@ impl Default for Config {
         }
     }
 }
+
+/// Builds the configuration from `redis-server`-style arguments (a config
+/// file path first, then `--name value` pairs). Minimal form: flags only.
+pub fn from_args(args: &[String]) -> Result<Config, String> {
+    let mut c = Config::default();
+    let mut i = 0;
+    while i < args.len() {
+        let name = args[i]
+            .strip_prefix("--")
+            .ok_or_else(|| format!("unexpected argument '{}'", args[i]))?;
+        let val = args.get(i + 1).cloned().unwrap_or_default();
+        let num = |v: &str| v.parse::<u64>().map_err(|_| format!("bad value for {name}: {v}"));
+        match name {
+            "port" => c.port = num(&val)? as u16,
+            "threads" => c.threads = num(&val)? as usize,
+            "databases" => c.databases = num(&val)? as usize,
+            "bind" => c.bind = val.split_whitespace().map(String::from).collect(),
+            "requirepass" => c.requirepass = Some(val.into_bytes()),
+            "save" | "appendonly" | "dir" | "dbfilename" | "loglevel" | "logfile"
+            | "maxclients" => {}
+            _ => return Err(format!("Bad directive or wrong number of arguments: {name}")),
+        }
+        i += 2;
+    }
+    Ok(c)
+}

@@ -1,0 +1,332 @@
+//! One client connection: read, parse every complete request, execute,
+//! answer the batch in one (vectored) write — on the thread that accepted
+//! the socket, run to completion.
+//!
+//! Memory stays bounded for deep pipelines: when more than
+//! [`OUT_HIGH_WATER`] reply bytes are waiting for the socket, the
+//! connection stops executing its input (it keeps reading it, up to
+//! `client-query-buffer-limit`, so a client that is itself blocked in a
+//! write cannot deadlock) and resumes as the socket drains. Each turn
+//! executes at most [`TURN_BUDGET`] bytes of replies before yielding, so one
+//! heavy pipeliner cannot starve the other connections of its thread.
+
+use std::io::IoSlice;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use engine::dispatch::{self, Lookup};
+use engine::shared::unix_ms;
+use engine::spec::Flags;
+use engine::{Session, Shared};
+use resp::{ArgBuf, Limits, Parsed, ReplyBuf};
+use smallvec::SmallVec;
+use tokio::net::TcpStream;
+use tokio::sync::Notify;
+
+use crate::log;
+
+/// Stop executing input while this many reply bytes are unwritten.
+pub const OUT_HIGH_WATER: usize = 1 << 20;
+/// Reply bytes one connection may produce per loop turn before yielding.
+const TURN_BUDGET: usize = 256 * 1024;
+/// Read at least this much per read call.
+const READ_CHUNK: usize = 16 * 1024;
+/// Read buffers above this, when empty, are shrunk back.
+const READ_KEEP: usize = 64 * 1024;
+
+/// Per-connection limits, refreshed when the configuration changes.
+struct ConnLimits {
+    epoch: u64,
+    parse: Limits,
+    query_limit: usize,
+    obuf_hard: u64,
+}
+
+impl ConnLimits {
+    fn load(shared: &Shared, authenticated: bool) -> Self {
+        let c = shared.config.read();
+        ConnLimits {
+            epoch: shared.config_epoch.load(Ordering::Acquire),
+            parse: Limits { max_bulk_len: c.proto_max_bulk_len, unauthenticated: !authenticated },
+            query_limit: c.client_query_buffer_limit,
+            obuf_hard: c.obuf_normal.hard,
+        }
+    }
+}
+
+/// Serves one connection until it closes.
+pub async fn serve(shared: Arc<Shared>, stream: TcpStream) {
+    let _ = stream.set_nodelay(true);
+    let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
+    let local = stream.local_addr().map(|a| a.to_string()).unwrap_or_default();
+    let fd = {
+        use std::os::fd::AsRawFd;
+        stream.as_raw_fd()
+    };
+    let mut sess = shared.connect(peer, local, fd);
+    let notify = Arc::new(Notify::new());
+    {
+        let n = notify.clone();
+        *sess.handle.waker.lock() = Some(Box::new(move || n.notify_one()));
+    }
+    let maxclients = shared.config.read().maxclients;
+    if shared.connected_clients() > maxclients {
+        let _ = stream.try_write(b"-ERR max number of clients reached\r\n");
+        shared.stats.rejected_connections.fetch_add(1, Ordering::Relaxed);
+        shared.disconnect(&mut sess);
+        return;
+    }
+    let mut conn = Conn {
+        shared: &shared,
+        stream: &stream,
+        sess,
+        rbuf: Vec::with_capacity(READ_CHUNK),
+        rpos: 0,
+        need: 0,
+        out: ReplyBuf::new(),
+        args: ArgBuf::new(),
+        eof: false,
+        limits: ConnLimits::load(&shared, true),
+    };
+    conn.limits = ConnLimits::load(&shared, conn.sess.authenticated);
+    if let Err(why) = conn.run(&notify).await {
+        log::verbose(&format!("Client closed connection: {why}"));
+    }
+    let Conn { mut sess, .. } = conn;
+    *sess.handle.waker.lock() = None;
+    shared.disconnect(&mut sess);
+}
+
+struct Conn<'a> {
+    shared: &'a Arc<Shared>,
+    stream: &'a TcpStream,
+    sess: Session,
+    rbuf: Vec<u8>,
+    /// Start of unparsed input in `rbuf`.
+    rpos: usize,
+    /// Don't parse again before `rbuf.len() >= need`.
+    need: usize,
+    out: ReplyBuf,
+    args: ArgBuf,
+    eof: bool,
+    limits: ConnLimits,
+}
+
+/// Why a connection ended.
+type Closed = &'static str;
+
+impl Conn<'_> {
+    async fn run(&mut self, notify: &Notify) -> Result<(), Closed> {
+        loop {
+            if self.sess.handle.killed.load(Ordering::Acquire) {
+                return Err("killed");
+            }
+            let budget_left = self.execute_batch().await;
+            self.flush()?;
+            if self.sess.close_after_reply || self.eof {
+                // Deliver what is pending, then close.
+                if self.out.is_empty()
+                    && (self.sess.close_after_reply || !self.has_complete_input())
+                {
+                    return Ok(());
+                }
+            }
+            if !budget_left {
+                // Fair share: let the other connections of this thread run.
+                tokio::task::yield_now().await;
+                continue;
+            }
+            let pending_out = !self.out.is_empty();
+            let can_read = !self.eof && self.rbuf.len() - self.rpos < self.limits.query_limit;
+            if self.out.len() > 0
+                && self.limits.obuf_hard > 0
+                && self.out.len() as u64 > self.limits.obuf_hard
+            {
+                self.shared.stats.client_obuf_limit_disconnections.fetch_add(1, Ordering::Relaxed);
+                log::warning(
+                    "Client scheduled to be closed ASAP for overcoming of output buffer limits.",
+                );
+                return Err("output buffer limit");
+            }
+            tokio::select! {
+                r = self.stream.readable(), if can_read => {
+                    r.map_err(|_| "read error")?;
+                    self.read()?;
+                }
+                r = self.stream.writable(), if pending_out => {
+                    r.map_err(|_| "write error")?;
+                }
+                _ = notify.notified() => {}
+            }
+        }
+    }
+
+    /// Whether unexecuted complete requests may be buffered.
+    fn has_complete_input(&self) -> bool {
+        self.rbuf.len() > self.rpos && self.rbuf.len() >= self.need
+    }
+
+    /// Reads what the socket has.
+    fn read(&mut self) -> Result<(), Closed> {
+        loop {
+            let want = self.need.saturating_sub(self.rbuf.len()).max(READ_CHUNK);
+            if self.rbuf.capacity() - self.rbuf.len() < want {
+                self.rbuf.reserve(want);
+            }
+            match self.stream.try_read_buf(&mut self.rbuf) {
+                Ok(0) => {
+                    self.eof = true;
+                    return Ok(());
+                }
+                Ok(n) => {
+                    self.sess.handle.net_in.fetch_add(n as u64, Ordering::Relaxed);
+                    if self.rbuf.len() - self.rpos > self.limits.query_limit {
+                        self.shared
+                            .stats
+                            .client_qbuf_limit_disconnections
+                            .fetch_add(1, Ordering::Relaxed);
+                        log::warning("Closing client that reached max query buffer length");
+                        return Err("query buffer limit");
+                    }
+                    // Keep reading only while reads fill what we offered.
+                    if self.rbuf.len() < self.rbuf.capacity() {
+                        return Ok(());
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(_) => return Err("read error"),
+            }
+        }
+    }
+
+    /// Writes as much pending output as the socket takes.
+    fn flush(&mut self) -> Result<(), Closed> {
+        while !self.out.is_empty() {
+            let mut slices = [IoSlice::new(&[]); 64];
+            let n = self.out.io_slices(&mut slices);
+            match self.stream.try_write_vectored(&slices[..n]) {
+                Ok(0) => return Err("write returned zero"),
+                Ok(w) => {
+                    self.out.consume(w);
+                    self.sess.handle.net_out.fetch_add(w as u64, Ordering::Relaxed);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(_) => return Err("write error"),
+            }
+        }
+        Ok(())
+    }
+
+    /// Executes buffered requests until the input runs out, the output is
+    /// backed up, or this turn's budget is spent (returns false then).
+    async fn execute_batch(&mut self) -> bool {
+        let epoch = self.shared.config_epoch.load(Ordering::Relaxed);
+        if epoch != self.limits.epoch {
+            self.limits = ConnLimits::load(self.shared, self.sess.authenticated);
+        }
+        let start_out = self.out.len();
+        let mut budget_left = true;
+        let mut executed = false;
+        while !self.sess.close_after_reply && self.has_complete_input() {
+            if self.out.len() >= OUT_HIGH_WATER {
+                break;
+            }
+            if self.out.len() - start_out.min(self.out.len()) >= TURN_BUDGET {
+                budget_left = false;
+                break;
+            }
+            let was_auth = self.sess.authenticated;
+            let input = &self.rbuf[self.rpos..];
+            match resp::parse(input, &self.limits.parse, &mut self.args) {
+                Parsed::Command { consumed } => {
+                    let mut argv: SmallVec<[&[u8]; 8]> = SmallVec::new();
+                    self.args.fill(input, &mut argv);
+                    if self.paused_for(&argv) {
+                        // CLIENT PAUSE: wait, then retry this request.
+                        drop(argv);
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                        budget_left = false;
+                        break;
+                    }
+                    dispatch::execute(self.shared, &mut self.sess, &argv, &mut self.out);
+                    self.rpos += consumed;
+                    self.need = 0;
+                    executed = true;
+                    if self.sess.authenticated != was_auth {
+                        self.limits.parse.unauthenticated = !self.sess.authenticated;
+                    }
+                }
+                Parsed::Empty { consumed } => {
+                    self.rpos += consumed;
+                    self.need = 0;
+                }
+                Parsed::Incomplete { need } => {
+                    self.need = self.rpos + need;
+                    break;
+                }
+                Parsed::Error(e) => {
+                    self.out.error(&e.reply_text());
+                    log::verbose(&format!(
+                        "Protocol error ({}) from client: id={} addr={}",
+                        String::from_utf8_lossy(&e.reply_text()[20..]),
+                        self.sess.handle.id,
+                        self.sess.handle.addr
+                    ));
+                    self.sess.close_after_reply = true;
+                    self.rpos = self.rbuf.len();
+                    break;
+                }
+            }
+        }
+        self.compact();
+        if executed {
+            self.shared.flush_stats(&mut self.sess);
+            self.sess.handle.last_interaction_ms.store(unix_ms(), Ordering::Relaxed);
+            self.sess.handle.omem.store(self.out.len(), Ordering::Relaxed);
+            self.sess.handle.qbuf.store(self.rbuf.len() - self.rpos, Ordering::Relaxed);
+        }
+        budget_left
+    }
+
+    /// Whether `CLIENT PAUSE` holds this request back.
+    fn paused_for(&self, argv: &[&[u8]]) -> bool {
+        let until = self.shared.pause_epoch.load(Ordering::Relaxed);
+        if until == 0 || unix_ms() >= until {
+            return false;
+        }
+        let p = *self.shared.pause.lock();
+        if p.until_ms == 0 || unix_ms() >= p.until_ms {
+            return false;
+        }
+        if !p.writes_only {
+            return true;
+        }
+        match dispatch::lookup(argv) {
+            Lookup::Found(spec) => {
+                spec.flags.has(Flags::WRITE) || spec.flags.has(Flags::MAY_REPLICATE)
+            }
+            Lookup::Rejected(_) => false,
+        }
+    }
+
+    /// Drops consumed input, once per batch.
+    fn compact(&mut self) {
+        if self.rpos == 0 {
+            return;
+        }
+        if self.rpos == self.rbuf.len() {
+            self.rbuf.clear();
+            if self.rbuf.capacity() > READ_KEEP {
+                self.rbuf = Vec::with_capacity(READ_CHUNK);
+            }
+        } else {
+            self.rbuf.copy_within(self.rpos.., 0);
+            self.rbuf.truncate(self.rbuf.len() - self.rpos);
+        }
+        self.need = self.need.saturating_sub(self.rpos);
+        self.rpos = 0;
+    }
+}
