@@ -139,7 +139,7 @@ impl Conn<'_> {
             }
             let pending_out = !self.out.is_empty();
             let can_read = !self.eof && self.rbuf.len() - self.rpos < self.limits.query_limit;
-            if self.out.len() > 0
+            if !self.out.is_empty()
                 && self.limits.obuf_hard > 0
                 && self.out.len() as u64 > self.limits.obuf_hard
             {

@@ -86,9 +86,7 @@ impl Stripe {
     /// Looks up a live key for an in-place modification: marks watchers
     /// and counts the change. Only call when the value will change.
     pub fn get_for_write(&mut self, key: &[u8], now: i64) -> Option<&mut Entry> {
-        if self.get(key, now).is_none() {
-            return None;
-        }
+        self.get(key, now)?;
         self.touch(key);
         self.stats.dirty += 1;
         self.map.get_mut(key)
