@@ -203,7 +203,8 @@ pub fn call<'a>(
     argv: &[&[u8]],
     out: &mut ReplyBuf,
 ) {
-    let start = if std::ptr::eq(spec, commands::find(argv[0]).unwrap_or(spec)) { 1 } else { 2 };
+    // A subcommand's own name is argv[1]; its arguments start after it.
+    let start = if argv[0].eq_ignore_ascii_case(spec.name.as_bytes()) { 1 } else { 2 };
     let mut args = Args::new(argv, start);
     let mark = out.mark();
     sess.stats.commands += 1;
