@@ -31,7 +31,7 @@ pub fn lookup(argv: &[&[u8]]) -> Lookup {
             None => {
                 return Lookup::Rejected(CmdError::UnknownSubcommand {
                     sub: argv[1].to_vec(),
-                    cmd: argv[0].to_vec(),
+                    cmd: argv[0].to_ascii_uppercase(),
                 })
             }
         }
@@ -105,6 +105,7 @@ pub fn execute(shared: &Shared, sess: &mut Session, argv: &[&[u8]], out: &mut Re
                 .multi_len
                 .store(m.queued.len() as i64, std::sync::atomic::Ordering::Relaxed);
             out.simple(b"QUEUED");
+            apply_reply_mode(sess, out, mark);
             return;
         }
     }
@@ -132,6 +133,10 @@ fn apply_reply_mode(sess: &mut Session, out: &mut ReplyBuf, mark: resp::Mark) {
         ReplyMode::Skip => {
             out.truncate(mark);
             sess.reply_mode = ReplyMode::On;
+        }
+        ReplyMode::SkipNext => {
+            out.truncate(mark);
+            sess.reply_mode = ReplyMode::Skip;
         }
     }
 }

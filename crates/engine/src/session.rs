@@ -81,8 +81,10 @@ pub enum ReplyMode {
     #[default]
     On,
     Off,
-    /// Skip the reply of the next command only.
+    /// Skip the reply of the current command (set by the previous one).
     Skip,
+    /// Set by `CLIENT REPLY SKIP`: becomes `Skip` once this command ends.
+    SkipNext,
 }
 
 /// A queued `MULTI` command.

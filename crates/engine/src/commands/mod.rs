@@ -6,14 +6,22 @@ use std::sync::OnceLock;
 
 use crate::spec::CommandSpec;
 
+pub mod client;
 pub mod connection;
+pub mod debug;
 pub mod keys;
 pub mod string;
 pub mod tx;
 
 /// Every family's declarations.
-pub const FAMILIES: &[&[CommandSpec]] =
-    &[string::COMMANDS, keys::COMMANDS, tx::COMMANDS, connection::COMMANDS];
+pub const FAMILIES: &[&[CommandSpec]] = &[
+    string::COMMANDS,
+    keys::COMMANDS,
+    tx::COMMANDS,
+    connection::COMMANDS,
+    client::COMMANDS,
+    debug::COMMANDS,
+];
 
 /// All top-level commands.
 pub fn all() -> impl Iterator<Item = &'static CommandSpec> {
