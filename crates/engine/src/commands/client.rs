@@ -378,7 +378,7 @@ fn client_line(buf: &mut Vec<u8>, h: &ClientHandle, now_ms: i64, me: &Me) {
     let name = h.name.lock().clone().unwrap_or_default();
     let multi =
         if h.in_multi.load(Ordering::Relaxed) { h.multi_len.load(Ordering::Relaxed) } else { -1 };
-    let cmd: String = if is_me { me.cmd.clone() } else { (*h.last_cmd.lock()).to_string() };
+    let cmd: String = if is_me { me.cmd.clone() } else { h.last_cmd.lock().clone() };
     let obl = if is_me { me.obl } else { 0 };
     let _ = write!(buf, "id={} addr={} laddr={} fd={} name=", h.id, h.addr, h.laddr, h.fd);
     buf.extend_from_slice(&name);
