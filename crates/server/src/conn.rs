@@ -143,6 +143,14 @@ impl Conn<'_> {
                 tokio::task::yield_now().await;
                 continue;
             }
+            if self.has_complete_input()
+                && self.out.len() < OUT_HIGH_WATER
+                && !self.sess.close_after_reply
+            {
+                // The socket drained below the high-water mark and input is
+                // waiting: nothing else would wake us for it.
+                continue;
+            }
             let pending_out = !self.out.is_empty();
             let can_read = !self.eof && self.rbuf.len() - self.rpos < self.limits.query_limit;
             if !self.out.is_empty()
