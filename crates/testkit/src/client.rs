@@ -14,8 +14,9 @@ const READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// One connection to a server under test.
 pub struct Client {
     stream: TcpStream,
-    /// Bytes read but not yet returned.
+    /// Bytes read; those before `pos` were already returned.
     buf: Vec<u8>,
+    pos: usize,
     timeout: Duration,
 }
 
@@ -26,7 +27,7 @@ impl Client {
         stream.set_nodelay(true)?;
         stream.set_read_timeout(Some(READ_TIMEOUT))?;
         stream.set_write_timeout(Some(Duration::from_secs(60)))?;
-        Ok(Client { stream, buf: Vec::new(), timeout: READ_TIMEOUT })
+        Ok(Client { stream, buf: Vec::new(), pos: 0, timeout: READ_TIMEOUT })
     }
 
     /// Changes how long reads wait before failing with `TimedOut`.
@@ -67,10 +68,11 @@ impl Client {
     /// Reads exactly one reply and returns its bytes.
     pub fn read_reply(&mut self) -> io::Result<Vec<u8>> {
         loop {
-            match parse_frame(&self.buf) {
+            match parse_frame(&self.buf[self.pos..]) {
                 Ok(Some((_, used))) => {
-                    let rest = self.buf.split_off(used);
-                    return Ok(std::mem::replace(&mut self.buf, rest));
+                    let reply = self.buf[self.pos..self.pos + used].to_vec();
+                    self.pos += used;
+                    return Ok(reply);
                 }
                 Ok(None) => {}
                 Err(e) => return Err(io::Error::new(io::ErrorKind::InvalidData, e)),
@@ -78,7 +80,7 @@ impl Client {
             if self.fill()? == 0 {
                 return Err(io::Error::new(
                     io::ErrorKind::UnexpectedEof,
-                    format!("connection closed; {} unparsed bytes", self.buf.len()),
+                    format!("connection closed; {} unparsed bytes", self.buf.len() - self.pos),
                 ));
             }
         }
@@ -88,6 +90,21 @@ impl Client {
     pub fn read_frame(&mut self) -> io::Result<Frame> {
         let b = self.read_reply()?;
         Ok(parse_frame(&b).ok().flatten().expect("a whole frame").0)
+    }
+
+    /// Reads until the unread input ends with `suffix` (a sentinel reply);
+    /// returns it all, sentinel included.
+    pub fn read_until_suffix(&mut self, suffix: &[u8], limit: Duration) -> io::Result<Vec<u8>> {
+        let deadline = Instant::now() + limit;
+        while !self.buf[self.pos..].ends_with(suffix) {
+            if Instant::now() > deadline {
+                return Err(io::Error::new(io::ErrorKind::TimedOut, "sentinel reply not seen"));
+            }
+            if self.fill()? == 0 {
+                return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "closed before sentinel"));
+            }
+        }
+        Ok(self.take())
     }
 
     /// Reads until the server closes the connection (or `limit` passes:
@@ -103,12 +120,10 @@ impl Client {
             let r = self.fill();
             self.stream.set_read_timeout(Some(self.timeout))?;
             match r {
-                Ok(0) => return Ok(std::mem::take(&mut self.buf)),
+                Ok(0) => return Ok(self.take()),
                 Ok(_) => {}
                 // A reset after the server closed is a close too.
-                Err(e) if e.kind() == io::ErrorKind::ConnectionReset => {
-                    return Ok(std::mem::take(&mut self.buf))
-                }
+                Err(e) if e.kind() == io::ErrorKind::ConnectionReset => return Ok(self.take()),
                 Err(e) => return Err(e),
             }
         }
@@ -138,7 +153,7 @@ impl Client {
             }
         }
         self.stream.set_read_timeout(Some(self.timeout))?;
-        Ok((std::mem::take(&mut self.buf), closed))
+        Ok((self.take(), closed))
     }
 
     /// Half-closes the connection (the client's EOF, as `nc -N` sends it).
@@ -146,7 +161,19 @@ impl Client {
         self.stream.shutdown(Shutdown::Write)
     }
 
+    /// Everything unread, leaving the buffer empty.
+    fn take(&mut self) -> Vec<u8> {
+        let rest = self.buf.split_off(self.pos);
+        self.buf.clear();
+        self.pos = 0;
+        rest
+    }
+
     fn fill(&mut self) -> io::Result<usize> {
+        if self.pos > 0 && self.pos * 2 >= self.buf.len() {
+            self.buf.drain(..self.pos);
+            self.pos = 0;
+        }
         let mut chunk = [0u8; 64 * 1024];
         let n = match self.stream.read(&mut chunk) {
             Ok(n) => n,

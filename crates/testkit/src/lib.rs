@@ -17,6 +17,11 @@ pub mod scenario;
 mod server;
 
 pub use client::{escape, Client};
+
+/// Appends `args` as a RESP array of bulk strings (a request) to `out`.
+pub fn encode<A: AsRef<[u8]>>(args: &[A], out: &mut Vec<u8>) {
+    resp::Frame::encode_command(args, out)
+}
 pub use server::{
     free_port, oracle_required, scratch_dir, RedisServer, ServerProc, TestServer, REDIS_SERVER,
 };
