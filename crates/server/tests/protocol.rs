@@ -131,7 +131,7 @@ fn protocol_errors_reply_then_close() {
         let b = exchange_to_close(sluice.port(), raw);
         match (&a, &b) {
             (Ok(a), Ok(b)) => {
-                let proto_err = a.windows(20).any(|w| w == b"-ERR Protocol error");
+                let proto_err = a.windows(19).any(|w| w == b"-ERR Protocol error");
                 assert!(proto_err || what.starts_with("QUIT"), "{what}: {}", escape(a));
                 assert_same(what, a, b)
             }
