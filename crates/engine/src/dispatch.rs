@@ -22,16 +22,26 @@ pub enum Lookup {
 
 /// Finds the command (or subcommand) for `argv` and checks its arity.
 pub fn lookup(argv: &[&[u8]]) -> Lookup {
+    match lookup_full(argv) {
+        Ok((_, spec)) => Lookup::Found(spec),
+        Err(e) => Lookup::Rejected(e),
+    }
+}
+
+/// Like [`lookup`], also returning the top-level command of a subcommand.
+pub fn lookup_full(
+    argv: &[&[u8]],
+) -> Result<(&'static CommandSpec, &'static CommandSpec), CmdError> {
     let Some(top) = commands::find(argv[0]) else {
-        return Lookup::Rejected(unknown_command(argv));
+        return Err(unknown_command(argv));
     };
     let spec = if !top.subcommands.is_empty() && argv.len() >= 2 {
         match top.subcommands.iter().find(|s| argv[1].eq_ignore_ascii_case(s.name.as_bytes())) {
             Some(s) => s,
             None => {
-                return Lookup::Rejected(CmdError::UnknownSubcommand {
+                return Err(CmdError::UnknownSubcommand {
                     sub: argv[1].to_vec(),
-                    cmd: argv[0].to_vec(),
+                    cmd: argv[0].to_ascii_uppercase(),
                 })
             }
         }
@@ -39,9 +49,9 @@ pub fn lookup(argv: &[&[u8]]) -> Lookup {
         top
     };
     if !spec.arity.accepts(argv.len()) {
-        return Lookup::Rejected(CmdError::WrongArity(full_name(top, spec)));
+        return Err(CmdError::WrongArity(full_name(top, spec)));
     }
-    Lookup::Found(spec)
+    Ok((top, spec))
 }
 
 /// Lower-case full name (`get`, `config|get`), as Redis's error texts use.
@@ -87,9 +97,12 @@ pub fn execute(shared: &Shared, sess: &mut Session, argv: &[&[u8]], out: &mut Re
         return;
     }
     let mark = out.mark();
-    let spec = match lookup(argv) {
-        Lookup::Found(s) => s,
-        Lookup::Rejected(e) => {
+    let spec = match lookup_full(argv) {
+        Ok((top, spec)) => {
+            sess.last_cmd = Some((top, spec));
+            spec
+        }
+        Err(e) => {
             reject(sess, &e, out);
             return;
         }
@@ -105,6 +118,7 @@ pub fn execute(shared: &Shared, sess: &mut Session, argv: &[&[u8]], out: &mut Re
                 .multi_len
                 .store(m.queued.len() as i64, std::sync::atomic::Ordering::Relaxed);
             out.simple(b"QUEUED");
+            apply_reply_mode(sess, out, mark);
             return;
         }
     }
@@ -132,6 +146,10 @@ fn apply_reply_mode(sess: &mut Session, out: &mut ReplyBuf, mark: resp::Mark) {
         ReplyMode::Skip => {
             out.truncate(mark);
             sess.reply_mode = ReplyMode::On;
+        }
+        ReplyMode::SkipNext => {
+            out.truncate(mark);
+            sess.reply_mode = ReplyMode::Skip;
         }
     }
 }
@@ -203,7 +221,8 @@ pub fn call<'a>(
     argv: &[&[u8]],
     out: &mut ReplyBuf,
 ) {
-    let start = if std::ptr::eq(spec, commands::find(argv[0]).unwrap_or(spec)) { 1 } else { 2 };
+    // A subcommand's own name is argv[1]; its arguments start after it.
+    let start = if argv[0].eq_ignore_ascii_case(spec.name.as_bytes()) { 1 } else { 2 };
     let mut args = Args::new(argv, start);
     let mark = out.mark();
     sess.stats.commands += 1;

@@ -28,6 +28,12 @@ pub enum CmdError {
         sub: Vec<u8>,
         cmd: Vec<u8>,
     },
+    /// `ERR unknown subcommand or wrong number of arguments for '<sub>'. Try <CMD> HELP.`
+    /// (subcommands parsed by hand: DEBUG, and CLIENT PAUSE's extra arguments)
+    SubcommandSyntax {
+        sub: Vec<u8>,
+        cmd: Vec<u8>,
+    },
     /// `ERR wrong number of arguments for '<cmd>' command`
     WrongArity(String),
     NoAuth,
@@ -77,6 +83,16 @@ impl CmdError {
                 v.extend_from_slice(&sub[..sub.len().min(128)]);
                 v.extend_from_slice(b"'. Try ");
                 v.extend_from_slice(cmd);
+                v.extend_from_slice(b" HELP.");
+                return Cow::Owned(v);
+            }
+            CmdError::SubcommandSyntax { sub, cmd } => {
+                // Redis prints the subcommand with %.128s (stops at NUL).
+                let sub: Vec<u8> = sub.iter().copied().take_while(|&c| c != 0).take(128).collect();
+                let mut v = b"ERR unknown subcommand or wrong number of arguments for '".to_vec();
+                v.extend_from_slice(&sub);
+                v.extend_from_slice(b"'. Try ");
+                v.extend(cmd.iter().map(u8::to_ascii_uppercase));
                 v.extend_from_slice(b" HELP.");
                 return Cow::Owned(v);
             }

@@ -21,7 +21,7 @@ pub struct ClientHandle {
     /// Unix ms of the last command.
     pub last_interaction_ms: AtomicI64,
     /// Index into the command list of the last command run (0: none).
-    pub last_cmd: Mutex<&'static str>,
+    pub last_cmd: Mutex<String>,
     pub in_multi: AtomicBool,
     pub multi_len: AtomicI64,
     pub watching: AtomicUsize,
@@ -51,7 +51,7 @@ impl ClientHandle {
             db: AtomicUsize::new(0),
             resp: AtomicU32::new(2),
             last_interaction_ms: AtomicI64::new(now_ms),
-            last_cmd: Mutex::new("NULL"),
+            last_cmd: Mutex::new("NULL".into()),
             in_multi: AtomicBool::new(false),
             multi_len: AtomicI64::new(-1),
             watching: AtomicUsize::new(0),
@@ -81,8 +81,10 @@ pub enum ReplyMode {
     #[default]
     On,
     Off,
-    /// Skip the reply of the next command only.
+    /// Skip the reply of the current command (set by the previous one).
     Skip,
+    /// Set by `CLIENT REPLY SKIP`: becomes `Skip` once this command ends.
+    SkipNext,
 }
 
 /// A queued `MULTI` command.
@@ -123,6 +125,9 @@ pub struct Session {
     /// Set while executing the commands of EXEC.
     pub in_exec: bool,
     pub stats: LocalStats,
+    /// The last command looked up (top-level, and itself or a subcommand),
+    /// published to `handle.last_cmd` by the connection once per batch.
+    pub last_cmd: Option<(&'static crate::spec::CommandSpec, &'static crate::spec::CommandSpec)>,
 }
 
 impl Session {
@@ -138,6 +143,7 @@ impl Session {
             close_after_reply: false,
             in_exec: false,
             stats: LocalStats::default(),
+            last_cmd: None,
         }
     }
 

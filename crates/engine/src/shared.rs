@@ -30,7 +30,21 @@ pub struct Stats {
     pub client_obuf_limit_disconnections: AtomicU64,
 }
 
-/// `CLIENT PAUSE` state.
+/// `CLIENT PAUSE` state, set by `CLIENT PAUSE`/`UNPAUSE` (commands/client.rs).
+///
+/// Contract for the connection loops (Redis 7.0's behaviour):
+/// - A pause is in force while `until_ms > now` (a past or 0 deadline, or
+///   one that wrapped negative, is no pause).
+/// - Before running a command, a connection checks it; when paused it
+///   leaves that command and the rest of its input unexecuted until the
+///   deadline passes or `pause_epoch` changes (UNPAUSE or a new PAUSE bump
+///   it and wake every connection through its waker), then re-checks.
+/// - `writes_only` (WRITE mode) holds only commands flagged `WRITE` or
+///   `MAY_REPLICATE`, and `EXEC` of a transaction holding any; ALL mode
+///   holds every command. The pausing client is held like the others;
+///   replicas are never held.
+/// - While paused, keys are not actively expired or evicted, and lazily
+///   expired keys read as missing without being deleted.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Pause {
     /// Unix ms until which clients are paused (0: not paused).
@@ -53,6 +67,7 @@ pub struct Shared {
     pub run_id: String,
     lru: AtomicU32,
     pub pause: Mutex<Pause>,
+    /// Bumped on every CLIENT PAUSE/UNPAUSE (see [`Pause`]).
     pub pause_epoch: AtomicI64,
     /// Set by SHUTDOWN (and signals): the server stops accepting and exits.
     pub shutdown: AtomicBool,

@@ -97,7 +97,7 @@ pub enum KeySpec {
     Custom {
         /// Reported in `COMMAND INFO` as (first, last, step).
         legacy: (i32, i32, i32),
-        find: fn(&[&[u8]], usize, &mut KeyList),
+        find: for<'a> fn(&[&'a [u8]], usize, &mut KeyList<'a>),
     },
 }
 

@@ -21,6 +21,11 @@ impl Harness {
     pub fn run(&mut self, argv: &[&str]) -> String {
         let argv: Vec<&[u8]> = argv.iter().map(|a| a.as_bytes()).collect();
         let mut out = ReplyBuf::new();
+        // The server keeps one ReplyBuf per connection, so its protocol
+        // persists; here a fresh buffer takes it from the client handle.
+        if self.sess.handle.resp.load(std::sync::atomic::Ordering::Relaxed) == 3 {
+            out.proto = resp::Proto::Resp3;
+        }
         execute(&self.shared, &mut self.sess, &argv, &mut out);
         String::from_utf8_lossy(&out.to_vec()).into_owned()
     }

@@ -88,6 +88,8 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream) {
         args: ArgBuf::new(),
         eof: false,
         limits: ConnLimits::load(&shared, true),
+        pause: (0, engine::shared::Pause::default()),
+        published_cmd: &engine::commands::connection::COMMANDS[0],
     };
     conn.limits = ConnLimits::load(&shared, conn.sess.authenticated);
     if let Err(why) = conn.run(&notify).await {
@@ -111,6 +113,10 @@ struct Conn<'a> {
     args: ArgBuf,
     eof: bool,
     limits: ConnLimits,
+    /// Cached (pause epoch, pause state).
+    pause: (i64, engine::shared::Pause),
+    /// The command last published to `handle.last_cmd`.
+    published_cmd: &'static engine::spec::CommandSpec,
 }
 
 /// Why a connection ended.
@@ -139,7 +145,7 @@ impl Conn<'_> {
             }
             let pending_out = !self.out.is_empty();
             let can_read = !self.eof && self.rbuf.len() - self.rpos < self.limits.query_limit;
-            if self.out.len() > 0
+            if !self.out.is_empty()
                 && self.limits.obuf_hard > 0
                 && self.out.len() as u64 > self.limits.obuf_hard
             {
@@ -244,7 +250,7 @@ impl Conn<'_> {
                 Parsed::Command { consumed } => {
                     let mut argv: SmallVec<[&[u8]; 8]> = SmallVec::new();
                     self.args.fill(input, &mut argv);
-                    if self.paused_for(&argv) {
+                    if paused_for(self.shared, &mut self.pause, &argv) {
                         // CLIENT PAUSE: wait, then retry this request.
                         drop(argv);
                         tokio::time::sleep(Duration::from_millis(10)).await;
@@ -287,29 +293,14 @@ impl Conn<'_> {
             self.sess.handle.last_interaction_ms.store(unix_ms(), Ordering::Relaxed);
             self.sess.handle.omem.store(self.out.len(), Ordering::Relaxed);
             self.sess.handle.qbuf.store(self.rbuf.len() - self.rpos, Ordering::Relaxed);
+            if let Some((top, spec)) = self.sess.last_cmd {
+                if !std::ptr::eq(spec, self.published_cmd) {
+                    self.published_cmd = spec;
+                    *self.sess.handle.last_cmd.lock() = dispatch::full_name(top, spec);
+                }
+            }
         }
         budget_left
-    }
-
-    /// Whether `CLIENT PAUSE` holds this request back.
-    fn paused_for(&self, argv: &[&[u8]]) -> bool {
-        let until = self.shared.pause_epoch.load(Ordering::Relaxed);
-        if until == 0 || unix_ms() >= until {
-            return false;
-        }
-        let p = *self.shared.pause.lock();
-        if p.until_ms == 0 || unix_ms() >= p.until_ms {
-            return false;
-        }
-        if !p.writes_only {
-            return true;
-        }
-        match dispatch::lookup(argv) {
-            Lookup::Found(spec) => {
-                spec.flags.has(Flags::WRITE) || spec.flags.has(Flags::MAY_REPLICATE)
-            }
-            Lookup::Rejected(_) => false,
-        }
     }
 
     /// Drops consumed input, once per batch.
@@ -328,5 +319,26 @@ impl Conn<'_> {
         }
         self.need = self.need.saturating_sub(self.rpos);
         self.rpos = 0;
+    }
+}
+
+/// Whether `CLIENT PAUSE` holds this request back. The pause state is
+/// re-read only when its epoch changes, so the common case is one
+/// relaxed load.
+fn paused_for(shared: &Shared, cache: &mut (i64, engine::shared::Pause), argv: &[&[u8]]) -> bool {
+    let epoch = shared.pause_epoch.load(Ordering::Acquire);
+    if epoch != cache.0 {
+        *cache = (epoch, *shared.pause.lock());
+    }
+    let p = cache.1;
+    if p.until_ms <= 0 || unix_ms() >= p.until_ms {
+        return false;
+    }
+    if !p.writes_only {
+        return true;
+    }
+    match dispatch::lookup(argv) {
+        Lookup::Found(spec) => spec.flags.has(Flags::WRITE) || spec.flags.has(Flags::MAY_REPLICATE),
+        Lookup::Rejected(_) => false,
     }
 }

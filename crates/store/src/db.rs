@@ -6,7 +6,7 @@
 //! its keys in ascending global order ([`Locks`]), which rules out deadlock
 //! between threads.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::{Mutex, MutexGuard};
@@ -86,9 +86,7 @@ impl Stripe {
     /// Looks up a live key for an in-place modification: marks watchers
     /// and counts the change. Only call when the value will change.
     pub fn get_for_write(&mut self, key: &[u8], now: i64) -> Option<&mut Entry> {
-        if self.get(key, now).is_none() {
-            return None;
-        }
+        self.get(key, now)?;
         self.touch(key);
         self.stats.dirty += 1;
         self.map.get_mut(key)
@@ -276,9 +274,17 @@ impl Stripe {
     }
 }
 
+/// A stripe and what can be known of it without its lock.
+struct Slot {
+    stripe: Mutex<Stripe>,
+    /// Keys with a TTL, as of the last time a command released the stripe;
+    /// lets active expiry skip stripes without locking them.
+    ttl_hint: AtomicU32,
+}
+
 /// One database: its stripes.
 pub struct Db {
-    stripes: Box<[Mutex<Stripe>]>,
+    stripes: Box<[Slot]>,
 }
 
 /// The whole keyspace: `databases` databases of `stripes` stripes each.
@@ -298,7 +304,14 @@ impl Store {
         let stripes = stripes.clamp(1, SLOTS).next_power_of_two();
         let shift = (SLOTS / stripes).trailing_zeros();
         let dbs = (0..databases.max(1))
-            .map(|_| Db { stripes: (0..stripes).map(|_| Mutex::new(Stripe::default())).collect() })
+            .map(|_| Db {
+                stripes: (0..stripes)
+                    .map(|_| Slot {
+                        stripe: Mutex::new(Stripe::default()),
+                        ttl_hint: AtomicU32::new(0),
+                    })
+                    .collect(),
+            })
             .collect();
         Store {
             dbs,
@@ -330,15 +343,17 @@ impl Store {
         (db * self.stripes) as u32 + stripe
     }
 
+    fn slot(&self, id: u32) -> &Slot {
+        &self.dbs[id as usize / self.stripes].stripes[id as usize % self.stripes]
+    }
+
     fn lock_global(&self, id: u32) -> MutexGuard<'_, Stripe> {
-        let db = id as usize / self.stripes;
-        let s = id as usize % self.stripes;
-        self.dbs[db].stripes[s].lock()
+        self.slot(id).stripe.lock()
     }
 
     /// Locks one stripe by itself (background tasks, stats).
     pub fn lock_stripe(&self, db: usize, stripe: usize) -> MutexGuard<'_, Stripe> {
-        self.dbs[db].stripes[stripe].lock()
+        self.dbs[db].stripes[stripe].stripe.lock()
     }
 
     /// A cheap pseudo-random number (xorshift), shared by all threads.
@@ -357,7 +372,7 @@ impl Store {
         let mut keys = 0;
         let mut ttl = 0;
         for s in self.dbs[db].stripes.iter() {
-            let s = s.lock();
+            let s = s.stripe.lock();
             keys += s.len();
             ttl += s.expires_len();
         }
@@ -369,7 +384,7 @@ impl Store {
         let mut t = StripeStats::default();
         for db in self.dbs.iter() {
             for s in db.stripes.iter() {
-                let s = s.lock();
+                let s = s.stripe.lock();
                 t.expired_keys += s.stats.expired_keys;
                 t.dirty += s.stats.dirty;
             }
@@ -396,6 +411,10 @@ impl Store {
         let nglobal = self.dbs.len() * self.stripes;
         let mut id = part;
         while id < nglobal {
+            if self.slot(id as u32).ttl_hint.load(Ordering::Relaxed) == 0 {
+                id += parts.max(1);
+                continue;
+            }
             let mut s = self.lock_global(id as u32);
             if s.expires_len() > 0 {
                 loop {
@@ -406,6 +425,7 @@ impl Store {
                     }
                 }
             }
+            self.slot(id as u32).ttl_hint.store(s.expires_len() as u32, Ordering::Relaxed);
             drop(s);
             if start.elapsed() > budget {
                 break;
@@ -450,7 +470,18 @@ impl<'a> Locks<'a> {
 
     /// Whether stripe `id` is held.
     pub fn holds(&self, id: u32) -> bool {
-        self.held.iter().any(|(h, _)| *h == id)
+        self.find(id).is_some()
+    }
+
+    /// Position of `id` in `held`, which is sorted (locks are taken in
+    /// ascending order).
+    #[inline]
+    fn find(&self, id: u32) -> Option<usize> {
+        match self.held.len() {
+            0 => None,
+            1 => (self.held[0].0 == id).then_some(0),
+            _ => self.held.binary_search_by_key(&id, |(h, _)| *h).ok(),
+        }
     }
 
     fn lock(&mut self, id: u32) {
@@ -470,7 +501,7 @@ impl<'a> Locks<'a> {
 
     /// The stripe with global id `id`, locking it if it is above all held.
     pub fn stripe_id(&mut self, id: u32) -> &mut Stripe {
-        let pos = match self.held.iter().position(|(h, _)| *h == id) {
+        let pos = match self.find(id) {
             Some(p) => p,
             None => {
                 self.lock(id);
@@ -491,8 +522,8 @@ impl<'a> Locks<'a> {
     pub fn pair(&mut self, a: u32, b: u32) -> (&mut Stripe, &mut Stripe) {
         self.stripe_id(a);
         self.stripe_id(b);
-        let ia = self.held.iter().position(|(h, _)| *h == a).expect("held");
-        let ib = self.held.iter().position(|(h, _)| *h == b).expect("held");
+        let ia = self.find(a).expect("held");
+        let ib = self.find(b).expect("held");
         assert_ne!(ia, ib);
         let (lo, hi) = if ia < ib { (ia, ib) } else { (ib, ia) };
         let (left, right) = self.held.split_at_mut(hi);
@@ -506,7 +537,9 @@ impl<'a> Locks<'a> {
 
     /// Releases everything.
     pub fn release(&mut self) {
-        while self.held.pop().is_some() {}
+        while let Some((id, g)) = self.held.pop() {
+            self.store.slot(id).ttl_hint.store(g.expires_len() as u32, Ordering::Relaxed);
+        }
     }
 
     // ---- conveniences over the key's stripe ---------------------------
@@ -547,6 +580,12 @@ impl<'a> Locks<'a> {
 
     pub fn set_expire(&mut self, db: usize, key: &[u8], expire_at: i64) -> bool {
         self.stripe(db, key).set_expire(key, expire_at)
+    }
+}
+
+impl Drop for Locks<'_> {
+    fn drop(&mut self) {
+        self.release();
     }
 }
 

@@ -4,11 +4,13 @@
 //! Knows nothing of the protocol or of commands; must not depend on any
 //! other Sluice crate.
 
+pub mod bytes;
 mod db;
 pub mod slot;
 pub mod table;
 pub mod value;
 
+pub use bytes::SmallBytes;
 pub use db::{Db, Entry, Locks, Store, Stripe, StripeStats, WatchFlag, NO_EXPIRE};
 pub use table::Table;
 pub use value::{Kind, Value};

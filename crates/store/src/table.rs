@@ -11,6 +11,8 @@
 
 use ahash::RandomState;
 
+use crate::bytes::SmallBytes;
+
 const NIL: u32 = u32::MAX;
 const MIN_BUCKETS: usize = 4;
 
@@ -18,7 +20,7 @@ struct Node<V> {
     hash: u64,
     next: u32,
     /// `None` marks a free slab slot; `next` then links the free list.
-    kv: Option<(Box<[u8]>, V)>,
+    kv: Option<(SmallBytes, V)>,
 }
 
 /// Byte-keyed hash table.
@@ -129,17 +131,17 @@ impl<V> Table<V> {
             let slot = &mut self.nodes[i as usize].kv.as_mut().expect("found node is occupied").1;
             return (i, Some(std::mem::replace(slot, val)));
         }
-        (self.insert_new(key.into(), h, val), None)
+        (self.insert_new(SmallBytes::new(key), h, val), None)
     }
 
-    /// Inserts a key known to be absent, reusing its boxed bytes.
-    pub fn insert_boxed(&mut self, key: Box<[u8]>, val: V) -> u32 {
+    /// Inserts a key known to be absent, reusing its stored bytes.
+    pub fn insert_owned(&mut self, key: SmallBytes, val: V) -> u32 {
         let h = self.hash(&key);
         debug_assert!(self.find(&key, h) == NIL);
         self.insert_new(key, h, val)
     }
 
-    fn insert_new(&mut self, key: Box<[u8]>, h: u64, val: V) -> u32 {
+    fn insert_new(&mut self, key: SmallBytes, h: u64, val: V) -> u32 {
         if self.len + 1 > self.buckets.len() {
             self.resize((self.len + 1).next_power_of_two().max(MIN_BUCKETS));
         }
@@ -159,8 +161,8 @@ impl<V> Table<V> {
         i
     }
 
-    /// Removes `key`, returning its boxed bytes and value.
-    pub fn remove(&mut self, key: &[u8]) -> Option<(Box<[u8]>, V)> {
+    /// Removes `key`, returning its stored bytes and value.
+    pub fn remove(&mut self, key: &[u8]) -> Option<(SmallBytes, V)> {
         if self.buckets.is_empty() {
             return None;
         }
@@ -247,7 +249,7 @@ impl<V> Table<V> {
     }
 
     /// Drains all entries.
-    pub fn drain(&mut self) -> impl Iterator<Item = (Box<[u8]>, V)> {
+    pub fn drain(&mut self) -> impl Iterator<Item = (SmallBytes, V)> {
         let nodes = std::mem::take(&mut self.nodes);
         self.clear();
         nodes.into_iter().filter_map(|n| n.kv)

@@ -1,5 +1,7 @@
 //! Values and their compact encodings.
 
+use crate::bytes::SmallBytes;
+
 /// Longest string stored in the `embstr` encoding (Redis's
 /// `OBJ_ENCODING_EMBSTR_SIZE_LIMIT`).
 pub const EMBSTR_MAX: usize = 44;
@@ -14,8 +16,9 @@ pub const SHARED_INTEGERS: i64 = 10_000;
 pub enum Value {
     /// A string that is the canonical decimal form of an `i64`.
     Int(i64),
-    /// A short string that was stored whole (`embstr`).
-    Emb(Box<[u8]>),
+    /// A short string that was stored whole (`embstr`); inline when it
+    /// fits in the value itself.
+    Emb(SmallBytes),
     /// A string that may grow in place (`raw`: APPEND, SETRANGE, long values).
     Raw(Vec<u8>),
 }
@@ -60,7 +63,7 @@ impl Value {
     /// A string value without integer detection (`embstr` or `raw` by size).
     pub fn str_exact(b: &[u8]) -> Value {
         if b.len() <= EMBSTR_MAX {
-            Value::Emb(b.into())
+            Value::Emb(SmallBytes::new(b))
         } else {
             Value::Raw(b.to_vec())
         }
@@ -200,5 +203,15 @@ mod tests {
         let mut v = Value::from_arg(b"12");
         v.make_raw().unwrap().push(b'3');
         assert_eq!(v, Value::Raw(b"123".to_vec()));
+    }
+}
+
+#[cfg(test)]
+mod size_tests {
+    /// The per-key cost depends on these staying small.
+    #[test]
+    fn value_and_entry_sizes() {
+        assert_eq!(std::mem::size_of::<super::Value>(), 32);
+        assert_eq!(std::mem::size_of::<crate::Entry>(), 48);
     }
 }

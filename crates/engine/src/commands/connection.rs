@@ -1,12 +1,25 @@
-//! Connection commands: PING, ECHO, SELECT, …
+//! Connection commands: PING, ECHO, SELECT, HELLO, AUTH, RESET.
+//!
+//! The client's protocol lives in the connection's `ReplyBuf` (`out.proto`),
+//! which the server keeps for the connection's lifetime; `HELLO` and `RESET`
+//! switch it and mirror it into the client handle for `CLIENT LIST`.
 
-use resp::ReplyBuf;
+use std::sync::atomic::Ordering;
 
-use crate::ctx::{Args, Ctx};
+use resp::{Proto, ReplyBuf};
+
+use crate::commands::{client, tx};
+use crate::ctx::{eq_ic, Args, Ctx};
 use crate::error::{CmdError, CmdResult};
+use crate::session::ReplyMode;
 use crate::spec::{CommandSpec, Flags, Group, KeySpec};
 
 const CONN: Flags = Flags::FAST.union(Flags::LOADING).union(Flags::STALE);
+/// HELLO, AUTH and RESET: allowed before authentication and while busy.
+const HANDSHAKE: Flags = CONN.union(Flags::NOSCRIPT).union(Flags::NO_AUTH).union(Flags::ALLOW_BUSY);
+
+/// The Redis version HELLO (and INFO) announce.
+pub const REDIS_VERSION: &str = "7.0.15";
 
 pub const COMMANDS: &[CommandSpec] = &[
     CommandSpec::new(
@@ -39,6 +52,38 @@ pub const COMMANDS: &[CommandSpec] = &[
         select,
     )
     .complexity("O(1)"),
+    CommandSpec::new(
+        "HELLO",
+        -1,
+        HANDSHAKE,
+        KeySpec::None,
+        Group::Connection,
+        "Handshake with Redis",
+        hello,
+    )
+    .since("6.0.0")
+    .complexity("O(1)"),
+    CommandSpec::new(
+        "AUTH",
+        -2,
+        HANDSHAKE,
+        KeySpec::None,
+        Group::Connection,
+        "Authenticate to the server",
+        auth,
+    )
+    .complexity("O(N) where N is the number of passwords defined for the user"),
+    CommandSpec::new(
+        "RESET",
+        1,
+        HANDSHAKE,
+        KeySpec::None,
+        Group::Connection,
+        "Reset the connection",
+        reset,
+    )
+    .since("6.2.0")
+    .complexity("O(1)"),
 ];
 
 fn ping(_cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
@@ -67,4 +112,307 @@ fn select(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     cx.sess.handle.db.store(n as usize, std::sync::atomic::Ordering::Relaxed);
     out.ok();
     Ok(())
+}
+
+const WRONGPASS: &str = "WRONGPASS invalid username-password pair or user is disabled.";
+
+/// The password required of the default user, if any (an empty
+/// `requirepass` means none, as in Redis).
+fn required_password(cx: &Ctx) -> Option<Vec<u8>> {
+    cx.shared.config.read().requirepass.clone().filter(|p| !p.is_empty())
+}
+
+/// Checks a username/password pair against the only user, `default`:
+/// without `requirepass` it accepts any password ("nopass").
+fn authenticate(cx: &mut Ctx, user: &[u8], pass: &[u8]) -> CmdResult {
+    let ok = user == b"default"
+        && match required_password(cx) {
+            None => true,
+            Some(p) => p == pass,
+        };
+    if !ok {
+        return Err(CmdError::Msg(WRONGPASS.into()));
+    }
+    cx.sess.authenticated = true;
+    Ok(())
+}
+
+fn set_proto(cx: &mut Ctx, out: &mut ReplyBuf, ver: u32) {
+    out.proto = if ver == 3 { Proto::Resp3 } else { Proto::Resp2 };
+    cx.sess.handle.resp.store(ver, Ordering::Relaxed);
+}
+
+fn hello(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let mut ver = 0;
+    if let Some(v) = args.next() {
+        let v = resp::parse_i64(v)
+            .ok_or_else(|| CmdError::err("Protocol version is not an integer or out of range"))?;
+        if !(2..=3).contains(&v) {
+            return Err(CmdError::Msg("NOPROTO unsupported protocol version".into()));
+        }
+        ver = v as u32;
+    }
+    // Options take effect one by one, as in Redis: a later bad option leaves
+    // an earlier AUTH or SETNAME applied.
+    while let Some(opt) = args.next() {
+        let more = args.remaining();
+        if eq_ic(opt, "AUTH") && more >= 2 {
+            let (user, pass) = (args.req()?, args.req()?);
+            authenticate(cx, user, pass)?;
+        } else if eq_ic(opt, "SETNAME") && more >= 1 {
+            client::set_name(cx, args.req()?)?;
+        } else {
+            let opt: Vec<u8> = opt.iter().copied().take_while(|&c| c != 0).collect();
+            let mut e = b"ERR Syntax error in HELLO option '".to_vec();
+            e.extend_from_slice(&opt);
+            e.push(b'\'');
+            return Err(CmdError::Bytes(e));
+        }
+    }
+    if !cx.sess.authenticated {
+        return Err(CmdError::Msg(
+            "NOAUTH HELLO must be called with the client already authenticated, otherwise the \
+             HELLO AUTH <user> <pass> option can be used to authenticate the client and select \
+             the RESP protocol version at the same time"
+                .into(),
+        ));
+    }
+    if ver != 0 {
+        set_proto(cx, out, ver);
+    }
+    out.map(7);
+    out.bulk(b"server");
+    out.bulk(b"redis");
+    out.bulk(b"version");
+    out.bulk(REDIS_VERSION.as_bytes());
+    out.bulk(b"proto");
+    out.int(if out.proto == Proto::Resp3 { 3 } else { 2 });
+    out.bulk(b"id");
+    out.int(cx.sess.handle.id as i64);
+    out.bulk(b"mode");
+    out.bulk(b"standalone");
+    out.bulk(b"role");
+    out.bulk(b"master");
+    out.bulk(b"modules");
+    out.array(0);
+    Ok(())
+}
+
+fn auth(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    if args.remaining() > 2 {
+        return Err(CmdError::Syntax);
+    }
+    if args.remaining() == 1 {
+        if required_password(cx).is_none() {
+            return Err(CmdError::err(
+                "AUTH <password> called without any password configured for the default user. \
+                 Are you sure your configuration is correct?",
+            ));
+        }
+        let pass = args.req()?;
+        authenticate(cx, b"default", pass)?;
+    } else {
+        let (user, pass) = (args.req()?, args.req()?);
+        authenticate(cx, user, pass)?;
+    }
+    out.ok();
+    Ok(())
+}
+
+/// Returns the connection to its state right after connecting (Redis's
+/// `clearClientConnectionState`).
+fn reset(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    cx.sess.multi = None;
+    cx.sess.handle.in_multi.store(false, Ordering::Relaxed);
+    cx.sess.handle.multi_len.store(-1, Ordering::Relaxed);
+    // RESET declares no keys, so it holds no stripes here.
+    tx::unwatch_all(cx.shared, cx.sess);
+    cx.sess.db = 0;
+    cx.db = 0;
+    cx.sess.handle.db.store(0, Ordering::Relaxed);
+    set_proto(cx, out, 2);
+    cx.sess.authenticated = required_password(cx).is_none();
+    // Pub/sub subscriptions are dropped here too once pub/sub exists.
+    *cx.sess.handle.name.lock() = None;
+    cx.sess.handle.no_evict.store(false, Ordering::Relaxed);
+    cx.sess.reply_mode = ReplyMode::On;
+    out.simple(b"RESET");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::tests::Harness;
+    use crate::{Config, Shared};
+
+    /// HELLO's map as redis-server 7.0.15 sends it, for client id `id`.
+    fn hello_reply(resp3: bool, id: u64) -> String {
+        let (head, proto) = if resp3 { ("%7", 3) } else { ("*14", 2) };
+        format!(
+            "{head}\r\n$6\r\nserver\r\n$5\r\nredis\r\n$7\r\nversion\r\n$6\r\n7.0.15\r\n\
+             $5\r\nproto\r\n:{proto}\r\n$2\r\nid\r\n:{id}\r\n$4\r\nmode\r\n$10\r\nstandalone\r\n\
+             $4\r\nrole\r\n$6\r\nmaster\r\n$7\r\nmodules\r\n*0\r\n"
+        )
+    }
+
+    fn with_password() -> Harness {
+        let shared =
+            Shared::new(Config { requirepass: Some(b"secret".to_vec()), ..Config::default() });
+        let sess = shared.connect("127.0.0.1:2".into(), "127.0.0.1:6379".into(), -1);
+        Harness { shared, sess }
+    }
+
+    #[test]
+    fn hello_switches_protocol() {
+        let mut h = Harness::new();
+        let id = h.sess.handle.id;
+        assert_eq!(h.run(&["HELLO"]), hello_reply(false, id));
+        assert_eq!(h.run(&["HELLO", "3"]), hello_reply(true, id));
+        assert_eq!(h.run(&["CLIENT", "GETNAME"]), "_\r\n");
+        // Without a version the protocol stays as it is.
+        assert_eq!(h.run(&["hello"]), hello_reply(true, id));
+        assert_eq!(h.run(&["HELLO", "2"]), hello_reply(false, id));
+        assert_eq!(h.run(&["CLIENT", "GETNAME"]), "$-1\r\n");
+        assert_eq!(h.run(&["HELLO", "4"]), "-NOPROTO unsupported protocol version\r\n");
+        assert_eq!(h.run(&["HELLO", "1"]), "-NOPROTO unsupported protocol version\r\n");
+        assert_eq!(h.run(&["HELLO", "-1"]), "-NOPROTO unsupported protocol version\r\n");
+        assert_eq!(
+            h.run(&["HELLO", "abc"]),
+            "-ERR Protocol version is not an integer or out of range\r\n"
+        );
+        assert_eq!(
+            h.run(&["HELLO", "99999999999999999999"]),
+            "-ERR Protocol version is not an integer or out of range\r\n"
+        );
+    }
+
+    #[test]
+    fn hello_options() {
+        let mut h = Harness::new();
+        let id = h.sess.handle.id;
+        // Without requirepass the default user accepts any password.
+        assert_eq!(h.run(&["HELLO", "3", "AUTH", "default", "x"]), hello_reply(true, id));
+        assert_eq!(
+            h.run(&["HELLO", "3", "AUTH", "default", "x", "SETNAME", "a", "SETNAME", "b"]),
+            hello_reply(true, id)
+        );
+        assert_eq!(h.run(&["CLIENT", "GETNAME"]), "$1\r\nb\r\n");
+        assert_eq!(h.run(&["HELLO", "3", "SETNAME", ""]), hello_reply(true, id));
+        assert_eq!(h.run(&["CLIENT", "GETNAME"]), "_\r\n");
+        assert_eq!(h.run(&["HELLO", "2"]), hello_reply(false, id));
+        assert_eq!(h.run(&["HELLO", "3", "FOO"]), "-ERR Syntax error in HELLO option 'FOO'\r\n");
+        assert_eq!(h.run(&["HELLO", "3", "AUTH"]), "-ERR Syntax error in HELLO option 'AUTH'\r\n");
+        assert_eq!(
+            h.run(&["HELLO", "3", "AUTH", "a"]),
+            "-ERR Syntax error in HELLO option 'AUTH'\r\n"
+        );
+        assert_eq!(
+            h.run(&["HELLO", "3", "SETNAME"]),
+            "-ERR Syntax error in HELLO option 'SETNAME'\r\n"
+        );
+        assert_eq!(
+            h.run(&["HELLO", "3", "SETNAME", "a b"]),
+            "-ERR Client names cannot contain spaces, newlines or special characters.\r\n"
+        );
+        assert_eq!(
+            h.run(&["HELLO", "2", "AUTH", "a", "b", "SETNAME", "x"]),
+            "-WRONGPASS invalid username-password pair or user is disabled.\r\n"
+        );
+        // Options apply in order: the name is set before the bad option.
+        assert_eq!(
+            h.run(&["HELLO", "3", "SETNAME", "x", "FOO"]),
+            "-ERR Syntax error in HELLO option 'FOO'\r\n"
+        );
+        assert_eq!(h.run(&["CLIENT", "GETNAME"]), "$1\r\nx\r\n");
+    }
+
+    #[test]
+    fn auth_without_password() {
+        let mut h = Harness::new();
+        assert_eq!(
+            h.run(&["AUTH", "x"]),
+            "-ERR AUTH <password> called without any password configured for the default user. \
+             Are you sure your configuration is correct?\r\n"
+        );
+        assert_eq!(h.run(&["AUTH", "default", "x"]), "+OK\r\n");
+        assert_eq!(
+            h.run(&["AUTH", "foo", "x"]),
+            "-WRONGPASS invalid username-password pair or user is disabled.\r\n"
+        );
+        assert_eq!(h.run(&["AUTH", "a", "b", "c"]), "-ERR syntax error\r\n");
+        assert_eq!(h.run(&["AUTH"]), "-ERR wrong number of arguments for 'auth' command\r\n");
+    }
+
+    #[test]
+    fn auth_with_password() {
+        const WRONGPASS: &str =
+            "-WRONGPASS invalid username-password pair or user is disabled.\r\n";
+        const NOAUTH_HELLO: &str = "-NOAUTH HELLO must be called with the client already \
+            authenticated, otherwise the HELLO AUTH <user> <pass> option can be used to \
+            authenticate the client and select the RESP protocol version at the same time\r\n";
+        let mut h = with_password();
+        let id = h.sess.handle.id;
+        assert_eq!(h.run(&["PING"]), "-NOAUTH Authentication required.\r\n");
+        assert_eq!(
+            h.run(&["HELLO", "3", "SETNAME", "a b"]),
+            "-ERR Client names cannot contain spaces, newlines or special characters.\r\n"
+        );
+        assert_eq!(h.run(&["HELLO", "3", "AUTH", "default", "bad", "SETNAME", "a b"]), WRONGPASS);
+        assert_eq!(h.run(&["HELLO", "3"]), NOAUTH_HELLO);
+        assert_eq!(h.run(&["HELLO"]), NOAUTH_HELLO);
+        assert_eq!(h.run(&["HELLO", "5"]), "-NOPROTO unsupported protocol version\r\n");
+        assert_eq!(h.run(&["AUTH", "bad"]), WRONGPASS);
+        assert_eq!(h.run(&["AUTH", "default", "bad"]), WRONGPASS);
+        assert_eq!(h.run(&["AUTH", "x", "y"]), WRONGPASS);
+        assert_eq!(h.run(&["CLIENT", "ID"]), "-NOAUTH Authentication required.\r\n");
+        assert_eq!(h.run(&["RESET"]), "+RESET\r\n");
+        assert_eq!(h.run(&["AUTH", "secret"]), "+OK\r\n");
+        assert_eq!(h.run(&["HELLO"]), hello_reply(false, id));
+        assert_eq!(h.run(&["RESET"]), "+RESET\r\n");
+        assert_eq!(h.run(&["PING"]), "-NOAUTH Authentication required.\r\n");
+        assert_eq!(h.run(&["AUTH", "default", "secret"]), "+OK\r\n");
+        assert_eq!(h.run(&["PING"]), "+PONG\r\n");
+        // A failed AUTH does not log an authenticated client out.
+        assert_eq!(h.run(&["AUTH", "bad"]), WRONGPASS);
+        assert_eq!(h.run(&["PING"]), "+PONG\r\n");
+
+        // HELLO AUTH authenticates even when a later option fails.
+        let mut h = with_password();
+        assert_eq!(
+            h.run(&["HELLO", "3", "AUTH", "default", "secret", "FOO"]),
+            "-ERR Syntax error in HELLO option 'FOO'\r\n"
+        );
+        assert_eq!(h.run(&["PING"]), "+PONG\r\n");
+        let mut h = with_password();
+        assert_eq!(
+            h.run(&["HELLO", "3", "AUTH", "default", "bad", "AUTH", "default", "secret"]),
+            WRONGPASS
+        );
+        assert_eq!(h.run(&["PING"]), "-NOAUTH Authentication required.\r\n");
+        let id = h.sess.handle.id;
+        assert_eq!(h.run(&["HELLO", "3", "AUTH", "default", "secret"]), hello_reply(true, id));
+        assert_eq!(h.run(&["PING"]), "+PONG\r\n");
+    }
+
+    #[test]
+    fn reset_clears_connection_state() {
+        let mut h = Harness::new();
+        assert_eq!(h.run(&["SET", "k", "v"]), "+OK\r\n");
+        h.run(&["HELLO", "3", "SETNAME", "n"]);
+        assert_eq!(h.run(&["SELECT", "3"]), "+OK\r\n");
+        assert_eq!(h.run(&["CLIENT", "NO-EVICT", "on"]), "+OK\r\n");
+        assert_eq!(h.run(&["WATCH", "k"]), "+OK\r\n");
+        assert_eq!(h.run(&["MULTI"]), "+OK\r\n");
+        assert_eq!(h.run(&["GET", "k"]), "+QUEUED\r\n");
+        assert_eq!(h.run(&["RESET"]), "+RESET\r\n");
+        assert_eq!(h.run(&["CLIENT", "GETNAME"]), "$-1\r\n");
+        assert_eq!(h.run(&["GET", "k"]), "$1\r\nv\r\n");
+        assert_eq!(h.run(&["EXEC"]), "-ERR EXEC without MULTI\r\n");
+        assert!(h.sess.watched.is_empty());
+        assert!(!h.sess.handle.no_evict.load(std::sync::atomic::Ordering::Relaxed));
+        // Reply mode is back on: RESET's own reply is sent.
+        assert_eq!(h.run(&["CLIENT", "REPLY", "OFF"]), "");
+        assert_eq!(h.run(&["RESET"]), "+RESET\r\n");
+        assert_eq!(h.run(&["PING"]), "+PONG\r\n");
+    }
 }

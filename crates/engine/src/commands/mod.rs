@@ -1,46 +1,82 @@
 //! The command table: every family lists its declarations once; lookup is
 //! ASCII case-insensitive and allocation-free.
 
-use std::collections::HashMap;
 use std::sync::OnceLock;
 
 use crate::spec::CommandSpec;
 
+pub mod client;
 pub mod connection;
+pub mod debug;
 pub mod keys;
 pub mod string;
 pub mod tx;
 
 /// Every family's declarations.
-pub const FAMILIES: &[&[CommandSpec]] =
-    &[string::COMMANDS, keys::COMMANDS, tx::COMMANDS, connection::COMMANDS];
+pub const FAMILIES: &[&[CommandSpec]] = &[
+    string::COMMANDS,
+    keys::COMMANDS,
+    tx::COMMANDS,
+    connection::COMMANDS,
+    client::COMMANDS,
+    debug::COMMANDS,
+];
 
 /// All top-level commands.
 pub fn all() -> impl Iterator<Item = &'static CommandSpec> {
     FAMILIES.iter().flat_map(|f| f.iter())
 }
 
-fn index() -> &'static HashMap<Box<[u8]>, &'static CommandSpec> {
-    static INDEX: OnceLock<HashMap<Box<[u8]>, &'static CommandSpec>> = OnceLock::new();
+/// Commands bucketed by (name length, first letter): a lookup compares
+/// against one to three names, with no hashing and no copy.
+struct Index {
+    buckets: Vec<Vec<&'static CommandSpec>>,
+}
+
+const MAX_NAME: usize = 32;
+
+fn bucket(len: usize, first: u8) -> usize {
+    len * 32 + (first.to_ascii_uppercase() & 31) as usize
+}
+
+fn index() -> &'static Index {
+    static INDEX: OnceLock<Index> = OnceLock::new();
     INDEX.get_or_init(|| {
-        let mut m = HashMap::new();
+        let mut buckets = vec![Vec::new(); MAX_NAME * 32];
         for spec in all() {
-            let prev = m.insert(spec.name.as_bytes().to_ascii_uppercase().into(), spec);
-            assert!(prev.is_none(), "command {} declared twice", spec.name);
+            let n = spec.name.as_bytes();
+            assert!(!n.is_empty() && n.len() < MAX_NAME, "command name {} too long", spec.name);
+            let b: &mut Vec<&'static CommandSpec> = &mut buckets[bucket(n.len(), n[0])];
+            assert!(!b.iter().any(|s| s.name == spec.name), "command {} declared twice", spec.name);
+            b.push(spec);
         }
-        m
+        Index { buckets }
     })
 }
 
 /// Finds a top-level command by name, ignoring ASCII case.
 #[inline]
 pub fn find(name: &[u8]) -> Option<&'static CommandSpec> {
-    let mut buf = [0u8; 32];
-    if name.len() > buf.len() {
+    if name.is_empty() || name.len() >= MAX_NAME {
         return None;
     }
-    let up = &mut buf[..name.len()];
-    up.copy_from_slice(name);
-    up.make_ascii_uppercase();
-    index().get(&*up).copied()
+    index().buckets[bucket(name.len(), name[0])]
+        .iter()
+        .find(|s| name.eq_ignore_ascii_case(s.name.as_bytes()))
+        .copied()
+}
+
+#[cfg(test)]
+mod lookup_tests {
+    #[test]
+    fn finds_every_command_in_any_case() {
+        for spec in super::all() {
+            let lower = spec.name.to_ascii_lowercase();
+            assert!(std::ptr::eq(super::find(lower.as_bytes()).unwrap(), spec));
+            assert!(std::ptr::eq(super::find(spec.name.as_bytes()).unwrap(), spec));
+        }
+        assert!(super::find(b"").is_none());
+        assert!(super::find(b"NOSUCHCOMMAND").is_none());
+        assert!(super::find(&[0xff; 40]).is_none());
+    }
 }

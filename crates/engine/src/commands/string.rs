@@ -1,21 +1,104 @@
-//! String commands.
+//! String commands: GET/SET and their variants, MGET/MSET, the INCR
+//! family, APPEND, STRLEN, GETRANGE/SETRANGE and LCS.
+//!
+//! Variants share one body, as in Redis's `t_string.c`: SET, SETNX, SETEX,
+//! PSETEX and GETSET go through [`set_with`], INCR/DECR/INCRBY/DECRBY
+//! through `incr_with`, GET/GETDEL/GETSET through `get_with`. Encodings
+//! follow Redis so OBJECT ENCODING agrees: stored arguments go through
+//! `tryObjectEncoding` ([`Value::from_arg`]), in-place edits make `raw`,
+//! the INCR family stores `int`.
+
+use std::borrow::Cow;
 
 use resp::ReplyBuf;
-use store::{Value, NO_EXPIRE};
+use store::{Stripe, Value, NO_EXPIRE};
 
-use crate::ctx::{eq_ic, expect_string, Args, Ctx};
+use crate::ctx::{eq_ic, expect_string, parse_i64, Args, Ctx};
 use crate::error::{CmdError, CmdResult};
+use crate::ldouble::{self, LdError};
+use crate::shared::Shared;
 use crate::spec::{CommandSpec, Flags, Group, KeySpec};
 
 const W: Flags = Flags::WRITE.union(Flags::DENYOOM);
+const WF: Flags = W.union(Flags::FAST);
 const R: Flags = Flags::READONLY;
+const RF: Flags = R.union(Flags::FAST);
+const K1: KeySpec = KeySpec::range(1, 1, 1);
+const S: Group = Group::String;
+
+const RANGE_COMPLEXITY: &str = "O(N) where N is the length of the returned string. The complexity is ultimately determined by the returned length, but because creating a substring from an existing string is very cheap, it can be considered O(1) for small strings.";
 
 pub const COMMANDS: &[CommandSpec] = &[
-    CommandSpec::new("GET", 2, R.union(Flags::FAST), KeySpec::range(1, 1, 1), Group::String,
-        "Returns the string value of a key.", get).complexity("O(1)"),
-    CommandSpec::new("SET", -3, W, KeySpec::range(1, 1, 1), Group::String,
-        "Sets the string value of a key, ignoring its type. The key is created if it doesn't exist.", set)
+    CommandSpec::new("GET", 2, RF, K1, S, "Get the value of a key", get).complexity("O(1)"),
+    CommandSpec::new("SET", -3, W, K1, S, "Set the string value of a key", set)
         .complexity("O(1)"),
+    CommandSpec::new("SETNX", 3, WF, K1, S,
+        "Set the value of a key, only if the key does not exist", setnx)
+        .complexity("O(1)"),
+    CommandSpec::new("SETEX", 4, W, K1, S, "Set the value and expiration of a key", setex)
+        .since("2.0.0")
+        .complexity("O(1)"),
+    CommandSpec::new("PSETEX", 4, W, K1, S,
+        "Set the value and expiration in milliseconds of a key", psetex)
+        .since("2.6.0")
+        .complexity("O(1)"),
+    CommandSpec::new("GETSET", 3, WF, K1, S,
+        "Set the string value of a key and return its old value", getset)
+        .complexity("O(1)"),
+    CommandSpec::new("GETDEL", 2, Flags::WRITE.union(Flags::FAST), K1, S,
+        "Get the value of a key and delete the key", getdel)
+        .since("6.2.0")
+        .complexity("O(1)"),
+    CommandSpec::new("GETEX", -2, Flags::WRITE.union(Flags::FAST), K1, S,
+        "Get the value of a key and optionally set its expiration", getex)
+        .since("6.2.0")
+        .complexity("O(1)"),
+    CommandSpec::new("MGET", -2, RF, KeySpec::range(1, -1, 1), S,
+        "Get the values of all the given keys", mget)
+        .complexity("O(N) where N is the number of keys to retrieve."),
+    CommandSpec::new("MSET", -3, W, KeySpec::range(1, -1, 2), S,
+        "Set multiple keys to multiple values", mset)
+        .since("1.0.1")
+        .complexity("O(N) where N is the number of keys to set."),
+    CommandSpec::new("MSETNX", -3, W, KeySpec::range(1, -1, 2), S,
+        "Set multiple keys to multiple values, only if none of the keys exist", msetnx)
+        .since("1.0.1")
+        .complexity("O(N) where N is the number of keys to set."),
+    CommandSpec::new("INCR", 2, WF, K1, S, "Increment the integer value of a key by one", incr)
+        .complexity("O(1)"),
+    CommandSpec::new("DECR", 2, WF, K1, S, "Decrement the integer value of a key by one", decr)
+        .complexity("O(1)"),
+    CommandSpec::new("INCRBY", 3, WF, K1, S,
+        "Increment the integer value of a key by the given amount", incrby)
+        .complexity("O(1)"),
+    CommandSpec::new("DECRBY", 3, WF, K1, S,
+        "Decrement the integer value of a key by the given number", decrby)
+        .complexity("O(1)"),
+    CommandSpec::new("INCRBYFLOAT", 3, WF, K1, S,
+        "Increment the float value of a key by the given amount", incrbyfloat)
+        .since("2.6.0")
+        .complexity("O(1)"),
+    CommandSpec::new("APPEND", 3, WF, K1, S, "Append a value to a key", append)
+        .since("2.0.0")
+        .complexity("O(1). The amortized time complexity is O(1) assuming the appended value is small and the already present value is of any size, since the dynamic string library used by Redis will double the free space available on every reallocation."),
+    CommandSpec::new("STRLEN", 2, RF, K1, S, "Get the length of the value stored in a key", strlen)
+        .since("2.2.0")
+        .complexity("O(1)"),
+    CommandSpec::new("GETRANGE", 4, R, K1, S, "Get a substring of the string stored at a key",
+        getrange)
+        .since("2.4.0")
+        .complexity(RANGE_COMPLEXITY),
+    CommandSpec::new("SETRANGE", 4, W, K1, S,
+        "Overwrite part of a string at key starting at the specified offset", setrange)
+        .since("2.2.0")
+        .complexity("O(1), not counting the time taken to copy the new string in place. Usually, this string is very small so the amortized complexity is O(1). Otherwise, complexity is O(M) with M being the length of the value argument."),
+    CommandSpec::new("SUBSTR", 4, R, K1, S, "Get a substring of the string stored at a key",
+        getrange)
+        .complexity(RANGE_COMPLEXITY),
+    CommandSpec::new("LCS", -3, R, KeySpec::range(1, 2, 1), S, "Find longest common substring",
+        lcs)
+        .since("7.0.0")
+        .complexity("O(N*M) where N and M are the lengths of s1 and s2, respectively"),
 ];
 
 /// Writes a string entry's value as a bulk reply.
@@ -30,16 +113,78 @@ pub(crate) fn reply_string(v: &Value, out: &mut ReplyBuf) -> CmdResult {
     }
 }
 
+/// Marks a key changed in place (Redis's `signalModifiedKey` + `dirty++`);
+/// `Stripe::insert`/`remove` do this themselves.
+fn modified(s: &mut Stripe, key: &[u8]) {
+    s.touch(key);
+    s.stats.dirty += 1;
+}
+
+// ---- GET, GETDEL, GETEX -------------------------------------------------
+
 fn get(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let key = args.key()?;
+    get_with(cx, key, out).map(|_| ())
+}
+
+/// Redis's `getGenericCommand`: replies with the value or a null; returns
+/// whether the key existed.
+fn get_with(cx: &mut Ctx, key: &[u8], out: &mut ReplyBuf) -> Result<bool, CmdError> {
     match cx.lookup_read(key) {
-        Some(e) => reply_string(&e.value, out),
+        Some(e) => reply_string(&e.value, out).map(|_| true),
         None => {
             out.null();
-            Ok(())
+            Ok(false)
         }
     }
 }
+
+fn getdel(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let key = args.key()?;
+    if get_with(cx, key, out)? {
+        cx.delete(key);
+    }
+    Ok(())
+}
+
+fn getex(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let key = args.key()?;
+    let o = parse_ext_opts(args, false)?;
+    let now = cx.now();
+    let (expire_at, ttl) = match cx.lookup_read(key) {
+        None => {
+            out.null();
+            return Ok(());
+        }
+        Some(e) => {
+            expect_string(e)?;
+            // The expire is validated only once the key is known to be a string.
+            let at = match o.expire {
+                Some((unit, arg)) => Some(expire_at_ms(unit, arg, now, "getex")?),
+                None => None,
+            };
+            reply_string(&e.value, out)?;
+            (at, e.expire_at)
+        }
+    };
+    let absolute = matches!(o.expire, Some((ExpireUnit::ExAt | ExpireUnit::PxAt, _)));
+    match expire_at {
+        // An absolute time already past deletes the key (after the reply).
+        Some(at) if absolute && at <= now => {
+            cx.delete(key);
+        }
+        Some(at) => {
+            cx.keys.set_expire(cx.db, key, at);
+        }
+        None if o.persist && ttl != NO_EXPIRE => {
+            cx.keys.set_expire(cx.db, key, NO_EXPIRE);
+        }
+        None => {}
+    }
+    Ok(())
+}
+
+// ---- SET and its variants ----------------------------------------------
 
 /// Expiry given as an option: which unit, absolute or relative.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,13 +195,14 @@ pub(crate) enum ExpireUnit {
     PxAt,
 }
 
-/// Options of SET and its variants.
+/// Options of SET and its variants (and GETEX's PERSIST).
 #[derive(Default, Debug)]
 pub(crate) struct SetOpts<'a> {
     pub nx: bool,
     pub xx: bool,
     pub get: bool,
     pub keepttl: bool,
+    pub persist: bool,
     pub expire: Option<(ExpireUnit, &'a [u8])>,
 }
 
@@ -68,13 +214,14 @@ pub(crate) fn expire_at_ms(
     now: i64,
     cmd: &'static str,
 ) -> Result<i64, CmdError> {
-    let v = crate::ctx::parse_i64(arg)?;
+    let v = parse_i64(arg)?;
     let secs = matches!(unit, ExpireUnit::Ex | ExpireUnit::ExAt);
     if v <= 0 || (secs && v > i64::MAX / 1000) {
         return Err(CmdError::InvalidExpire(cmd));
     }
     let mut ms = if secs { v * 1000 } else { v };
     if matches!(unit, ExpireUnit::Ex | ExpireUnit::Px) {
+        // Redis adds and then checks the sign; overflow wraps negative.
         ms = ms.wrapping_add(now);
     }
     if ms <= 0 {
@@ -83,23 +230,27 @@ pub(crate) fn expire_at_ms(
     Ok(ms)
 }
 
-fn parse_set_opts<'a>(args: &mut Args<'a>) -> Result<SetOpts<'a>, CmdError> {
+/// Redis's `parseExtendedStringArgumentsOrReply`: SET takes NX, XX, GET,
+/// KEEPTTL; GETEX takes PERSIST; both take one expire unit (which may
+/// repeat, the last value winning). Any conflict is a syntax error.
+fn parse_ext_opts<'a>(args: &mut Args<'a>, set: bool) -> Result<SetOpts<'a>, CmdError> {
     let mut o = SetOpts::default();
     while let Some(a) = args.next() {
         let has_next = args.peek().is_some();
-        let expire_free = !o.keepttl && o.expire.is_none();
-        if eq_ic(a, "NX") && !o.xx {
+        let no_expire = o.expire.is_none();
+        if set && eq_ic(a, "NX") && !o.xx {
             o.nx = true;
-        } else if eq_ic(a, "XX") && !o.nx {
+        } else if set && eq_ic(a, "XX") && !o.nx {
             o.xx = true;
-        } else if eq_ic(a, "GET") {
+        } else if set && eq_ic(a, "GET") {
             o.get = true;
-        } else if eq_ic(a, "KEEPTTL") && o.expire.is_none() {
+        } else if set && eq_ic(a, "KEEPTTL") && no_expire {
             o.keepttl = true;
+        } else if !set && eq_ic(a, "PERSIST") && no_expire {
+            o.persist = true;
         } else if let Some(unit) = expire_unit(a) {
-            // The same unit may repeat (the last wins); mixing is an error.
             let same = matches!(o.expire, Some((u, _)) if u == unit);
-            if !has_next || !(expire_free || same) {
+            if !has_next || o.keepttl || o.persist || !(no_expire || same) {
                 return Err(CmdError::Syntax);
             }
             o.expire = Some((unit, args.req()?));
@@ -127,13 +278,62 @@ fn expire_unit(a: &[u8]) -> Option<ExpireUnit> {
 fn set(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let key = args.key()?;
     let val = args.req()?;
-    let opts = parse_set_opts(args)?;
-    set_with(cx, key, val, &opts, "set", out)
+    let opts = parse_ext_opts(args, true)?;
+    let written = set_with(cx, key, val, &opts, "set", out)?;
+    if !opts.get {
+        if written {
+            out.ok();
+        } else {
+            out.null();
+        }
+    }
+    Ok(())
+}
+
+fn setnx(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let key = args.key()?;
+    let val = args.req()?;
+    let opts = SetOpts { nx: true, ..Default::default() };
+    let written = set_with(cx, key, val, &opts, "setnx", out)?;
+    out.int(i64::from(written));
+    Ok(())
+}
+
+fn setex(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    setex_with(cx, args, ExpireUnit::Ex, "setex", out)
+}
+
+fn psetex(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    setex_with(cx, args, ExpireUnit::Px, "psetex", out)
+}
+
+fn setex_with(
+    cx: &mut Ctx,
+    args: &mut Args,
+    unit: ExpireUnit,
+    cmd: &'static str,
+    out: &mut ReplyBuf,
+) -> CmdResult {
+    let key = args.key()?;
+    let ttl = args.req()?;
+    let val = args.req()?;
+    let opts = SetOpts { expire: Some((unit, ttl)), ..Default::default() };
+    set_with(cx, key, val, &opts, cmd, out)?;
+    out.ok();
+    Ok(())
+}
+
+fn getset(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let key = args.key()?;
+    let val = args.req()?;
+    let opts = SetOpts { get: true, ..Default::default() };
+    set_with(cx, key, val, &opts, "getset", out).map(|_| ())
 }
 
 /// The shared body of SET, SETNX, SETEX, PSETEX and GETSET (Redis's
-/// `setGenericCommand`). Writes the reply: OK, the old value (GET), or
-/// a null when NX/XX prevented the write.
+/// `setGenericCommand`). With GET it replies with the old value (or a
+/// null); otherwise the caller replies. Returns whether the key was
+/// written (false when NX/XX prevented it).
 pub(crate) fn set_with(
     cx: &mut Ctx,
     key: &[u8],
@@ -141,33 +341,1472 @@ pub(crate) fn set_with(
     o: &SetOpts,
     cmd: &'static str,
     out: &mut ReplyBuf,
-) -> CmdResult {
+) -> Result<bool, CmdError> {
     let expire_at = match o.expire {
         Some((unit, arg)) => expire_at_ms(unit, arg, cx.now(), cmd)?,
         None => NO_EXPIRE,
     };
-    let old = cx.lookup(key);
-    let found = old.is_some();
-    let old_ttl = old.as_ref().map_or(NO_EXPIRE, |e| e.expire_at);
-    if o.get {
-        match old {
+    // GET reads the old value as GET would (hit/miss counted, type checked).
+    let old_ttl = if o.get {
+        match cx.lookup_read(key) {
             Some(e) => {
-                expect_string(e)?;
                 reply_string(&e.value, out)?;
+                Some(e.expire_at)
             }
-            None => out.null(),
+            None => {
+                out.null();
+                None
+            }
+        }
+    } else {
+        cx.lookup(key).map(|e| e.expire_at)
+    };
+    let found = old_ttl.is_some();
+    if (o.nx && found) || (o.xx && !found) {
+        return Ok(false);
+    }
+    let expire_at = match old_ttl {
+        Some(ttl) if o.keepttl => ttl,
+        _ => expire_at,
+    };
+    cx.set(key, Value::from_arg(val), expire_at);
+    Ok(true)
+}
+
+// ---- MGET, MSET, MSETNX --------------------------------------------------
+
+fn mget(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    out.array(args.remaining());
+    while let Some(key) = args.next() {
+        // A key of another type reads as missing, without an error.
+        match cx.lookup_read(key) {
+            Some(e) if e.value.is_string() => reply_string(&e.value, out)?,
+            _ => out.null(),
         }
     }
-    if (o.nx && found) || (o.xx && !found) {
-        if !o.get {
-            out.null();
-        }
+    Ok(())
+}
+
+fn mset(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    mset_with(cx, args, false, out)
+}
+
+fn msetnx(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    mset_with(cx, args, true, out)
+}
+
+/// Redis's `msetGenericCommand`: with `nx`, nothing is set when any key
+/// exists.
+fn mset_with(cx: &mut Ctx, args: &mut Args, nx: bool, out: &mut ReplyBuf) -> CmdResult {
+    let pairs = args.rest();
+    if pairs.len() % 2 == 1 {
+        let name = if nx { "msetnx" } else { "mset" };
+        return Err(CmdError::WrongArity(name.into()));
+    }
+    if nx && pairs.chunks_exact(2).any(|kv| cx.lookup(kv[0]).is_some()) {
+        out.int(0);
         return Ok(());
     }
-    let expire_at = if o.keepttl && expire_at == NO_EXPIRE { old_ttl } else { expire_at };
-    cx.set(key, Value::from_arg(val), expire_at);
-    if !o.get {
+    for kv in pairs.chunks_exact(2) {
+        cx.set(kv[0], Value::from_arg(kv[1]), NO_EXPIRE);
+    }
+    if nx {
+        out.int(1);
+    } else {
         out.ok();
     }
     Ok(())
+}
+
+// ---- INCR family -----------------------------------------------------------
+
+fn incr(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let key = args.key()?;
+    incr_with(cx, key, 1, out)
+}
+
+fn decr(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let key = args.key()?;
+    incr_with(cx, key, -1, out)
+}
+
+fn incrby(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let key = args.key()?;
+    let by = args.i64()?;
+    incr_with(cx, key, by, out)
+}
+
+fn decrby(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let key = args.key()?;
+    let by = args.i64()?;
+    if by == i64::MIN {
+        return Err(CmdError::Msg(Cow::Borrowed("ERR decrement would overflow")));
+    }
+    incr_with(cx, key, -by, out)
+}
+
+/// A string value as a strict integer (Redis's `getLongLongFromObject`).
+fn int_of(v: &Value) -> Result<i64, CmdError> {
+    match v {
+        Value::Int(i) => Ok(*i),
+        Value::Emb(b) => parse_i64(b),
+        Value::Raw(b) => parse_i64(b),
+        #[allow(unreachable_patterns)]
+        _ => Err(CmdError::WrongType),
+    }
+}
+
+/// Redis's `incrDecrCommand`: the result is stored as `int`, keeping the
+/// key's TTL.
+fn incr_with(cx: &mut Ctx, key: &[u8], by: i64, out: &mut ReplyBuf) -> CmdResult {
+    let (db, now, lru) = (cx.db, cx.now(), cx.lru());
+    let s = cx.keys.stripe(db, key);
+    let v = match s.get(key, now) {
+        Some(e) => {
+            expect_string(e)?;
+            let v = int_of(&e.value)?.checked_add(by).ok_or(CmdError::Overflow)?;
+            e.value = Value::Int(v);
+            e.lru = lru;
+            modified(s, key);
+            v
+        }
+        None => {
+            s.insert(key, Value::Int(by), NO_EXPIRE, lru);
+            by
+        }
+    };
+    out.int(v);
+    Ok(())
+}
+
+fn incrbyfloat(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let key = args.key()?;
+    let by = args.req()?;
+    let (db, now, lru) = (cx.db, cx.now(), cx.lru());
+    let mut buf = [0u8; ldouble::LD_BUF];
+    let s = cx.keys.stripe(db, key);
+    let n = match s.get(key, now) {
+        Some(e) => {
+            expect_string(e)?;
+            let mut ib = [0u8; 24];
+            let cur = e.value.as_bytes(&mut ib).ok_or(CmdError::WrongType)?;
+            let n = ldouble::incr_by(Some(cur), by, &mut buf).map_err(ld_error)?;
+            // Stored as Redis's createStringObject: embstr or raw by size.
+            e.value = Value::str_exact(&buf[..n]);
+            e.lru = lru;
+            modified(s, key);
+            n
+        }
+        None => {
+            let n = ldouble::incr_by(None, by, &mut buf).map_err(ld_error)?;
+            s.insert(key, Value::str_exact(&buf[..n]), NO_EXPIRE, lru);
+            n
+        }
+    };
+    out.bulk(&buf[..n]);
+    Ok(())
+}
+
+fn ld_error(e: LdError) -> CmdError {
+    match e {
+        LdError::BadCurrent | LdError::BadIncr => CmdError::NotFloat,
+        LdError::NotFinite => {
+            CmdError::Msg(Cow::Borrowed("ERR increment would produce NaN or Infinity"))
+        }
+    }
+}
+
+// ---- APPEND, STRLEN, GETRANGE, SETRANGE ---------------------------------
+
+/// Redis's `checkStringLength`: `size + append` must fit in
+/// proto-max-bulk-len.
+fn check_string_length(shared: &Shared, size: usize, append: usize) -> CmdResult {
+    let limit = shared.config.read().proto_max_bulk_len;
+    if size as i128 + append as i128 > i128::from(limit) {
+        return Err(CmdError::StringTooLong);
+    }
+    Ok(())
+}
+
+fn append(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let key = args.key()?;
+    let val = args.req()?;
+    let (db, now, lru, shared) = (cx.db, cx.now(), cx.lru(), cx.shared);
+    let s = cx.keys.stripe(db, key);
+    let total = match s.get(key, now) {
+        Some(e) => {
+            expect_string(e)?;
+            check_string_length(shared, e.value.str_len().unwrap_or(0), val.len())?;
+            // Appending makes the value `raw`, even when nothing is appended.
+            let mut total = 0;
+            if let Some(v) = e.value.make_raw() {
+                v.extend_from_slice(val);
+                total = v.len();
+            }
+            e.lru = lru;
+            modified(s, key);
+            total
+        }
+        None => {
+            s.insert(key, Value::from_arg(val), NO_EXPIRE, lru);
+            val.len()
+        }
+    };
+    out.int(total as i64);
+    Ok(())
+}
+
+fn strlen(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let key = args.key()?;
+    let n = match cx.lookup_read(key) {
+        Some(e) => {
+            expect_string(e)?;
+            e.value.str_len().unwrap_or(0)
+        }
+        None => 0,
+    };
+    out.int(n as i64);
+    Ok(())
+}
+
+/// GETRANGE and SUBSTR.
+fn getrange(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let key = args.key()?;
+    let start = args.i64()?;
+    let end = args.i64()?;
+    let Some(e) = cx.lookup_read(key) else {
+        out.bulk(b"");
+        return Ok(());
+    };
+    let mut ib = [0u8; 24];
+    let s = e.value.as_bytes(&mut ib).ok_or(CmdError::WrongType)?;
+    match substr_range(s.len(), start, end) {
+        Some((from, to)) => out.bulk(&s[from..=to]),
+        None => out.bulk(b""),
+    }
+    Ok(())
+}
+
+/// GETRANGE's index rules: negative counts from the end, both clamped to
+/// the string; `None` for an empty result.
+fn substr_range(len: usize, start: i64, end: i64) -> Option<(usize, usize)> {
+    if (start < 0 && end < 0 && start > end) || len == 0 {
+        return None;
+    }
+    let len = len as i128;
+    let fix = |i: i64| {
+        let i = i128::from(i);
+        (if i < 0 { len + i } else { i }).max(0)
+    };
+    let start = fix(start);
+    let end = fix(end).min(len - 1);
+    (start <= end).then_some((start as usize, end as usize))
+}
+
+fn setrange(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let key = args.key()?;
+    let offset = args.i64()?;
+    let val = args.req()?;
+    if offset < 0 {
+        return Err(CmdError::Msg(Cow::Borrowed("ERR offset is out of range")));
+    }
+    let cur_len = match cx.lookup(key) {
+        Some(e) => {
+            expect_string(e)?;
+            Some(e.value.str_len().unwrap_or(0))
+        }
+        None => None,
+    };
+    if val.is_empty() {
+        // Nothing to write: report the current length, create nothing.
+        out.int(cur_len.unwrap_or(0) as i64);
+        return Ok(());
+    }
+    check_string_length(cx.shared, offset as usize, val.len())?;
+    let (offset, end) = (offset as usize, offset as usize + val.len());
+    let total = match cx.lookup_write(key) {
+        Some(e) => {
+            let mut total = 0;
+            if let Some(v) = e.value.make_raw() {
+                if v.len() < end {
+                    v.resize(end, 0);
+                }
+                v[offset..end].copy_from_slice(val);
+                total = v.len();
+            }
+            total
+        }
+        None => {
+            let mut v = vec![0u8; end];
+            v[offset..].copy_from_slice(val);
+            cx.set(key, Value::Raw(v), NO_EXPIRE);
+            end
+        }
+    };
+    out.int(total as i64);
+    Ok(())
+}
+
+// ---- LCS ---------------------------------------------------------------------
+
+/// One range of an LCS IDX reply: (a start, a end, b start, b end).
+type LcsMatch = (u32, u32, u32, u32);
+
+fn lcs(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    const NOT_STRINGS: &str = "ERR The specified keys must contain string values";
+    let ka = args.key()?;
+    let kb = args.key()?;
+    // Redis checks the keys' types before it looks at the options.
+    let mut fetch = |k: &[u8]| -> Result<Vec<u8>, CmdError> {
+        let mut ib = [0u8; 24];
+        match cx.lookup_read(k) {
+            None => Ok(Vec::new()),
+            Some(e) => match e.value.as_bytes(&mut ib) {
+                Some(b) => Ok(b.to_vec()),
+                None => Err(CmdError::Msg(Cow::Borrowed(NOT_STRINGS))),
+            },
+        }
+    };
+    let a = fetch(ka);
+    let b = fetch(kb);
+    let (a, b) = (a?, b?);
+
+    let (mut getlen, mut getidx, mut withmatchlen, mut minmatchlen) = (false, false, false, 0i64);
+    while let Some(opt) = args.next() {
+        if eq_ic(opt, "IDX") {
+            getidx = true;
+        } else if eq_ic(opt, "LEN") {
+            getlen = true;
+        } else if eq_ic(opt, "WITHMATCHLEN") {
+            withmatchlen = true;
+        } else if eq_ic(opt, "MINMATCHLEN") && !args.is_empty() {
+            minmatchlen = args.i64()?.max(0);
+        } else {
+            return Err(CmdError::Syntax);
+        }
+    }
+    if getlen && getidx {
+        return Err(CmdError::err("If you want both the length and indexes, please just use IDX."));
+    }
+    if a.len() >= u32::MAX as usize - 1 || b.len() >= u32::MAX as usize - 1 {
+        return Err(CmdError::err("String too long for LCS"));
+    }
+    // The table is (|a|+1)·(|b|+1) u32s; Redis refuses when that transient
+    // memory exceeds proto-max-bulk-len, or when it cannot be allocated.
+    let cells = (a.len() as u128 + 1) * (b.len() as u128 + 1);
+    let bytes = cells * 4;
+    let limit = cx.shared.config.read().proto_max_bulk_len;
+    if bytes < usize::MAX as u128 && bytes > limit.max(0) as u128 {
+        return Err(CmdError::err(
+            "Insufficient memory, transient memory for LCS exceeds proto-max-bulk-len",
+        ));
+    }
+    let mut table: Vec<u32> = Vec::new();
+    if bytes >= usize::MAX as u128 || table.try_reserve_exact(cells as usize).is_err() {
+        return Err(CmdError::err(
+            "Insufficient memory, failed allocating transient memory for LCS",
+        ));
+    }
+    table.resize(cells as usize, 0);
+
+    let (alen, blen) = (a.len(), b.len());
+    let at = |i: usize, j: usize| j + i * (blen + 1);
+    for i in 1..=alen {
+        for j in 1..=blen {
+            table[at(i, j)] = if a[i - 1] == b[j - 1] {
+                table[at(i - 1, j - 1)] + 1
+            } else {
+                table[at(i - 1, j)].max(table[at(i, j - 1)])
+            };
+        }
+    }
+    let len = table[at(alen, blen)];
+
+    // Walk back from the end, collecting the common string and, for IDX,
+    // the ranges of contiguous matches (longest-suffix first, as Redis).
+    let computelcs = getidx || !getlen;
+    let mut result = vec![0u8; if computelcs { len as usize } else { 0 }];
+    let mut matches: Vec<LcsMatch> = Vec::new();
+    let (mut i, mut j, mut idx) = (alen, blen, len as usize);
+    let unset = alen as u32;
+    let (mut a_start, mut a_end, mut b_start, mut b_end) = (unset, 0u32, 0u32, 0u32);
+    while computelcs && i > 0 && j > 0 {
+        let mut emit = false;
+        if a[i - 1] == b[j - 1] {
+            result[idx - 1] = a[i - 1];
+            let (ii, jj) = ((i - 1) as u32, (j - 1) as u32);
+            if a_start == unset {
+                (a_start, a_end, b_start, b_end) = (ii, ii, jj, jj);
+            } else if a_start == ii + 1 && b_start == jj + 1 {
+                a_start -= 1;
+                b_start -= 1;
+            } else {
+                emit = true;
+            }
+            if a_start == 0 || b_start == 0 {
+                emit = true;
+            }
+            idx -= 1;
+            i -= 1;
+            j -= 1;
+        } else {
+            if table[at(i - 1, j)] > table[at(i, j - 1)] {
+                i -= 1;
+            } else {
+                j -= 1;
+            }
+            if a_start != unset {
+                emit = true;
+            }
+        }
+        if emit {
+            let match_len = a_end.wrapping_sub(a_start).wrapping_add(1);
+            if getidx && (minmatchlen == 0 || i64::from(match_len) >= minmatchlen) {
+                matches.push((a_start, a_end, b_start, b_end));
+            }
+            a_start = unset;
+        }
+    }
+
+    if getidx {
+        out.map(2);
+        out.bulk(b"matches");
+        out.array(matches.len());
+        for &(a0, a1, b0, b1) in &matches {
+            out.array(2 + usize::from(withmatchlen));
+            out.array(2);
+            out.int(a0.into());
+            out.int(a1.into());
+            out.array(2);
+            out.int(b0.into());
+            out.int(b1.into());
+            if withmatchlen {
+                out.int(i64::from(a1 - a0 + 1));
+            }
+        }
+        out.bulk(b"len");
+        out.int(len.into());
+    } else if getlen {
+        out.int(len.into());
+    } else {
+        out.bulk(&result);
+    }
+    Ok(())
+}
+
+// Expected replies below come from redis-server 7.0.15 (the same command
+// sequences were replayed against it); OBJECT ENCODING and TTL, which are
+// not string commands, are read from the store instead.
+#[cfg(test)]
+mod tests {
+    use resp::{Proto, ReplyBuf};
+    use store::NO_EXPIRE;
+
+    use crate::shared::unix_ms;
+    use crate::tests::Harness;
+
+    trait Resp3 {
+        fn run3(&mut self, argv: &[&str]) -> String;
+    }
+
+    impl Resp3 for Harness {
+        fn run3(&mut self, argv: &[&str]) -> String {
+            let argv: Vec<&[u8]> = argv.iter().map(|a| a.as_bytes()).collect();
+            let mut out = ReplyBuf::new();
+            out.proto = Proto::Resp3;
+            crate::execute(&self.shared, &mut self.sess, &argv, &mut out);
+            String::from_utf8_lossy(&out.to_vec()).into_owned()
+        }
+    }
+
+    /// (encoding, expire_at) of a live key in db 0.
+    fn entry(h: &Harness, key: &str) -> Option<(&'static str, i64)> {
+        let store = &h.shared.store;
+        let s = store.lock_stripe(0, store.stripe_of(key.as_bytes()) as usize);
+        let e = s.peek(key.as_bytes())?;
+        let live = e.expire_at == NO_EXPIRE || e.expire_at > unix_ms();
+        live.then(|| (e.value.encoding(), e.expire_at))
+    }
+
+    /// OBJECT ENCODING.
+    fn enc(h: &Harness, key: &str) -> &'static str {
+        entry(h, key).map_or("", |e| e.0)
+    }
+
+    /// Milliseconds to live, or -1 (no TTL) / -2 (no key), as PTTL.
+    fn pttl(h: &Harness, key: &str) -> i64 {
+        match entry(h, key) {
+            None => -2,
+            Some((_, NO_EXPIRE)) => -1,
+            Some((_, at)) => (at - unix_ms()).max(0),
+        }
+    }
+
+    /// TTL's rounding of [`pttl`].
+    fn ttl(h: &Harness, key: &str) -> i64 {
+        match pttl(h, key) {
+            ms if ms < 0 => ms,
+            ms => (ms + 500) / 1000,
+        }
+    }
+
+    fn assert_pttl(h: &Harness, key: &str, expected: i64) {
+        let got = pttl(h, key);
+        assert!((expected - got).abs() <= 100, "pttl {key}: {got}, expected about {expected}");
+    }
+
+    #[test]
+    fn failed_writes_do_not_touch_watchers() {
+        let mut h = Harness::new();
+        let mut other = Harness {
+            shared: h.shared.clone(),
+            sess: h.shared.connect(String::new(), String::new(), -1),
+        };
+        assert_eq!(h.run(&["SET", "k", "abc"]), "+OK\r\n");
+        assert_eq!(h.run(&["WATCH", "k"]), "+OK\r\n");
+        assert_eq!(other.run(&["INCR", "k"]), "-ERR value is not an integer or out of range\r\n");
+        assert_eq!(other.run(&["INCRBYFLOAT", "k", "1"]), "-ERR value is not a valid float\r\n");
+        assert_eq!(other.run(&["SETRANGE", "k", "1", ""]), ":3\r\n");
+        assert_eq!(other.run(&["GETEX", "k"]), "$3\r\nabc\r\n");
+        assert_eq!(other.run(&["SET", "k", "x", "NX"]), "$-1\r\n");
+        assert_eq!(h.run(&["MULTI"]), "+OK\r\n");
+        assert_eq!(h.run(&["GET", "k"]), "+QUEUED\r\n");
+        assert_eq!(h.run(&["EXEC"]), "*1\r\n$3\r\nabc\r\n");
+        // A successful in-place change does abort the transaction.
+        assert_eq!(h.run(&["WATCH", "k"]), "+OK\r\n");
+        assert_eq!(other.run(&["APPEND", "k", "d"]), ":4\r\n");
+        assert_eq!(h.run(&["MULTI"]), "+OK\r\n");
+        assert_eq!(h.run(&["GET", "k"]), "+QUEUED\r\n");
+        assert_eq!(h.run(&["EXEC"]), "*-1\r\n");
+    }
+
+    #[test]
+    fn get_and_set_basics() {
+        let mut h = Harness::new();
+        assert_eq!(h.run(&["get", "k"]), "$-1\r\n");
+        assert_eq!(h.run(&["set", "k", "v"]), "+OK\r\n");
+        assert_eq!(h.run(&["get", "k"]), "$1\r\nv\r\n");
+        assert_eq!(h.run(&["set", "k", "123"]), "+OK\r\n");
+        assert_eq!(h.run(&["get", "k"]), "$3\r\n123\r\n");
+        assert_eq!(h.run(&["set", "k", ""]), "+OK\r\n");
+        assert_eq!(h.run(&["get", "k"]), "$0\r\n\r\n");
+        assert_eq!(h.run(&["strlen", "k"]), ":0\r\n");
+        assert_eq!(h.run(&["set", "k", "v", "extra"]), "-ERR syntax error\r\n");
+        assert_eq!(h.run(&["set", "k"]), "-ERR wrong number of arguments for 'set' command\r\n");
+        assert_eq!(
+            h.run(&["get", "k", "v"]),
+            "-ERR wrong number of arguments for 'get' command\r\n"
+        );
+    }
+
+    #[test]
+    fn set_option_combinations() {
+        let mut h = Harness::new();
+        assert_eq!(h.run(&["set", "k", "v", "ex", "10", "ex", "20"]), "+OK\r\n");
+        assert_eq!(ttl(&h, "k"), 20);
+        assert_eq!(h.run(&["set", "k", "v", "ex", "10", "px", "20"]), "-ERR syntax error\r\n");
+        assert_eq!(h.run(&["set", "k", "v", "px", "10", "px", "20000"]), "+OK\r\n");
+        assert_pttl(&h, "k", 20000);
+        assert_eq!(h.run(&["set", "k", "v", "exat", "10", "exat", "20"]), "+OK\r\n");
+        assert_eq!(h.run(&["set", "k", "v", "pxat", "10", "exat", "20"]), "-ERR syntax error\r\n");
+        assert_eq!(h.run(&["set", "k", "v", "keepttl", "keepttl"]), "+OK\r\n");
+        assert_eq!(h.run(&["set", "k", "v", "ex", "10", "keepttl"]), "-ERR syntax error\r\n");
+        assert_eq!(h.run(&["set", "k", "v", "keepttl", "ex", "10"]), "-ERR syntax error\r\n");
+        assert_eq!(h.run(&["set", "k", "v", "keepttl", "px", "10"]), "-ERR syntax error\r\n");
+        assert_eq!(h.run(&["set", "k", "v", "nx", "xx"]), "-ERR syntax error\r\n");
+        assert_eq!(h.run(&["set", "k", "v", "xx", "nx"]), "-ERR syntax error\r\n");
+        assert_eq!(h.run(&["set", "k", "v", "nx", "nx"]), "$-1\r\n");
+        assert_eq!(h.run(&["set", "k", "v", "xx", "xx"]), "+OK\r\n");
+        assert_eq!(h.run(&["set", "k", "v", "get", "get"]), "$1\r\nv\r\n");
+        assert_eq!(h.run(&["set", "k", "v", "ex"]), "-ERR syntax error\r\n");
+        assert_eq!(h.run(&["set", "k", "v", "px"]), "-ERR syntax error\r\n");
+        assert_eq!(h.run(&["set", "k", "v", "exat"]), "-ERR syntax error\r\n");
+        assert_eq!(h.run(&["set", "k", "v", "pxat"]), "-ERR syntax error\r\n");
+        assert_eq!(h.run(&["set", "k", "v", "foo"]), "-ERR syntax error\r\n");
+        assert_eq!(h.run(&["set", "k", "v", "persist"]), "-ERR syntax error\r\n");
+        assert_eq!(h.run(&["set", "k", "v", "ex", "10", "persist"]), "-ERR syntax error\r\n");
+        assert_eq!(h.run(&["set", "k", "v", "NX", "foo"]), "-ERR syntax error\r\n");
+        assert_eq!(h.run(&["set", "k", "v", "gEt", "Ex", "10"]), "$1\r\nv\r\n");
+        assert_eq!(ttl(&h, "k"), 10);
+        assert_eq!(h.run(&["set", "k", "v", "GeT", "KeepTtl"]), "$1\r\nv\r\n");
+        assert_eq!(ttl(&h, "k"), 10);
+    }
+
+    #[test]
+    fn set_expire_values() {
+        let mut h = Harness::new();
+        assert_eq!(
+            h.run(&["set", "k", "v", "ex", "abc"]),
+            "-ERR value is not an integer or out of range\r\n"
+        );
+        assert_eq!(
+            h.run(&["set", "k", "v", "ex", "1.5"]),
+            "-ERR value is not an integer or out of range\r\n"
+        );
+        assert_eq!(
+            h.run(&["set", "k", "v", "ex", "99999999999999999999"]),
+            "-ERR value is not an integer or out of range\r\n"
+        );
+        assert_eq!(
+            h.run(&["set", "k", "v", "ex", "0"]),
+            "-ERR invalid expire time in 'set' command\r\n"
+        );
+        assert_eq!(
+            h.run(&["set", "k", "v", "ex", "-1"]),
+            "-ERR invalid expire time in 'set' command\r\n"
+        );
+        assert_eq!(
+            h.run(&["set", "k", "v", "px", "0"]),
+            "-ERR invalid expire time in 'set' command\r\n"
+        );
+        assert_eq!(
+            h.run(&["set", "k", "v", "px", "-100"]),
+            "-ERR invalid expire time in 'set' command\r\n"
+        );
+        assert_eq!(
+            h.run(&["set", "k", "v", "exat", "0"]),
+            "-ERR invalid expire time in 'set' command\r\n"
+        );
+        assert_eq!(
+            h.run(&["set", "k", "v", "pxat", "-1"]),
+            "-ERR invalid expire time in 'set' command\r\n"
+        );
+        assert_eq!(
+            h.run(&["set", "k", "v", "ex", "9223372036854775807"]),
+            "-ERR invalid expire time in 'set' command\r\n"
+        );
+        assert_eq!(
+            h.run(&["set", "k", "v", "ex", "9223372036854774"]),
+            "-ERR invalid expire time in 'set' command\r\n"
+        );
+        assert_eq!(
+            h.run(&["set", "k", "v", "ex", "9223372036854775"]),
+            "-ERR invalid expire time in 'set' command\r\n"
+        );
+        assert_eq!(
+            h.run(&["set", "k", "v", "px", "9223372036854775807"]),
+            "-ERR invalid expire time in 'set' command\r\n"
+        );
+        assert_eq!(
+            h.run(&["set", "k", "v", "px", "9223372036854775000"]),
+            "-ERR invalid expire time in 'set' command\r\n"
+        );
+        assert_eq!(
+            h.run(&["set", "k", "v", "ex", "9223372036854775808"]),
+            "-ERR value is not an integer or out of range\r\n"
+        );
+        assert_eq!(h.run(&["set", "k", "v", "pxat", "9223372036854775807"]), "+OK\r\n");
+        assert_eq!(h.run(&["exists", "k"]), ":1\r\n");
+        assert_eq!(h.run(&["set", "k", "v", "exat", "9223372036854775"]), "+OK\r\n");
+        assert_eq!(h.run(&["exists", "k"]), ":1\r\n");
+        assert_eq!(
+            h.run(&["set", "k", "v", "exat", "9223372036854776"]),
+            "-ERR invalid expire time in 'set' command\r\n"
+        );
+        assert_eq!(h.run(&["set", "k", "v", "pxat", "1"]), "+OK\r\n");
+        assert_eq!(h.run(&["exists", "k"]), ":0\r\n");
+        assert_eq!(h.run(&["set", "k", "v", "exat", "1"]), "+OK\r\n");
+        assert_eq!(h.run(&["exists", "k"]), ":0\r\n");
+        assert_eq!(h.run(&["set", "k", "v", "ex", "100"]), "+OK\r\n");
+        assert_eq!(ttl(&h, "k"), 100);
+        assert_eq!(h.run(&["set", "k", "v", "px", "100000"]), "+OK\r\n");
+        assert_eq!(ttl(&h, "k"), 100);
+        assert_eq!(h.run(&["set", "k", "v", "exat", "1", "xx"]), "+OK\r\n");
+        assert_eq!(h.run(&["exists", "k"]), ":0\r\n");
+    }
+
+    #[test]
+    fn set_nx_xx_get() {
+        let mut h = Harness::new();
+        assert_eq!(h.run(&["set", "k", "v", "xx"]), "$-1\r\n");
+        assert_eq!(h.run(&["exists", "k"]), ":0\r\n");
+        assert_eq!(h.run(&["set", "k", "v", "nx"]), "+OK\r\n");
+        assert_eq!(h.run(&["set", "k", "w", "nx"]), "$-1\r\n");
+        assert_eq!(h.run(&["get", "k"]), "$1\r\nv\r\n");
+        assert_eq!(h.run(&["set", "k", "w", "xx"]), "+OK\r\n");
+        assert_eq!(h.run(&["get", "k"]), "$1\r\nw\r\n");
+        assert_eq!(h.run(&["set", "k", "x", "nx", "get"]), "$1\r\nw\r\n");
+        assert_eq!(h.run(&["get", "k"]), "$1\r\nw\r\n");
+        assert_eq!(h.run(&["set", "k", "y", "xx", "get"]), "$1\r\nw\r\n");
+        assert_eq!(h.run(&["set", "nk", "v", "xx", "get"]), "$-1\r\n");
+        assert_eq!(h.run(&["exists", "nk"]), ":0\r\n");
+        assert_eq!(h.run(&["set", "nk", "v", "nx", "get"]), "$-1\r\n");
+        assert_eq!(h.run(&["get", "nk"]), "$1\r\nv\r\n");
+        assert_eq!(h.run(&["set", "nk", "z", "get"]), "$1\r\nv\r\n");
+        assert_eq!(h.run(&["set", "k", "v", "ex", "10"]), "+OK\r\n");
+        assert_eq!(h.run(&["set", "k", "w", "get", "keepttl"]), "$1\r\nv\r\n");
+        assert_eq!(ttl(&h, "k"), 10);
+        assert_eq!(h.run(&["set", "k", "v", "ex", "1", "nx"]), "$-1\r\n");
+        assert_eq!(
+            h.run(&["set", "k", "v", "xx", "ex", "0"]),
+            "-ERR invalid expire time in 'set' command\r\n"
+        );
+        assert_eq!(
+            h.run(&["set", "nk2", "v", "ex", "0", "nx"]),
+            "-ERR invalid expire time in 'set' command\r\n"
+        );
+        assert_eq!(h.run(&["set", "nk3", "v", "ex", "10", "xx"]), "$-1\r\n");
+        assert_eq!(h.run(&["exists", "nk3"]), ":0\r\n");
+        assert_eq!(h.run(&["set", "k", "v", "keepttl"]), "+OK\r\n");
+        assert_eq!(ttl(&h, "k"), 10);
+        assert_eq!(h.run(&["set", "k", "v"]), "+OK\r\n");
+        assert_eq!(ttl(&h, "k"), -1);
+    }
+
+    #[test]
+    fn set_encodings() {
+        let mut h = Harness::new();
+        assert_eq!(h.run(&["set", "e", "123"]), "+OK\r\n");
+        assert_eq!(enc(&h, "e"), "int");
+        assert_eq!(h.run(&["set", "e", "-123"]), "+OK\r\n");
+        assert_eq!(enc(&h, "e"), "int");
+        assert_eq!(h.run(&["set", "e", "0123"]), "+OK\r\n");
+        assert_eq!(enc(&h, "e"), "embstr");
+        assert_eq!(h.run(&["set", "e", "abc"]), "+OK\r\n");
+        assert_eq!(enc(&h, "e"), "embstr");
+        assert_eq!(h.run(&["set", "e", "9223372036854775807"]), "+OK\r\n");
+        assert_eq!(enc(&h, "e"), "int");
+        assert_eq!(h.run(&["set", "e", "9223372036854775808"]), "+OK\r\n");
+        assert_eq!(enc(&h, "e"), "embstr");
+        assert_eq!(h.run(&["set", "e", "-0"]), "+OK\r\n");
+        assert_eq!(enc(&h, "e"), "embstr");
+        assert_eq!(h.run(&["set", "e", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"]), "+OK\r\n");
+        assert_eq!(enc(&h, "e"), "embstr");
+        assert_eq!(
+            h.run(&["set", "e", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"]),
+            "+OK\r\n"
+        );
+        assert_eq!(enc(&h, "e"), "raw");
+        assert_eq!(h.run(&["setnx", "e2", "1234"]), ":1\r\n");
+        assert_eq!(enc(&h, "e2"), "int");
+        assert_eq!(h.run(&["setex", "e3", "100", "12"]), "+OK\r\n");
+        assert_eq!(enc(&h, "e3"), "int");
+        assert_eq!(h.run(&["psetex", "e4", "100000", "xyz"]), "+OK\r\n");
+        assert_eq!(enc(&h, "e4"), "embstr");
+        assert_eq!(h.run(&["getset", "e4", "55"]), "$3\r\nxyz\r\n");
+        assert_eq!(enc(&h, "e4"), "int");
+        assert_eq!(
+            h.run(&[
+                "mset",
+                "e5",
+                "77",
+                "e6",
+                "-0",
+                "e7",
+                "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+            ]),
+            "+OK\r\n"
+        );
+        assert_eq!(enc(&h, "e5"), "int");
+        assert_eq!(enc(&h, "e6"), "embstr");
+        assert_eq!(enc(&h, "e7"), "raw");
+        assert_eq!(h.run(&["msetnx", "e8", "1", "e9", "x"]), ":1\r\n");
+        assert_eq!(enc(&h, "e8"), "int");
+        assert_eq!(enc(&h, "e9"), "embstr");
+    }
+
+    #[test]
+    fn setnx_setex_psetex() {
+        let mut h = Harness::new();
+        assert_eq!(h.run(&["setnx", "k", "v"]), ":1\r\n");
+        assert_eq!(h.run(&["setnx", "k", "w"]), ":0\r\n");
+        assert_eq!(h.run(&["get", "k"]), "$1\r\nv\r\n");
+        assert_eq!(h.run(&["setnx"]), "-ERR wrong number of arguments for 'setnx' command\r\n");
+        assert_eq!(
+            h.run(&["setnx", "k"]),
+            "-ERR wrong number of arguments for 'setnx' command\r\n"
+        );
+        assert_eq!(
+            h.run(&["setnx", "k", "v", "x"]),
+            "-ERR wrong number of arguments for 'setnx' command\r\n"
+        );
+        assert_eq!(
+            h.run(&["setex", "k", "0", "v"]),
+            "-ERR invalid expire time in 'setex' command\r\n"
+        );
+        assert_eq!(
+            h.run(&["setex", "k", "-1", "v"]),
+            "-ERR invalid expire time in 'setex' command\r\n"
+        );
+        assert_eq!(
+            h.run(&["setex", "k", "abc", "v"]),
+            "-ERR value is not an integer or out of range\r\n"
+        );
+        assert_eq!(
+            h.run(&["setex", "k", "9223372036854775", "v"]),
+            "-ERR invalid expire time in 'setex' command\r\n"
+        );
+        assert_eq!(h.run(&["setex", "k", "10", "v"]), "+OK\r\n");
+        assert_eq!(ttl(&h, "k"), 10);
+        assert_eq!(h.run(&["get", "k"]), "$1\r\nv\r\n");
+        assert_eq!(
+            h.run(&["setex", "k", "10"]),
+            "-ERR wrong number of arguments for 'setex' command\r\n"
+        );
+        assert_eq!(
+            h.run(&["psetex", "k", "0", "v"]),
+            "-ERR invalid expire time in 'psetex' command\r\n"
+        );
+        assert_eq!(
+            h.run(&["psetex", "k", "-5", "v"]),
+            "-ERR invalid expire time in 'psetex' command\r\n"
+        );
+        assert_eq!(
+            h.run(&["psetex", "k", "1.5", "v"]),
+            "-ERR value is not an integer or out of range\r\n"
+        );
+        assert_eq!(h.run(&["psetex", "k", "10000", "w"]), "+OK\r\n");
+        assert_pttl(&h, "k", 10000);
+        assert_eq!(h.run(&["get", "k"]), "$1\r\nw\r\n");
+        assert_eq!(h.run(&["setex", "k", "20", "x"]), "+OK\r\n");
+        assert_eq!(ttl(&h, "k"), 20);
+    }
+
+    #[test]
+    fn getset_and_getdel() {
+        let mut h = Harness::new();
+        assert_eq!(h.run(&["getset", "k", "v"]), "$-1\r\n");
+        assert_eq!(h.run(&["getset", "k", "w"]), "$1\r\nv\r\n");
+        assert_eq!(h.run(&["get", "k"]), "$1\r\nw\r\n");
+        assert_eq!(h.run(&["set", "k", "v", "ex", "100"]), "+OK\r\n");
+        assert_eq!(h.run(&["getset", "k", "w"]), "$1\r\nv\r\n");
+        assert_eq!(ttl(&h, "k"), -1);
+        assert_eq!(
+            h.run(&["getset", "k"]),
+            "-ERR wrong number of arguments for 'getset' command\r\n"
+        );
+        assert_eq!(h.run(&["getdel", "k"]), "$1\r\nw\r\n");
+        assert_eq!(h.run(&["getdel", "k"]), "$-1\r\n");
+        assert_eq!(h.run(&["exists", "k"]), ":0\r\n");
+        assert_eq!(h.run(&["getdel"]), "-ERR wrong number of arguments for 'getdel' command\r\n");
+        assert_eq!(
+            h.run(&["getdel", "a", "b"]),
+            "-ERR wrong number of arguments for 'getdel' command\r\n"
+        );
+        assert_eq!(h.run(&["set", "n", "42"]), "+OK\r\n");
+        assert_eq!(h.run(&["getdel", "n"]), "$2\r\n42\r\n");
+        assert_eq!(h.run(&["getdel", "n"]), "$-1\r\n");
+    }
+
+    #[test]
+    fn getex_options() {
+        let mut h = Harness::new();
+        assert_eq!(h.run(&["getex", "k"]), "$-1\r\n");
+        assert_eq!(h.run(&["set", "k", "v"]), "+OK\r\n");
+        assert_eq!(h.run(&["getex", "k"]), "$1\r\nv\r\n");
+        assert_eq!(ttl(&h, "k"), -1);
+        assert_eq!(h.run(&["getex", "k", "ex", "10"]), "$1\r\nv\r\n");
+        assert_eq!(ttl(&h, "k"), 10);
+        assert_eq!(h.run(&["getex", "k", "persist"]), "$1\r\nv\r\n");
+        assert_eq!(ttl(&h, "k"), -1);
+        assert_eq!(h.run(&["getex", "k", "persist"]), "$1\r\nv\r\n");
+        assert_eq!(ttl(&h, "k"), -1);
+        assert_eq!(h.run(&["getex", "k", "px", "5000", "px", "6000"]), "$1\r\nv\r\n");
+        assert_pttl(&h, "k", 6000);
+        assert_eq!(h.run(&["getex", "k", "ex", "10", "persist"]), "-ERR syntax error\r\n");
+        assert_eq!(h.run(&["getex", "k", "persist", "ex", "10"]), "-ERR syntax error\r\n");
+        assert_eq!(h.run(&["getex", "k", "persist", "persist"]), "$1\r\nv\r\n");
+        assert_eq!(h.run(&["getex", "k", "keepttl"]), "-ERR syntax error\r\n");
+        assert_eq!(h.run(&["getex", "k", "nx"]), "-ERR syntax error\r\n");
+        assert_eq!(h.run(&["getex", "k", "xx"]), "-ERR syntax error\r\n");
+        assert_eq!(h.run(&["getex", "k", "get"]), "-ERR syntax error\r\n");
+        assert_eq!(h.run(&["getex", "k", "ex"]), "-ERR syntax error\r\n");
+        assert_eq!(h.run(&["getex", "k", "foo"]), "-ERR syntax error\r\n");
+        assert_eq!(
+            h.run(&["getex", "k", "ex", "0"]),
+            "-ERR invalid expire time in 'getex' command\r\n"
+        );
+        assert_eq!(
+            h.run(&["getex", "k", "ex", "-1"]),
+            "-ERR invalid expire time in 'getex' command\r\n"
+        );
+        assert_eq!(
+            h.run(&["getex", "k", "ex", "abc"]),
+            "-ERR value is not an integer or out of range\r\n"
+        );
+        assert_eq!(
+            h.run(&["getex", "k", "px", "0"]),
+            "-ERR invalid expire time in 'getex' command\r\n"
+        );
+        assert_eq!(
+            h.run(&["getex", "k", "exat", "0"]),
+            "-ERR invalid expire time in 'getex' command\r\n"
+        );
+        assert_eq!(
+            h.run(&["getex", "k", "ex", "9223372036854775"]),
+            "-ERR invalid expire time in 'getex' command\r\n"
+        );
+        assert_eq!(
+            h.run(&["getex", "k", "px", "9223372036854775807"]),
+            "-ERR invalid expire time in 'getex' command\r\n"
+        );
+        assert_eq!(h.run(&["getex", "nokey", "ex", "0"]), "$-1\r\n");
+        assert_eq!(h.run(&["getex", "nokey", "ex", "abc"]), "$-1\r\n");
+        assert_eq!(h.run(&["getex", "nokey", "foo"]), "-ERR syntax error\r\n");
+        assert_eq!(h.run(&["getex", "nokey", "persist"]), "$-1\r\n");
+        assert_eq!(h.run(&["getex", "k", "exat", "1"]), "$1\r\nv\r\n");
+        assert_eq!(h.run(&["exists", "k"]), ":0\r\n");
+        assert_eq!(h.run(&["set", "k", "v"]), "+OK\r\n");
+        assert_eq!(h.run(&["getex", "k", "pxat", "1"]), "$1\r\nv\r\n");
+        assert_eq!(h.run(&["exists", "k"]), ":0\r\n");
+        assert_eq!(h.run(&["set", "k", "v"]), "+OK\r\n");
+        assert_eq!(h.run(&["getex", "k", "EX", "100"]), "$1\r\nv\r\n");
+        assert_eq!(ttl(&h, "k"), 100);
+        assert_eq!(h.run(&["getex", "k", "PXAT", "9999999999999"]), "$1\r\nv\r\n");
+        assert_eq!(h.run(&["getex", "k", "Persist"]), "$1\r\nv\r\n");
+        assert_eq!(ttl(&h, "k"), -1);
+        assert_eq!(h.run(&["getex"]), "-ERR wrong number of arguments for 'getex' command\r\n");
+        assert_eq!(h.run(&["set", "n", "7"]), "+OK\r\n");
+        assert_eq!(h.run(&["getex", "n", "ex", "100"]), "$1\r\n7\r\n");
+        assert_eq!(ttl(&h, "n"), 100);
+    }
+
+    #[test]
+    fn mget_mset_msetnx() {
+        let mut h = Harness::new();
+        assert_eq!(h.run(&["mget", "a", "b", "c"]), "*3\r\n$-1\r\n$-1\r\n$-1\r\n");
+        assert_eq!(h.run(&["mset", "a", "1", "b", "2"]), "+OK\r\n");
+        assert_eq!(h.run(&["mget", "a", "b", "c"]), "*3\r\n$1\r\n1\r\n$1\r\n2\r\n$-1\r\n");
+        assert_eq!(h.run(&["mget", "a"]), "*1\r\n$1\r\n1\r\n");
+        assert_eq!(h.run(&["mget"]), "-ERR wrong number of arguments for 'mget' command\r\n");
+        assert_eq!(
+            h.run(&["mset", "a", "1", "b"]),
+            "-ERR wrong number of arguments for 'mset' command\r\n"
+        );
+        assert_eq!(h.run(&["mset", "a"]), "-ERR wrong number of arguments for 'mset' command\r\n");
+        assert_eq!(h.run(&["mset"]), "-ERR wrong number of arguments for 'mset' command\r\n");
+        assert_eq!(h.run(&["mset", "a", "3", "a", "4"]), "+OK\r\n");
+        assert_eq!(h.run(&["get", "a"]), "$1\r\n4\r\n");
+        assert_eq!(h.run(&["msetnx", "a", "1", "c", "3"]), ":0\r\n");
+        assert_eq!(h.run(&["exists", "c"]), ":0\r\n");
+        assert_eq!(h.run(&["msetnx", "c", "3", "d", "4"]), ":1\r\n");
+        assert_eq!(h.run(&["mget", "c", "d"]), "*2\r\n$1\r\n3\r\n$1\r\n4\r\n");
+        assert_eq!(h.run(&["msetnx", "c", "3", "e", "5"]), ":0\r\n");
+        assert_eq!(h.run(&["exists", "e"]), ":0\r\n");
+        assert_eq!(h.run(&["msetnx", "x", "1", "x", "2"]), ":1\r\n");
+        assert_eq!(h.run(&["get", "x"]), "$1\r\n2\r\n");
+        assert_eq!(
+            h.run(&["msetnx", "a", "1", "b"]),
+            "-ERR wrong number of arguments for 'msetnx' command\r\n"
+        );
+        assert_eq!(
+            h.run(&["msetnx", "a"]),
+            "-ERR wrong number of arguments for 'msetnx' command\r\n"
+        );
+        assert_eq!(h.run(&["set", "t", "v", "ex", "100"]), "+OK\r\n");
+        assert_eq!(h.run(&["mset", "t", "w"]), "+OK\r\n");
+        assert_eq!(ttl(&h, "t"), -1);
+    }
+
+    #[test]
+    fn incr_decr_family() {
+        let mut h = Harness::new();
+        assert_eq!(h.run(&["incr", "n"]), ":1\r\n");
+        assert_eq!(h.run(&["incrby", "n", "9999"]), ":10000\r\n");
+        assert_eq!(h.run(&["decr", "n"]), ":9999\r\n");
+        assert_eq!(h.run(&["decrby", "n", "5"]), ":9994\r\n");
+        assert_eq!(h.run(&["decrby", "n", "-5"]), ":9999\r\n");
+        assert_eq!(h.run(&["incrby", "n", "-10000"]), ":-1\r\n");
+        assert_eq!(
+            h.run(&["incrby", "n", "abc"]),
+            "-ERR value is not an integer or out of range\r\n"
+        );
+        assert_eq!(
+            h.run(&["incrby", "n", "1.5"]),
+            "-ERR value is not an integer or out of range\r\n"
+        );
+        assert_eq!(h.run(&["incrby", "n", ""]), "-ERR value is not an integer or out of range\r\n");
+        assert_eq!(
+            h.run(&["incrby", "n", "99999999999999999999"]),
+            "-ERR value is not an integer or out of range\r\n"
+        );
+        assert_eq!(
+            h.run(&["decrby", "n", "-9223372036854775808"]),
+            "-ERR decrement would overflow\r\n"
+        );
+        assert_eq!(
+            h.run(&["decrby", "n", "9223372036854775808"]),
+            "-ERR value is not an integer or out of range\r\n"
+        );
+        assert_eq!(
+            h.run(&["decrby", "n", "abc"]),
+            "-ERR value is not an integer or out of range\r\n"
+        );
+        assert_eq!(h.run(&["incr"]), "-ERR wrong number of arguments for 'incr' command\r\n");
+        assert_eq!(
+            h.run(&["incr", "a", "b"]),
+            "-ERR wrong number of arguments for 'incr' command\r\n"
+        );
+        assert_eq!(
+            h.run(&["incrby", "n"]),
+            "-ERR wrong number of arguments for 'incrby' command\r\n"
+        );
+        assert_eq!(h.run(&["get", "n"]), "$2\r\n-1\r\n");
+        assert_eq!(h.run(&["set", "m", "9223372036854775807"]), "+OK\r\n");
+        assert_eq!(h.run(&["incr", "m"]), "-ERR increment or decrement would overflow\r\n");
+        assert_eq!(h.run(&["incrby", "m", "0"]), ":9223372036854775807\r\n");
+        assert_eq!(h.run(&["incrby", "m", "-1"]), ":9223372036854775806\r\n");
+        assert_eq!(h.run(&["decrby", "m", "9223372036854775807"]), ":-1\r\n");
+        assert_eq!(h.run(&["set", "m", "-9223372036854775808"]), "+OK\r\n");
+        assert_eq!(h.run(&["decr", "m"]), "-ERR increment or decrement would overflow\r\n");
+        assert_eq!(h.run(&["decrby", "m", "1"]), "-ERR increment or decrement would overflow\r\n");
+        assert_eq!(h.run(&["incrby", "m", "-1"]), "-ERR increment or decrement would overflow\r\n");
+        assert_eq!(h.run(&["incrby", "m", "9223372036854775807"]), ":-1\r\n");
+        assert_eq!(h.run(&["set", "m", "-1"]), "+OK\r\n");
+        assert_eq!(h.run(&["incrby", "m", "-9223372036854775807"]), ":-9223372036854775808\r\n");
+        assert_eq!(h.run(&["decr", "m"]), "-ERR increment or decrement would overflow\r\n");
+        assert_eq!(h.run(&["set", "s", "abc"]), "+OK\r\n");
+        assert_eq!(h.run(&["incr", "s"]), "-ERR value is not an integer or out of range\r\n");
+        assert_eq!(h.run(&["set", "s", " 1"]), "+OK\r\n");
+        assert_eq!(h.run(&["incr", "s"]), "-ERR value is not an integer or out of range\r\n");
+        assert_eq!(h.run(&["set", "s", "1 "]), "+OK\r\n");
+        assert_eq!(h.run(&["incr", "s"]), "-ERR value is not an integer or out of range\r\n");
+        assert_eq!(h.run(&["set", "s", "01"]), "+OK\r\n");
+        assert_eq!(h.run(&["incr", "s"]), "-ERR value is not an integer or out of range\r\n");
+        assert_eq!(h.run(&["set", "s", "+1"]), "+OK\r\n");
+        assert_eq!(h.run(&["incr", "s"]), "-ERR value is not an integer or out of range\r\n");
+        assert_eq!(h.run(&["set", "s", "1.0"]), "+OK\r\n");
+        assert_eq!(h.run(&["incr", "s"]), "-ERR value is not an integer or out of range\r\n");
+        assert_eq!(h.run(&["set", "s", "12345678901234567890"]), "+OK\r\n");
+        assert_eq!(h.run(&["incr", "s"]), "-ERR value is not an integer or out of range\r\n");
+        assert_eq!(h.run(&["set", "s", ""]), "+OK\r\n");
+        assert_eq!(h.run(&["incr", "s"]), "-ERR value is not an integer or out of range\r\n");
+        assert_eq!(h.run(&["set", "s", "-0"]), "+OK\r\n");
+        assert_eq!(h.run(&["incr", "s"]), "-ERR value is not an integer or out of range\r\n");
+        assert_eq!(h.run(&["set", "s", "10"]), "+OK\r\n");
+        assert_eq!(h.run(&["append", "s", "0"]), ":3\r\n");
+        assert_eq!(enc(&h, "s"), "raw");
+        assert_eq!(h.run(&["incr", "s"]), ":101\r\n");
+        assert_eq!(enc(&h, "s"), "int");
+        assert_eq!(h.run(&["get", "s"]), "$3\r\n101\r\n");
+        assert_eq!(h.run(&["set", "t", "5", "ex", "100"]), "+OK\r\n");
+        assert_eq!(h.run(&["incr", "t"]), ":6\r\n");
+        assert_eq!(ttl(&h, "t"), 100);
+        assert_eq!(h.run(&["decrby", "t", "10"]), ":-4\r\n");
+        assert_eq!(ttl(&h, "t"), 100);
+        assert_eq!(enc(&h, "t"), "int");
+        assert_eq!(h.run(&["decr", "newkey"]), ":-1\r\n");
+        assert_eq!(enc(&h, "newkey"), "int");
+    }
+
+    #[test]
+    fn incrbyfloat_long_double() {
+        let mut h = Harness::new();
+        assert_eq!(h.run(&["set", "x", "10.5"]), "+OK\r\n");
+        assert_eq!(h.run(&["incrbyfloat", "x", "0.1"]), "$4\r\n10.6\r\n");
+        assert_eq!(h.run(&["incrbyfloat", "y", "5.0e3"]), "$4\r\n5000\r\n");
+        assert_eq!(
+            h.run(&["incrbyfloat", "y", "-inf"]),
+            "-ERR increment would produce NaN or Infinity\r\n"
+        );
+        assert_eq!(
+            h.run(&["incrbyfloat", "y", "inf"]),
+            "-ERR increment would produce NaN or Infinity\r\n"
+        );
+        assert_eq!(
+            h.run(&["incrbyfloat", "y", "+inf"]),
+            "-ERR increment would produce NaN or Infinity\r\n"
+        );
+        assert_eq!(h.run(&["incrbyfloat", "y", "nan"]), "-ERR value is not a valid float\r\n");
+        assert_eq!(h.run(&["incrbyfloat", "y", " 1"]), "-ERR value is not a valid float\r\n");
+        assert_eq!(h.run(&["incrbyfloat", "y", "1 "]), "-ERR value is not a valid float\r\n");
+        assert_eq!(h.run(&["incrbyfloat", "y", ""]), "-ERR value is not a valid float\r\n");
+        assert_eq!(h.run(&["incrbyfloat", "y", "abc"]), "-ERR value is not a valid float\r\n");
+        assert_eq!(h.run(&["incrbyfloat", "y", "1e5000"]), "-ERR value is not a valid float\r\n");
+        assert_eq!(h.run(&["incrbyfloat", "y", "1e-5000"]), "-ERR value is not a valid float\r\n");
+        assert_eq!(h.run(&["get", "y"]), "$4\r\n5000\r\n");
+        assert_eq!(h.run(&["set", "n", "-1e-30"]), "+OK\r\n");
+        assert_eq!(h.run(&["incrbyfloat", "n", "0"]), "$1\r\n0\r\n");
+        assert_eq!(h.run(&["incrbyfloat", "w", "1\0abc"]), "-ERR value is not a valid float\r\n");
+        assert_eq!(h.run(&["incrbyfloat", "w", "0x10"]), "$2\r\n16\r\n");
+        assert_eq!(h.run(&["incrbyfloat", "w", "1e-4940"]), "$2\r\n16\r\n");
+        assert_eq!(h.run(&["incrbyfloat", "w2", "1e-4950"]), "$1\r\n0\r\n");
+        assert_eq!(h.run(&["incrbyfloat", "w3", "-0.0"]), "$1\r\n0\r\n");
+        assert_eq!(enc(&h, "w3"), "embstr");
+        assert_eq!(h.run(&["set", "nf", "abc"]), "+OK\r\n");
+        assert_eq!(h.run(&["incrbyfloat", "nf", "1"]), "-ERR value is not a valid float\r\n");
+        assert_eq!(h.run(&["set", "nf", ""]), "+OK\r\n");
+        assert_eq!(h.run(&["incrbyfloat", "nf", "1"]), "-ERR value is not a valid float\r\n");
+        assert_eq!(h.run(&["set", "nf", " 1"]), "+OK\r\n");
+        assert_eq!(h.run(&["incrbyfloat", "nf", "1"]), "-ERR value is not a valid float\r\n");
+        assert_eq!(h.run(&["set", "t", "5", "ex", "100"]), "+OK\r\n");
+        assert_eq!(h.run(&["incrbyfloat", "t", "1.5"]), "$3\r\n6.5\r\n");
+        assert_eq!(ttl(&h, "t"), 100);
+        assert_eq!(enc(&h, "t"), "embstr");
+        assert_eq!(h.run(&["set", "x", "3.0"]), "+OK\r\n");
+        assert_eq!(h.run(&["incrbyfloat", "x", "0"]), "$1\r\n3\r\n");
+        assert_eq!(enc(&h, "x"), "embstr");
+        assert_eq!(h.run(&["set", "x", "1e2"]), "+OK\r\n");
+        assert_eq!(h.run(&["incr", "x"]), "-ERR value is not an integer or out of range\r\n");
+        assert_eq!(h.run(&["incrbyfloat", "x", "1e-5"]), "$9\r\n100.00001\r\n");
+        assert_eq!(h.run(&["incrbyfloat", "x", "1.1e2"]), "$21\r\n210.00001000000000001\r\n");
+        assert_eq!(h.run(&["set", "y", "5"]), "+OK\r\n");
+        assert_eq!(h.run(&["incrbyfloat", "y", "0.3"]), "$3\r\n5.3\r\n");
+        assert_eq!(
+            h.run(&["incrbyfloat", "y", "1.23456789012345678901"]),
+            "$19\r\n6.53456789012345679\r\n"
+        );
+        assert_eq!(h.run(&["incrbyfloat", "y", "-6.53456789012345678901"]), "$1\r\n0\r\n");
+        assert_eq!(h.run(&["set", "z", "1e300"]), "+OK\r\n");
+        assert_eq!(
+            h.run(&["incrbyfloat", "z", "1"]),
+            "$301\r\n1000000000000000000008997324079559193870523944273290747938260082321265646596180935755849152083750497190350372508614274835903592556184672983913096260520748646287327135641843653294084255107606016789726652932370030551382947620994540294772781889620606179267611627097410650567187386105690089424915104006144\r\n"
+        );
+        assert_eq!(h.run(&["incrbyfloat", "z2", "1e-17"]), "$19\r\n0.00000000000000001\r\n");
+        assert_eq!(h.run(&["incrbyfloat", "z2", "1e-18"]), "$19\r\n0.00000000000000001\r\n");
+        assert_eq!(h.run(&["incrbyfloat", "z3", "-1e-17"]), "$20\r\n-0.00000000000000001\r\n");
+        assert_eq!(
+            h.run(&["incrbyfloat", "lg", "123456789012345678901234567890123456789012345"]),
+            "$45\r\n123456789012345678896802277657040928322355200\r\n"
+        );
+        assert_eq!(enc(&h, "lg"), "raw");
+        assert_eq!(
+            h.run(&["incrbyfloat", "lg2", "12345678901234567890123456.5"]),
+            "$26\r\n12345678901234567890337792\r\n"
+        );
+        assert_eq!(enc(&h, "lg2"), "embstr");
+        assert_eq!(h.run(&["set", "i", "9223372036854775807"]), "+OK\r\n");
+        assert_eq!(h.run(&["incrbyfloat", "i", "1"]), "$19\r\n9223372036854775808\r\n");
+        assert_eq!(h.run(&["set", "i", "-17"]), "+OK\r\n");
+        assert_eq!(h.run(&["incrbyfloat", "i", "0.5"]), "$5\r\n-16.5\r\n");
+        assert_eq!(h.run(&["set", "big", "1.1e4932"]), "+OK\r\n");
+        assert_eq!(
+            h.run(&["incrbyfloat", "big", "1.1e4932"]),
+            "-ERR increment would produce NaN or Infinity\r\n"
+        );
+        assert_eq!(
+            h.run(&["incrbyfloat"]),
+            "-ERR wrong number of arguments for 'incrbyfloat' command\r\n"
+        );
+        assert_eq!(
+            h.run(&["incrbyfloat", "x"]),
+            "-ERR wrong number of arguments for 'incrbyfloat' command\r\n"
+        );
+    }
+
+    #[test]
+    fn append_and_strlen() {
+        let mut h = Harness::new();
+        assert_eq!(h.run(&["strlen", "nokey"]), ":0\r\n");
+        assert_eq!(h.run(&["append", "a", "12"]), ":2\r\n");
+        assert_eq!(enc(&h, "a"), "int");
+        assert_eq!(h.run(&["append", "a", ""]), ":2\r\n");
+        assert_eq!(enc(&h, "a"), "raw");
+        assert_eq!(h.run(&["get", "a"]), "$2\r\n12\r\n");
+        assert_eq!(
+            h.run(&["append", "b", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"]),
+            ":45\r\n"
+        );
+        assert_eq!(enc(&h, "b"), "raw");
+        assert_eq!(h.run(&["append", "c", "abc"]), ":3\r\n");
+        assert_eq!(enc(&h, "c"), "embstr");
+        assert_eq!(h.run(&["append", "c", "def"]), ":6\r\n");
+        assert_eq!(enc(&h, "c"), "raw");
+        assert_eq!(h.run(&["get", "c"]), "$6\r\nabcdef\r\n");
+        assert_eq!(h.run(&["strlen", "c"]), ":6\r\n");
+        assert_eq!(h.run(&["append", "new", ""]), ":0\r\n");
+        assert_eq!(h.run(&["exists", "new"]), ":1\r\n");
+        assert_eq!(h.run(&["strlen", "new"]), ":0\r\n");
+        assert_eq!(h.run(&["set", "i", "12345"]), "+OK\r\n");
+        assert_eq!(h.run(&["strlen", "i"]), ":5\r\n");
+        assert_eq!(h.run(&["set", "i", "-1"]), "+OK\r\n");
+        assert_eq!(h.run(&["strlen", "i"]), ":2\r\n");
+        assert_eq!(h.run(&["set", "t", "v", "ex", "100"]), "+OK\r\n");
+        assert_eq!(h.run(&["append", "t", "w"]), ":2\r\n");
+        assert_eq!(ttl(&h, "t"), 100);
+        assert_eq!(h.run(&["append"]), "-ERR wrong number of arguments for 'append' command\r\n");
+        assert_eq!(
+            h.run(&["append", "a"]),
+            "-ERR wrong number of arguments for 'append' command\r\n"
+        );
+    }
+
+    #[test]
+    fn proto_max_bulk_len_limits() {
+        let mut h = Harness::new();
+        h.shared.config.write().proto_max_bulk_len = 1048576;
+        assert_eq!(h.run(&["set", "p", "aaaa"]), "+OK\r\n");
+        assert_eq!(h.run(&["setrange", "p", "1048570", "aaaa"]), ":1048574\r\n");
+        assert_eq!(h.run(&["append", "p", "aa"]), ":1048576\r\n");
+        assert_eq!(
+            h.run(&["append", "p", "a"]),
+            "-ERR string exceeds maximum allowed size (proto-max-bulk-len)\r\n"
+        );
+        assert_eq!(h.run(&["append", "p", ""]), ":1048576\r\n");
+        assert_eq!(h.run(&["strlen", "p"]), ":1048576\r\n");
+        assert_eq!(h.run(&["setrange", "p", "1048576", ""]), ":1048576\r\n");
+        assert_eq!(
+            h.run(&["setrange", "p", "1048576", "a"]),
+            "-ERR string exceeds maximum allowed size (proto-max-bulk-len)\r\n"
+        );
+        assert_eq!(h.run(&["setrange", "p", "0", ""]), ":1048576\r\n");
+        assert_eq!(h.run(&["setrange", "p2", "1048576", ""]), ":0\r\n");
+        assert_eq!(h.run(&["exists", "p2"]), ":0\r\n");
+        assert_eq!(
+            h.run(&["setrange", "p2", "1048576", "a"]),
+            "-ERR string exceeds maximum allowed size (proto-max-bulk-len)\r\n"
+        );
+        assert_eq!(h.run(&["setrange", "p2", "1048575", "a"]), ":1048576\r\n");
+        assert_eq!(h.run(&["strlen", "p2"]), ":1048576\r\n");
+        assert_eq!(
+            h.run(&["setrange", "p2", "9223372036854775807", "x"]),
+            "-ERR string exceeds maximum allowed size (proto-max-bulk-len)\r\n"
+        );
+        assert_eq!(
+            h.run(&["setrange", "p3", "9223372036854775807", "x"]),
+            "-ERR string exceeds maximum allowed size (proto-max-bulk-len)\r\n"
+        );
+        assert_eq!(h.run(&["setrange", "p3", "9223372036854775807", ""]), ":0\r\n");
+    }
+
+    #[test]
+    fn setrange_command() {
+        let mut h = Harness::new();
+        assert_eq!(h.run(&["setrange", "nokey", "0", ""]), ":0\r\n");
+        assert_eq!(h.run(&["exists", "nokey"]), ":0\r\n");
+        assert_eq!(h.run(&["setrange", "nokey", "5", ""]), ":0\r\n");
+        assert_eq!(h.run(&["exists", "nokey"]), ":0\r\n");
+        assert_eq!(h.run(&["setrange", "nokey", "-1", "x"]), "-ERR offset is out of range\r\n");
+        assert_eq!(h.run(&["setrange", "nokey", "-1", ""]), "-ERR offset is out of range\r\n");
+        assert_eq!(
+            h.run(&["setrange", "nokey", "abc", "x"]),
+            "-ERR value is not an integer or out of range\r\n"
+        );
+        assert_eq!(
+            h.run(&["setrange", "nokey", "1.5", "x"]),
+            "-ERR value is not an integer or out of range\r\n"
+        );
+        assert_eq!(
+            h.run(&["setrange", "nokey", "99999999999999999999", "x"]),
+            "-ERR value is not an integer or out of range\r\n"
+        );
+        assert_eq!(h.run(&["set", "i", "12345"]), "+OK\r\n");
+        assert_eq!(h.run(&["setrange", "i", "1", ""]), ":5\r\n");
+        assert_eq!(enc(&h, "i"), "int");
+        assert_eq!(h.run(&["setrange", "i", "1", "x"]), ":5\r\n");
+        assert_eq!(enc(&h, "i"), "raw");
+        assert_eq!(h.run(&["get", "i"]), "$5\r\n1x345\r\n");
+        assert_eq!(h.run(&["setrange", "i", "7", "yz"]), ":9\r\n");
+        assert_eq!(h.run(&["get", "i"]), "$9\r\n1x345\0\0yz\r\n");
+        assert_eq!(h.run(&["strlen", "i"]), ":9\r\n");
+        assert_eq!(h.run(&["setrange", "r", "3", "ab"]), ":5\r\n");
+        assert_eq!(h.run(&["get", "r"]), "$5\r\n\0\0\0ab\r\n");
+        assert_eq!(enc(&h, "r"), "raw");
+        assert_eq!(h.run(&["setrange", "r2", "0", "1"]), ":1\r\n");
+        assert_eq!(enc(&h, "r2"), "raw");
+        assert_eq!(h.run(&["get", "r2"]), "$1\r\n1\r\n");
+        assert_eq!(h.run(&["set", "s", "hello"]), "+OK\r\n");
+        assert_eq!(h.run(&["setrange", "s", "1", ""]), ":5\r\n");
+        assert_eq!(enc(&h, "s"), "embstr");
+        assert_eq!(h.run(&["setrange", "s", "0", "HELLOWORLD"]), ":10\r\n");
+        assert_eq!(h.run(&["get", "s"]), "$10\r\nHELLOWORLD\r\n");
+        assert_eq!(h.run(&["set", "t", "v", "ex", "100"]), "+OK\r\n");
+        assert_eq!(h.run(&["setrange", "t", "0", "w"]), ":1\r\n");
+        assert_eq!(ttl(&h, "t"), 100);
+        assert_eq!(
+            h.run(&["setrange"]),
+            "-ERR wrong number of arguments for 'setrange' command\r\n"
+        );
+        assert_eq!(
+            h.run(&["setrange", "k", "0"]),
+            "-ERR wrong number of arguments for 'setrange' command\r\n"
+        );
+    }
+
+    #[test]
+    fn getrange_and_substr() {
+        let mut h = Harness::new();
+        assert_eq!(h.run(&["set", "s", "hello"]), "+OK\r\n");
+        assert_eq!(h.run(&["getrange", "s", "0", "-1"]), "$5\r\nhello\r\n");
+        assert_eq!(h.run(&["getrange", "s", "1", "3"]), "$3\r\nell\r\n");
+        assert_eq!(h.run(&["getrange", "s", "-3", "-1"]), "$3\r\nllo\r\n");
+        assert_eq!(h.run(&["getrange", "s", "-1", "-3"]), "$0\r\n\r\n");
+        assert_eq!(h.run(&["getrange", "s", "-100", "-1"]), "$5\r\nhello\r\n");
+        assert_eq!(h.run(&["getrange", "s", "0", "100"]), "$5\r\nhello\r\n");
+        assert_eq!(h.run(&["getrange", "s", "5", "10"]), "$0\r\n\r\n");
+        assert_eq!(h.run(&["getrange", "s", "4", "10"]), "$1\r\no\r\n");
+        assert_eq!(h.run(&["getrange", "s", "3", "1"]), "$0\r\n\r\n");
+        assert_eq!(h.run(&["getrange", "s", "-100", "-100"]), "$1\r\nh\r\n");
+        assert_eq!(h.run(&["getrange", "s", "0", "-100"]), "$1\r\nh\r\n");
+        assert_eq!(h.run(&["getrange", "s", "-1", "0"]), "$0\r\n\r\n");
+        assert_eq!(h.run(&["getrange", "s", "0", "0"]), "$1\r\nh\r\n");
+        assert_eq!(
+            h.run(&["getrange", "s", "abc", "1"]),
+            "-ERR value is not an integer or out of range\r\n"
+        );
+        assert_eq!(
+            h.run(&["getrange", "s", "0", "abc"]),
+            "-ERR value is not an integer or out of range\r\n"
+        );
+        assert_eq!(
+            h.run(&["getrange", "s", "1.5", "2"]),
+            "-ERR value is not an integer or out of range\r\n"
+        );
+        assert_eq!(h.run(&["getrange", "nokey", "0", "-1"]), "$0\r\n\r\n");
+        assert_eq!(
+            h.run(&["getrange", "nokey", "abc", "-1"]),
+            "-ERR value is not an integer or out of range\r\n"
+        );
+        assert_eq!(
+            h.run(&["getrange", "nokey", "0", "abc"]),
+            "-ERR value is not an integer or out of range\r\n"
+        );
+        assert_eq!(h.run(&["set", "e", ""]), "+OK\r\n");
+        assert_eq!(h.run(&["getrange", "e", "0", "-1"]), "$0\r\n\r\n");
+        assert_eq!(h.run(&["getrange", "e", "-1", "0"]), "$0\r\n\r\n");
+        assert_eq!(h.run(&["set", "i", "-12345"]), "+OK\r\n");
+        assert_eq!(h.run(&["getrange", "i", "0", "-1"]), "$6\r\n-12345\r\n");
+        assert_eq!(h.run(&["getrange", "i", "1", "2"]), "$2\r\n12\r\n");
+        assert_eq!(
+            h.run(&["getrange", "s", "9223372036854775807", "-9223372036854775808"]),
+            "$0\r\n\r\n"
+        );
+        assert_eq!(
+            h.run(&["getrange", "s", "-9223372036854775808", "9223372036854775807"]),
+            "$5\r\nhello\r\n"
+        );
+        assert_eq!(
+            h.run(&["getrange", "s", "-9223372036854775808", "-9223372036854775808"]),
+            "$1\r\nh\r\n"
+        );
+        assert_eq!(h.run(&["substr", "s", "1", "3"]), "$3\r\nell\r\n");
+        assert_eq!(h.run(&["substr", "s", "-2", "-1"]), "$2\r\nlo\r\n");
+        assert_eq!(h.run(&["substr", "nokey", "0", "1"]), "$0\r\n\r\n");
+        assert_eq!(
+            h.run(&["substr", "s", "1"]),
+            "-ERR wrong number of arguments for 'substr' command\r\n"
+        );
+        assert_eq!(
+            h.run(&["getrange", "s", "1"]),
+            "-ERR wrong number of arguments for 'getrange' command\r\n"
+        );
+        assert_eq!(
+            h.run(&["getrange", "s", "1", "2", "3"]),
+            "-ERR wrong number of arguments for 'getrange' command\r\n"
+        );
+    }
+
+    #[test]
+    fn lcs_command() {
+        let mut h = Harness::new();
+        assert_eq!(h.run(&["mset", "a", "ohmytext", "b", "mynewtext"]), "+OK\r\n");
+        assert_eq!(h.run(&["lcs", "a", "b"]), "$6\r\nmytext\r\n");
+        assert_eq!(h.run(&["lcs", "a", "b", "len"]), ":6\r\n");
+        assert_eq!(
+            h.run(&["lcs", "a", "b", "idx"]),
+            "*4\r\n$7\r\nmatches\r\n*2\r\n*2\r\n*2\r\n:4\r\n:7\r\n*2\r\n:5\r\n:8\r\n*2\r\n*2\r\n:2\r\n:3\r\n*2\r\n:0\r\n:1\r\n$3\r\nlen\r\n:6\r\n"
+        );
+        assert_eq!(
+            h.run(&["lcs", "a", "b", "idx", "minmatchlen", "4"]),
+            "*4\r\n$7\r\nmatches\r\n*1\r\n*2\r\n*2\r\n:4\r\n:7\r\n*2\r\n:5\r\n:8\r\n$3\r\nlen\r\n:6\r\n"
+        );
+        assert_eq!(
+            h.run(&["lcs", "a", "b", "idx", "minmatchlen", "4", "withmatchlen"]),
+            "*4\r\n$7\r\nmatches\r\n*1\r\n*3\r\n*2\r\n:4\r\n:7\r\n*2\r\n:5\r\n:8\r\n:4\r\n$3\r\nlen\r\n:6\r\n"
+        );
+        assert_eq!(
+            h.run(&["lcs", "a", "b", "idx", "withmatchlen"]),
+            "*4\r\n$7\r\nmatches\r\n*2\r\n*3\r\n*2\r\n:4\r\n:7\r\n*2\r\n:5\r\n:8\r\n:4\r\n*3\r\n*2\r\n:2\r\n:3\r\n*2\r\n:0\r\n:1\r\n:2\r\n$3\r\nlen\r\n:6\r\n"
+        );
+        assert_eq!(h.run(&["lcs", "a", "b", "withmatchlen"]), "$6\r\nmytext\r\n");
+        assert_eq!(h.run(&["lcs", "a", "b", "withmatchlen", "len"]), ":6\r\n");
+        assert_eq!(
+            h.run(&["lcs", "a", "b", "len", "idx"]),
+            "-ERR If you want both the length and indexes, please just use IDX.\r\n"
+        );
+        assert_eq!(
+            h.run(&["lcs", "a", "b", "idx", "len"]),
+            "-ERR If you want both the length and indexes, please just use IDX.\r\n"
+        );
+        assert_eq!(h.run(&["lcs", "a", "b", "minmatchlen"]), "-ERR syntax error\r\n");
+        assert_eq!(
+            h.run(&["lcs", "a", "b", "minmatchlen", "abc"]),
+            "-ERR value is not an integer or out of range\r\n"
+        );
+        assert_eq!(
+            h.run(&["lcs", "a", "b", "minmatchlen", "-5", "idx"]),
+            "*4\r\n$7\r\nmatches\r\n*2\r\n*2\r\n*2\r\n:4\r\n:7\r\n*2\r\n:5\r\n:8\r\n*2\r\n*2\r\n:2\r\n:3\r\n*2\r\n:0\r\n:1\r\n$3\r\nlen\r\n:6\r\n"
+        );
+        assert_eq!(
+            h.run(&["lcs", "a", "b", "MinMatchLen", "2", "IDX", "WithMatchLen"]),
+            "*4\r\n$7\r\nmatches\r\n*2\r\n*3\r\n*2\r\n:4\r\n:7\r\n*2\r\n:5\r\n:8\r\n:4\r\n*3\r\n*2\r\n:2\r\n:3\r\n*2\r\n:0\r\n:1\r\n:2\r\n$3\r\nlen\r\n:6\r\n"
+        );
+        assert_eq!(h.run(&["lcs", "a", "b", "foo"]), "-ERR syntax error\r\n");
+        assert_eq!(h.run(&["lcs", "a", "b", "idx", "foo"]), "-ERR syntax error\r\n");
+        assert_eq!(h.run(&["lcs", "a", "nokey"]), "$0\r\n\r\n");
+        assert_eq!(
+            h.run(&["lcs", "a", "nokey", "idx"]),
+            "*4\r\n$7\r\nmatches\r\n*0\r\n$3\r\nlen\r\n:0\r\n"
+        );
+        assert_eq!(h.run(&["lcs", "nokey1", "nokey2", "len"]), ":0\r\n");
+        assert_eq!(h.run(&["lcs", "nokey1", "nokey2"]), "$0\r\n\r\n");
+        assert_eq!(h.run(&["lcs", "a", "b", "len", "len"]), ":6\r\n");
+        assert_eq!(h.run(&["lcs", "a", "a"]), "$8\r\nohmytext\r\n");
+        assert_eq!(h.run(&["set", "n1", "12345"]), "+OK\r\n");
+        assert_eq!(h.run(&["set", "n2", "2345"]), "+OK\r\n");
+        assert_eq!(h.run(&["lcs", "n1", "n2"]), "$4\r\n2345\r\n");
+        assert_eq!(
+            h.run(&["lcs", "n1", "n2", "idx"]),
+            "*4\r\n$7\r\nmatches\r\n*1\r\n*2\r\n*2\r\n:1\r\n:4\r\n*2\r\n:0\r\n:3\r\n$3\r\nlen\r\n:4\r\n"
+        );
+        assert_eq!(h.run(&["lcs", "a"]), "-ERR wrong number of arguments for 'lcs' command\r\n");
+        assert_eq!(h.run(&["set", "x", "abcabcabc"]), "+OK\r\n");
+        assert_eq!(h.run(&["set", "y", "cba"]), "+OK\r\n");
+        assert_eq!(
+            h.run(&["lcs", "x", "y", "idx", "withmatchlen"]),
+            "*4\r\n$7\r\nmatches\r\n*3\r\n*3\r\n*2\r\n:6\r\n:6\r\n*2\r\n:2\r\n:2\r\n:1\r\n*3\r\n*2\r\n:4\r\n:4\r\n*2\r\n:1\r\n:1\r\n:1\r\n*3\r\n*2\r\n:2\r\n:2\r\n*2\r\n:0\r\n:0\r\n:1\r\n$3\r\nlen\r\n:3\r\n"
+        );
+        assert_eq!(
+            h.run(&["lcs", "y", "x", "idx", "withmatchlen"]),
+            "*4\r\n$7\r\nmatches\r\n*3\r\n*3\r\n*2\r\n:2\r\n:2\r\n*2\r\n:6\r\n:6\r\n:1\r\n*3\r\n*2\r\n:1\r\n:1\r\n*2\r\n:4\r\n:4\r\n:1\r\n*3\r\n*2\r\n:0\r\n:0\r\n*2\r\n:2\r\n:2\r\n:1\r\n$3\r\nlen\r\n:3\r\n"
+        );
+        assert_eq!(h.run(&["set", "x1", "aaaa"]), "+OK\r\n");
+        assert_eq!(h.run(&["set", "y1", "aa"]), "+OK\r\n");
+        assert_eq!(
+            h.run(&["lcs", "x1", "y1", "idx"]),
+            "*4\r\n$7\r\nmatches\r\n*1\r\n*2\r\n*2\r\n:2\r\n:3\r\n*2\r\n:0\r\n:1\r\n$3\r\nlen\r\n:2\r\n"
+        );
+        assert_eq!(
+            h.run(&["lcs", "y1", "x1", "idx", "withmatchlen"]),
+            "*4\r\n$7\r\nmatches\r\n*1\r\n*3\r\n*2\r\n:0\r\n:1\r\n*2\r\n:2\r\n:3\r\n:2\r\n$3\r\nlen\r\n:2\r\n"
+        );
+        assert_eq!(h.run(&["set", "p1", "xx\0yy"]), "+OK\r\n");
+        assert_eq!(h.run(&["set", "p2", "\0y"]), "+OK\r\n");
+        assert_eq!(h.run(&["lcs", "p1", "p2"]), "$2\r\n\0y\r\n");
+    }
+
+    #[test]
+    fn lcs_memory_guard() {
+        let mut h = Harness::new();
+        h.shared.config.write().proto_max_bulk_len = 1048576;
+        assert_eq!(h.run(&["set", "a", "a".repeat(511).as_str()]), "+OK\r\n");
+        assert_eq!(h.run(&["lcs", "a", "a", "len"]), ":511\r\n");
+        assert_eq!(h.run(&["lcs", "a", "nokey", "len"]), ":0\r\n");
+        assert_eq!(h.run(&["setrange", "a", "511", "b"]), ":512\r\n");
+        assert_eq!(
+            h.run(&["lcs", "a", "a", "len"]),
+            "-ERR Insufficient memory, transient memory for LCS exceeds proto-max-bulk-len\r\n"
+        );
+        assert_eq!(h.run(&["strlen", "a"]), ":512\r\n");
+        assert_eq!(
+            h.run(&["lcs", "a", "b", "idx"]),
+            "*4\r\n$7\r\nmatches\r\n*0\r\n$3\r\nlen\r\n:0\r\n"
+        );
+        assert_eq!(h.run(&["lcs", "a", "b", "foo"]), "-ERR syntax error\r\n");
+    }
+
+    #[test]
+    fn resp3_replies() {
+        let mut h = Harness::new();
+        assert_eq!(h.run3(&["get", "nokey"]), "_\r\n");
+        assert_eq!(h.run(&["set", "a", "ohmytext"]), "+OK\r\n");
+        assert_eq!(h.run(&["set", "b", "mynewtext"]), "+OK\r\n");
+        assert_eq!(h.run3(&["lcs", "a", "b", "idx", "withmatchlen"]), "%2\r\n$7\r\nmatches\r\n*2\r\n*3\r\n*2\r\n:4\r\n:7\r\n*2\r\n:5\r\n:8\r\n:4\r\n*3\r\n*2\r\n:2\r\n:3\r\n*2\r\n:0\r\n:1\r\n:2\r\n$3\r\nlen\r\n:6\r\n");
+        assert_eq!(h.run3(&["mget", "a", "nokey"]), "*2\r\n$8\r\nohmytext\r\n_\r\n");
+        assert_eq!(h.run3(&["set", "a", "x", "get"]), "$8\r\nohmytext\r\n");
+        assert_eq!(h.run3(&["set", "nokey", "x", "xx"]), "_\r\n");
+        assert_eq!(h.run3(&["set", "nokey", "x", "xx", "get"]), "_\r\n");
+        assert_eq!(h.run3(&["getex", "nokey2"]), "_\r\n");
+        assert_eq!(h.run3(&["incrbyfloat", "f", "1.5"]), "$3\r\n1.5\r\n");
+    }
 }

@@ -1,0 +1,940 @@
+//! CLIENT: the connection's own settings (name, reply mode, no-evict), the
+//! client registry (`LIST`, `INFO`, `KILL`) and server-wide `PAUSE`.
+//!
+//! Other connections are seen only through their [`ClientHandle`] in
+//! `Shared::clients`; killing one sets its flag and wakes it, and its own
+//! loop closes it. Killing yourself closes after this reply.
+
+use std::io::Write;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use resp::ReplyBuf;
+
+use crate::commands;
+use crate::ctx::{eq_ic, Args, Ctx};
+use crate::dispatch;
+use crate::error::{CmdError, CmdResult};
+use crate::session::{ClientHandle, ReplyMode};
+use crate::shared::Pause;
+use crate::spec::{CommandSpec, Flags, Group, Handler, KeySpec};
+
+const CF: Flags = Flags::NOSCRIPT.union(Flags::LOADING).union(Flags::STALE);
+const CFA: Flags = CF.union(Flags::ADMIN);
+
+const fn sub(
+    name: &'static str,
+    arity: i32,
+    flags: Flags,
+    since: &'static str,
+    complexity: &'static str,
+    summary: &'static str,
+    handler: Handler,
+) -> CommandSpec {
+    CommandSpec::new(name, arity, flags, KeySpec::None, Group::Connection, summary, handler)
+        .since(since)
+        .complexity(complexity)
+}
+
+const SUBS: &[CommandSpec] = &[
+    sub(
+        "CACHING",
+        3,
+        CF,
+        "6.0.0",
+        "O(1)",
+        "Instruct the server about tracking or not keys in the next request",
+        caching,
+    ),
+    sub("GETNAME", 2, CF, "2.6.9", "O(1)", "Get the current connection name", getname),
+    sub(
+        "GETREDIR",
+        2,
+        CF,
+        "6.0.0",
+        "O(1)",
+        "Get tracking notifications redirection client ID if any",
+        getredir,
+    ),
+    sub(
+        "HELP",
+        2,
+        Flags::LOADING.union(Flags::STALE),
+        "5.0.0",
+        "O(1)",
+        "Show helpful text about the different subcommands",
+        help,
+    ),
+    sub("ID", 2, CF, "5.0.0", "O(1)", "Returns the client ID for the current connection", id),
+    sub(
+        "INFO",
+        2,
+        CF,
+        "6.2.0",
+        "O(1)",
+        "Returns information about the current client connection.",
+        info,
+    ),
+    sub(
+        "KILL",
+        -3,
+        CFA,
+        "2.4.0",
+        "O(N) where N is the number of client connections",
+        "Kill the connection of a client",
+        kill,
+    ),
+    sub(
+        "LIST",
+        -2,
+        CFA,
+        "2.4.0",
+        "O(N) where N is the number of client connections",
+        "Get the list of client connections",
+        list,
+    ),
+    sub(
+        "NO-EVICT",
+        3,
+        CFA,
+        "7.0.0",
+        "O(1)",
+        "Set client eviction mode for the current connection",
+        no_evict,
+    ),
+    sub(
+        "PAUSE",
+        -3,
+        CFA,
+        "2.9.50",
+        "O(1)",
+        "Stop processing commands from clients for some time",
+        pause,
+    ),
+    sub("REPLY", 3, CF, "3.2.0", "O(1)", "Instruct the server whether to reply to commands", reply),
+    sub("SETNAME", 3, CF, "2.6.9", "O(1)", "Set the current connection name", setname),
+    sub(
+        "TRACKINGINFO",
+        2,
+        CF,
+        "6.2.0",
+        "O(1)",
+        "Return information about server assisted client side caching for the current connection",
+        trackinginfo,
+    ),
+    sub(
+        "UNBLOCK",
+        -3,
+        CFA,
+        "5.0.0",
+        "O(log N) where N is the number of client connections",
+        "Unblock a client blocked in a blocking command from a different connection",
+        unblock,
+    ),
+    sub(
+        "UNPAUSE",
+        2,
+        CFA,
+        "6.2.0",
+        "O(N) Where N is the number of paused clients",
+        "Resume processing of clients that were paused",
+        unpause,
+    ),
+];
+
+pub const COMMANDS: &[CommandSpec] = &[CommandSpec::new(
+    "CLIENT",
+    -2,
+    Flags::NONE,
+    KeySpec::None,
+    Group::Connection,
+    "A container for client connection commands",
+    container,
+)
+.since("2.4.0")
+.complexity("Depends on subcommand.")
+.subs(SUBS)];
+
+/// Only reached if the dispatcher lets a bare container through.
+fn container(_: &mut Ctx, args: &mut Args, _: &mut ReplyBuf) -> CmdResult {
+    let argv = args.argv();
+    Err(CmdError::UnknownSubcommand {
+        sub: argv.get(1).map_or_else(Vec::new, |s| s.to_vec()),
+        cmd: argv[0].to_ascii_uppercase(),
+    })
+}
+
+/// `CLIENT HELP`, line for line as Redis 7.0 prints it.
+const HELP: &[&str] = &[
+    "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "CACHING (YES|NO)",
+    "    Enable/disable tracking of the keys for next command in OPTIN/OPTOUT modes.",
+    "GETREDIR",
+    "    Return the client ID we are redirecting to when tracking is enabled.",
+    "GETNAME",
+    "    Return the name of the current connection.",
+    "ID",
+    "    Return the ID of the current connection.",
+    "INFO",
+    "    Return information about the current client connection.",
+    "KILL <ip:port>",
+    "    Kill connection made from <ip:port>.",
+    "KILL <option> <value> [<option> <value> [...]]",
+    "    Kill connections. Options are:",
+    "    * ADDR (<ip:port>|<unixsocket>:0)",
+    "      Kill connections made from the specified address",
+    "    * LADDR (<ip:port>|<unixsocket>:0)",
+    "      Kill connections made to specified local address",
+    "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
+    "      Kill connections by type.",
+    "    * USER <username>",
+    "      Kill connections authenticated by <username>.",
+    "    * SKIPME (YES|NO)",
+    "      Skip killing current connection (default: yes).",
+    "LIST [options ...]",
+    "    Return information about client connections. Options:",
+    "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
+    "      Return clients of specified type.",
+    "UNPAUSE",
+    "    Stop the current client pause, resuming traffic.",
+    "PAUSE <timeout> [WRITE|ALL]",
+    "    Suspend all, or just write, clients for <timeout> milliseconds.",
+    "REPLY (ON|OFF|SKIP)",
+    "    Control the replies sent to the current connection.",
+    "SETNAME <name>",
+    "    Assign the name <name> to the current connection.",
+    "UNBLOCK <clientid> [TIMEOUT|ERROR]",
+    "    Unblock the specified blocked client.",
+    "TRACKING (ON|OFF) [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]]",
+    "         [OPTIN] [OPTOUT] [NOLOOP]",
+    "    Control server assisted client side caching.",
+    "TRACKINGINFO",
+    "    Report tracking status for the current connection.",
+    "NO-EVICT (ON|OFF)",
+    "    Protect current client connection from eviction.",
+    "HELP",
+    "    Prints this help.",
+];
+
+/// Writes a HELP reply: one status line per text line.
+pub(crate) fn help_reply(lines: &[&str], out: &mut ReplyBuf) {
+    out.array(lines.len());
+    for l in lines {
+        out.simple(l.as_bytes());
+    }
+}
+
+fn help(_: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    help_reply(HELP, out);
+    Ok(())
+}
+
+/// Sets (or, with an empty name, clears) the connection's name. Redis
+/// allows only printable ASCII without spaces.
+pub(crate) fn set_name(cx: &mut Ctx, name: &[u8]) -> CmdResult {
+    if name.iter().any(|&c| !(b'!'..=b'~').contains(&c)) {
+        return Err(CmdError::err(
+            "Client names cannot contain spaces, newlines or special characters.",
+        ));
+    }
+    *cx.sess.handle.name.lock() = if name.is_empty() { None } else { Some(name.to_vec()) };
+    Ok(())
+}
+
+fn setname(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    set_name(cx, args.req()?)?;
+    out.ok();
+    Ok(())
+}
+
+fn getname(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    match &*cx.sess.handle.name.lock() {
+        Some(n) => out.bulk(n),
+        None => out.null(),
+    }
+    Ok(())
+}
+
+fn id(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    out.int(cx.sess.handle.id as i64);
+    Ok(())
+}
+
+fn reply(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let mode = args.req()?;
+    if eq_ic(mode, "ON") {
+        // Replies even when this command itself was to be skipped, as Redis.
+        cx.sess.reply_mode = ReplyMode::On;
+        out.ok();
+    } else if eq_ic(mode, "OFF") {
+        cx.sess.reply_mode = ReplyMode::Off;
+    } else if eq_ic(mode, "SKIP") {
+        if cx.sess.reply_mode != ReplyMode::Off {
+            cx.sess.reply_mode = ReplyMode::SkipNext;
+        }
+    } else {
+        return Err(CmdError::Syntax);
+    }
+    Ok(())
+}
+
+fn no_evict(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let v = args.req()?;
+    let on = if eq_ic(v, "ON") {
+        true
+    } else if eq_ic(v, "OFF") {
+        false
+    } else {
+        return Err(CmdError::Syntax);
+    };
+    cx.sess.handle.no_evict.store(on, Ordering::Relaxed);
+    out.ok();
+    Ok(())
+}
+
+// ---- client types ---------------------------------------------------------
+
+/// Redis's client classes (`CLIENT LIST TYPE`, `CLIENT KILL TYPE`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ClientType {
+    Normal,
+    Replica,
+    Pubsub,
+    Master,
+}
+
+fn parse_type(name: &[u8]) -> Result<ClientType, CmdError> {
+    Ok(if eq_ic(name, "NORMAL") {
+        ClientType::Normal
+    } else if eq_ic(name, "SLAVE") || eq_ic(name, "REPLICA") {
+        ClientType::Replica
+    } else if eq_ic(name, "PUBSUB") {
+        ClientType::Pubsub
+    } else if eq_ic(name, "MASTER") {
+        ClientType::Master
+    } else {
+        let mut e = b"ERR Unknown client type '".to_vec();
+        e.extend(name.iter().copied().take_while(|&c| c != 0));
+        e.push(b'\'');
+        return Err(CmdError::Bytes(e));
+    })
+}
+
+/// The class of a client. Replication and pub/sub do not exist yet, so
+/// every client is normal; they will report through the handle.
+fn client_type(_h: &ClientHandle) -> ClientType {
+    ClientType::Normal
+}
+
+// ---- CLIENT LIST / INFO ---------------------------------------------------
+
+/// What only the calling connection knows about itself.
+struct Me {
+    id: u64,
+    /// Full name of the running command (`client|list`).
+    cmd: String,
+    /// Bytes of the current command's arguments (`argv-mem`).
+    argv_mem: usize,
+    /// Reply bytes pending before this command's reply (`obl`).
+    obl: usize,
+    /// A watched key was touched (flag `d`).
+    dirty_cas: bool,
+}
+
+fn me(cx: &Ctx, args: &Args, out: &ReplyBuf) -> Me {
+    let argv = args.argv();
+    let top = commands::find(argv[0]).unwrap_or(cx.spec);
+    Me {
+        id: cx.sess.handle.id,
+        cmd: dispatch::full_name(top, cx.spec),
+        argv_mem: argv.iter().map(|a| a.len()).sum(),
+        obl: out.len().min(resp::CHUNK),
+        dirty_cas: cx.sess.watch_flag.load(Ordering::Relaxed),
+    }
+}
+
+/// Appends one `CLIENT LIST` line (with its `\n`), fields in 7.0's order.
+fn client_line(buf: &mut Vec<u8>, h: &ClientHandle, now_ms: i64, me: &Me) {
+    let is_me = h.id == me.id;
+    let mut flags = String::new();
+    if h.in_multi.load(Ordering::Relaxed) {
+        flags.push('x');
+    }
+    if is_me && me.dirty_cas {
+        flags.push('d');
+    }
+    if h.no_evict.load(Ordering::Relaxed) {
+        flags.push('e');
+    }
+    if flags.is_empty() {
+        flags.push('N');
+    }
+    let age = (now_ms - h.created_ms).max(0) / 1000;
+    let idle = if is_me {
+        0
+    } else {
+        (now_ms - h.last_interaction_ms.load(Ordering::Relaxed)).max(0) / 1000
+    };
+    let name = h.name.lock().clone().unwrap_or_default();
+    let multi =
+        if h.in_multi.load(Ordering::Relaxed) { h.multi_len.load(Ordering::Relaxed) } else { -1 };
+    let cmd: String = if is_me { me.cmd.clone() } else { h.last_cmd.lock().clone() };
+    let obl = if is_me { me.obl } else { 0 };
+    let _ = write!(buf, "id={} addr={} laddr={} fd={} name=", h.id, h.addr, h.laddr, h.fd);
+    buf.extend_from_slice(&name);
+    // Pub/sub counts stay 0 until pub/sub exists.
+    let _ = writeln!(
+        buf,
+        " age={age} idle={idle} flags={flags} db={} sub=0 psub=0 ssub=0 multi={multi} \
+         qbuf={} qbuf-free=0 argv-mem={} multi-mem=0 rbs={} rbp={obl} obl={obl} oll=0 \
+         omem={} tot-mem={} events=r cmd={cmd} user=default redir=-1 resp={}",
+        h.db.load(Ordering::Relaxed),
+        h.qbuf.load(Ordering::Relaxed),
+        if is_me { me.argv_mem } else { 0 },
+        resp::CHUNK,
+        h.omem.load(Ordering::Relaxed),
+        h.tot_mem.load(Ordering::Relaxed),
+        h.resp.load(Ordering::Relaxed),
+    );
+}
+
+/// Live clients in connection order (ids ascend), without those already
+/// killed and about to close.
+fn snapshot(cx: &Ctx) -> Vec<Arc<ClientHandle>> {
+    cx.shared
+        .clients
+        .lock()
+        .values()
+        .filter(|h| !h.killed.load(Ordering::Acquire))
+        .cloned()
+        .collect()
+}
+
+fn list(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let rest = args.rest();
+    let mut ty = None;
+    let mut ids: Option<Vec<u64>> = None;
+    if rest.len() == 2 && eq_ic(rest[0], "TYPE") {
+        ty = Some(parse_type(rest[1])?);
+    } else if rest.len() > 1 && eq_ic(rest[0], "ID") {
+        let mut v = Vec::with_capacity(rest.len() - 1);
+        for a in &rest[1..] {
+            v.push(resp::parse_i64(a).ok_or_else(|| CmdError::err("Invalid client ID"))? as u64);
+        }
+        ids = Some(v);
+    } else if !rest.is_empty() {
+        return Err(CmdError::Syntax);
+    }
+    let me = me(cx, args, out);
+    let now = cx.now();
+    let clients = snapshot(cx);
+    let mut buf = Vec::new();
+    match ids {
+        // Redis answers in the order asked, repeats included.
+        Some(ids) => {
+            for id in ids {
+                if let Some(h) = clients.iter().find(|h| h.id == id) {
+                    client_line(&mut buf, h, now, &me);
+                }
+            }
+        }
+        None => {
+            for h in clients.iter().filter(|h| ty.is_none_or(|t| client_type(h) == t)) {
+                client_line(&mut buf, h, now, &me);
+            }
+        }
+    }
+    out.verbatim(&buf);
+    Ok(())
+}
+
+fn info(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let me = me(cx, args, out);
+    let mut buf = Vec::new();
+    client_line(&mut buf, &cx.sess.handle, cx.now(), &me);
+    out.verbatim(&buf);
+    Ok(())
+}
+
+// ---- CLIENT KILL ----------------------------------------------------------
+
+fn kill(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let rest = args.rest();
+    let mut addr: Option<&[u8]> = None;
+    let mut laddr: Option<&[u8]> = None;
+    let mut ty = None;
+    let mut id = None;
+    let mut skipme = true;
+    // `CLIENT KILL addr:port` is the old form; it may kill the caller.
+    let old = rest.len() == 1;
+    if old {
+        addr = Some(rest[0]);
+        skipme = false;
+    } else {
+        let mut i = 0;
+        while i < rest.len() {
+            let opt = rest[i];
+            let Some(&val) = rest.get(i + 1) else {
+                return Err(CmdError::Syntax);
+            };
+            if eq_ic(opt, "ID") {
+                match resp::parse_i64(val) {
+                    Some(n) if n >= 1 => id = Some(n as u64),
+                    _ => return Err(CmdError::err("client-id should be greater than 0")),
+                }
+            } else if eq_ic(opt, "TYPE") {
+                ty = Some(parse_type(val)?);
+            } else if eq_ic(opt, "ADDR") {
+                addr = Some(val);
+            } else if eq_ic(opt, "LADDR") {
+                laddr = Some(val);
+            } else if eq_ic(opt, "USER") {
+                // `default` is the only user, and every client is it.
+                if val != b"default" {
+                    let mut e = b"ERR No such user '".to_vec();
+                    e.extend(val.iter().copied().take_while(|&c| c != 0));
+                    e.push(b'\'');
+                    return Err(CmdError::Bytes(e));
+                }
+            } else if eq_ic(opt, "SKIPME") {
+                if eq_ic(val, "YES") {
+                    skipme = true;
+                } else if eq_ic(val, "NO") {
+                    skipme = false;
+                } else {
+                    return Err(CmdError::Syntax);
+                }
+            } else {
+                return Err(CmdError::Syntax);
+            }
+            i += 2;
+        }
+    }
+    let my_id = cx.sess.handle.id;
+    let mut killed = 0i64;
+    let mut close_me = false;
+    for h in snapshot(cx) {
+        if addr.is_some_and(|a| a != h.addr.as_bytes())
+            || laddr.is_some_and(|a| a != h.laddr.as_bytes())
+            || ty.is_some_and(|t| client_type(&h) != t)
+            || id.is_some_and(|i| i != h.id)
+            || (h.id == my_id && skipme)
+        {
+            continue;
+        }
+        if h.id == my_id {
+            close_me = true;
+        } else {
+            h.kill();
+        }
+        killed += 1;
+    }
+    if old {
+        if killed == 0 {
+            return Err(CmdError::err("No such client"));
+        }
+        out.ok();
+    } else {
+        out.int(killed);
+    }
+    if close_me {
+        cx.sess.close_after_reply = true;
+    }
+    Ok(())
+}
+
+// ---- CLIENT PAUSE / UNPAUSE -----------------------------------------------
+
+fn pause(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let argv = args.argv();
+    if argv.len() > 4 {
+        return Err(CmdError::SubcommandSyntax { sub: argv[1].to_vec(), cmd: argv[0].to_vec() });
+    }
+    let timeout = args.req()?;
+    let writes_only = match args.next() {
+        None => false,
+        Some(m) if eq_ic(m, "WRITE") => true,
+        Some(m) if eq_ic(m, "ALL") => false,
+        Some(_) => return Err(CmdError::err("CLIENT PAUSE mode must be WRITE or ALL")),
+    };
+    let t = resp::parse_i64(timeout).ok_or(CmdError::TimeoutNotInteger)?;
+    if t < 0 {
+        return Err(CmdError::err("timeout is negative"));
+    }
+    // Redis 7.0 adds without an overflow check: a huge timeout wraps to a
+    // past time, i.e. no pause.
+    let until_ms = if t > 0 { t.wrapping_add(cx.now()) } else { 0 };
+    set_pause(cx, Pause { until_ms, writes_only });
+    out.ok();
+    Ok(())
+}
+
+fn unpause(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    set_pause(cx, Pause::default());
+    out.ok();
+    Ok(())
+}
+
+fn set_pause(cx: &Ctx, p: Pause) {
+    *cx.shared.pause.lock() = p;
+    cx.shared.pause_epoch.fetch_add(1, Ordering::Release);
+    // Paused connections wait for a change of the epoch (or the deadline).
+    for h in cx.shared.clients.lock().values() {
+        if let Some(w) = &*h.waker.lock() {
+            w();
+        }
+    }
+}
+
+// ---- tracking and blocking (neither exists yet) ---------------------------
+
+fn unblock(_: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let argv = args.argv();
+    if argv.len() > 4 {
+        return Err(CmdError::SubcommandSyntax { sub: argv[1].to_vec(), cmd: argv[0].to_vec() });
+    }
+    let id = args.req()?;
+    if let Some(reason) = args.next() {
+        if !eq_ic(reason, "TIMEOUT") && !eq_ic(reason, "ERROR") {
+            return Err(CmdError::err("CLIENT UNBLOCK reason should be TIMEOUT or ERROR"));
+        }
+    }
+    resp::parse_i64(id).ok_or(CmdError::NotInteger)?;
+    // No client can be blocked until blocking commands exist.
+    out.int(0);
+    Ok(())
+}
+
+fn getredir(_: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    // Tracking is never on, so there is no redirection.
+    out.int(-1);
+    Ok(())
+}
+
+fn trackinginfo(_: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    out.map(3);
+    out.bulk(b"flags");
+    out.set(1);
+    out.bulk(b"off");
+    out.bulk(b"redirect");
+    out.int(-1);
+    out.bulk(b"prefixes");
+    out.array(0);
+    Ok(())
+}
+
+fn caching(_: &mut Ctx, _: &mut Args, _: &mut ReplyBuf) -> CmdResult {
+    Err(CmdError::err(
+        "CLIENT CACHING can be called only when the client is in tracking mode with OPTIN or \
+         OPTOUT mode enabled",
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::Ordering;
+
+    use crate::tests::Harness;
+
+    fn second(h: &Harness, addr: &str) -> Harness {
+        Harness {
+            shared: h.shared.clone(),
+            sess: h.shared.connect(addr.into(), "127.0.0.1:6379".into(), 9),
+        }
+    }
+
+    /// The `key=value` pairs of a CLIENT LIST/INFO bulk reply's lines.
+    fn lines(reply: &str) -> Vec<Vec<(String, String)>> {
+        let body = reply.split_once("\r\n").unwrap().1.strip_suffix("\r\n").unwrap();
+        let body = body.strip_prefix("txt:").unwrap_or(body);
+        body.lines()
+            .map(|l| {
+                l.split(' ')
+                    .map(|kv| {
+                        let (k, v) = kv.split_once('=').unwrap();
+                        (k.to_string(), v.to_string())
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    fn field<'a>(line: &'a [(String, String)], k: &str) -> &'a str {
+        &line.iter().find(|(key, _)| key == k).unwrap().1
+    }
+
+    #[test]
+    fn list_line_has_redis_fields_in_order() {
+        let mut h = Harness::new();
+        let reply = h.run(&["CLIENT", "LIST"]);
+        let l = lines(&reply);
+        assert_eq!(l.len(), 1);
+        let keys: Vec<&str> = l[0].iter().map(|(k, _)| k.as_str()).collect();
+        // redis-server 7.0.15's CLIENT LIST line.
+        assert_eq!(
+            keys.join(" "),
+            "id addr laddr fd name age idle flags db sub psub ssub multi qbuf qbuf-free \
+             argv-mem multi-mem rbs rbp obl oll omem tot-mem events cmd user redir resp"
+        );
+        let id = h.sess.handle.id.to_string();
+        assert_eq!(field(&l[0], "id"), id);
+        assert_eq!(field(&l[0], "addr"), "127.0.0.1:1");
+        assert_eq!(field(&l[0], "laddr"), "127.0.0.1:6379");
+        assert_eq!(field(&l[0], "flags"), "N");
+        assert_eq!(field(&l[0], "multi"), "-1");
+        assert_eq!(field(&l[0], "argv-mem"), "10");
+        assert_eq!(field(&l[0], "cmd"), "client|list");
+        assert_eq!(field(&l[0], "user"), "default");
+        assert_eq!(field(&l[0], "redir"), "-1");
+        assert_eq!(field(&l[0], "resp"), "2");
+        assert!(reply.ends_with("resp=2\n\r\n"));
+
+        h.run(&["HELLO", "3", "SETNAME", "ab"]);
+        h.run(&["CLIENT", "NO-EVICT", "on"]);
+        h.run(&["SELECT", "2"]);
+        let reply = h.run(&["CLIENT", "INFO"]);
+        assert!(reply.starts_with('='), "{reply}");
+        let l = lines(&reply);
+        assert_eq!(field(&l[0], "name"), "ab");
+        assert_eq!(field(&l[0], "flags"), "e");
+        assert_eq!(field(&l[0], "db"), "2");
+        assert_eq!(field(&l[0], "resp"), "3");
+        assert_eq!(field(&l[0], "cmd"), "client|info");
+    }
+
+    #[test]
+    fn list_filters() {
+        let mut h = Harness::new();
+        let mut b = second(&h, "127.0.0.1:2");
+        b.run(&["MULTI"]);
+        b.run(&["SET", "a", "b"]);
+        let (ida, idb) = (h.sess.handle.id, b.sess.handle.id);
+        let all = lines(&h.run(&["CLIENT", "LIST"]));
+        assert_eq!(all.len(), 2);
+        assert_eq!(field(&all[1], "flags"), "x");
+        assert_eq!(field(&all[1], "multi"), "1");
+        assert_eq!(field(&all[1], "cmd"), "NULL");
+        assert_eq!(lines(&h.run(&["CLIENT", "LIST", "TYPE", "NORMAL"])).len(), 2);
+        for ty in ["pubsub", "replica", "slave", "MASTER"] {
+            assert_eq!(h.run(&["CLIENT", "LIST", "TYPE", ty]), "$0\r\n\r\n");
+        }
+        let l = lines(&h.run(&["CLIENT", "LIST", "ID", &idb.to_string(), "999", &ida.to_string()]));
+        assert_eq!(field(&l[0], "id"), idb.to_string());
+        assert_eq!(field(&l[1], "id"), ida.to_string());
+        assert_eq!(h.run(&["CLIENT", "LIST", "ID", "99999", "-1"]), "$0\r\n\r\n");
+        // Errors as redis-server 7.0.15 words them.
+        assert_eq!(h.run(&["CLIENT", "LIST", "TYPE", "foo"]), "-ERR Unknown client type 'foo'\r\n");
+        assert_eq!(h.run(&["CLIENT", "LIST", "TYPE", "normal", "x"]), "-ERR syntax error\r\n");
+        assert_eq!(h.run(&["CLIENT", "LIST", "TYPE"]), "-ERR syntax error\r\n");
+        assert_eq!(h.run(&["CLIENT", "LIST", "ID"]), "-ERR syntax error\r\n");
+        assert_eq!(h.run(&["CLIENT", "LIST", "FOO"]), "-ERR syntax error\r\n");
+        assert_eq!(h.run(&["CLIENT", "LIST", "ID", "abc"]), "-ERR Invalid client ID\r\n");
+        assert_eq!(h.run(&["client", "list", "id", "1", "2", "x"]), "-ERR Invalid client ID\r\n");
+    }
+
+    #[test]
+    fn kill() {
+        let mut h = Harness::new();
+        let b = second(&h, "127.0.0.1:2");
+        let c = second(&h, "127.0.0.1:3");
+        assert_eq!(
+            h.run(&["CLIENT", "KILL"]),
+            "-ERR wrong number of arguments for 'client|kill' command\r\n"
+        );
+        assert_eq!(h.run(&["CLIENT", "KILL", "1.2.3.4:5"]), "-ERR No such client\r\n");
+        // Three arguments are the old form: `ID` is taken as an address.
+        assert_eq!(h.run(&["CLIENT", "KILL", "ID"]), "-ERR No such client\r\n");
+        assert_eq!(
+            h.run(&["CLIENT", "KILL", "ID", "0"]),
+            "-ERR client-id should be greater than 0\r\n"
+        );
+        assert_eq!(
+            h.run(&["CLIENT", "KILL", "ID", "abc"]),
+            "-ERR client-id should be greater than 0\r\n"
+        );
+        assert_eq!(h.run(&["CLIENT", "KILL", "ID", "9999"]), ":0\r\n");
+        assert_eq!(
+            h.run(&["CLIENT", "KILL", "ID", "1", "TYPE", "foo"]),
+            "-ERR Unknown client type 'foo'\r\n"
+        );
+        assert_eq!(h.run(&["CLIENT", "KILL", "USER", "bob"]), "-ERR No such user 'bob'\r\n");
+        assert_eq!(h.run(&["CLIENT", "KILL", "SKIPME", "maybe"]), "-ERR syntax error\r\n");
+        // MAXAGE arrived after 7.0.
+        assert_eq!(h.run(&["CLIENT", "KILL", "MAXAGE", "10"]), "-ERR syntax error\r\n");
+        assert_eq!(
+            h.run(&["CLIENT", "KILL", "ADDR", "x", "LADDR", "y", "FOO", "bar"]),
+            "-ERR syntax error\r\n"
+        );
+        assert_eq!(h.run(&["CLIENT", "KILL", "ADDR", "x", "SKIPME"]), "-ERR syntax error\r\n");
+
+        assert_eq!(h.run(&["CLIENT", "KILL", "127.0.0.1:2"]), "+OK\r\n");
+        assert!(b.sess.handle.killed.load(Ordering::Relaxed));
+        assert_eq!(lines(&h.run(&["CLIENT", "LIST"])).len(), 2);
+        // Already killed clients are not matched again.
+        assert_eq!(h.run(&["CLIENT", "KILL", "127.0.0.1:2"]), "-ERR No such client\r\n");
+        assert_eq!(h.run(&["CLIENT", "KILL", "USER", "default"]), ":1\r\n");
+        assert!(c.sess.handle.killed.load(Ordering::Relaxed));
+        assert!(!h.sess.close_after_reply);
+        // SKIPME no kills the caller after its reply.
+        assert_eq!(h.run(&["CLIENT", "KILL", "TYPE", "normal", "SKIPME", "no"]), ":1\r\n");
+        assert!(h.sess.close_after_reply);
+        assert!(!h.sess.handle.killed.load(Ordering::Relaxed));
+
+        let mut h = Harness::new();
+        let id = h.sess.handle.id.to_string();
+        assert_eq!(h.run(&["CLIENT", "KILL", "LADDR", "127.0.0.1:6379", "ID", &id]), ":0\r\n");
+        assert_eq!(h.run(&["CLIENT", "KILL", "127.0.0.1:1"]), "+OK\r\n");
+        assert!(h.sess.close_after_reply);
+    }
+
+    #[test]
+    fn names_and_ids() {
+        let mut h = Harness::new();
+        assert_eq!(h.run(&["CLIENT", "ID"]), format!(":{}\r\n", h.sess.handle.id));
+        assert_eq!(
+            h.run(&["CLIENT", "ID", "x"]),
+            "-ERR wrong number of arguments for 'client|id' command\r\n"
+        );
+        assert_eq!(h.run(&["CLIENT", "GETNAME"]), "$-1\r\n");
+        assert_eq!(h.run(&["CLIENT", "SETNAME", "a:b~!"]), "+OK\r\n");
+        assert_eq!(h.run(&["CLIENT", "GETNAME"]), "$5\r\na:b~!\r\n");
+        for bad in ["a b", "a\nb", "é"] {
+            assert_eq!(
+                h.run(&["CLIENT", "SETNAME", bad]),
+                "-ERR Client names cannot contain spaces, newlines or special characters.\r\n"
+            );
+        }
+        assert_eq!(h.run(&["CLIENT", "SETNAME", ""]), "+OK\r\n");
+        assert_eq!(h.run(&["CLIENT", "GETNAME"]), "$-1\r\n");
+    }
+
+    #[test]
+    fn container_errors() {
+        let mut h = Harness::new();
+        assert_eq!(h.run(&["CLIENT"]), "-ERR wrong number of arguments for 'client' command\r\n");
+        assert_eq!(
+            h.run(&["CLIENT", "FOO"]),
+            "-ERR unknown subcommand 'FOO'. Try CLIENT HELP.\r\n"
+        );
+        assert_eq!(
+            h.run(&["client", "foo"]),
+            "-ERR unknown subcommand 'foo'. Try CLIENT HELP.\r\n"
+        );
+        assert_eq!(
+            h.run(&["CLIENT", "HELP", "x"]),
+            "-ERR wrong number of arguments for 'client|help' command\r\n"
+        );
+        let help = h.run(&["CLIENT", "HELP"]);
+        assert!(help.starts_with(
+            "*48\r\n+CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:\r\n\
+             +CACHING (YES|NO)\r\n\
+             +    Enable/disable tracking of the keys for next command in OPTIN/OPTOUT modes.\r\n"
+        ));
+        assert!(help.ends_with("+HELP\r\n+    Prints this help.\r\n"));
+    }
+
+    #[test]
+    fn reply_modes() {
+        let mut h = Harness::new();
+        assert_eq!(h.run(&["CLIENT", "REPLY", "maybe"]), "-ERR syntax error\r\n");
+        assert_eq!(h.run(&["CLIENT", "REPLY", "ON"]), "+OK\r\n");
+        assert_eq!(h.run(&["CLIENT", "REPLY", "SKIP"]), "");
+        assert_eq!(h.run(&["PING"]), "");
+        assert_eq!(h.run(&["PING", "a"]), "$1\r\na\r\n");
+        assert_eq!(h.run(&["CLIENT", "REPLY", "OFF"]), "");
+        assert_eq!(h.run(&["PING"]), "");
+        assert_eq!(h.run(&["NOPE"]), "");
+        assert_eq!(h.run(&["CLIENT", "REPLY", "SKIP"]), "");
+        assert_eq!(h.run(&["CLIENT", "REPLY", "ON"]), "+OK\r\n");
+        assert_eq!(h.run(&["PING", "b"]), "$1\r\nb\r\n");
+        assert_eq!(h.run(&["CLIENT", "REPLY", "SKIP"]), "");
+        assert_eq!(h.run(&["CLIENT", "REPLY", "SKIP"]), "");
+        assert_eq!(h.run(&["PING", "c"]), "");
+        assert_eq!(h.run(&["PING", "d"]), "$1\r\nd\r\n");
+        // Skipping MULTI's reply leaves the queued replies alone.
+        assert_eq!(h.run(&["CLIENT", "REPLY", "SKIP"]), "");
+        assert_eq!(h.run(&["MULTI"]), "");
+        assert_eq!(h.run(&["SET", "a", "b"]), "+QUEUED\r\n");
+        assert_eq!(h.run(&["EXEC"]), "*1\r\n+OK\r\n");
+        // ON answers even in place of a skipped reply.
+        assert_eq!(h.run(&["CLIENT", "REPLY", "SKIP"]), "");
+        assert_eq!(h.run(&["CLIENT", "REPLY", "ON"]), "+OK\r\n");
+    }
+
+    #[test]
+    fn no_evict_pause_and_stubs() {
+        let mut h = Harness::new();
+        assert_eq!(h.run(&["CLIENT", "NO-EVICT", "maybe"]), "-ERR syntax error\r\n");
+        assert_eq!(h.run(&["CLIENT", "NO-EVICT", "on"]), "+OK\r\n");
+        assert!(h.sess.handle.no_evict.load(Ordering::Relaxed));
+        assert_eq!(h.run(&["CLIENT", "NO-EVICT", "OFF"]), "+OK\r\n");
+        assert!(!h.sess.handle.no_evict.load(Ordering::Relaxed));
+
+        assert_eq!(
+            h.run(&["CLIENT", "PAUSE"]),
+            "-ERR wrong number of arguments for 'client|pause' command\r\n"
+        );
+        assert_eq!(
+            h.run(&["CLIENT", "PAUSE", "abc"]),
+            "-ERR timeout is not an integer or out of range\r\n"
+        );
+        assert_eq!(h.run(&["CLIENT", "PAUSE", "-1"]), "-ERR timeout is negative\r\n");
+        assert_eq!(
+            h.run(&["CLIENT", "PAUSE", "10", "foo"]),
+            "-ERR CLIENT PAUSE mode must be WRITE or ALL\r\n"
+        );
+        assert_eq!(
+            h.run(&["CLIENT", "PAUSE", "abc", "foo"]),
+            "-ERR CLIENT PAUSE mode must be WRITE or ALL\r\n"
+        );
+        assert_eq!(
+            h.run(&["CLIENT", "PAUSE", "10", "WRITE", "x"]),
+            "-ERR unknown subcommand or wrong number of arguments for 'PAUSE'. Try CLIENT HELP.\r\n"
+        );
+        let before = crate::shared::unix_ms();
+        assert_eq!(h.run(&["CLIENT", "PAUSE", "5000", "write"]), "+OK\r\n");
+        let p = *h.shared.pause.lock();
+        assert!(p.writes_only && p.until_ms >= before + 5000 && p.until_ms < before + 6000);
+        assert_eq!(h.run(&["CLIENT", "PAUSE", "100"]), "+OK\r\n");
+        assert!(!h.shared.pause.lock().writes_only);
+        assert_eq!(
+            h.run(&["CLIENT", "UNPAUSE", "x"]),
+            "-ERR wrong number of arguments for 'client|unpause' command\r\n"
+        );
+        assert_eq!(h.run(&["CLIENT", "UNPAUSE"]), "+OK\r\n");
+        assert_eq!(h.shared.pause.lock().until_ms, 0);
+        assert_eq!(h.run(&["CLIENT", "PAUSE", "9223372036854775807"]), "+OK\r\n");
+        assert!(h.shared.pause.lock().until_ms < 0);
+        assert_eq!(h.run(&["CLIENT", "PAUSE", "0"]), "+OK\r\n");
+        assert_eq!(h.shared.pause.lock().until_ms, 0);
+
+        assert_eq!(
+            h.run(&["CLIENT", "UNBLOCK", "1", "foo"]),
+            "-ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR\r\n"
+        );
+        assert_eq!(
+            h.run(&["CLIENT", "UNBLOCK", "x", "foo"]),
+            "-ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR\r\n"
+        );
+        assert_eq!(
+            h.run(&["CLIENT", "UNBLOCK", "x"]),
+            "-ERR value is not an integer or out of range\r\n"
+        );
+        assert_eq!(h.run(&["CLIENT", "UNBLOCK", "1"]), ":0\r\n");
+        assert_eq!(h.run(&["CLIENT", "GETREDIR"]), ":-1\r\n");
+        assert_eq!(
+            h.run(&["CLIENT", "TRACKINGINFO"]),
+            "*6\r\n$5\r\nflags\r\n*1\r\n$3\r\noff\r\n$8\r\nredirect\r\n:-1\r\n$8\r\nprefixes\r\n*0\r\n"
+        );
+        h.run(&["HELLO", "3"]);
+        assert_eq!(
+            h.run(&["CLIENT", "TRACKINGINFO"]),
+            "%3\r\n$5\r\nflags\r\n~1\r\n$3\r\noff\r\n$8\r\nredirect\r\n:-1\r\n$8\r\nprefixes\r\n*0\r\n"
+        );
+        assert_eq!(
+            h.run(&["CLIENT", "CACHING", "yes"]),
+            "-ERR CLIENT CACHING can be called only when the client is in tracking mode with \
+             OPTIN or OPTOUT mode enabled\r\n"
+        );
+    }
+}

@@ -1,0 +1,572 @@
+//! Server diagnostics: TIME and DEBUG (SLEEP, SET-ACTIVE-EXPIRE, OBJECT, HELP).
+//!
+//! `DEBUG SLEEP` blocks the calling thread, as it blocks Redis's only one.
+
+use std::sync::atomic::Ordering;
+
+use resp::ReplyBuf;
+use store::Value;
+
+use crate::commands::client::help_reply;
+use crate::ctx::{eq_ic, Args, Ctx};
+use crate::error::{CmdError, CmdResult};
+use crate::shared::unix_us;
+use crate::spec::{CommandSpec, Flags, Group, KeyList, KeySpec};
+
+pub const COMMANDS: &[CommandSpec] = &[
+    CommandSpec::new(
+        "TIME",
+        1,
+        Flags::LOADING.union(Flags::STALE).union(Flags::FAST),
+        KeySpec::None,
+        Group::Server,
+        "Return the current server time",
+        time,
+    )
+    .since("2.6.0")
+    .complexity("O(1)"),
+    CommandSpec::new(
+        "DEBUG",
+        -2,
+        Flags::ADMIN.union(Flags::NOSCRIPT).union(Flags::LOADING).union(Flags::STALE),
+        KeySpec::Custom { legacy: (0, 0, 0), find: debug_keys },
+        Group::Server,
+        "A container for debugging commands",
+        debug,
+    )
+    .complexity("Depends on subcommand."),
+];
+
+/// `DEBUG OBJECT key` reads one key of the selected database.
+fn debug_keys<'a>(argv: &[&'a [u8]], db: usize, keys: &mut KeyList<'a>) {
+    if argv.len() == 3 && eq_ic(argv[1], "OBJECT") {
+        keys.push((db, argv[2]));
+    }
+}
+
+fn time(_: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let us = unix_us();
+    out.array(2);
+    out.bulk_int(us / 1_000_000);
+    out.bulk_int(us % 1_000_000);
+    Ok(())
+}
+
+/// `DEBUG HELP`, line for line as Redis 7.0 prints it (it lists
+/// subcommands Sluice does not have; those answer the syntax error).
+const HELP: &[&str] = &[
+    "DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "AOF-FLUSH-SLEEP <microsec>",
+    "    Server will sleep before flushing the AOF, this is used for testing.",
+    "ASSERT",
+    "    Crash by assertion failed.",
+    "CHANGE-REPL-ID",
+    "    Change the replication IDs of the instance.",
+    "    Dangerous: should be used only for testing the replication subsystem.",
+    "CONFIG-REWRITE-FORCE-ALL",
+    "    Like CONFIG REWRITE but writes all configuration options, including",
+    "    keywords not listed in original configuration file or default values.",
+    "CRASH-AND-RECOVER [<milliseconds>]",
+    "    Hard crash and restart after a <milliseconds> delay (default 0).",
+    "DIGEST",
+    "    Output a hex signature representing the current DB content.",
+    "DIGEST-VALUE <key> [<key> ...]",
+    "    Output a hex signature of the values of all the specified keys.",
+    "ERROR <string>",
+    "    Return a Redis protocol error with <string> as message. Useful for clients",
+    "    unit tests to simulate Redis errors.",
+    "LEAK <string>",
+    "    Create a memory leak of the input string.",
+    "LOG <message>",
+    "    Write <message> to the server log.",
+    "HTSTATS <dbid>",
+    "    Return hash table statistics of the specified Redis database.",
+    "HTSTATS-KEY <key>",
+    "    Like HTSTATS but for the hash table stored at <key>'s value.",
+    "LOADAOF",
+    "    Flush the AOF buffers on disk and reload the AOF in memory.",
+    "REPLICATE <string>",
+    "    Replicates the provided string to replicas, allowing data divergence.",
+    "MALLCTL <key> [<val>]",
+    "    Get or set a malloc tuning integer.",
+    "MALLCTL-STR <key> [<val>]",
+    "    Get or set a malloc tuning string.",
+    "OBJECT <key>",
+    "    Show low level info about `key` and associated value.",
+    "DROP-CLUSTER-PACKET-FILTER <packet-type>",
+    "    Drop all packets that match the filtered type. Set to -1 allow all packets.",
+    "OOM",
+    "    Crash the server simulating an out-of-memory error.",
+    "PANIC",
+    "    Crash the server simulating a panic.",
+    "POPULATE <count> [<prefix>] [<size>]",
+    "    Create <count> string keys named key:<num>. If <prefix> is specified then",
+    "    it is used instead of the 'key' prefix. These are not propagated to",
+    "    replicas. Cluster slots are not respected so keys not belonging to the",
+    "    current node can be created in cluster mode.",
+    "PROTOCOL <type>",
+    "    Reply with a test value of the specified type. <type> can be: string,",
+    "    integer, double, bignum, null, array, set, map, attrib, push, verbatim,",
+    "    true, false.",
+    "RELOAD [option ...]",
+    "    Save the RDB on disk and reload it back to memory. Valid <option> values:",
+    "    * MERGE: conflicting keys will be loaded from RDB.",
+    "    * NOFLUSH: the existing database will not be removed before load, but",
+    "      conflicting keys will generate an exception and kill the server.",
+    "    * NOSAVE: the database will be loaded from an existing RDB file.",
+    "    Examples:",
+    "    * DEBUG RELOAD: verify that the server is able to persist, flush and reload",
+    "      the database.",
+    "    * DEBUG RELOAD NOSAVE: replace the current database with the contents of an",
+    "      existing RDB file.",
+    "    * DEBUG RELOAD NOSAVE NOFLUSH MERGE: add the contents of an existing RDB",
+    "      file to the database.",
+    "RESTART [<milliseconds>]",
+    "    Graceful restart: save config, db, restart after a <milliseconds> delay (default 0).",
+    "SDSLEN <key>",
+    "    Show low level SDS string info representing `key` and value.",
+    "SEGFAULT",
+    "    Crash the server with sigsegv.",
+    "SET-ACTIVE-EXPIRE <0|1>",
+    "    Setting it to 0 disables expiring keys in background when they are not",
+    "    accessed (otherwise the Redis behavior). Setting it to 1 reenables back the",
+    "    default.",
+    "QUICKLIST-PACKED-THRESHOLD <size>",
+    "    Sets the threshold for elements to be inserted as plain vs packed nodes",
+    "    Default value is 1GB, allows values up to 4GB. Setting to 0 restores to default.",
+    "SET-SKIP-CHECKSUM-VALIDATION <0|1>",
+    "    Enables or disables checksum checks for RDB files and RESTORE's payload.",
+    "SLEEP <seconds>",
+    "    Stop the server for <seconds>. Decimals allowed.",
+    "STRINGMATCH-TEST",
+    "    Run a fuzz tester against the stringmatchlen() function.",
+    "STRUCTSIZE",
+    "    Return the size of different Redis core C structures.",
+    "LISTPACK <key>",
+    "    Show low level info about the listpack encoding of <key>.",
+    "QUICKLIST <key> [<0|1>]",
+    "    Show low level info about the quicklist encoding of <key>.",
+    "    The optional argument (0 by default) sets the level of detail",
+    "CLIENT-EVICTION",
+    "    Show low level client eviction pools info (maxmemory-clients).",
+    "PAUSE-CRON <0|1>",
+    "    Stop periodic cron job processing.",
+    "REPLYBUFFER PEAK-RESET-TIME <NEVER||RESET|time>",
+    "    Sets the time (in milliseconds) to wait between client reply buffer peak resets.",
+    "    In case NEVER is provided the last observed peak will never be reset",
+    "    In case RESET is provided the peak reset time will be restored to the default value",
+    "REPLYBUFFER RESIZING <0|1>",
+    "    Enable or disable the reply buffer resize cron job",
+    "CLUSTERLINK KILL <to|from|all> <node-id>",
+    "    Kills the link based on the direction to/from (both) with the provided node.",
+    "HELP",
+    "    Prints this help.",
+];
+
+fn debug(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let argv = args.argv();
+    let sub = argv[1];
+    match argv.len() {
+        2 if eq_ic(sub, "HELP") => help_reply(HELP, out),
+        3 if eq_ic(sub, "SLEEP") => {
+            sleep_seconds(strtod(argv[2]));
+            out.ok();
+        }
+        3 if eq_ic(sub, "SET-ACTIVE-EXPIRE") => {
+            cx.shared.store.active_expire.store(atoi(argv[2]) != 0, Ordering::Relaxed);
+            out.ok();
+        }
+        3 if eq_ic(sub, "OBJECT") => object(cx, argv[2], out)?,
+        _ => return Err(CmdError::SubcommandSyntax { sub: sub.to_vec(), cmd: argv[0].to_vec() }),
+    }
+    Ok(())
+}
+
+/// Blocks the calling thread, as Redis's `nanosleep` does.
+fn sleep_seconds(secs: f64) {
+    let us = secs * 1e6;
+    if us >= 1.0 {
+        std::thread::sleep(std::time::Duration::from_micros(us.min(u64::MAX as f64) as u64));
+    }
+}
+
+/// C's `strtod`: the longest numeric prefix, 0 when there is none.
+fn strtod(b: &[u8]) -> f64 {
+    let s = String::from_utf8_lossy(b);
+    let s = s.trim_start();
+    (1..=s.len())
+        .rev()
+        .filter(|&n| s.is_char_boundary(n))
+        .find_map(|n| s[..n].parse::<f64>().ok())
+        .unwrap_or(0.0)
+}
+
+/// C's `atoi`: optional sign and leading digits, 0 when there are none.
+fn atoi(b: &[u8]) -> i64 {
+    let b = b.trim_ascii_start();
+    let (neg, digits) = match b.first() {
+        Some(b'-') => (true, &b[1..]),
+        Some(b'+') => (false, &b[1..]),
+        _ => (false, b),
+    };
+    let mut v: i64 = 0;
+    for &c in digits.iter().take_while(|c| c.is_ascii_digit()) {
+        v = v.wrapping_mul(10).wrapping_add(i64::from(c - b'0'));
+    }
+    if neg {
+        -v
+    } else {
+        v
+    }
+}
+
+/// `DEBUG OBJECT key`. Like Redis it looks the key up without expiring it
+/// or touching its access time.
+fn object(cx: &mut Ctx, key: &[u8], out: &mut ReplyBuf) -> CmdResult {
+    let clock = cx.lru();
+    let shared_ints = {
+        let c = cx.shared.config.read();
+        c.maxmemory == 0
+            || !(c.maxmemory_policy.contains("lru") || c.maxmemory_policy.contains("lfu"))
+    };
+    let db = cx.db;
+    let Some(e) = cx.keys.stripe(db, key).peek(key) else {
+        return Err(CmdError::NoSuchKey);
+    };
+    let refcount: i64 = match e.value {
+        Value::Int(v) if shared_ints && (0..store::value::SHARED_INTEGERS).contains(&v) => {
+            i64::from(i32::MAX)
+        }
+        _ => 1,
+    };
+    let line = format!(
+        "Value at:{:p} refcount:{refcount} encoding:{} serializedlength:{} lru:{} \
+         lru_seconds_idle:{}",
+        &e.value,
+        e.value.encoding(),
+        serialized_len(&e.value),
+        e.lru,
+        clock.saturating_sub(e.lru),
+    );
+    out.simple(line.as_bytes());
+    Ok(())
+}
+
+/// Bytes of an RDB length prefix.
+fn rdb_len_size(n: usize) -> usize {
+    match n {
+        0..=63 => 1,
+        64..=16383 => 2,
+        _ if n <= u32::MAX as usize => 5,
+        _ => 9,
+    }
+}
+
+/// Bytes of RDB's integer encoding of `v`, when it has one (8, 16 or 32 bits).
+fn rdb_int_size(v: i64) -> Option<usize> {
+    if i8::try_from(v).is_ok() {
+        Some(2)
+    } else if i16::try_from(v).is_ok() {
+        Some(3)
+    } else if i32::try_from(v).is_ok() {
+        Some(5)
+    } else {
+        None
+    }
+}
+
+/// The size RDB would write for a value (Redis's `rdbSavedObjectLen`, with
+/// `rdbcompression yes`).
+fn serialized_len(v: &Value) -> usize {
+    match v {
+        Value::Int(i) => rdb_int_size(*i).unwrap_or_else(|| {
+            let mut b = [0u8; 24];
+            let n = store::value::fmt_i64(*i, &mut b);
+            rdb_len_size(n) + n
+        }),
+        Value::Emb(b) => string_len(b),
+        Value::Raw(b) => string_len(b),
+    }
+}
+
+fn string_len(b: &[u8]) -> usize {
+    if b.len() <= 11 {
+        if let Some(n) = store::value::parse_canonical_i64(b).and_then(rdb_int_size) {
+            return n;
+        }
+    }
+    // Longer strings are stored LZF-compressed when that saves 4+ bytes.
+    if b.len() > 20 {
+        if let Some(c) = lzf_compress(b, b.len() - 4) {
+            return 1 + rdb_len_size(c.len()) + rdb_len_size(b.len()) + c.len();
+        }
+    }
+    rdb_len_size(b.len()) + b.len()
+}
+
+/// LZF compression as liblzf 3.6 does it in Redis's build (16-bit hash
+/// table, "very fast" rehashing after a match), so that lengths agree with
+/// Redis's. `None` when the output would not fit in `max_out` bytes.
+/// Output format: `000LLLLL` + L+1 literals; `LLLooooo oooooooo` a back
+/// reference of L+2 bytes; `111ooooo LLLLLLLL oooooooo` one of L+9 bytes.
+pub(crate) fn lzf_compress(input: &[u8], max_out: usize) -> Option<Vec<u8>> {
+    const HLOG: u32 = 16;
+    const HSIZE: u32 = 1 << HLOG;
+    const MAX_LIT: usize = 1 << 5;
+    const MAX_OFF: usize = 1 << 13;
+    const MAX_REF: usize = (1 << 8) + (1 << 3);
+    let n = input.len();
+    if n == 0 || max_out == 0 {
+        return None;
+    }
+    let slot = |h: u32| ((h >> (24 - HLOG)).wrapping_sub(h.wrapping_mul(5)) & (HSIZE - 1)) as usize;
+    // Positions + 1 of the last 3-byte sequence seen per hash (0: none).
+    let mut table = vec![0u32; HSIZE as usize];
+    let mut out: Vec<u8> = Vec::with_capacity(max_out + 1);
+    // `out[run]` is the header of the literal run being collected.
+    let close_run = |out: &mut Vec<u8>, lit: usize| {
+        let at = out.len() - lit - 1;
+        if lit == 0 {
+            out.truncate(at);
+        } else {
+            out[at] = (lit - 1) as u8;
+        }
+    };
+    out.push(0);
+    let mut lit = 0;
+    let mut ip = 0;
+    let mut h: u32 = if n > 1 { u32::from(input[0]) << 8 | u32::from(input[1]) } else { 0 };
+    while ip + 2 < n {
+        h = (h << 8) | u32::from(input[ip + 2]);
+        let s = slot(h);
+        let prev = table[s] as usize;
+        table[s] = ip as u32 + 1;
+        // liblzf never refers back to the very first byte.
+        let matched = prev > 1 && {
+            let r = prev - 1;
+            ip - r - 1 < MAX_OFF && input[r..r + 3] == input[ip..ip + 3]
+        };
+        if !matched {
+            if out.len() >= max_out {
+                return None;
+            }
+            lit += 1;
+            out.push(input[ip]);
+            ip += 1;
+            if lit == MAX_LIT {
+                close_run(&mut out, lit);
+                lit = 0;
+                out.push(0);
+            }
+            continue;
+        }
+        let r = prev - 1;
+        let off = ip - r - 1;
+        let maxlen = (n - ip - 2).min(MAX_REF);
+        close_run(&mut out, lit);
+        if out.len() + 4 >= max_out {
+            return None;
+        }
+        // liblzf's unrolled first 16 steps do not check `maxlen`, so a
+        // match may run to the very end of short inputs; keep that.
+        let mut len = 2;
+        let mut mismatch = false;
+        if maxlen > 16 {
+            for _ in 0..16 {
+                len += 1;
+                if input[r + len] != input[ip + len] {
+                    mismatch = true;
+                    break;
+                }
+            }
+        }
+        if !mismatch {
+            len += 1;
+            while len < maxlen && input[r + len] == input[ip + len] {
+                len += 1;
+            }
+        }
+        len -= 2;
+        ip += 1;
+        if len < 7 {
+            out.push(((off >> 8) + (len << 5)) as u8);
+        } else {
+            out.push(((off >> 8) + (7 << 5)) as u8);
+            out.push((len - 7) as u8);
+        }
+        out.push(off as u8);
+        lit = 0;
+        out.push(0);
+        ip += len + 1;
+        if ip + 2 >= n {
+            break;
+        }
+        // Hash the last two positions of the match.
+        ip -= 2;
+        h = u32::from(input[ip]) << 8 | u32::from(input[ip + 1]);
+        for _ in 0..2 {
+            h = (h << 8) | u32::from(input[ip + 2]);
+            table[slot(h)] = ip as u32 + 1;
+            ip += 1;
+        }
+    }
+    if out.len() + 3 > max_out {
+        return None;
+    }
+    while ip < n {
+        lit += 1;
+        out.push(input[ip]);
+        ip += 1;
+        if lit == MAX_LIT {
+            close_run(&mut out, lit);
+            lit = 0;
+            out.push(0);
+        }
+    }
+    close_run(&mut out, lit);
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::Ordering;
+
+    use crate::tests::Harness;
+
+    #[test]
+    fn time_reply() {
+        let mut h = Harness::new();
+        let r = h.run(&["TIME"]);
+        let parts: Vec<&str> = r.split("\r\n").collect();
+        assert_eq!(parts[0], "*2");
+        assert_eq!(parts[1], "$10");
+        assert!(parts[2].bytes().all(|c| c.is_ascii_digit()));
+        let us: i64 = parts[4].parse().unwrap();
+        assert!((0..1_000_000).contains(&us));
+        assert_eq!(parts[3], format!("${}", parts[4].len()));
+        assert_eq!(h.run(&["TIME", "x"]), "-ERR wrong number of arguments for 'time' command\r\n");
+    }
+
+    /// DEBUG OBJECT's line without its address and LRU clock.
+    fn object(h: &mut Harness, key: &str) -> String {
+        let r = h.run(&["DEBUG", "OBJECT", key]);
+        let rest = r.strip_prefix("+Value at:0x").unwrap_or_else(|| panic!("{r}"));
+        let (_, rest) = rest.split_once(' ').unwrap();
+        let (head, lru) = rest.split_once(" lru:").unwrap();
+        assert!(lru.contains(" lru_seconds_idle:"), "{r}");
+        head.to_string()
+    }
+
+    #[test]
+    fn debug_object() {
+        let mut h = Harness::new();
+        for (k, v) in [
+            ("i1", "5"),
+            ("i2", "12345"),
+            ("i3", "-5"),
+            ("i4", "100000"),
+            ("i5", "12345678901"),
+            ("s1", "hello"),
+            ("s2", "123456789012"),
+            ("s4", "abcdefghijklmnopqrstuvwxyz0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"),
+            ("s6", "-0"),
+            ("s7", "007"),
+        ] {
+            assert_eq!(h.run(&["SET", k, v]), "+OK\r\n");
+        }
+        // As redis-server 7.0.15 reports them.
+        for (k, want) in [
+            ("i1", "refcount:2147483647 encoding:int serializedlength:2"),
+            ("i2", "refcount:1 encoding:int serializedlength:3"),
+            ("i3", "refcount:1 encoding:int serializedlength:2"),
+            ("i4", "refcount:1 encoding:int serializedlength:5"),
+            ("i5", "refcount:1 encoding:int serializedlength:12"),
+            ("s1", "refcount:1 encoding:embstr serializedlength:6"),
+            ("s2", "refcount:1 encoding:int serializedlength:13"),
+            ("s4", "refcount:1 encoding:raw serializedlength:63"),
+            ("s6", "refcount:1 encoding:embstr serializedlength:3"),
+            ("s7", "refcount:1 encoding:embstr serializedlength:4"),
+            ("I1", ""),
+        ] {
+            if want.is_empty() {
+                assert_eq!(h.run(&["debug", "object", k]), "-ERR no such key\r\n");
+            } else {
+                assert_eq!(object(&mut h, k), want, "{k}");
+            }
+        }
+        assert_eq!(
+            h.run(&["DEBUG", "OBJECT", "i1", "x"]),
+            "-ERR unknown subcommand or wrong number of arguments for 'OBJECT'. Try DEBUG HELP.\r\n"
+        );
+    }
+
+    #[test]
+    fn debug_subcommands() {
+        let mut h = Harness::new();
+        assert_eq!(h.run(&["DEBUG"]), "-ERR wrong number of arguments for 'debug' command\r\n");
+        assert_eq!(
+            h.run(&["DEBUG", "foo"]),
+            "-ERR unknown subcommand or wrong number of arguments for 'foo'. Try DEBUG HELP.\r\n"
+        );
+        assert_eq!(
+            h.run(&["debug", "sleep"]),
+            "-ERR unknown subcommand or wrong number of arguments for 'sleep'. Try DEBUG HELP.\r\n"
+        );
+        assert_eq!(
+            h.run(&["DEBUG", "HELP", "x"]),
+            "-ERR unknown subcommand or wrong number of arguments for 'HELP'. Try DEBUG HELP.\r\n"
+        );
+        assert_eq!(h.run(&["DEBUG", "SLEEP", "0"]), "+OK\r\n");
+        assert_eq!(h.run(&["DEBUG", "SLEEP", "abc"]), "+OK\r\n");
+        assert_eq!(h.run(&["DEBUG", "SET-ACTIVE-EXPIRE", "0"]), "+OK\r\n");
+        assert!(!h.shared.store.active_expire.load(Ordering::Relaxed));
+        assert_eq!(h.run(&["DEBUG", "SET-ACTIVE-EXPIRE", "1"]), "+OK\r\n");
+        assert!(h.shared.store.active_expire.load(Ordering::Relaxed));
+        assert_eq!(h.run(&["DEBUG", "SET-ACTIVE-EXPIRE", "abc"]), "+OK\r\n");
+        assert!(!h.shared.store.active_expire.load(Ordering::Relaxed));
+        let help = h.run(&["DEBUG", "HELP"]);
+        assert!(help.starts_with(
+            "*106\r\n+DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:\r\n\
+             +AOF-FLUSH-SLEEP <microsec>\r\n"
+        ));
+        assert!(help.ends_with("+HELP\r\n+    Prints this help.\r\n"));
+    }
+
+    /// serializedlength of strings redis-server 7.0.15 LZF-compresses (or
+    /// finds incompressible), including matches that reach the very end.
+    #[test]
+    fn lzf_lengths_match_redis() {
+        for (want, s) in [
+            (9, "aaaaaaaaaaaaaaaaaaaaa"),
+            (11, "aaaaaaaaaaaaaaaaaaaaaa"),
+            (12, "aaaaaaaaaaaaaaaaaaaaaaa"),
+            (13, "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"),
+            (21, "aaaaaaaaaaaaaaaaaaaa"),
+            (38, "dlXYqgbcZnchcrnbsdhudlsbqgbcnnchcrnbsZhu"),
+            (45, "jtgcsmxlcqmsZegxjZgcsmxlcqmsmegxjtgcsmxXcqmsmegxjtgcsmxlcqmsmegx"),
+            (30, "gkthvZyspujgktZvayspujgkthvayspujgkthvayspujY"),
+            (16, "smnnsmnnsmnnsmnnsmYnsm"),
+            (22, "bbbbbbbabbabbbbabaaaabbbb"),
+            (29, "abbbabbababaababbaababbabbaaababbaabbabbabaa"),
+            (22, "rhiqgnrjmdyrhiqgnrjmdyrhiqgnrjmdyrhiqgnr"),
+            (30, "gidakfgidakfZidakfgidakfgidakfgidakfYidakZgid"),
+            (67, "yxx yxy  yzx xyz xxyyyzzzxzyxx xx xxzxyxxyzyxyyyxzyyyzxzx y    xx"),
+            (17, "yypmzyypmzyypmzyypmzyypmzyypmzyypmzyypmzyypmzyypmzyypmzyypmzyypmz"),
+            (23, "hhgdhbcfddefaabfbdcfhc"),
+            (23, "baccaaaabacabaccbcabbb"),
+            (31, "fnawZhvlsldhyZZYwzhvlsldhyfnaw"),
+        ] {
+            assert_eq!(super::string_len(s.as_bytes()), want, "{s}");
+        }
+    }
+
+    #[test]
+    fn c_number_parsing() {
+        assert_eq!(super::strtod(b"0.25"), 0.25);
+        assert_eq!(super::strtod(b" 1.5s"), 1.5);
+        assert_eq!(super::strtod(b"abc"), 0.0);
+        assert_eq!(super::atoi(b"12x"), 12);
+        assert_eq!(super::atoi(b"-3"), -3);
+        assert_eq!(super::atoi(b"x1"), 0);
+    }
+}
