@@ -135,8 +135,18 @@ impl Mismatch {
 impl fmt::Display for Mismatch {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "{}:{}: {}", self.scenario, self.line, self.text)?;
-        writeln!(f, "  redis:  {}", escape(&self.redis))?;
-        write!(f, "  sluice: {}", escape(&self.sluice))
+        writeln!(f, "  redis:  {}", clip(&self.redis))?;
+        write!(f, "  sluice: {}", clip(&self.sluice))
+    }
+}
+
+/// A reply for a message: escaped, long ones cut short.
+fn clip(b: &[u8]) -> String {
+    const MAX: usize = 300;
+    if b.len() <= MAX {
+        escape(b)
+    } else {
+        format!("{}... ({} bytes)", escape(&b[..MAX]), b.len())
     }
 }
 
