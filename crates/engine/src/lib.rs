@@ -8,6 +8,7 @@ pub mod config;
 pub mod ctx;
 pub mod dispatch;
 pub mod error;
+pub mod glob;
 pub mod ldouble;
 pub mod session;
 pub mod shared;

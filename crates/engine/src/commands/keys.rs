@@ -1,35 +1,292 @@
-//! Generic key commands: DEL, EXISTS, …
+//! Generic key commands (Redis 7.0's `generic` group plus the keyspace
+//! commands of `server`): DEL, UNLINK, EXISTS, TYPE, TOUCH, the TTL family
+//! (`expire`), RENAME, RENAMENX, COPY, MOVE, OBJECT, and the commands over
+//! whole databases (`space`: KEYS, SCAN, RANDOMKEY, DBSIZE, FLUSHDB,
+//! FLUSHALL, SWAPDB).
 
 use resp::ReplyBuf;
+use store::Entry;
 
-use crate::ctx::{Args, Ctx};
-use crate::error::CmdResult;
-use crate::spec::{CommandSpec, Flags, Group, KeySpec};
+use crate::ctx::{eq_ic, parse_i64, Args, Ctx};
+use crate::error::{CmdError, CmdResult};
+use crate::spec::{CommandSpec, Flags, Group, KeyList, KeySpec};
+
+mod expire;
+pub(crate) mod space;
+#[cfg(test)]
+mod tests;
+
+const W: Flags = Flags::WRITE;
+const WF: Flags = Flags::WRITE.union(Flags::FAST);
+const R: Flags = Flags::READONLY;
+const RF: Flags = Flags::READONLY.union(Flags::FAST);
+const K1: KeySpec = KeySpec::range(1, 1, 1);
+const KALL: KeySpec = KeySpec::range(1, -1, 1);
+const G: Group = Group::Generic;
+
+const fn spec(
+    name: &'static str,
+    arity: i32,
+    flags: Flags,
+    keys: KeySpec,
+    summary: &'static str,
+    handler: crate::spec::Handler,
+) -> CommandSpec {
+    CommandSpec::new(name, arity, flags, keys, G, summary, handler).complexity("O(1)")
+}
 
 pub const COMMANDS: &[CommandSpec] = &[
-    CommandSpec::new(
-        "DEL",
+    spec("DEL", -2, W, KALL, "Delete a key", del).complexity(
+        "O(N) where N is the number of keys that will be removed. When a key to remove holds \
+         a value other than a string, the individual complexity for this key is O(M) where M \
+         is the number of elements in the list, set, sorted set or hash. Removing a single key \
+         that holds a string value is O(1).",
+    ),
+    spec(
+        "UNLINK",
         -2,
-        Flags::WRITE,
-        KeySpec::range(1, -1, 1),
-        Group::Generic,
-        "Deletes one or more keys.",
+        WF,
+        KALL,
+        "Delete a key asynchronously in another thread. Otherwise it is just as DEL, but non \
+         blocking.",
         del,
     )
-    .complexity("O(N) where N is the number of keys that will be removed."),
-    CommandSpec::new(
-        "EXISTS",
+    .since("4.0.0")
+    .complexity(
+        "O(1) for each key removed regardless of its size. Then the command does O(N) work in \
+         a different thread in order to reclaim memory, where N is the number of allocations \
+         the deleted objects where composed of.",
+    ),
+    spec("EXISTS", -2, RF, KALL, "Determine if a key exists", exists)
+        .complexity("O(N) where N is the number of keys to check."),
+    spec("TYPE", 2, RF, K1, "Determine the type stored at key", type_),
+    spec(
+        "TOUCH",
         -2,
-        Flags::READONLY.union(Flags::FAST),
-        KeySpec::range(1, -1, 1),
-        Group::Generic,
-        "Determines whether one or more keys exist.",
-        exists,
+        RF,
+        KALL,
+        "Alters the last access time of a key(s). Returns the number of existing keys specified.",
+        touch,
     )
-    .since("1.0.0")
-    .complexity("O(N) where N is the number of keys to check."),
+    .since("3.2.1")
+    .complexity("O(N) where N is the number of keys that will be touched."),
+    spec("EXPIRE", -3, WF, K1, "Set a key's time to live in seconds", expire::expire),
+    spec("PEXPIRE", -3, WF, K1, "Set a key's time to live in milliseconds", expire::pexpire)
+        .since("2.6.0"),
+    spec(
+        "EXPIREAT",
+        -3,
+        WF,
+        K1,
+        "Set the expiration for a key as a UNIX timestamp",
+        expire::expireat,
+    )
+    .since("1.2.0"),
+    spec(
+        "PEXPIREAT",
+        -3,
+        WF,
+        K1,
+        "Set the expiration for a key as a UNIX timestamp specified in milliseconds",
+        expire::pexpireat,
+    )
+    .since("2.6.0"),
+    spec("TTL", 2, RF, K1, "Get the time to live for a key in seconds", expire::ttl),
+    spec("PTTL", 2, RF, K1, "Get the time to live for a key in milliseconds", expire::pttl)
+        .since("2.6.0"),
+    spec(
+        "EXPIRETIME",
+        2,
+        RF,
+        K1,
+        "Get the expiration Unix timestamp for a key",
+        expire::expiretime,
+    )
+    .since("7.0.0"),
+    spec(
+        "PEXPIRETIME",
+        2,
+        RF,
+        K1,
+        "Get the expiration Unix timestamp for a key in milliseconds",
+        expire::pexpiretime,
+    )
+    .since("7.0.0"),
+    spec("PERSIST", 2, WF, K1, "Remove the expiration from a key", expire::persist).since("2.2.0"),
+    spec("RENAME", 3, W, KeySpec::range(1, 2, 1), "Rename a key", rename),
+    spec(
+        "RENAMENX",
+        3,
+        WF,
+        KeySpec::range(1, 2, 1),
+        "Rename a key, only if the new key does not exist",
+        renamenx,
+    ),
+    spec(
+        "COPY",
+        -3,
+        W.union(Flags::DENYOOM),
+        KeySpec::Custom { legacy: (1, 2, 1), find: copy_keys },
+        "Copy a key",
+        copy,
+    )
+    .since("6.2.0")
+    .complexity(
+        "O(N) worst case for collections, where N is the number of nested items. O(1) for \
+         string values.",
+    ),
+    spec(
+        "MOVE",
+        3,
+        WF,
+        KeySpec::Custom { legacy: (1, 1, 1), find: move_keys },
+        "Move a key to another database",
+        move_,
+    ),
+    spec("KEYS", 2, R, KeySpec::WholeDb, "Find all keys matching the given pattern", space::keys)
+        .complexity(
+            "O(N) with N being the number of keys in the database, under the assumption that \
+             the key names in the database and the given pattern have limited length.",
+        ),
+    spec("SCAN", -2, R, KeySpec::WholeDb, "Incrementally iterate the keys space", space::scan)
+        .since("2.8.0")
+        .complexity(
+            "O(1) for every call. O(N) for a complete iteration, including enough command \
+             calls for the cursor to return back to 0. N is the number of elements inside the \
+             collection.",
+        ),
+    spec(
+        "RANDOMKEY",
+        1,
+        R,
+        KeySpec::WholeDb,
+        "Return a random key from the keyspace",
+        space::randomkey,
+    ),
+    spec(
+        "OBJECT",
+        -2,
+        Flags::NONE,
+        KeySpec::None,
+        "A container for object introspection commands",
+        object,
+    )
+    .since("2.2.3")
+    .complexity("Depends on subcommand.")
+    .subs(OBJECT_SUBS),
+    CommandSpec::new(
+        "DBSIZE",
+        1,
+        RF,
+        KeySpec::WholeDb,
+        Group::Server,
+        "Return the number of keys in the selected database",
+        space::dbsize,
+    )
+    .complexity("O(1)"),
+    CommandSpec::new(
+        "FLUSHDB",
+        -1,
+        W,
+        KeySpec::WholeDb,
+        Group::Server,
+        "Remove all keys from the current database",
+        space::flushdb,
+    )
+    .complexity("O(N) where N is the number of keys in the selected database"),
+    CommandSpec::new(
+        "FLUSHALL",
+        -1,
+        W,
+        KeySpec::AllDbs,
+        Group::Server,
+        "Remove all keys from all databases",
+        space::flushall,
+    )
+    .complexity("O(N) where N is the total number of keys in all databases"),
+    CommandSpec::new(
+        "SWAPDB",
+        3,
+        WF,
+        KeySpec::AllDbs,
+        Group::Server,
+        "Swaps two Redis databases",
+        space::swapdb,
+    )
+    .since("4.0.0")
+    .complexity(
+        "O(N) where N is the count of clients watching or blocking on keys from both databases.",
+    ),
 ];
 
+const OBJ_KEY: KeySpec = KeySpec::range(2, 2, 1);
+
+const OBJECT_SUBS: &[CommandSpec] = &[
+    spec(
+        "ENCODING",
+        3,
+        R,
+        OBJ_KEY,
+        "Inspect the internal encoding of a Redis object",
+        obj_encoding,
+    )
+    .since("2.2.3"),
+    spec(
+        "FREQ",
+        3,
+        R,
+        OBJ_KEY,
+        "Get the logarithmic access frequency counter of a Redis object",
+        obj_freq,
+    )
+    .since("4.0.0"),
+    spec(
+        "HELP",
+        2,
+        Flags::LOADING.union(Flags::STALE),
+        KeySpec::None,
+        "Show helpful text about the different subcommands",
+        obj_help,
+    )
+    .since("6.2.0"),
+    spec(
+        "IDLETIME",
+        3,
+        R,
+        OBJ_KEY,
+        "Get the time since a Redis object was last accessed",
+        obj_idletime,
+    )
+    .since("2.2.3"),
+    spec(
+        "REFCOUNT",
+        3,
+        R,
+        OBJ_KEY,
+        "Get the number of references to the value of the key",
+        obj_refcount,
+    )
+    .since("2.2.3"),
+];
+
+/// A live key read without updating its access time, but counted as a
+/// keyspace hit or miss (Redis's `lookupKeyReadWithFlags(LOOKUP_NOTOUCH)`,
+/// used by EXISTS, TYPE, TTL, OBJECT, SCAN's TYPE filter).
+pub(super) fn read_notouch<'c>(cx: &'c mut Ctx, key: &[u8]) -> Option<&'c mut Entry> {
+    let db = cx.db;
+    match cx.keys.get(db, key) {
+        Some(e) => {
+            cx.sess.stats.hits += 1;
+            Some(e)
+        }
+        None => {
+            cx.sess.stats.misses += 1;
+            None
+        }
+    }
+}
+
+/// DEL and UNLINK (values are freed in place either way).
 fn del(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let mut n = 0;
     while let Some(k) = args.next() {
@@ -41,13 +298,284 @@ fn del(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     Ok(())
 }
 
+/// Counts every argument that names a live key (repeats count again).
 fn exists(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let mut n = 0;
     while let Some(k) = args.next() {
-        if cx.exists(k) {
+        if read_notouch(cx, k).is_some() {
             n += 1;
         }
     }
     out.int(n);
+    Ok(())
+}
+
+fn type_(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let key = args.key()?;
+    let name = read_notouch(cx, key).map_or("none", |e| e.value.kind().name());
+    out.simple(name.as_bytes());
+    Ok(())
+}
+
+fn touch(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let mut n = 0;
+    while let Some(k) = args.next() {
+        if cx.lookup_read(k).is_some() {
+            n += 1;
+        }
+    }
+    out.int(n);
+    Ok(())
+}
+
+fn rename(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    rename_with(cx, args, false, out)
+}
+
+fn renamenx(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    rename_with(cx, args, true, out)
+}
+
+/// Redis's `renameGenericCommand`: a missing source is an error even when
+/// both names are the same; the same name is then a no-op. The value keeps
+/// its TTL and its access time.
+fn rename_with(cx: &mut Ctx, args: &mut Args, nx: bool, out: &mut ReplyBuf) -> CmdResult {
+    let src = args.key()?;
+    let dst = args.key()?;
+    if cx.lookup(src).is_none() {
+        return Err(CmdError::NoSuchKey);
+    }
+    if src != dst && !(nx && cx.exists(dst)) {
+        let e = cx.delete(src).expect("source was just found");
+        let db = cx.db;
+        cx.keys.insert(db, dst, e.value, e.expire_at, e.lru);
+        if nx {
+            out.int(1);
+        } else {
+            out.ok();
+        }
+    } else if nx {
+        out.int(0);
+    } else {
+        out.ok();
+    }
+    Ok(())
+}
+
+/// `getIntFromObjectOrReply` for a database index, then Redis's
+/// `selectDb` range check.
+fn parse_db(cx: &Ctx, a: &[u8]) -> Result<usize, CmdError> {
+    let v = parse_i64(a)?;
+    if i32::try_from(v).is_err() {
+        return Err(CmdError::err(
+            "value is out of range, value must between -2147483648 and 2147483647",
+        ));
+    }
+    if v < 0 || v as usize >= cx.shared.store.databases() {
+        return Err(CmdError::DbIndexOutOfRange);
+    }
+    Ok(v as usize)
+}
+
+/// Lock finder of MOVE: the key in both databases. An unparsable index
+/// adds nothing; the handler reports it before touching any key.
+fn move_keys<'a>(argv: &[&'a [u8]], db: usize, keys: &mut KeyList<'a>) {
+    let Some(&key) = argv.get(1) else { return };
+    keys.push((db, key));
+    if let Some(d) = argv.get(2).and_then(|a| resp::parse_i64(a)) {
+        if d >= 0 && d as usize != db {
+            keys.push((d as usize, key));
+        }
+    }
+}
+
+fn move_(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let key = args.key()?;
+    let dst = parse_db(cx, args.req()?)?;
+    if dst == cx.db {
+        return Err(CmdError::SameObject);
+    }
+    if cx.lookup(key).is_none() || cx.keys.contains(dst, key) {
+        out.int(0);
+        return Ok(());
+    }
+    let e = cx.delete(key).expect("key was just found");
+    cx.keys.insert(dst, key, e.value, e.expire_at, e.lru);
+    out.int(1);
+    Ok(())
+}
+
+/// Options of COPY.
+struct CopyOpts {
+    db: usize,
+    replace: bool,
+}
+
+fn parse_copy(cx: &Ctx, args: &mut Args) -> Result<CopyOpts, CmdError> {
+    let mut o = CopyOpts { db: cx.db, replace: false };
+    while let Some(a) = args.next() {
+        if eq_ic(a, "REPLACE") {
+            o.replace = true;
+        } else if eq_ic(a, "DB") && args.remaining() >= 1 {
+            o.db = parse_db(cx, args.req()?)?;
+        } else {
+            return Err(CmdError::Syntax);
+        }
+    }
+    Ok(o)
+}
+
+/// Lock finder of COPY: the source here, the destination in the last DB
+/// named by the options (as the handler's parse will find it).
+fn copy_keys<'a>(argv: &[&'a [u8]], db: usize, keys: &mut KeyList<'a>) {
+    let (Some(&src), Some(&dst)) = (argv.get(1), argv.get(2)) else { return };
+    keys.push((db, src));
+    let mut dst_db = db;
+    let mut i = 3;
+    while i < argv.len() {
+        if argv[i].eq_ignore_ascii_case(b"DB") && i + 1 < argv.len() {
+            match resp::parse_i64(argv[i + 1]) {
+                Some(d) if d >= 0 => dst_db = d as usize,
+                _ => break,
+            }
+            i += 2;
+        } else {
+            i += 1;
+        }
+    }
+    keys.push((dst_db, dst));
+}
+
+fn copy(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let src = args.key()?;
+    let dst = args.key()?;
+    let o = parse_copy(cx, args)?;
+    if o.db == cx.db && src == dst {
+        return Err(CmdError::SameObject);
+    }
+    let Some(e) = cx.lookup_read(src) else {
+        out.int(0);
+        return Ok(());
+    };
+    let (value, expire_at) = (e.value.clone(), e.expire_at);
+    if cx.keys.contains(o.db, dst) && !o.replace {
+        out.int(0);
+        return Ok(());
+    }
+    let lru = cx.lru();
+    cx.keys.insert(o.db, dst, value, expire_at, lru);
+    out.int(1);
+    Ok(())
+}
+
+/// Reached only through the table when a subcommand is unknown.
+fn object(_: &mut Ctx, args: &mut Args, _: &mut ReplyBuf) -> CmdResult {
+    let argv = args.argv();
+    Err(CmdError::UnknownSubcommand {
+        sub: argv.get(1).map_or_else(Vec::new, |s| s.to_vec()),
+        cmd: argv[0].to_vec(),
+    })
+}
+
+fn obj_encoding(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    match read_notouch(cx, args.key()?) {
+        Some(e) => out.bulk(e.value.encoding().as_bytes()),
+        None => out.null(),
+    }
+    Ok(())
+}
+
+/// Redis keeps one shared object per integer below 10000, with a refcount
+/// of `INT_MAX`, unless an LRU/LFU maxmemory policy needs per-key access
+/// times.
+fn obj_refcount(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let shared_ints = {
+        let c = cx.shared.config.read();
+        c.maxmemory == 0
+            || !(c.maxmemory_policy.contains("lru") || c.maxmemory_policy.contains("lfu"))
+    };
+    match read_notouch(cx, args.key()?) {
+        Some(e) => {
+            let shared = shared_ints
+                && matches!(e.value, store::Value::Int(i) if (0..store::value::SHARED_INTEGERS).contains(&i));
+            out.int(if shared { i64::from(i32::MAX) } else { 1 });
+        }
+        None => out.null(),
+    }
+    Ok(())
+}
+
+fn lfu_policy(cx: &Ctx) -> bool {
+    cx.shared.config.read().maxmemory_policy.contains("lfu")
+}
+
+fn obj_idletime(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let clock = cx.lru();
+    let lfu = lfu_policy(cx);
+    let Some(e) = read_notouch(cx, args.key()?) else {
+        out.null();
+        return Ok(());
+    };
+    if lfu {
+        return Err(CmdError::err(
+            "An LFU maxmemory policy is selected, idle time not tracked. Please note that when \
+             switching between policies at runtime LRU and LFU data will take some time to adjust.",
+        ));
+    }
+    out.int(i64::from(clock.saturating_sub(e.lru)));
+    Ok(())
+}
+
+/// Redis's initial LFU counter of a new key.
+const LFU_INIT_VAL: i64 = 5;
+
+fn obj_freq(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let clock = cx.lru();
+    let (lfu, decay) = {
+        let c = cx.shared.config.read();
+        (c.maxmemory_policy.contains("lfu"), c.lfu_decay_time)
+    };
+    let Some(e) = read_notouch(cx, args.key()?) else {
+        out.null();
+        return Ok(());
+    };
+    if !lfu {
+        return Err(CmdError::err(
+            "An LFU maxmemory policy is not selected, access frequency not tracked. Please note \
+             that when switching between policies at runtime LRU and LFU data will take some \
+             time to adjust.",
+        ));
+    }
+    // Access counts are not kept per key: report a new key's counter,
+    // decayed by the minutes since the last access as `LFUDecrAndReturn`.
+    let idle_min = i64::from(clock.saturating_sub(e.lru)) / 60;
+    let periods = if decay > 0 { idle_min / decay } else { 0 };
+    out.int((LFU_INIT_VAL - periods).max(0));
+    Ok(())
+}
+
+const OBJECT_HELP: &[&str] = &[
+    "OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "ENCODING <key>",
+    "    Return the kind of internal representation used in order to store the value",
+    "    associated with a <key>.",
+    "FREQ <key>",
+    "    Return the access frequency index of the <key>. The returned integer is",
+    "    proportional to the logarithm of the recent access frequency of the key.",
+    "IDLETIME <key>",
+    "    Return the idle time of the <key>, that is the approximated number of",
+    "    seconds elapsed since the last access to the key.",
+    "REFCOUNT <key>",
+    "    Return the number of references of the value associated with the specified",
+    "    <key>.",
+    "HELP",
+    "    Prints this help.",
+];
+
+fn obj_help(_: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    out.array(OBJECT_HELP.len());
+    for l in OBJECT_HELP {
+        out.simple(l.as_bytes());
+    }
     Ok(())
 }

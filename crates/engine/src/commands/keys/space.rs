@@ -1,0 +1,291 @@
+//! Commands over a whole database (KEYS, SCAN, RANDOMKEY, DBSIZE, FLUSHDB)
+//! or all of them (FLUSHALL, SWAPDB). The dispatcher has locked every
+//! stripe they walk (`KeySpec::WholeDb` / `KeySpec::AllDbs`).
+//!
+//! # SCAN cursors
+//!
+//! A database is `stripes` (a power of two, 2^b) hash tables, one per lock
+//! stripe, and a key never changes stripe. SCAN walks stripe 0 to the last
+//! one, each with its table's own reverse-binary cursor, which carries
+//! Redis's guarantee (every key present for the whole iteration is
+//! returned at least once, whatever resizes happen between calls). The
+//! cursor a client sees packs both:
+//!
+//! ```text
+//!   cursor = (table_cursor << b) | stripe
+//! ```
+//!
+//! so the stripe is the low `b` bits (10 with 1024 stripes) and the table
+//! cursor the rest. `0` is both the start and the end, as in Redis: the
+//! start is (stripe 0, table cursor 0), and finishing a stripe yields
+//! (next stripe, 0), which is never 0 until the last stripe is done.
+//! Unknown high bits of a client's cursor are ignored by the table scan.
+
+use resp::ReplyBuf;
+use store::{Entry, NO_EXPIRE};
+
+use crate::ctx::{eq_ic, parse_i64, Args, Ctx};
+use crate::error::{CmdError, CmdResult};
+use crate::glob;
+
+/// Whether an entry is logically expired at `now`.
+#[inline]
+fn expired(e: &Entry, now: i64) -> bool {
+    e.expire_at != NO_EXPIRE && e.expire_at <= now
+}
+
+/// Global ids of the stripes of `db`.
+fn stripe_ids(cx: &Ctx, db: usize) -> std::ops::Range<u32> {
+    let store = &cx.shared.store;
+    let base = store.global_id(db, 0);
+    base..base + store.stripes() as u32
+}
+
+pub(super) fn keys(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let pattern = args.req()?;
+    let all = pattern == b"*";
+    let now = cx.now();
+    // Keys are written to a side buffer as they are found, so the count
+    // can go first without a second matching pass.
+    let mut body = ReplyBuf::new();
+    let mut n = 0;
+    for id in stripe_ids(cx, cx.db) {
+        let s = cx.keys.stripe_id(id);
+        if s.is_empty() {
+            continue;
+        }
+        // Expired keys are skipped, not deleted, as Redis's KEYS does.
+        for (k, e) in s.iter() {
+            if (all || glob::matches(pattern, k, false)) && !expired(e, now) {
+                body.bulk(k);
+                n += 1;
+            }
+        }
+    }
+    out.array(n);
+    out.append(&mut body);
+    Ok(())
+}
+
+/// Parses a cursor the way Redis does (`strtoul` base 10 on the C string):
+/// no leading space, an optional sign (a negative wraps around), nothing
+/// after the digits, the empty string is 0, overflow is an error.
+pub(crate) fn parse_cursor(a: &[u8]) -> Result<u64, CmdError> {
+    let bad = || CmdError::err("invalid cursor");
+    let a = &a[..a.iter().position(|&c| c == 0).unwrap_or(a.len())];
+    let Some(&first) = a.first() else { return Ok(0) };
+    if matches!(first, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r') {
+        return Err(bad());
+    }
+    let (neg, digits) = match first {
+        b'-' => (true, &a[1..]),
+        b'+' => (false, &a[1..]),
+        _ => (false, a),
+    };
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+        return Err(bad());
+    }
+    let mut v: u64 = 0;
+    for &d in digits {
+        v = v.checked_mul(10).and_then(|v| v.checked_add(u64::from(d - b'0'))).ok_or_else(bad)?;
+    }
+    Ok(if neg { v.wrapping_neg() } else { v })
+}
+
+pub(super) fn scan(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let cursor = parse_cursor(args.req()?)?;
+    let mut count: i64 = 10;
+    let mut pattern: Option<&[u8]> = None;
+    let mut type_name: Option<&[u8]> = None;
+    while let Some(opt) = args.next() {
+        let has_value = args.remaining() >= 1;
+        if eq_ic(opt, "COUNT") && has_value {
+            count = parse_i64(args.req()?)?;
+            if count < 1 {
+                return Err(CmdError::Syntax);
+            }
+        } else if eq_ic(opt, "MATCH") && has_value {
+            let p = args.req()?;
+            pattern = (p != b"*").then_some(p);
+        } else if eq_ic(opt, "TYPE") && has_value {
+            let t = args.req()?;
+            // Compared as a C string.
+            type_name = Some(&t[..t.iter().position(|&c| c == 0).unwrap_or(t.len())]);
+        } else {
+            return Err(CmdError::Syntax);
+        }
+    }
+
+    // Step 1: visit buckets until `count` keys were seen or the budget of
+    // ten bucket visits per requested key is spent (Redis's
+    // `maxiterations`). Empty stripes are skipped without costing a visit.
+    let db = cx.db;
+    let nstripes = cx.shared.store.stripes() as u64;
+    let bits = nstripes.trailing_zeros();
+    let base = stripe_ids(cx, db).start;
+    let mut stripe = cursor & (nstripes - 1);
+    let mut inner = cursor >> bits;
+    let mut budget = count.saturating_mul(10);
+    let mut found: Vec<Box<[u8]>> = Vec::new();
+    let next = 'walk: loop {
+        let s = loop {
+            let s = cx.keys.stripe_id(base + stripe as u32);
+            if !s.is_empty() {
+                break s;
+            }
+            stripe += 1;
+            inner = 0;
+            if stripe == nstripes {
+                break 'walk 0;
+            }
+        };
+        inner = s.scan(inner, |k, _| found.push(k.into()));
+        if inner == 0 {
+            stripe += 1;
+            if stripe == nstripes {
+                break 0;
+            }
+        }
+        let next = (inner << bits) | stripe;
+        if budget == 0 || found.len() as i64 >= count {
+            break next;
+        }
+        budget -= 1;
+    };
+
+    // Step 2: filter by pattern, then type, then expiry, in Redis's order.
+    // The type check is a real lookup (it counts a hit or miss and deletes
+    // an expired key, which then reads as type "none" and is kept: Redis
+    // answers `SCAN 0 TYPE none` with just-expired keys).
+    let now = cx.now();
+    let mut body = ReplyBuf::new();
+    let mut n = 0;
+    for k in &found {
+        if pattern.is_some_and(|p| !glob::matches(p, k, false)) {
+            continue;
+        }
+        if let Some(t) = type_name {
+            let name = super::read_notouch(cx, k).map_or("none", |e| e.value.kind().name());
+            if !t.eq_ignore_ascii_case(name.as_bytes()) {
+                continue;
+            }
+        }
+        let s = cx.keys.stripe(db, k);
+        if s.peek(k).is_some_and(|e| expired(e, now)) {
+            // Deletes it, as Redis's `expireIfNeeded`.
+            s.get(k, now);
+            continue;
+        }
+        body.bulk(k);
+        n += 1;
+    }
+    out.array(2);
+    out.bulk_int(next as i64);
+    out.array(n);
+    out.append(&mut body);
+    Ok(())
+}
+
+pub(super) fn randomkey(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let now = cx.now();
+    let ids = stripe_ids(cx, cx.db);
+    let mut lens: Vec<usize> = ids.clone().map(|id| cx.keys.stripe_id(id).len()).collect();
+    let mut total: usize = lens.iter().sum();
+    let store = &cx.shared.store;
+    // Like Redis's `dbRandomKey`: an expired pick is deleted and another
+    // drawn, until a live key turns up or the database is empty. The
+    // stripe is drawn in proportion to its size, so every key is about
+    // equally likely.
+    while total > 0 {
+        let mut r = (store.rand() % total as u64) as usize;
+        let (i, _) = lens
+            .iter()
+            .enumerate()
+            .find(|(_, &l)| {
+                if r < l {
+                    true
+                } else {
+                    r -= l;
+                    false
+                }
+            })
+            .expect("r < total");
+        let s = cx.keys.stripe_id(ids.start + i as u32);
+        let Some(k) = s.random_key(|| store.rand()) else { break };
+        let k: Box<[u8]> = k.into();
+        if s.get(&k, now).is_some() {
+            out.bulk(&k);
+            return Ok(());
+        }
+        lens[i] -= 1;
+        total -= 1;
+    }
+    out.null();
+    Ok(())
+}
+
+pub(super) fn dbsize(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    // Expired keys not yet deleted count, as in Redis.
+    let n: usize = stripe_ids(cx, cx.db).map(|id| cx.keys.stripe_id(id).len()).sum();
+    out.int(n as i64);
+    Ok(())
+}
+
+/// FLUSHDB/FLUSHALL take one optional SYNC or ASYNC (both free memory
+/// synchronously here); anything else is a syntax error.
+fn flush_args(args: &mut Args) -> CmdResult {
+    match args.rest() {
+        [] => Ok(()),
+        [m] if eq_ic(m, "SYNC") || eq_ic(m, "ASYNC") => Ok(()),
+        _ => Err(CmdError::Syntax),
+    }
+}
+
+fn flush_db(cx: &mut Ctx, db: usize) {
+    for id in stripe_ids(cx, db) {
+        // Marks the watchers of keys that existed, as Redis's
+        // `signalFlushedDb`.
+        cx.keys.stripe_id(id).clear();
+    }
+}
+
+pub(super) fn flushdb(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    flush_args(args)?;
+    flush_db(cx, cx.db);
+    out.ok();
+    Ok(())
+}
+
+pub(super) fn flushall(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    flush_args(args)?;
+    for db in 0..cx.shared.store.databases() {
+        flush_db(cx, db);
+    }
+    out.ok();
+    Ok(())
+}
+
+pub(super) fn swapdb(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let parse = |a: &[u8], msg: &'static str| {
+        parse_i64(a)
+            .ok()
+            .filter(|v| i32::try_from(*v).is_ok())
+            .ok_or(CmdError::Msg(std::borrow::Cow::Borrowed(msg)))
+    };
+    let a = parse(args.req()?, "ERR invalid first DB index")?;
+    let b = parse(args.req()?, "ERR invalid second DB index")?;
+    let dbs = cx.shared.store.databases() as i64;
+    if !(0..dbs).contains(&a) || !(0..dbs).contains(&b) {
+        return Err(CmdError::DbIndexOutOfRange);
+    }
+    if a != b {
+        let (ia, ib) = (stripe_ids(cx, a as usize), stripe_ids(cx, b as usize));
+        for (x, y) in ia.zip(ib) {
+            // Marks watchers of keys that exist on either side.
+            let (sx, sy) = cx.keys.pair(x, y);
+            sx.swap_data(sy);
+        }
+    }
+    out.ok();
+    Ok(())
+}
