@@ -1,0 +1,84 @@
+//! Differential scenarios: every `tests/scenarios/*.txt` is replayed
+//! against the oracle redis-server and against Sluice, and every reply's
+//! bytes must agree (see `testkit::scenario` for the file format).
+//!
+//! `SCENARIO_SELF_CHECK=1` replays them against two redis-servers instead,
+//! which proves the scenarios themselves deterministic.
+
+use std::path::{Path, PathBuf};
+
+use testkit::{scenario, scratch_dir, RedisServer, TestServer};
+
+fn scenario_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/scenarios")
+}
+
+fn check(file: &str) {
+    let path = scenario_dir().join(file);
+    let text =
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+    let sc = scenario::parse(&format!("tests/scenarios/{file}"), &text).unwrap();
+    let dir = scratch_dir("pair");
+    let mismatches = {
+        let Some(redis) = RedisServer::start_with(&[], Some(&dir)) else { return };
+        if std::env::var_os("SCENARIO_SELF_CHECK").is_some() {
+            let other = RedisServer::start_with(&[], Some(&dir)).expect("second oracle");
+            scenario::run(&sc, redis.port(), other.port())
+        } else {
+            let bin = Path::new(env!("CARGO_BIN_EXE_sluice-server"));
+            let sluice = TestServer::start_with(bin, &[], Some(&dir));
+            scenario::run(&sc, redis.port(), sluice.port())
+        }
+    };
+    let _ = std::fs::remove_dir_all(&dir);
+    if !mismatches.is_empty() {
+        let lines = sc.steps.iter().filter(|s| matches!(s, scenario::Step::Send { .. })).count();
+        let report: Vec<String> = mismatches.iter().map(|m| m.to_string()).collect();
+        panic!(
+            "{file}: {} of {lines} replies differ from redis-server:\n{}",
+            mismatches.len(),
+            report.join("\n")
+        );
+    }
+}
+
+macro_rules! scenarios {
+    ($($name:ident => $file:literal,)*) => {
+        $(
+            #[test]
+            fn $name() {
+                check($file);
+            }
+        )*
+        const LISTED: &[&str] = &[$($file),*];
+    };
+}
+
+scenarios! {
+    strings_get_set => "strings_get_set.txt",
+    strings_multi => "strings_multi.txt",
+    strings_counters => "strings_counters.txt",
+    strings_ranges => "strings_ranges.txt",
+    keys_basic => "keys_basic.txt",
+    keys_expire => "keys_expire.txt",
+    keys_rename_copy_move => "keys_rename_copy_move.txt",
+    keys_databases => "keys_databases.txt",
+    transactions => "transactions.txt",
+    connection => "connection.txt",
+    server_admin => "server_admin.txt",
+    resp3 => "resp3.txt",
+    arity => "arity.txt",
+    wrongtype => "wrongtype.txt",
+}
+
+#[test]
+fn every_scenario_file_is_listed() {
+    let mut missing = Vec::new();
+    for e in std::fs::read_dir(scenario_dir()).expect("tests/scenarios") {
+        let name = e.unwrap().file_name().to_string_lossy().into_owned();
+        if name.ends_with(".txt") && !LISTED.contains(&name.as_str()) {
+            missing.push(name);
+        }
+    }
+    assert!(missing.is_empty(), "add these to the scenarios! list: {missing:?}");
+}

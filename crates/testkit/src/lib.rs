@@ -1,0 +1,27 @@
+//! Dev-only test infrastructure: start the servers under test and talk to
+//! them the way a plain client would.
+//!
+//! - [`TestServer`] runs the `sluice-server` binary on a free port,
+//!   [`RedisServer`] runs the oracle `/usr/bin/redis-server` 7.0; both are
+//!   killed on drop.
+//! - [`Client`] is a blocking client that sends raw bytes or commands and
+//!   reads back exactly one reply's bytes.
+//! - [`scenario`] parses and runs the text scenarios that are replayed
+//!   against both servers, comparing reply bytes.
+//!
+//! Depends only on `resp`; never used by non-test code.
+
+pub mod args;
+mod client;
+pub mod scenario;
+mod server;
+
+pub use client::{escape, Client};
+
+/// Appends `args` as a RESP array of bulk strings (a request) to `out`.
+pub fn encode<A: AsRef<[u8]>>(args: &[A], out: &mut Vec<u8>) {
+    resp::Frame::encode_command(args, out)
+}
+pub use server::{
+    free_port, oracle_required, scratch_dir, RedisServer, ServerProc, TestServer, REDIS_SERVER,
+};

@@ -1,0 +1,287 @@
+//! Server processes under test: `sluice-server` and the oracle
+//! `redis-server`, each on a free port of 127.0.0.1, in its own scratch
+//! directory, killed on drop.
+
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::Client;
+
+/// The oracle: Debian's redis-server 7.0.15.
+pub const REDIS_SERVER: &str = "/usr/bin/redis-server";
+
+/// Whether a missing oracle is a failure rather than a skip (`CI` or
+/// `SLUICE_REQUIRE_REDIS` set to anything but empty, `0` or `false`).
+pub fn oracle_required() -> bool {
+    let on = |k: &str| {
+        std::env::var(k).map(|v| !v.is_empty() && v != "0" && v != "false").unwrap_or(false)
+    };
+    on("CI") || on("SLUICE_REQUIRE_REDIS")
+}
+
+/// A port that was free a moment ago (bind port 0, read it, release it).
+pub fn free_port() -> u16 {
+    TcpListener::bind(("127.0.0.1", 0))
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("bind 127.0.0.1:0")
+}
+
+/// A fresh directory under the system temp dir (the caller removes it).
+pub fn scratch_dir(tag: &str) -> PathBuf {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let d = std::env::temp_dir().join(format!(
+        "sluice-testkit-{}-{}-{}",
+        tag,
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&d).expect("create scratch dir");
+    d
+}
+
+/// A running server process; killed (and its scratch directory removed)
+/// on drop.
+pub struct ServerProc {
+    child: Child,
+    port: u16,
+    dir: PathBuf,
+    own_dir: bool,
+    log: PathBuf,
+}
+
+impl ServerProc {
+    /// Spawns `bin` with `args(port)` in `cwd` (a fresh scratch directory
+    /// when `None`), retrying on another port when the chosen one was taken
+    /// meanwhile, and waits until it accepts connections.
+    fn spawn(
+        tag: &str,
+        bin: &Path,
+        args: &dyn Fn(u16) -> Vec<String>,
+        cwd: Option<&Path>,
+    ) -> ServerProc {
+        let (dir, own_dir) = match cwd {
+            Some(d) => (d.to_path_buf(), false),
+            None => (scratch_dir(tag), true),
+        };
+        let mut last_err = String::new();
+        for attempt in 0..5 {
+            let port = free_port();
+            let log = dir.join(format!("{tag}-{port}-{attempt}.log"));
+            let out = std::fs::File::create(&log).expect("create server log");
+            let err = out.try_clone().expect("clone log handle");
+            let child = Command::new(bin)
+                .args(args(port))
+                .current_dir(&dir)
+                .stdin(Stdio::null())
+                .stdout(out)
+                .stderr(err)
+                .spawn()
+                .unwrap_or_else(|e| panic!("cannot start {}: {e}", bin.display()));
+            let mut p = ServerProc { child, port, dir: dir.clone(), own_dir: false, log };
+            match p.wait_ready(Duration::from_secs(20)) {
+                Ok(()) => {
+                    p.own_dir = own_dir;
+                    return p;
+                }
+                Err(e) => last_err = e,
+            }
+        }
+        panic!("{} did not start: {last_err}", bin.display());
+    }
+
+    fn wait_ready(&mut self, limit: Duration) -> Result<(), String> {
+        let start = Instant::now();
+        loop {
+            if let Ok(Some(st)) = self.child.try_wait() {
+                return Err(format!("exited with {st}; log:\n{}", self.log_text()));
+            }
+            if TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+                return Ok(());
+            }
+            if start.elapsed() > limit {
+                return Err(format!("not accepting after {limit:?}; log:\n{}", self.log_text()));
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// The TCP port on 127.0.0.1.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The working directory of the process.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// A new connection.
+    pub fn client(&self) -> Client {
+        Client::connect(self.port).expect("connect to server under test")
+    }
+
+    /// What the process wrote to stdout and stderr so far.
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Resident set size in KiB (`VmRSS` of /proc/<pid>/status).
+    pub fn rss_kb(&self) -> Option<u64> {
+        let s = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).ok()?;
+        let line = s.lines().find(|l| l.starts_with("VmRSS:"))?;
+        line.split_whitespace().nth(1)?.parse().ok()
+    }
+
+    /// Whether the process is still running.
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+}
+
+impl Drop for ServerProc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if self.own_dir {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        } else {
+            let _ = std::fs::remove_file(&self.log);
+        }
+    }
+}
+
+/// A `sluice-server` process.
+pub struct TestServer(ServerProc);
+
+impl TestServer {
+    /// Where the binary is: `$SLUICE_SERVER`, else `sluice-server` in the
+    /// cargo target directory this test executable was built into.
+    pub fn default_bin() -> PathBuf {
+        if let Some(p) = std::env::var_os("SLUICE_SERVER") {
+            return PathBuf::from(p);
+        }
+        let exe = std::env::current_exe().expect("current exe");
+        // target/<profile>/deps/<test> → target/<profile>/sluice-server
+        for dir in exe.ancestors().skip(1).take(3) {
+            let cand = dir.join("sluice-server");
+            if cand.is_file() {
+                return cand;
+            }
+        }
+        panic!("sluice-server not found: set SLUICE_SERVER or run `cargo build -p server`");
+    }
+
+    /// Starts the binary found by [`TestServer::default_bin`].
+    pub fn start() -> TestServer {
+        Self::start_bin(&Self::default_bin())
+    }
+
+    /// Starts `bin` with the test defaults.
+    pub fn start_bin(bin: &Path) -> TestServer {
+        Self::start_with(bin, &[], None)
+    }
+
+    /// Starts `bin` with `extra` flags after the defaults, in `cwd`.
+    pub fn start_with(bin: &Path, extra: &[&str], cwd: Option<&Path>) -> TestServer {
+        let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        let args = move |port: u16| {
+            let mut v: Vec<String> = [
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--threads",
+                "2",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+            v.extend(extra.iter().cloned());
+            v
+        };
+        TestServer(ServerProc::spawn("sluice", bin, &args, cwd))
+    }
+}
+
+impl std::ops::Deref for TestServer {
+    type Target = ServerProc;
+    fn deref(&self) -> &ServerProc {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for TestServer {
+    fn deref_mut(&mut self) -> &mut ServerProc {
+        &mut self.0
+    }
+}
+
+/// The oracle, `redis-server` 7.0.
+pub struct RedisServer(ServerProc);
+
+impl RedisServer {
+    /// Starts the oracle; `None` (after saying why on stderr) when the
+    /// binary is missing and [`oracle_required`] is false. Panics when it
+    /// is missing and required.
+    pub fn start() -> Option<RedisServer> {
+        Self::start_with(&[], None)
+    }
+
+    /// Starts the oracle with `extra` flags, in `cwd`.
+    pub fn start_with(extra: &[&str], cwd: Option<&Path>) -> Option<RedisServer> {
+        if !Path::new(REDIS_SERVER).is_file() {
+            if oracle_required() {
+                panic!("{REDIS_SERVER} is missing and CI is set: the differential tests need it");
+            }
+            eprintln!("SKIPPED: {REDIS_SERVER} not found (install redis-server; CI=true makes this a failure)");
+            return None;
+        }
+        let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        let args = move |port: u16| {
+            let mut v: Vec<String> = [
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--daemonize",
+                "no",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+            v.extend(extra.iter().cloned());
+            v
+        };
+        Some(RedisServer(ServerProc::spawn("redis", Path::new(REDIS_SERVER), &args, cwd)))
+    }
+}
+
+impl std::ops::Deref for RedisServer {
+    type Target = ServerProc;
+    fn deref(&self) -> &ServerProc {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for RedisServer {
+    fn deref_mut(&mut self) -> &mut ServerProc {
+        &mut self.0
+    }
+}

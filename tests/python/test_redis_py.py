@@ -1,0 +1,203 @@
+"""redis-py's ordinary calls against a real sluice-server.
+
+The server binary comes from $SLUICE_SERVER (scripts/test sets it), else
+target/debug/sluice-server; each test module starts its own server on a
+free port and stops it at the end.
+"""
+
+import os
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+import redis
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _binary():
+    env = os.environ.get("SLUICE_SERVER")
+    if env:
+        return env
+    for cand in (ROOT / "target" / "debug" / "sluice-server", ROOT / "target" / "release" / "sluice-server"):
+        if cand.is_file():
+            return str(cand)
+    pytest.fail("sluice-server not found: set SLUICE_SERVER or run `cargo build -p server`")
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server():
+    last = None
+    for _ in range(5):
+        port = _free_port()
+        log = tempfile.TemporaryFile()
+        proc = subprocess.Popen(
+            [_binary(), "--port", str(port), "--bind", "127.0.0.1", "--threads", "2"],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.time() + 20
+        while time.time() < deadline and proc.poll() is None:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.01)
+        if proc.poll() is None:
+            try:
+                yield port
+            finally:
+                proc.kill()
+                proc.wait()
+            return
+        log.seek(0)
+        last = log.read().decode(errors="replace")
+    pytest.fail(f"sluice-server did not start: {last}")
+
+
+@pytest.fixture
+def r(server):
+    client = redis.Redis(host="127.0.0.1", port=server, socket_timeout=10)
+    client.delete(*[f"py:{n}" for n in ("a", "b", "c", "n", "f", "e", "t", "w")])
+    yield client
+    client.close()
+
+
+def test_set_get(r):
+    assert r.set("py:a", "hello") is True
+    assert r.get("py:a") == b"hello"
+    assert r.get("py:missing") is None
+    assert r.set("py:a", "x", nx=True) is None
+    assert r.set("py:a", "world", xx=True) is True
+    assert r.getset("py:a", "again") == b"world"
+    assert r.append("py:a", "!") == 6
+    assert r.strlen("py:a") == 6
+    assert r.getrange("py:a", 0, 2) == b"aga"
+    assert r.delete("py:a") == 1
+    assert r.exists("py:a") == 0
+
+
+def test_mget_mset(r):
+    assert r.mset({"py:a": "1", "py:b": "2", "py:c": "3"}) is True
+    assert r.mget("py:a", "py:b", "py:missing", "py:c") == [b"1", b"2", None, b"3"]
+    assert r.msetnx({"py:a": "9", "py:n": "9"}) is False
+    assert r.get("py:n") is None
+
+
+def test_incr_and_incrbyfloat(r):
+    assert r.incr("py:n") == 1
+    assert r.incrby("py:n", 41) == 42
+    assert r.decr("py:n") == 41
+    assert r.incrbyfloat("py:f", 10.5) == 10.5
+    assert r.incrbyfloat("py:f", 0.1) == pytest.approx(10.6)
+    assert r.get("py:f") == b"10.6"
+    r.set("py:a", "abc")
+    with pytest.raises(redis.ResponseError, match="not an integer"):
+        r.incr("py:a")
+    with pytest.raises(redis.ResponseError, match="not a valid float"):
+        r.incrbyfloat("py:a", 1)
+
+
+def test_expire_ttl(r):
+    r.set("py:e", "v")
+    assert r.ttl("py:e") == -1
+    assert r.expire("py:e", 100) is True
+    assert 99 <= r.ttl("py:e") <= 100
+    assert 99_000 <= r.pttl("py:e") <= 100_000
+    assert r.persist("py:e") is True
+    assert r.ttl("py:e") == -1
+    assert r.ttl("py:missing") == -2
+    r.set("py:t", "v", px=50)
+    time.sleep(0.2)
+    assert r.get("py:t") is None
+
+
+def test_pipeline_without_transaction(r):
+    with r.pipeline(transaction=False) as p:
+        for i in range(1000):
+            p.set(f"py:p{i}", i)
+        p.incr("py:n")
+        results = p.execute()
+    assert results[:1000] == [True] * 1000
+    assert results[1000] == 1
+    with r.pipeline(transaction=False) as p:
+        for i in range(1000):
+            p.get(f"py:p{i}")
+        values = p.execute()
+    assert values == [str(i).encode() for i in range(1000)]
+    assert r.delete(*[f"py:p{i}" for i in range(1000)]) == 1000
+
+
+def test_pipeline_transaction(r):
+    with r.pipeline() as p:
+        p.set("py:a", "1").incr("py:a").get("py:a")
+        assert p.execute() == [True, 2, b"2"]
+    with r.pipeline() as p:
+        p.set("py:b", "x").incr("py:b")
+        results = p.execute(raise_on_error=False)
+    assert results[0] is True
+    assert isinstance(results[1], redis.ResponseError)
+
+
+def test_watch_multi_exec_via_transaction(r):
+    r.set("py:w", "10")
+
+    def double(pipe):
+        value = int(pipe.get("py:w"))
+        pipe.multi()
+        pipe.set("py:w", value * 2)
+
+    assert r.transaction(double, "py:w") == [True]
+    assert r.get("py:w") == b"20"
+
+
+def test_watch_conflict_aborts(r, server):
+    other = redis.Redis(host="127.0.0.1", port=server)
+    r.set("py:w", "1")
+    with r.pipeline() as p:
+        p.watch("py:w")
+        other.set("py:w", "changed")
+        p.multi()
+        p.set("py:w", "mine")
+        with pytest.raises(redis.WatchError):
+            p.execute()
+    assert r.get("py:w") == b"changed"
+    other.close()
+
+
+def test_scan_iter(r):
+    keys = {f"py:s{i}".encode() for i in range(300)}
+    r.mset({k: "v" for k in keys})
+    assert set(r.scan_iter(match="py:s*", count=37)) == keys
+    assert set(r.scan_iter(match="py:s1?", count=1000)) == {f"py:s1{i}".encode() for i in range(10)}
+    assert r.delete(*keys) == 300
+
+
+def _server_knows(port, *cmd):
+    """Whether the server has `cmd` (an 'unknown command' error says not)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        parts = [f"${len(a)}\r\n{a}\r\n" for a in cmd]
+        s.sendall(f"*{len(cmd)}\r\n{''.join(parts)}".encode())
+        return not s.recv(200).startswith(b"-ERR unknown command")
+
+
+def test_resp3_client(server):
+    if not _server_knows(server, "HELLO", "3"):
+        pytest.xfail("HELLO is not on main yet: redis-py's protocol=3 handshake needs it")
+    r3 = redis.Redis(host="127.0.0.1", port=server, protocol=3)
+    assert r3.ping() is True
+    assert r3.set("py:r3", "v") is True
+    assert r3.get("py:r3") == b"v"
+    assert r3.get("py:missing") is None
+    assert r3.incrbyfloat("py:r3f", 1.5) == 1.5
+    assert r3.delete("py:r3", "py:r3f") == 2
+    r3.close()
