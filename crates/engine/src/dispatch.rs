@@ -103,12 +103,12 @@ pub fn execute(shared: &Shared, sess: &mut Session, argv: &[&[u8]], out: &mut Re
             spec
         }
         Err(e) => {
-            reject(sess, &e, out);
+            reject(shared, sess, argv, &e, out);
             return;
         }
     };
     if !sess.authenticated && !spec.flags.has(crate::spec::Flags::NO_AUTH) {
-        reject(sess, &CmdError::NoAuth, out);
+        reject(shared, sess, argv, &CmdError::NoAuth, out);
         return;
     }
     if let Some(m) = &mut sess.multi {
@@ -129,13 +129,24 @@ pub fn execute(shared: &Shared, sess: &mut Session, argv: &[&[u8]], out: &mut Re
     apply_reply_mode(sess, out, mark);
 }
 
-fn reject(sess: &mut Session, e: &CmdError, out: &mut ReplyBuf) {
+fn reject(shared: &Shared, sess: &mut Session, argv: &[&[u8]], e: &CmdError, out: &mut ReplyBuf) {
     sess.stats.rejected_calls += 1;
     if let Some(m) = &mut sess.multi {
         m.dirty = true;
     }
     let mark = out.mark();
-    e.write(out);
+    if argv[0].eq_ignore_ascii_case(b"EXEC") {
+        // Redis turns any rejection of EXEC into an abort of the
+        // transaction (with or without MULTI) and drops the WATCHes.
+        commands::tx::abort(shared, sess);
+        let text = e.text();
+        let why = text.strip_prefix(b"ERR ").unwrap_or(&text);
+        let mut line = b"EXECABORT Transaction discarded because of: ".to_vec();
+        line.extend_from_slice(why);
+        out.error(&line);
+    } else {
+        e.write(out);
+    }
     apply_reply_mode(sess, out, mark);
 }
 

@@ -68,7 +68,6 @@ scenarios! {
     server_admin => "server_admin.txt",
     resp3 => "resp3.txt",
     arity => "arity.txt",
-    wrongtype => "wrongtype.txt",
 }
 
 #[test]

@@ -114,6 +114,15 @@ const SUBS: &[CommandSpec] = &[
     sub("REPLY", 3, CF, "3.2.0", "O(1)", "Instruct the server whether to reply to commands", reply),
     sub("SETNAME", 3, CF, "2.6.9", "O(1)", "Set the current connection name", setname),
     sub(
+        "TRACKING",
+        -3,
+        CF,
+        "6.0.0",
+        "O(1). Some options may introduce additional complexity.",
+        "Enable or disable server assisted client side caching support",
+        tracking,
+    ),
+    sub(
         "TRACKINGINFO",
         2,
         CF,
@@ -609,6 +618,20 @@ fn getredir(_: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     // Tracking is never on, so there is no redirection.
     out.int(-1);
     Ok(())
+}
+
+/// Tracking is not implemented: `OFF` (the state every client is in) is
+/// accepted, `ON` is refused with a clear error rather than pretending.
+fn tracking(_: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let mode = args.req()?;
+    if eq_ic(mode, "OFF") {
+        out.ok();
+        Ok(())
+    } else if eq_ic(mode, "ON") {
+        Err(CmdError::err("client-side caching (CLIENT TRACKING ON) is not supported by Sluice"))
+    } else {
+        Err(CmdError::Syntax)
+    }
 }
 
 fn trackinginfo(_: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {

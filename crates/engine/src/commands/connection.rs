@@ -103,7 +103,7 @@ fn echo(_cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
 }
 
 fn select(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
-    let n = resp::parse_i64(args.req()?).ok_or(CmdError::InvalidDbIndex)?;
+    let n = resp::parse_i64(args.req()?).ok_or(CmdError::NotInteger)?;
     if n < 0 || n as usize >= cx.shared.store.databases() {
         return Err(CmdError::DbIndexOutOfRange);
     }

@@ -98,6 +98,12 @@ fn end_multi(sess: &mut Session) -> Option<Multi> {
     sess.multi.take()
 }
 
+/// Ends any open transaction and drops every WATCH (a rejected EXEC).
+pub fn abort(shared: &Shared, sess: &mut Session) {
+    end_multi(sess);
+    unwatch_all(shared, sess);
+}
+
 fn discard(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     if end_multi(cx.sess).is_none() {
         return Err(CmdError::err("DISCARD without MULTI"));
