@@ -35,6 +35,21 @@ const READ_CHUNK: usize = 16 * 1024;
 /// Read buffers above this, when empty, are shrunk back.
 const READ_KEEP: usize = 64 * 1024;
 
+/// Requests parsed ahead of execution.
+const WINDOW: usize = 32;
+/// How far ahead a request's bucket is prefetched, and its first node.
+const BUCKET_AHEAD: usize = 8;
+const NODE_AHEAD: usize = 4;
+
+/// One parsed, not yet executed request of the window.
+#[derive(Default)]
+struct Pending {
+    args: ArgBuf,
+    start: usize,
+    len: usize,
+    token: Option<store::Prefetch>,
+}
+
 /// Per-connection limits, refreshed when the configuration changes.
 struct ConnLimits {
     epoch: u64,
@@ -85,7 +100,7 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream) {
         rpos: 0,
         need: 0,
         out: ReplyBuf::new(),
-        args: ArgBuf::new(),
+        window: (0..WINDOW).map(|_| Pending::default()).collect(),
         eof: false,
         limits: ConnLimits::load(&shared, true),
         pause: (0, engine::shared::Pause::default()),
@@ -110,7 +125,7 @@ struct Conn<'a> {
     /// Don't parse again before `rbuf.len() >= need`.
     need: usize,
     out: ReplyBuf,
-    args: ArgBuf,
+    window: Vec<Pending>,
     eof: bool,
     limits: ConnLimits,
     /// Cached (pause epoch, pause state).
@@ -236,6 +251,12 @@ impl Conn<'_> {
 
     /// Executes buffered requests until the input runs out, the output is
     /// backed up, or this turn's budget is spent (returns false then).
+    ///
+    /// Requests are parsed a window at a time; before each request runs,
+    /// the keys of the requests a few places ahead are prefetched (their
+    /// bucket, then their first table node), so that a pipelined batch
+    /// overlaps its cache misses instead of paying them one by one. This
+    /// is what pipelining buys on the server side beyond fewer syscalls.
     async fn execute_batch(&mut self) -> bool {
         let epoch = self.shared.config_epoch.load(Ordering::Relaxed);
         if epoch != self.limits.epoch {
@@ -244,44 +265,100 @@ impl Conn<'_> {
         let start_out = self.out.len();
         let mut budget_left = true;
         let mut executed = false;
-        while !self.sess.close_after_reply && self.has_complete_input() {
-            if self.out.len() >= OUT_HIGH_WATER {
-                break;
-            }
-            if self.out.len() - start_out.min(self.out.len()) >= TURN_BUDGET {
-                budget_left = false;
-                break;
-            }
-            let was_auth = self.sess.authenticated;
-            let input = &self.rbuf[self.rpos..];
-            match resp::parse(input, &self.limits.parse, &mut self.args) {
-                Parsed::Command { consumed } => {
-                    let mut argv: SmallVec<[&[u8]; 8]> = SmallVec::new();
-                    self.args.fill(input, &mut argv);
-                    if paused_for(self.shared, &mut self.pause, &argv) {
-                        // CLIENT PAUSE: wait, then retry this request.
-                        drop(argv);
-                        tokio::time::sleep(Duration::from_millis(10)).await;
-                        budget_left = false;
+        'batch: while !self.sess.close_after_reply && self.has_complete_input() {
+            // Parse a window. Until the client is authenticated the limits
+            // change with AUTH, so parse one request at a time then.
+            let max = if self.sess.authenticated { WINDOW } else { 1 };
+            let mut n = 0;
+            let mut off = self.rpos;
+            let mut stop = None;
+            while n < max && off < self.rbuf.len() {
+                match resp::parse(&self.rbuf[off..], &self.limits.parse, &mut self.window[n].args) {
+                    Parsed::Command { consumed } | Parsed::Empty { consumed } => {
+                        self.window[n].start = off;
+                        self.window[n].len = consumed;
+                        off += consumed;
+                        n += 1;
+                    }
+                    Parsed::Incomplete { need } => {
+                        // Absolute position in `rbuf` (`need` counts from `off`).
+                        stop = Some(Parsed::Incomplete { need: off + need });
                         break;
                     }
-                    dispatch::execute(self.shared, &mut self.sess, &argv, &mut self.out);
-                    self.rpos += consumed;
-                    self.need = 0;
-                    executed = true;
-                    if self.sess.authenticated != was_auth {
-                        self.limits.parse.unauthenticated = !self.sess.authenticated;
+                    Parsed::Error(e) => {
+                        stop = Some(Parsed::Error(e));
+                        break;
                     }
                 }
-                Parsed::Empty { consumed } => {
-                    self.rpos += consumed;
-                    self.need = 0;
+            }
+            let store = &self.shared.store;
+            let db = self.sess.db;
+            let token = |w: &Pending, rbuf: &[u8]| -> Option<store::Prefetch> {
+                (w.args.len() >= 2)
+                    .then(|| store.prefetch_token(db, w.args.get(&rbuf[w.start..], 1)))?
+            };
+            for j in 0..n.min(BUCKET_AHEAD) {
+                self.window[j].token = token(&self.window[j], &self.rbuf);
+                if let Some(t) = self.window[j].token {
+                    store.prefetch_bucket(t);
                 }
-                Parsed::Incomplete { need } => {
-                    self.need = self.rpos + need;
+            }
+            for i in 0..n {
+                if self.out.len() >= OUT_HIGH_WATER {
+                    break 'batch;
+                }
+                if self.out.len() - start_out.min(self.out.len()) >= TURN_BUDGET {
+                    budget_left = false;
+                    break 'batch;
+                }
+                if i + BUCKET_AHEAD < n {
+                    let j = i + BUCKET_AHEAD;
+                    self.window[j].token = token(&self.window[j], &self.rbuf);
+                    if let Some(t) = self.window[j].token {
+                        store.prefetch_bucket(t);
+                    }
+                }
+                if i + NODE_AHEAD < n {
+                    if let Some(t) = self.window[i + NODE_AHEAD].token {
+                        store.prefetch_node(t);
+                    }
+                }
+                let w = &self.window[i];
+                let input = &self.rbuf[w.start..];
+                if w.args.is_empty() {
+                    self.rpos = w.start + w.len;
+                    continue;
+                }
+                let mut argv: SmallVec<[&[u8]; 8]> = SmallVec::new();
+                w.args.fill(input, &mut argv);
+                if paused_for(self.shared, &mut self.pause, &argv) {
+                    // CLIENT PAUSE: wait, then retry this request.
+                    drop(argv);
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    budget_left = false;
+                    break 'batch;
+                }
+                let was_auth = self.sess.authenticated;
+                let next = w.start + w.len;
+                dispatch::execute(self.shared, &mut self.sess, &argv, &mut self.out);
+                self.rpos = next;
+                self.need = 0;
+                executed = true;
+                if self.sess.authenticated != was_auth {
+                    self.limits.parse.unauthenticated = !self.sess.authenticated;
+                }
+                if self.sess.close_after_reply || self.sess.db != db {
+                    // Later prefetches assumed this database; re-window.
+                    continue 'batch;
+                }
+            }
+            match stop {
+                None => {}
+                Some(Parsed::Incomplete { need }) => {
+                    self.need = need;
                     break;
                 }
-                Parsed::Error(e) => {
+                Some(Parsed::Error(e)) => {
                     self.out.error(&e.reply_text());
                     log::verbose(&format!(
                         "Protocol error ({}) from client: id={} addr={}",
@@ -293,6 +370,7 @@ impl Conn<'_> {
                     self.rpos = self.rbuf.len();
                     break;
                 }
+                Some(_) => unreachable!("only incomplete and error stop a window"),
             }
         }
         self.compact();

@@ -6,7 +6,7 @@
 //! its keys in ascending global order ([`Locks`]), which rules out deadlock
 //! between threads.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use parking_lot::{Mutex, MutexGuard};
@@ -48,7 +48,6 @@ pub struct StripeStats {
 }
 
 /// The keys of one database that fall into one slot range.
-#[derive(Default)]
 pub struct Stripe {
     map: Table<Entry>,
     /// Keys with a TTL, for active expiry sampling.
@@ -58,6 +57,15 @@ pub struct Stripe {
 }
 
 impl Stripe {
+    fn new(hasher: &ahash::RandomState) -> Self {
+        Stripe {
+            map: Table::with_hasher(hasher.clone()),
+            ttl: Table::new(),
+            watchers: None,
+            stats: StripeStats::default(),
+        }
+    }
+
     /// Number of keys (expired ones not yet deleted included).
     pub fn len(&self) -> usize {
         self.map.len()
@@ -280,6 +288,19 @@ struct Slot {
     /// Keys with a TTL, as of the last time a command released the stripe;
     /// lets active expiry skip stripes without locking them.
     ttl_hint: AtomicU32,
+    /// Bucket array address and mask of the stripe's table as of its last
+    /// release: only ever used as a prefetch address, never dereferenced
+    /// without the lock, so a stale value costs a useless prefetch at most.
+    buckets: AtomicPtr<u32>,
+    mask: AtomicUsize,
+}
+
+/// A key's stripe and hash, computed before its stripe is locked, to
+/// prefetch what its command will touch.
+#[derive(Clone, Copy, Debug)]
+pub struct Prefetch {
+    id: u32,
+    hash: u64,
 }
 
 /// One database: its stripes.
@@ -296,6 +317,8 @@ pub struct Store {
     /// `DEBUG SET-ACTIVE-EXPIRE`.
     pub active_expire: AtomicBool,
     rand_state: AtomicU64,
+    /// The hash seed every stripe's table shares (see [`Prefetch`]).
+    hasher: ahash::RandomState,
 }
 
 impl Store {
@@ -303,12 +326,15 @@ impl Store {
     pub fn new(databases: usize, stripes: usize) -> Self {
         let stripes = stripes.clamp(1, SLOTS).next_power_of_two();
         let shift = (SLOTS / stripes).trailing_zeros();
+        let hasher = ahash::RandomState::new();
         let dbs = (0..databases.max(1))
             .map(|_| Db {
                 stripes: (0..stripes)
                     .map(|_| Slot {
-                        stripe: Mutex::new(Stripe::default()),
+                        stripe: Mutex::new(Stripe::new(&hasher)),
                         ttl_hint: AtomicU32::new(0),
+                        buckets: AtomicPtr::new(std::ptr::null_mut()),
+                        mask: AtomicUsize::new(0),
                     })
                     .collect(),
             })
@@ -319,6 +345,7 @@ impl Store {
             shift,
             active_expire: AtomicBool::new(true),
             rand_state: AtomicU64::new(0x9E37_79B9_7F4A_7C15),
+            hasher,
         }
     }
 
@@ -354,6 +381,40 @@ impl Store {
     /// Locks one stripe by itself (background tasks, stats).
     pub fn lock_stripe(&self, db: usize, stripe: usize) -> MutexGuard<'_, Stripe> {
         self.dbs[db].stripes[stripe].stripe.lock()
+    }
+
+    /// Where `key` of `db` lives, computed without locking.
+    #[inline]
+    pub fn prefetch_token(&self, db: usize, key: &[u8]) -> Option<Prefetch> {
+        if db >= self.dbs.len() {
+            return None;
+        }
+        Some(Prefetch {
+            id: self.global_id(db, self.stripe_of(key)),
+            hash: self.hasher.hash_one(key),
+        })
+    }
+
+    /// Stage one: prefetches the key's bucket, without locking.
+    #[inline]
+    pub fn prefetch_bucket(&self, t: Prefetch) {
+        let slot = self.slot(t.id);
+        let base = slot.buckets.load(Ordering::Relaxed);
+        if !base.is_null() {
+            let mask = slot.mask.load(Ordering::Relaxed);
+            // Address arithmetic only; the result is never dereferenced here.
+            let addr = base.wrapping_add((t.hash as usize) & mask);
+            crate::table::prefetch(addr as *const u8);
+        }
+    }
+
+    /// Stage two: under the stripe's lock (briefly), prefetches the first
+    /// node of the key's chain. Skipped when the stripe is busy.
+    #[inline]
+    pub fn prefetch_node(&self, t: Prefetch) {
+        if let Some(s) = self.slot(t.id).stripe.try_lock() {
+            s.map.prefetch_node(t.hash);
+        }
     }
 
     /// A cheap pseudo-random number (xorshift), shared by all threads.
@@ -538,7 +599,11 @@ impl<'a> Locks<'a> {
     /// Releases everything.
     pub fn release(&mut self) {
         while let Some((id, g)) = self.held.pop() {
-            self.store.slot(id).ttl_hint.store(g.expires_len() as u32, Ordering::Relaxed);
+            let slot = self.store.slot(id);
+            slot.ttl_hint.store(g.expires_len() as u32, Ordering::Relaxed);
+            let (base, mask) = g.map.bucket_base();
+            slot.buckets.store(base as *mut u32, Ordering::Relaxed);
+            slot.mask.store(mask, Ordering::Relaxed);
         }
     }
 

@@ -11,6 +11,6 @@ pub mod table;
 pub mod value;
 
 pub use bytes::SmallBytes;
-pub use db::{Db, Entry, Locks, Store, Stripe, StripeStats, WatchFlag, NO_EXPIRE};
+pub use db::{Db, Entry, Locks, Prefetch, Store, Stripe, StripeStats, WatchFlag, NO_EXPIRE};
 pub use table::Table;
 pub use value::{Kind, Value};

@@ -40,12 +40,34 @@ impl<V> Default for Table<V> {
 
 impl<V> Table<V> {
     pub fn new() -> Self {
-        Table {
-            buckets: Vec::new(),
-            nodes: Vec::new(),
-            free: NIL,
-            len: 0,
-            hasher: RandomState::new(),
+        Self::with_hasher(RandomState::new())
+    }
+
+    /// A table whose hashes a caller can compute ahead of time (the
+    /// keyspace shares one seed across stripes so that a pipelined batch
+    /// can prefetch before it locks).
+    pub fn with_hasher(hasher: RandomState) -> Self {
+        Table { buckets: Vec::new(), nodes: Vec::new(), free: NIL, len: 0, hasher }
+    }
+
+    /// Bucket array address and mask (for prefetching; 0 mask when empty).
+    #[inline]
+    pub fn bucket_base(&self) -> (*const u32, usize) {
+        (self.buckets.as_ptr(), self.buckets.len().saturating_sub(1))
+    }
+
+    /// Prefetches the first node of `hash`'s chain (the bucket itself
+    /// should have been prefetched earlier).
+    #[inline]
+    pub fn prefetch_node(&self, hash: u64) {
+        if self.buckets.is_empty() {
+            return;
+        }
+        let i = self.buckets[(hash as usize) & (self.buckets.len() - 1)];
+        if i != NIL {
+            if let Some(n) = self.nodes.get(i as usize) {
+                prefetch(n as *const Node<V> as *const u8);
+            }
         }
     }
 
@@ -304,6 +326,19 @@ impl<V> Table<V> {
             return Some(i);
         }
     }
+}
+
+/// Hints the CPU to load the cache line at `p`. Never faults, whatever `p`.
+#[inline(always)]
+pub fn prefetch(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: prefetch is a hint; it does not dereference for the program
+    // and cannot fault, whatever the address.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p as *const i8);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
 }
 
 #[cfg(test)]
