@@ -674,10 +674,6 @@ pub(crate) fn glob_match(pat: &[u8], s: &[u8], nocase: bool) -> bool {
 mod tests {
     use super::*;
 
-    fn args(v: &[&str]) -> Vec<String> {
-        v.iter().map(|s| s.to_string()).collect()
-    }
-
     #[test]
     fn memory_units_as_memtoull() {
         assert_eq!(parse_memory(b"1gb"), Some(1 << 30));
