@@ -16,7 +16,7 @@ use std::sync::OnceLock;
 mod load;
 mod params;
 
-pub use load::{from_args, load_file, repr, split_args, ConfigError};
+pub use load::{from_args, load_file, repr, rewrite, split_args, ConfigError};
 pub use params::{notify_to_string, PARAMS};
 
 /// The version Sluice reports itself compatible with.

@@ -8,12 +8,13 @@ use crate::spec::CommandSpec;
 
 pub mod connection;
 pub mod keys;
+pub mod server;
 pub mod string;
 pub mod tx;
 
 /// Every family's declarations.
 pub const FAMILIES: &[&[CommandSpec]] =
-    &[string::COMMANDS, keys::COMMANDS, tx::COMMANDS, connection::COMMANDS];
+    &[string::COMMANDS, keys::COMMANDS, tx::COMMANDS, connection::COMMANDS, server::COMMANDS];
 
 /// All top-level commands.
 pub fn all() -> impl Iterator<Item = &'static CommandSpec> {
