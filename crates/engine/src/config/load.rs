@@ -375,11 +375,11 @@ pub fn from_args(args: &[String]) -> Result<Config, ConfigError> {
 /// `rewriteConfigFormatMemory`: gb/mb/kb when the value divides evenly.
 fn format_memory(v: u64) -> String {
     let (gb, mb, kb) = (1u64 << 30, 1u64 << 20, 1u64 << 10);
-    if v != 0 && v % gb == 0 {
+    if v != 0 && v & (gb - 1) == 0 {
         format!("{}gb", v / gb)
-    } else if v != 0 && v % mb == 0 {
+    } else if v != 0 && v & (mb - 1) == 0 {
         format!("{}mb", v / mb)
-    } else if v != 0 && v % kb == 0 {
+    } else if v != 0 && v & (kb - 1) == 0 {
         format!("{}kb", v / kb)
     } else {
         v.to_string()
