@@ -7,14 +7,21 @@ use std::sync::OnceLock;
 use crate::spec::CommandSpec;
 
 pub mod connection;
+pub mod info;
 pub mod keys;
 pub mod server;
 pub mod string;
 pub mod tx;
 
 /// Every family's declarations.
-pub const FAMILIES: &[&[CommandSpec]] =
-    &[string::COMMANDS, keys::COMMANDS, tx::COMMANDS, connection::COMMANDS, server::COMMANDS];
+pub const FAMILIES: &[&[CommandSpec]] = &[
+    string::COMMANDS,
+    keys::COMMANDS,
+    tx::COMMANDS,
+    connection::COMMANDS,
+    server::COMMANDS,
+    info::COMMANDS,
+];
 
 /// All top-level commands.
 pub fn all() -> impl Iterator<Item = &'static CommandSpec> {

@@ -65,7 +65,8 @@ pub const COMMANDS: &[CommandSpec] = &[CommandSpec::new(
         "RESETSTAT",
         2,
         ADM,
-        KeySpec::None,
+        // Reads the stripes' expiry counters under their locks.
+        KeySpec::AllDbs,
         Group::Server,
         "Reset the stats returned by INFO",
         config_resetstat,
@@ -263,7 +264,8 @@ fn config_resetstat(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult
     ] {
         c.store(0, Ordering::Relaxed);
     }
-    sh.expired_keys_base.store(sh.store.stats().expired_keys, Ordering::Relaxed);
+    let (_, expired, _) = super::info::keyspace_counts(cx);
+    sh.expired_keys_base.store(expired, Ordering::Relaxed);
     let used = sh.mem_stats().used_memory;
     sh.mem_peak.store(used, Ordering::Relaxed);
     out.ok();
