@@ -6,12 +6,15 @@ use std::sync::OnceLock;
 
 use crate::spec::CommandSpec;
 
+pub mod command;
 pub mod connection;
 pub mod info;
 pub mod keys;
 pub mod server;
 pub mod string;
 pub mod tx;
+
+pub use command::markdown;
 
 /// Every family's declarations.
 pub const FAMILIES: &[&[CommandSpec]] = &[
@@ -21,6 +24,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     connection::COMMANDS,
     server::COMMANDS,
     info::COMMANDS,
+    command::COMMANDS,
 ];
 
 /// All top-level commands.
