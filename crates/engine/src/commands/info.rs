@@ -487,6 +487,21 @@ mod tests {
         assert!(stats.contains("\r\ntotal_commands_processed:9\r\n"), "{stats}");
     }
 
+    /// INFO and CONFIG RESETSTAT read the stripes through the locks the
+    /// dispatcher took; inside EXEC they must not lock them again.
+    #[test]
+    fn info_inside_exec_does_not_deadlock() {
+        let mut h = Harness::new();
+        h.run(&["MULTI"]);
+        h.run(&["SET", "a", "1"]);
+        h.run(&["INFO", "keyspace"]);
+        h.run(&["CONFIG", "RESETSTAT"]);
+        assert_eq!(
+            h.run(&["EXEC"]),
+            "*3\r\n+OK\r\n$44\r\n# Keyspace\r\ndb0:keys=1,expires=0,avg_ttl=0\r\n\r\n+OK\r\n"
+        );
+    }
+
     #[test]
     fn verbatim_in_resp3() {
         let mut h = Harness::new();
