@@ -1,7 +1,26 @@
-//! Runtime configuration: the values, with Redis's names and defaults.
+//! Runtime configuration: the values, with Redis's names and defaults, and
+//! the one parameter table ([`PARAMS`]) that drives all three ways of
+//! setting them: a redis.conf-syntax file ([`load_file`]), `--name value`
+//! command-line flags ([`from_args`]) and `CONFIG GET/SET` at run time.
 //!
-//! The server fills this from a redis.conf-style file and `--name value`
-//! flags; `CONFIG GET/SET` read and change it at run time.
+//! Parsing follows Redis 7.0.15: `sdssplitargs` quoting, `memtoull` memory
+//! units, the same bounds and the same error texts. Parameters Sluice does
+//! not act on yet are still accepted, validated and reported ("inert"), so
+//! tools that read or write them see Redis's behaviour.
+//!
+//! Depends on nothing but std and libc (for `strerror`).
+
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
+
+mod load;
+mod params;
+
+pub use load::{from_args, load_file, repr, rewrite, split_args, ConfigError};
+pub use params::{notify_to_string, PARAMS};
+
+/// The version Sluice reports itself compatible with.
+pub const REDIS_VERSION: &str = "7.0.15";
 
 /// `client-output-buffer-limit` for one client class.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -11,22 +30,55 @@ pub struct ObufLimit {
     pub soft_seconds: u64,
 }
 
+/// `notify-keyspace-events` flag bits (Redis's `NOTIFY_*`).
+pub mod notify {
+    pub const KEYSPACE: u32 = 1 << 0;
+    pub const KEYEVENT: u32 = 1 << 1;
+    pub const GENERIC: u32 = 1 << 2;
+    pub const STRING: u32 = 1 << 3;
+    pub const LIST: u32 = 1 << 4;
+    pub const SET: u32 = 1 << 5;
+    pub const HASH: u32 = 1 << 6;
+    pub const ZSET: u32 = 1 << 7;
+    pub const EXPIRED: u32 = 1 << 8;
+    pub const EVICTED: u32 = 1 << 9;
+    pub const STREAM: u32 = 1 << 10;
+    pub const KEY_MISS: u32 = 1 << 11;
+    pub const MODULE: u32 = 1 << 12;
+    pub const NEW: u32 = 1 << 13;
+    /// What `A` stands for (not `m` nor `n`).
+    pub const ALL: u32 =
+        GENERIC | STRING | LIST | SET | HASH | ZSET | EXPIRED | EVICTED | STREAM | MODULE;
+}
+
 /// The configuration. Field names follow the Redis parameter names.
 #[derive(Clone, Debug)]
 pub struct Config {
     pub port: u16,
     pub bind: Vec<String>,
     pub databases: usize,
-    /// Event-loop threads; 0 means one per core.
+    /// Event-loop threads; 0 means one per core (Sluice's own `threads`).
     pub threads: usize,
+    /// Accepted for compatibility; Sluice's threads are `threads`.
+    pub io_threads: u32,
     pub requirepass: Option<Vec<u8>>,
     pub maxclients: usize,
+    /// Working directory for RDB/AOF files (absolute once set).
     pub dir: String,
     pub dbfilename: String,
-    pub save: String,
+    /// `save` points as (seconds, changes).
+    pub save: Vec<(i64, i64)>,
     pub appendonly: bool,
     pub appendfilename: String,
+    pub appenddirname: String,
     pub appendfsync: String,
+    pub aof_use_rdb_preamble: bool,
+    pub aof_load_truncated: bool,
+    pub auto_aof_rewrite_percentage: i64,
+    pub auto_aof_rewrite_min_size: u64,
+    pub rdbcompression: bool,
+    pub rdbchecksum: bool,
+    pub stop_writes_on_bgsave_error: bool,
     pub loglevel: String,
     pub logfile: String,
     pub proto_max_bulk_len: i64,
@@ -34,34 +86,87 @@ pub struct Config {
     pub obuf_normal: ObufLimit,
     pub obuf_replica: ObufLimit,
     pub obuf_pubsub: ObufLimit,
+    /// Clamped to 1..=500 as Redis does.
     pub hz: u32,
     pub timeout: u64,
     pub tcp_keepalive: u64,
     pub tcp_backlog: u32,
     pub maxmemory: u64,
     pub maxmemory_policy: String,
+    pub maxmemory_samples: u32,
+    /// Bytes, or a percentage of maxmemory when negative (`-N` = `N%`).
+    pub maxmemory_clients: i64,
     pub daemonize: bool,
     pub pidfile: String,
     pub protected_mode: bool,
     pub lfu_log_factor: i64,
     pub lfu_decay_time: i64,
+    pub hash_max_listpack_entries: usize,
+    pub hash_max_listpack_value: usize,
+    pub set_max_intset_entries: usize,
+    pub zset_max_listpack_entries: usize,
+    pub zset_max_listpack_value: usize,
+    pub list_max_listpack_size: i64,
+    pub list_compress_depth: i64,
+    pub stream_node_max_bytes: usize,
+    pub stream_node_max_entries: i64,
+    pub hll_sparse_max_bytes: usize,
+    /// [`notify`] bits.
+    pub notify_keyspace_events: u32,
+    pub slowlog_log_slower_than: i64,
+    pub slowlog_max_len: u64,
+    pub latency_monitor_threshold: i64,
+    pub busy_reply_threshold: i64,
+    pub active_expire_effort: u32,
+    pub unixsocket: String,
+    pub unixsocketperm: u32,
+    pub replicaof: Option<(String, u16)>,
+    pub replica_read_only: bool,
+    pub masterauth: Option<Vec<u8>>,
+    pub masteruser: String,
+    pub repl_backlog_size: i64,
+    /// `no`, `yes` or `local`.
+    pub enable_protected_configs: String,
+    pub enable_debug_command: String,
+    pub enable_module_command: String,
+    /// Absolute path of the config file, empty when none (INFO, REWRITE).
+    pub config_file: String,
+    /// `rename-command` directives from the file, in order (not applied by
+    /// the command table yet).
+    pub rename_commands: Vec<(String, String)>,
+    /// `user` directives, kept verbatim for the ACL layer.
+    pub users: Vec<Vec<String>>,
+    /// Values of inert parameters that differ from their defaults, by
+    /// primary name, in the form CONFIG GET reports.
+    pub inert: BTreeMap<&'static str, Vec<u8>>,
 }
 
 impl Default for Config {
     fn default() -> Self {
         Config {
             port: 6379,
+            // As the issue and Debian's redis.conf ship it: loopback only. (A
+            // redis-server started without a file binds `* -::*`.)
             bind: vec!["127.0.0.1".into(), "-::1".into()],
             databases: 16,
             threads: 0,
+            io_threads: 1,
             requirepass: None,
             maxclients: 10000,
             dir: ".".into(),
             dbfilename: "dump.rdb".into(),
-            save: "3600 1 300 100 60 10000".into(),
+            save: vec![(3600, 1), (300, 100), (60, 10000)],
             appendonly: false,
             appendfilename: "appendonly.aof".into(),
+            appenddirname: "appendonlydir".into(),
             appendfsync: "everysec".into(),
+            aof_use_rdb_preamble: true,
+            aof_load_truncated: true,
+            auto_aof_rewrite_percentage: 100,
+            auto_aof_rewrite_min_size: 64 << 20,
+            rdbcompression: true,
+            rdbchecksum: true,
+            stop_writes_on_bgsave_error: true,
             loglevel: "notice".into(),
             logfile: String::new(),
             proto_max_bulk_len: 512 * 1024 * 1024,
@@ -75,37 +180,545 @@ impl Default for Config {
             tcp_backlog: 511,
             maxmemory: 0,
             maxmemory_policy: "noeviction".into(),
+            maxmemory_samples: 5,
+            maxmemory_clients: 0,
             daemonize: false,
             pidfile: String::new(),
             protected_mode: true,
             lfu_log_factor: 10,
             lfu_decay_time: 1,
+            hash_max_listpack_entries: 512,
+            hash_max_listpack_value: 64,
+            set_max_intset_entries: 512,
+            zset_max_listpack_entries: 128,
+            zset_max_listpack_value: 64,
+            list_max_listpack_size: -2,
+            list_compress_depth: 0,
+            stream_node_max_bytes: 4096,
+            stream_node_max_entries: 100,
+            hll_sparse_max_bytes: 3000,
+            notify_keyspace_events: 0,
+            slowlog_log_slower_than: 10000,
+            slowlog_max_len: 128,
+            latency_monitor_threshold: 0,
+            busy_reply_threshold: 5000,
+            active_expire_effort: 1,
+            unixsocket: String::new(),
+            unixsocketperm: 0,
+            replicaof: None,
+            replica_read_only: true,
+            masterauth: None,
+            masteruser: String::new(),
+            repl_backlog_size: 1 << 20,
+            enable_protected_configs: "no".into(),
+            enable_debug_command: "no".into(),
+            enable_module_command: "no".into(),
+            config_file: String::new(),
+            rename_commands: Vec::new(),
+            users: Vec::new(),
+            inert: BTreeMap::new(),
         }
     }
 }
 
-/// Builds the configuration from `redis-server`-style arguments (a config
-/// file path first, then `--name value` pairs). Minimal form: flags only.
-pub fn from_args(args: &[String]) -> Result<Config, String> {
-    let mut c = Config::default();
-    let mut i = 0;
-    while i < args.len() {
-        let name = args[i]
-            .strip_prefix("--")
-            .ok_or_else(|| format!("unexpected argument '{}'", args[i]))?;
-        let val = args.get(i + 1).cloned().unwrap_or_default();
-        let num = |v: &str| v.parse::<u64>().map_err(|_| format!("bad value for {name}: {v}"));
-        match name {
-            "port" => c.port = num(&val)? as u16,
-            "threads" => c.threads = num(&val)? as usize,
-            "databases" => c.databases = num(&val)? as usize,
-            "bind" => c.bind = val.split_whitespace().map(String::from).collect(),
-            "requirepass" => c.requirepass = Some(val.into_bytes()),
-            "save" | "appendonly" | "dir" | "dbfilename" | "loglevel" | "logfile"
-            | "maxclients" => {}
-            _ => return Err(format!("Bad directive or wrong number of arguments: {name}")),
-        }
-        i += 2;
+// ---------------------------------------------------------------------------
+// The parameter table.
+
+/// Parameter flags (Redis's `*_CONFIG` flags that change behaviour here).
+pub mod pflags {
+    /// CONFIG SET refuses it ("can't set immutable config").
+    pub const IMMUTABLE: u8 = 1;
+    /// CONFIG SET refuses it unless `enable-protected-configs` allows.
+    pub const PROTECTED: u8 = 2;
+    /// Its value must not be logged.
+    pub const SENSITIVE: u8 = 4;
+    /// Takes several words (file) or a space-separated value (CONFIG SET).
+    pub const MULTI_ARG: u8 = 8;
+}
+
+use params::{get_save, num, yn};
+
+/// A parsed value, before it is stored.
+#[derive(Clone, Debug)]
+pub enum Val {
+    Bool(bool),
+    Int(i128),
+    Enum(&'static str),
+    Str(Vec<u8>),
+    Words(Vec<String>),
+    Save(Vec<(i64, i64)>),
+    /// (class index 0 normal / 1 replica / 2 pubsub, limit)
+    Obuf(Vec<(usize, ObufLimit)>),
+    Replica(Option<(String, u16)>),
+    Flags(u32),
+}
+
+impl Val {
+    fn b(&self) -> bool {
+        matches!(self, Val::Bool(true))
     }
-    Ok(c)
+    fn i(&self) -> i128 {
+        match self {
+            Val::Int(v) => *v,
+            _ => 0,
+        }
+    }
+    fn s(self) -> String {
+        match self {
+            Val::Str(v) => String::from_utf8_lossy(&v).into_owned(),
+            Val::Enum(e) => e.to_string(),
+            _ => String::new(),
+        }
+    }
+    fn bytes(self) -> Vec<u8> {
+        match self {
+            Val::Str(v) => v,
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// How a parameter's text is parsed and validated.
+#[derive(Clone, Copy)]
+pub enum Ty {
+    Bool,
+    /// Integer within bounds; `mem` accepts units, `pct` a trailing `%`
+    /// (stored negative), `octal` base 8.
+    Int {
+        min: i128,
+        max: i128,
+        mem: bool,
+        pct: bool,
+        octal: bool,
+    },
+    Enum(&'static [&'static str]),
+    /// A string, optionally validated.
+    Str(Option<fn(&str) -> Result<(), &'static str>>),
+    /// Its own parser over the words.
+    Special(fn(&[&[u8]]) -> Result<Val, String>),
+}
+
+pub(crate) type Getter = fn(&Config) -> Vec<u8>;
+pub(crate) type Setter = fn(&mut Config, Val);
+
+/// Where a parameter's value lives.
+#[derive(Clone, Copy)]
+pub enum Slot {
+    Field(Getter, Setter),
+    /// Accepted and reported, not acted on; the default as CONFIG GET
+    /// shows it.
+    Inert(&'static str),
+}
+
+/// One configuration parameter.
+#[derive(Clone, Copy)]
+pub struct Param {
+    pub name: &'static str,
+    pub alias: Option<&'static str>,
+    pub flags: u8,
+    pub ty: Ty,
+    pub slot: Slot,
+}
+
+/// A parameter as named: its table entry and whether the alias was used
+/// (Redis registers aliases as configs of their own, under their name).
+#[derive(Clone, Copy)]
+pub struct Named {
+    pub param: &'static Param,
+    pub alias: bool,
+}
+
+impl Named {
+    /// The name it was registered under.
+    pub fn name(&self) -> &'static str {
+        if self.alias {
+            self.param.alias.unwrap_or(self.param.name)
+        } else {
+            self.param.name
+        }
+    }
+
+    /// Same registered config (a name and its alias are different ones,
+    /// as in Redis: `CONFIG SET x-ziplist 1 x-listpack 2` is no duplicate).
+    pub fn same(&self, o: &Named) -> bool {
+        std::ptr::eq(self.param, o.param) && self.alias == o.alias
+    }
+}
+
+fn index() -> &'static std::collections::HashMap<String, Named> {
+    static INDEX: OnceLock<std::collections::HashMap<String, Named>> = OnceLock::new();
+    INDEX.get_or_init(|| {
+        let mut m = std::collections::HashMap::new();
+        for param in PARAMS.iter() {
+            let prev = m.insert(param.name.to_string(), Named { param, alias: false });
+            assert!(prev.is_none(), "config {} declared twice", param.name);
+            if let Some(a) = param.alias {
+                m.insert(a.to_string(), Named { param, alias: true });
+            }
+        }
+        m
+    })
+}
+
+/// Finds a parameter by name or alias, ignoring ASCII case.
+pub fn lookup(name: &[u8]) -> Option<Named> {
+    let name = std::str::from_utf8(name).ok()?.to_ascii_lowercase();
+    index().get(&name).copied()
+}
+
+/// Every registered name (primary names and aliases), in table order.
+pub fn names() -> impl Iterator<Item = Named> {
+    PARAMS.iter().flat_map(|param| {
+        std::iter::once(Named { param, alias: false })
+            .chain(param.alias.map(|_| Named { param, alias: true }))
+    })
+}
+
+impl Ty {
+    /// Parses and validates the words of a value (one word unless
+    /// MULTI_ARG), with Redis's error texts.
+    pub fn parse(&self, args: &[&[u8]]) -> Result<Val, String> {
+        let one = args.first().copied().unwrap_or(b"");
+        match *self {
+            Ty::Bool => {
+                if one.eq_ignore_ascii_case(b"yes") {
+                    Ok(Val::Bool(true))
+                } else if one.eq_ignore_ascii_case(b"no") {
+                    Ok(Val::Bool(false))
+                } else {
+                    Err("argument must be 'yes' or 'no'".into())
+                }
+            }
+            Ty::Int { min, max, mem, pct, octal } => {
+                let v = parse_number(one, mem, pct, octal)?;
+                if pct && v < 0 {
+                    if v < min {
+                        return Err(format!(
+                            "percentage argument must be less or equal to {}",
+                            -min
+                        ));
+                    }
+                } else if v < min || v > max {
+                    return Err(if octal {
+                        format!("argument must be between {min:o} and {max:o} inclusive")
+                    } else {
+                        format!("argument must be between {min} and {max} inclusive")
+                    });
+                }
+                Ok(Val::Int(v))
+            }
+            Ty::Enum(values) => {
+                match values.iter().find(|v| one.eq_ignore_ascii_case(v.as_bytes())) {
+                    Some(v) => Ok(Val::Enum(v)),
+                    None => Err(format!(
+                        "argument(s) must be one of the following: {}",
+                        values.join(", ")
+                    )),
+                }
+            }
+            Ty::Str(check) => {
+                if let Some(check) = check {
+                    check(&String::from_utf8_lossy(one))?;
+                }
+                Ok(Val::Str(one.to_vec()))
+            }
+            Ty::Special(parse) => parse(args),
+        }
+    }
+
+    /// The canonical text of a parsed value (for inert parameters).
+    fn canonical(&self, v: &Val) -> Vec<u8> {
+        match (self, v) {
+            (_, Val::Bool(b)) => yn(*b),
+            (Ty::Int { pct: true, .. }, Val::Int(i)) if *i < 0 => format!("{}%", -i).into_bytes(),
+            (Ty::Int { octal: true, .. }, Val::Int(i)) => format!("{i:o}").into_bytes(),
+            (_, Val::Int(i)) => num(i),
+            (_, Val::Enum(e)) => e.as_bytes().to_vec(),
+            (_, Val::Str(s)) => s.clone(),
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// Redis's `numericParseString`: memory units, percent, octal or a plain
+/// `string2ll` integer, in that order of attempts.
+fn parse_number(s: &[u8], mem: bool, pct: bool, octal: bool) -> Result<i128, String> {
+    if mem {
+        if let Some(v) = parse_memory(s) {
+            return Ok(v as i128);
+        }
+    }
+    if pct && s.len() > 1 && s.ends_with(b"%") {
+        if let Some(v) = resp::parse_i64(&s[..s.len() - 1]) {
+            if v >= 0 {
+                return Ok(-(v as i128));
+            }
+        }
+    }
+    if octal {
+        if let Some(v) = c_strtoll(s, 8) {
+            return Ok(v as i128);
+        }
+    }
+    if !mem && !pct && !octal {
+        if let Some(v) = resp::parse_i64(s) {
+            return Ok(v as i128);
+        }
+    }
+    Err(if mem && pct {
+        "argument must be a memory or percent value"
+    } else if mem {
+        "argument must be a memory value"
+    } else if octal {
+        "argument couldn't be parsed as an octal number"
+    } else {
+        "argument couldn't be parsed into an integer"
+    }
+    .into())
+}
+
+/// Redis's `memtoull`: digits then an optional unit (b, k, kb, m, mb, g,
+/// gb; k/m/g are powers of 1000, kb/mb/gb of 1024), case-insensitive.
+/// Digits may be absent (the value is then 0), as with `strtoull`.
+pub fn parse_memory(s: &[u8]) -> Option<u64> {
+    if s.first() == Some(&b'-') {
+        return None;
+    }
+    let digits = s.iter().take_while(|c| c.is_ascii_digit()).count();
+    let unit = &s[digits..];
+    let mul: u64 = match unit.to_ascii_lowercase().as_slice() {
+        b"" | b"b" => 1,
+        b"k" => 1000,
+        b"kb" => 1024,
+        b"m" => 1000 * 1000,
+        b"mb" => 1024 * 1024,
+        b"g" => 1000 * 1000 * 1000,
+        b"gb" => 1024 * 1024 * 1024,
+        _ => return None,
+    };
+    if digits >= 128 {
+        return None;
+    }
+    // strtoull saturates on overflow and only EINVAL is checked.
+    let mut v: u64 = 0;
+    for &c in &s[..digits] {
+        v = v.saturating_mul(10).saturating_add(u64::from(c - b'0'));
+    }
+    Some(v.wrapping_mul(mul))
+}
+
+/// C's `strtoll(s, &end, base)` with `*end == '\0'` required: leading
+/// whitespace and a sign allowed, saturating, an empty string is 0.
+fn c_strtoll(s: &[u8], base: u32) -> Option<i64> {
+    let mut i = 0;
+    while i < s.len() && matches!(s[i], b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c) {
+        i += 1;
+    }
+    let mut neg = false;
+    if i < s.len() && (s[i] == b'+' || s[i] == b'-') {
+        neg = s[i] == b'-';
+        i += 1;
+    }
+    let start = i;
+    let mut v: i128 = 0;
+    while i < s.len() {
+        match (s[i] as char).to_digit(base) {
+            Some(d) => v = (v * base as i128 + d as i128).min(i64::MAX as i128 + 1),
+            None => break,
+        }
+        i += 1;
+    }
+    if i == start {
+        // No digits: end points at the start of the string.
+        return if s.is_empty() { Some(0) } else { None };
+    }
+    if i != s.len() {
+        return None;
+    }
+    let v = if neg { -v } else { v };
+    Some(v.clamp(i64::MIN as i128, i64::MAX as i128) as i64)
+}
+
+impl Config {
+    /// The value of a parameter as CONFIG GET reports it.
+    pub fn get(&self, n: Named) -> Vec<u8> {
+        match n.param.slot {
+            Slot::Field(get, _) => get(self),
+            Slot::Inert(default) => {
+                self.inert.get(n.param.name).cloned().unwrap_or_else(|| default.as_bytes().to_vec())
+            }
+        }
+    }
+
+    /// Parses, validates and stores one parameter's value; the error is
+    /// Redis's text (without the "CONFIG SET failed" framing).
+    pub fn set(&mut self, n: Named, args: &[&[u8]]) -> Result<(), String> {
+        let v = n.param.ty.parse(args)?;
+        self.store(n.param, v);
+        Ok(())
+    }
+
+    fn store(&mut self, param: &'static Param, v: Val) {
+        match param.slot {
+            Slot::Field(_, set) => set(self, v),
+            Slot::Inert(_) => {
+                let text = param.ty.canonical(&v);
+                self.inert.insert(param.name, text);
+            }
+        }
+    }
+
+    /// Looks a parameter up by name and reads it (tests, INFO).
+    pub fn get_by_name(&self, name: &str) -> Option<Vec<u8>> {
+        lookup(name.as_bytes()).map(|n| self.get(n))
+    }
+
+    /// `save` as Redis prints it ("3600 1 300 100").
+    pub fn save_string(&self) -> String {
+        String::from_utf8_lossy(&get_save(self)).into_owned()
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Glob matching (Redis's `stringmatchlen`).
+
+/// Matches `s` against a glob pattern with `*`, `?`, `[...]` (ranges,
+/// `^` negation) and `\` escapes, as Redis's `stringmatchlen`.
+pub(crate) fn glob_match(pat: &[u8], s: &[u8], nocase: bool) -> bool {
+    let fold = |c: u8| if nocase { c.to_ascii_lowercase() } else { c };
+    let (mut p, mut i) = (0usize, 0usize);
+    while p < pat.len() && i < s.len() {
+        match pat[p] {
+            b'*' => {
+                while p + 1 < pat.len() && pat[p + 1] == b'*' {
+                    p += 1;
+                }
+                if p + 1 == pat.len() {
+                    return true;
+                }
+                while i < s.len() {
+                    if glob_match(&pat[p + 1..], &s[i..], nocase) {
+                        return true;
+                    }
+                    i += 1;
+                }
+                return false;
+            }
+            b'?' => i += 1,
+            b'[' => {
+                p += 1;
+                let not = p < pat.len() && pat[p] == b'^';
+                if not {
+                    p += 1;
+                }
+                let mut matched = false;
+                loop {
+                    if p >= pat.len() {
+                        // Unterminated class: Redis steps back onto the last char.
+                        p = pat.len().saturating_sub(1);
+                        break;
+                    }
+                    if pat[p] == b'\\' && p + 1 < pat.len() {
+                        p += 1;
+                        if pat[p] == s[i] {
+                            matched = true;
+                        }
+                    } else if pat[p] == b']' {
+                        break;
+                    } else if p + 2 < pat.len() && pat[p + 1] == b'-' {
+                        let (mut lo, mut hi) = (fold(pat[p]), fold(pat[p + 2]));
+                        if lo > hi {
+                            std::mem::swap(&mut lo, &mut hi);
+                        }
+                        let c = fold(s[i]);
+                        if c >= lo && c <= hi {
+                            matched = true;
+                        }
+                        p += 2;
+                    } else if fold(pat[p]) == fold(s[i]) {
+                        matched = true;
+                    }
+                    p += 1;
+                }
+                if not {
+                    matched = !matched;
+                }
+                if !matched {
+                    return false;
+                }
+                i += 1;
+            }
+            c => {
+                let c = if c == b'\\' && p + 1 < pat.len() {
+                    p += 1;
+                    pat[p]
+                } else {
+                    c
+                };
+                if fold(c) != fold(s[i]) {
+                    return false;
+                }
+                i += 1;
+            }
+        }
+        p += 1;
+        if i == s.len() {
+            while p < pat.len() && pat[p] == b'*' {
+                p += 1;
+            }
+            break;
+        }
+    }
+    p == pat.len() && i == s.len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memory_units_as_memtoull() {
+        assert_eq!(parse_memory(b"1gb"), Some(1 << 30));
+        assert_eq!(parse_memory(b"100mb"), Some(100 << 20));
+        assert_eq!(parse_memory(b"1k"), Some(1000));
+        assert_eq!(parse_memory(b"1K"), Some(1000));
+        assert_eq!(parse_memory(b"2KB"), Some(2048));
+        assert_eq!(parse_memory(b"kb"), Some(0));
+        assert_eq!(parse_memory(b""), Some(0));
+        assert_eq!(parse_memory(b"1x"), None);
+        assert_eq!(parse_memory(b"-1"), None);
+        assert_eq!(parse_memory(b" 1"), None);
+        assert_eq!(parse_memory(b"+1"), None);
+        assert_eq!(parse_memory(b"1.5gb"), None);
+    }
+
+    #[test]
+    fn glob() {
+        assert!(glob_match(b"*max-*-entries*", b"hash-max-listpack-entries", true));
+        assert!(glob_match(b"MAXMEM*", b"maxmemory", true));
+        assert!(!glob_match(b"maxmem?", b"maxmemory", true));
+        assert!(glob_match(b"h[a-c]sh", b"hash", false));
+        assert!(!glob_match(b"h[^a]sh", b"hash", false));
+        assert!(glob_match(b"a\\*b", b"a*b", false));
+        // As stringmatchlen: the loop never runs on an empty string.
+        assert!(!glob_match(b"*", b"", false));
+    }
+
+    #[test]
+    fn every_param_default_parses() {
+        // Each default must be accepted by its own parser (inert ones).
+        for n in names() {
+            let c = Config::default();
+            let v = c.get(n);
+            if n.param.flags & pflags::MULTI_ARG != 0 {
+                continue;
+            }
+            let mut c2 = Config::default();
+            if n.param.name == "dir" {
+                continue;
+            }
+            c2.set(n, &[&v]).unwrap_or_else(|e| panic!("{}: {e}", n.name()));
+            assert_eq!(c2.get(n), v, "{}", n.name());
+        }
+    }
 }

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use parking_lot::{Mutex, RwLock};
@@ -53,6 +53,37 @@ pub struct Pause {
     pub writes_only: bool,
 }
 
+/// Memory figures for `INFO memory`, as the allocator reports them.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MemStats {
+    pub used_memory: u64,
+    pub used_memory_rss: u64,
+    pub allocator_allocated: u64,
+    pub allocator_active: u64,
+    pub allocator_resident: u64,
+    /// `mem_allocator` in INFO, e.g. `jemalloc-5.3.0`.
+    pub allocator: &'static str,
+}
+
+/// The fallback probe: resident set size from `/proc/self/statm`.
+pub fn statm_probe() -> MemStats {
+    let rss = std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1).and_then(|p| p.parse::<u64>().ok()))
+        .unwrap_or(0);
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as u64;
+    let rss = rss * page;
+    MemStats {
+        used_memory: rss,
+        used_memory_rss: rss,
+        allocator_allocated: rss,
+        allocator_active: rss,
+        allocator_resident: rss,
+        allocator: "libc",
+    }
+}
+
 /// Everything the connections share.
 pub struct Shared {
     pub store: Store,
@@ -78,6 +109,12 @@ pub struct Shared {
     /// Executable path and config file (INFO server).
     pub executable: Mutex<String>,
     pub config_file: Mutex<String>,
+    /// Memory probe the server installs (jemalloc); [`statm_probe`] when unset.
+    pub mem_probe: OnceLock<fn() -> MemStats>,
+    /// Highest `used_memory` seen by INFO.
+    pub mem_peak: AtomicU64,
+    /// `expired_keys` at the last CONFIG RESETSTAT (the stripes keep totals).
+    pub expired_keys_base: AtomicU64,
 }
 
 /// Unix time in milliseconds.
@@ -121,6 +158,9 @@ impl Shared {
             threads: AtomicU32::new(1),
             executable: Mutex::new(String::new()),
             config_file: Mutex::new(String::new()),
+            mem_probe: OnceLock::new(),
+            mem_peak: AtomicU64::new(0),
+            expired_keys_base: AtomicU64::new(0),
         })
     }
 
@@ -176,6 +216,13 @@ impl Shared {
         if failed_calls > 0 {
             self.stats.failed_calls.fetch_add(failed_calls, Ordering::Relaxed);
         }
+    }
+
+    /// Current memory figures, from the installed probe.
+    pub fn mem_stats(&self) -> MemStats {
+        let m = self.mem_probe.get().map_or_else(statm_probe, |p| p());
+        self.mem_peak.fetch_max(m.used_memory, Ordering::Relaxed);
+        m
     }
 
     /// Number of connected clients.

@@ -6,11 +6,16 @@ use std::sync::OnceLock;
 use crate::spec::CommandSpec;
 
 pub mod client;
+pub mod command;
 pub mod connection;
 pub mod debug;
+pub mod info;
 pub mod keys;
+pub mod server;
 pub mod string;
 pub mod tx;
+
+pub use command::markdown;
 
 /// Every family's declarations.
 pub const FAMILIES: &[&[CommandSpec]] = &[
@@ -20,6 +25,9 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     connection::COMMANDS,
     client::COMMANDS,
     debug::COMMANDS,
+    server::COMMANDS,
+    info::COMMANDS,
+    command::COMMANDS,
 ];
 
 /// All top-level commands.

@@ -1,0 +1,479 @@
+//! Server administration: CONFIG GET/SET/RESETSTAT/REWRITE/HELP.
+//!
+//! The parameters, their parsing and their error texts live in
+//! `crate::config`; this file is the command surface: 7.0's multi-pattern
+//! GET, atomic multi-parameter SET, and the statistics reset.
+
+use std::sync::atomic::Ordering;
+
+use resp::ReplyBuf;
+
+use crate::config::{self, pflags, Named};
+use crate::ctx::{Args, Ctx};
+use crate::error::{CmdError, CmdResult};
+use crate::spec::{CommandSpec, Flags, Group, KeySpec};
+
+const ADM: Flags = Flags::ADMIN.union(Flags::NOSCRIPT).union(Flags::LOADING).union(Flags::STALE);
+const O_N: &str = "O(N) when N is the number of configuration parameters provided";
+
+pub const COMMANDS: &[CommandSpec] = &[CommandSpec::new(
+    "CONFIG",
+    -2,
+    Flags::NONE,
+    KeySpec::None,
+    Group::Server,
+    "A container for server configuration commands",
+    container,
+)
+.since("2.0.0")
+.complexity("Depends on subcommand.")
+.subs(&[
+    CommandSpec::new(
+        "GET",
+        -3,
+        ADM,
+        KeySpec::None,
+        Group::Server,
+        "Get the values of configuration parameters",
+        config_get,
+    )
+    .since("2.0.0")
+    .complexity(O_N),
+    CommandSpec::new(
+        "SET",
+        -4,
+        ADM,
+        KeySpec::None,
+        Group::Server,
+        "Set configuration parameters to the given values",
+        config_set,
+    )
+    .since("2.0.0")
+    .complexity(O_N),
+    CommandSpec::new(
+        "HELP",
+        2,
+        Flags::LOADING.union(Flags::STALE),
+        KeySpec::None,
+        Group::Server,
+        "Show helpful text about the different subcommands",
+        config_help,
+    )
+    .since("5.0.0")
+    .complexity("O(1)"),
+    CommandSpec::new(
+        "RESETSTAT",
+        2,
+        ADM,
+        // Reads the stripes' expiry counters under their locks.
+        KeySpec::AllDbs,
+        Group::Server,
+        "Reset the stats returned by INFO",
+        config_resetstat,
+    )
+    .since("2.0.0")
+    .complexity("O(1)"),
+    CommandSpec::new(
+        "REWRITE",
+        2,
+        ADM,
+        KeySpec::None,
+        Group::Server,
+        "Rewrite the configuration file with the in memory configuration",
+        config_rewrite,
+    )
+    .since("2.8.0")
+    .complexity("O(1)"),
+])];
+
+/// A container called without a known subcommand (the dispatcher already
+/// answered unknown ones; this only runs for the bare name).
+pub(crate) fn container(cx: &mut Ctx, _: &mut Args, _: &mut ReplyBuf) -> CmdResult {
+    Err(CmdError::WrongArity(cx.spec.name.to_ascii_lowercase()))
+}
+
+/// Writes Redis's `addReplyHelp` block for a container.
+pub(crate) fn reply_help(out: &mut ReplyBuf, cmd: &str, lines: &[&str]) {
+    out.array(lines.len() + 3);
+    out.simple(
+        format!("{cmd} <subcommand> [<arg> [value] [opt] ...]. Subcommands are:").as_bytes(),
+    );
+    for l in lines {
+        out.simple(l.as_bytes());
+    }
+    out.simple(b"HELP");
+    out.simple(b"    Prints this help.");
+}
+
+fn config_help(_: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    reply_help(
+        out,
+        "CONFIG",
+        &[
+            "GET <pattern>",
+            "    Return parameters matching the glob-like <pattern> and their values.",
+            "SET <directive> <value>",
+            "    Set the configuration <directive> to <value>.",
+            "RESETSTAT",
+            "    Reset statistics reported by the INFO command.",
+            "REWRITE",
+            "    Rewrite the configuration file.",
+        ],
+    );
+    Ok(())
+}
+
+fn config_get(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    // (name as reported, parameter); a parameter is reported once per
+    // registered name, names compared without case as Redis's dict does.
+    let mut found: Vec<(Vec<u8>, Named)> = Vec::new();
+    let seen = |found: &[(Vec<u8>, Named)], name: &[u8]| {
+        found.iter().any(|(k, _)| k.eq_ignore_ascii_case(name))
+    };
+    for pat in args.rest() {
+        if !pat.iter().any(|c| matches!(c, b'[' | b'*' | b'?')) {
+            if seen(&found, pat) {
+                continue;
+            }
+            if let Some(n) = config::lookup(pat) {
+                found.push((pat.to_vec(), n));
+            }
+            continue;
+        }
+        for n in config::names() {
+            if seen(&found, n.name().as_bytes()) {
+                continue;
+            }
+            if config::glob_match(pat, n.name().as_bytes(), true) {
+                found.push((n.name().as_bytes().to_vec(), n));
+            }
+        }
+    }
+    let cfg = cx.shared.config.read();
+    out.map(found.len());
+    for (name, n) in &found {
+        out.bulk(name);
+        out.bulk(&cfg.get(*n));
+    }
+    Ok(())
+}
+
+/// Whether `enable-protected-configs` lets this client change protected
+/// parameters (`local`: loopback or unix-socket clients only).
+fn protected_allowed(cx: &Ctx, setting: &str) -> bool {
+    match setting {
+        "yes" => true,
+        "local" => {
+            let a = &cx.sess.handle.addr;
+            a.starts_with("127.0.0.1:") || a.starts_with("[::1]:") || !a.contains(':')
+        }
+        _ => false,
+    }
+}
+
+fn config_set(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let rest = args.rest();
+    if rest.len() % 2 == 1 {
+        return Err(CmdError::Syntax);
+    }
+    let protected_setting = cx.shared.config.read().enable_protected_configs.clone();
+    let mut chosen: Vec<(Named, &[u8])> = Vec::with_capacity(rest.len() / 2);
+    // Redis checks every name first and reports the first problem; an
+    // unknown name wins only if nothing failed before it.
+    let mut failure: Option<CmdError> = None;
+    for pair in rest.chunks(2) {
+        let (name, value) = (pair[0], pair[1]);
+        let Some(n) = config::lookup(name) else {
+            if failure.is_none() {
+                let mut m =
+                    b"ERR Unknown option or number of arguments for CONFIG SET - '".to_vec();
+                m.extend_from_slice(name);
+                m.push(b'\'');
+                failure = Some(CmdError::Bytes(m));
+            }
+            continue;
+        };
+        if failure.is_some() {
+            continue;
+        }
+        let why = if n.param.flags & pflags::IMMUTABLE != 0 {
+            Some("can't set immutable config")
+        } else if n.param.flags & pflags::PROTECTED != 0
+            && !protected_allowed(cx, &protected_setting)
+        {
+            Some("can't set protected config")
+        } else if chosen.iter().any(|(c, _)| c.same(&n)) {
+            Some("duplicate parameter")
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            failure = Some(set_failed(name, why));
+            continue;
+        }
+        chosen.push((n, value));
+    }
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    // All or nothing: apply to a copy, publish only if every value parsed.
+    let mut next = cx.shared.config.read().clone();
+    for (n, value) in &chosen {
+        let words: Vec<&[u8]> = if n.param.flags & pflags::MULTI_ARG != 0 {
+            // sdssplitlen on " ": an empty value is zero words.
+            if value.is_empty() {
+                Vec::new()
+            } else {
+                value.split(|&c| c == b' ').collect()
+            }
+        } else {
+            vec![*value]
+        };
+        next.set(*n, &words).map_err(|e| set_failed(n.name().as_bytes(), &e))?;
+    }
+    *cx.shared.config.write() = next;
+    cx.shared.config_epoch.fetch_add(1, Ordering::Release);
+    out.ok();
+    Ok(())
+}
+
+fn set_failed(name: &[u8], why: &str) -> CmdError {
+    let mut m = b"ERR CONFIG SET failed (possibly related to argument '".to_vec();
+    m.extend_from_slice(name);
+    m.extend_from_slice(b"') - ");
+    m.extend_from_slice(why.as_bytes());
+    CmdError::Bytes(m)
+}
+
+fn config_resetstat(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let sh = cx.shared;
+    cx.sess.stats = Default::default();
+    let s = &sh.stats;
+    for c in [
+        &s.connections_received,
+        &s.rejected_connections,
+        &s.commands_processed,
+        &s.keyspace_hits,
+        &s.keyspace_misses,
+        &s.net_input_bytes,
+        &s.net_output_bytes,
+        &s.rejected_calls,
+        &s.failed_calls,
+        &s.client_qbuf_limit_disconnections,
+        &s.client_obuf_limit_disconnections,
+    ] {
+        c.store(0, Ordering::Relaxed);
+    }
+    let (_, expired, _) = super::info::keyspace_counts(cx);
+    sh.expired_keys_base.store(expired, Ordering::Relaxed);
+    let used = sh.mem_stats().used_memory;
+    sh.mem_peak.store(used, Ordering::Relaxed);
+    out.ok();
+    Ok(())
+}
+
+fn config_rewrite(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let cfg = cx.shared.config.read().clone();
+    if cfg.config_file.is_empty() {
+        return Err(CmdError::err("The server is running without a config file"));
+    }
+    config::rewrite(&cfg, &cfg.config_file)
+        .map_err(|e| CmdError::err(format!("Rewriting config file: {e}")))?;
+    out.ok();
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::tests::Harness;
+
+    fn sorted_pairs(reply: &str) -> Vec<String> {
+        // "*2N\r\n" then $len/value lines; pair them up and sort.
+        let lines: Vec<&str> = reply.split("\r\n").collect();
+        let vals: Vec<&str> = lines.iter().skip(1).skip(1).step_by(2).copied().collect();
+        let mut pairs: Vec<String> =
+            vals.chunks(2).filter(|c| c.len() == 2).map(|c| format!("{}={}", c[0], c[1])).collect();
+        pairs.sort();
+        pairs
+    }
+
+    // Expected values below are redis-server 7.0.15's replies.
+    #[test]
+    fn config_get_patterns() {
+        let mut h = Harness::new();
+        assert_eq!(h.run(&["CONFIG", "GET", "MAXMEMORY"]), "*2\r\n$9\r\nMAXMEMORY\r\n$1\r\n0\r\n");
+        assert_eq!(
+            h.run(&["CONFIG", "GET", "MAXMEMORY", "maxmemory"]),
+            "*2\r\n$9\r\nMAXMEMORY\r\n$1\r\n0\r\n"
+        );
+        assert_eq!(h.run(&["CONFIG", "GET", "nosuch"]), "*0\r\n");
+        assert_eq!(
+            sorted_pairs(&h.run(&["CONFIG", "GET", "*ziplist*"])),
+            vec![
+                "hash-max-ziplist-entries=512",
+                "hash-max-ziplist-value=64",
+                "list-max-ziplist-size=-2",
+                "zset-max-ziplist-entries=128",
+                "zset-max-ziplist-value=64"
+            ]
+        );
+        assert_eq!(
+            sorted_pairs(&h.run(&["CONFIG", "GET", "*max-*-entries*"])),
+            vec![
+                "hash-max-listpack-entries=512",
+                "hash-max-ziplist-entries=512",
+                "set-max-intset-entries=512",
+                "zset-max-listpack-entries=128",
+                "zset-max-ziplist-entries=128"
+            ]
+        );
+        assert_eq!(
+            sorted_pairs(&h.run(&["CONFIG", "GET", "maxmemory", "maxmemory", "maxmem*"])),
+            vec![
+                "maxmemory-clients=0",
+                "maxmemory-eviction-tenacity=10",
+                "maxmemory-policy=noeviction",
+                "maxmemory-samples=5",
+                "maxmemory=0"
+            ]
+        );
+        assert_eq!(
+            h.run(&["CONFIG", "GET", "client-output-buffer-limit"]),
+            "*2\r\n$26\r\nclient-output-buffer-limit\r\n$67\r\n\
+             normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60\r\n"
+        );
+        assert_eq!(h.run(&["CONFIG", "GET", "bind"]), "*2\r\n$4\r\nbind\r\n$6\r\n* -::*\r\n");
+        assert_eq!(
+            h.run(&["CONFIG", "GET"]),
+            "-ERR wrong number of arguments for 'config|get' command\r\n"
+        );
+    }
+
+    #[test]
+    fn config_set_errors() {
+        let mut h = Harness::new();
+        let cases: &[(&[&str], &str)] = &[
+            (&["appendonly", "maybe"], "-ERR CONFIG SET failed (possibly related to argument 'appendonly') - argument must be 'yes' or 'no'"),
+            (&["maxmemory", "1x"], "-ERR CONFIG SET failed (possibly related to argument 'maxmemory') - argument must be a memory value"),
+            (&["maxmemory", "1.5gb"], "-ERR CONFIG SET failed (possibly related to argument 'maxmemory') - argument must be a memory value"),
+            (&["maxmemory", "-1"], "-ERR CONFIG SET failed (possibly related to argument 'maxmemory') - argument must be a memory value"),
+            (&["hz", "abc"], "-ERR CONFIG SET failed (possibly related to argument 'hz') - argument couldn't be parsed into an integer"),
+            (&["port", "70000"], "-ERR CONFIG SET failed (possibly related to argument 'port') - argument must be between 0 and 65535 inclusive"),
+            (&["databases", "4"], "-ERR CONFIG SET failed (possibly related to argument 'databases') - can't set immutable config"),
+            (&["foo", "bar"], "-ERR Unknown option or number of arguments for CONFIG SET - 'foo'"),
+            (&["maxmemory", "10mb", "maxmemory", "20mb"], "-ERR CONFIG SET failed (possibly related to argument 'maxmemory') - duplicate parameter"),
+            (&["maxmemory", "10mb", "foo", "1"], "-ERR Unknown option or number of arguments for CONFIG SET - 'foo'"),
+            (&["hash-max-ziplist-entries", "abc"], "-ERR CONFIG SET failed (possibly related to argument 'hash-max-ziplist-entries') - argument couldn't be parsed into an integer"),
+            (&["maxmemory-policy", "foo"], "-ERR CONFIG SET failed (possibly related to argument 'maxmemory-policy') - argument(s) must be one of the following: volatile-lru, volatile-lfu, volatile-random, volatile-ttl, allkeys-lru, allkeys-lfu, allkeys-random, noeviction"),
+            (&["save", "1 2 3"], "-ERR CONFIG SET failed (possibly related to argument 'save') - Invalid save parameters"),
+            (&["save", "x 1"], "-ERR CONFIG SET failed (possibly related to argument 'save') - Invalid save parameters"),
+            (&["client-output-buffer-limit", "normal 1 2"], "-ERR CONFIG SET failed (possibly related to argument 'client-output-buffer-limit') - Wrong number of arguments in buffer limit configuration."),
+            (&["client-output-buffer-limit", "master 1 2 3"], "-ERR CONFIG SET failed (possibly related to argument 'client-output-buffer-limit') - Invalid client class specified in buffer limit configuration."),
+            (&["client-output-buffer-limit", "normal 1mb 2 x"], "-ERR CONFIG SET failed (possibly related to argument 'client-output-buffer-limit') - Error in hard, soft or soft_seconds setting in buffer limit configuration."),
+            (&["dir", "/nonexistent"], "-ERR CONFIG SET failed (possibly related to argument 'dir') - can't set protected config"),
+            (&["dbfilename", "a/b"], "-ERR CONFIG SET failed (possibly related to argument 'dbfilename') - can't set protected config"),
+            (&["loglevel", "foo"], "-ERR CONFIG SET failed (possibly related to argument 'loglevel') - argument(s) must be one of the following: debug, verbose, notice, warning"),
+            (&["maxclients", "0"], "-ERR CONFIG SET failed (possibly related to argument 'maxclients') - argument must be between 1 and 4294967295 inclusive"),
+            (&["maxmemory", "0", "databases", "4"], "-ERR CONFIG SET failed (possibly related to argument 'databases') - can't set immutable config"),
+            (&["databases", "4", "foo", "1"], "-ERR CONFIG SET failed (possibly related to argument 'databases') - can't set immutable config"),
+            (&["list-max-ziplist-size", "3.5"], "-ERR CONFIG SET failed (possibly related to argument 'list-max-ziplist-size') - argument couldn't be parsed into an integer"),
+            (&["timeout", "-1"], "-ERR CONFIG SET failed (possibly related to argument 'timeout') - argument must be between 0 and 2147483647 inclusive"),
+            (&["lfu-log-factor", "01"], "-ERR CONFIG SET failed (possibly related to argument 'lfu-log-factor') - argument couldn't be parsed into an integer"),
+            (&["maxmemory", " 1"], "-ERR CONFIG SET failed (possibly related to argument 'maxmemory') - argument must be a memory value"),
+            (&["maxmemory", "+1"], "-ERR CONFIG SET failed (possibly related to argument 'maxmemory') - argument must be a memory value"),
+        ];
+        for (args, want) in cases {
+            let mut argv = vec!["CONFIG", "SET"];
+            argv.extend_from_slice(args);
+            assert_eq!(h.run(&argv), format!("{want}\r\n"), "{args:?}");
+        }
+        assert_eq!(h.run(&["CONFIG", "SET", "maxmemory", "1", "foo"]), "-ERR syntax error\r\n");
+        assert_eq!(
+            h.run(&["CONFIG", "SET", "maxmemory"]),
+            "-ERR wrong number of arguments for 'config|set' command\r\n"
+        );
+        // Nothing of a failed multi-set is applied.
+        assert_eq!(h.run(&["CONFIG", "GET", "maxmemory"]), "*2\r\n$9\r\nmaxmemory\r\n$1\r\n0\r\n");
+    }
+
+    #[test]
+    fn config_set_values() {
+        let mut h = Harness::new();
+        let epoch = h.shared.config_epoch.load(std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(h.run(&["CONFIG", "SET", "maxmemory", "kb"]), "+OK\r\n");
+        assert_eq!(h.run(&["CONFIG", "GET", "maxmemory"]), "*2\r\n$9\r\nmaxmemory\r\n$1\r\n0\r\n");
+        assert_eq!(h.run(&["CONFIG", "SET", "maxmemory", "1K"]), "+OK\r\n");
+        assert_eq!(
+            h.run(&["CONFIG", "GET", "maxmemory"]),
+            "*2\r\n$9\r\nmaxmemory\r\n$4\r\n1000\r\n"
+        );
+        assert_eq!(h.run(&["CONFIG", "SET", "hz", "1000"]), "+OK\r\n");
+        assert_eq!(h.run(&["CONFIG", "GET", "hz"]), "*2\r\n$2\r\nhz\r\n$3\r\n500\r\n");
+        assert_eq!(
+            h.run(&[
+                "CONFIG",
+                "SET",
+                "hash-max-ziplist-entries",
+                "100",
+                "hash-max-listpack-entries",
+                "200"
+            ]),
+            "+OK\r\n"
+        );
+        assert_eq!(
+            h.run(&["CONFIG", "GET", "hash-max-ziplist-entries"]),
+            "*2\r\n$24\r\nhash-max-ziplist-entries\r\n$3\r\n200\r\n"
+        );
+        assert_eq!(h.run(&["CONFIG", "SET", "save", ""]), "+OK\r\n");
+        assert_eq!(h.run(&["CONFIG", "GET", "save"]), "*2\r\n$4\r\nsave\r\n$0\r\n\r\n");
+        assert_eq!(h.run(&["CONFIG", "SET", "save", "100 10 20 3"]), "+OK\r\n");
+        assert_eq!(h.run(&["CONFIG", "GET", "save"]), "*2\r\n$4\r\nsave\r\n$11\r\n100 10 20 3\r\n");
+        assert_eq!(
+            h.run(&["CONFIG", "SET", "client-output-buffer-limit", "pubsub 1mb 2kb 5"]),
+            "+OK\r\n"
+        );
+        assert_eq!(
+            h.run(&["CONFIG", "GET", "client-output-buffer-limit"]),
+            "*2\r\n$26\r\nclient-output-buffer-limit\r\n$62\r\n\
+             normal 0 0 0 slave 268435456 67108864 60 pubsub 1048576 2048 5\r\n"
+        );
+        assert_eq!(h.run(&["CONFIG", "SET", "notify-keyspace-events", "KEA"]), "+OK\r\n");
+        assert_eq!(
+            h.run(&["CONFIG", "GET", "notify-keyspace-events"]),
+            "*2\r\n$22\r\nnotify-keyspace-events\r\n$3\r\nAKE\r\n"
+        );
+        assert_eq!(h.run(&["CONFIG", "SET", "activerehashing", "NO"]), "+OK\r\n");
+        assert_eq!(
+            h.run(&["CONFIG", "GET", "activerehashing"]),
+            "*2\r\n$15\r\nactiverehashing\r\n$2\r\nno\r\n"
+        );
+        assert_eq!(h.run(&["CONFIG", "SET", "maxmemory-clients", "10%"]), "+OK\r\n");
+        assert_eq!(
+            h.run(&["CONFIG", "GET", "maxmemory-clients"]),
+            "*2\r\n$17\r\nmaxmemory-clients\r\n$3\r\n10%\r\n"
+        );
+        assert_eq!(h.run(&["CONFIG", "SET", "requirepass", "secret"]), "+OK\r\n");
+        assert_eq!(h.shared.config.read().requirepass.as_deref(), Some(&b"secret"[..]));
+        assert!(h.shared.config_epoch.load(std::sync::atomic::Ordering::Relaxed) > epoch);
+    }
+
+    #[test]
+    fn config_misc() {
+        let mut h = Harness::new();
+        assert_eq!(
+            h.run(&["CONFIG", "FOO"]),
+            "-ERR unknown subcommand 'FOO'. Try CONFIG HELP.\r\n"
+        );
+        assert_eq!(h.run(&["CONFIG"]), "-ERR wrong number of arguments for 'config' command\r\n");
+        assert_eq!(
+            h.run(&["CONFIG", "REWRITE"]),
+            "-ERR The server is running without a config file\r\n"
+        );
+        assert_eq!(h.run(&["CONFIG", "RESETSTAT"]), "+OK\r\n");
+        let help = h.run(&["CONFIG", "HELP"]);
+        assert!(help.starts_with(
+            "*11\r\n+CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:\r\n+GET <pattern>\r\n"
+        ));
+        assert!(help.ends_with("+HELP\r\n+    Prints this help.\r\n"));
+    }
+}
