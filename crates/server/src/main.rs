@@ -11,7 +11,7 @@ mod net;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use engine::{Config, Shared};
+use engine::Shared;
 
 #[cfg(not(target_env = "msvc"))]
 #[global_allocator]
@@ -45,7 +45,17 @@ fn main() {
         0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
         n => n,
     };
+    if let Err(e) = std::env::set_current_dir(&config.dir) {
+        eprintln!("Can't chdir to '{}': {e}", config.dir);
+        std::process::exit(1);
+    }
+    let config_file = config.config_file.clone();
     let shared = Shared::new(config);
+    let _ = shared.mem_probe.set(jemalloc_probe);
+    *shared.config_file.lock() = config_file;
+    if let Ok(exe) = std::env::current_exe() {
+        *shared.executable.lock() = exe.display().to_string();
+    }
     log::notice("oO0OoO0OoO0Oo Sluice is starting oO0OoO0OoO0Oo");
     log::notice(&format!(
         "Sluice version={VERSION}, bits=64, pid={}, just started",
@@ -87,7 +97,21 @@ async fn signals(shared: Arc<Shared>) {
     shared.shutdown.store(true, Ordering::Relaxed);
 }
 
-#[allow(dead_code)]
-fn default_config() -> Config {
-    Config::default()
+/// Memory figures for INFO from jemalloc's statistics (`used_memory` is
+/// what the allocator has handed out, as Redis reports it).
+fn jemalloc_probe() -> engine::shared::MemStats {
+    use tikv_jemalloc_ctl::{epoch, stats};
+    let _ = epoch::advance();
+    let allocated = stats::allocated::read().unwrap_or(0) as u64;
+    let active = stats::active::read().unwrap_or(0) as u64;
+    let resident = stats::resident::read().unwrap_or(0) as u64;
+    let rss = engine::shared::statm_probe().used_memory_rss;
+    engine::shared::MemStats {
+        used_memory: allocated,
+        used_memory_rss: rss,
+        allocator_allocated: allocated,
+        allocator_active: active,
+        allocator_resident: resident,
+        allocator: "jemalloc-5.3.0",
+    }
 }
