@@ -8,6 +8,7 @@ pub mod bytes;
 mod db;
 pub mod slot;
 pub mod table;
+pub mod types;
 pub mod value;
 
 pub use bytes::SmallBytes;

@@ -1,6 +1,7 @@
 //! Values and their compact encodings.
 
 use crate::bytes::SmallBytes;
+use crate::types::{Hash, List, Set, ZSet};
 
 /// Longest string stored in the `embstr` encoding (Redis's
 /// `OBJ_ENCODING_EMBSTR_SIZE_LIMIT`).
@@ -21,6 +22,10 @@ pub enum Value {
     Emb(SmallBytes),
     /// A string that may grow in place (`raw`: APPEND, SETRANGE, long values).
     Raw(Vec<u8>),
+    List(Box<List>),
+    Hash(Box<Hash>),
+    Set(Box<Set>),
+    ZSet(Box<ZSet>),
 }
 
 /// The type names `TYPE` reports.
@@ -72,6 +77,10 @@ impl Value {
     pub fn kind(&self) -> Kind {
         match self {
             Value::Int(_) | Value::Emb(_) | Value::Raw(_) => Kind::String,
+            Value::List(_) => Kind::List,
+            Value::Hash(_) => Kind::Hash,
+            Value::Set(_) => Kind::Set,
+            Value::ZSet(_) => Kind::ZSet,
         }
     }
 
@@ -85,6 +94,10 @@ impl Value {
             Value::Int(_) => "int",
             Value::Emb(_) => "embstr",
             Value::Raw(_) => "raw",
+            Value::List(l) => l.encoding(),
+            Value::Hash(h) => h.encoding(),
+            Value::Set(s) => s.encoding(),
+            Value::ZSet(z) => z.encoding(),
         }
     }
 
@@ -97,6 +110,7 @@ impl Value {
             }
             Value::Emb(b) => Some(b),
             Value::Raw(v) => Some(v),
+            _ => None,
         }
     }
 
@@ -109,6 +123,7 @@ impl Value {
             }
             Value::Emb(b) => Some(b.len()),
             Value::Raw(v) => Some(v.len()),
+            _ => None,
         }
     }
 
@@ -123,6 +138,7 @@ impl Value {
                 *self = Value::Raw(b[..n].to_vec());
             }
             Value::Emb(b) => *self = Value::Raw(b.to_vec()),
+            _ => return None,
         }
         match self {
             Value::Raw(v) => Some(v),
@@ -134,8 +150,12 @@ impl Value {
     pub fn heap_size(&self) -> usize {
         match self {
             Value::Int(_) => 0,
-            Value::Emb(b) => b.len(),
+            Value::Emb(b) => b.heap_size(),
             Value::Raw(v) => v.capacity(),
+            Value::List(l) => l.heap_size(),
+            Value::Hash(h) => h.heap_size(),
+            Value::Set(s) => s.heap_size(),
+            Value::ZSet(z) => z.heap_size(),
         }
     }
 }

@@ -1,0 +1,11 @@
+//! The aggregate value types: one module each, owned by its family.
+
+pub mod hash;
+pub mod list;
+pub mod set;
+pub mod zset;
+
+pub use hash::Hash;
+pub use list::List;
+pub use set::Set;
+pub use zset::ZSet;
