@@ -87,6 +87,28 @@ fn unknown_command(argv: &[&[u8]]) -> CmdError {
 
 /// Executes one request and appends its reply to `out`.
 pub fn execute(shared: &Shared, sess: &mut Session, argv: &[&[u8]], out: &mut ReplyBuf) {
+    execute_hinted(shared, sess, argv, out, Hint::default());
+}
+
+/// What the connection already computed for a request: the batch's clock
+/// and where `argv[1]` lives (from its prefetch), so that the dispatcher
+/// and the handler need not recompute them.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Hint {
+    /// Unix ms for the command's clock; 0 to read the clock here.
+    pub now: i64,
+    /// Stripe and hash of `argv[1]` in the selected database.
+    pub key: Option<store::Prefetch>,
+}
+
+/// [`execute`] with what the caller already knows.
+pub fn execute_hinted(
+    shared: &Shared,
+    sess: &mut Session,
+    argv: &[&[u8]],
+    out: &mut ReplyBuf,
+    hint: Hint,
+) {
     debug_assert!(!argv.is_empty());
     // Redis answers QUIT before anything else, whatever its arguments.
     if argv[0].eq_ignore_ascii_case(b"QUIT") {
@@ -122,8 +144,19 @@ pub fn execute(shared: &Shared, sess: &mut Session, argv: &[&[u8]], out: &mut Re
             return;
         }
     }
-    let mut keys = Locks::new(&shared.store, unix_ms());
-    lock_keys(shared, sess.db, spec, argv, &mut keys);
+    let now = if hint.now != 0 { hint.now } else { unix_ms() };
+    let mut keys = Locks::new(&shared.store, now);
+    match hint.key {
+        Some(t)
+            if argv.len() > 1
+                && matches!(spec.keys, KeySpec::Range { first: 1, .. })
+                && t.id() as usize / shared.store.stripes() == sess.db =>
+        {
+            keys.remember(argv[1], t);
+            lock_keys_hinted(shared, sess.db, spec, argv, &mut keys, t.id());
+        }
+        _ => lock_keys(shared, sess.db, spec, argv, &mut keys),
+    }
     call(shared, sess, &mut keys, spec, argv, out);
     drop(keys);
     apply_reply_mode(sess, out, mark);
@@ -207,6 +240,29 @@ pub enum Scope {
     Keys,
     Db,
     All,
+}
+
+/// Locks a range-keyed command's stripes when the first key's is known.
+fn lock_keys_hinted(
+    shared: &Shared,
+    db: usize,
+    spec: &CommandSpec,
+    argv: &[&[u8]],
+    keys: &mut Locks,
+    first_id: u32,
+) {
+    let KeySpec::Range { last, step, .. } = spec.keys else { unreachable!("checked by caller") };
+    let argc = argv.len() as i32;
+    let last = if last < 0 { argc + last } else { last.min(argc - 1) };
+    let mut ids: SmallVec<[u32; 8]> = SmallVec::new();
+    ids.push(first_id);
+    let store = &shared.store;
+    let mut i = 1 + step.max(1);
+    while i <= last && i < argc {
+        ids.push(store.global_id(db, store.stripe_of(argv[i as usize])));
+        i += step.max(1);
+    }
+    keys.acquire(&mut ids);
 }
 
 fn lock_keys(shared: &Shared, db: usize, spec: &CommandSpec, argv: &[&[u8]], keys: &mut Locks) {

@@ -293,6 +293,8 @@ impl Conn<'_> {
             }
             let store = &self.shared.store;
             let db = self.sess.db;
+            // One clock reading per window: its requests run as one batch.
+            let batch_now = unix_ms();
             let token = |w: &Pending, rbuf: &[u8]| -> Option<store::Prefetch> {
                 (w.args.len() >= 2)
                     .then(|| store.prefetch_token(db, w.args.get(&rbuf[w.start..], 1)))?
@@ -340,7 +342,8 @@ impl Conn<'_> {
                 }
                 let was_auth = self.sess.authenticated;
                 let next = w.start + w.len;
-                dispatch::execute(self.shared, &mut self.sess, &argv, &mut self.out);
+                let hint = dispatch::Hint { now: batch_now, key: w.token };
+                dispatch::execute_hinted(self.shared, &mut self.sess, &argv, &mut self.out, hint);
                 self.rpos = next;
                 self.need = 0;
                 executed = true;

@@ -82,7 +82,14 @@ impl Stripe {
 
     /// Looks up a live key; an expired key is deleted on the way.
     pub fn get(&mut self, key: &[u8], now: i64) -> Option<&mut Entry> {
-        let i = self.map.index_of(key)?;
+        let h = self.map.hash_of(key);
+        self.get_hashed(key, h, now)
+    }
+
+    /// [`get`](Self::get) with the key's hash already known.
+    #[inline]
+    pub fn get_hashed(&mut self, key: &[u8], h: u64, now: i64) -> Option<&mut Entry> {
+        let i = self.map.index_of_hashed(key, h)?;
         let exp = self.map.at(i).map_or(NO_EXPIRE, |(_, e)| e.expire_at);
         if exp != NO_EXPIRE && exp <= now {
             self.delete_expired(key);
@@ -121,7 +128,20 @@ impl Stripe {
     /// Inserts or overwrites a key with the given expiry; marks watchers.
     /// Returns the previous entry, if any (expired or not).
     pub fn insert(&mut self, key: &[u8], value: Value, expire_at: i64, lru: u32) -> Option<Entry> {
-        let (_, old) = self.map.insert(key, Entry { value, expire_at, lru });
+        let h = self.map.hash_of(key);
+        self.insert_hashed(key, h, value, expire_at, lru)
+    }
+
+    /// [`insert`](Self::insert) with the key's hash already known.
+    pub fn insert_hashed(
+        &mut self,
+        key: &[u8],
+        h: u64,
+        value: Value,
+        expire_at: i64,
+        lru: u32,
+    ) -> Option<Entry> {
+        let (_, old) = self.map.insert_hashed(key, h, Entry { value, expire_at, lru });
         let had_ttl = old.as_ref().is_some_and(|e| e.expire_at != NO_EXPIRE);
         if expire_at != NO_EXPIRE && !had_ttl {
             self.ttl.insert(key, ());
@@ -301,6 +321,13 @@ struct Slot {
 pub struct Prefetch {
     id: u32,
     hash: u64,
+}
+
+impl Prefetch {
+    /// Global lock id of the key's stripe.
+    pub fn id(&self) -> u32 {
+        self.id
+    }
 }
 
 /// One database: its stripes.
@@ -502,13 +529,16 @@ impl Store {
 pub struct Locks<'a> {
     store: &'a Store,
     held: SmallVec<[(u32, MutexGuard<'a, Stripe>); 4]>,
+    /// A key whose stripe and hash the caller computed already (the
+    /// connection's prefetch), recognised by address: (ptr, len, token).
+    memo: Option<(usize, usize, Prefetch)>,
     /// The command's clock, Unix milliseconds.
     pub now: i64,
 }
 
 impl<'a> Locks<'a> {
     pub fn new(store: &'a Store, now: i64) -> Self {
-        Locks { store, held: SmallVec::new(), now }
+        Locks { store, held: SmallVec::new(), memo: None, now }
     }
 
     pub fn store(&self) -> &'a Store {
@@ -572,10 +602,34 @@ impl<'a> Locks<'a> {
         &mut self.held[pos].1
     }
 
+    /// Remembers where `key` (this very slice) lives, so that accesses
+    /// through it skip recomputing its slot and hash.
+    #[inline]
+    pub fn remember(&mut self, key: &[u8], t: Prefetch) {
+        self.memo = Some((key.as_ptr() as usize, key.len(), t));
+    }
+
+    #[inline]
+    fn memo_for(&self, db: usize, key: &[u8]) -> Option<Prefetch> {
+        match self.memo {
+            Some((p, l, t))
+                if p == key.as_ptr() as usize
+                    && l == key.len()
+                    && t.id as usize / self.store.stripes == db =>
+            {
+                Some(t)
+            }
+            _ => None,
+        }
+    }
+
     /// The stripe holding `key` in `db`.
     #[inline]
     pub fn stripe(&mut self, db: usize, key: &[u8]) -> &mut Stripe {
-        let id = self.store.global_id(db, self.store.stripe_of(key));
+        let id = match self.memo_for(db, key) {
+            Some(t) => t.id,
+            None => self.store.global_id(db, self.store.stripe_of(key)),
+        };
         self.stripe_id(id)
     }
 
@@ -611,7 +665,10 @@ impl<'a> Locks<'a> {
 
     pub fn get(&mut self, db: usize, key: &[u8]) -> Option<&mut Entry> {
         let now = self.now;
-        self.stripe(db, key).get(key, now)
+        match self.memo_for(db, key) {
+            Some(t) => self.stripe_id(t.id).get_hashed(key, t.hash, now),
+            None => self.stripe(db, key).get(key, now),
+        }
     }
 
     pub fn get_for_write(&mut self, db: usize, key: &[u8]) -> Option<&mut Entry> {
@@ -632,7 +689,10 @@ impl<'a> Locks<'a> {
         expire_at: i64,
         lru: u32,
     ) -> Option<Entry> {
-        self.stripe(db, key).insert(key, value, expire_at, lru)
+        match self.memo_for(db, key) {
+            Some(t) => self.stripe_id(t.id).insert_hashed(key, t.hash, value, expire_at, lru),
+            None => self.stripe(db, key).insert(key, value, expire_at, lru),
+        }
     }
 
     /// Removes a live key (an expired one counts as absent).

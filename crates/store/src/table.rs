@@ -50,6 +50,12 @@ impl<V> Table<V> {
         Table { buckets: Vec::new(), nodes: Vec::new(), free: NIL, len: 0, hasher }
     }
 
+    /// The hash this table uses for `key`.
+    #[inline]
+    pub fn hash_of(&self, key: &[u8]) -> u64 {
+        self.hash(key)
+    }
+
     /// Bucket array address and mask (for prefetching; 0 mask when empty).
     #[inline]
     pub fn bucket_base(&self) -> (*const u32, usize) {
@@ -111,7 +117,14 @@ impl<V> Table<V> {
 
     /// Slab index of `key`, stable until the key is removed.
     pub fn index_of(&self, key: &[u8]) -> Option<u32> {
-        let i = self.find(key, self.hash(key));
+        self.index_of_hashed(key, self.hash(key))
+    }
+
+    /// [`index_of`](Self::index_of) with the key's hash already known
+    /// (it must be this table's hash of `key`).
+    #[inline]
+    pub fn index_of_hashed(&self, key: &[u8], h: u64) -> Option<u32> {
+        let i = self.find(key, h);
         (i != NIL).then_some(i)
     }
 
@@ -147,7 +160,11 @@ impl<V> Table<V> {
 
     /// Inserts or replaces; returns the slab index and the old value.
     pub fn insert(&mut self, key: &[u8], val: V) -> (u32, Option<V>) {
-        let h = self.hash(key);
+        self.insert_hashed(key, self.hash(key), val)
+    }
+
+    /// [`insert`](Self::insert) with the key's hash already known.
+    pub fn insert_hashed(&mut self, key: &[u8], h: u64, val: V) -> (u32, Option<V>) {
         let i = self.find(key, h);
         if i != NIL {
             let slot = &mut self.nodes[i as usize].kv.as_mut().expect("found node is occupied").1;
