@@ -15,6 +15,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use engine::config::ObufLimit;
 use engine::dispatch::{self, Lookup};
 use engine::shared::unix_ms;
 use engine::spec::Flags;
@@ -55,7 +56,7 @@ struct ConnLimits {
     epoch: u64,
     parse: Limits,
     query_limit: usize,
-    obuf_hard: u64,
+    obuf: ObufLimit,
 }
 
 impl ConnLimits {
@@ -65,7 +66,7 @@ impl ConnLimits {
             epoch: shared.config_epoch.load(Ordering::Acquire),
             parse: Limits { max_bulk_len: c.proto_max_bulk_len, unauthenticated: !authenticated },
             query_limit: c.client_query_buffer_limit,
-            obuf_hard: c.obuf_normal.hard,
+            obuf: c.obuf_normal,
         }
     }
 }
@@ -103,6 +104,7 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream) {
         window: (0..WINDOW).map(|_| Pending::default()).collect(),
         eof: false,
         limits: ConnLimits::load(&shared, true),
+        soft_since: None,
         pause: (0, engine::shared::Pause::default()),
         published_cmd: &engine::commands::connection::COMMANDS[0],
     };
@@ -128,6 +130,8 @@ struct Conn<'a> {
     window: Vec<Pending>,
     eof: bool,
     limits: ConnLimits,
+    /// When the output buffer went over the soft limit (unix ms).
+    soft_since: Option<i64>,
     /// Cached (pause epoch, pause state).
     pause: (i64, engine::shared::Pause),
     /// The command last published to `handle.last_cmd`.
@@ -144,6 +148,15 @@ impl Conn<'_> {
                 return Err("killed");
             }
             let budget_left = self.execute_batch().await;
+            // Checked before writing: the limit is on replies the batch
+            // queued, as Redis checks it when replies are added.
+            if self.over_output_limit() {
+                self.shared.stats.client_obuf_limit_disconnections.fetch_add(1, Ordering::Relaxed);
+                log::warning(
+                    "Client scheduled to be closed ASAP for overcoming of output buffer limits.",
+                );
+                return Err("output buffer limit");
+            }
             self.flush()?;
             if self.sess.close_after_reply || self.eof {
                 // Deliver what is pending, then close.
@@ -168,16 +181,6 @@ impl Conn<'_> {
             }
             let pending_out = !self.out.is_empty();
             let can_read = !self.eof && self.rbuf.len() - self.rpos < self.limits.query_limit;
-            if !self.out.is_empty()
-                && self.limits.obuf_hard > 0
-                && self.out.len() as u64 > self.limits.obuf_hard
-            {
-                self.shared.stats.client_obuf_limit_disconnections.fetch_add(1, Ordering::Relaxed);
-                log::warning(
-                    "Client scheduled to be closed ASAP for overcoming of output buffer limits.",
-                );
-                return Err("output buffer limit");
-            }
             tokio::select! {
                 r = self.stream.readable(), if can_read => {
                     r.map_err(|_| "read error")?;
@@ -189,6 +192,26 @@ impl Conn<'_> {
                 _ = notify.notified() => {}
             }
         }
+    }
+
+    /// `client-output-buffer-limit` for the normal class, as Redis applies
+    /// it: over the hard limit at once, or over the soft limit for
+    /// `soft_seconds` without a break. (With backpressure the buffer only
+    /// exceeds `OUT_HIGH_WATER` by one reply, so only limits below that
+    /// can trigger.)
+    fn over_output_limit(&mut self) -> bool {
+        let used = self.out.len() as u64;
+        let ObufLimit { hard, soft, soft_seconds } = self.limits.obuf;
+        if hard > 0 && used > hard {
+            return true;
+        }
+        if soft > 0 && used > soft {
+            let now = unix_ms();
+            let since = *self.soft_since.get_or_insert(now);
+            return now - since >= (soft_seconds as i64) * 1000;
+        }
+        self.soft_since = None;
+        false
     }
 
     /// Whether unexecuted complete requests may be buffered.
