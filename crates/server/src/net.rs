@@ -69,6 +69,29 @@ fn listen(addr: SocketAddr, backlog: u32) -> std::io::Result<StdListener> {
     Ok(s.into())
 }
 
+/// `timeout`: closes clients idle for longer than that many seconds (0
+/// disables it), as Redis's client cron does. Clients in MULTI are idle
+/// like any other; blocked clients will be exempt once blocking exists.
+fn close_idle_clients(shared: &Shared) {
+    let timeout = shared.config.read().timeout;
+    if timeout == 0 {
+        return;
+    }
+    let now = unix_ms();
+    let limit = (timeout as i64).saturating_mul(1000);
+    let idle: Vec<_> = shared
+        .clients
+        .lock()
+        .values()
+        .filter(|h| now - h.last_interaction_ms.load(Ordering::Relaxed) > limit)
+        .cloned()
+        .collect();
+    for h in idle {
+        log::verbose("Closing idle client");
+        h.kill();
+    }
+}
+
 /// Runs the event loops until shutdown. Blocks the calling thread.
 pub fn run(shared: Arc<Shared>, listeners: Vec<StdListener>, threads: usize) {
     let threads = threads.max(1);
@@ -143,9 +166,14 @@ fn event_loop(
             let sh = shared.clone();
             tokio::task::spawn_local(async move {
                 let mut iv = tokio::time::interval(Duration::from_millis(100));
+                let mut ticks = 0u64;
                 loop {
                     iv.tick().await;
                     sh.tick();
+                    ticks += 1;
+                    if ticks % 10 == 0 {
+                        close_idle_clients(&sh);
+                    }
                 }
             });
         }
