@@ -171,7 +171,7 @@ fn event_loop(
                     iv.tick().await;
                     sh.tick();
                     ticks += 1;
-                    if ticks % 10 == 0 {
+                    if ticks.is_multiple_of(10) {
                         close_idle_clients(&sh);
                     }
                 }
