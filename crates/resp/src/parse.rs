@@ -224,7 +224,7 @@ fn parse_inline(buf: &[u8], out: &mut ArgBuf) -> Parsed {
         line = &line[..z];
     }
     out.inline = true;
-    if split_args(line, out).is_err() {
+    if split_into(line, out).is_err() {
         out.clear();
         return Parsed::Error(ProtocolError::UnbalancedQuotes);
     }
@@ -248,8 +248,23 @@ fn hex_val(c: u8) -> Option<u8> {
     }
 }
 
-/// Splits an inline line into arguments with Redis's `sdssplitargs` rules.
-fn split_args(line: &[u8], out: &mut ArgBuf) -> Result<(), ()> {
+/// Splits a line into arguments with Redis's `sdssplitargs` rules, as
+/// inline requests, redis.conf lines and redis-cli input are split:
+/// blanks separate words, `"..."` takes `\n \r \t \b \a \xHH \<c>`,
+/// `'...'` takes `\'`, a closing quote must be followed by a blank or the
+/// end, and a NUL ends the line. `None` on unbalanced quotes.
+pub fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
+    let line = match memchr(0, line) {
+        Some(z) => &line[..z],
+        None => line,
+    };
+    let mut ab = ArgBuf { inline: true, ..ArgBuf::default() };
+    split_into(line, &mut ab).ok()?;
+    Some((0..ab.len()).map(|i| ab.get(&[], i).to_vec()).collect())
+}
+
+/// Splits an inline line (without NULs) into `out`'s scratch space.
+fn split_into(line: &[u8], out: &mut ArgBuf) -> Result<(), ()> {
     let at = |i: usize| -> u8 { line.get(i).copied().unwrap_or(0) };
     let mut p = 0;
     loop {
