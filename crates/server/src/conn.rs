@@ -38,7 +38,10 @@ const READ_KEEP: usize = 64 * 1024;
 
 /// Requests parsed ahead of execution.
 const WINDOW: usize = 32;
-/// How far ahead a request's bucket is prefetched, and its first node.
+/// How far ahead a request's stripe (lock word, table head), its bucket
+/// and its first node are prefetched: each stage reads what the previous
+/// one brought into cache.
+const SLOT_AHEAD: usize = 12;
 const BUCKET_AHEAD: usize = 8;
 const NODE_AHEAD: usize = 4;
 
@@ -277,7 +280,7 @@ impl Conn<'_> {
     ///
     /// Requests are parsed a window at a time; before each request runs,
     /// the keys of the requests a few places ahead are prefetched (their
-    /// bucket, then their first table node), so that a pipelined batch
+    /// stripe, then bucket, then first table node), so that a pipelined batch
     /// overlaps its cache misses instead of paying them one by one. This
     /// is what pipelining buys on the server side beyond fewer syscalls.
     async fn execute_batch(&mut self) -> bool {
@@ -322,8 +325,14 @@ impl Conn<'_> {
                 (w.args.len() >= 2)
                     .then(|| store.prefetch_token(db, w.args.get(&rbuf[w.start..], 1)))?
             };
-            for j in 0..n.min(BUCKET_AHEAD) {
+            // Prime the pipeline of prefetches for the window's first requests.
+            for j in 0..n.min(SLOT_AHEAD) {
                 self.window[j].token = token(&self.window[j], &self.rbuf);
+                if let Some(t) = self.window[j].token {
+                    store.prefetch_slot(t);
+                }
+            }
+            for j in 0..n.min(BUCKET_AHEAD) {
                 if let Some(t) = self.window[j].token {
                     store.prefetch_bucket(t);
                 }
@@ -336,10 +345,15 @@ impl Conn<'_> {
                     budget_left = false;
                     break 'batch;
                 }
-                if i + BUCKET_AHEAD < n {
-                    let j = i + BUCKET_AHEAD;
+                if i + SLOT_AHEAD < n {
+                    let j = i + SLOT_AHEAD;
                     self.window[j].token = token(&self.window[j], &self.rbuf);
                     if let Some(t) = self.window[j].token {
+                        store.prefetch_slot(t);
+                    }
+                }
+                if i + BUCKET_AHEAD < n {
+                    if let Some(t) = self.window[i + BUCKET_AHEAD].token {
                         store.prefetch_bucket(t);
                     }
                 }

@@ -48,6 +48,7 @@ pub struct StripeStats {
 }
 
 /// The keys of one database that fall into one slot range.
+#[repr(C)]
 pub struct Stripe {
     map: Table<Entry>,
     /// Keys with a TTL, for active expiry sampling.
@@ -302,17 +303,20 @@ impl Stripe {
     }
 }
 
-/// A stripe and what can be known of it without its lock.
+/// A stripe and what can be known of it without its lock. Laid out so
+/// that the hints, the lock word and the head of the key table share the
+/// first two cache lines, which a pipelined batch prefetches ahead.
+#[repr(C)]
 struct Slot {
-    stripe: Mutex<Stripe>,
-    /// Keys with a TTL, as of the last time a command released the stripe;
-    /// lets active expiry skip stripes without locking them.
-    ttl_hint: AtomicU32,
     /// Bucket array address and mask of the stripe's table as of its last
     /// release: only ever used as a prefetch address, never dereferenced
     /// without the lock, so a stale value costs a useless prefetch at most.
     buckets: AtomicPtr<u32>,
     mask: AtomicUsize,
+    /// Keys with a TTL, as of the last time a command released the stripe;
+    /// lets active expiry skip stripes without locking them.
+    ttl_hint: AtomicU32,
+    stripe: Mutex<Stripe>,
 }
 
 /// A key's stripe and hash, computed before its stripe is locked, to
@@ -420,6 +424,14 @@ impl Store {
             id: self.global_id(db, self.stripe_of(key)),
             hash: self.hasher.hash_one(key),
         })
+    }
+
+    /// Stage zero: prefetches the stripe's lock word, hints and table head.
+    #[inline]
+    pub fn prefetch_slot(&self, t: Prefetch) {
+        let p = self.slot(t.id) as *const Slot as *const u8;
+        crate::table::prefetch(p);
+        crate::table::prefetch(p.wrapping_add(64));
     }
 
     /// Stage one: prefetches the key's bucket, without locking.

@@ -23,7 +23,9 @@ struct Node<V> {
     kv: Option<(SmallBytes, V)>,
 }
 
-/// Byte-keyed hash table.
+/// Byte-keyed hash table. (`repr(C)`: the arrays a lookup reads first
+/// lead, the hasher trails.)
+#[repr(C)]
 pub struct Table<V> {
     buckets: Vec<u32>,
     nodes: Vec<Node<V>>,
