@@ -9,6 +9,7 @@ pub mod client;
 pub mod command;
 pub mod connection;
 pub mod debug;
+pub mod hash;
 pub mod info;
 pub mod keys;
 pub mod server;
@@ -21,6 +22,7 @@ pub use command::markdown;
 pub const FAMILIES: &[&[CommandSpec]] = &[
     string::COMMANDS,
     keys::COMMANDS,
+    hash::COMMANDS,
     tx::COMMANDS,
     connection::COMMANDS,
     client::COMMANDS,

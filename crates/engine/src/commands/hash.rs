@@ -1,0 +1,517 @@
+//! Hash commands: HSET/HSETNX/HMSET, HGET/HMGET, HDEL, HLEN, HEXISTS,
+//! HKEYS/HVALS/HGETALL, HINCRBY/HINCRBYFLOAT, HSTRLEN, HRANDFIELD, HSCAN.
+//!
+//! Error order follows Redis 7.0's `t_hash.c`: arguments are parsed first,
+//! then the key is looked up (WRONGTYPE), then the field is checked. Writes
+//! go through [`write_hash`], which creates the key on demand and deletes
+//! it when the hash becomes empty.
+
+use std::borrow::Cow;
+
+use resp::{Proto, ReplyBuf};
+use store::types::Hash;
+use store::value::parse_canonical_i64;
+use store::{Value, NO_EXPIRE};
+
+use crate::commands::keys::space::parse_cursor;
+use crate::ctx::{eq_ic, parse_i64, Args, Ctx};
+use crate::error::{CmdError, CmdResult};
+use crate::glob;
+use crate::ldouble::{self, LdError};
+use crate::spec::{CommandSpec, Flags, Group, KeySpec};
+
+const W: Flags = Flags::WRITE.union(Flags::DENYOOM);
+const WF: Flags = W.union(Flags::FAST);
+const R: Flags = Flags::READONLY;
+const RF: Flags = R.union(Flags::FAST);
+const K1: KeySpec = KeySpec::range(1, 1, 1);
+const H: Group = Group::Hash;
+
+const ALL_N: &str = "O(N) where N is the size of the hash.";
+
+pub const COMMANDS: &[CommandSpec] = &[
+    CommandSpec::new("HSET", -4, WF, K1, H, "Set the string value of a hash field", hset)
+        .since("2.0.0")
+        .complexity("O(1) for each field/value pair added, so O(N) to add N field/value pairs when the command is called with multiple field/value pairs."),
+    CommandSpec::new("HSETNX", 4, WF, K1, H,
+        "Set the value of a hash field, only if the field does not exist", hsetnx)
+        .since("2.0.0")
+        .complexity("O(1)"),
+    CommandSpec::new("HMSET", -4, WF, K1, H, "Set multiple hash fields to multiple values", hmset)
+        .since("2.0.0")
+        .complexity("O(N) where N is the number of fields being set."),
+    CommandSpec::new("HGET", 3, RF, K1, H, "Get the value of a hash field", hget)
+        .since("2.0.0")
+        .complexity("O(1)"),
+    CommandSpec::new("HMGET", -3, RF, K1, H, "Get the values of all the given hash fields", hmget)
+        .since("2.0.0")
+        .complexity("O(N) where N is the number of fields being requested."),
+    CommandSpec::new("HDEL", -3, Flags::WRITE.union(Flags::FAST), K1, H,
+        "Delete one or more hash fields", hdel)
+        .since("2.0.0")
+        .complexity("O(N) where N is the number of fields to be removed."),
+    CommandSpec::new("HLEN", 2, RF, K1, H, "Get the number of fields in a hash", hlen)
+        .since("2.0.0")
+        .complexity("O(1)"),
+    CommandSpec::new("HEXISTS", 3, RF, K1, H, "Determine if a hash field exists", hexists)
+        .since("2.0.0")
+        .complexity("O(1)"),
+    CommandSpec::new("HKEYS", 2, R, K1, H, "Get all the fields in a hash", hkeys)
+        .since("2.0.0")
+        .complexity(ALL_N),
+    CommandSpec::new("HVALS", 2, R, K1, H, "Get all the values in a hash", hvals)
+        .since("2.0.0")
+        .complexity(ALL_N),
+    CommandSpec::new("HGETALL", 2, R, K1, H, "Get all the fields and values in a hash", hgetall)
+        .since("2.0.0")
+        .complexity(ALL_N),
+    CommandSpec::new("HINCRBY", 4, WF, K1, H,
+        "Increment the integer value of a hash field by the given number", hincrby)
+        .since("2.0.0")
+        .complexity("O(1)"),
+    CommandSpec::new("HINCRBYFLOAT", 4, WF, K1, H,
+        "Increment the float value of a hash field by the given amount", hincrbyfloat)
+        .since("2.6.0")
+        .complexity("O(1)"),
+    CommandSpec::new("HSTRLEN", 3, RF, K1, H, "Get the length of the value of a hash field", hstrlen)
+        .since("3.2.0")
+        .complexity("O(1)"),
+    CommandSpec::new("HRANDFIELD", -2, R, K1, H,
+        "Get one or multiple random fields from a hash", hrandfield)
+        .since("6.2.0")
+        .complexity("O(N) where N is the number of fields returned"),
+    CommandSpec::new("HSCAN", -3, R, K1, H,
+        "Incrementally iterate hash fields and associated values", hscan)
+        .since("2.8.0")
+        .complexity("O(1) for every call. O(N) for a complete iteration, including enough command calls for the cursor to return back to 0. N is the number of elements inside the collection."),
+];
+
+// ---- helpers ---------------------------------------------------------------
+
+/// (hash-max-listpack-entries, hash-max-listpack-value).
+fn limits(cx: &Ctx) -> (usize, usize) {
+    let c = cx.shared.config.read();
+    (c.hash_max_listpack_entries, c.hash_max_listpack_value)
+}
+
+/// The hash at `key` for reading (counts a hit or miss); `None` if missing.
+fn read_hash<'c>(cx: &'c mut Ctx<'_, '_>, key: &[u8]) -> Result<Option<&'c Hash>, CmdError> {
+    match cx.lookup_read(key) {
+        None => Ok(None),
+        Some(e) => match &e.value {
+            Value::Hash(h) => Ok(Some(h)),
+            _ => Err(CmdError::WrongType),
+        },
+    }
+}
+
+/// Type check without counting a hit (write paths that may not write).
+fn peek_hash<'c>(cx: &'c mut Ctx<'_, '_>, key: &[u8]) -> Result<Option<&'c Hash>, CmdError> {
+    match cx.lookup(key) {
+        None => Ok(None),
+        Some(e) => match &e.value {
+            Value::Hash(h) => Ok(Some(h)),
+            _ => Err(CmdError::WrongType),
+        },
+    }
+}
+
+/// Runs `f` on the hash at `key`, creating it when missing (it is stored
+/// only if `f` left it non-empty) and deleting it when `f` empties it. An
+/// error from `f` must leave the hash unchanged.
+fn write_hash<T>(
+    cx: &mut Ctx,
+    key: &[u8],
+    f: impl FnOnce(&mut Hash) -> Result<T, CmdError>,
+) -> Result<T, CmdError> {
+    if cx.exists(key) {
+        let e = cx.lookup_write(key).ok_or(CmdError::WrongType)?;
+        let Value::Hash(h) = &mut e.value else { return Err(CmdError::WrongType) };
+        let r = f(h)?;
+        if h.is_empty() {
+            cx.delete(key);
+        }
+        return Ok(r);
+    }
+    let mut h = Hash::new();
+    let r = f(&mut h)?;
+    if !h.is_empty() {
+        cx.set(key, Value::Hash(Box::new(h)), NO_EXPIRE);
+    }
+    Ok(r)
+}
+
+/// Type check before the write path, so a wrong type is reported even when
+/// nothing would change.
+fn check_type(cx: &mut Ctx, key: &[u8]) -> CmdResult {
+    peek_hash(cx, key).map(|_| ())
+}
+
+// ---- HSET, HSETNX, HMSET ---------------------------------------------------
+
+fn set_pairs(cx: &mut Ctx, args: &mut Args, name: &str) -> Result<i64, CmdError> {
+    let key = args.key()?;
+    let pairs = args.rest();
+    if pairs.len() % 2 != 0 {
+        return Err(CmdError::WrongArity(name.into()));
+    }
+    check_type(cx, key)?;
+    let (max_entries, max_value) = limits(cx);
+    write_hash(cx, key, |h| {
+        let mut added = 0;
+        for p in pairs.chunks_exact(2) {
+            if h.set(p[0], p[1], max_entries, max_value) {
+                added += 1;
+            }
+        }
+        Ok(added)
+    })
+}
+
+fn hset(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let n = set_pairs(cx, args, "hset")?;
+    out.int(n);
+    Ok(())
+}
+
+fn hmset(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    set_pairs(cx, args, "hmset")?;
+    out.ok();
+    Ok(())
+}
+
+fn hsetnx(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let key = args.key()?;
+    let field = args.req()?;
+    let value = args.req()?;
+    if peek_hash(cx, key)?.is_some_and(|h| h.contains(field)) {
+        out.int(0);
+        return Ok(());
+    }
+    let (max_entries, max_value) = limits(cx);
+    write_hash(cx, key, |h| Ok(h.set(field, value, max_entries, max_value)))?;
+    out.int(1);
+    Ok(())
+}
+
+// ---- reads -----------------------------------------------------------------
+
+fn hget(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let key = args.key()?;
+    let field = args.req()?;
+    match read_hash(cx, key)?.and_then(|h| h.get(field)) {
+        Some(v) => out.bulk(v),
+        None => out.null(),
+    }
+    Ok(())
+}
+
+fn hmget(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let key = args.key()?;
+    let fields = args.rest();
+    let h = read_hash(cx, key)?;
+    out.array(fields.len());
+    for f in fields {
+        match h.and_then(|h| h.get(f)) {
+            Some(v) => out.bulk(v),
+            None => out.null(),
+        }
+    }
+    Ok(())
+}
+
+fn hlen(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let key = args.key()?;
+    let n = read_hash(cx, key)?.map_or(0, Hash::len);
+    out.int(n as i64);
+    Ok(())
+}
+
+fn hexists(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let key = args.key()?;
+    let field = args.req()?;
+    let yes = read_hash(cx, key)?.is_some_and(|h| h.contains(field));
+    out.int(i64::from(yes));
+    Ok(())
+}
+
+fn hstrlen(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let key = args.key()?;
+    let field = args.req()?;
+    let n = read_hash(cx, key)?.and_then(|h| h.get(field)).map_or(0, <[u8]>::len);
+    out.int(n as i64);
+    Ok(())
+}
+
+fn hkeys(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let key = args.key()?;
+    let Some(h) = read_hash(cx, key)? else {
+        out.array(0);
+        return Ok(());
+    };
+    out.array(h.len());
+    for (f, _) in h.iter() {
+        out.bulk(f);
+    }
+    Ok(())
+}
+
+fn hvals(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let key = args.key()?;
+    let Some(h) = read_hash(cx, key)? else {
+        out.array(0);
+        return Ok(());
+    };
+    out.array(h.len());
+    for (_, v) in h.iter() {
+        out.bulk(v);
+    }
+    Ok(())
+}
+
+fn hgetall(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let key = args.key()?;
+    let Some(h) = read_hash(cx, key)? else {
+        out.map(0);
+        return Ok(());
+    };
+    out.map(h.len());
+    for (f, v) in h.iter() {
+        out.bulk(f);
+        out.bulk(v);
+    }
+    Ok(())
+}
+
+// ---- HDEL ------------------------------------------------------------------
+
+fn hdel(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let key = args.key()?;
+    let fields = args.rest();
+    // Only a real deletion touches the key (WATCH, dirty), as in Redis.
+    let any = match peek_hash(cx, key)? {
+        Some(h) => fields.iter().any(|f| h.contains(f)),
+        None => false,
+    };
+    if !any {
+        out.int(0);
+        return Ok(());
+    }
+    let n = write_hash(cx, key, |h| Ok(fields.iter().filter(|f| h.remove(f)).count()))?;
+    out.int(n as i64);
+    Ok(())
+}
+
+// ---- HINCRBY, HINCRBYFLOAT -------------------------------------------------
+
+fn hincrby(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let key = args.key()?;
+    let field = args.req()?;
+    let by = parse_i64(args.req()?)?;
+    check_type(cx, key)?;
+    let (max_entries, max_value) = limits(cx);
+    let n = write_hash(cx, key, |h| {
+        let cur = match h.get(field) {
+            Some(v) => parse_canonical_i64(v)
+                .ok_or(CmdError::Msg(Cow::Borrowed("ERR hash value is not an integer")))?,
+            None => 0,
+        };
+        let n = cur.checked_add(by).ok_or(CmdError::Overflow)?;
+        let mut b = [0u8; 24];
+        let len = store::value::fmt_i64(n, &mut b);
+        h.set(field, &b[..len], max_entries, max_value);
+        Ok(n)
+    })?;
+    out.int(n);
+    Ok(())
+}
+
+fn hincrbyfloat(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let key = args.key()?;
+    let field = args.req()?;
+    let by = args.req()?;
+    match ldouble::check(by) {
+        None => return Err(CmdError::NotFloat),
+        Some(false) => return Err(CmdError::err("value is NaN or Infinity")),
+        Some(true) => {}
+    }
+    check_type(cx, key)?;
+    let (max_entries, max_value) = limits(cx);
+    let mut buf = [0u8; ldouble::LD_BUF];
+    let n = write_hash(cx, key, |h| {
+        let n = ldouble::incr_by(h.get(field), by, &mut buf).map_err(|e| match e {
+            LdError::BadCurrent => CmdError::Msg(Cow::Borrowed("ERR hash value is not a float")),
+            LdError::BadIncr => CmdError::NotFloat,
+            LdError::NotFinite => {
+                CmdError::Msg(Cow::Borrowed("ERR increment would produce NaN or Infinity"))
+            }
+        })?;
+        h.set(field, &buf[..n], max_entries, max_value);
+        Ok(n)
+    })?;
+    out.bulk(&buf[..n]);
+    Ok(())
+}
+
+// ---- HRANDFIELD ------------------------------------------------------------
+
+fn hrandfield(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let key = args.key()?;
+    let Some(count) = args.next() else {
+        // No count: one field, or nil.
+        let store = &cx.shared.store;
+        let h = match cx.keys.get(cx.db, key) {
+            None => {
+                cx.sess.stats.misses += 1;
+                out.null();
+                return Ok(());
+            }
+            Some(e) => match &e.value {
+                Value::Hash(h) => h,
+                _ => return Err(CmdError::WrongType),
+            },
+        };
+        cx.sess.stats.hits += 1;
+        match h.random(|| store.rand()) {
+            Some((f, _)) => out.bulk(f),
+            None => out.null(),
+        }
+        return Ok(());
+    };
+    let count = parse_i64(count)?;
+    let withvalues = match args.next() {
+        None => false,
+        Some(a) if eq_ic(a, "WITHVALUES") && args.is_empty() => true,
+        Some(_) => return Err(CmdError::Syntax),
+    };
+    // Redis refuses counts whose reply length (two per pair) would overflow.
+    if withvalues && count < -(i64::MAX / 2) {
+        return Err(CmdError::err("value is out of range"));
+    }
+    let store = &cx.shared.store;
+    let resp3 = out.proto == Proto::Resp3;
+    let h = match cx.keys.get(cx.db, key) {
+        None => {
+            cx.sess.stats.misses += 1;
+            out.array(0);
+            return Ok(());
+        }
+        Some(e) => match &e.value {
+            Value::Hash(h) => h,
+            _ => return Err(CmdError::WrongType),
+        },
+    };
+    cx.sess.stats.hits += 1;
+    let pair = |out: &mut ReplyBuf, f: &[u8], v: &[u8]| {
+        if withvalues {
+            if resp3 {
+                out.array(2);
+            }
+            out.bulk(f);
+            out.bulk(v);
+        } else {
+            out.bulk(f);
+        }
+    };
+    let header = |out: &mut ReplyBuf, n: usize| {
+        out.array(if withvalues && !resp3 { 2 * n } else { n });
+    };
+    if count == 0 {
+        out.array(0);
+        return Ok(());
+    }
+    if count < 0 {
+        // Repeats allowed: independent draws.
+        let n = count.unsigned_abs() as usize;
+        header(out, n);
+        for _ in 0..n {
+            let (f, v) = h.random(|| store.rand()).expect("hash is not empty");
+            pair(out, f, v);
+        }
+        return Ok(());
+    }
+    let n = count as usize;
+    if n >= h.len() {
+        // The whole hash, in its own order.
+        header(out, h.len());
+        for (f, v) in h.iter() {
+            pair(out, f, v);
+        }
+        return Ok(());
+    }
+    // Distinct fields: shuffle the first `n` positions of the pair list.
+    let mut all: Vec<(&[u8], &[u8])> = h.iter().collect();
+    for i in 0..n {
+        let j = i + (store.rand() % (all.len() - i) as u64) as usize;
+        all.swap(i, j);
+    }
+    header(out, n);
+    for &(f, v) in &all[..n] {
+        pair(out, f, v);
+    }
+    Ok(())
+}
+
+// ---- HSCAN -----------------------------------------------------------------
+
+fn hscan(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let key = args.key()?;
+    let cursor = parse_cursor(args.req()?)?;
+    // Redis looks the key up before it parses the options.
+    let Some(h) = read_hash(cx, key)? else {
+        out.array(2);
+        out.bulk(b"0");
+        out.array(0);
+        return Ok(());
+    };
+    let mut count: i64 = 10;
+    let mut pattern: Option<&[u8]> = None;
+    while let Some(opt) = args.next() {
+        let has_value = args.remaining() >= 1;
+        if eq_ic(opt, "COUNT") && has_value {
+            count = parse_i64(args.req()?)?;
+            if count < 1 {
+                return Err(CmdError::Syntax);
+            }
+        } else if eq_ic(opt, "MATCH") && has_value {
+            let p = args.req()?;
+            pattern = (p != b"*").then_some(p);
+        } else {
+            return Err(CmdError::Syntax);
+        }
+    }
+    // Matching pairs go straight into the reply body; `seen` counts every
+    // visited pair, as Redis counts before filtering.
+    let mut body = ReplyBuf::new();
+    body.proto = out.proto;
+    let (mut seen, mut kept) = (0i64, 0usize);
+    let mut next = cursor;
+    // Redis counts fields and values (two per pair) against COUNT, with a
+    // budget of ten bucket visits per requested element.
+    let mut budget = count.saturating_mul(10);
+    loop {
+        next = h.scan(next, |f, v| {
+            seen += 1;
+            if pattern.map_or(true, |p| glob::matches(p, f, false)) {
+                body.bulk(f);
+                body.bulk(v);
+                kept += 1;
+            }
+        });
+        if next == 0 || budget == 0 || seen * 2 >= count {
+            break;
+        }
+        budget -= 1;
+    }
+    let mut b = [0u8; 24];
+    let len = store::value::fmt_i64(next as i64, &mut b);
+    out.array(2);
+    if next > i64::MAX as u64 {
+        out.bulk(next.to_string().as_bytes());
+    } else {
+        out.bulk(&b[..len]);
+    }
+    out.array(kept * 2);
+    out.append(&mut body);
+    Ok(())
+}
