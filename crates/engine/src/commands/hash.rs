@@ -515,3 +515,62 @@ fn hscan(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     out.append(&mut body);
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::tests::Harness;
+
+    // Expected replies are redis-server 7.0.15's.
+
+    #[test]
+    fn set_get_order_and_delete_when_empty() {
+        let mut h = Harness::new();
+        assert_eq!(h.run(&["HSET", "t", "b", "1", "a", "2"]), ":2\r\n");
+        assert_eq!(h.run(&["HSET", "t", "b", "3"]), ":0\r\n");
+        assert_eq!(h.run(&["HGETALL", "t"]), "*4\r\n$1\r\nb\r\n$1\r\n3\r\n$1\r\na\r\n$1\r\n2\r\n");
+        assert_eq!(h.run(&["HMGET", "t", "a", "x"]), "*2\r\n$1\r\n2\r\n$-1\r\n");
+        assert_eq!(
+            h.run(&["HSET", "t", "a"]),
+            "-ERR wrong number of arguments for 'hset' command\r\n"
+        );
+        assert_eq!(h.run(&["HDEL", "t", "a", "b", "c"]), ":2\r\n");
+        assert_eq!(h.run(&["EXISTS", "t"]), ":0\r\n");
+    }
+
+    #[test]
+    fn counters_and_errors() {
+        let mut h = Harness::new();
+        assert_eq!(h.run(&["HINCRBY", "n", "f", "5"]), ":5\r\n");
+        assert_eq!(h.run(&["HSET", "n", "s", "hello"]), ":1\r\n");
+        assert_eq!(h.run(&["HINCRBY", "n", "s", "1"]), "-ERR hash value is not an integer\r\n");
+        assert_eq!(h.run(&["HINCRBYFLOAT", "n", "s", "1"]), "-ERR hash value is not a float\r\n");
+        assert_eq!(h.run(&["HINCRBYFLOAT", "n", "g", "inf"]), "-ERR value is NaN or Infinity\r\n");
+        assert_eq!(h.run(&["HINCRBYFLOAT", "n", "f", "0.1"]), "$3\r\n5.1\r\n");
+        h.run(&["SET", "str", "v"]);
+        assert_eq!(
+            h.run(&["HGET", "str", "a"]),
+            "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"
+        );
+    }
+
+    #[test]
+    fn encodings_scan_and_resp3() {
+        let mut h = Harness::new();
+        h.run(&["HSET", "t", "b", "1", "a", "2"]);
+        assert_eq!(h.run(&["OBJECT", "ENCODING", "t"]), "$8\r\nlistpack\r\n");
+        assert_eq!(
+            h.run(&["HSCAN", "t", "0", "COUNT", "1"]),
+            "*2\r\n$1\r\n0\r\n*4\r\n$1\r\nb\r\n$1\r\n1\r\n$1\r\na\r\n$1\r\n2\r\n"
+        );
+        assert_eq!(h.run(&["HSCAN", "t", "x"]), "-ERR invalid cursor\r\n");
+        h.run(&["HSET", "t", "long", &"x".repeat(65)]);
+        assert_eq!(h.run(&["OBJECT", "ENCODING", "t"]), "$9\r\nhashtable\r\n");
+        h.run(&["HSET", "r", "b", "1", "a", "2"]);
+        h.run(&["HELLO", "3"]);
+        assert_eq!(h.run(&["HGETALL", "r"]), "%2\r\n$1\r\nb\r\n$1\r\n1\r\n$1\r\na\r\n$1\r\n2\r\n");
+        assert_eq!(
+            h.run(&["HRANDFIELD", "r", "5", "WITHVALUES"]),
+            "*2\r\n*2\r\n$1\r\nb\r\n$1\r\n1\r\n*2\r\n$1\r\na\r\n$1\r\n2\r\n"
+        );
+    }
+}
