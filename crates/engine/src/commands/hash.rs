@@ -152,7 +152,7 @@ fn check_type(cx: &mut Ctx, key: &[u8]) -> CmdResult {
 fn set_pairs(cx: &mut Ctx, args: &mut Args, name: &str) -> Result<i64, CmdError> {
     let key = args.key()?;
     let pairs = args.rest();
-    if pairs.len() % 2 != 0 {
+    if !pairs.len().is_multiple_of(2) {
         return Err(CmdError::WrongArity(name.into()));
     }
     check_type(cx, key)?;
@@ -492,7 +492,7 @@ fn hscan(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     loop {
         next = h.scan(next, |f, v| {
             seen += 1;
-            if pattern.map_or(true, |p| glob::matches(p, f, false)) {
+            if pattern.is_none_or(|p| glob::matches(p, f, false)) {
                 body.bulk(f);
                 body.bulk(v);
                 kept += 1;
