@@ -11,6 +11,7 @@ pub mod connection;
 pub mod debug;
 pub mod info;
 pub mod keys;
+pub mod list;
 pub mod server;
 pub mod string;
 pub mod tx;
@@ -21,6 +22,7 @@ pub use command::markdown;
 pub const FAMILIES: &[&[CommandSpec]] = &[
     string::COMMANDS,
     keys::COMMANDS,
+    list::COMMANDS,
     tx::COMMANDS,
     connection::COMMANDS,
     client::COMMANDS,
