@@ -62,6 +62,7 @@ scenarios! {
     keys_basic => "keys_basic.txt",
     keys_expire => "keys_expire.txt",
     keys_rename_copy_move => "keys_rename_copy_move.txt",
+    lists => "lists.txt",
     keys_databases => "keys_databases.txt",
     transactions => "transactions.txt",
     connection => "connection.txt",

@@ -12,6 +12,7 @@ pub mod debug;
 pub mod hash;
 pub mod info;
 pub mod keys;
+pub mod list;
 pub mod server;
 pub mod string;
 pub mod tx;
@@ -22,6 +23,7 @@ pub use command::markdown;
 pub const FAMILIES: &[&[CommandSpec]] = &[
     string::COMMANDS,
     keys::COMMANDS,
+    list::COMMANDS,
     hash::COMMANDS,
     tx::COMMANDS,
     connection::COMMANDS,

@@ -6,6 +6,6 @@ pub mod set;
 pub mod zset;
 
 pub use hash::Hash;
-pub use list::List;
+pub use list::{End as ListEnd, List};
 pub use set::Set;
 pub use zset::ZSet;

@@ -1,0 +1,671 @@
+//! List commands (the non-blocking ones): pushes, pops (with counts),
+//! LLEN, LRANGE, LINDEX, LSET, LINSERT, LREM, LTRIM, LPOS, LMOVE,
+//! RPOPLPUSH and LMPOP. The value type is `store::types::List`.
+//!
+//! Write paths look the key up once in its stripe, check its type, change
+//! the list in place and then mark the key modified; an emptied list is
+//! deleted, as Redis never keeps empty aggregates.
+
+use std::borrow::Cow;
+
+use resp::ReplyBuf;
+use store::types::{List, ListEnd};
+use store::{Stripe, Value, NO_EXPIRE};
+
+use crate::ctx::{eq_ic, parse_i64, Args, Ctx};
+use crate::error::{CmdError, CmdResult};
+use crate::spec::{CommandSpec, Flags, Group, KeyList, KeySpec};
+
+const W: Flags = Flags::WRITE;
+const WF: Flags = Flags::WRITE.union(Flags::FAST);
+const WD: Flags = Flags::WRITE.union(Flags::DENYOOM);
+const WDF: Flags = WD.union(Flags::FAST);
+const R: Flags = Flags::READONLY;
+const RF: Flags = Flags::READONLY.union(Flags::FAST);
+const K1: KeySpec = KeySpec::range(1, 1, 1);
+const K12: KeySpec = KeySpec::range(1, 2, 1);
+
+const fn spec(
+    name: &'static str,
+    arity: i32,
+    flags: Flags,
+    keys: KeySpec,
+    summary: &'static str,
+    handler: crate::spec::Handler,
+) -> CommandSpec {
+    CommandSpec::new(name, arity, flags, keys, Group::List, summary, handler)
+}
+
+const PUSH_O: &str = "O(1) for each element added, so O(N) to add N elements when the command \
+                      is called with multiple arguments.";
+
+pub const COMMANDS: &[CommandSpec] = &[
+    spec("LPUSH", -3, WDF, K1, "Prepend one or multiple elements to a list", lpush)
+        .complexity(PUSH_O),
+    spec("RPUSH", -3, WDF, K1, "Append one or multiple elements to a list", rpush)
+        .complexity(PUSH_O),
+    spec("LPUSHX", -3, WDF, K1, "Prepend an element to a list, only if the list exists", lpushx)
+        .since("2.2.0")
+        .complexity(PUSH_O),
+    spec("RPUSHX", -3, WDF, K1, "Append an element to a list, only if the list exists", rpushx)
+        .since("2.2.0")
+        .complexity(PUSH_O),
+    spec("LPOP", -2, WF, K1, "Remove and get the first elements in a list", lpop)
+        .complexity("O(N) where N is the number of elements returned"),
+    spec("RPOP", -2, WF, K1, "Remove and get the last elements in a list", rpop)
+        .complexity("O(N) where N is the number of elements returned"),
+    spec("LLEN", 2, RF, K1, "Get the length of a list", llen).complexity("O(1)"),
+    spec("LRANGE", 4, R, K1, "Get a range of elements from a list", lrange).complexity(
+        "O(S+N) where S is the distance of start offset from HEAD for small lists, from \
+         nearest end (HEAD or TAIL) for large lists; and N is the number of elements in the \
+         specified range.",
+    ),
+    spec("LINDEX", 3, R, K1, "Get an element from a list by its index", lindex).complexity(
+        "O(N) where N is the number of elements to traverse to get to the element at index. \
+         This makes asking for the first or the last element of the list O(1).",
+    ),
+    spec("LSET", 4, WD, K1, "Set the value of an element in a list by its index", lset).complexity(
+        "O(N) where N is the length of the list. Setting either the first or the last \
+             element of the list is O(1).",
+    ),
+    spec(
+        "LINSERT",
+        5,
+        WD,
+        K1,
+        "Insert an element before or after another element in a list",
+        linsert,
+    )
+    .since("2.2.0")
+    .complexity(
+        "O(N) where N is the number of elements to traverse before seeing the value pivot. \
+         This means that inserting somewhere on the left end on the list (head) can be \
+         considered O(1) and inserting somewhere on the right end (tail) is O(N).",
+    ),
+    spec("LREM", 4, W, K1, "Remove elements from a list", lrem).complexity(
+        "O(N+M) where N is the length of the list and M is the number of elements removed.",
+    ),
+    spec("LTRIM", 4, W, K1, "Trim a list to the specified range", ltrim)
+        .complexity("O(N) where N is the number of elements to be removed by the operation."),
+    spec("LPOS", -3, R, K1, "Return the index of matching elements on a list", lpos)
+        .since("6.0.6")
+        .complexity(
+            "O(N) where N is the number of elements in the list, for the average case. When \
+             searching for elements near the head or the tail of the list, or when the MAXLEN \
+             option is provided, the command may run in constant time.",
+        ),
+    spec(
+        "LMOVE",
+        5,
+        WD,
+        K12,
+        "Pop an element from a list, push it to another list and return it",
+        lmove,
+    )
+    .since("6.2.0")
+    .complexity("O(1)"),
+    spec(
+        "RPOPLPUSH",
+        3,
+        WD,
+        K12,
+        "Remove the last element in a list, prepend it to another list and return it",
+        rpoplpush,
+    )
+    .since("1.2.0")
+    .complexity("O(1)"),
+    spec(
+        "LMPOP",
+        -4,
+        W,
+        KeySpec::Custom { legacy: (0, 0, 0), find: lmpop_keys },
+        "Pop elements from a list",
+        lmpop,
+    )
+    .since("7.0.0")
+    .complexity(
+        "O(N+M) where N is the number of provided keys and M is the number of elements returned.",
+    ),
+];
+
+const fn msg(m: &'static str) -> CmdError {
+    CmdError::Msg(Cow::Borrowed(m))
+}
+
+/// The list at `key` for a change in place: `None` when missing,
+/// WRONGTYPE for another type. The caller marks the change with
+/// [`changed`] once done.
+fn list_in<'s>(
+    s: &'s mut Stripe,
+    key: &[u8],
+    now: i64,
+    lru: u32,
+) -> Result<Option<&'s mut List>, CmdError> {
+    match s.get(key, now) {
+        None => Ok(None),
+        Some(e) => {
+            e.lru = lru;
+            match &mut e.value {
+                Value::List(l) => Ok(Some(l)),
+                _ => Err(CmdError::WrongType),
+            }
+        }
+    }
+}
+
+/// Redis's `signalModifiedKey` and `dirty += n` after an in-place change;
+/// deletes the key when the list was emptied.
+fn changed(s: &mut Stripe, key: &[u8], n: usize, emptied: bool) {
+    s.touch(key);
+    s.stats.dirty += n as u64;
+    if emptied {
+        s.remove(key);
+    }
+}
+
+/// The list at `key` for reading (counts a keyspace hit or miss).
+fn read_list<'c>(cx: &'c mut Ctx, key: &[u8]) -> Result<Option<&'c List>, CmdError> {
+    match cx.lookup_read(key) {
+        None => Ok(None),
+        Some(e) => match &e.value {
+            Value::List(l) => Ok(Some(l)),
+            _ => Err(CmdError::WrongType),
+        },
+    }
+}
+
+/// `LEFT` or `RIGHT` (Redis's `getListPositionFromObjectOrReply`).
+fn parse_end(a: &[u8]) -> Result<ListEnd, CmdError> {
+    if eq_ic(a, "LEFT") {
+        Ok(ListEnd::Head)
+    } else if eq_ic(a, "RIGHT") {
+        Ok(ListEnd::Tail)
+    } else {
+        Err(CmdError::Syntax)
+    }
+}
+
+/// An integer that must be ≥ `min`, with Redis's `msg` for both a bad
+/// number and one out of range (`getRangeLongFromObjectOrReply`).
+fn parse_at_least(a: &[u8], min: i64, m: &'static str) -> Result<i64, CmdError> {
+    match resp::parse_i64(a) {
+        Some(v) if v >= min => Ok(v),
+        _ => Err(msg(m)),
+    }
+}
+
+// ---- pushes ----------------------------------------------------------------
+
+fn lpush(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    push_with(cx, args, ListEnd::Head, false, out)
+}
+
+fn rpush(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    push_with(cx, args, ListEnd::Tail, false, out)
+}
+
+fn lpushx(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    push_with(cx, args, ListEnd::Head, true, out)
+}
+
+fn rpushx(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    push_with(cx, args, ListEnd::Tail, true, out)
+}
+
+/// Redis's `pushGenericCommand`; `xx` only pushes onto an existing list.
+fn push_with(
+    cx: &mut Ctx,
+    args: &mut Args,
+    end: ListEnd,
+    xx: bool,
+    out: &mut ReplyBuf,
+) -> CmdResult {
+    let key = args.key()?;
+    let vals = args.rest();
+    let (db, now, lru, shared) = (cx.db, cx.now(), cx.lru(), cx.shared);
+    let s = cx.keys.stripe(db, key);
+    let len = match list_in(s, key, now, lru)? {
+        Some(l) => {
+            for v in vals {
+                l.push(end, v);
+            }
+            let n = l.len();
+            changed(s, key, vals.len(), false);
+            n
+        }
+        None if xx => 0,
+        None => {
+            let mut l = List::new(shared.config.read().list_max_listpack_size);
+            for v in vals {
+                l.push(end, v);
+            }
+            let n = l.len();
+            s.insert(key, Value::List(Box::new(l)), NO_EXPIRE, lru);
+            s.stats.dirty += vals.len() as u64 - 1;
+            n
+        }
+    };
+    out.int(len as i64);
+    Ok(())
+}
+
+// ---- pops ------------------------------------------------------------------
+
+fn lpop(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    pop_with(cx, args, ListEnd::Head, out)
+}
+
+fn rpop(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    pop_with(cx, args, ListEnd::Tail, out)
+}
+
+/// Redis's `popGenericCommand`: one element as a bulk, or with a count an
+/// array (a null array for a missing key, an empty one for count 0).
+fn pop_with(cx: &mut Ctx, args: &mut Args, end: ListEnd, out: &mut ReplyBuf) -> CmdResult {
+    if args.remaining() > 2 {
+        return Err(CmdError::WrongArity(cx.spec.name.to_ascii_lowercase()));
+    }
+    let key = args.key()?;
+    let count = match args.next() {
+        Some(a) => Some(parse_at_least(a, 0, "ERR value is out of range, must be positive")?),
+        None => None,
+    };
+    let (db, now, lru) = (cx.db, cx.now(), cx.lru());
+    let s = cx.keys.stripe(db, key);
+    let Some(l) = list_in(s, key, now, lru)? else {
+        if count.is_some() {
+            out.null_array();
+        } else {
+            out.null();
+        }
+        return Ok(());
+    };
+    let n = match count {
+        None => {
+            l.pop_with(end, |v| out.bulk(v));
+            1
+        }
+        Some(0) => {
+            out.array(0);
+            return Ok(());
+        }
+        Some(c) => pop_reply(l, end, c, out),
+    };
+    let emptied = l.is_empty();
+    changed(s, key, n, emptied);
+    Ok(())
+}
+
+/// Pops up to `count` elements from `end` and replies with them as an
+/// array; returns how many.
+fn pop_reply(l: &mut List, end: ListEnd, count: i64, out: &mut ReplyBuf) -> usize {
+    let n = l.len().min(usize::try_from(count).unwrap_or(usize::MAX));
+    out.array(n);
+    for _ in 0..n {
+        l.pop_with(end, |v| out.bulk(v));
+    }
+    n
+}
+
+// ---- reads -----------------------------------------------------------------
+
+fn llen(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let key = args.key()?;
+    let n = read_list(cx, key)?.map_or(0, List::len);
+    out.int(n as i64);
+    Ok(())
+}
+
+/// Redis's index normalisation for LRANGE and LTRIM: the clamped
+/// `(start, count)` of `start..=end`, `None` when empty.
+fn clamp_range(start: i64, end: i64, len: usize) -> Option<(usize, usize)> {
+    let llen = len as i64;
+    let mut start = if start < 0 { llen.saturating_add(start) } else { start };
+    let mut end = if end < 0 { llen.saturating_add(end) } else { end };
+    if start < 0 {
+        start = 0;
+    }
+    if start > end || start >= llen {
+        return None;
+    }
+    if end >= llen {
+        end = llen - 1;
+    }
+    Some((start as usize, (end - start + 1) as usize))
+}
+
+fn lrange(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let key = args.key()?;
+    let start = args.i64()?;
+    let end = args.i64()?;
+    let Some(l) = read_list(cx, key)? else {
+        out.array(0);
+        return Ok(());
+    };
+    match clamp_range(start, end, l.len()) {
+        None => out.array(0),
+        Some((from, n)) => {
+            out.array(n);
+            for v in l.range(from, n) {
+                out.bulk(v);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A possibly negative index resolved against `len`.
+fn resolve(index: i64, len: usize) -> Option<usize> {
+    let i = if index < 0 { (len as i64).checked_add(index)? } else { index };
+    usize::try_from(i).ok().filter(|&i| i < len)
+}
+
+fn lindex(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let key = args.key()?;
+    let idx = args.req()?;
+    // Redis looks the key up before it parses the index.
+    let Some(l) = read_list(cx, key)? else {
+        out.null();
+        return Ok(());
+    };
+    match resolve(parse_i64(idx)?, l.len()).and_then(|i| l.get(i)) {
+        Some(v) => out.bulk(v),
+        None => out.null(),
+    }
+    Ok(())
+}
+
+/// Options of LPOS.
+struct LposOpts {
+    rank: i64,
+    /// `None` when COUNT was not given (the reply is then one index).
+    count: Option<i64>,
+    maxlen: i64,
+}
+
+fn parse_lpos(args: &mut Args) -> Result<LposOpts, CmdError> {
+    let mut o = LposOpts { rank: 1, count: None, maxlen: 0 };
+    while let Some(a) = args.next() {
+        let more = !args.is_empty();
+        if eq_ic(a, "RANK") && more {
+            o.rank = args.i64()?;
+            if o.rank == 0 {
+                return Err(msg(
+                    "ERR RANK can't be zero: use 1 to start from the first match, 2 from the \
+                     second ... or use negative to start from the end of the list",
+                ));
+            }
+        } else if eq_ic(a, "COUNT") && more {
+            o.count = Some(parse_at_least(args.req()?, 0, "ERR COUNT can't be negative")?);
+        } else if eq_ic(a, "MAXLEN") && more {
+            o.maxlen = parse_at_least(args.req()?, 0, "ERR MAXLEN can't be negative")?;
+        } else {
+            return Err(CmdError::Syntax);
+        }
+    }
+    Ok(o)
+}
+
+fn lpos(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let key = args.key()?;
+    let ele = args.req()?;
+    let o = parse_lpos(args)?;
+    let Some(l) = read_list(cx, key)? else {
+        match o.count {
+            Some(_) => out.array(0),
+            None => out.null(),
+        }
+        return Ok(());
+    };
+    // A negative rank searches from the tail. Redis negates it in C, so
+    // LONG_MIN stays negative and matches from the first hit: wrap too.
+    let from_tail = o.rank < 0;
+    let rank = if from_tail { o.rank.wrapping_neg() } else { o.rank };
+    let len = l.len();
+    let mut hits: smallvec::SmallVec<[usize; 16]> = smallvec::SmallVec::new();
+    let mut matches: i64 = 0;
+    let mut scan = |it: &mut dyn Iterator<Item = &[u8]>| {
+        for (index, v) in it.enumerate() {
+            if o.maxlen != 0 && index as i64 >= o.maxlen {
+                break;
+            }
+            if v != ele {
+                continue;
+            }
+            matches += 1;
+            if matches >= rank {
+                hits.push(if from_tail { len - index - 1 } else { index });
+                match o.count {
+                    None => break,
+                    Some(c) => {
+                        if c != 0 && matches.wrapping_sub(rank).wrapping_add(1) >= c {
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+    };
+    if from_tail {
+        scan(&mut l.iter().rev());
+    } else {
+        scan(&mut l.iter());
+    }
+    match o.count {
+        Some(_) => {
+            out.array(hits.len());
+            for h in hits {
+                out.int(h as i64);
+            }
+        }
+        None => match hits.first() {
+            Some(&h) => out.int(h as i64),
+            None => out.null(),
+        },
+    }
+    Ok(())
+}
+
+// ---- changes in place ------------------------------------------------------
+
+fn lset(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let key = args.key()?;
+    let idx = args.req()?;
+    let val = args.req()?;
+    let (db, now, lru) = (cx.db, cx.now(), cx.lru());
+    let s = cx.keys.stripe(db, key);
+    // Redis looks the key up before it parses the index.
+    let Some(l) = list_in(s, key, now, lru)? else {
+        return Err(CmdError::NoSuchKey);
+    };
+    let i = resolve(parse_i64(idx)?, l.len()).ok_or(CmdError::OutOfRange)?;
+    l.set(i, val);
+    changed(s, key, 1, false);
+    out.ok();
+    Ok(())
+}
+
+fn linsert(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let key = args.key()?;
+    let place = args.req()?;
+    let after = if eq_ic(place, "AFTER") {
+        true
+    } else if eq_ic(place, "BEFORE") {
+        false
+    } else {
+        return Err(CmdError::Syntax);
+    };
+    let pivot = args.req()?;
+    let val = args.req()?;
+    let (db, now, lru) = (cx.db, cx.now(), cx.lru());
+    let s = cx.keys.stripe(db, key);
+    let Some(l) = list_in(s, key, now, lru)? else {
+        out.int(0);
+        return Ok(());
+    };
+    let Some(at) = l.iter().position(|v| v == pivot) else {
+        out.int(-1);
+        return Ok(());
+    };
+    l.insert(at + usize::from(after), val);
+    let n = l.len();
+    changed(s, key, 1, false);
+    out.int(n as i64);
+    Ok(())
+}
+
+fn lrem(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let key = args.key()?;
+    let count = args.i64()?;
+    let val = args.req()?;
+    let (db, now, lru) = (cx.db, cx.now(), cx.lru());
+    let s = cx.keys.stripe(db, key);
+    let Some(l) = list_in(s, key, now, lru)? else {
+        out.int(0);
+        return Ok(());
+    };
+    let removed = l.remove_eq(val, count);
+    if removed > 0 {
+        let emptied = l.is_empty();
+        changed(s, key, removed, emptied);
+    }
+    out.int(removed as i64);
+    Ok(())
+}
+
+fn ltrim(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let key = args.key()?;
+    let start = args.i64()?;
+    let end = args.i64()?;
+    let (db, now, lru) = (cx.db, cx.now(), cx.lru());
+    let s = cx.keys.stripe(db, key);
+    if let Some(l) = list_in(s, key, now, lru)? {
+        let len = l.len();
+        let (front, back) = match clamp_range(start, end, len) {
+            None => (len, 0),
+            Some((from, n)) => (from, len - from - n),
+        };
+        l.trim(front, back);
+        let emptied = l.is_empty();
+        changed(s, key, front + back, emptied);
+    }
+    out.ok();
+    Ok(())
+}
+
+// ---- moves -----------------------------------------------------------------
+
+fn lmove(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let src = args.key()?;
+    let dst = args.key()?;
+    let from = parse_end(args.req()?)?;
+    let to = parse_end(args.req()?)?;
+    move_with(cx, src, dst, from, to, out)
+}
+
+fn rpoplpush(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let src = args.key()?;
+    let dst = args.key()?;
+    move_with(cx, src, dst, ListEnd::Tail, ListEnd::Head, out)
+}
+
+/// Redis's `lmoveGenericCommand`. The source is emptied only after the
+/// push, so `src == dst` rotates a one-element list in place.
+fn move_with(
+    cx: &mut Ctx,
+    src: &[u8],
+    dst: &[u8],
+    from: ListEnd,
+    to: ListEnd,
+    out: &mut ReplyBuf,
+) -> CmdResult {
+    let (db, now, lru, shared) = (cx.db, cx.now(), cx.lru(), cx.shared);
+    match list_in(cx.keys.stripe(db, src), src, now, lru)? {
+        Some(l) if !l.is_empty() => {}
+        _ => {
+            out.null();
+            return Ok(());
+        }
+    }
+    if let Some(e) = cx.keys.stripe(db, dst).get(dst, now) {
+        if !matches!(e.value, Value::List(_)) {
+            return Err(CmdError::WrongType);
+        }
+    }
+    let s = cx.keys.stripe(db, src);
+    let Some(l) = list_in(s, src, now, lru)? else { unreachable!("source was just found") };
+    let v = l.pop(from).expect("source is not empty");
+    changed(s, src, 1, false);
+    let d = cx.keys.stripe(db, dst);
+    match list_in(d, dst, now, lru)? {
+        Some(l) => {
+            l.push(to, &v);
+            changed(d, dst, 1, false);
+        }
+        None => {
+            let mut l = List::new(shared.config.read().list_max_listpack_size);
+            l.push(to, &v);
+            d.insert(dst, Value::List(Box::new(l)), NO_EXPIRE, lru);
+        }
+    }
+    let s = cx.keys.stripe(db, src);
+    if list_in(s, src, now, lru)?.is_some_and(|l| l.is_empty()) {
+        s.remove(src);
+    }
+    out.bulk(&v);
+    Ok(())
+}
+
+/// Lock finder of LMPOP: the `numkeys` keys after the count. A bad count
+/// adds nothing; the handler reports it before touching any key.
+fn lmpop_keys<'a>(argv: &[&'a [u8]], db: usize, keys: &mut KeyList<'a>) {
+    let Some(n) = argv.get(1).and_then(|a| resp::parse_i64(a)) else { return };
+    if n > 0 {
+        for &k in argv.iter().skip(2).take(n as usize) {
+            keys.push((db, k));
+        }
+    }
+}
+
+/// LMPOP numkeys key [key ...] LEFT|RIGHT [COUNT count]: pops from the
+/// first non-empty list; replies `[key, [elements]]` or a null array.
+fn lmpop(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let numkeys = parse_at_least(args.req()?, 1, "ERR numkeys should be greater than 0")?;
+    let rest = args.rest();
+    let numkeys = usize::try_from(numkeys).unwrap_or(usize::MAX);
+    if numkeys >= rest.len() {
+        return Err(CmdError::Syntax);
+    }
+    let (keys, opts) = rest.split_at(numkeys);
+    let end = parse_end(opts[0])?;
+    let mut count = None;
+    let mut i = 1;
+    while i < opts.len() {
+        if count.is_none() && eq_ic(opts[i], "COUNT") && i + 1 < opts.len() {
+            count = Some(parse_at_least(opts[i + 1], 1, "ERR count should be greater than 0")?);
+            i += 2;
+        } else {
+            return Err(CmdError::Syntax);
+        }
+    }
+    let count = count.unwrap_or(1);
+    let (db, now, lru) = (cx.db, cx.now(), cx.lru());
+    for &key in keys {
+        let s = cx.keys.stripe(db, key);
+        let Some(l) = list_in(s, key, now, lru)? else { continue };
+        if l.is_empty() {
+            continue;
+        }
+        out.array(2);
+        out.bulk(key);
+        let n = pop_reply(l, end, count, out);
+        let emptied = l.is_empty();
+        changed(s, key, n, emptied);
+        return Ok(());
+    }
+    out.null_array();
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;
