@@ -68,6 +68,7 @@ scenarios! {
     server_admin => "server_admin.txt",
     resp3 => "resp3.txt",
     arity => "arity.txt",
+    sets => "sets.txt",
 }
 
 #[test]

@@ -12,6 +12,7 @@ pub mod debug;
 pub mod info;
 pub mod keys;
 pub mod server;
+pub mod set;
 pub mod string;
 pub mod tx;
 
@@ -20,6 +21,7 @@ pub use command::markdown;
 /// Every family's declarations.
 pub const FAMILIES: &[&[CommandSpec]] = &[
     string::COMMANDS,
+    set::COMMANDS,
     keys::COMMANDS,
     tx::COMMANDS,
     connection::COMMANDS,
