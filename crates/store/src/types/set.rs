@@ -110,7 +110,7 @@ impl IntSet {
         // Grow by exactly one word, as Redis reallocates the intset.
         self.data.reserve_exact(w);
         let at = pos * w;
-        self.data.splice(at..at, std::iter::repeat(0).take(w));
+        self.data.splice(at..at, std::iter::repeat_n(0, w));
         Self::put(&mut self.data[at..at + w], w, v);
         true
     }
