@@ -70,6 +70,7 @@ scenarios! {
     resp3 => "resp3.txt",
     arity => "arity.txt",
     hashes => "hashes.txt",
+    sets => "sets.txt",
 }
 
 #[test]

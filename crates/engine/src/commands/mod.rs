@@ -14,6 +14,7 @@ pub mod info;
 pub mod keys;
 pub mod list;
 pub mod server;
+pub mod set;
 pub mod string;
 pub mod tx;
 
@@ -22,6 +23,7 @@ pub use command::markdown;
 /// Every family's declarations.
 pub const FAMILIES: &[&[CommandSpec]] = &[
     string::COMMANDS,
+    set::COMMANDS,
     keys::COMMANDS,
     list::COMMANDS,
     hash::COMMANDS,
