@@ -13,7 +13,7 @@ use store::types::Hash;
 use store::value::parse_canonical_i64;
 use store::{Value, NO_EXPIRE};
 
-use crate::commands::keys::space::parse_cursor;
+use crate::commands::keys::space::{parse_cursor, parse_scan_opts, ScanOpts};
 use crate::ctx::{eq_ic, parse_i64, Args, Ctx};
 use crate::error::{CmdError, CmdResult};
 use crate::glob;
@@ -464,22 +464,7 @@ fn hscan(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         out.array(0);
         return Ok(());
     };
-    let mut count: i64 = 10;
-    let mut pattern: Option<&[u8]> = None;
-    while let Some(opt) = args.next() {
-        let has_value = args.remaining() >= 1;
-        if eq_ic(opt, "COUNT") && has_value {
-            count = parse_i64(args.req()?)?;
-            if count < 1 {
-                return Err(CmdError::Syntax);
-            }
-        } else if eq_ic(opt, "MATCH") && has_value {
-            let p = args.req()?;
-            pattern = (p != b"*").then_some(p);
-        } else {
-            return Err(CmdError::Syntax);
-        }
-    }
+    let ScanOpts { count, pattern, .. } = parse_scan_opts(args, false)?;
     // Matching pairs go straight into the reply body; `seen` counts every
     // visited pair, as Redis counts before filtering.
     let mut body = ReplyBuf::new();

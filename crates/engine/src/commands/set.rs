@@ -17,7 +17,7 @@ use resp::ReplyBuf;
 use store::types::set::{Member, Set};
 use store::{Table, Value, NO_EXPIRE};
 
-use crate::commands::keys::space::parse_cursor;
+use crate::commands::keys::space::{parse_cursor, parse_scan_opts};
 use crate::ctx::{eq_ic, parse_i64, Args, Ctx};
 use crate::error::{CmdError, CmdResult};
 use crate::glob;
@@ -819,36 +819,12 @@ fn union_diff(
 
 // ---- SSCAN ----------------------------------------------------------------
 
-/// Options of SSCAN (Redis's `scanGenericCommand` for a set: no TYPE).
-struct ScanOpts<'a> {
-    count: i64,
-    pattern: Option<&'a [u8]>,
-}
-
-fn parse_scan_opts<'a>(args: &mut Args<'a>) -> Result<ScanOpts<'a>, CmdError> {
-    let mut o = ScanOpts { count: 10, pattern: None };
-    while let Some(opt) = args.next() {
-        if eq_ic(opt, "COUNT") && !args.is_empty() {
-            o.count = parse_i64(args.req()?)?;
-            if o.count < 1 {
-                return Err(CmdError::Syntax);
-            }
-        } else if eq_ic(opt, "MATCH") && !args.is_empty() {
-            let p = args.req()?;
-            o.pattern = (p != b"*").then_some(p);
-        } else {
-            return Err(CmdError::Syntax);
-        }
-    }
-    Ok(o)
-}
-
 fn sscan(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let key = args.key()?;
     let cursor = parse_cursor(args.req()?)?;
     // Redis looks the key up before it reads the options: a missing key
     // answers an empty scan whatever follows.
-    let opts = parse_scan_opts(args);
+    let opts = parse_scan_opts(args, false);
     let Some(e) = cx.lookup_read(key) else {
         out.array(2);
         out.bulk(b"0");

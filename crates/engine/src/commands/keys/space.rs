@@ -70,6 +70,42 @@ pub(super) fn keys(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResu
 /// Parses a cursor the way Redis does (`strtoul` base 10 on the C string):
 /// no leading space, an optional sign (a negative wraps around), nothing
 /// after the digits, the empty string is 0, overflow is an error.
+/// Options of the SCAN family (Redis's `scanGenericCommand`): COUNT and
+/// MATCH for all, TYPE for SCAN itself.
+pub(crate) struct ScanOpts<'a> {
+    pub count: i64,
+    /// `None` for no pattern (or `*`, which matches everything).
+    pub pattern: Option<&'a [u8]>,
+    pub type_name: Option<&'a [u8]>,
+}
+
+/// Parses the options after the cursor, with Redis's errors.
+pub(crate) fn parse_scan_opts<'a>(
+    args: &mut Args<'a>,
+    allow_type: bool,
+) -> Result<ScanOpts<'a>, CmdError> {
+    let mut o = ScanOpts { count: 10, pattern: None, type_name: None };
+    while let Some(opt) = args.next() {
+        let has_value = args.remaining() >= 1;
+        if eq_ic(opt, "COUNT") && has_value {
+            o.count = parse_i64(args.req()?)?;
+            if o.count < 1 {
+                return Err(CmdError::Syntax);
+            }
+        } else if eq_ic(opt, "MATCH") && has_value {
+            let p = args.req()?;
+            o.pattern = (p != b"*").then_some(p);
+        } else if allow_type && eq_ic(opt, "TYPE") && has_value {
+            let t = args.req()?;
+            // Compared as a C string.
+            o.type_name = Some(&t[..t.iter().position(|&c| c == 0).unwrap_or(t.len())]);
+        } else {
+            return Err(CmdError::Syntax);
+        }
+    }
+    Ok(o)
+}
+
 pub(crate) fn parse_cursor(a: &[u8]) -> Result<u64, CmdError> {
     let bad = || CmdError::err("invalid cursor");
     let a = &a[..a.iter().position(|&c| c == 0).unwrap_or(a.len())];
@@ -94,27 +130,7 @@ pub(crate) fn parse_cursor(a: &[u8]) -> Result<u64, CmdError> {
 
 pub(super) fn scan(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let cursor = parse_cursor(args.req()?)?;
-    let mut count: i64 = 10;
-    let mut pattern: Option<&[u8]> = None;
-    let mut type_name: Option<&[u8]> = None;
-    while let Some(opt) = args.next() {
-        let has_value = args.remaining() >= 1;
-        if eq_ic(opt, "COUNT") && has_value {
-            count = parse_i64(args.req()?)?;
-            if count < 1 {
-                return Err(CmdError::Syntax);
-            }
-        } else if eq_ic(opt, "MATCH") && has_value {
-            let p = args.req()?;
-            pattern = (p != b"*").then_some(p);
-        } else if eq_ic(opt, "TYPE") && has_value {
-            let t = args.req()?;
-            // Compared as a C string.
-            type_name = Some(&t[..t.iter().position(|&c| c == 0).unwrap_or(t.len())]);
-        } else {
-            return Err(CmdError::Syntax);
-        }
-    }
+    let ScanOpts { count, pattern, type_name } = parse_scan_opts(args, true)?;
 
     // Step 1: visit buckets until `count` keys were seen or the budget of
     // ten bucket visits per requested key is spent (Redis's
