@@ -102,10 +102,22 @@ impl Stripe {
     /// Looks up a live key for an in-place modification: marks watchers
     /// and counts the change. Only call when the value will change.
     pub fn get_for_write(&mut self, key: &[u8], now: i64) -> Option<&mut Entry> {
-        self.get(key, now)?;
+        let h = self.map.hash_of(key);
+        self.get_for_write_hashed(key, h, now)
+    }
+
+    /// [`get_for_write`](Self::get_for_write) with the key's hash known:
+    /// one table lookup, the entry reached again by its slab index.
+    pub fn get_for_write_hashed(&mut self, key: &[u8], h: u64, now: i64) -> Option<&mut Entry> {
+        let i = self.map.index_of_hashed(key, h)?;
+        let exp = self.map.at(i).map_or(NO_EXPIRE, |(_, e)| e.expire_at);
+        if exp != NO_EXPIRE && exp <= now {
+            self.delete_expired(key);
+            return None;
+        }
         self.touch(key);
         self.stats.dirty += 1;
-        self.map.get_mut(key)
+        self.map.at_mut(i).map(|(_, e)| e)
     }
 
     /// Whether a live key exists (expiring it lazily if due).
@@ -685,7 +697,10 @@ impl<'a> Locks<'a> {
 
     pub fn get_for_write(&mut self, db: usize, key: &[u8]) -> Option<&mut Entry> {
         let now = self.now;
-        self.stripe(db, key).get_for_write(key, now)
+        match self.memo_for(db, key) {
+            Some(t) => self.stripe_id(t.id).get_for_write_hashed(key, t.hash, now),
+            None => self.stripe(db, key).get_for_write(key, now),
+        }
     }
 
     pub fn contains(&mut self, db: usize, key: &[u8]) -> bool {
