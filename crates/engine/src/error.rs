@@ -21,7 +21,6 @@ pub enum CmdError {
     TimeoutNotInteger,
     StringTooLong,
     DbIndexOutOfRange,
-    InvalidDbIndex,
     SameObject,
     /// `ERR unknown subcommand '<sub>'. Try <CMD> HELP.`
     UnknownSubcommand {
@@ -70,7 +69,6 @@ impl CmdError {
                 "ERR string exceeds maximum allowed size (proto-max-bulk-len)"
             }
             CmdError::DbIndexOutOfRange => "ERR DB index is out of range",
-            CmdError::InvalidDbIndex => "ERR invalid DB index",
             CmdError::SameObject => "ERR source and destination objects are the same",
             CmdError::NoAuth => "NOAUTH Authentication required.",
             CmdError::InvalidExpire(cmd) => {

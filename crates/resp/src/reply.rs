@@ -41,10 +41,6 @@ pub struct ReplyBuf {
     pub proto: Proto,
 }
 
-fn int_bytes(v: i64, buf: &mut itoa_buf::Buf) -> &[u8] {
-    buf.format(v)
-}
-
 mod itoa_buf {
     /// A tiny stack formatter for integers (no allocation).
     pub struct Buf([u8; 24]);
@@ -261,7 +257,7 @@ impl ReplyBuf {
 
     fn prefixed_int(&mut self, prefix: u8, v: i64) {
         let mut b = itoa_buf::Buf::new();
-        let digits = int_bytes(v, &mut b);
+        let digits = b.format(v);
         self.raw3(&[prefix], digits, b"\r\n");
     }
 
@@ -279,7 +275,7 @@ impl ReplyBuf {
     #[inline]
     pub fn bulk(&mut self, b: &[u8]) {
         let mut nb = itoa_buf::Buf::new();
-        let len = int_bytes(b.len() as i64, &mut nb);
+        let len = nb.format(b.len() as i64);
         let n = 1 + len.len() + 2 + b.len() + 2;
         if n > CHUNK {
             self.raw3(b"$", len, b"\r\n");
@@ -299,11 +295,7 @@ impl ReplyBuf {
     /// A bulk string of an integer's decimal form.
     pub fn bulk_int(&mut self, v: i64) {
         let mut b = itoa_buf::Buf::new();
-        let s = int_bytes(v, &mut b);
-        let s: &[u8] = s;
-        let mut tmp = [0u8; 24];
-        tmp[..s.len()].copy_from_slice(s);
-        self.bulk(&tmp[..s.len()]);
+        self.bulk(b.format(v));
     }
 
     /// Null bulk: `$-1` in RESP2, `_` in RESP3.
@@ -379,7 +371,7 @@ impl ReplyBuf {
             Proto::Resp2 => self.bulk(s),
             Proto::Resp3 => {
                 let mut nb = itoa_buf::Buf::new();
-                let len = int_bytes(s.len() as i64 + 4, &mut nb);
+                let len = nb.format(s.len() as i64 + 4);
                 let mut head = Vec::with_capacity(32);
                 head.push(b'=');
                 head.extend_from_slice(len);

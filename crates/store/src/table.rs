@@ -289,13 +289,6 @@ impl<V> Table<V> {
         self.nodes.iter_mut().filter_map(|n| n.kv.as_mut().map(|(k, v)| (&**k, v)))
     }
 
-    /// Drains all entries.
-    pub fn drain(&mut self) -> impl Iterator<Item = (SmallBytes, V)> {
-        let nodes = std::mem::take(&mut self.nodes);
-        self.clear();
-        nodes.into_iter().filter_map(|n| n.kv)
-    }
-
     /// Visits one bucket at `cursor` (reverse-binary order) and returns the
     /// next cursor; 0 means the scan is complete.
     pub fn scan(&self, cursor: u64, mut visit: impl FnMut(&[u8], &V)) -> u64 {
