@@ -1,0 +1,346 @@
+//! Blocking pops with several real connections, against redis-server 7.0
+//! and Sluice (started with two threads, so consecutive connections are
+//! served by different threads and every wake-up below crosses threads).
+//!
+//! Each case is a script run step by step on both servers; the transcripts
+//! (every reply, and what arrived or not while a client was blocked) must
+//! be identical. Script lines:
+//!
+//! - `A: CMD …` — send on connection A and read its reply now;
+//! - `A_ CMD …` — the same, not recorded (replies that name client ids);
+//! - `A> CMD …` — send without reading (the command blocks);
+//! - `A<` — read one pending reply (up to 3 s);
+//! - `A? MS` — record whatever A receives within MS ms (usually nothing);
+//! - `A% FIELD` — record the `FIELD:` line of A's `INFO clients`;
+//! - `A!` — close connection A;
+//! - `~ MS` — sleep;
+//!
+//! `@B` in a command stands for connection B's client id.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::Duration;
+
+use testkit::{escape, Client, RedisServer, TestServer};
+
+struct Conns {
+    port: u16,
+    open: HashMap<char, (Client, u64)>,
+}
+
+impl Conns {
+    fn get(&mut self, name: char) -> &mut Client {
+        let port = self.port;
+        &mut self
+            .open
+            .entry(name)
+            .or_insert_with(|| {
+                let mut c = Client::connect(port).expect("connect");
+                c.set_timeout(Duration::from_secs(3));
+                let id = c.cmd(&["CLIENT", "ID"]).expect("client id");
+                let id = std::str::from_utf8(&id[1..id.len() - 2]).unwrap().parse().unwrap();
+                (c, id)
+            })
+            .0
+    }
+
+    fn id(&mut self, name: char) -> u64 {
+        self.get(name);
+        self.open[&name].1
+    }
+}
+
+fn words(conns: &mut Conns, text: &str) -> Vec<String> {
+    text.split_whitespace()
+        .map(|w| match w.strip_prefix('@') {
+            Some(n) if n.len() == 1 => conns.id(n.chars().next().unwrap()).to_string(),
+            _ => w.to_string(),
+        })
+        .collect()
+}
+
+fn run(port: u16, script: &str) -> Vec<String> {
+    let mut conns = Conns { port, open: HashMap::new() };
+    let mut log = Vec::new();
+    for line in script.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
+        if let Some(ms) = line.strip_prefix('~') {
+            std::thread::sleep(Duration::from_millis(ms.trim().parse().unwrap()));
+            continue;
+        }
+        let mut chars = line.chars();
+        let name = chars.next().unwrap();
+        let op = chars.next().unwrap();
+        let rest = chars.as_str().trim();
+        let got = match op {
+            ':' => {
+                let args = words(&mut conns, rest);
+                match conns.get(name).cmd(&args) {
+                    Ok(r) => escape(&r),
+                    Err(e) => format!("error: {e}"),
+                }
+            }
+            '_' => {
+                let args = words(&mut conns, rest);
+                conns.get(name).cmd(&args).expect("command");
+                continue;
+            }
+            '>' => {
+                let args = words(&mut conns, rest);
+                conns.get(name).send(&args).expect("send");
+                // Let the server take the command before the next step.
+                std::thread::sleep(Duration::from_millis(30));
+                continue;
+            }
+            '<' => match conns.get(name).read_reply() {
+                Ok(r) => escape(&r),
+                Err(e) => format!("error: {:?}", e.kind()),
+            },
+            '?' => {
+                let (got, closed) = conns
+                    .get(name)
+                    .read_quiet(Duration::from_millis(rest.parse().unwrap()))
+                    .unwrap();
+                format!("{} closed={closed}", escape(&got))
+            }
+            '%' => {
+                let info = conns.get(name).cmd(&["INFO", "clients"]).unwrap();
+                let info = String::from_utf8_lossy(&info).into_owned();
+                info.lines()
+                    .find(|l| l.starts_with(&format!("{rest}:")))
+                    .unwrap_or("missing")
+                    .to_string()
+            }
+            '!' => {
+                conns.open.remove(&name);
+                std::thread::sleep(Duration::from_millis(30));
+                continue;
+            }
+            _ => panic!("bad script line {line}"),
+        };
+        log.push(format!("{line} => {got}"));
+    }
+    log
+}
+
+fn check(script: &str) {
+    let Some(redis) = RedisServer::start() else { return };
+    let sluice = TestServer::start_bin(Path::new(env!("CARGO_BIN_EXE_sluice-server")));
+    let want = run(redis.port(), script);
+    let got = run(sluice.port(), script);
+    if std::env::var_os("BLOCKING_DUMP").is_some() {
+        eprintln!("{}", want.join("\n"));
+    }
+    for (w, g) in want.iter().zip(&got) {
+        assert_eq!(g, w, "\nredis:  {w}\nsluice: {g}");
+    }
+    assert_eq!(want.len(), got.len());
+}
+
+#[test]
+fn push_wakes_a_blocked_pop() {
+    check(
+        "A> BLPOP k 0
+         A? 100
+         B% blocked_clients
+         B: RPUSH k a b
+         A<
+         B: LRANGE k 0 -1
+         B% blocked_clients
+         A> BRPOP k 0
+         B: LPUSH k c
+         A<
+         B: EXISTS k",
+    );
+}
+
+#[test]
+fn waiters_are_served_in_arrival_order() {
+    check(
+        "A> BLPOP k 0
+         B> BLPOP k 0
+         C> BLPOP other k 0
+         D: RPUSH k 1 2
+         A<
+         B<
+         C? 100
+         D: EXISTS k
+         D: RPUSH k 3 4
+         C<
+         D: LRANGE k 0 -1",
+    );
+}
+
+#[test]
+fn first_ready_key_and_several_keys() {
+    check(
+        "A> BLPOP k1 k2 k3 0
+         B: RPUSH k2 x
+         A<
+         A> BRPOP k1 k2 0
+         B: MULTI
+         B: RPUSH k2 a
+         B: RPUSH k1 b
+         B: EXEC
+         A<
+         B: LRANGE k1 0 -1
+         B: LRANGE k2 0 -1",
+    );
+}
+
+#[test]
+fn pipelined_commands_wait_behind_a_blocked_one() {
+    check(
+        "A> BLPOP k 0
+         A> PING
+         A> GET s
+         A? 100
+         B: SET s v
+         B: RPUSH k x
+         A<
+         A<
+         A<",
+    );
+}
+
+#[test]
+fn timeouts() {
+    check(
+        "A> BLPOP k 0.2
+         A? 50
+         A<
+         A> BRPOPLPUSH k d 0.1
+         A<
+         A> BLMOVE k d LEFT RIGHT 0.1
+         A<
+         A> BLMPOP 0.1 2 k j LEFT COUNT 3
+         A<
+         A: BLPOP k -1
+         A: BLPOP k abc
+         A: BLPOP k inf
+         B% blocked_clients",
+    );
+}
+
+#[test]
+fn blmove_serves_and_chains_to_the_next_waiter() {
+    check(
+        "A> BLMOVE src mid LEFT RIGHT 0
+         B> BRPOPLPUSH mid dst 0
+         C> BLPOP dst 0
+         D: RPUSH src v1 v2
+         A<
+         B<
+         C<
+         D: LRANGE src 0 -1
+         D: EXISTS mid dst",
+    );
+}
+
+#[test]
+fn blmpop_with_count() {
+    check(
+        "A> BLMPOP 0 2 k1 k2 RIGHT COUNT 2
+         B: RPUSH k2 a b c
+         A<
+         B: LRANGE k2 0 -1
+         A> BLMPOP 0 1 k1 LEFT COUNT 10
+         B: RPUSH k1 x y
+         A<
+         B: EXISTS k1",
+    );
+}
+
+#[test]
+fn wrong_type_arrivals_do_not_serve() {
+    check(
+        "A> BLPOP k 0
+         B: SET k str
+         A? 100
+         B: DEL k
+         B: SADD k m
+         A? 100
+         B: DEL k
+         B: RPUSH k v
+         A<
+         A> BLMOVE src dst LEFT LEFT 0
+         B: SET dst str
+         B: RPUSH src v
+         A<
+         B: LRANGE src 0 -1",
+    );
+}
+
+#[test]
+fn transactions_serve_after_exec_and_never_block() {
+    check(
+        "A> BLPOP k 0
+         B: MULTI
+         B: RPUSH k x y
+         B: LPOP k
+         B: EXEC
+         A<
+         B: LRANGE k 0 -1
+         B: DEL k
+         B: MULTI
+         B: BLPOP k 0
+         B: BRPOP k 0
+         B: BLMOVE k d LEFT LEFT 0
+         B: BRPOPLPUSH k d 0
+         B: BLMPOP 0 1 k LEFT
+         B: RPUSH k z
+         B: BLPOP k 0
+         B: EXEC",
+    );
+}
+
+#[test]
+fn client_unblock_and_disconnects() {
+    check(
+        "A> BLPOP k 0
+         B: CLIENT UNBLOCK @A
+         A<
+         A> BLPOP k 0
+         B: CLIENT UNBLOCK @A ERROR
+         A<
+         B: CLIENT UNBLOCK @A
+         B: CLIENT UNBLOCK @B TIMEOUT
+         C> BLPOP k 0
+         C!
+         B% blocked_clients
+         B: RPUSH k v
+         B: LLEN k",
+    );
+}
+
+#[test]
+fn blocked_clients_in_other_databases_and_renames() {
+    check(
+        "A: SELECT 2
+         A> BLPOP k 0
+         B: RPUSH k zero
+         A? 100
+         B: SELECT 2
+         B: RPUSH tmp v
+         B: RENAME tmp k
+         A<
+         A> BLPOP k 0
+         B: SELECT 3
+         B: RPUSH k w
+         B: SWAPDB 2 3
+         A<
+         B: SELECT 0
+         B: LRANGE k 0 -1",
+    );
+}
+
+#[test]
+fn resp3_replies_of_served_and_timed_out_clients() {
+    check(
+        "A_ HELLO 3
+         A> BLPOP k 0.05
+         A<
+         A> BLMPOP 0 1 k LEFT COUNT 2
+         B: RPUSH k a b c
+         A<",
+    );
+}
