@@ -344,3 +344,89 @@ fn resp3_replies_of_served_and_timed_out_clients() {
          A<",
     );
 }
+
+#[test]
+fn blocked_clients_are_exempt_from_the_idle_timeout() {
+    check(
+        "A> BLPOP k 0
+         B: CONFIG SET timeout 1
+         ~ 2600
+         C: RPUSH k v
+         A<
+         C: CONFIG SET timeout 0",
+    );
+}
+
+/// Many consumers blocked on one list across both threads, many producers:
+/// every element is delivered exactly once and nobody is left waiting.
+#[test]
+fn concurrent_producers_and_consumers_lose_nothing() {
+    let sluice = TestServer::start_bin(Path::new(env!("CARGO_BIN_EXE_sluice-server")));
+    let port = sluice.port();
+    const PRODUCERS: usize = 4;
+    const PER_PRODUCER: usize = 2_000;
+    const CONSUMERS: usize = 6;
+    let consumers: Vec<_> = (0..CONSUMERS)
+        .map(|i| {
+            std::thread::spawn(move || {
+                let mut c = Client::connect(port).unwrap();
+                let mut got = Vec::new();
+                loop {
+                    // Alternate the blocking forms; 1 s of silence ends it.
+                    let r = match i % 3 {
+                        0 => c.cmd(&["BLPOP", "q", "other", "1"]).unwrap(),
+                        1 => c.cmd(&["BLMPOP", "1", "1", "q", "RIGHT", "COUNT", "3"]).unwrap(),
+                        _ => c
+                            .cmd(&["BLMOVE", "q", &format!("mine{i}"), "LEFT", "LEFT", "1"])
+                            .unwrap(),
+                    };
+                    if r == b"*-1\r\n" {
+                        break;
+                    }
+                    got.push(r);
+                }
+                // BLMOVE consumers also find their elements in their own
+                // list, as many as they received.
+                let mine = c.cmd(&["LLEN", &format!("mine{i}")]).unwrap();
+                let moved = if i % 3 == 2 { got.len() } else { 0 };
+                assert_eq!(mine, format!(":{moved}\r\n").into_bytes());
+                got
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(100));
+    let producers: Vec<_> = (0..PRODUCERS)
+        .map(|p| {
+            std::thread::spawn(move || {
+                let mut c = Client::connect(port).unwrap();
+                for j in 0..PER_PRODUCER {
+                    let v = format!("p{p}-{j}");
+                    if j % 2 == 0 {
+                        c.cmd(&["RPUSH", "q", &v]).unwrap();
+                    } else {
+                        c.cmd(&["LPUSH", "q", &v]).unwrap();
+                    }
+                }
+            })
+        })
+        .collect();
+    for p in producers {
+        p.join().unwrap();
+    }
+    let mut seen = std::collections::HashSet::new();
+    let mut total = 0;
+    for c in consumers {
+        let got = c.join().unwrap();
+        let text: Vec<u8> = got.concat();
+        let text = String::from_utf8(text).unwrap();
+        for w in text.split("\r\n").filter(|w| w.starts_with('p')) {
+            total += 1;
+            assert!(seen.insert(w.to_string()), "{w} delivered twice");
+        }
+    }
+    assert_eq!(total, PRODUCERS * PER_PRODUCER, "elements lost");
+    let mut c = Client::connect(port).unwrap();
+    assert_eq!(c.cmd(&["EXISTS", "q"]).unwrap(), b":0\r\n");
+    let info = String::from_utf8(c.cmd(&["INFO", "clients"]).unwrap()).unwrap();
+    assert!(info.contains("blocked_clients:0\r\n"), "{info}");
+}
