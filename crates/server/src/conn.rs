@@ -414,7 +414,7 @@ impl Conn<'_> {
                 }
                 let mut argv: SmallVec<[&[u8]; 8]> = SmallVec::new();
                 w.args.fill(input, &mut argv);
-                if paused_for(self.shared, &mut self.pause, &argv) {
+                if paused_for(self.shared, &mut self.pause, &argv, &self.sess) {
                     // CLIENT PAUSE: wait, then retry this request.
                     drop(argv);
                     tokio::time::sleep(Duration::from_millis(10)).await;
@@ -499,7 +499,12 @@ impl Conn<'_> {
 /// Whether `CLIENT PAUSE` holds this request back. The pause state is
 /// re-read only when its epoch changes, so the common case is one
 /// relaxed load.
-fn paused_for(shared: &Shared, cache: &mut (i64, engine::shared::Pause), argv: &[&[u8]]) -> bool {
+fn paused_for(
+    shared: &Shared,
+    cache: &mut (i64, engine::shared::Pause),
+    argv: &[&[u8]],
+    sess: &Session,
+) -> bool {
     let epoch = shared.pause_epoch.load(Ordering::Acquire);
     if epoch != cache.0 {
         *cache = (epoch, *shared.pause.lock());
@@ -511,8 +516,19 @@ fn paused_for(shared: &Shared, cache: &mut (i64, engine::shared::Pause), argv: &
     if !p.writes_only {
         return true;
     }
-    match dispatch::lookup(argv) {
+    let writes = |argv: &[&[u8]]| match dispatch::lookup(argv) {
         Lookup::Found(spec) => spec.flags.has(Flags::WRITE) || spec.flags.has(Flags::MAY_REPLICATE),
         Lookup::Rejected(_) => false,
+    };
+    if writes(argv) {
+        return true;
+    }
+    // An EXEC is held when its transaction contains a write, as in Redis.
+    match &sess.multi {
+        Some(m) if argv[0].eq_ignore_ascii_case(b"EXEC") => m.queued.iter().any(|q| {
+            let args: SmallVec<[&[u8]; 8]> = q.iter().map(|a| &a[..]).collect();
+            writes(&args)
+        }),
+        _ => false,
     }
 }

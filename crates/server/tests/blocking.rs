@@ -430,3 +430,20 @@ fn concurrent_producers_and_consumers_lose_nothing() {
     let info = String::from_utf8(c.cmd(&["INFO", "clients"]).unwrap()).unwrap();
     assert!(info.contains("blocked_clients:0\r\n"), "{info}");
 }
+
+#[test]
+fn client_pause_write_holds_exec_of_a_writing_transaction() {
+    check(
+        "B: MULTI
+         B: GET x
+         B: INCR x
+         C: MULTI
+         C: GET x
+         A: CLIENT PAUSE 400 WRITE
+         C: EXEC
+         B> EXEC
+         B? 150
+         B<
+         C: GET x",
+    );
+}
