@@ -447,3 +447,25 @@ fn client_pause_write_holds_exec_of_a_writing_transaction() {
          C: GET x",
     );
 }
+
+#[test]
+fn kills_rotations_and_transactions_that_leave_nothing() {
+    check(
+        "A> BLMOVE k k LEFT RIGHT 0
+         B: RPUSH k a
+         A<
+         B: LRANGE k 0 -1
+         B: DEL k
+         A> BLPOP k 0
+         B: MULTI
+         B: RPUSH k x
+         B: LPOP k
+         B: EXEC
+         A? 100
+         B: CLIENT KILL ID @A
+         A?  100
+         B% blocked_clients
+         B: RPUSH k y
+         B: LLEN k",
+    );
+}
