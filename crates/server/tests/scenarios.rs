@@ -75,6 +75,7 @@ scenarios! {
     zsets_basic => "zsets_basic.txt",
     zsets_ranges => "zsets_ranges.txt",
     zsets_ops => "zsets_ops.txt",
+    zsets_random => "zsets_random.txt",
 }
 
 #[test]

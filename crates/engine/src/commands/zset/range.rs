@@ -343,10 +343,15 @@ fn count_with(cx: &mut Ctx, key: &[u8], sel: Sel<'_>, out: &mut ReplyBuf) -> Cmd
     let n = match cx.lookup_read(key) {
         Some(e) => {
             let z = as_zset(&mut e.value)?;
-            // Ranks of the first in range and of the end of the range.
-            let lo = z.count_below(|s, m| !sel.gte_min(s, m));
-            let hi = z.count_below(|s, m| sel.lte_max(s, m));
-            hi.saturating_sub(lo)
+            if z.encoding() == "listpack" {
+                // Redis walks a listpack from the first element in range.
+                sel.span(z).1
+            } else {
+                // And takes the difference of two ranks in a skiplist.
+                let lo = z.count_below(|s, m| !sel.gte_min(s, m));
+                let hi = z.count_below(|s, m| sel.lte_max(s, m));
+                hi.saturating_sub(lo)
+            }
         }
         None => 0,
     };
