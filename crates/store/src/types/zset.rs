@@ -1,7 +1,8 @@
 //! The sorted-set value type and its two encodings, as Redis 7.0 has them.
 //!
 //! - `listpack` (small): one packed buffer of entries in order, each
-//!   `[member length as LEB128][member bytes][score as f64 LE]`. Lookups
+//!   `[member length as LEB128][member bytes][score]`, the score an
+//!   integer varint when integral (see [`encode_entry`]). Lookups
 //!   walk it, as Redis walks its listpack; it holds at most
 //!   `zset-max-listpack-entries` entries of at most
 //!   `zset-max-listpack-value` bytes.
@@ -53,40 +54,70 @@ struct Packed {
     len: u32,
 }
 
-/// Decodes the entry at `off`: (member, score, offset of the next entry).
 #[inline]
-fn entry_at(buf: &[u8], mut off: usize) -> (&[u8], f64, usize) {
-    let mut n = 0usize;
+fn read_varint(buf: &[u8], off: &mut usize) -> u64 {
+    let mut n = 0u64;
     let mut shift = 0;
     loop {
-        let b = buf[off];
-        off += 1;
-        n |= usize::from(b & 0x7f) << shift;
+        let b = buf[*off];
+        *off += 1;
+        n |= u64::from(b & 0x7f) << shift;
         if b & 0x80 == 0 {
-            break;
+            return n;
         }
         shift += 7;
     }
-    let m = &buf[off..off + n];
-    let s = f64::from_le_bytes(buf[off + n..off + n + 8].try_into().expect("8 bytes"));
-    (m, s, off + n + 8)
 }
 
-fn encode_entry(out: &mut Vec<u8>, m: &[u8], s: f64) {
-    // Redis's listpack keeps scores as text, and -0 goes in as the integer 0.
-    let s = if s == 0.0 { 0.0 } else { s };
-    let mut n = m.len();
+fn write_varint(out: &mut Vec<u8>, mut n: u64) {
     loop {
         let b = (n & 0x7f) as u8;
         n >>= 7;
         if n == 0 {
             out.push(b);
-            break;
+            return;
         }
         out.push(b | 0x80);
     }
+}
+
+/// Integral scores below this magnitude are stored as integers.
+const EXACT_INT: f64 = 9_007_199_254_740_992.0; // 2^53
+
+/// Decodes the entry at `off`: (member, score, offset of the next entry).
+#[inline]
+fn entry_at(buf: &[u8], mut off: usize) -> (&[u8], f64, usize) {
+    let n = read_varint(buf, &mut off) as usize;
+    let m = &buf[off..off + n];
+    off += n;
+    let h = read_varint(buf, &mut off);
+    let s = if h & 1 == 0 {
+        let z = h >> 1;
+        ((z >> 1) as i64 ^ -((z & 1) as i64)) as f64
+    } else {
+        let v = f64::from_le_bytes(buf[off..off + 8].try_into().expect("8 bytes"));
+        off += 8;
+        v
+    };
+    (m, s, off)
+}
+
+/// Appends an entry: member length, member, then the score as a tagged
+/// varint (low bit 0: a zigzag integer, as small integral scores are
+/// most common; 1: an `f64` follows), the way a listpack stores
+/// integral scores as integers.
+fn encode_entry(out: &mut Vec<u8>, m: &[u8], s: f64) {
+    write_varint(out, m.len() as u64);
     out.extend_from_slice(m);
-    out.extend_from_slice(&s.to_le_bytes());
+    // Redis's listpack keeps scores as text, and -0 goes in as the integer 0.
+    if s.fract() == 0.0 && s.abs() < EXACT_INT {
+        let i = s as i64;
+        let z = ((i << 1) ^ (i >> 63)) as u64;
+        write_varint(out, z << 1);
+    } else {
+        out.push(1);
+        out.extend_from_slice(&s.to_le_bytes());
+    }
 }
 
 impl Packed {
@@ -131,8 +162,10 @@ impl Packed {
             }
             off = next;
         }
-        let mut e = Vec::with_capacity(m.len() + 10);
+        let mut e = Vec::with_capacity(m.len() + 12);
         encode_entry(&mut e, m, s);
+        // Grow by exactly the entry, as Redis reallocates its listpack.
+        self.buf.reserve_exact(e.len());
         self.buf.splice(off..off, e);
         self.len += 1;
     }
@@ -140,6 +173,7 @@ impl Packed {
     fn remove_at(&mut self, off: usize) {
         let next = entry_at(&self.buf, off).2;
         self.buf.drain(off..next);
+        self.buf.shrink_to_fit();
         self.len -= 1;
     }
 
@@ -152,9 +186,7 @@ impl Packed {
         }
         self.buf.drain(a..b);
         self.len -= (hi - lo) as u32;
-        if self.buf.capacity() > 2 * self.buf.len() + 64 {
-            self.buf.shrink_to_fit();
-        }
+        self.buf.shrink_to_fit();
     }
 }
 
@@ -807,7 +839,13 @@ mod tests {
         };
         for step in 0..4000 {
             let m = format!("m{}", rnd() % 300).into_bytes();
-            let s = (rnd() % 50) as f64 - 25.0;
+            let s = match rnd() % 20 {
+                0 => f64::INFINITY,
+                1 => f64::NEG_INFINITY,
+                2 => 1e300,
+                3 => -9_007_199_254_740_993.0,
+                _ => ((rnd() % 200) as f64 - 100.0) / 4.0,
+            };
             match rnd() % 4 {
                 0 => {
                     a.remove(&m);
@@ -884,5 +922,45 @@ mod tests {
         }
         seen.sort();
         assert_eq!(seen, vec![b"a".to_vec(), b"b".to_vec(), b"c".to_vec(), b"longer".to_vec()]);
+    }
+    /// ZSCAN's guarantee: an element present for the whole scan is
+    /// returned at least once, while the set grows and shrinks between
+    /// steps.
+    #[test]
+    fn scan_returns_every_stable_element_across_resizes() {
+        let lim = Limits { max_entries: 0, max_value: 64 };
+        let mut z = ZSet::new_skiplist();
+        for i in 0..300 {
+            z.set(format!("stable{i}").as_bytes(), i as f64, lim);
+        }
+        let mut seen = std::collections::HashSet::new();
+        let (mut cursor, mut step) = (0, 0);
+        loop {
+            cursor = z.scan(cursor, |m, _| {
+                seen.insert(m.to_vec());
+            });
+            step += 1;
+            // Grow a lot, then shrink back below the start.
+            if step < 40 {
+                for j in 0..50 {
+                    z.set(format!("tmp{step}-{j}").as_bytes(), 0.5, lim);
+                }
+            } else {
+                let tmp: Vec<Vec<u8>> = z
+                    .iter()
+                    .filter(|(m, _)| m.starts_with(b"tmp"))
+                    .map(|(m, _)| m.to_vec())
+                    .collect();
+                for m in tmp.iter().take(200) {
+                    z.remove(m);
+                }
+            }
+            if cursor == 0 {
+                break;
+            }
+        }
+        for i in 0..300 {
+            assert!(seen.contains(format!("stable{i}").as_bytes()), "stable{i} missed");
+        }
     }
 }
