@@ -71,6 +71,11 @@ scenarios! {
     arity => "arity.txt",
     hashes => "hashes.txt",
     sets => "sets.txt",
+    wrongtype => "wrongtype.txt",
+    zsets_basic => "zsets_basic.txt",
+    zsets_ranges => "zsets_ranges.txt",
+    zsets_ops => "zsets_ops.txt",
+    zsets_random => "zsets_random.txt",
 }
 
 #[test]

@@ -17,6 +17,7 @@ pub mod server;
 pub mod set;
 pub mod string;
 pub mod tx;
+pub mod zset;
 
 pub use command::markdown;
 
@@ -34,6 +35,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     server::COMMANDS,
     info::COMMANDS,
     command::COMMANDS,
+    zset::COMMANDS,
 ];
 
 /// All top-level commands.
