@@ -71,6 +71,7 @@ scenarios! {
     arity => "arity.txt",
     hashes => "hashes.txt",
     sets => "sets.txt",
+    sort => "sort.txt",
 }
 
 #[test]
