@@ -399,9 +399,12 @@ fn sort_generic(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf, readonly: boo
     }
 
     // Output: the elements, or per element the value of every GET.
-    let rows = (end - start + 1).max(0) as usize;
-    let outputlen = if o.gets.is_empty() { rows } else { o.gets.len() * rows };
-    let rows = (start.max(0) as usize)..(start.max(0) as usize + rows);
+    // (Clamped to what was loaded, so a source that loads fewer elements
+    // than it reported cannot index past the vector.)
+    let first = start.max(0) as usize;
+    let last = first + (end - start + 1).max(0) as usize;
+    let rows = first.min(v.items.len())..last.min(v.items.len());
+    let outputlen = rows.len() * o.gets.len().max(1);
     match o.store {
         None => {
             out.array(outputlen);
