@@ -238,7 +238,8 @@ pub fn key_ids(
             }
             Scope::Keys
         }
-        KeySpec::Custom { find, .. } => {
+        KeySpec::CustomOrDb { whole_db, .. } if whole_db(argv) => Scope::Db,
+        KeySpec::Custom { find, .. } | KeySpec::CustomOrDb { find, .. } => {
             let mut list = crate::spec::KeyList::new();
             find(argv, db, &mut list);
             for (d, k) in list {

@@ -15,6 +15,7 @@ pub mod keys;
 pub mod list;
 pub mod server;
 pub mod set;
+pub mod sort;
 pub mod string;
 pub mod tx;
 pub mod zset;
@@ -28,6 +29,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     keys::COMMANDS,
     list::COMMANDS,
     hash::COMMANDS,
+    sort::COMMANDS,
     tx::COMMANDS,
     connection::COMMANDS,
     client::COMMANDS,
