@@ -53,6 +53,10 @@ pub enum Op {
     Move { dst: Box<[u8]>, from: ListEnd, to: ListEnd },
     /// BLMPOP: `[key, [elements]]`.
     MPop { end: ListEnd, count: i64 },
+    /// BZPOPMIN / BZPOPMAX: `[key, member, score]`.
+    ZPop { max: bool },
+    /// BZMPOP: `[key, [[member, score], …]]`.
+    ZMPop { max: bool, count: usize },
 }
 
 impl Op {
@@ -60,6 +64,7 @@ impl Op {
     fn wants(&self) -> Kind {
         match self {
             Op::Pop(_) | Op::Move { .. } | Op::MPop { .. } => Kind::List,
+            Op::ZPop { .. } | Op::ZMPop { .. } => Kind::ZSet,
         }
     }
 }
@@ -203,6 +208,9 @@ fn serve_key(shared: &Shared, id: u32, key: &[u8], ready: &mut Vec<(u32, Box<[u8
         let res: CmdResult = match &w.op {
             Op::Pop(_) | Op::Move { .. } | Op::MPop { .. } => {
                 crate::commands::list::serve_blocked(&mut cx, key, &w.op, &mut out)
+            }
+            Op::ZPop { .. } | Op::ZMPop { .. } => {
+                crate::commands::zset_blocking::serve_blocked(&mut cx, key, &w.op, &mut out)
             }
         };
         if let Err(e) = res {

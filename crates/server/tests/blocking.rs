@@ -469,3 +469,39 @@ fn kills_rotations_and_transactions_that_leave_nothing() {
          B: LLEN k",
     );
 }
+
+#[test]
+fn sorted_set_blocking_pops() {
+    check(
+        "A> BZPOPMIN z1 z2 0
+         B> BZPOPMAX z2 0
+         C> BZMPOP 0 2 z3 z2 MAX COUNT 2
+         D: ZADD z2 1 a 2 b 3 c 4 d
+         A<
+         B<
+         C<
+         D: ZRANGE z2 0 -1 WITHSCORES
+         A> BLPOP z2 0.1
+         A<
+         A> BZPOPMIN l 0
+         D: RPUSH l x
+         A? 100
+         D: DEL l
+         D: ZADD l 1.5 m
+         A<
+         A: BZPOPMIN nothing 0.05
+         A: BZMPOP 0.05 1 nothing MIN
+         A: BZMPOP x 1 a foo
+         A: BZMPOP -1 1 a MIN
+         A: BZPOPMIN a -1
+         D: MULTI
+         D: BZPOPMIN none 0
+         D: BZMPOP 0 1 none MIN
+         D: EXEC
+         A_ HELLO 3
+         A> BZPOPMIN z2 0
+         D: ZADD z2 2.5 e
+         A<
+         A: BZMPOP 0.05 1 z2 MIN COUNT 3",
+    );
+}

@@ -869,6 +869,7 @@ pub(crate) fn serve_blocked(cx: &mut Ctx, key: &[u8], op: &Op, out: &mut ReplyBu
             Ok(())
         }
         Op::Move { dst, from, to } => move_with(cx, key, dst, *from, *to, out),
+        Op::ZPop { .. } | Op::ZMPop { .. } => Err(CmdError::WrongType),
     }
 }
 

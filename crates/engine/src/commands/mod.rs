@@ -19,6 +19,7 @@ pub mod sort;
 pub mod string;
 pub mod tx;
 pub mod zset;
+pub mod zset_blocking;
 
 pub use command::markdown;
 
@@ -38,6 +39,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     info::COMMANDS,
     command::COMMANDS,
     zset::COMMANDS,
+    zset_blocking::COMMANDS,
 ];
 
 /// All top-level commands.
