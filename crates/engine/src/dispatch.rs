@@ -249,7 +249,7 @@ pub fn key_ids(
             }
             Scope::Keys
         }
-        KeySpec::WholeDb => Scope::Db,
+        KeySpec::WholeDb | KeySpec::DbWalk => Scope::Db,
         KeySpec::AllDbs => Scope::All,
     }
 }
@@ -286,6 +286,10 @@ fn lock_keys_hinted(
 }
 
 fn lock_keys(shared: &Shared, db: usize, spec: &CommandSpec, argv: &[&[u8]], keys: &mut Locks) {
+    if matches!(spec.keys, KeySpec::DbWalk) {
+        // The handler locks what it walks.
+        return;
+    }
     let mut ids = SmallVec::new();
     match key_ids(shared, db, spec, argv, &mut ids) {
         Scope::Keys => keys.acquire(&mut ids),

@@ -89,8 +89,13 @@ pub enum KeySpec {
     None,
     /// Redis's (first, last, step); `last` negative counts from the end.
     Range { first: i32, last: i32, step: i32 },
-    /// Every stripe of the selected database (KEYS, SCAN, FLUSHDB, …).
+    /// Every stripe of the selected database (KEYS, FLUSHDB, …).
     WholeDb,
+    /// The selected database's stripes, which the handler locks itself as
+    /// it walks them in ascending order (SCAN, RANDOMKEY: a call touches a
+    /// few stripes, so locking all 1,024 up front would cost more than the
+    /// command). `EXEC` locks them all beforehand, as for `WholeDb`.
+    DbWalk,
     /// Every stripe of every database (FLUSHALL, SWAPDB).
     AllDbs,
     /// Keys found by a function of the arguments (with their databases).

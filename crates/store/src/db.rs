@@ -403,7 +403,61 @@ struct Slot {
     /// Keys with a TTL, as of the last time a command released the stripe;
     /// lets active expiry skip stripes without locking them.
     ttl_hint: AtomicU32,
+    /// Keys, as of the last release (DBSIZE, INFO, SCAN skipping empty
+    /// stripes without locking them).
+    len_hint: AtomicU32,
+    /// The stripe's counters as of the last release (INFO).
+    expired_hint: AtomicU64,
+    dirty_hint: AtomicU64,
     stripe: Mutex<Stripe>,
+}
+
+impl Slot {
+    /// Publishes what others may read without the lock. Called with the
+    /// stripe locked, just before unlocking it.
+    #[inline]
+    fn publish(&self, s: &Stripe) {
+        self.ttl_hint.store(s.expires_len() as u32, Ordering::Relaxed);
+        self.len_hint.store(s.len() as u32, Ordering::Release);
+        self.expired_hint.store(s.stats.expired_keys, Ordering::Relaxed);
+        self.dirty_hint.store(s.stats.dirty, Ordering::Relaxed);
+    }
+}
+
+/// One stripe locked on its own ([`Store::lock_stripe`]).
+pub struct StripeGuard<'a> {
+    slot: &'a Slot,
+    guard: MutexGuard<'a, Stripe>,
+}
+
+impl std::ops::Deref for StripeGuard<'_> {
+    type Target = Stripe;
+    fn deref(&self) -> &Stripe {
+        &self.guard
+    }
+}
+
+impl std::ops::DerefMut for StripeGuard<'_> {
+    fn deref_mut(&mut self) -> &mut Stripe {
+        &mut self.guard
+    }
+}
+
+impl Drop for StripeGuard<'_> {
+    fn drop(&mut self) {
+        self.slot.publish(&self.guard);
+    }
+}
+
+/// A stripe's sizes and counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StripeCounts {
+    /// Keys, expired ones not yet deleted included.
+    pub keys: usize,
+    /// Keys with a TTL.
+    pub expires: usize,
+    pub expired: u64,
+    pub dirty: u64,
 }
 
 /// A key's stripe and hash, computed before its stripe is locked, to
@@ -451,6 +505,9 @@ impl Store {
                     .map(|_| Slot {
                         stripe: Mutex::new(Stripe::new(&hasher)),
                         ttl_hint: AtomicU32::new(0),
+                        len_hint: AtomicU32::new(0),
+                        expired_hint: AtomicU64::new(0),
+                        dirty_hint: AtomicU64::new(0),
                         buckets: AtomicPtr::new(std::ptr::null_mut()),
                         mask: AtomicUsize::new(0),
                     })
@@ -496,9 +553,11 @@ impl Store {
         self.slot(id).stripe.lock()
     }
 
-    /// Locks one stripe by itself (background tasks, stats).
-    pub fn lock_stripe(&self, db: usize, stripe: usize) -> MutexGuard<'_, Stripe> {
-        self.dbs[db].stripes[stripe].stripe.lock()
+    /// Locks one stripe by itself (background tasks, stats, loading). Its
+    /// sizes are published again when the guard drops.
+    pub fn lock_stripe(&self, db: usize, stripe: usize) -> StripeGuard<'_> {
+        let slot = &self.dbs[db].stripes[stripe];
+        StripeGuard { slot, guard: slot.stripe.lock() }
     }
 
     /// Where `key` of `db` lives, computed without locking.
@@ -612,7 +671,7 @@ impl Store {
                     }
                 }
             }
-            self.slot(id as u32).ttl_hint.store(s.expires_len() as u32, Ordering::Relaxed);
+            self.slot(id as u32).publish(&s);
             drop(s);
             if start.elapsed() > budget {
                 break;
@@ -685,7 +744,17 @@ impl<'a> Locks<'a> {
     /// Locks every stripe of `db` that is not yet held.
     pub fn acquire_db(&mut self, db: usize) {
         let base = self.store.global_id(db, 0);
-        let mut ids: Vec<u32> = (base..base + self.store.stripes as u32).collect();
+        let ids = base..base + self.store.stripes as u32;
+        if self.held.last().is_none_or(|(max, _)| *max < base) {
+            // The common case: nothing of this database or above is held,
+            // so the ids can be locked as they come (already ascending).
+            self.held.reserve(self.store.stripes);
+            for id in ids {
+                self.lock(id);
+            }
+            return;
+        }
+        let mut ids: Vec<u32> = ids.collect();
         self.acquire(&mut ids);
     }
 
@@ -759,6 +828,31 @@ impl<'a> Locks<'a> {
         }
     }
 
+    /// Stripe `id`'s sizes and counters: exact when this command holds it,
+    /// else as of its last release (read without locking).
+    pub fn counts(&self, id: u32) -> StripeCounts {
+        match self.find(id) {
+            Some(p) => {
+                let s = &self.held[p].1;
+                StripeCounts {
+                    keys: s.len(),
+                    expires: s.expires_len(),
+                    expired: s.stats.expired_keys,
+                    dirty: s.stats.dirty,
+                }
+            }
+            None => {
+                let slot = self.store.slot(id);
+                StripeCounts {
+                    keys: slot.len_hint.load(Ordering::Acquire) as usize,
+                    expires: slot.ttl_hint.load(Ordering::Relaxed) as usize,
+                    expired: slot.expired_hint.load(Ordering::Relaxed),
+                    dirty: slot.dirty_hint.load(Ordering::Relaxed),
+                }
+            }
+        }
+    }
+
     /// Database of global stripe id `id`.
     pub fn db_of(&self, id: u32) -> usize {
         id as usize / self.store.stripes
@@ -768,7 +862,7 @@ impl<'a> Locks<'a> {
     pub fn release(&mut self) {
         while let Some((id, g)) = self.held.pop() {
             let slot = self.store.slot(id);
-            slot.ttl_hint.store(g.expires_len() as u32, Ordering::Relaxed);
+            slot.publish(&g);
             let (base, mask) = g.map.bucket_base();
             slot.buckets.store(base as *mut u32, Ordering::Relaxed);
             slot.mask.store(mask, Ordering::Relaxed);

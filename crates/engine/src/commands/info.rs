@@ -20,8 +20,9 @@ pub const COMMANDS: &[CommandSpec] = &[CommandSpec::new(
     "INFO",
     -1,
     Flags::LOADING.union(Flags::STALE),
-    // The keyspace section counts keys of every database under their locks.
-    KeySpec::AllDbs,
+    // The keyspace and stats sections read the stripes' published counts,
+    // without locking them (16,384 stripes would stall every thread).
+    KeySpec::None,
     Group::Server,
     "Get information and statistics about the server",
     info,
@@ -70,6 +71,7 @@ fn info(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         }
     }
     let mut text = String::new();
+    let mut counts: Counts = None;
     for (i, (name, _)) in SECTIONS.iter().enumerate() {
         if !want[i] {
             continue;
@@ -77,7 +79,7 @@ fn info(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         if !text.is_empty() {
             text.push_str("\r\n");
         }
-        section(cx, name, &mut text);
+        section(cx, name, &mut text, &mut counts);
     }
     out.verbatim(text.as_bytes());
     Ok(())
@@ -139,9 +141,13 @@ fn total_system_memory() -> u64 {
     }
 }
 
-/// Keys and keys-with-TTL per database, and expired keys in total, read
-/// through the stripes this command holds (all of them).
-/// (`Store::stats` would lock the stripes again and deadlock.)
+fn counted<'c>(cx: &mut Ctx, c: &'c mut Counts) -> &'c (Vec<(usize, usize)>, u64, u64) {
+    c.get_or_insert_with(|| keyspace_counts(cx))
+}
+
+/// Keys and keys-with-TTL per database, and expired keys and changes in
+/// total: exact for stripes this command holds (inside EXEC), else as of
+/// each stripe's last release.
 pub(crate) fn keyspace_counts(cx: &mut Ctx) -> (Vec<(usize, usize)>, u64, u64) {
     let store = cx.keys.store();
     let mut per_db = Vec::with_capacity(store.databases());
@@ -149,18 +155,21 @@ pub(crate) fn keyspace_counts(cx: &mut Ctx) -> (Vec<(usize, usize)>, u64, u64) {
     for db in 0..store.databases() {
         let (mut keys, mut ttl) = (0, 0);
         for s in 0..store.stripes() {
-            let st = cx.keys.stripe_id(store.global_id(db, s as u32));
-            keys += st.len();
-            ttl += st.expires_len();
-            expired += st.stats.expired_keys;
-            dirty += st.stats.dirty;
+            let c = cx.keys.counts(store.global_id(db, s as u32));
+            keys += c.keys;
+            ttl += c.expires;
+            expired += c.expired;
+            dirty += c.dirty;
         }
         per_db.push((keys, ttl));
     }
     (per_db, expired, dirty)
 }
 
-fn section(cx: &mut Ctx, name: &str, t: &mut String) {
+/// Keyspace counts, computed at most once per INFO call.
+type Counts = Option<(Vec<(usize, usize)>, u64, u64)>;
+
+fn section(cx: &mut Ctx, name: &str, t: &mut String, counts: &mut Counts) {
     let sh = cx.shared;
     let cfg = sh.config.read().clone();
     let st = &sh.stats;
@@ -299,7 +308,7 @@ fn section(cx: &mut Ctx, name: &str, t: &mut String) {
             line!("current_fork_perc:0.00");
             line!("current_save_keys_processed:0");
             line!("current_save_keys_total:0");
-            line!("rdb_changes_since_last_save:{}", keyspace_counts(cx).2);
+            line!("rdb_changes_since_last_save:{}", counted(cx, counts).2);
             line!("rdb_bgsave_in_progress:0");
             line!("rdb_last_save_time:{}", sh.started_unix_ms / 1000);
             line!("rdb_last_bgsave_status:ok");
@@ -326,7 +335,7 @@ fn section(cx: &mut Ctx, name: &str, t: &mut String) {
             // This command's own session counts itself already; Redis
             // counts a command after it ran.
             sh.flush_stats(cx.sess);
-            let (_, expired, _) = keyspace_counts(cx);
+            let expired = counted(cx, counts).1;
             let expired = expired.saturating_sub(ld(&sh.expired_keys_base));
             line!("# Stats");
             line!("total_connections_received:{}", ld(&st.connections_received));
@@ -429,7 +438,7 @@ fn section(cx: &mut Ctx, name: &str, t: &mut String) {
             line!("cluster_enabled:0");
         }
         "keyspace" => {
-            let (per_db, _, _) = keyspace_counts(cx);
+            let per_db = counted(cx, counts).0.clone();
             line!("# Keyspace");
             for (db, (keys, ttl)) in per_db.into_iter().enumerate() {
                 if keys > 0 {

@@ -148,7 +148,7 @@ pub const COMMANDS: &[CommandSpec] = &[
             "O(N) with N being the number of keys in the database, under the assumption that \
              the key names in the database and the given pattern have limited length.",
         ),
-    spec("SCAN", -2, R, KeySpec::WholeDb, "Incrementally iterate the keys space", space::scan)
+    spec("SCAN", -2, R, KeySpec::DbWalk, "Incrementally iterate the keys space", space::scan)
         .since("2.8.0")
         .complexity(
             "O(1) for every call. O(N) for a complete iteration, including enough command \
@@ -159,7 +159,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         "RANDOMKEY",
         1,
         R,
-        KeySpec::WholeDb,
+        KeySpec::DbWalk,
         "Return a random key from the keyspace",
         space::randomkey,
     ),
@@ -178,7 +178,8 @@ pub const COMMANDS: &[CommandSpec] = &[
         "DBSIZE",
         1,
         RF,
-        KeySpec::WholeDb,
+        // Counted from the stripes' published sizes, without locking.
+        KeySpec::None,
         Group::Server,
         "Return the number of keys in the selected database",
         space::dbsize,

@@ -1,6 +1,9 @@
 //! Commands over a whole database (KEYS, SCAN, RANDOMKEY, DBSIZE, FLUSHDB)
-//! or all of them (FLUSHALL, SWAPDB). The dispatcher has locked every
-//! stripe they walk (`KeySpec::WholeDb` / `KeySpec::AllDbs`).
+//! or all of them (FLUSHALL, SWAPDB). For KEYS, FLUSHDB, FLUSHALL and SWAPDB
+//! the dispatcher has locked every stripe (`KeySpec::WholeDb` /
+//! `KeySpec::AllDbs`); SCAN and RANDOMKEY lock the stripes they visit, in
+//! ascending order (`KeySpec::DbWalk`), and skip empty ones by their
+//! published size; DBSIZE only reads published sizes.
 //!
 //! # SCAN cursors
 //!
@@ -145,9 +148,13 @@ pub(super) fn scan(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResu
     let mut found: Vec<Box<[u8]>> = Vec::new();
     let next = 'walk: loop {
         let s = loop {
-            let s = cx.keys.stripe_id(base + stripe as u32);
-            if !s.is_empty() {
-                break s;
+            // A stripe that was empty at its last release holds no key
+            // present for the whole scan: skip it without locking it.
+            if cx.keys.counts(base + stripe as u32).keys > 0 {
+                let s = cx.keys.stripe_id(base + stripe as u32);
+                if !s.is_empty() {
+                    break s;
+                }
             }
             stripe += 1;
             inner = 0;
@@ -205,13 +212,15 @@ pub(super) fn scan(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResu
 pub(super) fn randomkey(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let now = cx.now();
     let ids = stripe_ids(cx, cx.db);
-    let mut lens: Vec<usize> = ids.clone().map(|id| cx.keys.stripe_id(id).len()).collect();
+    let in_exec = cx.sess.in_exec;
+    let mut lens: Vec<usize> = ids.clone().map(|id| cx.keys.counts(id).keys).collect();
     let mut total: usize = lens.iter().sum();
     let store = &cx.shared.store;
     // Like Redis's `dbRandomKey`: an expired pick is deleted and another
     // drawn, until a live key turns up or the database is empty. The
     // stripe is drawn in proportion to its size, so every key is about
-    // equally likely.
+    // equally likely. Sizes are the published ones; a stripe found empty
+    // once locked is just dropped from the draw.
     while total > 0 {
         let mut r = (store.rand() % total as u64) as usize;
         let (i, _) = lens
@@ -226,23 +235,34 @@ pub(super) fn randomkey(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdRe
                 }
             })
             .expect("r < total");
-        let s = cx.keys.stripe_id(ids.start + i as u32);
-        let Some(k) = s.random_key(|| store.rand()) else { break };
-        let k: Box<[u8]> = k.into();
-        if s.get(&k, now).is_some() {
-            out.bulk(&k);
-            return Ok(());
+        if !in_exec {
+            // One stripe at a time (draws are not in ascending order);
+            // inside EXEC every stripe is held already.
+            cx.keys.release();
         }
-        lens[i] -= 1;
-        total -= 1;
+        let s = cx.keys.stripe_id(ids.start + i as u32);
+        match s.random_key(|| store.rand()) {
+            Some(k) => {
+                let k: Box<[u8]> = k.into();
+                if s.get(&k, now).is_some() {
+                    out.bulk(&k);
+                    return Ok(());
+                }
+                lens[i] = s.len();
+            }
+            None => lens[i] = 0,
+        }
+        total = lens.iter().sum();
     }
     out.null();
     Ok(())
 }
 
 pub(super) fn dbsize(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
-    // Expired keys not yet deleted count, as in Redis.
-    let n: usize = stripe_ids(cx, cx.db).map(|id| cx.keys.stripe_id(id).len()).sum();
+    // Expired keys not yet deleted count, as in Redis. Stripes this
+    // command holds (inside EXEC) are read exactly, the others as of their
+    // last release.
+    let n: usize = stripe_ids(cx, cx.db).map(|id| cx.keys.counts(id).keys).sum();
     out.int(n as i64);
     Ok(())
 }
