@@ -677,20 +677,19 @@ impl ZSet {
                 }
                 true
             }
-            Enc::Skip(sl) => {
-                if let Some(cur) = sl.dict.get_mut(m) {
-                    let old = *cur;
+            Enc::Skip(sl) => match sl.dict.insert(m, s).1 {
+                Some(old) => {
                     if old != s {
-                        *cur = s;
                         let owned = sl.delete(old, m).expect("dict and skiplist agree");
                         sl.insert(s, owned);
                     }
-                    return false;
+                    false
                 }
-                sl.dict.insert(m, s);
-                sl.insert(s, SmallBytes::new(m));
-                true
-            }
+                None => {
+                    sl.insert(s, SmallBytes::new(m));
+                    true
+                }
+            },
         }
     }
 
