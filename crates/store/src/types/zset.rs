@@ -8,8 +8,8 @@
 //!   `zset-max-listpack-value` bytes.
 //! - `skiplist` (big): Redis's skiplist with rank spans (O(log n) rank,
 //!   ZRANGE by index, insert and delete), its nodes in one slab addressed
-//!   by `u32`, plus a member → score [`Table`] for O(1) ZSCORE and ZSCAN's
-//!   cursor.
+//!   by `u32`, plus a member index chained through the nodes for O(1)
+//!   ZSCORE and ZSCAN's cursor.
 //!
 //! Order is by score, then member bytes (memcmp). Scores are never NaN.
 //! A set converts to `skiplist` when an add would exceed either limit (the
@@ -23,7 +23,7 @@ use std::cmp::Ordering;
 use std::fmt;
 
 use crate::bytes::SmallBytes;
-use crate::table::Table;
+use ahash::RandomState;
 
 const NIL: u32 = u32::MAX;
 const MAX_LEVEL: usize = 32;
@@ -223,16 +223,23 @@ struct Node {
     member: SmallBytes,
     score: f64,
     back: u32,
+    /// Next node in the same member-index bucket.
+    hnext: u32,
     lv: Box<[Link]>,
 }
 
+/// The skiplist and its member index. The index is a chained hash table
+/// whose chains run through the nodes themselves (`hnext`), so a member
+/// is stored once and the index costs one bucket word per element; its
+/// buckets are scanned in reverse-binary order for ZSCAN, as `Table` is.
 struct Skip {
     nodes: Vec<Node>,
     free: Vec<u32>,
     level: usize,
     len: usize,
     tail: u32,
-    dict: Table<f64>,
+    buckets: Vec<u32>,
+    hasher: RandomState,
     rng: u64,
 }
 
@@ -242,6 +249,7 @@ impl Skip {
             member: SmallBytes::new(b""),
             score: 0.0,
             back: NIL,
+            hnext: NIL,
             lv: vec![Link { next: NIL, span: 0 }; MAX_LEVEL].into_boxed_slice(),
         };
         Skip {
@@ -250,8 +258,78 @@ impl Skip {
             level: 1,
             len: 0,
             tail: NIL,
-            dict: Table::new(),
+            buckets: Vec::new(),
+            hasher: RandomState::new(),
             rng: 0x9E37_79B9_7F4A_7C15,
+        }
+    }
+
+    #[inline]
+    fn bucket_of(&self, m: &[u8]) -> usize {
+        (self.hasher.hash_one(m) as usize) & (self.buckets.len() - 1)
+    }
+
+    /// The node holding `m`.
+    fn find(&self, m: &[u8]) -> Option<u32> {
+        if self.buckets.is_empty() {
+            return None;
+        }
+        let mut i = self.buckets[self.bucket_of(m)];
+        while i != NIL {
+            let n = self.n(i);
+            if &*n.member == m {
+                return Some(i);
+            }
+            i = n.hnext;
+        }
+        None
+    }
+
+    fn index_add(&mut self, idx: u32) {
+        // Grown once the index holds as many members as buckets, shrunk
+        // under 10% full, as Redis sizes its dicts.
+        if self.len > self.buckets.len() {
+            // The rehash walks the list, which already holds `idx`.
+            self.rehash(self.len.next_power_of_two().max(4));
+            return;
+        }
+        let b = self.bucket_of(&self.nodes[idx as usize].member);
+        self.nodes[idx as usize].hnext = self.buckets[b];
+        self.buckets[b] = idx;
+    }
+
+    fn index_remove(&mut self, idx: u32) {
+        let b = self.bucket_of(&self.nodes[idx as usize].member);
+        let next = self.n(idx).hnext;
+        if self.buckets[b] == idx {
+            self.buckets[b] = next;
+        } else {
+            let mut i = self.buckets[b];
+            while i != NIL {
+                if self.n(i).hnext == idx {
+                    self.nodes[i as usize].hnext = next;
+                    break;
+                }
+                i = self.n(i).hnext;
+            }
+        }
+        if self.buckets.len() > 4 && self.len * 10 < self.buckets.len() {
+            self.rehash(self.len.next_power_of_two().max(4));
+        }
+    }
+
+    fn rehash(&mut self, size: usize) {
+        self.buckets.clear();
+        self.buckets.resize(size, NIL);
+        self.buckets.shrink_to_fit();
+        let mask = size - 1;
+        // Every live node: walk the level-0 list.
+        let mut x = self.link(HEAD, 0).next;
+        while x != NIL {
+            let b = (self.hasher.hash_one(&*self.nodes[x as usize].member) as usize) & mask;
+            self.nodes[x as usize].hnext = self.buckets[b];
+            self.buckets[b] = x;
+            x = self.link(x, 0).next;
         }
     }
 
@@ -319,6 +397,7 @@ impl Skip {
             member,
             score,
             back: if update[0] == HEAD { NIL } else { update[0] },
+            hnext: NIL,
             lv: vec![Link::default(); lvl].into_boxed_slice(),
         };
         let idx = match self.free.pop() {
@@ -348,6 +427,7 @@ impl Skip {
             self.tail = idx;
         }
         self.len += 1;
+        self.index_add(idx);
     }
 
     /// Redis's `zslDelete`: removes (score, member), returning its stored bytes.
@@ -393,6 +473,7 @@ impl Skip {
             self.level -= 1;
         }
         self.len -= 1;
+        self.index_remove(x);
         let node = &mut self.nodes[x as usize];
         let m = std::mem::replace(&mut node.member, SmallBytes::new(b""));
         node.lv = Box::new([]);
@@ -402,6 +483,7 @@ impl Skip {
             self.nodes.truncate(1);
             self.nodes.shrink_to_fit();
             self.free = Vec::new();
+            self.buckets = Vec::new();
         }
         Some(m)
     }
@@ -589,9 +671,8 @@ impl ZSet {
                 let members: usize = s.nodes.iter().map(|n| n.member.heap_size()).sum();
                 s.nodes.capacity() * std::mem::size_of::<Node>()
                     + levels
-                    + 2 * members
-                    + s.dict.len() * 48
-                    + s.dict.buckets() * 4
+                    + members
+                    + s.buckets.capacity() * 4
             }
         }
     }
@@ -600,7 +681,7 @@ impl ZSet {
     pub fn score(&self, m: &[u8]) -> Option<f64> {
         match &self.enc {
             Enc::Pack(p) => p.find(m).map(|(_, _, s)| s),
-            Enc::Skip(s) => s.dict.get(m).copied(),
+            Enc::Skip(s) => s.find(m).map(|i| s.n(i).score),
         }
     }
 
@@ -609,7 +690,7 @@ impl ZSet {
         let (r, s) = match &self.enc {
             Enc::Pack(p) => p.find(m).map(|(_, r, s)| (r, s))?,
             Enc::Skip(sl) => {
-                let s = *sl.dict.get(m)?;
+                let s = sl.n(sl.find(m)?).score;
                 let below = sl.count_below(&|ns, nm| cmp(ns, nm, s, m) == Ordering::Less);
                 (below, s)
             }
@@ -622,7 +703,6 @@ impl ZSet {
         if let Enc::Pack(p) = &self.enc {
             let mut sl = Skip::new();
             for (m, s) in p.iter() {
-                sl.dict.insert(m, s);
                 sl.insert(s, SmallBytes::new(m));
             }
             self.enc = Enc::Skip(Box::new(sl));
@@ -650,10 +730,7 @@ impl ZSet {
     fn insert_new(&mut self, m: &[u8], s: f64) {
         match &mut self.enc {
             Enc::Pack(p) => p.insert(m, s),
-            Enc::Skip(sl) => {
-                sl.dict.insert(m, s);
-                sl.insert(s, SmallBytes::new(m));
-            }
+            Enc::Skip(sl) => sl.insert(s, SmallBytes::new(m)),
         }
     }
 
@@ -677,7 +754,7 @@ impl ZSet {
                 }
                 true
             }
-            Enc::Skip(sl) => match sl.dict.insert(m, s).1 {
+            Enc::Skip(sl) => match sl.find(m).map(|i| sl.n(i).score) {
                 Some(old) => {
                     if old != s {
                         let owned = sl.delete(old, m).expect("dict and skiplist agree");
@@ -702,7 +779,7 @@ impl ZSet {
                 Some(s)
             }
             Enc::Skip(sl) => {
-                let (_, s) = sl.dict.remove(m)?;
+                let s = sl.n(sl.find(m)?).score;
                 sl.delete(s, m);
                 Some(s)
             }
@@ -771,7 +848,6 @@ impl ZSet {
             self.range(lo, hi, false).map(|(m, s)| (SmallBytes::new(m), s)).collect();
         if let Enc::Skip(sl) = &mut self.enc {
             for (m, s) in gone {
-                sl.dict.remove(&m);
                 sl.delete(s, &m);
             }
         }
@@ -798,16 +874,18 @@ impl ZSet {
                 0
             }
             Enc::Skip(sl) => {
-                // The table's visitor sees short-lived borrows; resolve slab
-                // indices afterwards.
-                let mut found: Vec<u32> = Vec::new();
-                let next = sl.dict.scan(cursor, |k, _| found.extend(sl.dict.index_of(k)));
-                for i in found {
-                    if let Some((k, &s)) = sl.dict.at(i) {
-                        visit(k, s);
-                    }
+                if sl.buckets.is_empty() {
+                    return 0;
                 }
-                next
+                let mask = (sl.buckets.len() - 1) as u64;
+                let mut i = sl.buckets[(cursor & mask) as usize];
+                while i != NIL {
+                    let n = sl.n(i);
+                    visit(&n.member, n.score);
+                    i = n.hnext;
+                }
+                // Reverse-binary increment of the cursor (Redis's dictScan).
+                (cursor | !mask).reverse_bits().wrapping_add(1).reverse_bits()
             }
         }
     }
@@ -873,6 +951,19 @@ mod tests {
                 let rev: Vec<_> = b.range(3, n.saturating_sub(2), true).collect();
                 let rev_a: Vec<_> = a.range(3, n.saturating_sub(2), true).collect();
                 assert_eq!(rev, rev_a);
+                for (s, m) in &reference {
+                    assert_eq!(b.score(m), Some(*s));
+                }
+                let mut scanned = Vec::new();
+                let mut c = 0;
+                loop {
+                    c = b.scan(c, |m, s| scanned.push((m.to_vec(), s)));
+                    if c == 0 {
+                        break;
+                    }
+                }
+                scanned.sort_by(|p, q| cmp(p.1, &p.0, q.1, &q.0));
+                assert_eq!(scanned, all(&b));
                 let below = |s: f64, _: &[u8]| s < 0.0;
                 assert_eq!(a.count_below(below), b.count_below(below));
             }
