@@ -46,6 +46,59 @@ pub fn cmp(s1: f64, m1: &[u8], s2: f64, m2: &[u8]) -> Ordering {
     }
 }
 
+/// One end of a lex range (`-`, `+`, `[member`, `(member`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LexBound<'a> {
+    Min,
+    Max,
+    Incl(&'a [u8]),
+    Excl(&'a [u8]),
+}
+
+impl LexBound<'_> {
+    /// `m` is at or above this bound taken as a range's minimum.
+    #[inline]
+    pub fn below_or_at(self, m: &[u8]) -> bool {
+        match self {
+            LexBound::Min => true,
+            LexBound::Max => false,
+            LexBound::Incl(v) => m >= v,
+            LexBound::Excl(v) => m > v,
+        }
+    }
+
+    /// `m` is at or below this bound taken as a range's maximum.
+    #[inline]
+    pub fn above_or_at(self, m: &[u8]) -> bool {
+        match self {
+            LexBound::Max => true,
+            LexBound::Min => false,
+            LexBound::Incl(v) => m <= v,
+            LexBound::Excl(v) => m < v,
+        }
+    }
+}
+
+/// `s` is inside the score range's lower end.
+#[inline]
+pub fn score_gte_min(s: f64, min: f64, minex: bool) -> bool {
+    if minex {
+        s > min
+    } else {
+        s >= min
+    }
+}
+
+/// `s` is inside the score range's upper end.
+#[inline]
+pub fn score_lte_max(s: f64, max: f64, maxex: bool) -> bool {
+    if maxex {
+        s < max
+    } else {
+        s <= max
+    }
+}
+
 // ---- listpack ---------------------------------------------------------------
 
 #[derive(Clone, Default, PartialEq)]
@@ -795,6 +848,22 @@ impl ZSet {
         }
     }
 
+    /// Ascending ranks `lo..hi` of the elements whose scores are in the
+    /// range (`lo >= hi` when none are).
+    pub fn score_span(&self, min: f64, minex: bool, max: f64, maxex: bool) -> (usize, usize) {
+        let lo = self.count_below(|s, _| !score_gte_min(s, min, minex));
+        let hi = self.count_below(|s, _| score_lte_max(s, max, maxex));
+        (lo, hi)
+    }
+
+    /// Ascending ranks `lo..hi` of the members in a lex range (meaningful
+    /// when all scores are equal, as in Redis).
+    pub fn lex_span(&self, min: LexBound<'_>, max: LexBound<'_>) -> (usize, usize) {
+        let lo = self.count_below(|_, m| !min.below_or_at(m));
+        let hi = self.count_below(|_, m| max.above_or_at(m));
+        (lo, hi)
+    }
+
     /// Ranks `lo..hi` (ascending ranks; `hi` is clamped to the length),
     /// walked from `lo` up, or from `hi - 1` down when `rev`.
     pub fn range(&self, lo: usize, hi: usize, rev: bool) -> Range<'_> {
@@ -976,6 +1045,26 @@ mod tests {
         assert_eq!(a.remove_range(2, 10), b.remove_range(2, 10));
         assert_eq!(all(&a), all(&b));
         assert_eq!(b.clone(), b);
+    }
+
+    #[test]
+    fn score_and_lex_spans() {
+        let lim = Limits { max_entries: 128, max_value: 64 };
+        for mut z in [ZSet::new_listpack(), ZSet::new_skiplist()] {
+            for (m, s) in [(&b"a"[..], 1.0), (b"b", 2.0), (b"c", 2.0), (b"d", 3.0)] {
+                z.set(m, s, lim);
+            }
+            assert_eq!(z.score_span(2.0, false, 3.0, true), (1, 3));
+            assert_eq!(z.score_span(2.0, true, f64::INFINITY, false), (3, 4));
+            assert_eq!(z.score_span(5.0, false, 1.0, false).1, 1);
+            let mut l = ZSet::new_listpack();
+            for m in [&b"a"[..], b"b", b"c", b"d"] {
+                l.set(m, 0.0, lim);
+            }
+            assert_eq!(l.lex_span(LexBound::Incl(b"b"), LexBound::Excl(b"d")), (1, 3));
+            assert_eq!(l.lex_span(LexBound::Min, LexBound::Max), (0, 4));
+            assert_eq!(l.lex_span(LexBound::Excl(b"a"), LexBound::Min), (1, 0));
+        }
     }
 
     #[test]
