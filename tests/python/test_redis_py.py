@@ -201,3 +201,55 @@ def test_resp3_client(server):
     assert r3.incrbyfloat("py:r3f", 1.5) == 1.5
     assert r3.delete("py:r3", "py:r3f") == 2
     r3.close()
+
+
+def test_lists_hashes_sets(r):
+    r.delete("py:l", "py:h", "py:s")
+    assert r.rpush("py:l", 1, 2, 3) == 3
+    assert r.lrange("py:l", 0, -1) == [b"1", b"2", b"3"]
+    assert r.lpop("py:l", 2) == [b"1", b"2"]
+    assert r.hset("py:h", mapping={"a": 1, "b": "x"}) == 2
+    assert r.hgetall("py:h") == {b"a": b"1", b"b": b"x"}
+    assert r.hincrby("py:h", "a", 5) == 6
+    assert r.sadd("py:s", "m1", "m2", 3) == 3
+    assert r.smembers("py:s") == {b"m1", b"m2", b"3"}
+    assert r.sismember("py:s", "m2") == 1
+    with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+        r.lpush("py:h", "x")
+    assert r.delete("py:l", "py:h", "py:s") == 3
+
+
+def test_blocking_pops_are_woken_by_another_client(r, server):
+    import threading
+
+    r.delete("py:q", "py:q2", "py:dst")
+    got = {}
+
+    def consumer():
+        c = redis.Redis(host="127.0.0.1", port=server, socket_timeout=10)
+        got["blpop"] = c.blpop(["py:q", "py:q2"], timeout=5)
+        got["blmove"] = c.blmove("py:q", "py:dst", timeout=5, src="LEFT", dest="RIGHT")
+        c.close()
+
+    t = threading.Thread(target=consumer)
+    t.start()
+    time.sleep(0.2)
+    assert r.rpush("py:q2", "first") == 1
+    time.sleep(0.2)
+    assert r.rpush("py:q", "second") == 1
+    t.join(10)
+    assert got["blpop"] == (b"py:q2", b"first")
+    assert got["blmove"] == b"second"
+    assert r.lrange("py:dst", 0, -1) == [b"second"]
+    # Timeouts give None, fractional seconds included.
+    start = time.time()
+    assert r.blpop("py:nothing", timeout=0.2) is None
+    assert 0.15 < time.time() - start < 2
+    assert r.brpoplpush("py:nothing", "py:dst", timeout=0.1) is None
+    # In a transaction a blocking pop answers at once.
+    with r.pipeline(transaction=True) as p:
+        p.blpop("py:nothing", timeout=0)
+        p.rpush("py:nothing", "v")
+        p.brpop("py:nothing", timeout=0)
+        assert p.execute() == [None, 1, (b"py:nothing", b"v")]
+    r.delete("py:dst")

@@ -158,7 +158,26 @@ pub fn execute_hinted(
         _ => lock_keys(shared, sess.db, spec, argv, &mut keys),
     }
     call(shared, sess, &mut keys, spec, argv, out);
+    keys.take_ready(&mut sess.ready);
     drop(keys);
+    if !sess.ready.is_empty() {
+        // Clients blocked on keys this command filled are served now,
+        // before this connection's next command (Redis's
+        // handleClientsBlockedOnKeys after call()).
+        let mut ready = std::mem::take(&mut sess.ready);
+        crate::blocking::serve_ready(shared, &mut ready);
+        sess.ready = ready;
+    }
+    if sess.blocked.is_none() {
+        apply_reply_mode(sess, out, mark);
+    }
+}
+
+/// Delivers the reply of a blocking command whose wait ended (the
+/// connection calls this), honouring CLIENT REPLY as if it had just run.
+pub fn deliver_blocked(sess: &mut Session, out: &mut ReplyBuf, reply: &[u8]) {
+    let mark = out.mark();
+    out.raw(reply);
     apply_reply_mode(sess, out, mark);
 }
 
@@ -219,7 +238,8 @@ pub fn key_ids(
             }
             Scope::Keys
         }
-        KeySpec::Custom { find, .. } => {
+        KeySpec::CustomOrDb { whole_db, .. } if whole_db(argv) => Scope::Db,
+        KeySpec::Custom { find, .. } | KeySpec::CustomOrDb { find, .. } => {
             let mut list = crate::spec::KeyList::new();
             find(argv, db, &mut list);
             for (d, k) in list {

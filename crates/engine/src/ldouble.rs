@@ -19,6 +19,7 @@ pub enum LdError {
 }
 
 extern "C" {
+    fn sluice_timeout_ms(s: *const c_char, len: usize, ms: *mut i64) -> c_int;
     fn sluice_ld_check(s: *const c_char, len: usize) -> c_int;
     fn sluice_incrbyfloat(
         cur: *const c_char,
@@ -39,6 +40,16 @@ pub fn check(s: &[u8]) -> Option<bool> {
         0 => Some(false),
         _ => None,
     }
+}
+
+/// A timeout given in seconds converted to milliseconds as Redis 7.0 does
+/// (`long double` times 1000, truncated; out-of-range values, `inf`
+/// included, come out as `i64::MIN`). `None` if `s` is not a float.
+pub fn timeout_ms(s: &[u8]) -> Option<i64> {
+    let mut ms = 0i64;
+    // SAFETY: the shim reads exactly `len` bytes of `s` and writes one i64.
+    let rc = unsafe { sluice_timeout_ms(s.as_ptr().cast(), s.len(), &mut ms) };
+    (rc == 0).then_some(ms)
 }
 
 /// `cur + incr` in `long double` (a missing `cur` counts as 0), written to

@@ -3,6 +3,7 @@
 //!
 //! Synchronous and socket-free; depends on `resp` and `store` only.
 
+pub mod blocking;
 pub mod commands;
 pub mod config;
 pub mod ctx;

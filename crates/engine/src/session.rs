@@ -34,6 +34,8 @@ pub struct ClientHandle {
     pub killed: AtomicBool,
     /// Wakes the connection's task (set by the server).
     pub waker: Mutex<Option<Box<dyn Fn() + Send + Sync>>>,
+    /// The client's wait while it is blocked (BLPOP …), for CLIENT UNBLOCK.
+    pub blocked: Mutex<Option<Arc<crate::blocking::Waiter>>>,
     /// Bytes read and written, for INFO.
     pub net_in: AtomicU64,
     pub net_out: AtomicU64,
@@ -61,6 +63,7 @@ impl ClientHandle {
             tot_mem: AtomicUsize::new(0),
             killed: AtomicBool::new(false),
             waker: Mutex::new(None),
+            blocked: Mutex::new(None),
             net_in: AtomicU64::new(0),
             net_out: AtomicU64::new(0),
         }
@@ -128,6 +131,12 @@ pub struct Session {
     /// The last command looked up (top-level, and itself or a subcommand),
     /// published to `handle.last_cmd` by the connection once per batch.
     pub last_cmd: Option<(&'static crate::spec::CommandSpec, &'static crate::spec::CommandSpec)>,
+    /// Set by a blocking command that found nothing to pop: the connection
+    /// runs nothing else until the wait ends.
+    pub blocked: Option<crate::blocking::Blocked>,
+    /// Keys made ready for blocked clients by the current command, as
+    /// (global stripe id, key); served when the command (or EXEC) ends.
+    pub ready: Vec<(u32, Box<[u8]>)>,
 }
 
 impl Session {
@@ -144,6 +153,8 @@ impl Session {
             in_exec: false,
             stats: LocalStats::default(),
             last_cmd: None,
+            blocked: None,
+            ready: Vec::new(),
         }
     }
 

@@ -4,7 +4,7 @@
 //! epoch-checked copy.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
@@ -115,6 +115,8 @@ pub struct Shared {
     pub mem_peak: AtomicU64,
     /// `expired_keys` at the last CONFIG RESETSTAT (the stripes keep totals).
     pub expired_keys_base: AtomicU64,
+    /// Clients waiting in a blocking command (INFO `blocked_clients`).
+    pub blocked_clients: AtomicUsize,
 }
 
 /// Unix time in milliseconds.
@@ -161,6 +163,7 @@ impl Shared {
             mem_probe: OnceLock::new(),
             mem_peak: AtomicU64::new(0),
             expired_keys_base: AtomicU64::new(0),
+            blocked_clients: AtomicUsize::new(0),
         })
     }
 
@@ -192,6 +195,7 @@ impl Shared {
 
     /// Forgets a connection: drops its watches and its registry entry.
     pub fn disconnect(&self, sess: &mut Session) {
+        crate::blocking::abandon(self, sess);
         crate::commands::tx::unwatch_all(self, sess);
         self.flush_stats(sess);
         self.clients.lock().remove(&sess.handle.id);

@@ -99,6 +99,15 @@ pub enum KeySpec {
         legacy: (i32, i32, i32),
         find: for<'a> fn(&[&'a [u8]], usize, &mut KeyList<'a>),
     },
+    /// As `Custom` (and reported the same way), for a command that may also
+    /// read keys that only the data names (SORT's BY/GET patterns): when
+    /// `whole_db(args)` holds, every stripe of the selected database is
+    /// locked instead, since those keys cannot be known before the call.
+    CustomOrDb {
+        legacy: (i32, i32, i32),
+        find: for<'a> fn(&[&'a [u8]], usize, &mut KeyList<'a>),
+        whole_db: fn(&[&[u8]]) -> bool,
+    },
 }
 
 /// Keys of one command, as (database, key) pairs.
@@ -113,7 +122,7 @@ impl KeySpec {
     pub fn legacy(&self) -> (i32, i32, i32) {
         match *self {
             KeySpec::Range { first, last, step } => (first, last, step),
-            KeySpec::Custom { legacy, .. } => legacy,
+            KeySpec::Custom { legacy, .. } | KeySpec::CustomOrDb { legacy, .. } => legacy,
             _ => (0, 0, 0),
         }
     }

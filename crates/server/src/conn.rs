@@ -150,6 +150,12 @@ impl Conn<'_> {
             if self.sess.handle.killed.load(Ordering::Acquire) {
                 return Err("killed");
             }
+            if self.sess.blocked.is_some() {
+                self.wait_blocked(notify).await?;
+                if self.sess.blocked.is_some() {
+                    continue;
+                }
+            }
             let budget_left = self.execute_batch().await;
             // Checked before writing: the limit is on replies the batch
             // queued, as Redis checks it when replies are added.
@@ -161,6 +167,9 @@ impl Conn<'_> {
                 return Err("output buffer limit");
             }
             self.flush()?;
+            if self.sess.blocked.is_some() {
+                continue;
+            }
             if self.sess.close_after_reply || self.eof {
                 // Deliver what is pending, then close.
                 if self.out.is_empty()
@@ -195,6 +204,41 @@ impl Conn<'_> {
                 _ = notify.notified() => {}
             }
         }
+    }
+
+    /// One wait of a blocked client (BLPOP …): delivers the reply if the
+    /// wait has ended, else sleeps until it may have (woken by a serving
+    /// thread or CLIENT UNBLOCK, the timeout, or socket activity). Input
+    /// keeps being read meanwhile; end of input closes the connection at
+    /// once, as Redis frees a blocked client whose peer closed.
+    async fn wait_blocked(&mut self, notify: &Notify) -> Result<(), Closed> {
+        let now = unix_ms();
+        if let Some(reply) = engine::blocking::resolve(self.shared, &mut self.sess, now) {
+            dispatch::deliver_blocked(&mut self.sess, &mut self.out, &reply);
+            self.sess.handle.last_interaction_ms.store(now, Ordering::Relaxed);
+            return Ok(());
+        }
+        self.flush()?;
+        if self.eof {
+            return Err("closed while blocked");
+        }
+        let deadline = self.sess.blocked.as_ref().and_then(|b| b.deadline);
+        let sleep =
+            Duration::from_millis(deadline.map_or(u64::MAX / 4, |d| (d - now).max(0) as u64));
+        let pending_out = !self.out.is_empty();
+        let can_read = self.rbuf.len() - self.rpos < self.limits.query_limit;
+        tokio::select! {
+            r = self.stream.readable(), if can_read => {
+                r.map_err(|_| "read error")?;
+                self.read()?;
+            }
+            r = self.stream.writable(), if pending_out => {
+                r.map_err(|_| "write error")?;
+            }
+            _ = notify.notified() => {}
+            _ = tokio::time::sleep(sleep), if deadline.is_some() => {}
+        }
+        Ok(())
     }
 
     /// `client-output-buffer-limit` for the normal class, as Redis applies
@@ -370,7 +414,7 @@ impl Conn<'_> {
                 }
                 let mut argv: SmallVec<[&[u8]; 8]> = SmallVec::new();
                 w.args.fill(input, &mut argv);
-                if paused_for(self.shared, &mut self.pause, &argv) {
+                if paused_for(self.shared, &mut self.pause, &argv, &self.sess) {
                     // CLIENT PAUSE: wait, then retry this request.
                     drop(argv);
                     tokio::time::sleep(Duration::from_millis(10)).await;
@@ -386,6 +430,10 @@ impl Conn<'_> {
                 executed = true;
                 if self.sess.authenticated != was_auth {
                     self.limits.parse.unauthenticated = !self.sess.authenticated;
+                }
+                if self.sess.blocked.is_some() {
+                    // The rest of the input waits for the blocking command.
+                    break 'batch;
                 }
                 if self.sess.close_after_reply || self.sess.db != db {
                     // Later prefetches assumed this database; re-window.
@@ -451,7 +499,12 @@ impl Conn<'_> {
 /// Whether `CLIENT PAUSE` holds this request back. The pause state is
 /// re-read only when its epoch changes, so the common case is one
 /// relaxed load.
-fn paused_for(shared: &Shared, cache: &mut (i64, engine::shared::Pause), argv: &[&[u8]]) -> bool {
+fn paused_for(
+    shared: &Shared,
+    cache: &mut (i64, engine::shared::Pause),
+    argv: &[&[u8]],
+    sess: &Session,
+) -> bool {
     let epoch = shared.pause_epoch.load(Ordering::Acquire);
     if epoch != cache.0 {
         *cache = (epoch, *shared.pause.lock());
@@ -463,8 +516,19 @@ fn paused_for(shared: &Shared, cache: &mut (i64, engine::shared::Pause), argv: &
     if !p.writes_only {
         return true;
     }
-    match dispatch::lookup(argv) {
+    let writes = |argv: &[&[u8]]| match dispatch::lookup(argv) {
         Lookup::Found(spec) => spec.flags.has(Flags::WRITE) || spec.flags.has(Flags::MAY_REPLICATE),
         Lookup::Rejected(_) => false,
+    };
+    if writes(argv) {
+        return true;
+    }
+    // An EXEC is held when its transaction contains a write, as in Redis.
+    match &sess.multi {
+        Some(m) if argv[0].eq_ignore_ascii_case(b"EXEC") => m.queued.iter().any(|q| {
+            let args: SmallVec<[&[u8]; 8]> = q.iter().map(|a| &a[..]).collect();
+            writes(&args)
+        }),
+        _ => false,
     }
 }

@@ -71,7 +71,7 @@ fn listen(addr: SocketAddr, backlog: u32) -> std::io::Result<StdListener> {
 
 /// `timeout`: closes clients idle for longer than that many seconds (0
 /// disables it), as Redis's client cron does. Clients in MULTI are idle
-/// like any other; blocked clients will be exempt once blocking exists.
+/// like any other; clients blocked in BLPOP and friends are exempt.
 fn close_idle_clients(shared: &Shared) {
     let timeout = shared.config.read().timeout;
     if timeout == 0 {
@@ -83,7 +83,10 @@ fn close_idle_clients(shared: &Shared) {
         .clients
         .lock()
         .values()
-        .filter(|h| now - h.last_interaction_ms.load(Ordering::Relaxed) > limit)
+        .filter(|h| {
+            now - h.last_interaction_ms.load(Ordering::Relaxed) > limit
+                && !engine::blocking::is_blocked(h)
+        })
         .cloned()
         .collect();
     for h in idle {

@@ -76,6 +76,7 @@ scenarios! {
     zsets_ranges => "zsets_ranges.txt",
     zsets_ops => "zsets_ops.txt",
     zsets_random => "zsets_random.txt",
+    sort => "sort.txt",
 }
 
 #[test]

@@ -38,6 +38,11 @@ impl Entry {
 /// A flag a client watches; set when a watched key is modified.
 pub type WatchFlag = Arc<AtomicBool>;
 
+/// A client blocked on a key (BLPOP and friends). The store only queues
+/// them, in arrival order, beside the key's stripe; the engine owns the
+/// type behind it.
+pub type Waiter = Arc<dyn std::any::Any + Send + Sync>;
+
 /// Counters kept per stripe (under its lock) and summed when reported.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct StripeStats {
@@ -54,6 +59,15 @@ pub struct Stripe {
     /// Keys with a TTL, for active expiry sampling.
     ttl: Table<()>,
     watchers: Option<Box<Table<Vec<WatchFlag>>>>,
+    /// Clients blocked on keys of this stripe, per key in arrival order.
+    /// Kept here, under the stripe's lock, so that checking "is anyone
+    /// waiting for this key" costs one branch on the write path and a push
+    /// can never slip between a blocking command's check and its wait.
+    pub waiters: Option<Box<Table<std::collections::VecDeque<Waiter>>>>,
+    /// Waited-for keys that received a list or sorted set since the stripe
+    /// was locked (Redis's `signalKeyAsReady`); collected by
+    /// [`Locks::take_ready`].
+    ready: Vec<Box<[u8]>>,
     pub stats: StripeStats,
 }
 
@@ -63,6 +77,8 @@ impl Stripe {
             map: Table::with_hasher(hasher.clone()),
             ttl: Table::new(),
             watchers: None,
+            waiters: None,
+            ready: Vec::new(),
             stats: StripeStats::default(),
         }
     }
@@ -154,6 +170,9 @@ impl Stripe {
         expire_at: i64,
         lru: u32,
     ) -> Option<Entry> {
+        if self.waiters.is_some() && matches!(value, Value::List(_) | Value::ZSet(_)) {
+            self.signal_ready(key);
+        }
         let (_, old) = self.map.insert_hashed(key, h, Entry { value, expire_at, lru });
         let had_ttl = old.as_ref().is_some_and(|e| e.expire_at != NO_EXPIRE);
         if expire_at != NO_EXPIRE && !had_ttl {
@@ -260,12 +279,68 @@ impl Stripe {
         n
     }
 
-    /// Exchanges keys (not watchers or stats) with another stripe (SWAPDB).
+    /// Exchanges keys (not watchers, waiters or stats) with another stripe
+    /// (SWAPDB). Blocked clients stay with their database number, so keys
+    /// they wait for that arrive with the swap become ready.
     pub fn swap_data(&mut self, other: &mut Stripe) {
         self.touch_existing_watched(Some(other));
         other.touch_existing_watched(Some(self));
         std::mem::swap(&mut self.map, &mut other.map);
         std::mem::swap(&mut self.ttl, &mut other.ttl);
+        self.signal_existing_waited();
+        other.signal_existing_waited();
+    }
+
+    /// Records that a waited-for `key` may now be served.
+    fn signal_ready(&mut self, key: &[u8]) {
+        let waited = self.waiters.as_ref().is_some_and(|w| w.contains_key(key));
+        if waited && !self.ready.iter().any(|k| &**k == key) {
+            self.ready.push(key.into());
+        }
+    }
+
+    /// Signals every waited-for key that holds a list or sorted set.
+    fn signal_existing_waited(&mut self) {
+        let Some(w) = &self.waiters else { return };
+        let keys: Vec<Box<[u8]>> = w
+            .iter()
+            .filter(|(k, _)| {
+                self.map.get(k).is_some_and(|e| matches!(e.value, Value::List(_) | Value::ZSet(_)))
+            })
+            .map(|(k, _)| k.into())
+            .collect();
+        for k in keys {
+            self.signal_ready(&k);
+        }
+    }
+
+    /// Queues a blocked client on `key`.
+    pub fn add_waiter(&mut self, key: &[u8], w: Waiter) {
+        let t = self.waiters.get_or_insert_with(Default::default);
+        match t.get_mut(key) {
+            Some(q) => q.push_back(w),
+            None => {
+                t.insert(key, std::collections::VecDeque::from([w]));
+            }
+        }
+    }
+
+    /// Removes every queue entry of `key` for which `gone` holds.
+    pub fn remove_waiters(&mut self, key: &[u8], mut gone: impl FnMut(&Waiter) -> bool) {
+        let Some(t) = &mut self.waiters else { return };
+        let empty = match t.get_mut(key) {
+            Some(q) => {
+                q.retain(|w| !gone(w));
+                q.is_empty()
+            }
+            None => false,
+        };
+        if empty {
+            t.remove(key);
+        }
+        if t.is_empty() {
+            self.waiters = None;
+        }
     }
 
     /// Iterates over all entries, expired ones included.
@@ -672,6 +747,21 @@ impl<'a> Locks<'a> {
         } else {
             (y, x)
         }
+    }
+
+    /// Moves the keys that became ready for blocked clients (as
+    /// `(global stripe id, key)`) out of the held stripes.
+    pub fn take_ready(&mut self, out: &mut Vec<(u32, Box<[u8]>)>) {
+        for (id, g) in self.held.iter_mut() {
+            if !g.ready.is_empty() {
+                out.extend(g.ready.drain(..).map(|k| (*id, k)));
+            }
+        }
+    }
+
+    /// Database of global stripe id `id`.
+    pub fn db_of(&self, id: u32) -> usize {
+        id as usize / self.store.stripes
     }
 
     /// Releases everything.

@@ -12,6 +12,8 @@ pub mod types;
 pub mod value;
 
 pub use bytes::SmallBytes;
-pub use db::{Db, Entry, Locks, Prefetch, Store, Stripe, StripeStats, WatchFlag, NO_EXPIRE};
+pub use db::{
+    Db, Entry, Locks, Prefetch, Store, Stripe, StripeStats, Waiter, WatchFlag, NO_EXPIRE,
+};
 pub use table::Table;
 pub use value::{Kind, Value};

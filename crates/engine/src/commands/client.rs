@@ -369,6 +369,9 @@ fn client_line(buf: &mut Vec<u8>, h: &ClientHandle, now_ms: i64, me: &Me) {
     if h.in_multi.load(Ordering::Relaxed) {
         flags.push('x');
     }
+    if crate::blocking::is_blocked(h) {
+        flags.push('b');
+    }
     if is_me && me.dirty_cas {
         flags.push('d');
     }
@@ -597,20 +600,23 @@ fn set_pause(cx: &Ctx, p: Pause) {
 
 // ---- tracking and blocking (neither exists yet) ---------------------------
 
-fn unblock(_: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+fn unblock(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let argv = args.argv();
     if argv.len() > 4 {
         return Err(CmdError::SubcommandSyntax { sub: argv[1].to_vec(), cmd: argv[0].to_vec() });
     }
     let id = args.req()?;
+    let mut error = false;
     if let Some(reason) = args.next() {
-        if !eq_ic(reason, "TIMEOUT") && !eq_ic(reason, "ERROR") {
+        if eq_ic(reason, "ERROR") {
+            error = true;
+        } else if !eq_ic(reason, "TIMEOUT") {
             return Err(CmdError::err("CLIENT UNBLOCK reason should be TIMEOUT or ERROR"));
         }
     }
-    resp::parse_i64(id).ok_or(CmdError::NotInteger)?;
-    // No client can be blocked until blocking commands exist.
-    out.int(0);
+    let id = resp::parse_i64(id).ok_or(CmdError::NotInteger)?;
+    let done = u64::try_from(id).is_ok_and(|id| crate::blocking::unblock(cx.shared, id, error));
+    out.int(i64::from(done));
     Ok(())
 }
 

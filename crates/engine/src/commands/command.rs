@@ -193,7 +193,7 @@ pub fn acl_categories(spec: &CommandSpec) -> Vec<&'static str> {
 /// found by a function, as Redis derives it).
 pub fn flag_names(spec: &CommandSpec) -> Vec<&'static str> {
     let mut f = spec.flags;
-    if matches!(spec.keys, KeySpec::Custom { .. }) {
+    if matches!(spec.keys, KeySpec::Custom { .. } | KeySpec::CustomOrDb { .. }) {
         f = f.union(Flags::MOVABLEKEYS);
     }
     Flags::NAMES.iter().filter(|(fl, _)| f.has(*fl)).map(|(_, n)| *n).collect()
@@ -223,7 +223,7 @@ fn key_spec_flags(spec: &CommandSpec) -> &'static [&'static str] {
 fn reply_key_specs(out: &mut ReplyBuf, spec: &CommandSpec) {
     let range = match spec.keys {
         KeySpec::Range { first, last, step } if first > 0 => Some((first, last, step)),
-        KeySpec::Custom { .. } => None,
+        KeySpec::Custom { .. } | KeySpec::CustomOrDb { .. } => None,
         _ => {
             set_len(out, 0);
             return;
@@ -443,7 +443,7 @@ fn keys_of<'a>(argv: &'a [&'a [u8]]) -> Result<(&'static CommandSpec, KeyList<'a
     .ok_or_else(|| CmdError::err("Invalid command specified"))?;
     let has_keys = match spec.keys {
         KeySpec::Range { first, .. } => first > 0,
-        KeySpec::Custom { .. } => true,
+        KeySpec::Custom { .. } | KeySpec::CustomOrDb { .. } => true,
         _ => false,
     };
     if !has_keys {
@@ -463,7 +463,7 @@ fn keys_of<'a>(argv: &'a [&'a [u8]]) -> Result<(&'static CommandSpec, KeyList<'a
                 i += step.max(1);
             }
         }
-        KeySpec::Custom { find, .. } => find(argv, 0, &mut keys),
+        KeySpec::Custom { find, .. } | KeySpec::CustomOrDb { find, .. } => find(argv, 0, &mut keys),
         _ => {}
     }
     if keys.is_empty() && !spec.flags.has(Flags::NO_MANDATORY_KEYS) {

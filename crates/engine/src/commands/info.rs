@@ -212,7 +212,7 @@ fn section(cx: &mut Ctx, name: &str, t: &mut String) {
             line!("maxclients:{}", cfg.maxclients);
             line!("client_recent_max_input_buffer:0");
             line!("client_recent_max_output_buffer:0");
-            line!("blocked_clients:0");
+            line!("blocked_clients:{}", sh.blocked_clients.load(Ordering::Relaxed));
             line!("tracking_clients:0");
             line!("clients_in_timeout_table:0");
         }

@@ -1,6 +1,7 @@
-//! List commands (the non-blocking ones): pushes, pops (with counts),
-//! LLEN, LRANGE, LINDEX, LSET, LINSERT, LREM, LTRIM, LPOS, LMOVE,
-//! RPOPLPUSH and LMPOP. The value type is `store::types::List`.
+//! List commands: pushes, pops (with counts), LLEN, LRANGE, LINDEX, LSET,
+//! LINSERT, LREM, LTRIM, LPOS, LMOVE, RPOPLPUSH, LMPOP, and the blocking
+//! pops BLPOP, BRPOP, BRPOPLPUSH, BLMOVE and BLMPOP (their waiting is in
+//! `crate::blocking`). The value type is `store::types::List`.
 //!
 //! Write paths look the key up once in its stripe, check its type, change
 //! the list in place and then mark the key modified; an emptied list is
@@ -12,6 +13,7 @@ use resp::ReplyBuf;
 use store::types::{List, ListEnd};
 use store::{Stripe, Value, NO_EXPIRE};
 
+use crate::blocking::{self, Op};
 use crate::ctx::{eq_ic, parse_i64, Args, Ctx};
 use crate::error::{CmdError, CmdResult};
 use crate::spec::{CommandSpec, Flags, Group, KeyList, KeySpec};
@@ -22,7 +24,11 @@ const WD: Flags = Flags::WRITE.union(Flags::DENYOOM);
 const WDF: Flags = WD.union(Flags::FAST);
 const R: Flags = Flags::READONLY;
 const RF: Flags = Flags::READONLY.union(Flags::FAST);
+const WB: Flags = Flags::WRITE.union(Flags::NOSCRIPT).union(Flags::BLOCKING);
+const WDB: Flags = WB.union(Flags::DENYOOM);
 const K1: KeySpec = KeySpec::range(1, 1, 1);
+/// BLPOP/BRPOP: every argument but the name and the timeout.
+const KB: KeySpec = KeySpec::range(1, -2, 1);
 const K12: KeySpec = KeySpec::range(1, 2, 1);
 
 const fn spec(
@@ -121,6 +127,60 @@ pub const COMMANDS: &[CommandSpec] = &[
         KeySpec::Custom { legacy: (0, 0, 0), find: lmpop_keys },
         "Pop elements from a list",
         lmpop,
+    )
+    .since("7.0.0")
+    .complexity(
+        "O(N+M) where N is the number of provided keys and M is the number of elements returned.",
+    ),
+    spec(
+        "BLPOP",
+        -3,
+        WB,
+        KB,
+        "Remove and get the first element in a list, or block until one is available",
+        blpop,
+    )
+    .since("2.0.0")
+    .complexity("O(N) where N is the number of provided keys."),
+    spec(
+        "BRPOP",
+        -3,
+        WB,
+        KB,
+        "Remove and get the last element in a list, or block until one is available",
+        brpop,
+    )
+    .since("2.0.0")
+    .complexity("O(N) where N is the number of provided keys."),
+    spec(
+        "BRPOPLPUSH",
+        4,
+        WDB,
+        K12,
+        "Pop an element from a list, push it to another list and return it; or block until one \
+         is available",
+        brpoplpush,
+    )
+    .since("2.2.0")
+    .complexity("O(1)"),
+    spec(
+        "BLMOVE",
+        6,
+        WDB,
+        K12,
+        "Pop an element from a list, push it to another list and return it; or block until one \
+         is available",
+        blmove,
+    )
+    .since("6.2.0")
+    .complexity("O(1)"),
+    spec(
+        "BLMPOP",
+        -5,
+        Flags::WRITE.union(Flags::BLOCKING),
+        KeySpec::Custom { legacy: (0, 0, 0), find: blmpop_keys },
+        "Pop elements from a list, or block until one is available",
+        blmpop,
     )
     .since("7.0.0")
     .complexity(
@@ -627,11 +687,18 @@ fn lmpop_keys<'a>(argv: &[&'a [u8]], db: usize, keys: &mut KeyList<'a>) {
     }
 }
 
-/// LMPOP numkeys key [key ...] LEFT|RIGHT [COUNT count]: pops from the
-/// first non-empty list; replies `[key, [elements]]` or a null array.
-fn lmpop(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
-    let numkeys = parse_at_least(args.req()?, 1, "ERR numkeys should be greater than 0")?;
-    let rest = args.rest();
+/// Lock finder of BLMPOP: as LMPOP's, after the timeout.
+fn blmpop_keys<'a>(argv: &[&'a [u8]], db: usize, keys: &mut KeyList<'a>) {
+    if argv.len() > 1 {
+        lmpop_keys(&argv[1..], db, keys);
+    }
+}
+
+/// Parses `numkeys key [key ...] LEFT|RIGHT [COUNT count]` (LMPOP and
+/// BLMPOP after the timeout): the keys, the end and the count.
+fn parse_mpop<'a>(rest: &'a [&'a [u8]]) -> Result<(&'a [&'a [u8]], ListEnd, i64), CmdError> {
+    let (first, rest) = rest.split_first().ok_or(CmdError::Syntax)?;
+    let numkeys = parse_at_least(first, 1, "ERR numkeys should be greater than 0")?;
     let numkeys = usize::try_from(numkeys).unwrap_or(usize::MAX);
     if numkeys >= rest.len() {
         return Err(CmdError::Syntax);
@@ -648,7 +715,18 @@ fn lmpop(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
             return Err(CmdError::Syntax);
         }
     }
-    let count = count.unwrap_or(1);
+    Ok((keys, end, count.unwrap_or(1)))
+}
+
+/// Pops up to `count` elements from the first non-empty list of `keys`,
+/// replying `[key, [elements]]`; false (nothing written) if all are empty.
+fn mpop_first(
+    cx: &mut Ctx,
+    keys: &[&[u8]],
+    end: ListEnd,
+    count: i64,
+    out: &mut ReplyBuf,
+) -> Result<bool, CmdError> {
     let (db, now, lru) = (cx.db, cx.now(), cx.lru());
     for &key in keys {
         let s = cx.keys.stripe(db, key);
@@ -661,10 +739,138 @@ fn lmpop(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         let n = pop_reply(l, end, count, out);
         let emptied = l.is_empty();
         changed(s, key, n, emptied);
+        return Ok(true);
+    }
+    Ok(false)
+}
+
+/// LMPOP numkeys key [key ...] LEFT|RIGHT [COUNT count]: pops from the
+/// first non-empty list; replies `[key, [elements]]` or a null array.
+fn lmpop(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let (keys, end, count) = parse_mpop(args.rest())?;
+    if !mpop_first(cx, keys, end, count, out)? {
+        out.null_array();
+    }
+    Ok(())
+}
+
+// ---- blocking pops -----------------------------------------------------------
+
+fn blpop(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    bpop_with(cx, args, ListEnd::Head, out)
+}
+
+fn brpop(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    bpop_with(cx, args, ListEnd::Tail, out)
+}
+
+/// Redis's `blockingPopGenericCommand`: `[key, element]` from the first
+/// non-empty list (a WRONGTYPE key met first is an error), else wait.
+fn bpop_with(cx: &mut Ctx, args: &mut Args, end: ListEnd, out: &mut ReplyBuf) -> CmdResult {
+    let rest = args.rest();
+    let (timeout, keys) = rest.split_last().ok_or(CmdError::Syntax)?;
+    let timeout = blocking::parse_timeout(timeout)?;
+    let (db, now, lru) = (cx.db, cx.now(), cx.lru());
+    for &key in keys {
+        let s = cx.keys.stripe(db, key);
+        let Some(l) = list_in(s, key, now, lru)? else { continue };
+        out.array(2);
+        out.bulk(key);
+        l.pop_with(end, |v| out.bulk(v));
+        let emptied = l.is_empty();
+        changed(s, key, 1, emptied);
         return Ok(());
     }
-    out.null_array();
+    if !blocking::may_block(cx) {
+        out.null_array();
+        return Ok(());
+    }
+    blocking::block(cx, keys, Op::Pop(end), timeout);
     Ok(())
+}
+
+fn blmove(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let src = args.key()?;
+    let dst = args.key()?;
+    let from = parse_end(args.req()?)?;
+    let to = parse_end(args.req()?)?;
+    let timeout = blocking::parse_timeout(args.req()?)?;
+    bmove_with(cx, src, dst, from, to, timeout, out)
+}
+
+fn brpoplpush(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let src = args.key()?;
+    let dst = args.key()?;
+    let timeout = blocking::parse_timeout(args.req()?)?;
+    bmove_with(cx, src, dst, ListEnd::Tail, ListEnd::Head, timeout, out)
+}
+
+/// Redis's `blmoveGenericCommand`: moves at once when the source has
+/// elements, else waits (the destination is checked when served).
+fn bmove_with(
+    cx: &mut Ctx,
+    src: &[u8],
+    dst: &[u8],
+    from: ListEnd,
+    to: ListEnd,
+    timeout: i64,
+    out: &mut ReplyBuf,
+) -> CmdResult {
+    let (db, now, lru) = (cx.db, cx.now(), cx.lru());
+    if list_in(cx.keys.stripe(db, src), src, now, lru)?.is_some() {
+        return move_with(cx, src, dst, from, to, out);
+    }
+    if !blocking::may_block(cx) {
+        out.null();
+        return Ok(());
+    }
+    blocking::block(cx, &[src], Op::Move { dst: dst.into(), from, to }, timeout);
+    Ok(())
+}
+
+/// BLMPOP timeout numkeys key [key ...] LEFT|RIGHT [COUNT count].
+fn blmpop(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let timeout = args.req()?;
+    let (keys, end, count) = parse_mpop(args.rest())?;
+    let timeout = blocking::parse_timeout(timeout)?;
+    if mpop_first(cx, keys, end, count, out)? {
+        return Ok(());
+    }
+    if !blocking::may_block(cx) {
+        out.null_array();
+        return Ok(());
+    }
+    blocking::block(cx, keys, Op::MPop { end, count }, timeout);
+    Ok(())
+}
+
+/// Serves a client blocked by one of this file's commands on `key`, which
+/// holds a list: its pop runs now, as if it had just been issued.
+pub(crate) fn serve_blocked(cx: &mut Ctx, key: &[u8], op: &Op, out: &mut ReplyBuf) -> CmdResult {
+    match op {
+        Op::Pop(end) => {
+            let (db, now, lru) = (cx.db, cx.now(), cx.lru());
+            let s = cx.keys.stripe(db, key);
+            let Some(l) = list_in(s, key, now, lru)? else {
+                out.null_array();
+                return Ok(());
+            };
+            out.array(2);
+            out.bulk(key);
+            l.pop_with(*end, |v| out.bulk(v));
+            let emptied = l.is_empty();
+            changed(s, key, 1, emptied);
+            Ok(())
+        }
+        Op::MPop { end, count } => {
+            if !mpop_first(cx, &[key], *end, *count, out)? {
+                out.null_array();
+            }
+            Ok(())
+        }
+        Op::Move { dst, from, to } => move_with(cx, key, dst, *from, *to, out),
+        Op::ZPop { .. } | Op::ZMPop { .. } => Err(CmdError::WrongType),
+    }
 }
 
 #[cfg(test)]

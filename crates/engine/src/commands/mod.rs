@@ -15,9 +15,11 @@ pub mod keys;
 pub mod list;
 pub mod server;
 pub mod set;
+pub mod sort;
 pub mod string;
 pub mod tx;
 pub mod zset;
+pub mod zset_blocking;
 
 pub use command::markdown;
 
@@ -28,6 +30,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     keys::COMMANDS,
     list::COMMANDS,
     hash::COMMANDS,
+    sort::COMMANDS,
     tx::COMMANDS,
     connection::COMMANDS,
     client::COMMANDS,
@@ -36,6 +39,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     info::COMMANDS,
     command::COMMANDS,
     zset::COMMANDS,
+    zset_blocking::COMMANDS,
 ];
 
 /// All top-level commands.

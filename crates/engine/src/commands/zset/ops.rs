@@ -24,7 +24,7 @@ use crate::spec::KeyList;
 
 /// `numkeys` at argv[1], then that many keys (ZUNION, ZINTER, ZDIFF,
 /// ZINTERCARD, ZMPOP). A bad count names none; the handler rejects it.
-pub(super) fn numkeys_at_1<'a>(argv: &[&'a [u8]], db: usize, keys: &mut KeyList<'a>) {
+pub(crate) fn numkeys_at_1<'a>(argv: &[&'a [u8]], db: usize, keys: &mut KeyList<'a>) {
     numkeys_at(argv, 1, db, keys);
 }
 

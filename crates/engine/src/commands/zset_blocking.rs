@@ -1,0 +1,129 @@
+//! The blocking sorted-set pops: BZPOPMIN, BZPOPMAX and BZMPOP. They pop
+//! at once like ZPOPMIN/ZPOPMAX/ZMPOP when a key holds a sorted set, and
+//! otherwise wait through `crate::blocking` (as BLPOP does for lists).
+
+use resp::ReplyBuf;
+
+use crate::blocking::{self, Op};
+use crate::commands::zset::ops::{numkeys_at_1, parse_mpop, pop_reply, PopReply};
+use crate::ctx::{Args, Ctx};
+use crate::error::{CmdError, CmdResult};
+use crate::spec::{CommandSpec, Flags, Group, KeyList, KeySpec};
+
+const WB: Flags = Flags::WRITE.union(Flags::NOSCRIPT).union(Flags::BLOCKING);
+
+pub const COMMANDS: &[CommandSpec] = &[
+    CommandSpec::new(
+        "BZPOPMIN",
+        -3,
+        WB.union(Flags::FAST),
+        KeySpec::range(1, -2, 1),
+        Group::SortedSet,
+        "Remove and return the member with the lowest score from one or more sorted sets, or \
+         block until one is available",
+        bzpopmin,
+    )
+    .since("5.0.0")
+    .complexity("O(log(N)) with N being the number of elements in the sorted set."),
+    CommandSpec::new(
+        "BZPOPMAX",
+        -3,
+        WB.union(Flags::FAST),
+        KeySpec::range(1, -2, 1),
+        Group::SortedSet,
+        "Remove and return the member with the highest score from one or more sorted sets, or \
+         block until one is available",
+        bzpopmax,
+    )
+    .since("5.0.0")
+    .complexity("O(log(N)) with N being the number of elements in the sorted set."),
+    CommandSpec::new(
+        "BZMPOP",
+        -5,
+        Flags::WRITE.union(Flags::BLOCKING),
+        KeySpec::Custom { legacy: (0, 0, 0), find: bzmpop_keys },
+        Group::SortedSet,
+        "Remove and return members with scores in a sorted set or block until one is available",
+        bzmpop,
+    )
+    .since("7.0.0")
+    .complexity(
+        "O(K) + O(M*log(N)) where K is the number of provided keys, N being the number of \
+         elements in the sorted set, and M being the number of elements popped.",
+    ),
+];
+
+/// BZPOP*'s reply: `[key, member, score]`.
+const fn single(max: bool) -> PopReply {
+    PopReply { max, emit_key: true, nested: false, nil_when_empty: true }
+}
+
+/// BZMPOP's reply: `[key, [[member, score], …]]`, as ZMPOP's.
+const fn multi(max: bool) -> PopReply {
+    PopReply { max, emit_key: true, nested: true, nil_when_empty: true }
+}
+
+fn bzpopmin(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    bzpop_with(cx, args, false, out)
+}
+
+fn bzpopmax(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    bzpop_with(cx, args, true, out)
+}
+
+/// Redis's `blockingGenericZpopCommand` for BZPOPMIN/BZPOPMAX.
+fn bzpop_with(cx: &mut Ctx, args: &mut Args, max: bool, out: &mut ReplyBuf) -> CmdResult {
+    let (timeout, keys) = args.rest().split_last().ok_or(CmdError::Syntax)?;
+    let timeout = blocking::parse_timeout(timeout)?;
+    pop_or_block(cx, keys, None, single(max), timeout, Op::ZPop { max }, out)
+}
+
+/// Lock finder of BZMPOP: ZMPOP's, after the timeout.
+fn bzmpop_keys<'a>(argv: &[&'a [u8]], db: usize, keys: &mut KeyList<'a>) {
+    if argv.len() > 1 {
+        numkeys_at_1(&argv[1..], db, keys);
+    }
+}
+
+/// BZMPOP timeout numkeys key [key ...] MIN|MAX [COUNT count].
+fn bzmpop(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let timeout = args.req()?;
+    let (keys, max, count) = parse_mpop(args)?;
+    let timeout = blocking::parse_timeout(timeout)?;
+    let op = Op::ZMPop { max, count };
+    pop_or_block(cx, keys, Some(count), multi(max), timeout, op, out)
+}
+
+/// Pops from the first sorted set among `keys`, else (outside EXEC)
+/// blocks; inside EXEC replies a null array as the non-blocking forms do.
+fn pop_or_block(
+    cx: &mut Ctx,
+    keys: &[&[u8]],
+    count: Option<usize>,
+    how: PopReply,
+    timeout: i64,
+    op: Op,
+    out: &mut ReplyBuf,
+) -> CmdResult {
+    let mark = out.mark();
+    if pop_reply(cx, keys, count, how, out)? {
+        return Ok(());
+    }
+    if blocking::may_block(cx) {
+        // Nothing was popped: the null reply just written is withdrawn.
+        out.truncate(mark);
+        blocking::block(cx, keys, op, timeout);
+    }
+    Ok(())
+}
+
+/// Serves a client blocked by one of this file's commands on `key`, which
+/// holds a sorted set.
+pub(crate) fn serve_blocked(cx: &mut Ctx, key: &[u8], op: &Op, out: &mut ReplyBuf) -> CmdResult {
+    match *op {
+        Op::ZPop { max } => pop_reply(cx, &[key], None, single(max), out)?,
+        Op::ZMPop { max, count } => pop_reply(cx, &[key], Some(count), multi(max), out)?,
+        _ => return Err(CmdError::WrongType),
+    };
+    Ok(())
+}

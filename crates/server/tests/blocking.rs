@@ -1,0 +1,507 @@
+//! Blocking pops with several real connections, against redis-server 7.0
+//! and Sluice (started with two threads, so consecutive connections are
+//! served by different threads and every wake-up below crosses threads).
+//!
+//! Each case is a script run step by step on both servers; the transcripts
+//! (every reply, and what arrived or not while a client was blocked) must
+//! be identical. Script lines:
+//!
+//! - `A: CMD …` — send on connection A and read its reply now;
+//! - `A_ CMD …` — the same, not recorded (replies that name client ids);
+//! - `A> CMD …` — send without reading (the command blocks);
+//! - `A<` — read one pending reply (up to 3 s);
+//! - `A? MS` — record whatever A receives within MS ms (usually nothing);
+//! - `A% FIELD` — record the `FIELD:` line of A's `INFO clients`;
+//! - `A!` — close connection A;
+//! - `~ MS` — sleep;
+//!
+//! `@B` in a command stands for connection B's client id.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::Duration;
+
+use testkit::{escape, Client, RedisServer, TestServer};
+
+struct Conns {
+    port: u16,
+    open: HashMap<char, (Client, u64)>,
+}
+
+impl Conns {
+    fn get(&mut self, name: char) -> &mut Client {
+        let port = self.port;
+        &mut self
+            .open
+            .entry(name)
+            .or_insert_with(|| {
+                let mut c = Client::connect(port).expect("connect");
+                c.set_timeout(Duration::from_secs(3));
+                let id = c.cmd(&["CLIENT", "ID"]).expect("client id");
+                let id = std::str::from_utf8(&id[1..id.len() - 2]).unwrap().parse().unwrap();
+                (c, id)
+            })
+            .0
+    }
+
+    fn id(&mut self, name: char) -> u64 {
+        self.get(name);
+        self.open[&name].1
+    }
+}
+
+fn words(conns: &mut Conns, text: &str) -> Vec<String> {
+    text.split_whitespace()
+        .map(|w| match w.strip_prefix('@') {
+            Some(n) if n.len() == 1 => conns.id(n.chars().next().unwrap()).to_string(),
+            _ => w.to_string(),
+        })
+        .collect()
+}
+
+fn run(port: u16, script: &str) -> Vec<String> {
+    let mut conns = Conns { port, open: HashMap::new() };
+    let mut log = Vec::new();
+    for line in script.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
+        if let Some(ms) = line.strip_prefix('~') {
+            std::thread::sleep(Duration::from_millis(ms.trim().parse().unwrap()));
+            continue;
+        }
+        let mut chars = line.chars();
+        let name = chars.next().unwrap();
+        let op = chars.next().unwrap();
+        let rest = chars.as_str().trim();
+        let got = match op {
+            ':' => {
+                let args = words(&mut conns, rest);
+                match conns.get(name).cmd(&args) {
+                    Ok(r) => escape(&r),
+                    Err(e) => format!("error: {e}"),
+                }
+            }
+            '_' => {
+                let args = words(&mut conns, rest);
+                conns.get(name).cmd(&args).expect("command");
+                continue;
+            }
+            '>' => {
+                let args = words(&mut conns, rest);
+                conns.get(name).send(&args).expect("send");
+                // Let the server take the command before the next step.
+                std::thread::sleep(Duration::from_millis(30));
+                continue;
+            }
+            '<' => match conns.get(name).read_reply() {
+                Ok(r) => escape(&r),
+                Err(e) => format!("error: {:?}", e.kind()),
+            },
+            '?' => {
+                let (got, closed) = conns
+                    .get(name)
+                    .read_quiet(Duration::from_millis(rest.parse().unwrap()))
+                    .unwrap();
+                format!("{} closed={closed}", escape(&got))
+            }
+            '%' => {
+                let info = conns.get(name).cmd(&["INFO", "clients"]).unwrap();
+                let info = String::from_utf8_lossy(&info).into_owned();
+                info.lines()
+                    .find(|l| l.starts_with(&format!("{rest}:")))
+                    .unwrap_or("missing")
+                    .to_string()
+            }
+            '!' => {
+                conns.open.remove(&name);
+                std::thread::sleep(Duration::from_millis(30));
+                continue;
+            }
+            _ => panic!("bad script line {line}"),
+        };
+        log.push(format!("{line} => {got}"));
+    }
+    log
+}
+
+fn check(script: &str) {
+    let Some(redis) = RedisServer::start() else { return };
+    let sluice = TestServer::start_bin(Path::new(env!("CARGO_BIN_EXE_sluice-server")));
+    let want = run(redis.port(), script);
+    let got = run(sluice.port(), script);
+    if std::env::var_os("BLOCKING_DUMP").is_some() {
+        eprintln!("{}", want.join("\n"));
+    }
+    for (w, g) in want.iter().zip(&got) {
+        assert_eq!(g, w, "\nredis:  {w}\nsluice: {g}");
+    }
+    assert_eq!(want.len(), got.len());
+}
+
+#[test]
+fn push_wakes_a_blocked_pop() {
+    check(
+        "A> BLPOP k 0
+         A? 100
+         B% blocked_clients
+         B: RPUSH k a b
+         A<
+         B: LRANGE k 0 -1
+         B% blocked_clients
+         A> BRPOP k 0
+         B: LPUSH k c
+         A<
+         B: EXISTS k",
+    );
+}
+
+#[test]
+fn waiters_are_served_in_arrival_order() {
+    check(
+        "A> BLPOP k 0
+         B> BLPOP k 0
+         C> BLPOP other k 0
+         D: RPUSH k 1 2
+         A<
+         B<
+         C? 100
+         D: EXISTS k
+         D: RPUSH k 3 4
+         C<
+         D: LRANGE k 0 -1",
+    );
+}
+
+#[test]
+fn first_ready_key_and_several_keys() {
+    check(
+        "A> BLPOP k1 k2 k3 0
+         B: RPUSH k2 x
+         A<
+         A> BRPOP k1 k2 0
+         B: MULTI
+         B: RPUSH k2 a
+         B: RPUSH k1 b
+         B: EXEC
+         A<
+         B: LRANGE k1 0 -1
+         B: LRANGE k2 0 -1",
+    );
+}
+
+#[test]
+fn pipelined_commands_wait_behind_a_blocked_one() {
+    check(
+        "A> BLPOP k 0
+         A> PING
+         A> GET s
+         A? 100
+         B: SET s v
+         B: RPUSH k x
+         A<
+         A<
+         A<",
+    );
+}
+
+#[test]
+fn timeouts() {
+    check(
+        "A> BLPOP k 0.2
+         A? 50
+         A<
+         A> BRPOPLPUSH k d 0.1
+         A<
+         A> BLMOVE k d LEFT RIGHT 0.1
+         A<
+         A> BLMPOP 0.1 2 k j LEFT COUNT 3
+         A<
+         A: BLPOP k -1
+         A: BLPOP k abc
+         A: BLPOP k inf
+         B% blocked_clients",
+    );
+}
+
+#[test]
+fn blmove_serves_and_chains_to_the_next_waiter() {
+    check(
+        "A> BLMOVE src mid LEFT RIGHT 0
+         B> BRPOPLPUSH mid dst 0
+         C> BLPOP dst 0
+         D: RPUSH src v1 v2
+         A<
+         B<
+         C<
+         D: LRANGE src 0 -1
+         D: EXISTS mid dst",
+    );
+}
+
+#[test]
+fn blmpop_with_count() {
+    check(
+        "A> BLMPOP 0 2 k1 k2 RIGHT COUNT 2
+         B: RPUSH k2 a b c
+         A<
+         B: LRANGE k2 0 -1
+         A> BLMPOP 0 1 k1 LEFT COUNT 10
+         B: RPUSH k1 x y
+         A<
+         B: EXISTS k1",
+    );
+}
+
+#[test]
+fn wrong_type_arrivals_do_not_serve() {
+    check(
+        "A> BLPOP k 0
+         B: SET k str
+         A? 100
+         B: DEL k
+         B: SADD k m
+         A? 100
+         B: DEL k
+         B: RPUSH k v
+         A<
+         A> BLMOVE src dst LEFT LEFT 0
+         B: SET dst str
+         B: RPUSH src v
+         A<
+         B: LRANGE src 0 -1",
+    );
+}
+
+#[test]
+fn transactions_serve_after_exec_and_never_block() {
+    check(
+        "A> BLPOP k 0
+         B: MULTI
+         B: RPUSH k x y
+         B: LPOP k
+         B: EXEC
+         A<
+         B: LRANGE k 0 -1
+         B: DEL k
+         B: MULTI
+         B: BLPOP k 0
+         B: BRPOP k 0
+         B: BLMOVE k d LEFT LEFT 0
+         B: BRPOPLPUSH k d 0
+         B: BLMPOP 0 1 k LEFT
+         B: RPUSH k z
+         B: BLPOP k 0
+         B: EXEC",
+    );
+}
+
+#[test]
+fn client_unblock_and_disconnects() {
+    check(
+        "A> BLPOP k 0
+         B: CLIENT UNBLOCK @A
+         A<
+         A> BLPOP k 0
+         B: CLIENT UNBLOCK @A ERROR
+         A<
+         B: CLIENT UNBLOCK @A
+         B: CLIENT UNBLOCK @B TIMEOUT
+         C> BLPOP k 0
+         C!
+         B% blocked_clients
+         B: RPUSH k v
+         B: LLEN k",
+    );
+}
+
+#[test]
+fn blocked_clients_in_other_databases_and_renames() {
+    check(
+        "A: SELECT 2
+         A> BLPOP k 0
+         B: RPUSH k zero
+         A? 100
+         B: SELECT 2
+         B: RPUSH tmp v
+         B: RENAME tmp k
+         A<
+         A> BLPOP k 0
+         B: SELECT 3
+         B: RPUSH k w
+         B: SWAPDB 2 3
+         A<
+         B: SELECT 0
+         B: LRANGE k 0 -1",
+    );
+}
+
+#[test]
+fn resp3_replies_of_served_and_timed_out_clients() {
+    check(
+        "A_ HELLO 3
+         A> BLPOP k 0.05
+         A<
+         A> BLMPOP 0 1 k LEFT COUNT 2
+         B: RPUSH k a b c
+         A<",
+    );
+}
+
+#[test]
+fn blocked_clients_are_exempt_from_the_idle_timeout() {
+    check(
+        "A> BLPOP k 0
+         B: CONFIG SET timeout 1
+         ~ 2600
+         C: RPUSH k v
+         A<
+         C: CONFIG SET timeout 0",
+    );
+}
+
+/// Many consumers blocked on one list across both threads, many producers:
+/// every element is delivered exactly once and nobody is left waiting.
+#[test]
+fn concurrent_producers_and_consumers_lose_nothing() {
+    let sluice = TestServer::start_bin(Path::new(env!("CARGO_BIN_EXE_sluice-server")));
+    let port = sluice.port();
+    const PRODUCERS: usize = 4;
+    const PER_PRODUCER: usize = 2_000;
+    const CONSUMERS: usize = 6;
+    let consumers: Vec<_> = (0..CONSUMERS)
+        .map(|i| {
+            std::thread::spawn(move || {
+                let mut c = Client::connect(port).unwrap();
+                let mut got = Vec::new();
+                loop {
+                    // Alternate the blocking forms; 1 s of silence ends it.
+                    let r = match i % 3 {
+                        0 => c.cmd(&["BLPOP", "q", "other", "1"]).unwrap(),
+                        1 => c.cmd(&["BLMPOP", "1", "1", "q", "RIGHT", "COUNT", "3"]).unwrap(),
+                        _ => c
+                            .cmd(&["BLMOVE", "q", &format!("mine{i}"), "LEFT", "LEFT", "1"])
+                            .unwrap(),
+                    };
+                    if r == b"*-1\r\n" {
+                        break;
+                    }
+                    got.push(r);
+                }
+                // BLMOVE consumers also find their elements in their own
+                // list, as many as they received.
+                let mine = c.cmd(&["LLEN", &format!("mine{i}")]).unwrap();
+                let moved = if i % 3 == 2 { got.len() } else { 0 };
+                assert_eq!(mine, format!(":{moved}\r\n").into_bytes());
+                got
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(100));
+    let producers: Vec<_> = (0..PRODUCERS)
+        .map(|p| {
+            std::thread::spawn(move || {
+                let mut c = Client::connect(port).unwrap();
+                for j in 0..PER_PRODUCER {
+                    let v = format!("p{p}-{j}");
+                    if j % 2 == 0 {
+                        c.cmd(&["RPUSH", "q", &v]).unwrap();
+                    } else {
+                        c.cmd(&["LPUSH", "q", &v]).unwrap();
+                    }
+                }
+            })
+        })
+        .collect();
+    for p in producers {
+        p.join().unwrap();
+    }
+    let mut seen = std::collections::HashSet::new();
+    let mut total = 0;
+    for c in consumers {
+        let got = c.join().unwrap();
+        let text: Vec<u8> = got.concat();
+        let text = String::from_utf8(text).unwrap();
+        for w in text.split("\r\n").filter(|w| w.starts_with('p')) {
+            total += 1;
+            assert!(seen.insert(w.to_string()), "{w} delivered twice");
+        }
+    }
+    assert_eq!(total, PRODUCERS * PER_PRODUCER, "elements lost");
+    let mut c = Client::connect(port).unwrap();
+    assert_eq!(c.cmd(&["EXISTS", "q"]).unwrap(), b":0\r\n");
+    let info = String::from_utf8(c.cmd(&["INFO", "clients"]).unwrap()).unwrap();
+    assert!(info.contains("blocked_clients:0\r\n"), "{info}");
+}
+
+#[test]
+fn client_pause_write_holds_exec_of_a_writing_transaction() {
+    check(
+        "B: MULTI
+         B: GET x
+         B: INCR x
+         C: MULTI
+         C: GET x
+         A: CLIENT PAUSE 400 WRITE
+         C: EXEC
+         B> EXEC
+         B? 150
+         B<
+         C: GET x",
+    );
+}
+
+#[test]
+fn kills_rotations_and_transactions_that_leave_nothing() {
+    check(
+        "A> BLMOVE k k LEFT RIGHT 0
+         B: RPUSH k a
+         A<
+         B: LRANGE k 0 -1
+         B: DEL k
+         A> BLPOP k 0
+         B: MULTI
+         B: RPUSH k x
+         B: LPOP k
+         B: EXEC
+         A? 100
+         B: CLIENT KILL ID @A
+         A?  100
+         B% blocked_clients
+         B: RPUSH k y
+         B: LLEN k",
+    );
+}
+
+#[test]
+fn sorted_set_blocking_pops() {
+    check(
+        "A> BZPOPMIN z1 z2 0
+         B> BZPOPMAX z2 0
+         C> BZMPOP 0 2 z3 z2 MAX COUNT 2
+         D: ZADD z2 1 a 2 b 3 c 4 d
+         A<
+         B<
+         C<
+         D: ZRANGE z2 0 -1 WITHSCORES
+         A> BLPOP z2 0.1
+         A<
+         A> BZPOPMIN l 0
+         D: RPUSH l x
+         A? 100
+         D: DEL l
+         D: ZADD l 1.5 m
+         A<
+         A: BZPOPMIN nothing 0.05
+         A: BZMPOP 0.05 1 nothing MIN
+         A: BZMPOP x 1 a foo
+         A: BZMPOP -1 1 a MIN
+         A: BZPOPMIN a -1
+         D: MULTI
+         D: BZPOPMIN none 0
+         D: BZMPOP 0 1 none MIN
+         D: EXEC
+         A_ HELLO 3
+         A> BZPOPMIN z2 0
+         D: ZADD z2 2.5 e
+         A<
+         A: BZMPOP 0.05 1 z2 MIN COUNT 3",
+    );
+}
