@@ -264,12 +264,20 @@ impl<'a> Iterator for PackIter<'a> {
 
 // ---- skiplist ---------------------------------------------------------------
 
+/// One level of a node. Links live in one arena, each node's levels
+/// side by side, and a link carries what a search needs of the node it
+/// points to (its score and where its levels are), so a search step costs
+/// one cache miss, as a step in Redis's skiplist does.
 #[derive(Clone, Copy, Default)]
 struct Link {
     next: u32,
     /// Elements crossed by following `next` (wrapping arithmetic, as in
     /// Redis, where a link to the end may carry 0).
     span: u32,
+    /// Arena offset of `next`'s levels.
+    next_off: u32,
+    /// Score of `next`.
+    score: f64,
 }
 
 struct Node {
@@ -278,7 +286,9 @@ struct Node {
     back: u32,
     /// Next node in the same member-index bucket.
     hnext: u32,
-    lv: Box<[Link]>,
+    /// Arena offset and count of this node's levels.
+    off: u32,
+    height: u32,
 }
 
 /// The skiplist and its member index. The index is a chained hash table
@@ -288,6 +298,9 @@ struct Node {
 struct Skip {
     nodes: Vec<Node>,
     free: Vec<u32>,
+    links: Vec<Link>,
+    /// Freed level blocks, by height.
+    free_links: Vec<Vec<u32>>,
     level: usize,
     len: usize,
     tail: u32,
@@ -303,11 +316,14 @@ impl Skip {
             score: 0.0,
             back: NIL,
             hnext: NIL,
-            lv: vec![Link { next: NIL, span: 0 }; MAX_LEVEL].into_boxed_slice(),
+            off: 0,
+            height: MAX_LEVEL as u32,
         };
         Skip {
             nodes: vec![head],
             free: Vec::new(),
+            links: vec![Link { next: NIL, ..Link::default() }; MAX_LEVEL],
+            free_links: Vec::new(),
             level: 1,
             len: 0,
             tail: NIL,
@@ -393,12 +409,36 @@ impl Skip {
 
     #[inline]
     fn link(&self, i: u32, l: usize) -> Link {
-        self.nodes[i as usize].lv[l]
+        self.links[self.nodes[i as usize].off as usize + l]
     }
 
+    /// Whether following `l` stays before (score, member).
     #[inline]
-    fn link_mut(&mut self, i: u32, l: usize) -> &mut Link {
-        &mut self.nodes[i as usize].lv[l]
+    fn before(&self, l: Link, score: f64, member: &[u8]) -> bool {
+        if l.next == NIL || l.score > score {
+            false
+        } else if l.score < score {
+            true
+        } else {
+            &*self.n(l.next).member < member
+        }
+    }
+
+    /// Finds room for `h` levels in the arena.
+    fn alloc_links(&mut self, h: usize) -> u32 {
+        if let Some(o) = self.free_links.get_mut(h).and_then(Vec::pop) {
+            return o;
+        }
+        let o = self.links.len() as u32;
+        self.links.resize(self.links.len() + h, Link::default());
+        o
+    }
+
+    fn free_links(&mut self, off: u32, h: usize) {
+        if self.free_links.len() <= h {
+            self.free_links.resize_with(h + 1, Vec::new);
+        }
+        self.free_links[h].push(off);
     }
 
     fn random_level(&mut self) -> usize {
@@ -418,40 +458,40 @@ impl Skip {
 
     /// Redis's `zslInsert` for an absent (score, member).
     fn insert(&mut self, score: f64, member: SmallBytes) {
-        let mut update = [HEAD; MAX_LEVEL];
+        // Arena offsets of the update nodes' levels.
+        let mut update = [0u32; MAX_LEVEL];
         let mut rank = [0u32; MAX_LEVEL];
-        let mut x = HEAD;
+        let (mut x, mut xo) = (HEAD, 0u32);
         for i in (0..self.level).rev() {
             rank[i] = if i == self.level - 1 { 0 } else { rank[i + 1] };
             loop {
-                let l = self.link(x, i);
-                if l.next == NIL {
-                    break;
-                }
-                let n = self.n(l.next);
-                if cmp(n.score, &n.member, score, &member) != Ordering::Less {
+                let l = self.links[xo as usize + i];
+                if !self.before(l, score, &member) {
                     break;
                 }
                 rank[i] = rank[i].wrapping_add(l.span);
-                x = l.next;
+                (x, xo) = (l.next, l.next_off);
             }
-            update[i] = x;
+            update[i] = xo;
         }
+        let prev = x;
         let lvl = self.random_level();
         if lvl > self.level {
             for i in self.level..lvl {
                 rank[i] = 0;
-                update[i] = HEAD;
-                self.link_mut(HEAD, i).span = self.len as u32;
+                update[i] = 0;
+                self.links[i].span = self.len as u32;
             }
             self.level = lvl;
         }
+        let off = self.alloc_links(lvl);
         let node = Node {
             member,
             score,
-            back: if update[0] == HEAD { NIL } else { update[0] },
+            back: if prev == HEAD { NIL } else { prev },
             hnext: NIL,
-            lv: vec![Link::default(); lvl].into_boxed_slice(),
+            off,
+            height: lvl as u32,
         };
         let idx = match self.free.pop() {
             Some(i) => {
@@ -464,13 +504,15 @@ impl Skip {
             }
         };
         for i in 0..lvl {
-            let u = self.link(update[i], i);
+            let uo = update[i] as usize + i;
+            let u = self.links[uo];
             let crossed = rank[0].wrapping_sub(rank[i]);
-            *self.link_mut(idx, i) = Link { next: u.next, span: u.span.wrapping_sub(crossed) };
-            *self.link_mut(update[i], i) = Link { next: idx, span: crossed.wrapping_add(1) };
+            self.links[off as usize + i] = Link { span: u.span.wrapping_sub(crossed), ..u };
+            self.links[uo] =
+                Link { next: idx, span: crossed.wrapping_add(1), next_off: off, score };
         }
         for (i, &u) in update.iter().enumerate().take(self.level).skip(lvl) {
-            let l = self.link_mut(u, i);
+            let l = &mut self.links[u as usize + i];
             l.span = l.span.wrapping_add(1);
         }
         let next = self.link(idx, 0).next;
@@ -485,34 +527,31 @@ impl Skip {
 
     /// Redis's `zslDelete`: removes (score, member), returning its stored bytes.
     fn delete(&mut self, score: f64, member: &[u8]) -> Option<SmallBytes> {
-        let mut update = [HEAD; MAX_LEVEL];
-        let mut x = HEAD;
+        let mut update = [0u32; MAX_LEVEL];
+        let mut xo = 0u32;
         for i in (0..self.level).rev() {
             loop {
-                let l = self.link(x, i);
-                if l.next == NIL {
+                let l = self.links[xo as usize + i];
+                if !self.before(l, score, member) {
                     break;
                 }
-                let n = self.n(l.next);
-                if cmp(n.score, &n.member, score, member) != Ordering::Less {
-                    break;
-                }
-                x = l.next;
+                xo = l.next_off;
             }
-            update[i] = x;
+            update[i] = xo;
         }
-        let x = self.link(x, 0).next;
+        let x = self.links[xo as usize].next;
         if x == NIL || self.n(x).score != score || &*self.n(x).member != member {
             return None;
         }
+        let x_off = self.n(x).off as usize;
         for (i, &u) in update.iter().enumerate().take(self.level) {
-            let ul = self.link(u, i);
+            let uo = u as usize + i;
+            let ul = self.links[uo];
             if ul.next == x {
-                let xl = self.link(x, i);
-                *self.link_mut(u, i) =
-                    Link { next: xl.next, span: ul.span.wrapping_add(xl.span).wrapping_sub(1) };
+                let xl = self.links[x_off + i];
+                self.links[uo] = Link { span: ul.span.wrapping_add(xl.span).wrapping_sub(1), ..xl };
             } else {
-                self.link_mut(u, i).span = ul.span.wrapping_sub(1);
+                self.links[uo].span = ul.span.wrapping_sub(1);
             }
         }
         let next = self.link(x, 0).next;
@@ -529,13 +568,17 @@ impl Skip {
         self.index_remove(x);
         let node = &mut self.nodes[x as usize];
         let m = std::mem::replace(&mut node.member, SmallBytes::new(b""));
-        node.lv = Box::new([]);
+        let (off, h) = (node.off, node.height as usize);
         self.free.push(x);
+        self.free_links(off, h);
         if self.len == 0 {
-            // Give the slab back when the set empties.
+            // Give the slabs back when the set empties.
             self.nodes.truncate(1);
             self.nodes.shrink_to_fit();
+            self.links.truncate(MAX_LEVEL);
+            self.links.shrink_to_fit();
             self.free = Vec::new();
+            self.free_links = Vec::new();
             self.buckets = Vec::new();
         }
         Some(m)
@@ -662,7 +705,7 @@ impl<'a> Iterator for Range<'a> {
                     return None;
                 }
                 let n = sl.n(*x);
-                *x = if *rev { n.back } else { n.lv[0].next };
+                *x = if *rev { n.back } else { sl.links[n.off as usize].next };
                 Some((&n.member, n.score))
             }
         }
@@ -720,10 +763,9 @@ impl ZSet {
         match &self.enc {
             Enc::Pack(p) => p.buf.capacity(),
             Enc::Skip(s) => {
-                let levels: usize = s.nodes.iter().map(|n| n.lv.len() * 8).sum();
                 let members: usize = s.nodes.iter().map(|n| n.member.heap_size()).sum();
                 s.nodes.capacity() * std::mem::size_of::<Node>()
-                    + levels
+                    + s.links.capacity() * std::mem::size_of::<Link>()
                     + members
                     + s.buckets.capacity() * 4
             }
