@@ -8,8 +8,8 @@
 //!   `zset-max-listpack-value` bytes.
 //! - `skiplist` (big): Redis's skiplist with rank spans (O(log n) rank,
 //!   ZRANGE by index, insert and delete), its nodes in one slab addressed
-//!   by `u32`, plus a member → score [`Table`] for O(1) ZSCORE and ZSCAN's
-//!   cursor.
+//!   by `u32`, plus a member index chained through the nodes for O(1)
+//!   ZSCORE and ZSCAN's cursor.
 //!
 //! Order is by score, then member bytes (memcmp). Scores are never NaN.
 //! A set converts to `skiplist` when an add would exceed either limit (the
@@ -23,7 +23,7 @@ use std::cmp::Ordering;
 use std::fmt;
 
 use crate::bytes::SmallBytes;
-use crate::table::Table;
+use ahash::RandomState;
 
 const NIL: u32 = u32::MAX;
 const MAX_LEVEL: usize = 32;
@@ -43,6 +43,59 @@ pub fn cmp(s1: f64, m1: &[u8], s2: f64, m2: &[u8]) -> Ordering {
     match s1.partial_cmp(&s2) {
         Some(Ordering::Equal) | None => m1.cmp(m2),
         Some(o) => o,
+    }
+}
+
+/// One end of a lex range (`-`, `+`, `[member`, `(member`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LexBound<'a> {
+    Min,
+    Max,
+    Incl(&'a [u8]),
+    Excl(&'a [u8]),
+}
+
+impl LexBound<'_> {
+    /// `m` is at or above this bound taken as a range's minimum.
+    #[inline]
+    pub fn below_or_at(self, m: &[u8]) -> bool {
+        match self {
+            LexBound::Min => true,
+            LexBound::Max => false,
+            LexBound::Incl(v) => m >= v,
+            LexBound::Excl(v) => m > v,
+        }
+    }
+
+    /// `m` is at or below this bound taken as a range's maximum.
+    #[inline]
+    pub fn above_or_at(self, m: &[u8]) -> bool {
+        match self {
+            LexBound::Max => true,
+            LexBound::Min => false,
+            LexBound::Incl(v) => m <= v,
+            LexBound::Excl(v) => m < v,
+        }
+    }
+}
+
+/// `s` is inside the score range's lower end.
+#[inline]
+pub fn score_gte_min(s: f64, min: f64, minex: bool) -> bool {
+    if minex {
+        s > min
+    } else {
+        s >= min
+    }
+}
+
+/// `s` is inside the score range's upper end.
+#[inline]
+pub fn score_lte_max(s: f64, max: f64, maxex: bool) -> bool {
+    if maxex {
+        s < max
+    } else {
+        s <= max
     }
 }
 
@@ -211,28 +264,48 @@ impl<'a> Iterator for PackIter<'a> {
 
 // ---- skiplist ---------------------------------------------------------------
 
+/// One level of a node. Links live in one arena, each node's levels
+/// side by side, and a link carries what a search needs of the node it
+/// points to (its score and where its levels are), so a search step costs
+/// one cache miss, as a step in Redis's skiplist does.
 #[derive(Clone, Copy, Default)]
 struct Link {
     next: u32,
     /// Elements crossed by following `next` (wrapping arithmetic, as in
     /// Redis, where a link to the end may carry 0).
     span: u32,
+    /// Arena offset of `next`'s levels.
+    next_off: u32,
+    /// Score of `next`.
+    score: f64,
 }
 
 struct Node {
     member: SmallBytes,
     score: f64,
     back: u32,
-    lv: Box<[Link]>,
+    /// Next node in the same member-index bucket.
+    hnext: u32,
+    /// Arena offset and count of this node's levels.
+    off: u32,
+    height: u32,
 }
 
+/// The skiplist and its member index. The index is a chained hash table
+/// whose chains run through the nodes themselves (`hnext`), so a member
+/// is stored once and the index costs one bucket word per element; its
+/// buckets are scanned in reverse-binary order for ZSCAN, as `Table` is.
 struct Skip {
     nodes: Vec<Node>,
     free: Vec<u32>,
+    links: Vec<Link>,
+    /// Freed level blocks, by height.
+    free_links: Vec<Vec<u32>>,
     level: usize,
     len: usize,
     tail: u32,
-    dict: Table<f64>,
+    buckets: Vec<u32>,
+    hasher: RandomState,
     rng: u64,
 }
 
@@ -242,16 +315,90 @@ impl Skip {
             member: SmallBytes::new(b""),
             score: 0.0,
             back: NIL,
-            lv: vec![Link { next: NIL, span: 0 }; MAX_LEVEL].into_boxed_slice(),
+            hnext: NIL,
+            off: 0,
+            height: MAX_LEVEL as u32,
         };
         Skip {
             nodes: vec![head],
             free: Vec::new(),
+            links: vec![Link { next: NIL, ..Link::default() }; MAX_LEVEL],
+            free_links: Vec::new(),
             level: 1,
             len: 0,
             tail: NIL,
-            dict: Table::new(),
+            buckets: Vec::new(),
+            hasher: RandomState::new(),
             rng: 0x9E37_79B9_7F4A_7C15,
+        }
+    }
+
+    #[inline]
+    fn bucket_of(&self, m: &[u8]) -> usize {
+        (self.hasher.hash_one(m) as usize) & (self.buckets.len() - 1)
+    }
+
+    /// The node holding `m`.
+    fn find(&self, m: &[u8]) -> Option<u32> {
+        if self.buckets.is_empty() {
+            return None;
+        }
+        let mut i = self.buckets[self.bucket_of(m)];
+        while i != NIL {
+            let n = self.n(i);
+            if &*n.member == m {
+                return Some(i);
+            }
+            i = n.hnext;
+        }
+        None
+    }
+
+    fn index_add(&mut self, idx: u32) {
+        // Grown once the index holds as many members as buckets, shrunk
+        // under 10% full, as Redis sizes its dicts.
+        if self.len > self.buckets.len() {
+            // The rehash walks the list, which already holds `idx`.
+            self.rehash(self.len.next_power_of_two().max(4));
+            return;
+        }
+        let b = self.bucket_of(&self.nodes[idx as usize].member);
+        self.nodes[idx as usize].hnext = self.buckets[b];
+        self.buckets[b] = idx;
+    }
+
+    fn index_remove(&mut self, idx: u32) {
+        let b = self.bucket_of(&self.nodes[idx as usize].member);
+        let next = self.n(idx).hnext;
+        if self.buckets[b] == idx {
+            self.buckets[b] = next;
+        } else {
+            let mut i = self.buckets[b];
+            while i != NIL {
+                if self.n(i).hnext == idx {
+                    self.nodes[i as usize].hnext = next;
+                    break;
+                }
+                i = self.n(i).hnext;
+            }
+        }
+        if self.buckets.len() > 4 && self.len * 10 < self.buckets.len() {
+            self.rehash(self.len.next_power_of_two().max(4));
+        }
+    }
+
+    fn rehash(&mut self, size: usize) {
+        self.buckets.clear();
+        self.buckets.resize(size, NIL);
+        self.buckets.shrink_to_fit();
+        let mask = size - 1;
+        // Every live node: walk the level-0 list.
+        let mut x = self.link(HEAD, 0).next;
+        while x != NIL {
+            let b = (self.hasher.hash_one(&*self.nodes[x as usize].member) as usize) & mask;
+            self.nodes[x as usize].hnext = self.buckets[b];
+            self.buckets[b] = x;
+            x = self.link(x, 0).next;
         }
     }
 
@@ -262,12 +409,36 @@ impl Skip {
 
     #[inline]
     fn link(&self, i: u32, l: usize) -> Link {
-        self.nodes[i as usize].lv[l]
+        self.links[self.nodes[i as usize].off as usize + l]
     }
 
+    /// Whether following `l` stays before (score, member).
     #[inline]
-    fn link_mut(&mut self, i: u32, l: usize) -> &mut Link {
-        &mut self.nodes[i as usize].lv[l]
+    fn before(&self, l: Link, score: f64, member: &[u8]) -> bool {
+        if l.next == NIL || l.score > score {
+            false
+        } else if l.score < score {
+            true
+        } else {
+            &*self.n(l.next).member < member
+        }
+    }
+
+    /// Finds room for `h` levels in the arena.
+    fn alloc_links(&mut self, h: usize) -> u32 {
+        if let Some(o) = self.free_links.get_mut(h).and_then(Vec::pop) {
+            return o;
+        }
+        let o = self.links.len() as u32;
+        self.links.resize(self.links.len() + h, Link::default());
+        o
+    }
+
+    fn free_links(&mut self, off: u32, h: usize) {
+        if self.free_links.len() <= h {
+            self.free_links.resize_with(h + 1, Vec::new);
+        }
+        self.free_links[h].push(off);
     }
 
     fn random_level(&mut self) -> usize {
@@ -287,39 +458,40 @@ impl Skip {
 
     /// Redis's `zslInsert` for an absent (score, member).
     fn insert(&mut self, score: f64, member: SmallBytes) {
-        let mut update = [HEAD; MAX_LEVEL];
+        // Arena offsets of the update nodes' levels.
+        let mut update = [0u32; MAX_LEVEL];
         let mut rank = [0u32; MAX_LEVEL];
-        let mut x = HEAD;
+        let (mut x, mut xo) = (HEAD, 0u32);
         for i in (0..self.level).rev() {
             rank[i] = if i == self.level - 1 { 0 } else { rank[i + 1] };
             loop {
-                let l = self.link(x, i);
-                if l.next == NIL {
-                    break;
-                }
-                let n = self.n(l.next);
-                if cmp(n.score, &n.member, score, &member) != Ordering::Less {
+                let l = self.links[xo as usize + i];
+                if !self.before(l, score, &member) {
                     break;
                 }
                 rank[i] = rank[i].wrapping_add(l.span);
-                x = l.next;
+                (x, xo) = (l.next, l.next_off);
             }
-            update[i] = x;
+            update[i] = xo;
         }
+        let prev = x;
         let lvl = self.random_level();
         if lvl > self.level {
             for i in self.level..lvl {
                 rank[i] = 0;
-                update[i] = HEAD;
-                self.link_mut(HEAD, i).span = self.len as u32;
+                update[i] = 0;
+                self.links[i].span = self.len as u32;
             }
             self.level = lvl;
         }
+        let off = self.alloc_links(lvl);
         let node = Node {
             member,
             score,
-            back: if update[0] == HEAD { NIL } else { update[0] },
-            lv: vec![Link::default(); lvl].into_boxed_slice(),
+            back: if prev == HEAD { NIL } else { prev },
+            hnext: NIL,
+            off,
+            height: lvl as u32,
         };
         let idx = match self.free.pop() {
             Some(i) => {
@@ -332,13 +504,15 @@ impl Skip {
             }
         };
         for i in 0..lvl {
-            let u = self.link(update[i], i);
+            let uo = update[i] as usize + i;
+            let u = self.links[uo];
             let crossed = rank[0].wrapping_sub(rank[i]);
-            *self.link_mut(idx, i) = Link { next: u.next, span: u.span.wrapping_sub(crossed) };
-            *self.link_mut(update[i], i) = Link { next: idx, span: crossed.wrapping_add(1) };
+            self.links[off as usize + i] = Link { span: u.span.wrapping_sub(crossed), ..u };
+            self.links[uo] =
+                Link { next: idx, span: crossed.wrapping_add(1), next_off: off, score };
         }
         for (i, &u) in update.iter().enumerate().take(self.level).skip(lvl) {
-            let l = self.link_mut(u, i);
+            let l = &mut self.links[u as usize + i];
             l.span = l.span.wrapping_add(1);
         }
         let next = self.link(idx, 0).next;
@@ -348,38 +522,36 @@ impl Skip {
             self.tail = idx;
         }
         self.len += 1;
+        self.index_add(idx);
     }
 
     /// Redis's `zslDelete`: removes (score, member), returning its stored bytes.
     fn delete(&mut self, score: f64, member: &[u8]) -> Option<SmallBytes> {
-        let mut update = [HEAD; MAX_LEVEL];
-        let mut x = HEAD;
+        let mut update = [0u32; MAX_LEVEL];
+        let mut xo = 0u32;
         for i in (0..self.level).rev() {
             loop {
-                let l = self.link(x, i);
-                if l.next == NIL {
+                let l = self.links[xo as usize + i];
+                if !self.before(l, score, member) {
                     break;
                 }
-                let n = self.n(l.next);
-                if cmp(n.score, &n.member, score, member) != Ordering::Less {
-                    break;
-                }
-                x = l.next;
+                xo = l.next_off;
             }
-            update[i] = x;
+            update[i] = xo;
         }
-        let x = self.link(x, 0).next;
+        let x = self.links[xo as usize].next;
         if x == NIL || self.n(x).score != score || &*self.n(x).member != member {
             return None;
         }
+        let x_off = self.n(x).off as usize;
         for (i, &u) in update.iter().enumerate().take(self.level) {
-            let ul = self.link(u, i);
+            let uo = u as usize + i;
+            let ul = self.links[uo];
             if ul.next == x {
-                let xl = self.link(x, i);
-                *self.link_mut(u, i) =
-                    Link { next: xl.next, span: ul.span.wrapping_add(xl.span).wrapping_sub(1) };
+                let xl = self.links[x_off + i];
+                self.links[uo] = Link { span: ul.span.wrapping_add(xl.span).wrapping_sub(1), ..xl };
             } else {
-                self.link_mut(u, i).span = ul.span.wrapping_sub(1);
+                self.links[uo].span = ul.span.wrapping_sub(1);
             }
         }
         let next = self.link(x, 0).next;
@@ -393,15 +565,21 @@ impl Skip {
             self.level -= 1;
         }
         self.len -= 1;
+        self.index_remove(x);
         let node = &mut self.nodes[x as usize];
         let m = std::mem::replace(&mut node.member, SmallBytes::new(b""));
-        node.lv = Box::new([]);
+        let (off, h) = (node.off, node.height as usize);
         self.free.push(x);
+        self.free_links(off, h);
         if self.len == 0 {
-            // Give the slab back when the set empties.
+            // Give the slabs back when the set empties.
             self.nodes.truncate(1);
             self.nodes.shrink_to_fit();
+            self.links.truncate(MAX_LEVEL);
+            self.links.shrink_to_fit();
             self.free = Vec::new();
+            self.free_links = Vec::new();
+            self.buckets = Vec::new();
         }
         Some(m)
     }
@@ -527,7 +705,7 @@ impl<'a> Iterator for Range<'a> {
                     return None;
                 }
                 let n = sl.n(*x);
-                *x = if *rev { n.back } else { n.lv[0].next };
+                *x = if *rev { n.back } else { sl.links[n.off as usize].next };
                 Some((&n.member, n.score))
             }
         }
@@ -585,13 +763,11 @@ impl ZSet {
         match &self.enc {
             Enc::Pack(p) => p.buf.capacity(),
             Enc::Skip(s) => {
-                let levels: usize = s.nodes.iter().map(|n| n.lv.len() * 8).sum();
                 let members: usize = s.nodes.iter().map(|n| n.member.heap_size()).sum();
                 s.nodes.capacity() * std::mem::size_of::<Node>()
-                    + levels
-                    + 2 * members
-                    + s.dict.len() * 48
-                    + s.dict.buckets() * 4
+                    + s.links.capacity() * std::mem::size_of::<Link>()
+                    + members
+                    + s.buckets.capacity() * 4
             }
         }
     }
@@ -600,7 +776,7 @@ impl ZSet {
     pub fn score(&self, m: &[u8]) -> Option<f64> {
         match &self.enc {
             Enc::Pack(p) => p.find(m).map(|(_, _, s)| s),
-            Enc::Skip(s) => s.dict.get(m).copied(),
+            Enc::Skip(s) => s.find(m).map(|i| s.n(i).score),
         }
     }
 
@@ -609,7 +785,7 @@ impl ZSet {
         let (r, s) = match &self.enc {
             Enc::Pack(p) => p.find(m).map(|(_, r, s)| (r, s))?,
             Enc::Skip(sl) => {
-                let s = *sl.dict.get(m)?;
+                let s = sl.n(sl.find(m)?).score;
                 let below = sl.count_below(&|ns, nm| cmp(ns, nm, s, m) == Ordering::Less);
                 (below, s)
             }
@@ -622,7 +798,6 @@ impl ZSet {
         if let Enc::Pack(p) = &self.enc {
             let mut sl = Skip::new();
             for (m, s) in p.iter() {
-                sl.dict.insert(m, s);
                 sl.insert(s, SmallBytes::new(m));
             }
             self.enc = Enc::Skip(Box::new(sl));
@@ -650,10 +825,7 @@ impl ZSet {
     fn insert_new(&mut self, m: &[u8], s: f64) {
         match &mut self.enc {
             Enc::Pack(p) => p.insert(m, s),
-            Enc::Skip(sl) => {
-                sl.dict.insert(m, s);
-                sl.insert(s, SmallBytes::new(m));
-            }
+            Enc::Skip(sl) => sl.insert(s, SmallBytes::new(m)),
         }
     }
 
@@ -677,20 +849,19 @@ impl ZSet {
                 }
                 true
             }
-            Enc::Skip(sl) => {
-                if let Some(cur) = sl.dict.get_mut(m) {
-                    let old = *cur;
+            Enc::Skip(sl) => match sl.find(m).map(|i| sl.n(i).score) {
+                Some(old) => {
                     if old != s {
-                        *cur = s;
                         let owned = sl.delete(old, m).expect("dict and skiplist agree");
                         sl.insert(s, owned);
                     }
-                    return false;
+                    false
                 }
-                sl.dict.insert(m, s);
-                sl.insert(s, SmallBytes::new(m));
-                true
-            }
+                None => {
+                    sl.insert(s, SmallBytes::new(m));
+                    true
+                }
+            },
         }
     }
 
@@ -703,7 +874,7 @@ impl ZSet {
                 Some(s)
             }
             Enc::Skip(sl) => {
-                let (_, s) = sl.dict.remove(m)?;
+                let s = sl.n(sl.find(m)?).score;
                 sl.delete(s, m);
                 Some(s)
             }
@@ -717,6 +888,22 @@ impl ZSet {
             Enc::Pack(p) => p.iter().take_while(|&(m, s)| before(s, m)).count(),
             Enc::Skip(sl) => sl.count_below(&before),
         }
+    }
+
+    /// Ascending ranks `lo..hi` of the elements whose scores are in the
+    /// range (`lo >= hi` when none are).
+    pub fn score_span(&self, min: f64, minex: bool, max: f64, maxex: bool) -> (usize, usize) {
+        let lo = self.count_below(|s, _| !score_gte_min(s, min, minex));
+        let hi = self.count_below(|s, _| score_lte_max(s, max, maxex));
+        (lo, hi)
+    }
+
+    /// Ascending ranks `lo..hi` of the members in a lex range (meaningful
+    /// when all scores are equal, as in Redis).
+    pub fn lex_span(&self, min: LexBound<'_>, max: LexBound<'_>) -> (usize, usize) {
+        let lo = self.count_below(|_, m| !min.below_or_at(m));
+        let hi = self.count_below(|_, m| max.above_or_at(m));
+        (lo, hi)
     }
 
     /// Ranks `lo..hi` (ascending ranks; `hi` is clamped to the length),
@@ -772,7 +959,6 @@ impl ZSet {
             self.range(lo, hi, false).map(|(m, s)| (SmallBytes::new(m), s)).collect();
         if let Enc::Skip(sl) = &mut self.enc {
             for (m, s) in gone {
-                sl.dict.remove(&m);
                 sl.delete(s, &m);
             }
         }
@@ -799,16 +985,18 @@ impl ZSet {
                 0
             }
             Enc::Skip(sl) => {
-                // The table's visitor sees short-lived borrows; resolve slab
-                // indices afterwards.
-                let mut found: Vec<u32> = Vec::new();
-                let next = sl.dict.scan(cursor, |k, _| found.extend(sl.dict.index_of(k)));
-                for i in found {
-                    if let Some((k, &s)) = sl.dict.at(i) {
-                        visit(k, s);
-                    }
+                if sl.buckets.is_empty() {
+                    return 0;
                 }
-                next
+                let mask = (sl.buckets.len() - 1) as u64;
+                let mut i = sl.buckets[(cursor & mask) as usize];
+                while i != NIL {
+                    let n = sl.n(i);
+                    visit(&n.member, n.score);
+                    i = n.hnext;
+                }
+                // Reverse-binary increment of the cursor (Redis's dictScan).
+                (cursor | !mask).reverse_bits().wrapping_add(1).reverse_bits()
             }
         }
     }
@@ -874,6 +1062,19 @@ mod tests {
                 let rev: Vec<_> = b.range(3, n.saturating_sub(2), true).collect();
                 let rev_a: Vec<_> = a.range(3, n.saturating_sub(2), true).collect();
                 assert_eq!(rev, rev_a);
+                for (s, m) in &reference {
+                    assert_eq!(b.score(m), Some(*s));
+                }
+                let mut scanned = Vec::new();
+                let mut c = 0;
+                loop {
+                    c = b.scan(c, |m, s| scanned.push((m.to_vec(), s)));
+                    if c == 0 {
+                        break;
+                    }
+                }
+                scanned.sort_by(|p, q| cmp(p.1, &p.0, q.1, &q.0));
+                assert_eq!(scanned, all(&b));
                 let below = |s: f64, _: &[u8]| s < 0.0;
                 assert_eq!(a.count_below(below), b.count_below(below));
             }
@@ -886,6 +1087,26 @@ mod tests {
         assert_eq!(a.remove_range(2, 10), b.remove_range(2, 10));
         assert_eq!(all(&a), all(&b));
         assert_eq!(b.clone(), b);
+    }
+
+    #[test]
+    fn score_and_lex_spans() {
+        let lim = Limits { max_entries: 128, max_value: 64 };
+        for mut z in [ZSet::new_listpack(), ZSet::new_skiplist()] {
+            for (m, s) in [(&b"a"[..], 1.0), (b"b", 2.0), (b"c", 2.0), (b"d", 3.0)] {
+                z.set(m, s, lim);
+            }
+            assert_eq!(z.score_span(2.0, false, 3.0, true), (1, 3));
+            assert_eq!(z.score_span(2.0, true, f64::INFINITY, false), (3, 4));
+            assert_eq!(z.score_span(5.0, false, 1.0, false).1, 1);
+            let mut l = ZSet::new_listpack();
+            for m in [&b"a"[..], b"b", b"c", b"d"] {
+                l.set(m, 0.0, lim);
+            }
+            assert_eq!(l.lex_span(LexBound::Incl(b"b"), LexBound::Excl(b"d")), (1, 3));
+            assert_eq!(l.lex_span(LexBound::Min, LexBound::Max), (0, 4));
+            assert_eq!(l.lex_span(LexBound::Excl(b"a"), LexBound::Min), (1, 0));
+        }
     }
 
     #[test]

@@ -8,21 +8,12 @@
 //! a lex range over mixed scores picks what Redis picks.
 
 use resp::{Proto, ReplyBuf};
-use store::types::zset::ZSet;
+use store::types::zset::{score_gte_min, score_lte_max, LexBound as Lex, ZSet};
 use store::{Value, NO_EXPIRE};
 
 use super::{as_zset, c_strtod, limits, modified};
 use crate::ctx::{eq_ic, parse_i64, Args, Ctx};
 use crate::error::{CmdError, CmdResult};
-
-/// One end of a lex range.
-#[derive(Clone, Copy)]
-enum Lex<'a> {
-    Min,
-    Max,
-    Incl(&'a [u8]),
-    Excl(&'a [u8]),
-}
 
 /// A parsed score or lex range.
 #[derive(Clone, Copy)]
@@ -35,38 +26,16 @@ impl<'a> Sel<'a> {
     #[inline]
     fn gte_min(&self, s: f64, m: &[u8]) -> bool {
         match *self {
-            Sel::Score { min, minex, .. } => {
-                if minex {
-                    s > min
-                } else {
-                    s >= min
-                }
-            }
-            Sel::Lex(min, _) => match min {
-                Lex::Min => true,
-                Lex::Max => false,
-                Lex::Incl(v) => m >= v,
-                Lex::Excl(v) => m > v,
-            },
+            Sel::Score { min, minex, .. } => score_gte_min(s, min, minex),
+            Sel::Lex(min, _) => min.below_or_at(m),
         }
     }
 
     #[inline]
     fn lte_max(&self, s: f64, m: &[u8]) -> bool {
         match *self {
-            Sel::Score { max, maxex, .. } => {
-                if maxex {
-                    s < max
-                } else {
-                    s <= max
-                }
-            }
-            Sel::Lex(_, max) => match max {
-                Lex::Max => true,
-                Lex::Min => false,
-                Lex::Incl(v) => m <= v,
-                Lex::Excl(v) => m < v,
-            },
+            Sel::Score { max, maxex, .. } => score_lte_max(s, max, maxex),
+            Sel::Lex(_, max) => max.above_or_at(m),
         }
     }
 
@@ -348,8 +317,10 @@ fn count_with(cx: &mut Ctx, key: &[u8], sel: Sel<'_>, out: &mut ReplyBuf) -> Cmd
                 sel.span(z).1
             } else {
                 // And takes the difference of two ranks in a skiplist.
-                let lo = z.count_below(|s, m| !sel.gte_min(s, m));
-                let hi = z.count_below(|s, m| sel.lte_max(s, m));
+                let (lo, hi) = match sel {
+                    Sel::Score { min, minex, max, maxex } => z.score_span(min, minex, max, maxex),
+                    Sel::Lex(min, max) => z.lex_span(min, max),
+                };
                 hi.saturating_sub(lo)
             }
         }
