@@ -415,18 +415,23 @@ struct Slot {
 impl Slot {
     /// Publishes what others may read without the lock. Called with the
     /// stripe locked, just before unlocking it.
+    /// Returns whether the stripe now has TTL keys when that changed.
     #[inline]
-    fn publish(&self, s: &Stripe) {
-        self.ttl_hint.store(s.expires_len() as u32, Ordering::Relaxed);
+    fn publish(&self, s: &Stripe) -> Option<bool> {
+        let ttl = s.expires_len() as u32;
+        let had = self.ttl_hint.load(Ordering::Relaxed) > 0;
+        self.ttl_hint.store(ttl, Ordering::Relaxed);
         self.len_hint.store(s.len() as u32, Ordering::Release);
         self.expired_hint.store(s.stats.expired_keys, Ordering::Relaxed);
         self.dirty_hint.store(s.stats.dirty, Ordering::Relaxed);
+        (had != (ttl > 0)).then_some(ttl > 0)
     }
 }
 
 /// One stripe locked on its own ([`Store::lock_stripe`]).
 pub struct StripeGuard<'a> {
-    slot: &'a Slot,
+    store: &'a Store,
+    id: u32,
     guard: MutexGuard<'a, Stripe>,
 }
 
@@ -445,7 +450,7 @@ impl std::ops::DerefMut for StripeGuard<'_> {
 
 impl Drop for StripeGuard<'_> {
     fn drop(&mut self) {
-        self.slot.publish(&self.guard);
+        self.store.publish(self.id, &self.guard);
     }
 }
 
@@ -491,6 +496,9 @@ pub struct Store {
     rand_state: AtomicU64,
     /// The hash seed every stripe's table shares (see [`Prefetch`]).
     hasher: ahash::RandomState,
+    /// One bit per global stripe id: the stripe had TTL keys at its last
+    /// release. Active expiry walks these words instead of every stripe.
+    ttl_stripes: Box<[AtomicU64]>,
 }
 
 impl Store {
@@ -514,8 +522,10 @@ impl Store {
                     .collect(),
             })
             .collect();
+        let words = (databases.max(1) * stripes).div_ceil(64);
         Store {
             dbs,
+            ttl_stripes: (0..words).map(|_| AtomicU64::new(0)).collect(),
             stripes,
             shift,
             active_expire: AtomicBool::new(true),
@@ -556,8 +566,22 @@ impl Store {
     /// Locks one stripe by itself (background tasks, stats, loading). Its
     /// sizes are published again when the guard drops.
     pub fn lock_stripe(&self, db: usize, stripe: usize) -> StripeGuard<'_> {
-        let slot = &self.dbs[db].stripes[stripe];
-        StripeGuard { slot, guard: slot.stripe.lock() }
+        let id = self.global_id(db, stripe as u32);
+        StripeGuard { store: self, id, guard: self.slot(id).stripe.lock() }
+    }
+
+    /// Publishes stripe `id`'s sizes (it is locked by the caller) and keeps
+    /// the map of stripes with TTL keys current.
+    #[inline]
+    fn publish(&self, id: u32, s: &Stripe) {
+        if let Some(has_ttl) = self.slot(id).publish(s) {
+            let (word, bit) = (id as usize / 64, 1u64 << (id % 64));
+            if has_ttl {
+                self.ttl_stripes[word].fetch_or(bit, Ordering::Relaxed);
+            } else {
+                self.ttl_stripes[word].fetch_and(!bit, Ordering::Relaxed);
+            }
+        }
     }
 
     /// Where `key` of `db` lives, computed without locking.
@@ -654,29 +678,31 @@ impl Store {
         }
         let start = std::time::Instant::now();
         let mut total = 0;
-        let nglobal = self.dbs.len() * self.stripes;
-        let mut id = part;
-        while id < nglobal {
-            if self.slot(id as u32).ttl_hint.load(Ordering::Relaxed) == 0 {
-                id += parts.max(1);
-                continue;
-            }
-            let mut s = self.lock_global(id as u32);
-            if s.expires_len() > 0 {
-                loop {
-                    let (sampled, expired) = s.expire_sample(20, now, || self.rand());
-                    total += expired;
-                    if sampled == 0 || expired * 4 <= sampled || start.elapsed() > budget {
-                        break;
+        let parts = parts.max(1);
+        'words: for (w, word) in self.ttl_stripes.iter().enumerate() {
+            let mut bits = word.load(Ordering::Relaxed);
+            while bits != 0 {
+                let id = w * 64 + bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                if id % parts != part {
+                    continue;
+                }
+                let mut s = self.lock_global(id as u32);
+                if s.expires_len() > 0 {
+                    loop {
+                        let (sampled, expired) = s.expire_sample(20, now, || self.rand());
+                        total += expired;
+                        if sampled == 0 || expired * 4 <= sampled || start.elapsed() > budget {
+                            break;
+                        }
                     }
                 }
+                self.publish(id as u32, &s);
+                drop(s);
+                if start.elapsed() > budget {
+                    break 'words;
+                }
             }
-            self.slot(id as u32).publish(&s);
-            drop(s);
-            if start.elapsed() > budget {
-                break;
-            }
-            id += parts.max(1);
         }
         total
     }
@@ -861,8 +887,8 @@ impl<'a> Locks<'a> {
     /// Releases everything.
     pub fn release(&mut self) {
         while let Some((id, g)) = self.held.pop() {
+            self.store.publish(id, &g);
             let slot = self.store.slot(id);
-            slot.publish(&g);
             let (base, mask) = g.map.bucket_base();
             slot.buckets.store(base as *mut u32, Ordering::Relaxed);
             slot.mask.store(mask, Ordering::Relaxed);
