@@ -17,7 +17,10 @@ const NIL: u32 = u32::MAX;
 const MIN_BUCKETS: usize = 4;
 
 struct Node<V> {
-    hash: u64,
+    /// The low 32 bits of the key's hash: enough to pick a bucket (tables
+    /// stay below 2^32 buckets) and to skip most non-matching keys, and
+    /// with `next` it fills one 8-byte word instead of two.
+    hash: u32,
     next: u32,
     /// `None` marks a free slab slot; `next` then links the free list.
     kv: Option<(SmallBytes, V)>,
@@ -105,7 +108,7 @@ impl<V> Table<V> {
         let mut i = self.buckets[(h as usize) & (self.buckets.len() - 1)];
         while i != NIL {
             let n = &self.nodes[i as usize];
-            if n.hash == h {
+            if n.hash == h as u32 {
                 if let Some((k, _)) = &n.kv {
                     if &**k == key {
                         return i;
@@ -187,13 +190,20 @@ impl<V> Table<V> {
             self.resize((self.len + 1).next_power_of_two().max(MIN_BUCKETS));
         }
         let b = (h as usize) & (self.buckets.len() - 1);
-        let node = Node { hash: h, next: self.buckets[b], kv: Some((key, val)) };
+        let node = Node { hash: h as u32, next: self.buckets[b], kv: Some((key, val)) };
         let i = if self.free != NIL {
             let i = self.free;
             self.free = self.nodes[i as usize].next;
             self.nodes[i as usize] = node;
             i
         } else {
+            if self.nodes.len() == self.nodes.capacity() {
+                // Grow the slab by a quarter rather than doubling: a full
+                // slab then wastes at most 25% (12% on average) instead of
+                // up to half, for the same amortised O(1) pushes.
+                let cap = self.nodes.capacity();
+                self.nodes.reserve_exact((cap / 4).max(4));
+            }
             self.nodes.push(node);
             (self.nodes.len() - 1) as u32
         };
@@ -213,7 +223,7 @@ impl<V> Table<V> {
         let mut i = self.buckets[b];
         while i != NIL {
             let n = &self.nodes[i as usize];
-            let hit = n.hash == h && n.kv.as_ref().is_some_and(|(k, _)| &**k == key);
+            let hit = n.hash == h as u32 && n.kv.as_ref().is_some_and(|(k, _)| &**k == key);
             let next = n.next;
             if hit {
                 if prev == NIL {
