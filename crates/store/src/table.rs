@@ -368,6 +368,15 @@ mod tests {
     use super::*;
     use std::collections::HashSet;
 
+    /// Per-element memory depends on these (bench/memory, README).
+    #[test]
+    fn node_sizes() {
+        use std::mem::size_of;
+        assert_eq!(size_of::<Node<()>>(), 32);
+        assert_eq!(size_of::<Node<SmallBytes>>(), 56);
+        assert_eq!(size_of::<Node<crate::Entry>>(), 80);
+    }
+
     #[test]
     fn insert_get_remove() {
         let mut t = Table::new();
