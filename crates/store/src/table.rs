@@ -245,6 +245,35 @@ impl<V> Table<V> {
         None
     }
 
+    /// Removes the entry at slab index `i` (from [`random_index`] or
+    /// [`index_of`]), returning its key and value without hashing the key
+    /// again: the node's stored hash names its bucket.
+    ///
+    /// [`random_index`]: Self::random_index
+    /// [`index_of`]: Self::index_of
+    pub fn remove_at(&mut self, i: u32) -> Option<(SmallBytes, V)> {
+        let n = self.nodes.get(i as usize)?;
+        n.kv.as_ref()?;
+        let b = (n.hash as usize) & (self.buckets.len() - 1);
+        let next = n.next;
+        if self.buckets[b] == i {
+            self.buckets[b] = next;
+        } else {
+            let mut p = self.buckets[b];
+            while self.nodes[p as usize].next != i {
+                p = self.nodes[p as usize].next;
+            }
+            self.nodes[p as usize].next = next;
+        }
+        let n = &mut self.nodes[i as usize];
+        let kv = n.kv.take();
+        n.next = self.free;
+        self.free = i;
+        self.len -= 1;
+        self.maybe_shrink();
+        kv
+    }
+
     fn maybe_shrink(&mut self) {
         // Shrink when under 10% full, as Redis does (HASHTABLE_MIN_FILL).
         if self.buckets.len() > MIN_BUCKETS && self.len * 10 < self.buckets.len() {
@@ -428,6 +457,25 @@ mod tests {
         for i in 0..500u32 {
             assert!(seen.contains(format!("stay{i}").as_bytes()), "missed stay{i}");
         }
+    }
+
+    #[test]
+    fn remove_at_unlinks_from_any_chain_position() {
+        let mut t = Table::new();
+        for i in 0..200u32 {
+            t.insert(format!("k{i}").as_bytes(), i);
+        }
+        for i in (0..200u32).step_by(3) {
+            let key = format!("k{i}");
+            let idx = t.index_of(key.as_bytes()).unwrap();
+            let (k, v) = t.remove_at(idx).unwrap();
+            assert_eq!((&*k, v), (key.as_bytes(), i));
+            assert!(t.remove_at(idx).is_none());
+        }
+        for i in 0..200u32 {
+            assert_eq!(t.get(format!("k{i}").as_bytes()).is_some(), i % 3 != 0, "k{i}");
+        }
+        assert_eq!(t.len(), 200 - 67);
     }
 
     #[test]

@@ -397,9 +397,8 @@ impl Set {
             }
             Set::Hash(t) => {
                 let idx = t.random_index(rand)?;
-                let key = SmallBytes::new(t.at(idx)?.0);
-                t.remove(&key);
-                Some(PoppedMember::Str(key))
+                // Moves the stored member out: no copy, no second hash.
+                t.remove_at(idx).map(|(key, ())| PoppedMember::Str(key))
             }
         }
     }
