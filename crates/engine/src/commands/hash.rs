@@ -155,17 +155,31 @@ fn set_pairs(cx: &mut Ctx, args: &mut Args, name: &str) -> Result<i64, CmdError>
     if !pairs.len().is_multiple_of(2) {
         return Err(CmdError::WrongArity(name.into()));
     }
-    check_type(cx, key)?;
     let (max_entries, max_value) = limits(cx);
-    write_hash(cx, key, |h| {
+    let set_all = |h: &mut Hash| {
         let mut added = 0;
         for p in pairs.chunks_exact(2) {
             if h.set(p[0], p[1], max_entries, max_value) {
                 added += 1;
             }
         }
-        Ok(added)
-    })
+        added
+    };
+    // One keyspace lookup (not a type check, an existence check and a
+    // write lookup): setting fields never empties a hash, and the change
+    // is signalled only once the type is known to be right.
+    if let Some(e) = cx.lookup(key) {
+        let Value::Hash(h) = &mut e.value else { return Err(CmdError::WrongType) };
+        let added = set_all(h);
+        let s = cx.keys.stripe(cx.db, key);
+        s.touch(key);
+        s.stats.dirty += 1;
+        return Ok(added);
+    }
+    let mut h = Hash::new();
+    let added = set_all(&mut h);
+    cx.set(key, Value::Hash(Box::new(h)), NO_EXPIRE);
+    Ok(added)
 }
 
 fn hset(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {

@@ -1,15 +1,19 @@
 //! The hash value type and its encodings.
 //!
-//! While small a hash is a `listpack`: an insertion-ordered vector of
-//! (field, value) pairs with inline short strings, so HGETALL and friends
-//! reply in the order Redis's listpack would. Past the configured
-//! thresholds it becomes a `hashtable` ([`Table`]), as Redis converts, and
-//! never goes back.
+//! While small a hash is a `listpack`: fields and values packed back to
+//! back in one buffer, each string behind a varint length, in insertion
+//! order so HGETALL and friends reply in the order Redis's listpack would.
+//! A pair costs its bytes plus two (for strings under 128 bytes), as in
+//! Redis, and the buffer is sized to the allocator's size classes so that
+//! appends reallocate no more often than Redis's `lpInsert` does. Past the
+//! configured thresholds it becomes a `hashtable` ([`Table`]), as Redis
+//! converts, and never goes back.
 
 use std::fmt;
 
 use crate::bytes::SmallBytes;
 use crate::table::Table;
+use crate::types::list::{grow_exact, read_varint, varint_len, write_varint};
 
 /// A hash value.
 #[derive(Default)]
@@ -18,27 +22,83 @@ pub struct Hash {
 }
 
 enum Repr {
-    Pack(Vec<(SmallBytes, SmallBytes)>),
-    Table(Table<SmallBytes>),
+    /// Pairs as `len field len value`, `len` a LEB128 varint; `n` pairs.
+    Pack { buf: Vec<u8>, n: u32 },
+    /// Boxed: a small hash then costs 32 bytes, not a table header.
+    Table(Box<Table<SmallBytes>>),
 }
 
 impl Default for Repr {
     fn default() -> Self {
-        Repr::Pack(Vec::new())
+        Repr::Pack { buf: Vec::new(), n: 0 }
     }
+}
+
+/// Walks a packed buffer pair by pair.
+#[derive(Clone)]
+pub struct PackIter<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> PackIter<'a> {
+    fn new(buf: &'a [u8]) -> Self {
+        PackIter { buf, pos: 0 }
+    }
+
+    #[inline]
+    fn string(&mut self) -> &'a [u8] {
+        let (len, at) = read_varint(self.buf, self.pos);
+        self.pos = at + len;
+        &self.buf[at..at + len]
+    }
+}
+
+impl<'a> Iterator for PackIter<'a> {
+    type Item = (&'a [u8], &'a [u8]);
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.pos >= self.buf.len() {
+            return None;
+        }
+        let f = self.string();
+        Some((f, self.string()))
+    }
+}
+
+/// Where `field` is in a packed buffer: (pair start, value start, pair end).
+fn pack_find(buf: &[u8], field: &[u8]) -> Option<(usize, usize, usize)> {
+    let mut pos = 0;
+    while pos < buf.len() {
+        let (flen, at) = read_varint(buf, pos);
+        let vstart = at + flen;
+        let (vlen, vat) = read_varint(buf, vstart);
+        let end = vat + vlen;
+        if flen == field.len() && &buf[at..vstart] == field {
+            return Some((pos, vstart, end));
+        }
+        pos = end;
+    }
+    None
+}
+
+fn pack_push(buf: &mut Vec<u8>, s: &[u8]) {
+    write_varint(buf, s.len());
+    buf.extend_from_slice(s);
 }
 
 /// Iterator over (field, value) pairs in encoding order.
 pub enum Iter<'a> {
-    Pack(std::slice::Iter<'a, (SmallBytes, SmallBytes)>),
+    Pack(PackIter<'a>),
     Table(Box<dyn Iterator<Item = (&'a [u8], &'a SmallBytes)> + 'a>),
 }
 
 impl<'a> Iterator for Iter<'a> {
     type Item = (&'a [u8], &'a [u8]);
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         match self {
-            Iter::Pack(it) => it.next().map(|(f, v)| (&f[..], &v[..])),
+            Iter::Pack(it) => it.next(),
             Iter::Table(it) => it.next().map(|(f, v)| (f, &v[..])),
         }
     }
@@ -52,7 +112,7 @@ impl Hash {
     /// Number of fields.
     pub fn len(&self) -> usize {
         match &self.repr {
-            Repr::Pack(v) => v.len(),
+            Repr::Pack { n, .. } => *n as usize,
             Repr::Table(t) => t.len(),
         }
     }
@@ -64,32 +124,33 @@ impl Hash {
     /// The name `OBJECT ENCODING` reports.
     pub fn encoding(&self) -> &'static str {
         match self.repr {
-            Repr::Pack(_) => "listpack",
+            Repr::Pack { .. } => "listpack",
             Repr::Table(_) => "hashtable",
         }
     }
 
     pub fn is_listpack(&self) -> bool {
-        matches!(self.repr, Repr::Pack(_))
+        matches!(self.repr, Repr::Pack { .. })
     }
 
     /// Approximate heap bytes owned.
     pub fn heap_size(&self) -> usize {
-        let strings: usize = match &self.repr {
-            Repr::Pack(v) => v.iter().map(|(f, x)| f.heap_size() + x.heap_size()).sum(),
-            Repr::Table(t) => t.iter().map(|(f, x)| f.len() + x.heap_size()).sum(),
-        };
-        let slots = match &self.repr {
-            Repr::Pack(v) => v.capacity() * std::mem::size_of::<(SmallBytes, SmallBytes)>(),
-            Repr::Table(t) => t.buckets() * 4 + t.len() * 2 * std::mem::size_of::<SmallBytes>(),
-        };
-        strings + slots
+        match &self.repr {
+            Repr::Pack { buf, .. } => buf.capacity(),
+            Repr::Table(t) => {
+                let strings: usize = t.iter().map(|(f, x)| f.len() + x.heap_size()).sum();
+                strings + t.buckets() * 4 + t.len() * (8 + 2 * std::mem::size_of::<SmallBytes>())
+            }
+        }
     }
 
     /// The value of `field`.
     pub fn get(&self, field: &[u8]) -> Option<&[u8]> {
         match &self.repr {
-            Repr::Pack(v) => v.iter().find(|(f, _)| &f[..] == field).map(|(_, x)| &x[..]),
+            Repr::Pack { buf, .. } => pack_find(buf, field).map(|(_, vstart, end)| {
+                let (_, at) = read_varint(buf, vstart);
+                &buf[at..end]
+            }),
             Repr::Table(t) => t.get(field).map(|x| &x[..]),
         }
     }
@@ -112,13 +173,30 @@ impl Hash {
             self.convert();
         }
         let added = match &mut self.repr {
-            Repr::Pack(v) => match v.iter_mut().find(|(f, _)| &f[..] == field) {
-                Some((_, x)) => {
-                    *x = SmallBytes::new(value);
+            Repr::Pack { buf, n } => match pack_find(buf, field) {
+                Some((_, vstart, end)) => {
+                    let (vlen, at) = read_varint(buf, vstart);
+                    if vlen == value.len() {
+                        buf[at..end].copy_from_slice(value);
+                    } else {
+                        let mut enc = Vec::with_capacity(varint_len(value.len()) + value.len());
+                        pack_push(&mut enc, value);
+                        if enc.len() > end - vstart {
+                            grow_exact(buf, enc.len() - (end - vstart));
+                        }
+                        buf.splice(vstart..end, enc);
+                    }
                     false
                 }
                 None => {
-                    v.push((SmallBytes::new(field), SmallBytes::new(value)));
+                    let need = varint_len(field.len())
+                        + field.len()
+                        + varint_len(value.len())
+                        + value.len();
+                    grow_exact(buf, need);
+                    pack_push(buf, field);
+                    pack_push(buf, value);
+                    *n += 1;
                     true
                 }
             },
@@ -133,9 +211,10 @@ impl Hash {
     /// Removes `field`; true if it was there.
     pub fn remove(&mut self, field: &[u8]) -> bool {
         match &mut self.repr {
-            Repr::Pack(v) => match v.iter().position(|(f, _)| &f[..] == field) {
-                Some(i) => {
-                    v.remove(i);
+            Repr::Pack { buf, n } => match pack_find(buf, field) {
+                Some((start, _, end)) => {
+                    buf.drain(start..end);
+                    *n -= 1;
                     true
                 }
                 None => false,
@@ -147,7 +226,7 @@ impl Hash {
     /// Pairs in encoding order (insertion order for listpacks).
     pub fn iter(&self) -> Iter<'_> {
         match &self.repr {
-            Repr::Pack(v) => Iter::Pack(v.iter()),
+            Repr::Pack { buf, .. } => Iter::Pack(PackIter::new(buf)),
             Repr::Table(t) => Iter::Table(Box::new(t.iter())),
         }
     }
@@ -156,8 +235,8 @@ impl Hash {
     /// listpack is visited whole and answers cursor 0, as Redis does.
     pub fn scan(&self, cursor: u64, mut visit: impl FnMut(&[u8], &[u8])) -> u64 {
         match &self.repr {
-            Repr::Pack(v) => {
-                for (f, x) in v {
+            Repr::Pack { buf, .. } => {
+                for (f, x) in PackIter::new(buf) {
                     visit(f, x);
                 }
                 0
@@ -170,12 +249,11 @@ impl Hash {
     /// in Redis).
     pub fn random(&self, mut rand: impl FnMut() -> u64) -> Option<(&[u8], &[u8])> {
         match &self.repr {
-            Repr::Pack(v) => {
-                if v.is_empty() {
+            Repr::Pack { buf, n } => {
+                if *n == 0 {
                     return None;
                 }
-                let (f, x) = &v[(rand() % v.len() as u64) as usize];
-                Some((f, x))
+                PackIter::new(buf).nth((rand() % u64::from(*n)) as usize)
             }
             Repr::Table(t) => {
                 let i = t.random_index(rand)?;
@@ -185,12 +263,12 @@ impl Hash {
     }
 
     fn convert(&mut self) {
-        if let Repr::Pack(v) = &mut self.repr {
+        if let Repr::Pack { buf, .. } = &self.repr {
             let mut t = Table::new();
-            for (f, x) in v.drain(..) {
-                t.insert_owned(f, x);
+            for (f, x) in PackIter::new(buf) {
+                t.insert_owned(SmallBytes::new(f), SmallBytes::new(x));
             }
-            self.repr = Repr::Table(t);
+            self.repr = Repr::Table(Box::new(t));
         }
     }
 }
@@ -198,13 +276,13 @@ impl Hash {
 impl Clone for Hash {
     fn clone(&self) -> Self {
         match &self.repr {
-            Repr::Pack(v) => Hash { repr: Repr::Pack(v.clone()) },
+            Repr::Pack { buf, n } => Hash { repr: Repr::Pack { buf: buf.clone(), n: *n } },
             Repr::Table(t) => {
-                let mut n = Table::new();
+                let mut c = Table::new();
                 for (f, x) in t.iter() {
-                    n.insert(f, x.clone());
+                    c.insert(f, x.clone());
                 }
-                Hash { repr: Repr::Table(n) }
+                Hash { repr: Repr::Table(Box::new(c)) }
             }
         }
     }
@@ -248,5 +326,37 @@ mod tests {
         assert!(!h.remove(b"b"));
         assert_eq!(h.len(), 3);
         assert_eq!(h.clone(), h);
+    }
+
+    /// Values change length in place (1- and 2-byte varints), fields are
+    /// found past long neighbours, and removal keeps the rest in order.
+    #[test]
+    fn packed_pairs_resize_in_place() {
+        let mut h = Hash::new();
+        let long = vec![b'x'; 300];
+        assert!(h.set(b"a", b"1", 128, 1000));
+        assert!(h.set(&long, b"2", 128, 1000));
+        assert!(h.set(b"c", &long, 128, 1000));
+        assert!(!h.set(b"a", &long, 128, 1000));
+        assert!(!h.set(&long, b"", 128, 1000));
+        assert!(!h.set(b"a", b"short", 128, 1000));
+        assert_eq!(h.get(b"a"), Some(&b"short"[..]));
+        assert_eq!(h.get(&long), Some(&b""[..]));
+        assert_eq!(h.get(b"c"), Some(&long[..]));
+        assert_eq!(h.get(b"d"), None);
+        assert!(h.remove(&long));
+        let fields: Vec<&[u8]> = h.iter().map(|(f, _)| f).collect();
+        assert_eq!(fields, vec![&b"a"[..], b"c"]);
+        assert_eq!(h.len(), 2);
+        assert_eq!(h.encoding(), "listpack");
+        let mut n = 0u64;
+        assert!(h
+            .random(|| {
+                n += 1;
+                n
+            })
+            .is_some());
+        assert!(h.remove(b"a") && h.remove(b"c"));
+        assert!(h.is_empty() && h.get(b"a").is_none() && h.iter().next().is_none());
     }
 }

@@ -1,13 +1,15 @@
 //! The list value type: a deque of packed chunks (Redis's quicklist idea).
 //!
-//! Each chunk keeps its elements' bytes back to back in one buffer plus a
-//! `u32` start offset per element, so an element costs its bytes and four
-//! more (a `Vec<SmallBytes>` would cost 24 per element, more than Redis's
-//! listpack). Chunks are bounded by `list-max-listpack-size` as Redis
-//! bounds its listpack nodes, which keeps middle inserts and removals
-//! cheap. A chunk keeps free room before its first element, so pushes and
-//! pops at either end are amortised O(1). Redis 7.0 reports every list as
-//! `quicklist`, whatever its size, so chunk boundaries are invisible.
+//! Each chunk keeps its elements back to back in one buffer, listpack
+//! style: a varint length, the bytes, and the entry's length again
+//! written backwards, so a chunk is walked from either end and an element
+//! shorter than 128 bytes costs its bytes plus two, as in Redis. Chunks
+//! are bounded by `list-max-listpack-size` as Redis bounds its listpack
+//! nodes, which keeps middle inserts and removals cheap, and their buffers
+//! are sized to the allocator's size classes. A chunk keeps free room
+//! before its first element, so pushes and pops at either end are
+//! amortised O(1). Redis 7.0 reports every list as `quicklist`, whatever
+//! its size, so chunk boundaries are invisible.
 //!
 //! Must not depend on any other Sluice crate.
 
@@ -21,17 +23,130 @@ const SIZE_SAFETY_LIMIT: usize = 8192;
 /// Bytes a chunk may hold for the negative fills -1 … -5.
 const SIZE_LIMITS: [usize; 5] = [4096, 8192, 16384, 32768, 65536];
 
-/// Per-element bookkeeping counted against the chunk bound (the offset).
-const ENTRY_OVERHEAD: usize = 4;
+/// The allocation jemalloc would hand out for `n` bytes: four size classes
+/// per power of two above 64 bytes, 16-byte steps below. Growing a buffer
+/// to the class instead of doubling it wastes at most a quarter.
+pub(crate) fn size_class(n: usize) -> usize {
+    let step = (n.next_power_of_two() / 8).max(16);
+    n.div_ceil(step) * step
+}
 
-/// One node: elements packed in `buf[lo..]`, element `i` starting at
-/// `offs[i]` and ending where the next one starts (or at `buf.len()`).
+/// Makes room for `extra` more bytes, growing to a size class.
+#[inline]
+pub(crate) fn grow_exact(buf: &mut Vec<u8>, extra: usize) {
+    if buf.capacity() - buf.len() < extra {
+        let want = size_class(buf.len() + extra);
+        buf.reserve_exact(want - buf.len());
+    }
+}
+
+/// Bytes of `v` as a LEB128 varint.
+#[inline]
+pub(crate) fn varint_len(mut v: usize) -> usize {
+    let mut n = 1;
+    while v >= 0x80 {
+        v >>= 7;
+        n += 1;
+    }
+    n
+}
+
+/// Appends `v` as a LEB128 varint.
+#[inline]
+pub(crate) fn write_varint(buf: &mut Vec<u8>, mut v: usize) {
+    while v >= 0x80 {
+        buf.push(v as u8 | 0x80);
+        v >>= 7;
+    }
+    buf.push(v as u8);
+}
+
+/// Reads a varint at `pos`: (value, position after it).
+#[inline]
+pub(crate) fn read_varint(buf: &[u8], mut pos: usize) -> (usize, usize) {
+    let b = buf[pos];
+    if b < 0x80 {
+        return (usize::from(b), pos + 1);
+    }
+    let mut v = 0usize;
+    let mut shift = 0;
+    loop {
+        let b = buf[pos];
+        pos += 1;
+        v |= usize::from(b & 0x7f) << shift;
+        if b < 0x80 {
+            return (v, pos);
+        }
+        shift += 7;
+    }
+}
+
+/// Writes `v` at `buf[pos..]` as a varint whose bytes read right to left
+/// (the last byte holds the low bits); returns the position after it.
+#[inline]
+fn put_backlen(buf: &mut [u8], pos: usize, v: usize) -> usize {
+    let n = varint_len(v);
+    let mut x = v;
+    for k in 0..n {
+        let more = if k + 1 < n { 0x80 } else { 0 };
+        buf[pos + n - 1 - k] = (x as u8 & 0x7f) | more;
+        x >>= 7;
+    }
+    pos + n
+}
+
+/// Reads a backwards varint ending at `end`: (value, its first byte).
+#[inline]
+fn read_backlen(buf: &[u8], end: usize) -> (usize, usize) {
+    let mut p = end - 1;
+    let b = buf[p];
+    if b < 0x80 {
+        return (usize::from(b), p);
+    }
+    let mut v = usize::from(b & 0x7f);
+    let mut shift = 7;
+    loop {
+        p -= 1;
+        let b = buf[p];
+        v |= usize::from(b & 0x7f) << shift;
+        if b < 0x80 {
+            return (v, p);
+        }
+        shift += 7;
+    }
+}
+
+/// Encoded size of an element of `n` bytes.
+#[inline]
+fn entry_size(n: usize) -> usize {
+    let head = varint_len(n) + n;
+    head + varint_len(head)
+}
+
+/// Writes the entry for `v` at `buf[pos..]`; returns the position after it.
+#[inline]
+fn put_entry(buf: &mut [u8], pos: usize, v: &[u8]) -> usize {
+    let mut p = pos;
+    let mut x = v.len();
+    while x >= 0x80 {
+        buf[p] = x as u8 | 0x80;
+        x >>= 7;
+        p += 1;
+    }
+    buf[p] = x as u8;
+    p += 1;
+    buf[p..p + v.len()].copy_from_slice(v);
+    p += v.len();
+    put_backlen(buf, p, p - pos)
+}
+
+/// One node: `n` entries packed in `buf[lo..]`.
 #[derive(Clone, Default)]
 struct Chunk {
     buf: Vec<u8>,
     /// Bytes before `lo` are free room for pushes at the front.
-    lo: usize,
-    offs: VecDeque<u32>,
+    lo: u32,
+    n: u32,
 }
 
 impl Chunk {
@@ -43,20 +158,53 @@ impl Chunk {
 
     #[inline]
     fn len(&self) -> usize {
-        self.offs.len()
+        self.n as usize
     }
 
     #[inline]
-    fn end(&self, i: usize) -> usize {
-        match self.offs.get(i + 1) {
-            Some(&o) => o as usize,
-            None => self.buf.len(),
+    fn begin(&self) -> usize {
+        self.lo as usize
+    }
+
+    /// The element starting at `p` and the position after it.
+    #[inline]
+    fn at(&self, p: usize) -> (&[u8], usize) {
+        let (len, at) = read_varint(&self.buf, p);
+        let end = at + len;
+        (&self.buf[at..end], end + varint_len(end - p))
+    }
+
+    /// The element ending at `e` and the position where it starts.
+    #[inline]
+    fn before(&self, e: usize) -> (&[u8], usize) {
+        let (size, b) = read_backlen(&self.buf, e);
+        let start = b - size;
+        let (len, at) = read_varint(&self.buf, start);
+        (&self.buf[at..at + len], start)
+    }
+
+    /// Byte position of element `i` (`i == len` gives the end), walking
+    /// from the nearer end.
+    fn pos(&self, i: usize) -> usize {
+        let n = self.len();
+        if i <= n / 2 {
+            let mut p = self.begin();
+            for _ in 0..i {
+                p = self.at(p).1;
+            }
+            p
+        } else {
+            let mut p = self.buf.len();
+            for _ in i..n {
+                p = self.before(p).1;
+            }
+            p
         }
     }
 
     #[inline]
     fn get(&self, i: usize) -> &[u8] {
-        &self.buf[self.offs[i] as usize..self.end(i)]
+        self.at(self.pos(i)).0
     }
 
     /// Whether one more element of `n` bytes may join this chunk at its
@@ -67,8 +215,8 @@ impl Chunk {
         if self.len() == 0 {
             return true;
         }
-        let used = if front { self.buf.len() - self.lo } else { self.buf.len() };
-        let sz = used + n + (self.len() + 1) * ENTRY_OVERHEAD;
+        let used = if front { self.buf.len() - self.begin() } else { self.buf.len() };
+        let sz = used + entry_size(n);
         if fill >= 0 {
             self.len() < fill.max(1) as usize && sz <= SIZE_SAFETY_LIMIT
         } else {
@@ -81,53 +229,57 @@ impl Chunk {
             self.buf.clear();
             self.lo = 0;
         }
-        self.offs.push_back(self.buf.len() as u32);
-        self.buf.extend_from_slice(v);
+        let sz = entry_size(v.len());
+        grow_exact(&mut self.buf, sz);
+        let p = self.buf.len();
+        self.buf.resize(p + sz, 0);
+        put_entry(&mut self.buf, p, v);
+        self.n += 1;
     }
 
     fn push_front(&mut self, v: &[u8]) {
-        if self.lo < v.len() {
+        let sz = entry_size(v.len());
+        if self.begin() < sz {
             // Grow the front room geometrically, as a Vec grows its back.
-            let data = self.buf.len() - self.lo;
-            let room = v.len().max(data).max(16);
-            let mut nb = Vec::with_capacity(room + data);
+            let data = self.buf.len() - self.begin();
+            let room = sz.max(data).max(16);
+            let mut nb = Vec::with_capacity(size_class(room + data));
             nb.resize(room, 0);
-            nb.extend_from_slice(&self.buf[self.lo..]);
-            let delta = (room - self.lo) as u32;
-            for o in self.offs.iter_mut() {
-                *o += delta;
-            }
+            nb.extend_from_slice(&self.buf[self.begin()..]);
             self.buf = nb;
-            self.lo = room;
+            self.lo = room as u32;
         }
-        self.lo -= v.len();
-        self.buf[self.lo..self.lo + v.len()].copy_from_slice(v);
-        self.offs.push_front(self.lo as u32);
+        let p = self.begin() - sz;
+        put_entry(&mut self.buf, p, v);
+        self.lo = p as u32;
+        self.n += 1;
     }
 
     fn pop_front(&mut self) {
-        self.lo = self.end(0);
-        self.offs.pop_front();
+        self.lo = self.at(self.begin()).1 as u32;
+        self.n -= 1;
     }
 
     fn pop_back(&mut self) {
-        if let Some(o) = self.offs.pop_back() {
-            self.buf.truncate(o as usize);
-        }
+        let start = self.before(self.buf.len()).1;
+        self.buf.truncate(start);
+        self.n -= 1;
     }
 
     /// Drops the first `k` elements.
     fn drain_front(&mut self, k: usize) {
-        self.lo = if k >= self.len() { self.buf.len() } else { self.offs[k] as usize };
-        self.offs.drain(..k.min(self.len()));
+        let k = k.min(self.len());
+        self.lo = self.pos(k) as u32;
+        self.n -= k as u32;
     }
 
     /// Drops the last `k` elements.
     fn drain_back(&mut self, k: usize) {
         let keep = self.len().saturating_sub(k);
         if keep < self.len() {
-            self.buf.truncate(self.offs[keep] as usize);
-            self.offs.truncate(keep);
+            let p = self.pos(keep);
+            self.buf.truncate(p);
+            self.n = keep as u32;
         }
     }
 
@@ -136,12 +288,13 @@ impl Chunk {
         if i == 0 {
             return self.push_front(v);
         }
-        let p = self.offs[i] as usize;
-        self.buf.splice(p..p, v.iter().copied());
-        self.offs.insert(i, p as u32);
-        for o in self.offs.iter_mut().skip(i + 1) {
-            *o += v.len() as u32;
-        }
+        let p = self.pos(i);
+        let sz = entry_size(v.len());
+        grow_exact(&mut self.buf, sz);
+        let mut enc = vec![0u8; sz];
+        put_entry(&mut enc, 0, v);
+        self.buf.splice(p..p, enc);
+        self.n += 1;
     }
 
     fn remove(&mut self, i: usize) {
@@ -151,21 +304,20 @@ impl Chunk {
         if i + 1 == self.len() {
             return self.pop_back();
         }
-        let (p, q) = (self.offs[i] as usize, self.end(i));
+        let p = self.pos(i);
+        let q = self.at(p).1;
         self.buf.drain(p..q);
-        self.offs.remove(i);
-        for o in self.offs.iter_mut().skip(i) {
-            *o -= (q - p) as u32;
-        }
+        self.n -= 1;
     }
 
     /// Moves elements `at..` into a new chunk.
     fn split_off(&mut self, at: usize) -> Chunk {
-        let mut right = Chunk::default();
-        for i in at..self.len() {
-            right.push_back(self.get(i));
-        }
-        self.drain_back(self.len() - at);
+        let p = self.pos(at);
+        let mut buf = Vec::with_capacity(size_class(self.buf.len() - p));
+        buf.extend_from_slice(&self.buf[p..]);
+        let right = Chunk { buf, lo: 0, n: (self.len() - at) as u32 };
+        self.buf.truncate(p);
+        self.n = at as u32;
         right
     }
 
@@ -175,9 +327,18 @@ impl Chunk {
         let n = self.len();
         let mut gone = vec![false; n];
         let mut removed = 0;
+        let (mut fp, mut bp) = (self.begin(), self.buf.len());
         for k in 0..n {
-            let i = if rev { n - 1 - k } else { k };
-            if self.get(i) == v {
+            let (i, e) = if rev {
+                let (e, start) = self.before(bp);
+                bp = start;
+                (n - 1 - k, e)
+            } else {
+                let (e, next) = self.at(fp);
+                fp = next;
+                (k, e)
+            };
+            if e == v {
                 gone[i] = true;
                 removed += 1;
                 if removed == budget {
@@ -186,20 +347,22 @@ impl Chunk {
             }
         }
         if removed > 0 {
-            let mut kept = Chunk::default();
-            kept.buf.reserve(self.buf.len() - self.lo);
-            for (i, g) in gone.iter().enumerate() {
+            let mut kept = Vec::with_capacity(size_class(self.buf.len() - self.begin()));
+            let mut p = self.begin();
+            for g in gone {
+                let next = self.at(p).1;
                 if !g {
-                    kept.push_back(self.get(i));
+                    kept.extend_from_slice(&self.buf[p..next]);
                 }
+                p = next;
             }
-            *self = kept;
+            *self = Chunk { buf: kept, lo: 0, n: (n - removed) as u32 };
         }
         removed
     }
 
     fn heap_size(&self) -> usize {
-        self.buf.capacity() + self.offs.capacity() * 4
+        self.buf.capacity()
     }
 }
 
@@ -268,7 +431,7 @@ impl List {
         let fill = self.fill;
         match self.chunks.back_mut() {
             Some(c) if c.allows(v.len(), fill, false) => c.push_back(v),
-            _ => self.chunks.push_back(Chunk::with(v)),
+            _ => self.new_chunk(End::Tail, v),
         }
         self.len += 1;
     }
@@ -277,9 +440,20 @@ impl List {
         let fill = self.fill;
         match self.chunks.front_mut() {
             Some(c) if c.allows(v.len(), fill, true) => c.push_front(v),
-            _ => self.chunks.push_front(Chunk::with(v)),
+            _ => self.new_chunk(End::Head, v),
         }
         self.len += 1;
+    }
+
+    fn new_chunk(&mut self, end: End, v: &[u8]) {
+        // Most lists are one chunk: start the deque at one slot, not four.
+        if self.chunks.capacity() == 0 {
+            self.chunks.reserve_exact(1);
+        }
+        match end {
+            End::Head => self.chunks.push_front(Chunk::with(v)),
+            End::Tail => self.chunks.push_back(Chunk::with(v)),
+        }
     }
 
     /// Removes the element at `end`, handing its bytes to `f` first.
@@ -457,13 +631,13 @@ impl List {
     pub fn range(&self, start: usize, count: usize) -> Iter<'_> {
         let start = start.min(self.len);
         let count = count.min(self.len - start);
-        let front = if count == 0 { (0, 0) } else { self.locate(start) };
-        let back = if count == 0 {
-            (0, 0)
-        } else {
-            let (c, j) = self.locate(start + count - 1);
-            (c, j + 1)
-        };
+        if count == 0 {
+            return Iter { list: self, front: (0, 0), back: (0, 0), left: 0 };
+        }
+        let (c, j) = self.locate(start);
+        let front = (c, self.chunks[c].pos(j));
+        let (c, j) = self.locate(start + count - 1);
+        let back = (c, self.chunks[c].pos(j + 1));
         Iter { list: self, front, back, left: count }
     }
 }
@@ -471,9 +645,9 @@ impl List {
 /// Iterator over a list's elements as byte slices.
 pub struct Iter<'a> {
     list: &'a List,
-    /// Next element from the front: (chunk, position).
+    /// Next element from the front: (chunk, byte position).
     front: (usize, usize),
-    /// One past the next element from the back: (chunk, position).
+    /// End of the next element from the back: (chunk, byte position).
     back: (usize, usize),
     left: usize,
 }
@@ -486,10 +660,13 @@ impl<'a> Iterator for Iter<'a> {
         if self.left == 0 {
             return None;
         }
-        let (c, j) = self.front;
-        let ch = &self.list.chunks[c];
-        let v = ch.get(j);
-        self.front = if j + 1 == ch.len() { (c + 1, 0) } else { (c, j + 1) };
+        let (c, p) = self.front;
+        let chunks = &self.list.chunks;
+        let (v, next) = chunks[c].at(p);
+        self.front = match chunks.get(c + 1) {
+            Some(n) if next == chunks[c].buf.len() => (c + 1, n.begin()),
+            _ => (c, next),
+        };
         self.left -= 1;
         Some(v)
     }
@@ -505,15 +682,16 @@ impl DoubleEndedIterator for Iter<'_> {
         if self.left == 0 {
             return None;
         }
-        let (mut c, mut j) = self.back;
-        if j == 0 {
+        let chunks = &self.list.chunks;
+        let (mut c, mut e) = self.back;
+        if e == chunks[c].begin() {
             c -= 1;
-            j = self.list.chunks[c].len();
+            e = chunks[c].buf.len();
         }
-        j -= 1;
-        self.back = (c, j);
+        let (v, start) = chunks[c].before(e);
+        self.back = (c, start);
         self.left -= 1;
-        Some(self.list.chunks[c].get(j))
+        Some(v)
     }
 }
 
@@ -627,6 +805,51 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn size_classes_follow_jemalloc() {
+        let got: Vec<usize> = [1, 16, 17, 40, 100, 129, 200, 257, 8192, 8193]
+            .iter()
+            .map(|&n| size_class(n))
+            .collect();
+        assert_eq!(got, vec![16, 16, 32, 48, 112, 160, 224, 320, 8192, 10240]);
+    }
+
+    /// Entries of every length class (1-, 2- and 3-byte varints) survive
+    /// pushes, pops and iteration from both ends.
+    #[test]
+    fn long_entries_round_trip() {
+        let mut l = List::new(-5);
+        let sizes = [0usize, 1, 126, 127, 128, 200, 16_382, 16_383, 16_384, 70_000];
+        for (k, &n) in sizes.iter().enumerate() {
+            let v = vec![b'a' + k as u8; n];
+            if k % 2 == 0 {
+                l.push_back(&v);
+            } else {
+                l.push_front(&v);
+            }
+        }
+        let lens: Vec<usize> = l.iter().map(<[u8]>::len).collect();
+        assert_eq!(lens, vec![70_000, 16_383, 200, 127, 1, 0, 126, 128, 16_382, 16_384]);
+        let back: Vec<usize> = l.iter().rev().map(<[u8]>::len).collect();
+        assert_eq!(back, lens.iter().rev().copied().collect::<Vec<_>>());
+        assert_eq!(l.get(2).map(<[u8]>::len), Some(200));
+        assert_eq!(l.pop(End::Tail).map(|v| v.len()), Some(16_384));
+        assert_eq!(l.pop(End::Head).map(|v| v.len()), Some(70_000));
+        assert_eq!(l.len(), 8);
+    }
+
+    /// A ten-element list of short strings is one buffer of about the
+    /// size Redis's listpack would be.
+    #[test]
+    fn small_list_is_compact() {
+        let mut l = List::new(-2);
+        for i in 0..10 {
+            l.push_back(format!("value:{i}").as_bytes());
+        }
+        assert_eq!(l.chunk_count(), 1);
+        assert!(l.heap_size() <= 32 + 96, "{}", l.heap_size());
     }
 
     #[test]

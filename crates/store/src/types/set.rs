@@ -180,7 +180,9 @@ impl<'a> Member<'a> {
 /// A set value.
 pub enum Set {
     Ints(IntSet),
-    Hash(Table<()>),
+    /// Boxed so that a small set (an intset) costs 32 bytes, not the
+    /// size of a table header.
+    Hash(Box<Table<()>>),
 }
 
 impl Default for Set {
@@ -199,7 +201,7 @@ impl Clone for Set {
                 for (k, _) in t.iter() {
                     n.insert_owned(SmallBytes::new(k), ());
                 }
-                Set::Hash(n)
+                Set::Hash(Box::new(n))
             }
         }
     }
@@ -231,7 +233,7 @@ impl Set {
         if parse_canonical_i64(first).is_some() {
             Set::new_ints()
         } else {
-            Set::Hash(Table::new())
+            Set::Hash(Box::default())
         }
     }
 
@@ -260,7 +262,7 @@ impl Set {
         match self {
             Set::Ints(i) => i.heap_size(),
             // Slab node (hash, link, inline key) plus its bucket slot.
-            Set::Hash(t) => t.len() * 40 + t.buckets() * 4,
+            Set::Hash(t) => t.len() * 32 + t.buckets() * 4,
         }
     }
 
@@ -273,7 +275,7 @@ impl Set {
                 let n = fmt_i64(v, &mut buf);
                 t.insert_owned(SmallBytes::new(&buf[..n]), ());
             }
-            *self = Set::Hash(t);
+            *self = Set::Hash(Box::new(t));
         }
     }
 
@@ -287,11 +289,9 @@ impl Set {
             }
         }
         match self {
-            Set::Hash(t) if !t.contains_key(m) => {
-                t.insert_owned(SmallBytes::new(m), ());
-                true
-            }
-            _ => false,
+            // One hash and one probe: insert reports whether it was there.
+            Set::Hash(t) => t.insert(m, ()).1.is_none(),
+            Set::Ints(_) => false,
         }
     }
 
@@ -397,9 +397,8 @@ impl Set {
             }
             Set::Hash(t) => {
                 let idx = t.random_index(rand)?;
-                let key = SmallBytes::new(t.at(idx)?.0);
-                t.remove(&key);
-                Some(PoppedMember::Str(key))
+                // Moves the stored member out: no copy, no second hash.
+                t.remove_at(idx).map(|(key, ())| PoppedMember::Str(key))
             }
         }
     }
