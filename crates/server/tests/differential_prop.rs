@@ -12,8 +12,9 @@ use std::path::Path;
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
+use testkit::escape;
+use testkit::pair::Servers;
 use testkit::scenario::{same, Check};
-use testkit::{escape, Client, RedisServer, TestServer};
 
 const KEYS: &[&str] = &["k0", "k1", "k2", "k3", "{k}4"];
 const VALUES: &[&str] = &[
@@ -192,33 +193,12 @@ fn step() -> impl Strategy<Value = Vec<Op>> {
     ]
 }
 
-struct Pair {
-    redis: Client,
-    sluice: Client,
-}
-
-impl Pair {
-    fn both(&mut self, args: &[String]) -> Result<(Vec<u8>, Vec<u8>), String> {
-        let a = self.redis.cmd(args).map_err(|e| format!("redis: {e}"))?;
-        let b = self.sluice.cmd(args).map_err(|e| format!("sluice: {e}"))?;
-        Ok((a, b))
-    }
-}
-
 #[test]
 fn random_command_sequences_match_redis() {
-    let Some(redis) = RedisServer::start() else { return };
-    // SCENARIO_SELF_CHECK=1: a second redis-server stands in for Sluice,
-    // to prove the generated sequences deterministic.
-    let (sluice_port, _guard): (u16, Box<dyn std::any::Any>) =
-        if std::env::var_os("SCENARIO_SELF_CHECK").is_some() {
-            let r = RedisServer::start().expect("second oracle");
-            (r.port(), Box::new(r))
-        } else {
-            let t = TestServer::start_bin(Path::new(env!("CARGO_BIN_EXE_sluice-server")));
-            (t.port(), Box::new(t))
-        };
-    let connect = || Pair { redis: redis.client(), sluice: Client::connect(sluice_port).unwrap() };
+    let Some(servers) = Servers::start(Path::new(env!("CARGO_BIN_EXE_sluice-server"))) else {
+        return;
+    };
+    let connect = || servers.connect();
     let cases = std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(500);
     let mut runner = TestRunner::new(Config {
         cases,

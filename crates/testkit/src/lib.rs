@@ -6,6 +6,8 @@
 //!   killed on drop.
 //! - [`Client`] is a blocking client that sends raw bytes or commands and
 //!   reads back exactly one reply's bytes.
+//! - [`pair`] runs the oracle and Sluice side by side for randomized
+//!   differential tests.
 //! - [`scenario`] parses and runs the text scenarios that are replayed
 //!   against both servers, comparing reply bytes.
 //!
@@ -13,6 +15,7 @@
 
 pub mod args;
 mod client;
+pub mod pair;
 pub mod scenario;
 mod server;
 
