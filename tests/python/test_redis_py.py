@@ -253,3 +253,90 @@ def test_blocking_pops_are_woken_by_another_client(r, server):
         p.brpop("py:nothing", timeout=0)
         assert p.execute() == [None, 1, (b"py:nothing", b"v")]
     r.delete("py:dst")
+
+
+# ---- many clients, mixed commands ------------------------------------------
+
+_CHAOS_KEYS = [f"chaos:{i}" for i in range(8)] + ["{chaos}a", "{chaos}b"]
+
+
+def _chaos_command():
+    import random
+
+    k = lambda: random.choice(_CHAOS_KEYS)  # noqa: E731
+    c = random.randrange(30)
+    table = {
+        0: lambda: ["SCAN", str(random.randrange(0, 1 << 12)), "COUNT", str(random.randrange(1, 50))],
+        1: lambda: ["RANDOMKEY"],
+        2: lambda: ["DBSIZE"],
+        3: lambda: ["INFO"],
+        4: lambda: ["SORT", k(), "BY", "w_*", "GET", "#", "LIMIT", "0", "5"],
+        5: lambda: ["SWAPDB", "0", str(random.randrange(3))],
+        6: lambda: ["SELECT", str(random.randrange(3))],
+        7: lambda: ["BLPOP", k(), k(), "0.01"],
+        8: lambda: ["BLMOVE", k(), k(), "LEFT", "RIGHT", "0.01"],
+        9: lambda: ["BZPOPMIN", k(), "0.01"],
+        10: lambda: ["RPUSH", k(), "x", "y"],
+        11: lambda: ["ZADD", k(), str(random.random()), "m" + str(random.randrange(5))],
+        12: lambda: ["SADD", k(), str(random.randrange(10))],
+        13: lambda: ["HSET", k(), "f", "v"],
+        14: lambda: ["SET", k(), "v", "PX", str(random.randrange(1, 50))],
+        15: lambda: ["DEL", k()],
+        16: lambda: ["FLUSHDB"] if random.random() < 0.05 else ["PING"],
+        17: lambda: ["ZUNIONSTORE", k(), "2", k(), k()],
+        18: lambda: ["SINTERSTORE", k(), k(), k()],
+        19: lambda: ["LMOVE", k(), k(), "LEFT", "LEFT"],
+        20: lambda: ["BLMPOP", "0.01", "2", k(), k(), "LEFT", "COUNT", "3"],
+        21: lambda: ["BZMPOP", "0.01", "2", k(), k(), "MAX", "COUNT", "3"],
+        22: lambda: ["RENAME", k(), k()],
+        23: lambda: ["COPY", k(), k(), "DB", str(random.randrange(3)), "REPLACE"],
+        24: lambda: ["MOVE", k(), str(random.randrange(3))],
+        25: lambda: ["SET", "w_" + random.choice(["x", "y", "1", "2"]), str(random.randrange(100))],
+        26: lambda: ["ZRANGESTORE", k(), k(), "0", "-1"],
+        27: lambda: ["SRANDMEMBER", k(), "-5"],
+        28: lambda: ["OBJECT", "ENCODING", k()],
+    }
+    return table.get(c, lambda: ["TYPE", k()])()
+
+
+def test_concurrent_mixed_commands_keep_the_server_healthy(server):
+    """Eight clients for a few seconds: whole-database commands, blocking
+    pops with short timeouts, transactions, SWAPDB/FLUSHDB and writes of
+    every type on a few shared keys (both threads, every lock path). Only
+    command errors are allowed; the server must stay up and leave nobody
+    blocked."""
+    import random
+    import threading
+
+    failures = []
+
+    def worker():
+        c = redis.Redis(host="127.0.0.1", port=server, socket_timeout=10)
+        end = time.time() + 6
+        while time.time() < end:
+            try:
+                if random.random() < 0.15:
+                    p = c.pipeline(transaction=True)
+                    for _ in range(random.randrange(1, 6)):
+                        p.execute_command(*_chaos_command())
+                    p.execute(raise_on_error=False)
+                else:
+                    c.execute_command(*_chaos_command())
+            except redis.ResponseError:
+                pass
+            except Exception as e:  # a dropped connection or a hang
+                failures.append(repr(e))
+                return
+        c.close()
+
+    threads = [threading.Thread(target=worker) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert failures == []
+    r = redis.Redis(host="127.0.0.1", port=server)
+    assert r.ping() is True
+    assert r.info("clients")["blocked_clients"] == 0
+    r.flushall()
+    r.close()
