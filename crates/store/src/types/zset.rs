@@ -967,13 +967,22 @@ impl ZSet {
 
     /// Removes up to `count` lowest (or, with `max`, highest) elements and
     /// returns them in the order popped (ZPOPMIN/ZPOPMAX/ZMPOP/BZPOP*).
-    pub fn pop(&mut self, count: usize, max: bool) -> Vec<(SmallBytes, f64)> {
+    /// Pops up to `count` lowest (or highest, `max`) members, handing each
+    /// to `f` in pop order before removing them; returns how many. No
+    /// copy of the members is made.
+    pub fn pop_with(&mut self, count: usize, max: bool, mut f: impl FnMut(&[u8], f64)) -> usize {
         let n = count.min(self.len());
         let (lo, hi) = if max { (self.len() - n, self.len()) } else { (0, n) };
-        let popped: Vec<(SmallBytes, f64)> =
-            self.range(lo, hi, max).map(|(m, s)| (SmallBytes::new(m), s)).collect();
+        self.range(lo, hi, max).for_each(|(m, s)| f(m, s));
         self.remove_range(lo, hi);
-        popped
+        n
+    }
+
+    /// [`pop_with`](Self::pop_with) into owned pairs.
+    pub fn pop(&mut self, count: usize, max: bool) -> Vec<(SmallBytes, f64)> {
+        let mut v = Vec::with_capacity(count.min(self.len()));
+        self.pop_with(count, max, |m, s| v.push((SmallBytes::new(m), s)));
+        v
     }
 
     /// One ZSCAN step: a skiplist visits one bucket of its member table and

@@ -92,8 +92,7 @@ pub(crate) fn pop_reply(
     }
     let e = cx.lookup(key).ok_or(CmdError::NoSuchKey)?;
     let z = as_zset(&mut e.value)?;
-    let popped = z.pop(count.unwrap_or(1), how.max);
-    let n = popped.len();
+    let n = count.unwrap_or(1).min(z.len());
     match (how.nested, how.emit_key) {
         (false, false) => out.array(n * 2),
         (true, false) => out.array(n),
@@ -107,13 +106,13 @@ pub(crate) fn pop_reply(
             out.array(n);
         }
     }
-    for (m, s) in &popped {
+    z.pop_with(n, how.max, |m, s| {
         if how.nested {
             out.array(2);
         }
         out.bulk(m);
-        out.double(*s);
-    }
+        out.double(s);
+    });
     if z.is_empty() {
         cx.delete(key);
         modified(cx, key, n.saturating_sub(1));
