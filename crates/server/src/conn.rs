@@ -191,19 +191,34 @@ impl Conn<'_> {
                 // waiting: nothing else would wake us for it.
                 continue;
             }
-            let pending_out = !self.out.is_empty();
-            let can_read = !self.eof && self.rbuf.len() - self.rpos < self.limits.query_limit;
-            tokio::select! {
-                r = self.stream.readable(), if can_read => {
-                    r.map_err(|_| "read error")?;
-                    self.read()?;
-                }
-                r = self.stream.writable(), if pending_out => {
-                    r.map_err(|_| "write error")?;
-                }
-                _ = notify.notified() => {}
-            }
+            self.wait_io(notify, None).await?;
         }
+    }
+
+    /// Sleeps until input arrives (while there is room for it), pending
+    /// output can be written, the connection is woken (CLIENT KILL, a
+    /// served wait, CLIENT UNPAUSE…) or `timeout` passes; reads what came.
+    async fn wait_io(&mut self, notify: &Notify, timeout: Option<Duration>) -> Result<(), Closed> {
+        let pending_out = !self.out.is_empty();
+        let can_read = !self.eof && self.rbuf.len() - self.rpos < self.limits.query_limit;
+        tokio::select! {
+            r = self.stream.readable(), if can_read => {
+                r.map_err(|_| "read error")?;
+                self.read()?;
+            }
+            r = self.stream.writable(), if pending_out => {
+                r.map_err(|_| "write error")?;
+            }
+            _ = notify.notified() => {}
+            // Built lazily: no timer (or clock read) unless there is a timeout.
+            _ = async {
+                match timeout {
+                    Some(t) => tokio::time::sleep(t).await,
+                    None => std::future::pending().await,
+                }
+            } => {}
+        }
+        Ok(())
     }
 
     /// One wait of a blocked client (BLPOP …): delivers the reply if the
@@ -223,22 +238,8 @@ impl Conn<'_> {
             return Err("closed while blocked");
         }
         let deadline = self.sess.blocked.as_ref().and_then(|b| b.deadline);
-        let sleep =
-            Duration::from_millis(deadline.map_or(u64::MAX / 4, |d| (d - now).max(0) as u64));
-        let pending_out = !self.out.is_empty();
-        let can_read = self.rbuf.len() - self.rpos < self.limits.query_limit;
-        tokio::select! {
-            r = self.stream.readable(), if can_read => {
-                r.map_err(|_| "read error")?;
-                self.read()?;
-            }
-            r = self.stream.writable(), if pending_out => {
-                r.map_err(|_| "write error")?;
-            }
-            _ = notify.notified() => {}
-            _ = tokio::time::sleep(sleep), if deadline.is_some() => {}
-        }
-        Ok(())
+        let timeout = deadline.map(|d| Duration::from_millis((d - now).max(0) as u64));
+        self.wait_io(notify, timeout).await
     }
 
     /// `client-output-buffer-limit` for the normal class, as Redis applies
