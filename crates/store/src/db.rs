@@ -417,14 +417,23 @@ impl Slot {
     /// stripe locked, just before unlocking it.
     /// Returns whether the stripe now has TTL keys when that changed.
     #[inline]
-    fn publish(&self, s: &Stripe) -> Option<bool> {
+    /// Also returns whether the stripe now holds something it did not at
+    /// its previous publication (then it is marked written).
+    fn publish(&self, s: &Stripe) -> (Option<bool>, bool) {
         let ttl = s.expires_len() as u32;
         let had = self.ttl_hint.load(Ordering::Relaxed) > 0;
+        // Keys can also arrive without a write counted here (SWAPDB swaps
+        // tables, not counters), so any key or count makes a stripe written.
+        let was = self.dirty_hint.load(Ordering::Relaxed) > 0
+            || self.len_hint.load(Ordering::Relaxed) > 0
+            || self.expired_hint.load(Ordering::Relaxed) > 0;
+        let is = s.stats.dirty > 0 || !s.is_empty() || s.stats.expired_keys > 0;
+        let first_write = is && !was;
         self.ttl_hint.store(ttl, Ordering::Relaxed);
         self.len_hint.store(s.len() as u32, Ordering::Release);
         self.expired_hint.store(s.stats.expired_keys, Ordering::Relaxed);
         self.dirty_hint.store(s.stats.dirty, Ordering::Relaxed);
-        (had != (ttl > 0)).then_some(ttl > 0)
+        ((had != (ttl > 0)).then_some(ttl > 0), first_write)
     }
 }
 
@@ -499,6 +508,10 @@ pub struct Store {
     /// One bit per global stripe id: the stripe had TTL keys at its last
     /// release. Active expiry walks these words instead of every stripe.
     ttl_stripes: Box<[AtomicU64]>,
+    /// One bit per global stripe id: the stripe was ever written to. The
+    /// others hold no key and count nothing, so DBSIZE and INFO skip them
+    /// (with data in one database, 15/16 of the stripes).
+    written_stripes: Box<[AtomicU64]>,
 }
 
 impl Store {
@@ -526,6 +539,7 @@ impl Store {
         Store {
             dbs,
             ttl_stripes: (0..words).map(|_| AtomicU64::new(0)).collect(),
+            written_stripes: (0..words).map(|_| AtomicU64::new(0)).collect(),
             stripes,
             shift,
             active_expire: AtomicBool::new(true),
@@ -574,8 +588,12 @@ impl Store {
     /// the map of stripes with TTL keys current.
     #[inline]
     fn publish(&self, id: u32, s: &Stripe) {
-        if let Some(has_ttl) = self.slot(id).publish(s) {
-            let (word, bit) = (id as usize / 64, 1u64 << (id % 64));
+        let (ttl_change, first_write) = self.slot(id).publish(s);
+        let (word, bit) = (id as usize / 64, 1u64 << (id % 64));
+        if first_write {
+            self.written_stripes[word].fetch_or(bit, Ordering::Release);
+        }
+        if let Some(has_ttl) = ttl_change {
             if has_ttl {
                 self.ttl_stripes[word].fetch_or(bit, Ordering::Relaxed);
             } else {
@@ -877,6 +895,36 @@ impl<'a> Locks<'a> {
                 }
             }
         }
+    }
+
+    /// [`counts`](Self::counts) summed over the stripes of `db`, visiting
+    /// only stripes that were ever written or that this command holds.
+    pub fn db_counts(&self, db: usize) -> StripeCounts {
+        let base = self.store.global_id(db, 0) as usize;
+        let end = base + self.store.stripes;
+        let mut t = StripeCounts::default();
+        let mut add = |c: StripeCounts| {
+            t.keys += c.keys;
+            t.expires += c.expires;
+            t.expired += c.expired;
+            t.dirty += c.dirty;
+        };
+        for (id, _) in self.held.iter() {
+            if (base..end).contains(&(*id as usize)) {
+                add(self.counts(*id));
+            }
+        }
+        for w in base / 64..end.div_ceil(64) {
+            let mut bits = self.store.written_stripes[w].load(Ordering::Acquire);
+            while bits != 0 {
+                let id = w * 64 + bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                if (base..end).contains(&id) && !self.holds(id as u32) {
+                    add(self.counts(id as u32));
+                }
+            }
+        }
+        t
     }
 
     /// Database of global stripe id `id`.

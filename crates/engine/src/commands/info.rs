@@ -153,15 +153,10 @@ pub(crate) fn keyspace_counts(cx: &mut Ctx) -> (Vec<(usize, usize)>, u64, u64) {
     let mut per_db = Vec::with_capacity(store.databases());
     let (mut expired, mut dirty) = (0, 0);
     for db in 0..store.databases() {
-        let (mut keys, mut ttl) = (0, 0);
-        for s in 0..store.stripes() {
-            let c = cx.keys.counts(store.global_id(db, s as u32));
-            keys += c.keys;
-            ttl += c.expires;
-            expired += c.expired;
-            dirty += c.dirty;
-        }
-        per_db.push((keys, ttl));
+        let c = cx.keys.db_counts(db);
+        expired += c.expired;
+        dirty += c.dirty;
+        per_db.push((c.keys, c.expires));
     }
     (per_db, expired, dirty)
 }

@@ -698,3 +698,28 @@ fn keyspace_hit_and_miss_counting() {
         );
     }
 }
+
+/// DBSIZE and INFO only visit stripes that were ever written: keys that
+/// arrive in never-written stripes by SWAPDB must still count.
+#[test]
+fn counts_follow_keys_moved_by_swapdb() {
+    let mut h = Harness::new();
+    assert_eq!(h.run(&["SELECT", "5"]), "+OK\r\n");
+    for i in 0..50 {
+        h.run(&["SET", &format!("k{i}"), "v"]);
+    }
+    h.run(&["EXPIRE", "k0", "100"]);
+    assert_eq!(h.run(&["DBSIZE"]), ":50\r\n");
+    assert_eq!(h.run(&["SWAPDB", "5", "9"]), "+OK\r\n");
+    assert_eq!(h.run(&["DBSIZE"]), ":0\r\n");
+    assert_eq!(h.run(&["SELECT", "9"]), "+OK\r\n");
+    assert_eq!(h.run(&["DBSIZE"]), ":50\r\n");
+    let info = h.run(&["INFO", "keyspace"]);
+    assert!(info.contains("db9:keys=50,expires=1,"), "{info}");
+    assert!(!info.contains("db5:"), "{info}");
+    // Inside EXEC the stripes held are read exactly.
+    h.run(&["MULTI"]);
+    h.run(&["SET", "new", "v"]);
+    h.run(&["DBSIZE"]);
+    assert_eq!(h.run(&["EXEC"]), "*2\r\n+OK\r\n:51\r\n");
+}
