@@ -770,6 +770,25 @@ fn bpop_with(cx: &mut Ctx, args: &mut Args, end: ListEnd, out: &mut ReplyBuf) ->
     let rest = args.rest();
     let (timeout, keys) = rest.split_last().ok_or(CmdError::Syntax)?;
     let timeout = blocking::parse_timeout(timeout)?;
+    if pop_first(cx, keys, end, out)? {
+        return Ok(());
+    }
+    if !blocking::may_block(cx) {
+        out.null_array();
+        return Ok(());
+    }
+    blocking::block(cx, keys, Op::Pop(end), timeout);
+    Ok(())
+}
+
+/// Pops one element from the first non-empty list of `keys`, replying
+/// `[key, element]`; false (nothing written) if all are empty.
+fn pop_first(
+    cx: &mut Ctx,
+    keys: &[&[u8]],
+    end: ListEnd,
+    out: &mut ReplyBuf,
+) -> Result<bool, CmdError> {
     let (db, now, lru) = (cx.db, cx.now(), cx.lru());
     for &key in keys {
         let s = cx.keys.stripe(db, key);
@@ -779,14 +798,9 @@ fn bpop_with(cx: &mut Ctx, args: &mut Args, end: ListEnd, out: &mut ReplyBuf) ->
         l.pop_with(end, |v| out.bulk(v));
         let emptied = l.is_empty();
         changed(s, key, 1, emptied);
-        return Ok(());
+        return Ok(true);
     }
-    if !blocking::may_block(cx) {
-        out.null_array();
-        return Ok(());
-    }
-    blocking::block(cx, keys, Op::Pop(end), timeout);
-    Ok(())
+    Ok(false)
 }
 
 fn blmove(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
@@ -849,17 +863,9 @@ fn blmpop(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
 pub(crate) fn serve_blocked(cx: &mut Ctx, key: &[u8], op: &Op, out: &mut ReplyBuf) -> CmdResult {
     match op {
         Op::Pop(end) => {
-            let (db, now, lru) = (cx.db, cx.now(), cx.lru());
-            let s = cx.keys.stripe(db, key);
-            let Some(l) = list_in(s, key, now, lru)? else {
+            if !pop_first(cx, &[key], *end, out)? {
                 out.null_array();
-                return Ok(());
-            };
-            out.array(2);
-            out.bulk(key);
-            l.pop_with(*end, |v| out.bulk(v));
-            let emptied = l.is_empty();
-            changed(s, key, 1, emptied);
+            }
             Ok(())
         }
         Op::MPop { end, count } => {
