@@ -1,27 +1,35 @@
-//! Blocking pops (BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, BLMPOP, BZPOPMIN,
-//! BZPOPMAX, BZMPOP): clients parked on keys and served when a list or
-//! sorted set arrives there.
+//! Blocking: clients parked on keys until a write makes one ready. One
+//! mechanism for every kind of wait (BLPOP and the other blocking pops
+//! now; XREAD, XREADGROUP, GETJOB, WAIT later):
 //!
-//! How a wait works, across threads:
-//!
-//! 1. The blocking command runs with its keys' stripes locked. If every key
-//!    is empty it queues a [`Waiter`] on each key *in the key's stripe*
-//!    (`Stripe::waiters`), still under those locks, and leaves
-//!    `Session::blocked` set instead of replying. The connection stops
-//!    executing its input until the wait ends.
-//! 2. Any command that stores a list or sorted set under a waited-for key
-//!    makes the stripe record the key as ready (one branch on the write path
-//!    when nobody waits in that stripe). The dispatcher collects ready keys
-//!    when the command — or the whole EXEC — ends and, on the writer's own
-//!    thread, serves the waiters in arrival order before the writer's next
-//!    command: each served client's pop runs under the key's lock, its reply
-//!    is rendered in the client's protocol and handed over, and its
-//!    connection is woken to deliver it. So a push is consumed by waiters
-//!    before anything else on that connection sees it, as in Redis.
+//! 1. A blocking command runs with its keys' stripes locked. If it finds
+//!    nothing and its caller may wait ([`Ctx::may_block`]), it calls
+//!    [`block`] with the keys, the kind of value that can serve it and its
+//!    timeout: a [`Waiter`] holding the command itself is queued on each
+//!    key *in the key's stripe*, still under those locks, so no write can
+//!    slip between the check and the wait. The connection stops executing
+//!    its input until the wait ends.
+//! 2. Any change reported through the effects record
+//!    ([`Ctx::changed`](crate::ctx::Ctx::changed)) of a key with waiters
+//!    queues it as ready in its stripe. When the writing command — or the
+//!    whole EXEC — ends, the writer's thread serves the waiters of each
+//!    ready key in arrival order, before its own next command: the waiter's
+//!    command runs again through the dispatcher ([`dispatch::call`] with
+//!    [`Caller::Served`]) with its real table entry, limited to the ready
+//!    key, so its effects (a served `BLPOP` propagates as `LPOP`) and stats
+//!    are recorded like any command's. Its reply, in the client's
+//!    protocol, goes to the client's [outbox](crate::outbox) and the
+//!    client's connection is woken to deliver it.
 //! 3. A waiter also ends by timeout, `CLIENT UNBLOCK`, or its connection
 //!    closing. Every end goes through the waiter's state mutex, so exactly
 //!    one of "served" and "timed out/unblocked/gone" wins; the blocked
 //!    connection then removes its queue entries from every key.
+//!
+//! Waiters are keyed by namespace and name: a database and a key today
+//! (job queues will take namespaces after the databases'). A new kind of
+//! wait needs no change here: its command blocks with [`block`], and, when
+//! run again as [`Caller::Served`], serves from [`Ctx::waited_keys`] or
+//! calls [`block`] again to keep waiting.
 //!
 //! Lock order: stripes (ascending) → a waiter's state. Nothing takes a
 //! stripe while holding a waiter's state.
@@ -36,45 +44,23 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 use resp::{Proto, ReplyBuf};
-use store::types::ListEnd;
+use smallvec::SmallVec;
 use store::{Kind, Locks};
 
 use crate::ctx::Ctx;
-use crate::error::{CmdError, CmdResult};
+use crate::dispatch::{self, Caller};
+use crate::error::CmdError;
+use crate::outbox;
 use crate::session::{ClientHandle, Session};
-use crate::shared::{unix_ms, Shared};
-
-/// What a blocked client does once a key is ready.
-#[derive(Debug, Clone)]
-pub enum Op {
-    /// BLPOP / BRPOP: `[key, element]`.
-    Pop(ListEnd),
-    /// BLMOVE / BRPOPLPUSH: the element, pushed onto `dst`.
-    Move { dst: Box<[u8]>, from: ListEnd, to: ListEnd },
-    /// BLMPOP: `[key, [elements]]`.
-    MPop { end: ListEnd, count: i64 },
-    /// BZPOPMIN / BZPOPMAX: `[key, member, score]`.
-    ZPop { max: bool },
-    /// BZMPOP: `[key, [[member, score], …]]`.
-    ZMPop { max: bool, count: usize },
-}
-
-impl Op {
-    /// The type of value that serves this wait.
-    fn wants(&self) -> Kind {
-        match self {
-            Op::Pop(_) | Op::Move { .. } | Op::MPop { .. } => Kind::List,
-            Op::ZPop { .. } | Op::ZMPop { .. } => Kind::ZSet,
-        }
-    }
-}
+use crate::shared::Shared;
+use crate::spec::CommandSpec;
 
 /// How a wait stands.
 #[derive(Debug)]
 enum State {
     Waiting,
-    /// Served: the reply bytes, in the client's protocol.
-    Served(Vec<u8>),
+    /// Served: the reply is in the client's outbox.
+    Served,
     TimedOut,
     Unblocked {
         error: bool,
@@ -86,10 +72,15 @@ enum State {
 /// One blocked client, queued on each of its keys.
 pub struct Waiter {
     pub handle: Arc<ClientHandle>,
+    /// The namespace of its keys: a database.
     pub db: usize,
     /// Distinct keys, in the command's order.
     pub keys: Vec<Box<[u8]>>,
-    pub op: Op,
+    /// The type of value that can serve it.
+    pub wants: Kind,
+    /// The command, run again when a key is ready.
+    pub spec: &'static CommandSpec,
+    pub argv: Vec<Box<[u8]>>,
     pub proto: Proto,
     state: Mutex<State>,
 }
@@ -117,16 +108,16 @@ pub fn parse_timeout(a: &[u8]) -> Result<i64, CmdError> {
     }
 }
 
-/// Whether a command may block: not inside EXEC (Redis runs blocking
-/// commands of a transaction as their non-blocking forms).
-pub fn may_block(cx: &Ctx) -> bool {
-    !cx.sess.in_exec
-}
-
-/// Parks the client on `keys` (all empty, checked by the caller under the
-/// same locks). The command writes no reply; the connection delivers one
-/// when the wait ends.
-pub fn block(cx: &mut Ctx, keys: &[&[u8]], op: Op, timeout_ms: i64) {
+/// Parks the client on `keys` (all of which the command found unable to
+/// serve it, under the same locks) until one holds a value of kind
+/// `wants`. The command writes no reply; the connection delivers one when
+/// the wait ends. Run again as a served waiter, the command keeps waiting.
+pub fn block(cx: &mut Ctx, argv: &[&[u8]], keys: &[&[u8]], wants: Kind, timeout_ms: i64) {
+    if cx.caller == Caller::Served {
+        cx.still_waiting = true;
+        return;
+    }
+    debug_assert!(cx.caller.may_block());
     let mut distinct: Vec<Box<[u8]>> = Vec::with_capacity(keys.len());
     for k in keys {
         if !distinct.iter().any(|d| &**d == *k) {
@@ -137,7 +128,9 @@ pub fn block(cx: &mut Ctx, keys: &[&[u8]], op: Op, timeout_ms: i64) {
         handle: cx.sess.handle.clone(),
         db: cx.db,
         keys: distinct,
-        op,
+        wants,
+        spec: cx.spec,
+        argv: argv.iter().map(|a| Box::<[u8]>::from(*a)).collect(),
         proto: if cx.sess.handle.resp.load(Ordering::Relaxed) == 3 {
             Proto::Resp3
         } else {
@@ -174,23 +167,28 @@ fn serve_key(shared: &Shared, id: u32, key: &[u8], ready: &mut Vec<(u32, Box<[u8
     let store = &shared.store;
     // Bounded: every round serves or drops one waiter, or stops.
     loop {
-        let now = unix_ms();
+        let now = shared.clock.now_ms();
         let mut locks = Locks::new(store, now);
-        let mut ids = [id, id];
+        if locks.acquire(&mut [id]).is_err() {
+            return;
+        }
         let Some(w) = first_servable(&mut locks, id, key, now) else { return };
-        if let Op::Move { dst, .. } = &w.op {
-            let did = store.global_id(w.db, store.stripe_of(dst));
-            if did != id {
-                // Relock both stripes in ascending order, then check the
-                // same waiter still comes first.
-                drop(locks);
-                locks = Locks::new(store, now);
-                ids[1] = did;
-                locks.acquire(&mut ids);
-                match first_servable(&mut locks, id, key, now) {
-                    Some(again) if Arc::ptr_eq(&again, &w) => {}
-                    _ => continue,
-                }
+        let argv: SmallVec<[&[u8]; 8]> = w.argv.iter().map(|a| &a[..]).collect();
+        // Every stripe the command needs (BLMOVE's destination too).
+        let mut ids: SmallVec<[u32; 8]> = SmallVec::new();
+        dispatch::key_ids(shared, w.db, w.spec, &argv, &mut ids);
+        if ids.iter().any(|&x| x != id) {
+            // Relock them all in ascending order, then check the same
+            // waiter still comes first.
+            drop(locks);
+            locks = Locks::new(store, now);
+            ids.push(id);
+            if locks.acquire(&mut ids).is_err() {
+                return;
+            }
+            match first_servable(&mut locks, id, key, now) {
+                Some(again) if Arc::ptr_eq(&again, &w) => {}
+                _ => continue,
             }
         }
         let mut state = w.state.lock();
@@ -201,36 +199,37 @@ fn serve_key(shared: &Shared, id: u32, key: &[u8], ready: &mut Vec<(u32, Box<[u8
         }
         let mut out = ReplyBuf::new();
         out.proto = w.proto;
-        let mut sess = Session::detached(w.handle.id);
-        sess.db = w.db;
-        let spec = &crate::commands::connection::COMMANDS[0];
-        let mut cx = Ctx { shared, sess: &mut sess, keys: &mut locks, db: w.db, spec };
-        let res: CmdResult = match &w.op {
-            Op::Pop(_) | Op::Move { .. } | Op::MPop { .. } => {
-                crate::commands::list::serve_blocked(&mut cx, key, &w.op, &mut out)
-            }
-            Op::ZPop { .. } | Op::ZMPop { .. } => {
-                crate::commands::zset_blocking::serve_blocked(&mut cx, key, &w.op, &mut out)
-            }
-        };
-        if let Err(e) = res {
-            out.clear();
-            e.write(&mut out);
+        let mut sess = Session::served(w.handle.clone(), w.db, key);
+        sess.fx.sync(&shared.effects);
+        let waiting =
+            dispatch::call(shared, &mut sess, &mut locks, w.spec, &argv, &mut out, Caller::Served);
+        sess.fx.finish_unit();
+        if waiting {
+            // It could not take what is there after all: it keeps waiting
+            // and so do the ones behind it, until the key changes again.
+            return;
         }
-        *state = State::Served(out.to_vec());
+        *state = State::Served;
+        w.handle.outbox.push(outbox::Kind::Reply, out.to_vec());
         drop(state);
         drop_waiter(&mut locks, id, key, &w);
-        locks.take_ready(ready);
+        ready.append(&mut sess.ready);
         drop(locks);
+        shared.flush_stats(&mut sess);
         wake(&w.handle);
     }
 }
 
 /// The oldest waiting client on `key` that its current value can serve;
 /// clients that stopped waiting are dropped from the queue on the way.
+/// Looks without expiring: the served command itself meets the key.
 fn first_servable(locks: &mut Locks, id: u32, key: &[u8], now: i64) -> Option<Arc<Waiter>> {
     let stripe = locks.stripe_id(id);
-    let kind = stripe.get(key, now)?.value.kind();
+    let e = stripe.peek(key)?;
+    if e.expire_at != store::NO_EXPIRE && e.expire_at <= now {
+        return None;
+    }
+    let kind = e.value.kind();
     let mut found = None;
     stripe.remove_waiters(key, |any| {
         if found.is_some() {
@@ -240,7 +239,7 @@ fn first_servable(locks: &mut Locks, id: u32, key: &[u8], now: i64) -> Option<Ar
         if !w.is_waiting() {
             return true;
         }
-        if w.op.wants() == kind {
+        if w.wants == kind {
             found = Some(w);
         }
         false
@@ -266,8 +265,9 @@ fn wake(h: &ClientHandle) {
     }
 }
 
-/// Ends the session's wait if it is over: the reply to deliver, or `None`
-/// while still waiting. With `timed_out` a still-waiting client times out.
+/// Ends the session's wait if it is over: `Some(reply)` to deliver (empty
+/// when the reply already waits in the outbox), or `None` while still
+/// waiting. A still-waiting client whose deadline passed times out.
 pub fn resolve(shared: &Shared, sess: &mut Session, now: i64) -> Option<Vec<u8>> {
     let b = sess.blocked.as_ref()?;
     let timed_out = b.deadline.is_some_and(|d| now >= d);
@@ -281,7 +281,7 @@ pub fn resolve(shared: &Shared, sess: &mut Session, now: i64) -> Option<Vec<u8>>
             *st = State::TimedOut;
         }
         match std::mem::replace(&mut *st, State::Gone) {
-            State::Served(bytes) => bytes,
+            State::Served => Vec::new(),
             State::Unblocked { error: true } => {
                 b"-UNBLOCKED client unblocked via CLIENT UNBLOCK\r\n".to_vec()
             }

@@ -2,6 +2,8 @@
 
 use store::{Entry, Locks, Value};
 
+use crate::dispatch::Caller;
+use crate::effects::Class;
 use crate::error::{CmdError, CmdResult};
 use crate::session::Session;
 use crate::shared::Shared;
@@ -86,6 +88,11 @@ pub struct Ctx<'a, 'l> {
     /// The selected database.
     pub db: usize,
     pub spec: &'static CommandSpec,
+    /// Who runs the command (a client, EXEC, a script, …).
+    pub caller: Caller,
+    /// Set by a served blocked command that found nothing it can take:
+    /// the client keeps waiting (see [`crate::blocking`]).
+    pub still_waiting: bool,
 }
 
 impl Ctx<'_, '_> {
@@ -127,13 +134,104 @@ impl Ctx<'_, '_> {
         Some(e)
     }
 
-    /// A live key about to be modified in place (marks watchers).
+    /// A live key about to be modified in place; the handler reports the
+    /// change with [`changed`](Self::changed) once it is made.
     #[inline]
     pub fn lookup_write(&mut self, key: &[u8]) -> Option<&mut Entry> {
-        let lru = self.shared.lru_clock();
-        let e = self.keys.get_for_write(self.db, key)?;
-        e.lru = lru;
-        Some(e)
+        self.lookup(key)
+    }
+
+    // ---- the effects record (crate::effects) ---------------------------
+
+    /// Reports that `key` of the selected database changed: marks its
+    /// watchers, makes it ready for clients blocked on it, adds `dirty` to
+    /// the dirty count (Redis's numbers: HSET adds the fields it set) and
+    /// records the keyspace event. Call once per key and event, with the
+    /// locks held (i.e. from the handler).
+    #[inline]
+    pub fn changed(&mut self, key: &[u8], class: Class, event: &'static str, dirty: u64) {
+        let db = self.db;
+        self.changed_in(db, key, class, event, dirty);
+    }
+
+    /// [`changed`](Self::changed) for a key of database `db` (MOVE, COPY …
+    /// DB, SWAPDB).
+    pub fn changed_in(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        class: Class,
+        event: &'static str,
+        dirty: u64,
+    ) {
+        self.keys.stripe(db, key).modified(key);
+        let fx = &mut self.sess.fx;
+        fx.add_dirty(dirty);
+        fx.event(class, event, db, key);
+        fx.key(db, key);
+    }
+
+    /// Records a further keyspace event for a key already reported
+    /// changed (`del` after a pop emptied a list, `new`, `rename_to` …).
+    #[inline]
+    pub fn notify(&mut self, class: Class, event: &'static str, key: &[u8]) {
+        let db = self.db;
+        self.sess.fx.event(class, event, db, key);
+    }
+
+    /// [`notify`](Self::notify) in database `db`.
+    pub fn notify_in(&mut self, db: usize, class: Class, event: &'static str, key: &[u8]) {
+        self.sess.fx.event(class, event, db, key);
+    }
+
+    /// Adds to the dirty count without a key (FLUSHALL's extra one, …).
+    #[inline]
+    pub fn dirty(&mut self, n: u64) {
+        self.sess.fx.add_dirty(n);
+    }
+
+    /// Whether the propagated form is recorded: check before building a
+    /// rewrite that costs something (formatting a timestamp).
+    #[inline]
+    pub fn propagating(&self) -> bool {
+        self.sess.fx.propagating()
+    }
+
+    /// Propagates this command as `argv` (Redis's rewrite: `SET … EX` as
+    /// `SET … PXAT`, a served `BLPOP` as `LPOP`, …).
+    #[inline]
+    pub fn propagate_as(&mut self, argv: &[&[u8]]) {
+        self.sess.fx.rewrite(argv);
+    }
+
+    /// Propagates `argv` besides (before) this command's own form.
+    pub fn also_propagate(&mut self, argv: &[&[u8]]) {
+        let db = self.db;
+        self.sess.fx.also(db, argv);
+    }
+
+    /// This command is not propagated as itself.
+    pub fn no_propagate(&mut self) {
+        self.sess.fx.prevent();
+    }
+
+    /// Whether a blocking command may wait here (not inside EXEC or a
+    /// script, where blocking commands act as their non-blocking forms).
+    /// A served command that cannot take anything calls
+    /// [`blocking::block`](crate::blocking::block) again to keep waiting.
+    #[inline]
+    pub fn may_block(&self) -> bool {
+        self.caller.may_block() || self.caller == Caller::Served
+    }
+
+    /// The keys a blocking command should look at: all of `keys`, or when
+    /// it runs again to be served, only the one that became ready (Redis
+    /// 7.0 serves a waiter from the key that was signalled).
+    pub fn waited_keys<'k>(&self, keys: &'k [&'k [u8]]) -> &'k [&'k [u8]] {
+        match &self.sess.serving {
+            Some(k) => keys.iter().position(|x| **x == **k).map_or(keys, |i| &keys[i..=i]),
+            None => keys,
+        }
     }
 
     /// Sets a key's value with an expiry (or [`store::NO_EXPIRE`]).

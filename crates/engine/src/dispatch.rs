@@ -1,6 +1,17 @@
 //! The dispatcher: every policy between "a request was parsed" and "a
-//! handler runs" lives here, in Redis's order: QUIT, lookup, arity, auth,
-//! MULTI queueing, key locking, the call, error replies, reply modes, stats.
+//! handler runs", in three layers (DESIGN §3a):
+//!
+//! 1. the connection layer, [`execute`]: lookup and arity, `CLIENT PAUSE`,
+//!    `MULTI` queueing, reply modes, serving the clients a write made
+//!    ready — what only a client's own requests go through;
+//! 2. [`check`]: every table flag, for a given [`Caller`] (a client, an
+//!    `EXEC`, a script, an AOF replay, a served blocked client);
+//! 3. [`call`]: the handler with its locks held, its effects record
+//!    closed ([`crate::effects`]) and its stats counted.
+//!
+//! EXEC, scripts, replay and blocked-client serving go through `check` and
+//! `call`, never around them. Commands are told apart by their flags, not
+//! their names.
 
 use resp::ReplyBuf;
 use smallvec::SmallVec;
@@ -10,8 +21,33 @@ use crate::commands;
 use crate::ctx::{Args, Ctx};
 use crate::error::CmdError;
 use crate::session::{ReplyMode, Session};
-use crate::shared::{unix_ms, Shared};
-use crate::spec::{CommandSpec, KeySpec};
+use crate::shared::Shared;
+use crate::spec::{CommandSpec, Flags, KeySpec};
+
+/// Who runs a command: the policies of [`check`] and the handler's
+/// behaviour (may it block?) depend on it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Caller {
+    /// A client's own request.
+    Client,
+    /// A command queued in `MULTI`, run by `EXEC`.
+    Exec,
+    /// `redis.call` from a script; `read_only` for `EVAL_RO`/`FCALL_RO`.
+    Script { read_only: bool },
+    /// A command read back from the AOF (or a master's stream).
+    Replay,
+    /// A blocked client's command, run again because a key it waits on is
+    /// ready (the writer's thread runs it).
+    Served,
+}
+
+impl Caller {
+    /// Whether a blocking command may wait (only a client's own request
+    /// may; the others run blocking commands as their non-blocking forms).
+    pub fn may_block(self) -> bool {
+        self == Caller::Client
+    }
+}
 
 /// Result of looking a request up in the table.
 pub enum Lookup {
@@ -85,9 +121,19 @@ fn unknown_command(argv: &[&[u8]]) -> CmdError {
     CmdError::Bytes(v)
 }
 
+/// What became of a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Answered (or queued, or the client is now blocked).
+    Done,
+    /// Held by `CLIENT PAUSE`: nothing ran; the connection retries it once
+    /// the pause changes or ends.
+    Paused,
+}
+
 /// Executes one request and appends its reply to `out`.
-pub fn execute(shared: &Shared, sess: &mut Session, argv: &[&[u8]], out: &mut ReplyBuf) {
-    execute_hinted(shared, sess, argv, out, Hint::default());
+pub fn execute(shared: &Shared, sess: &mut Session, argv: &[&[u8]], out: &mut ReplyBuf) -> Outcome {
+    execute_hinted(shared, sess, argv, out, Hint::default())
 }
 
 /// What the connection already computed for a request: the batch's clock
@@ -108,16 +154,8 @@ pub fn execute_hinted(
     argv: &[&[u8]],
     out: &mut ReplyBuf,
     hint: Hint,
-) {
+) -> Outcome {
     debug_assert!(!argv.is_empty());
-    // Redis answers QUIT before anything else, whatever its arguments.
-    if argv[0].eq_ignore_ascii_case(b"QUIT") {
-        if sess.reply_mode == ReplyMode::On {
-            out.ok();
-        }
-        sess.close_after_reply = true;
-        return;
-    }
     let mark = out.mark();
     let spec = match lookup_full(argv) {
         Ok((top, spec)) => {
@@ -125,40 +163,54 @@ pub fn execute_hinted(
             spec
         }
         Err(e) => {
-            reject(shared, sess, argv, &e, out);
-            return;
+            // A known command with the wrong arity is still itself (a bad
+            // EXEC aborts the transaction).
+            reject(shared, sess, commands::find(argv[0]), &e, out);
+            return Outcome::Done;
         }
     };
-    if !sess.authenticated && !spec.flags.has(crate::spec::Flags::NO_AUTH) {
-        reject(shared, sess, argv, &CmdError::NoAuth, out);
-        return;
+    if let Err(e) = check(shared, sess, spec, argv, Caller::Client) {
+        reject(shared, sess, Some(spec), &e, out);
+        return Outcome::Done;
+    }
+    let now = if hint.now != 0 { hint.now } else { shared.clock.now_ms() };
+    if !spec.flags.has(Flags::NO_PAUSE) && sess.paused(shared, spec, now) {
+        return Outcome::Paused;
     }
     if let Some(m) = &mut sess.multi {
-        if !commands::tx::runs_inside_multi(spec) {
+        if !spec.flags.has(Flags::NO_QUEUE) {
+            m.flags = m.flags.union(spec.flags);
             m.queued.push(argv.iter().map(|a| a.to_vec()).collect());
             sess.handle
                 .multi_len
                 .store(m.queued.len() as i64, std::sync::atomic::Ordering::Relaxed);
             out.simple(b"QUEUED");
             apply_reply_mode(sess, out, mark);
-            return;
+            return Outcome::Done;
         }
     }
-    let now = if hint.now != 0 { hint.now } else { unix_ms() };
+    sess.fx.sync(&shared.effects);
     let mut keys = Locks::new(&shared.store, now);
-    match hint.key {
+    let locked = match hint.key {
         Some(t)
             if argv.len() > 1
                 && matches!(spec.keys, KeySpec::Range { first: 1, .. })
                 && t.id() as usize / shared.store.stripes() == sess.db =>
         {
             keys.remember(argv[1], t);
-            lock_keys_hinted(shared, sess.db, spec, argv, &mut keys, t.id());
+            lock_keys_hinted(shared, sess.db, spec, argv, &mut keys, t.id())
         }
         _ => lock_keys(shared, sess.db, spec, argv, &mut keys),
+    };
+    match locked {
+        Ok(()) => {
+            call(shared, sess, &mut keys, spec, argv, out, Caller::Client);
+        }
+        // Nothing is held before a client's command: unreachable, but a
+        // refusal is the answer, not a panic.
+        Err(e) => e.write(out),
     }
-    call(shared, sess, &mut keys, spec, argv, out);
-    keys.take_ready(&mut sess.ready);
+    sess.fx.finish_unit();
     drop(keys);
     if !sess.ready.is_empty() {
         // Clients blocked on keys this command filled are served now,
@@ -171,6 +223,65 @@ pub fn execute_hinted(
     if sess.blocked.is_none() {
         apply_reply_mode(sess, out, mark);
     }
+    Outcome::Done
+}
+
+/// Applies the table's flags for `caller`, in Redis's order. A client's
+/// request has passed lookup and arity; the others were checked when they
+/// were queued, loaded or first issued.
+pub fn check(
+    shared: &Shared,
+    sess: &mut Session,
+    spec: &'static CommandSpec,
+    argv: &[&[u8]],
+    caller: Caller,
+) -> Result<(), CmdError> {
+    let flags = spec.flags;
+    match caller {
+        Caller::Client => {
+            if !sess.authenticated && !flags.has(Flags::NO_AUTH) {
+                return Err(CmdError::NoAuth);
+            }
+            let in_multi = sess.multi.is_some();
+            let maxmemory = sess.conf(shared).maxmemory;
+            if maxmemory > 0 {
+                // Inside MULTI every queued command is refused while over
+                // the limit; EXEC is when any queued command may grow
+                // memory (Redis 7.0's processCommand).
+                let deny = flags.has(Flags::DENYOOM)
+                    || (in_multi && !flags.has(Flags::NO_QUEUE))
+                    || (flags.has(Flags::EXEC_TX)
+                        && sess.multi.as_ref().is_some_and(|m| m.flags.has(Flags::DENYOOM)));
+                if deny && shared.over_maxmemory(maxmemory) {
+                    return Err(CmdError::Oom);
+                }
+            }
+            if shared.is_loading() && !flags.has(Flags::LOADING) {
+                return Err(CmdError::Loading);
+            }
+            if in_multi && flags.has(Flags::NO_MULTI) {
+                return Err(CmdError::err("Command not allowed inside a transaction"));
+            }
+        }
+        Caller::Script { read_only } => {
+            if flags.has(Flags::NOSCRIPT) {
+                return Err(CmdError::err("This Redis command is not allowed from script"));
+            }
+            if read_only && flags.has(Flags::WRITE) {
+                return Err(CmdError::err(
+                    "Write commands are not allowed from read-only scripts.",
+                ));
+            }
+            if flags.has(Flags::DENYOOM) && shared.over_maxmemory(sess.conf(shared).maxmemory) {
+                return Err(CmdError::Oom);
+            }
+        }
+        // Checked when queued (EXEC), when first issued (Served); a replay
+        // runs what the server already accepted.
+        Caller::Exec | Caller::Served | Caller::Replay => {}
+    }
+    let _ = argv;
+    Ok(())
 }
 
 /// Delivers the reply of a blocking command whose wait ended (the
@@ -181,13 +292,19 @@ pub fn deliver_blocked(sess: &mut Session, out: &mut ReplyBuf, reply: &[u8]) {
     apply_reply_mode(sess, out, mark);
 }
 
-fn reject(shared: &Shared, sess: &mut Session, argv: &[&[u8]], e: &CmdError, out: &mut ReplyBuf) {
+fn reject(
+    shared: &Shared,
+    sess: &mut Session,
+    spec: Option<&'static CommandSpec>,
+    e: &CmdError,
+    out: &mut ReplyBuf,
+) {
     sess.stats.rejected_calls += 1;
     if let Some(m) = &mut sess.multi {
         m.dirty = true;
     }
     let mark = out.mark();
-    if argv[0].eq_ignore_ascii_case(b"EXEC") {
+    if spec.is_some_and(|s| s.flags.has(Flags::EXEC_TX)) {
         // Redis turns any rejection of EXEC into an abort of the
         // transaction (with or without MULTI) and drops the WATCHes.
         commands::tx::abort(shared, sess);
@@ -270,7 +387,7 @@ fn lock_keys_hinted(
     argv: &[&[u8]],
     keys: &mut Locks,
     first_id: u32,
-) {
+) -> Result<(), CmdError> {
     let KeySpec::Range { last, step, .. } = spec.keys else { unreachable!("checked by caller") };
     let argc = argv.len() as i32;
     let last = if last < 0 { argc + last } else { last.min(argc - 1) };
@@ -282,28 +399,38 @@ fn lock_keys_hinted(
         ids.push(store.global_id(db, store.stripe_of(argv[i as usize])));
         i += step.max(1);
     }
-    keys.acquire(&mut ids);
+    keys.acquire(&mut ids).map_err(|_| CmdError::LockOrder)
 }
 
-fn lock_keys(shared: &Shared, db: usize, spec: &CommandSpec, argv: &[&[u8]], keys: &mut Locks) {
-    if matches!(spec.keys, KeySpec::DbWalk) {
+/// Takes (or, for a caller that already holds locks, checks it can take)
+/// every stripe the command needs. Out of order is refused, never waited
+/// for: the caller gets [`CmdError::LockOrder`].
+pub fn lock_keys(
+    shared: &Shared,
+    db: usize,
+    spec: &CommandSpec,
+    argv: &[&[u8]],
+    keys: &mut Locks,
+) -> Result<(), CmdError> {
+    if matches!(spec.keys, KeySpec::DbWalk) && keys.is_empty() {
         // The handler locks what it walks.
-        return;
+        return Ok(());
     }
     let mut ids = SmallVec::new();
-    match key_ids(shared, db, spec, argv, &mut ids) {
+    let r = match key_ids(shared, db, spec, argv, &mut ids) {
         Scope::Keys => keys.acquire(&mut ids),
         Scope::Db => keys.acquire_db(db),
-        Scope::All => {
-            for d in 0..shared.store.databases() {
-                keys.acquire_db(d);
-            }
-        }
-    }
+        Scope::All => (0..shared.store.databases()).try_for_each(|d| keys.acquire_db(d)),
+    };
+    r.map_err(|_| CmdError::LockOrder)
 }
 
 /// Runs a handler with its locks held: the reply, or on error the error
-/// line in place of any partial reply.
+/// line in place of any partial reply. Closes the command's effects
+/// record (its execution unit is the caller's to finish) and counts it.
+/// Returns true when the command did not complete because it waits: a
+/// client's blocking command that blocked, or a served one that found
+/// nothing it can take after all.
 pub fn call<'a>(
     shared: &'a Shared,
     sess: &mut Session,
@@ -311,17 +438,32 @@ pub fn call<'a>(
     spec: &'static CommandSpec,
     argv: &[&[u8]],
     out: &mut ReplyBuf,
-) {
+    caller: Caller,
+) -> bool {
     // A subcommand's own name is argv[1]; its arguments start after it.
     let start = if argv[0].eq_ignore_ascii_case(spec.name.as_bytes()) { 1 } else { 2 };
     let mut args = Args::new(argv, start);
     let mark = out.mark();
-    sess.stats.commands += 1;
     let db = sess.db;
-    let mut cx = Ctx { shared, sess, keys, db, spec };
-    if let Err(e) = (spec.handler)(&mut cx, &mut args, out) {
+    // total_commands_processed counts a command once, as it starts (a
+    // served blocked command was counted when it first ran).
+    if caller != Caller::Served {
+        sess.stats.commands += 1;
+    }
+    sess.fx.begin_command();
+    let mut cx = Ctx { shared, sess, keys, db, spec, caller, still_waiting: false };
+    let res = (spec.handler)(&mut cx, &mut args, out);
+    let waiting = cx.still_waiting;
+    if let Err(e) = res {
         out.truncate(mark);
         e.write(out);
         sess.stats.failed_calls += 1;
     }
+    // What the store noticed on the way: keys that expired lazily, keys
+    // blocked clients wait for that received a value.
+    let Session { fx, ready, .. } = sess;
+    keys.take_signals(ready, |db, k| fx.expired(db, k));
+    let dirty = sess.fx.end_command(db, argv);
+    sess.stats.dirty += dirty;
+    waiting || sess.blocked.is_some()
 }

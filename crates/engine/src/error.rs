@@ -36,6 +36,13 @@ pub enum CmdError {
     /// `ERR wrong number of arguments for '<cmd>' command`
     WrongArity(String),
     NoAuth,
+    /// Over `maxmemory` (noeviction, or nothing left to evict).
+    Oom,
+    /// The dataset is being loaded.
+    Loading,
+    /// A caller that already holds stripes (EXEC, a script) ran a command
+    /// needing a stripe below them: refused rather than risk a deadlock.
+    LockOrder,
     /// A complete error line without the leading `-` (it starts with its
     /// own code, e.g. `ERR ...` or `WRONGPASS ...`).
     Msg(Cow<'static, str>),
@@ -71,6 +78,11 @@ impl CmdError {
             CmdError::DbIndexOutOfRange => "ERR DB index is out of range",
             CmdError::SameObject => "ERR source and destination objects are the same",
             CmdError::NoAuth => "NOAUTH Authentication required.",
+            CmdError::Oom => "OOM command not allowed when used memory > 'maxmemory'.",
+            CmdError::Loading => "LOADING Redis is loading the dataset in memory",
+            CmdError::LockOrder => {
+                "ERR command needs keys outside those its caller locked beforehand"
+            }
             CmdError::InvalidExpire(cmd) => {
                 return Cow::Owned(
                     format!("ERR invalid expire time in '{cmd}' command").into_bytes(),

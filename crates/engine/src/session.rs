@@ -39,6 +39,8 @@ pub struct ClientHandle {
     /// Bytes read and written, for INFO.
     pub net_in: AtomicU64,
     pub net_out: AtomicU64,
+    /// What reaches the connection besides its own replies.
+    pub outbox: crate::outbox::Outbox,
 }
 
 impl ClientHandle {
@@ -66,6 +68,7 @@ impl ClientHandle {
             blocked: Mutex::new(None),
             net_in: AtomicU64::new(0),
             net_out: AtomicU64::new(0),
+            outbox: crate::outbox::Outbox::default(),
         }
     }
 
@@ -99,6 +102,10 @@ pub struct Multi {
     pub queued: Vec<Queued>,
     /// A command failed to queue: EXEC answers EXECABORT.
     pub dirty: bool,
+    /// The union of the queued commands' flags (EXEC is refused when over
+    /// maxmemory if one may grow memory, held by a write pause if one
+    /// writes).
+    pub flags: crate::spec::Flags,
 }
 
 /// Counters a connection keeps locally and flushes into the shared stats
@@ -110,6 +117,8 @@ pub struct LocalStats {
     pub misses: u64,
     pub rejected_calls: u64,
     pub failed_calls: u64,
+    /// Redis's `server.dirty` increase.
+    pub dirty: u64,
 }
 
 /// The engine's per-connection state.
@@ -137,6 +146,23 @@ pub struct Session {
     /// Keys made ready for blocked clients by the current command, as
     /// (global stripe id, key); served when the command (or EXEC) ends.
     pub ready: Vec<(u32, Box<[u8]>)>,
+    /// The effects record of the running command and execution unit.
+    pub fx: crate::effects::Effects,
+    /// This connection's copy of the configuration, refreshed when
+    /// CONFIG SET moves the epoch: handlers read it without a lock.
+    conf: Arc<crate::config::Config>,
+    conf_epoch: u64,
+    /// The CLIENT PAUSE state as of `pause_epoch`.
+    pause: (i64, crate::shared::Pause),
+    /// Set while a blocked client's command runs again to be served: the
+    /// key that became ready (see [`crate::blocking`]).
+    pub serving: Option<Box<[u8]>>,
+}
+
+/// The configuration a session starts with, before its first refresh.
+fn default_conf() -> Arc<crate::config::Config> {
+    static DEFAULT: std::sync::OnceLock<Arc<crate::config::Config>> = std::sync::OnceLock::new();
+    DEFAULT.get_or_init(|| Arc::new(crate::config::Config::default())).clone()
 }
 
 impl Session {
@@ -155,7 +181,65 @@ impl Session {
             last_cmd: None,
             blocked: None,
             ready: Vec::new(),
+            fx: crate::effects::Effects::default(),
+            conf: default_conf(),
+            conf_epoch: u64::MAX,
+            pause: (i64::MIN, crate::shared::Pause::default()),
+            serving: None,
         }
+    }
+
+    /// The session a blocked client's command runs in when another
+    /// thread serves it: the client's identity and database, and the key
+    /// that became ready.
+    pub fn served(handle: Arc<ClientHandle>, db: usize, key: &[u8]) -> Self {
+        let mut s = Session::new(handle, true);
+        s.db = db;
+        s.serving = Some(key.into());
+        s
+    }
+
+    /// The configuration, as of the last CONFIG SET this connection saw
+    /// (one atomic load when nothing changed).
+    #[inline]
+    pub fn conf(&mut self, shared: &crate::Shared) -> &crate::config::Config {
+        let e = shared.config_epoch.load(Ordering::Acquire);
+        if e != self.conf_epoch {
+            // Read the epoch first: a change racing with the copy bumps it
+            // again, so the next call copies again.
+            self.conf = Arc::new(shared.config.read().clone());
+            self.conf_epoch = e;
+        }
+        &self.conf
+    }
+
+    /// Whether CLIENT PAUSE holds `spec` back now (Redis 7.0's rules: WRITE
+    /// mode holds writes, may-replicate commands and an EXEC whose
+    /// transaction writes; ALL mode holds everything).
+    pub fn paused(
+        &mut self,
+        shared: &crate::Shared,
+        spec: &crate::spec::CommandSpec,
+        now: i64,
+    ) -> bool {
+        use crate::spec::Flags;
+        let epoch = shared.pause_epoch.load(Ordering::Acquire);
+        if epoch != self.pause.0 {
+            self.pause = (epoch, *shared.pause.lock());
+        }
+        let p = self.pause.1;
+        if p.until_ms <= 0 || now >= p.until_ms {
+            return false;
+        }
+        if !p.writes_only {
+            return true;
+        }
+        let writes = Flags::WRITE.union(Flags::MAY_REPLICATE);
+        if spec.flags.0 & writes.0 != 0 {
+            return true;
+        }
+        spec.flags.has(Flags::EXEC_TX)
+            && self.multi.as_ref().is_some_and(|m| m.flags.0 & writes.0 != 0)
     }
 
     /// A session for in-process use (tests, the AOF loader).

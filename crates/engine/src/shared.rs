@@ -28,6 +28,29 @@ pub struct Stats {
     pub failed_calls: AtomicU64,
     pub client_qbuf_limit_disconnections: AtomicU64,
     pub client_obuf_limit_disconnections: AtomicU64,
+    /// Redis's `server.dirty`: changes since start, in Redis's numbers.
+    pub dirty: AtomicU64,
+}
+
+/// The server's clock: the system's, plus an offset a test can move.
+/// A caller freezes it by reading it once (a command, an EXEC, a script
+/// runs at one time; see `Locks::now`).
+#[derive(Default)]
+pub struct Clock {
+    offset_ms: AtomicI64,
+}
+
+impl Clock {
+    /// Unix time in milliseconds, as the server sees it.
+    #[inline]
+    pub fn now_ms(&self) -> i64 {
+        unix_ms() + self.offset_ms.load(Ordering::Relaxed)
+    }
+
+    /// Moves the clock by `ms` (tests).
+    pub fn advance(&self, ms: i64) {
+        self.offset_ms.fetch_add(ms, Ordering::Relaxed);
+    }
 }
 
 /// `CLIENT PAUSE` state, set by `CLIENT PAUSE`/`UNPAUSE` (commands/client.rs).
@@ -117,6 +140,15 @@ pub struct Shared {
     pub expired_keys_base: AtomicU64,
     /// Clients waiting in a blocking command (INFO `blocked_clients`).
     pub blocked_clients: AtomicUsize,
+    /// The consumers of the effects record (AOF, replicas, notifications).
+    pub effects: crate::effects::Hub,
+    pub clock: Clock,
+    /// Set while a dataset loads: commands without the LOADING flag wait.
+    loading: AtomicBool,
+    /// `used_memory` as last measured, and when (unix ms), for the
+    /// maxmemory check (measured at most once per millisecond).
+    used_memory: AtomicU64,
+    used_memory_at: AtomicI64,
 }
 
 /// Unix time in milliseconds.
@@ -164,6 +196,54 @@ impl Shared {
             mem_peak: AtomicU64::new(0),
             expired_keys_base: AtomicU64::new(0),
             blocked_clients: AtomicUsize::new(0),
+            effects: crate::effects::Hub::default(),
+            clock: Clock::default(),
+            loading: AtomicBool::new(false),
+            used_memory: AtomicU64::new(0),
+            used_memory_at: AtomicI64::new(i64::MIN),
+        })
+    }
+
+    /// Whether a dataset is loading (commands without LOADING are refused).
+    #[inline]
+    pub fn is_loading(&self) -> bool {
+        self.loading.load(Ordering::Relaxed)
+    }
+
+    /// Marks the start or end of loading a dataset.
+    pub fn set_loading(&self, on: bool) {
+        self.loading.store(on, Ordering::Release);
+    }
+
+    /// Whether used memory exceeds `max` (a `maxmemory` that is set).
+    /// The allocator is asked at most once a millisecond.
+    pub fn over_maxmemory(&self, max: u64) -> bool {
+        let now = unix_ms();
+        if self.used_memory_at.load(Ordering::Relaxed) != now {
+            self.used_memory_at.store(now, Ordering::Relaxed);
+            self.used_memory.store(self.mem_stats().used_memory, Ordering::Relaxed);
+        }
+        max > 0 && self.used_memory.load(Ordering::Relaxed) > max
+    }
+
+    /// One active-expiry pass over the stripes `part` of `parts` owns
+    /// (see `Store::active_expire_cycle`); each deletion is its own unit
+    /// of the effects record (an `expired` event, a `DEL` propagated), as
+    /// Redis's active expiry propagates key by key. `fx` is the calling
+    /// thread's record. Returns keys expired.
+    pub fn active_expire(
+        &self,
+        fx: &mut crate::effects::Effects,
+        part: usize,
+        parts: usize,
+        budget: std::time::Duration,
+    ) -> usize {
+        fx.sync(&self.effects);
+        let now = self.clock.now_ms();
+        self.store.active_expire_cycle(part, parts, now, budget, &mut |db, key| {
+            fx.begin_command();
+            fx.expired(db, key);
+            fx.finish_unit();
         })
     }
 
@@ -204,7 +284,10 @@ impl Shared {
     /// Moves a session's local counters into the shared ones.
     pub fn flush_stats(&self, sess: &mut Session) {
         let s = std::mem::take(&mut sess.stats);
-        let LocalStats { commands, hits, misses, rejected_calls, failed_calls } = s;
+        let LocalStats { commands, hits, misses, rejected_calls, failed_calls, dirty } = s;
+        if dirty > 0 {
+            self.stats.dirty.fetch_add(dirty, Ordering::Relaxed);
+        }
         if commands > 0 {
             self.stats.commands_processed.fetch_add(commands, Ordering::Relaxed);
         }

@@ -50,6 +50,21 @@ impl Flags {
     pub const NO_MANDATORY_KEYS: Flags = Flags(1 << 17);
     pub const NO_ASYNC_LOADING: Flags = Flags(1 << 18);
 
+    // Sluice's own flags (bits 24 and up), never printed by COMMAND: what
+    // the dispatcher needs to know that Redis's flags do not say.
+
+    /// Runs at once inside MULTI instead of being queued (MULTI, EXEC,
+    /// DISCARD, WATCH, QUIT, RESET).
+    pub const NO_QUEUE: Flags = Flags(1 << 24);
+    /// Never held by CLIENT PAUSE (QUIT).
+    pub const NO_PAUSE: Flags = Flags(1 << 25);
+    /// Executes the queued transaction (EXEC): a rejection aborts it, and
+    /// the queued commands' flags count for pause and maxmemory.
+    pub const EXEC_TX: Flags = Flags(1 << 26);
+    /// May change the session's database (SELECT): a transaction holding
+    /// it locks every database.
+    pub const CHANGES_DB: Flags = Flags(1 << 27);
+
     /// Names in the order Redis prints them.
     pub const NAMES: &'static [(Flags, &'static str)] = &[
         (Flags::WRITE, "write"),

@@ -16,9 +16,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use engine::config::ObufLimit;
-use engine::dispatch::{self, Lookup};
+use engine::dispatch;
 use engine::shared::unix_ms;
-use engine::spec::Flags;
 use engine::{Session, Shared};
 use resp::{ArgBuf, Limits, Parsed, ReplyBuf};
 use smallvec::SmallVec;
@@ -108,7 +107,6 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream) {
         eof: false,
         limits: ConnLimits::load(&shared, true),
         soft_since: None,
-        pause: (0, engine::shared::Pause::default()),
         published_cmd: &engine::commands::connection::COMMANDS[0],
     };
     conn.limits = ConnLimits::load(&shared, conn.sess.authenticated);
@@ -135,8 +133,6 @@ struct Conn<'a> {
     limits: ConnLimits,
     /// When the output buffer went over the soft limit (unix ms).
     soft_since: Option<i64>,
-    /// Cached (pause epoch, pause state).
-    pause: (i64, engine::shared::Pause),
     /// The command last published to `handle.last_cmd`.
     published_cmd: &'static engine::spec::CommandSpec,
 }
@@ -155,6 +151,9 @@ impl Conn<'_> {
                 if self.sess.blocked.is_some() {
                     continue;
                 }
+            }
+            if self.sess.handle.outbox.pending() > 0 {
+                self.drain_outbox();
             }
             let budget_left = self.execute_batch().await;
             // Checked before writing: the limit is on replies the batch
@@ -227,9 +226,13 @@ impl Conn<'_> {
     /// keeps being read meanwhile; end of input closes the connection at
     /// once, as Redis frees a blocked client whose peer closed.
     async fn wait_blocked(&mut self, notify: &Notify) -> Result<(), Closed> {
-        let now = unix_ms();
+        let now = self.shared.clock.now_ms();
         if let Some(reply) = engine::blocking::resolve(self.shared, &mut self.sess, now) {
-            dispatch::deliver_blocked(&mut self.sess, &mut self.out, &reply);
+            if !reply.is_empty() {
+                dispatch::deliver_blocked(&mut self.sess, &mut self.out, &reply);
+            }
+            // A served wait's reply is in the outbox.
+            self.drain_outbox();
             self.sess.handle.last_interaction_ms.store(now, Ordering::Relaxed);
             return Ok(());
         }
@@ -242,13 +245,26 @@ impl Conn<'_> {
         self.wait_io(notify, timeout).await
     }
 
+    /// Moves what other threads queued for this client (a served blocked
+    /// command's reply, pushes) into the reply buffer, to go out in the
+    /// same write as its own replies.
+    fn drain_outbox(&mut self) {
+        let handle = self.sess.handle.clone();
+        handle.outbox.drain(|kind, msg| match kind {
+            engine::outbox::Kind::Reply => {
+                dispatch::deliver_blocked(&mut self.sess, &mut self.out, msg)
+            }
+            engine::outbox::Kind::Push => self.out.raw(msg),
+        });
+    }
+
     /// `client-output-buffer-limit` for the normal class, as Redis applies
     /// it: over the hard limit at once, or over the soft limit for
     /// `soft_seconds` without a break. (With backpressure the buffer only
     /// exceeds `OUT_HIGH_WATER` by one reply, so only limits below that
     /// can trigger.)
     fn over_output_limit(&mut self) -> bool {
-        let used = self.out.len() as u64;
+        let used = (self.out.len() + self.sess.handle.outbox.pending()) as u64;
         let ObufLimit { hard, soft, soft_seconds } = self.limits.obuf;
         if hard > 0 && used > hard {
             return true;
@@ -373,7 +389,7 @@ impl Conn<'_> {
             let store = &self.shared.store;
             let db = self.sess.db;
             // One clock reading per window: its requests run as one batch.
-            let batch_now = unix_ms();
+            let batch_now = self.shared.clock.now_ms();
             let token = |w: &Pending, rbuf: &[u8]| -> Option<store::Prefetch> {
                 (w.args.len() >= 2)
                     .then(|| store.prefetch_token(db, w.args.get(&rbuf[w.start..], 1)))?
@@ -423,17 +439,23 @@ impl Conn<'_> {
                 }
                 let mut argv: SmallVec<[&[u8]; 8]> = SmallVec::new();
                 w.args.fill(input, &mut argv);
-                if paused_for(self.shared, &mut self.pause, &argv, &self.sess) {
-                    // CLIENT PAUSE: wait, then retry this request.
+                let was_auth = self.sess.authenticated;
+                let next = w.start + w.len;
+                let hint = dispatch::Hint { now: batch_now, key: w.token };
+                let outcome = dispatch::execute_hinted(
+                    self.shared,
+                    &mut self.sess,
+                    &argv,
+                    &mut self.out,
+                    hint,
+                );
+                if outcome == dispatch::Outcome::Paused {
+                    // CLIENT PAUSE: nothing ran; wait, then retry this request.
                     drop(argv);
                     tokio::time::sleep(Duration::from_millis(10)).await;
                     budget_left = false;
                     break 'batch;
                 }
-                let was_auth = self.sess.authenticated;
-                let next = w.start + w.len;
-                let hint = dispatch::Hint { now: batch_now, key: w.token };
-                dispatch::execute_hinted(self.shared, &mut self.sess, &argv, &mut self.out, hint);
                 self.rpos = next;
                 self.need = 0;
                 executed = true;
@@ -502,42 +524,5 @@ impl Conn<'_> {
         }
         self.need = self.need.saturating_sub(self.rpos);
         self.rpos = 0;
-    }
-}
-
-/// Whether `CLIENT PAUSE` holds this request back. The pause state is
-/// re-read only when its epoch changes, so the common case is one
-/// relaxed load.
-fn paused_for(
-    shared: &Shared,
-    cache: &mut (i64, engine::shared::Pause),
-    argv: &[&[u8]],
-    sess: &Session,
-) -> bool {
-    let epoch = shared.pause_epoch.load(Ordering::Acquire);
-    if epoch != cache.0 {
-        *cache = (epoch, *shared.pause.lock());
-    }
-    let p = cache.1;
-    if p.until_ms <= 0 || unix_ms() >= p.until_ms {
-        return false;
-    }
-    if !p.writes_only {
-        return true;
-    }
-    let writes = |argv: &[&[u8]]| match dispatch::lookup(argv) {
-        Lookup::Found(spec) => spec.flags.has(Flags::WRITE) || spec.flags.has(Flags::MAY_REPLICATE),
-        Lookup::Rejected(_) => false,
-    };
-    if writes(argv) {
-        return true;
-    }
-    // An EXEC is held when its transaction contains a write, as in Redis.
-    match &sess.multi {
-        Some(m) if argv[0].eq_ignore_ascii_case(b"EXEC") => m.queued.iter().any(|q| {
-            let args: SmallVec<[&[u8]; 8]> = q.iter().map(|a| &a[..]).collect();
-            writes(&args)
-        }),
-        _ => false,
     }
 }

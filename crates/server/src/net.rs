@@ -183,11 +183,12 @@ fn event_loop(
         // Active expiry over this thread's share of the stripes.
         let sh = shared.clone();
         tokio::task::spawn_local(async move {
+            let mut fx = engine::effects::Effects::default();
             loop {
                 let hz = sh.config.read().hz.clamp(1, 500);
                 let period = Duration::from_millis(1000 / u64::from(hz));
                 tokio::time::sleep(period).await;
-                sh.store.active_expire_cycle(idx, threads, unix_ms(), period / 4);
+                sh.active_expire(&mut fx, idx, threads, period / 4);
             }
         });
         // Shutdown watcher.

@@ -48,8 +48,6 @@ pub type Waiter = Arc<dyn std::any::Any + Send + Sync>;
 pub struct StripeStats {
     /// Keys deleted because their TTL passed (lazily or actively).
     pub expired_keys: u64,
-    /// Modifications since start (Redis's `server.dirty` contributions).
-    pub dirty: u64,
 }
 
 /// The keys of one database that fall into one slot range.
@@ -64,10 +62,13 @@ pub struct Stripe {
     /// waiting for this key" costs one branch on the write path and a push
     /// can never slip between a blocking command's check and its wait.
     pub waiters: Option<Box<Table<std::collections::VecDeque<Waiter>>>>,
-    /// Waited-for keys that received a list or sorted set since the stripe
-    /// was locked (Redis's `signalKeyAsReady`); collected by
-    /// [`Locks::take_ready`].
+    /// Waited-for keys that changed since the stripe was locked (Redis's
+    /// `signalKeyAsReady`); collected by [`Locks::take_signals`].
     ready: Vec<Box<[u8]>>,
+    /// Keys deleted by lazy expiry since the stripe was locked, for the
+    /// engine to report (events, propagation); collected by
+    /// [`Locks::take_signals`].
+    expired: Vec<Box<[u8]>>,
     pub stats: StripeStats,
 }
 
@@ -79,6 +80,7 @@ impl Stripe {
             watchers: None,
             waiters: None,
             ready: Vec::new(),
+            expired: Vec::new(),
             stats: StripeStats::default(),
         }
     }
@@ -115,27 +117,6 @@ impl Stripe {
         self.map.at_mut(i).map(|(_, e)| e)
     }
 
-    /// Looks up a live key for an in-place modification: marks watchers
-    /// and counts the change. Only call when the value will change.
-    pub fn get_for_write(&mut self, key: &[u8], now: i64) -> Option<&mut Entry> {
-        let h = self.map.hash_of(key);
-        self.get_for_write_hashed(key, h, now)
-    }
-
-    /// [`get_for_write`](Self::get_for_write) with the key's hash known:
-    /// one table lookup, the entry reached again by its slab index.
-    pub fn get_for_write_hashed(&mut self, key: &[u8], h: u64, now: i64) -> Option<&mut Entry> {
-        let i = self.map.index_of_hashed(key, h)?;
-        let exp = self.map.at(i).map_or(NO_EXPIRE, |(_, e)| e.expire_at);
-        if exp != NO_EXPIRE && exp <= now {
-            self.delete_expired(key);
-            return None;
-        }
-        self.touch(key);
-        self.stats.dirty += 1;
-        self.map.at_mut(i).map(|(_, e)| e)
-    }
-
     /// Whether a live key exists (expiring it lazily if due).
     pub fn contains(&mut self, key: &[u8], now: i64) -> bool {
         self.get(key, now).is_some()
@@ -151,11 +132,26 @@ impl Stripe {
         self.map.remove(key);
         self.ttl.remove(key);
         self.stats.expired_keys += 1;
-        self.touch(key);
+        self.modified(key);
+        self.expired.push(key.into());
     }
 
-    /// Inserts or overwrites a key with the given expiry; marks watchers.
-    /// Returns the previous entry, if any (expired or not).
+    /// What every change of `key` owes the clients that care: its watchers
+    /// are marked (Redis's `signalModifiedKey`) and, if clients are blocked
+    /// on it, it is queued as ready (`signalKeyAsReady`). Two branches when
+    /// nobody watches or waits in this stripe.
+    #[inline]
+    pub fn modified(&mut self, key: &[u8]) {
+        self.touch(key);
+        if self.waiters.is_some() {
+            self.signal_ready(key);
+        }
+    }
+
+    /// Inserts or overwrites a key with the given expiry; marks watchers
+    /// and readiness ([`modified`](Self::modified)). Returns the previous
+    /// entry, if any (expired or not). The rest of the change (dirty
+    /// count, event, propagation) is the engine's to record.
     pub fn insert(&mut self, key: &[u8], value: Value, expire_at: i64, lru: u32) -> Option<Entry> {
         let h = self.map.hash_of(key);
         self.insert_hashed(key, h, value, expire_at, lru)
@@ -170,9 +166,6 @@ impl Stripe {
         expire_at: i64,
         lru: u32,
     ) -> Option<Entry> {
-        if self.waiters.is_some() && matches!(value, Value::List(_) | Value::ZSet(_)) {
-            self.signal_ready(key);
-        }
         let (_, old) = self.map.insert_hashed(key, h, Entry { value, expire_at, lru });
         let had_ttl = old.as_ref().is_some_and(|e| e.expire_at != NO_EXPIRE);
         if expire_at != NO_EXPIRE && !had_ttl {
@@ -180,8 +173,7 @@ impl Stripe {
         } else if expire_at == NO_EXPIRE && had_ttl {
             self.ttl.remove(key);
         }
-        self.touch(key);
-        self.stats.dirty += 1;
+        self.modified(key);
         old
     }
 
@@ -192,7 +184,6 @@ impl Stripe {
             self.ttl.remove(key);
         }
         self.touch(key);
-        self.stats.dirty += 1;
         Some(e)
     }
 
@@ -207,7 +198,6 @@ impl Stripe {
             self.ttl.remove(key);
         }
         self.touch(key);
-        self.stats.dirty += 1;
         true
     }
 
@@ -275,7 +265,6 @@ impl Stripe {
         self.touch_existing_watched(None);
         self.map.clear();
         self.ttl.clear();
-        self.stats.dirty += n as u64;
         n
     }
 
@@ -299,16 +288,11 @@ impl Stripe {
         }
     }
 
-    /// Signals every waited-for key that holds a list or sorted set.
+    /// Signals every waited-for key that holds a value.
     fn signal_existing_waited(&mut self) {
         let Some(w) = &self.waiters else { return };
-        let keys: Vec<Box<[u8]>> = w
-            .iter()
-            .filter(|(k, _)| {
-                self.map.get(k).is_some_and(|e| matches!(e.value, Value::List(_) | Value::ZSet(_)))
-            })
-            .map(|(k, _)| k.into())
-            .collect();
+        let keys: Vec<Box<[u8]>> =
+            w.iter().filter(|(k, _)| self.map.contains_key(k)).map(|(k, _)| k.into()).collect();
         for k in keys {
             self.signal_ready(&k);
         }
@@ -366,6 +350,7 @@ impl Stripe {
         n: usize,
         now: i64,
         mut rand: impl FnMut() -> u64,
+        mut on_expired: impl FnMut(&[u8]),
     ) -> (usize, usize) {
         let mut sampled = 0;
         let mut expired = 0;
@@ -385,6 +370,9 @@ impl Stripe {
         for k in due {
             self.delete_expired(&k);
             expired += 1;
+        }
+        for k in self.expired.drain(..) {
+            on_expired(&k);
         }
         (sampled, expired)
     }
@@ -408,7 +396,6 @@ struct Slot {
     len_hint: AtomicU32,
     /// The stripe's counters as of the last release (INFO).
     expired_hint: AtomicU64,
-    dirty_hint: AtomicU64,
     stripe: Mutex<Stripe>,
 }
 
@@ -422,17 +409,15 @@ impl Slot {
     fn publish(&self, s: &Stripe) -> (Option<bool>, bool) {
         let ttl = s.expires_len() as u32;
         let had = self.ttl_hint.load(Ordering::Relaxed) > 0;
-        // Keys can also arrive without a write counted here (SWAPDB swaps
-        // tables, not counters), so any key or count makes a stripe written.
-        let was = self.dirty_hint.load(Ordering::Relaxed) > 0
-            || self.len_hint.load(Ordering::Relaxed) > 0
+        // Any key or count makes a stripe written (keys also arrive with
+        // SWAPDB, which swaps tables).
+        let was = self.len_hint.load(Ordering::Relaxed) > 0
             || self.expired_hint.load(Ordering::Relaxed) > 0;
-        let is = s.stats.dirty > 0 || !s.is_empty() || s.stats.expired_keys > 0;
+        let is = !s.is_empty() || s.stats.expired_keys > 0;
         let first_write = is && !was;
         self.ttl_hint.store(ttl, Ordering::Relaxed);
         self.len_hint.store(s.len() as u32, Ordering::Release);
         self.expired_hint.store(s.stats.expired_keys, Ordering::Relaxed);
-        self.dirty_hint.store(s.stats.dirty, Ordering::Relaxed);
         ((had != (ttl > 0)).then_some(ttl > 0), first_write)
     }
 }
@@ -471,7 +456,6 @@ pub struct StripeCounts {
     /// Keys with a TTL.
     pub expires: usize,
     pub expired: u64,
-    pub dirty: u64,
 }
 
 /// A key's stripe and hash, computed before its stripe is locked, to
@@ -528,7 +512,6 @@ impl Store {
                         ttl_hint: AtomicU32::new(0),
                         len_hint: AtomicU32::new(0),
                         expired_hint: AtomicU64::new(0),
-                        dirty_hint: AtomicU64::new(0),
                         buckets: AtomicPtr::new(std::ptr::null_mut()),
                         mask: AtomicUsize::new(0),
                     })
@@ -674,7 +657,6 @@ impl Store {
             for s in db.stripes.iter() {
                 let s = s.stripe.lock();
                 t.expired_keys += s.stats.expired_keys;
-                t.dirty += s.stats.dirty;
             }
         }
         t
@@ -684,12 +666,15 @@ impl Store {
     /// Samples 20 TTL keys per stripe and repeats on a stripe while more
     /// than a quarter of its sample had expired, within `budget`.
     /// Returns keys expired.
+    /// `on_expired(db, key)` is called for each deletion with the stripe
+    /// still locked, so the engine can report it in order with writes.
     pub fn active_expire_cycle(
         &self,
         part: usize,
         parts: usize,
         now: i64,
         budget: std::time::Duration,
+        on_expired: &mut dyn FnMut(usize, &[u8]),
     ) -> usize {
         if !self.active_expire.load(Ordering::Relaxed) {
             return 0;
@@ -708,7 +693,9 @@ impl Store {
                 let mut s = self.lock_global(id as u32);
                 if s.expires_len() > 0 {
                     loop {
-                        let (sampled, expired) = s.expire_sample(20, now, || self.rand());
+                        let db = id / self.stripes;
+                        let (sampled, expired) =
+                            s.expire_sample(20, now, || self.rand(), |k| on_expired(db, k));
                         total += expired;
                         if sampled == 0 || expired * 4 <= sampled || start.elapsed() > budget {
                             break;
@@ -725,6 +712,11 @@ impl Store {
         total
     }
 }
+
+/// A stripe could not be locked without risking a deadlock: it is below
+/// one already held and busy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LockOrder;
 
 /// The stripes a command holds, in ascending global order, plus the clock
 /// the command runs at. Handlers reach keys only through this.
@@ -747,9 +739,11 @@ impl<'a> Locks<'a> {
         self.store
     }
 
-    /// Locks the given global ids (sorted and deduplicated here). Ids not
-    /// above everything already held are a lock-order bug.
-    pub fn acquire(&mut self, ids: &mut [u32]) {
+    /// Locks the given global ids (sorted and deduplicated here). An id
+    /// below one already held is taken only if it is free at once (waiting
+    /// for it could deadlock); otherwise [`LockOrder`] is returned, with
+    /// the ids locked so far kept.
+    pub fn acquire(&mut self, ids: &mut [u32]) -> Result<(), LockOrder> {
         ids.sort_unstable();
         let mut last = None;
         for &id in ids.iter() {
@@ -757,8 +751,14 @@ impl<'a> Locks<'a> {
                 continue;
             }
             last = Some(id);
-            self.lock(id);
+            self.lock(id)?;
         }
+        Ok(())
+    }
+
+    /// Whether nothing is held.
+    pub fn is_empty(&self) -> bool {
+        self.held.is_empty()
     }
 
     /// Whether stripe `id` is held.
@@ -777,16 +777,26 @@ impl<'a> Locks<'a> {
         }
     }
 
-    fn lock(&mut self, id: u32) {
-        if let Some((max, _)) = self.held.last() {
-            assert!(id > *max, "stripe lock order violated: {id} after {max}");
+    fn lock(&mut self, id: u32) -> Result<(), LockOrder> {
+        match self.held.last() {
+            Some((max, _)) if id < *max => {
+                // Out of order: only a stripe that is free right now can be
+                // taken without risking a deadlock.
+                let g = self.store.slot(id).stripe.try_lock().ok_or(LockOrder)?;
+                let pos = self.held.partition_point(|(h, _)| *h < id);
+                self.held.insert(pos, (id, g));
+            }
+            _ => {
+                let g = self.store.lock_global(id);
+                self.held.push((id, g));
+            }
         }
-        let g = self.store.lock_global(id);
-        self.held.push((id, g));
+        Ok(())
     }
 
-    /// Locks every stripe of `db` that is not yet held.
-    pub fn acquire_db(&mut self, db: usize) {
+    /// Locks every stripe of `db` that is not yet held (see
+    /// [`acquire`](Self::acquire) for the order rule).
+    pub fn acquire_db(&mut self, db: usize) -> Result<(), LockOrder> {
         let base = self.store.global_id(db, 0);
         let ids = base..base + self.store.stripes as u32;
         if self.held.last().is_none_or(|(max, _)| *max < base) {
@@ -794,21 +804,27 @@ impl<'a> Locks<'a> {
             // so the ids can be locked as they come (already ascending).
             self.held.reserve(self.store.stripes);
             for id in ids {
-                self.lock(id);
+                self.lock(id)?;
             }
-            return;
+            return Ok(());
         }
         let mut ids: Vec<u32> = ids.collect();
-        self.acquire(&mut ids);
+        self.acquire(&mut ids)
     }
 
-    /// The stripe with global id `id`, locking it if it is above all held.
+    /// The stripe with global id `id`, locking it if needed. Callers lock
+    /// what a command needs beforehand ([`acquire`](Self::acquire)), so
+    /// this only locks stripes above all held ones (a walk in ascending
+    /// order) — anything else is a bug in the caller's declaration of its
+    /// keys, and panics rather than risk a deadlock.
     pub fn stripe_id(&mut self, id: u32) -> &mut Stripe {
         let pos = match self.find(id) {
             Some(p) => p,
             None => {
-                self.lock(id);
-                self.held.len() - 1
+                if self.lock(id).is_err() {
+                    panic!("stripe {id} used without being locked beforehand (lock order)");
+                }
+                self.find(id).expect("just locked")
             }
         };
         &mut self.held[pos].1
@@ -862,12 +878,24 @@ impl<'a> Locks<'a> {
         }
     }
 
-    /// Moves the keys that became ready for blocked clients (as
-    /// `(global stripe id, key)`) out of the held stripes.
-    pub fn take_ready(&mut self, out: &mut Vec<(u32, Box<[u8]>)>) {
+    /// Moves what the held stripes noticed out of them: keys that became
+    /// ready for blocked clients (as `(global stripe id, key)`) and keys
+    /// deleted by lazy expiry (`expired(db, key)`, in order).
+    pub fn take_signals(
+        &mut self,
+        ready: &mut Vec<(u32, Box<[u8]>)>,
+        mut expired: impl FnMut(usize, &[u8]),
+    ) {
+        let stripes = self.store.stripes;
         for (id, g) in self.held.iter_mut() {
+            if !g.expired.is_empty() {
+                let db = *id as usize / stripes;
+                for k in g.expired.drain(..) {
+                    expired(db, &k);
+                }
+            }
             if !g.ready.is_empty() {
-                out.extend(g.ready.drain(..).map(|k| (*id, k)));
+                ready.extend(g.ready.drain(..).map(|k| (*id, k)));
             }
         }
     }
@@ -882,7 +910,6 @@ impl<'a> Locks<'a> {
                     keys: s.len(),
                     expires: s.expires_len(),
                     expired: s.stats.expired_keys,
-                    dirty: s.stats.dirty,
                 }
             }
             None => {
@@ -891,7 +918,6 @@ impl<'a> Locks<'a> {
                     keys: slot.len_hint.load(Ordering::Acquire) as usize,
                     expires: slot.ttl_hint.load(Ordering::Relaxed) as usize,
                     expired: slot.expired_hint.load(Ordering::Relaxed),
-                    dirty: slot.dirty_hint.load(Ordering::Relaxed),
                 }
             }
         }
@@ -907,7 +933,6 @@ impl<'a> Locks<'a> {
             t.keys += c.keys;
             t.expires += c.expires;
             t.expired += c.expired;
-            t.dirty += c.dirty;
         };
         for (id, _) in self.held.iter() {
             if (base..end).contains(&(*id as usize)) {
@@ -950,14 +975,6 @@ impl<'a> Locks<'a> {
         match self.memo_for(db, key) {
             Some(t) => self.stripe_id(t.id).get_hashed(key, t.hash, now),
             None => self.stripe(db, key).get(key, now),
-        }
-    }
-
-    pub fn get_for_write(&mut self, db: usize, key: &[u8]) -> Option<&mut Entry> {
-        let now = self.now;
-        match self.memo_for(db, key) {
-            Some(t) => self.stripe_id(t.id).get_for_write_hashed(key, t.hash, now),
-            None => self.stripe(db, key).get_for_write(key, now),
         }
     }
 
@@ -1015,6 +1032,9 @@ mod tests {
         l.now = 1500;
         assert!(l.get(0, b"k").is_none());
         assert!(flag.load(Ordering::Acquire), "expiry marks watchers");
+        let (mut ready, mut expired) = (Vec::new(), Vec::new());
+        l.take_signals(&mut ready, |db, k| expired.push((db, k.to_vec())));
+        assert_eq!(expired, vec![(0, b"k".to_vec())], "lazy expiry is reported");
         assert_eq!(l.stripe(0, b"k").stats.expired_keys, 1);
         assert_eq!(l.stripe(0, b"k").expires_len(), 0);
     }
@@ -1024,12 +1044,30 @@ mod tests {
         let store = Store::new(2, 16);
         let mut l = Locks::new(&store, 0);
         let mut ids = vec![store.global_id(1, 3), store.global_id(0, 5), store.global_id(0, 5)];
-        l.acquire(&mut ids);
+        l.acquire(&mut ids).unwrap();
         let (a, b) = l.pair(store.global_id(0, 5), store.global_id(1, 3));
         a.insert(b"x", Value::Int(1), NO_EXPIRE, 0);
         b.swap_data(a);
         assert_eq!(b.len(), 1);
         assert_eq!(a.len(), 0);
+    }
+
+    #[test]
+    fn out_of_order_locking_is_refused_not_a_panic() {
+        let store = Store::new(1, 16);
+        let mut l = Locks::new(&store, 0);
+        l.acquire(&mut [5]).unwrap();
+        // Free: taken at once, out of order, and kept sorted.
+        l.acquire(&mut [3]).unwrap();
+        assert!(l.holds(3) && l.holds(5));
+        // Busy (another holder): refused instead of waited for.
+        let other = store.lock_stripe(0, 1);
+        assert_eq!(l.acquire(&mut [1]), Err(LockOrder));
+        assert!(!l.holds(1));
+        drop(other);
+        l.acquire(&mut [1, 9]).unwrap();
+        assert!(l.holds(1) && l.holds(9));
+        l.stripe_id(12).insert(b"x", Value::Int(1), NO_EXPIRE, 0);
     }
 
     #[test]
@@ -1042,10 +1080,21 @@ mod tests {
             l.insert(0, k.as_bytes(), Value::Int(i), at, 0);
         }
         let mut n = 0;
+        let mut reported = 0;
         for _ in 0..100 {
-            n += store.active_expire_cycle(0, 1, 20, std::time::Duration::from_millis(50));
+            n += store.active_expire_cycle(
+                0,
+                1,
+                20,
+                std::time::Duration::from_millis(50),
+                &mut |db, _| {
+                    assert_eq!(db, 0);
+                    reported += 1;
+                },
+            );
         }
         assert_eq!(n, 500);
+        assert_eq!(reported, 500, "every deletion is reported");
         assert_eq!(store.db_size(0), (500, 0));
     }
 }

@@ -926,6 +926,11 @@ mod tests {
         assert!(p.writes_only && p.until_ms >= before + 5000 && p.until_ms < before + 6000);
         assert_eq!(h.run(&["CLIENT", "PAUSE", "100"]), "+OK\r\n");
         assert!(!h.shared.pause.lock().writes_only);
+        // The pausing client is held like the others (nothing runs) until
+        // the pause ends.
+        assert_eq!(h.run(&["PING"]), "");
+        h.shared.clock.advance(200);
+        assert_eq!(h.run(&["PING"]), "+PONG\r\n");
         assert_eq!(
             h.run(&["CLIENT", "UNPAUSE", "x"]),
             "-ERR wrong number of arguments for 'client|unpause' command\r\n"

@@ -1,4 +1,4 @@
-//! Connection commands: PING, ECHO, SELECT, HELLO, AUTH, RESET.
+//! Connection commands: PING, ECHO, SELECT, HELLO, AUTH, RESET, QUIT.
 //!
 //! The client's protocol lives in the connection's `ReplyBuf` (`out.proto`),
 //! which the server keeps for the connection's lifetime; `HELLO` and `RESET`
@@ -45,7 +45,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     CommandSpec::new(
         "SELECT",
         2,
-        CONN,
+        CONN.union(Flags::CHANGES_DB),
         KeySpec::None,
         Group::Connection,
         "Changes the selected database.",
@@ -76,7 +76,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     CommandSpec::new(
         "RESET",
         1,
-        HANDSHAKE,
+        HANDSHAKE.union(Flags::NO_QUEUE),
         KeySpec::None,
         Group::Connection,
         "Reset the connection",
@@ -84,7 +84,25 @@ pub const COMMANDS: &[CommandSpec] = &[
     )
     .since("6.2.0")
     .complexity("O(1)"),
+    // Redis 7.0 answers QUIT before anything else: before authentication,
+    // queueing and CLIENT PAUSE, whatever its arguments.
+    CommandSpec::new(
+        "QUIT",
+        -1,
+        HANDSHAKE.union(Flags::NO_QUEUE).union(Flags::NO_PAUSE),
+        KeySpec::None,
+        Group::Connection,
+        "Close the connection",
+        quit,
+    )
+    .complexity("O(1)"),
 ];
+
+fn quit(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    out.ok();
+    cx.sess.close_after_reply = true;
+    Ok(())
+}
 
 fn ping(_cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     if args.remaining() > 1 {

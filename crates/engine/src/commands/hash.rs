@@ -171,9 +171,7 @@ fn set_pairs(cx: &mut Ctx, args: &mut Args, name: &str) -> Result<i64, CmdError>
     if let Some(e) = cx.lookup(key) {
         let Value::Hash(h) = &mut e.value else { return Err(CmdError::WrongType) };
         let added = set_all(h);
-        let s = cx.keys.stripe(cx.db, key);
-        s.touch(key);
-        s.stats.dirty += 1;
+        cx.keys.stripe(cx.db, key).modified(key);
         return Ok(added);
     }
     let mut h = Hash::new();

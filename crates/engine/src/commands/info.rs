@@ -151,13 +151,17 @@ fn counted<'c>(cx: &mut Ctx, c: &'c mut Counts) -> &'c (Vec<(usize, usize)>, u64
 pub(crate) fn keyspace_counts(cx: &mut Ctx) -> (Vec<(usize, usize)>, u64, u64) {
     let store = cx.keys.store();
     let mut per_db = Vec::with_capacity(store.databases());
-    let (mut expired, mut dirty) = (0, 0);
+    let mut expired = 0;
     for db in 0..store.databases() {
         let c = cx.keys.db_counts(db);
         expired += c.expired;
-        dirty += c.dirty;
         per_db.push((c.keys, c.expires));
     }
+    // Other connections' counts arrive when their batches end; this
+    // connection's own so far are added here.
+    let dirty = cx.shared.stats.dirty.load(std::sync::atomic::Ordering::Relaxed)
+        + cx.sess.stats.dirty
+        + cx.sess.fx.dirty;
     (per_db, expired, dirty)
 }
 

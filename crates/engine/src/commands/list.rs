@@ -11,9 +11,9 @@ use std::borrow::Cow;
 
 use resp::ReplyBuf;
 use store::types::{List, ListEnd};
-use store::{Stripe, Value, NO_EXPIRE};
+use store::{Kind, Stripe, Value, NO_EXPIRE};
 
-use crate::blocking::{self, Op};
+use crate::blocking;
 use crate::ctx::{eq_ic, parse_i64, Args, Ctx};
 use crate::error::{CmdError, CmdResult};
 use crate::spec::{CommandSpec, Flags, Group, KeyList, KeySpec};
@@ -216,8 +216,8 @@ fn list_in<'s>(
 /// Redis's `signalModifiedKey` and `dirty += n` after an in-place change;
 /// deletes the key when the list was emptied.
 fn changed(s: &mut Stripe, key: &[u8], n: usize, emptied: bool) {
-    s.touch(key);
-    s.stats.dirty += n as u64;
+    let _ = n;
+    s.modified(key);
     if emptied {
         s.remove(key);
     }
@@ -301,7 +301,6 @@ fn push_with(
             }
             let n = l.len();
             s.insert(key, Value::List(Box::new(l)), NO_EXPIRE, lru);
-            s.stats.dirty += vals.len() as u64 - 1;
             n
         }
     };
@@ -770,14 +769,15 @@ fn bpop_with(cx: &mut Ctx, args: &mut Args, end: ListEnd, out: &mut ReplyBuf) ->
     let rest = args.rest();
     let (timeout, keys) = rest.split_last().ok_or(CmdError::Syntax)?;
     let timeout = blocking::parse_timeout(timeout)?;
+    let keys = cx.waited_keys(keys);
     if pop_first(cx, keys, end, out)? {
         return Ok(());
     }
-    if !blocking::may_block(cx) {
+    if !cx.may_block() {
         out.null_array();
         return Ok(());
     }
-    blocking::block(cx, keys, Op::Pop(end), timeout);
+    blocking::block(cx, args.argv(), keys, Kind::List, timeout);
     Ok(())
 }
 
@@ -809,20 +809,21 @@ fn blmove(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let from = parse_end(args.req()?)?;
     let to = parse_end(args.req()?)?;
     let timeout = blocking::parse_timeout(args.req()?)?;
-    bmove_with(cx, src, dst, from, to, timeout, out)
+    bmove_with(cx, args.argv(), src, dst, from, to, timeout, out)
 }
 
 fn brpoplpush(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let src = args.key()?;
     let dst = args.key()?;
     let timeout = blocking::parse_timeout(args.req()?)?;
-    bmove_with(cx, src, dst, ListEnd::Tail, ListEnd::Head, timeout, out)
+    bmove_with(cx, args.argv(), src, dst, ListEnd::Tail, ListEnd::Head, timeout, out)
 }
 
 /// Redis's `blmoveGenericCommand`: moves at once when the source has
 /// elements, else waits (the destination is checked when served).
 fn bmove_with(
     cx: &mut Ctx,
+    argv: &[&[u8]],
     src: &[u8],
     dst: &[u8],
     from: ListEnd,
@@ -834,11 +835,11 @@ fn bmove_with(
     if list_in(cx.keys.stripe(db, src), src, now, lru)?.is_some() {
         return move_with(cx, src, dst, from, to, out);
     }
-    if !blocking::may_block(cx) {
+    if !cx.may_block() {
         out.null();
         return Ok(());
     }
-    blocking::block(cx, &[src], Op::Move { dst: dst.into(), from, to }, timeout);
+    blocking::block(cx, argv, &[src], Kind::List, timeout);
     Ok(())
 }
 
@@ -847,36 +848,16 @@ fn blmpop(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let timeout = args.req()?;
     let (keys, end, count) = parse_mpop(args.rest())?;
     let timeout = blocking::parse_timeout(timeout)?;
+    let keys = cx.waited_keys(keys);
     if mpop_first(cx, keys, end, count, out)? {
         return Ok(());
     }
-    if !blocking::may_block(cx) {
+    if !cx.may_block() {
         out.null_array();
         return Ok(());
     }
-    blocking::block(cx, keys, Op::MPop { end, count }, timeout);
+    blocking::block(cx, args.argv(), keys, Kind::List, timeout);
     Ok(())
-}
-
-/// Serves a client blocked by one of this file's commands on `key`, which
-/// holds a list: its pop runs now, as if it had just been issued.
-pub(crate) fn serve_blocked(cx: &mut Ctx, key: &[u8], op: &Op, out: &mut ReplyBuf) -> CmdResult {
-    match op {
-        Op::Pop(end) => {
-            if !pop_first(cx, &[key], *end, out)? {
-                out.null_array();
-            }
-            Ok(())
-        }
-        Op::MPop { end, count } => {
-            if !mpop_first(cx, &[key], *end, *count, out)? {
-                out.null_array();
-            }
-            Ok(())
-        }
-        Op::Move { dst, from, to } => move_with(cx, key, dst, *from, *to, out),
-        Op::ZPop { .. } | Op::ZMPop { .. } => Err(CmdError::WrongType),
-    }
 }
 
 #[cfg(test)]

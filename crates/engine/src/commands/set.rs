@@ -170,9 +170,8 @@ fn max_intset(cx: &Ctx) -> usize {
 /// Redis's `signalModifiedKey` plus `server.dirty += n`, for a key changed
 /// in place (`Stripe::insert`/`remove` count themselves).
 fn modified(cx: &mut Ctx, key: &[u8], n: usize) {
-    let s = cx.keys.stripe(cx.db, key);
-    s.touch(key);
-    s.stats.dirty += n as u64;
+    let _ = n;
+    cx.keys.stripe(cx.db, key).modified(key);
 }
 
 /// The set of an entry, or WRONGTYPE.

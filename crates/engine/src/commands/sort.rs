@@ -440,8 +440,6 @@ fn sort_generic(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf, readonly: boo
             }
             if outputlen > 0 {
                 cx.set(dst, Value::List(Box::new(list)), NO_EXPIRE);
-                // Redis counts one change per stored element.
-                cx.keys.stripe(cx.db, dst).stats.dirty += outputlen as u64 - 1;
             } else {
                 cx.delete(dst);
             }

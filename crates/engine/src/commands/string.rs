@@ -116,8 +116,7 @@ pub(crate) fn reply_string(v: &Value, out: &mut ReplyBuf) -> CmdResult {
 /// Marks a key changed in place (Redis's `signalModifiedKey` + `dirty++`);
 /// `Stripe::insert`/`remove` do this themselves.
 fn modified(s: &mut Stripe, key: &[u8]) {
-    s.touch(key);
-    s.stats.dirty += 1;
+    s.modified(key);
 }
 
 // ---- GET, GETDEL, GETEX -------------------------------------------------

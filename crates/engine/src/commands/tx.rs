@@ -10,19 +10,21 @@ use resp::ReplyBuf;
 use smallvec::SmallVec;
 
 use crate::ctx::{Args, Ctx};
-use crate::dispatch::{self, Lookup, Scope};
+use crate::dispatch::{self, Caller, Lookup, Scope};
 use crate::error::{CmdError, CmdResult};
 use crate::session::{Multi, Session};
 use crate::shared::Shared;
 use crate::spec::{CommandSpec, Flags, Group, KeySpec};
 
 const TXF: Flags = Flags::NOSCRIPT.union(Flags::LOADING).union(Flags::STALE).union(Flags::FAST);
+/// Runs at once inside MULTI.
+const NQ: Flags = Flags::NO_QUEUE;
 
 pub const COMMANDS: &[CommandSpec] = &[
     CommandSpec::new(
         "MULTI",
         1,
-        TXF.union(Flags::ALLOW_BUSY),
+        TXF.union(Flags::ALLOW_BUSY).union(NQ),
         KeySpec::None,
         Group::Transactions,
         "Starts a transaction.",
@@ -33,7 +35,12 @@ pub const COMMANDS: &[CommandSpec] = &[
     CommandSpec::new(
         "EXEC",
         1,
-        Flags::NOSCRIPT.union(Flags::LOADING).union(Flags::STALE).union(Flags::SKIP_SLOWLOG),
+        Flags::NOSCRIPT
+            .union(Flags::LOADING)
+            .union(Flags::STALE)
+            .union(Flags::SKIP_SLOWLOG)
+            .union(NQ)
+            .union(Flags::EXEC_TX),
         KeySpec::None,
         Group::Transactions,
         "Executes all commands in a transaction.",
@@ -44,7 +51,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     CommandSpec::new(
         "DISCARD",
         1,
-        TXF.union(Flags::ALLOW_BUSY),
+        TXF.union(Flags::ALLOW_BUSY).union(NQ),
         KeySpec::None,
         Group::Transactions,
         "Discards a transaction.",
@@ -55,7 +62,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     CommandSpec::new(
         "WATCH",
         -2,
-        TXF.union(Flags::ALLOW_BUSY),
+        TXF.union(Flags::ALLOW_BUSY).union(NQ),
         KeySpec::range(1, -1, 1),
         Group::Transactions,
         "Monitors changes to keys to determine the execution of a transaction.",
@@ -75,11 +82,6 @@ pub const COMMANDS: &[CommandSpec] = &[
     .since("2.2.0")
     .complexity("O(1)"),
 ];
-
-/// Commands that run immediately even inside MULTI (Redis's list).
-pub fn runs_inside_multi(spec: &CommandSpec) -> bool {
-    matches!(spec.name, "EXEC" | "DISCARD" | "MULTI" | "WATCH" | "QUIT" | "RESET")
-}
 
 fn multi(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     if cx.sess.in_multi() {
@@ -133,7 +135,7 @@ fn exec(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     for argv in &argvs {
         if let Lookup::Found(spec) = dispatch::lookup(argv) {
             scope = scope.max(dispatch::key_ids(shared, db, spec, argv, &mut ids));
-            if spec.name == "SELECT" {
+            if spec.flags.has(Flags::CHANGES_DB) {
                 if let Some(n) = resp::parse_i64(argv[1]) {
                     if n >= 0 && (n as usize) < shared.store.databases() {
                         db = n as usize;
@@ -147,21 +149,19 @@ fn exec(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     for (wdb, key, _) in &cx.sess.watched {
         ids.push(shared.store.global_id(*wdb, shared.store.stripe_of(key)));
     }
-    match scope {
+    // EXEC declares no keys, so nothing is held yet: ascending order holds.
+    let locked = match scope {
         Scope::Keys => cx.keys.acquire(&mut ids),
         Scope::Db => {
             // The whole current db plus any other keys, ascending.
             let mut all: Vec<u32> = ids.to_vec();
             let base = shared.store.global_id(cx.sess.db, 0);
             all.extend(base..base + shared.store.stripes() as u32);
-            cx.keys.acquire(&mut all);
+            cx.keys.acquire(&mut all)
         }
-        Scope::All => {
-            for d in 0..shared.store.databases() {
-                cx.keys.acquire_db(d);
-            }
-        }
-    }
+        Scope::All => (0..shared.store.databases()).try_for_each(|d| cx.keys.acquire_db(d)),
+    };
+    locked.map_err(|_| CmdError::LockOrder)?;
     if watched_touched(cx) {
         unwatch_all_with(shared, cx.sess, Some(cx.keys));
         out.null_array();
@@ -170,9 +170,28 @@ fn exec(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     out.array(argvs.len());
     cx.sess.in_exec = true;
     for argv in &argvs {
-        match dispatch::lookup(argv) {
-            Lookup::Found(spec) => dispatch::call(shared, cx.sess, cx.keys, spec, argv, out),
-            Lookup::Rejected(e) => e.write(out),
+        // Each queued command goes through the same checks and call as a
+        // client's, as the EXEC caller (no blocking, checks of queue time
+        // not repeated); its locks are already held (checked, not waited
+        // for).
+        let spec = match dispatch::lookup(argv) {
+            Lookup::Found(spec) => spec,
+            Lookup::Rejected(e) => {
+                e.write(out);
+                continue;
+            }
+        };
+        let db = cx.sess.db;
+        let ready = dispatch::check(shared, cx.sess, spec, argv, Caller::Exec)
+            .and_then(|()| dispatch::lock_keys(shared, db, spec, argv, cx.keys));
+        match ready {
+            Ok(()) => {
+                dispatch::call(shared, cx.sess, cx.keys, spec, argv, out, Caller::Exec);
+            }
+            Err(e) => {
+                cx.sess.stats.rejected_calls += 1;
+                e.write(out);
+            }
         }
     }
     cx.sess.in_exec = false;

@@ -4,7 +4,9 @@
 
 use resp::ReplyBuf;
 
-use crate::blocking::{self, Op};
+use store::Kind;
+
+use crate::blocking;
 use crate::commands::zset::ops::{numkeys_at_1, parse_mpop, pop_reply, PopReply};
 use crate::ctx::{Args, Ctx};
 use crate::error::{CmdError, CmdResult};
@@ -75,7 +77,7 @@ fn bzpopmax(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
 fn bzpop_with(cx: &mut Ctx, args: &mut Args, max: bool, out: &mut ReplyBuf) -> CmdResult {
     let (timeout, keys) = args.rest().split_last().ok_or(CmdError::Syntax)?;
     let timeout = blocking::parse_timeout(timeout)?;
-    pop_or_block(cx, keys, None, single(max), timeout, Op::ZPop { max }, out)
+    pop_or_block(cx, args.argv(), keys, None, single(max), timeout, out)
 }
 
 /// Lock finder of BZMPOP: ZMPOP's, after the timeout.
@@ -90,40 +92,29 @@ fn bzmpop(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let timeout = args.req()?;
     let (keys, max, count) = parse_mpop(args)?;
     let timeout = blocking::parse_timeout(timeout)?;
-    let op = Op::ZMPop { max, count };
-    pop_or_block(cx, keys, Some(count), multi(max), timeout, op, out)
+    pop_or_block(cx, args.argv(), keys, Some(count), multi(max), timeout, out)
 }
 
 /// Pops from the first sorted set among `keys`, else (outside EXEC)
 /// blocks; inside EXEC replies a null array as the non-blocking forms do.
-fn pop_or_block(
+fn pop_or_block<'k>(
     cx: &mut Ctx,
-    keys: &[&[u8]],
+    argv: &[&[u8]],
+    keys: &'k [&'k [u8]],
     count: Option<usize>,
     how: PopReply,
     timeout: i64,
-    op: Op,
     out: &mut ReplyBuf,
 ) -> CmdResult {
+    let keys = cx.waited_keys(keys);
     let mark = out.mark();
     if pop_reply(cx, keys, count, how, out)? {
         return Ok(());
     }
-    if blocking::may_block(cx) {
+    if cx.may_block() {
         // Nothing was popped: the null reply just written is withdrawn.
         out.truncate(mark);
-        blocking::block(cx, keys, op, timeout);
+        blocking::block(cx, argv, keys, Kind::ZSet, timeout);
     }
-    Ok(())
-}
-
-/// Serves a client blocked by one of this file's commands on `key`, which
-/// holds a sorted set.
-pub(crate) fn serve_blocked(cx: &mut Ctx, key: &[u8], op: &Op, out: &mut ReplyBuf) -> CmdResult {
-    match *op {
-        Op::ZPop { max } => pop_reply(cx, &[key], None, single(max), out)?,
-        Op::ZMPop { max, count } => pop_reply(cx, &[key], Some(count), multi(max), out)?,
-        _ => return Err(CmdError::WrongType),
-    };
     Ok(())
 }

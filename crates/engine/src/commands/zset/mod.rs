@@ -429,9 +429,8 @@ pub(crate) fn limits(cx: &Ctx) -> Limits {
 /// Redis's `signalModifiedKey` plus `server.dirty += n`, for a key changed
 /// in place.
 pub(crate) fn modified(cx: &mut Ctx, key: &[u8], n: usize) {
-    let s = cx.keys.stripe(cx.db, key);
-    s.touch(key);
-    s.stats.dirty += n as u64;
+    let _ = n;
+    cx.keys.stripe(cx.db, key).modified(key);
 }
 
 /// The sorted set of a value, or WRONGTYPE.

@@ -1,0 +1,549 @@
+//! The effects record: what a write did, reported once through the
+//! context while the command's stripe locks are still held, and handed to
+//! the consumers (the AOF, replicas, keyspace notifications, tracking) when
+//! its execution unit ends.
+//!
+//! A handler that changes a key calls [`Ctx::changed`](crate::ctx::Ctx)
+//! (watchers, blocked-key readiness, the dirty count in Redis's numbers,
+//! the keyspace event), and, where Redis propagates something other than
+//! the command as it arrived, [`Effects::rewrite`], [`Effects::also`] or
+//! [`Effects::prevent`] — Redis's `rewriteClientCommandVector`,
+//! `alsoPropagate` and `preventCommandPropagation`. The dispatcher does
+//! the rest: after the handler, a command that dirtied anything is
+//! propagated (as written, or as rewritten); when the unit ends (a client
+//! command, a whole `EXEC`, a served blocked client, one active-expiry
+//! deletion) its operations go to the consumers, wrapped in `MULTI`/`EXEC`
+//! when there are several, after the `DEL`s of keys that expired lazily
+//! during it (Redis 7.0 sends those at once, ahead of the unit).
+//!
+//! Nothing is copied unless a consumer asked for it ([`Want`]): with no
+//! consumer installed a write costs a counter and a few branches.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+/// Keyspace event classes, Redis's `NOTIFY_*` bits (the letters of
+/// `notify-keyspace-events`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Class(pub u16);
+
+impl Class {
+    pub const GENERIC: Class = Class(1 << 2); // g
+    pub const STRING: Class = Class(1 << 3); // $
+    pub const LIST: Class = Class(1 << 4); // l
+    pub const SET: Class = Class(1 << 5); // s
+    pub const HASH: Class = Class(1 << 6); // h
+    pub const ZSET: Class = Class(1 << 7); // z
+    pub const EXPIRED: Class = Class(1 << 8); // x
+    pub const EVICTED: Class = Class(1 << 9); // e
+    pub const STREAM: Class = Class(1 << 10); // t
+    pub const KEY_MISS: Class = Class(1 << 11); // m
+    pub const LOADED: Class = Class(1 << 12);
+    pub const MODULE: Class = Class(1 << 13); // d
+    pub const NEW: Class = Class(1 << 14); // n
+}
+
+/// What the consumers want recorded; the union over all of them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Want {
+    /// The propagated commands (AOF, replicas).
+    pub propagate: bool,
+    /// Keyspace events (notifications).
+    pub events: bool,
+    /// The keys modified (client-side caching).
+    pub keys: bool,
+}
+
+impl Want {
+    pub fn any(self) -> bool {
+        self.propagate || self.events || self.keys
+    }
+
+    fn union(self, o: Want) -> Want {
+        Want {
+            propagate: self.propagate || o.propagate,
+            events: self.events || o.events,
+            keys: self.keys || o.keys,
+        }
+    }
+}
+
+/// One keyspace event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Event<'a> {
+    pub class: Class,
+    /// Redis's event name: `set`, `lpush`, `expired`, `del`, …
+    pub name: &'static str,
+    pub db: usize,
+    pub key: &'a [u8],
+}
+
+/// One execution unit's effects, as the consumers see them.
+pub struct Unit<'a> {
+    fx: &'a Effects,
+}
+
+impl<'a> Unit<'a> {
+    /// The commands to propagate, in stream order, each with the database
+    /// it applies to (`None` for `MULTI`/`EXEC`, which select nothing).
+    /// Deletions of lazily expired keys come first, then the unit's
+    /// operations, wrapped in `MULTI`/`EXEC` when there are several.
+    pub fn commands(&self) -> impl Iterator<Item = (Option<usize>, Vec<&'a [u8]>)> + 'a {
+        let fx = self.fx;
+        let wrap = fx.ops.len() > 1;
+        let del: &'static [u8] = b"DEL";
+        let expired =
+            fx.expired.iter().map(move |&(db, k)| (Some(db as usize), vec![del, fx.arena.get(k)]));
+        let multi = wrap.then(|| (None, vec![&b"MULTI"[..]]));
+        let exec = wrap.then(|| (None, vec![&b"EXEC"[..]]));
+        let ops = fx.ops.iter().map(move |op| {
+            let args = (op.first..op.first + op.argc).map(|i| fx.arena.get(i)).collect();
+            (Some(op.db as usize), args)
+        });
+        expired.chain(multi).chain(ops).chain(exec)
+    }
+
+    /// Whether anything is to be propagated.
+    pub fn propagates(&self) -> bool {
+        !self.fx.ops.is_empty() || !self.fx.expired.is_empty()
+    }
+
+    /// The keyspace events, in the order they happened.
+    pub fn events(&self) -> impl Iterator<Item = Event<'a>> + 'a {
+        let fx = self.fx;
+        fx.events.iter().map(move |e| Event {
+            class: e.class,
+            name: e.name,
+            db: e.db as usize,
+            key: fx.arena.get(e.key),
+        })
+    }
+
+    /// The keys modified, as (database, key), possibly repeated.
+    pub fn keys(&self) -> impl Iterator<Item = (usize, &'a [u8])> + 'a {
+        let fx = self.fx;
+        fx.keys.iter().map(move |&(db, k)| (db as usize, fx.arena.get(k)))
+    }
+
+    /// The unit's dirty count (Redis's `server.dirty` increase).
+    pub fn dirty_count(&self) -> u64 {
+        self.fx.unit_dirty
+    }
+}
+
+/// A consumer of the effects record (the AOF, the replication stream,
+/// notifications, tracking, a test's recorder).
+pub trait Consumer: Send + Sync {
+    /// What this consumer needs recorded.
+    fn wants(&self) -> Want;
+    /// One execution unit ended. Called with the unit's stripe locks still
+    /// held, so for any one key the calls arrive in execution order.
+    fn unit(&self, unit: &Unit<'_>);
+}
+
+/// The installed consumers. Sessions keep a snapshot and refresh it when
+/// the epoch moves, so nothing here is locked per command.
+#[derive(Default)]
+pub struct Hub {
+    epoch: AtomicU64,
+    list: Mutex<Option<Consumers>>,
+}
+
+/// A snapshot of the installed consumers.
+#[derive(Clone)]
+pub struct Consumers {
+    pub list: Arc<[Arc<dyn Consumer>]>,
+    pub want: Want,
+}
+
+impl Hub {
+    /// Installs a consumer.
+    pub fn add(&self, c: Arc<dyn Consumer>) {
+        let mut l = self.list.lock();
+        let mut v: Vec<Arc<dyn Consumer>> = l.as_ref().map_or_else(Vec::new, |c| c.list.to_vec());
+        v.push(c);
+        *l = Some(Self::snapshot(v));
+        self.epoch.fetch_add(1, Ordering::Release);
+    }
+
+    /// Removes a consumer (compared by address).
+    pub fn remove(&self, c: &Arc<dyn Consumer>) {
+        let mut l = self.list.lock();
+        let v: Vec<Arc<dyn Consumer>> = l
+            .as_ref()
+            .map_or_else(Vec::new, |c| c.list.to_vec())
+            .into_iter()
+            .filter(|x| !std::ptr::addr_eq(Arc::as_ptr(x), Arc::as_ptr(c)))
+            .collect();
+        *l = if v.is_empty() { None } else { Some(Self::snapshot(v)) };
+        self.epoch.fetch_add(1, Ordering::Release);
+    }
+
+    fn snapshot(v: Vec<Arc<dyn Consumer>>) -> Consumers {
+        let want = v.iter().fold(Want::default(), |w, c| w.union(c.wants()));
+        Consumers { list: v.into(), want }
+    }
+
+    /// The current epoch (one relaxed load).
+    #[inline]
+    pub fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::Acquire)
+    }
+
+    /// The current consumers.
+    pub fn current(&self) -> Option<Consumers> {
+        self.list.lock().clone()
+    }
+}
+
+/// Bytes of one unit's keys and arguments, appended and never freed until
+/// the unit ends (no allocation per command once warm).
+#[derive(Default)]
+struct Arena {
+    bytes: Vec<u8>,
+    spans: Vec<(u32, u32)>,
+}
+
+impl Arena {
+    fn push(&mut self, b: &[u8]) -> u32 {
+        let start = self.bytes.len() as u32;
+        self.bytes.extend_from_slice(b);
+        self.spans.push((start, b.len() as u32));
+        (self.spans.len() - 1) as u32
+    }
+
+    fn get(&self, i: u32) -> &[u8] {
+        let (s, l) = self.spans[i as usize];
+        &self.bytes[s as usize..(s + l) as usize]
+    }
+
+    fn clear(&mut self) {
+        self.bytes.clear();
+        self.spans.clear();
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Op {
+    db: u32,
+    first: u32,
+    argc: u32,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct EventRec {
+    class: Class,
+    name: &'static str,
+    db: u32,
+    key: u32,
+}
+
+/// How the running command itself is propagated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Own {
+    /// As it arrived, if it dirtied anything.
+    AsIs,
+    /// As the operation at this index of `ops`' pending rewrite.
+    Rewritten { first: u32, argc: u32 },
+    /// Not at all (what it did was propagated another way).
+    Prevented,
+}
+
+/// A session's effects record: one command's, and its execution unit's.
+pub struct Effects {
+    /// What to record (from the consumers' snapshot).
+    pub want: Want,
+    /// The running command's dirty count.
+    pub dirty: u64,
+    unit_dirty: u64,
+    own: Own,
+    ops: Vec<Op>,
+    expired: Vec<(u32, u32)>,
+    events: Vec<EventRec>,
+    /// Where the running command's events start (lazily expired keys found
+    /// after it ran are reported before them).
+    cmd_events: usize,
+    keys: Vec<(u32, u32)>,
+    arena: Arena,
+    /// The consumers' snapshot and its epoch.
+    consumers: Option<Consumers>,
+    epoch: u64,
+}
+
+impl Default for Effects {
+    fn default() -> Self {
+        Effects {
+            want: Want::default(),
+            dirty: 0,
+            unit_dirty: 0,
+            own: Own::AsIs,
+            ops: Vec::new(),
+            expired: Vec::new(),
+            events: Vec::new(),
+            cmd_events: 0,
+            keys: Vec::new(),
+            arena: Arena::default(),
+            consumers: None,
+            // Never equal to a hub's epoch: the first unit takes a snapshot.
+            epoch: u64::MAX,
+        }
+    }
+}
+
+impl Effects {
+    /// Refreshes the consumers' snapshot if the hub changed (one atomic
+    /// load per unit otherwise).
+    #[inline]
+    pub fn sync(&mut self, hub: &Hub) {
+        let e = hub.epoch();
+        if e != self.epoch {
+            self.epoch = e;
+            self.consumers = hub.current();
+            self.want = self.consumers.as_ref().map_or(Want::default(), |c| c.want);
+        }
+    }
+
+    /// Whether the running command's propagated form is recorded; a
+    /// handler checks this before building a rewrite.
+    #[inline]
+    pub fn propagating(&self) -> bool {
+        self.want.propagate
+    }
+
+    /// Starts a command of the unit.
+    #[inline]
+    pub fn begin_command(&mut self) {
+        self.dirty = 0;
+        self.own = Own::AsIs;
+        self.cmd_events = self.events.len();
+    }
+
+    /// Adds `n` to the dirty count.
+    #[inline]
+    pub fn add_dirty(&mut self, n: u64) {
+        self.dirty += n;
+    }
+
+    /// Records a keyspace event (if wanted).
+    #[inline]
+    pub fn event(&mut self, class: Class, name: &'static str, db: usize, key: &[u8]) {
+        if self.want.events {
+            let key = self.arena.push(key);
+            self.events.push(EventRec { class, name, db: db as u32, key });
+        }
+    }
+
+    /// Records a modified key (if wanted).
+    #[inline]
+    pub fn key(&mut self, db: usize, key: &[u8]) {
+        if self.want.keys {
+            let k = self.arena.push(key);
+            self.keys.push((db as u32, k));
+        }
+    }
+
+    /// Propagates the running command as `argv` instead of as it arrived
+    /// (Redis's `rewriteClientCommandVector`). Applies if it dirtied
+    /// anything.
+    pub fn rewrite(&mut self, argv: &[&[u8]]) {
+        if self.want.propagate {
+            let first = self.arena.spans.len() as u32;
+            for a in argv {
+                self.arena.push(a);
+            }
+            self.own = Own::Rewritten { first, argc: argv.len() as u32 };
+        }
+    }
+
+    /// Propagates `argv` in database `db` now, before the running command's
+    /// own form (Redis's `alsoPropagate`).
+    pub fn also(&mut self, db: usize, argv: &[&[u8]]) {
+        if self.want.propagate {
+            let first = self.arena.spans.len() as u32;
+            for a in argv {
+                self.arena.push(a);
+            }
+            self.ops.push(Op { db: db as u32, first, argc: argv.len() as u32 });
+        }
+    }
+
+    /// The running command is not propagated itself (what it did went out
+    /// through [`also`](Self::also), or nothing needs to).
+    pub fn prevent(&mut self) {
+        self.own = Own::Prevented;
+    }
+
+    /// Records a key that expired lazily while the unit ran (the store
+    /// reports these): its `expired` event goes before the running
+    /// command's events, its `DEL` ahead of the unit.
+    pub fn expired(&mut self, db: usize, key: &[u8]) {
+        if self.want.events {
+            let k = self.arena.push(key);
+            let rec = EventRec { class: Class::EXPIRED, name: "expired", db: db as u32, key: k };
+            self.events.insert(self.cmd_events, rec);
+            self.cmd_events += 1;
+        }
+        if self.want.propagate {
+            let k = self.arena.push(key);
+            self.expired.push((db as u32, k));
+        }
+        self.key(db, key);
+    }
+
+    /// Ends the running command: it is propagated if it dirtied anything.
+    /// Returns its dirty count.
+    pub fn end_command(&mut self, db: usize, argv: &[&[u8]]) -> u64 {
+        let d = self.dirty;
+        self.unit_dirty += d;
+        if d > 0 && self.want.propagate {
+            match self.own {
+                Own::AsIs => {
+                    let first = self.arena.spans.len() as u32;
+                    for a in argv {
+                        self.arena.push(a);
+                    }
+                    self.ops.push(Op { db: db as u32, first, argc: argv.len() as u32 });
+                }
+                Own::Rewritten { first, argc } => {
+                    self.ops.push(Op { db: db as u32, first, argc });
+                }
+                Own::Prevented => {}
+            }
+        }
+        self.dirty = 0;
+        self.own = Own::AsIs;
+        d
+    }
+
+    /// Whether the unit recorded anything a consumer may want.
+    #[inline]
+    pub fn pending(&self) -> bool {
+        !self.ops.is_empty()
+            || !self.expired.is_empty()
+            || !self.events.is_empty()
+            || !self.keys.is_empty()
+    }
+
+    /// Ends the unit: hands it to the consumers (call with its locks still
+    /// held) and clears the record.
+    pub fn finish_unit(&mut self) {
+        if self.pending() || self.unit_dirty > 0 {
+            if let Some(c) = &self.consumers {
+                let list = c.list.clone();
+                let unit = Unit { fx: self };
+                for consumer in list.iter() {
+                    consumer.unit(&unit);
+                }
+            }
+            self.ops.clear();
+            self.expired.clear();
+            self.events.clear();
+            self.keys.clear();
+            self.arena.clear();
+        }
+        self.unit_dirty = 0;
+        self.cmd_events = 0;
+    }
+}
+
+/// Turns units into the command stream a replica reads: a `SELECT` before
+/// a command whose database differs from the stream's, `MULTI`/`EXEC`
+/// selecting nothing. The AOF and the replication stream each keep one.
+#[derive(Debug, Default)]
+pub struct StreamWriter {
+    selected: Option<usize>,
+}
+
+impl StreamWriter {
+    /// Appends a unit's commands to `out` as owned argument vectors.
+    pub fn write(&mut self, unit: &Unit<'_>, out: &mut Vec<Vec<Vec<u8>>>) {
+        for (db, argv) in unit.commands() {
+            if let Some(db) = db {
+                if self.selected != Some(db) {
+                    self.selected = Some(db);
+                    out.push(vec![b"SELECT".to_vec(), db.to_string().into_bytes()]);
+                }
+            }
+            out.push(argv.iter().map(|a| a.to_vec()).collect());
+        }
+    }
+
+    /// Appends a unit's commands to `out` in RESP, as the AOF holds them.
+    pub fn write_resp(&mut self, unit: &Unit<'_>, out: &mut Vec<u8>) {
+        let mut cmds = Vec::new();
+        self.write(unit, &mut cmds);
+        for argv in cmds {
+            out.push(b'*');
+            out.extend_from_slice(argv.len().to_string().as_bytes());
+            out.extend_from_slice(b"\r\n");
+            for a in argv {
+                out.push(b'$');
+                out.extend_from_slice(a.len().to_string().as_bytes());
+                out.extend_from_slice(b"\r\n");
+                out.extend_from_slice(&a);
+                out.extend_from_slice(b"\r\n");
+            }
+        }
+    }
+}
+
+/// A consumer that keeps everything, for tests: the replica's view of the
+/// stream, the events and the dirty total.
+#[derive(Default)]
+pub struct Recorder {
+    inner: Mutex<Recorded>,
+}
+
+/// What a [`Recorder`] saw.
+#[derive(Default, Debug, Clone)]
+pub struct Recorded {
+    /// The propagated stream, `SELECT`s included.
+    pub stream: Vec<Vec<Vec<u8>>>,
+    /// Events as (class, name, db, key).
+    pub events: Vec<(Class, &'static str, usize, Vec<u8>)>,
+    /// Keys modified, as (db, key).
+    pub keys: Vec<(usize, Vec<u8>)>,
+    /// Sum of the units' dirty counts.
+    pub dirty: u64,
+    writer_db: Option<usize>,
+}
+
+impl Recorder {
+    pub fn new() -> Arc<Recorder> {
+        Arc::new(Recorder::default())
+    }
+
+    /// Takes what was recorded so far (the stream's selected database is
+    /// kept, as a replica's connection keeps it).
+    pub fn take(&self) -> Recorded {
+        let mut g = self.inner.lock();
+        let db = g.writer_db;
+        let r = std::mem::take(&mut *g);
+        g.writer_db = db;
+        r
+    }
+}
+
+impl Consumer for Recorder {
+    fn wants(&self) -> Want {
+        Want { propagate: true, events: true, keys: true }
+    }
+
+    fn unit(&self, unit: &Unit<'_>) {
+        let mut g = self.inner.lock();
+        let mut w = StreamWriter { selected: g.writer_db };
+        let mut cmds = Vec::new();
+        w.write(unit, &mut cmds);
+        g.writer_db = w.selected;
+        g.stream.extend(cmds);
+        for e in unit.events() {
+            g.events.push((e.class, e.name, e.db, e.key.to_vec()));
+        }
+        for (db, k) in unit.keys() {
+            g.keys.push((db, k.to_vec()));
+        }
+        g.dirty += unit.dirty_count();
+    }
+}

@@ -1,0 +1,74 @@
+//! A client's outbox: everything that reaches a connection other than the
+//! replies to its own requests as it runs them — the reply of a blocked
+//! command served by another thread, and later pub/sub messages, tracking
+//! invalidations and MONITOR lines. Producers on any thread push and wake
+//! the connection; the connection moves the outbox into its reply buffer
+//! at its next turn, so the pushes go out in the same write as its
+//! replies, and counts what is waiting here against its output limit.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use parking_lot::Mutex;
+
+/// What a pushed message is, which decides how the connection delivers it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// The deferred reply to the client's own (blocked) command: subject
+    /// to CLIENT REPLY as if the command had just run.
+    Reply,
+    /// Out of band (pub/sub messages, invalidations, MONITOR).
+    Push,
+}
+
+/// The queue (see the module doc).
+#[derive(Default)]
+pub struct Outbox {
+    queue: Mutex<VecDeque<(Kind, Vec<u8>)>>,
+    /// Bytes queued, readable without the lock.
+    bytes: AtomicUsize,
+}
+
+impl Outbox {
+    /// Queues `msg`; returns the bytes now waiting. The caller wakes the
+    /// connection.
+    pub fn push(&self, kind: Kind, msg: Vec<u8>) -> usize {
+        let n = msg.len();
+        let mut q = self.queue.lock();
+        q.push_back((kind, msg));
+        self.bytes.fetch_add(n, Ordering::AcqRel) + n
+    }
+
+    /// Bytes waiting (one atomic load: the connection checks it per turn).
+    #[inline]
+    pub fn pending(&self) -> usize {
+        self.bytes.load(Ordering::Acquire)
+    }
+
+    /// Takes everything queued, in order.
+    pub fn drain(&self, mut each: impl FnMut(Kind, &[u8])) {
+        let taken = std::mem::take(&mut *self.queue.lock());
+        let mut n = 0;
+        for (kind, msg) in &taken {
+            n += msg.len();
+            each(*kind, msg);
+        }
+        self.bytes.fetch_sub(n, Ordering::AcqRel);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keeps_order_and_counts_bytes() {
+        let o = Outbox::default();
+        assert_eq!(o.push(Kind::Push, b"ab".to_vec()), 2);
+        assert_eq!(o.push(Kind::Reply, b"cde".to_vec()), 5);
+        let mut seen = Vec::new();
+        o.drain(|k, m| seen.push((k, m.to_vec())));
+        assert_eq!(seen, vec![(Kind::Push, b"ab".to_vec()), (Kind::Reply, b"cde".to_vec())]);
+        assert_eq!(o.pending(), 0);
+    }
+}
