@@ -120,6 +120,7 @@ impl Ctx<'_, '_> {
             }
             None => {
                 self.sess.stats.misses += 1;
+                self.sess.fx.event(Class::KEY_MISS, "keymiss", self.db, key);
                 None
             }
         }
@@ -234,11 +235,26 @@ impl Ctx<'_, '_> {
         }
     }
 
-    /// Sets a key's value with an expiry (or [`store::NO_EXPIRE`]).
+    /// Sets a key's value with an expiry (or [`store::NO_EXPIRE`]);
+    /// returns the live entry it replaced. A key that did not exist (or
+    /// had expired) is reported `new`, as Redis's `dbAdd`; the command
+    /// reports its own change with [`changed`](Self::changed).
     #[inline]
     pub fn set(&mut self, key: &[u8], value: Value, expire_at: i64) -> Option<Entry> {
         let lru = self.shared.lru_clock();
-        self.keys.insert(self.db, key, value, expire_at, lru)
+        let old = self.keys.insert(self.db, key, value, expire_at, lru);
+        if old.is_none() {
+            self.sess.fx.event(Class::NEW, "new", self.db, key);
+        }
+        old
+    }
+
+    /// Reports a key the command created without [`set`](Self::set)
+    /// (through the stripe): Redis's `new` event.
+    #[inline]
+    pub fn created(&mut self, key: &[u8]) {
+        let db = self.db;
+        self.sess.fx.event(Class::NEW, "new", db, key);
     }
 
     /// Deletes a live key.

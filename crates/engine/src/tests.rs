@@ -70,3 +70,36 @@ fn multi_exec_watch() {
         "-EXECABORT Transaction discarded because of previous errors.\r\n"
     );
 }
+
+/// What a recording consumer of the effects record sees for a few writes:
+/// the stream a replica would read, the events, the dirty count. (The
+/// differential tests compare whole scenarios with redis-server's.)
+#[test]
+fn effects_record_reaches_a_consumer() {
+    use crate::effects::{Class, Recorder};
+    let mut h = Harness::new();
+    let rec = Recorder::new();
+    h.shared.effects.add(rec.clone());
+    h.run(&["SET", "k", "v", "EX", "100"]);
+    h.run(&["GET", "k"]);
+    h.run(&["SET", "j", "v", "PX", "10"]);
+    h.shared.clock.advance(20);
+    assert_eq!(h.run(&["GET", "j"]), "$-1\r\n");
+    let r = rec.take();
+    let stream: Vec<Vec<String>> = r
+        .stream
+        .iter()
+        .map(|c| c.iter().map(|a| String::from_utf8_lossy(a).into_owned()).collect())
+        .collect();
+    assert_eq!(stream.len(), 4, "{stream:?}");
+    assert_eq!(stream[0], ["SELECT", "0"]);
+    assert_eq!(stream[1][..4], ["SET", "k", "v", "PXAT"]);
+    let at: i64 = stream[1][4].parse().unwrap();
+    assert!((at - h.shared.clock.now_ms() - 100_000).abs() < 5_000);
+    assert_eq!(stream[2][..4], ["SET", "j", "v", "PXAT"]);
+    assert_eq!(stream[3], ["DEL", "j"]);
+    assert_eq!(r.dirty, 2);
+    let names: Vec<&str> = r.events.iter().map(|e| e.1).collect();
+    assert_eq!(names, ["new", "set", "expire", "new", "set", "expire", "expired", "keymiss"]);
+    assert_eq!(r.events[6].0, Class::EXPIRED);
+}

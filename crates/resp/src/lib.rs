@@ -15,4 +15,5 @@ mod reply;
 pub use frame::{parse_frame, Frame, FrameError};
 pub use num::{fmt_double, parse_i64, parse_u64};
 pub use parse::{parse, split_args, ArgBuf, Limits, Parsed, ProtocolError, INLINE_MAX};
+pub use reply::itoa_buf::Buf as IntBuf;
 pub use reply::{Mark, Proto, ReplyBuf, CHUNK};

@@ -41,8 +41,9 @@ pub struct ReplyBuf {
     pub proto: Proto,
 }
 
-mod itoa_buf {
+pub(crate) mod itoa_buf {
     /// A tiny stack formatter for integers (no allocation).
+    #[derive(Default)]
     pub struct Buf([u8; 24]);
     impl Buf {
         pub fn new() -> Self {

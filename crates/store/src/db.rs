@@ -991,9 +991,28 @@ impl<'a> Locks<'a> {
         expire_at: i64,
         lru: u32,
     ) -> Option<Entry> {
-        match self.memo_for(db, key) {
-            Some(t) => self.stripe_id(t.id).insert_hashed(key, t.hash, value, expire_at, lru),
-            None => self.stripe(db, key).insert(key, value, expire_at, lru),
+        let now = self.now;
+        let s = match self.memo_for(db, key) {
+            Some(t) => {
+                let s = self.stripe_id(t.id);
+                let old = s.insert_hashed(key, t.hash, value, expire_at, lru);
+                (s, old)
+            }
+            None => {
+                let s = self.stripe(db, key);
+                let old = s.insert(key, value, expire_at, lru);
+                (s, old)
+            }
+        };
+        match s {
+            // Overwriting a key whose time had passed: it expired first
+            // (reported as such), and the new one is a new key.
+            (s, Some(old)) if old.expire_at != NO_EXPIRE && old.expire_at <= now => {
+                s.stats.expired_keys += 1;
+                s.expired.push(key.into());
+                None
+            }
+            (_, old) => old,
         }
     }
 

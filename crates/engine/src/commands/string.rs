@@ -14,6 +14,7 @@ use resp::ReplyBuf;
 use store::{Stripe, Value, NO_EXPIRE};
 
 use crate::ctx::{eq_ic, expect_string, parse_i64, Args, Ctx};
+use crate::effects::Class;
 use crate::error::{CmdError, CmdResult};
 use crate::ldouble::{self, LdError};
 use crate::shared::Shared;
@@ -369,6 +370,16 @@ pub(crate) fn set_with(
         _ => expire_at,
     };
     cx.set(key, Value::from_arg(val), expire_at);
+    cx.changed(key, Class::STRING, "set", 1);
+    if o.expire.is_some() {
+        // Replicas and the AOF get an absolute time (Redis 7.0's rewrite
+        // drops NX/XX/GET: the outcome is known).
+        if cx.propagating() {
+            let mut ms = resp::IntBuf::new();
+            cx.propagate_as(&[b"SET", key, val, b"PXAT", ms.format(expire_at)]);
+        }
+        cx.notify(Class::GENERIC, "expire", key);
+    }
     Ok(true)
 }
 
