@@ -371,6 +371,30 @@ pub fn key_ids(
     }
 }
 
+/// Locks what a caller running several commands needs before it starts
+/// (EXEC's queue; a script that may touch keys it did not declare takes
+/// `Scope::Db` or `Scope::All`): the stripes `ids`, plus the whole of
+/// database `db` or of every database as `scope` says, in ascending order.
+pub fn lock_scope(
+    shared: &Shared,
+    keys: &mut Locks,
+    db: usize,
+    scope: Scope,
+    ids: &mut SmallVec<[u32; 8]>,
+) -> Result<(), CmdError> {
+    let r = match scope {
+        Scope::Keys => keys.acquire(ids),
+        Scope::Db => {
+            let base = shared.store.global_id(db, 0);
+            let mut all: Vec<u32> = ids.to_vec();
+            all.extend(base..base + shared.store.stripes() as u32);
+            keys.acquire(&mut all)
+        }
+        Scope::All => (0..shared.store.databases()).try_for_each(|d| keys.acquire_db(d)),
+    };
+    r.map_err(|_| CmdError::LockOrder)
+}
+
 /// How much of the keyspace a command (or transaction) locks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Scope {

@@ -103,3 +103,78 @@ fn effects_record_reaches_a_consumer() {
     assert_eq!(names, ["new", "set", "expire", "new", "set", "expire", "expired", "keymiss"]);
     assert_eq!(r.events[6].0, Class::EXPIRED);
 }
+
+/// The table's flags are applied for each kind of caller (DESIGN §3a):
+/// scripts get Redis's refusals for noscript commands and writes in
+/// read-only scripts; every caller gets LOADING while a dataset loads.
+#[test]
+fn policy_by_caller() {
+    use crate::dispatch::{check, lookup, Caller, Lookup};
+    let mut h = Harness::new();
+    let spec = |argv: &[&[u8]]| match lookup(argv) {
+        Lookup::Found(s) => s,
+        Lookup::Rejected(e) => panic!("{e:?}"),
+    };
+    let set: &[&[u8]] = &[b"SET", b"k", b"v"];
+    let blpop: &[&[u8]] = &[b"BLPOP", b"k", b"0"];
+    let get: &[&[u8]] = &[b"GET", b"k"];
+    let text = |r: Result<(), crate::error::CmdError>| {
+        String::from_utf8(r.unwrap_err().text().into_owned()).unwrap()
+    };
+    let ro = Caller::Script { read_only: true };
+    assert_eq!(
+        text(check(&h.shared, &mut h.sess, spec(set), set, ro)),
+        "ERR Write commands are not allowed from read-only scripts."
+    );
+    assert!(check(&h.shared, &mut h.sess, spec(get), get, ro).is_ok());
+    assert_eq!(
+        text(check(
+            &h.shared,
+            &mut h.sess,
+            spec(blpop),
+            blpop,
+            Caller::Script { read_only: false }
+        )),
+        "ERR This Redis command is not allowed from script"
+    );
+    // EXEC's, replay's and served callers were checked when queued, read
+    // or first issued.
+    for c in [Caller::Exec, Caller::Replay, Caller::Served] {
+        assert!(check(&h.shared, &mut h.sess, spec(blpop), blpop, c).is_ok());
+    }
+    h.shared.set_loading(true);
+    assert_eq!(h.run(&["GET", "k"]), "-LOADING Redis is loading the dataset in memory\r\n");
+    assert!(h.run(&["INFO", "server"]).starts_with('$'));
+    h.shared.set_loading(false);
+    assert_eq!(h.run(&["GET", "k"]), "$-1\r\n");
+}
+
+/// A caller that already holds stripes (EXEC, a script) asking for one
+/// below them that another thread holds gets an error to handle, not a
+/// panic or a deadlock.
+#[test]
+fn lock_order_is_refused_not_a_panic() {
+    use crate::dispatch::{lock_keys, lookup, Lookup};
+    let h = Harness::new();
+    let store = &h.shared.store;
+    // Two keys in different stripes, `lo` in the lower one.
+    let (mut lo, mut hi) = (b"a".to_vec(), b"b".to_vec());
+    if store.stripe_of(&lo) == store.stripe_of(&hi) {
+        hi = b"c".to_vec();
+    }
+    if store.stripe_of(&lo) > store.stripe_of(&hi) {
+        std::mem::swap(&mut lo, &mut hi);
+    }
+    let mut held = store::Locks::new(store, 0);
+    let mut ids = [store.global_id(0, store.stripe_of(&hi))];
+    held.acquire(&mut ids).unwrap();
+    let other = store.lock_stripe(0, store.stripe_of(&lo) as usize);
+    let argv: Vec<&[u8]> = vec![b"GET", &lo];
+    let Lookup::Found(spec) = lookup(&argv) else { unreachable!() };
+    assert_eq!(
+        lock_keys(&h.shared, 0, spec, &argv, &mut held),
+        Err(crate::error::CmdError::LockOrder)
+    );
+    drop(other);
+    assert_eq!(lock_keys(&h.shared, 0, spec, &argv, &mut held), Ok(()));
+}

@@ -150,18 +150,7 @@ fn exec(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         ids.push(shared.store.global_id(*wdb, shared.store.stripe_of(key)));
     }
     // EXEC declares no keys, so nothing is held yet: ascending order holds.
-    let locked = match scope {
-        Scope::Keys => cx.keys.acquire(&mut ids),
-        Scope::Db => {
-            // The whole current db plus any other keys, ascending.
-            let mut all: Vec<u32> = ids.to_vec();
-            let base = shared.store.global_id(cx.sess.db, 0);
-            all.extend(base..base + shared.store.stripes() as u32);
-            cx.keys.acquire(&mut all)
-        }
-        Scope::All => (0..shared.store.databases()).try_for_each(|d| cx.keys.acquire_db(d)),
-    };
-    locked.map_err(|_| CmdError::LockOrder)?;
+    dispatch::lock_scope(shared, cx.keys, cx.sess.db, scope, &mut ids)?;
     if watched_touched(cx) {
         unwatch_all_with(shared, cx.sess, Some(cx.keys));
         out.null_array();
