@@ -201,8 +201,23 @@ fn serve_key(shared: &Shared, id: u32, key: &[u8], ready: &mut Vec<(u32, Box<[u8
         out.proto = w.proto;
         let mut sess = Session::served(w.handle.clone(), w.db, key);
         sess.fx.sync(&shared.effects);
-        let waiting =
-            dispatch::call(shared, &mut sess, &mut locks, w.spec, &argv, &mut out, Caller::Served);
+        // The same checks as any caller's (a permission revoked while it
+        // waited ends the wait with the error).
+        let waiting = match dispatch::check(shared, &mut sess, w.spec, &argv, Caller::Served) {
+            Ok(()) => dispatch::call(
+                shared,
+                &mut sess,
+                &mut locks,
+                w.spec,
+                &argv,
+                &mut out,
+                Caller::Served,
+            ),
+            Err(e) => {
+                e.write(&mut out);
+                false
+            }
+        };
         sess.fx.finish_unit();
         if waiting {
             // It could not take what is there after all: it keeps waiting
