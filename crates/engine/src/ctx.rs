@@ -157,6 +157,7 @@ impl Ctx<'_, '_> {
 
     /// [`changed`](Self::changed) for a key of database `db` (MOVE, COPY …
     /// DB, SWAPDB).
+    #[inline]
     pub fn changed_in(
         &mut self,
         db: usize,

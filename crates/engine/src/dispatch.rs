@@ -169,13 +169,18 @@ pub fn execute_hinted(
             return Outcome::Done;
         }
     };
-    if let Err(e) = check(shared, sess, spec, argv, Caller::Client) {
-        reject(shared, sess, Some(spec), &e, out);
-        return Outcome::Done;
-    }
     let now = if hint.now != 0 { hint.now } else { shared.clock.now_ms() };
-    if !spec.flags.has(Flags::NO_PAUSE) && sess.paused(shared, spec, now) {
-        return Outcome::Paused;
+    // One load tells whether anything calls for the checks (the common
+    // case of an authenticated client outside MULTI on a server without
+    // maxmemory, loading or pause skips them).
+    if sess.needs_checks(shared) {
+        if let Err(e) = check(shared, sess, spec, argv, Caller::Client) {
+            reject(shared, sess, Some(spec), &e, out);
+            return Outcome::Done;
+        }
+        if !spec.flags.has(Flags::NO_PAUSE) && sess.paused(shared, spec, now) {
+            return Outcome::Paused;
+        }
     }
     if let Some(m) = &mut sess.multi {
         if !spec.flags.has(Flags::NO_QUEUE) {
@@ -189,7 +194,6 @@ pub fn execute_hinted(
             return Outcome::Done;
         }
     }
-    sess.fx.sync(&shared.effects);
     let mut keys = Locks::new(&shared.store, now);
     let locked = match hint.key {
         Some(t)

@@ -159,8 +159,9 @@ pub struct Consumers {
 }
 
 impl Hub {
-    /// Installs a consumer.
-    pub fn add(&self, c: Arc<dyn Consumer>) {
+    /// Installs a consumer (through `Shared::add_consumer`, which also
+    /// tells the connections to take a new snapshot).
+    pub(crate) fn add(&self, c: Arc<dyn Consumer>) {
         let mut l = self.list.lock();
         let mut v: Vec<Arc<dyn Consumer>> = l.as_ref().map_or_else(Vec::new, |c| c.list.to_vec());
         v.push(c);
@@ -169,7 +170,7 @@ impl Hub {
     }
 
     /// Removes a consumer (compared by address).
-    pub fn remove(&self, c: &Arc<dyn Consumer>) {
+    pub(crate) fn remove(&self, c: &Arc<dyn Consumer>) {
         let mut l = self.list.lock();
         let v: Vec<Arc<dyn Consumer>> = l
             .as_ref()
@@ -394,10 +395,21 @@ impl Effects {
 
     /// Ends the running command: it is propagated if it dirtied anything.
     /// Returns its dirty count.
+    #[inline]
     pub fn end_command(&mut self, db: usize, argv: &[&[u8]]) -> u64 {
         let d = self.dirty;
         self.unit_dirty += d;
         if d > 0 && self.want.propagate {
+            self.propagate_own(db, argv);
+        }
+        self.dirty = 0;
+        self.own = Own::AsIs;
+        d
+    }
+
+    #[cold]
+    fn propagate_own(&mut self, db: usize, argv: &[&[u8]]) {
+        {
             match self.own {
                 Own::AsIs => {
                     let first = self.arena.spans.len() as u32;
@@ -412,9 +424,6 @@ impl Effects {
                 Own::Prevented => {}
             }
         }
-        self.dirty = 0;
-        self.own = Own::AsIs;
-        d
     }
 
     /// Whether the unit recorded anything a consumer may want.
@@ -428,8 +437,18 @@ impl Effects {
 
     /// Ends the unit: hands it to the consumers (call with its locks still
     /// held) and clears the record.
+    #[inline]
     pub fn finish_unit(&mut self) {
-        if self.pending() || self.unit_dirty > 0 {
+        if self.consumers.is_some() && (self.pending() || self.unit_dirty > 0) {
+            self.deliver();
+        }
+        self.unit_dirty = 0;
+        self.cmd_events = 0;
+    }
+
+    #[cold]
+    fn deliver(&mut self) {
+        {
             if let Some(c) = &self.consumers {
                 let list = c.list.clone();
                 let unit = Unit { fx: self };
@@ -443,8 +462,6 @@ impl Effects {
             self.keys.clear();
             self.arena.clear();
         }
-        self.unit_dirty = 0;
-        self.cmd_events = 0;
     }
 }
 

@@ -154,6 +154,9 @@ pub struct Session {
     conf_epoch: u64,
     /// The CLIENT PAUSE state as of `pause_epoch`.
     pause: (i64, crate::shared::Pause),
+    /// As of `conf_epoch`: no state that needs per-command checks beyond
+    /// the session's own (no maxmemory, not loading, no pause set).
+    plain: bool,
     /// Set while a blocked client's command runs again to be served: the
     /// key that became ready (see [`crate::blocking`]).
     pub serving: Option<Box<[u8]>>,
@@ -185,6 +188,7 @@ impl Session {
             conf: default_conf(),
             conf_epoch: u64::MAX,
             pause: (i64::MIN, crate::shared::Pause::default()),
+            plain: false,
             serving: None,
         }
     }
@@ -203,14 +207,37 @@ impl Session {
     /// (one atomic load when nothing changed).
     #[inline]
     pub fn conf(&mut self, shared: &crate::Shared) -> &crate::config::Config {
+        self.refresh(shared);
+        &self.conf
+    }
+
+    /// Whether a client's request needs the dispatcher's checks at all:
+    /// false when authenticated, outside MULTI, and nothing shared calls
+    /// for them (no maxmemory, no loading, no pause). One atomic load.
+    #[inline]
+    pub fn needs_checks(&mut self, shared: &crate::Shared) -> bool {
+        self.refresh(shared);
+        !(self.plain && self.authenticated && self.multi.is_none())
+    }
+
+    /// Refreshes the cached shared state if it changed since last seen.
+    #[inline]
+    fn refresh(&mut self, shared: &crate::Shared) {
         let e = shared.config_epoch.load(Ordering::Acquire);
         if e != self.conf_epoch {
-            // Read the epoch first: a change racing with the copy bumps it
-            // again, so the next call copies again.
-            self.conf = Arc::new(shared.config.read().clone());
-            self.conf_epoch = e;
+            self.reload(shared, e);
         }
-        &self.conf
+    }
+
+    #[cold]
+    fn reload(&mut self, shared: &crate::Shared, e: u64) {
+        // The epoch was read first: a change racing with the copy bumps it
+        // again, so the next command copies again.
+        self.conf = Arc::new(shared.config.read().clone());
+        self.conf_epoch = e;
+        self.fx.sync(&shared.effects);
+        let paused = shared.pause.lock().until_ms > 0;
+        self.plain = self.conf.maxmemory == 0 && !shared.is_loading() && !paused;
     }
 
     /// Whether CLIENT PAUSE holds `spec` back now (Redis 7.0's rules: WRITE

@@ -111,7 +111,10 @@ pub fn statm_probe() -> MemStats {
 pub struct Shared {
     pub store: Store,
     pub config: RwLock<Config>,
-    /// Bumped on every CONFIG SET, so threads can refresh cached values.
+    /// Bumped on every change of what connections cache: CONFIG SET,
+    /// CLIENT PAUSE/UNPAUSE, loading, the effects consumers
+    /// ([`state_changed`](Shared::state_changed)). One load of it per
+    /// command tells a connection its cached view still holds.
     pub config_epoch: AtomicU64,
     pub clients: Mutex<BTreeMap<u64, Arc<ClientHandle>>>,
     next_client_id: AtomicU64,
@@ -213,6 +216,26 @@ impl Shared {
     /// Marks the start or end of loading a dataset.
     pub fn set_loading(&self, on: bool) {
         self.loading.store(on, Ordering::Release);
+        self.state_changed();
+    }
+
+    /// Tells every connection to refresh what it caches of the shared
+    /// state (configuration, pause, loading, effects consumers).
+    pub fn state_changed(&self) {
+        self.config_epoch.fetch_add(1, Ordering::Release);
+    }
+
+    /// Installs a consumer of the effects record (AOF, replicas,
+    /// notifications, a test's recorder).
+    pub fn add_consumer(&self, c: Arc<dyn crate::effects::Consumer>) {
+        self.effects.add(c);
+        self.state_changed();
+    }
+
+    /// Removes a consumer installed with [`add_consumer`](Self::add_consumer).
+    pub fn remove_consumer(&self, c: &Arc<dyn crate::effects::Consumer>) {
+        self.effects.remove(c);
+        self.state_changed();
     }
 
     /// Whether used memory exceeds `max` (a `maxmemory` that is set).

@@ -79,7 +79,7 @@ fn effects_record_reaches_a_consumer() {
     use crate::effects::{Class, Recorder};
     let mut h = Harness::new();
     let rec = Recorder::new();
-    h.shared.effects.add(rec.clone());
+    h.shared.add_consumer(rec.clone());
     h.run(&["SET", "k", "v", "EX", "100"]);
     h.run(&["GET", "k"]);
     h.run(&["SET", "j", "v", "PX", "10"]);

@@ -136,6 +136,13 @@ impl Stripe {
         self.expired.push(key.into());
     }
 
+    /// Counts and reports a key found expired as it was overwritten.
+    #[cold]
+    fn note_expired(&mut self, key: &[u8]) {
+        self.stats.expired_keys += 1;
+        self.expired.push(key.into());
+    }
+
     /// What every change of `key` owes the clients that care: its watchers
     /// are marked (Redis's `signalModifiedKey`) and, if clients are blocked
     /// on it, it is queued as ready (`signalKeyAsReady`). Two branches when
@@ -768,7 +775,7 @@ impl<'a> Locks<'a> {
 
     /// Position of `id` in `held`, which is sorted (locks are taken in
     /// ascending order).
-    #[inline]
+    #[inline(always)]
     fn find(&self, id: u32) -> Option<usize> {
         match self.held.len() {
             0 => None,
@@ -777,20 +784,25 @@ impl<'a> Locks<'a> {
         }
     }
 
+    #[inline]
     fn lock(&mut self, id: u32) -> Result<(), LockOrder> {
-        match self.held.last() {
-            Some((max, _)) if id < *max => {
-                // Out of order: only a stripe that is free right now can be
-                // taken without risking a deadlock.
-                let g = self.store.slot(id).stripe.try_lock().ok_or(LockOrder)?;
-                let pos = self.held.partition_point(|(h, _)| *h < id);
-                self.held.insert(pos, (id, g));
-            }
-            _ => {
-                let g = self.store.lock_global(id);
-                self.held.push((id, g));
+        if let Some((max, _)) = self.held.last() {
+            if id < *max {
+                return self.lock_out_of_order(id);
             }
         }
+        let g = self.store.lock_global(id);
+        self.held.push((id, g));
+        Ok(())
+    }
+
+    /// Out of order: only a stripe that is free right now can be taken
+    /// without risking a deadlock.
+    #[cold]
+    fn lock_out_of_order(&mut self, id: u32) -> Result<(), LockOrder> {
+        let g = self.store.slot(id).stripe.try_lock().ok_or(LockOrder)?;
+        let pos = self.held.partition_point(|(h, _)| *h < id);
+        self.held.insert(pos, (id, g));
         Ok(())
     }
 
@@ -817,17 +829,21 @@ impl<'a> Locks<'a> {
     /// this only locks stripes above all held ones (a walk in ascending
     /// order) — anything else is a bug in the caller's declaration of its
     /// keys, and panics rather than risk a deadlock.
+    #[inline]
     pub fn stripe_id(&mut self, id: u32) -> &mut Stripe {
         let pos = match self.find(id) {
             Some(p) => p,
-            None => {
-                if self.lock(id).is_err() {
-                    panic!("stripe {id} used without being locked beforehand (lock order)");
-                }
-                self.find(id).expect("just locked")
-            }
+            None => self.lock_for_use(id),
         };
         &mut self.held[pos].1
+    }
+
+    #[cold]
+    fn lock_for_use(&mut self, id: u32) -> usize {
+        if self.lock(id).is_err() {
+            panic!("stripe {id} used without being locked beforehand (lock order)");
+        }
+        self.find(id).expect("just locked")
     }
 
     /// Remembers where `key` (this very slice) lives, so that accesses
@@ -881,7 +897,19 @@ impl<'a> Locks<'a> {
     /// Moves what the held stripes noticed out of them: keys that became
     /// ready for blocked clients (as `(global stripe id, key)`) and keys
     /// deleted by lazy expiry (`expired(db, key)`, in order).
+    #[inline]
     pub fn take_signals(
+        &mut self,
+        ready: &mut Vec<(u32, Box<[u8]>)>,
+        expired: impl FnMut(usize, &[u8]),
+    ) {
+        if self.held.iter().any(|(_, g)| !g.expired.is_empty() || !g.ready.is_empty()) {
+            self.take_signals_slow(ready, expired);
+        }
+    }
+
+    #[cold]
+    fn take_signals_slow(
         &mut self,
         ready: &mut Vec<(u32, Box<[u8]>)>,
         mut expired: impl FnMut(usize, &[u8]),
@@ -992,28 +1020,24 @@ impl<'a> Locks<'a> {
         lru: u32,
     ) -> Option<Entry> {
         let now = self.now;
-        let s = match self.memo_for(db, key) {
-            Some(t) => {
-                let s = self.stripe_id(t.id);
-                let old = s.insert_hashed(key, t.hash, value, expire_at, lru);
-                (s, old)
-            }
-            None => {
-                let s = self.stripe(db, key);
-                let old = s.insert(key, value, expire_at, lru);
-                (s, old)
-            }
+        let memo = self.memo_for(db, key);
+        let s = match memo {
+            Some(t) => self.stripe_id(t.id),
+            None => self.stripe(db, key),
         };
-        match s {
-            // Overwriting a key whose time had passed: it expired first
-            // (reported as such), and the new one is a new key.
-            (s, Some(old)) if old.expire_at != NO_EXPIRE && old.expire_at <= now => {
-                s.stats.expired_keys += 1;
-                s.expired.push(key.into());
-                None
+        let old = match memo {
+            Some(t) => s.insert_hashed(key, t.hash, value, expire_at, lru),
+            None => s.insert(key, value, expire_at, lru),
+        };
+        if let Some(e) = &old {
+            if e.expire_at != NO_EXPIRE && e.expire_at <= now {
+                // Overwriting a key whose time had passed: it expired
+                // first (reported as such), and the new one is a new key.
+                s.note_expired(key);
+                return None;
             }
-            (_, old) => old,
         }
+        old
     }
 
     /// Removes a live key (an expired one counts as absent).

@@ -590,6 +590,7 @@ fn unpause(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
 fn set_pause(cx: &Ctx, p: Pause) {
     *cx.shared.pause.lock() = p;
     cx.shared.pause_epoch.fetch_add(1, Ordering::Release);
+    cx.shared.state_changed();
     // Paused connections wait for a change of the epoch (or the deadline).
     for h in cx.shared.clients.lock().values() {
         if let Some(w) = &*h.waker.lock() {
