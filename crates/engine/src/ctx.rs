@@ -217,6 +217,12 @@ impl Ctx<'_, '_> {
         self.sess.fx.prevent();
     }
 
+    /// This command is propagated even if it changed nothing (FLUSHDB and
+    /// FLUSHALL, as Redis's `forceCommandPropagation`).
+    pub fn force_propagate(&mut self) {
+        self.sess.fx.force();
+    }
+
     /// Whether a blocking command may wait here (not inside EXEC or a
     /// script, where blocking commands act as their non-blocking forms).
     /// A served command that cannot take anything calls

@@ -13,8 +13,10 @@
 //! propagated (as written, or as rewritten); when the unit ends (a client
 //! command, a whole `EXEC`, a served blocked client, one active-expiry
 //! deletion) its operations go to the consumers, wrapped in `MULTI`/`EXEC`
-//! when there are several, after the `DEL`s of keys that expired lazily
-//! during it (Redis 7.0 sends those at once, ahead of the unit).
+//! when there are several. A key that expired lazily during the unit is a
+//! `DEL` among them, before the command that met it (as Redis 7.0's
+//! `alsoPropagate` of the deletion: `SET` over an expired key goes out as
+//! `MULTI`, `DEL`, `SET`, `EXEC`).
 //!
 //! Nothing is copied unless a consumer asked for it ([`Want`]): with no
 //! consumer installed a write costs a counter and a few branches.
@@ -87,27 +89,26 @@ pub struct Unit<'a> {
 
 impl<'a> Unit<'a> {
     /// The commands to propagate, in stream order, each with the database
-    /// it applies to (`None` for `MULTI`/`EXEC`, which select nothing).
-    /// Deletions of lazily expired keys come first, then the unit's
-    /// operations, wrapped in `MULTI`/`EXEC` when there are several.
+    /// it applies to (`None` for `EXEC`, which selects nothing): the
+    /// unit's operations, wrapped in `MULTI`/`EXEC` when there are several.
     pub fn commands(&self) -> impl Iterator<Item = (Option<usize>, Vec<&'a [u8]>)> + 'a {
         let fx = self.fx;
         let wrap = fx.ops.len() > 1;
-        let del: &'static [u8] = b"DEL";
-        let expired =
-            fx.expired.iter().map(move |&(db, k)| (Some(db as usize), vec![del, fx.arena.get(k)]));
-        let multi = wrap.then(|| (None, vec![&b"MULTI"[..]]));
+        // MULTI goes out in the first operation's database (Redis 7.0
+        // selects it before the MULTI).
+        let first_db = fx.ops.first().map(|op| op.db as usize);
+        let multi = wrap.then(|| (first_db, vec![&b"MULTI"[..]]));
         let exec = wrap.then(|| (None, vec![&b"EXEC"[..]]));
         let ops = fx.ops.iter().map(move |op| {
             let args = (op.first..op.first + op.argc).map(|i| fx.arena.get(i)).collect();
             (Some(op.db as usize), args)
         });
-        expired.chain(multi).chain(ops).chain(exec)
+        multi.into_iter().chain(ops).chain(exec)
     }
 
     /// Whether anything is to be propagated.
     pub fn propagates(&self) -> bool {
-        !self.fx.ops.is_empty() || !self.fx.expired.is_empty()
+        !self.fx.ops.is_empty()
     }
 
     /// The keyspace events, in the order they happened.
@@ -258,10 +259,14 @@ pub struct Effects {
     pub want: Want,
     /// The running command's dirty count.
     pub dirty: u64,
+    /// The running command is propagated whatever its dirty count.
+    forced: bool,
     unit_dirty: u64,
     own: Own,
     ops: Vec<Op>,
-    expired: Vec<(u32, u32)>,
+    /// Where the running command's operations start (a lazily expired
+    /// key's `DEL` goes before them).
+    cmd_ops: usize,
     events: Vec<EventRec>,
     /// Where the running command's events start (lazily expired keys found
     /// after it ran are reported before them).
@@ -278,10 +283,11 @@ impl Default for Effects {
         Effects {
             want: Want::default(),
             dirty: 0,
+            forced: false,
             unit_dirty: 0,
             own: Own::AsIs,
             ops: Vec::new(),
-            expired: Vec::new(),
+            cmd_ops: 0,
             events: Vec::new(),
             cmd_events: 0,
             keys: Vec::new(),
@@ -317,8 +323,10 @@ impl Effects {
     #[inline]
     pub fn begin_command(&mut self) {
         self.dirty = 0;
+        self.forced = false;
         self.own = Own::AsIs;
         self.cmd_events = self.events.len();
+        self.cmd_ops = self.ops.len();
     }
 
     /// Adds `n` to the dirty count.
@@ -376,9 +384,9 @@ impl Effects {
         self.own = Own::Prevented;
     }
 
-    /// Records a key that expired lazily while the unit ran (the store
-    /// reports these): its `expired` event goes before the running
-    /// command's events, its `DEL` ahead of the unit.
+    /// Records a key that expired lazily while the running command ran
+    /// (the store reports these): its `expired` event and its `DEL` go
+    /// before the command's own.
     pub fn expired(&mut self, db: usize, key: &[u8]) {
         if self.want.events {
             let k = self.arena.push(key);
@@ -387,22 +395,31 @@ impl Effects {
             self.cmd_events += 1;
         }
         if self.want.propagate {
-            let k = self.arena.push(key);
-            self.expired.push((db as u32, k));
+            let first = self.arena.push(b"DEL");
+            self.arena.push(key);
+            self.ops.insert(self.cmd_ops, Op { db: db as u32, first, argc: 2 });
+            self.cmd_ops += 1;
         }
         self.key(db, key);
     }
 
-    /// Ends the running command: it is propagated if it dirtied anything.
-    /// Returns its dirty count.
+    /// Propagates the running command even if it dirtied nothing (Redis's
+    /// `forceCommandPropagation`: FLUSHDB on an empty database).
+    pub fn force(&mut self) {
+        self.forced = true;
+    }
+
+    /// Ends the running command: it is propagated if it dirtied anything
+    /// (or was forced). Returns its dirty count.
     #[inline]
     pub fn end_command(&mut self, db: usize, argv: &[&[u8]]) -> u64 {
         let d = self.dirty;
         self.unit_dirty += d;
-        if d > 0 && self.want.propagate {
+        if (d > 0 || self.forced) && self.want.propagate {
             self.propagate_own(db, argv);
         }
         self.dirty = 0;
+        self.forced = false;
         self.own = Own::AsIs;
         d
     }
@@ -429,10 +446,7 @@ impl Effects {
     /// Whether the unit recorded anything a consumer may want.
     #[inline]
     pub fn pending(&self) -> bool {
-        !self.ops.is_empty()
-            || !self.expired.is_empty()
-            || !self.events.is_empty()
-            || !self.keys.is_empty()
+        !self.ops.is_empty() || !self.events.is_empty() || !self.keys.is_empty()
     }
 
     /// Ends the unit: hands it to the consumers (call with its locks still
@@ -444,6 +458,7 @@ impl Effects {
         }
         self.unit_dirty = 0;
         self.cmd_events = 0;
+        self.cmd_ops = 0;
     }
 
     #[cold]
@@ -457,7 +472,6 @@ impl Effects {
                 }
             }
             self.ops.clear();
-            self.expired.clear();
             self.events.clear();
             self.keys.clear();
             self.arena.clear();

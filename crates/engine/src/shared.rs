@@ -145,6 +145,8 @@ pub struct Shared {
     pub blocked_clients: AtomicUsize,
     /// The consumers of the effects record (AOF, replicas, notifications).
     pub effects: crate::effects::Hub,
+    /// The recorder `DEBUG EFFECTS` installed, if any (a test hook).
+    pub debug_recorder: Mutex<Option<Arc<crate::effects::Recorder>>>,
     pub clock: Clock,
     /// Set while a dataset loads: commands without the LOADING flag wait.
     loading: AtomicBool,
@@ -200,6 +202,7 @@ impl Shared {
             expired_keys_base: AtomicU64::new(0),
             blocked_clients: AtomicUsize::new(0),
             effects: crate::effects::Hub::default(),
+            debug_recorder: Mutex::new(None),
             clock: Clock::default(),
             loading: AtomicBool::new(false),
             used_memory: AtomicU64::new(0),

@@ -15,6 +15,7 @@
 
 pub mod args;
 mod client;
+pub mod effects;
 pub mod pair;
 pub mod scenario;
 mod server;

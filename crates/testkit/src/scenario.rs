@@ -17,6 +17,9 @@
 //! - `@raw "BYTES"` — write the (quoted, escaped) bytes as they are and
 //!   compare one reply.
 //! - `@sleep MS` — pause both sides (only for short expiries).
+//! - `@async CMD ...` — send without reading the reply (a command that
+//!   blocks); `@await` reads and compares the pending reply of the
+//!   current connection later.
 //!
 //! A connection that the server closed (QUIT, protocol error) or that timed
 //! out is reopened by the next line sent on it, as `redis-cli` does.
@@ -42,12 +45,18 @@ pub enum Check {
 /// One line of a scenario.
 #[derive(Clone, Debug)]
 pub enum Step {
-    /// Send `bytes`, read one reply, compare it.
+    /// Send `bytes`, read one reply (unless `deferred`), compare it.
     Send {
         line: usize,
         text: String,
         bytes: Vec<u8>,
         check: Check,
+        deferred: bool,
+    },
+    /// Read and compare the reply of the connection's deferred command.
+    Await {
+        line: usize,
+        text: String,
     },
     Conn {
         name: String,
@@ -81,6 +90,10 @@ pub fn parse(name: &str, text: &str) -> Result<Scenario, String> {
                 steps.push(Step::Sleep(ms.trim().parse().map_err(|_| bad("bad @sleep"))?));
                 continue;
             }
+            ("@await", "") => {
+                steps.push(Step::Await { line, text: t.to_string() });
+                continue;
+            }
             ("@resp3", "") => (Check::Shape, "HELLO 3"),
             ("@any", rest) => (Check::Shape, rest),
             ("@sorted", rest) => (Check::Sorted, rest),
@@ -88,19 +101,27 @@ pub fn parse(name: &str, text: &str) -> Result<Scenario, String> {
             ("@raw", rest) => {
                 let parts = args::split(rest.as_bytes()).ok_or_else(|| bad("unbalanced quotes"))?;
                 let bytes = parts.concat();
-                steps.push(Step::Send { line, text: t.to_string(), bytes, check: Check::Exact });
+                steps.push(Step::Send {
+                    line,
+                    text: t.to_string(),
+                    bytes,
+                    check: Check::Exact,
+                    deferred: false,
+                });
                 continue;
             }
+            ("@async", rest) => (Check::Exact, rest),
             (d, _) if d.starts_with('@') => return Err(bad("unknown directive")),
             _ => (Check::Exact, t),
         };
+        let deferred = t.starts_with("@async");
         let argv = args::split(cmd.as_bytes()).ok_or_else(|| bad("unbalanced quotes"))?;
         if argv.is_empty() {
             return Err(bad("no command"));
         }
         let mut bytes = Vec::new();
         Frame::encode_command(&argv, &mut bytes);
-        steps.push(Step::Send { line, text: t.to_string(), bytes, check });
+        steps.push(Step::Send { line, text: t.to_string(), bytes, check, deferred });
     }
     Ok(Scenario { name: name.to_string(), steps })
 }
@@ -151,20 +172,34 @@ fn clip(b: &[u8]) -> String {
 }
 
 /// One server's side of a run: its named connections.
-struct Side {
+pub(crate) struct Side {
     port: u16,
     conns: HashMap<String, Client>,
     timeout: Duration,
 }
 
 impl Side {
-    fn new(port: u16, timeout: Duration) -> Side {
+    pub(crate) fn new(port: u16, timeout: Duration) -> Side {
         Side { port, conns: HashMap::new(), timeout }
     }
 
     /// Sends and reads one reply; failures become a `<...>` marker and drop
     /// the connection so the next line starts afresh.
-    fn exchange(&mut self, conn: &str, bytes: &[u8]) -> Vec<u8> {
+    pub(crate) fn exchange(&mut self, conn: &str, bytes: &[u8]) -> Vec<u8> {
+        self.io(conn, Some(bytes), true)
+    }
+
+    /// Sends without reading the reply (`@async`).
+    pub(crate) fn send_only(&mut self, conn: &str, bytes: &[u8]) -> Vec<u8> {
+        self.io(conn, Some(bytes), false)
+    }
+
+    /// Reads the reply of a command sent earlier (`@await`).
+    pub(crate) fn await_reply(&mut self, conn: &str) -> Vec<u8> {
+        self.io(conn, None, true)
+    }
+
+    fn io(&mut self, conn: &str, bytes: Option<&[u8]>, read: bool) -> Vec<u8> {
         if !self.conns.contains_key(conn) {
             match Client::connect(self.port) {
                 Ok(mut c) => {
@@ -175,7 +210,18 @@ impl Side {
             }
         }
         let c = self.conns.get_mut(conn).expect("connection just made");
-        let r = c.send_raw(bytes).and_then(|_| c.read_reply());
+        let sent = match bytes {
+            Some(b) => c.send_raw(b),
+            None => Ok(()),
+        };
+        if !read {
+            return match sent {
+                Ok(()) => Vec::new(),
+                Err(e) => format!("<{e}>").into_bytes(),
+            };
+        }
+        let bytes = bytes.unwrap_or(b"");
+        let r = sent.and_then(|_| c.read_reply());
         match r {
             Ok(b) => {
                 if is_quit(bytes) {
@@ -220,7 +266,26 @@ pub fn run(sc: &Scenario, redis_port: u16, sluice_port: u16) -> Vec<Mismatch> {
         match step {
             Step::Conn { name } => conn = name.clone(),
             Step::Sleep(ms) => std::thread::sleep(Duration::from_millis(*ms)),
-            Step::Send { line, text, bytes, check } => {
+            Step::Send { deferred: true, bytes, .. } => {
+                redis.send_only(&conn, bytes);
+                sluice.send_only(&conn, bytes);
+                // Both servers see the command before the next line.
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Step::Await { line, text } => {
+                let a = redis.await_reply(&conn);
+                let b = sluice.await_reply(&conn);
+                if a != b {
+                    out.push(Mismatch {
+                        scenario: sc.name.clone(),
+                        line: *line,
+                        text: text.clone(),
+                        redis: a,
+                        sluice: b,
+                    });
+                }
+            }
+            Step::Send { line, text, bytes, check, .. } => {
                 let a = redis.exchange(&conn, bytes);
                 let b = sluice.exchange(&conn, bytes);
                 if dump {

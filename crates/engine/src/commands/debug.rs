@@ -177,8 +177,59 @@ fn debug(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
             out.ok();
         }
         3 if eq_ic(sub, "OBJECT") => object(cx, argv[2], out)?,
+        3 if eq_ic(sub, "EFFECTS") => effects(cx, argv[2], out)?,
         _ => return Err(CmdError::SubcommandSyntax { sub: sub.to_vec(), cmd: argv[0].to_vec() }),
     }
+    Ok(())
+}
+
+/// `DEBUG EFFECTS START|TAKE|STOP`, Sluice's test hook on the effects
+/// record (not in Redis): START installs a recording consumer (replacing
+/// any earlier one), TAKE replies with what it saw since — the propagated
+/// stream as a replica would read it, the keyspace events as
+/// `[name, db, key]`, and the dirty total — and STOP removes it. The
+/// differential tests compare these with redis-server's replica stream,
+/// notifications and `rdb_changes_since_last_save`.
+fn effects(cx: &mut Ctx, what: &[u8], out: &mut ReplyBuf) -> CmdResult {
+    use crate::effects::{Consumer, Recorder};
+    let shared = cx.shared;
+    let take_old = || shared.debug_recorder.lock().take();
+    if eq_ic(what, "START") || eq_ic(what, "STOP") {
+        if let Some(old) = take_old() {
+            let old: std::sync::Arc<dyn Consumer> = old;
+            shared.remove_consumer(&old);
+        }
+        if eq_ic(what, "START") {
+            let r = Recorder::new();
+            *shared.debug_recorder.lock() = Some(r.clone());
+            shared.add_consumer(r);
+        }
+        out.ok();
+        return Ok(());
+    }
+    if !eq_ic(what, "TAKE") {
+        return Err(CmdError::Syntax);
+    }
+    let Some(r) = shared.debug_recorder.lock().clone() else {
+        return Err(CmdError::err("no effects recorder: DEBUG EFFECTS START first"));
+    };
+    let rec = r.take();
+    out.array(3);
+    out.array(rec.stream.len());
+    for cmd in &rec.stream {
+        out.array(cmd.len());
+        for a in cmd {
+            out.bulk(a);
+        }
+    }
+    out.array(rec.events.len());
+    for (_, name, db, key) in &rec.events {
+        out.array(3);
+        out.bulk(name.as_bytes());
+        out.int(*db as i64);
+        out.bulk(key);
+    }
+    out.int(rec.dirty as i64);
     Ok(())
 }
 

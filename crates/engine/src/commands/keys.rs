@@ -8,6 +8,7 @@ use resp::ReplyBuf;
 use store::Entry;
 
 use crate::ctx::{eq_ic, parse_i64, Args, Ctx};
+use crate::effects::Class;
 use crate::error::{CmdError, CmdResult};
 use crate::spec::{CommandSpec, Flags, Group, KeyList, KeySpec};
 
@@ -292,6 +293,7 @@ fn del(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let mut n = 0;
     while let Some(k) = args.next() {
         if cx.delete(k).is_some() {
+            cx.changed(k, Class::GENERIC, "del", 1);
             n += 1;
         }
     }
@@ -350,6 +352,10 @@ fn rename_with(cx: &mut Ctx, args: &mut Args, nx: bool, out: &mut ReplyBuf) -> C
         let e = cx.delete(src).expect("source was just found");
         let db = cx.db;
         cx.keys.insert(db, dst, e.value, e.expire_at, e.lru);
+        // Redis deletes an existing destination and adds the key anew.
+        cx.created(dst);
+        cx.changed(src, Class::GENERIC, "rename_from", 1);
+        cx.changed(dst, Class::GENERIC, "rename_to", 0);
         if nx {
             out.int(1);
         } else {
@@ -402,6 +408,9 @@ fn move_(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     }
     let e = cx.delete(key).expect("key was just found");
     cx.keys.insert(dst, key, e.value, e.expire_at, e.lru);
+    cx.sess.fx.event(Class::NEW, "new", dst, key);
+    cx.changed(key, Class::GENERIC, "move_from", 1);
+    cx.changed_in(dst, key, Class::GENERIC, "move_to", 0);
     out.int(1);
     Ok(())
 }
@@ -465,6 +474,8 @@ fn copy(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     }
     let lru = cx.lru();
     cx.keys.insert(o.db, dst, value, expire_at, lru);
+    cx.sess.fx.event(Class::NEW, "new", o.db, dst);
+    cx.changed_in(o.db, dst, Class::GENERIC, "copy_to", 1);
     out.int(1);
     Ok(())
 }

@@ -11,13 +11,12 @@
 use std::borrow::Cow;
 
 use resp::ReplyBuf;
-use store::{Stripe, Value, NO_EXPIRE};
+use store::{Value, NO_EXPIRE};
 
 use crate::ctx::{eq_ic, expect_string, parse_i64, Args, Ctx};
 use crate::effects::Class;
 use crate::error::{CmdError, CmdResult};
 use crate::ldouble::{self, LdError};
-use crate::shared::Shared;
 use crate::spec::{CommandSpec, Flags, Group, KeySpec};
 
 const W: Flags = Flags::WRITE.union(Flags::DENYOOM);
@@ -114,12 +113,6 @@ pub(crate) fn reply_string(v: &Value, out: &mut ReplyBuf) -> CmdResult {
     }
 }
 
-/// Marks a key changed in place (Redis's `signalModifiedKey` + `dirty++`);
-/// `Stripe::insert`/`remove` do this themselves.
-fn modified(s: &mut Stripe, key: &[u8]) {
-    s.modified(key);
-}
-
 // ---- GET, GETDEL, GETEX -------------------------------------------------
 
 fn get(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
@@ -143,6 +136,8 @@ fn getdel(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let key = args.key()?;
     if get_with(cx, key, out)? {
         cx.delete(key);
+        cx.changed(key, Class::GENERIC, "del", 1);
+        cx.propagate_as(&[b"DEL", key]);
     }
     Ok(())
 }
@@ -172,12 +167,21 @@ fn getex(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         // An absolute time already past deletes the key (after the reply).
         Some(at) if absolute && at <= now => {
             cx.delete(key);
+            cx.changed(key, Class::GENERIC, "del", 1);
+            cx.propagate_as(&[b"DEL", key]);
         }
         Some(at) => {
             cx.keys.set_expire(cx.db, key, at);
+            cx.changed(key, Class::GENERIC, "expire", 1);
+            if cx.propagating() {
+                let mut ms = resp::IntBuf::new();
+                cx.propagate_as(&[b"PEXPIREAT", key, ms.format(at)]);
+            }
         }
         None if o.persist && ttl != NO_EXPIRE => {
             cx.keys.set_expire(cx.db, key, NO_EXPIRE);
+            cx.changed(key, Class::GENERIC, "persist", 1);
+            cx.propagate_as(&[b"PERSIST", key]);
         }
         None => {}
     }
@@ -280,6 +284,18 @@ fn set(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let val = args.req()?;
     let opts = parse_ext_opts(args, true)?;
     let written = set_with(cx, key, val, &opts, "set", out)?;
+    if written && opts.get && opts.expire.is_none() && cx.propagating() {
+        // Replicas need no GET: Redis 7.0 drops every GET argument (with
+        // an expire the command was rewritten whole already).
+        let argv: smallvec::SmallVec<[&[u8]; 8]> = args
+            .argv()
+            .iter()
+            .enumerate()
+            .filter(|(i, a)| *i < 3 || !eq_ic(a, "GET"))
+            .map(|(_, a)| *a)
+            .collect();
+        cx.propagate_as(&argv);
+    }
     if !opts.get {
         if written {
             out.ok();
@@ -327,7 +343,9 @@ fn getset(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let key = args.key()?;
     let val = args.req()?;
     let opts = SetOpts { get: true, ..Default::default() };
-    set_with(cx, key, val, &opts, "getset", out).map(|_| ())
+    set_with(cx, key, val, &opts, "getset", out)?;
+    cx.propagate_as(&[b"SET", key, val]);
+    Ok(())
 }
 
 /// The shared body of SET, SETNX, SETEX, PSETEX and GETSET (Redis's
@@ -419,6 +437,7 @@ fn mset_with(cx: &mut Ctx, args: &mut Args, nx: bool, out: &mut ReplyBuf) -> Cmd
     }
     for kv in pairs.chunks_exact(2) {
         cx.set(kv[0], Value::from_arg(kv[1]), NO_EXPIRE);
+        cx.changed(kv[0], Class::STRING, "set", 1);
     }
     if nx {
         out.int(1);
@@ -471,20 +490,23 @@ fn int_of(v: &Value) -> Result<i64, CmdError> {
 fn incr_with(cx: &mut Ctx, key: &[u8], by: i64, out: &mut ReplyBuf) -> CmdResult {
     let (db, now, lru) = (cx.db, cx.now(), cx.lru());
     let s = cx.keys.stripe(db, key);
-    let v = match s.get(key, now) {
+    let (v, created) = match s.get(key, now) {
         Some(e) => {
             expect_string(e)?;
             let v = int_of(&e.value)?.checked_add(by).ok_or(CmdError::Overflow)?;
             e.value = Value::Int(v);
             e.lru = lru;
-            modified(s, key);
-            v
+            (v, false)
         }
         None => {
             s.insert(key, Value::Int(by), NO_EXPIRE, lru);
-            by
+            (by, true)
         }
     };
+    if created {
+        cx.created(key);
+    }
+    cx.changed(key, Class::STRING, "incrby", 1);
     out.int(v);
     Ok(())
 }
@@ -495,7 +517,7 @@ fn incrbyfloat(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let (db, now, lru) = (cx.db, cx.now(), cx.lru());
     let mut buf = [0u8; ldouble::LD_BUF];
     let s = cx.keys.stripe(db, key);
-    let n = match s.get(key, now) {
+    let (n, created) = match s.get(key, now) {
         Some(e) => {
             expect_string(e)?;
             let mut ib = [0u8; 24];
@@ -504,15 +526,21 @@ fn incrbyfloat(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
             // Stored as Redis's createStringObject: embstr or raw by size.
             e.value = Value::str_exact(&buf[..n]);
             e.lru = lru;
-            modified(s, key);
-            n
+            (n, false)
         }
         None => {
             let n = ldouble::incr_by(None, by, &mut buf).map_err(ld_error)?;
             s.insert(key, Value::str_exact(&buf[..n]), NO_EXPIRE, lru);
-            n
+            (n, true)
         }
     };
+    if created {
+        cx.created(key);
+    }
+    cx.changed(key, Class::STRING, "incrbyfloat", 1);
+    // Replicas get the result, not the float arithmetic (which could
+    // round differently there).
+    cx.propagate_as(&[b"SET", key, &buf[..n], b"KEEPTTL"]);
     out.bulk(&buf[..n]);
     Ok(())
 }
@@ -530,8 +558,7 @@ fn ld_error(e: LdError) -> CmdError {
 
 /// Redis's `checkStringLength`: `size + append` must fit in
 /// proto-max-bulk-len.
-fn check_string_length(shared: &Shared, size: usize, append: usize) -> CmdResult {
-    let limit = shared.config.read().proto_max_bulk_len;
+fn check_string_length(limit: i64, size: usize, append: usize) -> CmdResult {
     if size as i128 + append as i128 > i128::from(limit) {
         return Err(CmdError::StringTooLong);
     }
@@ -541,12 +568,13 @@ fn check_string_length(shared: &Shared, size: usize, append: usize) -> CmdResult
 fn append(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let key = args.key()?;
     let val = args.req()?;
-    let (db, now, lru, shared) = (cx.db, cx.now(), cx.lru(), cx.shared);
+    let limit = cx.sess.conf(cx.shared).proto_max_bulk_len;
+    let (db, now, lru) = (cx.db, cx.now(), cx.lru());
     let s = cx.keys.stripe(db, key);
-    let total = match s.get(key, now) {
+    let (total, created) = match s.get(key, now) {
         Some(e) => {
             expect_string(e)?;
-            check_string_length(shared, e.value.str_len().unwrap_or(0), val.len())?;
+            check_string_length(limit, e.value.str_len().unwrap_or(0), val.len())?;
             // Appending makes the value `raw`, even when nothing is appended.
             let mut total = 0;
             if let Some(v) = e.value.make_raw() {
@@ -554,14 +582,17 @@ fn append(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
                 total = v.len();
             }
             e.lru = lru;
-            modified(s, key);
-            total
+            (total, false)
         }
         None => {
             s.insert(key, Value::from_arg(val), NO_EXPIRE, lru);
-            val.len()
+            (val.len(), true)
         }
     };
+    if created {
+        cx.created(key);
+    }
+    cx.changed(key, Class::STRING, "append", 1);
     out.int(total as i64);
     Ok(())
 }
@@ -632,7 +663,7 @@ fn setrange(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         out.int(cur_len.unwrap_or(0) as i64);
         return Ok(());
     }
-    check_string_length(cx.shared, offset as usize, val.len())?;
+    check_string_length(cx.sess.conf(cx.shared).proto_max_bulk_len, offset as usize, val.len())?;
     let (offset, end) = (offset as usize, offset as usize + val.len());
     let total = match cx.lookup_write(key) {
         Some(e) => {
@@ -653,6 +684,7 @@ fn setrange(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
             end
         }
     };
+    cx.changed(key, Class::STRING, "setrange", 1);
     out.int(total as i64);
     Ok(())
 }
@@ -705,7 +737,7 @@ fn lcs(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     // memory exceeds proto-max-bulk-len, or when it cannot be allocated.
     let cells = (a.len() as u128 + 1) * (b.len() as u128 + 1);
     let bytes = cells * 4;
-    let limit = cx.shared.config.read().proto_max_bulk_len;
+    let limit = cx.sess.conf(cx.shared).proto_max_bulk_len;
     if bytes < usize::MAX as u128 && bytes > limit.max(0) as u128 {
         return Err(CmdError::err(
             "Insufficient memory, transient memory for LCS exceeds proto-max-bulk-len",

@@ -6,6 +6,7 @@ use store::NO_EXPIRE;
 
 use super::read_notouch;
 use crate::ctx::{eq_ic, parse_i64, Args, Ctx};
+use crate::effects::Class;
 use crate::error::{CmdError, CmdResult};
 
 /// The NX/XX/GT/LT options of the EXPIRE family.
@@ -105,9 +106,24 @@ fn expire_with(cx: &mut Ctx, args: &mut Args, unit: Unit, out: &mut ReplyBuf) ->
     }
     if when <= now {
         cx.delete(key);
+        cx.changed(key, Class::GENERIC, "del", 1);
+        cx.propagate_as(&[b"DEL", key]);
     } else {
         let db = cx.db;
         cx.keys.set_expire(db, key, when);
+        cx.changed(key, Class::GENERIC, "expire", 1);
+        if cx.propagating() {
+            // Redis 7.0 rewrites the name and the time, and keeps the
+            // NX/XX/GT/LT flags as they came.
+            let argv = args.argv();
+            let mut ms = resp::IntBuf::new();
+            let mut rewritten: smallvec::SmallVec<[&[u8]; 6]> = smallvec::SmallVec::new();
+            rewritten.push(if eq_ic(argv[0], "PEXPIREAT") { argv[0] } else { b"PEXPIREAT" });
+            rewritten.push(key);
+            rewritten.push(ms.format(when));
+            rewritten.extend_from_slice(&argv[3..]);
+            cx.propagate_as(&rewritten);
+        }
     }
     out.int(1);
     Ok(())
@@ -153,6 +169,7 @@ pub(super) fn persist(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdR
     if has_ttl {
         let db = cx.db;
         cx.keys.set_expire(db, key, NO_EXPIRE);
+        cx.changed(key, Class::GENERIC, "persist", 1);
     }
     out.int(i64::from(has_ttl));
     Ok(())

@@ -277,26 +277,38 @@ fn flush_args(args: &mut Args) -> CmdResult {
     }
 }
 
-fn flush_db(cx: &mut Ctx, db: usize) {
+/// Empties database `db`; returns how many keys it held.
+fn flush_db(cx: &mut Ctx, db: usize) -> u64 {
+    let mut n = 0;
     for id in stripe_ids(cx, db) {
         // Marks the watchers of keys that existed, as Redis's
         // `signalFlushedDb`.
-        cx.keys.stripe_id(id).clear();
+        n += cx.keys.stripe_id(id).clear() as u64;
     }
+    n
 }
 
 pub(super) fn flushdb(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     flush_args(args)?;
-    flush_db(cx, cx.db);
+    let n = flush_db(cx, cx.db);
+    // Redis counts the keys removed and propagates the flush even when
+    // there were none.
+    cx.dirty(n);
+    cx.force_propagate();
     out.ok();
     Ok(())
 }
 
 pub(super) fn flushall(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     flush_args(args)?;
+    let mut n = 0;
     for db in 0..cx.shared.store.databases() {
-        flush_db(cx, db);
+        n += flush_db(cx, db);
     }
+    // The keys removed (with save points configured Redis 7.0 also saves
+    // here, which resets the count: that comes with snapshots).
+    cx.dirty(n);
+    cx.force_propagate();
     out.ok();
     Ok(())
 }
@@ -322,6 +334,7 @@ pub(super) fn swapdb(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdRe
             sx.swap_data(sy);
         }
     }
+    cx.dirty(1);
     out.ok();
     Ok(())
 }
