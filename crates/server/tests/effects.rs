@@ -47,6 +47,8 @@ files! {
     keys => "keys.txt",
     transactions => "transactions.txt",
     blocking => "blocking.txt",
+    lists => "lists.txt",
+    zsets => "zsets.txt",
 }
 
 #[test]

@@ -15,6 +15,8 @@ use store::{Kind, Stripe, Value, NO_EXPIRE};
 
 use crate::blocking;
 use crate::ctx::{eq_ic, parse_i64, Args, Ctx};
+use crate::dispatch::Caller;
+use crate::effects::Class;
 use crate::error::{CmdError, CmdResult};
 use crate::spec::{CommandSpec, Flags, Group, KeyList, KeySpec};
 
@@ -213,13 +215,43 @@ fn list_in<'s>(
     }
 }
 
-/// Redis's `signalModifiedKey` and `dirty += n` after an in-place change;
-/// deletes the key when the list was emptied.
-fn changed(s: &mut Stripe, key: &[u8], n: usize, emptied: bool) {
-    let _ = n;
-    s.modified(key);
+/// Reports a change of the list at `key` (Redis's event and dirty count);
+/// an emptied list is deleted, with Redis's `del` event after.
+fn list_changed(cx: &mut Ctx, key: &[u8], event: &'static str, n: usize, emptied: bool) {
+    // Redis 7.0 serves a client blocked on a list outside call(): the pop
+    // is propagated but not counted in server.dirty (sorted sets differ).
+    let n = if cx.caller == Caller::Served {
+        cx.force_propagate();
+        0
+    } else {
+        n
+    };
+    cx.changed(key, Class::LIST, event, n as u64);
     if emptied {
-        s.remove(key);
+        cx.delete(key);
+        cx.notify(Class::GENERIC, "del", key);
+    }
+}
+
+fn push_event(end: ListEnd) -> &'static str {
+    match end {
+        ListEnd::Head => "lpush",
+        ListEnd::Tail => "rpush",
+    }
+}
+
+fn pop_event(end: ListEnd) -> &'static str {
+    match end {
+        ListEnd::Head => "lpop",
+        ListEnd::Tail => "rpop",
+    }
+}
+
+/// The non-blocking pop a blocking one is propagated as.
+fn pop_name(end: ListEnd) -> &'static [u8] {
+    match end {
+        ListEnd::Head => b"LPOP",
+        ListEnd::Tail => b"RPOP",
     }
 }
 
@@ -282,28 +314,33 @@ fn push_with(
 ) -> CmdResult {
     let key = args.key()?;
     let vals = args.rest();
-    let (db, now, lru, shared) = (cx.db, cx.now(), cx.lru(), cx.shared);
+    let fill = cx.sess.conf(cx.shared).list_max_listpack_size;
+    let (db, now, lru) = (cx.db, cx.now(), cx.lru());
     let s = cx.keys.stripe(db, key);
-    let len = match list_in(s, key, now, lru)? {
+    let (len, created) = match list_in(s, key, now, lru)? {
         Some(l) => {
             for v in vals {
                 l.push(end, v);
             }
-            let n = l.len();
-            changed(s, key, vals.len(), false);
-            n
+            (l.len(), false)
         }
-        None if xx => 0,
+        None if xx => (0, false),
         None => {
-            let mut l = List::new(shared.config.read().list_max_listpack_size);
+            let mut l = List::new(fill);
             for v in vals {
                 l.push(end, v);
             }
             let n = l.len();
             s.insert(key, Value::List(Box::new(l)), NO_EXPIRE, lru);
-            n
+            (n, true)
         }
     };
+    if created {
+        cx.created(key);
+    }
+    if len > 0 {
+        list_changed(cx, key, push_event(end), vals.len(), false);
+    }
     out.int(len as i64);
     Ok(())
 }
@@ -351,7 +388,7 @@ fn pop_with(cx: &mut Ctx, args: &mut Args, end: ListEnd, out: &mut ReplyBuf) -> 
         Some(c) => pop_reply(l, end, c, out),
     };
     let emptied = l.is_empty();
-    changed(s, key, n, emptied);
+    list_changed(cx, key, pop_event(end), n, emptied);
     Ok(())
 }
 
@@ -539,7 +576,7 @@ fn lset(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     };
     let i = resolve(parse_i64(idx)?, l.len()).ok_or(CmdError::OutOfRange)?;
     l.set(i, val);
-    changed(s, key, 1, false);
+    list_changed(cx, key, "lset", 1, false);
     out.ok();
     Ok(())
 }
@@ -568,7 +605,7 @@ fn linsert(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     };
     l.insert(at + usize::from(after), val);
     let n = l.len();
-    changed(s, key, 1, false);
+    list_changed(cx, key, "linsert", 1, false);
     out.int(n as i64);
     Ok(())
 }
@@ -586,7 +623,7 @@ fn lrem(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let removed = l.remove_eq(val, count);
     if removed > 0 {
         let emptied = l.is_empty();
-        changed(s, key, removed, emptied);
+        list_changed(cx, key, "lrem", removed, emptied);
     }
     out.int(removed as i64);
     Ok(())
@@ -606,7 +643,7 @@ fn ltrim(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         };
         l.trim(front, back);
         let emptied = l.is_empty();
-        changed(s, key, front + back, emptied);
+        list_changed(cx, key, "ltrim", front + back, emptied);
     }
     out.ok();
     Ok(())
@@ -638,7 +675,8 @@ fn move_with(
     to: ListEnd,
     out: &mut ReplyBuf,
 ) -> CmdResult {
-    let (db, now, lru, shared) = (cx.db, cx.now(), cx.lru(), cx.shared);
+    let fill = cx.sess.conf(cx.shared).list_max_listpack_size;
+    let (db, now, lru) = (cx.db, cx.now(), cx.lru());
     match list_in(cx.keys.stripe(db, src), src, now, lru)? {
         Some(l) if !l.is_empty() => {}
         _ => {
@@ -654,23 +692,28 @@ fn move_with(
     let s = cx.keys.stripe(db, src);
     let Some(l) = list_in(s, src, now, lru)? else { unreachable!("source was just found") };
     let v = l.pop(from).expect("source is not empty");
-    changed(s, src, 1, false);
     let d = cx.keys.stripe(db, dst);
-    match list_in(d, dst, now, lru)? {
+    let created = match list_in(d, dst, now, lru)? {
         Some(l) => {
             l.push(to, &v);
-            changed(d, dst, 1, false);
+            false
         }
         None => {
-            let mut l = List::new(shared.config.read().list_max_listpack_size);
+            let mut l = List::new(fill);
             l.push(to, &v);
             d.insert(dst, Value::List(Box::new(l)), NO_EXPIRE, lru);
+            true
         }
+    };
+    // Redis's order: the push (and the destination's creation), then the
+    // pop and, if it emptied the source, its deletion; one change counted.
+    if created {
+        cx.created(dst);
     }
+    cx.changed(dst, Class::LIST, push_event(to), 0);
     let s = cx.keys.stripe(db, src);
-    if list_in(s, src, now, lru)?.is_some_and(|l| l.is_empty()) {
-        s.remove(src);
-    }
+    let emptied = list_in(s, src, now, lru)?.is_some_and(|l| l.is_empty());
+    list_changed(cx, src, pop_event(from), 1, emptied);
     out.bulk(&v);
     Ok(())
 }
@@ -737,7 +780,12 @@ fn mpop_first(
         out.bulk(key);
         let n = pop_reply(l, end, count, out);
         let emptied = l.is_empty();
-        changed(s, key, n, emptied);
+        list_changed(cx, key, pop_event(end), n, emptied);
+        // LMPOP and BLMPOP go out as the pop with a count.
+        if cx.propagating() {
+            let mut c = resp::IntBuf::new();
+            cx.propagate_as(&[pop_name(end), key, c.format(n as i64)]);
+        }
         return Ok(true);
     }
     Ok(false)
@@ -797,7 +845,9 @@ fn pop_first(
         out.bulk(key);
         l.pop_with(end, |v| out.bulk(v));
         let emptied = l.is_empty();
-        changed(s, key, 1, emptied);
+        list_changed(cx, key, pop_event(end), 1, emptied);
+        // BLPOP and BRPOP go out as the non-blocking pop.
+        cx.propagate_as(&[pop_name(end), key]);
         return Ok(true);
     }
     Ok(false)
@@ -833,7 +883,27 @@ fn bmove_with(
 ) -> CmdResult {
     let (db, now, lru) = (cx.db, cx.now(), cx.lru());
     if list_in(cx.keys.stripe(db, src), src, now, lru)?.is_some() {
-        return move_with(cx, src, dst, from, to, out);
+        move_with(cx, src, dst, from, to, out)?;
+        // BLMOVE goes out as LMOVE, BRPOPLPUSH as RPOPLPUSH; served, with
+        // Redis's own spelling of the ends.
+        if cx.caller == Caller::Served {
+            let end = |e: ListEnd| -> &'static [u8] {
+                match e {
+                    ListEnd::Head => b"left",
+                    ListEnd::Tail => b"right",
+                }
+            };
+            if argv.len() == 6 {
+                cx.propagate_as(&[b"LMOVE", src, dst, end(from), end(to)]);
+            } else {
+                cx.propagate_as(&[b"RPOPLPUSH", src, dst]);
+            }
+        } else if argv.len() == 6 {
+            cx.propagate_as(&[b"LMOVE", src, dst, argv[3], argv[4]]);
+        } else {
+            cx.propagate_as(&[b"RPOPLPUSH", src, dst]);
+        }
+        return Ok(());
     }
     if !cx.may_block() {
         out.null();

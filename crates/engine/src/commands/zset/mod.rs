@@ -19,6 +19,7 @@ use store::types::zset::{Limits, ZSet};
 use store::{Value, NO_EXPIRE};
 
 use crate::ctx::{eq_ic, Args, Ctx};
+use crate::effects::Class;
 use crate::error::{CmdError, CmdResult};
 use crate::spec::{CommandSpec, Flags, Group, KeySpec};
 
@@ -421,16 +422,19 @@ pub const COMMANDS: &[CommandSpec] = &[
 // ---- helpers --------------------------------------------------------------
 
 /// `zset-max-listpack-entries` / `-value`, read once per command.
-pub(crate) fn limits(cx: &Ctx) -> Limits {
-    let c = cx.shared.config.read();
+pub(crate) fn limits(cx: &mut Ctx) -> Limits {
+    let c = cx.sess.conf(cx.shared);
     Limits { max_entries: c.zset_max_listpack_entries, max_value: c.zset_max_listpack_value }
 }
 
-/// Redis's `signalModifiedKey` plus `server.dirty += n`, for a key changed
-/// in place.
-pub(crate) fn modified(cx: &mut Ctx, key: &[u8], n: usize) {
-    let _ = n;
-    cx.keys.stripe(cx.db, key).modified(key);
+/// Reports a change of the sorted set at `key` (Redis's event and dirty
+/// count); with `removed` the set was emptied and deleted, which Redis
+/// reports as `del` after the command's own event.
+pub(crate) fn zset_changed(cx: &mut Ctx, key: &[u8], event: &'static str, n: usize, removed: bool) {
+    cx.changed(key, Class::ZSET, event, n as u64);
+    if removed {
+        cx.notify(Class::GENERIC, "del", key);
+    }
 }
 
 /// The sorted set of a value, or WRONGTYPE.
@@ -598,10 +602,10 @@ fn zadd_with(cx: &mut Ctx, args: &mut Args, mut f: AddFlags, out: &mut ReplyBuf)
     let lim = limits(cx);
     let (mut added, mut updated, mut processed) = (0usize, 0usize, 0usize);
     let mut last = 0.0;
-    let created = match cx.lookup(key) {
+    // A new key is created (and reported `new`) before the members go in.
+    match cx.lookup(key) {
         Some(e) => {
             as_zset(&mut e.value)?;
-            false
         }
         None if f.xx => {
             reply_add(out, f, 0, 0, 0, 0.0);
@@ -610,9 +614,8 @@ fn zadd_with(cx: &mut Ctx, args: &mut Args, mut f: AddFlags, out: &mut ReplyBuf)
         None => {
             let z = ZSet::new_for(rest[1].len(), lim);
             cx.set(key, Value::ZSet(Box::new(z)), NO_EXPIRE);
-            true
         }
-    };
+    }
     let e = cx.lookup(key).ok_or(CmdError::NoSuchKey)?;
     let z = as_zset(&mut e.value)?;
     let mut failed = None;
@@ -640,11 +643,8 @@ fn zadd_with(cx: &mut Ctx, args: &mut Args, mut f: AddFlags, out: &mut ReplyBuf)
         }
     }
     let changes = added + updated;
-    if created {
-        // The creation counted one change already.
-        modified(cx, key, changes.saturating_sub(1));
-    } else if changes > 0 {
-        modified(cx, key, changes);
+    if changes > 0 {
+        zset_changed(cx, key, if zincrby || f.incr { "zincr" } else { "zadd" }, changes, false);
     }
     if let Some(err) = failed {
         return Err(err);
@@ -690,11 +690,12 @@ fn zrem(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
             }
         }
     }
-    if z.is_empty() {
+    let emptied = z.is_empty();
+    if emptied {
         cx.delete(key);
-        modified(cx, key, deleted - 1);
-    } else if deleted > 0 {
-        modified(cx, key, deleted);
+    }
+    if deleted > 0 {
+        zset_changed(cx, key, "zrem", deleted, emptied);
     }
     out.int(deleted as i64);
     Ok(())

@@ -13,9 +13,10 @@ use store::types::zset::{Limits, ZSet};
 use store::{Table, Value, NO_EXPIRE};
 
 use super::range::reply_scored;
-use super::{as_zset, limits, modified, string2d};
+use super::{as_zset, limits, string2d, zset_changed};
 use crate::commands::keys::space::{parse_cursor, parse_scan_opts};
 use crate::ctx::{eq_ic, parse_i64, Args, Ctx};
+use crate::effects::Class;
 use crate::error::{CmdError, CmdResult};
 use crate::glob;
 use crate::spec::KeyList;
@@ -113,11 +114,20 @@ pub(crate) fn pop_reply(
         out.bulk(m);
         out.double(s);
     });
-    if z.is_empty() {
+    let emptied = z.is_empty();
+    if emptied {
         cx.delete(key);
-        modified(cx, key, n.saturating_sub(1));
-    } else {
-        modified(cx, key, n);
+    }
+    let name: &'static [u8] = if how.max { b"ZPOPMAX" } else { b"ZPOPMIN" };
+    zset_changed(cx, key, if how.max { "zpopmax" } else { "zpopmin" }, n, emptied);
+    // The blocking pops and ZMPOP go out as ZPOPMIN/ZPOPMAX.
+    if how.emit_key && how.nested {
+        if cx.propagating() {
+            let mut c = resp::IntBuf::new();
+            cx.propagate_as(&[name, key, c.format(n as i64)]);
+        }
+    } else if how.emit_key {
+        cx.propagate_as(&[name, key]);
     }
     Ok(true)
 }
@@ -646,8 +656,14 @@ fn setop(
         if len > 0 {
             r.shrink_if_small(maxlen, lim);
             cx.set(dst, Value::ZSet(Box::new(r)), NO_EXPIRE);
-        } else {
-            cx.delete(dst);
+            let event = match op {
+                Op::Union => "zunionstore",
+                Op::Inter => "zinterstore",
+                Op::Diff => "zdiffstore",
+            };
+            cx.changed(dst, Class::ZSET, event, 1);
+        } else if cx.delete(dst).is_some() {
+            cx.changed(dst, Class::GENERIC, "del", 1);
         }
         out.int(len as i64);
     } else {

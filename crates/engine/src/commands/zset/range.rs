@@ -11,8 +11,9 @@ use resp::{Proto, ReplyBuf};
 use store::types::zset::{score_gte_min, score_lte_max, LexBound as Lex, ZSet};
 use store::{Value, NO_EXPIRE};
 
-use super::{as_zset, c_strtod, limits, modified};
+use super::{as_zset, c_strtod, limits, zset_changed};
 use crate::ctx::{eq_ic, parse_i64, Args, Ctx};
+use crate::effects::Class;
 use crate::error::{CmdError, CmdResult};
 
 /// A parsed score or lex range.
@@ -284,10 +285,13 @@ fn store_range(cx: &mut Ctx, dst: &[u8], r: Option<ZSet>, out: &mut ReplyBuf) {
         Some(r) if !r.is_empty() => {
             let n = r.len();
             cx.set(dst, Value::ZSet(Box::new(r)), NO_EXPIRE);
+            cx.changed(dst, Class::ZSET, "zrangestore", 1);
             out.int(n as i64);
         }
         _ => {
-            cx.delete(dst);
+            if cx.delete(dst).is_some() {
+                cx.changed(dst, Class::GENERIC, "del", 1);
+            }
             out.int(0);
         }
     }
@@ -336,20 +340,20 @@ pub(super) fn zremrangebyrank(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf)
     let key = args.key()?;
     let start = parse_i64(args.req()?)?;
     let end = parse_i64(args.req()?)?;
-    remrange_with(cx, key, Err((start, end)), out)
+    remrange_with(cx, key, Err((start, end)), "zremrangebyrank", out)
 }
 
 pub(super) fn zremrangebyscore(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let key = args.key()?;
     let sel = parse_score_range(args.req()?, args.req()?)?;
-    remrange_with(cx, key, Ok(sel), out)
+    remrange_with(cx, key, Ok(sel), "zremrangebyscore", out)
 }
 
 pub(super) fn zremrangebylex(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let key = args.key()?;
     let (a, b) = (args.req()?, args.req()?);
     let sel = parse_lex_range(a, b)?;
-    remrange_with(cx, key, Ok(sel), out)
+    remrange_with(cx, key, Ok(sel), "zremrangebylex", out)
 }
 
 /// Redis's `zremrangeGenericCommand`: a score/lex range, or (start, end) ranks.
@@ -357,6 +361,7 @@ fn remrange_with(
     cx: &mut Ctx,
     key: &[u8],
     what: Result<Sel<'_>, (i64, i64)>,
+    event: &'static str,
     out: &mut ReplyBuf,
 ) -> CmdResult {
     let Some(e) = cx.lookup(key) else {
@@ -372,11 +377,12 @@ fn remrange_with(
         },
     };
     let n = z.remove_range(lo, lo + n);
-    if z.is_empty() {
+    let emptied = z.is_empty();
+    if emptied {
         cx.delete(key);
-        modified(cx, key, n - 1);
-    } else if n > 0 {
-        modified(cx, key, n);
+    }
+    if n > 0 {
+        zset_changed(cx, key, event, n, emptied);
     }
     out.int(n as i64);
     Ok(())
