@@ -49,6 +49,9 @@ files! {
     blocking => "blocking.txt",
     lists => "lists.txt",
     zsets => "zsets.txt",
+    hashes => "hashes.txt",
+    sets => "sets.txt",
+    sort => "sort.txt",
 }
 
 #[test]

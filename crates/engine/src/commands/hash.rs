@@ -15,6 +15,7 @@ use store::{Value, NO_EXPIRE};
 
 use crate::commands::keys::space::{parse_cursor, parse_scan_opts, ScanOpts};
 use crate::ctx::{eq_ic, parse_i64, Args, Ctx};
+use crate::effects::Class;
 use crate::error::{CmdError, CmdResult};
 use crate::glob;
 use crate::ldouble::{self, LdError};
@@ -89,8 +90,8 @@ pub const COMMANDS: &[CommandSpec] = &[
 // ---- helpers ---------------------------------------------------------------
 
 /// (hash-max-listpack-entries, hash-max-listpack-value).
-fn limits(cx: &Ctx) -> (usize, usize) {
-    let c = cx.shared.config.read();
+fn limits(cx: &mut Ctx) -> (usize, usize) {
+    let c = cx.sess.conf(cx.shared);
     (c.hash_max_listpack_entries, c.hash_max_listpack_value)
 }
 
@@ -168,15 +169,17 @@ fn set_pairs(cx: &mut Ctx, args: &mut Args, name: &str) -> Result<i64, CmdError>
     // One keyspace lookup (not a type check, an existence check and a
     // write lookup): setting fields never empties a hash, and the change
     // is signalled only once the type is known to be right.
-    if let Some(e) = cx.lookup(key) {
+    let added = if let Some(e) = cx.lookup(key) {
         let Value::Hash(h) = &mut e.value else { return Err(CmdError::WrongType) };
-        let added = set_all(h);
-        cx.keys.stripe(cx.db, key).modified(key);
-        return Ok(added);
-    }
-    let mut h = Hash::new();
-    let added = set_all(&mut h);
-    cx.set(key, Value::Hash(Box::new(h)), NO_EXPIRE);
+        set_all(h)
+    } else {
+        let mut h = Hash::new();
+        let added = set_all(&mut h);
+        cx.set(key, Value::Hash(Box::new(h)), NO_EXPIRE);
+        added
+    };
+    // Redis counts every pair set, new or not.
+    cx.changed(key, Class::HASH, "hset", (pairs.len() / 2) as u64);
     Ok(added)
 }
 
@@ -202,6 +205,7 @@ fn hsetnx(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     }
     let (max_entries, max_value) = limits(cx);
     write_hash(cx, key, |h| Ok(h.set(field, value, max_entries, max_value)))?;
+    cx.changed(key, Class::HASH, "hset", 1);
     out.int(1);
     Ok(())
 }
@@ -310,6 +314,10 @@ fn hdel(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         return Ok(());
     }
     let n = write_hash(cx, key, |h| Ok(fields.iter().filter(|f| h.remove(f)).count()))?;
+    cx.changed(key, Class::HASH, "hdel", n as u64);
+    if !cx.exists(key) {
+        cx.notify(Class::GENERIC, "del", key);
+    }
     out.int(n as i64);
     Ok(())
 }
@@ -334,6 +342,7 @@ fn hincrby(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         h.set(field, &b[..len], max_entries, max_value);
         Ok(n)
     })?;
+    cx.changed(key, Class::HASH, "hincrby", 1);
     out.int(n);
     Ok(())
 }
@@ -361,6 +370,9 @@ fn hincrbyfloat(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult 
         h.set(field, &buf[..n], max_entries, max_value);
         Ok(n)
     })?;
+    cx.changed(key, Class::HASH, "hincrbyfloat", 1);
+    // Replicas get the result, as an HSET.
+    cx.propagate_as(&[b"HSET", key, field, &buf[..n]]);
     out.bulk(&buf[..n]);
     Ok(())
 }

@@ -19,6 +19,7 @@ use store::{Table, Value, NO_EXPIRE};
 
 use crate::commands::keys::space::{parse_cursor, parse_scan_opts};
 use crate::ctx::{eq_ic, parse_i64, Args, Ctx};
+use crate::effects::Class;
 use crate::error::{CmdError, CmdResult};
 use crate::glob;
 use crate::spec::{CommandSpec, Flags, Group, KeyList, KeySpec};
@@ -163,15 +164,17 @@ pub const COMMANDS: &[CommandSpec] = &[
 // ---- helpers --------------------------------------------------------------
 
 /// `set-max-intset-entries`, read once per command.
-fn max_intset(cx: &Ctx) -> usize {
-    cx.shared.config.read().set_max_intset_entries
+fn max_intset(cx: &mut Ctx) -> usize {
+    cx.sess.conf(cx.shared).set_max_intset_entries
 }
 
-/// Redis's `signalModifiedKey` plus `server.dirty += n`, for a key changed
-/// in place (`Stripe::insert`/`remove` count themselves).
-fn modified(cx: &mut Ctx, key: &[u8], n: usize) {
-    let _ = n;
-    cx.keys.stripe(cx.db, key).modified(key);
+/// Reports a change of the set at `key` (Redis's event and dirty count);
+/// with `removed` it was emptied and deleted (`del` after the event).
+fn set_changed(cx: &mut Ctx, key: &[u8], event: &'static str, n: usize, removed: bool) {
+    cx.changed(key, Class::SET, event, n as u64);
+    if removed {
+        cx.notify(Class::GENERIC, "del", key);
+    }
 }
 
 /// The set of an entry, or WRONGTYPE.
@@ -198,13 +201,15 @@ fn reply_set(out: &mut ReplyBuf, s: &Set) {
 }
 
 /// Stores a computed result in `dst` (replacing it and its TTL) or, when
-/// empty, deletes `dst`; replies with the cardinality.
-fn store_result(cx: &mut Ctx, dst: &[u8], result: Set, out: &mut ReplyBuf) {
+/// empty, deletes `dst`; replies with the cardinality. `event` is the
+/// command's (`sinterstore`, …).
+fn store_result(cx: &mut Ctx, dst: &[u8], result: Set, event: &'static str, out: &mut ReplyBuf) {
     let n = result.len();
     if n > 0 {
         cx.set(dst, Value::Set(Box::new(result)), NO_EXPIRE);
-    } else {
-        cx.delete(dst);
+        cx.changed(dst, Class::SET, event, 1);
+    } else if cx.delete(dst).is_some() {
+        cx.changed(dst, Class::GENERIC, "del", 1);
     }
     out.int(n as i64);
 }
@@ -290,9 +295,6 @@ fn sadd(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
             for m in members {
                 added += usize::from(s.add(m, max));
             }
-            if added > 0 {
-                modified(cx, key, added);
-            }
         }
         None => {
             let mut s = Set::new_for(members[0]);
@@ -300,8 +302,10 @@ fn sadd(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
                 added += usize::from(s.add(m, max));
             }
             cx.set(key, Value::Set(Box::new(s)), NO_EXPIRE);
-            modified(cx, key, added - 1);
         }
+    }
+    if added > 0 {
+        set_changed(cx, key, "sadd", added, false);
     }
     out.int(added as i64);
     Ok(())
@@ -323,11 +327,12 @@ fn srem(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
             }
         }
     }
-    if s.is_empty() {
+    let emptied = s.is_empty();
+    if emptied {
         cx.delete(key);
-        modified(cx, key, deleted - 1);
-    } else if deleted > 0 {
-        modified(cx, key, deleted);
+    }
+    if deleted > 0 {
+        set_changed(cx, key, "srem", deleted, emptied);
     }
     out.int(deleted as i64);
     Ok(())
@@ -396,11 +401,15 @@ fn spop(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         return Ok(());
     };
     reply_member(out, m.as_member());
-    if s.is_empty() {
+    let emptied = s.is_empty();
+    if emptied {
         cx.delete(key);
-    } else {
-        modified(cx, key, 1);
     }
+    set_changed(cx, key, "spop", 1, emptied);
+    // Replicas remove the member that was drawn.
+    let mut buf = [0u8; 24];
+    let member = m.as_member().bytes(&mut buf).to_vec();
+    cx.propagate_as(&[b"SREM", key, &member]);
     Ok(())
 }
 
@@ -412,6 +421,7 @@ fn spop_count(cx: &mut Ctx, key: &[u8], count: &[u8], out: &mut ReplyBuf) -> Cmd
         _ => return Err(CmdError::err("value is out of range, must be positive")),
     };
     let max = max_intset(cx);
+    let propagating = cx.propagating();
     let shared = cx.shared;
     let store = &shared.store;
     let Some(e) = cx.lookup(key) else {
@@ -433,15 +443,26 @@ fn spop_count(cx: &mut Ctx, key: &[u8], count: &[u8], out: &mut ReplyBuf) -> Cmd
         }
         reply_set(out, &all);
         cx.delete(key);
+        // Redis 7.0: the whole set goes (each member counted), propagated
+        // as DEL.
+        set_changed(cx, key, "spop", size, true);
+        cx.propagate_as(&[b"DEL", key]);
         return Ok(());
     }
     let count = count as usize;
     out.set(count);
     let remaining = size - count;
+    // Replicas get the members drawn, as SREMs of up to 1024 members
+    // (Redis 7.0's batches).
+    let mut popped: Vec<Vec<u8>> = Vec::new();
     if remaining * SPOP_MOVE_STRATEGY_MUL > count {
         for _ in 0..count {
             if let Some(m) = s.pop_random(|| store.rand()) {
                 reply_member(out, m.as_member());
+                if propagating {
+                    let mut buf = [0u8; 24];
+                    popped.push(m.as_member().bytes(&mut buf).to_vec());
+                }
             }
         }
     } else {
@@ -456,12 +477,24 @@ fn spop_count(cx: &mut Ctx, key: &[u8], count: &[u8], out: &mut ReplyBuf) -> Cmd
         }
         for m in s.iter() {
             reply_member(out, m);
+            if propagating {
+                let mut buf = [0u8; 24];
+                popped.push(m.bytes(&mut buf).to_vec());
+            }
         }
         if let Some(k) = keep {
             *s = k;
         }
     }
-    modified(cx, key, count);
+    set_changed(cx, key, "spop", count, false);
+    for batch in popped.chunks(1024) {
+        let mut argv: Vec<&[u8]> = Vec::with_capacity(batch.len() + 2);
+        argv.push(b"SREM");
+        argv.push(key);
+        argv.extend(batch.iter().map(|m| &m[..]));
+        cx.also_propagate(&argv);
+    }
+    cx.no_propagate();
     Ok(())
 }
 
@@ -585,20 +618,25 @@ fn smove(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         out.int(0);
         return Ok(());
     }
-    if s.is_empty() {
+    // Redis 7.0's order: srem (and del) of the source, the destination's
+    // creation, then its sadd; one change for the move, one more when the
+    // member was new to the destination.
+    let emptied = s.is_empty();
+    if emptied {
         cx.delete(src_key);
-    } else {
-        modified(cx, src_key, 1);
     }
-    if dst_exists {
+    set_changed(cx, src_key, "srem", 1, emptied);
+    let added = if dst_exists {
         let e = cx.lookup(dst_key).ok_or(CmdError::NoSuchKey)?;
-        if as_set(&mut e.value)?.add(m, max) {
-            modified(cx, dst_key, 1);
-        }
+        as_set(&mut e.value)?.add(m, max)
     } else {
         let mut s = Set::new_for(m);
         s.add(m, max);
         cx.set(dst_key, Value::Set(Box::new(s)), NO_EXPIRE);
+        true
+    };
+    if added {
+        set_changed(cx, dst_key, "sadd", 1, false);
     }
     out.int(1);
     Ok(())
@@ -720,7 +758,7 @@ fn inter(cx: &mut Ctx, keys: &[&[u8]], to: InterTo, out: &mut ReplyBuf) -> CmdRe
     }
     restore(cx, keys, srcs);
     if let (InterTo::Store(dst), Some(r)) = (to, result) {
-        store_result(cx, dst, r, out);
+        store_result(cx, dst, r, "sinterstore", out);
     }
     Ok(())
 }
@@ -811,7 +849,10 @@ fn union_diff(
     restore(cx, keys, srcs);
     match dst {
         None => reply_set(out, &r),
-        Some(dst) => store_result(cx, dst, r, out),
+        Some(dst) => {
+            let event = if matches!(op, Op::Union) { "sunionstore" } else { "sdiffstore" };
+            store_result(cx, dst, r, event, out)
+        }
     }
     Ok(())
 }

@@ -27,6 +27,7 @@ use store::types::{List, ZSet};
 use store::{Value, NO_EXPIRE};
 
 use crate::ctx::{eq_ic, parse_i64, Args, Ctx};
+use crate::effects::Class;
 use crate::error::{CmdError, CmdResult};
 use crate::spec::{CommandSpec, Flags, Group, KeyList, KeySpec};
 
@@ -427,7 +428,7 @@ fn sort_generic(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf, readonly: boo
             }
         }
         Some(dst) => {
-            let mut list = List::new(cx.shared.config.read().list_max_listpack_size);
+            let mut list = List::new(cx.sess.conf(cx.shared).list_max_listpack_size);
             for i in rows {
                 if o.gets.is_empty() {
                     list.push_back(v.elem(i));
@@ -438,10 +439,12 @@ fn sort_generic(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf, readonly: boo
                     });
                 }
             }
+            // Redis counts one change per stored element.
             if outputlen > 0 {
                 cx.set(dst, Value::List(Box::new(list)), NO_EXPIRE);
-            } else {
-                cx.delete(dst);
+                cx.changed(dst, Class::LIST, "sortstore", outputlen as u64);
+            } else if cx.delete(dst).is_some() {
+                cx.changed(dst, Class::GENERIC, "del", 1);
             }
             out.int(outputlen as i64);
         }
