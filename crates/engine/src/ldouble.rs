@@ -43,7 +43,7 @@ pub fn check(s: &[u8]) -> Option<bool> {
 }
 
 /// A timeout given in seconds converted to milliseconds as Redis 7.0 does
-/// (`long double` times 1000, truncated; out-of-range values, `inf`
+/// (`long double` times 1000, rounded up; out-of-range values, `inf`
 /// included, come out as `i64::MIN`). `None` if `s` is not a float.
 pub fn timeout_ms(s: &[u8]) -> Option<i64> {
     let mut ms = 0i64;
