@@ -77,6 +77,7 @@ scenarios! {
     zsets_ops => "zsets_ops.txt",
     zsets_random => "zsets_random.txt",
     sort => "sort.txt",
+    bitmaps => "bitmaps.txt",
     policies => "policies.txt",
 }
 

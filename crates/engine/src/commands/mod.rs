@@ -5,6 +5,7 @@ use std::sync::OnceLock;
 
 use crate::spec::CommandSpec;
 
+pub mod bitmap;
 pub mod client;
 pub mod command;
 pub mod connection;
@@ -40,6 +41,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     command::COMMANDS,
     zset::COMMANDS,
     zset_blocking::COMMANDS,
+    bitmap::COMMANDS,
 ];
 
 /// All top-level commands.
