@@ -173,6 +173,18 @@ impl Ctx<'_, '_> {
         fx.key(db, key);
     }
 
+    /// Reports a change that Redis makes without a keyspace event (PFCOUNT
+    /// storing the cardinality it computed): watchers, readiness, tracking
+    /// and the dirty count, as [`changed`](Self::changed).
+    #[inline]
+    pub fn changed_silently(&mut self, key: &[u8], dirty: u64) {
+        let db = self.db;
+        self.keys.stripe(db, key).modified(key);
+        let fx = &mut self.sess.fx;
+        fx.add_dirty(dirty);
+        fx.key(db, key);
+    }
+
     /// Records a further keyspace event for a key already reported
     /// changed (`del` after a pop emptied a list, `new`, `rename_to` …).
     #[inline]

@@ -53,6 +53,7 @@ files! {
     sets => "sets.txt",
     sort => "sort.txt",
     bitmaps => "bitmaps.txt",
+    hyperloglog => "hyperloglog.txt",
 }
 
 #[test]

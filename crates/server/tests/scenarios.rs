@@ -78,6 +78,7 @@ scenarios! {
     zsets_random => "zsets_random.txt",
     sort => "sort.txt",
     bitmaps => "bitmaps.txt",
+    hyperloglog => "hyperloglog.txt",
     policies => "policies.txt",
 }
 

@@ -11,6 +11,7 @@ pub mod command;
 pub mod connection;
 pub mod debug;
 pub mod hash;
+pub mod hll;
 pub mod info;
 pub mod keys;
 pub mod list;
@@ -42,6 +43,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     zset::COMMANDS,
     zset_blocking::COMMANDS,
     bitmap::COMMANDS,
+    hll::COMMANDS,
 ];
 
 /// All top-level commands.
