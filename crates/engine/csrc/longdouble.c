@@ -111,3 +111,9 @@ int sluice_timeout_ms(const char *s, size_t len, long long *ms) {
         *ms = (long long)scaled;
     return 0;
 }
+
+/* A double printed as Redis's addReplyHumanLongDouble prints it
+ * (ld2string(LD_STR_HUMAN) of the value promoted to long double). */
+int sluice_ld_format_double(double v, char *out, size_t outlen) {
+    return format_ld((long double)v, out, outlen);
+}

@@ -54,6 +54,7 @@ files! {
     sort => "sort.txt",
     bitmaps => "bitmaps.txt",
     hyperloglog => "hyperloglog.txt",
+    geo => "geo.txt",
 }
 
 #[test]

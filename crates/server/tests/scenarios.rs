@@ -79,6 +79,7 @@ scenarios! {
     sort => "sort.txt",
     bitmaps => "bitmaps.txt",
     hyperloglog => "hyperloglog.txt",
+    geo => "geo.txt",
     policies => "policies.txt",
 }
 

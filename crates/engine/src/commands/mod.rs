@@ -10,6 +10,7 @@ pub mod client;
 pub mod command;
 pub mod connection;
 pub mod debug;
+pub mod geo;
 pub mod hash;
 pub mod hll;
 pub mod info;
@@ -44,6 +45,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     zset_blocking::COMMANDS,
     bitmap::COMMANDS,
     hll::COMMANDS,
+    geo::COMMANDS,
 ];
 
 /// All top-level commands.
