@@ -166,7 +166,7 @@ impl Ctx<'_, '_> {
         event: &'static str,
         dirty: u64,
     ) {
-        self.keys.stripe(db, key).modified(key);
+        self.keys.modified(db, key);
         let fx = &mut self.sess.fx;
         fx.add_dirty(dirty);
         fx.event(class, event, db, key);
@@ -179,7 +179,7 @@ impl Ctx<'_, '_> {
     #[inline]
     pub fn changed_silently(&mut self, key: &[u8], dirty: u64) {
         let db = self.db;
-        self.keys.stripe(db, key).modified(key);
+        self.keys.modified(db, key);
         let fx = &mut self.sess.fx;
         fx.add_dirty(dirty);
         fx.key(db, key);
