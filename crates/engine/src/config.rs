@@ -15,9 +15,11 @@ use std::sync::OnceLock;
 
 mod load;
 mod params;
+mod special;
 
 pub use load::{from_args, load_file, repr, rewrite, split_args, ConfigError};
-pub use params::{notify_to_string, PARAMS};
+pub use params::PARAMS;
+pub use special::notify_to_string;
 
 /// The version Sluice reports itself compatible with.
 pub const REDIS_VERSION: &str = "7.0.15";
@@ -234,9 +236,16 @@ pub mod pflags {
     pub const SENSITIVE: u8 = 4;
     /// Takes several words (file) or a space-separated value (CONFIG SET).
     pub const MULTI_ARG: u8 = 8;
+    /// Stored and reported, but the feature behind it is not built yet:
+    /// setting it logs a warning (as does an `Inert` slot).
+    pub const NO_EFFECT: u8 = 16;
+    /// Left out of `CONFIG GET` patterns (Redis's `HIDDEN_CONFIG`); an
+    /// exact name still finds it.
+    pub const HIDDEN: u8 = 32;
 }
 
-use params::{get_save, num, yn};
+use params::{num, yn};
+use special::get_save;
 
 /// A parsed value, before it is stored.
 #[derive(Clone, Debug)]
@@ -372,6 +381,59 @@ pub fn names() -> impl Iterator<Item = Named> {
         std::iter::once(Named { param, alias: false })
             .chain(param.alias.map(|_| Named { param, alias: true }))
     })
+}
+
+/// The names a `CONFIG GET` pattern can match (hidden ones left out).
+pub fn visible_names() -> impl Iterator<Item = Named> {
+    names().filter(|n| n.param.flags & pflags::HIDDEN == 0)
+}
+
+impl Param {
+    /// Whether Sluice acts on this parameter (false: accepted, stored and
+    /// reported only, because its feature is not built yet).
+    pub fn has_effect(&self) -> bool {
+        self.flags & pflags::NO_EFFECT == 0 && !matches!(self.slot, Slot::Inert(_))
+    }
+}
+
+/// The warning logged when a parameter without effect is set.
+pub fn no_effect_warning(name: &str, value: &[u8]) -> String {
+    format!(
+        "WARNING: '{name}' is set to '{}' but has no effect in Sluice yet (the feature behind \
+         it is not implemented); the value is stored and reported only.",
+        String::from_utf8_lossy(value)
+    )
+}
+
+impl Config {
+    /// One warning per parameter Sluice does not act on whose value
+    /// differs from the default (start-up), and per ignored directive.
+    pub fn no_effect_warnings(&self) -> Vec<String> {
+        let def = Config::default();
+        let mut out = Vec::new();
+        for param in PARAMS.iter().filter(|p| !p.has_effect()) {
+            let n = Named { param, alias: false };
+            let v = self.get(n);
+            // `save` points: Redis would snapshot with the defaults too.
+            if v != def.get(n) || (param.name == "save" && !v.is_empty()) {
+                out.push(no_effect_warning(param.name, &v));
+            }
+        }
+        for (from, to) in &self.rename_commands {
+            out.push(format!(
+                "WARNING: 'rename-command {from} {to}' has no effect in Sluice yet (commands \
+                 keep their names)."
+            ));
+        }
+        if !self.users.is_empty() {
+            out.push(
+                "WARNING: 'user' directives have no effect in Sluice yet (ACL users are not \
+                 implemented); only 'requirepass' protects the server."
+                    .to_string(),
+            );
+        }
+        out
+    }
 }
 
 impl Ty {

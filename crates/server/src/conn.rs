@@ -24,7 +24,7 @@ use smallvec::SmallVec;
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
 
-use crate::log;
+use engine::log;
 
 /// Stop executing input while this many reply bytes are unwritten.
 pub const OUT_HIGH_WATER: usize = 1 << 20;

@@ -14,7 +14,8 @@ use engine::shared::unix_ms;
 use engine::Shared;
 use tokio::sync::mpsc;
 
-use crate::{conn, log};
+use crate::conn;
+use engine::log;
 
 /// Binds every configured address. An address prefixed with `-` is
 /// optional: failing to bind it is not an error (as in Redis).
@@ -46,12 +47,17 @@ pub fn bind_all(shared: &Shared) -> Result<Vec<StdListener>, String> {
                 log::verbose(&format!("Could not bind optional address {host}: {e}"));
             }
             Err(e) => {
-                return Err(format!("Could not create server TCP listening socket {host}:{p}: {e}"))
+                let why = e.to_string();
+                let why = why.split(" (os error").next().unwrap_or_default();
+                log::warning(&format!(
+                    "Warning: Could not create server TCP listening socket {host}:{p}: bind: {why}"
+                ));
+                return Err(format!("Failed listening on port {port} (TCP), aborting."));
             }
         }
     }
     if out.is_empty() {
-        return Err("Failed listening on port (tcp), aborting.".into());
+        return Err(format!("Failed listening on port {port} (TCP), aborting."));
     }
     Ok(out)
 }
