@@ -138,6 +138,10 @@ pub struct Config {
     pub rename_commands: Vec<(String, String)>,
     /// `user` directives, kept verbatim for the ACL layer.
     pub users: Vec<Vec<String>>,
+    /// `loadmodule` paths and `module.name value` parameters: Sluice
+    /// loads no modules, so the server stops where Redis would fail.
+    pub load_modules: Vec<String>,
+    pub module_configs: Vec<String>,
     /// Values of inert parameters that differ from their defaults, by
     /// primary name, in the form CONFIG GET reports.
     pub inert: BTreeMap<&'static str, Vec<u8>>,
@@ -218,6 +222,8 @@ impl Default for Config {
             config_file: String::new(),
             rename_commands: Vec::new(),
             users: Vec::new(),
+            load_modules: Vec::new(),
+            module_configs: Vec::new(),
             inert: BTreeMap::new(),
         }
     }
@@ -507,7 +513,9 @@ impl Ty {
 fn parse_number(s: &[u8], mem: bool, pct: bool, octal: bool) -> Result<i128, String> {
     if mem {
         if let Some(v) = parse_memory(s) {
-            return Ok(v as i128);
+            // Redis keeps the result in a `long long`: a huge value wraps
+            // negative, which a percent parameter then reads as a percent.
+            return Ok(if pct { v as i64 as i128 } else { v as i128 });
         }
     }
     if pct && s.len() > 1 && s.ends_with(b"%") {
@@ -620,6 +628,47 @@ impl Config {
         Ok(())
     }
 
+    /// What Redis's apply functions do after CONFIG SET stored new
+    /// values: refuse what cannot take effect (TLS: Sluice has none, and
+    /// Redis refuses too without certificates), adjust values the way
+    /// Redis's apply does, and act on the process (`oom-score-adj`).
+    /// `Err` names the parameter and Redis's error; the caller keeps the
+    /// old configuration then.
+    pub fn apply_set(&mut self, set: &[Named]) -> Result<(), (Named, String)> {
+        let inert = |c: &Config, k: &str| c.get_by_name(k).unwrap_or_default();
+        if let Some(n) = set.iter().find(|n| n.param.name.starts_with("tls-")) {
+            let tls_on = inert(self, "tls-port") != b"0"
+                || inert(self, "tls-replication") == b"yes"
+                || inert(self, "tls-cluster") == b"yes";
+            if tls_on && n.param.name != "tls-auth-clients" {
+                crate::log::warning(
+                    "Failed to configure TLS: Sluice does not implement TLS yet (tls-port, \
+                     tls-replication and tls-cluster must stay off).",
+                );
+                return Err((*n, "Unable to update TLS configuration. Check server logs.".into()));
+            }
+        }
+        for n in set {
+            match n.param.name {
+                // resizeReplicationBacklog's minimum.
+                "repl-backlog-size" => self.repl_backlog_size = self.repl_backlog_size.max(16384),
+                // The watchdog needs at least two cron periods.
+                "watchdog-period" => {
+                    let v: i64 = String::from_utf8_lossy(&inert(self, "watchdog-period"))
+                        .parse()
+                        .unwrap_or(0);
+                    let min = (1000 / i64::from(self.hz.max(1))) * 2;
+                    if v != 0 && v < min {
+                        self.inert.insert("watchdog-period", min.to_string().into_bytes());
+                    }
+                }
+                "oom-score-adj" | "oom-score-adj-values" => apply_oom_score(self),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
     fn store(&mut self, param: &'static Param, v: Val) {
         match param.slot {
             Slot::Field(_, set) => set(self, v),
@@ -638,6 +687,47 @@ impl Config {
     /// `save` as Redis prints it ("3600 1 300 100").
     pub fn save_string(&self) -> String {
         String::from_utf8_lossy(&get_save(self)).into_owned()
+    }
+}
+
+/// The process's `oom_score_adj` when it started (Redis reads it once).
+static OOM_BASE: OnceLock<i64> = OnceLock::new();
+
+/// `oom-score-adj` / `oom-score-adj-values`: sets this process's
+/// `/proc/self/oom_score_adj` to the master value, relative to the score
+/// the process started with or absolute; `no` restores the start score
+/// once it was changed.
+pub fn apply_oom_score(cfg: &Config) {
+    let read = || {
+        std::fs::read_to_string("/proc/self/oom_score_adj")
+            .ok()
+            .and_then(|s| s.trim().parse::<i64>().ok())
+            .unwrap_or(0)
+    };
+    let mode = cfg.get_by_name("oom-score-adj").unwrap_or_default();
+    if mode == b"no" && OOM_BASE.get().is_none() {
+        return;
+    }
+    let base = *OOM_BASE.get_or_init(read);
+    let values = cfg.get_by_name("oom-score-adj-values").unwrap_or_default();
+    let master: i64 = String::from_utf8_lossy(&values)
+        .split(' ')
+        .next()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let score = match mode.as_slice() {
+        b"yes" | b"relative" => (base + master).clamp(-1000, 1000),
+        b"absolute" => master.clamp(-1000, 1000),
+        _ => base,
+    };
+    if score == read() {
+        return;
+    }
+    if let Err(e) = std::fs::write("/proc/self/oom_score_adj", format!("{score}\n")) {
+        crate::log::warning(&format!(
+            "Unable to write oom_score_adj: {}",
+            special::os_error_text(&e)
+        ));
     }
 }
 

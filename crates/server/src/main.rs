@@ -128,8 +128,7 @@ fn main() {
         log::warning(&format!("Can't chdir to '{}': {e}", config.dir));
         std::process::exit(1);
     }
-    let oom_base = process::oom_score_base();
-    process::apply_oom_score(&config, oom_base);
+    engine::config::apply_oom_score(&config);
     for w in config.no_effect_warnings() {
         log::warning(&w);
     }
@@ -158,6 +157,18 @@ fn main() {
     process::banner(&banner_cfg, port, VERSION);
     log::verbose(&format!("{threads} event-loop threads."));
     log::warning("Server initialized");
+    if let Some(m) = banner_cfg.load_modules.first() {
+        log::warning(&format!("Module {m} failed to load: Sluice does not load Redis modules"));
+        log::warning(&format!("Can't load module from {m}: server aborting"));
+        std::process::exit(1);
+    }
+    if !banner_cfg.module_configs.is_empty() {
+        log::warning(
+            "Module Configuration detected without loadmodule directive or no ApplyConfig call: \
+             aborting",
+        );
+        std::process::exit(1);
+    }
     log::notice("Ready to accept connections");
     process::signal_ready(sup);
     net::run(shared.clone(), listeners, threads);

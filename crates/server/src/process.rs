@@ -149,31 +149,6 @@ pub fn signal_ready(sup: Supervisor) {
     }
 }
 
-/// `oom-score-adj` / `oom-score-adj-values`: sets this process's
-/// `/proc/self/oom_score_adj` to the master value (relative to the score
-/// the process started with, or absolute). `base` is that start score.
-pub fn apply_oom_score(cfg: &Config, base: i64) {
-    let mode = inert(cfg, "oom-score-adj");
-    let values = inert(cfg, "oom-score-adj-values");
-    let master: i64 = values.split(' ').next().and_then(|v| v.parse().ok()).unwrap_or(0);
-    let score = match mode.as_str() {
-        "yes" | "relative" => (base + master).clamp(-1000, 1000),
-        "absolute" => master.clamp(-1000, 1000),
-        _ => return,
-    };
-    if let Err(e) = std::fs::write("/proc/self/oom_score_adj", format!("{score}\n")) {
-        log::warning(&format!("Unable to write oom_score_adj: {}", os_error(&e)));
-    }
-}
-
-/// The process's OOM score when it started (Redis reads it once).
-pub fn oom_score_base() -> i64 {
-    std::fs::read_to_string("/proc/self/oom_score_adj")
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(0)
-}
-
 /// The start-up banner: the logo with version, mode, `Port:` and `PID:`
 /// in Redis's layout when `always-show-logo` is on or the log goes to a
 /// terminal, else Redis's one line.

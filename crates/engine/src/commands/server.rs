@@ -231,6 +231,15 @@ fn config_set(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         };
         next.set(*n, &words).map_err(|e| set_failed(n.name().as_bytes(), &e))?;
     }
+    let names: Vec<Named> = chosen.iter().map(|(n, _)| *n).collect();
+    if let Err((n, why)) = next.apply_set(&names) {
+        crate::log::warning(&format!(
+            "Failed applying new configuration. Possibly related to new {} setting. Restoring \
+             previous settings.",
+            n.param.name
+        ));
+        return Err(set_failed(n.name().as_bytes(), &why));
+    }
     crate::log::set_level(&next.loglevel);
     for (n, _) in &chosen {
         if !n.param.has_effect() {

@@ -191,14 +191,14 @@ fn load_text(cfg: &mut Config, text: &[u8], st: &mut LoadState) -> Result<(), Co
                 cfg.rename_commands.push((w[0].clone(), w[1].clone()));
             }
             b"user" if argc >= 2 => cfg.users.push(words(&args[1..])),
-            b"loadmodule" if argc >= 2 => {
-                return Err(fail("Sluice does not load Redis modules"));
-            }
+            // Redis loads modules (and checks module parameters) after
+            // "Server initialized"; the server refuses them there.
+            b"loadmodule" if argc >= 2 => cfg.load_modules.push(words(&args[1..2]).remove(0)),
             _ if name.contains(&b'.') => {
-                if argc != 2 {
+                if argc < 2 {
                     return Err(fail("Module config specified without value"));
                 }
-                return Err(fail("Module Configuration detected without loadmodule directive or no ApplyConfig call: aborting"));
+                cfg.module_configs.push(words(&args[..1]).remove(0));
             }
             b"sentinel" => {
                 if argc != 1 {

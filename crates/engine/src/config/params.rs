@@ -204,7 +204,12 @@ pub static PARAMS: &[Param] = &[
     p("crash-memcheck-enabled", 0, Ty::Bool, inert("yes")),
     p("always-show-logo", IMMUTABLE, Ty::Bool, inert("no")),
     p("set-proc-title", IMMUTABLE, Ty::Bool, inert("yes")),
-    p("proc-title-template", 0, Ty::Str(None), inert("{title} {listen-addr} {server-mode}")),
+    p(
+        "proc-title-template",
+        0,
+        Ty::Str(Some(check_proc_title)),
+        inert("{title} {listen-addr} {server-mode}"),
+    ),
     p(
         "enable-protected-configs",
         IMMUTABLE,

@@ -18,6 +18,39 @@ pub(super) fn check_hostname(s: &str) -> Result<(), &'static str> {
     Ok(())
 }
 
+/// Redis's `validateProcTitleTemplate`: the template expands (`{{` is a
+/// brace, `{name}` a known variable) to something besides spaces, with
+/// an empty title, server mode, socket and file name.
+pub(super) fn check_proc_title(t: &str) -> Result<(), &'static str> {
+    const BAD: &str = "template format is invalid or contains unknown variables";
+    let mut out = String::new();
+    let mut rest = t;
+    while let Some(i) = rest.find('{') {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 1..];
+        if after.is_empty() {
+            return Err(BAD);
+        }
+        if let Some(r) = after.strip_prefix('{') {
+            out.push('{');
+            rest = r;
+            continue;
+        }
+        let end = after.find('}').ok_or(BAD)?;
+        match &after[..end] {
+            "title" | "server-mode" | "unixsocket" | "config-file" => {}
+            "listen-addr" | "port" | "tls-port" => out.push('x'),
+            _ => return Err(BAD),
+        }
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    if out.trim_matches(' ').is_empty() {
+        return Err(BAD);
+    }
+    Ok(())
+}
+
 pub(super) fn parse_activedefrag(args: &[&[u8]]) -> Result<Val, String> {
     match super::Ty::Bool.parse(args)? {
         Val::Bool(true) => Err("Active defragmentation cannot be enabled: it requires a Redis \
