@@ -248,6 +248,9 @@ pub mod pflags {
     /// Left out of `CONFIG GET` patterns (Redis's `HIDDEN_CONFIG`); an
     /// exact name still finds it.
     pub const HIDDEN: u8 = 32;
+    /// Acted on by the server process (start-up, logging, supervision)
+    /// although the engine only stores it.
+    pub const SERVER: u8 = 64;
 }
 
 use params::{num, yn};
@@ -398,7 +401,8 @@ impl Param {
     /// Whether Sluice acts on this parameter (false: accepted, stored and
     /// reported only, because its feature is not built yet).
     pub fn has_effect(&self) -> bool {
-        self.flags & pflags::NO_EFFECT == 0 && !matches!(self.slot, Slot::Inert(_))
+        self.flags & pflags::SERVER != 0
+            || (self.flags & pflags::NO_EFFECT == 0 && !matches!(self.slot, Slot::Inert(_)))
     }
 }
 
@@ -421,7 +425,8 @@ impl Config {
             let n = Named { param, alias: false };
             let v = self.get(n);
             // `save` points: Redis would snapshot with the defaults too.
-            if v != def.get(n) || (param.name == "save" && !v.is_empty()) {
+            let differs = if param.name == "save" { !v.is_empty() } else { v != def.get(n) };
+            if differs {
                 out.push(no_effect_warning(param.name, &v));
             }
         }

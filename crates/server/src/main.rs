@@ -13,7 +13,7 @@ mod conn;
 mod net;
 mod process;
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
 
 use engine::config::ConfigError;
@@ -154,9 +154,13 @@ fn main() {
     if let Some(p) = &pid_file {
         process::write_pid_file(p);
     }
+    install_signal_handlers();
     process::banner(&banner_cfg, port, VERSION);
     log::verbose(&format!("{threads} event-loop threads."));
     log::warning("Server initialized");
+    if sup == Supervisor::Systemd {
+        process::notify_systemd("STATUS=Sluice is loading...\n");
+    }
     if let Some(m) = banner_cfg.load_modules.first() {
         log::warning(&format!("Module {m} failed to load: Sluice does not load Redis modules"));
         log::warning(&format!("Can't load module from {m}: server aborting"));
@@ -179,18 +183,42 @@ fn main() {
     log::warning("Sluice is now ready to exit, bye bye...");
 }
 
-/// Waits for SIGTERM or SIGINT and starts a clean shutdown.
-async fn signals(shared: Arc<Shared>) {
-    use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut term), Ok(mut int)) =
-        (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
-    else {
+/// The last SIGTERM/SIGINT received, 0 for none (set by the handler).
+static SIGNAL: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn on_signal(sig: libc::c_int) {
+    // Only an atomic store: the one thing a signal handler may safely do.
+    SIGNAL.store(sig, Ordering::SeqCst);
+}
+
+/// Installs the SIGTERM/SIGINT handlers before the server says it is
+/// ready, so a signal sent right after "Ready to accept connections" is
+/// a shutdown, never the default action.
+fn install_signal_handlers() {
+    for sig in [libc::SIGTERM, libc::SIGINT] {
+        // SAFETY: a zeroed sigaction with a handler that only stores to an
+        // atomic; sa_mask empty.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as usize;
+            sa.sa_flags = libc::SA_RESTART;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(sig, &sa, std::ptr::null_mut());
+        }
+    }
+}
+
+/// Called from the server's tick: starts a clean shutdown after a signal,
+/// with Redis's log lines.
+pub fn poll_signals(shared: &Arc<Shared>) {
+    let name = match SIGNAL.swap(0, Ordering::SeqCst) {
+        0 => return,
+        libc::SIGINT => "SIGINT",
+        _ => "SIGTERM",
+    };
+    if shared.shutdown.load(Ordering::Relaxed) {
         return;
-    };
-    let name = tokio::select! {
-        _ = term.recv() => "SIGTERM",
-        _ = int.recv() => "SIGINT",
-    };
+    }
     log::from_handler(&format!("Received {name} scheduling shutdown..."));
     log::warning("User requested shutdown...");
     shared.shutdown.store(true, Ordering::Relaxed);

@@ -171,13 +171,12 @@ fn event_loop(
             }
             // Signals and the clock live on thread 0 too.
             let sh = shared.clone();
-            tokio::task::spawn_local(async move { crate::signals(sh).await });
-            let sh = shared.clone();
             tokio::task::spawn_local(async move {
                 let mut iv = tokio::time::interval(Duration::from_millis(100));
                 let mut ticks = 0u64;
                 loop {
                     iv.tick().await;
+                    crate::poll_signals(&sh);
                     sh.tick();
                     ticks += 1;
                     if ticks.is_multiple_of(10) {

@@ -20,7 +20,7 @@ pub enum Supervisor {
     Upstart,
 }
 
-fn inert<'a>(cfg: &'a Config, name: &str) -> String {
+fn inert(cfg: &Config, name: &str) -> String {
     cfg.get_by_name(name).map(|v| String::from_utf8_lossy(&v).into_owned()).unwrap_or_default()
 }
 

@@ -171,7 +171,12 @@ pub static PARAMS: &[Param] = &[
     p("hz", 0, int(0, INT_MAX), f(|c| num(c.hz), |c, v| c.hz = v.i().clamp(1, 500) as u32)),
     p("dynamic-hz", 0, Ty::Bool, inert("yes")),
     p("daemonize", IMMUTABLE, Ty::Bool, f(|c| yn(c.daemonize), |c, v| c.daemonize = v.b())),
-    p("supervised", IMMUTABLE, Ty::Enum(&["upstart", "systemd", "auto", "no"]), inert("no")),
+    p(
+        "supervised",
+        IMMUTABLE | SERVER,
+        Ty::Enum(&["upstart", "systemd", "auto", "no"]),
+        inert("no"),
+    ),
     p(
         "pidfile",
         IMMUTABLE,
@@ -190,11 +195,11 @@ pub static PARAMS: &[Param] = &[
         Ty::Str(None),
         f(|c| c.logfile.clone().into_bytes(), |c, v| c.logfile = v.s()),
     ),
-    p("syslog-enabled", IMMUTABLE, Ty::Bool, inert("no")),
-    p("syslog-ident", IMMUTABLE, Ty::Str(None), inert("redis")),
+    p("syslog-enabled", IMMUTABLE | SERVER, Ty::Bool, inert("no")),
+    p("syslog-ident", IMMUTABLE | SERVER, Ty::Str(None), inert("redis")),
     p(
         "syslog-facility",
-        IMMUTABLE,
+        IMMUTABLE | SERVER,
         Ty::Enum(&[
             "user", "local0", "local1", "local2", "local3", "local4", "local5", "local6", "local7",
         ]),
@@ -202,7 +207,7 @@ pub static PARAMS: &[Param] = &[
     ),
     p("crash-log-enabled", 0, Ty::Bool, inert("yes")),
     p("crash-memcheck-enabled", 0, Ty::Bool, inert("yes")),
-    p("always-show-logo", IMMUTABLE, Ty::Bool, inert("no")),
+    p("always-show-logo", IMMUTABLE | SERVER, Ty::Bool, inert("no")),
     p("set-proc-title", IMMUTABLE, Ty::Bool, inert("yes")),
     p(
         "proc-title-template",
@@ -381,7 +386,7 @@ pub static PARAMS: &[Param] = &[
     p("lazyfree-lazy-server-del", 0, Ty::Bool, inert("no")),
     p("lazyfree-lazy-user-del", 0, Ty::Bool, inert("no")),
     p("lazyfree-lazy-user-flush", 0, Ty::Bool, inert("no")),
-    p("oom-score-adj", 0, Ty::Enum(&["no", "yes", "relative", "absolute"]), inert("no")),
+    p("oom-score-adj", SERVER, Ty::Enum(&["no", "yes", "relative", "absolute"]), inert("no")),
     // Encodings.
     pa(
         "hash-max-listpack-entries",
@@ -635,7 +640,12 @@ pub static PARAMS: &[Param] = &[
     p("aof_rewrite_cpulist", IMMUTABLE, Ty::Str(None), inert("")),
     p("bgsave_cpulist", IMMUTABLE, Ty::Str(None), inert("")),
     // Process and shutdown.
-    p("oom-score-adj-values", MULTI_ARG, Ty::Special(parse_oom_values), inert("0 200 800")),
+    p(
+        "oom-score-adj-values",
+        MULTI_ARG | SERVER,
+        Ty::Special(parse_oom_values),
+        inert("0 200 800"),
+    ),
     p("shutdown-on-sigint", MULTI_ARG, Ty::Special(parse_shutdown_flags), inert("default")),
     p("shutdown-on-sigterm", MULTI_ARG, Ty::Special(parse_shutdown_flags), inert("default")),
     p("socket-mark-id", IMMUTABLE, int(0, UINT_MAX), inert("0")),
