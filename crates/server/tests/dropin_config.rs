@@ -457,3 +457,242 @@ fn config_rewrite_round_trips_in_both_servers() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Every parameter of Redis 7.0.15 set to a value other than its default,
+/// except: `port`, `bind`, `dir` (given as flags so the test can reach the
+/// server), `daemonize` (the test watches the process), `aclfile` (it
+/// would replace the password set here), `activedefrag` (no build of
+/// Redis here accepts `yes`), `cluster-enabled` (not with `replicaof`),
+/// `socket-mark-id` (needs CAP_NET_ADMIN) and `tls-port`/`tls-cluster`/
+/// `tls-replication` (need real certificates).
+const NON_DEFAULT: &str = r#"
+acl-pubsub-default allchannels
+acllog-max-len 10
+active-defrag-cycle-max 50
+active-defrag-cycle-min 5
+active-defrag-ignore-bytes 200mb
+active-defrag-max-scan-fields 500
+active-defrag-threshold-lower 20
+active-defrag-threshold-upper 90
+active-expire-effort 3
+activerehashing no
+always-show-logo yes
+aof-disable-auto-gc yes
+aof-load-truncated no
+aof-rewrite-incremental-fsync no
+aof-timestamp-enabled yes
+aof-use-rdb-preamble no
+aof_rewrite_cpulist 0
+appenddirname "aofdir-{tag}"
+appendfilename "x-{tag}.aof"
+appendfsync always
+appendonly yes
+auto-aof-rewrite-min-size 32mb
+auto-aof-rewrite-percentage 50
+bgsave_cpulist 0
+bind-source-addr 127.0.0.1
+bio_cpulist 0
+busy-reply-threshold 1000
+client-output-buffer-limit normal 1mb 2mb 3
+client-output-buffer-limit replica 128mb 32mb 30
+client-output-buffer-limit pubsub 16mb 4mb 10
+client-query-buffer-limit 2gb
+cluster-allow-pubsubshard-when-down no
+cluster-allow-reads-when-down yes
+cluster-allow-replica-migration no
+cluster-announce-bus-port 17001
+cluster-announce-hostname host1
+cluster-announce-ip 10.0.0.1
+cluster-announce-port 7001
+cluster-announce-tls-port 7002
+cluster-config-file nodes-{tag}.conf
+cluster-link-sendbuf-limit 1mb
+cluster-migration-barrier 2
+cluster-node-timeout 1000
+cluster-port 17000
+cluster-preferred-endpoint-type hostname
+cluster-replica-no-failover yes
+cluster-replica-validity-factor 5
+cluster-require-full-coverage no
+crash-log-enabled no
+crash-memcheck-enabled no
+databases 32
+dbfilename "d-{tag}.rdb"
+disable-thp no
+dynamic-hz no
+enable-debug-command yes
+enable-module-command yes
+enable-protected-configs yes
+hash-max-listpack-entries 100
+hash-max-listpack-value 32
+hll-sparse-max-bytes 2000
+hz 50
+ignore-warnings ARM64-COW-BUG
+io-threads 2
+io-threads-do-reads yes
+jemalloc-bg-thread no
+latency-monitor-threshold 100
+latency-tracking no
+latency-tracking-info-percentiles 50 90
+lazyfree-lazy-eviction yes
+lazyfree-lazy-expire yes
+lazyfree-lazy-server-del yes
+lazyfree-lazy-user-del yes
+lazyfree-lazy-user-flush yes
+lfu-decay-time 2
+lfu-log-factor 5
+list-compress-depth 1
+list-max-listpack-size 16
+logfile "{dir}/{tag}.log"
+loglevel verbose
+masterauth secret
+masteruser someone
+maxclients 100
+maxmemory 1gb
+maxmemory-clients 5%
+maxmemory-eviction-tenacity 20
+maxmemory-policy allkeys-lru
+maxmemory-samples 7
+min-replicas-max-lag 5
+min-replicas-to-write 1
+no-appendfsync-on-rewrite yes
+notify-keyspace-events KEA
+oom-score-adj relative
+oom-score-adj-values 10 200 800
+pidfile "{dir}/{tag}.pid"
+proc-title-template "{title} {port}"
+propagation-error-behavior panic
+protected-mode no
+proto-max-bulk-len 1gb
+rdb-del-sync-files yes
+rdb-save-incremental-fsync no
+rdbchecksum no
+rdbcompression no
+repl-backlog-size 2mb
+repl-backlog-ttl 60
+repl-disable-tcp-nodelay yes
+repl-diskless-load swapdb
+repl-diskless-sync no
+repl-diskless-sync-delay 1
+repl-diskless-sync-max-replicas 2
+repl-ping-replica-period 5
+repl-timeout 30
+replica-announce-ip 10.0.0.2
+replica-announce-port 1234
+replica-announced no
+replica-ignore-disk-write-errors yes
+replica-ignore-maxmemory no
+replica-lazy-flush yes
+replica-priority 50
+replica-read-only no
+replica-serve-stale-data no
+replicaof 127.0.0.1 1
+requirepass "pass word"
+sanitize-dump-payload yes
+save 100 5
+server_cpulist 0
+set-max-intset-entries 100
+set-proc-title no
+shutdown-on-sigint nosave now
+shutdown-on-sigterm force
+shutdown-timeout 3
+slowlog-log-slower-than 100
+slowlog-max-len 10
+stop-writes-on-bgsave-error no
+stream-node-max-bytes 2kb
+stream-node-max-entries 50
+supervised auto
+syslog-enabled yes
+syslog-facility local3
+syslog-ident sluicetest
+tcp-backlog 128
+tcp-keepalive 60
+timeout 100
+tls-auth-clients optional
+tls-ca-cert-dir /nonexistent-dir
+tls-ca-cert-file ca.crt
+tls-cert-file server.crt
+tls-ciphers DEFAULT
+tls-ciphersuites TLS_AES_128_GCM_SHA256
+tls-client-cert-file client.crt
+tls-client-key-file client.key
+tls-client-key-file-pass p1
+tls-dh-params-file dh.pem
+tls-key-file server.key
+tls-key-file-pass p2
+tls-prefer-server-ciphers yes
+tls-protocols "TLSv1.2 TLSv1.3"
+tls-session-cache-size 100
+tls-session-cache-timeout 60
+tls-session-caching no
+tracking-table-max-keys 10
+unixsocket "{dir}/{tag}.sock"
+unixsocketperm 700
+zset-max-listpack-entries 64
+zset-max-listpack-value 32
+"#;
+
+#[test]
+fn a_config_with_every_parameter_changed_loads_like_redis() {
+    if !have_redis() {
+        return;
+    }
+    let dir = scratch_dir("nondefault");
+    let d = dir.to_string_lossy().into_owned();
+    let defaults = {
+        let r = RedisServer::start().unwrap();
+        config_all(r.port())
+    };
+    let mut got = Vec::new();
+    for (tag, bin) in [("redis", PathBuf::from(REDIS_SERVER)), ("sluice", sluice_bin())] {
+        let file = dir.join(format!("{tag}.conf"));
+        std::fs::write(&file, NON_DEFAULT.replace("{tag}", tag).replace("{dir}", &d)).unwrap();
+        let args = [file.to_string_lossy().into_owned(), "--bind".into(), "127.0.0.1".into()];
+        let p = start(&bin, &args, &dir);
+        let mut c = p.client();
+        assert_eq!(c.cmd(&["AUTH", "pass word"]).unwrap(), b"+OK\r\n", "{tag}");
+        let mut all = config_get(&mut c, "*");
+        // Per-server file names, made comparable.
+        for v in all.values_mut() {
+            *v = v.replace(&format!("/{tag}."), "/{tag}.").replace(&format!("-{tag}"), "-{tag}");
+        }
+        got.push((tag, without(all, &["port", "dir", "threads"]), p.log_text()));
+        if tag == "sluice" {
+            let log = std::fs::read_to_string(dir.join("sluice.log")).unwrap();
+            assert!(log.contains("Ready to accept connections"), "{log}");
+            for name in ["cluster-node-timeout", "appendonly", "tls-protocols", "replicaof"] {
+                assert!(log.contains(&format!("'{name}' is set to")), "{name}: {log}");
+            }
+        }
+    }
+    let diff: Vec<_> = got[0]
+        .1
+        .iter()
+        .filter(|(k, v)| got[1].1.get(*k) != Some(v))
+        .map(|(k, v)| format!("{k}: redis {v:?} sluice {:?}", got[1].1.get(k)))
+        .collect();
+    assert!(diff.is_empty(), "the same configuration in both:\n{}", diff.join("\n"));
+    assert_eq!(got[0].1.len(), got[1].1.len());
+    let unchanged: Vec<_> = got[0]
+        .1
+        .iter()
+        .filter(|(k, v)| defaults.get(*k) == Some(*v))
+        .map(|(k, _)| k.clone())
+        .collect();
+    assert_eq!(
+        unchanged,
+        [
+            "aclfile",
+            "activedefrag",
+            "bind",
+            "cluster-enabled",
+            "daemonize",
+            "socket-mark-id",
+            "tls-cluster",
+            "tls-port",
+            "tls-replication"
+        ],
+        "every other parameter differs from its default"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -386,7 +386,7 @@ pub static PARAMS: &[Param] = &[
     p("lazyfree-lazy-server-del", 0, Ty::Bool, inert("no")),
     p("lazyfree-lazy-user-del", 0, Ty::Bool, inert("no")),
     p("lazyfree-lazy-user-flush", 0, Ty::Bool, inert("no")),
-    p("oom-score-adj", SERVER, Ty::Enum(&["no", "yes", "relative", "absolute"]), inert("no")),
+    p("oom-score-adj", SERVER, Ty::Special(parse_oom_mode), inert("no")),
     // Encodings.
     pa(
         "hash-max-listpack-entries",

@@ -51,6 +51,15 @@ pub(super) fn check_proc_title(t: &str) -> Result<(), &'static str> {
     Ok(())
 }
 
+/// `oom-score-adj`: `relative` is another name for `yes`, and Redis
+/// reports it as `yes`.
+pub(super) fn parse_oom_mode(args: &[&[u8]]) -> Result<Val, String> {
+    match super::Ty::Enum(&["no", "yes", "relative", "absolute"]).parse(args)? {
+        Val::Enum("relative") => Ok(Val::Enum("yes")),
+        v => Ok(v),
+    }
+}
+
 pub(super) fn parse_activedefrag(args: &[&[u8]]) -> Result<Val, String> {
     match super::Ty::Bool.parse(args)? {
         Val::Bool(true) => Err("Active defragmentation cannot be enabled: it requires a Redis \
