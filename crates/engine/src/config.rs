@@ -13,10 +13,12 @@
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
+mod doc;
 mod load;
 mod params;
 mod special;
 
+pub use doc::markdown;
 pub use load::{from_args, load_file, repr, rewrite, split_args, ConfigError};
 pub use params::PARAMS;
 pub use special::notify_to_string;
