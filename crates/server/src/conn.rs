@@ -83,7 +83,9 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream) {
         stream.as_raw_fd()
     };
     let mut sess = shared.connect(peer, local, fd);
-    log::verbose(&format!("Accepted {}", sess.handle.addr));
+    if log::enabled(log::Level::Verbose) {
+        log::verbose(&format!("Accepted {}", sess.handle.addr));
+    }
     let notify = Arc::new(Notify::new());
     {
         let n = notify.clone();

@@ -61,6 +61,13 @@ fn main() {
             return;
         }
         Some("-h" | "--help") => usage(),
+        Some("--test-memory") if args.len() == 1 => {
+            eprint!(
+                "Please specify the amount of memory to test in megabytes.\n\
+                 Example: ./sluice-server --test-memory 4096\n\n"
+            );
+            std::process::exit(1);
+        }
         Some("--test-memory") => {
             eprintln!(
                 "Sluice has no memory tester: use memtester or memtest86 (redis-server \
@@ -217,6 +224,11 @@ pub fn poll_signals(shared: &Arc<Shared>) {
         _ => "SIGTERM",
     };
     if shared.shutdown.load(Ordering::Relaxed) {
+        // A second SIGINT while shutting down: Redis gives up at once.
+        if name == "SIGINT" {
+            log::from_handler("You insist... exiting now.");
+            std::process::exit(1);
+        }
         return;
     }
     log::from_handler(&format!("Received {name} scheduling shutdown..."));

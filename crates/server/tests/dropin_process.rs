@@ -327,6 +327,11 @@ fn version_and_help_answer_like_redis() {
     }
     // --test-memory without a size: Redis's own answer; with a size Redis
     // runs its tester, Sluice says it has none.
+    let (r, s) = (
+        output(Path::new(REDIS_SERVER), &["--test-memory"]),
+        output(&sluice_bin(), &["--test-memory"]),
+    );
+    assert_eq!((r.0, r.2.replace("redis-server", "x")), (s.0, s.2.replace("sluice-server", "x")));
     let (code, _, err) = output(&sluice_bin(), &["--test-memory", "16"]);
     assert_eq!(code, Some(1));
     assert!(err.contains("no memory tester"), "{err}");
