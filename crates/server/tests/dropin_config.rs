@@ -103,6 +103,9 @@ const TRIES: &[&str] = &[
     "1 2 3",
     "0777",
     "a_b",
+    "{title}",
+    "{{x} {port}",
+    "{config-file}",
 ];
 
 /// Parameters left out, and why: changing them on a live server rebinds

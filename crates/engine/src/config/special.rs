@@ -20,7 +20,7 @@ pub(super) fn check_hostname(s: &str) -> Result<(), &'static str> {
 
 /// Redis's `validateProcTitleTemplate`: the template expands (`{{` is a
 /// brace, `{name}` a known variable) to something besides spaces, with
-/// an empty title, server mode, socket and file name.
+/// an empty title, server mode and socket.
 pub(super) fn check_proc_title(t: &str) -> Result<(), &'static str> {
     const BAD: &str = "template format is invalid or contains unknown variables";
     let mut out = String::new();
@@ -38,8 +38,8 @@ pub(super) fn check_proc_title(t: &str) -> Result<(), &'static str> {
         }
         let end = after.find('}').ok_or(BAD)?;
         match &after[..end] {
-            "title" | "server-mode" | "unixsocket" | "config-file" => {}
-            "listen-addr" | "port" | "tls-port" => out.push('x'),
+            "title" | "server-mode" | "unixsocket" => {}
+            "listen-addr" | "port" | "tls-port" | "config-file" => out.push('x'),
             _ => return Err(BAD),
         }
         rest = &after[end + 1..];
@@ -402,4 +402,90 @@ pub fn notify_to_string(flags: u32) -> String {
         }
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(r: Result<Val, String>) -> String {
+        match r {
+            Ok(Val::Str(s)) => String::from_utf8(s).unwrap(),
+            Ok(Val::Enum(e)) => e.to_string(),
+            Ok(other) => panic!("{other:?}"),
+            Err(e) => format!("ERR {e}"),
+        }
+    }
+
+    fn words(s: &str) -> Vec<&[u8]> {
+        if s.is_empty() {
+            Vec::new()
+        } else {
+            s.split(' ').map(str::as_bytes).collect()
+        }
+    }
+
+    // Expected values: redis-server 7.0.15's CONFIG SET then CONFIG GET.
+    #[test]
+    fn shutdown_flags_as_redis_prints_them() {
+        let f = |s: &str| text(parse_shutdown_flags(&words(s)));
+        assert_eq!(f("nosave now"), "nosave now");
+        assert_eq!(f("now nosave force"), "nosave now force");
+        assert_eq!(f("default now"), "now");
+        assert_eq!(f("DEFAULT"), "default");
+        assert_eq!(
+            f("save nosave"),
+            "ERR shutdown options SAVE and NOSAVE can't be used simultaneously"
+        );
+        assert_eq!(
+            f(""),
+            "ERR argument(s) must be one of the following: default, save, nosave, now, force"
+        );
+    }
+
+    #[test]
+    fn percentiles_as_redis_prints_them() {
+        let f = |s: &[&[u8]]| text(parse_percentiles(s));
+        assert_eq!(f(&[b"0", b"100", b"50.5", b"99.99999"]), "0 100 50.5 99.99999");
+        assert_eq!(f(&[b"1e1", b"0x10"]), "10 16");
+        assert_eq!(f(&[b"-0"]), "-0");
+        assert_eq!(f(&[b""]), "");
+        assert_eq!(f(&[b"nan"]), "ERR Invalid latency-tracking-info-percentiles parameters");
+        assert_eq!(f(&[b" 1"]), "ERR Invalid latency-tracking-info-percentiles parameters");
+        assert_eq!(f(&[b"1e400"]), "ERR Invalid latency-tracking-info-percentiles parameters");
+        assert_eq!(
+            f(&[b"-5"]),
+            "ERR latency-tracking-info-percentiles parameters should sit between [0.0,100.0]"
+        );
+    }
+
+    #[test]
+    fn oom_values_and_mode_as_redis() {
+        let f = |s: &[&[u8]]| text(parse_oom_values(s));
+        assert_eq!(f(&[b"1", b"2", b""]), "1 2 0");
+        assert_eq!(f(&[b"3", b"2", b"1"]), "3 2 1");
+        assert_eq!(f(&[b"1", b"2", b"+3"]), "1 2 3");
+        let bad = "ERR Invalid oom-score-adj-values, elements must be between -2000 and 2000.";
+        assert_eq!(f(&[b"-2001", b"0", b"0"]), bad);
+        assert_eq!(f(&[b"1", b"2", b"x"]), bad);
+        assert_eq!(f(&[b"1", b"2"]), "ERR wrong number of arguments");
+        assert_eq!(text(parse_oom_mode(&[b"relative"])), "yes");
+        assert_eq!(text(parse_oom_mode(&[b"Absolute"])), "absolute");
+    }
+
+    #[test]
+    fn hostnames_and_title_templates_as_redis() {
+        assert_eq!(check_hostname("A-b.c9"), Ok(()));
+        assert_eq!(check_hostname(""), Ok(()));
+        assert!(check_hostname("a_b").unwrap_err().starts_with("Hostnames may only"));
+        assert!(check_hostname(&"a".repeat(300)).unwrap_err().starts_with("Hostnames must be"));
+        assert_eq!(check_proc_title("x"), Ok(()));
+        assert_eq!(check_proc_title("{title} {listen-addr} {server-mode}"), Ok(()));
+        for good in ["{{x", "a}b", "{title} {port}", "{config-file}", "{tls-port}"] {
+            assert_eq!(check_proc_title(good), Ok(()), "{good:?}");
+        }
+        for bad in ["", "{title", "{x}", "{title}", "{server-mode}", "  ", "{unixsocket}"] {
+            assert!(check_proc_title(bad).is_err(), "{bad:?}");
+        }
+    }
 }
