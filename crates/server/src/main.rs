@@ -96,6 +96,12 @@ fn main() {
             std::process::exit(1);
         }
     };
+    // Redis changes to `dir` while reading the configuration, so relative
+    // `logfile` and `pidfile` paths are under it.
+    if let Err(e) = std::env::set_current_dir(&config.dir) {
+        log::warning(&format!("Can't chdir to '{}': {e}", config.dir));
+        std::process::exit(1);
+    }
     log::set_level(&config.loglevel);
     if log::set_file(&config.logfile).is_err() {
         std::process::exit(1);
@@ -131,10 +137,6 @@ fn main() {
         0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
         n => n,
     };
-    if let Err(e) = std::env::set_current_dir(&config.dir) {
-        log::warning(&format!("Can't chdir to '{}': {e}", config.dir));
-        std::process::exit(1);
-    }
     engine::config::apply_oom_score(&config);
     for w in config.no_effect_warnings() {
         log::warning(&w);

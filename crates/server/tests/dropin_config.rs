@@ -48,6 +48,19 @@ fn config_get(c: &mut Client, pat: &str) -> BTreeMap<String, String> {
     items.chunks(2).map(|kv| (text(&kv[0]), text(&kv[1]))).collect()
 }
 
+/// Waits up to 5 s for `f` (the port accepts a moment before the last
+/// start-up lines are written).
+fn eventually(mut f: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(5) {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    false
+}
+
 fn without(mut m: BTreeMap<String, String>, skip: &[&str]) -> BTreeMap<String, String> {
     for k in skip {
         m.remove(*k);
@@ -382,7 +395,8 @@ fn debian_redis_conf_starts_and_serves() {
     .collect();
     let s = start(&sluice_bin(), &args, &dir);
     assert_eq!(s.client().cmd(&["PING"]).unwrap(), b"+PONG\r\n");
-    assert!(s.log_text().contains("Ready to accept connections"), "{}", s.log_text());
+    let ready = || s.log_text().contains("Ready to accept connections");
+    assert!(eventually(ready), "{}", s.log_text());
     drop(s);
     let (r, s) = config_of_both(&args, &["port", "dir", "threads"]);
     assert_eq!(s, r, "Debian's redis.conf gives the same configuration");
@@ -661,8 +675,9 @@ fn a_config_with_every_parameter_changed_loads_like_redis() {
         }
         got.push((tag, without(all, &["port", "dir", "threads"]), p.log_text()));
         if tag == "sluice" {
-            let log = std::fs::read_to_string(dir.join("sluice.log")).unwrap();
-            assert!(log.contains("Ready to accept connections"), "{log}");
+            let read = || std::fs::read_to_string(dir.join("sluice.log")).unwrap_or_default();
+            assert!(eventually(|| read().contains("Ready to accept connections")));
+            let log = read();
             for name in ["cluster-node-timeout", "appendonly", "tls-protocols", "replicaof"] {
                 assert!(log.contains(&format!("'{name}' is set to")), "{name}: {log}");
             }

@@ -176,6 +176,12 @@ fn banner_shows_port_and_pid_like_redis() {
         return;
     };
     let sluice = TestServer::start_with(&sluice_bin(), &["--always-show-logo", "yes"], None);
+    // The port accepts a moment before the last start-up lines are written.
+    for p in [&*redis, &*sluice] {
+        assert!(wait_until(Duration::from_secs(5), || p
+            .log_text()
+            .contains("Ready to accept connections")));
+    }
     for (tag, text, port, pid) in [
         ("redis", redis.log_text(), redis.port(), redis.pid()),
         ("sluice", sluice.log_text(), sluice.port(), sluice.pid()),
@@ -189,6 +195,9 @@ fn banner_shows_port_and_pid_like_redis() {
     }
     // Not a terminal and no always-show-logo: Redis's one line instead.
     let plain = TestServer::start_bin(&sluice_bin());
+    assert!(wait_until(Duration::from_secs(5), || plain
+        .log_text()
+        .contains("Ready to accept connections")));
     let expected = format!("Running mode=standalone, port={}.", plain.port());
     assert!(plain.log_text().lines().filter_map(message).any(|m| m == expected));
     assert!(!plain.log_text().contains("has no effect"), "{}", plain.log_text());
@@ -268,8 +277,10 @@ fn loglevel_and_logfile_like_redis() {
         &dir,
     );
     assert!(p.text().is_empty(), "nothing on stdout with a logfile: {}", p.text());
-    let text = std::fs::read_to_string(&file).unwrap();
-    assert!(text.contains("# Server initialized"), "{text}");
+    // The port accepts a moment before the last start-up lines are written.
+    let read = || std::fs::read_to_string(&file).unwrap_or_default();
+    assert!(wait_until(Duration::from_secs(5), || read().contains("# Server initialized")));
+    let text = read();
     assert!(!text.contains(" * "), "no notice lines at loglevel warning: {text}");
     let mut c = Client::connect(p.port).unwrap();
     assert_eq!(c.cmd(&["CONFIG", "SET", "loglevel", "verbose"]).unwrap(), b"+OK\r\n");

@@ -236,7 +236,9 @@ fn absolute(path: &str) -> String {
 /// The checks Redis makes once every line is read.
 fn final_checks(cfg: &Config) -> Result<(), ConfigError> {
     if !cfg.logfile.is_empty() {
-        if let Err(e) = std::fs::OpenOptions::new().create(true).append(true).open(&cfg.logfile) {
+        // Redis has already changed to `dir` when it checks the log file.
+        let path = Path::new(&cfg.dir).join(&cfg.logfile);
+        if let Err(e) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
             return Err(ConfigError::Final {
                 msg: format!("Can't open the log file: {}", os_error_text(&e)),
             });
