@@ -13,6 +13,7 @@ pub mod error;
 pub mod glob;
 pub mod hll;
 pub mod ldouble;
+pub mod log;
 pub mod outbox;
 pub mod session;
 pub mod shared;

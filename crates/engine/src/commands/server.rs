@@ -140,7 +140,7 @@ fn config_get(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
             }
             continue;
         }
-        for n in config::names() {
+        for n in config::visible_names() {
             if seen(&found, n.name().as_bytes()) {
                 continue;
             }
@@ -230,6 +230,21 @@ fn config_set(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
             vec![*value]
         };
         next.set(*n, &words).map_err(|e| set_failed(n.name().as_bytes(), &e))?;
+    }
+    let names: Vec<Named> = chosen.iter().map(|(n, _)| *n).collect();
+    if let Err((n, why)) = next.apply_set(&names) {
+        crate::log::warning(&format!(
+            "Failed applying new configuration. Possibly related to new {} setting. Restoring \
+             previous settings.",
+            n.param.name
+        ));
+        return Err(set_failed(n.name().as_bytes(), &why));
+    }
+    crate::log::set_level(&next.loglevel);
+    for (n, _) in &chosen {
+        if !n.param.has_effect() {
+            crate::log::warning(&config::no_effect_warning(n.name(), &next.get(*n)));
+        }
     }
     *cx.shared.config.write() = next;
     cx.shared.config_epoch.fetch_add(1, Ordering::Release);
