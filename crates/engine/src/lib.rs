@@ -12,6 +12,7 @@ pub mod effects;
 pub mod error;
 pub mod glob;
 pub mod ldouble;
+pub mod meta;
 pub mod outbox;
 pub mod session;
 pub mod shared;
