@@ -1,0 +1,454 @@
+//! COMMAND's metadata replies against redis-server 7.0.15, over the whole
+//! command table: for every command and subcommand Sluice implements,
+//! `COMMAND INFO` and `COMMAND DOCS` reply bytes equal Redis's, in RESP2
+//! and RESP3; `COMMAND`, `COMMAND COUNT` and `COMMAND LIST [FILTERBY …]`
+//! equal Redis's restricted to Sluice's table; `COMMAND GETKEYS` and
+//! `GETKEYSANDFLAGS` equal Redis's for many command lines; the errors of
+//! COMMAND's subcommands equal Redis's.
+//!
+//! Redis lists a container's subcommands (and `COMMAND`'s entries) in the
+//! order of a dictionary seeded at random per process, so those lists are
+//! compared after sorting them by name, and Redis's are first filtered to
+//! what Sluice implements. Everything else is compared byte for byte.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use resp::Frame;
+use testkit::{escape, scenario, scratch_dir, Client, RedisServer, TestServer};
+
+struct Both {
+    redis: Client,
+    sluice: Client,
+}
+
+impl Both {
+    fn cmd(&mut self, args: &[&str]) -> (Vec<u8>, Vec<u8>) {
+        (self.redis.cmd(args).unwrap(), self.sluice.cmd(args).unwrap())
+    }
+}
+
+fn parse(b: &[u8]) -> Frame {
+    let (f, used) = resp::parse_frame(b).unwrap().unwrap();
+    assert_eq!(used, b.len());
+    f
+}
+
+fn bulk_str(f: &Frame) -> String {
+    match f {
+        Frame::Bulk(Some(b)) => String::from_utf8(b.clone()).unwrap(),
+        other => panic!("not a bulk string: {other:?}"),
+    }
+}
+
+/// Sorts (and, with `keep`, filters) the subcommand list of a
+/// `COMMAND INFO` entry: its 10th element.
+fn canon_info(f: &mut Frame, keep: &BTreeSet<String>) {
+    let Frame::Array(Some(fields)) = f else { return };
+    if let Some(Frame::Array(Some(subs))) = fields.get_mut(9) {
+        subs.retain(|s| match s {
+            Frame::Array(Some(v)) => keep.contains(&bulk_str(&v[0])),
+            _ => true,
+        });
+        subs.sort_by_key(|s| match s {
+            Frame::Array(Some(v)) => bulk_str(&v[0]),
+            _ => String::new(),
+        });
+    }
+}
+
+/// The same for a `COMMAND DOCS` value: its `subcommands` map.
+fn canon_docs(f: &mut Frame, keep: &BTreeSet<String>) {
+    let Frame::Map(fields) = f else { return };
+    for (k, v) in fields.iter_mut() {
+        if bulk_str(k) == "subcommands" {
+            if let Frame::Map(subs) = v {
+                subs.retain(|(n, _)| keep.contains(&bulk_str(n)));
+                subs.sort_by_key(|(n, _)| bulk_str(n));
+            }
+        }
+    }
+}
+
+/// RESP2 maps arrive as flat arrays: turn `COMMAND DOCS`'s reply into
+/// (name, value) pairs in either protocol.
+fn pairs(f: Frame) -> Vec<(String, Frame)> {
+    match f {
+        Frame::Map(v) => v.into_iter().map(|(k, v)| (bulk_str(&k), v)).collect(),
+        Frame::Array(Some(v)) => {
+            let mut it = v.into_iter();
+            let mut out = vec![];
+            while let (Some(k), Some(v)) = (it.next(), it.next()) {
+                out.push((bulk_str(&k), v));
+            }
+            out
+        }
+        other => panic!("not a map: {other:?}"),
+    }
+}
+
+fn canon_docs_any(f: &mut Frame, keep: &BTreeSet<String>) {
+    match f {
+        Frame::Map(_) => canon_docs(f, keep),
+        Frame::Array(Some(v)) => {
+            // RESP2: [k, v, k, v, …]; the subcommands value is [name, map…].
+            let mut i = 0;
+            while i + 1 < v.len() {
+                if bulk_str(&v[i]) == "subcommands" {
+                    if let Frame::Array(Some(subs)) = &mut v[i + 1] {
+                        let mut p: Vec<(Frame, Frame)> = vec![];
+                        let mut it = std::mem::take(subs).into_iter();
+                        while let (Some(n), Some(d)) = (it.next(), it.next()) {
+                            if keep.contains(&bulk_str(&n)) {
+                                p.push((n, d));
+                            }
+                        }
+                        p.sort_by_key(|(n, _)| bulk_str(n));
+                        *subs = p.into_iter().flat_map(|(n, d)| [n, d]).collect();
+                    }
+                }
+                i += 2;
+            }
+        }
+        _ => {}
+    }
+}
+
+fn names_of(reply: &[u8]) -> BTreeSet<String> {
+    match parse(reply) {
+        Frame::Array(Some(v)) | Frame::Set(v) => v.iter().map(bulk_str).collect(),
+        other => panic!("not a list: {other:?}"),
+    }
+}
+
+fn start() -> Option<(RedisServer, TestServer, std::path::PathBuf)> {
+    let dir = scratch_dir("cmdmeta");
+    let redis = RedisServer::start_with(&[], Some(&dir))?;
+    let bin = Path::new(env!("CARGO_BIN_EXE_sluice-server"));
+    let sluice = TestServer::start_with(bin, &[], Some(&dir));
+    Some((redis, sluice, dir))
+}
+
+fn connect(redis: &RedisServer, sluice: &TestServer, resp3: bool) -> Both {
+    let mut b = Both { redis: redis.client(), sluice: sluice.client() };
+    if resp3 {
+        b.cmd(&["HELLO", "3"]);
+    }
+    b
+}
+
+#[test]
+fn info_and_docs_for_every_command() {
+    let Some((redis, sluice, dir)) = start() else { return };
+    let mut diffs = vec![];
+    for resp3 in [false, true] {
+        let mut b = connect(&redis, &sluice, resp3);
+        let ours = names_of(&b.sluice.cmd(&["COMMAND", "LIST"]).unwrap());
+        let theirs = names_of(&b.redis.cmd(&["COMMAND", "LIST"]).unwrap());
+        assert!(ours.len() > 100, "{}", ours.len());
+        let extra: Vec<_> = ours.difference(&theirs).collect();
+        assert!(extra.is_empty(), "not Redis 7.0 commands: {extra:?}");
+        for name in &ours {
+            for sub in ["INFO", "DOCS"] {
+                let (r, s) = b.cmd(&["COMMAND", sub, name]);
+                if r == s {
+                    continue;
+                }
+                // A container: Redis's subcommands, filtered and sorted.
+                let (mut fr, mut fs) = (parse(&r), parse(&s));
+                if let (Frame::Array(Some(vr)), Frame::Array(Some(vs))) = (&mut fr, &mut fs) {
+                    for f in vr.iter_mut().chain(vs.iter_mut()) {
+                        if sub == "INFO" {
+                            canon_info(f, &ours);
+                        } else {
+                            canon_docs_any(f, &ours);
+                        }
+                    }
+                }
+                if let (Frame::Map(vr), Frame::Map(vs)) = (&mut fr, &mut fs) {
+                    for (_, f) in vr.iter_mut().chain(vs.iter_mut()) {
+                        canon_docs(f, &ours);
+                    }
+                }
+                let (er, es) = (scenario::encode(&fr), scenario::encode(&fs));
+                if er != es {
+                    diffs.push(format!(
+                        "COMMAND {sub} {name} (resp3: {resp3})\n  redis:  {}\n  sluice: {}",
+                        escape(&er),
+                        escape(&es)
+                    ));
+                }
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(diffs.is_empty(), "{} replies differ:\n{}", diffs.len(), diffs.join("\n"));
+}
+
+#[test]
+fn whole_table_count_and_lists() {
+    let Some((redis, sluice, dir)) = start() else { return };
+    let mut b = connect(&redis, &sluice, false);
+    let ours = names_of(&b.sluice.cmd(&["COMMAND", "LIST"]).unwrap());
+    let tops: BTreeSet<String> = ours.iter().filter(|n| !n.contains('|')).cloned().collect();
+    assert_eq!(
+        b.sluice.cmd(&["COMMAND", "COUNT"]).unwrap(),
+        format!(":{}\r\n", tops.len()).as_bytes()
+    );
+    assert_eq!(b.redis.cmd(&["COMMAND", "COUNT"]).unwrap(), b":240\r\n");
+
+    // COMMAND, COMMAND INFO and COMMAND DOCS without names: Sluice's
+    // entries, each equal to Redis's.
+    for args in [&["COMMAND"][..], &["COMMAND", "INFO"][..]] {
+        let (r, s) = b.cmd(args);
+        let by_name = |f: Frame| -> Vec<(String, Vec<u8>)> {
+            let Frame::Array(Some(v)) = f else { panic!("not an array") };
+            let mut out: Vec<(String, Vec<u8>)> = v
+                .into_iter()
+                .map(|mut e| {
+                    canon_info(&mut e, &ours);
+                    let Frame::Array(Some(fields)) = &e else { panic!() };
+                    (bulk_str(&fields[0]), scenario::encode(&e))
+                })
+                .collect();
+            out.sort();
+            out
+        };
+        let mine = by_name(parse(&s));
+        let theirs: Vec<_> =
+            by_name(parse(&r)).into_iter().filter(|(n, _)| tops.contains(n)).collect();
+        assert_eq!(mine.len(), tops.len());
+        assert!(mine == theirs, "{args:?}: entries differ");
+    }
+    let (r, s) = b.cmd(&["COMMAND", "DOCS"]);
+    let canon = |f: Frame| -> Vec<(String, Vec<u8>)> {
+        let mut v: Vec<(String, Vec<u8>)> = pairs(f)
+            .into_iter()
+            .map(|(n, mut d)| {
+                canon_docs_any(&mut d, &ours);
+                (n, scenario::encode(&d))
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let theirs: Vec<_> = canon(parse(&r)).into_iter().filter(|(n, _)| tops.contains(n)).collect();
+    assert!(canon(parse(&s)) == theirs, "COMMAND DOCS: entries differ");
+
+    // LIST with filters: Redis's answer restricted to Sluice's table.
+    let mut filters: Vec<Vec<String>> = vec![];
+    for cat in [
+        "keyspace",
+        "read",
+        "write",
+        "set",
+        "sortedset",
+        "list",
+        "hash",
+        "string",
+        "bitmap",
+        "hyperloglog",
+        "geo",
+        "stream",
+        "pubsub",
+        "admin",
+        "fast",
+        "slow",
+        "blocking",
+        "dangerous",
+        "connection",
+        "transaction",
+        "scripting",
+        "nosuch",
+        "READ",
+        "",
+    ] {
+        filters.push(vec!["ACLCAT".into(), cat.into()]);
+    }
+    for pat in ["*", "z*", "config|*", "*|*", "[a-c]*", "?et", "*store*", "CONFIG*", "x\\"] {
+        filters.push(vec!["PATTERN".into(), pat.into()]);
+    }
+    filters.push(vec!["MODULE".into(), "nosuch".into()]);
+    let mut diffs = vec![];
+    for f in &filters {
+        let mut args = vec!["COMMAND", "LIST", "FILTERBY"];
+        args.extend(f.iter().map(|s| s.as_str()));
+        let (r, s) = b.cmd(&args);
+        let theirs: BTreeSet<String> =
+            names_of(&r).into_iter().filter(|n| ours.contains(n)).collect();
+        let mine = names_of(&s);
+        if mine != theirs || names_of(&s).len() != mine.len() {
+            diffs.push(format!("{args:?}: redis {theirs:?}\n  sluice {mine:?}"));
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(diffs.is_empty(), "{}", diffs.join("\n"));
+}
+
+/// Command lines for GETKEYS/GETKEYSANDFLAGS, with keys found by range,
+/// keyword and keynum specs and by Redis's own finders (SORT, SET).
+const KEY_LINES: &[&str] = &[
+    "get k",
+    "set k v",
+    "set k v get",
+    "set k v ex 10 GET",
+    "mset a 1 b 2 c 3",
+    "mset a 1 b",
+    "mget a b c",
+    "del a b c",
+    "exists a",
+    "rename a b",
+    "renamenx a b",
+    "copy a b db 1",
+    "move a 1",
+    "lmove a b left right",
+    "blmove a b left right 0",
+    "rpoplpush a b",
+    "brpoplpush a b 0",
+    "blpop a b c 0",
+    "lmpop 2 a b left",
+    "lmpop 2 a b left count 2",
+    "lmpop 0 a left",
+    "lmpop 3 a b left",
+    "lmpop x a left",
+    "lmpop -1 a left",
+    "blmpop 0 2 a b left",
+    "zmpop 1 a min",
+    "bzmpop 0 2 a b max count 3",
+    "bzpopmin a b 0",
+    "zunionstore d 2 a b",
+    "zunionstore d 2 a b weights 1 2",
+    "zunionstore d 0 a",
+    "zunionstore d 5 a",
+    "zinterstore d 1 a",
+    "zdiffstore d 2 a b",
+    "zunion 2 a b",
+    "zinter 2 a b withscores",
+    "zdiff 1 a",
+    "zintercard 2 a b limit 3",
+    "zrangestore d s 0 -1",
+    "sintercard 2 a b",
+    "sinterstore d a b",
+    "sunionstore d a",
+    "smove a b m",
+    "sort s",
+    "sort s by w get # store d",
+    "sort s store d limit 0 1 store e",
+    "sort s store",
+    "sort_ro s by w",
+    "hset h f v",
+    "hgetall h",
+    "incrbyfloat k 1.5",
+    "getex k persist",
+    "getdel k",
+    "expire k 10",
+    "object encoding k",
+    "object freq k",
+    "debug object k",
+    "type k",
+    "touch a b",
+    "unlink a b",
+    "watch a b",
+    "setrange k 0 v",
+    "append k v",
+    "lpush l a b",
+    "linsert l before a b",
+    "lpos l a rank 1",
+    "sadd s a",
+    "spop s 2",
+    "srandmember s",
+    "zadd z 1 a",
+    "zrangebyscore z 0 1",
+    "pfadd k a",
+    "bitcount k",
+    "bitop and d a b",
+    "xadd s * f v",
+    "xread streams a b 0 0",
+    "eval s 2 a b c",
+    "eval s 0",
+    "eval s x",
+    "fcall f 1 a",
+    "publish c m",
+    "ping x",
+    "dbsize x",
+    "config get x",
+    "get",
+    "get a b",
+    "nosuch a",
+    "object nosuch a",
+    "scan 0",
+    "keys *",
+];
+
+#[test]
+fn getkeys_and_flags() {
+    let Some((redis, sluice, dir)) = start() else { return };
+    let mut diffs = vec![];
+    let mut compared = 0;
+    for resp3 in [false, true] {
+        let mut b = connect(&redis, &sluice, resp3);
+        let ours = names_of(&b.sluice.cmd(&["COMMAND", "LIST"]).unwrap());
+        for line in KEY_LINES {
+            let words: Vec<&str> = line.split(' ').collect();
+            let name = words[0];
+            let implemented = ours.contains(name)
+                || (words.len() > 1 && ours.contains(&format!("{name}|{}", words[1])));
+            for sub in ["GETKEYS", "GETKEYSANDFLAGS"] {
+                let mut args = vec!["COMMAND", sub];
+                args.extend(&words);
+                let (r, s) = b.cmd(&args);
+                if !implemented {
+                    // Not in Sluice's table: Redis's own reply for an
+                    // unknown command.
+                    assert_eq!(s, b"-ERR Invalid command specified\r\n", "{line}");
+                    continue;
+                }
+                compared += 1;
+                if r != s {
+                    diffs.push(format!(
+                        "COMMAND {sub} {line} (resp3: {resp3})\n  redis:  {}\n  sluice: {}",
+                        escape(&r),
+                        escape(&s)
+                    ));
+                }
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(compared > 100, "{compared}");
+    assert!(diffs.is_empty(), "{} replies differ:\n{}", diffs.len(), diffs.join("\n"));
+}
+
+#[test]
+fn errors_of_command_subcommands() {
+    let Some((redis, sluice, dir)) = start() else { return };
+    let mut b = connect(&redis, &sluice, false);
+    let mut diffs = vec![];
+    for line in [
+        "COMMAND FOO",
+        "COMMAND COUNT x",
+        "COMMAND HELP x",
+        "COMMAND GETKEYS",
+        "COMMAND GETKEYS get",
+        "COMMAND GETKEYSANDFLAGS get",
+        "COMMAND LIST FILTERBY",
+        "COMMAND LIST FILTERBY ACLCAT",
+        "COMMAND LIST FILTERBY ACLCAT read x",
+        "COMMAND LIST FILTERBY FOO x",
+        "COMMAND LIST x",
+        "COMMAND INFO nosuch get config|nosuch config|get",
+        "COMMAND INFO GET",
+        "COMMAND INFO CONFIG|GET",
+        "COMMAND DOCS nosuch GET",
+        "COMMAND DOCS config|nosuch",
+        "COMMAND HELP",
+    ] {
+        let args: Vec<&str> = line.split(' ').collect();
+        let (r, s) = b.cmd(&args);
+        if r != s {
+            diffs.push(format!("{line}\n  redis:  {}\n  sluice: {}", escape(&r), escape(&s)));
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(diffs.is_empty(), "{}", diffs.join("\n"));
+}
