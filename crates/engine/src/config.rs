@@ -116,6 +116,8 @@ pub struct Config {
     pub slowlog_log_slower_than: i64,
     pub slowlog_max_len: u64,
     pub latency_monitor_threshold: i64,
+    /// Per-command latency histograms (`INFO latencystats`).
+    pub latency_tracking: bool,
     pub busy_reply_threshold: i64,
     pub active_expire_effort: u32,
     pub unixsocket: String,
@@ -201,6 +203,7 @@ impl Default for Config {
             slowlog_log_slower_than: 10000,
             slowlog_max_len: 128,
             latency_monitor_threshold: 0,
+            latency_tracking: true,
             busy_reply_threshold: 5000,
             active_expire_effort: 1,
             unixsocket: String::new(),

@@ -4,6 +4,7 @@
 //! Synchronous and socket-free; depends on `resp` and `store` only.
 
 pub mod blocking;
+pub mod cmdstats;
 pub mod commands;
 pub mod config;
 pub mod ctx;

@@ -452,3 +452,120 @@ fn errors_of_command_subcommands() {
     let _ = std::fs::remove_dir_all(&dir);
     assert!(diffs.is_empty(), "{}", diffs.join("\n"));
 }
+
+/// INFO commandstats/errorstats/latencystats after the same commands on
+/// both servers: calls, rejected and failed counts and error counts equal
+/// (usec differ, so they are left out), and latency lines exist for the
+/// same commands.
+#[test]
+fn command_and_error_stats() {
+    let Some((redis, sluice, dir)) = start() else { return };
+    let mut b = connect(&redis, &sluice, false);
+    let mut other = connect(&redis, &sluice, true);
+    let script: &[&[&str]] = &[
+        &["SET", "k", "v"],
+        &["GET", "k"],
+        &["GET"],
+        &["GET", "a", "b"],
+        &["INCR", "k"],
+        &["LPUSH", "k", "x"],
+        &["CONFIG", "GET", "maxmemory"],
+        &["CONFIG", "NOSUCH"],
+        &["CONFIG", "GET"],
+        &["CONFIG"],
+        &["NOSUCHCMD", "x"],
+        &["MULTI"],
+        &["SET", "a", "1"],
+        &["INCR", "k"],
+        &["LPUSH", "a", "x"],
+        &["EXEC"],
+        &["MULTI"],
+        &["GET"],
+        &["EXEC"],
+        &["EXEC"],
+        &["DISCARD"],
+        &["EXPIRE", "k", "10"],
+        &["DEL", "k"],
+        &["BLPOP", "nokey", "0.01"],
+        &["HSET", "h", "f", "v"],
+        &["HGET", "h", "f"],
+        &["ZADD", "z", "1", "a"],
+        &["ZADD", "z", "x", "a"],
+        &["OBJECT", "ENCODING", "h"],
+        &["OBJECT", "FREQ", "h"],
+        &["COMMAND", "COUNT"],
+        &["COMMAND", "INFO", "get"],
+        &["CLIENT", "SETNAME", "x"],
+        &["PING"],
+        &["ECHO", "x"],
+        &["SELECT", "99"],
+        &["SET", "k", "v", "EX", "0"],
+        &["SORT", "h"],
+    ];
+    for args in script {
+        b.cmd(args);
+    }
+    // A blocked client served by another's push counts one call.
+    b.redis.send(&["BLPOP", "q", "0"]).unwrap();
+    b.sluice.send(&["BLPOP", "q", "0"]).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    other.cmd(&["RPUSH", "q", "x"]);
+    b.redis.read_reply().unwrap();
+    b.sluice.read_reply().unwrap();
+
+    let stats = |c: &mut Client, section: &str| -> BTreeSet<String> {
+        let r = c.cmd(&["INFO", section]).unwrap();
+        let f = parse(&r);
+        let text = match f {
+            Frame::Bulk(Some(t)) => String::from_utf8(t).unwrap(),
+            Frame::Verbatim(_, t) => String::from_utf8(t).unwrap(),
+            other => panic!("{other:?}"),
+        };
+        text.lines()
+            .filter(|l| !l.starts_with('#') && !l.is_empty())
+            .map(|l| {
+                // Keep what is deterministic: counts, names.
+                let (name, fields) = l.split_once(':').unwrap_or((l, ""));
+                let kept: Vec<&str> = fields
+                    .split(',')
+                    .filter(|f| !f.starts_with("usec") && !f.starts_with('p'))
+                    .collect();
+                format!("{name}:{}", kept.join(","))
+            })
+            .collect()
+    };
+    let mut diffs = vec![];
+    for section in ["commandstats", "errorstats", "latencystats"] {
+        let (r, s) = (stats(&mut b.redis, section), stats(&mut b.sluice, section));
+        if r != s {
+            let only_r: Vec<_> = r.difference(&s).collect();
+            let only_s: Vec<_> = s.difference(&r).collect();
+            diffs.push(format!("{section}: redis only {only_r:?}\n  sluice only {only_s:?}"));
+        }
+    }
+    let total = |c: &mut Client| -> String {
+        let r = String::from_utf8(c.cmd(&["INFO", "stats"]).unwrap()).unwrap();
+        r.lines().find(|l| l.starts_with("total_error_replies:")).unwrap().to_string()
+    };
+    let (tr, ts) = (total(&mut b.redis), total(&mut b.sluice));
+    if tr != ts {
+        diffs.push(format!("redis {tr}, sluice {ts}"));
+    }
+    // CONFIG RESETSTAT clears them all; the reset itself then counts.
+    b.cmd(&["CONFIG", "RESETSTAT"]);
+    for section in ["commandstats", "errorstats", "latencystats"] {
+        let (r, s) = (stats(&mut b.redis, section), stats(&mut b.sluice, section));
+        if r != s {
+            diffs.push(format!("after RESETSTAT, {section}: redis {r:?}\n  sluice {s:?}"));
+        }
+    }
+    // latency-tracking no: no new histograms.
+    b.cmd(&["CONFIG", "SET", "latency-tracking", "no"]);
+    b.cmd(&["LLEN", "q"]);
+    let (r, s) = (stats(&mut b.redis, "latencystats"), stats(&mut b.sluice, "latencystats"));
+    if r != s {
+        diffs.push(format!("latency-tracking no: redis {r:?}\n  sluice {s:?}"));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(diffs.is_empty(), "{}", diffs.join("\n"));
+}

@@ -467,7 +467,12 @@ pub static PARAMS: &[Param] = &[
         int(0, LONG_MAX),
         f(|c| num(c.latency_monitor_threshold), |c, v| c.latency_monitor_threshold = v.i() as i64),
     ),
-    p("latency-tracking", 0, Ty::Bool, inert("yes")),
+    p(
+        "latency-tracking",
+        0,
+        Ty::Bool,
+        f(|c| yn(c.latency_tracking), |c, v| c.latency_tracking = v.b()),
+    ),
     pa(
         "busy-reply-threshold",
         "lua-time-limit",
