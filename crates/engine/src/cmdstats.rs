@@ -285,7 +285,7 @@ impl CmdStats {
 
 /// `%f` with trailing zeros (and a trailing dot) removed, as Redis prints
 /// a percentile's name.
-fn trim_double(p: f64) -> String {
+pub fn trim_double(p: f64) -> String {
     let s = format!("{p:.6}");
     s.trim_end_matches('0').trim_end_matches('.').to_string()
 }

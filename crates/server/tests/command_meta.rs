@@ -526,9 +526,11 @@ fn command_and_error_stats() {
             .map(|l| {
                 // Keep what is deterministic: counts, names.
                 let (name, fields) = l.split_once(':').unwrap_or((l, ""));
+                // Percentiles keep their names (`p99.9`), not values.
                 let kept: Vec<&str> = fields
                     .split(',')
-                    .filter(|f| !f.starts_with("usec") && !f.starts_with('p'))
+                    .filter(|f| !f.starts_with("usec"))
+                    .map(|f| if f.starts_with('p') { f.split('=').next().unwrap() } else { f })
                     .collect();
                 format!("{name}:{}", kept.join(","))
             })
@@ -558,6 +560,29 @@ fn command_and_error_stats() {
         if r != s {
             diffs.push(format!("after RESETSTAT, {section}: redis {r:?}\n  sluice {s:?}"));
         }
+    }
+    // Which percentiles are printed, and their configuration's errors.
+    for args in [
+        &["CONFIG", "SET", "latency-tracking-info-percentiles", "0 100 99.99999 1e1"][..],
+        &["CONFIG", "GET", "latency-tracking-info-percentiles"],
+        &["CONFIG", "SET", "latency-tracking-info-percentiles", "101"],
+        &["CONFIG", "SET", "latency-tracking-info-percentiles", "abc"],
+        &["CONFIG", "SET", "latency-tracking-info-percentiles", "50 nan"],
+        &["CONFIG", "GET", "latency-tracking-info-percentiles"],
+    ] {
+        let (r, s) = b.cmd(args);
+        if r != s {
+            diffs.push(format!("{args:?}: redis {}, sluice {}", escape(&r), escape(&s)));
+        }
+    }
+    let (r, s) = (stats(&mut b.redis, "latencystats"), stats(&mut b.sluice, "latencystats"));
+    if r != s {
+        diffs.push(format!("percentiles: redis {r:?}\n  sluice {s:?}"));
+    }
+    b.cmd(&["CONFIG", "SET", "latency-tracking-info-percentiles", ""]);
+    let (r, s) = (stats(&mut b.redis, "latencystats"), stats(&mut b.sluice, "latencystats"));
+    if r != s {
+        diffs.push(format!("no percentiles: redis {r:?}\n  sluice {s:?}"));
     }
     // latency-tracking no: no new histograms.
     b.cmd(&["CONFIG", "SET", "latency-tracking", "no"]);

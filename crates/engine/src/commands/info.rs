@@ -445,7 +445,7 @@ fn section(cx: &mut Ctx, name: &str, t: &mut String, counts: &mut Counts) {
             sh.flush_stats(cx.sess);
             line!("# Latencystats");
             if cfg.latency_tracking {
-                sh.cmdstats.latencystats(t, &[50.0, 99.0, 99.9]);
+                sh.cmdstats.latencystats(t, &cfg.latency_tracking_info_percentiles);
             }
         }
         "cluster" => {

@@ -473,6 +473,16 @@ pub static PARAMS: &[Param] = &[
         Ty::Bool,
         f(|c| yn(c.latency_tracking), |c, v| c.latency_tracking = v.b()),
     ),
+    p(
+        "latency-tracking-info-percentiles",
+        MULTI_ARG,
+        Ty::Special(parse_percentiles),
+        f(get_percentiles, |c, v| {
+            if let Val::Floats(p) = v {
+                c.latency_tracking_info_percentiles = p;
+            }
+        }),
+    ),
     pa(
         "busy-reply-threshold",
         "lua-time-limit",
@@ -620,6 +630,34 @@ fn parse_save(args: &[&[u8]]) -> Result<Val, String> {
         }
     }
     Ok(Val::Save(out))
+}
+
+/// Percentiles `INFO latencystats` prints: doubles in [0, 100]; one empty
+/// word is none.
+fn parse_percentiles(args: &[&[u8]]) -> Result<Val, String> {
+    let args = if args.len() == 1 && args[0].is_empty() { &[][..] } else { args };
+    let mut out = Vec::with_capacity(args.len());
+    for a in args {
+        let p = crate::commands::zset::string2d(a)
+            .ok_or("Invalid latency-tracking-info-percentiles parameters")?;
+        if !(0.0..=100.0).contains(&p) {
+            return Err(
+                "latency-tracking-info-percentiles parameters should sit between [0.0,100.0]"
+                    .into(),
+            );
+        }
+        out.push(p);
+    }
+    Ok(Val::Floats(out))
+}
+
+fn get_percentiles(c: &Config) -> Vec<u8> {
+    let parts: Vec<String> = c
+        .latency_tracking_info_percentiles
+        .iter()
+        .map(|&p| crate::cmdstats::trim_double(p))
+        .collect();
+    parts.join(" ").into_bytes()
 }
 
 pub(super) fn get_save(c: &Config) -> Vec<u8> {
