@@ -346,10 +346,12 @@ pub fn count_rejected(shared: &Shared, sess: &mut Session, spec: &CommandSpec) {
     if sess.cstats.full() {
         shared.flush_cmdstats(sess);
     }
-    sess.cstats.rejected(crate::cmdstats::index_of(spec));
+    let idx = sess.cstats.index(spec);
+    sess.cstats.rejected(idx);
 }
 
 /// Counts a call of `spec` that completed (commandstats, latencystats).
+#[inline]
 pub fn count_call(
     shared: &Shared,
     sess: &mut Session,
@@ -360,7 +362,8 @@ pub fn count_call(
     if sess.cstats.full() {
         shared.flush_cmdstats(sess);
     }
-    sess.cstats.call(crate::cmdstats::index_of(spec), usec, failed);
+    let idx = sess.cstats.index(spec);
+    sess.cstats.call(idx, usec, failed);
 }
 
 fn apply_reply_mode(sess: &mut Session, out: &mut ReplyBuf, mark: resp::Mark) {
@@ -519,7 +522,7 @@ pub fn call<'a>(
         sess.stats.commands += 1;
     }
     sess.fx.begin_command();
-    let start = std::time::Instant::now();
+    let start = crate::cmdstats::Stopwatch::start();
     let mut cx = Ctx { shared, sess, keys, db, spec, caller, still_waiting: false };
     let res = (spec.handler)(&mut cx, &mut args, out);
     let waiting = cx.still_waiting;
@@ -532,8 +535,7 @@ pub fn call<'a>(
     }
     // A call that blocked is counted when its wait ends.
     if !waiting && sess.blocked.is_none() {
-        let usec = start.elapsed().as_micros() as u64;
-        count_call(shared, sess, spec, usec, failed);
+        count_call(shared, sess, spec, start.usec(), failed);
     }
     // What the store noticed on the way: keys that expired lazily, keys
     // blocked clients wait for that received a value.
