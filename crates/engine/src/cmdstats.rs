@@ -491,7 +491,7 @@ mod tests {
         // Redis prints 1 ns (a 0 us call) as 0.001 and 1 us as 1.003 at
         // p50 (INFO latencystats of a fresh redis-server).
         let h = Hist::new();
-        let mut rec = |ns: i64, n: u64| {
+        let rec = |ns: i64, n: u64| {
             h.counts[counts_index(ns)].fetch_add(n, Relaxed);
             h.total.fetch_add(n, Relaxed);
         };
