@@ -306,9 +306,11 @@ pub fn resolve(shared: &Shared, sess: &mut Session, now: i64) -> Option<Vec<u8>>
                 dispatch::count_call(shared, sess, w.spec, 0, true);
                 [&b"-"[..], text, b"\r\n"].concat()
             }
-            _ => {
-                // A timeout (or CLIENT UNBLOCK): the call ends now.
-                dispatch::count_call(shared, sess, w.spec, 0, false);
+            st => {
+                // The call ends now. Redis 7.0 counts a command ended by
+                // CLIENT UNBLOCK as failed even without an error.
+                let unblocked = matches!(st, State::Unblocked { .. });
+                dispatch::count_call(shared, sess, w.spec, 0, unblocked);
                 match w.proto {
                     Proto::Resp3 => b"_\r\n".to_vec(),
                     Proto::Resp2 => b"*-1\r\n".to_vec(),

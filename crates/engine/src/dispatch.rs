@@ -350,6 +350,16 @@ pub fn count_rejected(shared: &Shared, sess: &mut Session, spec: &CommandSpec) {
     sess.cstats.rejected(idx);
 }
 
+/// Counts a failure of `spec`'s running call that its result does not
+/// show (commandstats' `failed_calls`).
+pub fn count_failed(shared: &Shared, sess: &mut Session, spec: &CommandSpec) {
+    if sess.cstats.full() {
+        shared.flush_cmdstats(sess);
+    }
+    let idx = sess.cstats.index(spec);
+    sess.cstats.failed(idx);
+}
+
 /// Counts a call of `spec` that completed (commandstats, latencystats).
 #[inline]
 pub fn count_call(

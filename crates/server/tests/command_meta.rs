@@ -512,6 +512,23 @@ fn command_and_error_stats() {
     other.cmd(&["RPUSH", "q", "x"]);
     b.redis.read_reply().unwrap();
     b.sluice.read_reply().unwrap();
+    // A wait ended by CLIENT UNBLOCK … ERROR: a failed call and an
+    // UNBLOCKED error; one ended without error: a call.
+    for error in [true, false] {
+        let id = |c: &mut Client| -> String {
+            let r = c.cmd(&["CLIENT", "ID"]).unwrap();
+            String::from_utf8(r[1..r.len() - 2].to_vec()).unwrap()
+        };
+        let (rid, sid) = (id(&mut b.redis), id(&mut b.sluice));
+        b.redis.send(&["BRPOP", "q2", "0"]).unwrap();
+        b.sluice.send(&["BRPOP", "q2", "0"]).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let how = if error { "ERROR" } else { "TIMEOUT" };
+        other.redis.cmd(&["CLIENT", "UNBLOCK", &rid, how]).unwrap();
+        other.sluice.cmd(&["CLIENT", "UNBLOCK", &sid, how]).unwrap();
+        let (r, s) = (b.redis.read_reply().unwrap(), b.sluice.read_reply().unwrap());
+        assert_eq!(r, s);
+    }
 
     let stats = |c: &mut Client, section: &str| -> BTreeSet<String> {
         let r = c.cmd(&["INFO", section]).unwrap();
