@@ -505,6 +505,15 @@ fn command_and_error_stats() {
     for args in script {
         b.cmd(args);
     }
+    // Protocol errors are error replies too.
+    for bad in [&b"*1\r\n$x\r\n"[..], b"\"unbalanced\r\n"] {
+        for port in [redis.port(), sluice.port()] {
+            let mut c = Client::connect(port).unwrap();
+            c.send_raw(bad).unwrap();
+            let reply = c.read_reply().unwrap();
+            assert!(reply.starts_with(b"-ERR Protocol error"), "{}", escape(&reply));
+        }
+    }
     // A blocked client served by another's push counts one call.
     b.redis.send(&["BLPOP", "q", "0"]).unwrap();
     b.sluice.send(&["BLPOP", "q", "0"]).unwrap();
