@@ -120,6 +120,10 @@ pub struct Config {
     pub slowlog_log_slower_than: i64,
     pub slowlog_max_len: u64,
     pub latency_monitor_threshold: i64,
+    /// Per-command latency histograms (`INFO latencystats`).
+    pub latency_tracking: bool,
+    /// The percentiles `INFO latencystats` prints.
+    pub latency_tracking_info_percentiles: Vec<f64>,
     pub busy_reply_threshold: i64,
     pub active_expire_effort: u32,
     pub unixsocket: String,
@@ -209,6 +213,8 @@ impl Default for Config {
             slowlog_log_slower_than: 10000,
             slowlog_max_len: 128,
             latency_monitor_threshold: 0,
+            latency_tracking: true,
+            latency_tracking_info_percentiles: vec![50.0, 99.0, 99.9],
             busy_reply_threshold: 5000,
             active_expire_effort: 1,
             unixsocket: String::new(),
@@ -267,6 +273,7 @@ pub enum Val {
     Str(Vec<u8>),
     Words(Vec<String>),
     Save(Vec<(i64, i64)>),
+    Floats(Vec<f64>),
     /// (class index 0 normal / 1 replica / 2 pubsub, limit)
     Obuf(Vec<(usize, ObufLimit)>),
     Replica(Option<(String, u16)>),

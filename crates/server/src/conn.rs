@@ -487,6 +487,8 @@ impl Conn<'_> {
                     break;
                 }
                 Some(Parsed::Error(e)) => {
+                    // An error reply like any other (errorstats).
+                    self.shared.cmdstats.error(&e.reply_text());
                     self.out.error(&e.reply_text());
                     log::verbose(&format!(
                         "Protocol error ({}) from client: id={} addr={}",

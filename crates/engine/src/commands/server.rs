@@ -263,6 +263,8 @@ fn set_failed(name: &[u8], why: &str) -> CmdError {
 fn config_resetstat(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let sh = cx.shared;
     cx.sess.stats = Default::default();
+    cx.sess.cstats = Default::default();
+    sh.cmdstats.reset();
     let s = &sh.stats;
     for c in [
         &s.connections_received,

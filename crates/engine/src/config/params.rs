@@ -491,7 +491,22 @@ pub static PARAMS: &[Param] = &[
         int(0, LONG_MAX),
         f(|c| num(c.latency_monitor_threshold), |c, v| c.latency_monitor_threshold = v.i() as i64),
     ),
-    p("latency-tracking", 0, Ty::Bool, inert("yes")),
+    p(
+        "latency-tracking",
+        0,
+        Ty::Bool,
+        f(|c| yn(c.latency_tracking), |c, v| c.latency_tracking = v.b()),
+    ),
+    p(
+        "latency-tracking-info-percentiles",
+        MULTI_ARG,
+        Ty::Special(parse_percentiles),
+        f(get_percentiles, |c, v| {
+            if let Val::Floats(p) = v {
+                c.latency_tracking_info_percentiles = p;
+            }
+        }),
+    ),
     pa(
         "busy-reply-threshold",
         "lua-time-limit",
@@ -657,12 +672,6 @@ pub static PARAMS: &[Param] = &[
         inert("ignore"),
     ),
     p("replica-ignore-disk-write-errors", 0, Ty::Bool, inert("no")),
-    p(
-        "latency-tracking-info-percentiles",
-        MULTI_ARG,
-        Ty::Special(parse_percentiles),
-        inert("50 99 99.9"),
-    ),
     // Hidden in Redis (testing aids): reachable by exact name only.
     p("use-exit-on-panic", HIDDEN, Ty::Bool, inert("no")),
     p("rdb-key-save-delay", HIDDEN, int(INT_MIN, INT_MAX), inert("0")),
@@ -670,3 +679,12 @@ pub static PARAMS: &[Param] = &[
     p("watchdog-period", HIDDEN, int(0, INT_MAX), inert("0")),
     p("loading-process-events-interval-bytes", HIDDEN, int(1024, INT_MAX), inert("2097152")),
 ];
+
+fn get_percentiles(c: &super::Config) -> Vec<u8> {
+    let parts: Vec<String> = c
+        .latency_tracking_info_percentiles
+        .iter()
+        .map(|&p| crate::cmdstats::trim_double(p))
+        .collect();
+    parts.join(" ").into_bytes()
+}

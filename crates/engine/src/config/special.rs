@@ -149,11 +149,11 @@ fn string2d(s: &[u8]) -> Option<f64> {
     Some(v)
 }
 
-/// `latency-tracking-info-percentiles`: doubles in [0, 100], printed with
-/// `%f` and trailing zeros trimmed; `""` is the empty list.
+/// `latency-tracking-info-percentiles`: doubles in [0, 100] (printed with
+/// `%f` and trailing zeros trimmed); `""` is the empty list.
 pub(super) fn parse_percentiles(args: &[&[u8]]) -> Result<Val, String> {
     let args = if args.len() == 1 && args[0].is_empty() { &[][..] } else { args };
-    let mut out = Vec::new();
+    let mut out = Vec::with_capacity(args.len());
     for a in args {
         let v = string2d(a).ok_or("Invalid latency-tracking-info-percentiles parameters")?;
         if !(0.0..=100.0).contains(&v) {
@@ -162,16 +162,9 @@ pub(super) fn parse_percentiles(args: &[&[u8]]) -> Result<Val, String> {
                     .into(),
             );
         }
-        let mut t = format!("{v:.6}");
-        while t.ends_with('0') {
-            t.pop();
-        }
-        if t.ends_with('.') {
-            t.pop();
-        }
-        out.push(t);
+        out.push(v);
     }
-    Ok(Val::Str(out.join(" ").into_bytes()))
+    Ok(Val::Floats(out))
 }
 
 fn is_base_name(s: &str) -> bool {
@@ -412,6 +405,9 @@ mod tests {
         match r {
             Ok(Val::Str(s)) => String::from_utf8(s).unwrap(),
             Ok(Val::Enum(e)) => e.to_string(),
+            Ok(Val::Floats(f)) => {
+                f.iter().map(|&p| crate::cmdstats::trim_double(p)).collect::<Vec<_>>().join(" ")
+            }
             Ok(other) => panic!("{other:?}"),
             Err(e) => format!("ERR {e}"),
         }
