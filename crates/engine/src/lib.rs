@@ -15,6 +15,7 @@ pub mod ldouble;
 pub mod outbox;
 pub mod session;
 pub mod shared;
+pub mod snapshot;
 pub mod spec;
 
 pub use config::Config;

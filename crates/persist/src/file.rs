@@ -85,14 +85,29 @@ impl<W: Write> Writer<W> {
     /// One key (`rdbSaveKeyValuePair`; no LRU/LFU fields, as Redis without
     /// an LRU or LFU maxmemory policy).
     pub fn key(&mut self, key: &[u8], v: &Value, expire_at: i64) -> io::Result<()> {
-        if expire_at >= 0 {
-            self.buf.push(op::EXPIRETIME_MS);
-            self.buf.extend_from_slice(&expire_at.to_le_bytes());
-        }
-        self.buf.push(value::value_type(v));
-        value::write_string(&mut self.buf, key, self.compress);
-        value::write_value(&mut self.buf, v, self.compress);
+        encode_key(&mut self.buf, key, v, expire_at, self.compress);
         self.spill()
+    }
+
+    /// Keys already encoded with [`encode_key`] (a stripe serialised while
+    /// it was locked, written after it was released).
+    pub fn encoded(&mut self, bytes: &[u8]) -> io::Result<()> {
+        if self.buf.len() + bytes.len() >= 1 << 16 {
+            self.flush_buf()?;
+        }
+        if bytes.len() >= 1 << 16 {
+            if self.checksum {
+                self.crc = crc64(self.crc, bytes);
+            }
+            return self.w.write_all(bytes);
+        }
+        self.buf.extend_from_slice(bytes);
+        Ok(())
+    }
+
+    /// Whether values are LZF-compressed (`rdbcompression`).
+    pub fn compress(&self) -> bool {
+        self.compress
     }
 
     /// EOF and the checksum (zero when checksums are off); returns the sink.
@@ -104,6 +119,17 @@ impl<W: Write> Writer<W> {
         self.w.flush()?;
         Ok(self.w)
     }
+}
+
+/// Appends one key's record: expiry, type, key, value.
+pub fn encode_key(out: &mut Vec<u8>, key: &[u8], v: &Value, expire_at: i64, compress: bool) {
+    if expire_at >= 0 {
+        out.push(op::EXPIRETIME_MS);
+        out.extend_from_slice(&expire_at.to_le_bytes());
+    }
+    out.push(value::value_type(v));
+    value::write_string(out, key, compress);
+    value::write_value(out, v, compress);
 }
 
 /// What a loaded file held besides its keys.

@@ -1,8 +1,10 @@
 //! LZF, the compression RDB strings use: a decompressor that validates
 //! every back reference and length, and a compressor that makes the same
-//! choices as the liblzf 3.6 build inside Redis (16-bit hash table,
-//! "very fast" mode), so that a DUMP payload of a compressible string is
-//! byte-identical to Redis's.
+//! choices as the liblzf 3.6 build inside Redis 7.0 (16-bit hash table,
+//! "very fast" mode, and no `ip + 4 < in_end` guard: later liblzf versions
+//! added it, and a match in the last four bytes is what 7.0.15 writes), so
+//! that a DUMP payload of a compressible value is byte-identical to
+//! Redis's (tests/rdb.rs compares them).
 //!
 //! Format: `000LLLLL` + L+1 literal bytes; `LLLooooo oooooooo` a back
 //! reference of L+2 bytes at distance o+1; `111ooooo LLLLLLLL oooooooo` a
@@ -45,7 +47,6 @@ pub fn compress(input: &[u8], out_len: usize) -> Option<Vec<u8>> {
             let rf = r as usize - 1;
             rf < ip
                 && ip - rf - 1 < MAX_OFF
-                && ip + 4 < ip_end
                 && rf > 0
                 && input[rf] == input[ip]
                 && input[rf + 1] == input[ip + 1]

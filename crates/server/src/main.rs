@@ -7,6 +7,7 @@
 mod conn;
 mod log;
 mod net;
+mod persistence;
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -64,6 +65,8 @@ fn main() {
     if args.is_empty() {
         log::warning("No config file specified, using the default config.");
     }
+    persistence::install(&shared);
+    persistence::load_at_startup(&shared);
     let listeners = match net::bind_all(&shared) {
         Ok(l) => l,
         Err(e) => {

@@ -178,7 +178,43 @@ fn debug(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         }
         3 if eq_ic(sub, "OBJECT") => object(cx, argv[2], out)?,
         3 if eq_ic(sub, "EFFECTS") => effects(cx, argv[2], out)?,
+        _ if eq_ic(sub, "RELOAD") => reload(cx, &argv[2..], out)?,
         _ => return Err(CmdError::SubcommandSyntax { sub: sub.to_vec(), cmd: argv[0].to_vec() }),
+    }
+    Ok(())
+}
+
+/// `DEBUG RELOAD [NOSAVE]`: save, empty the keyspace and load the file
+/// again (through the server's persistence). MERGE and NOFLUSH are not
+/// supported yet.
+fn reload(cx: &mut Ctx, opts: &[&[u8]], out: &mut ReplyBuf) -> CmdResult {
+    let mut save = true;
+    for o in opts {
+        if eq_ic(o, "NOSAVE") {
+            save = false;
+        } else if eq_ic(o, "MERGE") || eq_ic(o, "NOFLUSH") {
+            return Err(CmdError::err(
+                "DEBUG RELOAD MERGE and NOFLUSH are not supported by Sluice",
+            ));
+        } else {
+            return Err(CmdError::err(
+                "DEBUG RELOAD only supports the MERGE, NOFLUSH and NOSAVE options.",
+            ));
+        }
+    }
+    let snap = cx
+        .shared
+        .snapshots
+        .get()
+        .cloned()
+        .ok_or_else(|| CmdError::err("persistence is not available in this process"))?;
+    let dirty =
+        cx.shared.stats.dirty.load(Ordering::Relaxed) + cx.sess.stats.dirty + cx.sess.fx.dirty;
+    match snap.reload(save, dirty) {
+        Ok(()) => out.ok(),
+        Err(_) => {
+            return Err(CmdError::err("Error trying to load the RDB dump, check server logs."))
+        }
     }
     Ok(())
 }

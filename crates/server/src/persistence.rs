@@ -1,0 +1,254 @@
+//! Wiring of RDB persistence: the engine's [`Snapshots`] seam implemented
+//! with the `persist` codec over the process's files. SAVE, BGSAVE (on a
+//! thread of its own), DEBUG RELOAD and loading at start-up.
+//!
+//! A save walks the stripes one at a time: each stripe is serialised into
+//! memory while it is locked and written out after it is released, so a
+//! save costs one stripe of memory and holds no lock during I/O. The
+//! result is consistent per stripe, not yet point-in-time across stripes
+//! (DESIGN §6 describes the copy-on-write hook that is still to come).
+
+use std::fs::File;
+use std::io::{self, BufWriter};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Instant;
+
+use engine::config::Config;
+use engine::shared::unix_ms;
+use engine::snapshot::{RestoreError, Snapshots};
+use engine::Shared;
+use persist::file::{self, Aux, Writer};
+use persist::value::Limits;
+use store::Value;
+
+use crate::log;
+
+/// The server's persistence, installed into [`Shared::snapshots`].
+pub struct Rdb {
+    shared: Weak<Shared>,
+    temp_seq: AtomicU64,
+}
+
+/// The codec's thresholds from the configuration.
+pub fn limits(cfg: &Config) -> Limits {
+    Limits {
+        list_fill: cfg.list_max_listpack_size,
+        hash_max_entries: cfg.hash_max_listpack_entries,
+        hash_max_value: cfg.hash_max_listpack_value,
+        set_max_intset: cfg.set_max_intset_entries,
+        zset: store::types::zset::Limits {
+            max_entries: cfg.zset_max_listpack_entries,
+            max_value: cfg.zset_max_listpack_value,
+        },
+    }
+}
+
+/// Installs the RDB persistence into `shared`.
+pub fn install(shared: &Arc<Shared>) {
+    let rdb = Rdb { shared: Arc::downgrade(shared), temp_seq: AtomicU64::new(0) };
+    let _ = shared.snapshots.set(Arc::new(rdb));
+}
+
+/// `dbfilename`, relative to the working directory (which is `dir`).
+fn db_path(cfg: &Config) -> PathBuf {
+    PathBuf::from(&cfg.dbfilename)
+}
+
+impl Rdb {
+    fn shared(&self) -> Result<Arc<Shared>, String> {
+        self.shared.upgrade().ok_or_else(|| "server is stopping".to_string())
+    }
+
+    /// Writes the data set to a temporary file, then renames it over
+    /// `dbfilename` (a crash never leaves half a file under that name).
+    fn write(&self, sh: &Shared) -> io::Result<()> {
+        let cfg = sh.config.read().clone();
+        let seq = self.temp_seq.fetch_add(1, Ordering::Relaxed);
+        let tmp = PathBuf::from(format!("temp-{}-{seq}.rdb", std::process::id()));
+        let result = write_file(sh, &cfg, &tmp);
+        match result {
+            Ok(()) => std::fs::rename(&tmp, db_path(&cfg)),
+            Err(e) => {
+                let _ = std::fs::remove_file(&tmp);
+                Err(e)
+            }
+        }
+    }
+}
+
+fn write_file(sh: &Shared, cfg: &Config, tmp: &PathBuf) -> io::Result<()> {
+    let f = File::create(tmp)?;
+    let now = unix_ms();
+    let used = sh.mem_stats().used_memory as i64;
+    let aux = [
+        ("redis-ver", Aux::Str(engine::config::REDIS_VERSION)),
+        ("redis-bits", Aux::Int(64)),
+        ("ctime", Aux::Int(now / 1000)),
+        ("used-mem", Aux::Int(used)),
+        ("aof-base", Aux::Int(0)),
+    ];
+    let mut w = Writer::new(BufWriter::new(f), &aux, cfg.rdbcompression, cfg.rdbchecksum);
+    let store = &sh.store;
+    let mut buf = Vec::new();
+    for db in 0..store.databases() {
+        let (keys, expires) = store.db_size(db);
+        if keys == 0 {
+            continue;
+        }
+        w.select_db(db, keys, expires)?;
+        for s in 0..store.stripes() {
+            buf.clear();
+            {
+                let g = store.lock_stripe(db, s);
+                if g.is_empty() {
+                    continue;
+                }
+                for (k, e) in g.iter() {
+                    file::encode_key(&mut buf, k, &e.value, e.expire_at, w.compress());
+                }
+            }
+            w.encoded(&buf)?;
+        }
+    }
+    let bw = w.finish()?;
+    let f = bw.into_inner().map_err(|e| e.into_error())?;
+    f.sync_all()
+}
+
+/// Loads `dbfilename` if it exists. `Ok(None)` when there is no file.
+pub fn load(sh: &Shared) -> Result<Option<file::Loaded>, String> {
+    let cfg = sh.config.read().clone();
+    let path = db_path(&cfg);
+    let bytes = match std::fs::read(&path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("Fatal error loading the DB: {e}. Exiting.")),
+    };
+    let lim = limits(&cfg);
+    let store = &sh.store;
+    let lru = sh.lru_clock();
+    let loaded = file::load(&bytes, &lim, store.databases(), unix_ms(), cfg.rdbchecksum, |k| {
+        let mut g = store.lock_stripe(k.db, store.stripe_of(k.key) as usize);
+        match g.insert(k.key, k.value, k.expire_at, lru) {
+            None => Ok(()),
+            Some(_) => Err("duplicate key found in RDB file"),
+        }
+    })
+    .map_err(|e| format!("Short read or corrupt RDB file '{}': {e}", path.display()))?;
+    sh.persist.last_load_keys_loaded.store(loaded.keys_loaded, Ordering::Relaxed);
+    sh.persist.last_load_keys_expired.store(loaded.keys_expired, Ordering::Relaxed);
+    Ok(Some(loaded))
+}
+
+/// Loads at start-up, logging as Redis does; a bad file stops the server.
+pub fn load_at_startup(sh: &Shared) {
+    let start = Instant::now();
+    match load(sh) {
+        Ok(None) => {}
+        Ok(Some(l)) => {
+            log::notice(&format!(
+                "Done loading RDB, keys loaded: {}, keys expired: {}.",
+                l.keys_loaded, l.keys_expired
+            ));
+            log::notice(&format!(
+                "DB loaded from disk: {:.3} seconds",
+                start.elapsed().as_secs_f64()
+            ));
+        }
+        Err(e) => {
+            log::warning(&e);
+            std::process::exit(1);
+        }
+    }
+}
+
+/// Empties every database (DEBUG RELOAD before loading).
+fn flush_all(sh: &Shared) {
+    let store = &sh.store;
+    for db in 0..store.databases() {
+        for s in 0..store.stripes() {
+            store.lock_stripe(db, s).clear();
+        }
+    }
+}
+
+impl Snapshots for Rdb {
+    fn dump(&self, v: &Value, cfg: &Config) -> Vec<u8> {
+        persist::dump(v, cfg.rdbcompression)
+    }
+
+    fn restore(&self, payload: &[u8], cfg: &Config) -> Result<Value, RestoreError> {
+        persist::restore(payload, &limits(cfg), cfg.rdbchecksum).map_err(|e| match e {
+            persist::PayloadError::VersionOrChecksum => RestoreError::VersionOrChecksum,
+            persist::PayloadError::BadFormat => RestoreError::BadFormat,
+        })
+    }
+
+    fn save(&self, dirty: u64) -> Result<(), String> {
+        let sh = self.shared()?;
+        match self.write(&sh) {
+            Ok(()) => {
+                sh.persist.saved(dirty, unix_ms() / 1000);
+                log::notice("DB saved on disk");
+                Ok(())
+            }
+            Err(e) => {
+                log::warning(&format!("Failed saving the DB: {e}"));
+                Err(e.to_string())
+            }
+        }
+    }
+
+    fn bgsave(&self, dirty: u64) -> Result<(), String> {
+        let sh = self.shared()?;
+        let ps = &sh.persist;
+        if ps.bgsave_in_progress.swap(true, Ordering::AcqRel) {
+            return Err("Background save already in progress".into());
+        }
+        ps.bgsave_started_ms.store(unix_ms(), Ordering::Relaxed);
+        let me = Rdb { shared: self.shared.clone(), temp_seq: AtomicU64::new(0) };
+        me.temp_seq.store(self.temp_seq.fetch_add(1 << 32, Ordering::Relaxed), Ordering::Relaxed);
+        log::notice("Background saving started");
+        let spawned = std::thread::Builder::new().name("bgsave".into()).spawn(move || {
+            let Ok(sh) = me.shared() else { return };
+            let start = Instant::now();
+            let res = me.write(&sh);
+            let ps = &sh.persist;
+            ps.last_bgsave_secs.store(start.elapsed().as_secs() as i64, Ordering::Relaxed);
+            match res {
+                Ok(()) => {
+                    ps.saved(dirty, unix_ms() / 1000);
+                    ps.last_bgsave_ok.store(true, Ordering::Relaxed);
+                    log::notice("Background saving terminated with success");
+                }
+                Err(e) => {
+                    ps.last_bgsave_ok.store(false, Ordering::Relaxed);
+                    log::warning(&format!("Background saving error: {e}"));
+                }
+            }
+            ps.bgsave_in_progress.store(false, Ordering::Release);
+        });
+        if let Err(e) = spawned {
+            sh.persist.bgsave_in_progress.store(false, Ordering::Release);
+            return Err(e.to_string());
+        }
+        Ok(())
+    }
+
+    fn reload(&self, save: bool, dirty: u64) -> Result<(), String> {
+        let sh = self.shared()?;
+        if save {
+            self.save(dirty)?;
+        }
+        flush_all(&sh);
+        match load(&sh) {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                log::warning(&e);
+                Err(e)
+            }
+        }
+    }
+}
