@@ -14,8 +14,9 @@ use crate::snapshot::{RestoreError, Snapshots};
 use crate::spec::{CommandSpec, Flags, Group, KeySpec};
 
 const K1: KeySpec = KeySpec::range(1, 1, 1);
-const SAVE_FLAGS: Flags =
-    Flags::ADMIN.union(Flags::NOSCRIPT).union(Flags::NO_ASYNC_LOADING).union(Flags::NO_MULTI);
+const BGSAVE_FLAGS: Flags = Flags::ADMIN.union(Flags::NOSCRIPT).union(Flags::NO_ASYNC_LOADING);
+/// SAVE cannot run inside MULTI: it walks every stripe, which EXEC may hold.
+const SAVE_FLAGS: Flags = BGSAVE_FLAGS.union(Flags::NO_MULTI);
 
 pub const COMMANDS: &[CommandSpec] = &[
     CommandSpec::new(
@@ -63,7 +64,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     CommandSpec::new(
         "BGSAVE",
         -1,
-        SAVE_FLAGS,
+        BGSAVE_FLAGS,
         KeySpec::None,
         Group::Server,
         "Asynchronously save the dataset to disk",
