@@ -82,6 +82,15 @@ impl<W: Write> Writer<W> {
         self.spill()
     }
 
+    /// SELECTDB alone: back to a database already started (a point-in-time
+    /// save writes stripes in the order they are captured; loaders accept
+    /// a database's keys in several runs).
+    pub fn reselect_db(&mut self, db: usize) -> io::Result<()> {
+        self.buf.push(op::SELECTDB);
+        value::write_len(&mut self.buf, db as u64);
+        self.spill()
+    }
+
     /// One key (`rdbSaveKeyValuePair`; no LRU/LFU fields, as Redis without
     /// an LRU or LFU maxmemory policy).
     pub fn key(&mut self, key: &[u8], v: &Value, expire_at: i64) -> io::Result<()> {

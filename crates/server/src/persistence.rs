@@ -2,11 +2,12 @@
 //! with the `persist` codec over the process's files. SAVE, BGSAVE (on a
 //! thread of its own), DEBUG RELOAD and loading at start-up.
 //!
-//! A save walks the stripes one at a time: each stripe is serialised into
-//! memory while it is locked and written out after it is released, so a
-//! save costs one stripe of memory and holds no lock during I/O. The
-//! result is consistent per stripe, not yet point-in-time across stripes
-//! (DESIGN §6 describes the copy-on-write hook that is still to come).
+//! Saves are point-in-time without `fork()` (DESIGN §6): the store locks
+//! every stripe for an instant to mark them all pending, then the saver
+//! walks them while clients keep reading and writing; the first lock of a
+//! pending stripe, by the saver or by a command about to change it,
+//! serialises it as it was. Serialising happens under the stripe's lock,
+//! file I/O outside any lock.
 
 use std::fs::File;
 use std::io::{self, BufWriter};
@@ -19,9 +20,10 @@ use engine::config::Config;
 use engine::shared::unix_ms;
 use engine::snapshot::{RestoreError, Snapshots};
 use engine::Shared;
+use parking_lot::Mutex;
 use persist::file::{self, Aux, Writer};
 use persist::value::Limits;
-use store::Value;
+use store::{SnapshotHook, Stripe, Value};
 
 use crate::log;
 
@@ -29,6 +31,9 @@ use crate::log;
 pub struct Rdb {
     shared: Weak<Shared>,
     temp_seq: AtomicU64,
+    /// Held while a file is written: one snapshot at a time (SAVE waits
+    /// for a running BGSAVE's thread rather than start a second one).
+    busy: Arc<Mutex<()>>,
 }
 
 /// The codec's thresholds from the configuration.
@@ -47,7 +52,11 @@ pub fn limits(cfg: &Config) -> Limits {
 
 /// Installs the RDB persistence into `shared`.
 pub fn install(shared: &Arc<Shared>) {
-    let rdb = Rdb { shared: Arc::downgrade(shared), temp_seq: AtomicU64::new(0) };
+    let rdb = Rdb {
+        shared: Arc::downgrade(shared),
+        temp_seq: AtomicU64::new(0),
+        busy: Arc::new(Mutex::new(())),
+    };
     let _ = shared.snapshots.set(Arc::new(rdb));
 }
 
@@ -64,6 +73,7 @@ impl Rdb {
     /// Writes the data set to a temporary file, then renames it over
     /// `dbfilename` (a crash never leaves half a file under that name).
     fn write(&self, sh: &Shared) -> io::Result<()> {
+        let _one = self.busy.lock();
         let cfg = sh.config.read().clone();
         let seq = self.temp_seq.fetch_add(1, Ordering::Relaxed);
         let tmp = PathBuf::from(format!("temp-{}-{seq}.rdb", std::process::id()));
@@ -78,6 +88,39 @@ impl Rdb {
     }
 }
 
+/// One stripe as it was when the snapshot began, encoded.
+struct Captured {
+    db: usize,
+    keys: u64,
+    bytes: Vec<u8>,
+}
+
+/// The snapshot hook: serialises a stripe (under its lock, before the
+/// command that locked it changes anything) into the queue the saver
+/// drains. What waits in the queue is the only extra memory a save costs.
+struct Capture {
+    compress: bool,
+    queue: Mutex<Vec<Captured>>,
+}
+
+impl SnapshotHook for Capture {
+    fn capture(&self, db: usize, stripe: &Stripe) {
+        if stripe.is_empty() {
+            return;
+        }
+        let mut bytes = Vec::new();
+        let mut keys = 0;
+        for (k, e) in stripe.iter() {
+            file::encode_key(&mut bytes, k, &e.value, e.expire_at, self.compress);
+            keys += 1;
+        }
+        self.queue.lock().push(Captured { db, keys, bytes });
+    }
+}
+
+/// Writes a point-in-time snapshot of the keyspace to `tmp`: the instant
+/// is when [`store::Store::begin_snapshot`] returns; the saver then walks
+/// the stripes, and a write reaching a stripe first captures it as it was.
 fn write_file(sh: &Shared, cfg: &Config, tmp: &PathBuf) -> io::Result<()> {
     let f = File::create(tmp)?;
     let now = unix_ms();
@@ -91,27 +134,43 @@ fn write_file(sh: &Shared, cfg: &Config, tmp: &PathBuf) -> io::Result<()> {
     ];
     let mut w = Writer::new(BufWriter::new(f), &aux, cfg.rdbcompression, cfg.rdbchecksum);
     let store = &sh.store;
-    let mut buf = Vec::new();
-    for db in 0..store.databases() {
-        let (keys, expires) = store.db_size(db);
-        if keys == 0 {
-            continue;
-        }
-        w.select_db(db, keys, expires)?;
-        for s in 0..store.stripes() {
-            buf.clear();
-            {
-                let g = store.lock_stripe(db, s);
-                if g.is_empty() {
-                    continue;
-                }
-                for (k, e) in g.iter() {
-                    file::encode_key(&mut buf, k, &e.value, e.expire_at, w.compress());
-                }
+    let cap = Arc::new(Capture { compress: cfg.rdbcompression, queue: Mutex::new(Vec::new()) });
+    let sizes = store.begin_snapshot(cap.clone());
+    let delay = u64::try_from(cfg.rdb_key_save_delay).unwrap_or(0);
+    let mut started = vec![false; sizes.len()];
+    let mut current = usize::MAX;
+    let mut drained = Vec::new();
+    let mut result = Ok(());
+    for id in 0..store.total_stripes() {
+        store.snapshot_stripe(id);
+        std::mem::swap(&mut drained, &mut *cap.queue.lock());
+        for c in drained.drain(..) {
+            if result.is_err() {
+                continue;
             }
-            w.encoded(&buf)?;
+            result = (|| {
+                if c.db != current {
+                    if started[c.db] {
+                        w.reselect_db(c.db)?;
+                    } else {
+                        let (keys, expires) = sizes[c.db];
+                        w.select_db(c.db, keys, expires)?;
+                        started[c.db] = true;
+                    }
+                    current = c.db;
+                }
+                w.encoded(&c.bytes)
+            })();
+            if delay > 0 {
+                std::thread::sleep(std::time::Duration::from_micros(delay * c.keys));
+            }
+        }
+        if result.is_err() {
+            break;
         }
     }
+    store.end_snapshot();
+    result?;
     let bw = w.finish()?;
     let f = bw.into_inner().map_err(|e| e.into_error())?;
     f.sync_all()
@@ -208,7 +267,11 @@ impl Snapshots for Rdb {
             return Err("Background save already in progress".into());
         }
         ps.bgsave_started_ms.store(unix_ms(), Ordering::Relaxed);
-        let me = Rdb { shared: self.shared.clone(), temp_seq: AtomicU64::new(0) };
+        let me = Rdb {
+            shared: self.shared.clone(),
+            temp_seq: AtomicU64::new(0),
+            busy: self.busy.clone(),
+        };
         me.temp_seq.store(self.temp_seq.fetch_add(1 << 32, Ordering::Relaxed), Ordering::Relaxed);
         log::notice("Background saving started");
         let spawned = std::thread::Builder::new().name("bgsave".into()).spawn(move || {

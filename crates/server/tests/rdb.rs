@@ -526,3 +526,58 @@ fn corrupt_files_are_refused_with_offset_and_reason() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn bgsave_is_point_in_time_while_writes_race_it() {
+    // The save is slowed down (rdb-key-save-delay, as in Redis's own tests)
+    // so that every write below lands while it runs; the file must hold the
+    // data set exactly as it was when BGSAVE started. Two databases are
+    // written so the file switches between them as stripes get captured.
+    let dir = scratch_dir("rdb-pit");
+    let sluice = TestServer::start_with(&TestServer::default_bin(), &[], Some(&dir));
+    let mut s = sluice.client();
+    let n = 2000;
+    let mut cmds = Vec::new();
+    for db in [b"0", b"1"] {
+        cmds.push(v(&[b"SELECT", db]));
+        for i in 0..n {
+            cmds.push(v(&[b"SET", format!("k:{i}").as_bytes(), format!("old-{i}").as_bytes()]));
+        }
+        cmds.push(v(&[b"RPUSH", b"list", b"a", b"b"]));
+    }
+    cmds.push(v(&[b"SELECT", b"0"]));
+    pipeline(&mut s, &cmds);
+    let before = snapshot(&mut s);
+    ok(&mut s, &[b"CONFIG", b"SET", b"rdb-key-save-delay", b"500"]);
+    assert_eq!(text(&cmd(&mut s, &[b"BGSAVE"])), "Background saving started");
+    let mut w = sluice.client();
+    let mut writes = Vec::new();
+    for db in [b"1", b"0"] {
+        writes.push(v(&[b"SELECT", db]));
+        for i in (0..n).rev() {
+            writes.push(v(&[b"SET", format!("k:{i}").as_bytes(), b"new"]));
+            if i % 7 == 0 {
+                writes.push(v(&[b"DEL", format!("k:{i}").as_bytes()]));
+                writes.push(v(&[b"SET", format!("added:{i}").as_bytes(), b"x"]));
+            }
+        }
+        writes.push(v(&[b"RPUSH", b"list", b"c"]));
+        writes.push(v(&[b"FLUSHDB"]));
+    }
+    pipeline(&mut w, &writes);
+    let info = text(&cmd(&mut s, &[b"INFO", b"persistence"]));
+    assert!(info.contains("rdb_bgsave_in_progress:1"), "the writes did not race the save: {info}");
+    assert_eq!(cmd(&mut s, &[b"DBSIZE"]), Frame::Integer(0));
+    let start = Instant::now();
+    while !text(&cmd(&mut s, &[b"INFO", b"persistence"])).contains("rdb_bgsave_in_progress:0") {
+        assert!(start.elapsed() < Duration::from_secs(60), "BGSAVE did not finish");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // redis-server reads the file back as the before-state.
+    let Some(redis) = RedisServer::start_with(&["--dir", dir.to_str().unwrap()], Some(&dir)) else {
+        return;
+    };
+    assert_same(&before, &snapshot(&mut redis.client()), "BGSAVE's file as redis-server loads it");
+    drop(sluice);
+    let _ = std::fs::remove_dir_all(&dir);
+}

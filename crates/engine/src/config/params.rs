@@ -243,6 +243,12 @@ pub static PARAMS: &[Param] = &[
         Ty::Str(Some(check_dbfilename)),
         f(|c| c.dbfilename.clone().into_bytes(), |c, v| c.dbfilename = v.s()),
     ),
+    p(
+        "rdb-key-save-delay",
+        0,
+        int(INT_MIN, INT_MAX),
+        f(|c| num(c.rdb_key_save_delay), |c, v| c.rdb_key_save_delay = v.i() as i64),
+    ),
     p("rdbcompression", 0, Ty::Bool, f(|c| yn(c.rdbcompression), |c, v| c.rdbcompression = v.b())),
     p("rdbchecksum", IMMUTABLE, Ty::Bool, f(|c| yn(c.rdbchecksum), |c, v| c.rdbchecksum = v.b())),
     p(
