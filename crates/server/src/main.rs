@@ -67,6 +67,7 @@ fn main() {
     }
     persistence::install(&shared);
     persistence::load_at_startup(&shared);
+    persistence::start_save_points(&shared);
     let listeners = match net::bind_all(&shared) {
         Ok(l) => l,
         Err(e) => {
@@ -97,6 +98,7 @@ async fn signals(shared: Arc<Shared>) {
     };
     log::warning(&format!("Received {name} scheduling shutdown..."));
     log::notice("User requested shutdown...");
+    persistence::save_on_signal(&shared);
     shared.shutdown.store(true, Ordering::Relaxed);
 }
 

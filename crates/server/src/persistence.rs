@@ -315,3 +315,61 @@ impl Snapshots for Rdb {
         }
     }
 }
+
+/// Seconds between failed background saves started by save points
+/// (Redis's `CONFIG_BGSAVE_RETRY_DELAY`).
+const BGSAVE_RETRY_SECS: i64 = 5;
+
+/// Save points (`save <seconds> <changes> …`): a thread that starts a
+/// BGSAVE when one is due, as Redis's `serverCron` does.
+pub fn start_save_points(sh: &Arc<Shared>) {
+    let weak = Arc::downgrade(sh);
+    let spawned = std::thread::Builder::new().name("save-points".into()).spawn(move || loop {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let Some(sh) = weak.upgrade() else { return };
+        if sh.shutdown.load(Ordering::Relaxed) {
+            return;
+        }
+        let ps = &sh.persist;
+        if sh.is_loading() || ps.bgsave_in_progress.load(Ordering::Acquire) {
+            continue;
+        }
+        let points = sh.config.read().save.clone();
+        if points.is_empty() {
+            continue;
+        }
+        let dirty = sh.stats.dirty.load(Ordering::Relaxed);
+        let changes = dirty.saturating_sub(ps.dirty_at_save.load(Ordering::Relaxed));
+        let now = unix_ms() / 1000;
+        let elapsed = now - ps.last_save.load(Ordering::Relaxed);
+        let tried = ps.bgsave_started_ms.load(Ordering::Relaxed) / 1000;
+        if !ps.last_bgsave_ok.load(Ordering::Relaxed) && now - tried <= BGSAVE_RETRY_SECS {
+            continue;
+        }
+        let due = points.iter().find(|(secs, ch)| changes >= *ch as u64 && elapsed >= *secs);
+        if let Some((secs, _)) = due {
+            log::notice(&format!("{changes} changes in {secs} seconds. Saving..."));
+            if let Some(s) = sh.snapshots.get() {
+                let _ = s.bgsave(dirty);
+            }
+        }
+    });
+    if let Err(e) = spawned {
+        log::warning(&format!("Can't start the save-points thread: {e}"));
+    }
+}
+
+/// On SIGTERM/SIGINT with save points configured, Redis saves before it
+/// exits; so does Sluice.
+pub fn save_on_signal(sh: &Shared) {
+    if sh.config.read().save.is_empty() {
+        return;
+    }
+    log::notice("Saving the final RDB snapshot before exiting.");
+    let dirty = sh.stats.dirty.load(Ordering::Relaxed);
+    if let Some(s) = sh.snapshots.get() {
+        if s.save(dirty).is_err() {
+            log::warning("Error trying to save the DB, can't exit.");
+        }
+    }
+}

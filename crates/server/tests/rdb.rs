@@ -581,3 +581,82 @@ fn bgsave_is_point_in_time_while_writes_race_it() {
     drop(sluice);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+fn wait_exit(p: &mut testkit::ServerProc) {
+    let start = Instant::now();
+    while p.is_running() {
+        assert!(start.elapsed() < Duration::from_secs(20), "the server did not exit");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn shutdown_sigterm_and_save_points_save() {
+    // SHUTDOWN's argument errors, as redis-server gives them.
+    if let Some(redis) = RedisServer::start() {
+        let sluice = TestServer::start();
+        let (mut r, mut s) = (redis.client(), sluice.client());
+        for c in [
+            v(&[b"SHUTDOWN", b"ABORT"]),
+            v(&[b"SHUTDOWN", b"BOGUS"]),
+            v(&[b"SHUTDOWN", b"SAVE", b"NOSAVE"]),
+            v(&[b"SHUTDOWN", b"ABORT", b"NOW"]),
+            v(&[b"MULTI"]),
+            v(&[b"SHUTDOWN"]),
+            v(&[b"SAVE"]),
+            v(&[b"BGSAVE", b"SCHEDULE", b"X"]),
+            v(&[b"DISCARD"]),
+        ] {
+            let args: Vec<&[u8]> = c.iter().map(Vec::as_slice).collect();
+            assert_eq!(
+                cmd(&mut r, &args),
+                cmd(&mut s, &args),
+                "{:?}",
+                String::from_utf8_lossy(&c[1.min(c.len() - 1)])
+            );
+        }
+    }
+    let dir = scratch_dir("rdb-shutdown");
+    let bin = TestServer::default_bin();
+    // A save point of one change in one second fires a BGSAVE.
+    let mut sluice = TestServer::start_with(&bin, &["--save", "1", "1"], Some(&dir));
+    let mut s = sluice.client();
+    ok(&mut s, &[b"SET", b"k1", b"v1"]);
+    let start = Instant::now();
+    while !text(&cmd(&mut s, &[b"INFO", b"persistence"])).contains("rdb_saves:1\r") {
+        assert!(start.elapsed() < Duration::from_secs(10), "the save point did not fire");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(dir.join("dump.rdb").is_file());
+    // SHUTDOWN saves (save points are set), closes the connection without
+    // a reply and stops the process.
+    ok(&mut s, &[b"SET", b"k2", b"v2"]);
+    s.send(&[b"SHUTDOWN"]).unwrap();
+    assert_eq!(s.read_to_close(Duration::from_secs(10)).unwrap(), b"");
+    wait_exit(&mut sluice);
+    drop(sluice);
+    // SIGTERM saves too.
+    let mut sluice = TestServer::start_with(&bin, &["--save", "3600", "1"], Some(&dir));
+    let mut s = sluice.client();
+    assert_eq!(text(&cmd(&mut s, &[b"GET", b"k2"])), "v2");
+    ok(&mut s, &[b"SET", b"k3", b"v3"]);
+    // SAFETY: signalling the child process this test started.
+    unsafe { libc::kill(sluice.pid() as i32, libc::SIGTERM) };
+    wait_exit(&mut sluice);
+    drop(sluice);
+    // SHUTDOWN NOSAVE does not.
+    let mut sluice = TestServer::start_with(&bin, &["--save", "3600", "1"], Some(&dir));
+    let mut s = sluice.client();
+    assert_eq!(text(&cmd(&mut s, &[b"GET", b"k3"])), "v3");
+    ok(&mut s, &[b"SET", b"k4", b"v4"]);
+    s.send(&[&b"SHUTDOWN"[..], &b"NOSAVE"[..]]).unwrap();
+    assert_eq!(s.read_to_close(Duration::from_secs(10)).unwrap(), b"");
+    wait_exit(&mut sluice);
+    drop(sluice);
+    let sluice = TestServer::start_with(&bin, &[], Some(&dir));
+    let mut s = sluice.client();
+    assert_eq!(cmd(&mut s, &[b"GET", b"k4"]), Frame::Bulk(None));
+    assert_eq!(text(&cmd(&mut s, &[b"GET", b"k1"])), "v1");
+    drop(sluice);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -72,6 +72,24 @@ pub const COMMANDS: &[CommandSpec] = &[
     )
     .complexity("O(1)"),
     CommandSpec::new(
+        "SHUTDOWN",
+        -1,
+        Flags::ADMIN
+            .union(Flags::NOSCRIPT)
+            .union(Flags::LOADING)
+            .union(Flags::STALE)
+            .union(Flags::NO_MULTI)
+            .union(Flags::ALLOW_BUSY),
+        KeySpec::None,
+        Group::Server,
+        "Synchronously save the dataset to disk and then shut down the server",
+        shutdown,
+    )
+    .complexity(
+        "O(N) when saving, where N is the total number of keys in all databases when saving \
+         data, otherwise O(1)",
+    ),
+    CommandSpec::new(
         "LASTSAVE",
         1,
         Flags::LOADING.union(Flags::STALE).union(Flags::FAST),
@@ -223,5 +241,47 @@ fn bgsave(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
 
 fn lastsave(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     out.int(cx.shared.persist.last_save.load(Ordering::Relaxed));
+    Ok(())
+}
+
+/// `SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT]`: saves when save points
+/// are configured (or SAVE is given, and NOSAVE is not), then stops the
+/// server; the client gets no reply, only the closed connection. Sluice
+/// has no delayed shutdown (no replicas to wait for), so NOW changes
+/// nothing and ABORT finds none in progress.
+fn shutdown(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let _ = out;
+    let (mut nosave, mut save, mut force, mut abort, mut now) = (false, false, false, false, false);
+    while let Some(a) = args.next() {
+        if eq_ic(a, "NOSAVE") {
+            nosave = true;
+        } else if eq_ic(a, "SAVE") {
+            save = true;
+        } else if eq_ic(a, "NOW") {
+            now = true;
+        } else if eq_ic(a, "FORCE") {
+            force = true;
+        } else if eq_ic(a, "ABORT") {
+            abort = true;
+        } else {
+            return Err(CmdError::Syntax);
+        }
+    }
+    if (abort && (nosave || save || now || force)) || (nosave && save) {
+        return Err(CmdError::Syntax);
+    }
+    if abort {
+        return Err(CmdError::err("No shutdown in progress."));
+    }
+    let points = !cx.sess.conf(cx.shared).save.is_empty();
+    if save || (points && !nosave) {
+        let dirty = dirty_now(cx);
+        let saved = snapshots(cx).and_then(|s| s.save(dirty).map_err(CmdError::err));
+        if saved.is_err() && !force {
+            return Err(CmdError::err("Errors trying to SHUTDOWN. Check logs."));
+        }
+    }
+    cx.shared.shutdown.store(true, Ordering::Release);
+    cx.sess.handle.kill();
     Ok(())
 }
