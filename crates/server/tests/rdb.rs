@@ -660,3 +660,173 @@ fn shutdown_sigterm_and_save_points_save() {
     drop(sluice);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A ziplist (the encoding of RDB versions before 10), built entry by entry.
+fn ziplist(items: &[&[u8]]) -> Vec<u8> {
+    let mut body = Vec::new();
+    let mut prev = 0usize;
+    let mut tail = 10;
+    for it in items {
+        let start = body.len();
+        tail = 10 + start;
+        if prev < 254 {
+            body.push(prev as u8);
+        } else {
+            body.push(0xFE);
+            body.extend_from_slice(&(prev as u32).to_le_bytes());
+        }
+        let int = std::str::from_utf8(it)
+            .ok()
+            .and_then(|s| s.parse::<i64>().ok())
+            .filter(|i| i.to_string().as_bytes() == *it);
+        match int {
+            Some(i) if (0..=12).contains(&i) => body.push(0xF1 + i as u8),
+            Some(i) if i8::try_from(i).is_ok() => body.extend_from_slice(&[0xFE, i as u8]),
+            Some(i) if i16::try_from(i).is_ok() => {
+                body.push(0xC0);
+                body.extend_from_slice(&(i as i16).to_le_bytes());
+            }
+            Some(i) if (-8_388_608..8_388_608).contains(&i) => {
+                body.push(0xF0);
+                body.extend_from_slice(&(i as i32).to_le_bytes()[..3]);
+            }
+            Some(i) if i32::try_from(i).is_ok() => {
+                body.push(0xD0);
+                body.extend_from_slice(&(i as i32).to_le_bytes());
+            }
+            Some(i) => {
+                body.push(0xE0);
+                body.extend_from_slice(&i.to_le_bytes());
+            }
+            None if it.len() < 64 => {
+                body.push(it.len() as u8);
+                body.extend_from_slice(it);
+            }
+            None if it.len() < 16384 => {
+                body.extend_from_slice(&[0x40 | (it.len() >> 8) as u8, it.len() as u8]);
+                body.extend_from_slice(it);
+            }
+            None => {
+                body.push(0x80);
+                body.extend_from_slice(&(it.len() as u32).to_be_bytes());
+                body.extend_from_slice(it);
+            }
+        }
+        prev = body.len() - start;
+    }
+    let mut z = Vec::new();
+    z.extend_from_slice(&((11 + body.len()) as u32).to_le_bytes());
+    z.extend_from_slice(&(tail as u32).to_le_bytes());
+    z.extend_from_slice(&(items.len() as u16).to_le_bytes());
+    z.extend_from_slice(&body);
+    z.push(0xFF);
+    z
+}
+
+fn zipmap(pairs: &[(&[u8], &[u8])]) -> Vec<u8> {
+    let mut z = vec![pairs.len() as u8];
+    for (k, v) in pairs {
+        z.push(k.len() as u8);
+        z.extend_from_slice(k);
+        z.push(v.len() as u8);
+        z.push(0);
+        z.extend_from_slice(v);
+    }
+    z.push(0xFF);
+    z
+}
+
+fn rdb_str(out: &mut Vec<u8>, s: &[u8]) {
+    if s.len() < 64 {
+        out.push(s.len() as u8);
+    } else {
+        out.push(0x80);
+        out.extend_from_slice(&(s.len() as u32).to_be_bytes());
+    }
+    out.extend_from_slice(s);
+}
+
+#[test]
+fn older_encodings_load_as_redis_loads_them() {
+    // A version-9 file with the encodings Redis 7 no longer writes but
+    // still loads: ziplists (lists, hashes, sorted sets), quicklist v1,
+    // zipmap, intset, the plain pre-ziplist types and second-precision
+    // expiry. Both servers load it; every key must come out the same.
+    let mut f = b"REDIS0009".to_vec();
+    f.extend_from_slice(&[0xFE, 0]);
+    let key = |f: &mut Vec<u8>, t: u8, k: &[u8]| {
+        f.push(t);
+        rdb_str(f, k);
+    };
+    let many: Vec<String> = (0..200)
+        .map(|i| if i % 2 == 0 { (i * 977 - 50_000).to_string() } else { format!("e{i}") })
+        .collect();
+    let many: Vec<&[u8]> = many.iter().map(|s| s.as_bytes()).collect();
+    key(&mut f, 10, b"zl:list");
+    rdb_str(
+        &mut f,
+        &ziplist(&[b"a", b"7", b"-1", b"300", b"70000", b"5000000000", b"hello world"]),
+    );
+    key(&mut f, 14, b"ql1:list");
+    f.push(2);
+    rdb_str(&mut f, &ziplist(&many[..100]));
+    rdb_str(&mut f, &ziplist(&many[100..]));
+    key(&mut f, 13, b"zl:hash");
+    rdb_str(&mut f, &ziplist(&[b"f1", b"v1", b"f2", b"12", b"n", b"-7"]));
+    key(&mut f, 12, b"zl:zset");
+    rdb_str(&mut f, &ziplist(&[b"a", b"1", b"b", b"2.5", b"c", b"300"]));
+    key(&mut f, 9, b"zm:hash");
+    rdb_str(&mut f, &zipmap(&[(b"k1", b"v1"), (b"k2", b"22")]));
+    key(&mut f, 11, b"is:set");
+    let mut is = vec![4, 0, 0, 0, 3, 0, 0, 0];
+    for x in [-70000i32, 5, 100000] {
+        is.extend_from_slice(&x.to_le_bytes());
+    }
+    rdb_str(&mut f, &is);
+    key(&mut f, 1, b"plain:list");
+    f.push(2);
+    rdb_str(&mut f, b"x");
+    rdb_str(&mut f, b"42");
+    key(&mut f, 2, b"plain:set");
+    f.push(2);
+    rdb_str(&mut f, b"m1");
+    rdb_str(&mut f, b"m2");
+    key(&mut f, 3, b"plain:zset");
+    f.push(3);
+    rdb_str(&mut f, b"a");
+    f.extend_from_slice(&[3, b'1', b'.', b'5']);
+    rdb_str(&mut f, b"b");
+    f.push(254); // +inf
+    rdb_str(&mut f, b"c");
+    f.push(255); // -inf
+    key(&mut f, 4, b"plain:hash");
+    f.push(1);
+    rdb_str(&mut f, b"f");
+    rdb_str(&mut f, &[b'v'; 100]);
+    f.push(0xFD); // expiry in seconds (2033, a signed 32-bit number)
+    f.extend_from_slice(&2_000_000_000u32.to_le_bytes());
+    key(&mut f, 0, b"old:ttl");
+    rdb_str(&mut f, b"v");
+    f.push(0xFF);
+    f.extend_from_slice(&[0; 8]); // no checksum
+    let dir = scratch_dir("rdb-old");
+    std::fs::write(dir.join("old.rdb"), &f).unwrap();
+    let Some(redis) = RedisServer::start_with(
+        &["--dir", dir.to_str().unwrap(), "--dbfilename", "old.rdb"],
+        Some(&dir),
+    ) else {
+        return;
+    };
+    let expect = snapshot(&mut redis.client());
+    let names: Vec<String> = expect.iter().map(|l| l.split(' ').nth(1).unwrap_or("").to_string()).collect();
+    assert_eq!(expect.len(), 11, "{names:?}\n{}", redis.log_text());
+    let sluice = TestServer::start_with(
+        &TestServer::default_bin(),
+        &["--dbfilename", "old.rdb"],
+        Some(&dir),
+    );
+    assert_same(&expect, &snapshot(&mut sluice.client()), "a version-9 file");
+    drop(sluice);
+    drop(redis);
+    let _ = std::fs::remove_dir_all(&dir);
+}
