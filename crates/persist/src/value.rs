@@ -216,8 +216,6 @@ fn list_nodes(l: &List) -> Vec<Vec<u8>> {
             let new_sz = cur.bytes() + sz + over;
             if fill < 0 && new_sz <= LEVELS[((-fill) as usize - 1).min(4)] {
                 true
-            } else if fill < 0 && ((-fill) as usize) > LEVELS.len() {
-                false
             } else if new_sz > SIZE_SAFETY_LIMIT {
                 false
             } else {

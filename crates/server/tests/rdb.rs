@@ -45,26 +45,24 @@ fn v(parts: &[&[u8]]) -> Vec<Vec<u8>> {
 /// 0, 1 and 15. Expiry times are absolute so both servers agree exactly.
 fn populate(c: &mut Client) {
     let far = b"4102444800000"; // 2100-01-01, in ms
-    let mut cmds: Vec<Vec<Vec<u8>>> = Vec::new();
-    // Strings: int, embstr, raw, compressible, binary, empty, big.
-    cmds.push(v(&[b"SET", b"s:int", b"12345"]));
-    cmds.push(v(&[b"SET", b"s:int8", b"-100"]));
-    cmds.push(v(&[b"SET", b"s:int32", b"2147483647"]));
-    cmds.push(v(&[b"SET", b"s:int64", b"-9223372036854775808"]));
-    cmds.push(v(&[b"SET", b"s:notint", b"0123"]));
-    cmds.push(v(&[b"SET", b"s:emb", &[b'e'; 44]]));
-    cmds.push(v(&[b"SET", b"s:raw", &[b'r'; 45]]));
-    cmds.push(v(&[b"SET", b"s:empty", b""]));
-    cmds.push(v(&[
-        b"SET",
-        b"s:lzf",
-        "hello world, hello world, hello world! ".repeat(30).as_bytes(),
-    ]));
     let noisy: Vec<u8> =
         (0..100_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 11) as u8).collect();
-    cmds.push(v(&[b"SET", b"s:big", &noisy]));
-    cmds.push(v(&[b"SET", b"\x00bin\xffkey\r\n", b"\x00\x01\x02"]));
-    cmds.push(v(&[b"SET", b"s:ttl", b"v", b"PXAT", far]));
+    let lzf = "hello world, hello world, hello world! ".repeat(30);
+    // Strings: int, embstr, raw, compressible, binary, empty, big.
+    let mut cmds: Vec<Vec<Vec<u8>>> = vec![
+        v(&[b"SET", b"s:int", b"12345"]),
+        v(&[b"SET", b"s:int8", b"-100"]),
+        v(&[b"SET", b"s:int32", b"2147483647"]),
+        v(&[b"SET", b"s:int64", b"-9223372036854775808"]),
+        v(&[b"SET", b"s:notint", b"0123"]),
+        v(&[b"SET", b"s:emb", &[b'e'; 44]]),
+        v(&[b"SET", b"s:raw", &[b'r'; 45]]),
+        v(&[b"SET", b"s:empty", b""]),
+        v(&[b"SET", b"s:lzf", lzf.as_bytes()]),
+        v(&[b"SET", b"s:big", &noisy]),
+        v(&[b"SET", b"\x00bin\xffkey\r\n", b"\x00\x01\x02"]),
+        v(&[b"SET", b"s:ttl", b"v", b"PXAT", far]),
+    ];
     cmds.push(v(&[b"APPEND", b"s:appended", b"77"]));
     // Lists: one element, mixed ints and strings, several nodes, a big element.
     cmds.push(v(&[b"RPUSH", b"l:one", b"x"]));
@@ -818,7 +816,8 @@ fn older_encodings_load_as_redis_loads_them() {
         return;
     };
     let expect = snapshot(&mut redis.client());
-    let names: Vec<String> = expect.iter().map(|l| l.split(' ').nth(1).unwrap_or("").to_string()).collect();
+    let names: Vec<String> =
+        expect.iter().map(|l| l.split(' ').nth(1).unwrap_or("").to_string()).collect();
     assert_eq!(expect.len(), 11, "{names:?}\n{}", redis.log_text());
     let sluice = TestServer::start_with(
         &TestServer::default_bin(),
