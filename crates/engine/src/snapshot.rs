@@ -28,8 +28,10 @@ pub trait Snapshots: Send + Sync {
     /// Writes the data set to `dir/dbfilename` now (SAVE); the caller holds
     /// no stripe. `dirty` is the change count the file reflects.
     fn save(&self, dirty: u64) -> Result<(), String>;
-    /// Starts a background save; `Err` when one is running.
-    fn bgsave(&self, dirty: u64) -> Result<(), String>;
+    /// Starts a background save; `Err` when one is running. Its instant
+    /// is the call, unless the caller holds stripes (BGSAVE inside EXEC):
+    /// then it is when the saving thread can lock them all.
+    fn bgsave(&self, dirty: u64, holding_stripes: bool) -> Result<(), String>;
     /// DEBUG RELOAD: save (unless `!save`), empty the keyspace, load the file.
     fn reload(&self, save: bool, dirty: u64) -> Result<(), String>;
 }

@@ -54,11 +54,12 @@ pub struct Limits {
 }
 
 impl Default for Limits {
-    /// Redis's defaults.
+    /// Redis 7.0's built-in defaults (its sample redis.conf says 128 hash
+    /// entries; the server's own default is 512).
     fn default() -> Self {
         Limits {
             list_fill: -2,
-            hash_max_entries: 128,
+            hash_max_entries: 512,
             hash_max_value: 64,
             set_max_intset: 512,
             zset: ZLimits { max_entries: 128, max_value: 64 },
@@ -659,4 +660,38 @@ pub fn restore(p: &[u8], lim: &Limits, check_crc: bool) -> Result<Value, Payload
     let mut r = Reader::new(&p[..n - 10]);
     let t = r.byte().map_err(|_| PayloadError::BadFormat)?;
     read_value(&mut r, t, lim).map_err(|_| PayloadError::BadFormat)
+}
+
+#[cfg(test)]
+mod tests {
+    /// `DEBUG OBJECT … serializedlength` that redis-server 7.0.15 reports
+    /// for these strings (LZF-compressed or not, with matches reaching the
+    /// very end), measured on the oracle.
+    #[test]
+    fn string_lengths_match_redis() {
+        for (want, s) in [
+            (9, "aaaaaaaaaaaaaaaaaaaaa"),
+            (11, "aaaaaaaaaaaaaaaaaaaaaa"),
+            (12, "aaaaaaaaaaaaaaaaaaaaaaa"),
+            (13, "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"),
+            (21, "aaaaaaaaaaaaaaaaaaaa"),
+            (38, "dlXYqgbcZnchcrnbsdhudlsbqgbcnnchcrnbsZhu"),
+            (45, "jtgcsmxlcqmsZegxjZgcsmxlcqmsmegxjtgcsmxXcqmsmegxjtgcsmxlcqmsmegx"),
+            (30, "gkthvZyspujgktZvayspujgkthvayspujgkthvayspujY"),
+            (16, "smnnsmnnsmnnsmnnsmYnsm"),
+            (22, "bbbbbbbabbabbbbabaaaabbbb"),
+            (29, "abbbabbababaababbaababbabbaaababbaabbabbabaa"),
+            (22, "rhiqgnrjmdyrhiqgnrjmdyrhiqgnrjmdyrhiqgnr"),
+            (30, "gidakfgidakfZidakfgidakfgidakfgidakfYidakZgid"),
+            (67, "yxx yxy  yzx xyz xxyyyzzzxzyxx xx xxzxyxxyzyxyyyxzyyyzxzx y    xx"),
+            (17, "yypmzyypmzyypmzyypmzyypmzyypmzyypmzyypmzyypmzyypmzyypmzyypmzyypmz"),
+            (23, "hhgdhbcfddefaabfbdcfhc"),
+            (23, "baccaaaabacabaccbcabbb"),
+            (31, "fnawZhvlsldhyZZYwzhvlsldhyfnaw"),
+        ] {
+            let mut out = Vec::new();
+            super::write_string(&mut out, s.as_bytes(), true);
+            assert_eq!(out.len(), want, "{s}");
+        }
+    }
 }

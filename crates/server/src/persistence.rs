@@ -12,7 +12,7 @@
 use std::fs::File;
 use std::io::{self, BufWriter};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Instant;
 
@@ -31,9 +31,9 @@ use crate::log;
 pub struct Rdb {
     shared: Weak<Shared>,
     temp_seq: AtomicU64,
-    /// Held while a file is written: one snapshot at a time (SAVE waits
-    /// for a running BGSAVE's thread rather than start a second one).
-    busy: Arc<Mutex<()>>,
+    /// Set while a snapshot runs: one at a time (SAVE waits for a running
+    /// BGSAVE rather than start a second one).
+    busy: Arc<AtomicBool>,
 }
 
 /// The codec's thresholds from the configuration.
@@ -55,7 +55,7 @@ pub fn install(shared: &Arc<Shared>) {
     let rdb = Rdb {
         shared: Arc::downgrade(shared),
         temp_seq: AtomicU64::new(0),
-        busy: Arc::new(Mutex::new(())),
+        busy: Arc::new(AtomicBool::new(false)),
     };
     let _ = shared.snapshots.set(Arc::new(rdb));
 }
@@ -70,22 +70,49 @@ impl Rdb {
         self.shared.upgrade().ok_or_else(|| "server is stopping".to_string())
     }
 
-    /// Writes the data set to a temporary file, then renames it over
-    /// `dbfilename` (a crash never leaves half a file under that name).
-    fn write(&self, sh: &Shared) -> io::Result<()> {
-        let _one = self.busy.lock();
-        let cfg = sh.config.read().clone();
+    /// Waits until no other snapshot runs, then marks one running.
+    fn acquire(&self) {
+        while self.busy.swap(true, Ordering::AcqRel) {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+
+    fn release(&self) {
+        self.busy.store(false, Ordering::Release);
+    }
+
+    /// Writes the snapshot `started` (or one begun now) to a temporary
+    /// file, then renames it over `dbfilename` (a crash never leaves half
+    /// a file under that name). The caller holds `busy`.
+    fn write(&self, sh: &Shared, started: Option<Started>) -> io::Result<()> {
+        let started = started.unwrap_or_else(|| begin(sh));
         let seq = self.temp_seq.fetch_add(1, Ordering::Relaxed);
         let tmp = PathBuf::from(format!("temp-{}-{seq}.rdb", std::process::id()));
-        let result = write_file(sh, &cfg, &tmp);
-        match result {
-            Ok(()) => std::fs::rename(&tmp, db_path(&cfg)),
+        let path = db_path(&started.cfg);
+        match write_file(sh, started, &tmp) {
+            Ok(()) => std::fs::rename(&tmp, path),
             Err(e) => {
                 let _ = std::fs::remove_file(&tmp);
                 Err(e)
             }
         }
     }
+}
+
+/// A snapshot whose instant has passed: the capture queue, the sizes of
+/// the databases at that instant and the configuration it is written with.
+struct Started {
+    cap: Arc<Capture>,
+    sizes: Vec<(usize, usize)>,
+    cfg: Config,
+}
+
+/// Starts a point-in-time snapshot now (the caller must hold no stripe).
+fn begin(sh: &Shared) -> Started {
+    let cfg = sh.config.read().clone();
+    let cap = Arc::new(Capture { compress: cfg.rdbcompression, queue: Mutex::new(Vec::new()) });
+    let sizes = sh.store.begin_snapshot(cap.clone());
+    Started { cap, sizes, cfg }
 }
 
 /// One stripe as it was when the snapshot began, encoded.
@@ -121,8 +148,16 @@ impl SnapshotHook for Capture {
 /// Writes a point-in-time snapshot of the keyspace to `tmp`: the instant
 /// is when [`store::Store::begin_snapshot`] returns; the saver then walks
 /// the stripes, and a write reaching a stripe first captures it as it was.
-fn write_file(sh: &Shared, cfg: &Config, tmp: &PathBuf) -> io::Result<()> {
-    let f = File::create(tmp)?;
+fn write_file(sh: &Shared, started: Started, tmp: &PathBuf) -> io::Result<()> {
+    let Started { cap, sizes, cfg } = started;
+    let store = &sh.store;
+    let f = match File::create(tmp) {
+        Ok(f) => f,
+        Err(e) => {
+            store.end_snapshot();
+            return Err(e);
+        }
+    };
     let now = unix_ms();
     let used = sh.mem_stats().used_memory as i64;
     let aux = [
@@ -133,9 +168,6 @@ fn write_file(sh: &Shared, cfg: &Config, tmp: &PathBuf) -> io::Result<()> {
         ("aof-base", Aux::Int(0)),
     ];
     let mut w = Writer::new(BufWriter::new(f), &aux, cfg.rdbcompression, cfg.rdbchecksum);
-    let store = &sh.store;
-    let cap = Arc::new(Capture { compress: cfg.rdbcompression, queue: Mutex::new(Vec::new()) });
-    let sizes = store.begin_snapshot(cap.clone());
     let delay = u64::try_from(cfg.rdb_key_save_delay).unwrap_or(0);
     let mut started = vec![false; sizes.len()];
     let mut current = usize::MAX;
@@ -247,7 +279,10 @@ impl Snapshots for Rdb {
 
     fn save(&self, dirty: u64) -> Result<(), String> {
         let sh = self.shared()?;
-        match self.write(&sh) {
+        self.acquire();
+        let res = self.write(&sh, None);
+        self.release();
+        match res {
             Ok(()) => {
                 sh.persist.saved(dirty, unix_ms() / 1000);
                 log::notice("DB saved on disk");
@@ -260,13 +295,21 @@ impl Snapshots for Rdb {
         }
     }
 
-    fn bgsave(&self, dirty: u64) -> Result<(), String> {
+    fn bgsave(&self, dirty: u64, holding_stripes: bool) -> Result<(), String> {
         let sh = self.shared()?;
         let ps = &sh.persist;
         if ps.bgsave_in_progress.swap(true, Ordering::AcqRel) {
             return Err("Background save already in progress".into());
         }
+        if self.busy.swap(true, Ordering::AcqRel) {
+            ps.bgsave_in_progress.store(false, Ordering::Release);
+            return Err("Background save already in progress".into());
+        }
         ps.bgsave_started_ms.store(unix_ms(), Ordering::Relaxed);
+        // The snapshot's instant is now, before the reply, as Redis forks
+        // before it answers; inside EXEC (stripes held) it is when the
+        // saving thread gets them, right after the transaction.
+        let started = if holding_stripes { None } else { Some(begin(&sh)) };
         let me = Rdb {
             shared: self.shared.clone(),
             temp_seq: AtomicU64::new(0),
@@ -275,9 +318,13 @@ impl Snapshots for Rdb {
         me.temp_seq.store(self.temp_seq.fetch_add(1 << 32, Ordering::Relaxed), Ordering::Relaxed);
         log::notice("Background saving started");
         let spawned = std::thread::Builder::new().name("bgsave".into()).spawn(move || {
-            let Ok(sh) = me.shared() else { return };
+            let Ok(sh) = me.shared() else {
+                me.release();
+                return;
+            };
             let start = Instant::now();
-            let res = me.write(&sh);
+            let res = me.write(&sh, started);
+            me.release();
             let ps = &sh.persist;
             ps.last_bgsave_secs.store(start.elapsed().as_secs() as i64, Ordering::Relaxed);
             match res {
@@ -294,6 +341,9 @@ impl Snapshots for Rdb {
             ps.bgsave_in_progress.store(false, Ordering::Release);
         });
         if let Err(e) = spawned {
+            // The thread (and the snapshot it owned) is gone.
+            sh.store.end_snapshot();
+            self.release();
             sh.persist.bgsave_in_progress.store(false, Ordering::Release);
             return Err(e.to_string());
         }
@@ -350,7 +400,7 @@ pub fn start_save_points(sh: &Arc<Shared>) {
         if let Some((secs, _)) = due {
             log::notice(&format!("{changes} changes in {secs} seconds. Saving..."));
             if let Some(s) = sh.snapshots.get() {
-                let _ = s.bgsave(dirty);
+                let _ = s.bgsave(dirty, false);
             }
         }
     });

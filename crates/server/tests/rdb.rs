@@ -76,14 +76,15 @@ fn populate(c: &mut Client) {
     cmds.push(v(&[b"RPUSH", b"l:bigelem", b"a", &[b'z'; 70_000], b"b"]));
     cmds.push(v(&[b"RPUSH", b"l:ttl", b"1", b"2"]));
     cmds.push(v(&[b"PEXPIREAT", b"l:ttl", far]));
-    // Hashes: listpack at the thresholds, hashtable just past them.
-    for i in 0..128 {
-        cmds.push(v(&[b"HSET", b"h:lp128", format!("f{i}").as_bytes(), format!("{i}").as_bytes()]));
+    // Hashes: listpack at the thresholds (512 entries is Redis 7.0's built-in
+    // default, 64 bytes), hashtable just past them.
+    for i in 0..512 {
+        cmds.push(v(&[b"HSET", b"h:lp512", format!("f{i}").as_bytes(), format!("{i}").as_bytes()]));
     }
-    for i in 0..129 {
+    for i in 0..513 {
         cmds.push(v(&[
             b"HSET",
-            b"h:ht129",
+            b"h:ht513",
             format!("f{i}").as_bytes(),
             format!("v{i}").as_bytes(),
         ]));
@@ -314,7 +315,7 @@ fn sluice_writes_the_same_file_as_redis_for_deterministic_encodings() {
     // from the AUX fields (ctime, used-mem) and so the checksum.
     let dir = scratch_dir("rdb-bytes");
     let Some(redis) = RedisServer::start_with(
-        &["--dir", dir.to_str().unwrap(), "--dbfilename", "r.rdb"],
+        &["--dir", dir.to_str().unwrap(), "--dbfilename", "r.rdb", "--enable-debug-command", "yes"],
         Some(&dir),
     ) else {
         return;
@@ -339,6 +340,15 @@ fn sluice_writes_the_same_file_as_redis_for_deterministic_encodings() {
         assert_eq!(a, b, "DUMP {}", String::from_utf8_lossy(k));
     }
     assert!(keys.len() > 20);
+    // DEBUG OBJECT's serializedlength is the RDB form's length, for every
+    // key (hash-ordered encodings too: their order does not change it).
+    let field = |c: &mut Client, k: &[u8]| {
+        let line = text(&cmd(c, &[b"DEBUG", b"OBJECT", k]));
+        line.split(' ').find(|f| f.starts_with("serializedlength:")).map(str::to_string)
+    };
+    for k in items(cmd(&mut r, &[b"KEYS", b"*"])) {
+        assert_eq!(field(&mut r, &k), field(&mut s, &k), "{}", String::from_utf8_lossy(&k));
+    }
     let _ = (file_bytes, Duration::from_secs(0), Instant::now());
     let _ = std::fs::remove_dir_all(&dir);
 }

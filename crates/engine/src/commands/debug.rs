@@ -316,9 +316,17 @@ fn object(cx: &mut Ctx, key: &[u8], out: &mut ReplyBuf) -> CmdResult {
         c.maxmemory == 0
             || !(c.maxmemory_policy.contains("lru") || c.maxmemory_policy.contains("lfu"))
     };
+    // With the server's RDB codec installed, the length is the value's
+    // real RDB form (aggregates included); else strings are estimated here.
+    let codec = cx.shared.snapshots.get().cloned().map(|s| (s, cx.sess.conf(cx.shared).clone()));
     let db = cx.db;
     let Some(e) = cx.keys.stripe(db, key).peek(key) else {
         return Err(CmdError::NoSuchKey);
+    };
+    let serialized = match &codec {
+        // The payload is the type byte, the value, 2 bytes of version and 8 of CRC.
+        Some((s, cfg)) => s.dump(&e.value, cfg).len() - 11,
+        None => serialized_len(&e.value),
     };
     let refcount: i64 = match e.value {
         Value::Int(v) if shared_ints && (0..store::value::SHARED_INTEGERS).contains(&v) => {
@@ -331,7 +339,7 @@ fn object(cx: &mut Ctx, key: &[u8], out: &mut ReplyBuf) -> CmdResult {
          lru_seconds_idle:{}",
         &e.value,
         e.value.encoding(),
-        serialized_len(&e.value),
+        serialized,
         e.lru,
         clock.saturating_sub(e.lru),
     );

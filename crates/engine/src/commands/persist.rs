@@ -232,7 +232,7 @@ fn bgsave(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         return Err(CmdError::err("Background save already in progress"));
     }
     let dirty = dirty_now(cx);
-    match snap.bgsave(dirty) {
+    match snap.bgsave(dirty, !cx.keys.is_empty()) {
         Ok(()) => out.simple(b"Background saving started"),
         Err(e) => return Err(CmdError::err(e)),
     }
