@@ -2,7 +2,7 @@
 //! files), compatible with Redis 7.0 both ways.
 //!
 //! Pure encoding and decoding over bytes; files, threads and commands are
-//! the server's. Depends on `resp` (number formatting) and `store` (the
+//! the server's (except `sluice-check-rdb`, the file checker in `src/bin`). Depends on `resp` (number formatting) and `store` (the
 //! values it encodes); must not depend on the engine.
 
 pub mod crc64;

@@ -158,3 +158,32 @@ fn huge_declared_lengths_fail_fast() {
         assert_eq!(persist::restore(&p, &Limits::default(), true), Err(PayloadError::BadFormat));
     }
 }
+
+#[test]
+fn the_check_tool_reports_contents_and_damage() {
+    let dir = std::env::temp_dir().join(format!("sluice-check-rdb-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let good = file_of(
+        &[(b"a".to_vec(), Value::from_arg(b"1"), -1), (b"b".to_vec(), Value::from_arg(b"x"), 5)],
+        true,
+    );
+    let run = |bytes: &[u8]| {
+        let p = dir.join("f.rdb");
+        std::fs::write(&p, bytes).unwrap();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_sluice-check-rdb"))
+            .arg(&p)
+            .output()
+            .unwrap();
+        (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let (ok, text) = run(&good);
+    assert!(ok, "{text}");
+    assert!(text.contains("[info] DB 0: 2 keys, 1 with an expiry"), "{text}");
+    assert!(text.contains("[info] 2 string keys"), "{text}");
+    assert!(text.contains("AUX FIELD redis-ver = '7.0.15'"), "{text}");
+    let (ok, text) = run(&good[..good.len() - 12]);
+    assert!(!ok);
+    assert!(text.contains("--- RDB ERROR DETECTED ---"), "{text}");
+    assert!(text.contains("unexpected end of data"), "{text}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
