@@ -66,8 +66,6 @@ fn main() {
         log::warning("No config file specified, using the default config.");
     }
     persistence::install(&shared);
-    persistence::load_at_startup(&shared);
-    persistence::start_save_points(&shared);
     let listeners = match net::bind_all(&shared) {
         Ok(l) => l,
         Err(e) => {
@@ -79,6 +77,8 @@ fn main() {
     shared.port.store(u32::from(port), Ordering::Relaxed);
     log::notice(&format!("Running mode=standalone, port={port}, threads={threads}."));
     log::notice("Server initialized");
+    persistence::load_at_startup(&shared);
+    persistence::start_save_points(&shared);
     log::notice("Ready to accept connections tcp");
     net::run(shared.clone(), listeners, threads);
     log::notice("Sluice is now ready to exit, bye bye...");

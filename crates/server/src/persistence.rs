@@ -233,25 +233,40 @@ pub fn load(sh: &Shared) -> Result<Option<file::Loaded>, String> {
     Ok(Some(loaded))
 }
 
-/// Loads at start-up, logging as Redis does; a bad file stops the server.
-pub fn load_at_startup(sh: &Shared) {
-    let start = Instant::now();
-    match load(sh) {
-        Ok(None) => {}
-        Ok(Some(l)) => {
-            log::notice(&format!(
-                "Done loading RDB, keys loaded: {}, keys expired: {}.",
-                l.keys_loaded, l.keys_expired
-            ));
-            log::notice(&format!(
-                "DB loaded from disk: {:.3} seconds",
-                start.elapsed().as_secs_f64()
-            ));
+/// Loads `dbfilename` at start-up, if there is one, on a thread of its
+/// own: the server already accepts connections, and commands without the
+/// LOADING flag get `-LOADING` until the data set is in (as in Redis).
+/// A bad file stops the server, with the offset and reason logged.
+pub fn load_at_startup(sh: &Arc<Shared>) {
+    if !db_path(&sh.config.read()).exists() {
+        return;
+    }
+    sh.set_loading(true);
+    let sh2 = sh.clone();
+    let spawned = std::thread::Builder::new().name("rdb-load".into()).spawn(move || {
+        let start = Instant::now();
+        match load(&sh2) {
+            Ok(None) => {}
+            Ok(Some(l)) => {
+                log::notice(&format!(
+                    "Done loading RDB, keys loaded: {}, keys expired: {}.",
+                    l.keys_loaded, l.keys_expired
+                ));
+                log::notice(&format!(
+                    "DB loaded from disk: {:.3} seconds",
+                    start.elapsed().as_secs_f64()
+                ));
+            }
+            Err(e) => {
+                log::warning(&e);
+                std::process::exit(1);
+            }
         }
-        Err(e) => {
-            log::warning(&e);
-            std::process::exit(1);
-        }
+        sh2.set_loading(false);
+    });
+    if let Err(e) = spawned {
+        log::warning(&format!("Can't start loading the data set: {e}"));
+        std::process::exit(1);
     }
 }
 

@@ -295,13 +295,10 @@ fn section(cx: &mut Ctx, name: &str, t: &mut String, counts: &mut Counts) {
         }
         "persistence" => {
             line!("# Persistence");
-            for f in [
-                "loading",
-                "async_loading",
-                "current_cow_peak",
-                "current_cow_size",
-                "current_cow_size_age",
-            ] {
+            line!("loading:{}", u8::from(sh.is_loading()));
+            for f in
+                ["async_loading", "current_cow_peak", "current_cow_size", "current_cow_size_age"]
+            {
                 line!("{f}:0");
             }
             line!("current_fork_perc:0.00");
