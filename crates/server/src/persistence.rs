@@ -370,8 +370,11 @@ impl Snapshots for Rdb {
         if save {
             self.save(dirty)?;
         }
+        sh.set_loading(true);
         flush_all(&sh);
-        match load(&sh) {
+        let loaded = load(&sh);
+        sh.set_loading(false);
+        match loaded {
             Ok(_) => Ok(()),
             Err(e) => {
                 log::warning(&e);
