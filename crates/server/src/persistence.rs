@@ -300,6 +300,10 @@ impl Snapshots for Rdb {
         match res {
             Ok(()) => {
                 sh.persist.saved(dirty, unix_ms() / 1000);
+                // As Redis's rdbSave, a good SAVE clears a failed BGSAVE.
+                if !sh.persist.last_bgsave_ok.swap(true, Ordering::Relaxed) {
+                    sh.state_changed();
+                }
                 log::notice("DB saved on disk");
                 Ok(())
             }
@@ -345,11 +349,14 @@ impl Snapshots for Rdb {
             match res {
                 Ok(()) => {
                     ps.saved(dirty, unix_ms() / 1000);
-                    ps.last_bgsave_ok.store(true, Ordering::Relaxed);
+                    if !ps.last_bgsave_ok.swap(true, Ordering::Relaxed) {
+                        sh.state_changed();
+                    }
                     log::notice("Background saving terminated with success");
                 }
                 Err(e) => {
                     ps.last_bgsave_ok.store(false, Ordering::Relaxed);
+                    sh.state_changed();
                     log::warning(&format!("Background saving error: {e}"));
                 }
             }

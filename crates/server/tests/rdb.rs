@@ -852,3 +852,56 @@ fn older_encodings_load_as_redis_loads_them() {
     drop(redis);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn writes_stop_after_a_failed_bgsave_as_in_redis() {
+    // The directory disappears under both servers, so their BGSAVE fails;
+    // with save points set, writes then get MISCONF until a save succeeds
+    // or stop-writes-on-bgsave-error is turned off.
+    let rdir = scratch_dir("misconf-r");
+    let sdir = scratch_dir("misconf-s");
+    let Some(redis) = RedisServer::start_with(
+        &["--dir", rdir.to_str().unwrap(), "--save", "3600", "1"],
+        Some(&rdir),
+    ) else {
+        return;
+    };
+    let sluice =
+        TestServer::start_with(&TestServer::default_bin(), &["--save", "3600", "1"], Some(&sdir));
+    let (mut r, mut s) = (redis.client(), sluice.client());
+    for (c, dir) in [(&mut r, &rdir), (&mut s, &sdir)] {
+        ok(c, &[b"SET", b"a", b"1"]);
+        std::fs::remove_dir_all(dir).unwrap();
+        assert_eq!(text(&cmd(c, &[b"BGSAVE"])), "Background saving started");
+        let start = Instant::now();
+        while !text(&cmd(c, &[b"INFO", b"persistence"])).contains("rdb_last_bgsave_status:err") {
+            assert!(start.elapsed() < Duration::from_secs(20), "BGSAVE did not fail");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    for line in [
+        "SET b 2",
+        "GET a",
+        "DEL a",
+        "MULTI",
+        "SET c 3",
+        "GET a",
+        "EXEC",
+        "MULTI",
+        "GET a",
+        "EXEC",
+        "CONFIG SET stop-writes-on-bgsave-error no",
+        "SET b 2",
+        "CONFIG SET stop-writes-on-bgsave-error yes",
+        "SET b 3",
+        "SAVE",
+        "SET b 4",
+        "CONFIG SET save \"\"",
+        "SET b 5",
+        "GET b",
+    ] {
+        let args = testkit::args::split(line.as_bytes()).unwrap();
+        let args: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
+        assert_eq!(cmd(&mut r, &args), cmd(&mut s, &args), "{line}");
+    }
+}
