@@ -44,6 +44,8 @@ pub struct PersistState {
     /// `server.dirty` when the last successful save started.
     pub dirty_at_save: AtomicU64,
     pub bgsave_in_progress: AtomicBool,
+    /// `BGSAVE SCHEDULE` arrived while one ran: start another after it.
+    pub bgsave_scheduled: AtomicBool,
     /// Unix ms the running background save started.
     pub bgsave_started_ms: AtomicI64,
     pub last_bgsave_ok: AtomicBool,
@@ -60,6 +62,7 @@ impl PersistState {
             last_save: AtomicI64::new(now_secs),
             dirty_at_save: AtomicU64::new(0),
             bgsave_in_progress: AtomicBool::new(false),
+            bgsave_scheduled: AtomicBool::new(false),
             bgsave_started_ms: AtomicI64::new(-1),
             last_bgsave_ok: AtomicBool::new(true),
             last_bgsave_secs: AtomicI64::new(-1),

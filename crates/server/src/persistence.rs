@@ -395,8 +395,9 @@ impl Snapshots for Rdb {
 /// (Redis's `CONFIG_BGSAVE_RETRY_DELAY`).
 const BGSAVE_RETRY_SECS: i64 = 5;
 
-/// Save points (`save <seconds> <changes> …`): a thread that starts a
-/// BGSAVE when one is due, as Redis's `serverCron` does.
+/// Save points (`save <seconds> <changes> …`) and `BGSAVE SCHEDULE`: a
+/// thread that starts a BGSAVE when one is due, as Redis's `serverCron`
+/// does.
 pub fn start_save_points(sh: &Arc<Shared>) {
     let weak = Arc::downgrade(sh);
     let spawned = std::thread::Builder::new().name("save-points".into()).spawn(move || loop {
@@ -407,6 +408,13 @@ pub fn start_save_points(sh: &Arc<Shared>) {
         }
         let ps = &sh.persist;
         if sh.is_loading() || ps.bgsave_in_progress.load(Ordering::Acquire) {
+            continue;
+        }
+        if ps.bgsave_scheduled.swap(false, Ordering::AcqRel) {
+            log::notice("Background saving scheduled by BGSAVE SCHEDULE is starting");
+            if let Some(s) = sh.snapshots.get() {
+                let _ = s.bgsave(sh.stats.dirty.load(Ordering::Relaxed), false);
+            }
             continue;
         }
         let points = sh.config.read().save.clone();

@@ -484,6 +484,16 @@ fn bgsave_lastsave_info_and_debug_reload() {
     }
     assert!(dir.join("dump.rdb").is_file());
     assert_eq!(cmd(&mut s, &[b"BGSAVE", b"NOW"]), Frame::Error(b"ERR syntax error".to_vec()));
+    // BGSAVE SCHEDULE during a BGSAVE runs another one after it.
+    ok(&mut s, &[b"CONFIG", b"SET", b"rdb-key-save-delay", b"10000"]);
+    assert_eq!(text(&cmd(&mut s, &[b"BGSAVE"])), "Background saving started");
+    assert_eq!(text(&cmd(&mut s, &[b"BGSAVE", b"SCHEDULE"])), "Background saving scheduled");
+    let start = Instant::now();
+    while !text(&cmd(&mut s, &[b"INFO", b"persistence"])).contains("rdb_saves:3\r") {
+        assert!(start.elapsed() < Duration::from_secs(30), "the scheduled BGSAVE did not run");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    ok(&mut s, &[b"CONFIG", b"SET", b"rdb-key-save-delay", b"0"]);
     // DEBUG RELOAD saves, empties and loads: nothing changes.
     ok(&mut s, &[b"SET", b"after", b"1"]);
     let mut expect = before.clone();

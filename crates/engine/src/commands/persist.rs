@@ -226,6 +226,7 @@ fn bgsave(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     };
     if cx.shared.persist.bgsave_in_progress.load(Ordering::Acquire) {
         if schedule {
+            cx.shared.persist.bgsave_scheduled.store(true, Ordering::Release);
             out.simple(b"Background saving scheduled");
             return Ok(());
         }
