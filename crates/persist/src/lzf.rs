@@ -148,7 +148,9 @@ pub fn compress(input: &[u8], out_len: usize) -> Option<Vec<u8>> {
 
 /// Decompresses `input`, which must expand to exactly `out_len` bytes.
 pub fn decompress(input: &[u8], out_len: usize) -> Option<Vec<u8>> {
-    let mut out = Vec::with_capacity(out_len);
+    // The declared length comes from untrusted bytes: reserve what the
+    // input can plausibly produce and grow with what it really does.
+    let mut out = Vec::with_capacity(out_len.min(input.len().saturating_mul(4)));
     let mut ip = 0;
     while ip < input.len() {
         let ctrl = usize::from(input[ip]);
