@@ -94,7 +94,7 @@ impl<W: Write> Writer<W> {
     /// One key (`rdbSaveKeyValuePair`; no LRU/LFU fields, as Redis without
     /// an LRU or LFU maxmemory policy).
     pub fn key(&mut self, key: &[u8], v: &Value, expire_at: i64) -> io::Result<()> {
-        encode_key(&mut self.buf, key, v, expire_at, self.compress);
+        encode_key(&mut self.buf, key, v, expire_at, None, self.compress);
         self.spill()
     }
 
@@ -130,11 +130,23 @@ impl<W: Write> Writer<W> {
     }
 }
 
-/// Appends one key's record: expiry, type, key, value.
-pub fn encode_key(out: &mut Vec<u8>, key: &[u8], v: &Value, expire_at: i64, compress: bool) {
+/// Appends one key's record: expiry, idle time in seconds (written, as
+/// Redis does, only under an LRU maxmemory policy), type, key, value.
+pub fn encode_key(
+    out: &mut Vec<u8>,
+    key: &[u8],
+    v: &Value,
+    expire_at: i64,
+    idle: Option<u64>,
+    compress: bool,
+) {
     if expire_at >= 0 {
         out.push(op::EXPIRETIME_MS);
         out.extend_from_slice(&expire_at.to_le_bytes());
+    }
+    if let Some(idle) = idle {
+        out.push(op::IDLE);
+        value::write_len(out, idle);
     }
     out.push(value::value_type(v));
     value::write_string(out, key, compress);
@@ -160,6 +172,10 @@ pub struct LoadedKey<'a> {
     pub value: Value,
     /// Unix ms, or -1.
     pub expire_at: i64,
+    /// Seconds idle, when the file says (an LRU policy saved it).
+    pub idle: Option<u64>,
+    /// The LFU counter, when the file says (an LFU policy saved it).
+    pub freq: Option<u8>,
 }
 
 /// Loads a whole file held in memory. `databases` bounds SELECTDB; keys
@@ -187,6 +203,7 @@ pub fn load(
     let mut out = Loaded { version, ..Default::default() };
     let mut db = 0usize;
     let mut expire_at = -1i64;
+    let (mut idle, mut freq) = (None, None);
     loop {
         let t = r.byte()?;
         match t {
@@ -200,11 +217,11 @@ pub fn load(
                 continue;
             }
             op::FREQ => {
-                r.byte()?;
+                freq = Some(r.byte()?);
                 continue;
             }
             op::IDLE => {
-                r.len()?;
+                idle = Some(r.len()?);
                 continue;
             }
             op::EOF => break,
@@ -242,7 +259,7 @@ pub fn load(
             Ok(v) => v,
             Err(e) if e.reason == value::EMPTY_KEY => {
                 out.empty_keys += 1;
-                expire_at = -1;
+                (expire_at, idle, freq) = (-1, None, None);
                 continue;
             }
             Err(e) => return Err(e),
@@ -250,11 +267,11 @@ pub fn load(
         if expire_at != -1 && expire_at < now_ms {
             out.keys_expired += 1;
         } else {
-            sink(LoadedKey { db, key: &key, value: v, expire_at })
+            sink(LoadedKey { db, key: &key, value: v, expire_at, idle, freq })
                 .map_err(|reason| Error { offset: at, reason })?;
             out.keys_loaded += 1;
         }
-        expire_at = -1;
+        (expire_at, idle, freq) = (-1, None, None);
     }
     if version >= 5 {
         let at = r.pos;

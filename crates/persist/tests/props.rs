@@ -187,3 +187,18 @@ fn the_check_tool_reports_contents_and_damage() {
     assert!(text.contains("unexpected end of data"), "{text}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn idle_times_round_trip() {
+    let mut out = b"REDIS0010".to_vec();
+    file::encode_key(&mut out, b"k", &Value::from_arg(b"v"), -1, Some(1234), true);
+    out.push(file::op::EOF);
+    out.extend_from_slice(&[0; 8]);
+    let mut seen = None;
+    file::load(&out, &Limits::default(), 16, 0, true, |k| {
+        seen = Some((k.key.to_vec(), k.idle, k.freq));
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(seen, Some((b"k".to_vec(), Some(1234), None)));
+}

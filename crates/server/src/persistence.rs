@@ -110,7 +110,12 @@ struct Started {
 /// Starts a point-in-time snapshot now (the caller must hold no stripe).
 fn begin(sh: &Shared) -> Started {
     let cfg = sh.config.read().clone();
-    let cap = Arc::new(Capture { compress: cfg.rdbcompression, queue: Mutex::new(Vec::new()) });
+    let lru_clock = cfg.maxmemory_policy.contains("lru").then(|| sh.lru_clock());
+    let cap = Arc::new(Capture {
+        compress: cfg.rdbcompression,
+        lru_clock,
+        queue: Mutex::new(Vec::new()),
+    });
     let sizes = sh.store.begin_snapshot(cap.clone());
     Started { cap, sizes, cfg }
 }
@@ -127,6 +132,9 @@ struct Captured {
 /// drains. What waits in the queue is the only extra memory a save costs.
 struct Capture {
     compress: bool,
+    /// The LRU clock when an LRU maxmemory policy is set: idle times are
+    /// then saved with the keys, as Redis does.
+    lru_clock: Option<u32>,
     queue: Mutex<Vec<Captured>>,
 }
 
@@ -138,7 +146,8 @@ impl SnapshotHook for Capture {
         let mut bytes = Vec::new();
         let mut keys = 0;
         for (k, e) in stripe.iter() {
-            file::encode_key(&mut bytes, k, &e.value, e.expire_at, self.compress);
+            let idle = self.lru_clock.map(|c| u64::from(c.saturating_sub(e.lru)));
+            file::encode_key(&mut bytes, k, &e.value, e.expire_at, idle, self.compress);
             keys += 1;
         }
         self.queue.lock().push(Captured { db, keys, bytes });
@@ -220,8 +229,14 @@ pub fn load(sh: &Shared) -> Result<Option<file::Loaded>, String> {
     let lim = limits(&cfg);
     let store = &sh.store;
     let lru = sh.lru_clock();
+    let use_idle = cfg.maxmemory_policy.contains("lru");
     let loaded = file::load(&bytes, &lim, store.databases(), unix_ms(), cfg.rdbchecksum, |k| {
         let mut g = store.lock_stripe(k.db, store.stripe_of(k.key) as usize);
+        // Sluice's LRU clock counts from start-up: longer idle times clamp.
+        let lru = match k.idle {
+            Some(idle) if use_idle => lru.saturating_sub(u32::try_from(idle).unwrap_or(u32::MAX)),
+            _ => lru,
+        };
         match g.insert(k.key, k.value, k.expire_at, lru) {
             None => Ok(()),
             Some(_) => Err("duplicate key found in RDB file"),

@@ -915,3 +915,35 @@ fn writes_stop_after_a_failed_bgsave_as_in_redis() {
         assert_eq!(cmd(&mut r, &args), cmd(&mut s, &args), "{line}");
     }
 }
+
+#[test]
+fn idle_times_are_saved_under_an_lru_policy() {
+    // Under an LRU maxmemory policy Redis saves each key's idle time; a
+    // file from Sluice gives redis-server the idle times Sluice had.
+    let dir = scratch_dir("rdb-lru");
+    let sluice = TestServer::start_with(
+        &TestServer::default_bin(),
+        &["--maxmemory-policy", "allkeys-lru"],
+        Some(&dir),
+    );
+    let mut s = sluice.client();
+    ok(&mut s, &[b"SET", b"old", b"v"]);
+    std::thread::sleep(Duration::from_millis(2300));
+    ok(&mut s, &[b"SET", b"new", b"v"]);
+    assert_eq!(text(&cmd(&mut s, &[b"SAVE"])), "OK");
+    let Some(redis) = RedisServer::start_with(
+        &["--dir", dir.to_str().unwrap(), "--maxmemory-policy", "allkeys-lru"],
+        Some(&dir),
+    ) else {
+        return;
+    };
+    let mut r = redis.client();
+    let idle = |c: &mut Client, k: &[u8]| match cmd(c, &[b"OBJECT", b"IDLETIME", k]) {
+        Frame::Integer(i) => i,
+        f => panic!("{f:?}"),
+    };
+    assert!((2..=4).contains(&idle(&mut r, b"old")), "{}", idle(&mut r, b"old"));
+    assert!(idle(&mut r, b"new") <= 1);
+    drop(sluice);
+    let _ = std::fs::remove_dir_all(&dir);
+}
