@@ -310,27 +310,6 @@ pub enum Str<'a> {
     Bytes(std::borrow::Cow<'a, [u8]>),
 }
 
-impl Str<'_> {
-    pub fn into_vec(self) -> Vec<u8> {
-        match self {
-            Str::Int(i) => i.to_string().into_bytes(),
-            Str::Bytes(b) => b.into_owned(),
-        }
-    }
-
-    /// As bytes, formatting an integer into `buf`.
-    pub fn as_slice<'b>(&'b self, buf: &'b mut Vec<u8>) -> &'b [u8] {
-        match self {
-            Str::Int(i) => {
-                buf.clear();
-                buf.extend_from_slice(i.to_string().as_bytes());
-                buf
-            }
-            Str::Bytes(b) => b,
-        }
-    }
-}
-
 impl<'a> Reader<'a> {
     pub fn new(buf: &'a [u8]) -> Self {
         Reader { buf, pos: 0 }
@@ -436,10 +415,6 @@ impl<'a> Reader<'a> {
     }
 }
 
-fn elem_bytes(e: &Elem<'_>) -> Vec<u8> {
-    e.to_vec()
-}
-
 /// Reads a value of type `t`.
 pub fn read_value(r: &mut Reader<'_>, t: u8, lim: &Limits) -> Result<Value, Error> {
     let start = r.pos;
@@ -475,7 +450,7 @@ pub fn read_value(r: &mut Reader<'_>, t: u8, lim: &Limits) -> Result<Value, Erro
                         // Redis refuses empty nodes only in deep sanitization;
                         // they carry nothing, so skipping them is equal.
                         for e in &items {
-                            l.push_back(&elem_bytes(e));
+                            l.push_back(&e.to_vec());
                         }
                     }
                     _ => return Err(bad("invalid quicklist container")),
@@ -488,7 +463,7 @@ pub fn read_value(r: &mut Reader<'_>, t: u8, lim: &Limits) -> Result<Value, Erro
             let items = packed::ziplist_entries(&blob).ok_or_else(|| bad("invalid ziplist"))?;
             let mut l = List::new(lim.list_fill);
             for e in &items {
-                l.push_back(&elem_bytes(e));
+                l.push_back(&e.to_vec());
             }
             Value::List(Box::new(l))
         }
@@ -544,7 +519,7 @@ pub fn read_value(r: &mut Reader<'_>, t: u8, lim: &Limits) -> Result<Value, Erro
             let mut z = ZSet::new_listpack();
             let open = ZLimits { max_entries: usize::MAX, max_value: usize::MAX };
             for pair in items.chunks_exact(2) {
-                let m = elem_bytes(&pair[0]);
+                let m = pair[0].to_vec();
                 let s = match &pair[1] {
                     Elem::Int(i) => *i as f64,
                     Elem::Str(b) => std::str::from_utf8(b)
@@ -587,7 +562,7 @@ pub fn read_value(r: &mut Reader<'_>, t: u8, lim: &Limits) -> Result<Value, Erro
             }
             let mut h = Hash::new();
             for pair in items.chunks_exact(2) {
-                let (f, v) = (elem_bytes(&pair[0]), elem_bytes(&pair[1]));
+                let (f, v) = (pair[0].to_vec(), pair[1].to_vec());
                 if !h.set(&f, &v, lim.hash_max_entries, lim.hash_max_value) {
                     return Err(bad("duplicate hash field"));
                 }
