@@ -12,15 +12,15 @@
 use std::fs::File;
 use std::io::{self, BufWriter};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::Instant;
 
 use engine::config::Config;
 use engine::shared::unix_ms;
 use engine::snapshot::{RestoreError, Snapshots};
 use engine::Shared;
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
 use persist::file::{self, Aux, Writer};
 use persist::value::Limits;
 use store::{SnapshotHook, Stripe, Value};
@@ -111,10 +111,19 @@ struct Started {
 fn begin(sh: &Shared) -> Started {
     let cfg = sh.config.read().clone();
     let lru_clock = cfg.maxmemory_policy.contains("lru").then(|| sh.lru_clock());
+    let limit = std::env::var("SLUICE_SNAPSHOT_QUEUE_LIMIT")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(QUEUE_LIMIT);
     let cap = Arc::new(Capture {
         compress: cfg.rdbcompression,
         lru_clock,
         queue: Mutex::new(Vec::new()),
+        queued: AtomicUsize::new(0),
+        limit,
+        drained: Condvar::new(),
+        saver: OnceLock::new(),
+        done: AtomicBool::new(false),
     });
     let sizes = sh.store.begin_snapshot(cap.clone());
     Started { cap, sizes, cfg }
@@ -136,7 +145,20 @@ struct Capture {
     /// then saved with the keys, as Redis does.
     lru_clock: Option<u32>,
     queue: Mutex<Vec<Captured>>,
+    /// Bytes waiting in `queue`; above `limit`, a writer that captured a
+    /// stripe waits (holding its stripes) until the saver has written
+    /// some out. This bounds what a save costs in memory.
+    queued: AtomicUsize,
+    limit: usize,
+    drained: Condvar,
+    /// The saving thread: it never waits for itself.
+    saver: OnceLock<std::thread::ThreadId>,
+    done: AtomicBool,
 }
+
+/// Default bound of captured-but-unwritten bytes (the environment
+/// variable `SLUICE_SNAPSHOT_QUEUE_LIMIT` overrides it, for tests).
+const QUEUE_LIMIT: usize = 64 << 20;
 
 impl SnapshotHook for Capture {
     fn capture(&self, db: usize, stripe: &Stripe) {
@@ -150,7 +172,17 @@ impl SnapshotHook for Capture {
             file::encode_key(&mut bytes, k, &e.value, e.expire_at, idle, self.compress);
             keys += 1;
         }
-        self.queue.lock().push(Captured { db, keys, bytes });
+        let n = bytes.len();
+        let mut q = self.queue.lock();
+        q.push(Captured { db, keys, bytes });
+        let queued = self.queued.fetch_add(n, Ordering::AcqRel) + n;
+        if queued > self.limit && self.saver.get() != Some(&std::thread::current().id()) {
+            while self.queued.load(Ordering::Acquire) > self.limit
+                && !self.done.load(Ordering::Acquire)
+            {
+                self.drained.wait_for(&mut q, std::time::Duration::from_millis(10));
+            }
+        }
     }
 }
 
@@ -182,9 +214,21 @@ fn write_file(sh: &Shared, started: Started, tmp: &PathBuf) -> io::Result<()> {
     let mut current = usize::MAX;
     let mut drained = Vec::new();
     let mut result = Ok(());
-    for id in 0..store.total_stripes() {
-        store.snapshot_stripe(id);
-        std::mem::swap(&mut drained, &mut *cap.queue.lock());
+    let _ = cap.saver.set(std::thread::current().id());
+    let mut id = 0;
+    while id < store.total_stripes() {
+        // Timed, so that a writer waiting for the queue to drain while it
+        // holds this stripe cannot stop the saver; drained either way.
+        if store.try_snapshot_stripe(id, std::time::Duration::from_millis(1)) {
+            id += 1;
+        }
+        {
+            let mut q = cap.queue.lock();
+            std::mem::swap(&mut drained, &mut *q);
+            let n: usize = drained.iter().map(|c| c.bytes.len()).sum();
+            cap.queued.fetch_sub(n, Ordering::AcqRel);
+        }
+        cap.drained.notify_all();
         for c in drained.drain(..) {
             if result.is_err() {
                 continue;
@@ -210,6 +254,8 @@ fn write_file(sh: &Shared, started: Started, tmp: &PathBuf) -> io::Result<()> {
             break;
         }
     }
+    cap.done.store(true, Ordering::Release);
+    cap.drained.notify_all();
     store.end_snapshot();
     result?;
     let bw = w.finish()?;

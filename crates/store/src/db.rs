@@ -652,6 +652,19 @@ impl Store {
         drop(self.lock_global(id));
     }
 
+    /// [`snapshot_stripe`](Self::snapshot_stripe), giving up after `wait`
+    /// when the stripe stays busy: a saver that applies backpressure must
+    /// not block on a writer that waits for it. Whether it got the stripe.
+    pub fn try_snapshot_stripe(&self, id: u32, wait: std::time::Duration) -> bool {
+        match self.slot(id).stripe.try_lock_for(wait) {
+            Some(g) => {
+                self.after_lock(id, &g);
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Global stripe ids (databases × stripes).
     pub fn total_stripes(&self) -> u32 {
         (self.dbs.len() * self.stripes) as u32
