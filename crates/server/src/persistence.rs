@@ -276,7 +276,11 @@ pub fn load(sh: &Shared) -> Result<Option<file::Loaded>, String> {
     let store = &sh.store;
     let lru = sh.lru_clock();
     let use_idle = cfg.maxmemory_policy.contains("lru");
+    let delay = u64::try_from(cfg.key_load_delay).unwrap_or(0);
     let loaded = file::load(&bytes, &lim, store.databases(), unix_ms(), cfg.rdbchecksum, |k| {
+        if delay > 0 {
+            std::thread::sleep(std::time::Duration::from_micros(delay));
+        }
         let mut g = store.lock_stripe(k.db, store.stripe_of(k.key) as usize);
         // Sluice's LRU clock counts from start-up: longer idle times clamp.
         let lru = match k.idle {

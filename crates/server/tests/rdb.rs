@@ -959,3 +959,35 @@ fn idle_times_are_saved_under_an_lru_policy() {
     drop(sluice);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn clients_get_loading_while_the_file_loads() {
+    // key-load-delay (as in Redis's own tests) slows loading down so the
+    // window is seen. (redis-server with a file this small answers nobody
+    // until it has loaded: it serves clients between 2 MB chunks.)
+    let dir = scratch_dir("rdb-loading");
+    let sluice = TestServer::start_with(&TestServer::default_bin(), &[], Some(&dir));
+    let mut s = sluice.client();
+    let cmds: Vec<Vec<Vec<u8>>> =
+        (0..40).map(|i| v(&[b"SET", format!("k{i}").as_bytes(), b"v"])).collect();
+    pipeline(&mut s, &cmds);
+    assert_eq!(text(&cmd(&mut s, &[b"SAVE"])), "OK");
+    drop(s);
+    drop(sluice);
+    let sluice = TestServer::start_with(
+        &TestServer::default_bin(),
+        &["--key-load-delay", "50000"],
+        Some(&dir),
+    );
+    let mut s = sluice.client();
+    assert_eq!(
+        cmd(&mut s, &[b"GET", b"k1"]),
+        Frame::Error(b"LOADING Redis is loading the dataset in memory".to_vec())
+    );
+    assert!(matches!(cmd(&mut s, &[b"LASTSAVE"]), Frame::Integer(_)));
+    assert!(text(&cmd(&mut s, &[b"INFO", b"persistence"])).contains("\r\nloading:1\r\n"));
+    wait_loaded(&mut s);
+    assert_eq!(text(&cmd(&mut s, &[b"GET", b"k1"])), "v");
+    drop(sluice);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -244,6 +244,12 @@ pub static PARAMS: &[Param] = &[
         f(|c| c.dbfilename.clone().into_bytes(), |c, v| c.dbfilename = v.s()),
     ),
     p(
+        "key-load-delay",
+        0,
+        int(INT_MIN, INT_MAX),
+        f(|c| num(c.key_load_delay), |c, v| c.key_load_delay = v.i() as i64),
+    ),
+    p(
         "rdb-key-save-delay",
         0,
         int(INT_MIN, INT_MAX),
