@@ -83,6 +83,12 @@ pub struct Config {
     pub rdbcompression: bool,
     pub rdbchecksum: bool,
     pub stop_writes_on_bgsave_error: bool,
+    /// `rdb-key-save-delay`: microseconds a save waits per key (a test
+    /// knob in Redis too: it makes a save slow enough to race writes).
+    pub rdb_key_save_delay: i64,
+    /// `key-load-delay`: microseconds loading waits per key (a test knob
+    /// in Redis too: it makes the LOADING window observable).
+    pub key_load_delay: i64,
     pub loglevel: String,
     pub logfile: String,
     pub proto_max_bulk_len: i64,
@@ -179,6 +185,8 @@ impl Default for Config {
             rdbcompression: true,
             rdbchecksum: true,
             stop_writes_on_bgsave_error: true,
+            rdb_key_save_delay: 0,
+            key_load_delay: 0,
             loglevel: "notice".into(),
             logfile: String::new(),
             proto_max_bulk_len: 512 * 1024 * 1024,

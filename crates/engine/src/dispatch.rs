@@ -272,6 +272,19 @@ pub fn check(
                     return Err(CmdError::Oom);
                 }
             }
+            // After a failed BGSAVE with save points set, writes (and an
+            // EXEC with writes queued) are refused (Redis's
+            // writeCommandsDeniedByDiskError).
+            if !shared.persist.last_bgsave_ok.load(std::sync::atomic::Ordering::Relaxed)
+                && (flags.has(Flags::WRITE)
+                    || (flags.has(Flags::EXEC_TX)
+                        && sess.multi.as_ref().is_some_and(|m| m.flags.has(Flags::WRITE))))
+            {
+                let cfg = sess.conf(shared);
+                if cfg.stop_writes_on_bgsave_error && !cfg.save.is_empty() {
+                    return Err(CmdError::Misconf);
+                }
+            }
             if shared.is_loading() && !flags.has(Flags::LOADING) {
                 return Err(CmdError::Loading);
             }

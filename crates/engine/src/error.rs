@@ -38,6 +38,9 @@ pub enum CmdError {
     NoAuth,
     /// Over `maxmemory` (noeviction, or nothing left to evict).
     Oom,
+    /// Writes refused after a failed background save
+    /// (`stop-writes-on-bgsave-error`).
+    Misconf,
     /// The dataset is being loaded.
     Loading,
     /// A caller that already holds stripes (EXEC, a script) ran a command
@@ -80,6 +83,13 @@ impl CmdError {
             CmdError::NoAuth => "NOAUTH Authentication required.",
             CmdError::Oom => "OOM command not allowed when used memory > 'maxmemory'.",
             CmdError::Loading => "LOADING Redis is loading the dataset in memory",
+            CmdError::Misconf => {
+                "MISCONF Redis is configured to save RDB snapshots, but it's currently unable to \
+                 persist to disk. Commands that may modify the data set are disabled, because this \
+                 instance is configured to report errors during writes if RDB snapshotting fails \
+                 (stop-writes-on-bgsave-error option). Please check the Redis logs for details \
+                 about the RDB error."
+            }
             CmdError::LockOrder => {
                 "ERR command needs keys outside those its caller locked beforehand"
             }

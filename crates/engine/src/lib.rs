@@ -19,6 +19,7 @@ pub mod meta;
 pub mod outbox;
 pub mod session;
 pub mod shared;
+pub mod snapshot;
 pub mod spec;
 
 pub use config::Config;

@@ -240,7 +240,10 @@ impl Session {
         self.conf_epoch = e;
         self.fx.sync(&shared.effects);
         let paused = shared.pause.lock().until_ms > 0;
-        self.plain = self.conf.maxmemory == 0 && !shared.is_loading() && !paused;
+        // A failed BGSAVE may refuse writes (stop-writes-on-bgsave-error);
+        // its status changes move the epoch.
+        let bgsave_ok = shared.persist.last_bgsave_ok.load(Ordering::Relaxed);
+        self.plain = self.conf.maxmemory == 0 && !shared.is_loading() && !paused && bgsave_ok;
     }
 
     /// Whether CLIENT PAUSE holds `spec` back now (Redis 7.0's rules: WRITE

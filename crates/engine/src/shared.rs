@@ -150,6 +150,10 @@ pub struct Shared {
     /// The recorder `DEBUG EFFECTS` installed, if any (a test hook).
     pub debug_recorder: Mutex<Option<Arc<crate::effects::Recorder>>>,
     pub clock: Clock,
+    /// The persistence the server installed (DUMP, RESTORE, SAVE, …).
+    pub snapshots: OnceLock<std::sync::Arc<dyn crate::snapshot::Snapshots>>,
+    /// What INFO persistence reports.
+    pub persist: crate::snapshot::PersistState,
     /// Set while a dataset loads: commands without the LOADING flag wait.
     loading: AtomicBool,
     /// `used_memory` as last measured, and when (unix ms), for the
@@ -207,6 +211,8 @@ impl Shared {
             effects: crate::effects::Hub::default(),
             debug_recorder: Mutex::new(None),
             clock: Clock::default(),
+            snapshots: OnceLock::new(),
+            persist: crate::snapshot::PersistState::new(unix_ms() / 1000),
             loading: AtomicBool::new(false),
             used_memory: AtomicU64::new(0),
             used_memory_at: AtomicI64::new(i64::MIN),

@@ -11,6 +11,7 @@
 
 mod conn;
 mod net;
+mod persistence;
 mod process;
 
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -151,6 +152,7 @@ fn main() {
         *shared.executable.lock() = exe.display().to_string();
     }
     log::set_role(b'M');
+    persistence::install(&shared);
     let listeners = match net::bind_all(&shared) {
         Ok(l) => l,
         Err(e) => {
@@ -167,6 +169,8 @@ fn main() {
     process::banner(&banner_cfg, port, VERSION);
     log::verbose(&format!("{threads} event-loop threads."));
     log::warning("Server initialized");
+    persistence::load_at_startup(&shared);
+    persistence::start_save_points(&shared);
     if sup == Supervisor::Systemd {
         process::notify_systemd("STATUS=Sluice is loading...\n");
     }
@@ -235,6 +239,7 @@ pub fn poll_signals(shared: &Arc<Shared>) {
     }
     log::from_handler(&format!("Received {name} scheduling shutdown..."));
     log::warning("User requested shutdown...");
+    persistence::save_on_signal(shared);
     shared.shutdown.store(true, Ordering::Relaxed);
 }
 

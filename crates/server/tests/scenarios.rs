@@ -81,6 +81,7 @@ scenarios! {
     hyperloglog => "hyperloglog.txt",
     geo => "geo.txt",
     policies => "policies.txt",
+    persistence => "persistence.txt",
 }
 
 #[test]

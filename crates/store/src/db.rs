@@ -487,6 +487,21 @@ impl Prefetch {
     }
 }
 
+/// The serialiser of a point-in-time snapshot (DESIGN §6), supplied by
+/// the persistence layer so that the store does not depend on it.
+pub trait SnapshotHook: Send + Sync {
+    /// Called once per stripe and snapshot, with the stripe locked and
+    /// before anything changes it: the stripe as it was when the snapshot
+    /// began.
+    fn capture(&self, db: usize, stripe: &Stripe);
+}
+
+/// A snapshot in progress: the stripes not yet captured.
+struct Snapshot {
+    hook: Arc<dyn SnapshotHook>,
+    pending: Box<[AtomicU64]>,
+}
+
 /// One database: its stripes.
 pub struct Db {
     stripes: Box<[Slot]>,
@@ -510,6 +525,11 @@ pub struct Store {
     /// others hold no key and count nothing, so DBSIZE and INFO skip them
     /// (with data in one database, 15/16 of the stripes).
     written_stripes: Box<[AtomicU64]>,
+    /// Set while a snapshot runs: every lock of a stripe then checks
+    /// whether the stripe still has to be captured (one relaxed load on
+    /// the hot path otherwise).
+    snapshot_on: AtomicBool,
+    snapshot: parking_lot::RwLock<Option<Arc<Snapshot>>>,
 }
 
 impl Store {
@@ -537,6 +557,8 @@ impl Store {
             dbs,
             ttl_stripes: (0..words).map(|_| AtomicU64::new(0)).collect(),
             written_stripes: (0..words).map(|_| AtomicU64::new(0)).collect(),
+            snapshot_on: AtomicBool::new(false),
+            snapshot: parking_lot::RwLock::new(None),
             stripes,
             shift,
             active_expire: AtomicBool::new(true),
@@ -571,14 +593,94 @@ impl Store {
     }
 
     fn lock_global(&self, id: u32) -> MutexGuard<'_, Stripe> {
-        self.slot(id).stripe.lock()
+        let g = self.slot(id).stripe.lock();
+        self.after_lock(id, &g);
+        g
     }
 
     /// Locks one stripe by itself (background tasks, stats, loading). Its
     /// sizes are published again when the guard drops.
     pub fn lock_stripe(&self, db: usize, stripe: usize) -> StripeGuard<'_> {
         let id = self.global_id(db, stripe as u32);
-        StripeGuard { store: self, id, guard: self.slot(id).stripe.lock() }
+        StripeGuard { store: self, id, guard: self.lock_global(id) }
+    }
+
+    /// The snapshot hook: every path that locks a stripe to change it
+    /// comes through here right after locking.
+    #[inline]
+    fn after_lock(&self, id: u32, s: &Stripe) {
+        if self.snapshot_on.load(Ordering::Acquire) {
+            self.capture(id, s);
+        }
+    }
+
+    #[cold]
+    fn capture(&self, id: u32, s: &Stripe) {
+        let snap = self.snapshot.read().clone();
+        if let Some(snap) = snap {
+            let (word, bit) = (id as usize / 64, 1u64 << (id % 64));
+            if snap.pending[word].fetch_and(!bit, Ordering::AcqRel) & bit != 0 {
+                snap.hook.capture(id as usize / self.stripes, s);
+            }
+        }
+    }
+
+    /// Starts a point-in-time snapshot. Every stripe is locked at once, in
+    /// order, for the instant the snapshot stands for, so no command is
+    /// half done in it (a command holds all its stripes while it runs);
+    /// from then on each stripe is handed to `hook` as it was, the first
+    /// time anything locks it. Returns the keys and keys with a TTL of
+    /// each database at that instant. The caller must hold no stripe and
+    /// runs one snapshot at a time.
+    pub fn begin_snapshot(&self, hook: Arc<dyn SnapshotHook>) -> Vec<(usize, usize)> {
+        let total = self.dbs.len() * self.stripes;
+        let guards: Vec<MutexGuard<'_, Stripe>> =
+            (0..total as u32).map(|id| self.slot(id).stripe.lock()).collect();
+        let mut sizes = vec![(0, 0); self.dbs.len()];
+        for (id, g) in guards.iter().enumerate() {
+            let db = &mut sizes[id / self.stripes];
+            db.0 += g.len();
+            db.1 += g.expires_len();
+        }
+        let pending = (0..total.div_ceil(64))
+            .map(|w| {
+                let left = total - w * 64;
+                AtomicU64::new(if left >= 64 { u64::MAX } else { (1u64 << left) - 1 })
+            })
+            .collect();
+        *self.snapshot.write() = Some(Arc::new(Snapshot { hook, pending }));
+        self.snapshot_on.store(true, Ordering::Release);
+        drop(guards);
+        sizes
+    }
+
+    /// Captures stripe `id` (global) now if the snapshot has not yet.
+    pub fn snapshot_stripe(&self, id: u32) {
+        drop(self.lock_global(id));
+    }
+
+    /// [`snapshot_stripe`](Self::snapshot_stripe), giving up after `wait`
+    /// when the stripe stays busy: a saver that applies backpressure must
+    /// not block on a writer that waits for it. Whether it got the stripe.
+    pub fn try_snapshot_stripe(&self, id: u32, wait: std::time::Duration) -> bool {
+        match self.slot(id).stripe.try_lock_for(wait) {
+            Some(g) => {
+                self.after_lock(id, &g);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Global stripe ids (databases × stripes).
+    pub fn total_stripes(&self) -> u32 {
+        (self.dbs.len() * self.stripes) as u32
+    }
+
+    /// Ends the snapshot (every stripe has been captured or is abandoned).
+    pub fn end_snapshot(&self) {
+        self.snapshot_on.store(false, Ordering::Release);
+        *self.snapshot.write() = None;
     }
 
     /// Publishes stripe `id`'s sizes (it is locked by the caller) and keeps
@@ -808,6 +910,7 @@ impl<'a> Locks<'a> {
     #[cold]
     fn lock_out_of_order(&mut self, id: u32) -> Result<(), LockOrder> {
         let g = self.store.slot(id).stripe.try_lock().ok_or(LockOrder)?;
+        self.store.after_lock(id, &g);
         let pos = self.held.partition_point(|(h, _)| *h < id);
         self.held.insert(pos, (id, g));
         Ok(())

@@ -13,8 +13,8 @@ pub mod value;
 
 pub use bytes::SmallBytes;
 pub use db::{
-    Db, Entry, LockOrder, Locks, Prefetch, Store, Stripe, StripeCounts, StripeStats, Waiter,
-    WatchFlag, NO_EXPIRE,
+    Db, Entry, LockOrder, Locks, Prefetch, SnapshotHook, Store, Stripe, StripeCounts, StripeStats,
+    Waiter, WatchFlag, NO_EXPIRE,
 };
 pub use table::Table;
 pub use value::{Kind, Value};

@@ -62,6 +62,7 @@ impl ServerProc {
         bin: &Path,
         args: &dyn Fn(u16) -> Vec<String>,
         cwd: Option<&Path>,
+        env: &[(&str, &str)],
     ) -> ServerProc {
         let (dir, own_dir) = match cwd {
             Some(d) => (d.to_path_buf(), false),
@@ -75,6 +76,7 @@ impl ServerProc {
             let err = out.try_clone().expect("clone log handle");
             let child = Command::new(bin)
                 .args(args(port))
+                .envs(env.iter().copied())
                 .current_dir(&dir)
                 .stdin(Stdio::null())
                 .stdout(out)
@@ -99,7 +101,7 @@ impl ServerProc {
     /// on 127.0.0.1. Used by the tests of process behaviour.
     pub fn spawn_raw(bin: &Path, args: &dyn Fn(u16) -> Vec<String>, cwd: &Path) -> ServerProc {
         let tag = if bin.ends_with("redis-server") { "redis" } else { "sluice" };
-        Self::spawn(tag, bin, args, Some(cwd))
+        Self::spawn(tag, bin, args, Some(cwd), &[])
     }
 
     fn wait_ready(&mut self, limit: Duration) -> Result<(), String> {
@@ -201,6 +203,16 @@ impl TestServer {
 
     /// Starts `bin` with `extra` flags after the defaults, in `cwd`.
     pub fn start_with(bin: &Path, extra: &[&str], cwd: Option<&Path>) -> TestServer {
+        Self::start_with_env(bin, extra, cwd, &[])
+    }
+
+    /// [`start_with`](Self::start_with) with extra environment variables.
+    pub fn start_with_env(
+        bin: &Path,
+        extra: &[&str],
+        cwd: Option<&Path>,
+        env: &[(&str, &str)],
+    ) -> TestServer {
         let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
         let args = move |port: u16| {
             let mut v: Vec<String> = [
@@ -221,7 +233,7 @@ impl TestServer {
             v.extend(extra.iter().cloned());
             v
         };
-        TestServer(ServerProc::spawn("sluice", bin, &args, cwd))
+        TestServer(ServerProc::spawn("sluice", bin, &args, cwd, env))
     }
 }
 
@@ -278,7 +290,7 @@ impl RedisServer {
             v.extend(extra.iter().cloned());
             v
         };
-        Some(RedisServer(ServerProc::spawn("redis", Path::new(REDIS_SERVER), &args, cwd)))
+        Some(RedisServer(ServerProc::spawn("redis", Path::new(REDIS_SERVER), &args, cwd, &[])))
     }
 }
 

@@ -178,7 +178,43 @@ fn debug(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         }
         3 if eq_ic(sub, "OBJECT") => object(cx, argv[2], out)?,
         3 if eq_ic(sub, "EFFECTS") => effects(cx, argv[2], out)?,
+        _ if eq_ic(sub, "RELOAD") => reload(cx, &argv[2..], out)?,
         _ => return Err(CmdError::SubcommandSyntax { sub: sub.to_vec(), cmd: argv[0].to_vec() }),
+    }
+    Ok(())
+}
+
+/// `DEBUG RELOAD [NOSAVE]`: save, empty the keyspace and load the file
+/// again (through the server's persistence). MERGE and NOFLUSH are not
+/// supported yet.
+fn reload(cx: &mut Ctx, opts: &[&[u8]], out: &mut ReplyBuf) -> CmdResult {
+    let mut save = true;
+    for o in opts {
+        if eq_ic(o, "NOSAVE") {
+            save = false;
+        } else if eq_ic(o, "MERGE") || eq_ic(o, "NOFLUSH") {
+            return Err(CmdError::err(
+                "DEBUG RELOAD MERGE and NOFLUSH are not supported by Sluice",
+            ));
+        } else {
+            return Err(CmdError::err(
+                "DEBUG RELOAD only supports the MERGE, NOFLUSH and NOSAVE options.",
+            ));
+        }
+    }
+    let snap = cx
+        .shared
+        .snapshots
+        .get()
+        .cloned()
+        .ok_or_else(|| CmdError::err("persistence is not available in this process"))?;
+    let dirty =
+        cx.shared.stats.dirty.load(Ordering::Relaxed) + cx.sess.stats.dirty + cx.sess.fx.dirty;
+    match snap.reload(save, dirty) {
+        Ok(()) => out.ok(),
+        Err(_) => {
+            return Err(CmdError::err("Error trying to load the RDB dump, check server logs."))
+        }
     }
     Ok(())
 }
@@ -280,9 +316,17 @@ fn object(cx: &mut Ctx, key: &[u8], out: &mut ReplyBuf) -> CmdResult {
         c.maxmemory == 0
             || !(c.maxmemory_policy.contains("lru") || c.maxmemory_policy.contains("lfu"))
     };
+    // With the server's RDB codec installed, the length is the value's
+    // real RDB form (aggregates included); else strings are estimated here.
+    let codec = cx.shared.snapshots.get().cloned().map(|s| (s, cx.sess.conf(cx.shared).clone()));
     let db = cx.db;
     let Some(e) = cx.keys.stripe(db, key).peek(key) else {
         return Err(CmdError::NoSuchKey);
+    };
+    let serialized = match &codec {
+        // The payload is the type byte, the value, 2 bytes of version and 8 of CRC.
+        Some((s, cfg)) => s.dump(&e.value, cfg).len() - 11,
+        None => serialized_len(&e.value),
     };
     let refcount: i64 = match e.value {
         Value::Int(v) if shared_ints && (0..store::value::SHARED_INTEGERS).contains(&v) => {
@@ -295,7 +339,7 @@ fn object(cx: &mut Ctx, key: &[u8], out: &mut ReplyBuf) -> CmdResult {
          lru_seconds_idle:{}",
         &e.value,
         e.value.encoding(),
-        serialized_len(&e.value),
+        serialized,
         e.lru,
         clock.saturating_sub(e.lru),
     );

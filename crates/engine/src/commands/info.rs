@@ -295,28 +295,36 @@ fn section(cx: &mut Ctx, name: &str, t: &mut String, counts: &mut Counts) {
         }
         "persistence" => {
             line!("# Persistence");
-            for f in [
-                "loading",
-                "async_loading",
-                "current_cow_peak",
-                "current_cow_size",
-                "current_cow_size_age",
-            ] {
+            line!("loading:{}", u8::from(sh.is_loading()));
+            for f in
+                ["async_loading", "current_cow_peak", "current_cow_size", "current_cow_size_age"]
+            {
                 line!("{f}:0");
             }
             line!("current_fork_perc:0.00");
             line!("current_save_keys_processed:0");
             line!("current_save_keys_total:0");
-            line!("rdb_changes_since_last_save:{}", counted(cx, counts).2);
-            line!("rdb_bgsave_in_progress:0");
-            line!("rdb_last_save_time:{}", sh.started_unix_ms / 1000);
-            line!("rdb_last_bgsave_status:ok");
-            line!("rdb_last_bgsave_time_sec:-1");
-            line!("rdb_current_bgsave_time_sec:-1");
-            line!("rdb_saves:0");
+            let ps = &sh.persist;
+            let dirty = counted(cx, counts).2;
+            let since = dirty.saturating_sub(ps.dirty_at_save.load(Ordering::Relaxed));
+            line!("rdb_changes_since_last_save:{}", since);
+            let running = ps.bgsave_in_progress.load(Ordering::Relaxed);
+            line!("rdb_bgsave_in_progress:{}", u8::from(running));
+            line!("rdb_last_save_time:{}", ps.last_save.load(Ordering::Relaxed));
+            let ok = ps.last_bgsave_ok.load(Ordering::Relaxed);
+            line!("rdb_last_bgsave_status:{}", if ok { "ok" } else { "err" });
+            line!("rdb_last_bgsave_time_sec:{}", ps.last_bgsave_secs.load(Ordering::Relaxed));
+            let current = if running {
+                (crate::shared::unix_ms() - ps.bgsave_started_ms.load(Ordering::Relaxed)) / 1000
+            } else {
+                -1
+            };
+            line!("rdb_current_bgsave_time_sec:{}", current);
+            line!("rdb_saves:{}", ps.saves.load(Ordering::Relaxed));
             line!("rdb_last_cow_size:0");
-            line!("rdb_last_load_keys_expired:0");
-            line!("rdb_last_load_keys_loaded:0");
+            let expired = ps.last_load_keys_expired.load(Ordering::Relaxed);
+            line!("rdb_last_load_keys_expired:{}", expired);
+            line!("rdb_last_load_keys_loaded:{}", ps.last_load_keys_loaded.load(Ordering::Relaxed));
             line!("aof_enabled:{}", u8::from(cfg.appendonly));
             line!("aof_rewrite_in_progress:0");
             line!("aof_rewrite_scheduled:0");

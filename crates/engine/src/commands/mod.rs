@@ -16,6 +16,7 @@ pub mod hll;
 pub mod info;
 pub mod keys;
 pub mod list;
+pub mod persist;
 pub mod server;
 pub mod set;
 pub mod sort;
@@ -46,6 +47,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     bitmap::COMMANDS,
     hll::COMMANDS,
     geo::COMMANDS,
+    persist::COMMANDS,
 ];
 
 /// All top-level commands.

@@ -258,17 +258,19 @@ pub static PARAMS: &[Param] = &[
         f(|c| c.dbfilename.clone().into_bytes(), |c, v| c.dbfilename = v.s()),
     ),
     p(
-        "rdbcompression",
-        NO_EFFECT,
-        Ty::Bool,
-        f(|c| yn(c.rdbcompression), |c, v| c.rdbcompression = v.b()),
+        "key-load-delay",
+        HIDDEN,
+        int(INT_MIN, INT_MAX),
+        f(|c| num(c.key_load_delay), |c, v| c.key_load_delay = v.i() as i64),
     ),
     p(
-        "rdbchecksum",
-        IMMUTABLE | NO_EFFECT,
-        Ty::Bool,
-        f(|c| yn(c.rdbchecksum), |c, v| c.rdbchecksum = v.b()),
+        "rdb-key-save-delay",
+        HIDDEN,
+        int(INT_MIN, INT_MAX),
+        f(|c| num(c.rdb_key_save_delay), |c, v| c.rdb_key_save_delay = v.i() as i64),
     ),
+    p("rdbcompression", 0, Ty::Bool, f(|c| yn(c.rdbcompression), |c, v| c.rdbcompression = v.b())),
+    p("rdbchecksum", IMMUTABLE, Ty::Bool, f(|c| yn(c.rdbchecksum), |c, v| c.rdbchecksum = v.b())),
     p(
         "stop-writes-on-bgsave-error",
         NO_EFFECT,
@@ -674,8 +676,6 @@ pub static PARAMS: &[Param] = &[
     p("replica-ignore-disk-write-errors", 0, Ty::Bool, inert("no")),
     // Hidden in Redis (testing aids): reachable by exact name only.
     p("use-exit-on-panic", HIDDEN, Ty::Bool, inert("no")),
-    p("rdb-key-save-delay", HIDDEN, int(INT_MIN, INT_MAX), inert("0")),
-    p("key-load-delay", HIDDEN, int(INT_MIN, INT_MAX), inert("0")),
     p("watchdog-period", HIDDEN, int(0, INT_MAX), inert("0")),
     p("loading-process-events-interval-bytes", HIDDEN, int(1024, INT_MAX), inert("2097152")),
 ];

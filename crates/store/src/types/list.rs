@@ -415,6 +415,11 @@ impl List {
             + self.chunks.iter().map(Chunk::heap_size).sum::<usize>()
     }
 
+    /// `list-max-listpack-size` the list was created with.
+    pub fn fill(&self) -> i64 {
+        i64::from(self.fill)
+    }
+
     /// Number of chunks (Redis's `ql_nodes`).
     pub fn chunk_count(&self) -> usize {
         self.chunks.len()

@@ -53,6 +53,11 @@ impl IntSet {
         self.data.len() / self.w()
     }
 
+    /// Bytes per member (2, 4 or 8), as Redis's intset header says.
+    pub fn width(&self) -> usize {
+        self.w()
+    }
+
     pub fn is_empty(&self) -> bool {
         self.data.is_empty()
     }

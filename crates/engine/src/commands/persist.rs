@@ -1,0 +1,288 @@
+//! Persistence commands: DUMP and RESTORE (payloads byte-compatible with
+//! Redis 7.0.15), SAVE, BGSAVE, LASTSAVE. The codec and the files are
+//! behind [`crate::snapshot::Snapshots`], which the server installs.
+
+use std::sync::atomic::Ordering;
+
+use resp::ReplyBuf;
+use store::NO_EXPIRE;
+
+use crate::ctx::{eq_ic, parse_i64, Args, Ctx};
+use crate::effects::Class;
+use crate::error::{CmdError, CmdResult};
+use crate::snapshot::{RestoreError, Snapshots};
+use crate::spec::{CommandSpec, Flags, Group, KeySpec};
+
+const K1: KeySpec = KeySpec::range(1, 1, 1);
+const BGSAVE_FLAGS: Flags = Flags::ADMIN.union(Flags::NOSCRIPT).union(Flags::NO_ASYNC_LOADING);
+/// SAVE cannot run inside MULTI: it walks every stripe, which EXEC may hold.
+const SAVE_FLAGS: Flags = BGSAVE_FLAGS.union(Flags::NO_MULTI);
+
+pub const COMMANDS: &[CommandSpec] = &[
+    CommandSpec::new(
+        "DUMP",
+        2,
+        Flags::READONLY,
+        K1,
+        Group::Generic,
+        "Return a serialized version of the value stored at the specified key.",
+        dump,
+    )
+    .since("2.6.0")
+    .complexity(
+        "O(1) to access the key and additional O(N*M) to serialize it, where N is the number of \
+         Redis objects composing the value and M their average size. For small string values \
+         the time complexity is thus O(1)+O(1*M) where M is small, so simply O(1).",
+    ),
+    CommandSpec::new(
+        "RESTORE",
+        -4,
+        Flags::WRITE.union(Flags::DENYOOM),
+        K1,
+        Group::Generic,
+        "Create a key using the provided serialized value, previously obtained using DUMP.",
+        restore,
+    )
+    .since("2.6.0")
+    .complexity(
+        "O(1) to create the new key and additional O(N*M) to reconstruct the serialized value, \
+         where N is the number of Redis objects composing the value and M their average size. \
+         For small string values the time complexity is thus O(1)+O(1*M) where M is small, so \
+         simply O(1). However for sorted set values the complexity is O(N*M*log(N)) because \
+         inserting values into sorted sets is O(log(N)).",
+    ),
+    CommandSpec::new(
+        "SAVE",
+        1,
+        SAVE_FLAGS,
+        KeySpec::None,
+        Group::Server,
+        "Synchronously save the dataset to disk",
+        save,
+    )
+    .complexity("O(N) where N is the total number of keys in all databases"),
+    CommandSpec::new(
+        "BGSAVE",
+        -1,
+        BGSAVE_FLAGS,
+        KeySpec::None,
+        Group::Server,
+        "Asynchronously save the dataset to disk",
+        bgsave,
+    )
+    .complexity("O(1)"),
+    CommandSpec::new(
+        "SHUTDOWN",
+        -1,
+        Flags::ADMIN
+            .union(Flags::NOSCRIPT)
+            .union(Flags::LOADING)
+            .union(Flags::STALE)
+            .union(Flags::NO_MULTI)
+            .union(Flags::ALLOW_BUSY),
+        KeySpec::None,
+        Group::Server,
+        "Synchronously save the dataset to disk and then shut down the server",
+        shutdown,
+    )
+    .complexity(
+        "O(N) when saving, where N is the total number of keys in all databases when saving \
+         data, otherwise O(1)",
+    ),
+    CommandSpec::new(
+        "LASTSAVE",
+        1,
+        Flags::LOADING.union(Flags::STALE).union(Flags::FAST),
+        KeySpec::None,
+        Group::Server,
+        "Get the UNIX time stamp of the last successful save to disk",
+        lastsave,
+    )
+    .complexity("O(1)"),
+];
+
+fn snapshots(cx: &Ctx) -> Result<std::sync::Arc<dyn Snapshots>, CmdError> {
+    cx.shared
+        .snapshots
+        .get()
+        .cloned()
+        .ok_or_else(|| CmdError::err("persistence is not available in this process"))
+}
+
+/// `server.dirty` as this command sees it (the INFO figure).
+fn dirty_now(cx: &mut Ctx) -> u64 {
+    cx.shared.stats.dirty.load(Ordering::Relaxed) + cx.sess.stats.dirty + cx.sess.fx.dirty
+}
+
+fn dump(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let snap = snapshots(cx)?;
+    let key = args.key()?;
+    let cfg = cx.sess.conf(cx.shared).clone();
+    match cx.lookup_read(key) {
+        Some(e) => out.bulk(&snap.dump(&e.value, &cfg)),
+        None => out.null(),
+    }
+    Ok(())
+}
+
+fn restore(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let snap = snapshots(cx)?;
+    let argv = args.argv();
+    let key = argv[1];
+    let (mut replace, mut absttl) = (false, false);
+    let (mut idle, mut freq) = (-1i64, -1i64);
+    let mut j = 4;
+    while j < argv.len() {
+        let more = argv.len() - j - 1;
+        let a = argv[j];
+        if eq_ic(a, "REPLACE") {
+            replace = true;
+        } else if eq_ic(a, "ABSTTL") {
+            absttl = true;
+        } else if eq_ic(a, "IDLETIME") && more >= 1 && freq == -1 {
+            idle = parse_i64(argv[j + 1])?;
+            if idle < 0 {
+                return Err(CmdError::err("Invalid IDLETIME value, must be >= 0"));
+            }
+            j += 1;
+        } else if eq_ic(a, "FREQ") && more >= 1 && idle == -1 {
+            freq = parse_i64(argv[j + 1])?;
+            if !(0..=255).contains(&freq) {
+                return Err(CmdError::err("Invalid FREQ value, must be >= 0 and <= 255"));
+            }
+            j += 1;
+        } else {
+            return Err(CmdError::Syntax);
+        }
+        j += 1;
+    }
+    if !replace && cx.lookup_write(key).is_some() {
+        return Err(CmdError::Msg("BUSYKEY Target key name already exists.".into()));
+    }
+    let mut ttl = parse_i64(argv[2])?;
+    if ttl < 0 {
+        return Err(CmdError::err("Invalid TTL value, must be >= 0"));
+    }
+    let cfg = cx.sess.conf(cx.shared).clone();
+    let value = snap.restore(argv[3], &cfg).map_err(|e| match e {
+        RestoreError::VersionOrChecksum => {
+            CmdError::err("DUMP payload version or checksum are wrong")
+        }
+        RestoreError::BadFormat => CmdError::err("Bad data format"),
+    })?;
+    let deleted = replace && cx.delete(key).is_some();
+    if ttl != 0 && !absttl {
+        ttl = ttl.saturating_add(cx.now());
+    }
+    if ttl != 0 && ttl <= cx.now() {
+        // Already expired on arrival: as Redis, the old key (if replaced)
+        // goes, and the command propagates as DEL.
+        if deleted {
+            cx.changed(key, Class::GENERIC, "del", 1);
+            cx.propagate_as(&[b"DEL", key]);
+        }
+        out.ok();
+        return Ok(());
+    }
+    cx.set(key, value, if ttl != 0 { ttl } else { NO_EXPIRE });
+    if idle >= 0 {
+        let clock = cx.lru();
+        if let Some(e) = cx.keys.get(cx.db, key) {
+            e.lru = clock.wrapping_sub(idle.min(i64::from(u32::MAX)) as u32);
+        }
+    }
+    cx.changed(key, Class::GENERIC, "restore", 1);
+    if ttl != 0 && !absttl && cx.propagating() {
+        // Propagated with the absolute time, as Redis rewrites it.
+        let abs = ttl.to_string();
+        let mut v: Vec<&[u8]> = argv.to_vec();
+        v[2] = abs.as_bytes();
+        v.push(b"ABSTTL");
+        cx.propagate_as(&v);
+    }
+    out.ok();
+    Ok(())
+}
+
+fn save(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let snap = snapshots(cx)?;
+    if cx.shared.persist.bgsave_in_progress.load(Ordering::Acquire) {
+        return Err(CmdError::err("Background save already in progress"));
+    }
+    let dirty = dirty_now(cx);
+    match snap.save(dirty) {
+        Ok(()) => out.ok(),
+        Err(_) => return Err(CmdError::Msg("ERR".into())),
+    }
+    Ok(())
+}
+
+fn bgsave(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let snap = snapshots(cx)?;
+    let schedule = match args.next() {
+        None => false,
+        Some(a) if eq_ic(a, "SCHEDULE") && args.is_empty() => true,
+        Some(_) => return Err(CmdError::Syntax),
+    };
+    if cx.shared.persist.bgsave_in_progress.load(Ordering::Acquire) {
+        if schedule {
+            cx.shared.persist.bgsave_scheduled.store(true, Ordering::Release);
+            out.simple(b"Background saving scheduled");
+            return Ok(());
+        }
+        return Err(CmdError::err("Background save already in progress"));
+    }
+    let dirty = dirty_now(cx);
+    match snap.bgsave(dirty, !cx.keys.is_empty()) {
+        Ok(()) => out.simple(b"Background saving started"),
+        Err(e) => return Err(CmdError::err(e)),
+    }
+    Ok(())
+}
+
+fn lastsave(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    out.int(cx.shared.persist.last_save.load(Ordering::Relaxed));
+    Ok(())
+}
+
+/// `SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT]`: saves when save points
+/// are configured (or SAVE is given, and NOSAVE is not), then stops the
+/// server; the client gets no reply, only the closed connection. Sluice
+/// has no delayed shutdown (no replicas to wait for), so NOW changes
+/// nothing and ABORT finds none in progress.
+fn shutdown(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let _ = out;
+    let (mut nosave, mut save, mut force, mut abort, mut now) = (false, false, false, false, false);
+    while let Some(a) = args.next() {
+        if eq_ic(a, "NOSAVE") {
+            nosave = true;
+        } else if eq_ic(a, "SAVE") {
+            save = true;
+        } else if eq_ic(a, "NOW") {
+            now = true;
+        } else if eq_ic(a, "FORCE") {
+            force = true;
+        } else if eq_ic(a, "ABORT") {
+            abort = true;
+        } else {
+            return Err(CmdError::Syntax);
+        }
+    }
+    if (abort && (nosave || save || now || force)) || (nosave && save) {
+        return Err(CmdError::Syntax);
+    }
+    if abort {
+        return Err(CmdError::err("No shutdown in progress."));
+    }
+    let points = !cx.sess.conf(cx.shared).save.is_empty();
+    if save || (points && !nosave) {
+        let dirty = dirty_now(cx);
+        let saved = snapshots(cx).and_then(|s| s.save(dirty).map_err(CmdError::err));
+        if saved.is_err() && !force {
+            return Err(CmdError::err("Errors trying to SHUTDOWN. Check logs."));
+        }
+    }
+    cx.shared.shutdown.store(true, Ordering::Release);
+    cx.sess.handle.kill();
+    Ok(())
+}

@@ -1,0 +1,81 @@
+//! The persistence seam. DUMP, RESTORE, SAVE, BGSAVE, LASTSAVE, DEBUG
+//! RELOAD and SHUTDOWN reach the RDB codec and the files through the
+//! [`Snapshots`] trait, which the server installs at start-up (with the
+//! `persist` crate behind it); the engine does not depend on the codec.
+//! [`PersistState`] holds what INFO persistence reports.
+
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+
+use store::Value;
+
+use crate::config::Config;
+
+/// Why a RESTORE payload was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RestoreError {
+    /// `DUMP payload version or checksum are wrong`
+    VersionOrChecksum,
+    /// `Bad data format`
+    BadFormat,
+}
+
+/// What the server's persistence does for the engine's commands.
+pub trait Snapshots: Send + Sync {
+    /// A DUMP payload of `v`.
+    fn dump(&self, v: &Value, cfg: &Config) -> Vec<u8>;
+    /// Decodes a RESTORE payload, building the value at `cfg`'s thresholds.
+    fn restore(&self, payload: &[u8], cfg: &Config) -> Result<Value, RestoreError>;
+    /// Writes the data set to `dir/dbfilename` now (SAVE); the caller holds
+    /// no stripe. `dirty` is the change count the file reflects.
+    fn save(&self, dirty: u64) -> Result<(), String>;
+    /// Starts a background save; `Err` when one is running. Its instant
+    /// is the call, unless the caller holds stripes (BGSAVE inside EXEC):
+    /// then it is when the saving thread can lock them all.
+    fn bgsave(&self, dirty: u64, holding_stripes: bool) -> Result<(), String>;
+    /// DEBUG RELOAD: save (unless `!save`), empty the keyspace, load the file.
+    fn reload(&self, save: bool, dirty: u64) -> Result<(), String>;
+}
+
+/// INFO persistence's numbers, kept by whoever saves and loads.
+#[derive(Debug)]
+pub struct PersistState {
+    /// Unix seconds of the last successful save (start-up time before).
+    pub last_save: AtomicI64,
+    /// `server.dirty` when the last successful save started.
+    pub dirty_at_save: AtomicU64,
+    pub bgsave_in_progress: AtomicBool,
+    /// `BGSAVE SCHEDULE` arrived while one ran: start another after it.
+    pub bgsave_scheduled: AtomicBool,
+    /// Unix ms the running background save started.
+    pub bgsave_started_ms: AtomicI64,
+    pub last_bgsave_ok: AtomicBool,
+    /// Seconds the last background save took (-1 before the first).
+    pub last_bgsave_secs: AtomicI64,
+    pub saves: AtomicU64,
+    pub last_load_keys_loaded: AtomicU64,
+    pub last_load_keys_expired: AtomicU64,
+}
+
+impl PersistState {
+    pub fn new(now_secs: i64) -> Self {
+        PersistState {
+            last_save: AtomicI64::new(now_secs),
+            dirty_at_save: AtomicU64::new(0),
+            bgsave_in_progress: AtomicBool::new(false),
+            bgsave_scheduled: AtomicBool::new(false),
+            bgsave_started_ms: AtomicI64::new(-1),
+            last_bgsave_ok: AtomicBool::new(true),
+            last_bgsave_secs: AtomicI64::new(-1),
+            saves: AtomicU64::new(0),
+            last_load_keys_loaded: AtomicU64::new(0),
+            last_load_keys_expired: AtomicU64::new(0),
+        }
+    }
+
+    /// Records a successful save that started at change count `dirty`.
+    pub fn saved(&self, dirty: u64, now_secs: i64) {
+        self.last_save.store(now_secs, Ordering::Relaxed);
+        self.dirty_at_save.store(dirty, Ordering::Relaxed);
+        self.saves.fetch_add(1, Ordering::Relaxed);
+    }
+}

@@ -1,0 +1,289 @@
+//! Whole RDB files: the header, AUX fields, SELECTDB/RESIZEDB, keys with
+//! their expiry, EOF and the CRC64 trailer, as Redis 7.0's `rdbSave`
+//! writes them; and a loader for versions 1–10 that validates everything
+//! and reports the offset and reason of the first problem.
+
+use std::io::{self, Write};
+
+use store::Value;
+
+use crate::crc64::crc64;
+use crate::value::{self, Error, Limits, Reader, RDB_VERSION};
+
+pub mod op {
+    pub const FUNCTION2: u8 = 245;
+    pub const FUNCTION: u8 = 246;
+    pub const MODULE_AUX: u8 = 247;
+    pub const IDLE: u8 = 248;
+    pub const FREQ: u8 = 249;
+    pub const AUX: u8 = 250;
+    pub const RESIZEDB: u8 = 251;
+    pub const EXPIRETIME_MS: u8 = 252;
+    pub const EXPIRETIME: u8 = 253;
+    pub const SELECTDB: u8 = 254;
+    pub const EOF: u8 = 255;
+}
+
+/// Writes an RDB file through a buffer, keeping the running CRC.
+pub struct Writer<W: Write> {
+    w: W,
+    buf: Vec<u8>,
+    crc: u64,
+    checksum: bool,
+    compress: bool,
+}
+
+/// An AUX field's value.
+pub enum Aux<'a> {
+    Str(&'a str),
+    Int(i64),
+}
+
+impl<W: Write> Writer<W> {
+    /// Starts a file: magic, version and the AUX fields given (Redis 7.0
+    /// writes `redis-ver`, `redis-bits`, `ctime`, `used-mem`, `aof-base`).
+    pub fn new(w: W, aux: &[(&str, Aux<'_>)], compress: bool, checksum: bool) -> Self {
+        let mut wr = Writer { w, buf: Vec::with_capacity(1 << 16), crc: 0, checksum, compress };
+        wr.buf.extend_from_slice(format!("REDIS{RDB_VERSION:04}").as_bytes());
+        for (k, v) in aux {
+            wr.buf.push(op::AUX);
+            value::write_string(&mut wr.buf, k.as_bytes(), compress);
+            match v {
+                Aux::Str(s) => value::write_string(&mut wr.buf, s.as_bytes(), compress),
+                Aux::Int(i) => value::write_string(&mut wr.buf, i.to_string().as_bytes(), compress),
+            }
+        }
+        wr
+    }
+
+    fn spill(&mut self) -> io::Result<()> {
+        if self.buf.len() >= 1 << 16 {
+            self.flush_buf()?;
+        }
+        Ok(())
+    }
+
+    fn flush_buf(&mut self) -> io::Result<()> {
+        if self.checksum {
+            self.crc = crc64(self.crc, &self.buf);
+        }
+        self.w.write_all(&self.buf)?;
+        self.buf.clear();
+        Ok(())
+    }
+
+    /// SELECTDB and RESIZEDB for a database about to be written.
+    pub fn select_db(&mut self, db: usize, keys: usize, expires: usize) -> io::Result<()> {
+        self.buf.push(op::SELECTDB);
+        value::write_len(&mut self.buf, db as u64);
+        self.buf.push(op::RESIZEDB);
+        value::write_len(&mut self.buf, keys as u64);
+        value::write_len(&mut self.buf, expires as u64);
+        self.spill()
+    }
+
+    /// SELECTDB alone: back to a database already started (a point-in-time
+    /// save writes stripes in the order they are captured; loaders accept
+    /// a database's keys in several runs).
+    pub fn reselect_db(&mut self, db: usize) -> io::Result<()> {
+        self.buf.push(op::SELECTDB);
+        value::write_len(&mut self.buf, db as u64);
+        self.spill()
+    }
+
+    /// One key (`rdbSaveKeyValuePair`; no LRU/LFU fields, as Redis without
+    /// an LRU or LFU maxmemory policy).
+    pub fn key(&mut self, key: &[u8], v: &Value, expire_at: i64) -> io::Result<()> {
+        encode_key(&mut self.buf, key, v, expire_at, None, self.compress);
+        self.spill()
+    }
+
+    /// Keys already encoded with [`encode_key`] (a stripe serialised while
+    /// it was locked, written after it was released).
+    pub fn encoded(&mut self, bytes: &[u8]) -> io::Result<()> {
+        if self.buf.len() + bytes.len() >= 1 << 16 {
+            self.flush_buf()?;
+        }
+        if bytes.len() >= 1 << 16 {
+            if self.checksum {
+                self.crc = crc64(self.crc, bytes);
+            }
+            return self.w.write_all(bytes);
+        }
+        self.buf.extend_from_slice(bytes);
+        Ok(())
+    }
+
+    /// Whether values are LZF-compressed (`rdbcompression`).
+    pub fn compress(&self) -> bool {
+        self.compress
+    }
+
+    /// EOF and the checksum (zero when checksums are off); returns the sink.
+    pub fn finish(mut self) -> io::Result<W> {
+        self.buf.push(op::EOF);
+        self.flush_buf()?;
+        let crc = if self.checksum { self.crc } else { 0 };
+        self.w.write_all(&crc.to_le_bytes())?;
+        self.w.flush()?;
+        Ok(self.w)
+    }
+}
+
+/// Appends one key's record: expiry, idle time in seconds (written, as
+/// Redis does, only under an LRU maxmemory policy), type, key, value.
+pub fn encode_key(
+    out: &mut Vec<u8>,
+    key: &[u8],
+    v: &Value,
+    expire_at: i64,
+    idle: Option<u64>,
+    compress: bool,
+) {
+    if expire_at >= 0 {
+        out.push(op::EXPIRETIME_MS);
+        out.extend_from_slice(&expire_at.to_le_bytes());
+    }
+    if let Some(idle) = idle {
+        out.push(op::IDLE);
+        value::write_len(out, idle);
+    }
+    out.push(value::value_type(v));
+    value::write_string(out, key, compress);
+    value::write_value(out, v, compress);
+}
+
+/// What a loaded file held besides its keys.
+#[derive(Debug, Default)]
+pub struct Loaded {
+    pub version: u16,
+    pub keys_loaded: u64,
+    /// Keys skipped because their TTL had passed.
+    pub keys_expired: u64,
+    /// Collections stored empty (skipped, as Redis does).
+    pub empty_keys: u64,
+    pub aux: Vec<(Vec<u8>, Vec<u8>)>,
+}
+
+/// A key as loaded.
+pub struct LoadedKey<'a> {
+    pub db: usize,
+    pub key: &'a [u8],
+    pub value: Value,
+    /// Unix ms, or -1.
+    pub expire_at: i64,
+    /// Seconds idle, when the file says (an LRU policy saved it).
+    pub idle: Option<u64>,
+    /// The LFU counter, when the file says (an LFU policy saved it).
+    pub freq: Option<u8>,
+}
+
+/// Loads a whole file held in memory. `databases` bounds SELECTDB; keys
+/// whose expiry is before `now_ms` are skipped (a master's behaviour);
+/// `sink` stores each key and may refuse it (a duplicate) with a reason.
+pub fn load(
+    buf: &[u8],
+    lim: &Limits,
+    databases: usize,
+    now_ms: i64,
+    check_crc: bool,
+    mut sink: impl FnMut(LoadedKey<'_>) -> Result<(), &'static str>,
+) -> Result<Loaded, Error> {
+    let mut r = Reader::new(buf);
+    let magic = r.take(9).map_err(|_| Error { offset: 0, reason: "file too short" })?;
+    if &magic[..5] != b"REDIS" {
+        return Err(Error { offset: 0, reason: "wrong signature trying to load DB from file" });
+    }
+    let version = std::str::from_utf8(&magic[5..])
+        .ok()
+        .filter(|s| s.bytes().all(|b| b.is_ascii_digit()))
+        .and_then(|s| s.parse::<u16>().ok())
+        .filter(|v| (1..=RDB_VERSION).contains(v))
+        .ok_or(Error { offset: 5, reason: "can't handle RDB format version" })?;
+    let mut out = Loaded { version, ..Default::default() };
+    let mut db = 0usize;
+    let mut expire_at = -1i64;
+    let (mut idle, mut freq) = (None, None);
+    loop {
+        let t = r.byte()?;
+        match t {
+            op::EXPIRETIME => {
+                let s = i32::from_le_bytes(r.take(4)?.try_into().expect("4"));
+                expire_at = i64::from(s) * 1000;
+                continue;
+            }
+            op::EXPIRETIME_MS => {
+                expire_at = i64::from_le_bytes(r.take(8)?.try_into().expect("8"));
+                continue;
+            }
+            op::FREQ => {
+                freq = Some(r.byte()?);
+                continue;
+            }
+            op::IDLE => {
+                idle = Some(r.len()?);
+                continue;
+            }
+            op::EOF => break,
+            op::SELECTDB => {
+                let at = r.pos;
+                let n = r.len()?;
+                if n >= databases as u64 {
+                    return Err(Error {
+                        offset: at,
+                        reason: "data file was created with a server configured for more databases",
+                    });
+                }
+                db = n as usize;
+                continue;
+            }
+            op::RESIZEDB => {
+                r.len()?;
+                r.len()?;
+                continue;
+            }
+            op::AUX => {
+                let k = r.bytes()?.into_owned();
+                let v = r.bytes()?.into_owned();
+                out.aux.push((k, v));
+                continue;
+            }
+            op::MODULE_AUX | op::FUNCTION | op::FUNCTION2 => {
+                return Err(r.err("modules and functions are not supported"));
+            }
+            _ => {}
+        }
+        let key = r.bytes()?;
+        let at = r.pos;
+        let v = match value::read_value(&mut r, t, lim) {
+            Ok(v) => v,
+            Err(e) if e.reason == value::EMPTY_KEY => {
+                out.empty_keys += 1;
+                (expire_at, idle, freq) = (-1, None, None);
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        if expire_at != -1 && expire_at < now_ms {
+            out.keys_expired += 1;
+        } else {
+            sink(LoadedKey { db, key: &key, value: v, expire_at, idle, freq })
+                .map_err(|reason| Error { offset: at, reason })?;
+            out.keys_loaded += 1;
+        }
+        (expire_at, idle, freq) = (-1, None, None);
+    }
+    if version >= 5 {
+        let at = r.pos;
+        let want = u64::from_le_bytes(
+            r.take(8)
+                .map_err(|_| Error { offset: at, reason: "missing checksum" })?
+                .try_into()
+                .expect("8"),
+        );
+        if check_crc && want != 0 && crc64(0, &buf[..at]) != want {
+            return Err(Error { offset: at, reason: "wrong RDB checksum" });
+        }
+    }
+    Ok(out)
+}

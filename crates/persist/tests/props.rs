@@ -1,0 +1,204 @@
+//! Properties of the codec: values of every type survive DUMP → RESTORE
+//! and a whole file unchanged, and mutated or truncated files and payloads
+//! are refused or loaded, never a panic (the coverage-guided version is
+//! `fuzz/fuzz_targets/rdb_load.rs`).
+
+use persist::file::{self, Aux, Writer};
+use persist::{Limits, PayloadError};
+use proptest::prelude::*;
+use store::types::list::List;
+use store::types::set::Set;
+use store::types::zset::ZSet;
+use store::types::Hash;
+use store::Value;
+
+fn bytes() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        proptest::collection::vec(any::<u8>(), 0..80),
+        any::<i64>().prop_map(|i| i.to_string().into_bytes()),
+        (0u8..4, 0usize..300).prop_map(|(b, n)| vec![b'a' + b; n]),
+    ]
+}
+
+fn value() -> impl Strategy<Value = Value> {
+    let lim = Limits::default();
+    prop_oneof![
+        bytes().prop_map(|b| Value::from_arg(&b)),
+        proptest::collection::vec(bytes(), 1..200).prop_map(move |v| {
+            let mut l = List::new(lim.list_fill);
+            for e in v {
+                l.push_back(&e);
+            }
+            Value::List(Box::new(l))
+        }),
+        proptest::collection::vec((bytes(), bytes()), 1..200).prop_map(move |v| {
+            let mut h = Hash::new();
+            for (f, x) in v {
+                h.set(&f, &x, lim.hash_max_entries, lim.hash_max_value);
+            }
+            Value::Hash(Box::new(h))
+        }),
+        proptest::collection::vec(bytes(), 1..600).prop_map(move |v| {
+            let mut s = Set::new_ints();
+            for m in v {
+                s.add(&m, lim.set_max_intset);
+            }
+            Value::Set(Box::new(s))
+        }),
+        proptest::collection::vec((bytes(), -1e6f64..1e6), 1..200).prop_map(move |v| {
+            let mut z = ZSet::new_listpack();
+            for (m, sc) in v {
+                z.set(&m, sc, lim.zset);
+            }
+            Value::ZSet(Box::new(z))
+        }),
+    ]
+}
+
+/// Values compare by content; encodings too, as loading keeps Redis's.
+fn same(a: &Value, b: &Value) -> bool {
+    a.encoding() == b.encoding() && a == b
+}
+
+fn file_of(values: &[(Vec<u8>, Value, i64)], compress: bool) -> Vec<u8> {
+    let aux = [("redis-ver", Aux::Str("7.0.15")), ("redis-bits", Aux::Int(64))];
+    let mut w = Writer::new(Vec::new(), &aux, compress, true);
+    w.select_db(0, values.len(), 0).unwrap();
+    for (k, v, e) in values {
+        w.key(k, v, *e).unwrap();
+    }
+    w.finish().unwrap()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+    #[test]
+    fn dump_restore_round_trip(v in value(), compress in any::<bool>()) {
+        let p = persist::dump(&v, compress);
+        let back = persist::restore(&p, &Limits::default(), true).unwrap();
+        prop_assert!(same(&v, &back), "{:?} vs {:?}", v, back);
+    }
+
+    #[test]
+    fn files_round_trip(vals in proptest::collection::vec((bytes(), value(), prop_oneof![Just(-1i64), 1i64..i64::MAX/2]), 1..8), compress in any::<bool>()) {
+        let mut seen = std::collections::HashSet::new();
+        let vals: Vec<_> = vals.into_iter().filter(|(k, _, _)| seen.insert(k.clone())).collect();
+        let f = file_of(&vals, compress);
+        let mut got = Vec::new();
+        let info = file::load(&f, &Limits::default(), 16, 0, true, |k| {
+            got.push((k.key.to_vec(), k.value, k.expire_at));
+            Ok(())
+        }).unwrap();
+        prop_assert_eq!(info.keys_loaded as usize, vals.len());
+        for ((k1, v1, e1), (k2, v2, e2)) in vals.iter().zip(&got) {
+            prop_assert_eq!(k1, k2);
+            prop_assert_eq!(e1, e2);
+            prop_assert!(same(v1, v2));
+        }
+    }
+
+    #[test]
+    fn mutated_files_are_refused_or_loaded_never_a_panic(
+        vals in proptest::collection::vec((bytes(), value()), 1..4),
+        edits in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..6),
+        cut in any::<prop::sample::Index>(),
+    ) {
+        let vals: Vec<_> = vals.into_iter().map(|(k, v)| (k, v, -1)).collect();
+        let mut f = file_of(&vals, true);
+        for (at, b) in &edits {
+            let i = at.index(f.len());
+            f[i] = *b;
+        }
+        let _ = file::load(&f, &Limits::default(), 16, 0, false, |_| Ok(()));
+        let _ = file::load(&f[..cut.index(f.len())], &Limits::default(), 16, 0, false, |_| Ok(()));
+        // The same edits inside a payload whose checksum is recomputed, so
+        // they reach the value decoders.
+        let mut p = persist::dump(&vals[0].1, true);
+        let n = p.len();
+        for (at, b) in &edits {
+            let i = at.index(n - 10);
+            p[i] = *b;
+        }
+        let crc = persist::crc64::crc64(0, &p[..n - 8]);
+        p[n - 8..].copy_from_slice(&crc.to_le_bytes());
+        match persist::restore(&p, &Limits::default(), true) {
+            Ok(_) | Err(PayloadError::BadFormat) => {}
+            Err(e) => prop_assert!(false, "{:?}", e),
+        }
+    }
+}
+
+#[test]
+fn a_wrong_checksum_is_refused_with_its_offset() {
+    let f = file_of(&[(b"k".to_vec(), Value::from_arg(b"v"), -1)], true);
+    let mut bad = f.clone();
+    let n = bad.len();
+    bad[n - 1] ^= 1;
+    let e = file::load(&bad, &Limits::default(), 16, 0, true, |_| Ok(())).unwrap_err();
+    assert_eq!(e.reason, "wrong RDB checksum");
+    assert_eq!(e.offset, n - 8);
+    let short = file::load(&f[..n - 9], &Limits::default(), 16, 0, true, |_| Ok(())).unwrap_err();
+    assert_eq!(short.reason, "unexpected end of data");
+}
+
+#[test]
+fn huge_declared_lengths_fail_fast() {
+    // A list claiming 2^62 nodes, a string claiming 4 GiB, LZF claiming a
+    // huge expansion: each is an error after reading what is there.
+    for body in [
+        vec![18u8, 0x81, 0x40, 0, 0, 0, 0, 0, 0, 0],
+        vec![0u8, 0x80, 0xff, 0xff, 0xff, 0xff, b'x'],
+        vec![0u8, 0xC3, 2, 0x80, 0x7f, 0xff, 0xff, 0xff, 0, b'a'],
+    ] {
+        let mut p = body.clone();
+        p.extend_from_slice(&[10, 0]);
+        let crc = persist::crc64::crc64(0, &p);
+        p.extend_from_slice(&crc.to_le_bytes());
+        assert_eq!(persist::restore(&p, &Limits::default(), true), Err(PayloadError::BadFormat));
+    }
+}
+
+#[test]
+fn the_check_tool_reports_contents_and_damage() {
+    let dir = std::env::temp_dir().join(format!("sluice-check-rdb-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let good = file_of(
+        &[(b"a".to_vec(), Value::from_arg(b"1"), -1), (b"b".to_vec(), Value::from_arg(b"x"), 5)],
+        true,
+    );
+    let run = |bytes: &[u8]| {
+        let p = dir.join("f.rdb");
+        std::fs::write(&p, bytes).unwrap();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_sluice-check-rdb"))
+            .arg(&p)
+            .output()
+            .unwrap();
+        (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let (ok, text) = run(&good);
+    assert!(ok, "{text}");
+    assert!(text.contains("[info] DB 0: 2 keys, 1 with an expiry"), "{text}");
+    assert!(text.contains("[info] 2 string keys"), "{text}");
+    assert!(text.contains("AUX FIELD redis-ver = '7.0.15'"), "{text}");
+    let (ok, text) = run(&good[..good.len() - 12]);
+    assert!(!ok);
+    assert!(text.contains("--- RDB ERROR DETECTED ---"), "{text}");
+    assert!(text.contains("unexpected end of data"), "{text}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn idle_times_round_trip() {
+    let mut out = b"REDIS0010".to_vec();
+    file::encode_key(&mut out, b"k", &Value::from_arg(b"v"), -1, Some(1234), true);
+    out.push(file::op::EOF);
+    out.extend_from_slice(&[0; 8]);
+    let mut seen = None;
+    file::load(&out, &Limits::default(), 16, 0, true, |k| {
+        seen = Some((k.key.to_vec(), k.idle, k.freq));
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(seen, Some((b"k".to_vec(), Some(1234), None)));
+}
