@@ -225,6 +225,10 @@ fn daemonize_writes_the_pid_file_like_redis() {
         assert!(status.success(), "{tag}: the parent exits 0");
         assert!(t0.elapsed() < Duration::from_secs(5));
         assert!(wait_until(Duration::from_secs(10), || Client::connect(port).is_ok()), "{tag}");
+        // Both servers write the pid file just after they start listening.
+        let written =
+            || std::fs::read_to_string(&pidfile).is_ok_and(|t| t.trim().parse::<i32>().is_ok());
+        assert!(wait_until(Duration::from_secs(10), written), "{tag}: no pid file");
         let pid: i32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
         assert_eq!(Client::connect(port).unwrap().cmd(&["PING"]).unwrap(), b"+PONG\r\n");
         // SAFETY: signalling the daemon this test started.
