@@ -148,6 +148,8 @@ pub struct Shared {
     /// The recorder `DEBUG EFFECTS` installed, if any (a test hook).
     pub debug_recorder: Mutex<Option<Arc<crate::effects::Recorder>>>,
     pub clock: Clock,
+    /// The script cache (EVAL, SCRIPT LOAD).
+    pub scripts: crate::script::Cache,
     /// Set while a dataset loads: commands without the LOADING flag wait.
     loading: AtomicBool,
     /// `used_memory` as last measured, and when (unix ms), for the
@@ -204,6 +206,7 @@ impl Shared {
             effects: crate::effects::Hub::default(),
             debug_recorder: Mutex::new(None),
             clock: Clock::default(),
+            scripts: crate::script::Cache::default(),
             loading: AtomicBool::new(false),
             used_memory: AtomicU64::new(0),
             used_memory_at: AtomicI64::new(i64::MIN),

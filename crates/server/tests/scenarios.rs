@@ -78,6 +78,9 @@ scenarios! {
     zsets_random => "zsets_random.txt",
     sort => "sort.txt",
     policies => "policies.txt",
+    scripting_eval => "scripting_eval.txt",
+    scripting_errors => "scripting_errors.txt",
+    scripting_resp3 => "scripting_resp3.txt",
 }
 
 #[test]

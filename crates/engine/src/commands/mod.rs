@@ -40,6 +40,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     command::COMMANDS,
     zset::COMMANDS,
     zset_blocking::COMMANDS,
+    crate::script::COMMANDS,
 ];
 
 /// All top-level commands.

@@ -1,0 +1,278 @@
+-- Redis 7.0's script environment, built on stock Lua 5.1 (Redis patches
+-- its Lua with read-only tables; here the scripts see read-only proxies).
+-- Run once per Lua state with the Rust primitives in `P`; returns the
+-- scripts' environment and the runner. Frames of this chunk are skipped
+-- when an error's position is computed, as Redis skips its C functions.
+local P = ...
+local G = _G
+local getinfo = debug.getinfo
+local xpcall, lua_pcall, error, type, tostring, select, unpack, rawget, rawset, setmetatable =
+    xpcall, pcall, error, type, tostring, select, unpack, rawget, rawset, setmetatable
+local setfenv, tonumber, loadstring, load = setfenv, tonumber, loadstring, load
+local SOURCE = '=sluice'
+
+local protected = setmetatable({}, { __mode = 'k' })
+local function readonly()
+    error('Attempt to modify a readonly table', 2)
+end
+local function proxy(t)
+    local p = setmetatable({}, { __index = t, __newindex = readonly, __metatable = false })
+    protected[p] = true
+    return p
+end
+
+-- redis.*
+local redis = {}
+local function push_error(s)
+    -- luaPushErrorBuff: "-CODE msg" keeps its code, anything else gets ERR.
+    local code, msg = 'ERR', s
+    if s:sub(1, 1) == '-' then
+        local sp = s:find(' ', 1, true)
+        if sp then
+            code, msg = s:sub(2, sp - 1), s:sub(sp + 1)
+        else
+            msg = s:sub(2)
+        end
+    end
+    msg = msg:gsub('^[\r\n]+', ''):gsub('[\r\n]+$', '')
+    return { err = code .. ' ' .. msg }
+end
+-- Functions that may raise are registered through `raising`: Rust wraps
+-- them in a C function (which a `return f()` cannot tail-call away, so the
+-- error keeps the script's line), and raises what they return after a
+-- flag: 0 returns the rest, 1 raises the value, 2 raises it as a string
+-- with the caller's position (luaL_error).
+local raising = {}
+local function raise(msg)
+    return 1, { err = 'ERR ' .. msg }
+end
+local call = P.call
+raising[#raising + 1] = { redis, 'call', function(...)
+    local v, failed = call(...)
+    if failed then
+        return 1, v
+    end
+    return 0, v
+end }
+redis.pcall = function(...)
+    return (call(...))
+end
+redis.error_reply = function(...)
+    local s = ...
+    if select('#', ...) ~= 1 or type(s) ~= 'string' then
+        return { err = 'ERR wrong number or type of arguments' }
+    end
+    if s:sub(1, 1) ~= '-' then
+        s = '-' .. s
+    end
+    return push_error(s)
+end
+redis.status_reply = function(...)
+    local s = ...
+    if select('#', ...) ~= 1 or type(s) ~= 'string' then
+        return { err = 'ERR wrong number or type of arguments' }
+    end
+    return { ok = s }
+end
+raising[#raising + 1] = { redis, 'sha1hex', function(...)
+    if select('#', ...) ~= 1 then
+        return raise('wrong number of arguments')
+    end
+    return 0, P.sha1hex((...))
+end }
+raising[#raising + 1] = { redis, 'log', function(...)
+    local n = select('#', ...)
+    local level = ...
+    if n < 2 then
+        return raise('redis.log() requires two arguments or more.')
+    elseif type(level) ~= 'number' and not (type(level) == 'string' and tonumber(level)) then
+        return raise('First argument must be a number (log level).')
+    end
+    level = tonumber(level)
+    level = level - level % 1
+    if level < 0 or level > 3 then
+        return raise('Invalid debug level.')
+    end
+    local parts = {}
+    for i = 2, n do
+        local v = select(i, ...)
+        if type(v) == 'string' or type(v) == 'number' then
+            parts[#parts + 1] = tostring(v)
+        end
+    end
+    P.log(level, table.concat(parts, ' '))
+    return 0
+end }
+redis.LOG_DEBUG, redis.LOG_VERBOSE, redis.LOG_NOTICE, redis.LOG_WARNING = 0, 1, 2, 3
+raising[#raising + 1] = { redis, 'setresp', function(...)
+    if select('#', ...) ~= 1 then
+        return raise('redis.setresp() requires one argument.')
+    end
+    local v = tonumber((...)) or 0
+    v = v - v % 1
+    if v ~= 2 and v ~= 3 then
+        return raise('RESP version must be 2 or 3.')
+    end
+    P.setresp(v)
+    return 0
+end }
+raising[#raising + 1] = { redis, 'set_repl', function(...)
+    if select('#', ...) ~= 1 then
+        return raise('redis.set_repl() requires two arguments.')
+    end
+    local v = tonumber((...)) or 0
+    v = v - v % 1
+    if v < 0 or v > 3 then
+        return raise('Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE.')
+    end
+    P.set_repl(v)
+    return 0
+end }
+redis.REPL_NONE, redis.REPL_AOF, redis.REPL_SLAVE, redis.REPL_REPLICA, redis.REPL_ALL = 0, 1, 2, 2, 3
+redis.replicate_commands = function()
+    return true
+end
+redis.breakpoint = function()
+    return false
+end
+redis.debug = function() end
+redis.REDIS_VERSION = P.version
+redis.REDIS_VERSION_NUM = P.version_num
+G.redis = redis
+
+-- math.random and math.randomseed: Redis's own PRNG (rand48), the same
+-- sequence on every platform.
+raising[#raising + 1] = { math, 'random', function(...)
+    local n = select('#', ...)
+    local r = P.rand()
+    if n == 0 then
+        return 0, r
+    end
+    local l, u = 1, nil
+    if n == 1 then
+        u = ...
+    elseif n == 2 then
+        l, u = ...
+    else
+        return 2, 'wrong number of arguments'
+    end
+    local tl, tu = type(l), type(u)
+    l, u = tonumber(l), tonumber(u)
+    if l == nil then
+        return 2, "bad argument #1 to 'random' (number expected, got " .. tl .. ")"
+    elseif u == nil then
+        return 2, "bad argument #" .. n .. " to 'random' (number expected, got " .. tu .. ")"
+    end
+    l, u = l - l % 1, u - u % 1
+    if l > u then
+        return 2, "bad argument #" .. n .. " to 'random' (interval is empty)"
+    end
+    return 0, math.floor(r * (u - l + 1)) + l
+end }
+raising[#raising + 1] = { math, 'randomseed', function(s)
+    local v = tonumber(s)
+    if v == nil then
+        return 2, "bad argument #1 to 'randomseed' (number expected, got " .. type(s) .. ")"
+    end
+    P.srand(v)
+    return 0
+end }
+
+-- Redis's pcall: an error table raised by redis.call comes back as its
+-- message.
+local function pack(...)
+    return select('#', ...), { ... }
+end
+G.pcall = function(...)
+    local n, r = pack(lua_pcall(...))
+    if not r[1] then
+        local e = r[2]
+        if type(e) == 'table' then
+            local m = rawget(e, 'err')
+            if type(m) == 'string' or type(m) == 'number' then
+                return false, m
+            end
+        end
+        return false, e
+    end
+    return unpack(r, 1, n)
+end
+
+-- The scripts' globals: libraries and builtins as read-only views, KEYS
+-- and ARGV set before each run, nothing else readable or writable.
+G.print, G.dofile, G.loadfile, G.module, G.require, G.package, G.io, G.os, G.debug = nil
+G.getfenv, G.setfenv, G.newproxy = nil
+local env = {}
+local views = {}
+for _, name in ipairs({ 'string', 'math', 'table', 'redis', 'coroutine', 'bit', 'cjson', 'cmsgpack', 'struct' }) do
+    if type(G[name]) == 'table' then
+        views[name] = proxy(G[name])
+    end
+end
+local function lookup(_, k)
+    if k == '_G' then
+        return env
+    end
+    local v = views[k]
+    if v == nil then
+        v = rawget(G, k)
+    end
+    if v == nil then
+        error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
+    end
+    return v
+end
+setmetatable(env, { __index = lookup, __newindex = readonly, __metatable = false })
+protected[env] = true
+G.rawset = function(t, k, v)
+    if protected[t] then
+        error('Attempt to modify a readonly table', 0)
+    end
+    return rawset(t, k, v)
+end
+G.loadstring = function(s, name)
+    local f, e = loadstring(s, name)
+    if f then
+        setfenv(f, env)
+    end
+    return f, e
+end
+G.load = function(fn, name)
+    local f, e = load(fn, name)
+    if f then
+        setfenv(f, env)
+    end
+    return f, e
+end
+
+-- Redis's error handler: the error as a table with the position of the
+-- script line that raised it.
+local function handler(err)
+    local level = 2
+    local i = getinfo(level, 'Sl')
+    while i and (i.what == 'C' or i.source == SOURCE) do
+        level = level + 1
+        i = getinfo(level, 'Sl')
+    end
+    if type(err) ~= 'table' then
+        err = { err = 'ERR ' .. tostring(err) }
+    end
+    if i then
+        err.source = i.source
+        err.line = i.currentline
+    end
+    return err
+end
+
+G.__redis__err__handler = handler
+
+local function run(f, keys, args)
+    if keys == nil then
+        return xpcall(f, handler)
+    end
+    return xpcall(function()
+        return f(keys, args)
+    end, handler)
+end
+
+return env, run, raising
