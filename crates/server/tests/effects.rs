@@ -52,6 +52,7 @@ files! {
     hashes => "hashes.txt",
     sets => "sets.txt",
     sort => "sort.txt",
+    scripting => "scripting.txt",
 }
 
 #[test]
