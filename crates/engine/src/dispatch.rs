@@ -266,6 +266,9 @@ pub fn check(
             if in_multi && flags.has(Flags::NO_MULTI) {
                 return Err(CmdError::err("Command not allowed inside a transaction"));
             }
+            if !flags.has(Flags::ALLOW_BUSY) && shared.scripts.is_busy() {
+                return Err(CmdError::Busy);
+            }
         }
         Caller::Script { read_only } => {
             if flags.has(Flags::NOSCRIPT) {

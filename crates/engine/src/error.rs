@@ -40,6 +40,8 @@ pub enum CmdError {
     Oom,
     /// The dataset is being loaded.
     Loading,
+    /// A script has run past `busy-reply-threshold`.
+    Busy,
     /// A caller that already holds stripes (EXEC, a script) ran a command
     /// needing a stripe below them: refused rather than risk a deadlock.
     LockOrder,
@@ -80,6 +82,9 @@ impl CmdError {
             CmdError::NoAuth => "NOAUTH Authentication required.",
             CmdError::Oom => "OOM command not allowed when used memory > 'maxmemory'.",
             CmdError::Loading => "LOADING Redis is loading the dataset in memory",
+            CmdError::Busy => {
+                "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE."
+            }
             CmdError::LockOrder => {
                 "ERR command needs keys outside those its caller locked beforehand"
             }

@@ -155,7 +155,8 @@ pub struct Session {
     /// The CLIENT PAUSE state as of `pause_epoch`.
     pause: (i64, crate::shared::Pause),
     /// As of `conf_epoch`: no state that needs per-command checks beyond
-    /// the session's own (no maxmemory, not loading, no pause set).
+    /// the session's own (no maxmemory, not loading, no pause set, no
+    /// script past busy-reply-threshold).
     plain: bool,
     /// Set while a blocked client's command runs again to be served: the
     /// key that became ready (see [`crate::blocking`]).
@@ -237,7 +238,10 @@ impl Session {
         self.conf_epoch = e;
         self.fx.sync(&shared.effects);
         let paused = shared.pause.lock().until_ms > 0;
-        self.plain = self.conf.maxmemory == 0 && !shared.is_loading() && !paused;
+        self.plain = self.conf.maxmemory == 0
+            && !shared.is_loading()
+            && !paused
+            && !shared.scripts.is_busy();
     }
 
     /// Whether CLIENT PAUSE holds `spec` back now (Redis 7.0's rules: WRITE

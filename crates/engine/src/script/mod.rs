@@ -17,8 +17,9 @@
 //! once it ends.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
 
 use parking_lot::{Mutex, RwLock};
 use resp::ReplyBuf;
@@ -106,16 +107,73 @@ impl Default for Rand48 {
     }
 }
 
-/// The script cache every thread shares.
+/// A script running now, as `SCRIPT KILL` and the BUSY replies see it.
+pub struct Running {
+    pub started: Instant,
+    /// `busy-reply-threshold` when it started (0: never busy).
+    pub threshold_ms: u64,
+    /// Past the threshold: other clients get BUSY.
+    pub busy: AtomicBool,
+    /// It ran a write command: it cannot be killed.
+    pub wrote: AtomicBool,
+    /// `SCRIPT KILL` asked it to stop.
+    pub kill: AtomicBool,
+}
+
+/// The script cache every thread shares, and the scripts running.
 #[derive(Default)]
 pub struct Cache {
     map: RwLock<HashMap<[u8; 40], Arc<Script>>>,
     /// Bumped by `SCRIPT FLUSH`: threads drop their Lua states.
     epoch: AtomicU64,
     pub rng: Arc<Mutex<Rand48>>,
+    running: Mutex<Vec<Arc<Running>>>,
+    /// Running scripts past their threshold.
+    busy: AtomicUsize,
 }
 
 impl Cache {
+    /// Whether a script has run past `busy-reply-threshold`: clients get
+    /// BUSY for commands without `allow-busy`.
+    #[inline]
+    pub fn is_busy(&self) -> bool {
+        self.busy.load(Ordering::Acquire) > 0
+    }
+
+    fn start(&self, threshold_ms: u64) -> Arc<Running> {
+        let r = Arc::new(Running {
+            started: Instant::now(),
+            threshold_ms,
+            busy: AtomicBool::new(false),
+            wrote: AtomicBool::new(false),
+            kill: AtomicBool::new(false),
+        });
+        self.running.lock().push(r.clone());
+        r
+    }
+
+    /// Called by a running script's hook: marks it busy once past its
+    /// threshold (and tells the connections to check). True when killed.
+    pub(crate) fn poll(&self, shared: &crate::Shared, r: &Running) -> bool {
+        if r.threshold_ms > 0
+            && !r.busy.load(Ordering::Relaxed)
+            && r.started.elapsed().as_millis() as u64 >= r.threshold_ms
+        {
+            r.busy.store(true, Ordering::Relaxed);
+            self.busy.fetch_add(1, Ordering::AcqRel);
+            shared.state_changed();
+        }
+        r.kill.load(Ordering::Relaxed)
+    }
+
+    fn finish(&self, shared: &crate::Shared, r: &Arc<Running>) {
+        self.running.lock().retain(|x| !Arc::ptr_eq(x, r));
+        if r.busy.load(Ordering::Relaxed) {
+            self.busy.fetch_sub(1, Ordering::AcqRel);
+            shared.state_changed();
+        }
+    }
+
     pub fn epoch(&self) -> u64 {
         self.epoch.load(Ordering::Acquire)
     }
@@ -433,11 +491,31 @@ fn eval_generic(
     let keys = &argv[3..3 + numkeys as usize];
     let sargs = &argv[3 + numkeys as usize..];
     let shared = cx.shared;
-    let db = cx.sess.db;
-    let mut scope = script.scope();
+    let scope = script.scope();
     if scope > Scope::Keys {
         relock(cx, keys, scope)?;
     }
+    let threshold = cx.sess.conf(shared).busy_reply_threshold.max(0) as u64;
+    let running = shared.scripts.start(threshold);
+    let r = run_loop(cx, out, &sha, &script, keys, sargs, ro, scope, &running);
+    shared.scripts.finish(shared, &running);
+    r
+}
+
+fn run_loop(
+    cx: &mut Ctx,
+    out: &mut ReplyBuf,
+    sha: &[u8; 40],
+    script: &Arc<Script>,
+    keys: &[&[u8]],
+    sargs: &[&[u8]],
+    ro: bool,
+    mut scope: Scope,
+    running: &Arc<Running>,
+) -> CmdResult {
+    let shared = cx.shared;
+    let db = cx.sess.db;
+    let flags = script.flags;
     loop {
         let mark = out.mark();
         let mut run = vm::Run {
@@ -450,14 +528,17 @@ fn eval_generic(
             wrote: false,
             scope,
             retry: None,
+            running: running.clone(),
+            script: script.clone(),
+            start_db: db,
         };
         let outcome = vm::with_vm(shared, |vm| {
             // Another thread may have loaded it: compile it here first.
-            if let Err(e) = vm.compile(&sha, &script) {
+            if let Err(e) = vm.compile(sha, script) {
                 out.error(format!("ERR Error compiling script (new function): {}", e.0).as_bytes());
                 return vm::Outcome::Done;
             }
-            vm.run(&sha, keys, sargs, &mut run, out)
+            vm.run(sha, keys, sargs, &mut run, out)
         });
         // A SELECT inside the script is the script's own.
         cx.sess.db = db;
@@ -465,8 +546,7 @@ fn eval_generic(
             vm::Outcome::Done => return Ok(()),
             vm::Outcome::Retry(wider) => {
                 out.truncate(mark);
-                script.widen(wider);
-                scope = wider;
+                scope = scope.max(wider);
                 relock(cx, keys, scope)?;
             }
         }
@@ -555,8 +635,26 @@ fn script_flush(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult 
     Ok(())
 }
 
-fn script_kill(_: &mut Ctx, _: &mut Args, _: &mut ReplyBuf) -> CmdResult {
-    Err(CmdError::Msg("NOTBUSY No scripts in execution right now.".into()))
+fn script_kill(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let running = cx.shared.scripts.running.lock();
+    let busy: Vec<&Arc<Running>> =
+        running.iter().filter(|r| r.busy.load(Ordering::Relaxed)).collect();
+    if busy.is_empty() {
+        return Err(CmdError::Msg("NOTBUSY No scripts in execution right now.".into()));
+    }
+    if busy.iter().any(|r| r.wrote.load(Ordering::Relaxed)) {
+        return Err(CmdError::Msg(
+            "UNKILLABLE Sorry the script already executed write commands against the dataset. \
+             You can either wait the script termination or kill the server in a hard way using \
+             the SHUTDOWN NOSAVE command."
+                .into(),
+        ));
+    }
+    for r in busy {
+        r.kill.store(true, Ordering::Relaxed);
+    }
+    out.ok();
+    Ok(())
 }
 
 fn script_debug(_: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {

@@ -187,6 +187,10 @@ G.pcall = function(...)
     local n, r = pack(lua_pcall(...))
     if not r[1] then
         local e = r[2]
+        if P.killed() then
+            -- SCRIPT KILL is not caught.
+            error(e, 0)
+        end
         if type(e) == 'table' then
             local m = rawget(e, 'err')
             if type(m) == 'string' or type(m) == 'number' then

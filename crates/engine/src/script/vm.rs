@@ -13,6 +13,7 @@ use std::collections::HashMap;
 
 use mlua::{Function, Lua, LuaOptions, MultiValue, StdLib, Table, Value};
 use resp::{Frame, Proto, ReplyBuf};
+use smallvec::SmallVec;
 use store::Locks;
 
 use crate::dispatch::{self, Caller, Lookup, Scope};
@@ -21,9 +22,13 @@ use crate::session::Session;
 use crate::shared::Shared;
 use crate::spec::Flags;
 
-use super::Script;
+use super::{Running, Script};
+use std::sync::Arc;
 
 const PRELUDE: &str = include_str!("prelude.lua");
+
+/// What a script stopped by SCRIPT KILL fails with.
+const KILLED: &str = "Script killed by user with SCRIPT KILL...";
 
 /// Redis's version as scripts see it.
 pub const VERSION: &str = "7.0.15";
@@ -129,6 +134,7 @@ impl Vm {
         slots.set("call", outside("redis.call/pcall")?)?;
         slots.set("setresp", outside("redis.setresp")?)?;
         slots.set("set_repl", outside("redis.set_repl")?)?;
+        slots.set("killed", lua.create_function(|_, ()| Ok(false))?)?;
         let forward = |name: &'static str| -> mlua::Result<Function> {
             let slots = slots.clone();
             lua.create_function(move |_, args: MultiValue| {
@@ -139,6 +145,7 @@ impl Vm {
         p.set("call", forward("call")?)?;
         p.set("setresp", forward("setresp")?)?;
         p.set("set_repl", forward("set_repl")?)?;
+        p.set("killed", forward("killed")?)?;
         let (env, runner, raising): (Table, Function, Table) =
             lua.load(PRELUDE).set_name("=sluice").call(p)?;
         for entry in raising.sequence_values::<Table>() {
@@ -199,6 +206,18 @@ impl Vm {
             out.error(format!("ERR {}", lua_error_text(&e)).as_bytes());
             return Outcome::Done;
         }
+        let running = run.running.clone();
+        let hooked = running.threshold_ms > 0;
+        if hooked {
+            HOOKED.with(|h| h.set(Some((run.shared as *const Shared, Arc::as_ptr(&running)))));
+            // SAFETY: installs a count hook on the state scripts run on;
+            // removed below before `run` returns.
+            let _ = unsafe {
+                lua.exec_raw::<()>((), |l| {
+                    mlua::ffi::lua_sethook(l, Some(count_hook), mlua::ffi::LUA_MASKCOUNT, 100_000);
+                })
+            };
+        }
         let cell = RefCell::new(run);
         let slots = &self.slots;
         let runner = &self.runner;
@@ -217,6 +236,13 @@ impl Vm {
                     Ok(())
                 })?,
             )?;
+            let r = running.clone();
+            slots.raw_set(
+                "killed",
+                scope.create_function(move |_, ()| {
+                    Ok(r.kill.load(std::sync::atomic::Ordering::Relaxed))
+                })?,
+            )?;
             slots.raw_set(
                 "set_repl",
                 scope.create_function(|_, v: i64| {
@@ -232,10 +258,20 @@ impl Vm {
             if ok {
                 reply_from_lua(v, r.resp3, out);
             } else {
-                script_error(&v, sha, out);
+                let killed = running.kill.load(std::sync::atomic::Ordering::Relaxed);
+                script_error(&v, sha, killed, out);
             }
             Ok(Outcome::Done)
         });
+        if hooked {
+            // SAFETY: removes the hook installed above.
+            let _ = unsafe {
+                lua.exec_raw::<()>((), |l| {
+                    mlua::ffi::lua_sethook(l, None, 0, 0);
+                })
+            };
+            HOOKED.with(|h| h.set(None));
+        }
         // The primitives of this run are gone with its scope.
         let _ = g.raw_set("KEYS", Value::Nil);
         let _ = g.raw_set("ARGV", Value::Nil);
@@ -251,6 +287,30 @@ impl Vm {
     /// Bytes the Lua state uses (`used_memory_lua`).
     pub fn used_memory(&self) -> usize {
         self.lua.used_memory()
+    }
+}
+
+thread_local! {
+    /// The run the count hook reports for: the server and its entry in the
+    /// running scripts (set only while `Vm::run` runs a hooked script).
+    static HOOKED: std::cell::Cell<Option<(*const Shared, *const Running)>> =
+        const { std::cell::Cell::new(None) };
+}
+
+/// Called every 100,000 Lua instructions of a script: marks it busy past
+/// `busy-reply-threshold`, and stops it when SCRIPT KILL asked (raising on
+/// every call from then on, so that pcall cannot keep it alive).
+unsafe extern "C-unwind" fn count_hook(l: *mut mlua::ffi::lua_State, _: *mut mlua::ffi::lua_Debug) {
+    let Some((shared, running)) = HOOKED.with(|h| h.get()) else { return };
+    // SAFETY: HOOKED is set only while `Vm::run` holds both alive.
+    let killed = unsafe { (*shared).scripts.poll(&*shared, &*running) };
+    if killed {
+        // SAFETY: raising an error from a hook is what the Lua C API
+        // allows; nothing with a destructor lives in this frame.
+        unsafe {
+            mlua::ffi::lua_pushstring(l, c"Script killed by user with SCRIPT KILL...".as_ptr());
+            mlua::ffi::lua_error(l);
+        }
     }
 }
 
@@ -298,12 +358,16 @@ fn lua_error_text(e: &mlua::Error) -> String {
 
 /// The reply for a script that raised an error: Redis's
 /// `-<err> script: <name>, on <source>:<line>.`
-fn script_error(v: &Value, sha: &[u8; 40], out: &mut ReplyBuf) {
+fn script_error(v: &Value, sha: &[u8; 40], killed: bool, out: &mut ReplyBuf) {
     let mut line = Vec::new();
     match v {
         Value::Table(t) => {
             let msg = t.raw_get::<Option<mlua::String>>("err").ok().flatten();
             match msg {
+                _ if killed => {
+                    line.extend_from_slice(b"ERR ");
+                    line.extend_from_slice(KILLED.as_bytes());
+                }
                 Some(m) => line.extend_from_slice(&m.as_bytes()),
                 None => line.extend_from_slice(b"ERR unknown error"),
             }
@@ -582,6 +646,12 @@ pub struct Run<'a, 'l> {
     pub scope: Scope,
     /// Set when the script must start over with a wider scope.
     pub retry: Option<Scope>,
+    /// What SCRIPT KILL and BUSY replies see of this run.
+    pub running: Arc<Running>,
+    /// The script (which learns the scope its runs need).
+    pub script: Arc<Script>,
+    /// The caller's database when the script started.
+    pub start_db: usize,
 }
 
 impl Run<'_, '_> {
@@ -637,17 +707,35 @@ impl Run<'_, '_> {
             return fail(&e.text());
         }
         let db = self.sess.db;
-        if let Err(e) = dispatch::lock_keys(self.shared, db, spec, &argv, self.keys) {
-            if !self.wrote && self.scope < Scope::All {
-                // Nothing was written: start over holding more.
-                let wider = if self.scope == Scope::Keys { Scope::Db } else { Scope::All };
+        // A command outside what the script locked before it started (keys
+        // it did not declare, another database) widens what later runs
+        // take up front; this run starts over if it has not written yet,
+        // and otherwise adds the stripes if that can be done safely.
+        let mut ids: SmallVec<[u32; 8]> = SmallVec::new();
+        let need = dispatch::key_ids(self.shared, db, spec, &argv, &mut ids);
+        let stripes = self.shared.store.stripes() as u32;
+        let other_db = db != self.start_db || ids.iter().any(|&id| (id / stripes) as usize != db);
+        let covered = match need {
+            _ if self.scope == Scope::All => true,
+            _ if other_db => false,
+            Scope::Keys => self.scope == Scope::Db || ids.iter().all(|&id| self.keys.holds(id)),
+            Scope::Db => self.scope == Scope::Db,
+            Scope::All => false,
+        };
+        if !covered {
+            let wider = if other_db || need == Scope::All { Scope::All } else { Scope::Db };
+            self.script.widen(wider);
+            if !self.wrote {
                 self.retry = Some(wider);
                 return fail(b"ERR script restarted");
             }
+        }
+        if let Err(e) = dispatch::lock_keys(self.shared, db, spec, &argv, self.keys) {
             return fail(&e.text());
         }
         if spec.flags.has(Flags::WRITE) {
             self.wrote = true;
+            self.running.wrote.store(true, std::sync::atomic::Ordering::Relaxed);
         }
         let mut buf = ReplyBuf::new();
         buf.proto = if self.resp3 { Proto::Resp3 } else { Proto::Resp2 };
