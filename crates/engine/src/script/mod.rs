@@ -130,6 +130,8 @@ pub struct Cache {
     running: Mutex<Vec<Arc<Running>>>,
     /// Running scripts past their threshold.
     busy: AtomicUsize,
+    /// Bytes used by every thread's Lua state, as last reported.
+    lua_memory: AtomicUsize,
 }
 
 impl Cache {
@@ -180,6 +182,20 @@ impl Cache {
 
     pub fn get(&self, sha: &[u8; 40]) -> Option<Arc<Script>> {
         self.map.read().get(sha).cloned()
+    }
+
+    /// Bytes of the threads' Lua states (`used_memory_lua`).
+    pub fn lua_memory(&self) -> usize {
+        self.lua_memory.load(Ordering::Relaxed)
+    }
+
+    /// A thread's Lua state went from `before` to `after` bytes.
+    pub(crate) fn lua_memory_moved(&self, before: usize, after: usize) {
+        if after >= before {
+            self.lua_memory.fetch_add(after - before, Ordering::Relaxed);
+        } else {
+            self.lua_memory.fetch_sub(before - after, Ordering::Relaxed);
+        }
     }
 
     /// Number of cached scripts (`number_of_cached_scripts`).

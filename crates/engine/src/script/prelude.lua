@@ -178,6 +178,13 @@ raising[#raising + 1] = { math, 'randomseed', function(s)
     return 0
 end }
 
+-- LuaBitOp's `bit`, implemented in Rust.
+local bit = {}
+for _, name in ipairs({ 'tobit', 'tohex', 'bnot', 'band', 'bor', 'bxor', 'lshift', 'rshift', 'arshift', 'rol', 'ror', 'bswap' }) do
+    raising[#raising + 1] = { bit, name, P.bit[name] }
+end
+G.bit = bit
+
 -- Redis's pcall: an error table raised by redis.call comes back as its
 -- message.
 local function pack(...)

@@ -42,6 +42,8 @@ pub struct Vm {
     funcs: HashMap<[u8; 40], Function>,
     env: Table,
     runner: Function,
+    /// `used_memory` as last added to the cache's total.
+    reported: usize,
     /// Where the prelude finds the per-run primitives (`call`, `setresp`,
     /// `set_repl`): replaced for every run by functions scoped to it.
     slots: Table,
@@ -58,10 +60,17 @@ pub fn with_vm<R>(shared: &Shared, f: impl FnOnce(&mut Vm) -> R) -> R {
         let mut slot = cell.borrow_mut();
         let epoch = shared.scripts.epoch();
         if slot.as_ref().is_none_or(|vm| vm.epoch != epoch) {
-            *slot = None;
+            if let Some(old) = slot.take() {
+                shared.scripts.lua_memory_moved(old.reported, 0);
+            }
             *slot = Some(Vm::new(shared, epoch).expect("the prelude loads"));
         }
-        f(slot.as_mut().expect("created above"))
+        let vm = slot.as_mut().expect("created above");
+        let r = f(vm);
+        let now = vm.lua.used_memory();
+        shared.scripts.lua_memory_moved(vm.reported, now);
+        vm.reported = now;
+        r
     })
 }
 
@@ -122,6 +131,7 @@ impl Vm {
                 Ok(())
             })?,
         )?;
+        p.set("bit", bit_library(&lua)?)?;
         // Placeholders until a run installs its own.
         let slots = lua.create_table()?;
         let outside = |what: &'static str| {
@@ -159,7 +169,7 @@ impl Vm {
                 unsafe { lua.exec_raw(body, |l| mlua::ffi::lua_pushcclosure(l, trampoline, 1))? };
             target.raw_set(name, f)?;
         }
-        Ok(Vm { lua, epoch, funcs: HashMap::new(), env, runner, slots })
+        Ok(Vm { lua, epoch, funcs: HashMap::new(), env, runner, reported: 0, slots })
     }
 
     /// Compiles a script body (from after its shebang line, which is
@@ -344,6 +354,97 @@ unsafe extern "C-unwind" fn trampoline(l: *mut mlua::ffi::lua_State) -> std::os:
         ffi::lua_remove(l, 1);
         nres - 1
     }
+}
+
+/// LuaBitOp's `bit` library (the one Redis bundles): 32-bit operations on
+/// Lua numbers. Each function returns the `raising` flag first (see the
+/// prelude): argument errors are raised with the caller's position.
+fn bit_library(lua: &Lua) -> mlua::Result<Table> {
+    type Op = fn(&[i32]) -> Value;
+    fn arg(lua: &Lua, name: &str, args: &MultiValue, i: usize) -> Result<i32, String> {
+        let got = match args.get(i) {
+            None => "no value",
+            Some(v @ (Value::Integer(_) | Value::Number(_) | Value::String(_))) => {
+                if let Ok(Some(n)) = lua.coerce_number(v.clone()) {
+                    // LuaBitOp's conversion: the low 32 bits after adding
+                    // 2^52 + 2^51 (rounds half to even, wraps).
+                    return Ok((n + 6_755_399_441_055_744.0).to_bits() as u32 as i32);
+                }
+                "string"
+            }
+            Some(Value::Nil) => "nil",
+            Some(Value::Boolean(_)) => "boolean",
+            Some(Value::Table(_)) => "table",
+            Some(Value::Function(_)) => "function",
+            Some(Value::Thread(_)) => "thread",
+            Some(_) => "userdata",
+        };
+        Err(format!("bad argument #{} to '{name}' (number expected, got {got})", i + 1))
+    }
+    let t = lua.create_table()?;
+    let define = |name: &'static str, min: usize, variadic: bool, op: Op| -> mlua::Result<()> {
+        let f = lua.create_function(move |lua, args: MultiValue| {
+            let n = if variadic { args.len().max(min) } else { min };
+            let mut xs = Vec::with_capacity(n);
+            for i in 0..n {
+                match arg(lua, name, &args, i) {
+                    Ok(x) => xs.push(x),
+                    Err(msg) => {
+                        return Ok(MultiValue::from_vec(vec![
+                            Value::Integer(2),
+                            Value::String(lua.create_string(msg)?),
+                        ]))
+                    }
+                }
+            }
+            let v = op(&xs);
+            Ok(MultiValue::from_vec(vec![Value::Integer(0), v]))
+        })?;
+        t.raw_set(name, f)
+    };
+    define("tobit", 1, false, |x| Value::Number(x[0] as f64))?;
+    define("bnot", 1, false, |x| Value::Number(!x[0] as f64))?;
+    define("band", 1, true, |x| Value::Number(x.iter().fold(-1, |a, b| a & b) as f64))?;
+    define("bor", 1, true, |x| Value::Number(x.iter().fold(0, |a, b| a | b) as f64))?;
+    define("bxor", 1, true, |x| Value::Number(x.iter().fold(0, |a, b| a ^ b) as f64))?;
+    define("lshift", 2, false, |x| Value::Number(((x[0] as u32) << (x[1] & 31)) as i32 as f64))?;
+    define("rshift", 2, false, |x| Value::Number(((x[0] as u32) >> (x[1] & 31)) as i32 as f64))?;
+    define("arshift", 2, false, |x| Value::Number((x[0] >> (x[1] & 31)) as f64))?;
+    define("rol", 2, false, |x| {
+        Value::Number((x[0] as u32).rotate_left((x[1] & 31) as u32) as i32 as f64)
+    })?;
+    define("ror", 2, false, |x| {
+        Value::Number((x[0] as u32).rotate_right((x[1] & 31) as u32) as i32 as f64)
+    })?;
+    define("bswap", 1, false, |x| Value::Number((x[0] as u32).swap_bytes() as i32 as f64))?;
+    // tohex's second argument is optional: checked when given.
+    let tohex = lua.create_function(move |lua, args: MultiValue| {
+        let mut xs = Vec::new();
+        for i in 0..args.len().clamp(1, 2) {
+            match arg(lua, "tohex", &args, i) {
+                Ok(x) => xs.push(x),
+                Err(msg) => {
+                    return Ok(MultiValue::from_vec(vec![
+                        Value::Integer(2),
+                        Value::String(lua.create_string(msg)?),
+                    ]))
+                }
+            }
+        }
+        let b = xs[0] as u32;
+        let n = xs.get(1).copied().unwrap_or(8);
+        let digits: &[u8] = if n < 0 { b"0123456789ABCDEF" } else { b"0123456789abcdef" };
+        let len = n.unsigned_abs().min(8) as usize;
+        let mut buf = vec![0u8; len];
+        let mut b = b;
+        for c in buf.iter_mut().rev() {
+            *c = digits[(b & 15) as usize];
+            b >>= 4;
+        }
+        Ok(MultiValue::from_vec(vec![Value::Integer(0), Value::String(lua.create_string(&buf)?)]))
+    })?;
+    t.raw_set("tohex", tohex)?;
+    Ok(t)
 }
 
 /// The text of a Lua error as Lua itself would print it.
@@ -739,7 +840,13 @@ impl Run<'_, '_> {
         }
         let mut buf = ReplyBuf::new();
         buf.proto = if self.resp3 { Proto::Resp3 } else { Proto::Resp2 };
+        let ops = self.sess.fx.ops_len();
         dispatch::call(self.shared, self.sess, self.keys, spec, &argv, &mut buf, caller);
+        if self.repl == 0 {
+            // redis.set_repl(redis.REPL_NONE). (REPL_AOF and REPL_REPLICA
+            // propagate to both: the consumers do not tell them apart yet.)
+            self.sess.fx.drop_ops_from(ops);
+        }
         let bytes = buf.to_vec();
         match resp::parse_frame(&bytes) {
             Ok(Some((frame, _))) => {
