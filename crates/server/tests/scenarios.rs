@@ -81,6 +81,7 @@ scenarios! {
     scripting_eval => "scripting_eval.txt",
     scripting_errors => "scripting_errors.txt",
     scripting_resp3 => "scripting_resp3.txt",
+    scripting_functions => "scripting_functions.txt",
 }
 
 #[test]

@@ -41,6 +41,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     zset::COMMANDS,
     zset_blocking::COMMANDS,
     crate::script::COMMANDS,
+    crate::script::function::COMMANDS,
 ];
 
 /// All top-level commands.

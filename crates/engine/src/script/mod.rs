@@ -30,20 +30,22 @@ use crate::dispatch::{self, Scope};
 use crate::error::{CmdError, CmdResult};
 use crate::spec::{CommandSpec, Flags, Group, KeyList, KeySpec};
 
+pub mod function;
 pub mod vm;
 
-/// A cached script.
+/// A cached script (or a library function: its library's code and its
+/// own flags).
 pub struct Script {
     pub body: Box<[u8]>,
     /// Length of the shebang line (without its newline), 0 if none.
     pub shebang_len: usize,
     pub flags: ScriptFlags,
     /// The widest scope a run of it needed ([`Scope`] as a number).
-    scope: AtomicU8,
+    pub(crate) scope: AtomicU8,
 }
 
 impl Script {
-    fn scope(&self) -> Scope {
+    pub(crate) fn scope(&self) -> Scope {
         match self.scope.load(Ordering::Relaxed) {
             0 => Scope::Keys,
             1 => Scope::Db,
@@ -132,6 +134,8 @@ pub struct Cache {
     busy: AtomicUsize,
     /// Bytes used by every thread's Lua state, as last reported.
     lua_memory: AtomicUsize,
+    /// Libraries of functions (FUNCTION LOAD).
+    pub(crate) functions: RwLock<function::Libraries>,
 }
 
 impl Cache {
@@ -142,7 +146,7 @@ impl Cache {
         self.busy.load(Ordering::Acquire) > 0
     }
 
-    fn start(&self, threshold_ms: u64) -> Arc<Running> {
+    pub(crate) fn start(&self, threshold_ms: u64) -> Arc<Running> {
         let r = Arc::new(Running {
             started: Instant::now(),
             threshold_ms,
@@ -168,7 +172,7 @@ impl Cache {
         r.kill.load(Ordering::Relaxed)
     }
 
-    fn finish(&self, shared: &crate::Shared, r: &Arc<Running>) {
+    pub(crate) fn finish(&self, shared: &crate::Shared, r: &Arc<Running>) {
         self.running.lock().retain(|x| !Arc::ptr_eq(x, r));
         if r.busy.load(Ordering::Relaxed) {
             self.busy.fetch_sub(1, Ordering::AcqRel);
@@ -267,21 +271,46 @@ pub fn parse_shebang(body: &[u8]) -> Result<(ScriptFlags, usize), CmdError> {
             continue;
         }
         for f in list.split(|&c| c == b',') {
-            match f {
-                b"no-writes" => flags.no_writes = true,
-                b"allow-oom" => flags.allow_oom = true,
-                b"allow-stale" => flags.allow_stale = true,
-                b"no-cluster" => flags.no_cluster = true,
-                b"allow-cross-slot-keys" => flags.allow_cross_slot_keys = true,
-                _ => {
-                    let mut v = b"ERR Unexpected flag in script shebang: ".to_vec();
-                    v.extend_from_slice(f);
-                    return Err(CmdError::Bytes(v));
-                }
+            if !set_flag(&mut flags, f) {
+                let mut v = b"ERR Unexpected flag in script shebang: ".to_vec();
+                v.extend_from_slice(f);
+                return Err(CmdError::Bytes(v));
             }
         }
     }
     Ok((flags, end))
+}
+
+/// Sets the flag named `f`; false if there is no such flag.
+pub(crate) fn set_flag(flags: &mut ScriptFlags, f: &[u8]) -> bool {
+    match f {
+        b"no-writes" => flags.no_writes = true,
+        b"allow-oom" => flags.allow_oom = true,
+        b"allow-stale" => flags.allow_stale = true,
+        b"no-cluster" => flags.no_cluster = true,
+        b"allow-cross-slot-keys" => flags.allow_cross_slot_keys = true,
+        _ => return false,
+    }
+    true
+}
+
+impl ScriptFlags {
+    /// Names of the flags set, in Redis's order.
+    pub fn names(&self) -> Vec<&'static str> {
+        let mut v = Vec::new();
+        for (on, name) in [
+            (self.no_writes, "no-writes"),
+            (self.allow_oom, "allow-oom"),
+            (self.allow_stale, "allow-stale"),
+            (self.no_cluster, "no-cluster"),
+            (self.allow_cross_slot_keys, "allow-cross-slot-keys"),
+        ] {
+            if on {
+                v.push(name);
+            }
+        }
+        v
+    }
 }
 
 // ---- commands ---------------------------------------------------------
@@ -423,7 +452,7 @@ const SCRIPT_SUBS: &[CommandSpec] = &[
 
 /// The declared keys: `numkeys` names after the script (locked before the
 /// handler runs).
-fn eval_keys<'a>(argv: &[&'a [u8]], db: usize, keys: &mut KeyList<'a>) {
+pub(crate) fn eval_keys<'a>(argv: &[&'a [u8]], db: usize, keys: &mut KeyList<'a>) {
     let Some(n) = argv.get(2).and_then(|a| resp::parse_i64(a)) else { return };
     if n > 0 && (n as usize) <= argv.len().saturating_sub(3) {
         for &k in &argv[3..3 + n as usize] {
@@ -513,15 +542,23 @@ fn eval_generic(
     }
     let threshold = cx.sess.conf(shared).busy_reply_threshold.max(0) as u64;
     let running = shared.scripts.start(threshold);
-    let r = run_loop(cx, out, &sha, &script, keys, sargs, ro, scope, &running);
+    let r = run_loop(cx, out, &Target::Eval(&sha), &script, keys, sargs, ro, scope, &running);
     shared.scripts.finish(shared, &running);
     r
 }
 
-fn run_loop(
+/// What a run executes.
+pub(crate) enum Target<'t> {
+    /// An EVAL script, by SHA1.
+    Eval(&'t [u8; 40]),
+    /// Function `name` of library `lib` at `version`.
+    Function { lib: &'t str, version: u64, name: &'t str },
+}
+
+pub(crate) fn run_loop(
     cx: &mut Ctx,
     out: &mut ReplyBuf,
-    sha: &[u8; 40],
+    target: &Target,
     script: &Arc<Script>,
     keys: &[&[u8]],
     sargs: &[&[u8]],
@@ -548,13 +585,26 @@ fn run_loop(
             script: script.clone(),
             start_db: db,
         };
-        let outcome = vm::with_vm(shared, |vm| {
-            // Another thread may have loaded it: compile it here first.
-            if let Err(e) = vm.compile(sha, script) {
-                out.error(format!("ERR Error compiling script (new function): {}", e.0).as_bytes());
-                return vm::Outcome::Done;
+        let outcome = vm::with_vm(shared, |vm| match *target {
+            Target::Eval(sha) => {
+                // Another thread may have loaded it: compile it here first.
+                if let Err(e) = vm.compile(sha, script) {
+                    out.error(
+                        format!("ERR Error compiling script (new function): {}", e.0).as_bytes(),
+                    );
+                    return vm::Outcome::Done;
+                }
+                vm.run(sha, keys, sargs, &mut run, out)
             }
-            vm.run(sha, keys, sargs, &mut run, out)
+            Target::Function { lib, version, name } => {
+                match vm.function(lib, version, &script.body, script.shebang_len, name) {
+                    Some(f) => vm.run_function(f, name, keys, sargs, &mut run, out),
+                    None => {
+                        out.error(b"ERR Function not found");
+                        vm::Outcome::Done
+                    }
+                }
+            }
         });
         // A SELECT inside the script is the script's own.
         cx.sess.db = db;
@@ -571,7 +621,7 @@ fn run_loop(
 
 /// Drops the stripes held and takes the declared keys' plus `scope`, in
 /// ascending order (nothing has run yet, or nothing was written).
-fn relock(cx: &mut Ctx, keys: &[&[u8]], scope: Scope) -> CmdResult {
+pub(crate) fn relock(cx: &mut Ctx, keys: &[&[u8]], scope: Scope) -> CmdResult {
     let shared = cx.shared;
     let crate::session::Session { fx, ready, .. } = &mut *cx.sess;
     cx.keys.take_signals(ready, |db, k| fx.expired(db, k));
@@ -651,7 +701,7 @@ fn script_flush(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult 
     Ok(())
 }
 
-fn script_kill(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+pub(crate) fn script_kill(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let running = cx.shared.scripts.running.lock();
     let busy: Vec<&Arc<Running>> =
         running.iter().filter(|r| r.busy.load(Ordering::Relaxed)).collect();

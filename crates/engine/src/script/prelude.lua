@@ -286,4 +286,149 @@ local function run(f, keys, args)
     end, handler)
 end
 
-return env, run, raising
+-- Libraries (FUNCTION LOAD): their code runs once with only
+-- `redis.register_function`, `redis.log` and the version fields in
+-- reach; the functions it registers later run with the scripts' globals.
+local loading, pending = false, nil
+local load_redis = {}
+local FLAGS = { ['no-writes'] = true, ['allow-oom'] = true, ['allow-stale'] = true,
+    ['no-cluster'] = true, ['allow-cross-slot-keys'] = true }
+raising[#raising + 1] = { load_redis, 'register_function', function(...)
+    if not loading then
+        return raise('redis.register_function can only be called on FUNCTION LOAD command')
+    end
+    local n = select('#', ...)
+    if n < 1 or n > 2 then
+        return raise('wrong number of arguments to redis.register_function')
+    end
+    local name, cb, flags, desc
+    local function isstr(v)
+        return type(v) == 'string' or type(v) == 'number'
+    end
+    if n == 1 then
+        local t = ...
+        if type(t) ~= 'table' then
+            return raise('calling redis.register_function with a single argument is only applicable to Lua table (representing named arguments).')
+        end
+        for k, v in pairs(t) do
+            if not isstr(k) then
+                return raise('named argument key given to redis.register_function is not a string')
+            end
+            local lk = string.lower(tostring(k))
+            if lk == 'function_name' then
+                if not isstr(v) then
+                    return raise('function_name argument given to redis.register_function must be a string')
+                end
+                name = tostring(v)
+            elseif lk == 'description' then
+                if not isstr(v) then
+                    return raise('description argument given to redis.register_function must be a string')
+                end
+                desc = tostring(v)
+            elseif lk == 'callback' then
+                if type(v) ~= 'function' then
+                    return raise('callback argument given to redis.register_function must be a function')
+                end
+                cb = v
+            elseif lk == 'flags' then
+                if type(v) ~= 'table' then
+                    return raise('flags argument to redis.register_function must be a table representing function flags')
+                end
+                flags = {}
+                local i = 1
+                while v[i] ~= nil do
+                    local f = v[i]
+                    if not isstr(f) or not FLAGS[string.lower(tostring(f))] then
+                        return raise('unknown flag given')
+                    end
+                    flags[#flags + 1] = string.lower(tostring(f))
+                    i = i + 1
+                end
+            else
+                return raise('unknown argument given to redis.register_function')
+            end
+        end
+        if not name then
+            return raise('redis.register_function must get a function name argument')
+        end
+        if not cb then
+            return raise('redis.register_function must get a callback argument')
+        end
+    else
+        name, cb = ...
+        if not isstr(name) then
+            return raise('first argument to redis.register_function must be a string')
+        end
+        name = tostring(name)
+        if type(cb) ~= 'function' then
+            return raise('second argument to redis.register_function must be a function')
+        end
+    end
+    if not string.find(name, '^[%w_]+$') then
+        -- Redis 7.0 says "Library" here too.
+        return raise('Library names can only contain letters, numbers, or underscores(_) and must be at least one character long')
+    end
+    for _, f in ipairs(pending) do
+        if f.name == name then
+            return raise('Function already exists in the library')
+        end
+    end
+    pending[#pending + 1] = { name = name, callback = cb, flags = flags or {}, description = desc }
+    return 0
+end }
+for _, e in ipairs(raising) do
+    if e[1] == redis and e[2] == 'log' then
+        raising[#raising + 1] = { load_redis, 'log', e[3] }
+        break
+    end
+end
+load_redis.LOG_DEBUG, load_redis.LOG_VERBOSE, load_redis.LOG_NOTICE, load_redis.LOG_WARNING = 0, 1, 2, 3
+load_redis.REDIS_VERSION, load_redis.REDIS_VERSION_NUM = P.version, P.version_num
+local load_redis_view = setmetatable({}, { __index = function(_, k)
+    local v = rawget(load_redis, k)
+    if v == nil then
+        error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
+    end
+    return v
+end, __newindex = readonly, __metatable = false })
+local libenv = setmetatable({}, { __index = function(t, k)
+    if loading then
+        if k == 'redis' then
+            return load_redis_view
+        end
+        error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
+    end
+    if k == '_G' then
+        return t
+    end
+    local v = views[k]
+    if v == nil then
+        v = rawget(G, k)
+    end
+    if v == nil then
+        error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
+    end
+    return v
+end, __newindex = readonly, __metatable = false })
+protected[libenv] = true
+
+-- Runs a library's code: true and the functions it registered, or false
+-- and Redis's error text.
+local function load_library(f)
+    pending, loading = {}, true
+    local ok, err = lua_pcall(f)
+    loading = false
+    local p = pending
+    pending = nil
+    if not ok then
+        if type(err) == 'table' then
+            err = rawget(err, 'err')
+        else
+            err = 'ERR ' .. tostring(err)
+        end
+        return false, err
+    end
+    return true, p
+end
+
+return env, run, raising, libenv, load_library

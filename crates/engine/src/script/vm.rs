@@ -42,6 +42,11 @@ pub struct Vm {
     funcs: HashMap<[u8; 40], Function>,
     env: Table,
     runner: Function,
+    /// The environment of library code, and the prelude's loader.
+    libenv: Table,
+    loader: Function,
+    /// Libraries loaded in this state: name → (version, functions).
+    libs: HashMap<String, (u64, HashMap<String, Function>)>,
     /// `used_memory` as last added to the cache's total.
     reported: usize,
     /// Where the prelude finds the per-run primitives (`call`, `setresp`,
@@ -72,6 +77,13 @@ pub fn with_vm<R>(shared: &Shared, f: impl FnOnce(&mut Vm) -> R) -> R {
         vm.reported = now;
         r
     })
+}
+
+/// What a run calls: an EVAL script (KEYS and ARGV as globals) or a
+/// library's function (keys and args as its arguments).
+enum Callable {
+    Script(Function),
+    Function(Function),
 }
 
 /// How a run ended.
@@ -156,7 +168,7 @@ impl Vm {
         p.set("setresp", forward("setresp")?)?;
         p.set("set_repl", forward("set_repl")?)?;
         p.set("killed", forward("killed")?)?;
-        let (env, runner, raising): (Table, Function, Table) =
+        let (env, runner, raising, libenv, loader): (Table, Function, Table, Table, Function) =
             lua.load(PRELUDE).set_name("=sluice").call(p)?;
         for entry in raising.sequence_values::<Table>() {
             let entry = entry?;
@@ -169,7 +181,18 @@ impl Vm {
                 unsafe { lua.exec_raw(body, |l| mlua::ffi::lua_pushcclosure(l, trampoline, 1))? };
             target.raw_set(name, f)?;
         }
-        Ok(Vm { lua, epoch, funcs: HashMap::new(), env, runner, reported: 0, slots })
+        Ok(Vm {
+            lua,
+            epoch,
+            funcs: HashMap::new(),
+            env,
+            runner,
+            libenv,
+            loader,
+            libs: HashMap::new(),
+            reported: 0,
+            slots,
+        })
     }
 
     /// Compiles a script body (from after its shebang line, which is
@@ -190,6 +213,82 @@ impl Vm {
         Ok(())
     }
 
+    /// Compiles and runs a library's code (after its shebang line): the
+    /// functions it registers, or Redis's error text. With `install`
+    /// (name and version), this state keeps the functions to run them.
+    pub fn load_library(
+        &mut self,
+        code: &[u8],
+        shebang_len: usize,
+        install: Option<(&str, u64)>,
+    ) -> Result<Vec<super::function::FunctionInfo>, String> {
+        let f = self
+            .lua
+            .load(&code[shebang_len..])
+            .set_name("@user_function")
+            .set_environment(self.libenv.clone())
+            .into_function()
+            .map_err(|e| format!("ERR Error compiling function: {}", lua_error_text(&e)))?;
+        let (ok, v): (bool, Value) =
+            self.loader.call(f).map_err(|e| format!("ERR {}", lua_error_text(&e)))?;
+        if !ok {
+            let msg = match v {
+                Value::String(s) => s.to_string_lossy(),
+                _ => "ERR unknown error".into(),
+            };
+            return Err(format!("ERR Error registering functions: {msg}"));
+        }
+        let Value::Table(list) = v else { return Err("ERR No functions registered".into()) };
+        let mut infos = Vec::new();
+        let mut funcs = HashMap::new();
+        for entry in list.sequence_values::<Table>() {
+            let entry = entry.map_err(|e| lua_error_text(&e))?;
+            let get = |k: &str| entry.raw_get::<Value>(k).unwrap_or(Value::Nil);
+            let name = match get("name") {
+                Value::String(s) => s.to_string_lossy(),
+                _ => continue,
+            };
+            let description = match get("description") {
+                Value::String(s) => Some(s.as_bytes().to_vec()),
+                _ => None,
+            };
+            let mut flags = super::ScriptFlags { shebang: true, ..Default::default() };
+            if let Value::Table(fl) = get("flags") {
+                for f in fl.sequence_values::<String>().flatten() {
+                    super::set_flag(&mut flags, f.as_bytes());
+                }
+            }
+            if let Value::Function(cb) = get("callback") {
+                funcs.insert(name.clone(), cb);
+            }
+            infos.push(super::function::FunctionInfo { name, description, flags });
+        }
+        if infos.is_empty() {
+            return Err("ERR No functions registered".into());
+        }
+        if let Some((lib, version)) = install {
+            self.libs.insert(lib.to_string(), (version, funcs));
+        }
+        Ok(infos)
+    }
+
+    /// The callback of function `name` of library `lib` (version
+    /// `version`), loading the library's code here first if needed.
+    pub fn function(
+        &mut self,
+        lib: &str,
+        version: u64,
+        code: &[u8],
+        shebang_len: usize,
+        name: &str,
+    ) -> Option<Function> {
+        if self.libs.get(lib).is_none_or(|(v, _)| *v != version) {
+            self.libs.remove(lib);
+            self.load_library(code, shebang_len, Some((lib, version))).ok()?;
+        }
+        self.libs.get(lib)?.1.get(name).cloned()
+    }
+
     /// Runs a compiled script and writes its reply (or error) to `out`.
     pub fn run(
         &mut self,
@@ -203,19 +302,61 @@ impl Vm {
             out.error(b"NOSCRIPT No matching script. Please use EVAL.");
             return Outcome::Done;
         };
+        let name = String::from_utf8_lossy(sha).into_owned();
+        self.call(Callable::Script(f), &name, keys, args, run, out)
+    }
+
+    /// Runs function `name` (its callback `f`) with its keys and args.
+    pub fn run_function(
+        &mut self,
+        f: Function,
+        name: &str,
+        keys: &[&[u8]],
+        args: &[&[u8]],
+        run: &mut Run<'_, '_>,
+        out: &mut ReplyBuf,
+    ) -> Outcome {
+        self.call(Callable::Function(f), name, keys, args, run, out)
+    }
+
+    fn call(
+        &mut self,
+        what: Callable,
+        name: &str,
+        keys: &[&[u8]],
+        args: &[&[u8]],
+        run: &mut Run<'_, '_>,
+        out: &mut ReplyBuf,
+    ) -> Outcome {
         let lua = &self.lua;
         let g = lua.globals();
-        let set_array = |name: &str, items: &[&[u8]]| -> mlua::Result<()> {
+        let array = |items: &[&[u8]]| -> mlua::Result<Table> {
             let t = lua.create_table_with_capacity(items.len(), 0)?;
             for (i, a) in items.iter().enumerate() {
                 t.raw_set(i + 1, lua.create_string(a)?)?;
             }
-            g.raw_set(name, t)
+            Ok(t)
         };
-        if let Err(e) = set_array("KEYS", keys).and_then(|()| set_array("ARGV", args)) {
-            out.error(format!("ERR {}", lua_error_text(&e)).as_bytes());
-            return Outcome::Done;
-        }
+        let (f, call_args) = match what {
+            Callable::Script(f) => {
+                let set = array(keys)
+                    .and_then(|k| g.raw_set("KEYS", k))
+                    .and_then(|()| array(args))
+                    .and_then(|a| g.raw_set("ARGV", a));
+                if let Err(e) = set {
+                    out.error(format!("ERR {}", lua_error_text(&e)).as_bytes());
+                    return Outcome::Done;
+                }
+                (f, None)
+            }
+            Callable::Function(f) => match array(keys).and_then(|k| Ok((k, array(args)?))) {
+                Ok(ka) => (f, Some(ka)),
+                Err(e) => {
+                    out.error(format!("ERR {}", lua_error_text(&e)).as_bytes());
+                    return Outcome::Done;
+                }
+            },
+        };
         let running = run.running.clone();
         let hooked = running.threshold_ms > 0;
         if hooked {
@@ -260,7 +401,10 @@ impl Vm {
                     Ok(())
                 })?,
             )?;
-            let (ok, v): (bool, Value) = runner.call(f)?;
+            let (ok, v): (bool, Value) = match call_args {
+                None => runner.call(f)?,
+                Some((k, a)) => runner.call((f, k, a))?,
+            };
             let r = cell.borrow();
             if let Some(scope) = r.retry {
                 return Ok(Outcome::Retry(scope));
@@ -269,7 +413,7 @@ impl Vm {
                 reply_from_lua(v, r.resp3, out);
             } else {
                 let killed = running.kill.load(std::sync::atomic::Ordering::Relaxed);
-                script_error(&v, sha, killed, out);
+                script_error(&v, name.as_bytes(), killed, out);
             }
             Ok(Outcome::Done)
         });
@@ -459,7 +603,7 @@ fn lua_error_text(e: &mlua::Error) -> String {
 
 /// The reply for a script that raised an error: Redis's
 /// `-<err> script: <name>, on <source>:<line>.`
-fn script_error(v: &Value, sha: &[u8; 40], killed: bool, out: &mut ReplyBuf) {
+fn script_error(v: &Value, sha: &[u8], killed: bool, out: &mut ReplyBuf) {
     let mut line = Vec::new();
     match v {
         Value::Table(t) => {
