@@ -30,6 +30,7 @@ use crate::dispatch::{self, Scope};
 use crate::error::{CmdError, CmdResult};
 use crate::spec::{CommandSpec, Flags, Group, KeyList, KeySpec};
 
+pub mod cjson;
 pub mod function;
 pub mod vm;
 

@@ -185,6 +185,12 @@ for _, name in ipairs({ 'tobit', 'tohex', 'bnot', 'band', 'bor', 'bxor', 'lshift
 end
 G.bit = bit
 
+-- lua-cjson's encode/decode, implemented in Rust.
+local cjson = { null = P.cjson.null, _NAME = P.cjson._NAME, _VERSION = P.cjson._VERSION }
+raising[#raising + 1] = { cjson, 'encode', P.cjson.encode }
+raising[#raising + 1] = { cjson, 'decode', P.cjson.decode }
+G.cjson = cjson
+
 -- Redis's pcall: an error table raised by redis.call comes back as its
 -- message.
 local function pack(...)

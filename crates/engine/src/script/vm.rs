@@ -144,6 +144,7 @@ impl Vm {
             })?,
         )?;
         p.set("bit", bit_library(&lua)?)?;
+        p.set("cjson", super::cjson::library(&lua)?)?;
         // Placeholders until a run installs its own.
         let slots = lua.create_table()?;
         let outside = |what: &'static str| {
