@@ -82,6 +82,7 @@ scenarios! {
     scripting_errors => "scripting_errors.txt",
     scripting_resp3 => "scripting_resp3.txt",
     scripting_functions => "scripting_functions.txt",
+    scripting_policies => "scripting_policies.txt",
 }
 
 #[test]

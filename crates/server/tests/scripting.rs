@@ -235,25 +235,45 @@ fn a_busy_script_that_wrote_is_unkillable() {
     runner
         .send(&[
             "EVAL",
-            "redis.call('set', 'w', '1') local i = 0 while i < 3e7 do i = i + 1 end return i",
+            "redis.call('set', 'w', '1') local i = 0 while i < 1e8 do i = i + 1 end return i",
             "0",
         ])
         .unwrap();
-    std::thread::sleep(Duration::from_millis(300));
+    // Ask until a client on the other thread answers UNKILLABLE (NOTBUSY
+    // while the script has not yet run past the threshold).
+    let start = Instant::now();
     let mut killer = None;
-    for o in others.iter_mut() {
-        o.set_timeout(Duration::from_millis(300));
-        o.send(&["SCRIPT", "KILL"]).unwrap();
-        if let Ok(r) = o.read_reply() {
-            killer = Some(r);
-            break;
+    'ask: while start.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(150));
+        for o in others.iter_mut() {
+            o.set_timeout(Duration::from_millis(300));
+            o.send(&["SCRIPT", "KILL"]).unwrap();
+            if let Ok(r) = o.read_reply() {
+                if r.starts_with(b"-UNKILLABLE") {
+                    killer = Some(r);
+                    break 'ask;
+                }
+            }
         }
     }
     assert_eq!(
-        killer.expect("a client on the other thread answers"),
+        killer.expect("a client on the other thread answers UNKILLABLE"),
         b"-UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command.\r\n"
     );
     runner.set_timeout(Duration::from_secs(60));
-    assert_eq!(runner.read_reply().unwrap(), b":30000000\r\n");
+    assert_eq!(runner.read_reply().unwrap(), b":100000000\r\n");
     assert_eq!(c.cmd(&["GET", "w"]).unwrap(), b"$1\r\n1\r\n");
+}
+
+/// A script that allocates without bound fails with an error, and the
+/// server (and the next script on the same Lua state) carries on.
+#[test]
+fn unbounded_allocation_fails_and_the_server_carries_on() {
+    let server = start();
+    let mut c = Client::connect(server.port()).unwrap();
+    let r = c.cmd(&["EVAL", "local s = string.rep('x', 2^30) return #s", "0"]).unwrap();
+    let r = String::from_utf8(r).unwrap();
+    assert!(r.starts_with("-ERR ") && r.contains("not enough memory"), "{r}");
+    assert_eq!(c.cmd(&["EVAL", "return #string.rep('z', 10)", "0"]).unwrap(), b":10\r\n");
+    assert_eq!(c.cmd(&["PING"]).unwrap(), b"+PONG\r\n");
 }

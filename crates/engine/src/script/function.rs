@@ -451,9 +451,7 @@ fn fcall_generic(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf, ro: bool) ->
         let unit = lib.units[i].clone();
         (lib, unit)
     };
-    if ro && !unit.flags.no_writes {
-        return Err(CmdError::err("Can not execute a script with write flag using *_ro command."));
-    }
+    super::check_flags(cx, unit.flags, ro)?;
     let keys = &argv[3..3 + numkeys as usize];
     let fargs = &argv[3 + numkeys as usize..];
     let shared = cx.shared;

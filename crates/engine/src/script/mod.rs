@@ -531,9 +531,7 @@ fn eval_generic(
         load(cx, argv[1])?
     };
     let flags = script.flags;
-    if flags.shebang && ro && !flags.no_writes {
-        return Err(CmdError::err("Can not execute a script with write flag using *_ro command."));
-    }
+    check_flags(cx, flags, ro)?;
     let keys = &argv[3..3 + numkeys as usize];
     let sargs = &argv[3 + numkeys as usize..];
     let shared = cx.shared;
@@ -618,6 +616,26 @@ pub(crate) fn run_loop(
             }
         }
     }
+}
+
+/// What a script's shebang flags (a function's flags) refuse before it
+/// runs: writing from an `_RO` command, and over `maxmemory`, a script
+/// that may write without `allow-oom`. (Scripts without a shebang line
+/// are checked command by command instead.)
+pub(crate) fn check_flags(cx: &mut Ctx, flags: ScriptFlags, ro: bool) -> CmdResult {
+    if !flags.shebang {
+        return Ok(());
+    }
+    if ro && !flags.no_writes {
+        return Err(CmdError::err("Can not execute a script with write flag using *_ro command."));
+    }
+    if !flags.no_writes && !flags.allow_oom {
+        let max = cx.sess.conf(cx.shared).maxmemory;
+        if max > 0 && cx.shared.over_maxmemory(max) {
+            return Err(CmdError::Oom);
+        }
+    }
+    Ok(())
 }
 
 /// Drops the stripes held and takes the declared keys' plus `scope`, in

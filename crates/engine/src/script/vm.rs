@@ -27,6 +27,9 @@ use std::sync::Arc;
 
 const PRELUDE: &str = include_str!("prelude.lua");
 
+/// Bytes one thread's Lua state may allocate.
+const LUA_MEMORY_LIMIT: usize = 512 << 20;
+
 /// What a script stopped by SCRIPT KILL fails with.
 const KILLED: &str = "Script killed by user with SCRIPT KILL...";
 
@@ -145,6 +148,9 @@ impl Vm {
         )?;
         p.set("bit", bit_library(&lua)?)?;
         p.set("cjson", super::cjson::library(&lua)?)?;
+        // A script that allocates without bound fails ("not enough
+        // memory") instead of taking the server with it.
+        lua.set_memory_limit(LUA_MEMORY_LIMIT)?;
         // Placeholders until a run installs its own.
         let slots = lua.create_table()?;
         let outside = |what: &'static str| {
@@ -947,7 +953,8 @@ impl Run<'_, '_> {
             }
             Lookup::Rejected(_) => return fail(b"ERR Unknown Redis command called from script"),
         };
-        let caller = Caller::Script { read_only: self.read_only };
+        let caller =
+            Caller::Script { read_only: self.read_only, allow_oom: self.script.flags.allow_oom };
         if let Err(e) = dispatch::check(self.shared, self.sess, spec, &argv, caller) {
             self.sess.stats.rejected_calls += 1;
             return fail(&e.text());
