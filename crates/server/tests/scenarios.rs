@@ -83,6 +83,7 @@ scenarios! {
     scripting_resp3 => "scripting_resp3.txt",
     scripting_functions => "scripting_functions.txt",
     scripting_policies => "scripting_policies.txt",
+    scripting_function_dump => "scripting_function_dump.txt",
 }
 
 #[test]
