@@ -385,3 +385,24 @@ def test_eval_replies_and_errors(r):
     assert r.evalsha_ro(sha, 0, "ro") == b"ro"
     with pytest.raises(redis.ResponseError, match="Write commands are not allowed"):
         r.eval_ro("return redis.call('set', KEYS[1], 'x')", 1, "py:w")
+
+
+def test_functions(r):
+    r.function_flush()
+    code = (
+        "#!lua name=pylib\n"
+        "redis.register_function('py_incr', function(keys, args) return redis.call('incrby', keys[1], args[1]) end)\n"
+        "redis.register_function{function_name='py_get', callback=function(keys) return redis.call('get', keys[1]) end, flags={'no-writes'}}"
+    )
+    assert r.function_load(code) in (b"pylib", "pylib")
+    assert r.fcall("py_incr", 1, "py:n", 4) == 4
+    assert r.fcall_ro("py_get", 1, "py:n") == b"4"
+    libs = r.function_list()
+    assert len(libs) == 1
+    payload = r.function_dump()
+    r.function_flush()
+    with pytest.raises(redis.ResponseError, match="Function not found"):
+        r.fcall("py_incr", 1, "py:n", 1)
+    r.function_restore(payload)
+    assert r.fcall("py_incr", 1, "py:n", 1) == 5
+    r.function_flush()
