@@ -340,3 +340,69 @@ def test_concurrent_mixed_commands_keep_the_server_healthy(server):
     assert r.info("clients")["blocked_clients"] == 0
     r.flushall()
     r.close()
+
+
+# ---- scripting: redis-py's Script objects and eval helpers ----------------
+
+
+def test_register_script_and_evalsha(r):
+    r.script_flush()
+    incr_by = r.register_script(
+        "local v = redis.call('incrby', KEYS[1], ARGV[1]) return {v, redis.call('get', KEYS[1])}"
+    )
+    # The first call gets NOSCRIPT from EVALSHA and loads the script.
+    assert incr_by(keys=["py:n"], args=[5]) == [5, b"5"]
+    assert incr_by(keys=["py:n"], args=[2]) == [7, b"7"]
+    assert r.script_exists(incr_by.sha) == [True]
+    r.script_flush()
+    assert r.script_exists(incr_by.sha) == [False]
+    assert incr_by(keys=["py:n"], args=[1]) == [8, b"8"]
+
+
+def test_scripts_in_pipelines(r):
+    r.script_flush()
+    setget = r.register_script("redis.call('set', KEYS[1], ARGV[1]) return redis.call('get', KEYS[1])")
+    for transaction in (False, True):
+        p = r.pipeline(transaction=transaction)
+        setget(keys=["py:a"], args=["x"], client=p)
+        setget(keys=["py:b"], args=["y"], client=p)
+        p.get("py:a")
+        assert p.execute() == [b"x", b"y", b"x"]
+
+
+def test_eval_replies_and_errors(r):
+    assert r.eval("return {1, 'two', {3}, false}", 0) == [1, b"two", [3], None]
+    assert r.eval("return redis.status_reply('FINE')", 0) in (b"FINE", "FINE", True)
+    assert r.eval("return KEYS[1] .. ARGV[1]", 1, "py:k", "v") == b"py:kv"
+    with pytest.raises(redis.ResponseError, match="Script attempted to access nonexistent global"):
+        r.eval("return undefined_var", 0)
+    with pytest.raises(redis.ResponseError, match="my error"):
+        r.eval("return redis.error_reply('my error')", 0)
+    with pytest.raises(redis.exceptions.NoScriptError):
+        r.evalsha("f" * 40, 0)
+    sha = r.script_load("return ARGV[1]")
+    assert r.evalsha(sha, 0, "hello") == b"hello"
+    assert r.evalsha_ro(sha, 0, "ro") == b"ro"
+    with pytest.raises(redis.ResponseError, match="Write commands are not allowed"):
+        r.eval_ro("return redis.call('set', KEYS[1], 'x')", 1, "py:w")
+
+
+def test_functions(r):
+    r.function_flush()
+    code = (
+        "#!lua name=pylib\n"
+        "redis.register_function('py_incr', function(keys, args) return redis.call('incrby', keys[1], args[1]) end)\n"
+        "redis.register_function{function_name='py_get', callback=function(keys) return redis.call('get', keys[1]) end, flags={'no-writes'}}"
+    )
+    assert r.function_load(code) in (b"pylib", "pylib")
+    assert r.fcall("py_incr", 1, "py:n", 4) == 4
+    assert r.fcall_ro("py_get", 1, "py:n") == b"4"
+    libs = r.function_list()
+    assert len(libs) == 1
+    payload = r.function_dump()
+    r.function_flush()
+    with pytest.raises(redis.ResponseError, match="Function not found"):
+        r.fcall("py_incr", 1, "py:n", 1)
+    r.function_restore(payload)
+    assert r.fcall("py_incr", 1, "py:n", 1) == 5
+    r.function_flush()

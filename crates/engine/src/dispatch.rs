@@ -32,8 +32,9 @@ pub enum Caller {
     Client,
     /// A command queued in `MULTI`, run by `EXEC`.
     Exec,
-    /// `redis.call` from a script; `read_only` for `EVAL_RO`/`FCALL_RO`.
-    Script { read_only: bool },
+    /// `redis.call` from a script; `read_only` for `EVAL_RO`/`FCALL_RO`
+    /// (or a `no-writes` script), `allow_oom` for an `allow-oom` one.
+    Script { read_only: bool, allow_oom: bool },
     /// A command read back from the AOF (or a master's stream).
     Replay,
     /// A blocked client's command, run again because a key it waits on is
@@ -291,8 +292,11 @@ pub fn check(
             if in_multi && flags.has(Flags::NO_MULTI) {
                 return Err(CmdError::err("Command not allowed inside a transaction"));
             }
+            if !flags.has(Flags::ALLOW_BUSY) && shared.scripts.is_busy() {
+                return Err(CmdError::Busy);
+            }
         }
-        Caller::Script { read_only } => {
+        Caller::Script { read_only, allow_oom } => {
             if flags.has(Flags::NOSCRIPT) {
                 return Err(CmdError::err("This Redis command is not allowed from script"));
             }
@@ -301,7 +305,10 @@ pub fn check(
                     "Write commands are not allowed from read-only scripts.",
                 ));
             }
-            if flags.has(Flags::DENYOOM) && shared.over_maxmemory(sess.conf(shared).maxmemory) {
+            if !allow_oom
+                && flags.has(Flags::DENYOOM)
+                && shared.over_maxmemory(sess.conf(shared).maxmemory)
+            {
                 return Err(CmdError::Oom);
             }
         }

@@ -403,6 +403,19 @@ impl Effects {
         self.key(db, key);
     }
 
+    /// How many operations the unit will propagate so far (a mark for
+    /// [`drop_ops_from`](Self::drop_ops_from)).
+    pub fn ops_len(&self) -> usize {
+        self.ops.len()
+    }
+
+    /// Drops the operations recorded since `mark` (a script's
+    /// `redis.set_repl(redis.REPL_NONE)`: what it runs is not propagated).
+    pub fn drop_ops_from(&mut self, mark: usize) {
+        self.ops.truncate(mark);
+        self.cmd_ops = self.cmd_ops.min(mark);
+    }
+
     /// Propagates the running command even if it dirtied nothing (Redis's
     /// `forceCommandPropagation`: FLUSHDB on an empty database).
     pub fn force(&mut self) {

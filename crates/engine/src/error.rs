@@ -43,6 +43,8 @@ pub enum CmdError {
     Misconf,
     /// The dataset is being loaded.
     Loading,
+    /// A script has run past `busy-reply-threshold`.
+    Busy,
     /// A caller that already holds stripes (EXEC, a script) ran a command
     /// needing a stripe below them: refused rather than risk a deadlock.
     LockOrder,
@@ -89,6 +91,9 @@ impl CmdError {
                  instance is configured to report errors during writes if RDB snapshotting fails \
                  (stop-writes-on-bgsave-error option). Please check the Redis logs for details \
                  about the RDB error."
+            }
+            CmdError::Busy => {
+                "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE."
             }
             CmdError::LockOrder => {
                 "ERR command needs keys outside those its caller locked beforehand"

@@ -17,6 +17,7 @@ pub mod ldouble;
 pub mod log;
 pub mod meta;
 pub mod outbox;
+pub mod script;
 pub mod session;
 pub mod shared;
 pub mod snapshot;

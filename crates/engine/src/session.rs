@@ -157,7 +157,8 @@ pub struct Session {
     /// The CLIENT PAUSE state as of `pause_epoch`.
     pause: (i64, crate::shared::Pause),
     /// As of `conf_epoch`: no state that needs per-command checks beyond
-    /// the session's own (no maxmemory, not loading, no pause set).
+    /// the session's own (no maxmemory, not loading, no pause set, no
+    /// script past busy-reply-threshold).
     plain: bool,
     /// Set while a blocked client's command runs again to be served: the
     /// key that became ready (see [`crate::blocking`]).
@@ -241,9 +242,13 @@ impl Session {
         self.fx.sync(&shared.effects);
         let paused = shared.pause.lock().until_ms > 0;
         // A failed BGSAVE may refuse writes (stop-writes-on-bgsave-error);
-        // its status changes move the epoch.
+        // its status changes move the epoch, as a busy script does.
         let bgsave_ok = shared.persist.last_bgsave_ok.load(Ordering::Relaxed);
-        self.plain = self.conf.maxmemory == 0 && !shared.is_loading() && !paused && bgsave_ok;
+        self.plain = self.conf.maxmemory == 0
+            && !shared.is_loading()
+            && !paused
+            && bgsave_ok
+            && !shared.scripts.is_busy();
     }
 
     /// Whether CLIENT PAUSE holds `spec` back now (Redis 7.0's rules: WRITE

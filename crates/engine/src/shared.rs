@@ -154,6 +154,8 @@ pub struct Shared {
     pub snapshots: OnceLock<std::sync::Arc<dyn crate::snapshot::Snapshots>>,
     /// What INFO persistence reports.
     pub persist: crate::snapshot::PersistState,
+    /// The script cache (EVAL, SCRIPT LOAD).
+    pub scripts: crate::script::Cache,
     /// Set while a dataset loads: commands without the LOADING flag wait.
     loading: AtomicBool,
     /// `used_memory` as last measured, and when (unix ms), for the
@@ -213,6 +215,7 @@ impl Shared {
             clock: Clock::default(),
             snapshots: OnceLock::new(),
             persist: crate::snapshot::PersistState::new(unix_ms() / 1000),
+            scripts: crate::script::Cache::default(),
             loading: AtomicBool::new(false),
             used_memory: AtomicU64::new(0),
             used_memory_at: AtomicI64::new(i64::MIN),

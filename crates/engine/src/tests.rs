@@ -121,7 +121,7 @@ fn policy_by_caller() {
     let text = |r: Result<(), crate::error::CmdError>| {
         String::from_utf8(r.unwrap_err().text().into_owned()).unwrap()
     };
-    let ro = Caller::Script { read_only: true };
+    let ro = Caller::Script { read_only: true, allow_oom: false };
     assert_eq!(
         text(check(&h.shared, &mut h.sess, spec(set), set, ro)),
         "ERR Write commands are not allowed from read-only scripts."
@@ -133,7 +133,7 @@ fn policy_by_caller() {
             &mut h.sess,
             spec(blpop),
             blpop,
-            Caller::Script { read_only: false }
+            Caller::Script { read_only: false, allow_oom: false }
         )),
         "ERR This Redis command is not allowed from script"
     );

@@ -56,6 +56,7 @@ files! {
     hyperloglog => "hyperloglog.txt",
     geo => "geo.txt",
     restore => "restore.txt",
+    scripting => "scripting.txt",
 }
 
 #[test]

@@ -82,6 +82,12 @@ scenarios! {
     geo => "geo.txt",
     policies => "policies.txt",
     persistence => "persistence.txt",
+    scripting_eval => "scripting_eval.txt",
+    scripting_errors => "scripting_errors.txt",
+    scripting_resp3 => "scripting_resp3.txt",
+    scripting_functions => "scripting_functions.txt",
+    scripting_policies => "scripting_policies.txt",
+    scripting_function_dump => "scripting_function_dump.txt",
 }
 
 #[test]

@@ -48,6 +48,8 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     hll::COMMANDS,
     geo::COMMANDS,
     persist::COMMANDS,
+    crate::script::COMMANDS,
+    crate::script::function::COMMANDS,
 ];
 
 /// All top-level commands.

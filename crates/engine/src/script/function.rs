@@ -1,0 +1,753 @@
+//! Redis Functions: `FUNCTION LOAD | DELETE | FLUSH | LIST | STATS | KILL |
+//! DUMP | RESTORE | HELP`, `FCALL` and `FCALL_RO`.
+//!
+//! A library is its code (with a `#!lua name=<lib>` line) and the functions
+//! its code registers with `redis.register_function`. The registry is
+//! shared; each thread's Lua state runs a library's code the first time it
+//! calls one of its functions (the code can only register functions, so
+//! running it again is harmless), and a version number tells it to reload
+//! after `FUNCTION LOAD REPLACE`. A call runs like an EVAL script (same
+//! locking, effects, BUSY and kill), its errors naming the function.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::AtomicU8;
+use std::sync::Arc;
+
+use resp::ReplyBuf;
+
+use super::{vm, Script, ScriptFlags, Target};
+use crate::ctx::{eq_ic, Args, Ctx};
+use crate::error::{CmdError, CmdResult};
+use crate::spec::{CommandSpec, Flags, Group, KeySpec};
+
+/// A registered function, as FUNCTION LIST shows it.
+#[derive(Clone, Debug)]
+pub struct FunctionInfo {
+    pub name: String,
+    pub description: Option<Vec<u8>>,
+    pub flags: ScriptFlags,
+}
+
+/// One library.
+pub struct Library {
+    pub name: String,
+    pub code: Box<[u8]>,
+    pub version: u64,
+    pub functions: Vec<FunctionInfo>,
+    /// Per function (same order): what a run of it needs (its flags, the
+    /// code, and the scope its runs learned).
+    units: Vec<Arc<Script>>,
+}
+
+/// Every library, and which library each function name belongs to.
+#[derive(Default)]
+pub struct Libraries {
+    libs: BTreeMap<String, Arc<Library>>,
+    functions: BTreeMap<String, String>,
+    next_version: u64,
+}
+
+const FNF: Flags = Flags::NOSCRIPT
+    .union(Flags::STALE)
+    .union(Flags::SKIP_MONITOR)
+    .union(Flags::NO_MANDATORY_KEYS)
+    .union(Flags::MOVABLEKEYS);
+const FCALL_KEYS: KeySpec = KeySpec::Custom { legacy: (0, 0, 0), find: super::eval_keys };
+
+pub const COMMANDS: &[CommandSpec] = &[
+    CommandSpec::new("FCALL", -3, FNF, FCALL_KEYS, Group::Scripting, "Invokes a function.", fcall)
+        .since("7.0.0")
+        .complexity("Depends on the function that is executed."),
+    CommandSpec::new(
+        "FCALL_RO",
+        -3,
+        FNF.union(Flags::READONLY),
+        FCALL_KEYS,
+        Group::Scripting,
+        "Invokes a read-only function.",
+        fcall_ro,
+    )
+    .since("7.0.0")
+    .complexity("Depends on the function that is executed."),
+    CommandSpec::new(
+        "FUNCTION",
+        -2,
+        Flags::NONE,
+        KeySpec::None,
+        Group::Scripting,
+        "A container for function commands.",
+        container,
+    )
+    .since("7.0.0")
+    .complexity("Depends on subcommand.")
+    .subs(SUBS),
+];
+
+const W: Flags = Flags::WRITE.union(Flags::NOSCRIPT);
+
+const SUBS: &[CommandSpec] = &[
+    CommandSpec::new(
+        "DUMP",
+        2,
+        Flags::NOSCRIPT,
+        KeySpec::None,
+        Group::Scripting,
+        "Dumps all libraries into a serialized binary payload.",
+        dump,
+    )
+    .since("7.0.0")
+    .complexity("O(N) where N is the number of functions"),
+    CommandSpec::new(
+        "RESTORE",
+        -3,
+        W.union(Flags::DENYOOM),
+        KeySpec::None,
+        Group::Scripting,
+        "Restores all libraries from a payload.",
+        restore,
+    )
+    .since("7.0.0")
+    .complexity("O(N) where N is the number of functions on the payload"),
+    CommandSpec::new(
+        "DELETE",
+        3,
+        W,
+        KeySpec::None,
+        Group::Scripting,
+        "Deletes a library and its functions.",
+        delete,
+    )
+    .since("7.0.0")
+    .complexity("O(1)"),
+    CommandSpec::new(
+        "FLUSH",
+        -2,
+        W,
+        KeySpec::None,
+        Group::Scripting,
+        "Deletes all libraries and functions.",
+        flush,
+    )
+    .since("7.0.0")
+    .complexity("O(N) where N is the number of functions deleted"),
+    CommandSpec::new(
+        "HELP",
+        2,
+        Flags::LOADING.union(Flags::STALE),
+        KeySpec::None,
+        Group::Scripting,
+        "Returns helpful text about the different subcommands.",
+        help,
+    )
+    .since("7.0.0")
+    .complexity("O(1)"),
+    CommandSpec::new(
+        "KILL",
+        2,
+        Flags::NOSCRIPT.union(Flags::ALLOW_BUSY),
+        KeySpec::None,
+        Group::Scripting,
+        "Terminates a function during execution.",
+        kill,
+    )
+    .since("7.0.0")
+    .complexity("O(1)"),
+    CommandSpec::new(
+        "LIST",
+        -2,
+        Flags::NOSCRIPT,
+        KeySpec::None,
+        Group::Scripting,
+        "Returns information about all libraries.",
+        list,
+    )
+    .since("7.0.0")
+    .complexity("O(N) where N is the number of functions"),
+    CommandSpec::new(
+        "LOAD",
+        -3,
+        W.union(Flags::DENYOOM),
+        KeySpec::None,
+        Group::Scripting,
+        "Creates a library.",
+        load,
+    )
+    .since("7.0.0")
+    .complexity("O(1) (considering compilation time is redundant)"),
+    CommandSpec::new(
+        "STATS",
+        2,
+        Flags::NOSCRIPT.union(Flags::ALLOW_BUSY),
+        KeySpec::None,
+        Group::Scripting,
+        "Returns information about a function during execution.",
+        stats,
+    )
+    .since("7.0.0")
+    .complexity("O(1)"),
+];
+
+fn container(_: &mut Ctx, args: &mut Args, _: &mut ReplyBuf) -> CmdResult {
+    Err(CmdError::UnknownSubcommand {
+        sub: args.peek().unwrap_or_default().to_vec(),
+        cmd: b"FUNCTION".to_vec(),
+    })
+}
+
+const HELP: &[&str] = &[
+    "FUNCTION <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "LOAD [REPLACE] <FUNCTION CODE>",
+    "    Create a new library with the given library name and code.",
+    "DELETE <LIBRARY NAME>",
+    "    Delete the given library.",
+    "LIST [LIBRARYNAME PATTERN] [WITHCODE]",
+    "    Return general information on all the libraries:",
+    "    * Library name",
+    "    * The engine used to run the Library",
+    "    * Library description",
+    "    * Functions list",
+    "    * Library code (if WITHCODE is given)",
+    "    It also possible to get only function that matches a pattern using LIBRARYNAME argument.",
+    "STATS",
+    "    Return information about the current function running:",
+    "    * Function name",
+    "    * Command used to run the function",
+    "    * Duration in MS that the function is running",
+    "    If no function is running, return nil",
+    "    In addition, returns a list of available engines.",
+    "KILL",
+    "    Kill the current running function.",
+    "FLUSH [ASYNC|SYNC]",
+    "    Delete all the libraries.",
+    "    When called without the optional mode argument, the behavior is determined by the",
+    "    lazyfree-lazy-user-flush configuration directive. Valid modes are:",
+    "    * ASYNC: Asynchronously flush the libraries.",
+    "    * SYNC: Synchronously flush the libraries.",
+    "DUMP",
+    "    Return a serialized payload representing the current libraries, can be restored using FUNCTION RESTORE command",
+    "RESTORE <PAYLOAD> [FLUSH|APPEND|REPLACE]",
+    "    Restore the libraries represented by the given payload, it is possible to give a restore policy to",
+    "    control how to handle existing libraries (default APPEND):",
+    "    * FLUSH: delete all existing libraries.",
+    "    * APPEND: appends the restored libraries to the existing libraries. On collision, abort.",
+    "    * REPLACE: appends the restored libraries to the existing libraries, On collision, replace the old",
+    "      libraries with the new libraries (notice that even on this option there is a chance of failure",
+    "      in case of functions name collision with another library).",
+    "HELP",
+    "    Prints this help.",
+];
+
+fn help(_: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    crate::commands::client::help_reply(HELP, out);
+    Ok(())
+}
+
+/// Parses `#!lua name=<lib>`: the library name and the line's length.
+fn parse_metadata(code: &[u8]) -> Result<(String, usize), CmdError> {
+    if !code.starts_with(b"#!") {
+        return Err(CmdError::err("Missing library metadata"));
+    }
+    let end = code.iter().position(|&c| c == b'\n').unwrap_or(code.len());
+    let parts = resp::split_args(&code[..end])
+        .filter(|p| !p.is_empty())
+        .ok_or_else(|| CmdError::err("Invalid library metadata"))?;
+    let engine = &parts[0][2..];
+    if engine != b"lua" {
+        let mut v = b"ERR Engine '".to_vec();
+        v.extend_from_slice(engine);
+        v.extend_from_slice(b"' not found");
+        return Err(CmdError::Bytes(v));
+    }
+    let mut name = None;
+    for p in &parts[1..] {
+        match p.strip_prefix(b"name=") {
+            Some(n) => name = Some(n.to_vec()),
+            None => {
+                let mut v = b"ERR Invalid metadata value given: ".to_vec();
+                v.extend_from_slice(p);
+                return Err(CmdError::Bytes(v));
+            }
+        }
+    }
+    let name = name.ok_or_else(|| CmdError::err("Library name was not given"))?;
+    if name.is_empty() || !name.iter().all(|c| c.is_ascii_alphanumeric() || *c == b'_') {
+        return Err(CmdError::err(
+            "Library names can only contain letters, numbers, or underscores(_) and must be at least one character long",
+        ));
+    }
+    Ok((String::from_utf8(name).expect("checked ASCII"), end))
+}
+
+fn load(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let mut replace = false;
+    let mut code = args.req()?;
+    if eq_ic(code, "REPLACE") && args.remaining() > 0 {
+        replace = true;
+        code = args.req()?;
+    }
+    if args.remaining() > 0 {
+        return Err(CmdError::err(
+            "Unknown option given: ".to_string() + &String::from_utf8_lossy(args.rest()[0]),
+        ));
+    }
+    let lib = compile(cx, code, |name| {
+        !replace && cx.shared.scripts.functions.read().libs.contains_key(name)
+    })?;
+    let name = lib.name.clone();
+    install(&mut cx.shared.scripts.functions.write(), vec![lib], replace)?;
+    cx.dirty(1);
+    out.bulk(name.as_bytes());
+    Ok(())
+}
+
+/// A library checked and run once: its name and functions.
+struct Compiled {
+    name: String,
+    code: Box<[u8]>,
+    shebang_len: usize,
+    functions: Vec<FunctionInfo>,
+}
+
+/// Checks a library's metadata and runs its code in this thread's Lua
+/// state. `exists` says whether its name is taken (checked before the
+/// code runs, as Redis does).
+fn compile(cx: &mut Ctx, code: &[u8], exists: impl Fn(&str) -> bool) -> Result<Compiled, CmdError> {
+    let (name, shebang_len) = parse_metadata(code)?;
+    if exists(&name) {
+        return Err(CmdError::err(format!("Library '{name}' already exists")));
+    }
+    let functions = vm::with_vm(cx.shared, |vm| vm.load_library(code, shebang_len, None))
+        .map_err(|e| CmdError::Bytes(e.into_bytes()))?;
+    Ok(Compiled { name, code: code.into(), shebang_len, functions })
+}
+
+/// Adds libraries to the registry, all or none: a library whose name is
+/// taken replaces the old one only with `replace`; a function name taken
+/// by another library is an error.
+fn install(reg: &mut Libraries, libs: Vec<Compiled>, replace: bool) -> CmdResult {
+    for lib in &libs {
+        if !replace && reg.libs.contains_key(&lib.name) {
+            // (Unquoted, as Redis 7.0 words it when restoring.)
+            return Err(CmdError::err(format!("Library {} already exists", lib.name)));
+        }
+        for f in &lib.functions {
+            let owner = reg.functions.get(&f.name);
+            let other_new = libs
+                .iter()
+                .any(|l| l.name != lib.name && l.functions.iter().any(|g| g.name == f.name));
+            if owner.is_some_and(|o| *o != lib.name && !libs.iter().any(|l| l.name == *o))
+                || other_new
+            {
+                return Err(CmdError::err(format!("Function {} already exists", f.name)));
+            }
+        }
+    }
+    for lib in libs {
+        if let Some(old) = reg.libs.remove(&lib.name) {
+            for f in &old.functions {
+                reg.functions.remove(&f.name);
+            }
+        }
+        reg.next_version += 1;
+        let units = lib
+            .functions
+            .iter()
+            .map(|f| {
+                Arc::new(Script {
+                    body: lib.code.clone(),
+                    shebang_len: lib.shebang_len,
+                    flags: f.flags,
+                    scope: AtomicU8::new(0),
+                })
+            })
+            .collect();
+        for f in &lib.functions {
+            reg.functions.insert(f.name.clone(), lib.name.clone());
+        }
+        let l = Library {
+            name: lib.name.clone(),
+            code: lib.code,
+            version: reg.next_version,
+            functions: lib.functions,
+            units,
+        };
+        reg.libs.insert(lib.name, Arc::new(l));
+    }
+    Ok(())
+}
+
+// ---- FUNCTION DUMP / RESTORE: Redis's payload (RDB strings, version,
+// CRC64) ----------------------------------------------------------------
+
+/// `RDB_OPCODE_FUNCTION2`: one library's code follows.
+const OPCODE_FUNCTION2: u8 = 245;
+/// The RDB version the payload's footer names.
+const RDB_VERSION: u16 = 10;
+
+/// Redis's CRC64 (Jones polynomial, reflected).
+pub fn crc64(mut crc: u64, data: &[u8]) -> u64 {
+    const POLY: u64 = 0x95AC_9329_AC4B_C9B5;
+    for &b in data {
+        crc ^= b as u64;
+        for _ in 0..8 {
+            crc = if crc & 1 == 1 { (crc >> 1) ^ POLY } else { crc >> 1 };
+        }
+    }
+    crc
+}
+
+fn put_len(out: &mut Vec<u8>, n: usize) {
+    if n < 1 << 6 {
+        out.push(n as u8);
+    } else if n < 1 << 14 {
+        out.push(0x40 | (n >> 8) as u8);
+        out.push(n as u8);
+    } else if n <= u32::MAX as usize {
+        out.push(0x80);
+        out.extend_from_slice(&(n as u32).to_be_bytes());
+    } else {
+        out.push(0x81);
+        out.extend_from_slice(&(n as u64).to_be_bytes());
+    }
+}
+
+/// A length, or a special encoding (the low 6 bits) when `true`.
+fn get_len(p: &[u8], pos: &mut usize) -> Option<(u64, bool)> {
+    let b = *p.get(*pos)?;
+    *pos += 1;
+    Some(match b >> 6 {
+        0 => ((b & 0x3f) as u64, false),
+        1 => {
+            let c = *p.get(*pos)?;
+            *pos += 1;
+            ((((b & 0x3f) as u64) << 8) | c as u64, false)
+        }
+        2 if b == 0x80 => {
+            let v = u32::from_be_bytes(p.get(*pos..*pos + 4)?.try_into().ok()?);
+            *pos += 4;
+            (v as u64, false)
+        }
+        2 if b == 0x81 => {
+            let v = u64::from_be_bytes(p.get(*pos..*pos + 8)?.try_into().ok()?);
+            *pos += 8;
+            (v, false)
+        }
+        3 => ((b & 0x3f) as u64, true),
+        _ => return None,
+    })
+}
+
+/// An RDB string: plain, integer-encoded or LZF-compressed.
+fn get_string(p: &[u8], pos: &mut usize) -> Option<Vec<u8>> {
+    let (n, special) = get_len(p, pos)?;
+    if !special {
+        let s = p.get(*pos..*pos + n as usize)?.to_vec();
+        *pos += n as usize;
+        return Some(s);
+    }
+    match n {
+        0..=2 => {
+            let w = 1usize << n;
+            let b = p.get(*pos..*pos + w)?;
+            *pos += w;
+            let v = match n {
+                0 => b[0] as i8 as i64,
+                1 => i16::from_le_bytes([b[0], b[1]]) as i64,
+                _ => i32::from_le_bytes([b[0], b[1], b[2], b[3]]) as i64,
+            };
+            Some(v.to_string().into_bytes())
+        }
+        3 => {
+            let (clen, _) = get_len(p, pos)?;
+            let (ulen, _) = get_len(p, pos)?;
+            let c = p.get(*pos..*pos + clen as usize)?;
+            *pos += clen as usize;
+            lzf_decompress(c, ulen as usize)
+        }
+        _ => None,
+    }
+}
+
+/// LZF decompression (the format of Redis's compressed strings).
+fn lzf_decompress(input: &[u8], out_len: usize) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(out_len);
+    let mut i = 0;
+    while i < input.len() {
+        let ctrl = input[i] as usize;
+        i += 1;
+        if ctrl < 32 {
+            let n = ctrl + 1;
+            out.extend_from_slice(input.get(i..i + n)?);
+            i += n;
+        } else {
+            let mut len = ctrl >> 5;
+            if len == 7 {
+                len += *input.get(i)? as usize;
+                i += 1;
+            }
+            let back = ((ctrl & 0x1f) << 8) + *input.get(i)? as usize + 1;
+            i += 1;
+            let start = out.len().checked_sub(back)?;
+            for k in 0..len + 2 {
+                let b = out[start + k];
+                out.push(b);
+            }
+        }
+    }
+    (out.len() == out_len).then_some(out)
+}
+
+/// The libraries as `FUNCTION DUMP`'s payload (strings uncompressed).
+pub fn dump_payload(reg: &Libraries) -> Vec<u8> {
+    let mut p = Vec::new();
+    for lib in reg.libs.values() {
+        p.push(OPCODE_FUNCTION2);
+        put_len(&mut p, lib.code.len());
+        p.extend_from_slice(&lib.code);
+    }
+    p.extend_from_slice(&RDB_VERSION.to_le_bytes());
+    let crc = crc64(0, &p);
+    p.extend_from_slice(&crc.to_le_bytes());
+    p
+}
+
+fn dump(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let payload = dump_payload(&cx.shared.scripts.functions.read());
+    out.bulk(&payload);
+    Ok(())
+}
+
+fn restore(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let payload = args.req()?;
+    let policy = match args.next() {
+        None => Policy::Append,
+        Some(p) if eq_ic(p, "APPEND") => Policy::Append,
+        Some(p) if eq_ic(p, "REPLACE") => Policy::Replace,
+        Some(p) if eq_ic(p, "FLUSH") => Policy::Flush,
+        Some(_) => {
+            return Err(CmdError::err(
+                "Wrong restore policy given, value should be either FLUSH, APPEND or REPLACE.",
+            ))
+        }
+    };
+    if args.remaining() > 0 {
+        return Err(CmdError::SubcommandSyntax {
+            sub: args.argv()[1].to_vec(),
+            cmd: b"FUNCTION".to_vec(),
+        });
+    }
+    let bad = || CmdError::err("DUMP payload version or checksum are wrong");
+    if payload.len() < 10 {
+        return Err(bad());
+    }
+    let body_end = payload.len() - 10;
+    let version = u16::from_le_bytes([payload[body_end], payload[body_end + 1]]);
+    let crc = u64::from_le_bytes(payload[body_end + 2..].try_into().map_err(|_| bad())?);
+    if version > RDB_VERSION || crc64(0, &payload[..body_end + 2]) != crc {
+        return Err(bad());
+    }
+    let body = &payload[..body_end];
+    let mut pos = 0;
+    let mut libs = Vec::new();
+    while pos < body.len() {
+        if body[pos] != OPCODE_FUNCTION2 {
+            return Err(CmdError::err("given type is not a function"));
+        }
+        pos += 1;
+        let code = get_string(body, &mut pos)
+            .ok_or_else(|| CmdError::err("failed loading the library"))?;
+        let lib = compile(cx, &code, |_| false)?;
+        if libs.iter().any(|l: &Compiled| l.name == lib.name) {
+            return Err(CmdError::err(format!("Library '{}' already exists", lib.name)));
+        }
+        libs.push(lib);
+    }
+    let mut reg = cx.shared.scripts.functions.write();
+    if policy == Policy::Flush {
+        reg.libs.clear();
+        reg.functions.clear();
+    }
+    install(&mut reg, libs, policy != Policy::Append)?;
+    drop(reg);
+    cx.dirty(1);
+    out.ok();
+    Ok(())
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Policy {
+    Append,
+    Replace,
+    Flush,
+}
+
+fn delete(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let name = String::from_utf8_lossy(args.req()?).into_owned();
+    let mut reg = cx.shared.scripts.functions.write();
+    let Some(lib) = reg.libs.remove(&name) else {
+        return Err(CmdError::err("Library not found"));
+    };
+    for f in &lib.functions {
+        reg.functions.remove(&f.name);
+    }
+    drop(reg);
+    cx.dirty(1);
+    out.ok();
+    Ok(())
+}
+
+fn flush(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    match args.rest() {
+        [] => {}
+        [m] if eq_ic(m, "SYNC") || eq_ic(m, "ASYNC") => {}
+        _ => return Err(CmdError::err("FUNCTION FLUSH only supports SYNC|ASYNC option")),
+    }
+    let mut reg = cx.shared.scripts.functions.write();
+    reg.libs.clear();
+    reg.functions.clear();
+    drop(reg);
+    cx.dirty(1);
+    cx.force_propagate();
+    out.ok();
+    Ok(())
+}
+
+fn list(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let mut pattern: Option<&[u8]> = None;
+    let mut with_code = false;
+    while let Some(a) = args.next() {
+        if eq_ic(a, "WITHCODE") && !with_code {
+            with_code = true;
+        } else if eq_ic(a, "LIBRARYNAME") && pattern.is_none() {
+            pattern = Some(
+                args.next().ok_or_else(|| CmdError::err("library name argument was not given"))?,
+            );
+        } else {
+            return Err(CmdError::err(format!("Unknown argument {}", String::from_utf8_lossy(a))));
+        }
+    }
+    let reg = cx.shared.scripts.functions.read();
+    let libs: Vec<&Arc<Library>> = reg
+        .libs
+        .values()
+        .filter(|l| pattern.is_none_or(|p| crate::glob::matches(p, l.name.as_bytes(), false)))
+        .collect();
+    out.array(libs.len());
+    for lib in libs {
+        out.map(if with_code { 4 } else { 3 });
+        out.bulk(b"library_name");
+        out.bulk(lib.name.as_bytes());
+        out.bulk(b"engine");
+        out.bulk(b"LUA");
+        out.bulk(b"functions");
+        out.array(lib.functions.len());
+        for f in &lib.functions {
+            out.map(3);
+            out.bulk(b"name");
+            out.bulk(f.name.as_bytes());
+            out.bulk(b"description");
+            match &f.description {
+                Some(d) => out.bulk(d),
+                None => out.null(),
+            }
+            out.bulk(b"flags");
+            let names = f.flags.names();
+            out.set(names.len());
+            for n in names {
+                out.simple(n.as_bytes());
+            }
+        }
+        if with_code {
+            out.bulk(b"library_code");
+            out.bulk(&lib.code);
+        }
+    }
+    Ok(())
+}
+
+fn stats(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let reg = cx.shared.scripts.functions.read();
+    out.map(2);
+    out.bulk(b"running_script");
+    out.null();
+    out.bulk(b"engines");
+    out.map(1);
+    out.bulk(b"LUA");
+    out.map(2);
+    out.bulk(b"libraries_count");
+    out.int(reg.libs.len() as i64);
+    out.bulk(b"functions_count");
+    out.int(reg.functions.len() as i64);
+    Ok(())
+}
+
+fn kill(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    super::script_kill(cx, args, out)
+}
+
+fn fcall(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    fcall_generic(cx, args, out, false)
+}
+
+fn fcall_ro(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    fcall_generic(cx, args, out, true)
+}
+
+fn fcall_generic(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf, ro: bool) -> CmdResult {
+    let argv = args.argv();
+    let name = String::from_utf8_lossy(argv[1]).into_owned();
+    let numkeys =
+        resp::parse_i64(argv[2]).ok_or_else(|| CmdError::err("Bad number of keys provided"))?;
+    if numkeys > (argv.len() - 3) as i64 {
+        return Err(CmdError::err("Number of keys can't be greater than number of args"));
+    } else if numkeys < 0 {
+        return Err(CmdError::err("Number of keys can't be negative"));
+    }
+    let (lib, unit) = {
+        let reg = cx.shared.scripts.functions.read();
+        let Some(lib) = reg.functions.get(&name).and_then(|l| reg.libs.get(l)).cloned() else {
+            return Err(CmdError::err("Function not found"));
+        };
+        let i = lib.functions.iter().position(|f| f.name == name).expect("registered");
+        let unit = lib.units[i].clone();
+        (lib, unit)
+    };
+    super::check_flags(cx, unit.flags, ro)?;
+    let keys = &argv[3..3 + numkeys as usize];
+    let fargs = &argv[3 + numkeys as usize..];
+    let shared = cx.shared;
+    let scope = unit.scope();
+    if scope > crate::dispatch::Scope::Keys {
+        super::relock(cx, keys, scope)?;
+    }
+    let threshold = cx.sess.conf(shared).busy_reply_threshold.max(0) as u64;
+    let running = shared.scripts.start(threshold);
+    let target = Target::Function { lib: &lib.name, version: lib.version, name: &name };
+    let r = super::run_loop(cx, out, &target, &unit, keys, fargs, ro, scope, &running);
+    shared.scripts.finish(shared, &running);
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crc64_is_redis_jones() {
+        assert_eq!(crc64(0, b"123456789"), 0xe9c6_d914_c4b8_d9ca);
+    }
+
+    #[test]
+    fn empty_dump_matches_redis() {
+        // redis-server 7.0.15: FUNCTION FLUSH, FUNCTION DUMP.
+        let p = dump_payload(&Libraries::default());
+        assert_eq!(p, b"\n\0]\x9b\\@\x0f\x7f\xa2\xda");
+    }
+
+    #[test]
+    fn lzf_round_trip_of_a_back_reference() {
+        // "abcabcabc": 3 literals, then a back reference of 6 at distance 3.
+        let c = [2, b'a', b'b', b'c', (4 << 5), 2];
+        assert_eq!(lzf_decompress(&c, 9).unwrap(), b"abcabcabc");
+    }
+}

@@ -1,0 +1,797 @@
+//! Scripting: `EVAL`, `EVALSHA`, `EVAL_RO`, `EVALSHA_RO` and `SCRIPT`, as
+//! Redis 7.0 runs them (Lua 5.1, effects replication).
+//!
+//! The script cache (body by SHA1, with its shebang flags) is shared by
+//! every thread; each thread compiles what it runs in its own Lua state
+//! ([`vm`]). A script runs atomically: it holds its declared keys'
+//! stripes from start to end (taken by the dispatcher from EVAL's key
+//! spec), and any stripe a command inside needs is added as it goes —
+//! in order, or, below one held, only if free at once. When that fails
+//! before the script wrote anything, the script starts over holding its
+//! whole database (or every database), and the cache remembers that for
+//! its later runs; after a write it is the script's error. Commands run
+//! through `dispatch::check` and `dispatch::call` as `Caller::Script`,
+//! so their effects join the EVAL's execution unit (propagated as the
+//! commands executed, in MULTI/EXEC when several), blocking commands do
+//! not block, and clients blocked on keys the script filled are served
+//! once it ends.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use parking_lot::{Mutex, RwLock};
+use resp::ReplyBuf;
+use smallvec::SmallVec;
+
+use crate::ctx::{eq_ic, Args, Ctx};
+use crate::dispatch::{self, Scope};
+use crate::error::{CmdError, CmdResult};
+use crate::spec::{CommandSpec, Flags, Group, KeyList, KeySpec};
+
+pub mod cjson;
+pub mod function;
+pub mod vm;
+
+/// A cached script (or a library function: its library's code and its
+/// own flags).
+pub struct Script {
+    pub body: Box<[u8]>,
+    /// Length of the shebang line (without its newline), 0 if none.
+    pub shebang_len: usize,
+    pub flags: ScriptFlags,
+    /// The widest scope a run of it needed ([`Scope`] as a number).
+    pub(crate) scope: AtomicU8,
+}
+
+impl Script {
+    pub(crate) fn scope(&self) -> Scope {
+        match self.scope.load(Ordering::Relaxed) {
+            0 => Scope::Keys,
+            1 => Scope::Db,
+            _ => Scope::All,
+        }
+    }
+
+    fn widen(&self, s: Scope) {
+        let n = match s {
+            Scope::Keys => 0,
+            Scope::Db => 1,
+            Scope::All => 2,
+        };
+        self.scope.fetch_max(n, Ordering::Relaxed);
+    }
+}
+
+/// Flags of a script's `#!lua flags=...` line.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ScriptFlags {
+    /// The script has a shebang line (no compatibility mode).
+    pub shebang: bool,
+    pub no_writes: bool,
+    pub allow_oom: bool,
+    pub allow_stale: bool,
+    pub no_cluster: bool,
+    pub allow_cross_slot_keys: bool,
+}
+
+/// Redis's `rand48`, which `math.random` draws from: one sequence for the
+/// server, from the C library's default seed.
+pub struct Rand48(u64);
+
+impl Rand48 {
+    const A: u64 = 0x5_DEEC_E66D;
+    const MASK: u64 = (1 << 48) - 1;
+
+    pub fn new() -> Self {
+        Rand48(0x1234_ABCD_330E)
+    }
+
+    pub fn seed(&mut self, s: i32) {
+        self.0 = ((s as u32 as u64) << 16) | 0x330E;
+    }
+
+    fn next(&mut self) -> i64 {
+        self.0 = (Self::A.wrapping_mul(self.0).wrapping_add(0xB)) & Self::MASK;
+        (self.0 >> 17) as i64
+    }
+
+    /// A number in [0, 1), as Redis's `math.random()`.
+    pub fn next_f64(&mut self) -> f64 {
+        const MAX: i64 = i32::MAX as i64;
+        (self.next() % MAX) as f64 / MAX as f64
+    }
+}
+
+impl Default for Rand48 {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// A script running now, as `SCRIPT KILL` and the BUSY replies see it.
+pub struct Running {
+    pub started: Instant,
+    /// `busy-reply-threshold` when it started (0: never busy).
+    pub threshold_ms: u64,
+    /// Past the threshold: other clients get BUSY.
+    pub busy: AtomicBool,
+    /// It ran a write command: it cannot be killed.
+    pub wrote: AtomicBool,
+    /// `SCRIPT KILL` asked it to stop.
+    pub kill: AtomicBool,
+}
+
+/// The script cache every thread shares, and the scripts running.
+#[derive(Default)]
+pub struct Cache {
+    map: RwLock<HashMap<[u8; 40], Arc<Script>>>,
+    /// Bumped by `SCRIPT FLUSH`: threads drop their Lua states.
+    epoch: AtomicU64,
+    pub rng: Arc<Mutex<Rand48>>,
+    running: Mutex<Vec<Arc<Running>>>,
+    /// Running scripts past their threshold.
+    busy: AtomicUsize,
+    /// Bytes used by every thread's Lua state, as last reported.
+    lua_memory: AtomicUsize,
+    /// Libraries of functions (FUNCTION LOAD).
+    pub(crate) functions: RwLock<function::Libraries>,
+}
+
+impl Cache {
+    /// Whether a script has run past `busy-reply-threshold`: clients get
+    /// BUSY for commands without `allow-busy`.
+    #[inline]
+    pub fn is_busy(&self) -> bool {
+        self.busy.load(Ordering::Acquire) > 0
+    }
+
+    pub(crate) fn start(&self, threshold_ms: u64) -> Arc<Running> {
+        let r = Arc::new(Running {
+            started: Instant::now(),
+            threshold_ms,
+            busy: AtomicBool::new(false),
+            wrote: AtomicBool::new(false),
+            kill: AtomicBool::new(false),
+        });
+        self.running.lock().push(r.clone());
+        r
+    }
+
+    /// Called by a running script's hook: marks it busy once past its
+    /// threshold (and tells the connections to check). True when killed.
+    pub(crate) fn poll(&self, shared: &crate::Shared, r: &Running) -> bool {
+        if r.threshold_ms > 0
+            && !r.busy.load(Ordering::Relaxed)
+            && r.started.elapsed().as_millis() as u64 >= r.threshold_ms
+        {
+            r.busy.store(true, Ordering::Relaxed);
+            self.busy.fetch_add(1, Ordering::AcqRel);
+            shared.state_changed();
+        }
+        r.kill.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn finish(&self, shared: &crate::Shared, r: &Arc<Running>) {
+        self.running.lock().retain(|x| !Arc::ptr_eq(x, r));
+        if r.busy.load(Ordering::Relaxed) {
+            self.busy.fetch_sub(1, Ordering::AcqRel);
+            shared.state_changed();
+        }
+    }
+
+    pub fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::Acquire)
+    }
+
+    pub fn get(&self, sha: &[u8; 40]) -> Option<Arc<Script>> {
+        self.map.read().get(sha).cloned()
+    }
+
+    /// Bytes of the threads' Lua states (`used_memory_lua`).
+    pub fn lua_memory(&self) -> usize {
+        self.lua_memory.load(Ordering::Relaxed)
+    }
+
+    /// A thread's Lua state went from `before` to `after` bytes.
+    pub(crate) fn lua_memory_moved(&self, before: usize, after: usize) {
+        if after >= before {
+            self.lua_memory.fetch_add(after - before, Ordering::Relaxed);
+        } else {
+            self.lua_memory.fetch_sub(before - after, Ordering::Relaxed);
+        }
+    }
+
+    /// Number of cached scripts (`number_of_cached_scripts`).
+    pub fn len(&self) -> usize {
+        self.map.read().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Bytes of the cached bodies (`used_memory_scripts_eval`, roughly).
+    pub fn body_bytes(&self) -> usize {
+        self.map.read().values().map(|s| s.body.len() + 40 + 64).sum()
+    }
+
+    fn flush(&self) {
+        self.map.write().clear();
+        self.epoch.fetch_add(1, Ordering::AcqRel);
+    }
+}
+
+/// SHA1 of `data` in lower-case hex.
+pub fn sha1_hex(data: &[u8]) -> [u8; 40] {
+    let digest = sha1_smol::Sha1::from(data).digest().bytes();
+    let mut out = [0u8; 40];
+    for (i, b) in digest.iter().enumerate() {
+        out[2 * i] = b"0123456789abcdef"[(b >> 4) as usize];
+        out[2 * i + 1] = b"0123456789abcdef"[(b & 15) as usize];
+    }
+    out
+}
+
+/// Where `redis.log` lines go; the server installs its logger.
+pub static LOGGER: std::sync::OnceLock<fn(i64, &[u8])> = std::sync::OnceLock::new();
+
+pub(crate) fn log(level: i64, msg: &[u8]) {
+    if let Some(f) = LOGGER.get() {
+        f(level, msg);
+    }
+}
+
+/// Parses the shebang line (`#!lua flags=no-writes,allow-oom`) with
+/// Redis's error texts; returns the flags and the line's length.
+pub fn parse_shebang(body: &[u8]) -> Result<(ScriptFlags, usize), CmdError> {
+    let mut flags = ScriptFlags::default();
+    if !body.starts_with(b"#!") {
+        return Ok((flags, 0));
+    }
+    let Some(end) = body.iter().position(|&c| c == b'\n') else {
+        return Err(CmdError::err("Invalid script shebang"));
+    };
+    let parts = resp::split_args(&body[..end])
+        .filter(|p| !p.is_empty())
+        .ok_or_else(|| CmdError::err("Invalid engine in script shebang"))?;
+    if parts[0] != b"#!lua" {
+        let mut v = b"ERR Unexpected engine in script shebang: ".to_vec();
+        v.extend_from_slice(&parts[0]);
+        return Err(CmdError::Bytes(v));
+    }
+    flags.shebang = true;
+    for p in &parts[1..] {
+        let Some(list) = p.strip_prefix(b"flags=") else {
+            let mut v = b"ERR Unknown lua shebang option: ".to_vec();
+            v.extend_from_slice(p);
+            return Err(CmdError::Bytes(v));
+        };
+        if list.is_empty() {
+            continue;
+        }
+        for f in list.split(|&c| c == b',') {
+            if !set_flag(&mut flags, f) {
+                let mut v = b"ERR Unexpected flag in script shebang: ".to_vec();
+                v.extend_from_slice(f);
+                return Err(CmdError::Bytes(v));
+            }
+        }
+    }
+    Ok((flags, end))
+}
+
+/// Sets the flag named `f`; false if there is no such flag.
+pub(crate) fn set_flag(flags: &mut ScriptFlags, f: &[u8]) -> bool {
+    match f {
+        b"no-writes" => flags.no_writes = true,
+        b"allow-oom" => flags.allow_oom = true,
+        b"allow-stale" => flags.allow_stale = true,
+        b"no-cluster" => flags.no_cluster = true,
+        b"allow-cross-slot-keys" => flags.allow_cross_slot_keys = true,
+        _ => return false,
+    }
+    true
+}
+
+impl ScriptFlags {
+    /// Names of the flags set, in Redis's order.
+    pub fn names(&self) -> Vec<&'static str> {
+        let mut v = Vec::new();
+        for (on, name) in [
+            (self.no_writes, "no-writes"),
+            (self.allow_oom, "allow-oom"),
+            (self.allow_stale, "allow-stale"),
+            (self.no_cluster, "no-cluster"),
+            (self.allow_cross_slot_keys, "allow-cross-slot-keys"),
+        ] {
+            if on {
+                v.push(name);
+            }
+        }
+        v
+    }
+}
+
+// ---- commands ---------------------------------------------------------
+
+const EVF: Flags = Flags::NOSCRIPT
+    .union(Flags::STALE)
+    .union(Flags::SKIP_MONITOR)
+    .union(Flags::NO_MANDATORY_KEYS)
+    .union(Flags::MOVABLEKEYS);
+const EVAL_KEYS: KeySpec = KeySpec::Custom { legacy: (0, 0, 0), find: eval_keys };
+
+pub const COMMANDS: &[CommandSpec] = &[
+    CommandSpec::new(
+        "EVAL",
+        -3,
+        EVF,
+        EVAL_KEYS,
+        Group::Scripting,
+        "Executes a server-side Lua script.",
+        eval,
+    )
+    .since("2.6.0")
+    .complexity("Depends on the script that is executed."),
+    CommandSpec::new(
+        "EVALSHA",
+        -3,
+        EVF,
+        EVAL_KEYS,
+        Group::Scripting,
+        "Executes a server-side Lua script by SHA1 digest.",
+        evalsha,
+    )
+    .since("2.6.0")
+    .complexity("Depends on the script that is executed."),
+    CommandSpec::new(
+        "EVAL_RO",
+        -3,
+        EVF.union(Flags::READONLY),
+        EVAL_KEYS,
+        Group::Scripting,
+        "Executes a read-only server-side Lua script.",
+        eval_ro,
+    )
+    .since("7.0.0")
+    .complexity("Depends on the script that is executed."),
+    CommandSpec::new(
+        "EVALSHA_RO",
+        -3,
+        EVF.union(Flags::READONLY),
+        EVAL_KEYS,
+        Group::Scripting,
+        "Executes a read-only server-side Lua script by SHA1 digest.",
+        evalsha_ro,
+    )
+    .since("7.0.0")
+    .complexity("Depends on the script that is executed."),
+    CommandSpec::new(
+        "SCRIPT",
+        -2,
+        Flags::NONE,
+        KeySpec::None,
+        Group::Scripting,
+        "A container for Lua scripts management commands.",
+        container,
+    )
+    .since("2.6.0")
+    .complexity("Depends on subcommand.")
+    .subs(SCRIPT_SUBS),
+];
+
+const SCRIPT_SUBS: &[CommandSpec] = &[
+    CommandSpec::new(
+        "DEBUG",
+        3,
+        Flags::NOSCRIPT,
+        KeySpec::None,
+        Group::Scripting,
+        "Sets the debug mode of server-side Lua scripts.",
+        script_debug,
+    )
+    .since("3.2.0")
+    .complexity("O(1)"),
+    CommandSpec::new(
+        "EXISTS",
+        -3,
+        Flags::NOSCRIPT,
+        KeySpec::None,
+        Group::Scripting,
+        "Determines whether server-side Lua scripts exist in the script cache.",
+        script_exists,
+    )
+    .since("2.6.0")
+    .complexity("O(N) with N being the number of scripts to check (so checking a single script is an O(1) operation)."),
+    CommandSpec::new(
+        "FLUSH",
+        -2,
+        Flags::NOSCRIPT,
+        KeySpec::None,
+        Group::Scripting,
+        "Removes all server-side Lua scripts from the script cache.",
+        script_flush,
+    )
+    .since("2.6.0")
+    .complexity("O(N) with N being the number of scripts in cache"),
+    CommandSpec::new(
+        "HELP",
+        2,
+        Flags::LOADING.union(Flags::STALE),
+        KeySpec::None,
+        Group::Scripting,
+        "Returns helpful text about the different subcommands.",
+        script_help,
+    )
+    .since("5.0.0")
+    .complexity("O(1)"),
+    CommandSpec::new(
+        "KILL",
+        2,
+        Flags::NOSCRIPT.union(Flags::ALLOW_BUSY),
+        KeySpec::None,
+        Group::Scripting,
+        "Terminates a server-side Lua script during execution.",
+        script_kill,
+    )
+    .since("2.6.0")
+    .complexity("O(1)"),
+    CommandSpec::new(
+        "LOAD",
+        3,
+        Flags::NOSCRIPT.union(Flags::STALE),
+        KeySpec::None,
+        Group::Scripting,
+        "Loads a server-side Lua script to the script cache.",
+        script_load,
+    )
+    .since("2.6.0")
+    .complexity("O(N) with N being the length in bytes of the script body."),
+];
+
+/// The declared keys: `numkeys` names after the script (locked before the
+/// handler runs).
+pub(crate) fn eval_keys<'a>(argv: &[&'a [u8]], db: usize, keys: &mut KeyList<'a>) {
+    let Some(n) = argv.get(2).and_then(|a| resp::parse_i64(a)) else { return };
+    if n > 0 && (n as usize) <= argv.len().saturating_sub(3) {
+        for &k in &argv[3..3 + n as usize] {
+            keys.push((db, k));
+        }
+    }
+}
+
+fn eval(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    eval_generic(cx, args, out, false, false)
+}
+
+fn evalsha(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    eval_generic(cx, args, out, true, false)
+}
+
+fn eval_ro(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    eval_generic(cx, args, out, false, true)
+}
+
+fn evalsha_ro(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    eval_generic(cx, args, out, true, true)
+}
+
+const NOSCRIPT: &str = "NOSCRIPT No matching script. Please use EVAL.";
+
+/// Finds a script by body, adding it to the cache (compiled in this
+/// thread's state) if new.
+fn load(cx: &mut Ctx, body: &[u8]) -> Result<([u8; 40], Arc<Script>), CmdError> {
+    let sha = sha1_hex(body);
+    let cache = &cx.shared.scripts;
+    if let Some(s) = cache.get(&sha) {
+        return Ok((sha, s));
+    }
+    let (flags, shebang_len) = parse_shebang(body)?;
+    let script =
+        Arc::new(Script { body: body.into(), shebang_len, flags, scope: AtomicU8::new(0) });
+    vm::with_vm(cx.shared, |vm| vm.compile(&sha, &script)).map_err(|e| {
+        let mut v = b"ERR Error compiling script (new function): ".to_vec();
+        v.extend_from_slice(e.0.as_bytes());
+        CmdError::Bytes(v)
+    })?;
+    let s = cache.map.write().entry(sha).or_insert(script).clone();
+    Ok((sha, s))
+}
+
+fn eval_generic(
+    cx: &mut Ctx,
+    args: &mut Args,
+    out: &mut ReplyBuf,
+    by_sha: bool,
+    ro: bool,
+) -> CmdResult {
+    let argv = args.argv();
+    let numkeys = crate::ctx::parse_i64(argv[2])?;
+    if numkeys > (argv.len() - 3) as i64 {
+        return Err(CmdError::err("Number of keys can't be greater than number of args"));
+    } else if numkeys < 0 {
+        return Err(CmdError::err("Number of keys can't be negative"));
+    }
+    let (sha, script) = if by_sha {
+        let given = argv[1];
+        if given.len() != 40 {
+            return Err(CmdError::Msg(NOSCRIPT.into()));
+        }
+        let mut sha = [0u8; 40];
+        for (d, s) in sha.iter_mut().zip(given) {
+            *d = s.to_ascii_lowercase();
+        }
+        match cx.shared.scripts.get(&sha) {
+            Some(s) => (sha, s),
+            None => return Err(CmdError::Msg(NOSCRIPT.into())),
+        }
+    } else {
+        load(cx, argv[1])?
+    };
+    let flags = script.flags;
+    check_flags(cx, flags, ro)?;
+    let keys = &argv[3..3 + numkeys as usize];
+    let sargs = &argv[3 + numkeys as usize..];
+    let shared = cx.shared;
+    let scope = script.scope();
+    if scope > Scope::Keys {
+        relock(cx, keys, scope)?;
+    }
+    let threshold = cx.sess.conf(shared).busy_reply_threshold.max(0) as u64;
+    let running = shared.scripts.start(threshold);
+    let r = run_loop(cx, out, &Target::Eval(&sha), &script, keys, sargs, ro, scope, &running);
+    shared.scripts.finish(shared, &running);
+    r
+}
+
+/// What a run executes.
+pub(crate) enum Target<'t> {
+    /// An EVAL script, by SHA1.
+    Eval(&'t [u8; 40]),
+    /// Function `name` of library `lib` at `version`.
+    Function { lib: &'t str, version: u64, name: &'t str },
+}
+
+pub(crate) fn run_loop(
+    cx: &mut Ctx,
+    out: &mut ReplyBuf,
+    target: &Target,
+    script: &Arc<Script>,
+    keys: &[&[u8]],
+    sargs: &[&[u8]],
+    ro: bool,
+    mut scope: Scope,
+    running: &Arc<Running>,
+) -> CmdResult {
+    let shared = cx.shared;
+    let db = cx.sess.db;
+    let flags = script.flags;
+    loop {
+        let mark = out.mark();
+        let mut run = vm::Run {
+            shared,
+            sess: &mut *cx.sess,
+            keys: &mut *cx.keys,
+            read_only: ro || flags.no_writes,
+            resp3: false,
+            repl: 3,
+            wrote: false,
+            scope,
+            retry: None,
+            running: running.clone(),
+            script: script.clone(),
+            start_db: db,
+        };
+        let outcome = vm::with_vm(shared, |vm| match *target {
+            Target::Eval(sha) => {
+                // Another thread may have loaded it: compile it here first.
+                if let Err(e) = vm.compile(sha, script) {
+                    out.error(
+                        format!("ERR Error compiling script (new function): {}", e.0).as_bytes(),
+                    );
+                    return vm::Outcome::Done;
+                }
+                vm.run(sha, keys, sargs, &mut run, out)
+            }
+            Target::Function { lib, version, name } => {
+                match vm.function(lib, version, &script.body, script.shebang_len, name) {
+                    Some(f) => vm.run_function(f, name, keys, sargs, &mut run, out),
+                    None => {
+                        out.error(b"ERR Function not found");
+                        vm::Outcome::Done
+                    }
+                }
+            }
+        });
+        // A SELECT inside the script is the script's own.
+        cx.sess.db = db;
+        match outcome {
+            vm::Outcome::Done => return Ok(()),
+            vm::Outcome::Retry(wider) => {
+                out.truncate(mark);
+                scope = scope.max(wider);
+                relock(cx, keys, scope)?;
+            }
+        }
+    }
+}
+
+/// What a script's shebang flags (a function's flags) refuse before it
+/// runs: writing from an `_RO` command, and over `maxmemory`, a script
+/// that may write without `allow-oom`. (Scripts without a shebang line
+/// are checked command by command instead.)
+pub(crate) fn check_flags(cx: &mut Ctx, flags: ScriptFlags, ro: bool) -> CmdResult {
+    if !flags.shebang {
+        return Ok(());
+    }
+    if ro && !flags.no_writes {
+        return Err(CmdError::err("Can not execute a script with write flag using *_ro command."));
+    }
+    if !flags.no_writes && !flags.allow_oom {
+        let max = cx.sess.conf(cx.shared).maxmemory;
+        if max > 0 && cx.shared.over_maxmemory(max) {
+            return Err(CmdError::Oom);
+        }
+    }
+    Ok(())
+}
+
+/// Drops the stripes held and takes the declared keys' plus `scope`, in
+/// ascending order (nothing has run yet, or nothing was written).
+pub(crate) fn relock(cx: &mut Ctx, keys: &[&[u8]], scope: Scope) -> CmdResult {
+    let shared = cx.shared;
+    let crate::session::Session { fx, ready, .. } = &mut *cx.sess;
+    cx.keys.take_signals(ready, |db, k| fx.expired(db, k));
+    cx.keys.release();
+    let mut ids: SmallVec<[u32; 8]> = SmallVec::new();
+    for k in keys {
+        ids.push(shared.store.global_id(cx.sess.db, shared.store.stripe_of(k)));
+    }
+    dispatch::lock_scope(shared, cx.keys, cx.sess.db, scope, &mut ids)
+}
+
+/// Only reached for a bare `SCRIPT`, which arity rejects first.
+fn container(_: &mut Ctx, args: &mut Args, _: &mut ReplyBuf) -> CmdResult {
+    Err(CmdError::UnknownSubcommand {
+        sub: args.peek().unwrap_or_default().to_vec(),
+        cmd: b"SCRIPT".to_vec(),
+    })
+}
+
+const HELP: &[&str] = &[
+    "SCRIPT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "DEBUG (YES|SYNC|NO)",
+    "    Set the debug mode for subsequent scripts executed.",
+    "EXISTS <sha1> [<sha1> ...]",
+    "    Return information about the existence of the scripts in the script cache.",
+    "FLUSH [ASYNC|SYNC]",
+    "    Flush the Lua scripts cache. Very dangerous on replicas.",
+    "    When called without the optional mode argument, the behavior is determined by the",
+    "    lazyfree-lazy-user-flush configuration directive. Valid modes are:",
+    "    * ASYNC: Asynchronously flush the scripts cache.",
+    "    * SYNC: Synchronously flush the scripts cache.",
+    "KILL",
+    "    Kill the currently executing Lua script.",
+    "LOAD <script>",
+    "    Load a script into the scripts cache without executing it.",
+    "HELP",
+    "    Prints this help.",
+];
+
+fn script_help(_: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    crate::commands::client::help_reply(HELP, out);
+    Ok(())
+}
+
+fn script_load(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let body = args.req()?;
+    let (sha, _) = load(cx, body)?;
+    out.bulk(&sha);
+    Ok(())
+}
+
+fn script_exists(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let rest = args.rest();
+    out.array(rest.len());
+    let map = cx.shared.scripts.map.read();
+    for a in rest {
+        let found = a.len() == 40 && {
+            let mut sha = [0u8; 40];
+            for (d, s) in sha.iter_mut().zip(a.iter()) {
+                *d = s.to_ascii_lowercase();
+            }
+            map.contains_key(&sha)
+        };
+        out.int(found as i64);
+    }
+    Ok(())
+}
+
+fn script_flush(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    match args.rest() {
+        [] => {}
+        [m] if eq_ic(m, "SYNC") || eq_ic(m, "ASYNC") => {}
+        _ => return Err(CmdError::err("SCRIPT FLUSH only support SYNC|ASYNC option")),
+    }
+    cx.shared.scripts.flush();
+    out.ok();
+    Ok(())
+}
+
+pub(crate) fn script_kill(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let running = cx.shared.scripts.running.lock();
+    let busy: Vec<&Arc<Running>> =
+        running.iter().filter(|r| r.busy.load(Ordering::Relaxed)).collect();
+    if busy.is_empty() {
+        return Err(CmdError::Msg("NOTBUSY No scripts in execution right now.".into()));
+    }
+    if busy.iter().any(|r| r.wrote.load(Ordering::Relaxed)) {
+        return Err(CmdError::Msg(
+            "UNKILLABLE Sorry the script already executed write commands against the dataset. \
+             You can either wait the script termination or kill the server in a hard way using \
+             the SHUTDOWN NOSAVE command."
+                .into(),
+        ));
+    }
+    for r in busy {
+        r.kill.store(true, Ordering::Relaxed);
+    }
+    out.ok();
+    Ok(())
+}
+
+fn script_debug(_: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let mode = args.req()?;
+    if eq_ic(mode, "NO") {
+        out.ok();
+        Ok(())
+    } else if eq_ic(mode, "YES") || eq_ic(mode, "SYNC") {
+        Err(CmdError::err("The Lua debugger is not supported by this server"))
+    } else {
+        Err(CmdError::err("Use SCRIPT DEBUG YES/SYNC/NO"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rand48_matches_redis_first_draws() {
+        // redis-server 7.0.15, fresh: math.random(1000000) three times.
+        let mut r = Rand48::new();
+        let draws: Vec<i64> =
+            (0..3).map(|_| (r.next_f64() * 1_000_000.0).floor() as i64 + 1).collect();
+        assert_eq!(draws, [396465, 840486, 353337]);
+    }
+
+    #[test]
+    fn shebang_errors_are_redis_texts() {
+        let t =
+            |b: &[u8]| parse_shebang(b).map_err(|e| String::from_utf8(e.text().to_vec()).unwrap());
+        assert_eq!(t(b"return 1").unwrap().1, 0);
+        assert_eq!(t(b"#!lua\nreturn 1").unwrap().1, 5);
+        assert_eq!(t(b"#!lua").unwrap_err(), "ERR Invalid script shebang");
+        assert_eq!(
+            t(b"#!luax\nreturn 1").unwrap_err(),
+            "ERR Unexpected engine in script shebang: #!luax"
+        );
+        assert_eq!(
+            t(b"#!lua flags=bad\n").unwrap_err(),
+            "ERR Unexpected flag in script shebang: bad"
+        );
+        assert_eq!(t(b"#!lua name=x\n").unwrap_err(), "ERR Unknown lua shebang option: name=x");
+        let (f, _) = t(b"#!lua flags=no-writes,allow-oom\n").unwrap();
+        assert!(f.no_writes && f.allow_oom && !f.allow_stale);
+    }
+
+    #[test]
+    fn number_casts_like_c() {
+        assert_eq!(vm::lua_number_to_i64(3.99), 3);
+        assert_eq!(vm::lua_number_to_i64(-3.99), -3);
+        assert_eq!(vm::lua_number_to_i64(1e300), i64::MIN);
+        assert_eq!(vm::lua_number_to_i64(f64::NAN), i64::MIN);
+    }
+}

@@ -1,0 +1,1018 @@
+//! The Lua 5.1 state a thread runs scripts in, and the conversions between
+//! Lua values and Redis replies, as Redis 7.0 makes them.
+//!
+//! Each event-loop thread keeps its own state (scripts cannot keep state
+//! between runs: their globals are read-only), with the functions of the
+//! scripts it has run, compiled on first use from the shared cache.
+//! `redis.call` reaches the engine through [`Run`]: the dispatcher's
+//! `check` and `call` as a `Caller::Script`, under the locks the script
+//! took before it started.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+use mlua::{Function, Lua, LuaOptions, MultiValue, StdLib, Table, Value};
+use resp::{Frame, Proto, ReplyBuf};
+use smallvec::SmallVec;
+use store::Locks;
+
+use crate::dispatch::{self, Caller, Lookup, Scope};
+use crate::error::CmdError;
+use crate::session::Session;
+use crate::shared::Shared;
+use crate::spec::Flags;
+
+use super::{Running, Script};
+use std::sync::Arc;
+
+const PRELUDE: &str = include_str!("prelude.lua");
+
+/// Bytes one thread's Lua state may allocate.
+const LUA_MEMORY_LIMIT: usize = 512 << 20;
+
+/// What a script stopped by SCRIPT KILL fails with.
+const KILLED: &str = "Script killed by user with SCRIPT KILL...";
+
+/// Redis's version as scripts see it.
+pub const VERSION: &str = "7.0.15";
+const VERSION_NUM: i64 = 0x07000f;
+
+/// One thread's Lua state.
+pub struct Vm {
+    lua: Lua,
+    /// The cache's flush epoch the functions belong to.
+    epoch: u64,
+    funcs: HashMap<[u8; 40], Function>,
+    env: Table,
+    runner: Function,
+    /// The environment of library code, and the prelude's loader.
+    libenv: Table,
+    loader: Function,
+    /// Libraries loaded in this state: name → (version, functions).
+    libs: HashMap<String, (u64, HashMap<String, Function>)>,
+    /// `used_memory` as last added to the cache's total.
+    reported: usize,
+    /// Where the prelude finds the per-run primitives (`call`, `setresp`,
+    /// `set_repl`): replaced for every run by functions scoped to it.
+    slots: Table,
+}
+
+thread_local! {
+    static VM: RefCell<Option<Vm>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` with this thread's Lua state, created (or recreated after
+/// `SCRIPT FLUSH`) as needed.
+pub fn with_vm<R>(shared: &Shared, f: impl FnOnce(&mut Vm) -> R) -> R {
+    VM.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        let epoch = shared.scripts.epoch();
+        if slot.as_ref().is_none_or(|vm| vm.epoch != epoch) {
+            if let Some(old) = slot.take() {
+                shared.scripts.lua_memory_moved(old.reported, 0);
+            }
+            *slot = Some(Vm::new(shared, epoch).expect("the prelude loads"));
+        }
+        let vm = slot.as_mut().expect("created above");
+        let r = f(vm);
+        let now = vm.lua.used_memory();
+        shared.scripts.lua_memory_moved(vm.reported, now);
+        vm.reported = now;
+        r
+    })
+}
+
+/// What a run calls: an EVAL script (KEYS and ARGV as globals) or a
+/// library's function (keys and args as its arguments).
+enum Callable {
+    Script(Function),
+    Function(Function),
+}
+
+/// How a run ended.
+pub enum Outcome {
+    /// The reply (or the script's error) is written.
+    Done,
+    /// A command needed a stripe that could not be taken without risking
+    /// a deadlock before the script wrote anything: run it again with
+    /// this scope locked up front.
+    Retry(Scope),
+}
+
+/// Why a script could not be compiled.
+pub struct CompileError(pub String);
+
+impl Vm {
+    fn new(shared: &Shared, epoch: u64) -> mlua::Result<Vm> {
+        // SAFETY: the debug library is needed only by the prelude (the
+        // error handler keeps `debug.getinfo`), which removes it from the
+        // globals before any script runs.
+        let lua = unsafe {
+            Lua::unsafe_new_with(
+                StdLib::TABLE | StdLib::STRING | StdLib::MATH | StdLib::DEBUG,
+                LuaOptions::default(),
+            )
+        };
+        let p = lua.create_table()?;
+        p.set("version", VERSION)?;
+        p.set("version_num", VERSION_NUM)?;
+        p.set(
+            "sha1hex",
+            lua.create_function(|lua, s: Value| {
+                let bytes: Vec<u8> = match &s {
+                    Value::String(s) => s.as_bytes().to_vec(),
+                    Value::Integer(_) | Value::Number(_) => {
+                        lua.coerce_string(s.clone())?.map_or(Vec::new(), |s| s.as_bytes().to_vec())
+                    }
+                    _ => Vec::new(),
+                };
+                lua.create_string(super::sha1_hex(&bytes))
+            })?,
+        )?;
+        p.set(
+            "log",
+            lua.create_function(|_, (level, msg): (i64, mlua::String)| {
+                super::log(level, &msg.as_bytes());
+                Ok(())
+            })?,
+        )?;
+        let rng = shared.scripts.rng.clone();
+        p.set("rand", lua.create_function(move |_, ()| Ok(rng.lock().next_f64()))?)?;
+        let rng = shared.scripts.rng.clone();
+        p.set(
+            "srand",
+            lua.create_function(move |_, seed: f64| {
+                rng.lock().seed(seed as i32);
+                Ok(())
+            })?,
+        )?;
+        p.set("bit", bit_library(&lua)?)?;
+        p.set("cjson", super::cjson::library(&lua)?)?;
+        // A script that allocates without bound fails ("not enough
+        // memory") instead of taking the server with it.
+        lua.set_memory_limit(LUA_MEMORY_LIMIT)?;
+        // Placeholders until a run installs its own.
+        let slots = lua.create_table()?;
+        let outside = |what: &'static str| {
+            lua.create_function(move |_, _: MultiValue| -> mlua::Result<()> {
+                Err(mlua::Error::runtime(format!(
+                    "{what} can only be called inside a script invocation"
+                )))
+            })
+        };
+        slots.set("call", outside("redis.call/pcall")?)?;
+        slots.set("setresp", outside("redis.setresp")?)?;
+        slots.set("set_repl", outside("redis.set_repl")?)?;
+        slots.set("killed", lua.create_function(|_, ()| Ok(false))?)?;
+        let forward = |name: &'static str| -> mlua::Result<Function> {
+            let slots = slots.clone();
+            lua.create_function(move |_, args: MultiValue| {
+                let f: Function = slots.raw_get(name)?;
+                f.call::<MultiValue>(args)
+            })
+        };
+        p.set("call", forward("call")?)?;
+        p.set("setresp", forward("setresp")?)?;
+        p.set("set_repl", forward("set_repl")?)?;
+        p.set("killed", forward("killed")?)?;
+        let (env, runner, raising, libenv, loader): (Table, Function, Table, Table, Function) =
+            lua.load(PRELUDE).set_name("=sluice").call(p)?;
+        for entry in raising.sequence_values::<Table>() {
+            let entry = entry?;
+            let target: Table = entry.raw_get(1)?;
+            let name: String = entry.raw_get(2)?;
+            let body: Function = entry.raw_get(3)?;
+            // SAFETY: pushes one C closure over the function exec_raw put
+            // on the stack; `trampoline` follows the Lua C API's rules.
+            let f: Function =
+                unsafe { lua.exec_raw(body, |l| mlua::ffi::lua_pushcclosure(l, trampoline, 1))? };
+            target.raw_set(name, f)?;
+        }
+        Ok(Vm {
+            lua,
+            epoch,
+            funcs: HashMap::new(),
+            env,
+            runner,
+            libenv,
+            loader,
+            libs: HashMap::new(),
+            reported: 0,
+            slots,
+        })
+    }
+
+    /// Compiles a script body (from after its shebang line, which is
+    /// kept as an empty line so that line numbers hold).
+    pub fn compile(&mut self, sha: &[u8; 40], script: &Script) -> Result<(), CompileError> {
+        if self.funcs.contains_key(sha) {
+            return Ok(());
+        }
+        let body = &script.body[script.shebang_len..];
+        let f = self
+            .lua
+            .load(body)
+            .set_name("@user_script")
+            .set_environment(self.env.clone())
+            .into_function()
+            .map_err(|e| CompileError(lua_error_text(&e)))?;
+        self.funcs.insert(*sha, f);
+        Ok(())
+    }
+
+    /// Compiles and runs a library's code (after its shebang line): the
+    /// functions it registers, or Redis's error text. With `install`
+    /// (name and version), this state keeps the functions to run them.
+    pub fn load_library(
+        &mut self,
+        code: &[u8],
+        shebang_len: usize,
+        install: Option<(&str, u64)>,
+    ) -> Result<Vec<super::function::FunctionInfo>, String> {
+        let f = self
+            .lua
+            .load(&code[shebang_len..])
+            .set_name("@user_function")
+            .set_environment(self.libenv.clone())
+            .into_function()
+            .map_err(|e| format!("ERR Error compiling function: {}", lua_error_text(&e)))?;
+        let (ok, v): (bool, Value) =
+            self.loader.call(f).map_err(|e| format!("ERR {}", lua_error_text(&e)))?;
+        if !ok {
+            let msg = match v {
+                Value::String(s) => s.to_string_lossy(),
+                _ => "ERR unknown error".into(),
+            };
+            return Err(format!("ERR Error registering functions: {msg}"));
+        }
+        let Value::Table(list) = v else { return Err("ERR No functions registered".into()) };
+        let mut infos = Vec::new();
+        let mut funcs = HashMap::new();
+        for entry in list.sequence_values::<Table>() {
+            let entry = entry.map_err(|e| lua_error_text(&e))?;
+            let get = |k: &str| entry.raw_get::<Value>(k).unwrap_or(Value::Nil);
+            let name = match get("name") {
+                Value::String(s) => s.to_string_lossy(),
+                _ => continue,
+            };
+            let description = match get("description") {
+                Value::String(s) => Some(s.as_bytes().to_vec()),
+                _ => None,
+            };
+            let mut flags = super::ScriptFlags { shebang: true, ..Default::default() };
+            if let Value::Table(fl) = get("flags") {
+                for f in fl.sequence_values::<String>().flatten() {
+                    super::set_flag(&mut flags, f.as_bytes());
+                }
+            }
+            if let Value::Function(cb) = get("callback") {
+                funcs.insert(name.clone(), cb);
+            }
+            infos.push(super::function::FunctionInfo { name, description, flags });
+        }
+        if infos.is_empty() {
+            return Err("ERR No functions registered".into());
+        }
+        if let Some((lib, version)) = install {
+            self.libs.insert(lib.to_string(), (version, funcs));
+        }
+        Ok(infos)
+    }
+
+    /// The callback of function `name` of library `lib` (version
+    /// `version`), loading the library's code here first if needed.
+    pub fn function(
+        &mut self,
+        lib: &str,
+        version: u64,
+        code: &[u8],
+        shebang_len: usize,
+        name: &str,
+    ) -> Option<Function> {
+        if self.libs.get(lib).is_none_or(|(v, _)| *v != version) {
+            self.libs.remove(lib);
+            self.load_library(code, shebang_len, Some((lib, version))).ok()?;
+        }
+        self.libs.get(lib)?.1.get(name).cloned()
+    }
+
+    /// Runs a compiled script and writes its reply (or error) to `out`.
+    pub fn run(
+        &mut self,
+        sha: &[u8; 40],
+        keys: &[&[u8]],
+        args: &[&[u8]],
+        run: &mut Run<'_, '_>,
+        out: &mut ReplyBuf,
+    ) -> Outcome {
+        let Some(f) = self.funcs.get(sha).cloned() else {
+            out.error(b"NOSCRIPT No matching script. Please use EVAL.");
+            return Outcome::Done;
+        };
+        let name = String::from_utf8_lossy(sha).into_owned();
+        self.call(Callable::Script(f), &name, keys, args, run, out)
+    }
+
+    /// Runs function `name` (its callback `f`) with its keys and args.
+    pub fn run_function(
+        &mut self,
+        f: Function,
+        name: &str,
+        keys: &[&[u8]],
+        args: &[&[u8]],
+        run: &mut Run<'_, '_>,
+        out: &mut ReplyBuf,
+    ) -> Outcome {
+        self.call(Callable::Function(f), name, keys, args, run, out)
+    }
+
+    fn call(
+        &mut self,
+        what: Callable,
+        name: &str,
+        keys: &[&[u8]],
+        args: &[&[u8]],
+        run: &mut Run<'_, '_>,
+        out: &mut ReplyBuf,
+    ) -> Outcome {
+        let lua = &self.lua;
+        let g = lua.globals();
+        let array = |items: &[&[u8]]| -> mlua::Result<Table> {
+            let t = lua.create_table_with_capacity(items.len(), 0)?;
+            for (i, a) in items.iter().enumerate() {
+                t.raw_set(i + 1, lua.create_string(a)?)?;
+            }
+            Ok(t)
+        };
+        let (f, call_args) = match what {
+            Callable::Script(f) => {
+                let set = array(keys)
+                    .and_then(|k| g.raw_set("KEYS", k))
+                    .and_then(|()| array(args))
+                    .and_then(|a| g.raw_set("ARGV", a));
+                if let Err(e) = set {
+                    out.error(format!("ERR {}", lua_error_text(&e)).as_bytes());
+                    return Outcome::Done;
+                }
+                (f, None)
+            }
+            Callable::Function(f) => match array(keys).and_then(|k| Ok((k, array(args)?))) {
+                Ok(ka) => (f, Some(ka)),
+                Err(e) => {
+                    out.error(format!("ERR {}", lua_error_text(&e)).as_bytes());
+                    return Outcome::Done;
+                }
+            },
+        };
+        let running = run.running.clone();
+        let hooked = running.threshold_ms > 0;
+        if hooked {
+            HOOKED.with(|h| h.set(Some((run.shared as *const Shared, Arc::as_ptr(&running)))));
+            // SAFETY: installs a count hook on the state scripts run on;
+            // removed below before `run` returns.
+            let _ = unsafe {
+                lua.exec_raw::<()>((), |l| {
+                    mlua::ffi::lua_sethook(l, Some(count_hook), mlua::ffi::LUA_MASKCOUNT, 100_000);
+                })
+            };
+        }
+        let cell = RefCell::new(run);
+        let slots = &self.slots;
+        let runner = &self.runner;
+        let result = lua.scope(|scope| {
+            slots.raw_set(
+                "call",
+                scope.create_function(|lua, a: MultiValue| {
+                    let mut r = cell.borrow_mut();
+                    Ok(r.command(lua, a))
+                })?,
+            )?;
+            slots.raw_set(
+                "setresp",
+                scope.create_function(|_, v: i64| {
+                    cell.borrow_mut().resp3 = v == 3;
+                    Ok(())
+                })?,
+            )?;
+            let r = running.clone();
+            slots.raw_set(
+                "killed",
+                scope.create_function(move |_, ()| {
+                    Ok(r.kill.load(std::sync::atomic::Ordering::Relaxed))
+                })?,
+            )?;
+            slots.raw_set(
+                "set_repl",
+                scope.create_function(|_, v: i64| {
+                    cell.borrow_mut().repl = v as u8;
+                    Ok(())
+                })?,
+            )?;
+            let (ok, v): (bool, Value) = match call_args {
+                None => runner.call(f)?,
+                Some((k, a)) => runner.call((f, k, a))?,
+            };
+            let r = cell.borrow();
+            if let Some(scope) = r.retry {
+                return Ok(Outcome::Retry(scope));
+            }
+            if ok {
+                reply_from_lua(v, r.resp3, out);
+            } else {
+                let killed = running.kill.load(std::sync::atomic::Ordering::Relaxed);
+                script_error(&v, name.as_bytes(), killed, out);
+            }
+            Ok(Outcome::Done)
+        });
+        if hooked {
+            // SAFETY: removes the hook installed above.
+            let _ = unsafe {
+                lua.exec_raw::<()>((), |l| {
+                    mlua::ffi::lua_sethook(l, None, 0, 0);
+                })
+            };
+            HOOKED.with(|h| h.set(None));
+        }
+        // The primitives of this run are gone with its scope.
+        let _ = g.raw_set("KEYS", Value::Nil);
+        let _ = g.raw_set("ARGV", Value::Nil);
+        match result {
+            Ok(o) => o,
+            Err(e) => {
+                out.error(format!("ERR {}", lua_error_text(&e)).as_bytes());
+                Outcome::Done
+            }
+        }
+    }
+
+    /// Bytes the Lua state uses (`used_memory_lua`).
+    pub fn used_memory(&self) -> usize {
+        self.lua.used_memory()
+    }
+}
+
+thread_local! {
+    /// The run the count hook reports for: the server and its entry in the
+    /// running scripts (set only while `Vm::run` runs a hooked script).
+    static HOOKED: std::cell::Cell<Option<(*const Shared, *const Running)>> =
+        const { std::cell::Cell::new(None) };
+}
+
+/// Called every 100,000 Lua instructions of a script: marks it busy past
+/// `busy-reply-threshold`, and stops it when SCRIPT KILL asked (raising on
+/// every call from then on, so that pcall cannot keep it alive).
+unsafe extern "C-unwind" fn count_hook(l: *mut mlua::ffi::lua_State, _: *mut mlua::ffi::lua_Debug) {
+    let Some((shared, running)) = HOOKED.with(|h| h.get()) else { return };
+    // SAFETY: HOOKED is set only while `Vm::run` holds both alive.
+    let killed = unsafe { (*shared).scripts.poll(&*shared, &*running) };
+    if killed {
+        // SAFETY: raising an error from a hook is what the Lua C API
+        // allows; nothing with a destructor lives in this frame.
+        unsafe {
+            mlua::ffi::lua_pushstring(l, c"Script killed by user with SCRIPT KILL...".as_ptr());
+            mlua::ffi::lua_error(l);
+        }
+    }
+}
+
+/// The C function around the prelude's functions that may raise (see
+/// `raising` in prelude.lua): calls its upvalue, then returns what follows
+/// a 0 flag, or raises the value after a 1 (as is) or a 2 (a message, with
+/// the caller's position as `luaL_error` adds it). Being a C function, a
+/// script's `return redis.call(...)` keeps its own frame, so the error
+/// names the script's line as Redis's does.
+unsafe extern "C-unwind" fn trampoline(l: *mut mlua::ffi::lua_State) -> std::os::raw::c_int {
+    use mlua::ffi;
+    // SAFETY (whole body): plain Lua C API calls on the running state;
+    // nothing with a destructor lives across lua_call or lua_error, which
+    // may unwind past this frame.
+    unsafe {
+        let n = ffi::lua_gettop(l);
+        ffi::lua_pushvalue(l, ffi::lua_upvalueindex(1));
+        ffi::lua_insert(l, 1);
+        ffi::lua_call(l, n, ffi::LUA_MULTRET);
+        let nres = ffi::lua_gettop(l);
+        let flag = if nres >= 1 { ffi::lua_tointeger(l, 1) } else { 0 };
+        if flag != 0 {
+            ffi::lua_settop(l, 2);
+            if flag == 2 {
+                ffi::luaL_where(l, 1);
+                ffi::lua_insert(l, 2);
+                ffi::lua_concat(l, 2);
+            }
+            ffi::lua_error(l)
+        }
+        ffi::lua_remove(l, 1);
+        nres - 1
+    }
+}
+
+/// LuaBitOp's `bit` library (the one Redis bundles): 32-bit operations on
+/// Lua numbers. Each function returns the `raising` flag first (see the
+/// prelude): argument errors are raised with the caller's position.
+fn bit_library(lua: &Lua) -> mlua::Result<Table> {
+    type Op = fn(&[i32]) -> Value;
+    fn arg(lua: &Lua, name: &str, args: &MultiValue, i: usize) -> Result<i32, String> {
+        let got = match args.get(i) {
+            None => "no value",
+            Some(v @ (Value::Integer(_) | Value::Number(_) | Value::String(_))) => {
+                if let Ok(Some(n)) = lua.coerce_number(v.clone()) {
+                    // LuaBitOp's conversion: the low 32 bits after adding
+                    // 2^52 + 2^51 (rounds half to even, wraps).
+                    return Ok((n + 6_755_399_441_055_744.0).to_bits() as u32 as i32);
+                }
+                "string"
+            }
+            Some(Value::Nil) => "nil",
+            Some(Value::Boolean(_)) => "boolean",
+            Some(Value::Table(_)) => "table",
+            Some(Value::Function(_)) => "function",
+            Some(Value::Thread(_)) => "thread",
+            Some(_) => "userdata",
+        };
+        Err(format!("bad argument #{} to '{name}' (number expected, got {got})", i + 1))
+    }
+    let t = lua.create_table()?;
+    let define = |name: &'static str, min: usize, variadic: bool, op: Op| -> mlua::Result<()> {
+        let f = lua.create_function(move |lua, args: MultiValue| {
+            let n = if variadic { args.len().max(min) } else { min };
+            let mut xs = Vec::with_capacity(n);
+            for i in 0..n {
+                match arg(lua, name, &args, i) {
+                    Ok(x) => xs.push(x),
+                    Err(msg) => {
+                        return Ok(MultiValue::from_vec(vec![
+                            Value::Integer(2),
+                            Value::String(lua.create_string(msg)?),
+                        ]))
+                    }
+                }
+            }
+            let v = op(&xs);
+            Ok(MultiValue::from_vec(vec![Value::Integer(0), v]))
+        })?;
+        t.raw_set(name, f)
+    };
+    define("tobit", 1, false, |x| Value::Number(x[0] as f64))?;
+    define("bnot", 1, false, |x| Value::Number(!x[0] as f64))?;
+    define("band", 1, true, |x| Value::Number(x.iter().fold(-1, |a, b| a & b) as f64))?;
+    define("bor", 1, true, |x| Value::Number(x.iter().fold(0, |a, b| a | b) as f64))?;
+    define("bxor", 1, true, |x| Value::Number(x.iter().fold(0, |a, b| a ^ b) as f64))?;
+    define("lshift", 2, false, |x| Value::Number(((x[0] as u32) << (x[1] & 31)) as i32 as f64))?;
+    define("rshift", 2, false, |x| Value::Number(((x[0] as u32) >> (x[1] & 31)) as i32 as f64))?;
+    define("arshift", 2, false, |x| Value::Number((x[0] >> (x[1] & 31)) as f64))?;
+    define("rol", 2, false, |x| {
+        Value::Number((x[0] as u32).rotate_left((x[1] & 31) as u32) as i32 as f64)
+    })?;
+    define("ror", 2, false, |x| {
+        Value::Number((x[0] as u32).rotate_right((x[1] & 31) as u32) as i32 as f64)
+    })?;
+    define("bswap", 1, false, |x| Value::Number((x[0] as u32).swap_bytes() as i32 as f64))?;
+    // tohex's second argument is optional: checked when given.
+    let tohex = lua.create_function(move |lua, args: MultiValue| {
+        let mut xs = Vec::new();
+        for i in 0..args.len().clamp(1, 2) {
+            match arg(lua, "tohex", &args, i) {
+                Ok(x) => xs.push(x),
+                Err(msg) => {
+                    return Ok(MultiValue::from_vec(vec![
+                        Value::Integer(2),
+                        Value::String(lua.create_string(msg)?),
+                    ]))
+                }
+            }
+        }
+        let b = xs[0] as u32;
+        let n = xs.get(1).copied().unwrap_or(8);
+        let digits: &[u8] = if n < 0 { b"0123456789ABCDEF" } else { b"0123456789abcdef" };
+        let len = n.unsigned_abs().min(8) as usize;
+        let mut buf = vec![0u8; len];
+        let mut b = b;
+        for c in buf.iter_mut().rev() {
+            *c = digits[(b & 15) as usize];
+            b >>= 4;
+        }
+        Ok(MultiValue::from_vec(vec![Value::Integer(0), Value::String(lua.create_string(&buf)?)]))
+    })?;
+    t.raw_set("tohex", tohex)?;
+    Ok(t)
+}
+
+/// The text of a Lua error as Lua itself would print it.
+fn lua_error_text(e: &mlua::Error) -> String {
+    match e {
+        mlua::Error::SyntaxError { message, .. } => message.clone(),
+        mlua::Error::RuntimeError(m) => m.clone(),
+        mlua::Error::CallbackError { cause, .. } => lua_error_text(cause),
+        other => other.to_string(),
+    }
+}
+
+/// The reply for a script that raised an error: Redis's
+/// `-<err> script: <name>, on <source>:<line>.`
+fn script_error(v: &Value, sha: &[u8], killed: bool, out: &mut ReplyBuf) {
+    let mut line = Vec::new();
+    match v {
+        Value::Table(t) => {
+            let msg = t.raw_get::<Option<mlua::String>>("err").ok().flatten();
+            match msg {
+                _ if killed => {
+                    line.extend_from_slice(b"ERR ");
+                    line.extend_from_slice(KILLED.as_bytes());
+                }
+                Some(m) => line.extend_from_slice(&m.as_bytes()),
+                None => line.extend_from_slice(b"ERR unknown error"),
+            }
+            let source = t.raw_get::<Option<mlua::String>>("source").ok().flatten();
+            let at = t.raw_get::<Value>("line").ok();
+            if let (Some(src), Some(at)) = (source, at) {
+                let at = match at {
+                    Value::Integer(i) => Some(i.to_string()),
+                    Value::Number(n) => Some(format!("{n}")),
+                    Value::String(s) => Some(s.to_string_lossy()),
+                    _ => None,
+                };
+                if let Some(at) = at {
+                    line.extend_from_slice(b" script: ");
+                    line.extend_from_slice(sha);
+                    line.extend_from_slice(b", on ");
+                    line.extend_from_slice(&src.as_bytes());
+                    line.push(b':');
+                    line.extend_from_slice(at.as_bytes());
+                    line.push(b'.');
+                }
+            }
+        }
+        Value::String(s) => {
+            line.extend_from_slice(b"ERR Error running script ");
+            line.extend_from_slice(sha);
+            line.extend_from_slice(b", ");
+            let b = s.as_bytes();
+            line.extend_from_slice(&b[..b.len().min(100)]);
+        }
+        other => {
+            line.extend_from_slice(b"ERR ");
+            line.extend_from_slice(other.to_string().unwrap_or_default().as_bytes());
+        }
+    }
+    out.error(&line);
+}
+
+/// Lua 5.1's `LUAI_MAXCSTACK`.
+const MAX_CSTACK: usize = 8000;
+/// Lua stack slots in use when the conversion starts (error handler and
+/// result).
+const BASE_TOP: usize = 2;
+
+/// Writes a script's return value as Redis's `luaReplyToRedisReply` does.
+/// `resp3` is the script's `redis.setresp` choice (booleans follow it);
+/// the client's protocol is `out.proto`. Iterative, with the Lua stack
+/// slots Redis's recursion would use counted, so that nesting (even a
+/// cyclic table) ends where Redis's does: with "reached lua stack limit"
+/// where `lua_checkstack` would fail.
+fn reply_from_lua(v: Value, resp3: bool, out: &mut ReplyBuf) {
+    let mut work: Vec<(Value, usize)> = vec![(v, BASE_TOP)];
+    while let Some((v, top)) = work.pop() {
+        if top + 4 > MAX_CSTACK {
+            out.error(b"ERR reached lua stack limit");
+            continue;
+        }
+        match v {
+            Value::String(s) => out.bulk(&s.as_bytes()),
+            Value::Boolean(b) => {
+                if resp3 {
+                    out.boolean(b);
+                } else if b {
+                    out.int(1);
+                } else {
+                    out.null();
+                }
+            }
+            Value::Integer(i) => out.int(i),
+            Value::Number(n) => out.int(lua_number_to_i64(n)),
+            Value::Table(t) => table_reply(&t, top, out, &mut work),
+            _ => out.null(),
+        }
+    }
+}
+
+/// C's `(long long)` cast of a double on x86-64: out of range and NaN give
+/// `LLONG_MIN`.
+pub fn lua_number_to_i64(n: f64) -> i64 {
+    if n.is_nan() || !(-9.223_372_036_854_776e18..9.223_372_036_854_776e18).contains(&n) {
+        i64::MIN
+    } else {
+        n as i64
+    }
+}
+
+/// One table: a reply of its own (error, status, double, …) or a header
+/// whose elements are pushed on `work` (in reverse, to come out in order).
+fn table_reply(t: &Table, top: usize, out: &mut ReplyBuf, work: &mut Vec<(Value, usize)>) {
+    let field = |name: &str| t.raw_get::<Value>(name).unwrap_or(Value::Nil);
+    let clean = |b: &[u8]| -> Vec<u8> {
+        b.iter().map(|&c| if c == b'\r' || c == b'\n' { b' ' } else { c }).collect()
+    };
+    if let Value::String(e) = field("err") {
+        out.error(&e.as_bytes());
+        return;
+    }
+    if let Value::String(s) = field("ok") {
+        // Redis copies it as a C string (up to a NUL).
+        let b = s.as_bytes();
+        out.simple(&clean(b.split(|&c| c == 0).next().unwrap_or(&[])));
+        return;
+    }
+    match field("double") {
+        Value::Integer(i) => return out.double(i as f64),
+        Value::Number(n) => return out.double(n),
+        _ => {}
+    }
+    if let Value::String(s) = field("big_number") {
+        let b = clean(&s.as_bytes());
+        match out.proto {
+            Proto::Resp3 => {
+                out.raw(b"(");
+                out.raw(&b);
+                out.raw(b"\r\n");
+            }
+            Proto::Resp2 => out.bulk(&b),
+        }
+        return;
+    }
+    if let Value::Table(v) = field("verbatim_string") {
+        let format = v.raw_get::<Value>("format").unwrap_or(Value::Nil);
+        let string = v.raw_get::<Value>("string").unwrap_or(Value::Nil);
+        if let (Value::String(f), Value::String(s)) = (format, string) {
+            let s = s.as_bytes();
+            match out.proto {
+                Proto::Resp3 => {
+                    let mut fmt = f.as_bytes().to_vec();
+                    fmt.resize(3, 0);
+                    out.raw(format!("={}\r\n", s.len() + 4).as_bytes());
+                    out.raw(&fmt);
+                    out.raw(b":");
+                    out.raw(&s);
+                    out.raw(b"\r\n");
+                }
+                Proto::Resp2 => out.bulk(&s),
+            }
+            return;
+        }
+    }
+    let start = work.len();
+    if let Value::Table(m) = field("map") {
+        // Stack: table, map, key, value, and the key's copy.
+        let mut n = 0;
+        for (k, v) in m.pairs::<Value, Value>().flatten() {
+            work.push((k, top + 4));
+            work.push((v, top + 3));
+            n += 1;
+        }
+        out.map(n);
+        work[start..].reverse();
+        return;
+    }
+    if let Value::Table(s) = field("set") {
+        let mut n = 0;
+        for (k, _) in s.pairs::<Value, Value>().flatten() {
+            work.push((k, top + 3));
+            n += 1;
+        }
+        out.set(n);
+        work[start..].reverse();
+        return;
+    }
+    // An array, up to its first nil.
+    let mut i = 1;
+    loop {
+        match t.raw_get::<Value>(i) {
+            Ok(Value::Nil) | Err(_) => break,
+            Ok(v) => work.push((v, top + 1)),
+        }
+        i += 1;
+    }
+    out.array(i - 1);
+    work[start..].reverse();
+}
+
+/// A Redis reply as the Lua value `redis.call` returns.
+fn lua_from_frame(lua: &Lua, f: Frame) -> mlua::Result<Value> {
+    Ok(match f {
+        Frame::Integer(i) => Value::Number(i as f64),
+        Frame::Bulk(Some(b)) => Value::String(lua.create_string(&b)?),
+        Frame::Bulk(None) | Frame::Array(None) => Value::Boolean(false),
+        Frame::Simple(s) => {
+            let t = lua.create_table()?;
+            t.raw_set("ok", lua.create_string(&s)?)?;
+            Value::Table(t)
+        }
+        Frame::Error(e) => {
+            let mut line = b"-".to_vec();
+            line.extend_from_slice(&e);
+            Value::Table(error_table(lua, &line)?)
+        }
+        Frame::Array(Some(items)) | Frame::Push(items) => {
+            let t = lua.create_table_with_capacity(items.len(), 0)?;
+            for (i, x) in items.into_iter().enumerate() {
+                t.raw_set(i + 1, lua_from_frame(lua, x)?)?;
+            }
+            Value::Table(t)
+        }
+        Frame::Map(pairs) => {
+            let m = lua.create_table()?;
+            for (k, v) in pairs {
+                m.raw_set(lua_from_frame(lua, k)?, lua_from_frame(lua, v)?)?;
+            }
+            let t = lua.create_table()?;
+            t.raw_set("map", m)?;
+            Value::Table(t)
+        }
+        Frame::Set(items) => {
+            let s = lua.create_table()?;
+            for x in items {
+                s.raw_set(lua_from_frame(lua, x)?, true)?;
+            }
+            let t = lua.create_table()?;
+            t.raw_set("set", s)?;
+            Value::Table(t)
+        }
+        Frame::Null => Value::Nil,
+        Frame::Boolean(b) => Value::Boolean(b),
+        Frame::Double(d) => {
+            let t = lua.create_table()?;
+            t.raw_set("double", d)?;
+            Value::Table(t)
+        }
+        Frame::BigNumber(n) => {
+            let t = lua.create_table()?;
+            t.raw_set("big_number", lua.create_string(&n)?)?;
+            Value::Table(t)
+        }
+        Frame::Verbatim(fmt, s) => {
+            let v = lua.create_table()?;
+            v.raw_set("string", lua.create_string(&s)?)?;
+            v.raw_set("format", lua.create_string(&fmt)?)?;
+            let t = lua.create_table()?;
+            t.raw_set("verbatim_string", v)?;
+            Value::Table(t)
+        }
+        Frame::Attribute(_) => Value::Nil,
+    })
+}
+
+/// Redis's `luaPushErrorBuff`: `{err = "CODE msg"}` from `-CODE msg` (a
+/// line without a code, or without the dash, gets `ERR`).
+fn error_table(lua: &Lua, line: &[u8]) -> mlua::Result<Table> {
+    let (code, msg): (&[u8], &[u8]) = match line.strip_prefix(b"-") {
+        Some(rest) => match rest.iter().position(|&c| c == b' ') {
+            Some(sp) => (&rest[..sp], &rest[sp + 1..]),
+            None => (b"ERR", rest),
+        },
+        None => (b"ERR", line),
+    };
+    let start = msg.iter().position(|&c| c != b'\r' && c != b'\n').unwrap_or(msg.len());
+    let end = msg.iter().rposition(|&c| c != b'\r' && c != b'\n').map_or(start, |e| e + 1);
+    let mut text = code.to_vec();
+    text.push(b' ');
+    text.extend_from_slice(&msg[start..end.max(start)]);
+    let t = lua.create_table()?;
+    t.raw_set("err", lua.create_string(&text)?)?;
+    Ok(t)
+}
+
+/// One script run's view of the engine: what `redis.call` needs.
+pub struct Run<'a, 'l> {
+    pub shared: &'a Shared,
+    pub sess: &'l mut Session,
+    pub keys: &'l mut Locks<'a>,
+    /// `EVAL_RO`/`FCALL_RO`, or the script's `no-writes` flag.
+    pub read_only: bool,
+    /// `redis.setresp(3)` was called.
+    pub resp3: bool,
+    /// `redis.set_repl` flags (3: everywhere).
+    pub repl: u8,
+    /// A write command ran: the script can no longer start over.
+    pub wrote: bool,
+    /// The scope the script runs with (what it locked before starting).
+    pub scope: Scope,
+    /// Set when the script must start over with a wider scope.
+    pub retry: Option<Scope>,
+    /// What SCRIPT KILL and BUSY replies see of this run.
+    pub running: Arc<Running>,
+    /// The script (which learns the scope its runs need).
+    pub script: Arc<Script>,
+    /// The caller's database when the script started.
+    pub start_db: usize,
+}
+
+impl Run<'_, '_> {
+    /// `redis.call`/`redis.pcall`: runs one command; returns its reply as
+    /// a Lua value and whether it is an error (to raise for `call`).
+    fn command(&mut self, lua: &Lua, a: MultiValue) -> (Value, bool) {
+        match self.command_inner(lua, a) {
+            Ok(r) => r,
+            Err(e) => {
+                let line = format!("-ERR {}", lua_error_text(&e));
+                match error_table(lua, line.as_bytes()) {
+                    Ok(t) => (Value::Table(t), true),
+                    Err(_) => (Value::Nil, true),
+                }
+            }
+        }
+    }
+
+    fn command_inner(&mut self, lua: &Lua, a: MultiValue) -> mlua::Result<(Value, bool)> {
+        let fail = |text: &[u8]| -> mlua::Result<(Value, bool)> {
+            let mut line = b"-".to_vec();
+            line.extend_from_slice(text);
+            Ok((Value::Table(error_table(lua, &line)?), true))
+        };
+        if self.retry.is_some() {
+            return fail(b"ERR script restarted");
+        }
+        if a.is_empty() {
+            return fail(b"ERR Please specify at least one argument for this redis lib call");
+        }
+        let mut owned: Vec<Vec<u8>> = Vec::with_capacity(a.len());
+        for v in a.iter() {
+            match v {
+                Value::String(s) => owned.push(s.as_bytes().to_vec()),
+                Value::Integer(i) => owned.push(fmt_17g(*i as f64)),
+                Value::Number(n) => owned.push(fmt_17g(*n)),
+                _ => {
+                    return fail(b"ERR Lua redis lib command arguments must be strings or integers")
+                }
+            }
+        }
+        let argv: Vec<&[u8]> = owned.iter().map(|v| &v[..]).collect();
+        let spec = match dispatch::lookup(&argv) {
+            Lookup::Found(s) => s,
+            Lookup::Rejected(CmdError::WrongArity(_)) => {
+                return fail(b"ERR Wrong number of args calling Redis command from script")
+            }
+            Lookup::Rejected(_) => return fail(b"ERR Unknown Redis command called from script"),
+        };
+        let caller =
+            Caller::Script { read_only: self.read_only, allow_oom: self.script.flags.allow_oom };
+        if let Err(e) = dispatch::check(self.shared, self.sess, spec, &argv, caller) {
+            self.sess.stats.rejected_calls += 1;
+            return fail(&e.text());
+        }
+        let db = self.sess.db;
+        // A command outside what the script locked before it started (keys
+        // it did not declare, another database) widens what later runs
+        // take up front; this run starts over if it has not written yet,
+        // and otherwise adds the stripes if that can be done safely.
+        let mut ids: SmallVec<[u32; 8]> = SmallVec::new();
+        let need = dispatch::key_ids(self.shared, db, spec, &argv, &mut ids);
+        let stripes = self.shared.store.stripes() as u32;
+        let other_db = db != self.start_db || ids.iter().any(|&id| (id / stripes) as usize != db);
+        let covered = match need {
+            _ if self.scope == Scope::All => true,
+            _ if other_db => false,
+            Scope::Keys => self.scope == Scope::Db || ids.iter().all(|&id| self.keys.holds(id)),
+            Scope::Db => self.scope == Scope::Db,
+            Scope::All => false,
+        };
+        if !covered {
+            let wider = if other_db || need == Scope::All { Scope::All } else { Scope::Db };
+            self.script.widen(wider);
+            if !self.wrote {
+                self.retry = Some(wider);
+                return fail(b"ERR script restarted");
+            }
+        }
+        if let Err(e) = dispatch::lock_keys(self.shared, db, spec, &argv, self.keys) {
+            return fail(&e.text());
+        }
+        if spec.flags.has(Flags::WRITE) {
+            self.wrote = true;
+            self.running.wrote.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        let mut buf = ReplyBuf::new();
+        buf.proto = if self.resp3 { Proto::Resp3 } else { Proto::Resp2 };
+        let ops = self.sess.fx.ops_len();
+        dispatch::call(self.shared, self.sess, self.keys, spec, &argv, &mut buf, caller);
+        if self.repl == 0 {
+            // redis.set_repl(redis.REPL_NONE). (REPL_AOF and REPL_REPLICA
+            // propagate to both: the consumers do not tell them apart yet.)
+            self.sess.fx.drop_ops_from(ops);
+        }
+        let bytes = buf.to_vec();
+        match resp::parse_frame(&bytes) {
+            Ok(Some((frame, _))) => {
+                let is_err = matches!(frame, Frame::Error(_));
+                Ok((lua_from_frame(lua, frame)?, is_err))
+            }
+            _ => fail(b"ERR the command's reply could not be read"),
+        }
+    }
+}
+
+/// `%.17g`, as Redis formats a Lua number passed to a command.
+fn fmt_17g(n: f64) -> Vec<u8> {
+    let mut b = [0u8; 64];
+    let len = resp::fmt_double(n, &mut b);
+    b[..len].to_vec()
+}

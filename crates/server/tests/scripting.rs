@@ -1,0 +1,279 @@
+//! Scripts across threads: Sluice runs with two event-loop threads, so
+//! consecutive connections are served by different threads. A script must
+//! be atomic whether it declared its keys or not: no other client sees a
+//! half-done script, and no update is lost.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use testkit::{Client, TestServer};
+
+fn start() -> TestServer {
+    TestServer::start_with(
+        Path::new(env!("CARGO_BIN_EXE_sluice-server")),
+        &["--threads", "2"],
+        None,
+    )
+}
+
+fn int(reply: &[u8]) -> i64 {
+    let s = std::str::from_utf8(reply).unwrap();
+    s.trim_start_matches(':').trim_end().parse().unwrap_or_else(|_| panic!("not an integer: {s:?}"))
+}
+
+/// Both integers of a two-element array of bulk strings.
+fn pair(reply: &[u8]) -> (i64, i64) {
+    let s = std::str::from_utf8(reply).unwrap();
+    let nums: Vec<i64> = s
+        .split("\r\n")
+        .filter(|l| !l.is_empty() && !l.starts_with('*') && !l.starts_with('$'))
+        .map(|l| l.parse().unwrap_or_else(|_| panic!("bad reply {s:?}")))
+        .collect();
+    assert_eq!(nums.len(), 2, "{s:?}");
+    (nums[0], nums[1])
+}
+
+const TRANSFER_DECLARED: &str = "local n = tonumber(ARGV[1]) \
+     redis.call('decrby', KEYS[1], n) \
+     redis.call('incrby', KEYS[2], n) \
+     return redis.call('get', KEYS[1])";
+const TRANSFER_UNDECLARED: &str = "local n = tonumber(ARGV[1]) \
+     redis.call('decrby', ARGV[2], n) \
+     redis.call('incrby', ARGV[3], n) \
+     return redis.call('get', ARGV[2])";
+
+/// Writers move amounts between two keys with scripts (declaring the keys,
+/// or naming them only in ARGV) while readers on both threads read the
+/// pair, with MGET and with a read-only script: the sum never changes.
+fn transfers_keep_the_sum(declared: bool, a: &str, b: &str) {
+    let server = start();
+    let port = server.port();
+    let mut c = Client::connect(port).unwrap();
+    c.cmd(&["MSET", a, "10000", b, "10000"]).unwrap();
+    let body = if declared { TRANSFER_DECLARED } else { TRANSFER_UNDECLARED };
+    let sha = c.cmd(&["SCRIPT", "LOAD", body]).unwrap();
+    let sha = String::from_utf8(sha).unwrap();
+    let sha = sha.split("\r\n").nth(1).unwrap().to_string();
+    let stop = Arc::new(AtomicBool::new(false));
+    let (a, b) = (a.to_string(), b.to_string());
+    let writers: Vec<_> = (0..4)
+        .map(|w| {
+            let (sha, a, b) = (sha.clone(), a.clone(), b.clone());
+            std::thread::spawn(move || {
+                let mut c = Client::connect(port).unwrap();
+                for i in 0..600 {
+                    let n = ((i * 7 + w) % 13 + 1).to_string();
+                    let (from, to) = if (i + w) % 2 == 0 { (&a, &b) } else { (&b, &a) };
+                    let r = if declared {
+                        c.cmd(&["EVALSHA", &sha, "2", from, to, &n]).unwrap()
+                    } else {
+                        c.cmd(&["EVALSHA", &sha, "0", &n, from, to]).unwrap()
+                    };
+                    assert!(r.starts_with(b"$"), "script failed: {}", String::from_utf8_lossy(&r));
+                }
+            })
+        })
+        .collect();
+    let readers: Vec<_> = (0..4)
+        .map(|r| {
+            let (stop, a, b) = (stop.clone(), a.clone(), b.clone());
+            std::thread::spawn(move || {
+                let mut c = Client::connect(port).unwrap();
+                let mut reads = 0;
+                while !stop.load(Ordering::Relaxed) || reads < 50 {
+                    let reply = if r % 2 == 0 {
+                        c.cmd(&["MGET", &a, &b]).unwrap()
+                    } else {
+                        c.cmd(&[
+                            "EVAL_RO",
+                            "return {redis.call('get', KEYS[1]), redis.call('get', KEYS[2])}",
+                            "2",
+                            &a,
+                            &b,
+                        ])
+                        .unwrap()
+                    };
+                    let (x, y) = pair(&reply);
+                    assert_eq!(x + y, 20000, "a reader saw a script half done: {x} + {y}");
+                    reads += 1;
+                }
+                reads
+            })
+        })
+        .collect();
+    for w in writers {
+        w.join().unwrap();
+    }
+    stop.store(true, Ordering::Relaxed);
+    for r in readers {
+        assert!(r.join().unwrap() >= 50);
+    }
+    let (x, y) = pair(&c.cmd(&["MGET", &a, &b]).unwrap());
+    assert_eq!(x + y, 20000);
+}
+
+#[test]
+fn scripts_with_declared_keys_are_atomic_across_threads() {
+    transfers_keep_the_sum(true, "acct:a", "acct:b");
+}
+
+#[test]
+fn scripts_touching_undeclared_keys_are_atomic_across_threads() {
+    transfers_keep_the_sum(false, "undeclared:a", "undeclared:b");
+}
+
+/// Many clients on both threads increment through scripts (read, add,
+/// write back, which loses updates unless the script is atomic): none is
+/// lost.
+#[test]
+fn read_modify_write_scripts_lose_no_update() {
+    let server = start();
+    let port = server.port();
+    const CLIENTS: usize = 8;
+    const EACH: usize = 300;
+    let workers: Vec<_> = (0..CLIENTS)
+        .map(|i| {
+            std::thread::spawn(move || {
+                let mut c = Client::connect(port).unwrap();
+                for _ in 0..EACH {
+                    let script = "local v = tonumber(redis.call('get', KEYS[1]) or '0') \
+                                  redis.call('set', KEYS[1], v + 1) \
+                                  local w = tonumber(redis.call('get', 'shadow') or '0') \
+                                  redis.call('set', 'shadow', w + 1) return v + 1";
+                    let key = if i % 2 == 0 { "counter" } else { "{counter}" };
+                    let r = c.cmd(&["EVAL", script, "1", key]).unwrap();
+                    assert!(r.starts_with(b":"), "{}", String::from_utf8_lossy(&r));
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().unwrap();
+    }
+    let mut c = Client::connect(port).unwrap();
+    let total = int(&c.cmd(&["GET", "shadow"]).unwrap()[4..]);
+    assert_eq!(total, (CLIENTS * EACH) as i64);
+    let a = int(&c.cmd(&["GET", "counter"]).unwrap()[4..]);
+    let b = int(&c.cmd(&["GET", "{counter}"]).unwrap()[4..]);
+    assert_eq!(a + b, (CLIENTS * EACH) as i64);
+}
+
+/// A script that does not end does not take the server with it: past
+/// busy-reply-threshold other clients get BUSY, SCRIPT KILL stops it, and
+/// the server carries on. (Clients served by the script's own thread wait
+/// for it instead: only the other thread can answer while it runs.)
+#[test]
+fn a_busy_script_is_killed() {
+    let server = start();
+    let port = server.port();
+    let mut c = Client::connect(port).unwrap();
+    c.cmd(&["CONFIG", "SET", "busy-reply-threshold", "100"]).unwrap();
+    let mut others: Vec<Client> = (0..4).map(|_| Client::connect(port).unwrap()).collect();
+    let mut runner = Client::connect(port).unwrap();
+    runner.send(&["EVAL", "local i = 0 while true do i = i + 1 end", "0"]).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    // The clients on the other thread answer BUSY; those on the script's
+    // thread answer once it is over.
+    let mut busy = Vec::new();
+    let mut waiting = Vec::new();
+    for (i, o) in others.iter_mut().enumerate() {
+        o.set_timeout(Duration::from_millis(500));
+        o.send(&["GET", "x"]).unwrap();
+        match o.read_reply() {
+            Ok(r) => {
+                assert_eq!(
+                    r,
+                    b"-BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.\r\n"
+                );
+                busy.push(i);
+            }
+            Err(_) => waiting.push(i),
+        }
+    }
+    assert!(!busy.is_empty(), "no client answered BUSY");
+    let k = &mut others[busy[0]];
+    k.set_timeout(Duration::from_secs(5));
+    assert_eq!(k.cmd(&["MULTI"]).unwrap(), b"+OK\r\n", "MULTI is allowed while busy");
+    assert_eq!(k.cmd(&["DISCARD"]).unwrap(), b"+OK\r\n");
+    assert_eq!(k.cmd(&["SCRIPT", "KILL"]).unwrap(), b"+OK\r\n");
+    runner.set_timeout(Duration::from_secs(5));
+    let r = runner.read_reply().unwrap();
+    let r = String::from_utf8(r).unwrap();
+    assert_eq!(
+        r,
+        "-ERR Script killed by user with SCRIPT KILL... script: \
+         3fcf51a9b854b8f66cb8685600b0d7df968f4398, on @user_script:1.\r\n"
+    );
+    for i in waiting {
+        others[i].set_timeout(Duration::from_secs(5));
+        assert_eq!(others[i].read_reply().unwrap(), b"$-1\r\n");
+    }
+    let start = Instant::now();
+    loop {
+        if c.cmd(&["PING"]).unwrap() == b"+PONG\r\n" {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(5));
+    }
+    assert_eq!(
+        c.cmd(&["SCRIPT", "KILL"]).unwrap(),
+        b"-NOTBUSY No scripts in execution right now.\r\n"
+    );
+}
+
+/// A script that wrote cannot be killed: UNKILLABLE, and it ends on its own.
+#[test]
+fn a_busy_script_that_wrote_is_unkillable() {
+    let server = start();
+    let port = server.port();
+    let mut c = Client::connect(port).unwrap();
+    c.cmd(&["CONFIG", "SET", "busy-reply-threshold", "100"]).unwrap();
+    let mut others: Vec<Client> = (0..4).map(|_| Client::connect(port).unwrap()).collect();
+    let mut runner = Client::connect(port).unwrap();
+    runner
+        .send(&[
+            "EVAL",
+            "redis.call('set', 'w', '1') local i = 0 while i < 1e8 do i = i + 1 end return i",
+            "0",
+        ])
+        .unwrap();
+    // Ask until a client on the other thread answers UNKILLABLE (NOTBUSY
+    // while the script has not yet run past the threshold).
+    let start = Instant::now();
+    let mut killer = None;
+    'ask: while start.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(150));
+        for o in others.iter_mut() {
+            o.set_timeout(Duration::from_millis(300));
+            o.send(&["SCRIPT", "KILL"]).unwrap();
+            if let Ok(r) = o.read_reply() {
+                if r.starts_with(b"-UNKILLABLE") {
+                    killer = Some(r);
+                    break 'ask;
+                }
+            }
+        }
+    }
+    assert_eq!(
+        killer.expect("a client on the other thread answers UNKILLABLE"),
+        b"-UNKILLABLE Sorry the script already executed write commands against the dataset. You can either wait the script termination or kill the server in a hard way using the SHUTDOWN NOSAVE command.\r\n"
+    );
+    runner.set_timeout(Duration::from_secs(60));
+    assert_eq!(runner.read_reply().unwrap(), b":100000000\r\n");
+    assert_eq!(c.cmd(&["GET", "w"]).unwrap(), b"$1\r\n1\r\n");
+}
+
+/// A script that allocates without bound fails with an error, and the
+/// server (and the next script on the same Lua state) carries on.
+#[test]
+fn unbounded_allocation_fails_and_the_server_carries_on() {
+    let server = start();
+    let mut c = Client::connect(server.port()).unwrap();
+    let r = c.cmd(&["EVAL", "local s = string.rep('x', 2^30) return #s", "0"]).unwrap();
+    let r = String::from_utf8(r).unwrap();
+    assert!(r.starts_with("-ERR ") && r.contains("not enough memory"), "{r}");
+    assert_eq!(c.cmd(&["EVAL", "return #string.rep('z', 10)", "0"]).unwrap(), b":10\r\n");
+    assert_eq!(c.cmd(&["PING"]).unwrap(), b"+PONG\r\n");
+}
