@@ -44,8 +44,10 @@ pub mod notify {
     pub const EVICTED: u32 = 1 << 9;
     pub const STREAM: u32 = 1 << 10;
     pub const KEY_MISS: u32 = 1 << 11;
-    pub const MODULE: u32 = 1 << 12;
-    pub const NEW: u32 = 1 << 13;
+    /// Bit 12 is Redis's NOTIFY_LOADED (modules only); the bits equal
+    /// [`crate::effects::Class`]'s, so an event's class tests directly.
+    pub const MODULE: u32 = 1 << 13;
+    pub const NEW: u32 = 1 << 14;
     /// What `A` stands for (not `m` nor `n`).
     pub const ALL: u32 =
         GENERIC | STRING | LIST | SET | HASH | ZSET | EXPIRED | EVICTED | STREAM | MODULE;

@@ -260,6 +260,12 @@ pub fn check(
                     return Err(CmdError::Oom);
                 }
             }
+            if sess.subs.total() > 0
+                && !flags.has(Flags::PUBSUB_CONTEXT)
+                && sess.handle.resp.load(std::sync::atomic::Ordering::Relaxed) == 2
+            {
+                return Err(pubsub_context(sess, spec));
+            }
             if shared.is_loading() && !flags.has(Flags::LOADING) {
                 return Err(CmdError::Loading);
             }
@@ -286,6 +292,19 @@ pub fn check(
     }
     let _ = argv;
     Ok(())
+}
+
+/// A RESP2 client in pub/sub mode ran a command it may not.
+#[cold]
+fn pubsub_context(sess: &Session, spec: &'static CommandSpec) -> CmdError {
+    let name = match sess.last_cmd {
+        Some((top, s)) => full_name(top, s),
+        None => spec.name.to_ascii_lowercase(),
+    };
+    CmdError::err(format!(
+        "Can't execute '{name}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET \
+         are allowed in this context"
+    ))
 }
 
 /// Delivers the reply of a blocking command whose wait ended (the
@@ -324,6 +343,8 @@ fn reject(
 }
 
 fn apply_reply_mode(sess: &mut Session, out: &mut ReplyBuf, mark: resp::Mark) {
+    // Pushes the command wrote (up to `pushed`) are not its reply.
+    let mark = sess.pushed.take().unwrap_or(mark);
     match sess.reply_mode {
         ReplyMode::On => {}
         ReplyMode::Off => out.truncate(mark),

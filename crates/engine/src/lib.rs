@@ -13,6 +13,7 @@ pub mod error;
 pub mod glob;
 pub mod ldouble;
 pub mod outbox;
+pub mod pubsub;
 pub mod session;
 pub mod shared;
 pub mod spec;

@@ -41,6 +41,9 @@ pub struct ClientHandle {
     pub net_out: AtomicU64,
     /// What reaches the connection besides its own replies.
     pub outbox: crate::outbox::Outbox,
+    /// Subscriptions: channels, patterns, shard channels (CLIENT LIST's
+    /// `sub`, `psub`, `ssub`), mirrored from the session's.
+    pub subs: [AtomicUsize; 3],
 }
 
 impl ClientHandle {
@@ -69,10 +72,16 @@ impl ClientHandle {
             net_in: AtomicU64::new(0),
             net_out: AtomicU64::new(0),
             outbox: crate::outbox::Outbox::default(),
+            subs: Default::default(),
         }
     }
 
     /// Asks the connection to close (CLIENT KILL, shutdown).
+    /// Whether the client is in pub/sub mode (subscribed to anything).
+    pub fn subscribed(&self) -> bool {
+        self.subs.iter().any(|n| n.load(Ordering::Relaxed) > 0)
+    }
+
     pub fn kill(&self) {
         self.killed.store(true, Ordering::Release);
         if let Some(w) = &*self.waker.lock() {
@@ -160,6 +169,13 @@ pub struct Session {
     /// Set while a blocked client's command runs again to be served: the
     /// key that became ready (see [`crate::blocking`]).
     pub serving: Option<Box<[u8]>>,
+    /// Pub/sub subscriptions (see [`crate::pubsub`]).
+    pub subs: crate::pubsub::Subs,
+    /// Set by a handler whose output up to this mark is out-of-band
+    /// pushes (subscribe confirmations, a message to itself): CLIENT REPLY
+    /// OFF/SKIP does not suppress them, as Redis 7.0 writes pushes
+    /// whatever the reply mode.
+    pub pushed: Option<resp::Mark>,
 }
 
 /// The configuration a session starts with, before its first refresh.
@@ -190,6 +206,8 @@ impl Session {
             pause: (i64::MIN, crate::shared::Pause::default()),
             plain: false,
             serving: None,
+            subs: crate::pubsub::Subs::default(),
+            pushed: None,
         }
     }
 
@@ -217,7 +235,7 @@ impl Session {
     #[inline]
     pub fn needs_checks(&mut self, shared: &crate::Shared) -> bool {
         self.refresh(shared);
-        !(self.plain && self.authenticated && self.multi.is_none())
+        !(self.plain && self.authenticated && self.multi.is_none() && self.subs.total() == 0)
     }
 
     /// Refreshes the cached shared state if it changed since last seen.

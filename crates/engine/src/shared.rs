@@ -148,6 +148,11 @@ pub struct Shared {
     /// The recorder `DEBUG EFFECTS` installed, if any (a test hook).
     pub debug_recorder: Mutex<Option<Arc<crate::effects::Recorder>>>,
     pub clock: Clock,
+    /// Pub/sub channels, patterns and shard channels.
+    pub pubsub: Arc<crate::pubsub::Registry>,
+    /// The keyspace notifier, installed while `notify-keyspace-events`
+    /// is set.
+    notifier: Mutex<Option<Arc<crate::pubsub::Notifier>>>,
     /// Set while a dataset loads: commands without the LOADING flag wait.
     loading: AtomicBool,
     /// `used_memory` as last measured, and when (unix ms), for the
@@ -179,7 +184,7 @@ impl Shared {
                 char::from(b"0123456789abcdef"[(x % 16) as usize])
             })
             .collect();
-        Arc::new(Shared {
+        let shared = Arc::new(Shared {
             store,
             config: RwLock::new(config),
             config_epoch: AtomicU64::new(0),
@@ -204,10 +209,40 @@ impl Shared {
             effects: crate::effects::Hub::default(),
             debug_recorder: Mutex::new(None),
             clock: Clock::default(),
+            pubsub: Arc::default(),
+            notifier: Mutex::new(None),
             loading: AtomicBool::new(false),
             used_memory: AtomicU64::new(0),
             used_memory_at: AtomicI64::new(i64::MIN),
-        })
+        });
+        shared.config_applied();
+        shared
+    }
+
+    /// Applies what the configuration says to the parts that do not read
+    /// it per command: the pub/sub output limit, the keyspace notifier.
+    /// Called at start and after every CONFIG SET.
+    pub fn config_applied(&self) {
+        let (flags, hard) = {
+            let c = self.config.read();
+            (c.notify_keyspace_events, c.obuf_pubsub.hard)
+        };
+        self.pubsub.set_hard_limit(hard);
+        let mut n = self.notifier.lock();
+        match (&*n, flags != 0) {
+            (Some(x), true) => x.set_flags(flags),
+            (None, true) => {
+                let x = Arc::new(crate::pubsub::Notifier::new(self.pubsub.clone(), flags));
+                self.add_consumer(x.clone());
+                *n = Some(x);
+            }
+            (Some(x), false) => {
+                let c: Arc<dyn crate::effects::Consumer> = x.clone();
+                self.remove_consumer(&c);
+                *n = None;
+            }
+            (None, false) => {}
+        }
     }
 
     /// Whether a dataset is loading (commands without LOADING are refused).
@@ -302,6 +337,7 @@ impl Shared {
     /// Forgets a connection: drops its watches and its registry entry.
     pub fn disconnect(&self, sess: &mut Session) {
         crate::blocking::abandon(self, sess);
+        self.pubsub.leave(&mut sess.subs, &sess.handle);
         crate::commands::tx::unwatch_all(self, sess);
         self.flush_stats(sess);
         self.clients.lock().remove(&sess.handle.id);

@@ -78,6 +78,7 @@ scenarios! {
     zsets_random => "zsets_random.txt",
     sort => "sort.txt",
     policies => "policies.txt",
+    pubsub => "pubsub.txt",
 }
 
 #[test]

@@ -366,6 +366,9 @@ fn me(cx: &Ctx, args: &Args, out: &ReplyBuf) -> Me {
 fn client_line(buf: &mut Vec<u8>, h: &ClientHandle, now_ms: i64, me: &Me) {
     let is_me = h.id == me.id;
     let mut flags = String::new();
+    if h.subscribed() {
+        flags.push('P');
+    }
     if h.in_multi.load(Ordering::Relaxed) {
         flags.push('x');
     }
@@ -394,13 +397,15 @@ fn client_line(buf: &mut Vec<u8>, h: &ClientHandle, now_ms: i64, me: &Me) {
     let obl = if is_me { me.obl } else { 0 };
     let _ = write!(buf, "id={} addr={} laddr={} fd={} name=", h.id, h.addr, h.laddr, h.fd);
     buf.extend_from_slice(&name);
-    // Pub/sub counts stay 0 until pub/sub exists.
     let _ = writeln!(
         buf,
-        " age={age} idle={idle} flags={flags} db={} sub=0 psub=0 ssub=0 multi={multi} \
+        " age={age} idle={idle} flags={flags} db={} sub={} psub={} ssub={} multi={multi} \
          qbuf={} qbuf-free=0 argv-mem={} multi-mem=0 rbs={} rbp={obl} obl={obl} oll=0 \
          omem={} tot-mem={} events=r cmd={cmd} user=default redir=-1 resp={}",
         h.db.load(Ordering::Relaxed),
+        h.subs[0].load(Ordering::Relaxed),
+        h.subs[1].load(Ordering::Relaxed),
+        h.subs[2].load(Ordering::Relaxed),
         h.qbuf.load(Ordering::Relaxed),
         if is_me { me.argv_mem } else { 0 },
         resp::CHUNK,

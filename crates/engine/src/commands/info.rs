@@ -366,10 +366,11 @@ fn section(cx: &mut Ctx, name: &str, t: &mut String, counts: &mut Counts) {
             }
             line!("keyspace_hits:{}", ld(&st.keyspace_hits));
             line!("keyspace_misses:{}", ld(&st.keyspace_misses));
+            let ps = &cx.shared.pubsub;
+            line!("pubsub_channels:{}", ps.nchannels(false));
+            line!("pubsub_patterns:{}", ps.numpat());
+            line!("pubsubshard_channels:{}", ps.nchannels(true));
             for f in [
-                "pubsub_channels",
-                "pubsub_patterns",
-                "pubsubshard_channels",
                 "latest_fork_usec",
                 "total_forks",
                 "migrate_cached_sockets",

@@ -13,6 +13,7 @@ pub mod hash;
 pub mod info;
 pub mod keys;
 pub mod list;
+pub mod pubsub;
 pub mod server;
 pub mod set;
 pub mod sort;
@@ -40,6 +41,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     command::COMMANDS,
     zset::COMMANDS,
     zset_blocking::COMMANDS,
+    pubsub::COMMANDS,
 ];
 
 /// All top-level commands.
