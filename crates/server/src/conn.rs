@@ -353,6 +353,9 @@ impl Conn<'_> {
                 Err(_) => return Err("write error"),
             }
         }
+        // What is still unwritten counts against the output limit that
+        // publishers check (`engine::pubsub`).
+        self.sess.handle.omem.store(self.out.len(), Ordering::Relaxed);
         Ok(())
     }
 
