@@ -90,6 +90,8 @@ pub struct Config {
     pub obuf_pubsub: ObufLimit,
     /// Clamped to 1..=500 as Redis does.
     pub hz: u32,
+    /// Keys the client-side caching table may hold (0: no limit).
+    pub tracking_table_max_keys: u64,
     pub timeout: u64,
     pub tcp_keepalive: u64,
     pub tcp_backlog: u32,
@@ -199,6 +201,7 @@ impl Default for Config {
             stream_node_max_bytes: 4096,
             stream_node_max_entries: 100,
             hll_sparse_max_bytes: 3000,
+            tracking_table_max_keys: 1_000_000,
             notify_keyspace_events: 0,
             slowlog_log_slower_than: 10000,
             slowlog_max_len: 128,

@@ -227,6 +227,12 @@ pub fn execute_hinted(
     if sess.blocked.is_none() {
         apply_reply_mode(sess, out, mark);
     }
+    if sess.caching && sess.multi.is_none() {
+        // CLIENT CACHING holds for the next command (or transaction).
+        if !sess.last_cmd.is_some_and(|(top, _)| top.flags.has(Flags::KEEPS_CACHING)) {
+            sess.caching = false;
+        }
+    }
     Outcome::Done
 }
 
@@ -510,6 +516,9 @@ pub fn call<'a>(
     }
     // What the store noticed on the way: keys that expired lazily, keys
     // blocked clients wait for that received a value.
+    if sess.tracking.is_some() && spec.flags.has(Flags::READONLY) {
+        shared.tracker.remember(sess, spec, argv, db);
+    }
     let Session { fx, ready, .. } = sess;
     keys.take_signals(ready, |db, k| fx.expired(db, k));
     let dirty = sess.fx.end_command(db, argv);

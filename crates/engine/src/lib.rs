@@ -17,6 +17,7 @@ pub mod pubsub;
 pub mod session;
 pub mod shared;
 pub mod spec;
+pub mod tracking;
 
 pub use config::Config;
 pub use dispatch::execute;

@@ -44,6 +44,8 @@ pub struct ClientHandle {
     /// Subscriptions: channels, patterns, shard channels (CLIENT LIST's
     /// `sub`, `psub`, `ssub`), mirrored from the session's.
     pub subs: [AtomicUsize; 3],
+    /// Client-side caching state (see [`crate::tracking`]).
+    pub tracking: Mutex<crate::tracking::State>,
 }
 
 impl ClientHandle {
@@ -73,6 +75,7 @@ impl ClientHandle {
             net_out: AtomicU64::new(0),
             outbox: crate::outbox::Outbox::default(),
             subs: Default::default(),
+            tracking: Mutex::new(crate::tracking::State::default()),
         }
     }
 
@@ -80,6 +83,14 @@ impl ClientHandle {
     /// Whether the client is in pub/sub mode (subscribed to anything).
     pub fn subscribed(&self) -> bool {
         self.subs.iter().any(|n| n.load(Ordering::Relaxed) > 0)
+    }
+
+    /// Queues an out-of-band message (a push) and wakes the connection.
+    pub fn push(&self, msg: Vec<u8>) {
+        self.outbox.push(crate::outbox::Kind::Push, msg);
+        if let Some(w) = &*self.waker.lock() {
+            w();
+        }
     }
 
     pub fn kill(&self) {
@@ -176,6 +187,10 @@ pub struct Session {
     /// OFF/SKIP does not suppress them, as Redis 7.0 writes pushes
     /// whatever the reply mode.
     pub pushed: Option<resp::Mark>,
+    /// Tracking mode while `CLIENT TRACKING` is on.
+    pub tracking: Option<crate::tracking::Mode>,
+    /// `CLIENT CACHING yes|no` was given for the next command.
+    pub caching: bool,
 }
 
 /// The configuration a session starts with, before its first refresh.
@@ -186,6 +201,8 @@ fn default_conf() -> Arc<crate::config::Config> {
 
 impl Session {
     pub fn new(handle: Arc<ClientHandle>, authenticated: bool) -> Self {
+        let mut fx = crate::effects::Effects::default();
+        fx.client = handle.id;
         Session {
             handle,
             db: 0,
@@ -200,7 +217,7 @@ impl Session {
             last_cmd: None,
             blocked: None,
             ready: Vec::new(),
-            fx: crate::effects::Effects::default(),
+            fx,
             conf: default_conf(),
             conf_epoch: u64::MAX,
             pause: (i64::MIN, crate::shared::Pause::default()),
@@ -208,6 +225,8 @@ impl Session {
             serving: None,
             subs: crate::pubsub::Subs::default(),
             pushed: None,
+            tracking: None,
+            caching: false,
         }
     }
 

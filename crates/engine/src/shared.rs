@@ -150,6 +150,8 @@ pub struct Shared {
     pub clock: Clock,
     /// Pub/sub channels, patterns and shard channels.
     pub pubsub: Arc<crate::pubsub::Registry>,
+    /// Client-side caching tables.
+    pub tracker: Arc<crate::tracking::Tracker>,
     /// The keyspace notifier, installed while `notify-keyspace-events`
     /// is set.
     notifier: Mutex<Option<Arc<crate::pubsub::Notifier>>>,
@@ -210,6 +212,7 @@ impl Shared {
             debug_recorder: Mutex::new(None),
             clock: Clock::default(),
             pubsub: Arc::default(),
+            tracker: Arc::default(),
             notifier: Mutex::new(None),
             loading: AtomicBool::new(false),
             used_memory: AtomicU64::new(0),
@@ -223,11 +226,12 @@ impl Shared {
     /// it per command: the pub/sub output limit, the keyspace notifier.
     /// Called at start and after every CONFIG SET.
     pub fn config_applied(&self) {
-        let (flags, hard) = {
+        let (flags, hard, max_keys) = {
             let c = self.config.read();
-            (c.notify_keyspace_events, c.obuf_pubsub.hard)
+            (c.notify_keyspace_events, c.obuf_pubsub.hard, c.tracking_table_max_keys)
         };
         self.pubsub.set_hard_limit(hard);
+        self.tracker.max_keys.store(max_keys as usize, Ordering::Relaxed);
         let mut n = self.notifier.lock();
         match (&*n, flags != 0) {
             (Some(x), true) => x.set_flags(flags),
@@ -261,6 +265,20 @@ impl Shared {
     /// state (configuration, pause, loading, effects consumers).
     pub fn state_changed(&self) {
         self.config_epoch.fetch_add(1, Ordering::Release);
+    }
+
+    /// Turns client-side caching on for a session (`CLIENT TRACKING ON`),
+    /// installing the tracker as a consumer the first time.
+    pub fn enable_tracking(
+        &self,
+        sess: &mut Session,
+        opts: crate::tracking::Options,
+    ) -> Result<(), crate::error::CmdError> {
+        self.tracker.enable(sess, opts)?;
+        if self.tracker.needs_install() {
+            self.add_consumer(self.tracker.clone());
+        }
+        Ok(())
     }
 
     /// Installs a consumer of the effects record (AOF, replicas,
@@ -338,6 +356,9 @@ impl Shared {
     pub fn disconnect(&self, sess: &mut Session) {
         crate::blocking::abandon(self, sess);
         self.pubsub.leave(&mut sess.subs, &sess.handle);
+        self.tracker.disable(sess);
+        // Gone for good: redirections to it are broken from now on.
+        sess.handle.killed.store(true, Ordering::Release);
         crate::commands::tx::unwatch_all(self, sess);
         self.flush_stats(sess);
         self.clients.lock().remove(&sess.handle.id);

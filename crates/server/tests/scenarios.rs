@@ -79,6 +79,7 @@ scenarios! {
     sort => "sort.txt",
     policies => "policies.txt",
     pubsub => "pubsub.txt",
+    tracking => "tracking.txt",
 }
 
 #[test]

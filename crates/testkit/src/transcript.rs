@@ -13,7 +13,9 @@
 //! - `A!` — close connection A;
 //! - `~ MS` — sleep;
 //!
-//! `@B` in a command stands for connection B's client id.
+//! `@B` in a command stands for connection B's client id. After a line
+//! `@ids`, an integer reply equal to a connection's id is recorded as
+//! `:@B` (the servers number their clients differently).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -24,22 +26,22 @@ use crate::{escape, Client, RedisServer, TestServer};
 struct Conns {
     port: u16,
     open: HashMap<char, (Client, u64)>,
+    /// Every connection's id, closed ones included.
+    ids: Vec<(char, u64)>,
 }
 
 impl Conns {
     fn get(&mut self, name: char) -> &mut Client {
-        let port = self.port;
-        &mut self
-            .open
-            .entry(name)
-            .or_insert_with(|| {
-                let mut c = Client::connect(port).expect("connect");
-                c.set_timeout(Duration::from_secs(3));
-                let id = c.cmd(&["CLIENT", "ID"]).expect("client id");
-                let id = std::str::from_utf8(&id[1..id.len() - 2]).unwrap().parse().unwrap();
-                (c, id)
-            })
-            .0
+        if !self.open.contains_key(&name) {
+            let mut c = Client::connect(self.port).expect("connect");
+            c.set_timeout(Duration::from_secs(3));
+            let id = c.cmd(&["CLIENT", "ID"]).expect("client id");
+            let id = std::str::from_utf8(&id[1..id.len() - 2]).unwrap().parse().unwrap();
+            self.ids.retain(|(n, _)| *n != name);
+            self.ids.push((name, id));
+            self.open.insert(name, (c, id));
+        }
+        &mut self.open.get_mut(&name).expect("just opened").0
     }
 
     fn id(&mut self, name: char) -> u64 {
@@ -59,9 +61,14 @@ fn words(conns: &mut Conns, text: &str) -> Vec<String> {
 
 /// Runs `script` against the server on `port`; returns the transcript.
 pub fn run(port: u16, script: &str) -> Vec<String> {
-    let mut conns = Conns { port, open: HashMap::new() };
+    let mut conns = Conns { port, open: HashMap::new(), ids: Vec::new() };
     let mut log = Vec::new();
+    let mut ids = false;
     for line in script.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
+        if line == "@ids" {
+            ids = true;
+            continue;
+        }
         if let Some(ms) = line.strip_prefix('~') {
             std::thread::sleep(Duration::from_millis(ms.trim().parse().unwrap()));
             continue;
@@ -116,6 +123,12 @@ pub fn run(port: u16, script: &str) -> Vec<String> {
             }
             _ => panic!("bad script line {line}"),
         };
+        // Client ids differ between servers: under `@ids`, an integer
+        // reply equal to a connection's id is recorded as `:@NAME`.
+        let mut got = got;
+        for (n, id) in conns.ids.iter().filter(|_| ids) {
+            got = got.replace(&format!(":{id}\\r\\n"), &format!(":@{n}\\r\\n"));
+        }
         log.push(format!("{line} => {got}"));
     }
     log

@@ -258,6 +258,7 @@ fn reset(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     set_proto(cx, out, 2);
     cx.sess.authenticated = required_password(cx).is_none();
     cx.shared.pubsub.leave(&mut cx.sess.subs, &cx.sess.handle);
+    cx.shared.tracker.disable(cx.sess);
     *cx.sess.handle.name.lock() = None;
     cx.sess.handle.no_evict.store(false, Ordering::Relaxed);
     cx.sess.reply_mode = ReplyMode::On;

@@ -221,7 +221,7 @@ fn section(cx: &mut Ctx, name: &str, t: &mut String, counts: &mut Counts) {
             line!("client_recent_max_input_buffer:0");
             line!("client_recent_max_output_buffer:0");
             line!("blocked_clients:{}", sh.blocked_clients.load(Ordering::Relaxed));
-            line!("tracking_clients:0");
+            line!("tracking_clients:{}", sh.tracker.nclients.load(Ordering::Relaxed));
             line!("clients_in_timeout_table:0");
         }
         "memory" => {
@@ -381,13 +381,14 @@ fn section(cx: &mut Ctx, name: &str, t: &mut String, counts: &mut Counts) {
                 "active_defrag_key_misses",
                 "total_active_defrag_time",
                 "current_active_defrag_time",
-                "tracking_total_keys",
-                "tracking_total_items",
-                "tracking_total_prefixes",
-                "unexpected_error_replies",
             ] {
                 line!("{f}:0");
             }
+            let (tk, ti, tp) = cx.shared.tracker.totals();
+            line!("tracking_total_keys:{tk}");
+            line!("tracking_total_items:{ti}");
+            line!("tracking_total_prefixes:{tp}");
+            line!("unexpected_error_replies:0");
             line!("total_error_replies:{}", ld(&st.rejected_calls) + ld(&st.failed_calls));
             for f in [
                 "dump_payload_sanitizations",
