@@ -216,6 +216,9 @@ pub fn execute_hinted(
     }
     sess.fx.finish_unit();
     drop(keys);
+    if sess.fx.want.events && sess.handle.outbox.has_early() {
+        own_pushes_first(sess, out, mark);
+    }
     if !sess.ready.is_empty() {
         // Clients blocked on keys this command filled are served now,
         // before this connection's next command (Redis's
@@ -298,6 +301,17 @@ pub fn check(
     }
     let _ = argv;
     Ok(())
+}
+
+/// Puts the pushes the client's own command caused for itself (keyspace
+/// notifications of its writes) before the command's reply, where Redis
+/// writes them; CLIENT REPLY does not suppress them.
+#[cold]
+fn own_pushes_first(sess: &mut Session, out: &mut ReplyBuf, mark: resp::Mark) {
+    let reply = out.split_off(mark);
+    sess.handle.outbox.drain_early(|m| out.raw(m));
+    sess.pushed = Some(out.mark());
+    out.raw(&reply);
 }
 
 /// A RESP2 client in pub/sub mode ran a command it may not.

@@ -299,15 +299,29 @@ impl Registry {
 
     /// Publishes `msg` on `channel` (a shard channel if `shard`): to its
     /// subscribers, then (not for shard channels) to every matching
-    /// pattern's. Returns the number of receivers. A receiver that is
-    /// `me` gets the message written into `me_out` at once, before the
-    /// publisher's own reply (as Redis writes it).
+    /// pattern's. Returns the number of receivers. A receiver that is the
+    /// publisher, `me`, gets the message written into its buffer at once,
+    /// before the publisher's own reply (as Redis writes it).
     pub fn publish(
         &self,
         shard: bool,
         channel: &[u8],
         msg: &[u8],
         me: Option<(u64, &mut ReplyBuf)>,
+    ) -> usize {
+        self.publish_from(shard, channel, msg, me, 0)
+    }
+
+    /// [`publish`](Self::publish) on behalf of client `writer`'s running
+    /// command (keyspace notifications): `writer`'s own copy is queued as
+    /// [`Early`](crate::outbox::Kind::Early), to go before its reply.
+    pub fn publish_from(
+        &self,
+        shard: bool,
+        channel: &[u8],
+        msg: &[u8],
+        me: Option<(u64, &mut ReplyBuf)>,
+        writer: u64,
     ) -> usize {
         let mut me = me;
         let mut receivers = 0;
@@ -320,7 +334,7 @@ impl Registry {
                 let mut enc = Encoded::new(&parts);
                 for h in l {
                     receivers += 1;
-                    self.send(h, &mut enc, &mut me);
+                    self.send(h, &mut enc, &mut me, writer);
                 }
             }
         }
@@ -336,7 +350,7 @@ impl Registry {
             let mut enc = Encoded::new(&parts);
             for h in l {
                 receivers += 1;
-                self.send(h, &mut enc, &mut me);
+                self.send(h, &mut enc, &mut me, writer);
             }
         }
         receivers
@@ -344,7 +358,13 @@ impl Registry {
 
     /// Queues one message for `h` and wakes it, or writes it to the
     /// publisher's own buffer when `h` is the publisher.
-    fn send(&self, h: &ClientHandle, enc: &mut Encoded, me: &mut Option<(u64, &mut ReplyBuf)>) {
+    fn send(
+        &self,
+        h: &ClientHandle,
+        enc: &mut Encoded,
+        me: &mut Option<(u64, &mut ReplyBuf)>,
+        writer: u64,
+    ) {
         if let Some((id, out)) = me {
             if *id == h.id {
                 let bytes = enc.get(out.proto);
@@ -355,7 +375,12 @@ impl Registry {
         if h.killed.load(Ordering::Acquire) {
             return;
         }
-        let queued = h.outbox.push(crate::outbox::Kind::Push, enc.get(proto_of(h)).to_vec());
+        let kind = if writer != 0 && h.id == writer {
+            crate::outbox::Kind::Early
+        } else {
+            crate::outbox::Kind::Push
+        };
+        let queued = h.outbox.push(kind, enc.get(proto_of(h)).to_vec());
         let hard = self.hard_limit.load(Ordering::Relaxed);
         if hard > 0 && (queued + h.omem.load(Ordering::Relaxed)) as u64 > hard {
             // Over the hard limit: the client is closed (its connection
@@ -440,6 +465,7 @@ impl crate::effects::Consumer for Notifier {
         if self.registry.is_empty() {
             return;
         }
+        let writer = unit.client();
         let mut chan = Vec::new();
         for e in unit.events() {
             if flags & u32::from(e.class.0) == 0 {
@@ -451,7 +477,7 @@ impl crate::effects::Consumer for Notifier {
                 chan.extend_from_slice(e.db.to_string().as_bytes());
                 chan.extend_from_slice(b"__:");
                 chan.extend_from_slice(e.key);
-                self.registry.publish(false, &chan, e.name.as_bytes(), None);
+                self.registry.publish_from(false, &chan, e.name.as_bytes(), None, writer);
             }
             if flags & notify::KEYEVENT != 0 {
                 chan.clear();
@@ -459,7 +485,7 @@ impl crate::effects::Consumer for Notifier {
                 chan.extend_from_slice(e.db.to_string().as_bytes());
                 chan.extend_from_slice(b"__:");
                 chan.extend_from_slice(e.name.as_bytes());
-                self.registry.publish(false, &chan, e.key, None);
+                self.registry.publish_from(false, &chan, e.key, None, writer);
             }
         }
     }

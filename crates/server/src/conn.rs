@@ -261,7 +261,7 @@ impl Conn<'_> {
             engine::outbox::Kind::Reply => {
                 dispatch::deliver_blocked(&mut self.sess, &mut self.out, msg)
             }
-            engine::outbox::Kind::Push => self.out.raw(msg),
+            engine::outbox::Kind::Push | engine::outbox::Kind::Early => self.out.raw(msg),
         });
     }
 

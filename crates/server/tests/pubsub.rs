@@ -329,3 +329,32 @@ fn slow_subscriber_is_disconnected() {
     assert_eq!(got, want);
     assert_eq!(got.1, b"*2\r\n$3\r\nbig\r\n:1\r\n");
 }
+
+/// A RESP3 client subscribed to notifications of its own writes gets them
+/// before the write's reply, as Redis writes them during the command.
+#[test]
+fn own_notifications_precede_the_reply() {
+    check(
+        "C: CONFIG SET notify-keyspace-events KEA
+         A_ HELLO 3
+         A: SUBSCRIBE __keyevent@0__:set __keyevent@0__:del
+         A: SUBSCRIBE __keyspace@0__:k
+         A? 50
+         A> SET k v
+         A? 50
+         A> DEL k
+         A? 50
+         A> SET other v
+         A? 50
+         B: SET k w
+         A? 50
+         A> CLIENT REPLY OFF
+         A> SET k x
+         A? 50
+         A> GET k
+         A? 50
+         A_ CLIENT REPLY ON
+         A> MSET k 1 j 2
+         A? 50",
+    );
+}
