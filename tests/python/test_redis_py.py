@@ -423,3 +423,35 @@ def test_pubsub_run_in_thread_and_keyspace_notifications(server):
         r.config_set("notify-keyspace-events", "")
         r.delete("py:b")
         r.close()
+
+
+def test_tracking_invalidations_redirected_to_a_pubsub_connection(server):
+    # redis-py's own client-side cache requires Redis 7.4, so this is the
+    # RESP2 pattern: invalidations redirected to a subscribed connection.
+    writer = redis.Redis(host="127.0.0.1", port=server, socket_timeout=10)
+    tracker = redis.Redis(
+        host="127.0.0.1", port=server, socket_timeout=10, single_connection_client=True
+    )
+    p = writer.pubsub()
+    try:
+        p.subscribe("__redis__:invalidate")
+        assert _next_message(p)["type"] == "subscribe"
+        subscriber = [
+            c for c in writer.client_list() if c["cmd"] == "subscribe" and c["sub"] == "1"
+        ]
+        assert len(subscriber) == 1
+        tracker.execute_command("CLIENT", "TRACKING", "ON", "REDIRECT", subscriber[0]["id"])
+        assert tracker.client_getredir() == int(subscriber[0]["id"])
+        writer.set("py:w", "1")
+        assert tracker.get("py:w") == b"1"
+        writer.set("py:w", "2")
+        m = _next_message(p)
+        assert (m["channel"], m["data"]) == (b"__redis__:invalidate", [b"py:w"])
+        assert writer.info("clients")["tracking_clients"] == 1
+        writer.flushdb()
+        m = _next_message(p)
+        assert (m["channel"], m["data"]) == (b"__redis__:invalidate", None)
+    finally:
+        p.close()
+        tracker.close()
+        writer.close()
