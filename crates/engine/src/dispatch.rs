@@ -275,6 +275,11 @@ pub fn check(
             {
                 return Err(pubsub_context(sess, spec));
             }
+            if sess.monitor
+                && flags.0 & (Flags::WRITE.0 | Flags::READONLY.0 | Flags::MAY_REPLICATE.0) != 0
+            {
+                return Err(CmdError::err("Replica can't interact with the keyspace"));
+            }
             if shared.is_loading() && !flags.has(Flags::LOADING) {
                 return Err(CmdError::Loading);
             }
@@ -533,6 +538,10 @@ pub fn call<'a>(
     if sess.tracking.is_some() && spec.flags.has(Flags::READONLY) {
         shared.tracker.remember(sess, spec, argv, db);
     }
+    if shared.nmonitors.load(std::sync::atomic::Ordering::Relaxed) > 0 {
+        commands::monitor::feed(shared, sess, spec, argv, caller);
+    }
+    sess.redact = 0;
     let Session { fx, ready, .. } = sess;
     keys.take_signals(ready, |db, k| fx.expired(db, k));
     let dirty = sess.fx.end_command(db, argv);

@@ -46,6 +46,8 @@ pub struct ClientHandle {
     pub subs: [AtomicUsize; 3],
     /// Client-side caching state (see [`crate::tracking`]).
     pub tracking: Mutex<crate::tracking::State>,
+    /// In MONITOR mode (CLIENT LIST flag `O`).
+    pub monitor: AtomicBool,
 }
 
 impl ClientHandle {
@@ -76,6 +78,7 @@ impl ClientHandle {
             outbox: crate::outbox::Outbox::default(),
             subs: Default::default(),
             tracking: Mutex::new(crate::tracking::State::default()),
+            monitor: AtomicBool::new(false),
         }
     }
 
@@ -191,6 +194,11 @@ pub struct Session {
     pub tracking: Option<crate::tracking::Mode>,
     /// `CLIENT CACHING yes|no` was given for the next command.
     pub caching: bool,
+    /// In MONITOR mode.
+    pub monitor: bool,
+    /// Arguments of the running command MONITOR must not show (bit i:
+    /// argv[i]), set by AUTH and HELLO.
+    pub redact: u64,
 }
 
 /// The configuration a session starts with, before its first refresh.
@@ -227,6 +235,8 @@ impl Session {
             pushed: None,
             tracking: None,
             caching: false,
+            monitor: false,
+            redact: 0,
         }
     }
 
@@ -254,7 +264,11 @@ impl Session {
     #[inline]
     pub fn needs_checks(&mut self, shared: &crate::Shared) -> bool {
         self.refresh(shared);
-        !(self.plain && self.authenticated && self.multi.is_none() && self.subs.total() == 0)
+        !(self.plain
+            && self.authenticated
+            && self.multi.is_none()
+            && self.subs.total() == 0
+            && !self.monitor)
     }
 
     /// Refreshes the cached shared state if it changed since last seen.

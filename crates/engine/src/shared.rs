@@ -150,6 +150,9 @@ pub struct Shared {
     pub clock: Clock,
     /// Pub/sub channels, patterns and shard channels.
     pub pubsub: Arc<crate::pubsub::Registry>,
+    /// Clients in MONITOR mode, and how many (one load per command).
+    pub monitors: RwLock<Vec<Arc<ClientHandle>>>,
+    pub nmonitors: AtomicUsize,
     /// Client-side caching tables.
     pub tracker: Arc<crate::tracking::Tracker>,
     /// The keyspace notifier, installed while `notify-keyspace-events`
@@ -213,6 +216,8 @@ impl Shared {
             clock: Clock::default(),
             pubsub: Arc::default(),
             tracker: Arc::default(),
+            monitors: RwLock::new(Vec::new()),
+            nmonitors: AtomicUsize::new(0),
             notifier: Mutex::new(None),
             loading: AtomicBool::new(false),
             used_memory: AtomicU64::new(0),
@@ -357,6 +362,7 @@ impl Shared {
         crate::blocking::abandon(self, sess);
         self.pubsub.leave(&mut sess.subs, &sess.handle);
         self.tracker.disable(sess);
+        crate::commands::monitor::stop(self, sess);
         // Gone for good: redirections to it are broken from now on.
         sess.handle.killed.store(true, Ordering::Release);
         crate::commands::tx::unwatch_all(self, sess);

@@ -366,6 +366,9 @@ fn me(cx: &Ctx, args: &Args, out: &ReplyBuf) -> Me {
 fn client_line(buf: &mut Vec<u8>, h: &ClientHandle, now_ms: i64, me: &Me) {
     let is_me = h.id == me.id;
     let mut flags = String::new();
+    if h.monitor.load(Ordering::Relaxed) {
+        flags.push('O');
+    }
     if h.subscribed() {
         flags.push('P');
     }

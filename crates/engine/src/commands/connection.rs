@@ -182,6 +182,9 @@ fn hello(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     while let Some(opt) = args.next() {
         let more = args.remaining();
         if eq_ic(opt, "AUTH") && more >= 2 {
+            // MONITOR shows the pair as `(redacted)`.
+            let i = args.argv().len() - args.remaining();
+            cx.sess.redact |= 3 << i.min(62);
             let (user, pass) = (args.req()?, args.req()?);
             authenticate(cx, user, pass)?;
         } else if eq_ic(opt, "SETNAME") && more >= 1 {
@@ -224,6 +227,8 @@ fn hello(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
 }
 
 fn auth(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    // MONITOR shows every argument as `(redacted)`.
+    cx.sess.redact = !1;
     if args.remaining() > 2 {
         return Err(CmdError::Syntax);
     }
@@ -259,6 +264,7 @@ fn reset(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     cx.sess.authenticated = required_password(cx).is_none();
     cx.shared.pubsub.leave(&mut cx.sess.subs, &cx.sess.handle);
     cx.shared.tracker.disable(cx.sess);
+    crate::commands::monitor::stop(cx.shared, cx.sess);
     *cx.sess.handle.name.lock() = None;
     cx.sess.handle.no_evict.store(false, Ordering::Relaxed);
     cx.sess.reply_mode = ReplyMode::On;

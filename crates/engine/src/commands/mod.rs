@@ -13,6 +13,7 @@ pub mod hash;
 pub mod info;
 pub mod keys;
 pub mod list;
+pub mod monitor;
 pub mod pubsub;
 pub mod server;
 pub mod set;
@@ -42,6 +43,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     zset::COMMANDS,
     zset_blocking::COMMANDS,
     pubsub::COMMANDS,
+    monitor::COMMANDS,
 ];
 
 /// All top-level commands.

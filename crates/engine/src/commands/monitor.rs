@@ -86,7 +86,13 @@ fn repr(line: &mut Vec<u8>, a: &[u8]) {
 /// Feeds one executed command to every monitor (called by `call` when
 /// monitors exist).
 #[cold]
-pub fn feed(shared: &Shared, sess: &mut Session, spec: &CommandSpec, argv: &[&[u8]], caller: Caller) {
+pub fn feed(
+    shared: &Shared,
+    sess: &mut Session,
+    spec: &CommandSpec,
+    argv: &[&[u8]],
+    caller: Caller,
+) {
     let redact = std::mem::take(&mut sess.redact);
     if spec.flags.0 & (Flags::ADMIN.0 | Flags::SKIP_MONITOR.0) != 0
         || matches!(caller, Caller::Served | Caller::Replay)
