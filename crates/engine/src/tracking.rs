@@ -75,8 +75,9 @@ pub struct Mode {
 
 #[derive(Default)]
 struct Inner {
-    /// Key → clients that may cache it.
-    table: HashMap<Box<[u8]>, Vec<Arc<ClientHandle>>>,
+    /// Key → clients that may cache it (by id; a client that went away is
+    /// dropped lazily, as Redis does).
+    table: HashMap<Box<[u8]>, Vec<(u64, Weak<ClientHandle>)>>,
     /// Entries of `table`, summed (INFO `tracking_total_items`).
     items: usize,
     /// BCAST prefix → its clients.
@@ -242,8 +243,8 @@ impl Tracker {
         let mut inner = self.inner.lock();
         for (_, k) in keys {
             let l = inner.table.entry(k.into()).or_default();
-            if !l.iter().any(|x| x.id == h.id) {
-                l.push(h.clone());
+            if !l.iter().any(|(id, _)| *id == h.id) {
+                l.push((h.id, Arc::downgrade(h)));
                 inner.items += 1;
             }
         }
@@ -263,7 +264,7 @@ impl Tracker {
             }
             drop(inner);
             for (k, l) in sends {
-                for t in l {
+                for t in l.iter().filter_map(|(_, w)| w.upgrade()) {
                     invalidate_key(&t, &k, 0);
                 }
             }
@@ -361,7 +362,7 @@ impl Consumer for Tracker {
         }
         // Keys for BCAST clients, per prefix: key → its first writer.
         let mut bcast: BTreeMap<Box<[u8]>, BTreeMap<Box<[u8]>, u64>> = BTreeMap::new();
-        let mut sends: Vec<(Box<[u8]>, Vec<Arc<ClientHandle>>)> = Vec::new();
+        let mut sends: Vec<(Box<[u8]>, Vec<(u64, Weak<ClientHandle>)>)> = Vec::new();
         for (_, key) in unit.keys() {
             for p in inner.prefixes.keys() {
                 if key.starts_with(p) {
@@ -379,7 +380,7 @@ impl Consumer for Tracker {
             .collect();
         drop(inner);
         for (key, targets) in sends {
-            for t in targets {
+            for t in targets.iter().filter_map(|(_, w)| w.upgrade()) {
                 invalidate_key(&t, &key, writer);
             }
         }
@@ -404,5 +405,34 @@ impl Consumer for Tracker {
                 send(&c, &payload.to_vec());
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::Ordering;
+
+    use crate::tests::Harness;
+
+    /// Over `tracking-table-max-keys`, keys are forgotten and their
+    /// clients told, as if the keys had changed.
+    #[test]
+    fn table_stays_within_max_keys() {
+        let mut h = Harness::new();
+        h.run(&["HELLO", "3"]);
+        assert_eq!(h.run(&["CONFIG", "SET", "tracking-table-max-keys", "2"]), "+OK\r\n");
+        assert_eq!(h.run(&["CLIENT", "TRACKING", "on"]), "+OK\r\n");
+        h.run(&["MGET", "a", "b"]);
+        assert_eq!(h.shared.tracker.totals(), (2, 2, 0));
+        assert_eq!(h.sess.handle.outbox.pending(), 0);
+        h.run(&["GET", "c"]);
+        assert_eq!(h.shared.tracker.totals().0, 2);
+        let mut got = Vec::new();
+        h.sess.handle.outbox.drain(|_, m| got.extend_from_slice(m));
+        let got = String::from_utf8(got).unwrap();
+        assert!(got.starts_with(">2\r\n$10\r\ninvalidate\r\n*1\r\n$1\r\n"), "{got}");
+        assert_eq!(h.shared.tracker.nclients.load(Ordering::Relaxed), 1);
+        h.run(&["RESET"]);
+        assert_eq!(h.shared.tracker.nclients.load(Ordering::Relaxed), 0);
     }
 }

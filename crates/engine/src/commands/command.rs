@@ -148,7 +148,6 @@ fn group_category(g: Group) -> Option<&'static str> {
         Group::Set => "set",
         Group::SortedSet => "sortedset",
         Group::Hash => "hash",
-        Group::Pubsub => "pubsub",
         Group::Transactions => "transaction",
         Group::Connection => "connection",
         Group::Scripting => "scripting",
@@ -156,7 +155,8 @@ fn group_category(g: Group) -> Option<&'static str> {
         Group::Geo => "geo",
         Group::Stream => "stream",
         Group::Bitmap => "bitmap",
-        Group::Server | Group::Cluster | Group::Queue => return None,
+        // @pubsub comes from the PUBSUB flag (PUBSUB HELP has none).
+        Group::Server | Group::Cluster | Group::Queue | Group::Pubsub => return None,
     })
 }
 
@@ -213,7 +213,10 @@ fn set_len(out: &mut ReplyBuf, n: usize) {
 }
 
 fn key_spec_flags(spec: &CommandSpec) -> &'static [&'static str] {
-    if spec.flags.has(Flags::WRITE) {
+    if spec.flags.has(Flags::PUBSUB) {
+        // Shard channels: keys only for cluster routing.
+        &["not_key"]
+    } else if spec.flags.has(Flags::WRITE) {
         &["RW", "update"]
     } else {
         &["RO", "access"]
@@ -442,6 +445,9 @@ fn keys_of<'a>(argv: &'a [&'a [u8]]) -> Result<(&'static CommandSpec, KeyList<'a
     }
     .ok_or_else(|| CmdError::err("Invalid command specified"))?;
     let has_keys = match spec.keys {
+        // Shard channels are declared as keys for cluster routing only
+        // (not_key): Redis finds no keys in them.
+        KeySpec::Range { .. } if spec.flags.has(Flags::PUBSUB) => false,
         KeySpec::Range { first, .. } => first > 0,
         KeySpec::Custom { .. } | KeySpec::CustomOrDb { .. } => true,
         _ => false,
