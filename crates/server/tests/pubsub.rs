@@ -324,7 +324,17 @@ fn slow_subscriber_is_disconnected() {
     let Some(redis) = RedisServer::start() else { return };
     let sluice = TestServer::start_bin(bin());
     let want = run(redis.port());
+    let before = sluice.rss_kb().unwrap_or(0);
     let got = run(sluice.port());
+    // 48 MB were published while the slow subscriber read nothing: what
+    // it was not sent was dropped, not kept (peak RSS, VmHWM).
+    let status = std::fs::read_to_string(format!("/proc/{}/status", sluice.pid())).unwrap();
+    let peak: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap();
+    assert!(peak < before + 24 * 1024, "peak RSS {peak} kB, {before} kB before");
     assert_eq!(want.0, 3000);
     assert_eq!(got, want);
     assert_eq!(got.1, b"*2\r\n$3\r\nbig\r\n:1\r\n");
