@@ -93,17 +93,27 @@ int sluice_incrbyfloat(const char *cur, size_t curlen, const char *incr, size_t 
 }
 
 /* A blocking command's timeout in seconds, as Redis 7.0 converts it:
- * parsed as a long double, times 1000, truncated to long long (x86-64
+ * parsed as a long double, times 1000, rounded up (ceill: `0.001` is
+ * 0.99999999999999999995 ms in long double and must not become 0, which
+ * means "forever"; any positive fraction of a millisecond is 1 ms, while
+ * `-0.001` rounds up to 0 and blocks forever, as in Redis) and converted
+ * to long long (x86-64
  * turns out-of-range values, infinities included, into LLONG_MIN, which
  * then reads as "negative"). Returns 0 and sets *ms, or -1 when the
  * argument is not a float. */
 int sluice_timeout_ms(const char *s, size_t len, long long *ms) {
     long double v;
     if (!parse_ld(s, len, &v)) return -1;
-    long double scaled = v * 1000.0L;
+    long double scaled = ceill(v * 1000.0L);
     if (!(scaled >= -9223372036854775808.0L && scaled < 9223372036854775808.0L))
         *ms = (long long)0x8000000000000000ULL;
     else
         *ms = (long long)scaled;
     return 0;
+}
+
+/* A double printed as Redis's addReplyHumanLongDouble prints it
+ * (ld2string(LD_STR_HUMAN) of the value promoted to long double). */
+int sluice_ld_format_double(double v, char *out, size_t outlen) {
+    return format_ld((long double)v, out, outlen);
 }

@@ -584,99 +584,6 @@ impl Config {
     }
 }
 
-// ---------------------------------------------------------------------------
-// Glob matching (Redis's `stringmatchlen`).
-
-/// Matches `s` against a glob pattern with `*`, `?`, `[...]` (ranges,
-/// `^` negation) and `\` escapes, as Redis's `stringmatchlen`.
-pub(crate) fn glob_match(pat: &[u8], s: &[u8], nocase: bool) -> bool {
-    let fold = |c: u8| if nocase { c.to_ascii_lowercase() } else { c };
-    let (mut p, mut i) = (0usize, 0usize);
-    while p < pat.len() && i < s.len() {
-        match pat[p] {
-            b'*' => {
-                while p + 1 < pat.len() && pat[p + 1] == b'*' {
-                    p += 1;
-                }
-                if p + 1 == pat.len() {
-                    return true;
-                }
-                while i < s.len() {
-                    if glob_match(&pat[p + 1..], &s[i..], nocase) {
-                        return true;
-                    }
-                    i += 1;
-                }
-                return false;
-            }
-            b'?' => i += 1,
-            b'[' => {
-                p += 1;
-                let not = p < pat.len() && pat[p] == b'^';
-                if not {
-                    p += 1;
-                }
-                let mut matched = false;
-                loop {
-                    if p >= pat.len() {
-                        // Unterminated class: Redis steps back onto the last char.
-                        p = pat.len().saturating_sub(1);
-                        break;
-                    }
-                    if pat[p] == b'\\' && p + 1 < pat.len() {
-                        p += 1;
-                        if pat[p] == s[i] {
-                            matched = true;
-                        }
-                    } else if pat[p] == b']' {
-                        break;
-                    } else if p + 2 < pat.len() && pat[p + 1] == b'-' {
-                        let (mut lo, mut hi) = (fold(pat[p]), fold(pat[p + 2]));
-                        if lo > hi {
-                            std::mem::swap(&mut lo, &mut hi);
-                        }
-                        let c = fold(s[i]);
-                        if c >= lo && c <= hi {
-                            matched = true;
-                        }
-                        p += 2;
-                    } else if fold(pat[p]) == fold(s[i]) {
-                        matched = true;
-                    }
-                    p += 1;
-                }
-                if not {
-                    matched = !matched;
-                }
-                if !matched {
-                    return false;
-                }
-                i += 1;
-            }
-            c => {
-                let c = if c == b'\\' && p + 1 < pat.len() {
-                    p += 1;
-                    pat[p]
-                } else {
-                    c
-                };
-                if fold(c) != fold(s[i]) {
-                    return false;
-                }
-                i += 1;
-            }
-        }
-        p += 1;
-        if i == s.len() {
-            while p < pat.len() && pat[p] == b'*' {
-                p += 1;
-            }
-            break;
-        }
-    }
-    p == pat.len() && i == s.len()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -699,14 +606,14 @@ mod tests {
 
     #[test]
     fn glob() {
-        assert!(glob_match(b"*max-*-entries*", b"hash-max-listpack-entries", true));
-        assert!(glob_match(b"MAXMEM*", b"maxmemory", true));
-        assert!(!glob_match(b"maxmem?", b"maxmemory", true));
-        assert!(glob_match(b"h[a-c]sh", b"hash", false));
-        assert!(!glob_match(b"h[^a]sh", b"hash", false));
-        assert!(glob_match(b"a\\*b", b"a*b", false));
+        assert!(crate::glob::matches(b"*max-*-entries*", b"hash-max-listpack-entries", true));
+        assert!(crate::glob::matches(b"MAXMEM*", b"maxmemory", true));
+        assert!(!crate::glob::matches(b"maxmem?", b"maxmemory", true));
+        assert!(crate::glob::matches(b"h[a-c]sh", b"hash", false));
+        assert!(!crate::glob::matches(b"h[^a]sh", b"hash", false));
+        assert!(crate::glob::matches(b"a\\*b", b"a*b", false));
         // As stringmatchlen: the loop never runs on an empty string.
-        assert!(!glob_match(b"*", b"", false));
+        assert!(!crate::glob::matches(b"*", b"", false));
     }
 
     #[test]

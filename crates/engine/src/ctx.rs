@@ -166,10 +166,22 @@ impl Ctx<'_, '_> {
         event: &'static str,
         dirty: u64,
     ) {
-        self.keys.stripe(db, key).modified(key);
+        self.keys.modified(db, key);
         let fx = &mut self.sess.fx;
         fx.add_dirty(dirty);
         fx.event(class, event, db, key);
+        fx.key(db, key);
+    }
+
+    /// Reports a change that Redis makes without a keyspace event (PFCOUNT
+    /// storing the cardinality it computed): watchers, readiness, tracking
+    /// and the dirty count, as [`changed`](Self::changed).
+    #[inline]
+    pub fn changed_silently(&mut self, key: &[u8], dirty: u64) {
+        let db = self.db;
+        self.keys.modified(db, key);
+        let fx = &mut self.sess.fx;
+        fx.add_dirty(dirty);
         fx.key(db, key);
     }
 

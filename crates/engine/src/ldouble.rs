@@ -21,6 +21,7 @@ pub enum LdError {
 extern "C" {
     fn sluice_timeout_ms(s: *const c_char, len: usize, ms: *mut i64) -> c_int;
     fn sluice_ld_check(s: *const c_char, len: usize) -> c_int;
+    fn sluice_ld_format_double(v: f64, out: *mut c_char, outlen: usize) -> c_int;
     fn sluice_incrbyfloat(
         cur: *const c_char,
         curlen: usize,
@@ -43,7 +44,7 @@ pub fn check(s: &[u8]) -> Option<bool> {
 }
 
 /// A timeout given in seconds converted to milliseconds as Redis 7.0 does
-/// (`long double` times 1000, truncated; out-of-range values, `inf`
+/// (`long double` times 1000, rounded up; out-of-range values, `inf`
 /// included, come out as `i64::MIN`). `None` if `s` is not a float.
 pub fn timeout_ms(s: &[u8]) -> Option<i64> {
     let mut ms = 0i64;
@@ -78,6 +79,14 @@ pub fn incr_by(cur: Option<&[u8]>, incr: &[u8], out: &mut [u8; LD_BUF]) -> Resul
         n if n < 0 => Err(LdError::NotFinite),
         n => Ok(n as usize),
     }
+}
+
+/// `v` as Redis's `addReplyHumanLongDouble` prints it (`%.17Lf` of the
+/// value as a long double, trailing zeros removed): GEOPOS coordinates.
+pub fn human_double(v: f64, out: &mut [u8; LD_BUF]) -> usize {
+    // SAFETY: the shim writes at most `out.len()` bytes into `out`.
+    let n = unsafe { sluice_ld_format_double(v, out.as_mut_ptr().cast(), out.len()) };
+    n.max(0) as usize
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@ pub mod dispatch;
 pub mod effects;
 pub mod error;
 pub mod glob;
+pub mod hll;
 pub mod ldouble;
 pub mod outbox;
 pub mod pubsub;

@@ -100,6 +100,30 @@ fn timeouts() {
     );
 }
 
+/// A timeout under a millisecond (or one that is not a whole number of
+/// milliseconds in long double, as `0.001` is not) still times out; only a
+/// timeout that rounds up to 0 (`-0.0001`) waits forever.
+#[test]
+fn sub_millisecond_timeouts_time_out() {
+    check(
+        "A> BLPOP k 0.001
+         A<
+         A> BRPOP k 0.0001
+         A<
+         A> BLMPOP 1e-10 1 k LEFT
+         A<
+         A> BZPOPMIN z 0.0015
+         A<
+         A> BRPOPLPUSH k d 0.001
+         A<
+         A> BLPOP k -0.0001
+         A? 300
+         B: RPUSH k x
+         A<
+         B% blocked_clients",
+    );
+}
+
 #[test]
 fn blmove_serves_and_chains_to_the_next_waiter() {
     check(

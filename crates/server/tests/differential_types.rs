@@ -1,5 +1,5 @@
 //! Randomized differential test across types: proptest generates sequences
-//! of string, list, hash, set and generic commands over six keys, so keys
+//! of string, bitmap, list, hash, set and generic commands over six keys, so keys
 //! keep changing type and most commands meet WRONGTYPE, missing keys and
 //! emptied keys. Each sequence is replayed on redis-server and on Sluice
 //! and every reply must match byte for byte; replies in hash order
@@ -213,6 +213,54 @@ fn generic_op() -> impl Strategy<Value = Op> {
     ]
 }
 
+fn bitmap_op() -> impl Strategy<Value = Op> {
+    let bit = || pick(&["0", "1", "2", "7", "8", "15", "23", "40", "x"]);
+    let range = || {
+        pick(&[
+            "",
+            "0 -1",
+            "1 2",
+            "-2 -1",
+            "0 0",
+            "5 2",
+            "3 40 BIT",
+            "0 -1 BIT",
+            "-9 -3 BIT",
+            "1 1 BYTE",
+            "0 x",
+        ])
+    };
+    let field = pick(&["u1", "i1", "u4", "i5", "u8", "i8", "i16", "u63", "i64", "u64"]);
+    let offset = pick(&["0", "3", "#1", "#2", "13", "-1"]);
+    let sub = prop_oneof![
+        (field.clone(), offset.clone()).prop_map(|(f, o)| format!("GET {f} {o}")),
+        (field.clone(), offset.clone(), pick(&["0", "5", "-3", "255", "300", "-129"]))
+            .prop_map(|(f, o, v)| format!("SET {f} {o} {v}")),
+        (field, offset, pick(&["1", "-1", "100", "-1000"]))
+            .prop_map(|(f, o, v)| format!("INCRBY {f} {o} {v}")),
+        pick(&["OVERFLOW WRAP", "OVERFLOW SAT", "OVERFLOW FAIL"]),
+    ];
+    let split = |k: String, rest: String| {
+        let mut a = vec![k];
+        a.extend(rest.split_whitespace().map(String::from));
+        a
+    };
+    prop_oneof![
+        3 => (key(), bit(), pick(&["0", "1", "2"])).prop_map(|(k, b, v)| cmd("SETBIT", vec![k, b, v])),
+        1 => (key(), bit()).prop_map(|(k, b)| cmd("GETBIT", vec![k, b])),
+        2 => (key(), range()).prop_map(move |(k, r)| cmd("BITCOUNT", split(k, r))),
+        2 => (key(), pick(&["0", "1"]), range())
+            .prop_map(move |(k, b, r)| cmd("BITPOS", split(k, format!("{b} {r}")))),
+        1 => (pick(&["AND", "OR", "XOR", "NOT"]), key(), keys(1..3)).prop_map(|(op, d, ks)| {
+            let mut a = vec![op, d];
+            a.extend(ks);
+            cmd("BITOP", a)
+        }),
+        2 => (key(), prop::collection::vec(sub, 1..4))
+            .prop_map(move |(k, subs)| cmd("BITFIELD", split(k, subs.join(" ")))),
+    ]
+}
+
 fn any_op() -> impl Strategy<Value = Op> {
     prop_oneof![
         2 => string_op(),
@@ -220,6 +268,7 @@ fn any_op() -> impl Strategy<Value = Op> {
         3 => hash_op(),
         3 => set_op(),
         2 => generic_op(),
+        2 => bitmap_op(),
     ]
 }
 

@@ -52,6 +52,9 @@ files! {
     hashes => "hashes.txt",
     sets => "sets.txt",
     sort => "sort.txt",
+    bitmaps => "bitmaps.txt",
+    hyperloglog => "hyperloglog.txt",
+    geo => "geo.txt",
 }
 
 #[test]

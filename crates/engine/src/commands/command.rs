@@ -16,7 +16,6 @@
 use resp::ReplyBuf;
 
 use crate::commands;
-use crate::config::glob_match;
 use crate::ctx::{eq_ic, Args, Ctx};
 use crate::error::{CmdError, CmdResult};
 use crate::spec::{CommandSpec, Flags, Group, KeyList, KeySpec};
@@ -416,7 +415,7 @@ fn command_list(_: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
                 acl_categories(spec).iter().any(|c| c.as_bytes().eq_ignore_ascii_case(arg))
             }
             Some((kind, arg)) if eq_ic(kind, "PATTERN") => {
-                glob_match(arg, full_name(*parent, spec).as_bytes(), true)
+                crate::glob::matches(arg, full_name(*parent, spec).as_bytes(), true)
             }
             Some(_) => false,
         })

@@ -5,11 +5,14 @@ use std::sync::OnceLock;
 
 use crate::spec::CommandSpec;
 
+pub mod bitmap;
 pub mod client;
 pub mod command;
 pub mod connection;
 pub mod debug;
+pub mod geo;
 pub mod hash;
+pub mod hll;
 pub mod info;
 pub mod keys;
 pub mod list;
@@ -44,6 +47,9 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     zset_blocking::COMMANDS,
     pubsub::COMMANDS,
     monitor::COMMANDS,
+    bitmap::COMMANDS,
+    hll::COMMANDS,
+    geo::COMMANDS,
 ];
 
 /// All top-level commands.

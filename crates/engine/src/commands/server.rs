@@ -144,7 +144,7 @@ fn config_get(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
             if seen(&found, n.name().as_bytes()) {
                 continue;
             }
-            if config::glob_match(pat, n.name().as_bytes(), true) {
+            if crate::glob::matches(pat, n.name().as_bytes(), true) {
                 found.push((n.name().as_bytes().to_vec(), n));
             }
         }

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use super::params::{os_error_text, words};
 use super::pflags::*;
-use super::{glob_match, lookup, Config, Named, Ty, Val, REDIS_VERSION};
+use super::{lookup, Config, Named, Ty, Val, REDIS_VERSION};
 
 // ---------------------------------------------------------------------------
 // Loading: files and command-line flags.
@@ -92,7 +92,7 @@ fn include_paths(pattern: &str) -> Result<Vec<String>, ConfigError> {
             if name.starts_with('.') && !file_pat.starts_with('.') {
                 continue;
             }
-            if glob_match(file_pat.as_bytes(), name.as_bytes(), false) {
+            if crate::glob::matches(file_pat.as_bytes(), name.as_bytes(), false) {
                 found.push(if p.parent().is_some_and(|d| !d.as_os_str().is_empty()) {
                     dir.join(&name).to_string_lossy().into_owned()
                 } else {

@@ -549,7 +549,7 @@ fn zset_add(
     }
 }
 
-fn zadd(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+pub(crate) fn zadd(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     zadd_with(cx, args, AddFlags::default(), out)
 }
 

@@ -1,0 +1,275 @@
+//! HyperLogLog commands: PFADD, PFCOUNT, PFMERGE, PFDEBUG and PFSELFTEST,
+//! over string values in Redis's representation ([`crate::hll`]).
+//!
+//! As in Redis, PFCOUNT of one key stores the cardinality it computed in
+//! the value's header: a read-only command that dirties the key (watchers
+//! fire, the command is propagated) without a keyspace event.
+
+use std::borrow::Cow;
+
+use resp::ReplyBuf;
+use store::{Value, NO_EXPIRE};
+
+use crate::ctx::{eq_ic, Args, Ctx};
+use crate::effects::Class;
+use crate::error::{CmdError, CmdResult};
+use crate::hll::{self, Corrupt, REGISTERS};
+use crate::spec::{CommandSpec, Flags, Group, KeySpec};
+
+const W: Flags = Flags::WRITE.union(Flags::DENYOOM);
+const G: Group = Group::Hyperloglog;
+
+pub const COMMANDS: &[CommandSpec] = &[
+    CommandSpec::new("PFADD", -2, W.union(Flags::FAST), KeySpec::range(1, 1, 1), G,
+        "Adds the specified elements to the specified HyperLogLog.", pfadd)
+        .since("2.8.9")
+        .complexity("O(1) to add every element."),
+    CommandSpec::new("PFCOUNT", -2, Flags::READONLY, KeySpec::range(1, -1, 1), G,
+        "Return the approximated cardinality of the set(s) observed by the HyperLogLog at key(s).",
+        pfcount)
+        .since("2.8.9")
+        .complexity("O(1) with a very small average constant time when called with a single key. O(N) with N being the number of keys, and much bigger constant times, when called with multiple keys."),
+    CommandSpec::new("PFMERGE", -2, W, KeySpec::range(1, -1, 1), G,
+        "Merge N different HyperLogLogs into a single one.", pfmerge)
+        .since("2.8.9")
+        .complexity("O(N) to merge N HyperLogLogs, but with high constant times."),
+    CommandSpec::new("PFDEBUG", 3, W.union(Flags::ADMIN), KeySpec::range(2, 2, 1), G,
+        "Internal commands for debugging HyperLogLog values", pfdebug)
+        .since("2.8.9")
+        .complexity("N/A"),
+    CommandSpec::new("PFSELFTEST", 1, Flags::ADMIN, KeySpec::None, G,
+        "An internal command for testing HyperLogLog values", pfselftest)
+        .since("2.8.9")
+        .complexity("N/A"),
+];
+
+fn not_hll() -> CmdError {
+    CmdError::Msg(Cow::Borrowed("WRONGTYPE Key is not a valid HyperLogLog string value."))
+}
+
+fn corrupt(_: Corrupt) -> CmdError {
+    CmdError::Msg(Cow::Borrowed("INVALIDOBJ Corrupted HLL object detected"))
+}
+
+/// The HyperLogLog at `key` for reading: `None` if missing, WRONGTYPE for
+/// another type or a string that is not one.
+fn read_hll(cx: &mut Ctx, key: &[u8], buf: &mut Vec<u8>) -> Result<bool, CmdError> {
+    let Some(e) = cx.lookup_read(key) else { return Ok(false) };
+    if !e.value.is_string() {
+        return Err(CmdError::WrongType);
+    }
+    let mut ib = [0u8; 24];
+    let b = e.value.as_bytes(&mut ib).ok_or(CmdError::WrongType)?;
+    if !hll::is_hll(b) {
+        return Err(not_hll());
+    }
+    buf.clear();
+    buf.extend_from_slice(b);
+    Ok(true)
+}
+
+/// The HyperLogLog at `key` for writing, made `raw` (Redis's
+/// `dbUnshareStringValue`); `None` if missing.
+fn write_hll<'c>(cx: &'c mut Ctx, key: &[u8]) -> Result<Option<&'c mut Vec<u8>>, CmdError> {
+    let Some(e) = cx.lookup(key) else { return Ok(None) };
+    let mut ib = [0u8; 24];
+    // Checked before the value is made `raw`: a refused command leaves
+    // the encoding alone.
+    match e.value.as_bytes(&mut ib) {
+        None => return Err(CmdError::WrongType),
+        Some(b) if !hll::is_hll(b) => return Err(not_hll()),
+        Some(_) => {}
+    }
+    Ok(Some(e.value.make_raw().expect("a string")))
+}
+
+fn sparse_max(cx: &mut Ctx) -> usize {
+    cx.sess.conf(cx.shared).hll_sparse_max_bytes
+}
+
+fn pfadd(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let key = args.key()?;
+    let max = sparse_max(cx);
+    let mut updated = 0u64;
+    if !cx.exists(key) {
+        cx.set(key, Value::Raw(hll::new()), NO_EXPIRE);
+        updated += 1;
+    }
+    let v = write_hll(cx, key)?.expect("present");
+    let mut failed = None;
+    for ele in args.rest() {
+        match hll::add(v, ele, max) {
+            Ok(true) => updated += 1,
+            Ok(false) => {}
+            Err(e) => {
+                failed = Some(e);
+                break;
+            }
+        }
+    }
+    if let Some(e) = failed {
+        // Redis leaves what it added so far and reports nothing.
+        return Err(corrupt(e));
+    }
+    if updated > 0 {
+        hll::invalidate(v);
+        cx.changed(key, Class::STRING, "pfadd", updated);
+    }
+    out.int(i64::from(updated > 0));
+    Ok(())
+}
+
+fn pfcount(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let keys = args.rest();
+    if keys.len() > 1 {
+        let mut max = Box::new([0u8; REGISTERS]);
+        let mut buf = Vec::new();
+        for k in keys {
+            if read_hll(cx, k, &mut buf)? {
+                hll::merge_into(&mut max, &buf).map_err(corrupt)?;
+            }
+        }
+        out.int(hll::count_registers(&max) as i64);
+        return Ok(());
+    }
+    let key = keys[0];
+    // A read (hit/miss counted) that may then store the cached count.
+    let mut ib = [0u8; 24];
+    match cx.lookup_read(key) {
+        None => {
+            out.int(0);
+            return Ok(());
+        }
+        Some(e) => {
+            let b = e.value.as_bytes(&mut ib).ok_or(CmdError::WrongType)?;
+            if !hll::is_hll(b) {
+                return Err(not_hll());
+            }
+        }
+    }
+    let v = write_hll(cx, key)?.expect("present");
+    let card = match hll::cached(v) {
+        Some(c) => c,
+        None => {
+            let c = hll::count(v).map_err(corrupt)?;
+            hll::set_cache(v, c);
+            cx.changed_silently(key, 1);
+            c
+        }
+    };
+    out.int(card as i64);
+    Ok(())
+}
+
+fn pfmerge(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let dst = args.key()?;
+    let mut max = Box::new([0u8; REGISTERS]);
+    let mut dense = false;
+    let mut buf = Vec::new();
+    for k in std::iter::once(dst).chain(args.rest().iter().copied()) {
+        if read_hll(cx, k, &mut buf)? {
+            dense |= hll::is_dense(&buf);
+            hll::merge_into(&mut max, &buf).map_err(corrupt)?;
+        }
+    }
+    let sparse_max = sparse_max(cx);
+    if !cx.exists(dst) {
+        cx.set(dst, Value::Raw(hll::new()), NO_EXPIRE);
+    }
+    let v = write_hll(cx, dst)?.expect("present");
+    if dense {
+        hll::to_dense(v).map_err(corrupt)?;
+    }
+    for (i, &m) in max.iter().enumerate() {
+        if m > 0 {
+            // A corrupt destination was refused when it was merged.
+            let _ = hll::raise(v, i, m, sparse_max);
+        }
+    }
+    hll::invalidate(v);
+    // Redis reports a merge as a mass PFADD.
+    cx.changed(dst, Class::STRING, "pfadd", 1);
+    out.ok();
+    Ok(())
+}
+
+fn pfdebug(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let sub = args.req()?;
+    let key = args.key()?;
+    let Some(v) = write_hll(cx, key)? else {
+        return Err(CmdError::err("The specified key does not exist"));
+    };
+    if eq_ic(sub, "GETREG") {
+        let converted = !hll::is_dense(v);
+        hll::to_dense(v).map_err(corrupt)?;
+        out.array(REGISTERS);
+        for r in hll::dense_registers(v) {
+            out.int(i64::from(r));
+        }
+        if converted {
+            // Redis counts the conversion so that it propagates.
+            cx.dirty(1);
+        }
+    } else if eq_ic(sub, "DECODE") {
+        if hll::is_dense(v) {
+            return Err(CmdError::err("HLL encoding is not sparse"));
+        }
+        out.bulk(hll::decode(v).as_bytes());
+    } else if eq_ic(sub, "ENCODING") {
+        out.simple(if hll::is_dense(v) { b"dense" } else { b"sparse" });
+    } else if eq_ic(sub, "TODENSE") {
+        let converted = !hll::is_dense(v);
+        hll::to_dense(v).map_err(corrupt)?;
+        out.int(i64::from(converted));
+        if converted {
+            cx.dirty(1);
+        }
+    } else {
+        let mut e = b"ERR Unknown PFDEBUG subcommand '".to_vec();
+        e.extend(sub.iter().take_while(|&&c| c != 0));
+        e.push(b'\'');
+        return Err(CmdError::Bytes(e));
+    }
+    Ok(())
+}
+
+/// Checks the register packing and the estimator's error, as Redis's
+/// PFSELFTEST does.
+fn pfselftest(_cx: &mut Ctx, _args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    match hll_selftest() {
+        Ok(()) => out.ok(),
+        Err(e) => return Err(CmdError::Msg(Cow::Owned(format!("TESTFAILED {e}")))),
+    }
+    Ok(())
+}
+
+fn hll_selftest() -> Result<(), String> {
+    // A sparse and a dense HyperLogLog fed the same elements agree, and
+    // stay within a few standard errors of the truth.
+    let mut sparse = hll::new();
+    let mut dense = hll::new();
+    hll::to_dense(&mut dense).map_err(|_| "conversion failed")?;
+    let relerr = 1.04 / (REGISTERS as f64).sqrt();
+    let mut check = 1u64;
+    for i in 1..=100_000u64 {
+        let ele = i.to_le_bytes();
+        hll::add(&mut sparse, &ele, 3000).map_err(|_| "corrupt sparse value")?;
+        hll::add(&mut dense, &ele, 3000).map_err(|_| "corrupt dense value")?;
+        if i == check {
+            check *= 10;
+            let a = hll::count(&sparse).map_err(|_| "corrupt sparse value")?;
+            let b = hll::count(&dense).map_err(|_| "corrupt dense value")?;
+            if a != b {
+                return Err(format!("Sparse and dense counts differ at {i}: {a} vs {b}"));
+            }
+            let maxerr = (relerr * if i < 10 { 7.0 } else { 5.0 } * i as f64).max(1.0);
+            if (b as f64 - i as f64).abs() > maxerr {
+                return Err(format!(
+                    "Too big error. card:{i} abserr:{}",
+                    (b as f64 - i as f64).abs()
+                ));
+            }
+        }
+    }
+    Ok(())
+}
