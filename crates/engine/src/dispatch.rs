@@ -315,7 +315,7 @@ pub fn check(
 fn own_pushes_first(sess: &mut Session, out: &mut ReplyBuf, mark: resp::Mark) {
     let reply = out.split_off(mark);
     sess.handle.outbox.drain_early(|m| out.raw(m));
-    sess.pushed = Some(out.mark());
+    sess.mark_pushed(out);
     out.raw(&reply);
 }
 
@@ -368,6 +368,9 @@ fn reject(
 }
 
 fn apply_reply_mode(sess: &mut Session, out: &mut ReplyBuf, mark: resp::Mark) {
+    if sess.reply_mode == ReplyMode::On {
+        return;
+    }
     // Pushes the command wrote (up to `pushed`) are not its reply.
     let mark = sess.pushed.take().unwrap_or(mark);
     match sess.reply_mode {

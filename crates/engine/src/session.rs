@@ -188,8 +188,12 @@ pub struct Session {
     /// Set by a handler whose output up to this mark is out-of-band
     /// pushes (subscribe confirmations, a message to itself): CLIENT REPLY
     /// OFF/SKIP does not suppress them, as Redis 7.0 writes pushes
-    /// whatever the reply mode.
+    /// whatever the reply mode. Only kept while the reply mode is not On
+    /// ([`mark_pushed`](Session::mark_pushed)).
     pub pushed: Option<resp::Mark>,
+    /// Subscribed to anything, or monitoring: modes that the dispatcher's
+    /// checks must see (kept by pub/sub, MONITOR and RESET).
+    pub modal: bool,
     /// Tracking mode while `CLIENT TRACKING` is on.
     pub tracking: Option<crate::tracking::Mode>,
     /// `CLIENT CACHING yes|no` was given for the next command.
@@ -233,6 +237,7 @@ impl Session {
             serving: None,
             subs: crate::pubsub::Subs::default(),
             pushed: None,
+            modal: false,
             tracking: None,
             caching: false,
             monitor: false,
@@ -264,11 +269,7 @@ impl Session {
     #[inline]
     pub fn needs_checks(&mut self, shared: &crate::Shared) -> bool {
         self.refresh(shared);
-        !(self.plain
-            && self.authenticated
-            && self.multi.is_none()
-            && self.subs.total() == 0
-            && !self.monitor)
+        !(self.plain && self.authenticated && self.multi.is_none() && !self.modal)
     }
 
     /// Refreshes the cached shared state if it changed since last seen.
@@ -323,6 +324,20 @@ impl Session {
     /// A session for in-process use (tests, the AOF loader).
     pub fn detached(id: u64) -> Self {
         Session::new(Arc::new(ClientHandle::new(id, String::new(), String::new(), -1, 0)), true)
+    }
+
+    /// Everything in `out` so far is pushes, which CLIENT REPLY does not
+    /// suppress (see `pushed`).
+    pub fn mark_pushed(&mut self, out: &resp::ReplyBuf) {
+        if self.reply_mode != ReplyMode::On {
+            self.pushed = Some(out.mark());
+        }
+    }
+
+    /// Recomputes [`modal`](Session::modal) after a subscription or
+    /// MONITOR change.
+    pub fn update_modal(&mut self) {
+        self.modal = self.subs.total() > 0 || self.monitor;
     }
 
     pub fn in_multi(&self) -> bool {

@@ -263,6 +263,7 @@ fn reset(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     set_proto(cx, out, 2);
     cx.sess.authenticated = required_password(cx).is_none();
     cx.shared.pubsub.leave(&mut cx.sess.subs, &cx.sess.handle);
+    cx.sess.update_modal();
     cx.shared.tracker.disable(cx.sess);
     crate::commands::monitor::stop(cx.shared, cx.sess);
     *cx.sess.handle.name.lock() = None;

@@ -41,6 +41,7 @@ fn monitor(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         return Ok(());
     }
     cx.sess.monitor = true;
+    cx.sess.update_modal();
     cx.sess.handle.monitor.store(true, Ordering::Relaxed);
     let mut m = cx.shared.monitors.write();
     m.push(cx.sess.handle.clone());
@@ -55,6 +56,7 @@ pub fn stop(shared: &Shared, sess: &mut Session) {
         return;
     }
     sess.monitor = false;
+    sess.update_modal();
     sess.handle.monitor.store(false, Ordering::Relaxed);
     let mut m = shared.monitors.write();
     m.retain(|h| h.id != sess.handle.id);

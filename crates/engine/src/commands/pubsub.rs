@@ -202,7 +202,7 @@ pub const COMMANDS: &[CommandSpec] = &[
 /// Everything written so far is pushes (see `Session::pushed`).
 fn pushed(cx: &mut Ctx, out: &ReplyBuf) {
     if cx.caller == Caller::Client {
-        cx.sess.pushed = Some(out.mark());
+        cx.sess.mark_pushed(out);
     }
 }
 
@@ -227,6 +227,7 @@ fn subscribe_with(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf, kind: Kind)
     for name in args.rest() {
         registry.subscribe(&mut cx.sess.subs, &cx.sess.handle, kind, name, out);
     }
+    cx.sess.update_modal();
     pushed(cx, out);
     Ok(())
 }
@@ -241,6 +242,7 @@ fn unsubscribe_with(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf, kind: Kin
             registry.unsubscribe(&mut cx.sess.subs, &cx.sess.handle, kind, name, Some(out));
         }
     }
+    cx.sess.update_modal();
     pushed(cx, out);
     Ok(())
 }
