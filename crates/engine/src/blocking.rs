@@ -214,6 +214,8 @@ fn serve_key(shared: &Shared, id: u32, key: &[u8], ready: &mut Vec<(u32, Box<[u8
                 Caller::Served,
             ),
             Err(e) => {
+                dispatch::count_rejected(shared, &mut sess, w.spec);
+                shared.cmdstats.error(&e.text());
                 e.write(&mut out);
                 false
             }
@@ -296,14 +298,24 @@ pub fn resolve(shared: &Shared, sess: &mut Session, now: i64) -> Option<Vec<u8>>
             *st = State::TimedOut;
         }
         match std::mem::replace(&mut *st, State::Gone) {
+            // Counted by the call that served it.
             State::Served => Vec::new(),
             State::Unblocked { error: true } => {
-                b"-UNBLOCKED client unblocked via CLIENT UNBLOCK\r\n".to_vec()
+                let text = b"UNBLOCKED client unblocked via CLIENT UNBLOCK";
+                shared.cmdstats.error(text);
+                dispatch::count_call(shared, sess, w.spec, 0, true);
+                [&b"-"[..], text, b"\r\n"].concat()
             }
-            _ => match w.proto {
-                Proto::Resp3 => b"_\r\n".to_vec(),
-                Proto::Resp2 => b"*-1\r\n".to_vec(),
-            },
+            st => {
+                // The call ends now. Redis 7.0 counts a command ended by
+                // CLIENT UNBLOCK as failed even without an error.
+                let unblocked = matches!(st, State::Unblocked { .. });
+                dispatch::count_call(shared, sess, w.spec, 0, unblocked);
+                match w.proto {
+                    Proto::Resp3 => b"_\r\n".to_vec(),
+                    Proto::Resp2 => b"*-1\r\n".to_vec(),
+                }
+            }
         }
     };
     finish(shared, sess, &w);

@@ -13,11 +13,15 @@
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
+mod doc;
 mod load;
 mod params;
+mod special;
 
+pub use doc::markdown;
 pub use load::{from_args, load_file, repr, rewrite, split_args, ConfigError};
-pub use params::{notify_to_string, PARAMS};
+pub use params::PARAMS;
+pub use special::notify_to_string;
 
 /// The version Sluice reports itself compatible with.
 pub const REDIS_VERSION: &str = "7.0.15";
@@ -120,6 +124,10 @@ pub struct Config {
     pub slowlog_log_slower_than: i64,
     pub slowlog_max_len: u64,
     pub latency_monitor_threshold: i64,
+    /// Per-command latency histograms (`INFO latencystats`).
+    pub latency_tracking: bool,
+    /// The percentiles `INFO latencystats` prints.
+    pub latency_tracking_info_percentiles: Vec<f64>,
     pub busy_reply_threshold: i64,
     pub active_expire_effort: u32,
     pub unixsocket: String,
@@ -140,6 +148,10 @@ pub struct Config {
     pub rename_commands: Vec<(String, String)>,
     /// `user` directives, kept verbatim for the ACL layer.
     pub users: Vec<Vec<String>>,
+    /// `loadmodule` paths and `module.name value` parameters: Sluice
+    /// loads no modules, so the server stops where Redis would fail.
+    pub load_modules: Vec<String>,
+    pub module_configs: Vec<String>,
     /// Values of inert parameters that differ from their defaults, by
     /// primary name, in the form CONFIG GET reports.
     pub inert: BTreeMap<&'static str, Vec<u8>>,
@@ -206,6 +218,8 @@ impl Default for Config {
             slowlog_log_slower_than: 10000,
             slowlog_max_len: 128,
             latency_monitor_threshold: 0,
+            latency_tracking: true,
+            latency_tracking_info_percentiles: vec![50.0, 99.0, 99.9],
             busy_reply_threshold: 5000,
             active_expire_effort: 1,
             unixsocket: String::new(),
@@ -221,6 +235,8 @@ impl Default for Config {
             config_file: String::new(),
             rename_commands: Vec::new(),
             users: Vec::new(),
+            load_modules: Vec::new(),
+            module_configs: Vec::new(),
             inert: BTreeMap::new(),
         }
     }
@@ -239,9 +255,19 @@ pub mod pflags {
     pub const SENSITIVE: u8 = 4;
     /// Takes several words (file) or a space-separated value (CONFIG SET).
     pub const MULTI_ARG: u8 = 8;
+    /// Stored and reported, but the feature behind it is not built yet:
+    /// setting it logs a warning (as does an `Inert` slot).
+    pub const NO_EFFECT: u8 = 16;
+    /// Left out of `CONFIG GET` patterns (Redis's `HIDDEN_CONFIG`); an
+    /// exact name still finds it.
+    pub const HIDDEN: u8 = 32;
+    /// Acted on by the server process (start-up, logging, supervision)
+    /// although the engine only stores it.
+    pub const SERVER: u8 = 64;
 }
 
-use params::{get_save, num, yn};
+use params::{num, yn};
+use special::get_save;
 
 /// A parsed value, before it is stored.
 #[derive(Clone, Debug)]
@@ -252,6 +278,7 @@ pub enum Val {
     Str(Vec<u8>),
     Words(Vec<String>),
     Save(Vec<(i64, i64)>),
+    Floats(Vec<f64>),
     /// (class index 0 normal / 1 replica / 2 pubsub, limit)
     Obuf(Vec<(usize, ObufLimit)>),
     Replica(Option<(String, u16)>),
@@ -379,6 +406,61 @@ pub fn names() -> impl Iterator<Item = Named> {
     })
 }
 
+/// The names a `CONFIG GET` pattern can match (hidden ones left out).
+pub fn visible_names() -> impl Iterator<Item = Named> {
+    names().filter(|n| n.param.flags & pflags::HIDDEN == 0)
+}
+
+impl Param {
+    /// Whether Sluice acts on this parameter (false: accepted, stored and
+    /// reported only, because its feature is not built yet).
+    pub fn has_effect(&self) -> bool {
+        self.flags & pflags::SERVER != 0
+            || (self.flags & pflags::NO_EFFECT == 0 && !matches!(self.slot, Slot::Inert(_)))
+    }
+}
+
+/// The warning logged when a parameter without effect is set.
+pub fn no_effect_warning(name: &str, value: &[u8]) -> String {
+    format!(
+        "WARNING: '{name}' is set to '{}' but has no effect in Sluice yet (the feature behind \
+         it is not implemented); the value is stored and reported only.",
+        String::from_utf8_lossy(value)
+    )
+}
+
+impl Config {
+    /// One warning per parameter Sluice does not act on whose value
+    /// differs from the default (start-up), and per ignored directive.
+    pub fn no_effect_warnings(&self) -> Vec<String> {
+        let def = Config::default();
+        let mut out = Vec::new();
+        for param in PARAMS.iter().filter(|p| !p.has_effect()) {
+            let n = Named { param, alias: false };
+            let v = self.get(n);
+            // `save` points: Redis would snapshot with the defaults too.
+            let differs = if param.name == "save" { !v.is_empty() } else { v != def.get(n) };
+            if differs {
+                out.push(no_effect_warning(param.name, &v));
+            }
+        }
+        for (from, to) in &self.rename_commands {
+            out.push(format!(
+                "WARNING: 'rename-command {from} {to}' has no effect in Sluice yet (commands \
+                 keep their names)."
+            ));
+        }
+        if !self.users.is_empty() {
+            out.push(
+                "WARNING: 'user' directives have no effect in Sluice yet (ACL users are not \
+                 implemented); only 'requirepass' protects the server."
+                    .to_string(),
+            );
+        }
+        out
+    }
+}
+
 impl Ty {
     /// Parses and validates the words of a value (one word unless
     /// MULTI_ARG), with Redis's error texts.
@@ -450,7 +532,9 @@ impl Ty {
 fn parse_number(s: &[u8], mem: bool, pct: bool, octal: bool) -> Result<i128, String> {
     if mem {
         if let Some(v) = parse_memory(s) {
-            return Ok(v as i128);
+            // Redis keeps the result in a `long long`: a huge value wraps
+            // negative, which a percent parameter then reads as a percent.
+            return Ok(if pct { v as i64 as i128 } else { v as i128 });
         }
     }
     if pct && s.len() > 1 && s.ends_with(b"%") {
@@ -563,6 +647,47 @@ impl Config {
         Ok(())
     }
 
+    /// What Redis's apply functions do after CONFIG SET stored new
+    /// values: refuse what cannot take effect (TLS: Sluice has none, and
+    /// Redis refuses too without certificates), adjust values the way
+    /// Redis's apply does, and act on the process (`oom-score-adj`).
+    /// `Err` names the parameter and Redis's error; the caller keeps the
+    /// old configuration then.
+    pub fn apply_set(&mut self, set: &[Named]) -> Result<(), (Named, String)> {
+        let inert = |c: &Config, k: &str| c.get_by_name(k).unwrap_or_default();
+        if let Some(n) = set.iter().find(|n| n.param.name.starts_with("tls-")) {
+            let tls_on = inert(self, "tls-port") != b"0"
+                || inert(self, "tls-replication") == b"yes"
+                || inert(self, "tls-cluster") == b"yes";
+            if tls_on && n.param.name != "tls-auth-clients" {
+                crate::log::warning(
+                    "Failed to configure TLS: Sluice does not implement TLS yet (tls-port, \
+                     tls-replication and tls-cluster must stay off).",
+                );
+                return Err((*n, "Unable to update TLS configuration. Check server logs.".into()));
+            }
+        }
+        for n in set {
+            match n.param.name {
+                // resizeReplicationBacklog's minimum.
+                "repl-backlog-size" => self.repl_backlog_size = self.repl_backlog_size.max(16384),
+                // The watchdog needs at least two cron periods.
+                "watchdog-period" => {
+                    let v: i64 = String::from_utf8_lossy(&inert(self, "watchdog-period"))
+                        .parse()
+                        .unwrap_or(0);
+                    let min = (1000 / i64::from(self.hz.max(1))) * 2;
+                    if v != 0 && v < min {
+                        self.inert.insert("watchdog-period", min.to_string().into_bytes());
+                    }
+                }
+                "oom-score-adj" | "oom-score-adj-values" => apply_oom_score(self),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
     fn store(&mut self, param: &'static Param, v: Val) {
         match param.slot {
             Slot::Field(_, set) => set(self, v),
@@ -581,6 +706,47 @@ impl Config {
     /// `save` as Redis prints it ("3600 1 300 100").
     pub fn save_string(&self) -> String {
         String::from_utf8_lossy(&get_save(self)).into_owned()
+    }
+}
+
+/// The process's `oom_score_adj` when it started (Redis reads it once).
+static OOM_BASE: OnceLock<i64> = OnceLock::new();
+
+/// `oom-score-adj` / `oom-score-adj-values`: sets this process's
+/// `/proc/self/oom_score_adj` to the master value, relative to the score
+/// the process started with or absolute; `no` restores the start score
+/// once it was changed.
+pub fn apply_oom_score(cfg: &Config) {
+    let read = || {
+        std::fs::read_to_string("/proc/self/oom_score_adj")
+            .ok()
+            .and_then(|s| s.trim().parse::<i64>().ok())
+            .unwrap_or(0)
+    };
+    let mode = cfg.get_by_name("oom-score-adj").unwrap_or_default();
+    if mode == b"no" && OOM_BASE.get().is_none() {
+        return;
+    }
+    let base = *OOM_BASE.get_or_init(read);
+    let values = cfg.get_by_name("oom-score-adj-values").unwrap_or_default();
+    let master: i64 = String::from_utf8_lossy(&values)
+        .split(' ')
+        .next()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let score = match mode.as_slice() {
+        b"yes" | b"relative" => (base + master).clamp(-1000, 1000),
+        b"absolute" => master.clamp(-1000, 1000),
+        _ => base,
+    };
+    if score == read() {
+        return;
+    }
+    if let Err(e) = std::fs::write("/proc/self/oom_score_adj", format!("{score}\n")) {
+        crate::log::warning(&format!(
+            "Unable to write oom_score_adj: {}",
+            special::os_error_text(&e)
+        ));
     }
 }
 

@@ -164,8 +164,20 @@ pub fn execute_hinted(
         }
         Err(e) => {
             // A known command with the wrong arity is still itself (a bad
-            // EXEC aborts the transaction).
-            reject(shared, sess, commands::find(argv[0]), &e, out);
+            // EXEC aborts the transaction) and counts a rejected call; an
+            // unknown command or subcommand counts nowhere.
+            let spec = match &e {
+                CmdError::WrongArity(_) => commands::find(argv[0]).map(|top| {
+                    match top.subcommands.iter().find(|s| {
+                        argv.len() >= 2 && argv[1].eq_ignore_ascii_case(s.name.as_bytes())
+                    }) {
+                        Some(s) => s,
+                        None => top,
+                    }
+                }),
+                _ => None,
+            };
+            reject(shared, sess, spec, &e, out);
             return Outcome::Done;
         }
     };
@@ -348,6 +360,9 @@ fn reject(
     out: &mut ReplyBuf,
 ) {
     sess.stats.rejected_calls += 1;
+    if let Some(s) = spec {
+        count_rejected(shared, sess, s);
+    }
     if let Some(m) = &mut sess.multi {
         m.dirty = true;
     }
@@ -360,11 +375,49 @@ fn reject(
         let why = text.strip_prefix(b"ERR ").unwrap_or(&text);
         let mut line = b"EXECABORT Transaction discarded because of: ".to_vec();
         line.extend_from_slice(why);
+        shared.cmdstats.error(&line);
         out.error(&line);
     } else {
+        shared.cmdstats.error(&e.text());
         e.write(out);
     }
     apply_reply_mode(sess, out, mark);
+}
+
+/// Counts a call of `spec` refused before it ran (commandstats'
+/// `rejected_calls`).
+pub fn count_rejected(shared: &Shared, sess: &mut Session, spec: &CommandSpec) {
+    if sess.cstats.full() {
+        shared.flush_cmdstats(sess);
+    }
+    let idx = sess.cstats.index(spec);
+    sess.cstats.rejected(idx);
+}
+
+/// Counts a failure of `spec`'s running call that its result does not
+/// show (commandstats' `failed_calls`).
+pub fn count_failed(shared: &Shared, sess: &mut Session, spec: &CommandSpec) {
+    if sess.cstats.full() {
+        shared.flush_cmdstats(sess);
+    }
+    let idx = sess.cstats.index(spec);
+    sess.cstats.failed(idx);
+}
+
+/// Counts a call of `spec` that completed (commandstats, latencystats).
+#[inline]
+pub fn count_call(
+    shared: &Shared,
+    sess: &mut Session,
+    spec: &CommandSpec,
+    usec: u64,
+    failed: bool,
+) {
+    if sess.cstats.full() {
+        shared.flush_cmdstats(sess);
+    }
+    let idx = sess.cstats.index(spec);
+    sess.cstats.call(idx, usec, failed);
 }
 
 fn apply_reply_mode(sess: &mut Session, out: &mut ReplyBuf, mark: resp::Mark) {
@@ -528,13 +581,20 @@ pub fn call<'a>(
         sess.stats.commands += 1;
     }
     sess.fx.begin_command();
+    let start = crate::cmdstats::Stopwatch::start();
     let mut cx = Ctx { shared, sess, keys, db, spec, caller, still_waiting: false };
     let res = (spec.handler)(&mut cx, &mut args, out);
     let waiting = cx.still_waiting;
+    let failed = res.is_err();
     if let Err(e) = res {
         out.truncate(mark);
+        shared.cmdstats.error(&e.text());
         e.write(out);
         sess.stats.failed_calls += 1;
+    }
+    // A call that blocked is counted when its wait ends.
+    if !waiting && sess.blocked.is_none() {
+        count_call(shared, sess, spec, start.usec(), failed);
     }
     // What the store noticed on the way: keys that expired lazily, keys
     // blocked clients wait for that received a value.

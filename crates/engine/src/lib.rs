@@ -4,6 +4,7 @@
 //! Synchronous and socket-free; depends on `resp` and `store` only.
 
 pub mod blocking;
+pub mod cmdstats;
 pub mod commands;
 pub mod config;
 pub mod ctx;
@@ -13,6 +14,8 @@ pub mod error;
 pub mod glob;
 pub mod hll;
 pub mod ldouble;
+pub mod log;
+pub mod meta;
 pub mod outbox;
 pub mod pubsub;
 pub mod session;

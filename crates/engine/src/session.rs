@@ -160,6 +160,8 @@ pub struct Session {
     /// Set while executing the commands of EXEC.
     pub in_exec: bool,
     pub stats: LocalStats,
+    /// Per-command counters, flushed with `stats`.
+    pub cstats: crate::cmdstats::LocalCmdStats,
     /// The last command looked up (top-level, and itself or a subcommand),
     /// published to `handle.last_cmd` by the connection once per batch.
     pub last_cmd: Option<(&'static crate::spec::CommandSpec, &'static crate::spec::CommandSpec)>,
@@ -226,6 +228,7 @@ impl Session {
             close_after_reply: false,
             in_exec: false,
             stats: LocalStats::default(),
+            cstats: Default::default(),
             last_cmd: None,
             blocked: None,
             ready: Vec::new(),

@@ -119,6 +119,8 @@ pub struct Shared {
     pub clients: Mutex<BTreeMap<u64, Arc<ClientHandle>>>,
     next_client_id: AtomicU64,
     pub stats: Stats,
+    /// Per-command and per-error statistics.
+    pub cmdstats: crate::cmdstats::CmdStats,
     pub started: Instant,
     pub started_unix_ms: i64,
     pub run_id: String,
@@ -196,6 +198,7 @@ impl Shared {
             clients: Mutex::new(BTreeMap::new()),
             next_client_id: AtomicU64::new(1),
             stats: Stats::default(),
+            cmdstats: Default::default(),
             started: Instant::now(),
             started_unix_ms: unix_ms(),
             run_id,
@@ -372,6 +375,7 @@ impl Shared {
 
     /// Moves a session's local counters into the shared ones.
     pub fn flush_stats(&self, sess: &mut Session) {
+        self.flush_cmdstats(sess);
         let s = std::mem::take(&mut sess.stats);
         let LocalStats { commands, hits, misses, rejected_calls, failed_calls, dirty } = s;
         if dirty > 0 {
@@ -392,6 +396,12 @@ impl Shared {
         if failed_calls > 0 {
             self.stats.failed_calls.fetch_add(failed_calls, Ordering::Relaxed);
         }
+    }
+
+    /// Adds a session's per-command counters to the shared ones.
+    pub fn flush_cmdstats(&self, sess: &mut Session) {
+        let track = sess.conf(self).latency_tracking;
+        self.cmdstats.flush(&mut sess.cstats, track);
     }
 
     /// Current memory figures, from the installed probe.

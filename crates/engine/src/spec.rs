@@ -49,6 +49,9 @@ impl Flags {
     pub const ALLOW_BUSY: Flags = Flags(1 << 16);
     pub const NO_MANDATORY_KEYS: Flags = Flags(1 << 17);
     pub const NO_ASYNC_LOADING: Flags = Flags(1 << 18);
+    pub const ASKING: Flags = Flags(1 << 19);
+    /// Redis's own flags (what `COMMAND INFO` prints).
+    pub const REDIS: Flags = Flags((1 << 20) - 1);
 
     // Sluice's own flags (bits 24 and up), never printed by COMMAND: what
     // the dispatcher needs to know that Redis's flags do not say.
@@ -85,6 +88,7 @@ impl Flags {
         (Flags::STALE, "stale"),
         (Flags::SKIP_MONITOR, "skip_monitor"),
         (Flags::SKIP_SLOWLOG, "skip_slowlog"),
+        (Flags::ASKING, "asking"),
         (Flags::FAST, "fast"),
         (Flags::NO_AUTH, "no_auth"),
         (Flags::MAY_REPLICATE, "may_replicate"),

@@ -24,7 +24,7 @@ use smallvec::SmallVec;
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
 
-use crate::log;
+use engine::log;
 
 /// Stop executing input while this many reply bytes are unwritten.
 pub const OUT_HIGH_WATER: usize = 1 << 20;
@@ -86,6 +86,9 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream) {
         stream.as_raw_fd()
     };
     let mut sess = shared.connect(peer, local, fd);
+    if log::enabled(log::Level::Verbose) {
+        log::verbose(&format!("Accepted {}", sess.handle.addr));
+    }
     let notify = Arc::new(Notify::new());
     {
         let n = notify.clone();
@@ -113,8 +116,14 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream) {
         published_cmd: &engine::commands::connection::COMMANDS[0],
     };
     conn.limits = ConnLimits::load(&shared, conn.sess.authenticated);
-    if let Err(why) = conn.run(&notify).await {
-        log::verbose(&format!("Client closed connection: {why}"));
+    let ended = conn.run(&notify).await;
+    if log::enabled(log::Level::Verbose) {
+        let h = &conn.sess.handle;
+        let why = ended.err().map(|e| format!(" ({e})")).unwrap_or_default();
+        log::verbose(&format!(
+            "Client closed connection id={} addr={} laddr={} fd={}{why}",
+            h.id, h.addr, h.laddr, h.fd
+        ));
     }
     let Conn { mut sess, .. } = conn;
     *sess.handle.waker.lock() = None;
@@ -493,6 +502,8 @@ impl Conn<'_> {
                     break;
                 }
                 Some(Parsed::Error(e)) => {
+                    // An error reply like any other (errorstats).
+                    self.shared.cmdstats.error(&e.reply_text());
                     self.out.error(&e.reply_text());
                     log::verbose(&format!(
                         "Protocol error ({}) from client: id={} addr={}",

@@ -2,16 +2,24 @@
 //! threads, connections, signals and logging; everything else is in the
 //! library crates.
 //!
+//! Start-up follows redis-server 7.0.15 step by step (argument checks,
+//! config, daemonize, the "is starting" lines, pid file, banner, "Server
+//! initialized", "Ready to accept connections", supervisor readiness), so
+//! process managers and scripts written for Redis work unchanged.
+//!
 //! Depends on every other Sluice crate; nothing depends on it.
 
 mod conn;
-mod log;
 mod net;
+mod process;
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
 
+use engine::config::ConfigError;
+use engine::log;
 use engine::Shared;
+use process::Supervisor;
 
 #[cfg(not(target_env = "msvc"))]
 #[global_allocator]
@@ -19,51 +27,130 @@ static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 const VERSION: &str = env!("CARGO_PKG_VERSION");
 
+fn usage() -> ! {
+    eprint!(
+        "Usage: ./sluice-server [/path/to/redis.conf] [options] [-]\n\
+         \x20      ./sluice-server - (read config from stdin)\n\
+         \x20      ./sluice-server -v or --version\n\
+         \x20      ./sluice-server -h or --help\n\
+         \n\
+         Examples:\n\
+         \x20      ./sluice-server (run the server with default conf)\n\
+         \x20      echo 'maxmemory 128mb' | ./sluice-server -\n\
+         \x20      ./sluice-server /etc/redis/6379.conf\n\
+         \x20      ./sluice-server --port 7777\n\
+         \x20      ./sluice-server --port 7777 --replicaof 127.0.0.1 8888\n\
+         \x20      ./sluice-server /etc/myredis.conf --loglevel verbose -\n\
+         \x20      ./sluice-server /etc/myredis.conf --loglevel verbose\n\
+         \n\
+         Sluice takes redis-server's configuration files and flags; it has no\n\
+         sentinel mode, memory tester (--test-memory) or --check-system.\n"
+    );
+    std::process::exit(1);
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.iter().any(|a| a == "-v" || a == "--version") {
-        println!("Sluice server v={VERSION} (Redis 7.0.15 compatible)");
-        return;
-    }
-    if args.iter().any(|a| a == "-h" || a == "--help") {
-        println!("Usage: sluice-server [/path/to/redis.conf] [--option value ...]");
-        println!("Without arguments the server starts with embedded defaults (port 6379).");
-        return;
+    // As redis-server, only the first argument can be one of these.
+    match args.first().map(String::as_str) {
+        Some("-v" | "--version") => {
+            println!(
+                "Sluice server v={} sha=00000000:0 malloc=jemalloc-5.3.0 bits=64 build=sluice-{VERSION}",
+                engine::config::REDIS_VERSION
+            );
+            return;
+        }
+        Some("-h" | "--help") => usage(),
+        Some("--test-memory") if args.len() == 1 => {
+            eprint!(
+                "Please specify the amount of memory to test in megabytes.\n\
+                 Example: ./sluice-server --test-memory 4096\n\n"
+            );
+            std::process::exit(1);
+        }
+        Some("--test-memory") => {
+            eprintln!(
+                "Sluice has no memory tester: use memtester or memtest86 (redis-server \
+                 --test-memory also works)."
+            );
+            std::process::exit(1);
+        }
+        Some("--check-system") => {
+            eprintln!("Sluice has no --check-system: its start-up log reports what it finds.");
+            std::process::exit(1);
+        }
+        Some("--sentinel") => {
+            eprintln!("Sluice has no sentinel mode: run redis-sentinel to monitor Sluice.");
+            std::process::exit(1);
+        }
+        _ => {}
     }
     let config = match engine::config::from_args(&args) {
         Ok(c) => c,
+        Err(e @ ConfigError::Open { .. }) => {
+            log::warning(&e.to_string());
+            std::process::exit(1);
+        }
         Err(e) => {
-            eprintln!("{e}");
+            eprint!("{e}");
             std::process::exit(1);
         }
     };
-    if let Err(e) = log::init(&config.loglevel, &config.logfile) {
-        eprintln!("Can't open the log file: {e}");
+    // Redis changes to `dir` while reading the configuration, so relative
+    // `logfile` and `pidfile` paths are under it.
+    if let Err(e) = std::env::set_current_dir(&config.dir) {
+        log::warning(&format!("Can't chdir to '{}': {e}", config.dir));
         std::process::exit(1);
     }
+    log::set_level(&config.loglevel);
+    if log::set_file(&config.logfile).is_err() {
+        std::process::exit(1);
+    }
+    let syslog = config.get_by_name("syslog-enabled").is_some_and(|v| v == b"yes");
+    if syslog {
+        let ident = config.get_by_name("syslog-ident").unwrap_or_default();
+        let facility = config.get_by_name("syslog-facility").unwrap_or_default();
+        log::enable_syslog(&String::from_utf8_lossy(&ident), &String::from_utf8_lossy(&facility));
+    }
+    let sup = process::supervisor(&config);
+    let background = config.daemonize && sup == Supervisor::None;
+    if background {
+        process::daemonize();
+    }
+    log::warning("oO0OoO0OoO0Oo Sluice is starting oO0OoO0OoO0Oo");
+    log::warning(&format!(
+        "Sluice version={VERSION}, redis_version={}, bits=64, commit=00000000, modified=0, \
+         pid={}, just started",
+        engine::config::REDIS_VERSION,
+        std::process::id()
+    ));
+    if args.is_empty() {
+        log::warning(
+            "Warning: no config file specified, using the default config. In order to specify \
+             a config file use ./sluice-server /path/to/redis.conf",
+        );
+    } else {
+        log::warning("Configuration loaded");
+    }
+    process::log_supervision(&config, sup);
     let threads = match config.threads {
         0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
         n => n,
     };
-    if let Err(e) = std::env::set_current_dir(&config.dir) {
-        eprintln!("Can't chdir to '{}': {e}", config.dir);
-        std::process::exit(1);
+    engine::config::apply_oom_score(&config);
+    for w in config.no_effect_warnings() {
+        log::warning(&w);
     }
+    let pid_file = process::pid_file(&config, background);
     let config_file = config.config_file.clone();
+    let banner_cfg = config.clone();
     let shared = Shared::new(config);
     let _ = shared.mem_probe.set(jemalloc_probe);
     *shared.config_file.lock() = config_file;
     if let Ok(exe) = std::env::current_exe() {
         *shared.executable.lock() = exe.display().to_string();
     }
-    log::notice("oO0OoO0OoO0Oo Sluice is starting oO0OoO0OoO0Oo");
-    log::notice(&format!(
-        "Sluice version={VERSION}, bits=64, pid={}, just started",
-        std::process::id()
-    ));
-    if args.is_empty() {
-        log::warning("No config file specified, using the default config.");
-    }
+    log::set_role(b'M');
     let listeners = match net::bind_all(&shared) {
         Ok(l) => l,
         Err(e) => {
@@ -73,27 +160,81 @@ fn main() {
     };
     let port = listeners.first().and_then(|l| l.local_addr().ok()).map_or(0, |a| a.port());
     shared.port.store(u32::from(port), Ordering::Relaxed);
-    log::notice(&format!("Running mode=standalone, port={port}, threads={threads}."));
-    log::notice("Server initialized");
-    log::notice("Ready to accept connections tcp");
+    if let Some(p) = &pid_file {
+        process::write_pid_file(p);
+    }
+    install_signal_handlers();
+    process::banner(&banner_cfg, port, VERSION);
+    log::verbose(&format!("{threads} event-loop threads."));
+    log::warning("Server initialized");
+    if sup == Supervisor::Systemd {
+        process::notify_systemd("STATUS=Sluice is loading...\n");
+    }
+    if let Some(m) = banner_cfg.load_modules.first() {
+        log::warning(&format!("Module {m} failed to load: Sluice does not load Redis modules"));
+        log::warning(&format!("Can't load module from {m}: server aborting"));
+        std::process::exit(1);
+    }
+    if !banner_cfg.module_configs.is_empty() {
+        log::warning(
+            "Module Configuration detected without loadmodule directive or no ApplyConfig call: \
+             aborting",
+        );
+        std::process::exit(1);
+    }
+    log::notice("Ready to accept connections");
+    process::signal_ready(sup);
     net::run(shared.clone(), listeners, threads);
-    log::notice("Sluice is now ready to exit, bye bye...");
+    if let Some(p) = &pid_file {
+        log::notice("Removing the pid file.");
+        let _ = std::fs::remove_file(p);
+    }
+    log::warning("Sluice is now ready to exit, bye bye...");
 }
 
-/// Waits for SIGTERM or SIGINT and starts a clean shutdown.
-async fn signals(shared: Arc<Shared>) {
-    use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut term), Ok(mut int)) =
-        (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
-    else {
+/// The last SIGTERM/SIGINT received, 0 for none (set by the handler).
+static SIGNAL: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn on_signal(sig: libc::c_int) {
+    // Only an atomic store: the one thing a signal handler may safely do.
+    SIGNAL.store(sig, Ordering::SeqCst);
+}
+
+/// Installs the SIGTERM/SIGINT handlers before the server says it is
+/// ready, so a signal sent right after "Ready to accept connections" is
+/// a shutdown, never the default action.
+fn install_signal_handlers() {
+    for sig in [libc::SIGTERM, libc::SIGINT] {
+        // SAFETY: a zeroed sigaction with a handler that only stores to an
+        // atomic; sa_mask empty.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as usize;
+            sa.sa_flags = libc::SA_RESTART;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(sig, &sa, std::ptr::null_mut());
+        }
+    }
+}
+
+/// Called from the server's tick: starts a clean shutdown after a signal,
+/// with Redis's log lines.
+pub fn poll_signals(shared: &Arc<Shared>) {
+    let name = match SIGNAL.swap(0, Ordering::SeqCst) {
+        0 => return,
+        libc::SIGINT => "SIGINT",
+        _ => "SIGTERM",
+    };
+    if shared.shutdown.load(Ordering::Relaxed) {
+        // A second SIGINT while shutting down: Redis gives up at once.
+        if name == "SIGINT" {
+            log::from_handler("You insist... exiting now.");
+            std::process::exit(1);
+        }
         return;
-    };
-    let name = tokio::select! {
-        _ = term.recv() => "SIGTERM",
-        _ = int.recv() => "SIGINT",
-    };
-    log::warning(&format!("Received {name} scheduling shutdown..."));
-    log::notice("User requested shutdown...");
+    }
+    log::from_handler(&format!("Received {name} scheduling shutdown..."));
+    log::warning("User requested shutdown...");
     shared.shutdown.store(true, Ordering::Relaxed);
 }
 

@@ -14,7 +14,8 @@ use engine::shared::unix_ms;
 use engine::Shared;
 use tokio::sync::mpsc;
 
-use crate::{conn, log};
+use crate::conn;
+use engine::log;
 
 /// Binds every configured address. An address prefixed with `-` is
 /// optional: failing to bind it is not an error (as in Redis).
@@ -46,12 +47,17 @@ pub fn bind_all(shared: &Shared) -> Result<Vec<StdListener>, String> {
                 log::verbose(&format!("Could not bind optional address {host}: {e}"));
             }
             Err(e) => {
-                return Err(format!("Could not create server TCP listening socket {host}:{p}: {e}"))
+                let why = e.to_string();
+                let why = why.split(" (os error").next().unwrap_or_default();
+                log::warning(&format!(
+                    "Warning: Could not create server TCP listening socket {host}:{p}: bind: {why}"
+                ));
+                return Err(format!("Failed listening on port {port} (TCP), aborting."));
             }
         }
     }
     if out.is_empty() {
-        return Err("Failed listening on port (tcp), aborting.".into());
+        return Err(format!("Failed listening on port {port} (TCP), aborting."));
     }
     Ok(out)
 }
@@ -165,13 +171,12 @@ fn event_loop(
             }
             // Signals and the clock live on thread 0 too.
             let sh = shared.clone();
-            tokio::task::spawn_local(async move { crate::signals(sh).await });
-            let sh = shared.clone();
             tokio::task::spawn_local(async move {
                 let mut iv = tokio::time::interval(Duration::from_millis(100));
                 let mut ticks = 0u64;
                 loop {
                     iv.tick().await;
+                    crate::poll_signals(&sh);
                     sh.tick();
                     ticks += 1;
                     if ticks.is_multiple_of(10) {

@@ -93,6 +93,15 @@ impl ServerProc {
         panic!("{} did not start: {last_err}", bin.display());
     }
 
+    /// Spawns `bin` with exactly `args(port)` (a config file may come
+    /// first, as redis-server takes it) in `cwd`; the caller passes the
+    /// port on to the process (for example `--port`), and it must listen
+    /// on 127.0.0.1. Used by the tests of process behaviour.
+    pub fn spawn_raw(bin: &Path, args: &dyn Fn(u16) -> Vec<String>, cwd: &Path) -> ServerProc {
+        let tag = if bin.ends_with("redis-server") { "redis" } else { "sluice" };
+        Self::spawn(tag, bin, args, Some(cwd))
+    }
+
     fn wait_ready(&mut self, limit: Duration) -> Result<(), String> {
         let start = Instant::now();
         loop {

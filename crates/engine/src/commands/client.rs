@@ -642,6 +642,11 @@ fn unblock(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     }
     let id = resp::parse_i64(id).ok_or(CmdError::NotInteger)?;
     let done = u64::try_from(id).is_ok_and(|id| crate::blocking::unblock(cx.shared, id, error));
+    if done && error {
+        // Redis counts CLIENT UNBLOCK … ERROR as failed: an error reply
+        // (the unblocked client's) was produced while it ran.
+        crate::dispatch::count_failed(cx.shared, cx.sess, cx.spec);
+    }
     out.int(i64::from(done));
     Ok(())
 }

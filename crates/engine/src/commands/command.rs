@@ -1,24 +1,22 @@
-//! COMMAND and its subcommands, and `docs/commands.md`, all generated from
-//! the command table, in Redis 7.0's reply shapes.
+//! COMMAND and its subcommands, and `docs/commands.md`, generated from the
+//! command table and Redis 7.0's metadata ([`crate::meta`]), in Redis
+//! 7.0's reply shapes.
 //!
-//! What the table does not track is derived or left out, and that is where
-//! replies can differ from Redis's:
-//! - ACL categories come from the flags and the group, as Redis's implicit
-//!   rules do; explicit extra categories of a Redis command (e.g.
-//!   `@dangerous` on INFO) are not known.
-//! - Key specs are derived from the (first, last, step) range: `RO access`
-//!   for read-only commands, `RW update` for writes; Redis's finer flags
-//!   (`OW`, `RM`, `insert`, `delete`, ...) are not tracked. Keys found by a
-//!   function are reported with `unknown` search and find specs.
-//! - Command tips, argument lists and history are not tracked: tips are
-//!   empty, `COMMAND DOCS` has no `arguments`/`history` fields.
+//! Only what the table implements is listed (`COMMAND`, `COUNT`, `INFO`,
+//! `DOCS`, `LIST`, and a container's subcommands); each entry's content is
+//! Redis's own metadata for it. A command Redis does not have (none yet)
+//! gets metadata derived from its declaration ([`derived_meta`]).
 
 use resp::ReplyBuf;
 
+use std::sync::OnceLock;
+
 use crate::commands;
 use crate::ctx::{eq_ic, Args, Ctx};
+use crate::dispatch;
 use crate::error::{CmdError, CmdResult};
-use crate::spec::{CommandSpec, Flags, Group, KeyList, KeySpec};
+use crate::meta::{self, c, k, Begin, Find, KeySpecMeta, Meta};
+use crate::spec::{CommandSpec, Flags, Group, KeySpec};
 
 const LS: Flags = Flags::LOADING.union(Flags::STALE);
 
@@ -113,248 +111,171 @@ pub const COMMANDS: &[CommandSpec] = &[CommandSpec::new(
     .complexity("O(N) where N is the total number of Redis commands"),
 ])];
 
-/// ACL categories in the order Redis prints them.
-const CATEGORIES: &[&str] = &[
-    "keyspace",
-    "read",
-    "write",
-    "set",
-    "sortedset",
-    "list",
-    "hash",
-    "string",
-    "bitmap",
-    "hyperloglog",
-    "geo",
-    "stream",
-    "pubsub",
-    "admin",
-    "fast",
-    "slow",
-    "blocking",
-    "dangerous",
-    "connection",
-    "transaction",
-    "scripting",
-];
+/// One command or subcommand of the table, with its metadata; its
+/// position in [`table`] is its stable index (commandstats, ACL bitmaps).
+pub struct Entry {
+    pub top: &'static CommandSpec,
+    pub spec: &'static CommandSpec,
+    pub meta: &'static Meta,
+    /// Indices of the implemented subcommands' entries.
+    pub subs: Vec<usize>,
+}
 
-/// The category a group implies, as the commands' JSON files give it.
-fn group_category(g: Group) -> Option<&'static str> {
-    Some(match g {
-        Group::Generic => "keyspace",
-        Group::String => "string",
-        Group::List => "list",
-        Group::Set => "set",
-        Group::SortedSet => "sortedset",
-        Group::Hash => "hash",
-        Group::Transactions => "transaction",
-        Group::Connection => "connection",
-        Group::Scripting => "scripting",
-        Group::Hyperloglog => "hyperloglog",
-        Group::Geo => "geo",
-        Group::Stream => "stream",
-        Group::Bitmap => "bitmap",
-        // @pubsub comes from the PUBSUB flag (PUBSUB HELP has none).
-        Group::Server | Group::Cluster | Group::Queue | Group::Pubsub => return None,
+impl Entry {
+    /// Lower-case full name: `get`, `config|get`.
+    pub fn name(&self) -> &'static str {
+        self.meta.name
+    }
+
+    /// Metadata of the subcommands the table implements.
+    fn sub_metas(&self) -> Vec<&'static Meta> {
+        self.subs.iter().map(|&i| table()[i].meta).collect()
+    }
+}
+
+/// Every command, each followed by its subcommands, in table order.
+pub fn table() -> &'static [Entry] {
+    static TABLE: OnceLock<Vec<Entry>> = OnceLock::new();
+    TABLE.get_or_init(|| {
+        let mut t = Vec::new();
+        for top in commands::all() {
+            let at = t.len();
+            t.push(Entry { top, spec: top, meta: meta_for(top, top), subs: vec![] });
+            for s in top.subcommands {
+                let i = t.len();
+                t[at].subs.push(i);
+                t.push(Entry { top, spec: s, meta: meta_for(top, s), subs: vec![] });
+            }
+        }
+        t
     })
 }
 
-/// ACL categories of a command: its group's, plus Redis's implicit ones
-/// from the flags (`setImplicitACLCategories`).
-pub fn acl_categories(spec: &CommandSpec) -> Vec<&'static str> {
-    let f = spec.flags;
-    let mut has = vec![];
-    has.extend(group_category(spec.group));
-    if f.has(Flags::WRITE) {
-        has.push("write");
-    }
-    if f.has(Flags::READONLY) && spec.group != Group::Scripting {
-        has.push("read");
-    }
-    if f.has(Flags::ADMIN) {
-        has.extend(["admin", "dangerous"]);
-    }
-    if f.has(Flags::PUBSUB) {
-        has.push("pubsub");
-    }
-    if f.has(Flags::FAST) {
-        has.push("fast");
-    } else {
-        has.push("slow");
-    }
-    if f.has(Flags::BLOCKING) {
-        has.push("blocking");
-    }
-    CATEGORIES.iter().copied().filter(|c| has.contains(c)).collect()
+fn meta_for(top: &'static CommandSpec, spec: &'static CommandSpec) -> &'static Meta {
+    let name = dispatch::full_name(top, spec);
+    meta::find(&name).unwrap_or_else(|| Box::leak(Box::new(derived_meta(name, spec))))
 }
 
-/// Flag names as COMMAND INFO prints them (`movablekeys` added for keys
-/// found by a function, as Redis derives it).
-pub fn flag_names(spec: &CommandSpec) -> Vec<&'static str> {
-    let mut f = spec.flags;
-    if matches!(spec.keys, KeySpec::Custom { .. } | KeySpec::CustomOrDb { .. }) {
-        f = f.union(Flags::MOVABLEKEYS);
-    }
-    Flags::NAMES.iter().filter(|(fl, _)| f.has(*fl)).map(|(_, n)| *n).collect()
-}
-
-/// Lower-case full name: `get`, `config|get`.
-fn full_name(parent: Option<&CommandSpec>, spec: &CommandSpec) -> String {
-    match parent {
-        Some(p) => format!("{}|{}", p.name.to_ascii_lowercase(), spec.name.to_ascii_lowercase()),
-        None => spec.name.to_ascii_lowercase(),
-    }
-}
-
-/// `addReplySetLen`: a set in RESP3, an array in RESP2.
-fn set_len(out: &mut ReplyBuf, n: usize) {
-    out.set(n);
-}
-
-fn key_spec_flags(spec: &CommandSpec) -> &'static [&'static str] {
-    if spec.flags.has(Flags::PUBSUB) {
-        // Shard channels: keys only for cluster routing.
-        &["not_key"]
-    } else if spec.flags.has(Flags::WRITE) {
-        &["RW", "update"]
-    } else {
-        &["RO", "access"]
-    }
-}
-
-fn reply_key_specs(out: &mut ReplyBuf, spec: &CommandSpec) {
-    let range = match spec.keys {
-        KeySpec::Range { first, last, step } if first > 0 => Some((first, last, step)),
-        KeySpec::Custom { .. } | KeySpec::CustomOrDb { .. } => None,
-        _ => {
-            set_len(out, 0);
-            return;
-        }
-    };
-    set_len(out, 1);
-    out.map(3);
-    out.bulk(b"flags");
-    let flags = key_spec_flags(spec);
-    set_len(out, flags.len());
-    for f in flags {
-        out.simple(f.as_bytes());
-    }
-    match range {
-        Some((first, last, step)) => {
-            out.bulk(b"begin_search");
-            out.map(2);
-            out.bulk(b"type");
-            out.bulk(b"index");
-            out.bulk(b"spec");
-            out.map(1);
-            out.bulk(b"index");
-            out.int(first as i64);
-            out.bulk(b"find_keys");
-            out.map(2);
-            out.bulk(b"type");
-            out.bulk(b"range");
-            out.bulk(b"spec");
-            out.map(3);
-            out.bulk(b"lastkey");
-            out.int(if last < 0 { last as i64 } else { (last - first) as i64 });
-            out.bulk(b"keystep");
-            out.int(step as i64);
-            out.bulk(b"limit");
-            out.int(0);
-        }
+/// The table's entry for a command line's command (`name` or
+/// `container|sub`), ignoring case.
+pub fn entry_by_name(name: &[u8]) -> Option<&'static Entry> {
+    let (top, spec) = match name.iter().position(|&c| c == b'|') {
         None => {
-            for part in [&b"begin_search"[..], b"find_keys"] {
-                out.bulk(part);
-                out.map(2);
-                out.bulk(b"type");
-                out.bulk(b"unknown");
-                out.bulk(b"spec");
-                out.map(0);
-            }
+            let t = commands::find(name)?;
+            (t, t)
         }
-    }
-}
-
-/// One COMMAND INFO entry (10 fields), subcommands nested.
-fn reply_info(out: &mut ReplyBuf, parent: Option<&CommandSpec>, spec: &CommandSpec) {
-    out.array(10);
-    out.bulk(full_name(parent, spec).as_bytes());
-    out.int(spec.arity.0 as i64);
-    let flags = flag_names(spec);
-    set_len(out, flags.len());
-    for f in flags {
-        out.simple(f.as_bytes());
-    }
-    let (first, last, step) = spec.keys.legacy();
-    out.int(first as i64);
-    out.int(last as i64);
-    out.int(step as i64);
-    let cats = acl_categories(spec);
-    set_len(out, cats.len());
-    for c in cats {
-        out.simple(format!("@{c}").as_bytes());
-    }
-    set_len(out, 0); // tips
-    reply_key_specs(out, spec);
-    if spec.subcommands.is_empty() {
-        set_len(out, 0);
-    } else {
-        out.array(spec.subcommands.len());
-        for s in spec.subcommands {
-            reply_info(out, Some(spec), s);
-        }
-    }
-}
-
-/// One COMMAND DOCS value: a map of summary, since, group, complexity and
-/// subcommands.
-fn reply_docs(out: &mut ReplyBuf, spec: &CommandSpec) {
-    let n =
-        3 + usize::from(!spec.complexity.is_empty()) + usize::from(!spec.subcommands.is_empty());
-    out.map(n);
-    out.bulk(b"summary");
-    out.bulk(spec.summary.as_bytes());
-    out.bulk(b"since");
-    out.bulk(spec.since.as_bytes());
-    out.bulk(b"group");
-    out.bulk(spec.group.name().as_bytes());
-    if !spec.complexity.is_empty() {
-        out.bulk(b"complexity");
-        out.bulk(spec.complexity.as_bytes());
-    }
-    if !spec.subcommands.is_empty() {
-        out.bulk(b"subcommands");
-        out.map(spec.subcommands.len());
-        for s in spec.subcommands {
-            out.bulk(full_name(Some(spec), s).as_bytes());
-            reply_docs(out, s);
-        }
-    }
-}
-
-/// Finds `name` or `container|sub`, ignoring case.
-fn find_full(name: &[u8]) -> Option<(Option<&'static CommandSpec>, &'static CommandSpec)> {
-    match name.iter().position(|&c| c == b'|') {
-        None => commands::find(name).map(|s| (None, s)),
         Some(i) => {
             let top = commands::find(&name[..i])?;
             let sub = &name[i + 1..];
-            let s = top.subcommands.iter().find(|s| sub.eq_ignore_ascii_case(s.name.as_bytes()))?;
-            Some((Some(top), s))
+            (top, top.subcommands.iter().find(|s| sub.eq_ignore_ascii_case(s.name.as_bytes()))?)
         }
+    };
+    entry_of(top, spec)
+}
+
+/// The entry of a (top, spec) pair from the table.
+pub fn entry_of(top: &CommandSpec, spec: &CommandSpec) -> Option<&'static Entry> {
+    table()
+        .iter()
+        .find(|e| std::ptr::eq(e.top, top) && std::ptr::eq(e.spec, spec))
+        .or_else(|| table().iter().find(|e| e.top.name == top.name && e.spec.name == spec.name))
+}
+
+/// Top-level entries.
+fn tops() -> impl Iterator<Item = &'static Entry> {
+    table().iter().filter(|e| std::ptr::eq(e.top, e.spec))
+}
+
+/// Metadata for a command Redis 7.0 does not have, from its declaration:
+/// Redis's implicit ACL categories from the flags and group
+/// (`setImplicitACLCategories`), one key spec from the key range.
+pub fn derived_meta(name: String, spec: &CommandSpec) -> Meta {
+    let fl = spec.flags;
+    let mut acl = match spec.group {
+        Group::Generic => c::KEYSPACE,
+        Group::String => c::STRING,
+        Group::List => c::LIST,
+        Group::Set => c::SET,
+        Group::SortedSet => c::SORTEDSET,
+        Group::Hash => c::HASH,
+        Group::Pubsub => c::PUBSUB,
+        Group::Transactions => c::TRANSACTION,
+        Group::Connection => c::CONNECTION,
+        Group::Scripting => c::SCRIPTING,
+        Group::Hyperloglog => c::HYPERLOGLOG,
+        Group::Geo => c::GEO,
+        Group::Stream => c::STREAM,
+        Group::Bitmap => c::BITMAP,
+        Group::Server | Group::Cluster | Group::Queue => 0,
+    };
+    for (flag, cat) in [
+        (Flags::WRITE, c::WRITE),
+        (Flags::READONLY, c::READ),
+        (Flags::ADMIN, c::ADMIN | c::DANGEROUS),
+        (Flags::PUBSUB, c::PUBSUB),
+        (Flags::FAST, c::FAST),
+        (Flags::BLOCKING, c::BLOCKING),
+    ] {
+        if fl.has(flag) {
+            acl |= cat;
+        }
+    }
+    if !fl.has(Flags::FAST) {
+        acl |= c::SLOW;
+    }
+    let (first, last, step) = spec.keys.legacy();
+    let mut flags = fl.0 & Flags::REDIS.0;
+    let key_specs: &'static [KeySpecMeta] = match spec.keys {
+        KeySpec::Range { first, last, step } if first > 0 => {
+            let lastkey = if last < 0 { last } else { last - first };
+            let flags = if fl.has(Flags::WRITE) { k::RW | k::UPDATE } else { k::RO | k::ACCESS };
+            Box::leak(Box::new([KeySpecMeta {
+                notes: None,
+                flags,
+                begin: Begin::Index(first),
+                find: Find::Range { lastkey, keystep: step, limit: 0 },
+            }]))
+        }
+        KeySpec::Custom { .. } | KeySpec::CustomOrDb { .. } => {
+            flags |= Flags::MOVABLEKEYS.0;
+            Box::leak(Box::new([KeySpecMeta {
+                notes: None,
+                flags: if fl.has(Flags::WRITE) { k::RW | k::UPDATE } else { k::RO | k::ACCESS },
+                begin: Begin::Unknown,
+                find: Find::Unknown,
+            }]))
+        }
+        _ => &[],
+    };
+    Meta {
+        name: Box::leak(name.into_boxed_str()),
+        arity: spec.arity.0,
+        flags,
+        first,
+        last,
+        step,
+        acl,
+        key_specs,
+        summary: spec.summary,
+        since: spec.since,
+        group: spec.group,
+        complexity: (!spec.complexity.is_empty()).then_some(spec.complexity),
+        subcommands: if spec.subcommands.is_empty() { &[] } else { &[meta::META] },
+        ..meta::META
     }
 }
 
 fn command_all(_: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
-    out.array(commands::all().count());
-    for spec in commands::all() {
-        reply_info(out, None, spec);
+    let n = tops().count();
+    out.array(n);
+    for e in tops() {
+        meta::reply_info(out, e.meta, &e.sub_metas());
     }
     Ok(())
 }
 
 fn command_count(_: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
-    out.int(commands::all().count() as i64);
+    out.int(tops().count() as i64);
     Ok(())
 }
 
@@ -364,37 +285,26 @@ fn command_info(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult 
     }
     out.array(args.remaining());
     for name in args.rest() {
-        match find_full(name) {
-            Some((parent, spec)) => reply_info(out, parent, spec),
-            None => out.null_array(),
+        match entry_by_name(name) {
+            Some(e) => meta::reply_info(out, e.meta, &e.sub_metas()),
+            None => out.null(),
         }
     }
     Ok(())
 }
 
 fn command_docs(_: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
-    if args.is_empty() {
-        out.map(commands::all().count());
-        for spec in commands::all() {
-            out.bulk(full_name(None, spec).as_bytes());
-            reply_docs(out, spec);
-        }
-        return Ok(());
-    }
-    let found: Vec<_> = args.rest().iter().filter_map(|n| find_full(n)).collect();
+    let found: Vec<&Entry> = if args.is_empty() {
+        tops().collect()
+    } else {
+        args.rest().iter().filter_map(|n| entry_by_name(n)).collect()
+    };
     out.map(found.len());
-    for (parent, spec) in found {
-        out.bulk(full_name(parent, spec).as_bytes());
-        reply_docs(out, spec);
+    for e in found {
+        out.bulk(e.name().as_bytes());
+        meta::reply_docs(out, e.meta, &e.sub_metas());
     }
     Ok(())
-}
-
-/// Every command and subcommand, with its container.
-fn every() -> impl Iterator<Item = (Option<&'static CommandSpec>, &'static CommandSpec)> {
-    commands::all().flat_map(|top| {
-        std::iter::once((None, top)).chain(top.subcommands.iter().map(move |s| (Some(top), s)))
-    })
 }
 
 fn command_list(_: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
@@ -404,28 +314,22 @@ fn command_list(_: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         [by, kind, arg] if eq_ic(by, "FILTERBY") => Some((kind, arg)),
         _ => return Err(CmdError::Syntax),
     };
-    let names: Vec<String> = every()
-        .filter(|(parent, spec)| match filter {
-            None => true,
-            Some((kind, arg)) if eq_ic(kind, "MODULE") => {
-                let _ = arg;
-                false
-            }
-            Some((kind, arg)) if eq_ic(kind, "ACLCAT") => {
-                acl_categories(spec).iter().any(|c| c.as_bytes().eq_ignore_ascii_case(arg))
-            }
-            Some((kind, arg)) if eq_ic(kind, "PATTERN") => {
-                crate::glob::matches(arg, full_name(*parent, spec).as_bytes(), true)
-            }
-            Some(_) => false,
-        })
-        .map(|(parent, spec)| full_name(parent, spec))
-        .collect();
     if let Some((kind, _)) = filter {
         if !["MODULE", "ACLCAT", "PATTERN"].iter().any(|k| eq_ic(kind, k)) {
             return Err(CmdError::Syntax);
         }
     }
+    let names: Vec<&str> = table()
+        .iter()
+        .filter(|e| match filter {
+            None => true,
+            // No modules: nothing belongs to one.
+            Some((kind, _)) if eq_ic(kind, "MODULE") => false,
+            Some((kind, arg)) if eq_ic(kind, "ACLCAT") => e.meta.in_category(arg),
+            Some((_, arg)) => crate::glob::matches(arg, e.name().as_bytes(), true),
+        })
+        .map(|e| e.name())
+        .collect();
     out.array(names.len());
     for n in names {
         out.bulk(n.as_bytes());
@@ -433,8 +337,9 @@ fn command_list(_: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     Ok(())
 }
 
-/// Keys of a full command line (`COMMAND GETKEYS`), with Redis's errors.
-fn keys_of<'a>(argv: &'a [&'a [u8]]) -> Result<(&'static CommandSpec, KeyList<'a>), CmdError> {
+/// The entry and keys of a full command line (`COMMAND GETKEYS`), with
+/// Redis's errors.
+fn keys_of(argv: &[&[u8]]) -> Result<Vec<meta::KeyRef>, CmdError> {
     let top = commands::find(argv[0]);
     let spec = match top {
         Some(t) if !t.subcommands.is_empty() && argv.len() >= 2 => {
@@ -443,60 +348,40 @@ fn keys_of<'a>(argv: &'a [&'a [u8]]) -> Result<(&'static CommandSpec, KeyList<'a
         other => other,
     }
     .ok_or_else(|| CmdError::err("Invalid command specified"))?;
-    let has_keys = match spec.keys {
-        // Shard channels are declared as keys for cluster routing only
-        // (not_key): Redis finds no keys in them.
-        KeySpec::Range { .. } if spec.flags.has(Flags::PUBSUB) => false,
-        KeySpec::Range { first, .. } => first > 0,
-        KeySpec::Custom { .. } | KeySpec::CustomOrDb { .. } => true,
-        _ => false,
-    };
-    if !has_keys {
+    let e = entry_of(top.unwrap_or(spec), spec)
+        .ok_or_else(|| CmdError::err("Invalid command specified"))?;
+    let m = e.meta;
+    if !m.has_keys() {
         return Err(CmdError::err("The command has no key arguments"));
     }
     if !spec.arity.accepts(argv.len()) {
         return Err(CmdError::err("Invalid number of arguments specified for command"));
     }
-    let mut keys = KeyList::new();
-    match spec.keys {
-        KeySpec::Range { first, last, step } => {
-            let argc = argv.len() as i32;
-            let last = if last < 0 { argc + last } else { last.min(argc - 1) };
-            let mut i = first;
-            while i <= last && i < argc {
-                keys.push((0, argv[i as usize]));
-                i += step.max(1);
-            }
-        }
-        KeySpec::Custom { find, .. } | KeySpec::CustomOrDb { find, .. } => find(argv, 0, &mut keys),
-        _ => {}
+    match meta::get_keys(m, argv) {
+        Some(keys) => Ok(keys),
+        None if spec.flags.has(Flags::NO_MANDATORY_KEYS) => Ok(vec![]),
+        None => Err(CmdError::err("Invalid arguments specified for command")),
     }
-    if keys.is_empty() && !spec.flags.has(Flags::NO_MANDATORY_KEYS) {
-        return Err(CmdError::err("Invalid arguments specified for command"));
-    }
-    Ok((spec, keys))
 }
 
 fn command_getkeys(_: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
-    let (_, keys) = keys_of(args.rest())?;
+    let argv = args.rest();
+    let keys = keys_of(argv)?;
     out.array(keys.len());
-    for (_, k) in keys {
-        out.bulk(k);
+    for k in keys {
+        out.bulk(argv[k.pos]);
     }
     Ok(())
 }
 
 fn command_getkeysandflags(_: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
-    let (spec, keys) = keys_of(args.rest())?;
-    let flags = key_spec_flags(spec);
+    let argv = args.rest();
+    let keys = keys_of(argv)?;
     out.array(keys.len());
-    for (_, k) in keys {
+    for k in keys {
         out.array(2);
-        out.bulk(k);
-        set_len(out, flags.len());
-        for f in flags {
-            out.simple(f.as_bytes());
-        }
+        out.bulk(argv[k.pos]);
+        meta::reply_key_flags(out, k.flags);
     }
     Ok(())
 }
@@ -532,36 +417,38 @@ fn command_help(_: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
 /// `docs/commands.md`: every command and subcommand by group, from the
 /// table.
 pub fn markdown() -> String {
-    let mut all: Vec<_> = every().collect();
-    all.sort_by(|a, b| {
-        (a.1.group.name(), full_name(a.0, a.1)).cmp(&(b.1.group.name(), full_name(b.0, b.1)))
-    });
+    let mut all: Vec<&Entry> = table().iter().collect();
+    all.sort_by_key(|e| (e.meta.group.name(), e.name()));
     let mut s = String::from(
         "# Commands\n\n\
-         Generated from the command table by `engine::commands::markdown()`; do not edit.\n\
+         Generated from the command table and Redis 7.0's metadata by\n\
+         `engine::commands::markdown()`; do not edit.\n\
          Regenerate with `SLUICE_BLESS=1 cargo test -p engine`.\n",
     );
     let mut group = "";
-    for (parent, spec) in all {
-        if spec.group.name() != group {
-            group = spec.group.name();
+    for e in all {
+        let m = e.meta;
+        if m.group.name() != group {
+            group = m.group.name();
             s.push_str(&format!(
                 "\n## {group}\n\n\
                  | Command | Arity | Flags | ACL categories | Since | Complexity | Summary |\n\
                  |---|---|---|---|---|---|---|\n"
             ));
         }
-        let name = full_name(parent, spec).replace('|', " ").to_ascii_uppercase();
-        let cats: Vec<String> = acl_categories(spec).iter().map(|c| format!("@{c}")).collect();
+        let name = e.name().replace('|', " ").to_ascii_uppercase();
+        let cats: Vec<String> = m.categories().map(|c| format!("@{c}")).collect();
+        let flags: Vec<&str> =
+            Flags::NAMES.iter().filter(|(f, _)| Flags(m.flags).has(*f)).map(|(_, n)| *n).collect();
         let esc = |t: &str| t.replace('|', "\\|");
         s.push_str(&format!(
             "| `{name}` | {} | {} | {} | {} | {} | {} |\n",
-            spec.arity.0,
-            flag_names(spec).join(", "),
+            m.arity,
+            flags.join(", "),
             cats.join(" "),
-            spec.since,
-            esc(spec.complexity),
-            esc(spec.summary),
+            m.since,
+            esc(m.complexity.unwrap_or("")),
+            esc(m.summary),
         ));
     }
     s
@@ -569,7 +456,61 @@ pub fn markdown() -> String {
 
 #[cfg(test)]
 mod tests {
+    use crate::meta;
+    use crate::spec::{Flags, KeySpec};
     use crate::tests::Harness;
+
+    /// The table drives dispatch; Redis's metadata says what it should
+    /// be. Every implemented command's arity, flags, legacy key range and
+    /// group equal Redis 7.0.15's.
+    #[test]
+    fn table_agrees_with_redis_metadata() {
+        let mut bad = vec![];
+        for e in super::table() {
+            let Some(m) = meta::find(e.name()) else {
+                bad.push(format!("{}: not a Redis 7.0 command", e.name()));
+                continue;
+            };
+            let spec = e.spec;
+            // Redis derives `movablekeys` from its key specs; the table
+            // finds keys by a function for other reasons too (COPY's DB
+            // option), so only the converse must hold.
+            let custom = matches!(spec.keys, KeySpec::Custom { .. } | KeySpec::CustomOrDb { .. });
+            let flags = spec.flags.0 & Flags::REDIS.0 | (m.flags & Flags::MOVABLEKEYS.0);
+            if m.flags & Flags::MOVABLEKEYS.0 != 0 && !custom {
+                bad.push(format!("{}: movable keys declared as a fixed range", e.name()));
+            }
+            let names = |f: u32| -> Vec<&str> {
+                Flags::NAMES.iter().filter(|(x, _)| Flags(f).has(*x)).map(|(_, n)| *n).collect()
+            };
+            if flags != m.flags {
+                bad.push(format!(
+                    "{}: flags {:?}, Redis {:?}",
+                    e.name(),
+                    names(flags),
+                    names(m.flags)
+                ));
+            }
+            if spec.arity.0 != m.arity {
+                bad.push(format!("{}: arity {}, Redis {}", e.name(), spec.arity.0, m.arity));
+            }
+            if spec.keys.legacy() != (m.first, m.last, m.step) {
+                bad.push(format!(
+                    "{}: keys {:?}, Redis {:?}",
+                    e.name(),
+                    spec.keys.legacy(),
+                    (m.first, m.last, m.step)
+                ));
+            }
+            if spec.group != m.group {
+                bad.push(format!("{}: group {:?}, Redis {:?}", e.name(), spec.group, m.group));
+            }
+            if !std::ptr::eq(e.meta, m) {
+                bad.push(format!("{}: entry not linked to Redis's metadata", e.name()));
+            }
+        }
+        assert!(bad.is_empty(), "{} differences:\n{}", bad.len(), bad.join("\n"));
+    }
 
     // Replies below are redis-server 7.0.15's.
     #[test]
@@ -583,7 +524,7 @@ mod tests {
              *2\r\n$5\r\nindex\r\n:1\r\n$9\r\nfind_keys\r\n*4\r\n$4\r\ntype\r\n$5\r\nrange\r\n\
              $4\r\nspec\r\n*6\r\n$7\r\nlastkey\r\n:0\r\n$7\r\nkeystep\r\n:1\r\n$5\r\nlimit\r\n:0\r\n*0\r\n"
         );
-        assert_eq!(h.run(&["COMMAND", "INFO", "nosuch"]), "*1\r\n*-1\r\n");
+        assert_eq!(h.run(&["COMMAND", "INFO", "nosuch"]), "*1\r\n$-1\r\n");
         assert_eq!(
             h.run(&["COMMAND", "INFO", "config|get"]),
             "*1\r\n*10\r\n$10\r\nconfig|get\r\n:-3\r\n*4\r\n+admin\r\n+noscript\r\n+loading\r\n\
@@ -600,8 +541,10 @@ mod tests {
         let mut h = Harness::new();
         assert_eq!(
             h.run(&["COMMAND", "DOCS", "get"]),
-            "*2\r\n$3\r\nget\r\n*8\r\n$7\r\nsummary\r\n$22\r\nGet the value of a key\r\n\
-             $5\r\nsince\r\n$5\r\n1.0.0\r\n$5\r\ngroup\r\n$6\r\nstring\r\n$10\r\ncomplexity\r\n$4\r\nO(1)\r\n"
+            "*2\r\n$3\r\nget\r\n*10\r\n$7\r\nsummary\r\n$22\r\nGet the value of a key\r\n\
+             $5\r\nsince\r\n$5\r\n1.0.0\r\n$5\r\ngroup\r\n$6\r\nstring\r\n$10\r\ncomplexity\r\n$4\r\nO(1)\r\n\
+             $9\r\narguments\r\n*1\r\n*6\r\n$4\r\nname\r\n$3\r\nkey\r\n$4\r\ntype\r\n$3\r\nkey\r\n\
+             $14\r\nkey_spec_index\r\n:0\r\n"
         );
         assert_eq!(h.run(&["COMMAND", "DOCS", "nosuch"]), "*0\r\n");
         assert_eq!(

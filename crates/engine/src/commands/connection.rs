@@ -35,7 +35,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     CommandSpec::new(
         "ECHO",
         2,
-        Flags::FAST,
+        Flags::FAST.union(Flags::LOADING).union(Flags::STALE),
         KeySpec::None,
         Group::Connection,
         "Returns the given string.",

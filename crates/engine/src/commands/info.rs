@@ -389,7 +389,7 @@ fn section(cx: &mut Ctx, name: &str, t: &mut String, counts: &mut Counts) {
             line!("tracking_total_items:{ti}");
             line!("tracking_total_prefixes:{tp}");
             line!("unexpected_error_replies:0");
-            line!("total_error_replies:{}", ld(&st.rejected_calls) + ld(&st.failed_calls));
+            line!("total_error_replies:{}", sh.cmdstats.total_errors());
             for f in [
                 "dump_payload_sanitizations",
                 "total_reads_processed",
@@ -431,9 +431,25 @@ fn section(cx: &mut Ctx, name: &str, t: &mut String, counts: &mut Counts) {
             line!("used_cpu_user_main_thread:{tuser}");
         }
         "modules" => line!("# Modules"),
-        "commandstats" => line!("# Commandstats"),
-        "errorstats" => line!("# Errorstats"),
-        "latencystats" => line!("# Latencystats"),
+        "commandstats" => {
+            // This session's calls so far (not this INFO: Redis counts a
+            // command after it ran).
+            sh.flush_stats(cx.sess);
+            line!("# Commandstats");
+            sh.cmdstats.commandstats(t);
+        }
+        "errorstats" => {
+            sh.flush_stats(cx.sess);
+            line!("# Errorstats");
+            sh.cmdstats.errorstats(t);
+        }
+        "latencystats" => {
+            sh.flush_stats(cx.sess);
+            line!("# Latencystats");
+            if cfg.latency_tracking {
+                sh.cmdstats.latencystats(t, &cfg.latency_tracking_info_percentiles);
+            }
+        }
         "cluster" => {
             line!("# Cluster");
             line!("cluster_enabled:0");

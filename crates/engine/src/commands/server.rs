@@ -140,7 +140,7 @@ fn config_get(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
             }
             continue;
         }
-        for n in config::names() {
+        for n in config::visible_names() {
             if seen(&found, n.name().as_bytes()) {
                 continue;
             }
@@ -231,6 +231,21 @@ fn config_set(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         };
         next.set(*n, &words).map_err(|e| set_failed(n.name().as_bytes(), &e))?;
     }
+    let names: Vec<Named> = chosen.iter().map(|(n, _)| *n).collect();
+    if let Err((n, why)) = next.apply_set(&names) {
+        crate::log::warning(&format!(
+            "Failed applying new configuration. Possibly related to new {} setting. Restoring \
+             previous settings.",
+            n.param.name
+        ));
+        return Err(set_failed(n.name().as_bytes(), &why));
+    }
+    crate::log::set_level(&next.loglevel);
+    for (n, _) in &chosen {
+        if !n.param.has_effect() {
+            crate::log::warning(&config::no_effect_warning(n.name(), &next.get(*n)));
+        }
+    }
     *cx.shared.config.write() = next;
     cx.shared.config_epoch.fetch_add(1, Ordering::Release);
     cx.shared.config_applied();
@@ -249,6 +264,8 @@ fn set_failed(name: &[u8], why: &str) -> CmdError {
 fn config_resetstat(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let sh = cx.shared;
     cx.sess.stats = Default::default();
+    cx.sess.cstats = Default::default();
+    sh.cmdstats.reset();
     let s = &sh.stats;
     for c in [
         &s.connections_received,

@@ -166,6 +166,7 @@ fn exec(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         let spec = match dispatch::lookup(argv) {
             Lookup::Found(spec) => spec,
             Lookup::Rejected(e) => {
+                shared.cmdstats.error(&e.text());
                 e.write(out);
                 continue;
             }
@@ -179,6 +180,8 @@ fn exec(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
             }
             Err(e) => {
                 cx.sess.stats.rejected_calls += 1;
+                dispatch::count_rejected(shared, cx.sess, spec);
+                shared.cmdstats.error(&e.text());
                 e.write(out);
             }
         }

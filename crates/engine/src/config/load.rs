@@ -5,8 +5,8 @@
 use std::fmt;
 use std::path::Path;
 
-use super::params::{os_error_text, words};
 use super::pflags::*;
+use super::special::{os_error_text, words};
 use super::{lookup, Config, Named, Ty, Val, REDIS_VERSION};
 
 // ---------------------------------------------------------------------------
@@ -21,6 +21,8 @@ pub enum ConfigError {
     /// A bad line: its number (1-based, in the text it belongs to), the
     /// trimmed line, and Redis's reason.
     Line { line_no: usize, line: String, msg: String },
+    /// A check after the last line (the log file cannot be opened, ...).
+    Final { msg: String },
 }
 
 impl fmt::Display for ConfigError {
@@ -34,6 +36,9 @@ impl fmt::Display for ConfigError {
                 "\n*** FATAL CONFIG FILE ERROR (Redis {REDIS_VERSION}) ***\n\
                  Reading the configuration file, at line {line_no}\n>>> '{line}'\n{msg}\n"
             ),
+            ConfigError::Final { msg } => {
+                write!(f, "\n*** FATAL CONFIG FILE ERROR (Redis {REDIS_VERSION}) ***\n{msg}\n")
+            }
         }
     }
 }
@@ -129,7 +134,17 @@ fn load_text(cfg: &mut Config, text: &[u8], st: &mut LoadState) -> Result<(), Co
             if n.param.flags & MULTI_ARG == 0 && args.len() != 2 {
                 return Err(fail("wrong number of arguments"));
             }
-            let v = n.param.ty.parse(&args[1..]).map_err(|e| fail(&e))?;
+            // A multi-word parameter given as one non-empty word is split
+            // like a line (`--save "60 1"`, `bind "a b"`), as Redis 7.0.15.
+            let split;
+            let words: &[&[u8]] =
+                if n.param.flags & MULTI_ARG != 0 && args.len() == 2 && !args[1].is_empty() {
+                    split = split_args(args[1]).unwrap_or_default();
+                    &split.iter().map(|a| a.as_slice()).collect::<Vec<_>>()
+                } else {
+                    &args[1..]
+                };
+            let v = n.param.ty.parse(words).map_err(|e| fail(&e))?;
             let v = match v {
                 Val::Save(more) if st.save_loaded => {
                     let mut all = cfg.save.clone();
@@ -176,14 +191,14 @@ fn load_text(cfg: &mut Config, text: &[u8], st: &mut LoadState) -> Result<(), Co
                 cfg.rename_commands.push((w[0].clone(), w[1].clone()));
             }
             b"user" if argc >= 2 => cfg.users.push(words(&args[1..])),
-            b"loadmodule" if argc >= 2 => {
-                return Err(fail("Sluice does not load Redis modules"));
-            }
+            // Redis loads modules (and checks module parameters) after
+            // "Server initialized"; the server refuses them there.
+            b"loadmodule" if argc >= 2 => cfg.load_modules.push(words(&args[1..2]).remove(0)),
             _ if name.contains(&b'.') => {
-                if argc != 2 {
+                if argc < 2 {
                     return Err(fail("Module config specified without value"));
                 }
-                return Err(fail("Module Configuration detected without loadmodule directive or no ApplyConfig call: aborting"));
+                cfg.module_configs.push(words(&args[..1]).remove(0));
             }
             b"sentinel" => {
                 if argc != 1 {
@@ -218,11 +233,32 @@ fn absolute(path: &str) -> String {
     }
 }
 
+/// The checks Redis makes once every line is read.
+fn final_checks(cfg: &Config) -> Result<(), ConfigError> {
+    if !cfg.logfile.is_empty() {
+        // Redis has already changed to `dir` when it checks the log file.
+        let path = Path::new(&cfg.dir).join(&cfg.logfile);
+        if let Err(e) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
+            return Err(ConfigError::Final {
+                msg: format!("Can't open the log file: {}", os_error_text(&e)),
+            });
+        }
+    }
+    let cluster = cfg.inert.get("cluster-enabled").is_some_and(|v| v == b"yes");
+    if cluster && cfg.replicaof.is_some() {
+        return Err(ConfigError::Final {
+            msg: "replicaof directive not allowed in cluster mode".into(),
+        });
+    }
+    Ok(())
+}
+
 /// Loads a redis.conf-syntax file over the defaults.
 pub fn load_file(path: &str) -> Result<Config, ConfigError> {
     let text = read_file(path)?;
     let mut cfg = Config { config_file: absolute(path), ..Config::default() };
     load_text(&mut cfg, &text, &mut LoadState::default())?;
+    final_checks(&cfg)?;
     Ok(cfg)
 }
 
@@ -280,6 +316,7 @@ pub fn from_args(args: &[String]) -> Result<Config, ConfigError> {
     }
     if from_stdin {
         use std::io::Read;
+        crate::log::warning("Reading config from stdin");
         let mut buf = Vec::new();
         let _ = std::io::stdin().read_to_end(&mut buf);
         text.extend_from_slice(&buf);
@@ -287,6 +324,7 @@ pub fn from_args(args: &[String]) -> Result<Config, ConfigError> {
     text.push(b'\n');
     text.extend_from_slice(options.as_bytes());
     load_text(&mut cfg, &text, &mut LoadState::default())?;
+    final_checks(&cfg)?;
     Ok(cfg)
 }
 
@@ -347,7 +385,15 @@ fn rewrite_lines(cfg: &Config, def: &Config, n: Named) -> Vec<(String, bool)> {
     let v = cfg.get(n);
     let force = v != def.get(n);
     let text = match n.param.ty {
-        Ty::Str(_) | Ty::Special(_) if name != "bind" => repr(&v),
+        // Lists of words (and `activedefrag`) are written as words.
+        Ty::Special(_) if n.param.flags & MULTI_ARG != 0 || name == "activedefrag" => {
+            if v.is_empty() {
+                "\"\"".to_string()
+            } else {
+                String::from_utf8_lossy(&v).into_owned()
+            }
+        }
+        Ty::Str(_) | Ty::Special(_) => repr(&v),
         Ty::Int { mem: true, pct, .. } if !(pct && v.ends_with(b"%")) => {
             let x: u64 = String::from_utf8_lossy(&v).parse().unwrap_or(0);
             format_memory(x)

@@ -1,14 +1,13 @@
-//! The parameter table: every parameter Sluice knows, with its Redis
-//! name, alias, flags, parser and storage, plus the parsers of the special
-//! ones (`save`, `bind`, `client-output-buffer-limit`, `dir`, ...).
+//! The parameter table: every parameter of Redis 7.0.15, with its name,
+//! alias, flags, parser and storage (the special parsers are in
+//! `special.rs`). `NO_EFFECT` marks a parameter Sluice stores and reports
+//! but does not act on yet; an `inert` slot implies it.
 
 use std::fmt;
-use std::path::{Path, PathBuf};
 
 use super::pflags::*;
-use super::{
-    c_strtoll, notify, parse_memory, Config, Getter, ObufLimit, Param, Setter, Slot, Ty, Val,
-};
+use super::special::*;
+use super::{notify_to_string, Getter, Param, Setter, Slot, Ty, Val};
 
 const fn p(name: &'static str, flags: u8, ty: Ty, slot: Slot) -> Param {
     Param { name, alias: None, flags, ty, slot }
@@ -73,20 +72,25 @@ pub static PARAMS: &[Param] = &[
     ),
     p(
         "unixsocket",
-        IMMUTABLE,
+        IMMUTABLE | NO_EFFECT,
         Ty::Str(None),
         f(|c| c.unixsocket.clone().into_bytes(), |c, v| c.unixsocket = v.s()),
     ),
     p(
         "unixsocketperm",
-        IMMUTABLE,
+        IMMUTABLE | NO_EFFECT,
         Ty::Int { min: 0, max: 0o777, mem: false, pct: false, octal: true },
         f(
             |c| format!("{:o}", c.unixsocketperm).into_bytes(),
             |c, v| c.unixsocketperm = v.i() as u32,
         ),
     ),
-    p("protected-mode", 0, Ty::Bool, f(|c| yn(c.protected_mode), |c, v| c.protected_mode = v.b())),
+    p(
+        "protected-mode",
+        NO_EFFECT,
+        Ty::Bool,
+        f(|c| yn(c.protected_mode), |c, v| c.protected_mode = v.b()),
+    ),
     p(
         "tcp-backlog",
         IMMUTABLE,
@@ -95,7 +99,7 @@ pub static PARAMS: &[Param] = &[
     ),
     p(
         "tcp-keepalive",
-        0,
+        NO_EFFECT,
         int(0, INT_MAX),
         f(|c| num(c.tcp_keepalive), |c, v| c.tcp_keepalive = v.i() as u64),
     ),
@@ -152,7 +156,7 @@ pub static PARAMS: &[Param] = &[
     p("threads", IMMUTABLE, int(0, 1024), f(|c| num(c.threads), |c, v| c.threads = v.i() as usize)),
     p(
         "io-threads",
-        IMMUTABLE,
+        IMMUTABLE | NO_EFFECT,
         int(1, 128),
         f(|c| num(c.io_threads), |c, v| c.io_threads = v.i() as u32),
     ),
@@ -167,7 +171,12 @@ pub static PARAMS: &[Param] = &[
     p("hz", 0, int(0, INT_MAX), f(|c| num(c.hz), |c, v| c.hz = v.i().clamp(1, 500) as u32)),
     p("dynamic-hz", 0, Ty::Bool, inert("yes")),
     p("daemonize", IMMUTABLE, Ty::Bool, f(|c| yn(c.daemonize), |c, v| c.daemonize = v.b())),
-    p("supervised", IMMUTABLE, Ty::Enum(&["upstart", "systemd", "auto", "no"]), inert("no")),
+    p(
+        "supervised",
+        IMMUTABLE | SERVER,
+        Ty::Enum(&["upstart", "systemd", "auto", "no"]),
+        inert("no"),
+    ),
     p(
         "pidfile",
         IMMUTABLE,
@@ -186,11 +195,11 @@ pub static PARAMS: &[Param] = &[
         Ty::Str(None),
         f(|c| c.logfile.clone().into_bytes(), |c, v| c.logfile = v.s()),
     ),
-    p("syslog-enabled", IMMUTABLE, Ty::Bool, inert("no")),
-    p("syslog-ident", IMMUTABLE, Ty::Str(None), inert("redis")),
+    p("syslog-enabled", IMMUTABLE | SERVER, Ty::Bool, inert("no")),
+    p("syslog-ident", IMMUTABLE | SERVER, Ty::Str(None), inert("redis")),
     p(
         "syslog-facility",
-        IMMUTABLE,
+        IMMUTABLE | SERVER,
         Ty::Enum(&[
             "user", "local0", "local1", "local2", "local3", "local4", "local5", "local6", "local7",
         ]),
@@ -198,9 +207,14 @@ pub static PARAMS: &[Param] = &[
     ),
     p("crash-log-enabled", 0, Ty::Bool, inert("yes")),
     p("crash-memcheck-enabled", 0, Ty::Bool, inert("yes")),
-    p("always-show-logo", IMMUTABLE, Ty::Bool, inert("no")),
+    p("always-show-logo", IMMUTABLE | SERVER, Ty::Bool, inert("no")),
     p("set-proc-title", IMMUTABLE, Ty::Bool, inert("yes")),
-    p("proc-title-template", 0, Ty::Str(None), inert("{title} {listen-addr} {server-mode}")),
+    p(
+        "proc-title-template",
+        0,
+        Ty::Str(Some(check_proc_title)),
+        inert("{title} {listen-addr} {server-mode}"),
+    ),
     p(
         "enable-protected-configs",
         IMMUTABLE,
@@ -212,13 +226,13 @@ pub static PARAMS: &[Param] = &[
     ),
     p(
         "enable-debug-command",
-        IMMUTABLE,
+        IMMUTABLE | NO_EFFECT,
         Ty::Enum(YES_NO_LOCAL),
         f(|c| c.enable_debug_command.clone().into_bytes(), |c, v| c.enable_debug_command = v.s()),
     ),
     p(
         "enable-module-command",
-        IMMUTABLE,
+        IMMUTABLE | NO_EFFECT,
         Ty::Enum(YES_NO_LOCAL),
         f(|c| c.enable_module_command.clone().into_bytes(), |c, v| c.enable_module_command = v.s()),
     ),
@@ -228,7 +242,7 @@ pub static PARAMS: &[Param] = &[
     // Snapshotting and AOF.
     p(
         "save",
-        MULTI_ARG,
+        MULTI_ARG | NO_EFFECT,
         Ty::Special(parse_save),
         f(get_save, |c, v| {
             if let Val::Save(s) = v {
@@ -239,43 +253,53 @@ pub static PARAMS: &[Param] = &[
     p("dir", PROTECTED, Ty::Special(parse_dir), f(get_dir, |c, v| c.dir = v.s())),
     p(
         "dbfilename",
-        PROTECTED,
+        PROTECTED | NO_EFFECT,
         Ty::Str(Some(check_dbfilename)),
         f(|c| c.dbfilename.clone().into_bytes(), |c, v| c.dbfilename = v.s()),
     ),
-    p("rdbcompression", 0, Ty::Bool, f(|c| yn(c.rdbcompression), |c, v| c.rdbcompression = v.b())),
-    p("rdbchecksum", IMMUTABLE, Ty::Bool, f(|c| yn(c.rdbchecksum), |c, v| c.rdbchecksum = v.b())),
+    p(
+        "rdbcompression",
+        NO_EFFECT,
+        Ty::Bool,
+        f(|c| yn(c.rdbcompression), |c, v| c.rdbcompression = v.b()),
+    ),
+    p(
+        "rdbchecksum",
+        IMMUTABLE | NO_EFFECT,
+        Ty::Bool,
+        f(|c| yn(c.rdbchecksum), |c, v| c.rdbchecksum = v.b()),
+    ),
     p(
         "stop-writes-on-bgsave-error",
-        0,
+        NO_EFFECT,
         Ty::Bool,
         f(|c| yn(c.stop_writes_on_bgsave_error), |c, v| c.stop_writes_on_bgsave_error = v.b()),
     ),
     p("rdb-del-sync-files", 0, Ty::Bool, inert("no")),
     p("rdb-save-incremental-fsync", 0, Ty::Bool, inert("yes")),
-    p("appendonly", 0, Ty::Bool, f(|c| yn(c.appendonly), |c, v| c.appendonly = v.b())),
+    p("appendonly", NO_EFFECT, Ty::Bool, f(|c| yn(c.appendonly), |c, v| c.appendonly = v.b())),
     p(
         "appendfilename",
-        IMMUTABLE,
+        IMMUTABLE | NO_EFFECT,
         Ty::Str(Some(check_appendfilename)),
         f(|c| c.appendfilename.clone().into_bytes(), |c, v| c.appendfilename = v.s()),
     ),
     p(
         "appenddirname",
-        IMMUTABLE,
+        IMMUTABLE | NO_EFFECT,
         Ty::Str(Some(check_appenddirname)),
         f(|c| c.appenddirname.clone().into_bytes(), |c, v| c.appenddirname = v.s()),
     ),
     p(
         "appendfsync",
-        0,
+        NO_EFFECT,
         Ty::Enum(&["everysec", "always", "no"]),
         f(|c| c.appendfsync.clone().into_bytes(), |c, v| c.appendfsync = v.s()),
     ),
     p("no-appendfsync-on-rewrite", 0, Ty::Bool, inert("no")),
     p(
         "auto-aof-rewrite-percentage",
-        0,
+        NO_EFFECT,
         int(0, INT_MAX),
         f(
             |c| num(c.auto_aof_rewrite_percentage),
@@ -284,19 +308,19 @@ pub static PARAMS: &[Param] = &[
     ),
     p(
         "auto-aof-rewrite-min-size",
-        0,
+        NO_EFFECT,
         mem(0, LONG_MAX),
         f(|c| num(c.auto_aof_rewrite_min_size), |c, v| c.auto_aof_rewrite_min_size = v.i() as u64),
     ),
     p(
         "aof-load-truncated",
-        0,
+        NO_EFFECT,
         Ty::Bool,
         f(|c| yn(c.aof_load_truncated), |c, v| c.aof_load_truncated = v.b()),
     ),
     p(
         "aof-use-rdb-preamble",
-        0,
+        NO_EFFECT,
         Ty::Bool,
         f(|c| yn(c.aof_use_rdb_preamble), |c, v| c.aof_use_rdb_preamble = v.b()),
     ),
@@ -318,14 +342,14 @@ pub static PARAMS: &[Param] = &[
     ),
     p(
         "maxmemory-samples",
-        0,
+        NO_EFFECT,
         int(1, INT_MAX),
         f(|c| num(c.maxmemory_samples), |c, v| c.maxmemory_samples = v.i() as u32),
     ),
     p("maxmemory-eviction-tenacity", 0, int(0, 100), inert("10")),
     p(
         "maxmemory-clients",
-        0,
+        NO_EFFECT,
         Ty::Int { min: -100, max: LONG_MAX, mem: true, pct: true, octal: false },
         f(
             |c| {
@@ -340,7 +364,7 @@ pub static PARAMS: &[Param] = &[
     ),
     p(
         "lfu-log-factor",
-        0,
+        NO_EFFECT,
         int(0, INT_MAX),
         f(|c| num(c.lfu_log_factor), |c, v| c.lfu_log_factor = v.i() as i64),
     ),
@@ -352,7 +376,7 @@ pub static PARAMS: &[Param] = &[
     ),
     p(
         "active-expire-effort",
-        0,
+        NO_EFFECT,
         int(1, 10),
         f(|c| num(c.active_expire_effort), |c, v| c.active_expire_effort = v.i() as u32),
     ),
@@ -362,7 +386,7 @@ pub static PARAMS: &[Param] = &[
     p("lazyfree-lazy-server-del", 0, Ty::Bool, inert("no")),
     p("lazyfree-lazy-user-del", 0, Ty::Bool, inert("no")),
     p("lazyfree-lazy-user-flush", 0, Ty::Bool, inert("no")),
-    p("oom-score-adj", 0, Ty::Enum(&["no", "yes", "relative", "absolute"]), inert("no")),
+    p("oom-score-adj", SERVER, Ty::Special(parse_oom_mode), inert("no")),
     // Encodings.
     pa(
         "hash-max-listpack-entries",
@@ -413,32 +437,32 @@ pub static PARAMS: &[Param] = &[
     ),
     p(
         "list-compress-depth",
-        0,
+        NO_EFFECT,
         int(0, INT_MAX),
         f(|c| num(c.list_compress_depth), |c, v| c.list_compress_depth = v.i() as i64),
     ),
     p(
         "stream-node-max-bytes",
-        0,
+        NO_EFFECT,
         mem(0, LONG_MAX),
         f(|c| num(c.stream_node_max_bytes), |c, v| c.stream_node_max_bytes = v.i() as usize),
     ),
     p(
         "stream-node-max-entries",
-        0,
+        NO_EFFECT,
         int(0, LONG_MAX),
         f(|c| num(c.stream_node_max_entries), |c, v| c.stream_node_max_entries = v.i() as i64),
     ),
     p(
         "hll-sparse-max-bytes",
-        0,
+        NO_EFFECT,
         mem(0, LONG_MAX),
         f(|c| num(c.hll_sparse_max_bytes), |c, v| c.hll_sparse_max_bytes = v.i() as usize),
     ),
     // Events, diagnostics.
     p(
         "notify-keyspace-events",
-        0,
+        NO_EFFECT,
         Ty::Special(parse_notify),
         f(
             |c| notify_to_string(c.notify_keyspace_events).into_bytes(),
@@ -451,27 +475,42 @@ pub static PARAMS: &[Param] = &[
     ),
     p(
         "slowlog-log-slower-than",
-        0,
+        NO_EFFECT,
         int(-1, LONG_MAX),
         f(|c| num(c.slowlog_log_slower_than), |c, v| c.slowlog_log_slower_than = v.i() as i64),
     ),
     p(
         "slowlog-max-len",
-        0,
+        NO_EFFECT,
         int(0, LONG_MAX),
         f(|c| num(c.slowlog_max_len), |c, v| c.slowlog_max_len = v.i() as u64),
     ),
     p(
         "latency-monitor-threshold",
-        0,
+        NO_EFFECT,
         int(0, LONG_MAX),
         f(|c| num(c.latency_monitor_threshold), |c, v| c.latency_monitor_threshold = v.i() as i64),
     ),
-    p("latency-tracking", 0, Ty::Bool, inert("yes")),
+    p(
+        "latency-tracking",
+        0,
+        Ty::Bool,
+        f(|c| yn(c.latency_tracking), |c, v| c.latency_tracking = v.b()),
+    ),
+    p(
+        "latency-tracking-info-percentiles",
+        MULTI_ARG,
+        Ty::Special(parse_percentiles),
+        f(get_percentiles, |c, v| {
+            if let Val::Floats(p) = v {
+                c.latency_tracking_info_percentiles = p;
+            }
+        }),
+    ),
     pa(
         "busy-reply-threshold",
         "lua-time-limit",
-        0,
+        NO_EFFECT,
         int(0, LONG_MAX),
         f(|c| num(c.busy_reply_threshold), |c, v| c.busy_reply_threshold = v.i() as i64),
     ),
@@ -490,7 +529,7 @@ pub static PARAMS: &[Param] = &[
     pa(
         "replicaof",
         "slaveof",
-        IMMUTABLE | MULTI_ARG,
+        IMMUTABLE | MULTI_ARG | NO_EFFECT,
         Ty::Special(parse_replicaof),
         f(
             |c| {
@@ -509,7 +548,7 @@ pub static PARAMS: &[Param] = &[
     ),
     p(
         "masterauth",
-        SENSITIVE,
+        SENSITIVE | NO_EFFECT,
         Ty::Str(None),
         f(
             |c| c.masterauth.clone().unwrap_or_default(),
@@ -521,14 +560,14 @@ pub static PARAMS: &[Param] = &[
     ),
     p(
         "masteruser",
-        SENSITIVE,
+        SENSITIVE | NO_EFFECT,
         Ty::Str(None),
         f(|c| c.masteruser.clone().into_bytes(), |c, v| c.masteruser = v.s()),
     ),
     pa(
         "replica-read-only",
         "slave-read-only",
-        0,
+        NO_EFFECT,
         Ty::Bool,
         f(|c| yn(c.replica_read_only), |c, v| c.replica_read_only = v.b()),
     ),
@@ -541,7 +580,7 @@ pub static PARAMS: &[Param] = &[
     p("replica-announced", 0, Ty::Bool, inert("yes")),
     p(
         "repl-backlog-size",
-        0,
+        NO_EFFECT,
         mem(1, LONG_MAX),
         f(|c| num(c.repl_backlog_size), |c, v| c.repl_backlog_size = v.i() as i64),
     ),
@@ -559,234 +598,98 @@ pub static PARAMS: &[Param] = &[
     p("cluster-config-file", IMMUTABLE, Ty::Str(None), inert("nodes.conf")),
     p("cluster-node-timeout", 0, int(0, LONG_MAX), inert("15000")),
     p("cluster-port", IMMUTABLE, int(0, 65535), inert("0")),
+    pa(
+        "cluster-replica-validity-factor",
+        "cluster-slave-validity-factor",
+        0,
+        int(0, INT_MAX),
+        inert("10"),
+    ),
+    p("cluster-migration-barrier", 0, int(0, INT_MAX), inert("1")),
+    p("cluster-allow-replica-migration", 0, Ty::Bool, inert("yes")),
+    p("cluster-require-full-coverage", 0, Ty::Bool, inert("yes")),
+    pa("cluster-replica-no-failover", "cluster-slave-no-failover", 0, Ty::Bool, inert("no")),
+    p("cluster-allow-reads-when-down", 0, Ty::Bool, inert("no")),
+    p("cluster-allow-pubsubshard-when-down", 0, Ty::Bool, inert("yes")),
+    p("cluster-link-sendbuf-limit", 0, mem(0, ULLONG_MAX), inert("0")),
+    p("cluster-announce-hostname", 0, Ty::Str(Some(check_hostname)), inert("")),
+    p(
+        "cluster-preferred-endpoint-type",
+        0,
+        Ty::Enum(&["ip", "hostname", "unknown-endpoint"]),
+        inert("ip"),
+    ),
+    p("cluster-announce-ip", 0, Ty::Str(None), inert("")),
+    p("cluster-announce-port", 0, int(0, 65535), inert("0")),
+    p("cluster-announce-bus-port", 0, int(0, 65535), inert("0")),
+    p("cluster-announce-tls-port", 0, int(0, 65535), inert("0")),
+    // TLS (Redis built with TLS, as Debian's is).
+    p("tls-port", 0, int(0, 65535), inert("0")),
+    p("tls-cert-file", 0, Ty::Str(None), inert("")),
+    p("tls-key-file", 0, Ty::Str(None), inert("")),
+    p("tls-key-file-pass", 0, Ty::Str(None), inert("")),
+    p("tls-client-cert-file", 0, Ty::Str(None), inert("")),
+    p("tls-client-key-file", 0, Ty::Str(None), inert("")),
+    p("tls-client-key-file-pass", 0, Ty::Str(None), inert("")),
+    p("tls-dh-params-file", 0, Ty::Str(None), inert("")),
+    p("tls-ca-cert-file", 0, Ty::Str(None), inert("")),
+    p("tls-ca-cert-dir", 0, Ty::Str(None), inert("")),
+    p("tls-auth-clients", 0, Ty::Enum(&["no", "yes", "optional"]), inert("yes")),
+    p("tls-replication", 0, Ty::Bool, inert("no")),
+    p("tls-cluster", 0, Ty::Bool, inert("no")),
+    p("tls-protocols", 0, Ty::Str(None), inert("")),
+    p("tls-ciphers", 0, Ty::Str(None), inert("")),
+    p("tls-ciphersuites", 0, Ty::Str(None), inert("")),
+    p("tls-prefer-server-ciphers", 0, Ty::Bool, inert("no")),
+    p("tls-session-caching", 0, Ty::Bool, inert("yes")),
+    p("tls-session-cache-size", 0, int(0, INT_MAX), inert("20480")),
+    p("tls-session-cache-timeout", 0, int(0, INT_MAX), inert("300")),
+    // Active defragmentation: Redis refuses `activedefrag yes` unless
+    // built with its patched jemalloc (Debian's is not); Sluice has no
+    // defragmenter either, so it answers as Debian's build does.
+    p("activedefrag", 0, Ty::Special(parse_activedefrag), inert("no")),
+    p("active-defrag-ignore-bytes", 0, mem(1, LONG_MAX), inert("104857600")),
+    p("active-defrag-threshold-lower", 0, int(0, 1000), inert("10")),
+    p("active-defrag-threshold-upper", 0, int(0, 1000), inert("100")),
+    p("active-defrag-cycle-min", 0, int(1, 99), inert("1")),
+    p("active-defrag-cycle-max", 0, int(1, 99), inert("25")),
+    p("active-defrag-max-scan-fields", 0, int(1, LONG_MAX), inert("1000")),
+    // CPU affinity lists (Redis's spelling, with underscores).
+    p("server_cpulist", IMMUTABLE, Ty::Str(None), inert("")),
+    p("bio_cpulist", IMMUTABLE, Ty::Str(None), inert("")),
+    p("aof_rewrite_cpulist", IMMUTABLE, Ty::Str(None), inert("")),
+    p("bgsave_cpulist", IMMUTABLE, Ty::Str(None), inert("")),
+    // Process and shutdown.
+    p(
+        "oom-score-adj-values",
+        MULTI_ARG | SERVER,
+        Ty::Special(parse_oom_values),
+        inert("0 200 800"),
+    ),
+    p("shutdown-on-sigint", MULTI_ARG, Ty::Special(parse_shutdown_flags), inert("default")),
+    p("shutdown-on-sigterm", MULTI_ARG, Ty::Special(parse_shutdown_flags), inert("default")),
+    p("socket-mark-id", IMMUTABLE, int(0, UINT_MAX), inert("0")),
+    p("bind-source-addr", 0, Ty::Str(None), inert("")),
+    p(
+        "propagation-error-behavior",
+        0,
+        Ty::Enum(&["ignore", "panic", "panic-on-replicas"]),
+        inert("ignore"),
+    ),
+    p("replica-ignore-disk-write-errors", 0, Ty::Bool, inert("no")),
+    // Hidden in Redis (testing aids): reachable by exact name only.
+    p("use-exit-on-panic", HIDDEN, Ty::Bool, inert("no")),
+    p("rdb-key-save-delay", HIDDEN, int(INT_MIN, INT_MAX), inert("0")),
+    p("key-load-delay", HIDDEN, int(INT_MIN, INT_MAX), inert("0")),
+    p("watchdog-period", HIDDEN, int(0, INT_MAX), inert("0")),
+    p("loading-process-events-interval-bytes", HIDDEN, int(1024, INT_MAX), inert("2097152")),
 ];
 
-fn is_base_name(s: &str) -> bool {
-    !s.contains('/')
-}
-fn check_dbfilename(s: &str) -> Result<(), &'static str> {
-    if is_base_name(s) {
-        Ok(())
-    } else {
-        Err("dbfilename can't be a path, just a filename")
-    }
-}
-fn check_appendfilename(s: &str) -> Result<(), &'static str> {
-    if s.is_empty() {
-        Err("appendfilename can't be empty")
-    } else if !is_base_name(s) {
-        Err("appendfilename can't be a path, just a filename")
-    } else {
-        Ok(())
-    }
-}
-fn check_appenddirname(s: &str) -> Result<(), &'static str> {
-    if s.is_empty() {
-        Err("appenddirname can't be empty")
-    } else if !is_base_name(s) {
-        Err("appenddirname can't be a path, just a dirname")
-    } else {
-        Ok(())
-    }
-}
-
-pub(super) fn words(args: &[&[u8]]) -> Vec<String> {
-    args.iter().map(|a| String::from_utf8_lossy(a).into_owned()).collect()
-}
-
-fn parse_bind(args: &[&[u8]]) -> Result<Val, String> {
-    if args.len() > 16 {
-        return Err("Too many bind addresses specified.".into());
-    }
-    if args.len() == 1 && args[0].is_empty() {
-        return Ok(Val::Words(Vec::new()));
-    }
-    Ok(Val::Words(words(args)))
-}
-
-fn parse_save(args: &[&[u8]]) -> Result<Val, String> {
-    let args = if args.len() == 1 && args[0].is_empty() { &[][..] } else { args };
-    if args.len() & 1 == 1 {
-        return Err("Invalid save parameters".into());
-    }
-    let mut out = Vec::new();
-    for pair in args.chunks(2) {
-        let secs = c_strtoll(pair[0], 10).filter(|&v| v >= 1);
-        let changes = c_strtoll(pair[1], 10).filter(|&v| v >= 0);
-        match (secs, changes) {
-            // Redis keeps `changes` in an int.
-            (Some(s), Some(c)) => out.push((s, c as i32 as i64)),
-            _ => return Err("Invalid save parameters".into()),
-        }
-    }
-    Ok(Val::Save(out))
-}
-
-pub(super) fn get_save(c: &Config) -> Vec<u8> {
-    let parts: Vec<String> = c.save.iter().map(|(s, n)| format!("{s} {n}")).collect();
+fn get_percentiles(c: &super::Config) -> Vec<u8> {
+    let parts: Vec<String> = c
+        .latency_tracking_info_percentiles
+        .iter()
+        .map(|&p| crate::cmdstats::trim_double(p))
+        .collect();
     parts.join(" ").into_bytes()
-}
-
-fn parse_obuf(args: &[&[u8]]) -> Result<Val, String> {
-    if args.len() & 3 != 0 {
-        return Err("Wrong number of arguments in buffer limit configuration.".into());
-    }
-    let mut out = Vec::new();
-    for a in args.chunks(4) {
-        let class = match a[0].to_ascii_lowercase().as_slice() {
-            b"normal" => 0,
-            b"slave" | b"replica" => 1,
-            b"pubsub" => 2,
-            _ => return Err("Invalid client class specified in buffer limit configuration.".into()),
-        };
-        let hard = parse_memory(a[1]);
-        let soft = parse_memory(a[2]);
-        let secs = c_strtoll(a[3], 10).map(|v| v as i32).filter(|&v| v >= 0);
-        match (hard, soft, secs) {
-            (Some(hard), Some(soft), Some(secs)) => {
-                out.push((class, ObufLimit { hard, soft, soft_seconds: secs as u64 }))
-            }
-            _ => {
-                return Err(
-                    "Error in hard, soft or soft_seconds setting in buffer limit configuration."
-                        .into(),
-                )
-            }
-        }
-    }
-    Ok(Val::Obuf(out))
-}
-
-fn get_obuf(c: &Config) -> Vec<u8> {
-    let one = |n: &str, l: &ObufLimit| format!("{n} {} {} {}", l.hard, l.soft, l.soft_seconds);
-    format!(
-        "{} {} {}",
-        one("normal", &c.obuf_normal),
-        one("slave", &c.obuf_replica),
-        one("pubsub", &c.obuf_pubsub)
-    )
-    .into_bytes()
-}
-
-fn parse_replicaof(args: &[&[u8]]) -> Result<Val, String> {
-    if args.len() != 2 {
-        return Err("wrong number of arguments".into());
-    }
-    if args[0].eq_ignore_ascii_case(b"no") && args[1].eq_ignore_ascii_case(b"one") {
-        return Ok(Val::Replica(None));
-    }
-    match c_strtoll(args[1], 10) {
-        Some(port) if (0..=65535).contains(&port) && !args[1].is_empty() => {
-            Ok(Val::Replica(Some((String::from_utf8_lossy(args[0]).into_owned(), port as u16))))
-        }
-        _ => Err("Invalid master port".into()),
-    }
-}
-
-/// Text of an OS error, as `strerror` words it.
-pub(super) fn os_error_text(e: &std::io::Error) -> String {
-    match e.raw_os_error() {
-        Some(code) => {
-            // SAFETY: strerror returns a pointer to a NUL-terminated static
-            // (or thread-local) message string, copied out at once.
-            let p = unsafe { libc::strerror(code) };
-            if p.is_null() {
-                e.to_string()
-            } else {
-                // SAFETY: non-null, NUL-terminated per strerror's contract.
-                unsafe { std::ffi::CStr::from_ptr(p) }.to_string_lossy().into_owned()
-            }
-        }
-        None => e.to_string(),
-    }
-}
-
-/// `dir`: Redis `chdir`s at once; the engine only checks the directory is
-/// usable and keeps its absolute path (the server changes directory).
-fn parse_dir(args: &[&[u8]]) -> Result<Val, String> {
-    if args.len() != 1 {
-        return Err("wrong number of arguments".into());
-    }
-    let path = PathBuf::from(String::from_utf8_lossy(args[0]).into_owned());
-    let meta = std::fs::metadata(&path).map_err(|e| os_error_text(&e))?;
-    if !meta.is_dir() {
-        return Err("Not a directory".into());
-    }
-    let abs = std::fs::canonicalize(&path).map_err(|e| os_error_text(&e))?;
-    Ok(Val::Str(abs.to_string_lossy().into_owned().into_bytes()))
-}
-
-fn get_dir(c: &Config) -> Vec<u8> {
-    let p = Path::new(&c.dir);
-    if p.is_absolute() {
-        return c.dir.clone().into_bytes();
-    }
-    match std::env::current_dir() {
-        Ok(cwd) => {
-            let full = if c.dir == "." { cwd } else { cwd.join(p) };
-            full.to_string_lossy().into_owned().into_bytes()
-        }
-        Err(_) => Vec::new(),
-    }
-}
-
-fn parse_notify(args: &[&[u8]]) -> Result<Val, String> {
-    if args.len() != 1 {
-        return Err("wrong number of arguments".into());
-    }
-    let mut flags = 0;
-    for &ch in args[0] {
-        flags |= match ch {
-            b'A' => notify::ALL,
-            b'g' => notify::GENERIC,
-            b'$' => notify::STRING,
-            b'l' => notify::LIST,
-            b's' => notify::SET,
-            b'h' => notify::HASH,
-            b'z' => notify::ZSET,
-            b'x' => notify::EXPIRED,
-            b'e' => notify::EVICTED,
-            b'K' => notify::KEYSPACE,
-            b'E' => notify::KEYEVENT,
-            b't' => notify::STREAM,
-            b'm' => notify::KEY_MISS,
-            b'd' => notify::MODULE,
-            b'n' => notify::NEW,
-            _ => return Err("Invalid event class character. Use 'Ag$lshzxeKEtmdn'.".into()),
-        };
-    }
-    Ok(Val::Flags(flags))
-}
-
-/// `notify-keyspace-events` flags as Redis prints them.
-pub fn notify_to_string(flags: u32) -> String {
-    use notify::*;
-    let mut s = String::new();
-    if flags & ALL == ALL {
-        s.push('A');
-    } else {
-        for (bit, ch) in [
-            (GENERIC, 'g'),
-            (STRING, '$'),
-            (LIST, 'l'),
-            (SET, 's'),
-            (HASH, 'h'),
-            (ZSET, 'z'),
-            (EXPIRED, 'x'),
-            (EVICTED, 'e'),
-            (STREAM, 't'),
-            (MODULE, 'd'),
-            (NEW, 'n'),
-        ] {
-            if flags & bit != 0 {
-                s.push(ch);
-            }
-        }
-    }
-    for (bit, ch) in [(KEYSPACE, 'K'), (KEYEVENT, 'E'), (KEY_MISS, 'm')] {
-        if flags & bit != 0 {
-            s.push(ch);
-        }
-    }
-    s
 }

@@ -1,0 +1,376 @@
+//! Sluice as a drop-in for redis-server 7.0.15, process side: the start-up
+//! lines and banner that process managers wait for, signals and exit
+//! status, daemonizing with a pid file, systemd's readiness
+//! notification, `loglevel`/`logfile`, and the `--version`/`--help`
+//! answers, each checked against redis-server doing the same.
+
+use std::io::Write;
+use std::os::unix::net::UnixDatagram;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use testkit::{free_port, scratch_dir, Client, RedisServer, TestServer, REDIS_SERVER};
+
+fn sluice_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_sluice-server"))
+}
+
+fn have_redis() -> bool {
+    if Path::new(REDIS_SERVER).is_file() {
+        return true;
+    }
+    assert!(!testkit::oracle_required(), "{REDIS_SERVER} is missing and CI is set");
+    eprintln!("SKIPPED: {REDIS_SERVER} not found");
+    false
+}
+
+/// Both binaries, oracle first.
+fn both() -> Vec<(&'static str, PathBuf)> {
+    vec![("redis", PathBuf::from(REDIS_SERVER)), ("sluice", sluice_bin())]
+}
+
+/// The message of a log line (`pid:R dd Mon yyyy hh:mm:ss.mmm L msg`).
+fn message(line: &str) -> Option<&str> {
+    let (pid, rest) = line.split_once(':')?;
+    pid.parse::<u32>().ok()?;
+    let mut parts = rest.splitn(7, ' ');
+    let role = parts.next()?;
+    if role.len() != 1 {
+        return None;
+    }
+    parts.nth(5)
+}
+
+fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    false
+}
+
+/// A server started by hand (environment, signals and exit status under
+/// the test's control), logging to `log`.
+struct Proc {
+    child: Child,
+    log: PathBuf,
+    port: u16,
+}
+
+impl Proc {
+    fn start(bin: &Path, args: &[&str], env: &[(&str, &str)], dir: &Path) -> Proc {
+        let port = free_port();
+        let log = dir.join(format!("{}-{port}.log", bin.file_name().unwrap().to_string_lossy()));
+        let out = std::fs::File::create(&log).unwrap();
+        let mut cmd = Command::new(bin);
+        cmd.args(args)
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", ""])
+            .current_dir(dir)
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().unwrap())
+            .stderr(out);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let child = cmd.spawn().unwrap();
+        let p = Proc { child, log, port };
+        assert!(
+            wait_until(Duration::from_secs(10), || Client::connect(port).is_ok()),
+            "{} did not start: {}",
+            bin.display(),
+            p.text()
+        );
+        p
+    }
+
+    fn text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn messages(&self) -> Vec<String> {
+        self.text().lines().filter_map(message).map(str::to_string).collect()
+    }
+
+    fn signal(&self, sig: i32) {
+        // SAFETY: sending a signal to a child this test started.
+        unsafe { libc::kill(self.child.id() as i32, sig) };
+    }
+
+    fn wait(&mut self) -> ExitStatus {
+        let start = Instant::now();
+        loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                return st;
+            }
+            assert!(start.elapsed() < Duration::from_secs(10), "no exit: {}", self.text());
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The start-up lines scripts wait for, in the order they come.
+fn key_lines(msgs: &[String], port: u16) -> Vec<String> {
+    let keys = [
+        "is starting oO0OoO0OoO0Oo".to_string(),
+        "Configuration loaded".to_string(),
+        format!("Running mode=standalone, port={port}."),
+        "Server initialized".to_string(),
+        "Ready to accept connections".to_string(),
+    ];
+    msgs.iter().filter(|m| keys.iter().any(|k| m.ends_with(k.as_str()))).cloned().collect()
+}
+
+#[test]
+fn start_up_lines_and_shutdown_on_signals_as_redis() {
+    if !have_redis() {
+        return;
+    }
+    let dir = scratch_dir("signals");
+    for (sig, name) in [(libc::SIGTERM, "SIGTERM"), (libc::SIGINT, "SIGINT")] {
+        let mut seen = Vec::new();
+        for (tag, bin) in both() {
+            let mut p = Proc::start(&bin, &[], &[], &dir);
+            assert!(wait_until(Duration::from_secs(5), || p
+                .messages()
+                .iter()
+                .any(|m| m == "Ready to accept connections")));
+            let start: Vec<String> = key_lines(&p.messages(), p.port)
+                .into_iter()
+                .map(|m| m.replace("Redis is starting", "is starting"))
+                .map(|m| m.replace("Sluice is starting", "is starting"))
+                .map(|m| m.replace(&format!("port={}.", p.port), "port=N."))
+                .collect();
+            p.signal(sig);
+            let status = p.wait();
+            let text = p.text();
+            assert!(
+                text.contains(":signal-handler (")
+                    && text.contains(&format!("Received {name} scheduling shutdown...")),
+                "{tag}: {text}"
+            );
+            let msgs = p.messages();
+            assert!(msgs.iter().any(|m| m == "User requested shutdown..."), "{tag}: {text}");
+            assert!(msgs.last().is_some_and(|m| m.ends_with("is now ready to exit, bye bye...")));
+            seen.push((start, status.code()));
+        }
+        assert_eq!(seen[0], seen[1], "{name}: start-up lines and exit status");
+        assert_eq!(seen[1].1, Some(0));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn banner_shows_port_and_pid_like_redis() {
+    let Some(redis) = RedisServer::start_with(&["--always-show-logo", "yes"], None) else {
+        return;
+    };
+    let sluice = TestServer::start_with(&sluice_bin(), &["--always-show-logo", "yes"], None);
+    // The port accepts a moment before the last start-up lines are written.
+    for p in [&*redis, &*sluice] {
+        assert!(wait_until(Duration::from_secs(5), || p
+            .log_text()
+            .contains("Ready to accept connections")));
+    }
+    for (tag, text, port, pid) in [
+        ("redis", redis.log_text(), redis.port(), redis.pid()),
+        ("sluice", sluice.log_text(), sluice.port(), sluice.pid()),
+    ] {
+        // The logo's text column: "Port: N" and "PID: N" on lines of their own.
+        let line_with = |needle: &str| text.lines().any(|l| l.trim_end().ends_with(needle));
+        assert!(line_with(&format!("Port: {port}")), "{tag}: {text}");
+        assert!(line_with(&format!("PID: {pid}")), "{tag}: {text}");
+        assert!(text.contains("Running in standalone mode"), "{tag}: {text}");
+        assert!(!text.contains("Running mode=standalone"), "{tag}: {text}");
+    }
+    // Not a terminal and no always-show-logo: Redis's one line instead.
+    let plain = TestServer::start_bin(&sluice_bin());
+    assert!(wait_until(Duration::from_secs(5), || plain
+        .log_text()
+        .contains("Ready to accept connections")));
+    let expected = format!("Running mode=standalone, port={}.", plain.port());
+    assert!(plain.log_text().lines().filter_map(message).any(|m| m == expected));
+    assert!(!plain.log_text().contains("has no effect"), "{}", plain.log_text());
+}
+
+#[test]
+fn daemonize_writes_the_pid_file_like_redis() {
+    if !have_redis() {
+        return;
+    }
+    let dir = scratch_dir("daemon");
+    for (tag, bin) in both() {
+        let port = free_port();
+        let pidfile = dir.join(format!("{tag}.pid"));
+        let log = dir.join(format!("{tag}.log"));
+        let t0 = Instant::now();
+        let status = Command::new(&bin)
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", ""])
+            .args(["--daemonize", "yes", "--pidfile", pidfile.to_str().unwrap()])
+            .args(["--logfile", log.to_str().unwrap()])
+            .current_dir(&dir)
+            .stdin(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success(), "{tag}: the parent exits 0");
+        assert!(t0.elapsed() < Duration::from_secs(5));
+        assert!(wait_until(Duration::from_secs(10), || Client::connect(port).is_ok()), "{tag}");
+        let pid: i32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
+        assert_eq!(Client::connect(port).unwrap().cmd(&["PING"]).unwrap(), b"+PONG\r\n");
+        // SAFETY: signalling the daemon this test started.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+        // SAFETY: signal 0 only checks that the process exists.
+        let gone = || unsafe { libc::kill(pid, 0) } != 0;
+        assert!(wait_until(Duration::from_secs(10), gone), "{tag} still running");
+        assert!(!pidfile.exists(), "{tag} removes its pid file");
+        let text = std::fs::read_to_string(&log).unwrap();
+        assert!(text.contains("Removing the pid file."), "{tag}: {text}");
+        assert!(text.contains("ready to exit, bye bye..."), "{tag}: {text}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn systemd_readiness_notification_like_redis() {
+    if !have_redis() {
+        return;
+    }
+    let dir = scratch_dir("notify");
+    let mut got = Vec::new();
+    for (tag, bin) in both() {
+        let sock_path = dir.join(format!("{tag}.sock"));
+        let sock = UnixDatagram::bind(&sock_path).unwrap();
+        sock.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let env = [("NOTIFY_SOCKET", sock_path.to_str().unwrap())];
+        let p = Proc::start(&bin, &["--supervised", "systemd"], &env, &dir);
+        let mut msgs = Vec::new();
+        let mut buf = [0u8; 512];
+        while !msgs.iter().any(|m: &String| m.contains("READY=1")) {
+            let n = sock.recv(&mut buf).unwrap_or_else(|e| panic!("{tag}: {e}: {}", p.text()));
+            // The status text names the product.
+            msgs.push(String::from_utf8_lossy(&buf[..n]).replace("Sluice", "Redis"));
+        }
+        got.push(msgs);
+    }
+    assert_eq!(got[0], got[1]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn loglevel_and_logfile_like_redis() {
+    let dir = scratch_dir("loglevel");
+    let file = dir.join("server.log");
+    let p = Proc::start(
+        &sluice_bin(),
+        &["--loglevel", "warning", "--logfile", file.to_str().unwrap()],
+        &[],
+        &dir,
+    );
+    assert!(p.text().is_empty(), "nothing on stdout with a logfile: {}", p.text());
+    // The port accepts a moment before the last start-up lines are written.
+    let read = || std::fs::read_to_string(&file).unwrap_or_default();
+    assert!(wait_until(Duration::from_secs(5), || read().contains("# Server initialized")));
+    let text = read();
+    assert!(!text.contains(" * "), "no notice lines at loglevel warning: {text}");
+    let mut c = Client::connect(p.port).unwrap();
+    assert_eq!(c.cmd(&["CONFIG", "SET", "loglevel", "verbose"]).unwrap(), b"+OK\r\n");
+    drop(Client::connect(p.port).unwrap());
+    let closed =
+        || std::fs::read_to_string(&file).unwrap().contains(" - Client closed connection id=");
+    assert!(wait_until(Duration::from_secs(5), closed), "verbose lines after CONFIG SET");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn parameters_without_effect_are_named_at_start_up() {
+    let dir = scratch_dir("noeffect");
+    let p = Proc::start(
+        &sluice_bin(),
+        &["--activerehashing", "no", "--cluster-node-timeout", "5000", "--maxmemory", "1mb"],
+        &[],
+        &dir,
+    );
+    let text = p.text();
+    assert!(text.contains("'activerehashing' is set to 'no' but has no effect"), "{text}");
+    assert!(text.contains("'cluster-node-timeout' is set to '5000' but has no effect"), "{text}");
+    assert!(!text.contains("'maxmemory' is set"), "{text}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn output(bin: &Path, args: &[&str]) -> (Option<i32>, String, String) {
+    let out = Command::new(bin).args(args).stdin(Stdio::null()).output().unwrap();
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (out.status.code(), text(&out.stdout), text(&out.stderr))
+}
+
+#[test]
+fn version_and_help_answer_like_redis() {
+    if !have_redis() {
+        return;
+    }
+    for (tag, bin) in both() {
+        for flag in ["-v", "--version"] {
+            let (code, out, err) = output(&bin, &[flag]);
+            assert_eq!(code, Some(0), "{tag} {flag}");
+            assert!(out.contains(" server v=7.0.15 ") && out.contains(" bits=64 "), "{out}");
+            assert!(err.is_empty());
+        }
+        for flag in ["-h", "--help"] {
+            let (code, out, err) = output(&bin, &[flag]);
+            assert_eq!(code, Some(1), "{tag} {flag}");
+            assert!(out.is_empty() && err.starts_with("Usage: ./"), "{tag}: {err}");
+            assert!(err.contains(" -v or --version\n"), "{tag}: {err}");
+        }
+        // Only the first argument is a command-line switch.
+        let (code, _, err) = output(&bin, &["--port", "1", "-v"]);
+        assert_eq!(code, Some(1), "{tag}");
+        assert!(err.contains(">>> '\"-v\"'") || err.contains(">>> 'port \"1\" \"-v\"'"), "{err}");
+    }
+    // --test-memory without a size: Redis's own answer; with a size Redis
+    // runs its tester, Sluice says it has none.
+    let (r, s) = (
+        output(Path::new(REDIS_SERVER), &["--test-memory"]),
+        output(&sluice_bin(), &["--test-memory"]),
+    );
+    assert_eq!((r.0, r.2.replace("redis-server", "x")), (s.0, s.2.replace("sluice-server", "x")));
+    let (code, _, err) = output(&sluice_bin(), &["--test-memory", "16"]);
+    assert_eq!(code, Some(1));
+    assert!(err.contains("no memory tester"), "{err}");
+}
+
+#[test]
+fn config_from_stdin_like_redis() {
+    if !have_redis() {
+        return;
+    }
+    let dir = scratch_dir("stdin");
+    for (tag, bin) in both() {
+        let port = free_port();
+        let mut child = Command::new(&bin)
+            .args(["-", "--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .current_dir(&dir)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(b"maxmemory 3mb\nsave \"\"\n").unwrap();
+        assert!(wait_until(Duration::from_secs(10), || Client::connect(port).is_ok()), "{tag}");
+        let mut c = Client::connect(port).unwrap();
+        let r = c.cmd(&["CONFIG", "GET", "maxmemory"]).unwrap();
+        assert_eq!(r, b"*2\r\n$9\r\nmaxmemory\r\n$7\r\n3145728\r\n", "{tag}");
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
