@@ -406,3 +406,116 @@ def test_functions(r):
     r.function_restore(payload)
     assert r.fcall("py_incr", 1, "py:n", 1) == 5
     r.function_flush()
+def _next_message(p, timeout=5.0):
+    """The next non-None message from a PubSub, or fail."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        m = p.get_message(timeout=0.5)
+        if m is not None:
+            return m
+    pytest.fail("no pub/sub message arrived")
+
+
+@pytest.mark.parametrize("protocol", [2, 3])
+def test_pubsub_get_message_and_listen(server, protocol):
+    sub = redis.Redis(host="127.0.0.1", port=server, socket_timeout=10, protocol=protocol)
+    pub = redis.Redis(host="127.0.0.1", port=server, socket_timeout=10)
+    p = sub.pubsub()
+    p.subscribe("py:news")
+    p.psubscribe("py:n*")
+    assert _next_message(p)["type"] == "subscribe"
+    assert _next_message(p)["type"] == "psubscribe"
+    assert pub.publish("py:news", "hello") == 2
+    m = _next_message(p)
+    assert (m["type"], m["channel"], m["data"]) == ("message", b"py:news", b"hello")
+    m = _next_message(p)
+    assert (m["type"], m["pattern"], m["channel"], m["data"]) == (
+        "pmessage",
+        b"py:n*",
+        b"py:news",
+        b"hello",
+    )
+    assert pub.pubsub_numsub("py:news") == [(b"py:news", 1)]
+    assert pub.pubsub_numpat() == 1
+    assert b"py:news" in pub.pubsub_channels()
+    for i in range(3):
+        pub.publish("py:news", f"m{i}")
+    got = []
+    for m in p.listen():
+        if m["type"] == "message":
+            got.append(m["data"])
+            if len(got) == 3:
+                break
+    assert got == [b"m0", b"m1", b"m2"]
+    p.unsubscribe()
+    p.punsubscribe()
+    p.close()
+    deadline = time.time() + 5
+    while pub.pubsub_numpat() != 0 and time.time() < deadline:
+        time.sleep(0.01)
+    assert pub.pubsub_numsub("py:news") == [(b"py:news", 0)]
+    sub.close()
+    pub.close()
+
+
+def test_pubsub_run_in_thread_and_keyspace_notifications(server):
+    r = redis.Redis(host="127.0.0.1", port=server, socket_timeout=10)
+    r.config_set("notify-keyspace-events", "KEA")
+    try:
+        seen = []
+        p = r.pubsub()
+        p.psubscribe(**{"__keyevent@0__:*": lambda m: seen.append((m["channel"], m["data"]))})
+        worker = p.run_in_thread(sleep_time=0.01, daemon=True)
+        try:
+            time.sleep(0.1)
+            r.set("py:a", "1")
+            r.lpush("py:b", "x")
+            r.delete("py:a")
+            deadline = time.time() + 5
+            while len(seen) < 3 and time.time() < deadline:
+                time.sleep(0.01)
+        finally:
+            worker.stop()
+            worker.join(timeout=5)
+        assert seen[:3] == [
+            (b"__keyevent@0__:set", b"py:a"),
+            (b"__keyevent@0__:lpush", b"py:b"),
+            (b"__keyevent@0__:del", b"py:a"),
+        ]
+        p.close()
+    finally:
+        r.config_set("notify-keyspace-events", "")
+        r.delete("py:b")
+        r.close()
+
+
+def test_tracking_invalidations_redirected_to_a_pubsub_connection(server):
+    # redis-py's own client-side cache requires Redis 7.4, so this is the
+    # RESP2 pattern: invalidations redirected to a subscribed connection.
+    writer = redis.Redis(host="127.0.0.1", port=server, socket_timeout=10)
+    tracker = redis.Redis(
+        host="127.0.0.1", port=server, socket_timeout=10, single_connection_client=True
+    )
+    p = writer.pubsub()
+    try:
+        p.subscribe("__redis__:invalidate")
+        assert _next_message(p)["type"] == "subscribe"
+        subscriber = [
+            c for c in writer.client_list() if c["cmd"] == "subscribe" and c["sub"] == "1"
+        ]
+        assert len(subscriber) == 1
+        tracker.execute_command("CLIENT", "TRACKING", "ON", "REDIRECT", subscriber[0]["id"])
+        assert tracker.client_getredir() == int(subscriber[0]["id"])
+        writer.set("py:w", "1")
+        assert tracker.get("py:w") == b"1"
+        writer.set("py:w", "2")
+        m = _next_message(p)
+        assert (m["channel"], m["data"]) == (b"__redis__:invalidate", [b"py:w"])
+        assert writer.info("clients")["tracking_clients"] == 1
+        writer.flushdb()
+        m = _next_message(p)
+        assert (m["channel"], m["data"]) == (b"__redis__:invalidate", None)
+    finally:
+        p.close()
+        tracker.close()
+        writer.close()

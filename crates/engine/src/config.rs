@@ -48,8 +48,10 @@ pub mod notify {
     pub const EVICTED: u32 = 1 << 9;
     pub const STREAM: u32 = 1 << 10;
     pub const KEY_MISS: u32 = 1 << 11;
-    pub const MODULE: u32 = 1 << 12;
-    pub const NEW: u32 = 1 << 13;
+    /// Bit 12 is Redis's NOTIFY_LOADED (modules only); the bits equal
+    /// [`crate::effects::Class`]'s, so an event's class tests directly.
+    pub const MODULE: u32 = 1 << 13;
+    pub const NEW: u32 = 1 << 14;
     /// What `A` stands for (not `m` nor `n`).
     pub const ALL: u32 =
         GENERIC | STRING | LIST | SET | HASH | ZSET | EXPIRED | EVICTED | STREAM | MODULE;
@@ -98,6 +100,8 @@ pub struct Config {
     pub obuf_pubsub: ObufLimit,
     /// Clamped to 1..=500 as Redis does.
     pub hz: u32,
+    /// Keys the client-side caching table may hold (0: no limit).
+    pub tracking_table_max_keys: u64,
     pub timeout: u64,
     pub tcp_keepalive: u64,
     pub tcp_backlog: u32,
@@ -217,6 +221,7 @@ impl Default for Config {
             stream_node_max_bytes: 4096,
             stream_node_max_entries: 100,
             hll_sparse_max_bytes: 3000,
+            tracking_table_max_keys: 1_000_000,
             notify_keyspace_events: 0,
             slowlog_log_slower_than: 10000,
             slowlog_max_len: 128,

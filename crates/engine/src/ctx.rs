@@ -198,6 +198,12 @@ impl Ctx<'_, '_> {
         self.sess.fx.event(class, event, db, key);
     }
 
+    /// Reports that the databases' keys were all removed (FLUSHDB,
+    /// FLUSHALL): client-side caches are told to drop everything.
+    pub fn flushed(&mut self) {
+        self.sess.fx.flushed();
+    }
+
     /// Adds to the dirty count without a key (FLUSHALL's extra one, …).
     #[inline]
     pub fn dirty(&mut self, n: u64) {

@@ -229,6 +229,9 @@ pub fn execute_hinted(
     }
     sess.fx.finish_unit();
     drop(keys);
+    if sess.fx.want.events && sess.handle.outbox.has_early() {
+        own_pushes_first(sess, out, mark);
+    }
     if !sess.ready.is_empty() {
         // Clients blocked on keys this command filled are served now,
         // before this connection's next command (Redis's
@@ -239,6 +242,12 @@ pub fn execute_hinted(
     }
     if sess.blocked.is_none() {
         apply_reply_mode(sess, out, mark);
+    }
+    if sess.caching && sess.multi.is_none() {
+        // CLIENT CACHING holds for the next command (or transaction).
+        if !sess.last_cmd.is_some_and(|(top, _)| top.flags.has(Flags::KEEPS_CACHING)) {
+            sess.caching = false;
+        }
     }
     Outcome::Done
 }
@@ -286,6 +295,17 @@ pub fn check(
                     return Err(CmdError::Misconf);
                 }
             }
+            if sess.subs.total() > 0
+                && !flags.has(Flags::PUBSUB_CONTEXT)
+                && sess.handle.resp.load(std::sync::atomic::Ordering::Relaxed) == 2
+            {
+                return Err(pubsub_context(sess, spec));
+            }
+            if sess.monitor
+                && flags.0 & (Flags::WRITE.0 | Flags::READONLY.0 | Flags::MAY_REPLICATE.0) != 0
+            {
+                return Err(CmdError::err("Replica can't interact with the keyspace"));
+            }
             if shared.is_loading() && !flags.has(Flags::LOADING) {
                 return Err(CmdError::Loading);
             }
@@ -318,6 +338,30 @@ pub fn check(
     }
     let _ = argv;
     Ok(())
+}
+
+/// Puts the pushes the client's own command caused for itself (keyspace
+/// notifications of its writes) before the command's reply, where Redis
+/// writes them; CLIENT REPLY does not suppress them.
+#[cold]
+fn own_pushes_first(sess: &mut Session, out: &mut ReplyBuf, mark: resp::Mark) {
+    let reply = out.split_off(mark);
+    sess.handle.outbox.drain_early(|m| out.raw(m));
+    sess.mark_pushed(out);
+    out.raw(&reply);
+}
+
+/// A RESP2 client in pub/sub mode ran a command it may not.
+#[cold]
+fn pubsub_context(sess: &Session, spec: &'static CommandSpec) -> CmdError {
+    let name = match sess.last_cmd {
+        Some((top, s)) => full_name(top, s),
+        None => spec.name.to_ascii_lowercase(),
+    };
+    CmdError::err(format!(
+        "Can't execute '{name}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET \
+         are allowed in this context"
+    ))
 }
 
 /// Delivers the reply of a blocking command whose wait ended (the
@@ -397,6 +441,11 @@ pub fn count_call(
 }
 
 fn apply_reply_mode(sess: &mut Session, out: &mut ReplyBuf, mark: resp::Mark) {
+    if sess.reply_mode == ReplyMode::On {
+        return;
+    }
+    // Pushes the command wrote (up to `pushed`) are not its reply.
+    let mark = sess.pushed.take().unwrap_or(mark);
     match sess.reply_mode {
         ReplyMode::On => {}
         ReplyMode::Off => out.truncate(mark),
@@ -569,6 +618,13 @@ pub fn call<'a>(
     }
     // What the store noticed on the way: keys that expired lazily, keys
     // blocked clients wait for that received a value.
+    if sess.tracking.is_some() && spec.flags.has(Flags::READONLY) {
+        shared.tracker.remember(sess, spec, argv, db);
+    }
+    if shared.nmonitors.load(std::sync::atomic::Ordering::Relaxed) > 0 {
+        commands::monitor::feed(shared, sess, spec, argv, caller);
+    }
+    sess.redact = 0;
     let Session { fx, ready, .. } = sess;
     keys.take_signals(ready, |db, k| fx.expired(db, k));
     let dirty = sess.fx.end_command(db, argv);

@@ -132,6 +132,18 @@ impl<'a> Unit<'a> {
     pub fn dirty_count(&self) -> u64 {
         self.fx.unit_dirty
     }
+
+    /// The client whose command made the unit (0 for the server's own:
+    /// active expiry).
+    pub fn client(&self) -> u64 {
+        self.fx.client
+    }
+
+    /// Whether a database was flushed (FLUSHDB, FLUSHALL): tracking
+    /// invalidates every key at once instead of key by key.
+    pub fn flushed(&self) -> bool {
+        self.fx.flushed
+    }
 }
 
 /// A consumer of the effects record (the AOF, the replication stream,
@@ -276,6 +288,10 @@ pub struct Effects {
     /// The consumers' snapshot and its epoch.
     consumers: Option<Consumers>,
     epoch: u64,
+    /// The client the record belongs to (0: none).
+    pub client: u64,
+    /// A database was flushed in this unit.
+    flushed: bool,
 }
 
 impl Default for Effects {
@@ -295,6 +311,8 @@ impl Default for Effects {
             consumers: None,
             // Never equal to a hub's epoch: the first unit takes a snapshot.
             epoch: u64::MAX,
+            client: 0,
+            flushed: false,
         }
     }
 }
@@ -341,6 +359,13 @@ impl Effects {
         if self.want.events {
             let key = self.arena.push(key);
             self.events.push(EventRec { class, name, db: db as u32, key });
+        }
+    }
+
+    /// Records that a database was flushed (if keys are wanted).
+    pub fn flushed(&mut self) {
+        if self.want.keys {
+            self.flushed = true;
         }
     }
 
@@ -459,7 +484,7 @@ impl Effects {
     /// Whether the unit recorded anything a consumer may want.
     #[inline]
     pub fn pending(&self) -> bool {
-        !self.ops.is_empty() || !self.events.is_empty() || !self.keys.is_empty()
+        !self.ops.is_empty() || !self.events.is_empty() || !self.keys.is_empty() || self.flushed
     }
 
     /// Ends the unit: hands it to the consumers (call with its locks still
@@ -488,6 +513,7 @@ impl Effects {
             self.events.clear();
             self.keys.clear();
             self.arena.clear();
+            self.flushed = false;
         }
     }
 }

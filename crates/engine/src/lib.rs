@@ -17,11 +17,13 @@ pub mod ldouble;
 pub mod log;
 pub mod meta;
 pub mod outbox;
+pub mod pubsub;
 pub mod script;
 pub mod session;
 pub mod shared;
 pub mod snapshot;
 pub mod spec;
+pub mod tracking;
 
 pub use config::Config;
 pub use dispatch::execute;

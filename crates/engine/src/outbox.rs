@@ -19,6 +19,10 @@ pub enum Kind {
     Reply,
     /// Out of band (pub/sub messages, invalidations, MONITOR).
     Push,
+    /// A push caused by the client's own running command that Redis
+    /// writes before the command's reply (a keyspace notification it is
+    /// subscribed to): the dispatcher moves it ahead of the reply.
+    Early,
 }
 
 /// The queue (see the module doc).
@@ -27,6 +31,8 @@ pub struct Outbox {
     queue: Mutex<VecDeque<(Kind, Vec<u8>)>>,
     /// Bytes queued, readable without the lock.
     bytes: AtomicUsize,
+    /// Some queued message is [`Kind::Early`].
+    early: std::sync::atomic::AtomicBool,
 }
 
 impl Outbox {
@@ -35,6 +41,9 @@ impl Outbox {
     pub fn push(&self, kind: Kind, msg: Vec<u8>) -> usize {
         let n = msg.len();
         let mut q = self.queue.lock();
+        if kind == Kind::Early {
+            self.early.store(true, Ordering::Release);
+        }
         q.push_back((kind, msg));
         self.bytes.fetch_add(n, Ordering::AcqRel) + n
     }
@@ -45,9 +54,36 @@ impl Outbox {
         self.bytes.load(Ordering::Acquire)
     }
 
+    /// Whether an [`Kind::Early`] message waits (one atomic load).
+    #[inline]
+    pub fn has_early(&self) -> bool {
+        self.early.load(Ordering::Acquire)
+    }
+
+    /// Takes the [`Kind::Early`] messages, in order, leaving the rest.
+    pub fn drain_early(&self, mut each: impl FnMut(&[u8])) {
+        let mut q = self.queue.lock();
+        self.early.store(false, Ordering::Release);
+        let mut n = 0;
+        q.retain(|(kind, msg)| {
+            if *kind == Kind::Early {
+                n += msg.len();
+                each(msg);
+                false
+            } else {
+                true
+            }
+        });
+        self.bytes.fetch_sub(n, Ordering::AcqRel);
+    }
+
     /// Takes everything queued, in order.
     pub fn drain(&self, mut each: impl FnMut(Kind, &[u8])) {
-        let taken = std::mem::take(&mut *self.queue.lock());
+        let taken = {
+            let mut q = self.queue.lock();
+            self.early.store(false, Ordering::Release);
+            std::mem::take(&mut *q)
+        };
         let mut n = 0;
         for (kind, msg) in &taken {
             n += msg.len();

@@ -41,6 +41,13 @@ pub struct ClientHandle {
     pub net_out: AtomicU64,
     /// What reaches the connection besides its own replies.
     pub outbox: crate::outbox::Outbox,
+    /// Subscriptions: channels, patterns, shard channels (CLIENT LIST's
+    /// `sub`, `psub`, `ssub`), mirrored from the session's.
+    pub subs: [AtomicUsize; 3],
+    /// Client-side caching state (see [`crate::tracking`]).
+    pub tracking: Mutex<crate::tracking::State>,
+    /// In MONITOR mode (CLIENT LIST flag `O`).
+    pub monitor: AtomicBool,
 }
 
 impl ClientHandle {
@@ -69,10 +76,26 @@ impl ClientHandle {
             net_in: AtomicU64::new(0),
             net_out: AtomicU64::new(0),
             outbox: crate::outbox::Outbox::default(),
+            subs: Default::default(),
+            tracking: Mutex::new(crate::tracking::State::default()),
+            monitor: AtomicBool::new(false),
         }
     }
 
     /// Asks the connection to close (CLIENT KILL, shutdown).
+    /// Whether the client is in pub/sub mode (subscribed to anything).
+    pub fn subscribed(&self) -> bool {
+        self.subs.iter().any(|n| n.load(Ordering::Relaxed) > 0)
+    }
+
+    /// Queues an out-of-band message (a push) and wakes the connection.
+    pub fn push(&self, msg: Vec<u8>) {
+        self.outbox.push(crate::outbox::Kind::Push, msg);
+        if let Some(w) = &*self.waker.lock() {
+            w();
+        }
+    }
+
     pub fn kill(&self) {
         self.killed.store(true, Ordering::Release);
         if let Some(w) = &*self.waker.lock() {
@@ -163,6 +186,26 @@ pub struct Session {
     /// Set while a blocked client's command runs again to be served: the
     /// key that became ready (see [`crate::blocking`]).
     pub serving: Option<Box<[u8]>>,
+    /// Pub/sub subscriptions (see [`crate::pubsub`]).
+    pub subs: crate::pubsub::Subs,
+    /// Set by a handler whose output up to this mark is out-of-band
+    /// pushes (subscribe confirmations, a message to itself): CLIENT REPLY
+    /// OFF/SKIP does not suppress them, as Redis 7.0 writes pushes
+    /// whatever the reply mode. Only kept while the reply mode is not On
+    /// ([`mark_pushed`](Session::mark_pushed)).
+    pub pushed: Option<resp::Mark>,
+    /// Subscribed to anything, or monitoring: modes that the dispatcher's
+    /// checks must see (kept by pub/sub, MONITOR and RESET).
+    pub modal: bool,
+    /// Tracking mode while `CLIENT TRACKING` is on.
+    pub tracking: Option<crate::tracking::Mode>,
+    /// `CLIENT CACHING yes|no` was given for the next command.
+    pub caching: bool,
+    /// In MONITOR mode.
+    pub monitor: bool,
+    /// Arguments of the running command MONITOR must not show (bit i:
+    /// argv[i]), set by AUTH and HELLO.
+    pub redact: u64,
 }
 
 /// The configuration a session starts with, before its first refresh.
@@ -173,6 +216,8 @@ fn default_conf() -> Arc<crate::config::Config> {
 
 impl Session {
     pub fn new(handle: Arc<ClientHandle>, authenticated: bool) -> Self {
+        let mut fx = crate::effects::Effects::default();
+        fx.client = handle.id;
         Session {
             handle,
             db: 0,
@@ -188,12 +233,19 @@ impl Session {
             last_cmd: None,
             blocked: None,
             ready: Vec::new(),
-            fx: crate::effects::Effects::default(),
+            fx,
             conf: default_conf(),
             conf_epoch: u64::MAX,
             pause: (i64::MIN, crate::shared::Pause::default()),
             plain: false,
             serving: None,
+            subs: crate::pubsub::Subs::default(),
+            pushed: None,
+            modal: false,
+            tracking: None,
+            caching: false,
+            monitor: false,
+            redact: 0,
         }
     }
 
@@ -221,7 +273,7 @@ impl Session {
     #[inline]
     pub fn needs_checks(&mut self, shared: &crate::Shared) -> bool {
         self.refresh(shared);
-        !(self.plain && self.authenticated && self.multi.is_none())
+        !(self.plain && self.authenticated && self.multi.is_none() && !self.modal)
     }
 
     /// Refreshes the cached shared state if it changed since last seen.
@@ -283,6 +335,20 @@ impl Session {
     /// A session for in-process use (tests, the AOF loader).
     pub fn detached(id: u64) -> Self {
         Session::new(Arc::new(ClientHandle::new(id, String::new(), String::new(), -1, 0)), true)
+    }
+
+    /// Everything in `out` so far is pushes, which CLIENT REPLY does not
+    /// suppress (see `pushed`).
+    pub fn mark_pushed(&mut self, out: &resp::ReplyBuf) {
+        if self.reply_mode != ReplyMode::On {
+            self.pushed = Some(out.mark());
+        }
+    }
+
+    /// Recomputes [`modal`](Session::modal) after a subscription or
+    /// MONITOR change.
+    pub fn update_modal(&mut self) {
+        self.modal = self.subs.total() > 0 || self.monitor;
     }
 
     pub fn in_multi(&self) -> bool {

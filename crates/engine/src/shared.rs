@@ -156,6 +156,16 @@ pub struct Shared {
     pub persist: crate::snapshot::PersistState,
     /// The script cache (EVAL, SCRIPT LOAD).
     pub scripts: crate::script::Cache,
+    /// Pub/sub channels, patterns and shard channels.
+    pub pubsub: Arc<crate::pubsub::Registry>,
+    /// Clients in MONITOR mode, and how many (one load per command).
+    pub monitors: RwLock<Vec<Arc<ClientHandle>>>,
+    pub nmonitors: AtomicUsize,
+    /// Client-side caching tables.
+    pub tracker: Arc<crate::tracking::Tracker>,
+    /// The keyspace notifier, installed while `notify-keyspace-events`
+    /// is set.
+    notifier: Mutex<Option<Arc<crate::pubsub::Notifier>>>,
     /// Set while a dataset loads: commands without the LOADING flag wait.
     loading: AtomicBool,
     /// `used_memory` as last measured, and when (unix ms), for the
@@ -187,7 +197,7 @@ impl Shared {
                 char::from(b"0123456789abcdef"[(x % 16) as usize])
             })
             .collect();
-        Arc::new(Shared {
+        let shared = Arc::new(Shared {
             store,
             config: RwLock::new(config),
             config_epoch: AtomicU64::new(0),
@@ -216,10 +226,44 @@ impl Shared {
             snapshots: OnceLock::new(),
             persist: crate::snapshot::PersistState::new(unix_ms() / 1000),
             scripts: crate::script::Cache::default(),
+            pubsub: Arc::default(),
+            tracker: Arc::default(),
+            monitors: RwLock::new(Vec::new()),
+            nmonitors: AtomicUsize::new(0),
+            notifier: Mutex::new(None),
             loading: AtomicBool::new(false),
             used_memory: AtomicU64::new(0),
             used_memory_at: AtomicI64::new(i64::MIN),
-        })
+        });
+        shared.config_applied();
+        shared
+    }
+
+    /// Applies what the configuration says to the parts that do not read
+    /// it per command: the pub/sub output limit, the keyspace notifier.
+    /// Called at start and after every CONFIG SET.
+    pub fn config_applied(&self) {
+        let (flags, hard, max_keys) = {
+            let c = self.config.read();
+            (c.notify_keyspace_events, c.obuf_pubsub.hard, c.tracking_table_max_keys)
+        };
+        self.pubsub.set_hard_limit(hard);
+        self.tracker.max_keys.store(max_keys as usize, Ordering::Relaxed);
+        let mut n = self.notifier.lock();
+        match (&*n, flags != 0) {
+            (Some(x), true) => x.set_flags(flags),
+            (None, true) => {
+                let x = Arc::new(crate::pubsub::Notifier::new(self.pubsub.clone(), flags));
+                self.add_consumer(x.clone());
+                *n = Some(x);
+            }
+            (Some(x), false) => {
+                let c: Arc<dyn crate::effects::Consumer> = x.clone();
+                self.remove_consumer(&c);
+                *n = None;
+            }
+            (None, false) => {}
+        }
     }
 
     /// Whether a dataset is loading (commands without LOADING are refused).
@@ -238,6 +282,20 @@ impl Shared {
     /// state (configuration, pause, loading, effects consumers).
     pub fn state_changed(&self) {
         self.config_epoch.fetch_add(1, Ordering::Release);
+    }
+
+    /// Turns client-side caching on for a session (`CLIENT TRACKING ON`),
+    /// installing the tracker as a consumer the first time.
+    pub fn enable_tracking(
+        &self,
+        sess: &mut Session,
+        opts: crate::tracking::Options,
+    ) -> Result<(), crate::error::CmdError> {
+        self.tracker.enable(sess, opts)?;
+        if self.tracker.needs_install() {
+            self.add_consumer(self.tracker.clone());
+        }
+        Ok(())
     }
 
     /// Installs a consumer of the effects record (AOF, replicas,
@@ -314,6 +372,11 @@ impl Shared {
     /// Forgets a connection: drops its watches and its registry entry.
     pub fn disconnect(&self, sess: &mut Session) {
         crate::blocking::abandon(self, sess);
+        self.pubsub.leave(&mut sess.subs, &sess.handle);
+        self.tracker.disable(sess);
+        crate::commands::monitor::stop(self, sess);
+        // Gone for good: redirections to it are broken from now on.
+        sess.handle.killed.store(true, Ordering::Release);
         crate::commands::tx::unwatch_all(self, sess);
         self.flush_stats(sess);
         self.clients.lock().remove(&sess.handle.id);

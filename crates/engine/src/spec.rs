@@ -67,6 +67,13 @@ impl Flags {
     /// May change the session's database (SELECT): a transaction holding
     /// it locks every database.
     pub const CHANGES_DB: Flags = Flags(1 << 27);
+    /// Allowed to a RESP2 client in pub/sub mode ((P|S)SUBSCRIBE,
+    /// (P|S)UNSUBSCRIBE, PING, QUIT, RESET).
+    pub const PUBSUB_CONTEXT: Flags = Flags(1 << 28);
+    /// A command (container) after which `CLIENT CACHING` still holds
+    /// for the next command (CLIENT: Redis 7.0 keeps the flag across any
+    /// CLIENT subcommand).
+    pub const KEEPS_CACHING: Flags = Flags(1 << 29);
 
     /// Names in the order Redis prints them.
     pub const NAMES: &'static [(Flags, &'static str)] = &[

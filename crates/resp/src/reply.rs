@@ -150,6 +150,24 @@ impl ReplyBuf {
         self.total = m.total;
     }
 
+    /// Removes and returns everything written after `m` (to put
+    /// something before it). Same precondition as [`truncate`](Self::truncate).
+    pub fn split_off(&mut self, m: Mark) -> Vec<u8> {
+        let mut v = Vec::with_capacity(self.total - m.total);
+        if m.chunks == 0 {
+            for (i, c) in self.chunks.iter().enumerate() {
+                v.extend_from_slice(if i == 0 { &c[self.head_sent..] } else { &c[..] });
+            }
+        } else {
+            v.extend_from_slice(&self.chunks[m.chunks - 1][m.tail_len..]);
+            for c in self.chunks.iter().skip(m.chunks) {
+                v.extend_from_slice(c);
+            }
+        }
+        self.truncate(m);
+        v
+    }
+
     /// Bytes written since `m`.
     pub fn since(&self, m: Mark) -> usize {
         self.total - m.total
@@ -388,6 +406,24 @@ impl ReplyBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn split_off_returns_what_follows_a_mark() {
+        for pre in [0, 10, CHUNK - 3, CHUNK + 5] {
+            let mut r = ReplyBuf::new();
+            r.raw(&vec![b'a'; pre]);
+            let m = r.mark();
+            r.raw(b"xyz");
+            r.raw(&vec![b'b'; CHUNK]);
+            let tail = r.split_off(m);
+            assert_eq!(tail.len(), 3 + CHUNK);
+            assert!(tail.starts_with(b"xyzb"));
+            assert_eq!(r.to_vec(), vec![b'a'; pre]);
+            r.raw(b"!");
+            r.raw(&tail);
+            assert_eq!(r.len(), pre + 4 + CHUNK);
+        }
+    }
 
     #[test]
     fn encodes_resp2_and_resp3() {

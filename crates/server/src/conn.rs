@@ -59,6 +59,8 @@ struct ConnLimits {
     parse: Limits,
     query_limit: usize,
     obuf: ObufLimit,
+    /// The pub/sub class's limit, for a client while it is subscribed.
+    obuf_pubsub: ObufLimit,
 }
 
 impl ConnLimits {
@@ -69,6 +71,7 @@ impl ConnLimits {
             parse: Limits { max_bulk_len: c.proto_max_bulk_len, unauthenticated: !authenticated },
             query_limit: c.client_query_buffer_limit,
             obuf: c.obuf_normal,
+            obuf_pubsub: c.obuf_pubsub,
         }
     }
 }
@@ -245,6 +248,10 @@ impl Conn<'_> {
             self.sess.handle.last_interaction_ms.store(now, Ordering::Relaxed);
             return Ok(());
         }
+        if self.sess.handle.outbox.pending() > 0 {
+            // Pushes (a RESP3 client may be subscribed while it waits).
+            self.drain_outbox();
+        }
         self.flush()?;
         if self.eof {
             return Err("closed while blocked");
@@ -263,18 +270,23 @@ impl Conn<'_> {
             engine::outbox::Kind::Reply => {
                 dispatch::deliver_blocked(&mut self.sess, &mut self.out, msg)
             }
-            engine::outbox::Kind::Push => self.out.raw(msg),
+            engine::outbox::Kind::Push | engine::outbox::Kind::Early => self.out.raw(msg),
         });
     }
 
-    /// `client-output-buffer-limit` for the normal class, as Redis applies
-    /// it: over the hard limit at once, or over the soft limit for
-    /// `soft_seconds` without a break. (With backpressure the buffer only
-    /// exceeds `OUT_HIGH_WATER` by one reply, so only limits below that
-    /// can trigger.)
+    /// `client-output-buffer-limit` for the client's class (pubsub while
+    /// it is subscribed, else normal), as Redis applies it: over the hard
+    /// limit at once, or over the soft limit for `soft_seconds` without a
+    /// break. (With backpressure a normal client's buffer only exceeds
+    /// `OUT_HIGH_WATER` by one reply, so only limits below that can
+    /// trigger; a subscriber's grows with what it is sent and does not
+    /// read.)
     fn over_output_limit(&mut self) -> bool {
         let used = (self.out.len() + self.sess.handle.outbox.pending()) as u64;
-        let ObufLimit { hard, soft, soft_seconds } = self.limits.obuf;
+        self.sess.handle.omem.store(self.out.len(), Ordering::Relaxed);
+        let class =
+            if self.sess.subs.total() > 0 { self.limits.obuf_pubsub } else { self.limits.obuf };
+        let ObufLimit { hard, soft, soft_seconds } = class;
         if hard > 0 && used > hard {
             return true;
         }
@@ -350,6 +362,9 @@ impl Conn<'_> {
                 Err(_) => return Err("write error"),
             }
         }
+        // What is still unwritten counts against the output limit that
+        // publishers check (`engine::pubsub`).
+        self.sess.handle.omem.store(self.out.len(), Ordering::Relaxed);
         Ok(())
     }
 

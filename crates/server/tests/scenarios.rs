@@ -88,6 +88,8 @@ scenarios! {
     scripting_functions => "scripting_functions.txt",
     scripting_policies => "scripting_policies.txt",
     scripting_function_dump => "scripting_function_dump.txt",
+    pubsub => "pubsub.txt",
+    tracking => "tracking.txt",
 }
 
 #[test]

@@ -10,6 +10,8 @@
 //!   differential tests.
 //! - [`scenario`] parses and runs the text scenarios that are replayed
 //!   against both servers, comparing reply bytes.
+//! - [`transcript`] runs scripts over several connections against both
+//!   servers and compares the transcripts.
 //!
 //! Depends only on `resp`; never used by non-test code.
 
@@ -19,6 +21,7 @@ pub mod effects;
 pub mod pair;
 pub mod scenario;
 mod server;
+pub mod transcript;
 
 pub use client::{escape, Client};
 

@@ -154,7 +154,7 @@ const SUBS: &[CommandSpec] = &[
 pub const COMMANDS: &[CommandSpec] = &[CommandSpec::new(
     "CLIENT",
     -2,
-    Flags::NONE,
+    Flags::KEEPS_CACHING,
     KeySpec::None,
     Group::Connection,
     "A container for client connection commands",
@@ -366,12 +366,35 @@ fn me(cx: &Ctx, args: &Args, out: &ReplyBuf) -> Me {
 fn client_line(buf: &mut Vec<u8>, h: &ClientHandle, now_ms: i64, me: &Me) {
     let is_me = h.id == me.id;
     let mut flags = String::new();
+    if h.monitor.load(Ordering::Relaxed) {
+        flags.push('O');
+    }
+    if h.subscribed() {
+        flags.push('P');
+    }
     if h.in_multi.load(Ordering::Relaxed) {
         flags.push('x');
     }
     if crate::blocking::is_blocked(h) {
         flags.push('b');
     }
+    let redir = {
+        let st = h.tracking.lock();
+        if st.on {
+            flags.push('t');
+        }
+        if st.broken_redirect {
+            flags.push('R');
+        }
+        if st.bcast {
+            flags.push('B');
+        }
+        if st.on {
+            st.redirect as i64
+        } else {
+            -1
+        }
+    };
     if is_me && me.dirty_cas {
         flags.push('d');
     }
@@ -394,13 +417,15 @@ fn client_line(buf: &mut Vec<u8>, h: &ClientHandle, now_ms: i64, me: &Me) {
     let obl = if is_me { me.obl } else { 0 };
     let _ = write!(buf, "id={} addr={} laddr={} fd={} name=", h.id, h.addr, h.laddr, h.fd);
     buf.extend_from_slice(&name);
-    // Pub/sub counts stay 0 until pub/sub exists.
     let _ = writeln!(
         buf,
-        " age={age} idle={idle} flags={flags} db={} sub=0 psub=0 ssub=0 multi={multi} \
+        " age={age} idle={idle} flags={flags} db={} sub={} psub={} ssub={} multi={multi} \
          qbuf={} qbuf-free=0 argv-mem={} multi-mem=0 rbs={} rbp={obl} obl={obl} oll=0 \
-         omem={} tot-mem={} events=r cmd={cmd} user=default redir=-1 resp={}",
+         omem={} tot-mem={} events=r cmd={cmd} user=default redir={redir} resp={}",
         h.db.load(Ordering::Relaxed),
+        h.subs[0].load(Ordering::Relaxed),
+        h.subs[1].load(Ordering::Relaxed),
+        h.subs[2].load(Ordering::Relaxed),
         h.qbuf.load(Ordering::Relaxed),
         if is_me { me.argv_mem } else { 0 },
         resp::CHUNK,
@@ -599,7 +624,7 @@ fn set_pause(cx: &Ctx, p: Pause) {
     }
 }
 
-// ---- tracking and blocking (neither exists yet) ---------------------------
+// ---- tracking and blocking -------------------------------------------------
 
 fn unblock(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let argv = args.argv();
@@ -626,43 +651,135 @@ fn unblock(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     Ok(())
 }
 
-fn getredir(_: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
-    // Tracking is never on, so there is no redirection.
-    out.int(-1);
+fn getredir(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let st = cx.sess.handle.tracking.lock();
+    out.int(if st.on { st.redirect as i64 } else { -1 });
     Ok(())
 }
 
-/// Tracking is not implemented: `OFF` (the state every client is in) is
-/// accepted, `ON` is refused with a clear error rather than pretending.
-fn tracking(_: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+/// `CLIENT TRACKING ON|OFF [REDIRECT id] [BCAST] [PREFIX p]… [OPTIN]
+/// [OPTOUT] [NOLOOP]`: options are parsed first (a bad one is a syntax
+/// error whatever the mode), then checked as Redis does.
+fn tracking(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let mode = args.req()?;
-    if eq_ic(mode, "OFF") {
-        out.ok();
-        Ok(())
-    } else if eq_ic(mode, "ON") {
-        Err(CmdError::err("client-side caching (CLIENT TRACKING ON) is not supported by Sluice"))
-    } else {
-        Err(CmdError::Syntax)
+    let mut opts = crate::tracking::Options::default();
+    while let Some(o) = args.next() {
+        let more = args.remaining() > 0;
+        if eq_ic(o, "REDIRECT") && more {
+            if opts.redirect.is_some() {
+                return Err(CmdError::err("A client can only redirect to a single other client"));
+            }
+            let id = resp::parse_i64(args.req()?).ok_or(CmdError::NotInteger)?;
+            let target = u64::try_from(id).ok().and_then(|id| {
+                cx.shared
+                    .clients
+                    .lock()
+                    .get(&id)
+                    .filter(|h| !h.killed.load(Ordering::Acquire))
+                    .map(Arc::downgrade)
+            });
+            match target {
+                Some(w) => opts.redirect = Some((id as u64, w)),
+                None => {
+                    return Err(CmdError::err("The client ID you want redirect to does not exist"))
+                }
+            }
+        } else if eq_ic(o, "BCAST") {
+            opts.bcast = true;
+        } else if eq_ic(o, "OPTIN") {
+            opts.optin = true;
+        } else if eq_ic(o, "OPTOUT") {
+            opts.optout = true;
+        } else if eq_ic(o, "NOLOOP") {
+            opts.noloop = true;
+        } else if eq_ic(o, "PREFIX") && more {
+            opts.prefixes.push(args.req()?);
+        } else {
+            return Err(CmdError::Syntax);
+        }
     }
+    if eq_ic(mode, "ON") {
+        cx.shared.enable_tracking(cx.sess, opts)?;
+    } else if eq_ic(mode, "OFF") {
+        cx.shared.tracker.disable(cx.sess);
+    } else {
+        return Err(CmdError::Syntax);
+    }
+    out.ok();
+    Ok(())
 }
 
-fn trackinginfo(_: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+fn trackinginfo(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let st = cx.sess.handle.tracking.lock();
+    let caching = cx.sess.caching;
+    let mut flags: Vec<&[u8]> = vec![if st.on { b"on" } else { b"off" }];
+    if st.bcast {
+        flags.push(b"bcast");
+    }
+    if st.optin {
+        flags.push(b"optin");
+        if caching {
+            flags.push(b"caching-yes");
+        }
+    }
+    if st.optout {
+        flags.push(b"optout");
+        if caching {
+            flags.push(b"caching-no");
+        }
+    }
+    if st.noloop {
+        flags.push(b"noloop");
+    }
+    if st.broken_redirect {
+        flags.push(b"broken_redirect");
+    }
     out.map(3);
     out.bulk(b"flags");
-    out.set(1);
-    out.bulk(b"off");
+    out.set(flags.len());
+    for f in flags {
+        out.bulk(f);
+    }
     out.bulk(b"redirect");
-    out.int(-1);
+    out.int(if st.on { st.redirect as i64 } else { -1 });
     out.bulk(b"prefixes");
-    out.array(0);
+    out.array(st.prefixes.len());
+    for p in &st.prefixes {
+        out.bulk(p);
+    }
     Ok(())
 }
 
-fn caching(_: &mut Ctx, _: &mut Args, _: &mut ReplyBuf) -> CmdResult {
-    Err(CmdError::err(
-        "CLIENT CACHING can be called only when the client is in tracking mode with OPTIN or \
-         OPTOUT mode enabled",
-    ))
+fn caching(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let (on, optin, optout) = {
+        let st = cx.sess.handle.tracking.lock();
+        (st.on, st.optin, st.optout)
+    };
+    if !on {
+        return Err(CmdError::err(
+            "CLIENT CACHING can be called only when the client is in tracking mode with OPTIN \
+             or OPTOUT mode enabled",
+        ));
+    }
+    let opt = args.req()?;
+    if eq_ic(opt, "YES") {
+        if !optin {
+            return Err(CmdError::err(
+                "CLIENT CACHING YES is only valid when tracking is enabled in OPTIN mode.",
+            ));
+        }
+    } else if eq_ic(opt, "NO") {
+        if !optout {
+            return Err(CmdError::err(
+                "CLIENT CACHING NO is only valid when tracking is enabled in OPTOUT mode.",
+            ));
+        }
+    } else {
+        return Err(CmdError::Syntax);
+    }
+    cx.sess.caching = true;
+    out.ok();
+    Ok(())
 }
 
 #[cfg(test)]

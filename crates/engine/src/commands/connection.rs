@@ -25,7 +25,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     CommandSpec::new(
         "PING",
         -1,
-        Flags::FAST,
+        Flags::FAST.union(Flags::PUBSUB_CONTEXT),
         KeySpec::None,
         Group::Connection,
         "Returns the server's liveliness response.",
@@ -76,7 +76,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     CommandSpec::new(
         "RESET",
         1,
-        HANDSHAKE.union(Flags::NO_QUEUE),
+        HANDSHAKE.union(Flags::NO_QUEUE).union(Flags::PUBSUB_CONTEXT),
         KeySpec::None,
         Group::Connection,
         "Reset the connection",
@@ -89,7 +89,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     CommandSpec::new(
         "QUIT",
         -1,
-        HANDSHAKE.union(Flags::NO_QUEUE).union(Flags::NO_PAUSE),
+        HANDSHAKE.union(Flags::NO_QUEUE).union(Flags::NO_PAUSE).union(Flags::PUBSUB_CONTEXT),
         KeySpec::None,
         Group::Connection,
         "Close the connection",
@@ -104,9 +104,16 @@ fn quit(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     Ok(())
 }
 
-fn ping(_cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+fn ping(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     if args.remaining() > 1 {
         return Err(CmdError::WrongArity("ping".into()));
+    }
+    if cx.sess.subs.total() > 0 && !out.is_resp3() {
+        // In RESP2 pub/sub mode a reply must look like a message.
+        out.array(2);
+        out.bulk(b"pong");
+        out.bulk(args.next().unwrap_or_default());
+        return Ok(());
     }
     match args.next() {
         Some(msg) => out.bulk(msg),
@@ -175,6 +182,9 @@ fn hello(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     while let Some(opt) = args.next() {
         let more = args.remaining();
         if eq_ic(opt, "AUTH") && more >= 2 {
+            // MONITOR shows the pair as `(redacted)`.
+            let i = args.argv().len() - args.remaining();
+            cx.sess.redact |= 3 << i.min(62);
             let (user, pass) = (args.req()?, args.req()?);
             authenticate(cx, user, pass)?;
         } else if eq_ic(opt, "SETNAME") && more >= 1 {
@@ -217,6 +227,8 @@ fn hello(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
 }
 
 fn auth(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    // MONITOR shows every argument as `(redacted)`.
+    cx.sess.redact = !1;
     if args.remaining() > 2 {
         return Err(CmdError::Syntax);
     }
@@ -250,7 +262,10 @@ fn reset(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     cx.sess.handle.db.store(0, Ordering::Relaxed);
     set_proto(cx, out, 2);
     cx.sess.authenticated = required_password(cx).is_none();
-    // Pub/sub subscriptions are dropped here too once pub/sub exists.
+    cx.shared.pubsub.leave(&mut cx.sess.subs, &cx.sess.handle);
+    cx.sess.update_modal();
+    cx.shared.tracker.disable(cx.sess);
+    crate::commands::monitor::stop(cx.shared, cx.sess);
     *cx.sess.handle.name.lock() = None;
     cx.sess.handle.no_evict.store(false, Ordering::Relaxed);
     cx.sess.reply_mode = ReplyMode::On;

@@ -221,7 +221,7 @@ fn section(cx: &mut Ctx, name: &str, t: &mut String, counts: &mut Counts) {
             line!("client_recent_max_input_buffer:0");
             line!("client_recent_max_output_buffer:0");
             line!("blocked_clients:{}", sh.blocked_clients.load(Ordering::Relaxed));
-            line!("tracking_clients:0");
+            line!("tracking_clients:{}", sh.tracker.nclients.load(Ordering::Relaxed));
             line!("clients_in_timeout_table:0");
         }
         "memory" => {
@@ -376,10 +376,11 @@ fn section(cx: &mut Ctx, name: &str, t: &mut String, counts: &mut Counts) {
             }
             line!("keyspace_hits:{}", ld(&st.keyspace_hits));
             line!("keyspace_misses:{}", ld(&st.keyspace_misses));
+            let ps = &cx.shared.pubsub;
+            line!("pubsub_channels:{}", ps.nchannels(false));
+            line!("pubsub_patterns:{}", ps.numpat());
+            line!("pubsubshard_channels:{}", ps.nchannels(true));
             for f in [
-                "pubsub_channels",
-                "pubsub_patterns",
-                "pubsubshard_channels",
                 "latest_fork_usec",
                 "total_forks",
                 "migrate_cached_sockets",
@@ -390,13 +391,14 @@ fn section(cx: &mut Ctx, name: &str, t: &mut String, counts: &mut Counts) {
                 "active_defrag_key_misses",
                 "total_active_defrag_time",
                 "current_active_defrag_time",
-                "tracking_total_keys",
-                "tracking_total_items",
-                "tracking_total_prefixes",
-                "unexpected_error_replies",
             ] {
                 line!("{f}:0");
             }
+            let (tk, ti, tp) = cx.shared.tracker.totals();
+            line!("tracking_total_keys:{tk}");
+            line!("tracking_total_items:{ti}");
+            line!("tracking_total_prefixes:{tp}");
+            line!("unexpected_error_replies:0");
             line!("total_error_replies:{}", sh.cmdstats.total_errors());
             for f in [
                 "dump_payload_sanitizations",

@@ -16,7 +16,9 @@ pub mod hll;
 pub mod info;
 pub mod keys;
 pub mod list;
+pub mod monitor;
 pub mod persist;
+pub mod pubsub;
 pub mod server;
 pub mod set;
 pub mod sort;
@@ -44,6 +46,8 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     command::COMMANDS,
     zset::COMMANDS,
     zset_blocking::COMMANDS,
+    pubsub::COMMANDS,
+    monitor::COMMANDS,
     bitmap::COMMANDS,
     hll::COMMANDS,
     geo::COMMANDS,

@@ -248,6 +248,7 @@ fn config_set(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     }
     *cx.shared.config.write() = next;
     cx.shared.config_epoch.fetch_add(1, Ordering::Release);
+    cx.shared.config_applied();
     out.ok();
     Ok(())
 }

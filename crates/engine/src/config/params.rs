@@ -516,7 +516,12 @@ pub static PARAMS: &[Param] = &[
         int(0, LONG_MAX),
         f(|c| num(c.busy_reply_threshold), |c, v| c.busy_reply_threshold = v.i() as i64),
     ),
-    p("tracking-table-max-keys", 0, int(0, LONG_MAX), inert("1000000")),
+    p(
+        "tracking-table-max-keys",
+        0,
+        int(0, LONG_MAX),
+        f(|c| num(c.tracking_table_max_keys), |c, v| c.tracking_table_max_keys = v.i() as u64),
+    ),
     p("acllog-max-len", 0, int(0, LONG_MAX), inert("128")),
     p("aclfile", IMMUTABLE, Ty::Str(None), inert("")),
     p("acl-pubsub-default", 0, Ty::Enum(&["allchannels", "resetchannels"]), inert("resetchannels")),

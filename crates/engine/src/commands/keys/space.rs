@@ -291,6 +291,7 @@ fn flush_db(cx: &mut Ctx, db: usize) -> u64 {
 pub(super) fn flushdb(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     flush_args(args)?;
     let n = flush_db(cx, cx.db);
+    cx.flushed();
     // Redis counts the keys removed and propagates the flush even when
     // there were none.
     cx.dirty(n);
@@ -305,6 +306,7 @@ pub(super) fn flushall(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> Cmd
     for db in 0..cx.shared.store.databases() {
         n += flush_db(cx, db);
     }
+    cx.flushed();
     // The keys removed (with save points configured Redis 7.0 also saves
     // here, which resets the count: that comes with snapshots).
     cx.dirty(n);
