@@ -81,6 +81,8 @@ scenarios! {
     hyperloglog => "hyperloglog.txt",
     geo => "geo.txt",
     policies => "policies.txt",
+    streams => "streams.txt",
+    streams_trim => "streams_trim.txt",
 }
 
 #[test]

@@ -19,6 +19,7 @@ pub mod list;
 pub mod server;
 pub mod set;
 pub mod sort;
+pub mod stream;
 pub mod string;
 pub mod tx;
 pub mod zset;
@@ -46,6 +47,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     bitmap::COMMANDS,
     hll::COMMANDS,
     geo::COMMANDS,
+    stream::COMMANDS,
 ];
 
 /// All top-level commands.
