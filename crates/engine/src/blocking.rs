@@ -165,14 +165,17 @@ pub fn serve_ready(shared: &Shared, ready: &mut Vec<(u32, Box<[u8]>)>) {
 /// can take.
 fn serve_key(shared: &Shared, id: u32, key: &[u8], ready: &mut Vec<(u32, Box<[u8]>)>) {
     let store = &shared.store;
-    // Bounded: every round serves or drops one waiter, or stops.
+    // Waiters that ran and keep waiting (a stream reader whose id is past
+    // what was added): the ones behind them are still tried.
+    let mut skip: Vec<Arc<Waiter>> = Vec::new();
+    // Bounded: every round serves, drops or skips one waiter, or stops.
     loop {
         let now = shared.clock.now_ms();
         let mut locks = Locks::new(store, now);
         if locks.acquire(&mut [id]).is_err() {
             return;
         }
-        let Some(w) = first_servable(&mut locks, id, key, now) else { return };
+        let Some(w) = first_servable(&mut locks, id, key, now, &skip) else { return };
         let argv: SmallVec<[&[u8]; 8]> = w.argv.iter().map(|a| &a[..]).collect();
         // Every stripe the command needs (BLMOVE's destination too).
         let mut ids: SmallVec<[u32; 8]> = SmallVec::new();
@@ -186,7 +189,7 @@ fn serve_key(shared: &Shared, id: u32, key: &[u8], ready: &mut Vec<(u32, Box<[u8
             if locks.acquire(&mut ids).is_err() {
                 return;
             }
-            match first_servable(&mut locks, id, key, now) {
+            match first_servable(&mut locks, id, key, now, &skip) {
                 Some(again) if Arc::ptr_eq(&again, &w) => {}
                 _ => continue,
             }
@@ -221,8 +224,10 @@ fn serve_key(shared: &Shared, id: u32, key: &[u8], ready: &mut Vec<(u32, Box<[u8
         sess.fx.finish_unit();
         if waiting {
             // It could not take what is there after all: it keeps waiting
-            // and so do the ones behind it, until the key changes again.
-            return;
+            // until the key changes again; the next one may still take it.
+            drop(state);
+            skip.push(w.clone());
+            continue;
         }
         *state = State::Served;
         w.handle.outbox.push(outbox::Kind::Reply, out.to_vec());
@@ -238,7 +243,13 @@ fn serve_key(shared: &Shared, id: u32, key: &[u8], ready: &mut Vec<(u32, Box<[u8
 /// The oldest waiting client on `key` that its current value can serve;
 /// clients that stopped waiting are dropped from the queue on the way.
 /// Looks without expiring: the served command itself meets the key.
-fn first_servable(locks: &mut Locks, id: u32, key: &[u8], now: i64) -> Option<Arc<Waiter>> {
+fn first_servable(
+    locks: &mut Locks,
+    id: u32,
+    key: &[u8],
+    now: i64,
+    skip: &[Arc<Waiter>],
+) -> Option<Arc<Waiter>> {
     let stripe = locks.stripe_id(id);
     let e = stripe.peek(key)?;
     if e.expire_at != store::NO_EXPIRE && e.expire_at <= now {
@@ -254,7 +265,7 @@ fn first_servable(locks: &mut Locks, id: u32, key: &[u8], now: i64) -> Option<Ar
         if !w.is_waiting() {
             return true;
         }
-        if w.wants == kind {
+        if w.wants == kind && !skip.iter().any(|s| Arc::ptr_eq(s, &w)) {
             found = Some(w);
         }
         false

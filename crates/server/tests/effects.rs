@@ -55,6 +55,7 @@ files! {
     bitmaps => "bitmaps.txt",
     hyperloglog => "hyperloglog.txt",
     geo => "geo.txt",
+    streams => "streams.txt",
 }
 
 #[test]

@@ -83,6 +83,8 @@ scenarios! {
     policies => "policies.txt",
     streams => "streams.txt",
     streams_trim => "streams_trim.txt",
+    streams_groups => "streams_groups.txt",
+    streams_blocking => "streams_blocking.txt",
 }
 
 #[test]

@@ -18,6 +18,9 @@ use crate::effects::Class;
 use crate::error::{CmdError, CmdResult};
 use crate::spec::{CommandSpec, Flags, Group, KeySpec};
 
+pub mod group;
+pub mod read;
+
 const W: Flags = Flags::WRITE;
 const WD: Flags = W.union(Flags::DENYOOM);
 const K1: KeySpec = KeySpec::range(1, 1, 1);
@@ -52,6 +55,11 @@ pub const COMMANDS: &[CommandSpec] = &[
         "An internal command for replicating stream values", xsetid)
         .since("5.0.0")
         .complexity("O(1)"),
+    read::XREAD,
+    read::XREADGROUP,
+    group::XACK,
+    group::XPENDING,
+    group::XGROUP,
 ];
 
 // ---- ids ------------------------------------------------------------------
