@@ -85,6 +85,7 @@ scenarios! {
     streams_trim => "streams_trim.txt",
     streams_groups => "streams_groups.txt",
     streams_blocking => "streams_blocking.txt",
+    streams_claim => "streams_claim.txt",
 }
 
 #[test]

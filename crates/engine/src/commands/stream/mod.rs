@@ -18,7 +18,9 @@ use crate::effects::Class;
 use crate::error::{CmdError, CmdResult};
 use crate::spec::{CommandSpec, Flags, Group, KeySpec};
 
+pub mod claim;
 pub mod group;
+pub mod info;
 pub mod read;
 
 const W: Flags = Flags::WRITE;
@@ -60,6 +62,9 @@ pub const COMMANDS: &[CommandSpec] = &[
     group::XACK,
     group::XPENDING,
     group::XGROUP,
+    claim::XCLAIM,
+    claim::XAUTOCLAIM,
+    info::XINFO,
 ];
 
 // ---- ids ------------------------------------------------------------------
