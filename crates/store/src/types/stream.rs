@@ -420,6 +420,49 @@ impl Stream {
         self.nodes.len()
     }
 
+    /// Nodes of a radix tree holding the node keys (16-byte big-endian
+    /// ids) in its compressed form, as Redis's rax builds it: the root,
+    /// every branch point, every key's end, and one compressed node per
+    /// unary run.
+    pub fn rax_nodes(&self) -> usize {
+        let keys: Vec<[u8; 16]> = self
+            .nodes
+            .keys()
+            .map(|k| {
+                let mut b = [0u8; 16];
+                b[..8].copy_from_slice(&k.ms.to_be_bytes());
+                b[8..].copy_from_slice(&k.seq.to_be_bytes());
+                b
+            })
+            .collect();
+        if keys.is_empty() {
+            return 1;
+        }
+        fn count(keys: &[[u8; 16]], d: usize) -> usize {
+            if d == 16 {
+                return 1;
+            }
+            let (first, last) = (&keys[0], &keys[keys.len() - 1]);
+            let mut l = 0;
+            while d + l < 16 && first[d + l] == last[d + l] {
+                l += 1;
+            }
+            if l > 0 {
+                return 1 + count(keys, d + l);
+            }
+            let mut n = 1;
+            let mut i = 0;
+            while i < keys.len() {
+                let c = keys[i][d];
+                let j = i + keys[i..].iter().take_while(|k| k[d] == c).count();
+                n += count(&keys[i..j], d + 1);
+                i = j;
+            }
+            n
+        }
+        count(&keys, 0)
+    }
+
     pub fn encoding(&self) -> &'static str {
         "stream"
     }

@@ -1,10 +1,9 @@
 //! XINFO STREAM [FULL [COUNT n]], XINFO GROUPS, XINFO CONSUMERS and HELP,
 //! with Redis 7.0's fields (maps in RESP3, flat arrays in RESP2).
 //!
-//! `radix-tree-nodes` counts Redis's radix-tree nodes, an artefact of its
-//! rax; Sluice reports the nodes a radix tree of the same keys would need
-//! at the least (one per key plus the root), which is not always Redis's
-//! figure.
+//! `radix-tree-nodes` counts the nodes of Redis's rax over the node keys;
+//! Sluice counts those of the same compressed radix tree
+//! ([`Stream::rax_nodes`]).
 
 use resp::ReplyBuf;
 use store::types::stream::{Group, Stream, StreamId, ENTRIES_READ_INVALID};
@@ -125,7 +124,7 @@ fn stream(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     out.bulk(b"radix-tree-keys");
     out.int(s.node_count() as i64);
     out.bulk(b"radix-tree-nodes");
-    out.int(s.node_count() as i64 + 1);
+    out.int(s.rax_nodes() as i64);
     out.bulk(b"last-generated-id");
     reply_id(out, s.last_id);
     out.bulk(b"max-deleted-entry-id");
