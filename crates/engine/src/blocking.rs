@@ -1,6 +1,6 @@
 //! Blocking: clients parked on keys until a write makes one ready. One
-//! mechanism for every kind of wait (BLPOP and the other blocking pops
-//! now; XREAD, XREADGROUP, GETJOB, WAIT later):
+//! mechanism for every kind of wait (BLPOP and the other blocking pops,
+//! XREAD and XREADGROUP now; GETJOB, WAIT later):
 //!
 //! 1. A blocking command runs with its keys' stripes locked. If it finds
 //!    nothing and its caller may wait ([`Ctx::may_block`]), it calls
@@ -17,7 +17,9 @@
 //!    command runs again through the dispatcher ([`dispatch::call`] with
 //!    [`Caller::Served`]) with its real table entry, limited to the ready
 //!    key, so its effects (a served `BLPOP` propagates as `LPOP`) and stats
-//!    are recorded like any command's. Its reply, in the client's
+//!    are recorded like any command's. A waiter whose run finds nothing
+//!    for it (a stream reader waiting past the id just added) keeps
+//!    waiting, and the ones queued behind it are still tried. Its reply, in the client's
 //!    protocol, goes to the client's [outbox](crate::outbox) and the
 //!    client's connection is woken to deliver it.
 //! 3. A waiter also ends by timeout, `CLIENT UNBLOCK`, or its connection

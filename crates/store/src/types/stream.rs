@@ -598,13 +598,11 @@ impl Stream {
     /// The first id of the first node, tombstones included (Redis's
     /// `streamGetEdgeID(s, 1, 0, …)`); `MAX` when there are no nodes.
     pub fn first_raw_id(&self) -> StreamId {
-        for (&master, node) in &self.nodes {
-            if let Some(r) = node.iter(master).next() {
-                return r.entry.id;
-            }
-            return StreamId::MAX;
-        }
-        StreamId::MAX
+        self.nodes
+            .iter()
+            .next()
+            .and_then(|(&master, node)| node.iter(master).next())
+            .map_or(StreamId::MAX, |r| r.entry.id)
     }
 
     /// Deletes the live entry `id`; whether it was there. A node left

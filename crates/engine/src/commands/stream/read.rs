@@ -103,7 +103,7 @@ fn read_with(cx: &mut Ctx, args: &mut Args, grouped: bool, out: &mut ReplyBuf) -
         } else if eq_ic(o, "STREAMS") && more > 0 {
             streams_arg = i + 1;
             let c = argv.len() - streams_arg;
-            if c % 2 != 0 {
+            if !c.is_multiple_of(2) {
                 // 7.0.15 says XREAD and '$' for XREADGROUP too.
                 return Err(msg("ERR Unbalanced XREAD list of streams: for each stream key an ID or '$' must be specified."));
             }
