@@ -508,11 +508,13 @@ fn xlen(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
 
 fn xdel(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let key = args.key()?;
-    let ids = args.rest().iter().map(|a| parse_strict_id(a)).collect::<Result<Vec<_>, _>>()?;
-    let Some(s) = write_stream(cx, key)? else {
+    // The key is looked up before the ids are parsed (as Redis's xdelCommand).
+    if write_stream(cx, key)?.is_none() {
         out.int(0);
         return Ok(());
-    };
+    }
+    let ids = args.rest().iter().map(|a| parse_strict_id(a)).collect::<Result<Vec<_>, _>>()?;
+    let s = write_stream(cx, key)?.expect("present");
     let mut deleted = 0u64;
     let mut first = false;
     for id in ids {

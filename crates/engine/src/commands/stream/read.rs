@@ -333,18 +333,7 @@ fn read_group(
         After::New => {
             let top = if served { s.last_id } else { s.edge_id(true).unwrap_or(StreamId::MIN) };
             if s.is_empty() && !served || top <= group_last {
-                // Nothing new: the consumer is still created and seen.
-                let g = s.group_mut(how.group).expect("checked");
-                let created = g.ensure_consumer(how.consumer, now);
-                g.consumers.get_mut(how.consumer).expect("there").seen_time = now;
-                if created {
-                    cx.changed(key, Class::STREAM, "xgroup-createconsumer", 1);
-                    if served && how.noack && propagating {
-                        let argv: [&[u8]; 5] =
-                            [b"XGROUP", b"CREATECONSUMER", key, how.group, how.consumer];
-                        cx.also_propagate(&argv);
-                    }
-                }
+                // Nothing new: Redis creates the consumer only when serving.
                 return Ok(false);
             }
             (false, group_last)
