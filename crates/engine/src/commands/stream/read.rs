@@ -430,7 +430,9 @@ fn read_group(
             cx.also_propagate(&argv);
         }
     }
-    cx.changed_silently(key, dirty);
+    // Serving a blocked reader dirties only by the consumer it creates
+    // (Redis's serveClientsBlockedOnStreamKey has no dirty++ of its own).
+    cx.changed_silently(key, if served { u64::from(created) } else { dirty });
     for p in &props {
         let refs: Vec<&[u8]> = p.iter().map(|a| &a[..]).collect();
         cx.also_propagate(&refs);
