@@ -80,6 +80,9 @@ pub struct Waiter {
     pub keys: Vec<Box<[u8]>>,
     /// The type of value that can serve it.
     pub wants: Kind,
+    /// Also run again when the key goes or changes type (XREADGROUP,
+    /// which then ends with an error, as Redis 7.0 does).
+    pub when_gone: bool,
     /// The command, run again when a key is ready.
     pub spec: &'static CommandSpec,
     pub argv: Vec<Box<[u8]>>,
@@ -115,6 +118,19 @@ pub fn parse_timeout(a: &[u8]) -> Result<i64, CmdError> {
 /// `wants`. The command writes no reply; the connection delivers one when
 /// the wait ends. Run again as a served waiter, the command keeps waiting.
 pub fn block(cx: &mut Ctx, argv: &[&[u8]], keys: &[&[u8]], wants: Kind, timeout_ms: i64) {
+    block_with(cx, argv, keys, wants, false, timeout_ms);
+}
+
+/// [`block`], and with `when_gone` the command also runs again when one
+/// of its keys is deleted or no longer holds a `wants` value.
+pub fn block_with(
+    cx: &mut Ctx,
+    argv: &[&[u8]],
+    keys: &[&[u8]],
+    wants: Kind,
+    when_gone: bool,
+    timeout_ms: i64,
+) {
     if cx.caller == Caller::Served {
         cx.still_waiting = true;
         return;
@@ -131,6 +147,7 @@ pub fn block(cx: &mut Ctx, argv: &[&[u8]], keys: &[&[u8]], wants: Kind, timeout_
         db: cx.db,
         keys: distinct,
         wants,
+        when_gone,
         spec: cx.spec,
         argv: argv.iter().map(|a| Box::<[u8]>::from(*a)).collect(),
         proto: if cx.sess.handle.resp.load(Ordering::Relaxed) == 3 {
@@ -253,11 +270,10 @@ fn first_servable(
     skip: &[Arc<Waiter>],
 ) -> Option<Arc<Waiter>> {
     let stripe = locks.stripe_id(id);
-    let e = stripe.peek(key)?;
-    if e.expire_at != store::NO_EXPIRE && e.expire_at <= now {
-        return None;
-    }
-    let kind = e.value.kind();
+    let kind = match stripe.peek(key) {
+        Some(e) if e.expire_at == store::NO_EXPIRE || e.expire_at > now => Some(e.value.kind()),
+        _ => None,
+    };
     let mut found = None;
     stripe.remove_waiters(key, |any| {
         if found.is_some() {
@@ -267,7 +283,8 @@ fn first_servable(
         if !w.is_waiting() {
             return true;
         }
-        if w.wants == kind && !skip.iter().any(|s| Arc::ptr_eq(s, &w)) {
+        let servable = Some(w.wants) == kind || w.when_gone;
+        if servable && !skip.iter().any(|s| Arc::ptr_eq(s, &w)) {
             found = Some(w);
         }
         false

@@ -141,8 +141,14 @@ fn read_with(cx: &mut Ctx, args: &mut Args, grouped: bool, out: &mut ReplyBuf) -
     // Resolve every id (and the groups) before serving anything.
     let served = cx.caller == Caller::Served;
     let mut ids: Vec<After> = Vec::with_capacity(n);
+    let only = cx.waited_keys(keys).first().copied().filter(|_| served);
     for (key, a) in keys.iter().zip(id_args) {
-        let s = super::read_stream(cx, key)?;
+        let s = match super::read_stream(cx, key) {
+            Ok(None) | Err(CmdError::WrongType) if served && grouped && only == Some(*key) => {
+                return Err(msg("UNBLOCKED the stream key no longer exists"));
+            }
+            r => r?,
+        };
         if let Some((g, _)) = group {
             if s.and_then(|s| s.group(g)).is_none() {
                 if served {
@@ -179,7 +185,6 @@ fn read_with(cx: &mut Ctx, args: &mut Args, grouped: bool, out: &mut ReplyBuf) -
     }
 
     // Serve what can be served now (only the ready key when served).
-    let only = cx.waited_keys(keys).first().copied().filter(|_| served);
     let mut body = ReplyBuf::new();
     body.proto = out.proto;
     let mut served_keys = 0usize;
@@ -208,7 +213,8 @@ fn read_with(cx: &mut Ctx, args: &mut Args, grouped: bool, out: &mut ReplyBuf) -
         if cx.may_block() {
             let wait = waiting_argv(argv, streams_arg, n, count, &ids);
             let refs: Vec<&[u8]> = wait.iter().map(|a| &a[..]).collect();
-            blocking::block(cx, &refs, keys, Kind::Stream, t);
+            // A group reader also ends when its key goes (with an error).
+            blocking::block_with(cx, &refs, keys, Kind::Stream, grouped, t);
             return Ok(());
         }
     }
