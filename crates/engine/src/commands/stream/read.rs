@@ -49,13 +49,28 @@ pub const XREADGROUP: CommandSpec = CommandSpec::new(
 .since("5.0.0")
 .complexity("For each stream mentioned: O(M) with M being the number of elements returned. If M is constant (e.g. always asking for the first 10 elements with COUNT), you can consider it O(1). On the other side when XREADGROUP blocks, XADD will pay the O(N) time in order to serve the N clients blocked on the stream getting new data.");
 
-/// Keys of XREAD/XREADGROUP: the first half of what follows STREAMS.
+/// Keys of XREAD/XREADGROUP: the first half of what follows STREAMS,
+/// found by walking the options as the handler does (a group or consumer
+/// named `STREAMS` is not the keyword).
 fn xread_keys<'a>(argv: &[&'a [u8]], db: usize, keys: &mut KeyList<'a>) {
-    let Some(p) = argv.iter().skip(1).position(|a| eq_ic(a, "STREAMS")) else { return };
-    let start = p + 2;
-    let n = (argv.len() - start) / 2;
-    for k in &argv[start..start + n] {
-        keys.push((db, k));
+    let mut i = 1;
+    while i < argv.len() {
+        let more = argv.len() - i - 1;
+        let o = argv[i];
+        if (eq_ic(o, "BLOCK") || eq_ic(o, "COUNT")) && more > 0 {
+            i += 2;
+        } else if eq_ic(o, "GROUP") && more >= 2 {
+            i += 3;
+        } else if eq_ic(o, "STREAMS") && more > 0 {
+            let start = i + 1;
+            let n = (argv.len() - start) / 2;
+            for k in &argv[start..start + n] {
+                keys.push((db, k));
+            }
+            return;
+        } else {
+            i += 1;
+        }
     }
 }
 
