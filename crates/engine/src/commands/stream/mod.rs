@@ -615,3 +615,48 @@ mod id_tests {
         assert_eq!(p("1-*"), None);
     }
 }
+
+#[cfg(test)]
+mod command_tests {
+    use crate::tests::Harness;
+
+    #[test]
+    fn xdel_on_a_missing_key_answers_zero_before_parsing_ids() {
+        let mut h = Harness::new();
+        assert_eq!(h.run(&["XDEL", "nokey", "(0-0"]), ":0\r\n");
+        h.run(&["XADD", "s", "1-0", "a", "1"]);
+        assert!(h.run(&["XDEL", "s", "(0-0"]).starts_with("-ERR Invalid stream ID"));
+    }
+
+    #[test]
+    fn xreadgroup_with_nothing_new_creates_no_consumer() {
+        let mut h = Harness::new();
+        h.run(&["XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"]);
+        assert_eq!(h.run(&["XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", ">"]), "*-1\r\n");
+        assert_eq!(h.run(&["XGROUP", "DELCONSUMER", "s", "g", "c"]), ":0\r\n");
+        h.run(&["XADD", "s", "1-0", "a", "1"]);
+        h.run(&["XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", ">"]);
+        assert_eq!(h.run(&["XGROUP", "DELCONSUMER", "s", "g", "c"]), ":1\r\n");
+    }
+
+    #[test]
+    fn xsetid_ignores_the_streams_own_max_deleted_id() {
+        let mut h = Harness::new();
+        h.run(&["XADD", "s", "5-0", "a", "1"]);
+        assert_eq!(h.run(&["XSETID", "s", "20-0", "MAXDELETEDID", "10-0"]), "+OK\r\n");
+        h.run(&["XDEL", "s", "5-0"]);
+        assert_eq!(h.run(&["XSETID", "s", "9-0"]), "+OK\r\n");
+    }
+
+    #[test]
+    fn approximate_trims_remove_whole_nodes_only() {
+        let mut h = Harness::new();
+        h.run(&["CONFIG", "SET", "stream-node-max-entries", "3"]);
+        for i in 1..=10 {
+            h.run(&["XADD", "s", &i.to_string(), "f", "v"]);
+        }
+        assert_eq!(h.run(&["XTRIM", "s", "MAXLEN", "~", "5"]), ":3\r\n");
+        assert_eq!(h.run(&["XLEN", "s"]), ":7\r\n");
+        assert_eq!(h.run(&["XTRIM", "s", "MAXLEN", "5"]), ":2\r\n");
+    }
+}
