@@ -238,11 +238,9 @@ fn finish(
 ) {
     cx.no_propagate();
     if created {
-        cx.changed(key, Class::STREAM, "xgroup-createconsumer", 1);
+        cx.changed_unwatched(key, Some((Class::STREAM, "xgroup-createconsumer")), 1, false);
     }
-    if dirty > 0 {
-        cx.changed_silently(key, dirty);
-    }
+    cx.changed_unwatched(key, None, dirty, false);
     if propagating {
         for p in props {
             let refs: Vec<&[u8]> = p.iter().map(|a| &a[..]).collect();

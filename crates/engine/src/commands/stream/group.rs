@@ -196,7 +196,7 @@ fn create(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         return Err(msg("BUSYGROUP Consumer Group name already exists"));
     }
     out.ok();
-    cx.changed(key, Class::STREAM, "xgroup-create", 1);
+    cx.changed_unwatched(key, Some((Class::STREAM, "xgroup-create")), 1, false);
     Ok(())
 }
 
@@ -228,7 +228,7 @@ fn setid(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     g.last_id = id;
     g.entries_read = entries_read;
     out.ok();
-    cx.changed(key, Class::STREAM, "xgroup-setid", 1);
+    cx.changed_unwatched(key, Some((Class::STREAM, "xgroup-setid")), 1, false);
     Ok(())
 }
 
@@ -240,7 +240,7 @@ fn destroy(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     if removed {
         out.int(1);
         // Readers blocked on the group are served -NOGROUP.
-        cx.changed(key, Class::STREAM, "xgroup-destroy", 1);
+        cx.changed_unwatched(key, Some((Class::STREAM, "xgroup-destroy")), 1, true);
     } else {
         out.int(0);
     }
@@ -256,7 +256,7 @@ fn createconsumer(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResul
     let created = s.group_mut(group).expect("present").ensure_consumer(consumer, now);
     out.int(i64::from(created));
     if created {
-        cx.changed(key, Class::STREAM, "xgroup-createconsumer", 1);
+        cx.changed_unwatched(key, Some((Class::STREAM, "xgroup-createconsumer")), 1, false);
     }
     Ok(())
 }
@@ -269,7 +269,7 @@ fn delconsumer(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let pending = s.group_mut(group).expect("present").delete_consumer(consumer);
     out.int(pending.unwrap_or(0) as i64);
     if pending.is_some() {
-        cx.changed(key, Class::STREAM, "xgroup-delconsumer", 1);
+        cx.changed_unwatched(key, Some((Class::STREAM, "xgroup-delconsumer")), 1, false);
     }
     Ok(())
 }
@@ -322,7 +322,7 @@ fn xack(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         }
     }
     if acked > 0 {
-        cx.changed_silently(key, acked);
+        cx.changed_unwatched(key, None, acked, false);
     }
     out.int(acked as i64);
     Ok(())

@@ -585,7 +585,8 @@ fn xsetid(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         s.max_deleted = max_xdel;
     }
     out.ok();
-    cx.changed(key, Class::STREAM, "xsetid", 1);
+    // 7.0.15 does not signal XSETID's key as modified (WATCH stays).
+    cx.changed_unwatched(key, Some((Class::STREAM, "xsetid")), 1, false);
     Ok(())
 }
 

@@ -445,7 +445,7 @@ fn read_group(
         dirty += 1;
     }
     if created {
-        cx.notify(Class::STREAM, "xgroup-createconsumer", key);
+        cx.changed_unwatched(key, Some((Class::STREAM, "xgroup-createconsumer")), 0, false);
         if how.noack && propagating {
             let argv: [&[u8]; 5] = [b"XGROUP", b"CREATECONSUMER", key, how.group, how.consumer];
             cx.also_propagate(&argv);
@@ -453,7 +453,7 @@ fn read_group(
     }
     // Serving a blocked reader dirties only by the consumer it creates
     // (Redis's serveClientsBlockedOnStreamKey has no dirty++ of its own).
-    cx.changed_silently(key, if served { u64::from(created) } else { dirty });
+    cx.changed_unwatched(key, None, if served { u64::from(created) } else { dirty }, false);
     for p in &props {
         let refs: Vec<&[u8]> = p.iter().map(|a| &a[..]).collect();
         cx.also_propagate(&refs);
