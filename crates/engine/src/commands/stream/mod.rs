@@ -1,6 +1,7 @@
 //! Stream commands: XADD, XRANGE/XREVRANGE, XLEN, XDEL, XTRIM, XSETID
-//! here; XREAD/XREADGROUP in [`read`], consumer groups in [`group`],
-//! XINFO in [`info`]. The value type is [`store::types::stream`].
+//! here; XREAD/XREADGROUP in [`read`], XGROUP/XACK/XPENDING in [`group`],
+//! XCLAIM/XAUTOCLAIM in [`claim`], XINFO in [`info`]. The value type is
+//! [`store::types::stream`].
 //!
 //! Argument parsing, error texts and their order follow Redis 7.0's
 //! `t_stream.c`: options are parsed before the key is looked up, ids with
