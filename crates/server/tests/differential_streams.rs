@@ -7,8 +7,10 @@
 //! Ids are always given (`<ms>`, `<ms>-<seq>`, `<ms>-*`) so both sides
 //! generate the same ones; nothing that reports idle or delivery times is
 //! compared. Each case starts from FLUSHALL with a random
-//! `stream-node-max-entries`, so node boundaries (and therefore `~`
-//! trims and XINFO's radix-tree counts) are exercised.
+//! `stream-node-max-entries` and `stream-node-max-bytes`, so node
+//! boundaries (and therefore `~` trims and XINFO's radix-tree counts) are
+//! exercised, the byte limit with values Redis's listpack stores as
+//! integers or as strings of different sizes.
 //! `PROPTEST_CASES` overrides the number of cases.
 
 use std::path::Path;
@@ -90,7 +92,20 @@ fn one(x: String) -> Vec<String> {
 }
 
 fn op() -> impl Strategy<Value = Op> {
-    let pairs = prop::collection::vec(pick(&["a 1", "b 2", "a 3", "c x y z", "a 1 b 2"]), 1..2);
+    let pairs = prop::collection::vec(
+        pick(&[
+            "a 1",
+            "b 2",
+            "a 3",
+            "c x y z",
+            "a 1 b 2",
+            "a -70000",
+            "a 123456789012",
+            "b 4095 c -4097",
+            "long xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
+        ]),
+        1..2,
+    );
     prop_oneof![
         8 => (key(), prop::option::of(trim()), add_id(), pairs).prop_map(|(k, t, id, p)| {
             cmd(vec![s("XADD"), one(k), t.unwrap_or_default(), one(id), words(&p.join(" "))])
@@ -157,17 +172,17 @@ fn random_stream_sequences_match_redis() {
         ..Config::default()
     });
     let pair = std::cell::RefCell::new(connect());
-    let strategy = (2u64..7, prop::collection::vec(op(), 1..60));
-    let result = runner.run(&strategy, |(node_entries, ops)| {
+    let node_bytes = pick(&["0", "60", "150", "4096"]);
+    let strategy = (2u64..7, node_bytes, prop::collection::vec(op(), 1..60));
+    let result = runner.run(&strategy, |(node_entries, node_bytes, ops)| {
         let mut p = pair.borrow_mut();
+        let config = |name: &str, v: String| -> Vec<String> {
+            vec!["CONFIG".into(), "SET".into(), name.into(), v]
+        };
         let setup = [
             s("FLUSHALL"),
-            vec![
-                "CONFIG".into(),
-                "SET".into(),
-                "stream-node-max-entries".into(),
-                node_entries.to_string(),
-            ],
+            config("stream-node-max-entries", node_entries.to_string()),
+            config("stream-node-max-bytes", node_bytes),
         ];
         for r in &setup {
             if p.both(r).is_err() {
