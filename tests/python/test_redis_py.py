@@ -255,6 +255,52 @@ def test_blocking_pops_are_woken_by_another_client(r, server):
     r.delete("py:dst")
 
 
+
+def test_streams_and_consumer_groups(r, server):
+    import threading
+
+    r.delete("py:s")
+    assert r.xadd("py:s", {"a": "1"}, id="1-1") == b"1-1"
+    new_id = r.xadd("py:s", {"a": "2", "b": "3"})
+    assert r.xlen("py:s") == 2
+    assert r.xrange("py:s") == [
+        (b"1-1", {b"a": b"1"}),
+        (new_id, {b"a": b"2", b"b": b"3"}),
+    ]
+    assert r.xrevrange("py:s", count=1)[0][0] == new_id
+    assert r.xgroup_create("py:s", "g", id="0") is True
+    got = r.xreadgroup("g", "alice", {"py:s": ">"}, count=1)
+    # redis-py 8 speaks RESP3: XREADGROUP answers a map of key to entries.
+    entries = got[b"py:s"][0] if isinstance(got, dict) else got[0][1]
+    assert entries == [(b"1-1", {b"a": b"1"})]
+    pending = r.xpending("py:s", "g")
+    assert pending["pending"] == 1
+    assert r.xack("py:s", "g", "1-1") == 1
+    claimed = r.xautoclaim("py:s", "g", "bob", 0, "0-0")
+    assert claimed[1] == []
+    assert r.xinfo_groups("py:s")[0]["name"] == b"g"
+    assert r.xtrim("py:s", maxlen=1, approximate=True) == 0  # no whole node to drop
+    assert r.xtrim("py:s", maxlen=1, approximate=False) == 1
+    assert r.xdel("py:s", new_id) == 1
+    # A blocked XREAD is woken by another client's XADD.
+    got = {}
+
+    def reader():
+        c = redis.Redis(host="127.0.0.1", port=server, socket_timeout=10)
+        got["r"] = c.xread({"py:s": "$"}, block=5000)
+        c.close()
+
+    t = threading.Thread(target=reader)
+    t.start()
+    time.sleep(0.2)
+    woke_id = r.xadd("py:s", {"woke": "yes"})
+    t.join(10)
+    res = got["r"]
+    entries = res[b"py:s"][0] if isinstance(res, dict) else res[0][1]
+    assert entries == [(woke_id, {b"woke": b"yes"})]
+    assert r.xread({"py:s": "$"}, block=50) in (None, {}, [])
+    r.delete("py:s")
+
 # ---- many clients, mixed commands ------------------------------------------
 
 _CHAOS_KEYS = [f"chaos:{i}" for i in range(8)] + ["{chaos}a", "{chaos}b"]

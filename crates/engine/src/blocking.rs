@@ -1,6 +1,6 @@
 //! Blocking: clients parked on keys until a write makes one ready. One
-//! mechanism for every kind of wait (BLPOP and the other blocking pops
-//! now; XREAD, XREADGROUP, GETJOB, WAIT later):
+//! mechanism for every kind of wait (BLPOP and the other blocking pops,
+//! XREAD and XREADGROUP now; GETJOB, WAIT later):
 //!
 //! 1. A blocking command runs with its keys' stripes locked. If it finds
 //!    nothing and its caller may wait ([`Ctx::may_block`]), it calls
@@ -17,7 +17,9 @@
 //!    command runs again through the dispatcher ([`dispatch::call`] with
 //!    [`Caller::Served`]) with its real table entry, limited to the ready
 //!    key, so its effects (a served `BLPOP` propagates as `LPOP`) and stats
-//!    are recorded like any command's. Its reply, in the client's
+//!    are recorded like any command's. A waiter whose run finds nothing
+//!    for it (a stream reader waiting past the id just added) keeps
+//!    waiting, and the ones queued behind it are still tried. Its reply, in the client's
 //!    protocol, goes to the client's [outbox](crate::outbox) and the
 //!    client's connection is woken to deliver it.
 //! 3. A waiter also ends by timeout, `CLIENT UNBLOCK`, or its connection
@@ -78,6 +80,9 @@ pub struct Waiter {
     pub keys: Vec<Box<[u8]>>,
     /// The type of value that can serve it.
     pub wants: Kind,
+    /// Also run again when the key goes or changes type (XREADGROUP,
+    /// which then ends with an error, as Redis 7.0 does).
+    pub when_gone: bool,
     /// The command, run again when a key is ready.
     pub spec: &'static CommandSpec,
     pub argv: Vec<Box<[u8]>>,
@@ -113,6 +118,19 @@ pub fn parse_timeout(a: &[u8]) -> Result<i64, CmdError> {
 /// `wants`. The command writes no reply; the connection delivers one when
 /// the wait ends. Run again as a served waiter, the command keeps waiting.
 pub fn block(cx: &mut Ctx, argv: &[&[u8]], keys: &[&[u8]], wants: Kind, timeout_ms: i64) {
+    block_with(cx, argv, keys, wants, false, timeout_ms);
+}
+
+/// [`block`], and with `when_gone` the command also runs again when one
+/// of its keys is deleted or no longer holds a `wants` value.
+pub fn block_with(
+    cx: &mut Ctx,
+    argv: &[&[u8]],
+    keys: &[&[u8]],
+    wants: Kind,
+    when_gone: bool,
+    timeout_ms: i64,
+) {
     if cx.caller == Caller::Served {
         cx.still_waiting = true;
         return;
@@ -129,6 +147,7 @@ pub fn block(cx: &mut Ctx, argv: &[&[u8]], keys: &[&[u8]], wants: Kind, timeout_
         db: cx.db,
         keys: distinct,
         wants,
+        when_gone,
         spec: cx.spec,
         argv: argv.iter().map(|a| Box::<[u8]>::from(*a)).collect(),
         proto: if cx.sess.handle.resp.load(Ordering::Relaxed) == 3 {
@@ -165,14 +184,17 @@ pub fn serve_ready(shared: &Shared, ready: &mut Vec<(u32, Box<[u8]>)>) {
 /// can take.
 fn serve_key(shared: &Shared, id: u32, key: &[u8], ready: &mut Vec<(u32, Box<[u8]>)>) {
     let store = &shared.store;
-    // Bounded: every round serves or drops one waiter, or stops.
+    // Waiters that ran and keep waiting (a stream reader whose id is past
+    // what was added): the ones behind them are still tried.
+    let mut skip: Vec<Arc<Waiter>> = Vec::new();
+    // Bounded: every round serves, drops or skips one waiter, or stops.
     loop {
         let now = shared.clock.now_ms();
         let mut locks = Locks::new(store, now);
         if locks.acquire(&mut [id]).is_err() {
             return;
         }
-        let Some(w) = first_servable(&mut locks, id, key, now) else { return };
+        let Some(w) = first_servable(&mut locks, id, key, now, &skip) else { return };
         let argv: SmallVec<[&[u8]; 8]> = w.argv.iter().map(|a| &a[..]).collect();
         // Every stripe the command needs (BLMOVE's destination too).
         let mut ids: SmallVec<[u32; 8]> = SmallVec::new();
@@ -186,7 +208,7 @@ fn serve_key(shared: &Shared, id: u32, key: &[u8], ready: &mut Vec<(u32, Box<[u8
             if locks.acquire(&mut ids).is_err() {
                 return;
             }
-            match first_servable(&mut locks, id, key, now) {
+            match first_servable(&mut locks, id, key, now, &skip) {
                 Some(again) if Arc::ptr_eq(&again, &w) => {}
                 _ => continue,
             }
@@ -223,8 +245,10 @@ fn serve_key(shared: &Shared, id: u32, key: &[u8], ready: &mut Vec<(u32, Box<[u8
         sess.fx.finish_unit();
         if waiting {
             // It could not take what is there after all: it keeps waiting
-            // and so do the ones behind it, until the key changes again.
-            return;
+            // until the key changes again; the next one may still take it.
+            drop(state);
+            skip.push(w.clone());
+            continue;
         }
         *state = State::Served;
         w.handle.outbox.push(outbox::Kind::Reply, out.to_vec());
@@ -240,13 +264,18 @@ fn serve_key(shared: &Shared, id: u32, key: &[u8], ready: &mut Vec<(u32, Box<[u8
 /// The oldest waiting client on `key` that its current value can serve;
 /// clients that stopped waiting are dropped from the queue on the way.
 /// Looks without expiring: the served command itself meets the key.
-fn first_servable(locks: &mut Locks, id: u32, key: &[u8], now: i64) -> Option<Arc<Waiter>> {
+fn first_servable(
+    locks: &mut Locks,
+    id: u32,
+    key: &[u8],
+    now: i64,
+    skip: &[Arc<Waiter>],
+) -> Option<Arc<Waiter>> {
     let stripe = locks.stripe_id(id);
-    let e = stripe.peek(key)?;
-    if e.expire_at != store::NO_EXPIRE && e.expire_at <= now {
-        return None;
-    }
-    let kind = e.value.kind();
+    let kind = match stripe.peek(key) {
+        Some(e) if e.expire_at == store::NO_EXPIRE || e.expire_at > now => Some(e.value.kind()),
+        _ => None,
+    };
     let mut found = None;
     stripe.remove_waiters(key, |any| {
         if found.is_some() {
@@ -256,7 +285,8 @@ fn first_servable(locks: &mut Locks, id: u32, key: &[u8], now: i64) -> Option<Ar
         if !w.is_waiting() {
             return true;
         }
-        if w.wants == kind {
+        let servable = Some(w.wants) == kind || w.when_gone;
+        if servable && !skip.iter().any(|s| Arc::ptr_eq(s, &w)) {
             found = Some(w);
         }
         false

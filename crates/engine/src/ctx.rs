@@ -185,6 +185,29 @@ impl Ctx<'_, '_> {
         fx.key(db, key);
     }
 
+    /// Records a change Redis makes without `signalModifiedKey` (a stream's
+    /// consumer-group state: XGROUP, XREADGROUP, XACK, XCLAIM, and XSETID):
+    /// the dirty count and the event, while WATCH and tracking are left
+    /// alone. `ready` still wakes the key's blocked clients (XGROUP
+    /// DESTROY, for its group's readers).
+    pub fn changed_unwatched(
+        &mut self,
+        key: &[u8],
+        event: Option<(Class, &'static str)>,
+        dirty: u64,
+        ready: bool,
+    ) {
+        let db = self.db;
+        if ready {
+            self.keys.stripe(db, key).readied(key);
+        }
+        let fx = &mut self.sess.fx;
+        fx.add_dirty(dirty);
+        if let Some((class, name)) = event {
+            fx.event(class, name, db, key);
+        }
+    }
+
     /// Records a further keyspace event for a key already reported
     /// changed (`del` after a pop emptied a list, `new`, `rename_to` …).
     #[inline]

@@ -408,3 +408,138 @@ fn sorted_set_blocking_pops() {
          A: BZMPOP 0.05 1 z2 MIN COUNT 3",
     );
 }
+
+#[test]
+fn stream_readers_across_threads() {
+    check(
+        "Z: XADD s 1-0 a 1
+         A> XREAD BLOCK 0 STREAMS s $
+         B> XREAD COUNT 1 BLOCK 0 STREAMS s 5-0
+         C> XREAD BLOCK 0 STREAMS s 0-5
+         Z: XADD s 2-0 b 2
+         A<
+         C<
+         B? 50
+         Z: XADD s 6-0 c 3
+         B<
+         A> XREAD BLOCK 40 STREAMS s $
+         A<
+         A> XREAD BLOCK 0 STREAMS s $
+         Z_ CLIENT UNBLOCK @A
+         A<
+         A> XREAD BLOCK 0 STREAMS s $
+         Z_ CLIENT UNBLOCK @A ERROR
+         A<
+         A% blocked_clients
+         A> XREAD BLOCK 0 STREAMS s $
+         A!
+         Z% blocked_clients
+         Z: XADD s 7-0 d 4",
+    );
+}
+
+#[test]
+fn stream_group_readers_across_threads() {
+    check(
+        "Z: XGROUP CREATE s g $ MKSTREAM
+         A> XREADGROUP GROUP g alice COUNT 1 BLOCK 0 STREAMS s >
+         B> XREADGROUP GROUP g bob BLOCK 0 STREAMS s >
+         Z: XADD s 1-0 a 1 
+         A<
+         B? 50
+         Z: MULTI
+         Z: XADD s 2-0 a 2
+         Z: XADD s 3-0 a 3
+         Z: EXEC
+         B<
+         Z: XPENDING s g
+         A> XREADGROUP GROUP g alice BLOCK 0 STREAMS s >
+         Z: XGROUP DESTROY s g
+         A<
+         Z: XGROUP CREATE s g $
+         A> XREADGROUP GROUP g alice BLOCK 0 STREAMS s >
+         Z: DEL s
+         A<
+         Z: MULTI
+         Z: XREADGROUP GROUP g alice BLOCK 0 STREAMS s >
+         Z: EXEC",
+    );
+}
+
+/// Consumer-group readers blocked across both threads, several producers:
+/// every entry is delivered to exactly one consumer and acknowledged.
+#[test]
+fn concurrent_stream_producers_and_group_readers_lose_nothing() {
+    let sluice = TestServer::start_bin(Path::new(env!("CARGO_BIN_EXE_sluice-server")));
+    let port = sluice.port();
+    const PRODUCERS: usize = 3;
+    const PER_PRODUCER: usize = 1_000;
+    const CONSUMERS: usize = 5;
+    let mut c = Client::connect(port).unwrap();
+    c.cmd(&["XGROUP", "CREATE", "js", "g", "$", "MKSTREAM"]).unwrap();
+    let consumers: Vec<_> = (0..CONSUMERS)
+        .map(|i| {
+            std::thread::spawn(move || {
+                let mut c = Client::connect(port).unwrap();
+                let name = format!("c{i}");
+                let mut got = Vec::new();
+                loop {
+                    let r = c
+                        .cmd(&[
+                            "XREADGROUP",
+                            "GROUP",
+                            "g",
+                            &name,
+                            "COUNT",
+                            "7",
+                            "BLOCK",
+                            "1000",
+                            "STREAMS",
+                            "js",
+                            ">",
+                        ])
+                        .unwrap();
+                    if r == b"*-1\r\n" {
+                        break;
+                    }
+                    let text = String::from_utf8(r).unwrap();
+                    let ids: Vec<String> = text
+                        .split("\r\n")
+                        .filter(|w| w.contains('-') && w.chars().next().unwrap().is_ascii_digit())
+                        .map(String::from)
+                        .collect();
+                    let mut ack = vec!["XACK".to_string(), "js".into(), "g".into()];
+                    ack.extend(ids.iter().cloned());
+                    let n = c.cmd(&ack).unwrap();
+                    assert_eq!(n, format!(":{}\r\n", ids.len()).into_bytes());
+                    got.extend(ids);
+                }
+                got
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(100));
+    let producers: Vec<_> = (0..PRODUCERS)
+        .map(|p| {
+            std::thread::spawn(move || {
+                let mut c = Client::connect(port).unwrap();
+                for j in 0..PER_PRODUCER {
+                    c.cmd(&["XADD", "js", "*", "p", &p.to_string(), "j", &j.to_string()]).unwrap();
+                }
+            })
+        })
+        .collect();
+    for p in producers {
+        p.join().unwrap();
+    }
+    let mut seen = std::collections::HashSet::new();
+    for c in consumers {
+        for id in c.join().unwrap() {
+            assert!(seen.insert(id.clone()), "{id} delivered twice");
+        }
+    }
+    assert_eq!(seen.len(), PRODUCERS * PER_PRODUCER, "entries lost");
+    assert_eq!(c.cmd(&["XPENDING", "js", "g"]).unwrap(), b"*4\r\n:0\r\n$-1\r\n$-1\r\n*-1\r\n");
+    let info = String::from_utf8(c.cmd(&["INFO", "clients"]).unwrap()).unwrap();
+    assert!(info.contains("blocked_clients:0\r\n"), "{info}");
+}

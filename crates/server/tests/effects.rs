@@ -57,6 +57,7 @@ files! {
     geo => "geo.txt",
     restore => "restore.txt",
     scripting => "scripting.txt",
+    streams => "streams.txt",
 }
 
 #[test]

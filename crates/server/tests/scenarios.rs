@@ -90,6 +90,11 @@ scenarios! {
     scripting_function_dump => "scripting_function_dump.txt",
     pubsub => "pubsub.txt",
     tracking => "tracking.txt",
+    streams => "streams.txt",
+    streams_trim => "streams_trim.txt",
+    streams_groups => "streams_groups.txt",
+    streams_blocking => "streams_blocking.txt",
+    streams_claim => "streams_claim.txt",
 }
 
 #[test]

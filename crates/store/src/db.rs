@@ -150,6 +150,12 @@ impl Stripe {
     #[inline]
     pub fn modified(&mut self, key: &[u8]) {
         self.touch(key);
+        self.readied(key);
+    }
+
+    /// Makes `key` ready for its blocked clients without marking its
+    /// watchers (a change Redis signals as ready but not as modified).
+    pub fn readied(&mut self, key: &[u8]) {
         if self.waiters.is_some() {
             self.signal_ready(key);
         }

@@ -1,7 +1,7 @@
 //! Values and their compact encodings.
 
 use crate::bytes::SmallBytes;
-use crate::types::{Hash, List, Set, ZSet};
+use crate::types::{Hash, List, Set, Stream, ZSet};
 
 /// Longest string stored in the `embstr` encoding (Redis's
 /// `OBJ_ENCODING_EMBSTR_SIZE_LIMIT`).
@@ -26,6 +26,7 @@ pub enum Value {
     Hash(Box<Hash>),
     Set(Box<Set>),
     ZSet(Box<ZSet>),
+    Stream(Box<Stream>),
 }
 
 /// The type names `TYPE` reports.
@@ -81,6 +82,7 @@ impl Value {
             Value::Hash(_) => Kind::Hash,
             Value::Set(_) => Kind::Set,
             Value::ZSet(_) => Kind::ZSet,
+            Value::Stream(_) => Kind::Stream,
         }
     }
 
@@ -98,6 +100,7 @@ impl Value {
             Value::Hash(h) => h.encoding(),
             Value::Set(s) => s.encoding(),
             Value::ZSet(z) => z.encoding(),
+            Value::Stream(s) => s.encoding(),
         }
     }
 
@@ -156,6 +159,7 @@ impl Value {
             Value::Hash(h) => h.heap_size(),
             Value::Set(s) => s.heap_size(),
             Value::ZSet(z) => z.heap_size(),
+            Value::Stream(s) => s.heap_size(),
         }
     }
 }

@@ -382,7 +382,7 @@ fn serialized_len(v: &Value) -> usize {
         Value::Emb(b) => string_len(b),
         Value::Raw(b) => string_len(b),
         // Aggregates get their RDB sizes with the RDB codec (persistence).
-        Value::List(_) | Value::Hash(_) | Value::Set(_) | Value::ZSet(_) => 0,
+        Value::List(_) | Value::Hash(_) | Value::Set(_) | Value::ZSet(_) | Value::Stream(_) => 0,
     }
 }
 

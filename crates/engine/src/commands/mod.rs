@@ -22,6 +22,7 @@ pub mod pubsub;
 pub mod server;
 pub mod set;
 pub mod sort;
+pub mod stream;
 pub mod string;
 pub mod tx;
 pub mod zset;
@@ -54,6 +55,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     persist::COMMANDS,
     crate::script::COMMANDS,
     crate::script::function::COMMANDS,
+    stream::COMMANDS,
 ];
 
 /// All top-level commands.

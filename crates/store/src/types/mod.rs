@@ -3,9 +3,11 @@
 pub mod hash;
 pub mod list;
 pub mod set;
+pub mod stream;
 pub mod zset;
 
 pub use hash::Hash;
 pub use list::{End as ListEnd, List};
 pub use set::Set;
+pub use stream::{Stream, StreamId};
 pub use zset::ZSet;
