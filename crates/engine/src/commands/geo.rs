@@ -199,32 +199,33 @@ fn align52(h: Hash) -> u64 {
     h.bits << (52 - h.step * 2)
 }
 
-fn move_x(h: &mut Hash, d: i8) {
-    let mut x = h.bits & 0xaaaa_aaaa_aaaa_aaaa;
-    let y = h.bits & 0x5555_5555_5555_5555;
-    let zz = 0x5555_5555_5555_5555u64 >> (64 - h.step * 2);
+const ODD: u64 = 0xaaaa_aaaa_aaaa_aaaa;
+const EVEN: u64 = 0x5555_5555_5555_5555;
+
+/// Redis's `geohash_move_x` (`moving` = the odd, longitude bits) and
+/// `geohash_move_y` (the even, latitude bits): one box east/west or
+/// north/south, wrapping around.
+fn step_bits(h: &mut Hash, d: i8, moving: u64) {
+    let other = !moving;
+    let mut v = h.bits & moving;
+    let keep = h.bits & other;
+    let zz = other >> (64 - h.step * 2);
     if d > 0 {
-        x = x.wrapping_add(zz + 1);
+        v = v.wrapping_add(zz + 1);
     } else {
-        x |= zz;
-        x = x.wrapping_sub(zz + 1);
+        v |= zz;
+        v = v.wrapping_sub(zz + 1);
     }
-    x &= 0xaaaa_aaaa_aaaa_aaaau64 >> (64 - h.step * 2);
-    h.bits = x | y;
+    v &= moving >> (64 - h.step * 2);
+    h.bits = v | keep;
+}
+
+fn move_x(h: &mut Hash, d: i8) {
+    step_bits(h, d, ODD);
 }
 
 fn move_y(h: &mut Hash, d: i8) {
-    let x = h.bits & 0xaaaa_aaaa_aaaa_aaaa;
-    let mut y = h.bits & 0x5555_5555_5555_5555;
-    let zz = 0xaaaa_aaaa_aaaa_aaaau64 >> (64 - h.step * 2);
-    if d > 0 {
-        y = y.wrapping_add(zz + 1);
-    } else {
-        y |= zz;
-        y = y.wrapping_sub(zz + 1);
-    }
-    y &= 0x5555_5555_5555_5555u64 >> (64 - h.step * 2);
-    h.bits = x | y;
+    step_bits(h, d, EVEN);
 }
 
 /// The centre box and its neighbours in Redis's search order: centre,
