@@ -9,6 +9,7 @@ pub mod crc64;
 pub mod file;
 pub mod lzf;
 pub mod packed;
+pub mod stream;
 pub mod value;
 
 pub use value::{dump, restore, Error, Limits, PayloadError, RDB_VERSION};

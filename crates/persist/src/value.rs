@@ -32,6 +32,9 @@ pub mod ty {
     pub const HASH_LISTPACK: u8 = 16;
     pub const ZSET_LISTPACK: u8 = 17;
     pub const LIST_QUICKLIST_2: u8 = 18;
+    pub const STREAM_LISTPACKS: u8 = crate::stream::STREAM_LISTPACKS;
+    pub const STREAM_LISTPACKS_2: u8 = crate::stream::STREAM_LISTPACKS_2;
+    pub const STREAM_LISTPACKS_3: u8 = crate::stream::STREAM_LISTPACKS_3;
 }
 
 const ENC_INT8: u64 = 0;
@@ -154,11 +157,7 @@ pub fn write_int(out: &mut Vec<u8>, v: i64) {
 /// The type byte Redis 7.0 writes for `v`'s encoding.
 pub fn value_type(v: &Value) -> u8 {
     match v {
-        // Not written yet: callers refuse streams before they get here
-        // (a save fails, DUMP answers an error); type 15 (Redis's
-        // RDB_TYPE_STREAM_LISTPACKS) keeps a stray value from loading as
-        // something else.
-        Value::Stream(_) => 15,
+        Value::Stream(_) => ty::STREAM_LISTPACKS_2,
         Value::Int(_) | Value::Emb(_) | Value::Raw(_) => ty::STRING,
         Value::List(_) => ty::LIST_QUICKLIST_2,
         Value::Set(s) => match **s {
@@ -242,7 +241,7 @@ fn list_nodes(l: &List) -> Vec<Vec<u8>> {
 /// Appends `v` in RDB form (without its type byte).
 pub fn write_value(out: &mut Vec<u8>, v: &Value, compress: bool) {
     match v {
-        Value::Stream(_) => {}
+        Value::Stream(st) => crate::stream::write_stream(out, st, compress),
         Value::Int(i) => write_int(out, *i),
         Value::Emb(b) => write_string(out, b, compress),
         Value::Raw(b) => write_string(out, b, compress),
@@ -585,6 +584,9 @@ pub fn read_value(r: &mut Reader<'_>, t: u8, lim: &Limits) -> Result<Value, Erro
                 }
             }
             Value::Hash(Box::new(h))
+        }
+        ty::STREAM_LISTPACKS | ty::STREAM_LISTPACKS_2 | ty::STREAM_LISTPACKS_3 => {
+            Value::Stream(Box::new(crate::stream::read_stream(r, t)?))
         }
         _ => return Err(bad("unknown or unsupported value type")),
     };

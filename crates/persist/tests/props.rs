@@ -8,6 +8,7 @@ use persist::{Limits, PayloadError};
 use proptest::prelude::*;
 use store::types::list::List;
 use store::types::set::Set;
+use store::types::stream::{Nack, Stream, StreamId};
 use store::types::zset::ZSet;
 use store::types::Hash;
 use store::Value;
@@ -20,9 +21,63 @@ fn bytes() -> impl Strategy<Value = Vec<u8>> {
     ]
 }
 
+/// A stream of several nodes (ids whose seq may fall below the master's),
+/// tombstones, and groups with pending entries owned by consumers.
+fn stream() -> impl Strategy<Value = Value> {
+    type Spec = (Vec<(Vec<u8>, Vec<u8>)>, bool, u64);
+    let entry = (proptest::collection::vec((bytes(), bytes()), 1..4), any::<bool>(), 0u64..3);
+    (
+        proptest::collection::vec(entry, 1..250),
+        1u64..40,
+        proptest::collection::vec((any::<prop::sample::Index>(), any::<bool>()), 0..4),
+    )
+        .prop_map(|(entries, max_entries, groups): (Vec<Spec>, u64, _)| {
+            let mut s = Stream::new();
+            let mut id = StreamId::new(1, 5);
+            let mut ids = Vec::new();
+            for (i, (pairs, _, dms)) in entries.iter().enumerate() {
+                id = if *dms == 0 {
+                    StreamId::new(id.ms, id.seq + 1)
+                } else {
+                    StreamId::new(id.ms + dms, (i % 3) as u64)
+                };
+                let flat: Vec<&[u8]> = pairs.iter().flat_map(|(f, v)| [&f[..], &v[..]]).collect();
+                s.append(id, &flat, 4096, max_entries);
+                ids.push(id);
+            }
+            for (i, (_, del, _)) in entries.iter().enumerate() {
+                if *del && s.delete(ids[i]) {
+                    s.max_deleted = s.max_deleted.max(ids[i]);
+                }
+            }
+            s.refresh_first_id();
+            for (k, (at, invalid)) in groups.iter().enumerate() {
+                let upto = at.index(ids.len());
+                let name = format!("g{k}");
+                let read = if *invalid { -1 } else { upto as i64 };
+                s.create_group(name.as_bytes(), ids[upto], read);
+                let g = s.group_mut(name.as_bytes()).unwrap();
+                for (j, pid) in ids[..=upto].iter().enumerate().step_by(k + 1) {
+                    let c: &[u8] = if j % 2 == 0 { b"alice" } else { b"bob" };
+                    g.ensure_consumer(c, 1_700_000_000_000 + j as i64);
+                    let nack = Nack {
+                        delivery_time: j as i64,
+                        delivery_count: 1 + j as u64,
+                        consumer: c.into(),
+                    };
+                    g.pel.insert(*pid, nack);
+                    g.consumers.get_mut(c).unwrap().pel.insert(*pid);
+                }
+                g.ensure_consumer(b"idle", -5);
+            }
+            Value::Stream(Box::new(s))
+        })
+}
+
 fn value() -> impl Strategy<Value = Value> {
     let lim = Limits::default();
     prop_oneof![
+        stream(),
         bytes().prop_map(|b| Value::from_arg(&b)),
         proptest::collection::vec(bytes(), 1..200).prop_map(move |v| {
             let mut l = List::new(lim.list_fill);

@@ -124,7 +124,6 @@ fn begin(sh: &Shared) -> Started {
         drained: Condvar::new(),
         saver: OnceLock::new(),
         done: AtomicBool::new(false),
-        skipped_streams: AtomicBool::new(false),
     });
     let sizes = sh.store.begin_snapshot(cap.clone());
     Started { cap, sizes, cfg }
@@ -155,9 +154,6 @@ struct Capture {
     /// The saving thread: it never waits for itself.
     saver: OnceLock<std::thread::ThreadId>,
     done: AtomicBool,
-    /// A stream key was met: the RDB codec cannot write streams yet, so
-    /// the save fails (the previous file stays) rather than leave them out.
-    skipped_streams: AtomicBool,
 }
 
 /// Default bound of captured-but-unwritten bytes (the environment
@@ -172,10 +168,6 @@ impl SnapshotHook for Capture {
         let mut bytes = Vec::new();
         let mut keys = 0;
         for (k, e) in stripe.iter() {
-            if matches!(e.value, Value::Stream(_)) {
-                self.skipped_streams.store(true, Ordering::Relaxed);
-                continue;
-            }
             let idle = self.lru_clock.map(|c| u64::from(c.saturating_sub(e.lru)));
             file::encode_key(&mut bytes, k, &e.value, e.expire_at, idle, self.compress);
             keys += 1;
@@ -266,9 +258,6 @@ fn write_file(sh: &Shared, started: Started, tmp: &PathBuf) -> io::Result<()> {
     cap.drained.notify_all();
     store.end_snapshot();
     result?;
-    if cap.skipped_streams.load(Ordering::Relaxed) {
-        return Err(io::Error::other("streams cannot be written to RDB files yet"));
-    }
     let bw = w.finish()?;
     let f = bw.into_inner().map_err(|e| e.into_error())?;
     f.sync_all()

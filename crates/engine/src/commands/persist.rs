@@ -119,9 +119,6 @@ fn dump(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let key = args.key()?;
     let cfg = cx.sess.conf(cx.shared).clone();
     match cx.lookup_read(key) {
-        Some(e) if matches!(e.value, store::Value::Stream(_)) => {
-            return Err(CmdError::err("DUMP of a stream is not supported yet"));
-        }
         Some(e) => out.bulk(&snap.dump(&e.value, &cfg)),
         None => out.null(),
     }

@@ -322,6 +322,131 @@ impl<'a> Entry<'a> {
     }
 }
 
+// ---- raw node access (persistence) ----------------------------------------
+
+/// One node as Redis lays it out, for serialisers (RDB, DUMP).
+#[derive(Clone, Copy)]
+pub struct NodeView<'a> {
+    node: &'a Node,
+    master: StreamId,
+}
+
+/// One entry of a node as stored, deleted ones included.
+#[derive(Clone, Copy)]
+pub struct RawEntry<'a> {
+    /// Flagged deleted (a tombstone).
+    pub deleted: bool,
+    /// Uses the master field names (Redis's `SAMEFIELDS` flag).
+    pub same_fields: bool,
+    pub entry: Entry<'a>,
+}
+
+impl<'a> NodeView<'a> {
+    /// The node's master id (its key in Redis's radix tree).
+    pub fn master(&self) -> StreamId {
+        self.master
+    }
+
+    /// Live entries.
+    pub fn live(&self) -> u64 {
+        self.node.live
+    }
+
+    /// Entries flagged deleted.
+    pub fn deleted(&self) -> u64 {
+        self.node.deleted
+    }
+
+    /// The master field names.
+    pub fn master_fields(&self) -> Vec<&'a [u8]> {
+        let f = &self.node.fields;
+        let mut out = Vec::with_capacity(self.node.nfields);
+        let mut pos = 0;
+        for _ in 0..self.node.nfields {
+            let (len, at) = read_varint(f, pos);
+            out.push(&f[at..at + len]);
+            pos = at + len;
+        }
+        out
+    }
+
+    /// Every entry in order, tombstones included.
+    pub fn entries(&self) -> impl Iterator<Item = RawEntry<'a>> + 'a {
+        self.node.iter(self.master).map(|r| RawEntry {
+            deleted: r.flags & DELETED != 0,
+            same_fields: r.flags & SAMEFIELDS != 0,
+            entry: r.entry,
+        })
+    }
+}
+
+/// Builds one node from a decoded listpack (a loader's side of
+/// [`NodeView`]); the caller validated ids and counts.
+pub struct NodeBuilder {
+    master: StreamId,
+    node: Node,
+}
+
+impl NodeBuilder {
+    pub fn new(master: StreamId, fields: &[&[u8]]) -> NodeBuilder {
+        NodeBuilder { master, node: Node::new(fields) }
+    }
+
+    /// Master field count.
+    pub fn master_len(&self) -> usize {
+        self.node.nfields
+    }
+
+    /// Appends an entry. With `same_fields`, `fields` is ignored and the
+    /// entry takes the master names (`values.len()` must be theirs);
+    /// otherwise `fields` and `values` pair up.
+    pub fn push(
+        &mut self,
+        id: StreamId,
+        deleted: bool,
+        same_fields: bool,
+        fields: &[&[u8]],
+        values: &[&[u8]],
+    ) {
+        let mut flags = if same_fields { SAMEFIELDS } else { 0 };
+        if deleted {
+            flags |= DELETED;
+        }
+        let dms = id.ms.wrapping_sub(self.master.ms);
+        let dseq = id.seq.wrapping_sub(self.master.seq);
+        let node = &mut self.node;
+        let d = &mut node.data;
+        d.push(flags);
+        write_varint(d, dms as usize);
+        write_varint(d, dseq as usize);
+        let mut lp =
+            lp_int_size(i64::from(flags)) + lp_int_size(dms as i64) + lp_int_size(dseq as i64);
+        let n = values.len();
+        if !same_fields {
+            write_varint(d, n);
+            lp += lp_int_size(n as i64);
+        }
+        for (i, v) in values.iter().enumerate() {
+            if !same_fields {
+                write_varint(d, fields[i].len());
+                d.extend_from_slice(fields[i]);
+                lp += lp_str_size(fields[i]);
+            }
+            write_varint(d, v.len());
+            d.extend_from_slice(v);
+            lp += lp_str_size(v);
+        }
+        let lp_count = if same_fields { n + 3 } else { 2 * n + 4 };
+        lp += lp_int_size(lp_count as i64);
+        node.lp_rest += lp;
+        if deleted {
+            node.deleted += 1;
+        } else {
+            node.live += 1;
+        }
+    }
+}
+
 // ---- consumer groups ------------------------------------------------------
 
 /// A pending (delivered, not acknowledged) entry of a group.
@@ -413,6 +538,23 @@ impl Stream {
 
     pub fn is_empty(&self) -> bool {
         self.length == 0
+    }
+
+    /// The nodes in id order, as Redis lays them out.
+    pub fn nodes(&self) -> impl Iterator<Item = NodeView<'_>> {
+        self.nodes.iter().map(|(&master, node)| NodeView { node, master })
+    }
+
+    /// Adds a node built by a loader; false if its master id is taken.
+    /// The length counts the node's live entries; the loader sets the rest
+    /// of the metadata (`last_id`, …) and checks the length it read.
+    pub fn insert_node(&mut self, b: NodeBuilder) -> bool {
+        if self.nodes.contains_key(&b.master) {
+            return false;
+        }
+        self.length += b.node.live;
+        self.nodes.insert(b.master, b.node);
+        true
     }
 
     /// Nodes (Redis's radix-tree keys).
