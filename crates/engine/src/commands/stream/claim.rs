@@ -96,6 +96,29 @@ fn drop_pending(g: &mut Group, id: StreamId) -> Option<Nack> {
     Some(n)
 }
 
+/// A pending entry whose stream entry was deleted: it leaves the PEL and
+/// goes out to replicas as an XCLAIM that forgets it (Redis's
+/// `streamPropagateXCLAIM` of a deleted entry). Whether it was pending.
+fn forget_deleted(
+    g: &mut Group,
+    key: &[u8],
+    group: &[u8],
+    id: StreamId,
+    props: &mut Vec<Vec<Vec<u8>>>,
+) -> bool {
+    let Some(n) = drop_pending(g, id) else { return false };
+    props.push(xclaim_argv(
+        key,
+        group,
+        &n.consumer,
+        id,
+        n.delivery_time,
+        n.delivery_count,
+        g.last_id,
+    ));
+    true
+}
+
 fn xclaim(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let argv = args.argv();
     let (key, group, consumer) = (argv[1], argv[2], argv[3]);
@@ -165,16 +188,7 @@ fn xclaim(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         let exists = s.get(id).is_some();
         let g = s.group_mut(group).expect("checked");
         if !exists {
-            if let Some(n) = drop_pending(g, id) {
-                props.push(xclaim_argv(
-                    key,
-                    group,
-                    &n.consumer,
-                    id,
-                    n.delivery_time,
-                    n.delivery_count,
-                    g.last_id,
-                ));
+            if forget_deleted(g, key, group, id, &mut props) {
                 propagate_last = false;
                 dirty += 1;
             }
@@ -305,17 +319,7 @@ fn xautoclaim(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         let exists = s.get(id).is_some();
         let g = s.group_mut(group).expect("checked");
         if !exists {
-            if let Some(n) = drop_pending(g, id) {
-                props.push(xclaim_argv(
-                    key,
-                    group,
-                    &n.consumer,
-                    id,
-                    n.delivery_time,
-                    n.delivery_count,
-                    g.last_id,
-                ));
-            }
+            forget_deleted(g, key, group, id, &mut props);
             dirty += 1;
             deleted.push(id);
             count -= 1;
