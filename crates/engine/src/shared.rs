@@ -312,8 +312,13 @@ impl Shared {
     }
 
     /// Whether used memory exceeds `max` (a `maxmemory` that is set).
-    /// The allocator is asked at most once a millisecond.
+    /// The allocator is asked at most once a millisecond, and never when
+    /// no limit is set: refreshing jemalloc's statistics costs about a
+    /// million instructions.
     pub fn over_maxmemory(&self, max: u64) -> bool {
+        if max == 0 {
+            return false;
+        }
         let now = unix_ms();
         if self.used_memory_at.load(Ordering::Relaxed) != now {
             self.used_memory_at.store(now, Ordering::Relaxed);

@@ -126,7 +126,7 @@ pub struct Running {
 /// The script cache every thread shares, and the scripts running.
 #[derive(Default)]
 pub struct Cache {
-    map: RwLock<HashMap<[u8; 40], Arc<Script>>>,
+    map: RwLock<HashMap<[u8; 40], Arc<Script>, ahash::RandomState>>,
     /// Bumped by `SCRIPT FLUSH`: threads drop their Lua states.
     epoch: AtomicU64,
     pub rng: Arc<Mutex<Rand48>>,

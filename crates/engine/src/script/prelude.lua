@@ -239,7 +239,13 @@ local function lookup(_, k)
     end
     return v
 end
-setmetatable(env, { __index = lookup, __newindex = readonly, __metatable = false })
+-- What scripts read most (KEYS, ARGV, redis, the other libraries'
+-- views, the builtins) is found in `front` without calling a function:
+-- env's __index is this table, whose own __index is `lookup` for the
+-- rest (filled at the end of this chunk; KEYS and ARGV are set in it
+-- before each run).
+local front = setmetatable({}, { __index = lookup })
+setmetatable(env, { __index = front, __newindex = readonly, __metatable = false })
 protected[env] = true
 G.rawset = function(t, k, v)
     if protected[t] then
@@ -437,4 +443,12 @@ local function load_library(f)
     return true, p
 end
 
-return env, run, raising, libenv, load_library
+for k, v in pairs(G) do
+    front[k] = v
+end
+for k, v in pairs(views) do
+    front[k] = v
+end
+front._G = env
+
+return env, run, raising, libenv, load_library, front

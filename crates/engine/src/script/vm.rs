@@ -42,7 +42,7 @@ pub struct Vm {
     lua: Lua,
     /// The cache's flush epoch the functions belong to.
     epoch: u64,
-    funcs: HashMap<[u8; 40], Function>,
+    funcs: HashMap<[u8; 40], Function, ahash::RandomState>,
     env: Table,
     runner: Function,
     /// The environment of library code, and the prelude's loader.
@@ -52,9 +52,9 @@ pub struct Vm {
     libs: HashMap<String, (u64, HashMap<String, Function>)>,
     /// `used_memory` as last added to the cache's total.
     reported: usize,
-    /// Where the prelude finds the per-run primitives (`call`, `setresp`,
-    /// `set_repl`): replaced for every run by functions scoped to it.
-    slots: Table,
+    /// Where EVAL scripts find their globals first (prelude.lua): KEYS
+    /// and ARGV are set here for each run.
+    front: Table,
 }
 
 thread_local! {
@@ -151,32 +151,46 @@ impl Vm {
         // A script that allocates without bound fails ("not enough
         // memory") instead of taking the server with it.
         lua.set_memory_limit(LUA_MEMORY_LIMIT)?;
-        // Placeholders until a run installs its own.
-        let slots = lua.create_table()?;
-        let outside = |what: &'static str| {
-            lua.create_function(move |_, _: MultiValue| -> mlua::Result<()> {
-                Err(mlua::Error::runtime(format!(
-                    "{what} can only be called inside a script invocation"
-                )))
-            })
+        // The per-run primitives: created once, they reach the running
+        // script's state through `CURRENT` (outside a run they raise, as
+        // Redis's do when called at library load time).
+        let outside = |what: &str| {
+            mlua::Error::runtime(format!("{what} can only be called inside a script invocation"))
         };
-        slots.set("call", outside("redis.call/pcall")?)?;
-        slots.set("setresp", outside("redis.setresp")?)?;
-        slots.set("set_repl", outside("redis.set_repl")?)?;
-        slots.set("killed", lua.create_function(|_, ()| Ok(false))?)?;
-        let forward = |name: &'static str| -> mlua::Result<Function> {
-            let slots = slots.clone();
-            lua.create_function(move |_, args: MultiValue| {
-                let f: Function = slots.raw_get(name)?;
-                f.call::<MultiValue>(args)
-            })
-        };
-        p.set("call", forward("call")?)?;
-        p.set("setresp", forward("setresp")?)?;
-        p.set("set_repl", forward("set_repl")?)?;
-        p.set("killed", forward("killed")?)?;
-        let (env, runner, raising, libenv, loader): (Table, Function, Table, Table, Function) =
-            lua.load(PRELUDE).set_name("=sluice").call(p)?;
+        p.set(
+            "call",
+            lua.create_function(move |lua, a: MultiValue| {
+                let _unlimited = Unlimited::new(lua);
+                with_current(|r| r.command(lua, a)).ok_or_else(|| outside("redis.call/pcall"))
+            })?,
+        )?;
+        p.set(
+            "setresp",
+            lua.create_function(move |_, v: i64| {
+                with_current(|r| r.resp3 = v == 3).ok_or_else(|| outside("redis.setresp"))
+            })?,
+        )?;
+        p.set(
+            "set_repl",
+            lua.create_function(move |_, v: i64| {
+                with_current(|r| r.repl = v as u8).ok_or_else(|| outside("redis.set_repl"))
+            })?,
+        )?;
+        p.set(
+            "killed",
+            lua.create_function(|_, ()| {
+                Ok(with_current(|r| r.running.kill.load(std::sync::atomic::Ordering::Relaxed))
+                    .unwrap_or(false))
+            })?,
+        )?;
+        let (env, runner, raising, libenv, loader, front): (
+            Table,
+            Function,
+            Table,
+            Table,
+            Function,
+            Table,
+        ) = lua.load(PRELUDE).set_name("=sluice").call(p)?;
         for entry in raising.sequence_values::<Table>() {
             let entry = entry?;
             let target: Table = entry.raw_get(1)?;
@@ -191,14 +205,14 @@ impl Vm {
         Ok(Vm {
             lua,
             epoch,
-            funcs: HashMap::new(),
+            funcs: HashMap::default(),
             env,
             runner,
             libenv,
             loader,
             libs: HashMap::new(),
             reported: 0,
-            slots,
+            front,
         })
     }
 
@@ -309,8 +323,7 @@ impl Vm {
             out.error(b"NOSCRIPT No matching script. Please use EVAL.");
             return Outcome::Done;
         };
-        let name = String::from_utf8_lossy(sha).into_owned();
-        self.call(Callable::Script(f), &name, keys, args, run, out)
+        self.call(Callable::Script(f), sha, keys, args, run, out)
     }
 
     /// Runs function `name` (its callback `f`) with its keys and args.
@@ -323,46 +336,58 @@ impl Vm {
         run: &mut Run<'_, '_>,
         out: &mut ReplyBuf,
     ) -> Outcome {
-        self.call(Callable::Function(f), name, keys, args, run, out)
+        self.call(Callable::Function(f), name.as_bytes(), keys, args, run, out)
     }
 
     fn call(
         &mut self,
         what: Callable,
-        name: &str,
+        name: &[u8],
         keys: &[&[u8]],
         args: &[&[u8]],
         run: &mut Run<'_, '_>,
         out: &mut ReplyBuf,
     ) -> Outcome {
         let lua = &self.lua;
-        let g = lua.globals();
-        let array = |items: &[&[u8]]| -> mlua::Result<Table> {
-            let t = lua.create_table_with_capacity(items.len(), 0)?;
-            for (i, a) in items.iter().enumerate() {
-                t.raw_set(i + 1, lua.create_string(a)?)?;
-            }
-            Ok(t)
-        };
+        // KEYS and ARGV are built with the C API in one protected call:
+        // through mlua's safe API every `raw_set` is a protected call of
+        // its own, which cost more than the rest of a short script.
         let (f, call_args) = match what {
             Callable::Script(f) => {
-                let set = array(keys)
-                    .and_then(|k| g.raw_set("KEYS", k))
-                    .and_then(|()| array(args))
-                    .and_then(|a| g.raw_set("ARGV", a));
+                // SAFETY: plain Lua C API calls inside exec_raw's protected
+                // call; the slices outlive it.
+                let set = unsafe {
+                    lua.exec_raw::<()>(&self.front, |l| {
+                        mlua::ffi::lua_pushlstring(l, c"KEYS".as_ptr(), 4);
+                        push_array(l, keys);
+                        mlua::ffi::lua_rawset(l, 1);
+                        mlua::ffi::lua_pushlstring(l, c"ARGV".as_ptr(), 4);
+                        push_array(l, args);
+                        mlua::ffi::lua_rawset(l, 1);
+                    })
+                };
                 if let Err(e) = set {
                     out.error(format!("ERR {}", lua_error_text(&e)).as_bytes());
                     return Outcome::Done;
                 }
                 (f, None)
             }
-            Callable::Function(f) => match array(keys).and_then(|k| Ok((k, array(args)?))) {
-                Ok(ka) => (f, Some(ka)),
-                Err(e) => {
-                    out.error(format!("ERR {}", lua_error_text(&e)).as_bytes());
-                    return Outcome::Done;
+            Callable::Function(f) => {
+                // SAFETY: as above; the two tables are left as results.
+                let ka = unsafe {
+                    lua.exec_raw::<(Table, Table)>((), |l| {
+                        push_array(l, keys);
+                        push_array(l, args);
+                    })
+                };
+                match ka {
+                    Ok(ka) => (f, Some(ka)),
+                    Err(e) => {
+                        out.error(format!("ERR {}", lua_error_text(&e)).as_bytes());
+                        return Outcome::Done;
+                    }
                 }
-            },
+            }
         };
         let running = run.running.clone();
         let hooked = running.threshold_ms > 0;
@@ -377,53 +402,27 @@ impl Vm {
             };
         }
         let cell = RefCell::new(run);
-        let slots = &self.slots;
-        let runner = &self.runner;
-        let result = lua.scope(|scope| {
-            slots.raw_set(
-                "call",
-                scope.create_function(|lua, a: MultiValue| {
-                    let mut r = cell.borrow_mut();
-                    Ok(r.command(lua, a))
-                })?,
-            )?;
-            slots.raw_set(
-                "setresp",
-                scope.create_function(|_, v: i64| {
-                    cell.borrow_mut().resp3 = v == 3;
-                    Ok(())
-                })?,
-            )?;
-            let r = running.clone();
-            slots.raw_set(
-                "killed",
-                scope.create_function(move |_, ()| {
-                    Ok(r.kill.load(std::sync::atomic::Ordering::Relaxed))
-                })?,
-            )?;
-            slots.raw_set(
-                "set_repl",
-                scope.create_function(|_, v: i64| {
-                    cell.borrow_mut().repl = v as u8;
-                    Ok(())
-                })?,
-            )?;
-            let (ok, v): (bool, Value) = match call_args {
-                None => runner.call(f)?,
-                Some((k, a)) => runner.call((f, k, a))?,
+        let result = {
+            let _current = Current::enter(&cell);
+            let called: mlua::Result<(bool, Value)> = match call_args {
+                None => self.runner.call(f),
+                Some((k, a)) => self.runner.call((f, k, a)),
             };
-            let r = cell.borrow();
-            if let Some(scope) = r.retry {
-                return Ok(Outcome::Retry(scope));
-            }
-            if ok {
-                reply_from_lua(v, r.resp3, out);
-            } else {
-                let killed = running.kill.load(std::sync::atomic::Ordering::Relaxed);
-                script_error(&v, name.as_bytes(), killed, out);
-            }
-            Ok(Outcome::Done)
-        });
+            called.map(|(ok, v)| {
+                let _unlimited = Unlimited::new(lua);
+                let r = cell.borrow();
+                if let Some(scope) = r.retry {
+                    return Outcome::Retry(scope);
+                }
+                if ok {
+                    reply_from_lua(v, r.resp3, out);
+                } else {
+                    let killed = running.kill.load(std::sync::atomic::Ordering::Relaxed);
+                    script_error(&v, name, killed, out);
+                }
+                Outcome::Done
+            })
+        };
         if hooked {
             // SAFETY: removes the hook installed above.
             let _ = unsafe {
@@ -433,9 +432,6 @@ impl Vm {
             };
             HOOKED.with(|h| h.set(None));
         }
-        // The primitives of this run are gone with its scope.
-        let _ = g.raw_set("KEYS", Value::Nil);
-        let _ = g.raw_set("ARGV", Value::Nil);
         match result {
             Ok(o) => o,
             Err(e) => {
@@ -448,6 +444,80 @@ impl Vm {
     /// Bytes the Lua state uses (`used_memory_lua`).
     pub fn used_memory(&self) -> usize {
         self.lua.used_memory()
+    }
+}
+
+thread_local! {
+    /// The run the per-run primitives (`redis.call`, `redis.setresp`,
+    /// `redis.set_repl`, the kill check) act on: a `RefCell<&mut Run>` that
+    /// lives on `Vm::call`'s stack, set by `Current` only while it runs.
+    static CURRENT: std::cell::Cell<*const ()> = const { std::cell::Cell::new(std::ptr::null()) };
+}
+
+/// Lifts the Lua memory limit while Rust code works on the state: with a
+/// limit set, mlua makes every string, table and field operation a
+/// protected call of its own (an allocation may fail), which cost more
+/// than the rest of a short script. Without the limit an allocation
+/// cannot fail, so the unprotected paths are sound; the limit holds again
+/// before any script code runs.
+struct Unlimited<'a>(&'a Lua);
+
+impl<'a> Unlimited<'a> {
+    fn new(lua: &'a Lua) -> Unlimited<'a> {
+        let _ = lua.set_memory_limit(0);
+        Unlimited(lua)
+    }
+}
+
+impl Drop for Unlimited<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.set_memory_limit(LUA_MEMORY_LIMIT);
+    }
+}
+
+/// Sets `CURRENT` for a run and restores what was there when dropped.
+struct Current(*const ());
+
+impl Current {
+    fn enter(cell: &RefCell<&mut Run<'_, '_>>) -> Current {
+        Current(CURRENT.with(|c| c.replace(cell as *const _ as *const ())))
+    }
+}
+
+impl Drop for Current {
+    fn drop(&mut self) {
+        CURRENT.with(|c| c.set(self.0));
+    }
+}
+
+/// Runs `f` on the current run; `None` outside a run, or when the run is
+/// already borrowed (a primitive reached again from inside itself, e.g.
+/// through a finaliser run by the collector).
+fn with_current<R>(f: impl FnOnce(&mut Run<'_, '_>) -> R) -> Option<R> {
+    let p = CURRENT.with(|c| c.get());
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: `Current` sets the pointer to a `RefCell<&mut Run>` borrowed
+    // for the whole time it is set, on this thread only; `f` cannot keep
+    // the reference (its lifetimes end with the call).
+    let cell = unsafe { &*(p as *const RefCell<&mut Run<'_, '_>>) };
+    let mut r = cell.try_borrow_mut().ok()?;
+    Some(f(&mut r))
+}
+
+/// Pushes a table holding `items` as a Lua array (stack: +1).
+///
+/// # Safety
+/// Inside a protected call on `l`, with room for two more stack slots.
+unsafe fn push_array(l: *mut mlua::ffi::lua_State, items: &[&[u8]]) {
+    // SAFETY: plain Lua C API calls, as the caller guarantees.
+    unsafe {
+        mlua::ffi::lua_createtable(l, items.len().min(i32::MAX as usize) as i32, 0);
+        for (i, a) in items.iter().enumerate() {
+            mlua::ffi::lua_pushlstring(l, a.as_ptr() as *const _, a.len());
+            mlua::ffi::lua_rawseti(l, -2, i as mlua::ffi::lua_Integer + 1);
+        }
     }
 }
 
@@ -934,18 +1004,43 @@ impl Run<'_, '_> {
         if a.is_empty() {
             return fail(b"ERR Please specify at least one argument for this redis lib call");
         }
-        let mut owned: Vec<Vec<u8>> = Vec::with_capacity(a.len());
+        // The arguments as slices of the Lua strings themselves; numbers
+        // are formatted into one buffer.
+        enum Piece {
+            Str(usize),
+            Num(usize, usize),
+        }
+        let mut strs: SmallVec<[mlua::BorrowedBytes<'_>; 8]> = SmallVec::new();
+        let mut nums: Vec<u8> = Vec::new();
+        let mut pieces: SmallVec<[Piece; 8]> = SmallVec::new();
         for v in a.iter() {
             match v {
-                Value::String(s) => owned.push(s.as_bytes().to_vec()),
-                Value::Integer(i) => owned.push(fmt_17g(*i as f64)),
-                Value::Number(n) => owned.push(fmt_17g(*n)),
+                Value::String(s) => {
+                    pieces.push(Piece::Str(strs.len()));
+                    strs.push(s.as_bytes());
+                }
+                Value::Integer(i) => {
+                    let at = nums.len();
+                    fmt_17g(*i as f64, &mut nums);
+                    pieces.push(Piece::Num(at, nums.len()));
+                }
+                Value::Number(n) => {
+                    let at = nums.len();
+                    fmt_17g(*n, &mut nums);
+                    pieces.push(Piece::Num(at, nums.len()));
+                }
                 _ => {
                     return fail(b"ERR Lua redis lib command arguments must be strings or integers")
                 }
             }
         }
-        let argv: Vec<&[u8]> = owned.iter().map(|v| &v[..]).collect();
+        let argv: SmallVec<[&[u8]; 8]> = pieces
+            .iter()
+            .map(|p| match *p {
+                Piece::Str(i) => &*strs[i],
+                Piece::Num(a, b) => &nums[a..b],
+            })
+            .collect();
         let spec = match dispatch::lookup(&argv) {
             Lookup::Found(s) => s,
             Lookup::Rejected(CmdError::WrongArity(_)) => {
@@ -1011,8 +1106,8 @@ impl Run<'_, '_> {
 }
 
 /// `%.17g`, as Redis formats a Lua number passed to a command.
-fn fmt_17g(n: f64) -> Vec<u8> {
+fn fmt_17g(n: f64, out: &mut Vec<u8>) {
     let mut b = [0u8; 64];
     let len = resp::fmt_double(n, &mut b);
-    b[..len].to_vec()
+    out.extend_from_slice(&b[..len]);
 }

@@ -1,0 +1,117 @@
+"""Benchmark tests redis-benchmark has no `-t` name for: a command line
+with `__rand_int__` placeholders (redis-benchmark's, zero-padded to 12
+digits) and the data it needs, loaded into each server the same way before
+each run. Used by bench/compare (ops/s and CPU) and bench/instructions
+(callgrind counts).
+"""
+
+import hashlib
+import random
+from collections import namedtuple
+
+from benchlib import Conn, resp
+
+TEST_SETS = {
+    "types": "lpush,lpop,sadd,spop,hset,zadd,lrange_100",
+    "scripting": "evalsha_get,evalsha_5w",
+    "streams": "xadd,xrange_10,xreadgroup,xack",
+    "bitmaps": "setbit,bitcount",
+    "hll": "pfadd,pfcount",
+    "geo": "geoadd,geosearch",
+}
+TEST_SETS["types13"] = ",".join(TEST_SETS[s] for s in ("streams", "bitmaps", "hll", "geo"))
+
+GET_SCRIPT = "return redis.call('GET',KEYS[1])"
+W5_SCRIPT = ("redis.call('SET',KEYS[1],ARGV[1]) redis.call('INCR',KEYS[2]) "
+             "redis.call('LPUSH',KEYS[3],ARGV[1]) redis.call('HSET',KEYS[4],'f',ARGV[1]) "
+             "redis.call('SADD',KEYS[5],ARGV[1]) return 1")
+
+
+def sha(script):
+    return hashlib.sha1(script.encode()).hexdigest()
+
+
+def _scripts(n, size, keyspace):
+    yield resp("SCRIPT", "LOAD", GET_SCRIPT)
+    yield resp("SCRIPT", "LOAD", W5_SCRIPT)
+    for i in range(keyspace):
+        yield resp("SET", f"key:{i:012d}", "x" * size)
+
+
+def _xrange(n, size, keyspace):
+    yield resp("DEL", "xr")
+    for i in range(1, 1001):
+        yield resp("XADD", "xr", f"{i}-1", "field", "v" * size)
+
+
+def _xreadgroup(n, size, keyspace):
+    # One entry per request, ids <i>-1 so that XACK can name them.
+    yield resp("DEL", "xg")
+    for i in range(1, n + 1):
+        yield resp("XADD", "xg", f"{i}-1", "field", "v" * size)
+    yield resp("XGROUP", "CREATE", "xg", "g", "0")
+
+
+def _bitcount(n, size, keyspace):
+    rnd = random.Random(7)
+    yield resp("SET", "bc", bytes(rnd.getrandbits(8) for _ in range(12_500)))
+
+
+def _pfcount(n, size, keyspace):
+    yield resp("DEL", "hc")
+    for i in range(0, 10_000, 100):
+        yield resp("PFADD", "hc", *[f"ele:{j}" for j in range(i, i + 100)])
+
+
+def _geosearch(n, size, keyspace):
+    rnd = random.Random(7)
+    yield resp("DEL", "gs")
+    for i in range(0, 10_000, 100):
+        members = []
+        for j in range(i, i + 100):
+            members += [f"{13 + rnd.random():.6f}", f"{38 + rnd.random():.6f}", f"m:{j}"]
+        yield resp("GEOADD", "gs", *members)
+
+
+class Custom(namedtuple("Custom", "line load keyspace")):
+    """`line`: the command; `load(n, size, keyspace)`: RESP commands run
+    first, or None; `keyspace`: "n" when `-r` must be the request count."""
+
+    def setup(self, port, n, size, keyspace):
+        if not self.load:
+            return None
+        c = Conn(port)
+        try:
+            return c.pipeline(self.load(n, size, keyspace))
+        finally:
+            c.close()
+
+
+CUSTOM = {
+    "evalsha_get": Custom(["EVALSHA", sha(GET_SCRIPT), "1", "key:__rand_int__"], _scripts, None),
+    "evalsha_5w": Custom(["EVALSHA", sha(W5_SCRIPT), "5", "s:__rand_int__", "c:__rand_int__",
+                          "l:__rand_int__", "h:__rand_int__", "t:__rand_int__", "__data__"], _scripts, None),
+    "xadd": Custom(["XADD", "xa", "*", "field", "__data__"], None, None),
+    "xrange_10": Custom(["XRANGE", "xr", "-", "+", "COUNT", "10"], _xrange, None),
+    "xreadgroup": Custom(["XREADGROUP", "GROUP", "g", "c", "COUNT", "1", "STREAMS", "xg", ">"],
+                         _xreadgroup, None),
+    # Right after xreadgroup: acknowledges the entries it delivered.
+    "xack": Custom(["XACK", "xg", "g", "__rand_int__-1"], None, "n"),
+    # redis-benchmark's numbers have leading zeros, which bit offsets may
+    # not have: random keys, one offset.
+    "setbit": Custom(["SETBIT", "bm:__rand_int__", "1000", "1"], None, None),
+    "bitcount": Custom(["BITCOUNT", "bc"], _bitcount, None),
+    "pfadd": Custom(["PFADD", "hll", "ele:__rand_int__"], None, None),
+    "pfcount": Custom(["PFCOUNT", "hc"], _pfcount, None),
+    # "13.000000012345": redis-benchmark's numbers as coordinate decimals.
+    "geoadd": Custom(["GEOADD", "geo", "13.__rand_int__", "38.__rand_int__", "m:__rand_int__"], None, None),
+    "geosearch": Custom(["GEOSEARCH", "gs", "FROMLONLAT", "13.5", "38.5", "BYRADIUS", "5", "km", "ASC",
+                         "COUNT", "10"], _geosearch, None),
+}
+
+
+def custom_args(custom, n, size, keyspace):
+    """The `-r` value and the command words for redis-benchmark."""
+    if custom.keyspace == "n":
+        keyspace = n + 1
+    return keyspace, [a.replace("__data__", "v" * size) for a in custom.line]
