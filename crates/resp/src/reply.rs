@@ -243,6 +243,29 @@ impl ReplyBuf {
         v
     }
 
+    /// Drops everything but the first chunk's allocation: for a buffer
+    /// reused for many small replies (a script's `redis.call`).
+    pub fn reset(&mut self) {
+        self.chunks.truncate(1);
+        match self.chunks.front_mut() {
+            // A large reply's exact chunk is not kept.
+            Some(c) if c.capacity() > CHUNK => self.chunks.clear(),
+            Some(c) => c.clear(),
+            None => {}
+        }
+        self.head_sent = 0;
+        self.total = 0;
+    }
+
+    /// The unwritten bytes, when they are in one chunk.
+    pub fn contiguous(&self) -> Option<&[u8]> {
+        match self.chunks.len() {
+            0 => Some(&[]),
+            1 => Some(&self.chunks[0][self.head_sent..]),
+            _ => None,
+        }
+    }
+
     /// Drops everything.
     pub fn clear(&mut self) {
         self.chunks.clear();

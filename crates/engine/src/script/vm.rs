@@ -151,19 +151,22 @@ impl Vm {
         // A script that allocates without bound fails ("not enough
         // memory") instead of taking the server with it.
         lua.set_memory_limit(LUA_MEMORY_LIMIT)?;
+        // The count hook stays installed (every 100,000 instructions it
+        // costs nothing measurable); it acts only while a run set HOOKED.
+        // SAFETY: installs a hook function on the state scripts run on.
+        unsafe {
+            lua.exec_raw::<()>((), |l| {
+                mlua::ffi::lua_sethook(l, Some(count_hook), mlua::ffi::LUA_MASKCOUNT, 100_000);
+            })?;
+        }
         // The per-run primitives: created once, they reach the running
         // script's state through `CURRENT` (outside a run they raise, as
         // Redis's do when called at library load time).
         let outside = |what: &str| {
             mlua::Error::runtime(format!("{what} can only be called inside a script invocation"))
         };
-        p.set(
-            "call",
-            lua.create_function(move |lua, a: MultiValue| {
-                let _unlimited = Unlimited::new(lua);
-                with_current(|r| r.command(lua, a)).ok_or_else(|| outside("redis.call/pcall"))
-            })?,
-        )?;
+        // SAFETY: `call_primitive` follows the Lua C API's rules (see it).
+        p.set("call", unsafe { lua.create_c_function(call_primitive)? })?;
         p.set(
             "setresp",
             lua.create_function(move |_, v: i64| {
@@ -393,17 +396,10 @@ impl Vm {
         let hooked = running.threshold_ms > 0;
         if hooked {
             HOOKED.with(|h| h.set(Some((run.shared as *const Shared, Arc::as_ptr(&running)))));
-            // SAFETY: installs a count hook on the state scripts run on;
-            // removed below before `run` returns.
-            let _ = unsafe {
-                lua.exec_raw::<()>((), |l| {
-                    mlua::ffi::lua_sethook(l, Some(count_hook), mlua::ffi::LUA_MASKCOUNT, 100_000);
-                })
-            };
         }
         let cell = RefCell::new(run);
         let result = {
-            let _current = Current::enter(&cell);
+            let _current = Current::enter(&cell, lua);
             let called: mlua::Result<(bool, Value)> = match call_args {
                 None => self.runner.call(f),
                 Some((k, a)) => self.runner.call((f, k, a)),
@@ -424,12 +420,6 @@ impl Vm {
             })
         };
         if hooked {
-            // SAFETY: removes the hook installed above.
-            let _ = unsafe {
-                lua.exec_raw::<()>((), |l| {
-                    mlua::ffi::lua_sethook(l, None, 0, 0);
-                })
-            };
             HOOKED.with(|h| h.set(None));
         }
         match result {
@@ -452,6 +442,8 @@ thread_local! {
     /// `redis.set_repl`, the kill check) act on: a `RefCell<&mut Run>` that
     /// lives on `Vm::call`'s stack, set by `Current` only while it runs.
     static CURRENT: std::cell::Cell<*const ()> = const { std::cell::Cell::new(std::ptr::null()) };
+    /// The state that run runs on (for `Unlimited` in `call_primitive`).
+    static CURRENT_LUA: std::cell::Cell<*const Lua> = const { std::cell::Cell::new(std::ptr::null()) };
 }
 
 /// Lifts the Lua memory limit while Rust code works on the state: with a
@@ -475,18 +467,23 @@ impl Drop for Unlimited<'_> {
     }
 }
 
-/// Sets `CURRENT` for a run and restores what was there when dropped.
-struct Current(*const ());
+/// Sets `CURRENT` (and `CURRENT_LUA`) for a run and restores what was
+/// there when dropped.
+struct Current(*const (), *const Lua);
 
 impl Current {
-    fn enter(cell: &RefCell<&mut Run<'_, '_>>) -> Current {
-        Current(CURRENT.with(|c| c.replace(cell as *const _ as *const ())))
+    fn enter(cell: &RefCell<&mut Run<'_, '_>>, lua: &Lua) -> Current {
+        Current(
+            CURRENT.with(|c| c.replace(cell as *const _ as *const ())),
+            CURRENT_LUA.with(|c| c.replace(lua as *const Lua)),
+        )
     }
 }
 
 impl Drop for Current {
     fn drop(&mut self) {
         CURRENT.with(|c| c.set(self.0));
+        CURRENT_LUA.with(|c| c.set(self.1));
     }
 }
 
@@ -523,7 +520,8 @@ unsafe fn push_array(l: *mut mlua::ffi::lua_State, items: &[&[u8]]) {
 
 thread_local! {
     /// The run the count hook reports for: the server and its entry in the
-    /// running scripts (set only while `Vm::run` runs a hooked script).
+    /// running scripts (set only while `Vm::call` runs a script that may
+    /// become busy; the hook returns at once otherwise).
     static HOOKED: std::cell::Cell<Option<(*const Shared, *const Running)>> =
         const { std::cell::Cell::new(None) };
 }
@@ -866,79 +864,232 @@ fn table_reply(t: &Table, top: usize, out: &mut ReplyBuf, work: &mut Vec<(Value,
     work[start..].reverse();
 }
 
-/// A Redis reply as the Lua value `redis.call` returns.
-fn lua_from_frame(lua: &Lua, f: Frame) -> mlua::Result<Value> {
-    Ok(match f {
-        Frame::Integer(i) => Value::Number(i as f64),
-        Frame::Bulk(Some(b)) => Value::String(lua.create_string(&b)?),
-        Frame::Bulk(None) | Frame::Array(None) => Value::Boolean(false),
-        Frame::Simple(s) => {
-            let t = lua.create_table()?;
-            t.raw_set("ok", lua.create_string(&s)?)?;
-            Value::Table(t)
+/// `redis.call`'s primitive, a C function: runs the command its arguments
+/// name and returns the reply as a Lua value and whether it is an error
+/// (the prelude raises it for `redis.call`). Arguments are read from the
+/// Lua stack in place and the reply is pushed with the C API, without
+/// mlua's per-call conversions; the Lua memory limit is lifted meanwhile,
+/// so no allocation here can raise (and jump over Rust frames).
+///
+/// # Safety
+/// Called by Lua as a `lua_CFunction`.
+unsafe extern "C-unwind" fn call_primitive(l: *mut mlua::ffi::lua_State) -> std::os::raw::c_int {
+    use mlua::ffi;
+    enum Piece {
+        Str(*const u8, usize),
+        Num(usize, usize),
+    }
+    let lua = CURRENT_LUA.with(|c| c.get());
+    if lua.is_null() {
+        // SAFETY: a Lua error raised from a C function, nothing with a
+        // destructor in this frame yet.
+        unsafe {
+            ffi::lua_pushstring(
+                l,
+                c"redis.call/pcall can only be called inside a script invocation".as_ptr(),
+            );
+            ffi::lua_error(l)
         }
-        Frame::Error(e) => {
-            let mut line = b"-".to_vec();
-            line.extend_from_slice(&e);
-            Value::Table(error_table(lua, &line)?)
-        }
-        Frame::Array(Some(items)) | Frame::Push(items) => {
-            let t = lua.create_table_with_capacity(items.len(), 0)?;
-            for (i, x) in items.into_iter().enumerate() {
-                t.raw_set(i + 1, lua_from_frame(lua, x)?)?;
+    }
+    // SAFETY: set by `Current` for as long as the run (and this call) lasts.
+    let _unlimited = Unlimited::new(unsafe { &*lua });
+    // SAFETY (this block): stack reads of the arguments, which stay on the
+    // stack (so their bytes stay alive) until this function returns.
+    let outcome = unsafe {
+        let n = ffi::lua_gettop(l);
+        let mut pieces: SmallVec<[Piece; 8]> = SmallVec::new();
+        let mut nums: SmallVec<[u8; 64]> = SmallVec::new();
+        let mut bad = false;
+        for i in 1..=n {
+            match ffi::lua_type(l, i) {
+                ffi::LUA_TSTRING => {
+                    let mut len = 0usize;
+                    let p = ffi::lua_tolstring(l, i, &mut len);
+                    pieces.push(Piece::Str(p as *const u8, len));
+                }
+                ffi::LUA_TNUMBER => {
+                    let at = nums.len();
+                    let mut b = [0u8; 64];
+                    let len = resp::fmt_double(ffi::lua_tonumber(l, i), &mut b);
+                    nums.extend_from_slice(&b[..len]);
+                    pieces.push(Piece::Num(at, nums.len()));
+                }
+                _ => {
+                    bad = true;
+                    break;
+                }
             }
-            Value::Table(t)
         }
-        Frame::Map(pairs) => {
-            let m = lua.create_table()?;
-            for (k, v) in pairs {
-                m.raw_set(lua_from_frame(lua, k)?, lua_from_frame(lua, v)?)?;
+        if bad {
+            Some(Err(b"ERR Lua redis lib command arguments must be strings or integers".to_vec()))
+        } else {
+            let argv: SmallVec<[&[u8]; 8]> = pieces
+                .iter()
+                .map(|p| match *p {
+                    Piece::Str(p, len) => std::slice::from_raw_parts(p, len),
+                    Piece::Num(a, b) => &nums[a..b],
+                })
+                .collect();
+            // One buffer per thread, kept between calls (taken, so that a
+            // call reached from inside this one gets a fresh one).
+            let mut buf = SCRATCH.with(|s| s.take());
+            buf.reset();
+            let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                with_current(|r| r.command(&argv, &mut buf))
+            }));
+            match ran {
+                Ok(Some(Ok(()))) => Some(Ok(buf)),
+                Ok(Some(Err(line))) => Some(Err(line)),
+                Ok(None) => None,
+                Err(_) => Some(Err(b"ERR internal error while running the command".to_vec())),
             }
-            let t = lua.create_table()?;
-            t.raw_set("map", m)?;
-            Value::Table(t)
         }
-        Frame::Set(items) => {
-            let s = lua.create_table()?;
-            for x in items {
-                s.raw_set(lua_from_frame(lua, x)?, true)?;
+    };
+    let Some(outcome) = outcome else {
+        // Not inside a run (or reached from inside itself): raise, with
+        // nothing left in this frame that needs dropping.
+        drop(_unlimited);
+        // SAFETY: a Lua error raised from a C function.
+        unsafe {
+            ffi::lua_pushstring(
+                l,
+                c"redis.call/pcall can only be called inside a script invocation".as_ptr(),
+            );
+            ffi::lua_error(l)
+        }
+    };
+    // SAFETY (this block): pushes with the memory limit lifted and the
+    // stack checked; nothing here raises.
+    unsafe {
+        ffi::lua_settop(l, 0);
+        match outcome {
+            Err(line) => {
+                push_error_table(l, &line);
+                ffi::lua_pushboolean(l, 1);
             }
-            let t = lua.create_table()?;
-            t.raw_set("set", s)?;
-            Value::Table(t)
+            Ok(buf) => {
+                let owned;
+                let bytes = match buf.contiguous() {
+                    Some(b) => b,
+                    None => {
+                        owned = buf.to_vec();
+                        &owned
+                    }
+                };
+                match resp::parse_frame(bytes) {
+                    Ok(Some((frame, _))) => {
+                        let is_err = matches!(frame, Frame::Error(_));
+                        if !push_frame(l, frame) {
+                            ffi::lua_settop(l, 0);
+                            push_error_table(l, b"ERR reached lua stack limit");
+                        }
+                        ffi::lua_pushboolean(l, is_err as i32);
+                    }
+                    _ => {
+                        push_error_table(l, b"ERR the command's reply could not be read");
+                        ffi::lua_pushboolean(l, 1);
+                    }
+                }
+                SCRATCH.with(|s| s.replace(buf));
+            }
         }
-        Frame::Null => Value::Nil,
-        Frame::Boolean(b) => Value::Boolean(b),
-        Frame::Double(d) => {
-            let t = lua.create_table()?;
-            t.raw_set("double", d)?;
-            Value::Table(t)
-        }
-        Frame::BigNumber(n) => {
-            let t = lua.create_table()?;
-            t.raw_set("big_number", lua.create_string(&n)?)?;
-            Value::Table(t)
-        }
-        Frame::Verbatim(fmt, s) => {
-            let v = lua.create_table()?;
-            v.raw_set("string", lua.create_string(&s)?)?;
-            v.raw_set("format", lua.create_string(&fmt)?)?;
-            let t = lua.create_table()?;
-            t.raw_set("verbatim_string", v)?;
-            Value::Table(t)
-        }
-        Frame::Attribute(_) => Value::Nil,
-    })
+        2
+    }
 }
 
-/// Redis's `luaPushErrorBuff`: `{err = "CODE msg"}` from `-CODE msg` (a
-/// line without a code, or without the dash, gets `ERR`).
-fn error_table(lua: &Lua, line: &[u8]) -> mlua::Result<Table> {
-    let (code, msg): (&[u8], &[u8]) = match line.strip_prefix(b"-") {
-        Some(rest) => match rest.iter().position(|&c| c == b' ') {
-            Some(sp) => (&rest[..sp], &rest[sp + 1..]),
-            None => (b"ERR", rest),
-        },
+/// Pushes a Redis reply as the Lua value `redis.call` returns (stack: +1);
+/// false when the Lua stack cannot grow that deep.
+///
+/// # Safety
+/// On a running state, with the memory limit lifted.
+unsafe fn push_frame(l: *mut mlua::ffi::lua_State, f: Frame) -> bool {
+    use mlua::ffi;
+    // SAFETY (whole body): plain Lua C API calls, as the caller guarantees.
+    unsafe {
+        if ffi::lua_checkstack(l, 4) == 0 {
+            return false;
+        }
+        let push_bytes = |b: &[u8]| ffi::lua_pushlstring(l, b.as_ptr() as *const _, b.len());
+        // { name = <pushed value> }
+        let wrap = |name: &std::ffi::CStr| {
+            ffi::lua_createtable(l, 0, 1);
+            ffi::lua_insert(l, -2);
+            ffi::lua_setfield(l, -2, name.as_ptr());
+        };
+        match f {
+            Frame::Integer(i) => ffi::lua_pushnumber(l, i as f64),
+            Frame::Bulk(Some(b)) => {
+                push_bytes(&b);
+            }
+            Frame::Bulk(None) | Frame::Array(None) => ffi::lua_pushboolean(l, 0),
+            Frame::Simple(s) => {
+                push_bytes(&s);
+                wrap(c"ok");
+            }
+            Frame::Error(e) => push_error_table(l, &e),
+            Frame::Array(Some(items)) | Frame::Push(items) => {
+                ffi::lua_createtable(l, items.len().min(i32::MAX as usize) as i32, 0);
+                for (i, x) in items.into_iter().enumerate() {
+                    if !push_frame(l, x) {
+                        return false;
+                    }
+                    ffi::lua_rawseti(l, -2, i as ffi::lua_Integer + 1);
+                }
+            }
+            Frame::Map(pairs) => {
+                ffi::lua_createtable(l, 0, pairs.len().min(i32::MAX as usize) as i32);
+                for (k, v) in pairs {
+                    if !push_frame(l, k) || !push_frame(l, v) {
+                        return false;
+                    }
+                    ffi::lua_rawset(l, -3);
+                }
+                wrap(c"map");
+            }
+            Frame::Set(items) => {
+                ffi::lua_createtable(l, 0, items.len().min(i32::MAX as usize) as i32);
+                for x in items {
+                    if !push_frame(l, x) {
+                        return false;
+                    }
+                    ffi::lua_pushboolean(l, 1);
+                    ffi::lua_rawset(l, -3);
+                }
+                wrap(c"set");
+            }
+            Frame::Null | Frame::Attribute(_) => ffi::lua_pushnil(l),
+            Frame::Boolean(b) => ffi::lua_pushboolean(l, b as i32),
+            Frame::Double(d) => {
+                ffi::lua_pushnumber(l, d);
+                wrap(c"double");
+            }
+            Frame::BigNumber(n) => {
+                push_bytes(&n);
+                wrap(c"big_number");
+            }
+            Frame::Verbatim(fmt, s) => {
+                ffi::lua_createtable(l, 0, 2);
+                push_bytes(&s);
+                ffi::lua_setfield(l, -2, c"string".as_ptr());
+                push_bytes(&fmt);
+                ffi::lua_setfield(l, -2, c"format".as_ptr());
+                wrap(c"verbatim_string");
+            }
+        }
+        true
+    }
+}
+
+/// Pushes the error table `{ err = "CODE message" }` a script sees for an
+/// error reply `line` (with or without its `-`), as luaPushErrorBuff
+/// shapes it: the code kept (ERR when none), CR/LF trimmed.
+///
+/// # Safety
+/// On a running state, with the memory limit lifted and room for 3 slots.
+unsafe fn push_error_table(l: *mut mlua::ffi::lua_State, line: &[u8]) {
+    let line = line.strip_prefix(b"-").unwrap_or(line);
+    let (code, msg): (&[u8], &[u8]) = match line.iter().position(|&c| c == b' ') {
+        Some(sp) => (&line[..sp], &line[sp + 1..]),
         None => (b"ERR", line),
     };
     let start = msg.iter().position(|&c| c != b'\r' && c != b'\n').unwrap_or(msg.len());
@@ -946,9 +1097,12 @@ fn error_table(lua: &Lua, line: &[u8]) -> mlua::Result<Table> {
     let mut text = code.to_vec();
     text.push(b' ');
     text.extend_from_slice(&msg[start..end.max(start)]);
-    let t = lua.create_table()?;
-    t.raw_set("err", lua.create_string(&text)?)?;
-    Ok(t)
+    // SAFETY: plain Lua C API calls, as the caller guarantees.
+    unsafe {
+        mlua::ffi::lua_createtable(l, 0, 1);
+        mlua::ffi::lua_pushlstring(l, text.as_ptr() as *const _, text.len());
+        mlua::ffi::lua_setfield(l, -2, c"err".as_ptr());
+    }
 }
 
 /// One script run's view of the engine: what `redis.call` needs.
@@ -977,71 +1131,17 @@ pub struct Run<'a, 'l> {
 }
 
 impl Run<'_, '_> {
-    /// `redis.call`/`redis.pcall`: runs one command; returns its reply as
-    /// a Lua value and whether it is an error (to raise for `call`).
-    fn command(&mut self, lua: &Lua, a: MultiValue) -> (Value, bool) {
-        match self.command_inner(lua, a) {
-            Ok(r) => r,
-            Err(e) => {
-                let line = format!("-ERR {}", lua_error_text(&e));
-                match error_table(lua, line.as_bytes()) {
-                    Ok(t) => (Value::Table(t), true),
-                    Err(_) => (Value::Nil, true),
-                }
-            }
-        }
-    }
-
-    fn command_inner(&mut self, lua: &Lua, a: MultiValue) -> mlua::Result<(Value, bool)> {
-        let fail = |text: &[u8]| -> mlua::Result<(Value, bool)> {
-            let mut line = b"-".to_vec();
-            line.extend_from_slice(text);
-            Ok((Value::Table(error_table(lua, &line)?), true))
-        };
+    /// `redis.call`/`redis.pcall`: runs one command into `buf`; `Err` is
+    /// the error line (without its `-`) a script sees instead of a reply.
+    fn command(&mut self, argv: &[&[u8]], buf: &mut ReplyBuf) -> Result<(), Vec<u8>> {
+        let fail = |text: &[u8]| -> Result<(), Vec<u8>> { Err(text.to_vec()) };
         if self.retry.is_some() {
             return fail(b"ERR script restarted");
         }
-        if a.is_empty() {
+        if argv.is_empty() {
             return fail(b"ERR Please specify at least one argument for this redis lib call");
         }
-        // The arguments as slices of the Lua strings themselves; numbers
-        // are formatted into one buffer.
-        enum Piece {
-            Str(usize),
-            Num(usize, usize),
-        }
-        let mut strs: SmallVec<[mlua::BorrowedBytes<'_>; 8]> = SmallVec::new();
-        let mut nums: Vec<u8> = Vec::new();
-        let mut pieces: SmallVec<[Piece; 8]> = SmallVec::new();
-        for v in a.iter() {
-            match v {
-                Value::String(s) => {
-                    pieces.push(Piece::Str(strs.len()));
-                    strs.push(s.as_bytes());
-                }
-                Value::Integer(i) => {
-                    let at = nums.len();
-                    fmt_17g(*i as f64, &mut nums);
-                    pieces.push(Piece::Num(at, nums.len()));
-                }
-                Value::Number(n) => {
-                    let at = nums.len();
-                    fmt_17g(*n, &mut nums);
-                    pieces.push(Piece::Num(at, nums.len()));
-                }
-                _ => {
-                    return fail(b"ERR Lua redis lib command arguments must be strings or integers")
-                }
-            }
-        }
-        let argv: SmallVec<[&[u8]; 8]> = pieces
-            .iter()
-            .map(|p| match *p {
-                Piece::Str(i) => &*strs[i],
-                Piece::Num(a, b) => &nums[a..b],
-            })
-            .collect();
-        let spec = match dispatch::lookup(&argv) {
+        let spec = match dispatch::lookup(argv) {
             Lookup::Found(s) => s,
             Lookup::Rejected(CmdError::WrongArity(_)) => {
                 return fail(b"ERR Wrong number of args calling Redis command from script")
@@ -1050,7 +1150,7 @@ impl Run<'_, '_> {
         };
         let caller =
             Caller::Script { read_only: self.read_only, allow_oom: self.script.flags.allow_oom };
-        if let Err(e) = dispatch::check(self.shared, self.sess, spec, &argv, caller) {
+        if let Err(e) = dispatch::check(self.shared, self.sess, spec, argv, caller) {
             self.sess.stats.rejected_calls += 1;
             return fail(&e.text());
         }
@@ -1060,7 +1160,7 @@ impl Run<'_, '_> {
         // take up front; this run starts over if it has not written yet,
         // and otherwise adds the stripes if that can be done safely.
         let mut ids: SmallVec<[u32; 8]> = SmallVec::new();
-        let need = dispatch::key_ids(self.shared, db, spec, &argv, &mut ids);
+        let need = dispatch::key_ids(self.shared, db, spec, argv, &mut ids);
         let stripes = self.shared.store.stripes() as u32;
         let other_db = db != self.start_db || ids.iter().any(|&id| (id / stripes) as usize != db);
         let covered = match need {
@@ -1078,36 +1178,26 @@ impl Run<'_, '_> {
                 return fail(b"ERR script restarted");
             }
         }
-        if let Err(e) = dispatch::lock_keys(self.shared, db, spec, &argv, self.keys) {
+        if let Err(e) = dispatch::lock_keys(self.shared, db, spec, argv, self.keys) {
             return fail(&e.text());
         }
         if spec.flags.has(Flags::WRITE) {
             self.wrote = true;
             self.running.wrote.store(true, std::sync::atomic::Ordering::Relaxed);
         }
-        let mut buf = ReplyBuf::new();
         buf.proto = if self.resp3 { Proto::Resp3 } else { Proto::Resp2 };
         let ops = self.sess.fx.ops_len();
-        dispatch::call(self.shared, self.sess, self.keys, spec, &argv, &mut buf, caller);
+        dispatch::call(self.shared, self.sess, self.keys, spec, argv, buf, caller);
         if self.repl == 0 {
             // redis.set_repl(redis.REPL_NONE). (REPL_AOF and REPL_REPLICA
             // propagate to both: the consumers do not tell them apart yet.)
             self.sess.fx.drop_ops_from(ops);
         }
-        let bytes = buf.to_vec();
-        match resp::parse_frame(&bytes) {
-            Ok(Some((frame, _))) => {
-                let is_err = matches!(frame, Frame::Error(_));
-                Ok((lua_from_frame(lua, frame)?, is_err))
-            }
-            _ => fail(b"ERR the command's reply could not be read"),
-        }
+        Ok(())
     }
 }
 
-/// `%.17g`, as Redis formats a Lua number passed to a command.
-fn fmt_17g(n: f64, out: &mut Vec<u8>) {
-    let mut b = [0u8; 64];
-    let len = resp::fmt_double(n, &mut b);
-    out.extend_from_slice(&b[..len]);
+thread_local! {
+    /// The reply buffer `redis.call` runs commands into.
+    static SCRATCH: RefCell<ReplyBuf> = RefCell::new(ReplyBuf::new());
 }
