@@ -83,6 +83,7 @@ scenarios! {
     policies => "policies.txt",
     persistence => "persistence.txt",
     scripting_eval => "scripting_eval.txt",
+    scripting_cmsgpack => "scripting_cmsgpack.txt",
     scripting_errors => "scripting_errors.txt",
     scripting_resp3 => "scripting_resp3.txt",
     scripting_functions => "scripting_functions.txt",

@@ -69,7 +69,7 @@ pub fn library(lua: &Lua) -> mlua::Result<Table> {
     Ok(t)
 }
 
-fn type_name(v: &Value) -> &'static str {
+pub(crate) fn type_name(v: &Value) -> &'static str {
     match v {
         Value::Nil => "nil",
         Value::Boolean(_) => "boolean",

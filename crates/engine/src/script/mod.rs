@@ -31,6 +31,7 @@ use crate::error::{CmdError, CmdResult};
 use crate::spec::{CommandSpec, Flags, Group, KeyList, KeySpec};
 
 pub mod cjson;
+pub mod cmsgpack;
 pub mod function;
 pub mod vm;
 

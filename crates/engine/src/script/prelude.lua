@@ -191,6 +191,16 @@ raising[#raising + 1] = { cjson, 'encode', P.cjson.encode }
 raising[#raising + 1] = { cjson, 'decode', P.cjson.decode }
 G.cjson = cjson
 
+-- lua-cmsgpack's pack/unpack, implemented in Rust.
+local cmsgpack = {}
+for _, k in ipairs({ '_NAME', '_VERSION', '_COPYRIGHT', '_DESCRIPTION' }) do
+    cmsgpack[k] = P.cmsgpack[k]
+end
+for _, f in ipairs({ 'pack', 'unpack', 'unpack_one', 'unpack_limit' }) do
+    raising[#raising + 1] = { cmsgpack, f, P.cmsgpack[f] }
+end
+G.cmsgpack = cmsgpack
+
 -- Redis's pcall: an error table raised by redis.call comes back as its
 -- message.
 local function pack(...)
