@@ -9,6 +9,8 @@
 use mlua::{Lua, MultiValue, Table, Value};
 
 const MAX_NESTING: usize = 16;
+/// 2^63: integers from -2^63 up to (not including) this are packed as such.
+const TWO_63: f64 = 9_223_372_036_854_775_808.0;
 /// Lua's C stack limit (LUAI_MAXCSTACK): values decoded at once, and depth.
 const MAX_STACK: usize = 8000;
 const TOO_MANY: &str =
@@ -155,10 +157,7 @@ fn bytes(s: &[u8], out: &mut Vec<u8>) {
 /// other numbers as float32 when that is exact, else float64.
 fn number(n: f64, out: &mut Vec<u8>) {
     // -2^63 <= n < 2^63: what the cast keeps exactly.
-    if n.is_finite()
-        && n.trunc() == n
-        && (-9.223_372_036_854_775_808e18..9.223_372_036_854_775_808e18).contains(&n)
-    {
+    if n.is_finite() && n.trunc() == n && (-TWO_63..TWO_63).contains(&n) {
         int(n as i64, out);
     } else if (n as f32) as f64 == n {
         out.push(0xca);
