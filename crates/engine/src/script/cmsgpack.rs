@@ -355,7 +355,7 @@ fn decode(lua: &Lua, c: &mut Cursor<'_>, depth: usize) -> Result<Value, DecodeEr
         }
         0xca => num(f32::from_bits(fixed(c, 4)? as u32) as f64),
         0xcb => num(f64::from_bits(fixed(c, 8)?)),
-        0xd9 | 0xda | 0xdb => {
+        0xd9..=0xdb => {
             let n = [1, 2, 4][(b - 0xd9) as usize];
             let len = fixed(c, n)? as usize;
             c.need(len)?;
