@@ -84,6 +84,7 @@ scenarios! {
     persistence => "persistence.txt",
     scripting_eval => "scripting_eval.txt",
     scripting_cmsgpack => "scripting_cmsgpack.txt",
+    scripting_struct => "scripting_struct.txt",
     scripting_errors => "scripting_errors.txt",
     scripting_resp3 => "scripting_resp3.txt",
     scripting_functions => "scripting_functions.txt",

@@ -33,6 +33,7 @@ use crate::spec::{CommandSpec, Flags, Group, KeyList, KeySpec};
 pub mod cjson;
 pub mod cmsgpack;
 pub mod function;
+pub mod lstruct;
 pub mod vm;
 
 /// A cached script (or a library function: its library's code and its

@@ -201,6 +201,13 @@ for _, f in ipairs({ 'pack', 'unpack', 'unpack_one', 'unpack_limit' }) do
 end
 G.cmsgpack = cmsgpack
 
+-- The struct library's pack/unpack/size, implemented in Rust.
+local struct = {}
+for _, f in ipairs({ 'pack', 'unpack', 'size' }) do
+    raising[#raising + 1] = { struct, f, P.struct[f] }
+end
+G.struct = struct
+
 -- Redis's pcall: an error table raised by redis.call comes back as its
 -- message.
 local function pack(...)

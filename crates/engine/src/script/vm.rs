@@ -149,6 +149,7 @@ impl Vm {
         p.set("bit", bit_library(&lua)?)?;
         p.set("cjson", super::cjson::library(&lua)?)?;
         p.set("cmsgpack", super::cmsgpack::library(&lua)?)?;
+        p.set("struct", super::lstruct::library(&lua)?)?;
         // A script that allocates without bound fails ("not enough
         // memory") instead of taking the server with it.
         lua.set_memory_limit(LUA_MEMORY_LIMIT)?;
