@@ -88,6 +88,14 @@ pub struct MemStats {
     pub allocator: &'static str,
 }
 
+/// What the allocator offers MEMORY MALLOC-STATS and MEMORY PURGE.
+pub struct MallocHooks {
+    /// The allocator's statistics report, as text.
+    pub stats: fn() -> String,
+    /// Returns unused dirty pages to the system.
+    pub purge: fn(),
+}
+
 /// The fallback probe: resident set size from `/proc/self/statm`.
 pub fn statm_probe() -> MemStats {
     let rss = std::fs::read_to_string("/proc/self/statm")
@@ -141,6 +149,15 @@ pub struct Shared {
     pub mem_probe: OnceLock<fn() -> MemStats>,
     /// Highest `used_memory` seen by INFO.
     pub mem_peak: AtomicU64,
+    /// `used_memory` once the server had started (`used_memory_startup`).
+    pub mem_startup: AtomicU64,
+    /// The allocator's own reports and controls (MEMORY MALLOC-STATS,
+    /// PURGE), when the server's allocator has them.
+    pub malloc: OnceLock<MallocHooks>,
+    /// SLOWLOG's entries.
+    pub slowlog: crate::commands::slowlog::SlowLog,
+    /// LATENCY's events.
+    pub latency: crate::commands::latency::Monitor,
     /// `expired_keys` at the last CONFIG RESETSTAT (the stripes keep totals).
     pub expired_keys_base: AtomicU64,
     /// Clients waiting in a blocking command (INFO `blocked_clients`).
@@ -218,6 +235,10 @@ impl Shared {
             config_file: Mutex::new(String::new()),
             mem_probe: OnceLock::new(),
             mem_peak: AtomicU64::new(0),
+            mem_startup: AtomicU64::new(0),
+            malloc: OnceLock::new(),
+            slowlog: Default::default(),
+            latency: Default::default(),
             expired_keys_base: AtomicU64::new(0),
             blocked_clients: AtomicUsize::new(0),
             effects: crate::effects::Hub::default(),

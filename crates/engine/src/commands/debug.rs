@@ -28,7 +28,11 @@ pub const COMMANDS: &[CommandSpec] = &[
     CommandSpec::new(
         "DEBUG",
         -2,
-        Flags::ADMIN.union(Flags::NOSCRIPT).union(Flags::LOADING).union(Flags::STALE),
+        Flags::ADMIN
+            .union(Flags::NOSCRIPT)
+            .union(Flags::LOADING)
+            .union(Flags::STALE)
+            .union(Flags::PROTECTED),
         KeySpec::Custom { legacy: (0, 0, 0), find: debug_keys },
         Group::Server,
         "A container for debugging commands",

@@ -238,7 +238,7 @@ fn section(cx: &mut Ctx, name: &str, t: &mut String, counts: &mut Counts) {
             line!("used_memory_peak_human:{}", human(peak));
             line!("used_memory_peak_perc:{:.2}%", ratio(used, peak) * 100.0);
             line!("used_memory_overhead:0");
-            line!("used_memory_startup:0");
+            line!("used_memory_startup:{}", ld(&sh.mem_startup).min(used));
             line!("used_memory_dataset:{used}");
             line!("used_memory_dataset_perc:100.00%");
             line!("allocator_allocated:{}", m.allocator_allocated);

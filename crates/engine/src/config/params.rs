@@ -226,7 +226,7 @@ pub static PARAMS: &[Param] = &[
     ),
     p(
         "enable-debug-command",
-        IMMUTABLE | NO_EFFECT,
+        IMMUTABLE,
         Ty::Enum(YES_NO_LOCAL),
         f(|c| c.enable_debug_command.clone().into_bytes(), |c, v| c.enable_debug_command = v.s()),
     ),
