@@ -51,7 +51,7 @@ fn masked_entry(f: Frame) -> (Vec<String>, String, String) {
 fn slowlog_story(port: u16) -> Vec<String> {
     let mut c = Client::connect(port).unwrap();
     let mut log = Vec::new();
-    let mut say = |c: &mut Client, args: &[&str], log: &mut Vec<String>| {
+    let say = |c: &mut Client, args: &[&str], log: &mut Vec<String>| {
         let f = frame(c, args);
         log.push(format!("{args:?} -> {}", text(&f)));
     };
@@ -364,4 +364,142 @@ fn slow_commands_reach_the_slowlog_by_their_duration() {
     let v = items(all[0].clone());
     assert!(matches!(v[2], Frame::Integer(d) if d >= 30_000), "{v:?}");
     assert_eq!(masked_entry(all[0].clone()).0, vec!["DEBUG", "SLEEP", "0.03"]);
+}
+
+/// INFO's sections and their field names, in order, with the per-command,
+/// per-error and per-database lines reduced to their prefix.
+fn info_fields(c: &mut Client) -> Vec<(String, Vec<String>)> {
+    let all = text(&frame(c, &["INFO", "everything"]));
+    let mut out: Vec<(String, Vec<String>)> = Vec::new();
+    for line in all.split("\r\n") {
+        if let Some(h) = line.strip_prefix("# ") {
+            out.push((h.to_string(), Vec::new()));
+        } else if let Some((name, _)) = line.split_once(':') {
+            let name = ["cmdstat_", "errorstat_", "latency_percentiles_usec_", "db"]
+                .iter()
+                .find(|p| name.starts_with(*p))
+                .map_or(name.to_string(), |p| format!("{p}*"));
+            let fields = &mut out.last_mut().expect("a field before any section").1;
+            if !fields.contains(&name) {
+                fields.push(name);
+            }
+        }
+    }
+    out
+}
+
+/// Sluice's own INFO fields, which Redis does not print.
+const SLUICE_ONLY: &[&str] = &["sluice_version", "sluice_threads"];
+
+#[test]
+fn info_prints_every_section_and_field_redis_prints() {
+    let Some((r, s)) = both() else { return };
+    let mut per = Vec::new();
+    for port in [r.port(), s.port()] {
+        let mut c = Client::connect(port).unwrap();
+        // Something in every optional section: a key, a command, an error.
+        frame(&mut c, &["SET", "k", "v"]);
+        frame(&mut c, &["NOSUCHCOMMAND"]);
+        per.push(info_fields(&mut c));
+    }
+    let sluice: Vec<(String, Vec<String>)> = per[1]
+        .iter()
+        .map(|(s, f)| {
+            (s.clone(), f.iter().filter(|n| !SLUICE_ONLY.contains(&n.as_str())).cloned().collect())
+        })
+        .collect();
+    let names = |v: &[(String, Vec<String>)]| v.iter().map(|s| s.0.clone()).collect::<Vec<_>>();
+    assert_eq!(names(&sluice), names(&per[0]));
+    for ((sec, want), (_, got)) in per[0].iter().zip(&sluice) {
+        assert_eq!(got, want, "INFO {sec}");
+    }
+}
+
+/// The DEBUG subcommands tools and test suites use give Redis's replies:
+/// the dataset and value digests byte for byte after the same writes.
+#[test]
+fn debug_subcommands_match_redis() {
+    let Some((r, s)) = both() else { return };
+    let mut writes: Vec<Vec<String>> = Vec::new();
+    let w = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<String>>();
+    writes.push(w(&["SET", "int", "12345"]));
+    writes.push(w(&["SET", "str", "hello"]));
+    writes.push(w(&["SET", "ttl", "v", "EX", "100"]));
+    writes.push(w(&["HSET", "h", "a", "1", "b", "two"]));
+    writes.push(w(&["SADD", "si", "1", "2", "3"]));
+    writes.push(w(&["SADD", "ss", "a", "b", "c"]));
+    writes.push(w(&["ZADD", "z", "1", "a", "2.5", "b", "0.1", "c"]));
+    writes.push(w(&["RPUSH", "l", "x", "y", "z"]));
+    writes.push(w(&["XADD", "st", "1-1", "f", "v", "g", "w"]));
+    writes.push(w(&["XADD", "st", "2-1", "f", "v2"]));
+    for i in 0..200 {
+        writes.push(w(&["ZADD", "zbig", &i.to_string(), &format!("m{i}")]));
+        writes.push(w(&["HSET", "hbig", &format!("f{i}"), &"v".repeat(i % 70)]));
+    }
+    writes.push(w(&["SELECT", "5"]));
+    writes.push(w(&["SET", "other", "db"]));
+    writes.push(w(&["SELECT", "0"]));
+    let script: &[&[&str]] = &[
+        &["DEBUG", "DIGEST"],
+        &["DEBUG", "DIGEST-VALUE", "int", "str", "ttl", "h", "si", "ss", "z", "l", "st", "nokey"],
+        &["DEBUG", "DIGEST-VALUE", "zbig", "hbig"],
+        &["DEBUG", "PROTOCOL", "string"],
+        &["DEBUG", "PROTOCOL", "integer"],
+        &["DEBUG", "PROTOCOL", "double"],
+        &["DEBUG", "PROTOCOL", "bignum"],
+        &["DEBUG", "PROTOCOL", "null"],
+        &["DEBUG", "PROTOCOL", "array"],
+        &["DEBUG", "PROTOCOL", "set"],
+        &["DEBUG", "PROTOCOL", "map"],
+        &["DEBUG", "PROTOCOL", "attrib"],
+        &["DEBUG", "PROTOCOL", "push"],
+        &["DEBUG", "PROTOCOL", "true"],
+        &["DEBUG", "PROTOCOL", "verbatim"],
+        &["DEBUG", "PROTOCOL", "nope"],
+        &["DEBUG", "ERROR", "-CUSTOM went wrong"],
+        &["DEBUG", "ERROR", "plain"],
+        &["DEBUG", "LOG", "hello"],
+        &["DEBUG", "QUICKLIST-PACKED-THRESHOLD", "100"],
+        &["DEBUG", "QUICKLIST-PACKED-THRESHOLD", "5gb"],
+        &["DEBUG", "POPULATE", "10", "pk", "12"],
+        &["DEBUG", "POPULATE", "-1"],
+        &["MGET", "pk:0", "pk:9", "pk:10"],
+        &["DEBUG", "POPULATE", "3"],
+        &["DBSIZE"],
+        &["DEBUG", "DIGEST"],
+        &["DEBUG", "NOSUCH"],
+        &["DEBUG", "HELP"],
+    ];
+    let mut got = Vec::new();
+    for port in [r.port(), s.port()] {
+        let mut c = Client::connect(port).unwrap();
+        for cmd in &writes {
+            let args: Vec<&str> = cmd.iter().map(String::as_str).collect();
+            frame(&mut c, &args);
+        }
+        let mut replies = Vec::new();
+        for proto in ["2", "3"] {
+            frame(&mut c, &["HELLO", proto]);
+            for cmd in script {
+                // Everything up to a PING's reply: replies of several
+                // frames (attributes, pushes) whole.
+                c.send(cmd).unwrap();
+                c.send(&["PING"]).unwrap();
+                let all = c.read_until_suffix(b"+PONG\r\n", Duration::from_secs(10)).unwrap();
+                replies.push(all);
+            }
+        }
+        got.push(replies);
+    }
+    for (i, (a, b)) in got[0].iter().zip(&got[1]).enumerate() {
+        let cmd = script[i % script.len()];
+        assert_eq!(String::from_utf8_lossy(b), String::from_utf8_lossy(a), "reply {i} ({cmd:?})");
+    }
+    assert_eq!(got[0].len(), got[1].len());
+    // Redis's own fuzz run takes seconds; its reply is this status.
+    let mut c = s.client();
+    assert_eq!(
+        text(&frame(&mut c, &["DEBUG", "STRINGMATCH-TEST"])),
+        "Apparently Redis did not crash: test passed"
+    );
 }

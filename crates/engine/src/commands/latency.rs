@@ -369,14 +369,14 @@ fn report(
         }
         let samples: Vec<Sample> = ts.iter().collect();
         let count = samples.len() as u64;
-        let (mut avg, mut mad, mut period) = (0u64, 0u64, 0i64);
-        if count > 0 {
-            avg = samples.iter().map(|s| s.ms).sum::<u64>() / count;
-            let oldest = samples.iter().map(|s| s.time).min().unwrap_or(now);
-            period = (now - oldest).max(1);
-            mad = samples.iter().map(|s| (avg as i64 - s.ms as i64).unsigned_abs()).sum::<u64>()
-                / count;
-        }
+        let sum: u64 = samples.iter().map(|s| s.ms).sum();
+        let avg = sum.checked_div(count).unwrap_or(0);
+        let dev: u64 = samples.iter().map(|s| (avg as i64 - s.ms as i64).unsigned_abs()).sum();
+        let mad = dev.checked_div(count).unwrap_or(0);
+        let period = match samples.iter().map(|s| s.time).min() {
+            Some(oldest) => (now - oldest).max(1),
+            None => 0,
+        };
         let _ = write!(
             r,
             "{}. {event}: {count} latency spikes (average {avg}ms, mean deviation {mad}ms, \

@@ -182,11 +182,7 @@ fn sampled(sizes: impl Iterator<Item = usize>, samples: usize, n: usize) -> usiz
         sum += s;
         k += 1;
     }
-    if k == 0 {
-        0
-    } else {
-        sum / k * n
-    }
+    sum.checked_div(k).map_or(0, |avg| avg * n)
 }
 
 /// The score as a zset listpack stores it (`d2string`, then as an
@@ -218,7 +214,7 @@ pub fn value_size(v: &Value, samples: usize) -> usize {
             let mut node_sizes = Vec::new();
             let mut at = 0;
             for n in l.chunk_sizes().take(samples) {
-                let lp = lp_bytes(l.range(at, n).map(|e| lp_str_size(e)));
+                let lp = lp_bytes(l.range(at, n).map(lp_str_size));
                 node_sizes.push(QUICKLIST_NODE + je_size(lp));
                 at += n;
             }
@@ -332,7 +328,7 @@ fn stats(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     }
     int(out, "overhead.total", o.overhead as i64);
     int(out, "keys.count", o.keys as i64);
-    int(out, "keys.bytes-per-key", if o.keys == 0 { 0 } else { (net / o.keys) as i64 });
+    int(out, "keys.bytes-per-key", net.checked_div(o.keys).unwrap_or(0) as i64);
     int(out, "dataset.bytes", dataset as i64);
     let dbl = |out: &mut ReplyBuf, k: &str, v: f64| {
         out.bulk(k.as_bytes());

@@ -10,6 +10,7 @@ pub mod client;
 pub mod command;
 pub mod connection;
 pub mod debug;
+pub mod digest;
 pub mod geo;
 pub mod hash;
 pub mod hll;
