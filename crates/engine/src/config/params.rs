@@ -242,7 +242,7 @@ pub static PARAMS: &[Param] = &[
     // Snapshotting and AOF.
     p(
         "save",
-        MULTI_ARG | NO_EFFECT,
+        MULTI_ARG,
         Ty::Special(parse_save),
         f(get_save, |c, v| {
             if let Val::Save(s) = v {
