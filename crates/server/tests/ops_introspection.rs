@@ -248,16 +248,24 @@ fn memory_usage_is_close_to_redis() {
         vec!["SADD".into(), "ints".into(), "1".into(), "2".into(), "300000".into()],
         vec!["ZADD".into(), "zpack".into(), "1".into(), "a".into(), "2.5".into(), "b".into()],
         vec!["RPUSH".into(), "short".into(), "a".into(), "b".into(), "c".into()],
+        vec!["XADD".into(), "stream".into(), "1-1".into(), "f".into(), "v".into()],
     ];
     for i in 0..300 {
         script.push(vec!["HSET".into(), "htable".into(), format!("field:{i}"), format!("v{i}")]);
         script.push(vec!["SADD".into(), "stable".into(), format!("member:{i}")]);
         script.push(vec!["ZADD".into(), "zskip".into(), i.to_string(), format!("m:{i}")]);
         script.push(vec!["RPUSH".into(), "long".into(), format!("element:{i}")]);
+        script.push(vec![
+            "XADD".into(),
+            "xlong".into(),
+            "*".into(),
+            "field".into(),
+            "x".repeat(i % 50),
+        ]);
     }
     let keys = [
         "int", "emb", "raw", "raw2", "hpack", "ints", "zpack", "short", "htable", "stable",
-        "zskip", "long",
+        "zskip", "long", "stream", "xlong",
     ];
     let mut sizes = Vec::new();
     for port in [r.port(), s.port()] {

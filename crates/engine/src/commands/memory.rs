@@ -10,7 +10,7 @@
 //! go to the allocator hooks the server installs.
 
 use resp::ReplyBuf;
-use store::types::stream::{lp_int_size, lp_str_size};
+use store::types::stream::lp_str_size;
 use store::Value;
 
 use crate::commands::server::reply_help;
@@ -119,11 +119,12 @@ fn usage(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         }
     }
     let db = cx.db;
+    let prealloc = cx.sess.conf(cx.shared).stream_node_max_bytes;
     let Some(e) = cx.keys.get(db, key) else {
         out.null();
         return Ok(());
     };
-    let size = value_size(&e.value, samples) + sds_alloc(key.len()) + DICT_ENTRY;
+    let size = value_size(&e.value, samples, prealloc) + sds_alloc(key.len()) + DICT_ENTRY;
     out.int(size as i64);
     Ok(())
 }
@@ -139,6 +140,10 @@ const ZSKIPLIST: usize = 32;
 const ZSKIPLIST_NODE: usize = 24;
 const ZSKIPLIST_LEVEL: usize = 16;
 const ZSKIPLIST_MAXLEVEL: usize = 32;
+const STREAM: usize = 80;
+const STREAM_CG: usize = 48;
+const STREAM_NACK: usize = 24;
+const STREAM_CONSUMER: usize = 48;
 
 /// The size class jemalloc serves `n` bytes from (`zmalloc_size`).
 pub fn je_size(n: usize) -> usize {
@@ -203,8 +208,10 @@ fn ryu_like(s: f64) -> Vec<u8> {
     }
 }
 
-/// `objectComputeSize` for a value, sampling `samples` nested elements.
-pub fn value_size(v: &Value, samples: usize) -> usize {
+/// `objectComputeSize` for a value, sampling `samples` nested elements;
+/// `prealloc` is `stream-node-max-bytes` (a stream node's listpack is
+/// allocated at up to 4 KiB from the start).
+pub fn value_size(v: &Value, samples: usize, prealloc: usize) -> usize {
     match v {
         Value::Int(_) => ROBJ,
         // robj, sdshdr8 and the bytes in one allocation.
@@ -255,9 +262,27 @@ pub fn value_size(v: &Value, samples: usize) -> usize {
                     + sampled(each, samples, z.len())
             }
         }
-        // Radix tree nodes and listpacks: the stored size plus the stream
-        // header, close to Redis's estimate for plain streams.
-        Value::Stream(s) => ROBJ + 64 + s.heap_size() + lp_int_size(s.len() as i64),
+        Value::Stream(s) => {
+            // The stream struct, the radix tree (streamRadixTreeMemoryUsage:
+            // an id per key, a header and 30 words per node), the nodes'
+            // listpacks as allocated (sampled, the last one exactly).
+            let nodes: Vec<usize> = s.nodes().map(|n| n.lp_bytes()).collect();
+            let first = if prealloc == 0 || prealloc > 4096 { 4096 } else { prealloc };
+            let alloc = |b: usize| je_size(b.max(first));
+            let mut size = ROBJ + STREAM + nodes.len() * 16 + s.rax_nodes() * (4 + 8 * 30);
+            if nodes.len() <= samples {
+                size += nodes.iter().map(|&b| alloc(b)).sum::<usize>();
+            } else {
+                let avg = nodes.iter().take(samples).map(|&b| alloc(b)).sum::<usize>() / samples;
+                size += avg * (nodes.len() - 1) + nodes.last().map_or(0, |&b| alloc(b));
+            }
+            for (_, g) in s.groups() {
+                // streamCG, its PEL's tree and NACKs; consumers' structs.
+                size += STREAM_CG + g.pel.len() * (16 + 4 + 240 + STREAM_NACK);
+                size += g.consumers.len() * STREAM_CONSUMER;
+            }
+            size
+        }
     }
 }
 
