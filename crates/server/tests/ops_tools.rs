@@ -159,7 +159,7 @@ fn in_pty(args: &[String], steps: &[&[u8]], limit: Duration) -> String {
         libc::fcntl(fd, libc::F_SETFL, libc::fcntl(fd, libc::F_GETFL) | libc::O_NONBLOCK);
     }
     let mut screen = Vec::new();
-    let mut drain = |m: &mut std::fs::File, screen: &mut Vec<u8>, wait: Duration| {
+    let drain = |m: &mut std::fs::File, screen: &mut Vec<u8>, wait: Duration| {
         let t = Instant::now();
         let mut buf = [0u8; 4096];
         while t.elapsed() < wait {
