@@ -477,19 +477,19 @@ pub static PARAMS: &[Param] = &[
     ),
     p(
         "slowlog-log-slower-than",
-        NO_EFFECT,
+        0,
         int(-1, LONG_MAX),
         f(|c| num(c.slowlog_log_slower_than), |c, v| c.slowlog_log_slower_than = v.i() as i64),
     ),
     p(
         "slowlog-max-len",
-        NO_EFFECT,
+        0,
         int(0, LONG_MAX),
         f(|c| num(c.slowlog_max_len), |c, v| c.slowlog_max_len = v.i() as u64),
     ),
     p(
         "latency-monitor-threshold",
-        NO_EFFECT,
+        0,
         int(0, LONG_MAX),
         f(|c| num(c.latency_monitor_threshold), |c, v| c.latency_monitor_threshold = v.i() as i64),
     ),
