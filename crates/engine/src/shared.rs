@@ -154,6 +154,10 @@ pub struct Shared {
     /// The allocator's own reports and controls (MEMORY MALLOC-STATS,
     /// PURGE), when the server's allocator has them.
     pub malloc: OnceLock<MallocHooks>,
+    /// Binds the listeners anew on another port (CONFIG SET port): the
+    /// bind addresses, the port, the backlog. Installed by the server.
+    #[allow(clippy::type_complexity)]
+    pub rebind: OnceLock<Box<dyn Fn(&[String], u16, u32) -> Result<(), String> + Send + Sync>>,
     /// SLOWLOG's entries.
     pub slowlog: crate::commands::slowlog::SlowLog,
     /// LATENCY's events.
@@ -237,6 +241,7 @@ impl Shared {
             mem_peak: AtomicU64::new(0),
             mem_startup: AtomicU64::new(0),
             malloc: OnceLock::new(),
+            rebind: OnceLock::new(),
             slowlog: Default::default(),
             latency: Default::default(),
             expired_keys_base: AtomicU64::new(0),

@@ -216,3 +216,36 @@ fn config_rewrite_keeps_comments_order_and_includes_like_redis() {
     }
     assert_eq!(files[1], files[0]);
 }
+
+/// CONFIG SET port moves the listeners (Redis's changeListenPort): the
+/// old port stops accepting, the new one serves, INFO says so; a port
+/// that cannot be bound is refused and nothing changes.
+#[test]
+fn config_set_port_moves_the_listener_like_redis() {
+    let Some(r) = RedisServer::start() else { return };
+    let s = TestServer::start();
+    let mut seen = Vec::new();
+    for port in [r.port(), s.port()] {
+        let mut c = testkit::Client::connect(port).unwrap();
+        let new = testkit::free_port();
+        let mut log = Vec::new();
+        let ok = c.cmd(&["CONFIG", "SET", "port", &new.to_string()]).unwrap();
+        log.push(String::from_utf8_lossy(&ok).into_owned());
+        // The connection that asked stays; new ones go to the new port.
+        log.push(String::from_utf8_lossy(&c.cmd(&["PING"]).unwrap()).into_owned());
+        std::thread::sleep(Duration::from_millis(100));
+        log.push(format!("old port accepts: {}", testkit::Client::connect(port).is_ok()));
+        let mut n = testkit::Client::connect(new).expect("the new port");
+        let info = String::from_utf8_lossy(&n.cmd(&["INFO", "server"]).unwrap()).into_owned();
+        log.push(format!("tcp_port moved: {}", info.contains(&format!("tcp_port:{new}\r\n"))));
+        // A port in use is refused, the current one kept.
+        let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let busy = taken.local_addr().unwrap().port();
+        let err = n.cmd(&["CONFIG", "SET", "port", &busy.to_string()]).unwrap();
+        log.push(String::from_utf8_lossy(&err).into_owned());
+        let got = n.cmd(&["CONFIG", "GET", "port"]).unwrap();
+        log.push(String::from_utf8_lossy(&got).replace(&new.to_string(), "NEW"));
+        seen.push(log);
+    }
+    assert_eq!(seen[1], seen[0]);
+}

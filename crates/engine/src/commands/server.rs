@@ -240,6 +240,20 @@ fn config_set(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         ));
         return Err(set_failed(n.name().as_bytes(), &why));
     }
+    // A new port moves the listeners, as Redis's changeListenPort does;
+    // failing to bind restores everything.
+    let old_port = cx.shared.config.read().port;
+    if next.port != old_port {
+        if let Some(rebind) = cx.shared.rebind.get() {
+            if let Err(why) = rebind(&next.bind, next.port, next.tcp_backlog) {
+                crate::log::warning(
+                    "Failed applying new configuration. Possibly related to new port setting. \
+                     Restoring previous settings.",
+                );
+                return Err(set_failed(b"port", &why));
+            }
+        }
+    }
     crate::log::set_level(&next.loglevel);
     for (n, _) in &chosen {
         if !n.param.has_effect() {
