@@ -22,8 +22,12 @@ pub struct Stats {
     pub commands_processed: AtomicU64,
     pub keyspace_hits: AtomicU64,
     pub keyspace_misses: AtomicU64,
+    /// Bytes of closed connections (open ones count their own).
     pub net_input_bytes: AtomicU64,
     pub net_output_bytes: AtomicU64,
+    /// The open connections' bytes at the last CONFIG RESETSTAT.
+    pub net_input_base: AtomicU64,
+    pub net_output_base: AtomicU64,
     pub rejected_calls: AtomicU64,
     pub failed_calls: AtomicU64,
     pub client_qbuf_limit_disconnections: AtomicU64,
@@ -158,6 +162,8 @@ pub struct Shared {
     /// bind addresses, the port, the backlog. Installed by the server.
     #[allow(clippy::type_complexity)]
     pub rebind: OnceLock<Box<dyn Fn(&[String], u16, u32) -> Result<(), String> + Send + Sync>>,
+    /// INFO's instantaneous rates, sampled by [`tick`](Shared::tick).
+    pub rates: crate::rates::Rates,
     /// SLOWLOG's entries.
     pub slowlog: crate::commands::slowlog::SlowLog,
     /// LATENCY's events.
@@ -242,6 +248,7 @@ impl Shared {
             mem_startup: AtomicU64::new(0),
             malloc: OnceLock::new(),
             rebind: OnceLock::new(),
+            rates: Default::default(),
             slowlog: Default::default(),
             latency: Default::default(),
             expired_keys_base: AtomicU64::new(0),
@@ -390,9 +397,40 @@ impl Shared {
         self.lru.load(Ordering::Relaxed)
     }
 
-    /// Called by the server's timer.
+    /// Called by the server's timer (every 100 ms).
     pub fn tick(&self) {
         self.lru.store(self.started.elapsed().as_secs() as u32, Ordering::Relaxed);
+        let (input, output) = self.net_bytes();
+        let commands = self.stats.commands_processed.load(Ordering::Relaxed);
+        self.rates.track(unix_ms(), [commands, input, output]);
+    }
+
+    /// `total_net_input_bytes` and `total_net_output_bytes`: the closed
+    /// connections' (added as they close) and the open ones' own counts,
+    /// so the connections never share a counter per read or write.
+    pub fn net_bytes(&self) -> (u64, u64) {
+        let st = &self.stats;
+        let (mut i, mut o) = (
+            st.net_input_bytes.load(Ordering::Relaxed),
+            st.net_output_bytes.load(Ordering::Relaxed),
+        );
+        let (li, lo) = self.live_net_bytes();
+        i += li;
+        o += lo;
+        (
+            i.saturating_sub(st.net_input_base.load(Ordering::Relaxed)),
+            o.saturating_sub(st.net_output_base.load(Ordering::Relaxed)),
+        )
+    }
+
+    /// The open connections' own byte counts.
+    pub fn live_net_bytes(&self) -> (u64, u64) {
+        let (mut i, mut o) = (0, 0);
+        for h in self.clients.lock().values() {
+            i += h.net_in.load(Ordering::Relaxed);
+            o += h.net_out.load(Ordering::Relaxed);
+        }
+        (i, o)
     }
 
     /// Registers a new connection and returns its session.
@@ -415,7 +453,11 @@ impl Shared {
         sess.handle.killed.store(true, Ordering::Release);
         crate::commands::tx::unwatch_all(self, sess);
         self.flush_stats(sess);
-        self.clients.lock().remove(&sess.handle.id);
+        let mut clients = self.clients.lock();
+        let h = &sess.handle;
+        self.stats.net_input_bytes.fetch_add(h.net_in.load(Ordering::Relaxed), Ordering::Relaxed);
+        self.stats.net_output_bytes.fetch_add(h.net_out.load(Ordering::Relaxed), Ordering::Relaxed);
+        clients.remove(&h.id);
     }
 
     /// Moves a session's local counters into the shared ones.

@@ -511,3 +511,55 @@ fn debug_subcommands_match_redis() {
         "Apparently Redis did not crash: test passed"
     );
 }
+
+/// `instantaneous_ops_per_sec` and the kbps rates follow the load, as
+/// Redis's 100 ms samples do (zero when idle, positive under load).
+#[test]
+fn instantaneous_rates_follow_the_load() {
+    let s = TestServer::start();
+    let mut c = s.client();
+    let field = |c: &mut Client, name: &str| -> f64 {
+        let info = text(&frame(c, &["INFO", "stats"]));
+        let line = info.lines().find(|l| l.starts_with(name)).expect(name);
+        line.split(':').nth(1).unwrap().trim().parse().unwrap()
+    };
+    std::thread::sleep(Duration::from_millis(1800));
+    assert_eq!(field(&mut c, "instantaneous_ops_per_sec:"), 0.0);
+    let start = std::time::Instant::now();
+    while start.elapsed() < Duration::from_millis(800) {
+        let mut batch = Vec::new();
+        for _ in 0..50 {
+            testkit::encode(&["SET", "k", "v"], &mut batch);
+        }
+        c.send_raw(&batch).unwrap();
+        for _ in 0..50 {
+            c.read_reply().unwrap();
+        }
+    }
+    assert!(field(&mut c, "instantaneous_ops_per_sec:") > 0.0);
+    assert!(field(&mut c, "instantaneous_input_kbps:") > 0.0);
+    assert!(field(&mut c, "instantaneous_output_kbps:") > 0.0);
+}
+
+/// `total_net_input_bytes`/`total_net_output_bytes` count every byte read
+/// and written, open and closed connections, from the last RESETSTAT.
+#[test]
+fn net_byte_totals_match_redis() {
+    let Some((r, s)) = both() else { return };
+    let mut seen = Vec::new();
+    for port in [r.port(), s.port()] {
+        let mut a = Client::connect(port).unwrap();
+        frame(&mut a, &["SET", "before", "reset"]);
+        frame(&mut a, &["CONFIG", "RESETSTAT"]);
+        let mut b = Client::connect(port).unwrap();
+        frame(&mut b, &["SET", "a", "b"]);
+        frame(&mut b, &["GET", "a"]);
+        drop(b);
+        std::thread::sleep(Duration::from_millis(100));
+        let info = text(&frame(&mut a, &["INFO", "stats"]));
+        let totals: Vec<String> =
+            info.lines().filter(|l| l.starts_with("total_net_")).map(str::to_string).collect();
+        seen.push(totals);
+    }
+    assert_eq!(seen[1], seen[0]);
+}

@@ -296,6 +296,9 @@ fn config_resetstat(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult
     ] {
         c.store(0, Ordering::Relaxed);
     }
+    let (live_in, live_out) = sh.live_net_bytes();
+    s.net_input_base.store(live_in, Ordering::Relaxed);
+    s.net_output_base.store(live_out, Ordering::Relaxed);
     let (_, expired, _) = super::info::keyspace_counts(cx);
     sh.expired_keys_base.store(expired, Ordering::Relaxed);
     let used = sh.mem_stats().used_memory;
