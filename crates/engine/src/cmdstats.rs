@@ -355,6 +355,69 @@ impl CmdStats {
     }
 }
 
+impl CmdStats {
+    fn hist_of(&self, name: &str) -> Option<&Hist> {
+        let i = table().iter().position(|e| e.name() == name)?;
+        self.slots[i].hist.get().filter(|h| h.total.load(Relaxed) > 0)
+    }
+
+    /// Full names of the commands with latency samples (LATENCY HISTOGRAM).
+    pub fn with_histograms(&self) -> Vec<String> {
+        table()
+            .iter()
+            .zip(self.slots.iter())
+            .filter(|(_, s)| s.hist.get().is_some_and(|h| h.total.load(Relaxed) > 0))
+            .map(|(e, _)| e.name().to_string())
+            .collect()
+    }
+
+    /// Whether command `name` (a full name, lower case) has samples.
+    pub fn has_histogram(&self, name: &str) -> bool {
+        self.hist_of(name).is_some()
+    }
+
+    /// `fillCommandCDF`: the calls and the cumulative counts at each power
+    /// of two from 1,024 ns (hdr_iter_log_init(1024, 2)), as (µs, count),
+    /// only where the count grew.
+    pub fn cdf(&self, name: &str) -> (u64, Vec<(i64, u64)>) {
+        let Some(h) = self.hist_of(name) else { return (0, Vec::new()) };
+        let total = h.total.load(Relaxed);
+        let mut points = Vec::new();
+        let (mut level, mut cum, mut prev) = (1024i64, 0u64, 0u64);
+        let mut i = 0usize;
+        'report: loop {
+            // hdr's log iterator: another step while counts remain or the
+            // next bucket already passes the next reporting level.
+            let lowest = lowest_equivalent(level);
+            if !(cum < total || (i < COUNTS && value_at_index(i) > lowest)) {
+                break;
+            }
+            loop {
+                if i > 0 && value_at_index(i - 1) >= lowest {
+                    let v = value_at_index(i - 1);
+                    if cum > prev {
+                        points.push((highest_equivalent(v) / 1000, cum));
+                    }
+                    prev = cum;
+                    level *= 2;
+                    continue 'report;
+                }
+                if i >= COUNTS {
+                    break 'report;
+                }
+                cum += h.counts[i].load(Relaxed);
+                i += 1;
+            }
+        }
+        (total, points)
+    }
+}
+
+fn lowest_equivalent(v: i64) -> i64 {
+    let b = bucket_index(v);
+    (v >> b) << b
+}
+
 /// `%f` with trailing zeros (and a trailing dot) removed, as Redis prints
 /// a percentile's name.
 pub fn trim_double(p: f64) -> String {

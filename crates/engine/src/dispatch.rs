@@ -182,6 +182,10 @@ pub fn execute_hinted(
             return Outcome::Done;
         }
     };
+    if spec.flags.has(Flags::PROTECTED) && !protected_allowed(shared, sess) {
+        reject(shared, sess, Some(spec), &CmdError::DebugNotAllowed, out);
+        return Outcome::Done;
+    }
     let now = if hint.now != 0 { hint.now } else { shared.clock.now_ms() };
     // One load tells whether anything calls for the checks (the common
     // case of an authenticated client outside MULTI on a server without
@@ -250,6 +254,22 @@ pub fn execute_hinted(
         }
     }
     Outcome::Done
+}
+
+/// Whether `enable-debug-command` lets this client run a `PROTECTED`
+/// command (Redis's `allowProtectedAction`).
+#[cold]
+fn protected_allowed(shared: &Shared, sess: &mut Session) -> bool {
+    let local = {
+        let a = sess.handle.addr.as_str();
+        // Loopback, a Unix socket (a path), or an in-process session.
+        a.is_empty() || a.starts_with("127.") || a.starts_with("[::1]") || a.starts_with('/')
+    };
+    match sess.conf(shared).enable_debug_command.as_str() {
+        "yes" => true,
+        "local" => local,
+        _ => false,
+    }
 }
 
 /// Applies the table's flags for `caller`, in Redis's order. A client's
@@ -614,7 +634,12 @@ pub fn call<'a>(
     }
     // A call that blocked is counted when its wait ends.
     if !waiting && sess.blocked.is_none() {
-        count_call(shared, sess, spec, start.usec(), failed);
+        let usec = start.usec();
+        count_call(shared, sess, spec, usec, failed);
+        // The slow log and the latency monitor: one comparison when off.
+        if usec >= sess.slow_us {
+            commands::slowlog::record(shared, sess, spec, argv, usec);
+        }
     }
     // What the store noticed on the way: keys that expired lazily, keys
     // blocked clients wait for that received a value.

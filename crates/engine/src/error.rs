@@ -48,6 +48,8 @@ pub enum CmdError {
     /// A caller that already holds stripes (EXEC, a script) ran a command
     /// needing a stripe below them: refused rather than risk a deadlock.
     LockOrder,
+    /// DEBUG refused by `enable-debug-command`.
+    DebugNotAllowed,
     /// A complete error line without the leading `-` (it starts with its
     /// own code, e.g. `ERR ...` or `WRONGPASS ...`).
     Msg(Cow<'static, str>),
@@ -94,6 +96,11 @@ impl CmdError {
             }
             CmdError::Busy => {
                 "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE."
+            }
+            CmdError::DebugNotAllowed => {
+                "ERR DEBUG command not allowed. If the enable-debug-command option is set to \
+                 \"local\", you can run it from a local connection, otherwise you need to set this \
+                 option in the configuration file, and then restart the server."
             }
             CmdError::LockOrder => {
                 "ERR command needs keys outside those its caller locked beforehand"

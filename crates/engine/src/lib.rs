@@ -18,6 +18,7 @@ pub mod log;
 pub mod meta;
 pub mod outbox;
 pub mod pubsub;
+pub mod rates;
 pub mod script;
 pub mod session;
 pub mod shared;

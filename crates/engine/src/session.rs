@@ -183,6 +183,9 @@ pub struct Session {
     /// the session's own (no maxmemory, not loading, no pause set, no
     /// script past busy-reply-threshold).
     plain: bool,
+    /// As of `conf_epoch`: the shortest call (µs) the slow log or the
+    /// latency monitor wants to see (`slowlog::slow_threshold`).
+    pub slow_us: u64,
     /// Set while a blocked client's command runs again to be served: the
     /// key that became ready (see [`crate::blocking`]).
     pub serving: Option<Box<[u8]>>,
@@ -238,6 +241,7 @@ impl Session {
             conf_epoch: u64::MAX,
             pause: (i64::MIN, crate::shared::Pause::default()),
             plain: false,
+            slow_us: u64::MAX,
             serving: None,
             subs: crate::pubsub::Subs::default(),
             pushed: None,
@@ -291,6 +295,7 @@ impl Session {
         // again, so the next command copies again.
         self.conf = Arc::new(shared.config.read().clone());
         self.conf_epoch = e;
+        self.slow_us = crate::commands::slowlog::slow_threshold(&self.conf);
         self.fx.sync(&shared.effects);
         let paused = shared.pause.lock().until_ms > 0;
         // A failed BGSAVE may refuse writes (stop-writes-on-bgsave-error);

@@ -22,8 +22,12 @@ pub struct Stats {
     pub commands_processed: AtomicU64,
     pub keyspace_hits: AtomicU64,
     pub keyspace_misses: AtomicU64,
+    /// Bytes of closed connections (open ones count their own).
     pub net_input_bytes: AtomicU64,
     pub net_output_bytes: AtomicU64,
+    /// The open connections' bytes at the last CONFIG RESETSTAT.
+    pub net_input_base: AtomicU64,
+    pub net_output_base: AtomicU64,
     pub rejected_calls: AtomicU64,
     pub failed_calls: AtomicU64,
     pub client_qbuf_limit_disconnections: AtomicU64,
@@ -88,6 +92,14 @@ pub struct MemStats {
     pub allocator: &'static str,
 }
 
+/// What the allocator offers MEMORY MALLOC-STATS and MEMORY PURGE.
+pub struct MallocHooks {
+    /// The allocator's statistics report, as text.
+    pub stats: fn() -> String,
+    /// Returns unused dirty pages to the system.
+    pub purge: fn(),
+}
+
 /// The fallback probe: resident set size from `/proc/self/statm`.
 pub fn statm_probe() -> MemStats {
     let rss = std::fs::read_to_string("/proc/self/statm")
@@ -141,6 +153,21 @@ pub struct Shared {
     pub mem_probe: OnceLock<fn() -> MemStats>,
     /// Highest `used_memory` seen by INFO.
     pub mem_peak: AtomicU64,
+    /// `used_memory` once the server had started (`used_memory_startup`).
+    pub mem_startup: AtomicU64,
+    /// The allocator's own reports and controls (MEMORY MALLOC-STATS,
+    /// PURGE), when the server's allocator has them.
+    pub malloc: OnceLock<MallocHooks>,
+    /// Binds the listeners anew on another port (CONFIG SET port): the
+    /// bind addresses, the port, the backlog. Installed by the server.
+    #[allow(clippy::type_complexity)]
+    pub rebind: OnceLock<Box<dyn Fn(&[String], u16, u32) -> Result<(), String> + Send + Sync>>,
+    /// INFO's instantaneous rates, sampled by [`tick`](Shared::tick).
+    pub rates: crate::rates::Rates,
+    /// SLOWLOG's entries.
+    pub slowlog: crate::commands::slowlog::SlowLog,
+    /// LATENCY's events.
+    pub latency: crate::commands::latency::Monitor,
     /// `expired_keys` at the last CONFIG RESETSTAT (the stripes keep totals).
     pub expired_keys_base: AtomicU64,
     /// Clients waiting in a blocking command (INFO `blocked_clients`).
@@ -218,6 +245,12 @@ impl Shared {
             config_file: Mutex::new(String::new()),
             mem_probe: OnceLock::new(),
             mem_peak: AtomicU64::new(0),
+            mem_startup: AtomicU64::new(0),
+            malloc: OnceLock::new(),
+            rebind: OnceLock::new(),
+            rates: Default::default(),
+            slowlog: Default::default(),
+            latency: Default::default(),
             expired_keys_base: AtomicU64::new(0),
             blocked_clients: AtomicUsize::new(0),
             effects: crate::effects::Hub::default(),
@@ -341,11 +374,21 @@ impl Shared {
     ) -> usize {
         fx.sync(&self.effects);
         let now = self.clock.now_ms();
-        self.store.active_expire_cycle(part, parts, now, budget, &mut |db, key| {
+        let started = Instant::now();
+        let n = self.store.active_expire_cycle(part, parts, now, budget, &mut |db, key| {
             fx.begin_command();
             fx.expired(db, key);
             fx.finish_unit();
-        })
+        });
+        // The latency monitor's `expire-cycle` event, as Redis records it.
+        let ms = started.elapsed().as_millis() as u64;
+        if ms > 0 {
+            let threshold = self.config.read().latency_monitor_threshold;
+            if threshold > 0 && ms as i64 >= threshold {
+                self.latency.add("expire-cycle", ms, now / 1000);
+            }
+        }
+        n
     }
 
     /// Next client id (CLIENT ID), never reused.
@@ -359,9 +402,40 @@ impl Shared {
         self.lru.load(Ordering::Relaxed)
     }
 
-    /// Called by the server's timer.
+    /// Called by the server's timer (every 100 ms).
     pub fn tick(&self) {
         self.lru.store(self.started.elapsed().as_secs() as u32, Ordering::Relaxed);
+        let (input, output) = self.net_bytes();
+        let commands = self.stats.commands_processed.load(Ordering::Relaxed);
+        self.rates.track(unix_ms(), [commands, input, output]);
+    }
+
+    /// `total_net_input_bytes` and `total_net_output_bytes`: the closed
+    /// connections' (added as they close) and the open ones' own counts,
+    /// so the connections never share a counter per read or write.
+    pub fn net_bytes(&self) -> (u64, u64) {
+        let st = &self.stats;
+        let (mut i, mut o) = (
+            st.net_input_bytes.load(Ordering::Relaxed),
+            st.net_output_bytes.load(Ordering::Relaxed),
+        );
+        let (li, lo) = self.live_net_bytes();
+        i += li;
+        o += lo;
+        (
+            i.saturating_sub(st.net_input_base.load(Ordering::Relaxed)),
+            o.saturating_sub(st.net_output_base.load(Ordering::Relaxed)),
+        )
+    }
+
+    /// The open connections' own byte counts.
+    pub fn live_net_bytes(&self) -> (u64, u64) {
+        let (mut i, mut o) = (0, 0);
+        for h in self.clients.lock().values() {
+            i += h.net_in.load(Ordering::Relaxed);
+            o += h.net_out.load(Ordering::Relaxed);
+        }
+        (i, o)
     }
 
     /// Registers a new connection and returns its session.
@@ -384,7 +458,11 @@ impl Shared {
         sess.handle.killed.store(true, Ordering::Release);
         crate::commands::tx::unwatch_all(self, sess);
         self.flush_stats(sess);
-        self.clients.lock().remove(&sess.handle.id);
+        let mut clients = self.clients.lock();
+        let h = &sess.handle;
+        self.stats.net_input_bytes.fetch_add(h.net_in.load(Ordering::Relaxed), Ordering::Relaxed);
+        self.stats.net_output_bytes.fetch_add(h.net_out.load(Ordering::Relaxed), Ordering::Relaxed);
+        clients.remove(&h.id);
     }
 
     /// Moves a session's local counters into the shared ones.

@@ -74,6 +74,10 @@ impl Flags {
     /// for the next command (CLIENT: Redis 7.0 keeps the flag across any
     /// CLIENT subcommand).
     pub const KEEPS_CACHING: Flags = Flags(1 << 29);
+    /// Refused unless `enable-debug-command` allows the client (`yes`, or
+    /// `local` for a loopback or Unix-socket client): DEBUG, as Redis
+    /// 7.0's `CMD_PROTECTED`, checked right after arity, before NOAUTH.
+    pub const PROTECTED: Flags = Flags(1 << 30);
 
     /// Names in the order Redis prints them.
     pub const NAMES: &'static [(Flags, &'static str)] = &[

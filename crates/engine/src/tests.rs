@@ -13,7 +13,9 @@ pub(crate) struct Harness {
 
 impl Harness {
     pub fn new() -> Self {
-        let shared = Shared::new(Config::default());
+        // The in-process tests use DEBUG as the TCP tests' servers do.
+        let config = Config { enable_debug_command: "yes".into(), ..Config::default() };
+        let shared = Shared::new(config);
         let sess = shared.connect("127.0.0.1:1".into(), "127.0.0.1:6379".into(), -1);
         Harness { shared, sess }
     }

@@ -147,11 +147,17 @@ fn main() {
     let banner_cfg = config.clone();
     let shared = Shared::new(config);
     let _ = shared.mem_probe.set(jemalloc_probe);
+    let _ = shared
+        .malloc
+        .set(engine::shared::MallocHooks { stats: jemalloc_stats, purge: jemalloc_purge });
     *shared.config_file.lock() = config_file;
     if let Ok(exe) = std::env::current_exe() {
         *shared.executable.lock() = exe.display().to_string();
     }
     log::set_role(b'M');
+    // Redis's `initial_memory_usage`: before any data is loaded.
+    let startup = shared.mem_stats().used_memory;
+    shared.mem_startup.store(startup, std::sync::atomic::Ordering::Relaxed);
     persistence::install(&shared);
     let listeners = match net::bind_all(&shared) {
         Ok(l) => l,
@@ -241,6 +247,45 @@ pub fn poll_signals(shared: &Arc<Shared>) {
     log::warning("User requested shutdown...");
     persistence::save_on_signal(shared);
     shared.shutdown.store(true, Ordering::Relaxed);
+}
+
+/// jemalloc's statistics report (MEMORY MALLOC-STATS).
+fn jemalloc_stats() -> String {
+    extern "C" fn write(opaque: *mut libc::c_void, text: *const libc::c_char) {
+        // SAFETY: `opaque` is the Vec passed below, alive for the call;
+        // jemalloc hands a NUL-terminated string.
+        unsafe {
+            let out = &mut *(opaque as *mut Vec<u8>);
+            out.extend_from_slice(std::ffi::CStr::from_ptr(text).to_bytes());
+        }
+    }
+    let mut out: Vec<u8> = Vec::new();
+    // SAFETY: the callback only appends to `out`; no options string.
+    unsafe {
+        tikv_jemalloc_sys::malloc_stats_print(
+            Some(write),
+            (&mut out as *mut Vec<u8>).cast(),
+            std::ptr::null(),
+        );
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Purges every arena's dirty pages (MEMORY PURGE), as Redis's
+/// `jemalloc_purge` does.
+fn jemalloc_purge() {
+    // MALLCTL_ARENAS_ALL is 4096; the control takes no value.
+    let name = b"arena.4096.purge\0";
+    // SAFETY: a NUL-terminated control name and no input or output.
+    unsafe {
+        tikv_jemalloc_sys::mallctl(
+            name.as_ptr().cast(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            0,
+        );
+    }
 }
 
 /// Memory figures for INFO from jemalloc's statistics (`used_memory` is

@@ -24,8 +24,13 @@ pub fn bind_all(shared: &Shared) -> Result<Vec<StdListener>, String> {
         let c = shared.config.read();
         (c.bind.clone(), c.port, c.tcp_backlog)
     };
+    bind_addrs(&addrs, port, backlog)
+}
+
+/// Binds `addrs` on `port` (see [`bind_all`]).
+fn bind_addrs(addrs: &[String], port: u16, backlog: u32) -> Result<Vec<StdListener>, String> {
     let mut out = Vec::new();
-    for a in &addrs {
+    for a in addrs {
         let (optional, host) = match a.strip_prefix('-') {
             Some(h) => (true, h),
             None => (false, a.as_str()),
@@ -103,6 +108,20 @@ fn close_idle_clients(shared: &Shared) {
 
 /// Runs the event loops until shutdown. Blocks the calling thread.
 pub fn run(shared: Arc<Shared>, listeners: Vec<StdListener>, threads: usize) {
+    // CONFIG SET port: the new listeners are bound by the command's
+    // thread (so a failure is its reply) and handed to thread 0, whose
+    // accept loops then replace the old ones (Redis's changeListenPort).
+    let (ltx, lrx) = mpsc::unbounded_channel::<Vec<StdListener>>();
+    let _ = ltx.send(listeners);
+    let hook_tx = ltx.clone();
+    let _ = shared.rebind.set(Box::new(move |addrs: &[String], port: u16, backlog: u32| {
+        let ls = bind_addrs(addrs, port, backlog)
+            .map_err(|_| "Unable to listen on this port. Check server logs.".to_string())?;
+        hook_tx
+            .send(ls)
+            .map_err(|_| "Unable to listen on this port. Check server logs.".to_string())
+    }));
+    let listeners = lrx;
     let threads = threads.max(1);
     shared.threads.store(threads as u32, Ordering::Relaxed);
     let (senders, receivers): (Vec<_>, Vec<_>) =
@@ -132,7 +151,7 @@ fn event_loop(
     threads: usize,
     shared: Arc<Shared>,
     mut rx: mpsc::UnboundedReceiver<std::net::TcpStream>,
-    listeners: Option<Vec<StdListener>>,
+    listeners: Option<mpsc::UnboundedReceiver<Vec<StdListener>>>,
     senders: Option<Vec<mpsc::UnboundedSender<std::net::TcpStream>>>,
 ) {
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -141,34 +160,51 @@ fn event_loop(
         .expect("build event loop runtime");
     let local = tokio::task::LocalSet::new();
     local.block_on(&rt, async move {
-        // Accept loops (thread 0 only).
-        if let (Some(ls), Some(senders)) = (listeners, senders) {
+        // Accept loops (thread 0 only): one per listener of the current
+        // set; a new set (CONFIG SET port) ends the old loops, which
+        // closes their sockets.
+        if let (Some(mut sets), Some(senders)) = (listeners, senders) {
             let senders = Arc::new(senders);
             let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-            for l in ls {
-                let l = tokio::net::TcpListener::from_std(l).expect("register listener");
-                let senders = senders.clone();
-                let next = next.clone();
-                let shared = shared.clone();
-                tokio::task::spawn_local(async move {
-                    loop {
-                        match l.accept().await {
-                            Ok((s, _)) => {
-                                if shared.shutdown.load(Ordering::Relaxed) {
-                                    break;
+            let sh = shared.clone();
+            tokio::task::spawn_local(async move {
+                let shared = sh;
+                let (gen_tx, _) = tokio::sync::watch::channel(0u64);
+                while let Some(ls) = sets.recv().await {
+                    gen_tx.send_modify(|g| *g += 1);
+                    for l in ls {
+                        let l = tokio::net::TcpListener::from_std(l).expect("register listener");
+                        let port = l.local_addr().map(|a| a.port()).unwrap_or(0);
+                        shared.port.store(u32::from(port), Ordering::Relaxed);
+                        let (senders, next, shared) =
+                            (senders.clone(), next.clone(), shared.clone());
+                        let mut gen = gen_tx.subscribe();
+                        tokio::task::spawn_local(async move {
+                            loop {
+                                let got = tokio::select! {
+                                    got = l.accept() => got,
+                                    _ = gen.changed() => break,
+                                };
+                                match got {
+                                    Ok((s, _)) => {
+                                        if shared.shutdown.load(Ordering::Relaxed) {
+                                            break;
+                                        }
+                                        let Ok(s) = s.into_std() else { continue };
+                                        let n =
+                                            next.fetch_add(1, Ordering::Relaxed) % senders.len();
+                                        let _ = senders[n].send(s);
+                                    }
+                                    Err(e) => {
+                                        log::warning(&format!("Accepting client connection: {e}"));
+                                        tokio::time::sleep(Duration::from_millis(10)).await;
+                                    }
                                 }
-                                let Ok(s) = s.into_std() else { continue };
-                                let n = next.fetch_add(1, Ordering::Relaxed) % senders.len();
-                                let _ = senders[n].send(s);
                             }
-                            Err(e) => {
-                                log::warning(&format!("Accepting client connection: {e}"));
-                                tokio::time::sleep(Duration::from_millis(10)).await;
-                            }
-                        }
+                        });
                     }
-                });
-            }
+                }
+            });
             // Signals and the clock live on thread 0 too.
             let sh = shared.clone();
             tokio::task::spawn_local(async move {

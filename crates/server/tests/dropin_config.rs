@@ -657,7 +657,8 @@ fn a_config_with_every_parameter_changed_loads_like_redis() {
     let dir = scratch_dir("nondefault");
     let d = dir.to_string_lossy().into_owned();
     let defaults = {
-        let r = RedisServer::start().unwrap();
+        // testkit turns DEBUG on; the default is off.
+        let r = RedisServer::start_with(&["--enable-debug-command", "no"], None).unwrap();
         config_all(r.port())
     };
     let mut got = Vec::new();

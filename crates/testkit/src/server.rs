@@ -226,6 +226,9 @@ impl TestServer {
                 "",
                 "--appendonly",
                 "no",
+                // Tests use DEBUG (Redis's own test suite does the same).
+                "--enable-debug-command",
+                "yes",
             ]
             .iter()
             .map(|s| s.to_string())
@@ -283,6 +286,8 @@ impl RedisServer {
                 "no",
                 "--daemonize",
                 "no",
+                "--enable-debug-command",
+                "yes",
             ]
             .iter()
             .map(|s| s.to_string())

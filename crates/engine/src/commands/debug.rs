@@ -28,8 +28,12 @@ pub const COMMANDS: &[CommandSpec] = &[
     CommandSpec::new(
         "DEBUG",
         -2,
-        Flags::ADMIN.union(Flags::NOSCRIPT).union(Flags::LOADING).union(Flags::STALE),
-        KeySpec::Custom { legacy: (0, 0, 0), find: debug_keys },
+        Flags::ADMIN
+            .union(Flags::NOSCRIPT)
+            .union(Flags::LOADING)
+            .union(Flags::STALE)
+            .union(Flags::PROTECTED),
+        KeySpec::CustomOrDb { legacy: (0, 0, 0), find: debug_keys, whole_db: debug_whole_db },
         Group::Server,
         "A container for debugging commands",
         debug,
@@ -37,11 +41,20 @@ pub const COMMANDS: &[CommandSpec] = &[
     .complexity("Depends on subcommand."),
 ];
 
-/// `DEBUG OBJECT key` reads one key of the selected database.
+/// `DEBUG OBJECT key` reads one key of the selected database,
+/// `DEBUG DIGEST-VALUE key ...` several.
 fn debug_keys<'a>(argv: &[&'a [u8]], db: usize, keys: &mut KeyList<'a>) {
     if argv.len() == 3 && eq_ic(argv[1], "OBJECT") {
         keys.push((db, argv[2]));
     }
+    if argv.len() >= 2 && eq_ic(argv[1], "DIGEST-VALUE") {
+        keys.extend(argv[2..].iter().map(|k| (db, *k)));
+    }
+}
+
+/// `DEBUG POPULATE` writes keys it names itself: the whole database.
+fn debug_whole_db(argv: &[&[u8]]) -> bool {
+    argv.len() >= 3 && eq_ic(argv[1], "POPULATE")
 }
 
 fn time(_: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
@@ -177,6 +190,38 @@ fn debug(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
             out.ok();
         }
         3 if eq_ic(sub, "OBJECT") => object(cx, argv[2], out)?,
+        2 if eq_ic(sub, "DIGEST") => digest(cx, out)?,
+        _ if eq_ic(sub, "DIGEST-VALUE") => digest_value(cx, &argv[2..], out),
+        3 if eq_ic(sub, "PROTOCOL") => protocol(cx, argv[2], out)?,
+        3..=5 if eq_ic(sub, "POPULATE") => populate(cx, &argv[2..], out)?,
+        3 if eq_ic(sub, "LOG") => {
+            crate::log::warning(&format!("DEBUG LOG: {}", String::from_utf8_lossy(argv[2])));
+            out.ok();
+        }
+        3 if eq_ic(sub, "ERROR") => {
+            // The argument as the error line, as is (no `ERR` added),
+            // line breaks made spaces.
+            let line = argv[2].iter().map(|&c| if c == b'\r' || c == b'\n' { b' ' } else { c });
+            return Err(CmdError::Bytes(line.collect()));
+        }
+        3 if eq_ic(sub, "QUICKLIST-PACKED-THRESHOLD") => {
+            // Accepted as Redis validates it; Sluice's list chunks have no
+            // plain nodes, so the threshold changes nothing.
+            match crate::config::parse_memory(argv[2]) {
+                Some(sz) if sz <= (1u64 << 32) - (1 << 20) => out.ok(),
+                _ => {
+                    return Err(CmdError::err(
+                        "argument must be a memory value bigger than 1 and smaller than 4gb",
+                    ))
+                }
+            }
+        }
+        3 if eq_ic(sub, "SET-SKIP-CHECKSUM-VALIDATION") => out.ok(),
+        2 if eq_ic(sub, "CHANGE-REPL-ID") => out.ok(),
+        2 if eq_ic(sub, "STRINGMATCH-TEST") => {
+            stringmatch_test();
+            out.simple(b"Apparently Redis did not crash: test passed");
+        }
         3 if eq_ic(sub, "EFFECTS") => effects(cx, argv[2], out)?,
         _ if eq_ic(sub, "RELOAD") => reload(cx, &argv[2..], out)?,
         _ => return Err(CmdError::SubcommandSyntax { sub: sub.to_vec(), cmd: argv[0].to_vec() }),
@@ -267,6 +312,187 @@ fn effects(cx: &mut Ctx, what: &[u8], out: &mut ReplyBuf) -> CmdResult {
     }
     out.int(rec.dirty as i64);
     Ok(())
+}
+
+/// `DEBUG DIGEST`: every database's keys, one stripe at a time (the
+/// command holds no stripe of its own outside a transaction).
+fn digest(cx: &mut Ctx, out: &mut ReplyBuf) -> CmdResult {
+    use crate::commands::digest as dg;
+    if cx.sess.in_exec {
+        return Err(CmdError::err("DEBUG DIGEST is not supported inside MULTI by Sluice"));
+    }
+    let store = &cx.shared.store;
+    let now = cx.now();
+    let mut total = [0u8; 20];
+    for db in 0..store.databases() {
+        let mut mixed = false;
+        for stripe in 0..store.stripes() {
+            let g = store.lock_stripe(db, stripe);
+            for (k, e) in g.iter() {
+                // Logically expired keys count, as in Redis's dict walk,
+                // unless already gone; skip only those past due here to
+                // keep a lazily expired key from changing the result.
+                if e.expire_at != store::NO_EXPIRE && e.expire_at <= now {
+                    continue;
+                }
+                if !mixed {
+                    dg::mix_db(&mut total, db);
+                    mixed = true;
+                }
+                dg::add_key(&mut total, &dg::key_digest(k, e));
+            }
+        }
+    }
+    out.simple(dg::hex(&total).as_bytes());
+    Ok(())
+}
+
+/// `DEBUG DIGEST-VALUE key ...`: each value's digest (zeros when absent).
+fn digest_value(cx: &mut Ctx, keys: &[&[u8]], out: &mut ReplyBuf) {
+    use crate::commands::digest as dg;
+    out.array(keys.len());
+    let db = cx.db;
+    for k in keys {
+        let mut d = [0u8; 20];
+        if let Some(e) = cx.keys.get(db, k) {
+            dg::value_digest(&mut d, e);
+        }
+        out.simple(dg::hex(&d).as_bytes());
+    }
+}
+
+/// `DEBUG PROTOCOL <type>`: a sample reply of each RESP type.
+fn protocol(cx: &mut Ctx, name: &[u8], out: &mut ReplyBuf) -> CmdResult {
+    let resp3 = out.is_resp3();
+    match () {
+        _ if eq_ic(name, "STRING") => out.bulk(b"Hello World"),
+        _ if eq_ic(name, "INTEGER") => out.int(12345),
+        // Redis's sample value, not π.
+        #[allow(clippy::approx_constant)]
+        _ if eq_ic(name, "DOUBLE") => out.double(3.141),
+        _ if eq_ic(name, "BIGNUM") => {
+            let n = b"1234567999999999999999999999999999999";
+            if resp3 {
+                out.raw(b"(");
+                out.raw(n);
+                out.raw(b"\r\n");
+            } else {
+                out.bulk(n);
+            }
+        }
+        _ if eq_ic(name, "NULL") => out.null(),
+        _ if eq_ic(name, "ARRAY") || eq_ic(name, "SET") => {
+            if eq_ic(name, "SET") {
+                out.set(3);
+            } else {
+                out.array(3);
+            }
+            for j in 0..3 {
+                out.int(j);
+            }
+        }
+        _ if eq_ic(name, "MAP") => {
+            out.map(3);
+            for j in 0..3 {
+                out.int(j);
+                out.boolean(j == 1);
+            }
+        }
+        _ if eq_ic(name, "ATTRIB") => {
+            if resp3 {
+                out.raw(b"|1\r\n");
+                out.bulk(b"key-popularity");
+                out.array(2);
+                out.bulk(b"key:123");
+                out.int(90);
+            }
+            out.bulk(b"Some real reply following the attribute");
+        }
+        _ if eq_ic(name, "PUSH") => {
+            if !resp3 {
+                return Err(CmdError::err("RESP2 is not supported by this command"));
+            }
+            out.push(2);
+            out.bulk(b"server-cpu-usage");
+            out.int(42);
+            cx.sess.mark_pushed(out);
+            out.bulk(b"Some real reply following the push reply");
+        }
+        _ if eq_ic(name, "TRUE") => out.boolean(true),
+        _ if eq_ic(name, "FALSE") => out.boolean(false),
+        _ if eq_ic(name, "VERBATIM") => out.verbatim(b"This is a verbatim\nstring"),
+        _ => {
+            return Err(CmdError::err(
+                "Wrong protocol type name. Please use one of the following: \
+                 string|integer|double|bignum|null|array|set|map|attrib|push|verbatim|true|false",
+            ))
+        }
+    }
+    Ok(())
+}
+
+/// `DEBUG POPULATE count [prefix] [size]`: `prefix:N` = `value:N`
+/// (zero-padded or cut to `size`), skipping keys that exist; watchers
+/// see the change, nothing is propagated or counted dirty, as in Redis.
+fn populate(cx: &mut Ctx, args: &[&[u8]], out: &mut ReplyBuf) -> CmdResult {
+    let positive = |a: &[u8]| match resp::parse_i64(a) {
+        Some(n) if n >= 0 => Ok(n as u64),
+        _ => Err(CmdError::err("value is out of range, must be positive")),
+    };
+    let count = positive(args[0])?;
+    let prefix = args.get(1).copied().unwrap_or(b"key");
+    let size = match args.get(2) {
+        Some(a) => positive(a)? as usize,
+        None => 0,
+    };
+    cx.no_propagate();
+    let mut key = Vec::new();
+    for j in 0..count {
+        key.clear();
+        key.extend_from_slice(prefix);
+        key.extend_from_slice(format!(":{j}").as_bytes());
+        if cx.exists(&key) {
+            continue;
+        }
+        let text = format!("value:{j}").into_bytes();
+        let val = if size == 0 {
+            text
+        } else {
+            let mut v = vec![0u8; size];
+            let n = size.min(text.len());
+            v[..n].copy_from_slice(&text[..n]);
+            v
+        };
+        cx.set(&key, store::Value::str_exact(&val), store::NO_EXPIRE);
+        cx.changed_silently(&key, 0);
+    }
+    out.ok();
+    Ok(())
+}
+
+/// `DEBUG STRINGMATCH-TEST`: random patterns against random strings
+/// through the glob matcher, as Redis's `stringmatchlen_fuzz_test`; a
+/// panic would end the connection's thread, so reaching the reply is
+/// the test.
+fn stringmatch_test() {
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut rnd = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let mut pat = Vec::new();
+    let mut text = Vec::new();
+    for _ in 0..100_000 {
+        pat.clear();
+        text.clear();
+        const PAT: &[u8] = b"*?[]\\^-ab";
+        const TEXT: &[u8] = b"ab*?[]\\";
+        pat.extend((0..rnd() % 10).map(|_| PAT[(rnd() % PAT.len() as u64) as usize]));
+        text.extend((0..rnd() % 10).map(|_| TEXT[(rnd() % TEXT.len() as u64) as usize]));
+        let _ = crate::glob::matches(&pat, &text, false);
+    }
 }
 
 /// Blocks the calling thread, as Redis's `nanosleep` does.

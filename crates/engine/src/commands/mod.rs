@@ -10,17 +10,21 @@ pub mod client;
 pub mod command;
 pub mod connection;
 pub mod debug;
+pub mod digest;
 pub mod geo;
 pub mod hash;
 pub mod hll;
 pub mod info;
 pub mod keys;
+pub mod latency;
 pub mod list;
+pub mod memory;
 pub mod monitor;
 pub mod persist;
 pub mod pubsub;
 pub mod server;
 pub mod set;
+pub mod slowlog;
 pub mod sort;
 pub mod stream;
 pub mod string;
@@ -56,6 +60,9 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     crate::script::COMMANDS,
     crate::script::function::COMMANDS,
     stream::COMMANDS,
+    slowlog::COMMANDS,
+    latency::COMMANDS,
+    memory::COMMANDS,
 ];
 
 /// All top-level commands.

@@ -274,12 +274,22 @@ fn shutdown(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     if abort {
         return Err(CmdError::err("No shutdown in progress."));
     }
+    // Redis's prepareForShutdown, its log lines included.
+    crate::log::warning("User requested shutdown...");
     let points = !cx.sess.conf(cx.shared).save.is_empty();
     if save || (points && !nosave) {
+        crate::log::notice("Saving the final RDB snapshot before exiting.");
         let dirty = dirty_now(cx);
         let saved = snapshots(cx).and_then(|s| s.save(dirty).map_err(CmdError::err));
-        if saved.is_err() && !force {
-            return Err(CmdError::err("Errors trying to SHUTDOWN. Check logs."));
+        if saved.is_err() {
+            if !force {
+                crate::log::warning("Error trying to save the DB, can't exit.");
+                crate::log::warning(
+                    "Errors trying to shut down the server. Check the logs for more information.",
+                );
+                return Err(CmdError::err("Errors trying to SHUTDOWN. Check logs."));
+            }
+            crate::log::warning("Error trying to save the DB. Exit anyway.");
         }
     }
     cx.shared.shutdown.store(true, Ordering::Release);

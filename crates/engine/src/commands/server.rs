@@ -240,6 +240,20 @@ fn config_set(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         ));
         return Err(set_failed(n.name().as_bytes(), &why));
     }
+    // A new port moves the listeners, as Redis's changeListenPort does;
+    // failing to bind restores everything.
+    let old_port = cx.shared.config.read().port;
+    if next.port != old_port {
+        if let Some(rebind) = cx.shared.rebind.get() {
+            if let Err(why) = rebind(&next.bind, next.port, next.tcp_backlog) {
+                crate::log::warning(
+                    "Failed applying new configuration. Possibly related to new port setting. \
+                     Restoring previous settings.",
+                );
+                return Err(set_failed(b"port", &why));
+            }
+        }
+    }
     crate::log::set_level(&next.loglevel);
     for (n, _) in &chosen {
         if !n.param.has_effect() {
@@ -282,6 +296,9 @@ fn config_resetstat(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult
     ] {
         c.store(0, Ordering::Relaxed);
     }
+    let (live_in, live_out) = sh.live_net_bytes();
+    s.net_input_base.store(live_in, Ordering::Relaxed);
+    s.net_output_base.store(live_out, Ordering::Relaxed);
     let (_, expired, _) = super::info::keyspace_counts(cx);
     sh.expired_keys_base.store(expired, Ordering::Relaxed);
     let used = sh.mem_stats().used_memory;

@@ -424,8 +424,9 @@ pub fn rewrite(cfg: &Config, path: &str) -> Result<(), String> {
         Default::default();
     let mut needs_signature = true;
     let text = String::from_utf8_lossy(&old);
-    let body = text.strip_suffix('\n').unwrap_or(&text);
-    for raw in body.split('\n').filter(|_| !old.is_empty()) {
+    // Redis splits the whole file on newlines: a file ending in one has
+    // an empty last line, which stays (before any appended lines).
+    for raw in text.split('\n').filter(|_| !old.is_empty()) {
         let line = String::from_utf8_lossy(trim(raw.as_bytes())).into_owned();
         if line.is_empty() || line.starts_with('#') {
             if line == SIGNATURE {
@@ -472,8 +473,14 @@ pub fn rewrite(cfg: &Config, path: &str) -> Result<(), String> {
             lines[at] = Some(String::new());
         }
     }
+    // Every run of empty lines becomes one, as Redis writes the file.
     let mut out = String::new();
+    let mut was_empty = false;
     for l in lines.into_iter().flatten() {
+        if l.is_empty() && std::mem::replace(&mut was_empty, true) {
+            continue;
+        }
+        was_empty = was_empty && l.is_empty();
         out.push_str(&l);
         out.push('\n');
     }

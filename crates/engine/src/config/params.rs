@@ -226,7 +226,7 @@ pub static PARAMS: &[Param] = &[
     ),
     p(
         "enable-debug-command",
-        IMMUTABLE | NO_EFFECT,
+        IMMUTABLE,
         Ty::Enum(YES_NO_LOCAL),
         f(|c| c.enable_debug_command.clone().into_bytes(), |c, v| c.enable_debug_command = v.s()),
     ),
@@ -242,7 +242,7 @@ pub static PARAMS: &[Param] = &[
     // Snapshotting and AOF.
     p(
         "save",
-        MULTI_ARG | NO_EFFECT,
+        MULTI_ARG,
         Ty::Special(parse_save),
         f(get_save, |c, v| {
             if let Val::Save(s) = v {
@@ -477,19 +477,19 @@ pub static PARAMS: &[Param] = &[
     ),
     p(
         "slowlog-log-slower-than",
-        NO_EFFECT,
+        0,
         int(-1, LONG_MAX),
         f(|c| num(c.slowlog_log_slower_than), |c, v| c.slowlog_log_slower_than = v.i() as i64),
     ),
     p(
         "slowlog-max-len",
-        NO_EFFECT,
+        0,
         int(0, LONG_MAX),
         f(|c| num(c.slowlog_max_len), |c, v| c.slowlog_max_len = v.i() as u64),
     ),
     p(
         "latency-monitor-threshold",
-        NO_EFFECT,
+        0,
         int(0, LONG_MAX),
         f(|c| num(c.latency_monitor_threshold), |c, v| c.latency_monitor_threshold = v.i() as i64),
     ),

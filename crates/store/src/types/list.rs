@@ -420,6 +420,11 @@ impl List {
         i64::from(self.fill)
     }
 
+    /// Elements per chunk, head to tail (Redis's quicklist nodes).
+    pub fn chunk_sizes(&self) -> impl Iterator<Item = usize> + '_ {
+        self.chunks.iter().map(Chunk::len)
+    }
+
     /// Number of chunks (Redis's `ql_nodes`).
     pub fn chunk_count(&self) -> usize {
         self.chunks.len()

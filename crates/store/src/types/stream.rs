@@ -371,6 +371,11 @@ impl<'a> NodeView<'a> {
     }
 
     /// Every entry in order, tombstones included.
+    /// Bytes of the node's listpack in Redis's encoding.
+    pub fn lp_bytes(&self) -> usize {
+        self.node.lp_bytes()
+    }
+
     pub fn entries(&self) -> impl Iterator<Item = RawEntry<'a>> + 'a {
         self.node.iter(self.master).map(|r| RawEntry {
             deleted: r.flags & DELETED != 0,

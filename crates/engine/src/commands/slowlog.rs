@@ -1,0 +1,251 @@
+//! The slow log (`SLOWLOG GET | LEN | RESET | HELP`) and the place where
+//! a finished call is offered to it and to the latency monitor.
+//!
+//! The dispatcher already times every call for `INFO commandstats`
+//! (`cmdstats::Stopwatch`); it compares that duration with one threshold
+//! the session caches from its configuration ([`slow_threshold`]), so a
+//! fast call costs one comparison and nothing else. Only a call at or over
+//! the threshold comes here ([`record`]), where the slow log and the
+//! latency monitor apply their own limits as Redis does.
+
+use std::collections::VecDeque;
+
+use parking_lot::Mutex;
+use resp::ReplyBuf;
+
+use crate::commands::server::reply_help;
+use crate::config::Config;
+use crate::ctx::{Args, Ctx};
+use crate::error::{CmdError, CmdResult};
+use crate::session::Session;
+use crate::shared::Shared;
+use crate::spec::{CommandSpec, Flags, Group, KeySpec};
+
+/// Redis's SLOWLOG_ENTRY_MAX_ARGC and SLOWLOG_ENTRY_MAX_STRING.
+const MAX_ARGC: usize = 32;
+const MAX_STRING: usize = 128;
+
+/// One slow call, as `SLOWLOG GET` replies it.
+#[derive(Clone, Debug)]
+struct Entry {
+    id: u64,
+    /// Unix seconds when it was logged.
+    time: i64,
+    usec: u64,
+    argv: Vec<Vec<u8>>,
+    peer: String,
+    name: Vec<u8>,
+}
+
+/// The server's slow log, newest first.
+#[derive(Default)]
+pub struct SlowLog {
+    inner: Mutex<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    entries: VecDeque<Entry>,
+    next_id: u64,
+}
+
+/// The smallest duration (µs) worth a look by [`record`] under `c`:
+/// `u64::MAX` when neither the slow log nor the latency monitor is on.
+pub fn slow_threshold(c: &Config) -> u64 {
+    let slowlog = if c.slowlog_log_slower_than >= 0 && c.slowlog_max_len > 0 {
+        c.slowlog_log_slower_than as u64
+    } else {
+        u64::MAX
+    };
+    let latency = if c.latency_monitor_threshold > 0 {
+        (c.latency_monitor_threshold as u64).saturating_mul(1000)
+    } else {
+        u64::MAX
+    };
+    slowlog.min(latency)
+}
+
+/// A call of `spec` with `argv` took `usec`, at least the session's
+/// threshold: logs it where the slow log and the latency monitor want it
+/// (`slowlogPushCurrentCommand`, `latencyAddSampleIfNeeded("command")`).
+#[cold]
+#[inline(never)]
+pub fn record(shared: &Shared, sess: &mut Session, spec: &CommandSpec, argv: &[&[u8]], usec: u64) {
+    let (slower_than, max_len, latency_ms) = {
+        let c = sess.conf(shared);
+        (c.slowlog_log_slower_than, c.slowlog_max_len, c.latency_monitor_threshold)
+    };
+    if latency_ms > 0 && (usec / 1000) as i64 >= latency_ms {
+        let event = if spec.flags.has(Flags::FAST) { "fast-command" } else { "command" };
+        shared.latency.add(event, usec / 1000, shared.clock.now_ms() / 1000);
+    }
+    if slower_than < 0 || max_len == 0 || (usec as i64) < slower_than {
+        return;
+    }
+    if spec.flags.has(Flags::SKIP_SLOWLOG) {
+        return;
+    }
+    let n = argv.len().min(MAX_ARGC);
+    let mut args = Vec::with_capacity(n);
+    for (i, a) in argv[..n].iter().enumerate() {
+        if n < argv.len() && i == n - 1 {
+            let more = argv.len() - n + 1;
+            args.push(format!("... ({more} more arguments)").into_bytes());
+        } else if sess.redact & (1u64 << i.min(63)) != 0 {
+            args.push(b"(redacted)".to_vec());
+        } else if a.len() > MAX_STRING {
+            let mut v = a[..MAX_STRING].to_vec();
+            v.extend_from_slice(format!("... ({} more bytes)", a.len() - MAX_STRING).as_bytes());
+            args.push(v);
+        } else {
+            args.push(a.to_vec());
+        }
+    }
+    let name = sess.handle.name.lock().clone().unwrap_or_default();
+    let entry = Entry {
+        id: 0,
+        time: shared.clock.now_ms() / 1000,
+        usec,
+        argv: args,
+        peer: sess.handle.addr.clone(),
+        name,
+    };
+    shared.slowlog.push(entry, max_len);
+}
+
+impl SlowLog {
+    fn push(&self, mut e: Entry, max_len: u64) {
+        let mut g = self.inner.lock();
+        e.id = g.next_id;
+        g.next_id += 1;
+        g.entries.push_front(e);
+        // A shorter slowlog-max-len takes effect at the next push, as in Redis.
+        g.entries.truncate(max_len as usize);
+    }
+
+    /// Number of entries.
+    pub fn len(&self) -> usize {
+        self.inner.lock().entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Empties the log (ids keep counting).
+    pub fn reset(&self) {
+        self.inner.lock().entries.clear();
+    }
+}
+
+const ADM: Flags = Flags::ADMIN.union(Flags::LOADING).union(Flags::STALE);
+
+pub const COMMANDS: &[CommandSpec] = &[CommandSpec::new(
+    "SLOWLOG",
+    -2,
+    Flags::NONE,
+    KeySpec::None,
+    Group::Server,
+    "A container for slow log commands",
+    crate::commands::server::container,
+)
+.since("2.2.12")
+.complexity("Depends on subcommand.")
+.subs(&[
+    CommandSpec::new(
+        "GET",
+        -2,
+        ADM,
+        KeySpec::None,
+        Group::Server,
+        "Get the slow log's entries",
+        get,
+    )
+    .since("2.2.12")
+    .complexity("O(N) where N is the number of entries returned"),
+    CommandSpec::new("LEN", 2, ADM, KeySpec::None, Group::Server, "Get the slow log's length", len)
+        .since("2.2.12")
+        .complexity("O(1)"),
+    CommandSpec::new(
+        "RESET",
+        2,
+        ADM,
+        KeySpec::None,
+        Group::Server,
+        "Clear all entries from the slow log",
+        reset,
+    )
+    .since("2.2.12")
+    .complexity("O(N) where N is the number of entries in the slowlog"),
+    CommandSpec::new(
+        "HELP",
+        2,
+        Flags::LOADING.union(Flags::STALE),
+        KeySpec::None,
+        Group::Server,
+        "Show helpful text about the different subcommands",
+        help,
+    )
+    .since("6.2.0")
+    .complexity("O(1)"),
+])];
+
+fn get(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let count = match args.next() {
+        None => 10,
+        Some(a) => match resp::parse_i64(a) {
+            Some(n) if n >= -1 => n,
+            _ => return Err(CmdError::err("count should be greater than or equal to -1")),
+        },
+    };
+    if !args.is_empty() {
+        let sub = args.argv()[1].to_vec();
+        return Err(CmdError::SubcommandSyntax { sub, cmd: b"SLOWLOG".to_vec() });
+    }
+    let g = cx.shared.slowlog.inner.lock();
+    let n = if count == -1 { g.entries.len() } else { g.entries.len().min(count as usize) };
+    out.array(n);
+    for e in g.entries.iter().take(n) {
+        out.array(6);
+        out.int(e.id as i64);
+        out.int(e.time);
+        out.int(e.usec as i64);
+        out.array(e.argv.len());
+        for a in &e.argv {
+            out.bulk(a);
+        }
+        out.bulk(e.peer.as_bytes());
+        out.bulk(&e.name);
+    }
+    Ok(())
+}
+
+fn len(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    out.int(cx.shared.slowlog.len() as i64);
+    Ok(())
+}
+
+fn reset(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    cx.shared.slowlog.reset();
+    out.ok();
+    Ok(())
+}
+
+fn help(_: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    reply_help(
+        out,
+        "SLOWLOG",
+        &[
+            "GET [<count>]",
+            "    Return top <count> entries from the slowlog (default: 10, -1 mean all).",
+            "    Entries are made of:",
+            "    id, timestamp, time in microseconds, arguments array, client IP and port,",
+            "    client name",
+            "LEN",
+            "    Return the length of the slowlog.",
+            "RESET",
+            "    Reset the slowlog.",
+        ],
+    );
+    Ok(())
+}
