@@ -629,6 +629,10 @@ pub fn call<'a>(
     if caller != Caller::Served {
         sess.stats.commands += 1;
     }
+    // With the locks held: a consumer installed before a snapshot's
+    // instant (the AOF being turned on) sees every unit that runs after
+    // it, even one whose session refreshed before (one load).
+    sess.fx.sync(&shared.effects);
     sess.fx.begin_command();
     let start = crate::cmdstats::Stopwatch::start();
     let mut cx = Ctx { shared, sess, keys, db, spec, caller, still_waiting: false };
