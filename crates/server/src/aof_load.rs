@@ -113,6 +113,9 @@ pub fn load_file(sh: &Arc<Shared>, dirname: &str, name: &str) -> Result<Outcome,
         log::notice("Reading RDB base file on AOF loading...");
         match persistence::load_bytes(sh, &bytes) {
             Ok(l) => {
+                if l.aux.iter().any(|(k, v)| k == b"aof-base" && v == b"1") {
+                    log::notice("RDB is base AOF");
+                }
                 log::notice(&format!(
                     "Done loading RDB, keys loaded: {}, keys expired: {}.",
                     l.keys_loaded, l.keys_expired

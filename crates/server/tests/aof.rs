@@ -304,3 +304,269 @@ fn incremental_files_match_redis_command_for_command() {
     let _ = std::fs::remove_dir_all(&sdir);
     let _ = std::fs::remove_dir_all(&rdir);
 }
+
+/// Every key of every database with its type, absolute expiry and value
+/// (members sorted where the type has no order), in a canonical order.
+fn snapshot(c: &mut Client) -> Vec<String> {
+    wait_loaded(c);
+    let items = |f: Frame| -> Vec<String> {
+        match f {
+            Frame::Array(Some(a)) => a.iter().map(text).collect(),
+            other => vec![text(&other)],
+        }
+    };
+    let mut out = Vec::new();
+    for db in 0..16 {
+        line(c, &format!("SELECT {db}"));
+        let mut keys = items(cmd(c, &[b"KEYS", b"*"]));
+        keys.sort();
+        for k in keys {
+            let kb = k.as_bytes();
+            let ty = text(&cmd(c, &[b"TYPE", kb]));
+            let exp = text(&cmd(c, &[b"PEXPIRETIME", kb]));
+            let mut val = match ty.as_str() {
+                "string" => vec![text(&cmd(c, &[b"GET", kb]))],
+                "list" => items(cmd(c, &[b"LRANGE", kb, b"0", b"-1"])),
+                "hash" => items(cmd(c, &[b"HGETALL", kb])).chunks(2).map(|p| p.join("=")).collect(),
+                "set" => items(cmd(c, &[b"SMEMBERS", kb])),
+                "zset" => items(cmd(c, &[b"ZRANGE", kb, b"0", b"-1", b"WITHSCORES"])),
+                "stream" => vec![
+                    format!("{:?}", cmd(c, &[b"XRANGE", kb, b"-", b"+"])),
+                    format!("{:?}", cmd(c, &[b"XINFO", b"GROUPS", kb])),
+                ],
+                other => panic!("unexpected type {other}"),
+            };
+            if matches!(ty.as_str(), "hash" | "set") {
+                val.sort();
+            }
+            out.push(format!("db{db} {k:?} {ty} exp={exp} {}", val.join("|")));
+        }
+    }
+    line(c, "SELECT 0");
+    out
+}
+
+/// A data set built by the scenario, a BGREWRITEAOF half-way (so the base
+/// holds part of it and the incremental file the rest) and a thousand
+/// more keys.
+fn build(c: &mut Client) {
+    for l in &SCENARIO[..SCENARIO.len() / 2] {
+        line(c, l);
+    }
+    line(c, "BGREWRITEAOF");
+    wait_for("the rewrite", || info(c).contains("aof_rewrite_in_progress:0"));
+    for l in &SCENARIO[SCENARIO.len() / 2..] {
+        line(c, l);
+    }
+    line(c, "SET lazy gone PX 1");
+    for i in 0..1000 {
+        c.send(&[b"SET".to_vec(), format!("k:{i}").into_bytes(), format!("v{i}").into_bytes()])
+            .unwrap();
+    }
+    for _ in 0..1000 {
+        c.read_frame().unwrap();
+    }
+    line(c, "HSET big:h f1 v1 f2 v2");
+    line(c, "ZADD big:z 1.5 a 2.5 b");
+}
+
+/// SHUTDOWN NOSAVE (the AOF is fsynced on the way out), waiting for the
+/// connection to close.
+fn shutdown(c: &mut Client) {
+    c.send(&[&b"SHUTDOWN"[..], b"NOSAVE"]).unwrap();
+    let _ = c.read_to_close(Duration::from_secs(10));
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+    }
+}
+
+#[test]
+fn appendonlydirs_load_both_ways() {
+    let rdir = scratch_dir("aof-r2s");
+    let rd = rdir.to_str().unwrap().to_string();
+    let flags = ["--appendonly", "yes", "--aof-timestamp-enabled", "yes"];
+    let Some(redis) = RedisServer::start_with(&[&flags[..], &["--dir", &rd]].concat(), Some(&rdir))
+    else {
+        return;
+    };
+    let mut r = redis.client();
+    build(&mut r);
+    let before = snapshot(&mut r);
+    assert!(before.len() > 1000);
+    shutdown(&mut r);
+    drop(redis);
+    // Redis's directory, as Redis left it, into Sluice.
+    let sdir = scratch_dir("aof-r2s-s");
+    copy_dir(&rdir.join("appendonlydir"), &sdir.join("appendonlydir"));
+    let sluice = TestServer::start_with(&TestServer::default_bin(), &flags, Some(&sdir));
+    let mut s = sluice.client();
+    assert_eq!(snapshot(&mut s), before, "Redis's appendonlydir as Sluice loaded it");
+    // Sluice appends to Redis's files and rewrites them; Redis reads them back.
+    line(&mut s, "SET added-by-sluice 1");
+    line(&mut s, "BGREWRITEAOF");
+    wait_for("the rewrite", || info(&mut s).contains("aof_rewrite_in_progress:0"));
+    line(&mut s, "RPUSH after-rewrite a b");
+    let ours = snapshot(&mut s);
+    assert_eq!(ours.len(), before.len() + 2);
+    shutdown(&mut s);
+    drop(sluice);
+    let back = scratch_dir("aof-s2r");
+    copy_dir(&sdir.join("appendonlydir"), &back.join("appendonlydir"));
+    let bd = back.to_str().unwrap().to_string();
+    let redis = RedisServer::start_with(&[&flags[..], &["--dir", &bd]].concat(), Some(&back))
+        .expect("oracle");
+    assert_eq!(snapshot(&mut redis.client()), ours, "Sluice's appendonlydir as Redis loaded it");
+    drop(redis);
+    for d in [rdir, sdir, back] {
+        let _ = std::fs::remove_dir_all(d);
+    }
+}
+
+/// The messages of a server log (pid, role, date and level cut off) that
+/// are about loading the AOF.
+fn aof_messages(log: &str) -> Vec<String> {
+    log.lines()
+        .filter_map(|l| l.splitn(7, ' ').nth(6))
+        .filter(|m| {
+            ["AOF", "append", "DB loaded", "Truncat", "short read", "MULTI", "Unknown command"]
+                .iter()
+                .any(|w| m.contains(w))
+                && !m.contains("Opening")
+                && !m.contains("Creating")
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+/// Starts `bin` on `dir` with the AOF on and returns its AOF messages,
+/// whether it refused to start (exited) or loaded (then it is stopped).
+fn load_messages(bin: &Path, dir: &Path, extra: &[&str]) -> (bool, Vec<String>) {
+    let port = testkit::free_port().to_string();
+    let mut args = vec![
+        "--port",
+        &port,
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+        "--appendonly",
+        "yes",
+        "--dir",
+        dir.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let out = dir.join(format!("log-{port}.txt"));
+    let f = std::fs::File::create(&out).unwrap();
+    let mut child = std::process::Command::new(bin)
+        .args(&args)
+        .stdout(f.try_clone().unwrap())
+        .stderr(f)
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    let refused = loop {
+        if let Ok(Some(_)) = child.try_wait() {
+            break true;
+        }
+        let log = std::fs::read_to_string(&out).unwrap_or_default();
+        if log.contains("DB loaded from append only file") {
+            std::thread::sleep(Duration::from_millis(50));
+            let _ = child.kill();
+            let _ = child.wait();
+            break false;
+        }
+        assert!(start.elapsed() < Duration::from_secs(20), "{log}");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let log = std::fs::read_to_string(&out).unwrap_or_default();
+    let _ = std::fs::remove_file(&out);
+    (refused, aof_messages(&log))
+}
+
+/// Runs both servers on copies of `dir` and compares what they say.
+fn same_verdict(dir: &Path, extra: &[&str]) -> (bool, Vec<String>, PathBuf, PathBuf) {
+    let sdir = scratch_dir("aof-verdict-s");
+    let rdir = scratch_dir("aof-verdict-r");
+    copy_dir(&dir.join("appendonlydir"), &sdir.join("appendonlydir"));
+    copy_dir(&dir.join("appendonlydir"), &rdir.join("appendonlydir"));
+    let theirs = load_messages(Path::new(testkit::REDIS_SERVER), &rdir, extra);
+    let ours = load_messages(&TestServer::default_bin(), &sdir, extra);
+    // Durations differ; the rest must not.
+    let strip = |v: &[String]| -> Vec<String> {
+        v.iter().map(|m| m.split(": 0.").next().unwrap_or(m).to_string()).collect()
+    };
+    assert_eq!(strip(&ours.1), strip(&theirs.1), "what the servers said about {extra:?}");
+    assert_eq!(ours.0, theirs.0, "refused to start");
+    (ours.0, ours.1, sdir, rdir)
+}
+
+#[test]
+fn torn_and_corrupt_files_get_redis_messages() {
+    if !Path::new(testkit::REDIS_SERVER).is_file() {
+        return;
+    }
+    let dir = scratch_dir("aof-torn");
+    {
+        let sluice = TestServer::start_with(
+            &TestServer::default_bin(),
+            &["--appendonly", "yes", "--appendfsync", "always"],
+            Some(&dir),
+        );
+        let mut s = sluice.client();
+        wait_loaded(&mut s);
+        line(&mut s, "SET a 1");
+        line(&mut s, "MULTI");
+        line(&mut s, "SET b 2");
+        line(&mut s, "SET b2 2");
+        line(&mut s, "EXEC");
+        line(&mut s, "SET c 3");
+    }
+    let m = manifest(&dir);
+    let incr = dir.join("appendonlydir").join(&m.incr[0].name);
+    let good = std::fs::read(&incr).unwrap();
+    // A torn last command: loaded anyway, cut at the last whole command.
+    let mut torn = good.clone();
+    torn.extend_from_slice(b"*3\r\n$3\r\nSET\r\n$1\r\nd\r\n$2\r\n4");
+    std::fs::write(&incr, &torn).unwrap();
+    let (refused, msgs, sdir, rdir) = same_verdict(&dir, &[]);
+    assert!(!refused);
+    assert!(msgs.iter().any(|m| m.contains("Truncating the AOF")), "{msgs:?}");
+    let name = &m.incr[0].name;
+    let cut = std::fs::read(sdir.join("appendonlydir").join(name)).unwrap();
+    assert_eq!(cut, good, "the torn tail is cut off on disk");
+    assert_eq!(cut, std::fs::read(rdir.join("appendonlydir").join(name)).unwrap());
+    // The same with aof-load-truncated no: refused.
+    let (refused, msgs, ..) = same_verdict(&dir, &["--aof-load-truncated", "no"]);
+    assert!(refused);
+    assert!(msgs.iter().any(|m| m.contains("Unexpected end of file")), "{msgs:?}");
+    // An unfinished MULTI at the end is reverted.
+    let at = good.windows(5).position(|w| w == b"MULTI").unwrap() - 8;
+    let end_exec = good.windows(4).position(|w| w == b"EXEC").unwrap() - 8;
+    let mut open_multi = good[..end_exec].to_vec();
+    std::fs::write(&incr, &open_multi).unwrap();
+    let (refused, msgs, sdir, _) = same_verdict(&dir, &[]);
+    assert!(!refused);
+    assert!(msgs.iter().any(|m| m.contains("Revert incomplete MULTI/EXEC")), "{msgs:?}");
+    open_multi.truncate(at);
+    assert_eq!(std::fs::read(sdir.join("appendonlydir").join(name)).unwrap(), open_multi);
+    // Garbage in the middle: refused, with the file named.
+    let mut corrupt = good.clone();
+    corrupt.splice(at..at, b"garbage\r\n".iter().copied());
+    std::fs::write(&incr, &corrupt).unwrap();
+    let (refused, msgs, ..) = same_verdict(&dir, &[]);
+    assert!(refused);
+    assert!(msgs.iter().any(|m| m.contains("Bad file format")), "{msgs:?}");
+    // A command neither server knows.
+    let mut unknown = good.clone();
+    unknown.extend_from_slice(b"*1\r\n$7\r\nNOTACMD\r\n");
+    std::fs::write(&incr, &unknown).unwrap();
+    let (refused, msgs, ..) = same_verdict(&dir, &[]);
+    assert!(refused);
+    assert!(msgs.iter().any(|m| m.contains("Unknown command 'NOTACMD'")), "{msgs:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
