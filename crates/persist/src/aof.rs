@@ -509,3 +509,172 @@ mod tests {
         assert_eq!(r.next_item(), Err(StreamError::Format { offset: whole + 7 }));
     }
 }
+
+/// What [`check`] found in one file's command stream (after any RDB
+/// preamble), in `redis-check-aof`'s terms.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Checked {
+    /// Offset up to which the file is valid (the start of the first
+    /// command, or transaction, that is not).
+    pub ok_up_to: usize,
+    /// Line count (`redis-check-aof`'s, which counts the newlines it
+    /// consumed, from `line_start`).
+    pub line: u64,
+    /// The error as the tool prints it (`0x  offset: reason`).
+    pub error: Option<String>,
+    /// A byte that starts neither a command nor an annotation.
+    pub format_error: bool,
+    /// `--truncate-to-timestamp`: the offset of the first annotation past
+    /// the timestamp.
+    pub cut_at_timestamp: Option<usize>,
+    /// An annotation to cut at was found at offset 0.
+    pub nothing_before_timestamp: bool,
+    /// A `#TS:` annotation that is not a number.
+    pub bad_timestamp: bool,
+}
+
+/// Checks a command stream strictly, as `redis-check-aof`'s
+/// `checkSingleAof` does: every count and length line must end in CRLF,
+/// every argument be followed by CRLF, `MULTI` closed by `EXEC`.
+/// `to_timestamp` (non-zero) stops at the first `#TS:` annotation past it.
+pub fn check(name: &str, buf: &[u8], start: usize, line_start: u64, to_timestamp: i64) -> Checked {
+    let mut c = Checked { ok_up_to: start, line: line_start, ..Default::default() };
+    let mut pos = start;
+    let mut multi = 0i32;
+    let mut epos = start;
+    let err = |epos: usize, msg: String| Some(format!("0x{epos:16x}: {msg}"));
+    // fgets of `n` bytes (at most n-1, up to and including a newline).
+    let fgets = |pos: usize, n: usize| -> &[u8] {
+        let rest = &buf[pos.min(buf.len())..];
+        let max = n - 1;
+        let k =
+            rest.iter().take(max).position(|&b| b == b'\n').map_or(rest.len().min(max), |i| i + 1);
+        &rest[..k]
+    };
+    'outer: loop {
+        if multi == 0 {
+            c.ok_up_to = pos;
+        }
+        if pos >= buf.len() {
+            break;
+        }
+        match buf[pos] {
+            b'#' => {
+                epos = pos;
+                let l = fgets(pos, LINE_MAX);
+                pos += l.len();
+                if to_timestamp != 0 && l.starts_with(b"#TS:") {
+                    let body = &l[4..];
+                    let digits =
+                        body.iter().position(|b| !b.is_ascii_digit()).unwrap_or(body.len());
+                    if digits == 0 || body.get(digits) != Some(&b'\r') {
+                        c.bad_timestamp = true;
+                        return c;
+                    }
+                    let ts: i64 = std::str::from_utf8(&body[..digits])
+                        .ok()
+                        .and_then(|s| s.parse().ok())
+                        .unwrap_or(i64::MAX);
+                    if ts > to_timestamp {
+                        if epos == 0 {
+                            c.nothing_before_timestamp = true;
+                        }
+                        c.cut_at_timestamp = Some(epos);
+                        return c;
+                    }
+                }
+            }
+            b'*' => {
+                // readLong('*') then the arguments.
+                let read_long = |pos: &mut usize, prefix: u8, c: &mut Checked| -> Option<i64> {
+                    let at = *pos;
+                    if at >= buf.len() {
+                        return None;
+                    }
+                    let l = fgets(at, 128);
+                    *pos += l.len();
+                    if l[0] != prefix {
+                        c.error = err(
+                            at,
+                            format!(
+                                "Expected prefix '{}', got: '{}'",
+                                prefix as char, l[0] as char
+                            ),
+                        );
+                        return None;
+                    }
+                    let body = &l[1..];
+                    let sign = usize::from(matches!(body.first(), Some(b'-' | b'+')));
+                    let digits = body[sign..]
+                        .iter()
+                        .position(|b| !b.is_ascii_digit())
+                        .unwrap_or(body.len() - sign);
+                    let v = std::str::from_utf8(&body[..sign + digits])
+                        .ok()
+                        .and_then(|s| s.parse::<i64>().ok())
+                        .unwrap_or(0);
+                    let after = &l[1 + sign + digits..];
+                    if !after.starts_with(b"\r\n") {
+                        let b0 = after.first().copied().unwrap_or(0);
+                        let b1 = after.get(1).copied().unwrap_or(0);
+                        c.error = err(at, format!("Expected \\r\\n, got: {b0:02x}{b1:02x}"));
+                        return None;
+                    }
+                    c.line += 1;
+                    Some(v)
+                };
+                epos = pos;
+                let Some(argc) = read_long(&mut pos, b'*', &mut c) else { break };
+                for i in 0..argc.max(0) {
+                    epos = pos;
+                    let Some(len) = read_long(&mut pos, b'$', &mut c) else { break 'outer };
+                    epos = pos;
+                    if len < 0 || len > i64::MAX - 2 {
+                        c.error = err(epos, format!("Expected to read string of {len} bytes, which is not in the suitable range"));
+                        break 'outer;
+                    }
+                    let want = len as u64 + 2;
+                    let have = (buf.len() - pos) as u64;
+                    if have < want {
+                        c.error =
+                            err(epos, format!("Expected to read {want} bytes, got {have} bytes"));
+                        break 'outer;
+                    }
+                    let arg = &buf[pos..pos + len as usize];
+                    let nl = &buf[pos + len as usize..pos + want as usize];
+                    pos += want as usize;
+                    if nl != b"\r\n" {
+                        c.error =
+                            err(epos, format!("Expected \\r\\n, got: {:02x}{:02x}", nl[0], nl[1]));
+                        break 'outer;
+                    }
+                    c.line += 1;
+                    if i == 0 {
+                        if arg.eq_ignore_ascii_case(b"multi") {
+                            multi += 1;
+                            if multi > 1 {
+                                c.error = err(epos, format!("Unexpected MULTI in AOF {name}"));
+                                break 'outer;
+                            }
+                        } else if arg.eq_ignore_ascii_case(b"exec") {
+                            multi -= 1;
+                            if multi != 0 {
+                                c.error = err(epos, format!("Unexpected EXEC in AOF {name}"));
+                                break 'outer;
+                            }
+                        }
+                    }
+                }
+            }
+            _ => {
+                c.format_error = true;
+                break;
+            }
+        }
+    }
+    if pos >= buf.len() && multi != 0 && c.error.is_none() && !c.format_error {
+        // Redis reports it at the last position it read from.
+        c.error = err(epos, "Reached EOF before reading EXEC for MULTI".to_string());
+    }
+    c
+}
