@@ -214,9 +214,13 @@ fn atoll(b: &[u8]) -> i64 {
 
 /// Whether Redis's `sdsneedsrepr` would quote the name.
 fn needs_repr(s: &str) -> bool {
-    s.bytes().any(|c| {
-        c.is_ascii_whitespace() || !(0x20..0x7f).contains(&c) || matches!(c, b'\\' | b'"' | b'\'')
-    })
+    // An empty name is quoted too (unquoted it would vanish from the line).
+    s.is_empty()
+        || s.bytes().any(|c| {
+            c.is_ascii_whitespace()
+                || !(0x20..0x7f).contains(&c)
+                || matches!(c, b'\\' | b'"' | b'\'')
+        })
 }
 
 /// `sdscatrepr`: a double-quoted string with C escapes.
@@ -485,6 +489,52 @@ mod tests {
         let text = m.render();
         assert_eq!(text, "file \"my file.aof\" seq 1 type i\n");
         assert_eq!(Manifest::parse(text.as_bytes()).unwrap().incr[0].name, "my file.aof");
+    }
+
+    /// Random bytes and mutations of a valid stream: the reader and the
+    /// checker end or refuse, never panic; manifests round-trip (the fuzz
+    /// target `aof_load` does the same at length).
+    #[test]
+    fn random_inputs_never_panic() {
+        let mut good = Vec::new();
+        write_command(&mut good, &[b"SELECT", b"0"]);
+        good.extend_from_slice(b"#TS:1700000000\r\n");
+        write_command(&mut good, &[b"MULTI"]);
+        write_command(&mut good, &[b"SET", b"k", b"v"]);
+        write_command(&mut good, &[b"EXEC"]);
+        let manifest = b"file appendonly.aof.1.base.rdb seq 1 type b\nfile \"x y\" seq 2 type i\n";
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut rnd = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for i in 0..20_000 {
+            let base: &[u8] = if i % 2 == 0 { &good } else { manifest };
+            let mut b = base.to_vec();
+            for _ in 0..1 + rnd() % 4 {
+                let at = (rnd() as usize) % (b.len() + 1);
+                match rnd() % 3 {
+                    0 if at < b.len() => b[at] = rnd() as u8,
+                    1 => b.insert(at, b"*$\r\n#-9"[(rnd() % 7) as usize]),
+                    _ => b.truncate(at),
+                }
+            }
+            // (Comments alone are an empty manifest, which renders to nothing.)
+            if let Ok(m) = Manifest::parse(&b)
+                .map(Some)
+                .unwrap_or(None)
+                .filter(|m| m.load_order().count() + m.history.len() > 0)
+                .ok_or(())
+            {
+                assert_eq!(Manifest::parse(m.render().as_bytes()).ok(), Some(m), "{b:?}");
+            }
+            let mut r = CommandReader::new(&b, 0);
+            while let Ok(Some(_)) = r.next_item() {}
+            let c = check("t", &b, 0, 1, 1_700_000_000);
+            assert!(c.ok_up_to <= b.len());
+        }
     }
 
     #[test]
