@@ -679,7 +679,7 @@ pub fn check(name: &str, buf: &[u8], start: usize, line_start: u64, to_timestamp
                     epos = pos;
                     let Some(len) = read_long(&mut pos, b'$', &mut c) else { break 'outer };
                     epos = pos;
-                    if len < 0 || len > i64::MAX - 2 {
+                    if !(0..=i64::MAX - 2).contains(&len) {
                         c.error = err(epos, format!("Expected to read string of {len} bytes, which is not in the suitable range"));
                         break 'outer;
                     }

@@ -235,10 +235,8 @@ pub fn load_at_startup(sh: &Arc<Shared>, aof: Arc<crate::aof::Aof>) {
                 std::process::exit(1);
             }
         };
-        if m.base.is_some() || !m.incr.is_empty() {
-            if load_all(&sh2, &m).is_err() {
-                std::process::exit(1);
-            }
+        if (m.base.is_some() || !m.incr.is_empty()) && load_all(&sh2, &m).is_err() {
+            std::process::exit(1);
         }
         if let Err(e) = aof.open_on_start(&sh2, m) {
             log::warning(&format!("Can't open the append-only file: {e}"));
