@@ -189,6 +189,15 @@ impl Manifest {
         self.incr.extend(keep);
     }
 
+    /// After a rewrite with the AOF off (or being turned on): every
+    /// incremental file becomes history.
+    pub fn mark_all_incr_as_history(&mut self) {
+        for mut i in self.incr.drain(..) {
+            i.kind = Kind::History;
+            self.history.push(i);
+        }
+    }
+
     /// The files to load, in order (base first).
     pub fn load_order(&self) -> impl Iterator<Item = &Info> {
         self.base.iter().chain(&self.incr)

@@ -64,6 +64,24 @@ impl Fsync {
     }
 }
 
+/// What a rewrite does with the incremental files.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// The AOF is off: a base only, every incremental file becomes history.
+    Off,
+    /// The AOF is on: a new incremental file from the snapshot's instant.
+    On,
+    /// CONFIG SET appendonly yes: appending starts at the snapshot's
+    /// instant, into `temp-appendonly.aof.incr`, named into the manifest
+    /// with the base.
+    TurningOn,
+}
+
+/// `temp-appendonly.aof.incr`.
+fn temp_incr_name(filename: &str) -> String {
+    format!("temp-{filename}.incr")
+}
+
 /// What units append to, under the append lock.
 struct State {
     /// Appended, not yet taken by the writer thread.
@@ -467,32 +485,57 @@ impl Aof {
         let cfg = sh.config.read().clone();
         let (dirname, filename) = (cfg.appenddirname.clone(), cfg.appendfilename.clone());
         std::fs::create_dir_all(&dirname).map_err(|e| e.to_string())?;
-        let turning_on = !self.state.lock().accepting;
-        let mut m = self.ctl.lock().manifest.clone();
-        let name = m.new_incr(&filename);
-        let f = Self::open_incr(&dirname, &name).map_err(|e| {
-            log::warning(&format!("Can't open the append-only file {name}: {e}"));
-            e.to_string()
-        })?;
-        if !turning_on {
-            // The manifest names the new file before anything is written
-            // to it: a crash now loads base, old incr files, new one.
-            persist_manifest(&dirname, &filename, &m).map_err(|e| e.to_string())?;
-        }
-        log::notice(&format!("Creating AOF incr file {name} on background rewrite"));
-        self.ctl.lock().manifest = m;
-        let mut f = Some(f);
-        let started = persistence::begin_then(sh, &mut || {
-            let mut st = self.state.lock();
-            let tail = std::mem::take(&mut st.buf);
-            if let Some(f) = f.take() {
-                st.switch = Some((tail, f));
+        let mode = if !self.on.load(Ordering::Acquire) {
+            Mode::Off
+        } else if self.state.lock().accepting {
+            Mode::On
+        } else {
+            Mode::TurningOn
+        };
+        if mode != Mode::On && self.ctl.lock().manifest == Manifest::default() {
+            // Files a previous run left: their sequence numbers go on.
+            let path = in_dir(&dirname, &aof::manifest_name(&filename));
+            if let Ok(m) = std::fs::read(&path)
+                .map_err(|_| ())
+                .and_then(|t| Manifest::parse(&t).map_err(|_| ()))
+            {
+                self.ctl.lock().manifest = m;
             }
-            st.selected = None;
-            st.accepting = true;
+        }
+        let mut file = None;
+        match mode {
+            Mode::Off => {}
+            Mode::On => {
+                let mut m = self.ctl.lock().manifest.clone();
+                let name = m.new_incr(&filename);
+                file = Some(Self::open_incr(&dirname, &name).map_err(|e| e.to_string())?);
+                // The manifest names the new file before anything is
+                // written to it: a crash now loads base, old incr, new one.
+                persist_manifest(&dirname, &filename, &m).map_err(|e| e.to_string())?;
+                log::notice(&format!("Creating AOF incr file {name} on background rewrite"));
+                self.ctl.lock().manifest = m;
+            }
+            Mode::TurningOn => {
+                // Named into the manifest when the base is there.
+                let name = temp_incr_name(&filename);
+                let _ = std::fs::remove_file(in_dir(&dirname, &name));
+                file = Some(Self::open_incr(&dirname, &name).map_err(|e| e.to_string())?);
+                log::notice(&format!("Creating AOF incr file {name} on background rewrite"));
+            }
+        }
+        let started = persistence::begin_then(sh, &mut || {
+            if let Some(f) = file.take() {
+                let mut st = self.state.lock();
+                let tail = std::mem::take(&mut st.buf);
+                st.switch = Some((tail, f));
+                st.selected = None;
+                st.accepting = true;
+            }
         });
         self.wake.notify_one();
         self.ctl.lock().rewrite_started = Some(Instant::now());
+        // Counted when it starts, as Redis counts a fork.
+        self.rewrites.fetch_add(1, Ordering::Relaxed);
         log::notice("Background append only file rewriting started");
         let me = self.clone();
         let sh2 = sh.clone();
@@ -500,7 +543,7 @@ impl Aof {
             let tmp = PathBuf::from(format!("temp-rewriteaof-bg-{}.aof", std::process::id()));
             let res = persistence::write_file(&sh2, started, &tmp, true);
             persistence::busy_flag().store(false, Ordering::Release);
-            me.rewrite_done(&sh2, res, &tmp);
+            me.rewrite_done(&sh2, res, &tmp, mode);
         });
         spawned.map(|_| ()).map_err(|e| e.to_string())
     }
@@ -508,14 +551,14 @@ impl Aof {
     /// The rewrite's snapshot is written (or failed): rename it into the
     /// directory as the new base, mark what it replaces as history,
     /// persist the manifest, delete the history files.
-    fn rewrite_done(&self, sh: &Shared, res: io::Result<()>, tmp: &Path) {
+    fn rewrite_done(&self, sh: &Shared, res: io::Result<()>, tmp: &Path, mode: Mode) {
         let cfg = sh.config.read().clone();
         let (dirname, filename) = (cfg.appenddirname.clone(), cfg.appendfilename.clone());
         let started = self.ctl.lock().rewrite_started.take();
         let secs = started.map_or(0, |s| s.elapsed().as_secs() as i64);
         self.last_rewrite_secs.store(secs, Ordering::Relaxed);
         let outcome = res.and_then(|()| {
-            if !self.on.load(Ordering::Acquire) {
+            if mode != Mode::Off && !self.on.load(Ordering::Acquire) {
                 return Err(io::Error::other("the AOF was turned off"));
             }
             log::notice(&format!(
@@ -526,13 +569,25 @@ impl Aof {
             let mut m = ctl.manifest.clone();
             let base = m.new_base(&filename, true);
             std::fs::rename(tmp, in_dir(&dirname, &base))?;
-            m.mark_rewritten_incr_as_history();
-            persist_manifest(&dirname, &filename, &m)?;
             log::notice("Background AOF rewrite terminated with success");
             log::notice(&format!(
                 "Successfully renamed the temporary AOF base file {} into {base}",
                 tmp.display()
             ));
+            match mode {
+                Mode::On => m.mark_rewritten_incr_as_history(),
+                Mode::Off => m.mark_all_incr_as_history(),
+                Mode::TurningOn => {
+                    m.mark_all_incr_as_history();
+                    let temp = temp_incr_name(&filename);
+                    let name = m.new_incr(&filename);
+                    std::fs::rename(in_dir(&dirname, &temp), in_dir(&dirname, &name))?;
+                    log::notice(&format!(
+                        "Successfully renamed the temporary AOF incr file {temp} into {name}"
+                    ));
+                }
+            }
+            persist_manifest(&dirname, &filename, &m)?;
             for h in m.history.drain(..) {
                 log::notice(&format!("Removing the history file {} in the background", h.name));
                 let _ = std::fs::remove_file(in_dir(&dirname, &h.name));
@@ -548,7 +603,6 @@ impl Aof {
         match outcome {
             Ok(()) => {
                 self.last_rewrite_ok.store(true, Ordering::Relaxed);
-                self.rewrites.fetch_add(1, Ordering::Relaxed);
                 self.consecutive_failures.store(0, Ordering::Relaxed);
                 log::notice("Background AOF rewrite finished successfully");
             }
@@ -637,14 +691,6 @@ impl AppendOnly for Aof {
         if want && !on {
             // Redis's startAppendOnly: a rewrite whose base is the data set
             // now; units before its instant are in the base.
-            let dirname = sh.config.read().appenddirname.clone();
-            let filename = sh.config.read().appendfilename.clone();
-            let path = in_dir(&dirname, &aof::manifest_name(&filename));
-            if let Ok(text) = std::fs::read(&path) {
-                if let Ok(m) = Manifest::parse(&text) {
-                    me.ctl.lock().manifest = m;
-                }
-            }
             me.activate(&sh, None, false);
             if let Err(e) = me.start_rewrite(&sh) {
                 me.stop(&sh);

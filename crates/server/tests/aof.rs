@@ -570,3 +570,95 @@ fn torn_and_corrupt_files_get_redis_messages() {
     assert!(msgs.iter().any(|m| m.contains("Unknown command 'NOTACMD'")), "{msgs:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+fn field(info: &str, name: &str) -> String {
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name}:")))
+        .unwrap_or_else(|| panic!("{name} missing from {info}"))
+        .trim()
+        .to_string()
+}
+
+/// The lines of a manifest file, for comparison.
+fn manifest_text(dir: &Path) -> String {
+    std::fs::read_to_string(dir.join("appendonlydir/appendonly.aof.manifest")).unwrap_or_default()
+}
+
+/// BGREWRITEAOF with the AOF off, CONFIG SET appendonly yes and no at run
+/// time, a rewrite behind a BGSAVE, an automatic rewrite: the same
+/// replies, manifests and INFO fields as redis-server, and the data set
+/// survives a restart.
+#[test]
+fn rewrites_and_config_set_appendonly_as_redis() {
+    let sdir = scratch_dir("aof-rt-s");
+    let rdir = scratch_dir("aof-rt-r");
+    let rd = rdir.to_str().unwrap().to_string();
+    let Some(redis) = RedisServer::start_with(&["--dir", &rd], Some(&rdir)) else { return };
+    let sluice = TestServer::start_with(&TestServer::default_bin(), &[], Some(&sdir));
+    let mut both = [(sluice.client(), sdir.clone()), (redis.client(), rdir.clone())];
+    let mut steps: Vec<Vec<String>> = vec![Vec::new(), Vec::new()];
+    for (i, (c, dir)) in both.iter_mut().enumerate() {
+        let log = &mut steps[i];
+        line(c, "SET a 1");
+        log.push(text(&line(c, "BGREWRITEAOF")));
+        wait_for("rewrite", || field(&info(c), "aof_rewrite_in_progress") == "0");
+        log.push(manifest_text(dir));
+        log.push(text(&line(c, "CONFIG SET appendonly yes")));
+        wait_for("rewrite", || field(&info(c), "aof_rewrite_in_progress") == "0");
+        line(c, "SET b 2");
+        log.push(manifest_text(dir));
+        let inf = info(c);
+        for f in ["aof_enabled", "aof_rewrites", "aof_last_bgrewrite_status", "aof_pending_rewrite"]
+        {
+            log.push(format!("{f}={}", field(&inf, f)));
+        }
+        // The aof_* field names, in order.
+        let names: Vec<&str> = inf
+            .lines()
+            .filter(|l| l.starts_with("aof_"))
+            .map(|l| l.split(':').next().unwrap())
+            .collect();
+        log.push(names.join(","));
+        // A rewrite asked for while a BGSAVE runs is scheduled, then runs.
+        line(c, "CONFIG SET rdb-key-save-delay 200000");
+        line(c, "BGSAVE");
+        log.push(text(&line(c, "BGREWRITEAOF")));
+        log.push(field(&info(c), "aof_rewrite_scheduled"));
+        line(c, "CONFIG SET rdb-key-save-delay 0");
+        wait_for("scheduled rewrite", || {
+            let inf = info(c);
+            field(&inf, "aof_rewrites") == "3" && field(&inf, "aof_rewrite_in_progress") == "0"
+        });
+        log.push(manifest_text(dir));
+        // Off again: nothing more is appended.
+        log.push(text(&line(c, "CONFIG SET appendonly no")));
+        log.push(field(&info(c), "aof_enabled"));
+        line(c, "SET c 3");
+    }
+    assert_eq!(steps[0], steps[1], "sluice (left) and redis (right)");
+    // Sluice's directory (AOF off since SET c) loads a, b and not c.
+    drop(both);
+    drop(sluice);
+    let again =
+        TestServer::start_with(&TestServer::default_bin(), &["--appendonly", "yes"], Some(&sdir));
+    let mut c = again.client();
+    wait_loaded(&mut c);
+    assert_eq!(
+        text(&line(&mut c, "MGET a b c")),
+        text(&Frame::Array(Some(vec![
+            Frame::Bulk(Some(b"1".to_vec())),
+            Frame::Bulk(Some(b"2".to_vec())),
+            Frame::Bulk(None),
+        ])))
+    );
+    // Automatic rewrite: past the minimum size and 100% growth.
+    line(&mut c, "CONFIG SET auto-aof-rewrite-min-size 1000");
+    let before = field(&info(&mut c), "aof_rewrites");
+    for i in 0..100 {
+        line(&mut c, &format!("SET key{i} {}", "x".repeat(50)));
+    }
+    wait_for("automatic rewrite", || field(&info(&mut c), "aof_rewrites") != before);
+    drop(again);
+    let _ = std::fs::remove_dir_all(&sdir);
+    let _ = std::fs::remove_dir_all(&rdir);
+}
