@@ -139,6 +139,9 @@ pub struct Aof {
     writer_running: AtomicBool,
     /// The consumer installed on the hub while the AOF is on.
     feed: Mutex<Option<Arc<dyn Consumer>>>,
+    /// `aof-timestamp-enabled`, kept here so that appending reads no
+    /// configuration.
+    timestamps: AtomicBool,
 }
 
 /// The consumer installed on the hub (a separate object, so removing it
@@ -188,6 +191,7 @@ pub fn install(shared: &Arc<Shared>) -> Arc<Aof> {
         delayed_fsync: AtomicU64::new(0),
         writer_running: AtomicBool::new(false),
         feed: Mutex::new(None),
+        timestamps: AtomicBool::new(false),
     });
     let _ = AOF.set(aof.clone());
     let _ = shared.aof.set(aof.clone());
@@ -266,10 +270,7 @@ impl Aof {
         if !unit.propagates() {
             return;
         }
-        let ts = self
-            .shared()
-            .is_some_and(|sh| sh.config.read().aof_timestamp_enabled)
-            .then(|| unix_ms() / 1000);
+        let ts = self.timestamps.load(Ordering::Relaxed).then(|| unix_ms() / 1000);
         let mut st = self.state.lock();
         if !st.accepting {
             return;
@@ -300,6 +301,7 @@ impl Aof {
     /// Starts appending to `file` (the current incremental file) with the
     /// writer thread; installs the consumer.
     fn activate(self: &Arc<Self>, sh: &Arc<Shared>, file: Option<File>, accepting: bool) {
+        self.timestamps.store(sh.config.read().aof_timestamp_enabled, Ordering::Relaxed);
         {
             let mut st = self.state.lock();
             st.accepting = accepting;
@@ -687,6 +689,7 @@ impl AppendOnly for Aof {
         let me = AOF.get().cloned().ok_or("no AOF")?;
         let sh = self.shared().ok_or("server is stopping")?;
         let want = sh.config.read().appendonly;
+        me.timestamps.store(sh.config.read().aof_timestamp_enabled, Ordering::Relaxed);
         let on = me.on.load(Ordering::Acquire);
         if want && !on {
             // Redis's startAppendOnly: a rewrite whose base is the data set
