@@ -6,6 +6,7 @@
 //! values it encodes); must not depend on the engine.
 
 pub mod aof;
+pub mod aof_base;
 pub mod crc64;
 pub mod file;
 pub mod lzf;

@@ -333,24 +333,36 @@ impl Aof {
     fn writer(self: Arc<Self>, mut file: Option<File>) {
         let mut last_fsync = Instant::now();
         let mut unsynced = false;
+        let policy_now = |aof: &Aof| -> Option<(Fsync, bool)> {
+            let sh = aof.shared()?;
+            let c = sh.config.read();
+            let skip = c.no_appendfsync_on_rewrite && aof.rewriting.load(Ordering::Relaxed);
+            Some((Fsync::from_config(&c.appendfsync), skip))
+        };
         loop {
+            let Some((policy, skip)) = policy_now(&self) else { return };
+            // Only `everysec` wakes up by itself, to fsync what is unsynced.
+            let timed = policy == Fsync::EverySec && !skip;
             let (bytes, hi, switch, close, sync_req) = {
                 let mut st = self.state.lock();
                 while st.buf.is_empty()
                     && st.switch.is_none()
                     && !st.close
                     && !st.sync_requested
-                    && !(unsynced && last_fsync.elapsed() >= Duration::from_secs(1))
+                    && !(timed && unsynced && last_fsync.elapsed() >= Duration::from_secs(1))
                 {
                     self.wake.wait_for(&mut st, Duration::from_millis(100));
+                    if !timed {
+                        // A policy changed to everysec meanwhile starts its clock.
+                        break;
+                    }
                 }
                 (std::mem::take(&mut st.buf), st.seq, st.switch.take(), st.close, st.sync_requested)
             };
-            let Some(sh) = self.shared() else { return };
-            let (policy, no_fsync_on_rewrite) = {
-                let c = sh.config.read();
-                (Fsync::from_config(&c.appendfsync), c.no_appendfsync_on_rewrite)
-            };
+            // Read again after the wait: what was taken is written under
+            // the policy in force now (a CONFIG SET appendfsync always
+            // while idle applies to the next group).
+            let Some((policy, skip)) = policy_now(&self) else { return };
             if let Some((tail, next)) = switch {
                 if let Some(f) = &mut file {
                     self.write_all(f, &tail, policy);
@@ -365,7 +377,6 @@ impl Aof {
                     unsynced = true;
                 }
             }
-            let skip = no_fsync_on_rewrite && self.rewriting.load(Ordering::Relaxed);
             let due = match policy {
                 Fsync::Always => !skip,
                 Fsync::EverySec => !skip && last_fsync.elapsed() >= Duration::from_secs(1),
@@ -433,11 +444,11 @@ impl Aof {
         std::fs::create_dir_all(&dirname)?;
         if m.base.is_none() && m.incr.is_empty() {
             // A fresh directory: a base of the (empty) data set first.
-            let name = m.new_base(&filename, true);
+            let name = m.new_base(&filename, cfg.aof_use_rdb_preamble);
             log::notice(&format!("Creating AOF base file {name} on server start"));
             let tmp = PathBuf::from(format!("temp-rewriteaof-{}.aof", std::process::id()));
             let started = persistence::begin_then(sh, &mut || {});
-            persistence::write_file(sh, started, &tmp, true)?;
+            write_base(sh, started, &tmp, &cfg)?;
             std::fs::rename(&tmp, in_dir(&dirname, &name))?;
         }
         let name = if m.incr.is_empty() {
@@ -543,9 +554,10 @@ impl Aof {
         let sh2 = sh.clone();
         let spawned = std::thread::Builder::new().name("aof-rewrite".into()).spawn(move || {
             let tmp = PathBuf::from(format!("temp-rewriteaof-bg-{}.aof", std::process::id()));
-            let res = persistence::write_file(&sh2, started, &tmp, true);
+            let cfg = sh2.config.read().clone();
+            let res = write_base(&sh2, started, &tmp, &cfg);
             persistence::busy_flag().store(false, Ordering::Release);
-            me.rewrite_done(&sh2, res, &tmp, mode);
+            me.rewrite_done(&sh2, res, &tmp, mode, cfg.aof_use_rdb_preamble);
         });
         spawned.map(|_| ()).map_err(|e| e.to_string())
     }
@@ -553,7 +565,7 @@ impl Aof {
     /// The rewrite's snapshot is written (or failed): rename it into the
     /// directory as the new base, mark what it replaces as history,
     /// persist the manifest, delete the history files.
-    fn rewrite_done(&self, sh: &Shared, res: io::Result<()>, tmp: &Path, mode: Mode) {
+    fn rewrite_done(&self, sh: &Shared, res: io::Result<()>, tmp: &Path, mode: Mode, rdb: bool) {
         let cfg = sh.config.read().clone();
         let (dirname, filename) = (cfg.appenddirname.clone(), cfg.appendfilename.clone());
         let started = self.ctl.lock().rewrite_started.take();
@@ -569,7 +581,7 @@ impl Aof {
             ));
             let mut ctl = self.ctl.lock();
             let mut m = ctl.manifest.clone();
-            let base = m.new_base(&filename, true);
+            let base = m.new_base(&filename, rdb);
             std::fs::rename(tmp, in_dir(&dirname, &base))?;
             log::notice("Background AOF rewrite terminated with success");
             log::notice(&format!(
@@ -725,6 +737,57 @@ impl AppendOnly for Aof {
             delayed_fsync: self.delayed_fsync.load(Ordering::Relaxed),
         }
     }
+}
+
+/// Writes a rewrite's snapshot to `tmp` as the base: an RDB file (the
+/// preamble), or with `aof-use-rdb-preamble no` the commands that rebuild
+/// it (the RDB image converted key by key: the snapshot machinery writes
+/// RDB only; this costs a second pass, for a setting that is not the
+/// default).
+fn write_base(
+    sh: &Shared,
+    started: persistence::Started,
+    tmp: &Path,
+    cfg: &engine::config::Config,
+) -> io::Result<()> {
+    persistence::write_file(sh, started, &tmp.to_path_buf(), true)?;
+    if cfg.aof_use_rdb_preamble {
+        return Ok(());
+    }
+    let rdb = std::fs::read(tmp)?;
+    let cmds = tmp.with_extension("cmds");
+    let mut w = io::BufWriter::new(File::create(&cmds)?);
+    let mut buf = Vec::new();
+    if cfg.aof_timestamp_enabled {
+        buf.extend_from_slice(format!("#TS:{}\r\n", unix_ms() / 1000).as_bytes());
+    }
+    let mut db = None;
+    let mut failed = None;
+    let lim = persistence::limits(cfg);
+    // Keys whose time has passed are written too, as Redis's child does.
+    let res = persist::file::load(&rdb, &lim, usize::MAX, i64::MIN, false, |k| {
+        if db != Some(k.db) {
+            db = Some(k.db);
+            persist::aof_base::select(&mut buf, k.db);
+        }
+        persist::aof_base::write_key(&mut buf, k.key, &k.value, k.expire_at);
+        if buf.len() >= 1 << 16 {
+            if let Err(e) = w.write_all(&buf) {
+                failed = Some(e);
+                return Err("write error");
+            }
+            buf.clear();
+        }
+        Ok(())
+    });
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    res.map_err(|e| io::Error::other(e.to_string()))?;
+    w.write_all(&buf)?;
+    let f = w.into_inner().map_err(|e| e.into_error())?;
+    f.sync_all()?;
+    std::fs::rename(&cmds, tmp)
 }
 
 /// The cron thread: automatic and scheduled rewrites.

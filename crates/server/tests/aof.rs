@@ -368,6 +368,23 @@ fn build(c: &mut Client) {
     }
     line(c, "HSET big:h f1 v1 f2 v2");
     line(c, "ZADD big:z 1.5 a 2.5 b");
+    // More than 64 items (a base of commands splits them), a stream with
+    // a group, pending entries and a consumer without any.
+    for i in 0..150 {
+        line(c, &format!("RPUSH big:l e{i}"));
+        line(c, &format!("SADD big:s m{i}"));
+        line(c, &format!("ZADD big:zz {i}.25 m{i}"));
+        line(c, &format!("HSET big:hh f{i} v{i}"));
+    }
+    for i in 1..=5 {
+        line(c, &format!("XADD big:x {i}-0 f v{i}"));
+    }
+    line(c, "XDEL big:x 2-0");
+    line(c, "XGROUP CREATE big:x g 0");
+    line(c, "XREADGROUP GROUP g alice COUNT 2 STREAMS big:x >");
+    line(c, "XGROUP CREATECONSUMER big:x g bob");
+    line(c, "XADD big:empty MAXLEN 0 1-1 a b");
+    line(c, "PEXPIRE big:l 100000000");
 }
 
 /// SHUTDOWN NOSAVE (the AOF is fsynced on the way out), waiting for the
@@ -387,10 +404,20 @@ fn copy_dir(from: &Path, to: &Path) {
 
 #[test]
 fn appendonlydirs_load_both_ways() {
+    both_ways(&["--appendonly", "yes", "--aof-timestamp-enabled", "yes"]);
+}
+
+/// The same with bases of commands (`aof-use-rdb-preamble no`) on both
+/// sides.
+#[test]
+fn appendonlydirs_with_command_bases_load_both_ways() {
+    both_ways(&["--appendonly", "yes", "--aof-use-rdb-preamble", "no"]);
+}
+
+fn both_ways(flags: &[&str]) {
     let rdir = scratch_dir("aof-r2s");
     let rd = rdir.to_str().unwrap().to_string();
-    let flags = ["--appendonly", "yes", "--aof-timestamp-enabled", "yes"];
-    let Some(redis) = RedisServer::start_with(&[&flags[..], &["--dir", &rd]].concat(), Some(&rdir))
+    let Some(redis) = RedisServer::start_with(&[flags, &["--dir", &rd]].concat(), Some(&rdir))
     else {
         return;
     };
@@ -403,7 +430,7 @@ fn appendonlydirs_load_both_ways() {
     // Redis's directory, as Redis left it, into Sluice.
     let sdir = scratch_dir("aof-r2s-s");
     copy_dir(&rdir.join("appendonlydir"), &sdir.join("appendonlydir"));
-    let sluice = TestServer::start_with(&TestServer::default_bin(), &flags, Some(&sdir));
+    let sluice = TestServer::start_with(&TestServer::default_bin(), flags, Some(&sdir));
     let mut s = sluice.client();
     assert_eq!(snapshot(&mut s), before, "Redis's appendonlydir as Sluice loaded it");
     // Sluice appends to Redis's files and rewrites them; Redis reads them back.
@@ -411,6 +438,9 @@ fn appendonlydirs_load_both_ways() {
     line(&mut s, "BGREWRITEAOF");
     wait_for("the rewrite", || info(&mut s).contains("aof_rewrite_in_progress:0"));
     line(&mut s, "RPUSH after-rewrite a b");
+    let base = manifest(&sdir).base.expect("a base").name;
+    let want = if flags.contains(&"no") { ".base.aof" } else { ".base.rdb" };
+    assert!(base.ends_with(want), "{base}");
     let ours = snapshot(&mut s);
     assert_eq!(ours.len(), before.len() + 2);
     shutdown(&mut s);
@@ -418,8 +448,8 @@ fn appendonlydirs_load_both_ways() {
     let back = scratch_dir("aof-s2r");
     copy_dir(&sdir.join("appendonlydir"), &back.join("appendonlydir"));
     let bd = back.to_str().unwrap().to_string();
-    let redis = RedisServer::start_with(&[&flags[..], &["--dir", &bd]].concat(), Some(&back))
-        .expect("oracle");
+    let redis =
+        RedisServer::start_with(&[flags, &["--dir", &bd]].concat(), Some(&back)).expect("oracle");
     assert_eq!(snapshot(&mut redis.client()), ours, "Sluice's appendonlydir as Redis loaded it");
     drop(redis);
     for d in [rdir, sdir, back] {
@@ -661,4 +691,36 @@ fn rewrites_and_config_set_appendonly_as_redis() {
     drop(again);
     let _ = std::fs::remove_dir_all(&sdir);
     let _ = std::fs::remove_dir_all(&rdir);
+}
+
+/// CPU seconds a process used (utime + stime).
+fn cpu_secs(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let f: Vec<&str> = stat.rsplit(')').next().unwrap().split_whitespace().collect();
+    let ticks: f64 = f[11].parse::<f64>().unwrap() + f[12].parse::<f64>().unwrap();
+    ticks / 100.0
+}
+
+/// Each fsync policy writes what it acknowledges and, idle, costs nothing
+/// (the writer thread sleeps; `everysec` wakes to fsync once).
+#[test]
+fn every_policy_appends_and_idles() {
+    for policy in ["always", "everysec", "no"] {
+        let dir = scratch_dir(&format!("aof-idle-{policy}"));
+        let s = TestServer::start_with(
+            &TestServer::default_bin(),
+            &["--appendonly", "yes", "--appendfsync", policy],
+            Some(&dir),
+        );
+        let mut c = s.client();
+        wait_loaded(&mut c);
+        line(&mut c, "SET k v");
+        assert_eq!(incr_commands(&dir), ["SELECT 0", "SET k v"], "{policy}");
+        let before = cpu_secs(s.pid());
+        std::thread::sleep(Duration::from_millis(1500));
+        let used = cpu_secs(s.pid()) - before;
+        assert!(used < 0.3, "{policy}: {used} s of CPU while idle");
+        drop(s);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
