@@ -40,11 +40,12 @@ pub trait Snapshots: Send + Sync {
 /// installs it in [`crate::Shared::aof`]).
 pub trait AppendOnly: Send + Sync {
     /// BGREWRITEAOF: the status reply (`Background append only file
-    /// rewriting started` or `… scheduled`), or the error's text.
-    fn rewrite(&self) -> Result<&'static str, String>;
+    /// rewriting started` or `… scheduled`), or the error's text. A
+    /// caller holding stripes (EXEC) has the rewrite begin after it.
+    fn rewrite(&self, holding_stripes: bool) -> Result<&'static str, String>;
     /// The configuration changed (CONFIG SET appendonly, appendfsync …).
     /// `Err` refuses the change (Redis's `startAppendOnly` failing).
-    fn config_changed(&self) -> Result<(), String>;
+    fn config_changed(&self, holding_stripes: bool) -> Result<(), String>;
     /// INFO persistence's `aof_*` figures.
     fn info(&self) -> AofInfo;
 }

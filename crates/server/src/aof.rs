@@ -158,7 +158,7 @@ impl Consumer for Feed {
     }
 }
 
-/// Installs the AOF object (inactive until [`start`] or `CONFIG SET
+/// Installs the AOF object (inactive until [`Aof::open_on_start`] or `CONFIG SET
 /// appendonly yes`).
 pub fn install(shared: &Arc<Shared>) -> Arc<Aof> {
     let aof = Arc::new(Aof {
@@ -475,11 +475,26 @@ impl Aof {
     /// instant on, the snapshot written as the next base, then the
     /// manifest switched. `Ok(false)` when it was scheduled for later (a
     /// BGSAVE holds the snapshot machinery).
-    fn start_rewrite(self: &Arc<Self>, sh: &Arc<Shared>) -> Result<bool, String> {
-        if self.rewriting.swap(true, Ordering::AcqRel) {
+    /// `holding_stripes`: the caller (EXEC) holds stripes, which the
+    /// snapshot's instant needs: the rewrite is scheduled, as Redis
+    /// schedules one asked for inside a transaction, and the cron starts
+    /// it. `Ok(false)`: scheduled.
+    fn start_rewrite(
+        self: &Arc<Self>,
+        sh: &Arc<Shared>,
+        holding_stripes: bool,
+    ) -> Result<bool, String> {
+        if self.rewriting.load(Ordering::Acquire) {
             return Err("Background append only file rewriting already in progress".into());
         }
         let busy = persistence::busy_flag();
+        if holding_stripes || busy.load(Ordering::Acquire) {
+            self.rewrite_scheduled.store(true, Ordering::Release);
+            return Ok(false);
+        }
+        if self.rewriting.swap(true, Ordering::AcqRel) {
+            return Err("Background append only file rewriting already in progress".into());
+        }
         if busy.swap(true, Ordering::AcqRel) {
             self.rewriting.store(false, Ordering::Release);
             self.rewrite_scheduled.store(true, Ordering::Release);
@@ -490,6 +505,7 @@ impl Aof {
         if res.is_err() {
             busy.store(false, Ordering::Release);
             self.rewriting.store(false, Ordering::Release);
+            self.last_rewrite_ok.store(false, Ordering::Relaxed);
         }
         res.map(|()| true)
     }
@@ -653,14 +669,16 @@ impl Aof {
     /// Rewrites due by `auto-aof-rewrite-percentage` or scheduled behind
     /// a BGSAVE (Redis's serverCron).
     fn cron(self: &Arc<Self>, sh: &Arc<Shared>) {
-        if !self.on.load(Ordering::Acquire) || self.rewriting.load(Ordering::Acquire) {
-            return;
-        }
-        if persistence::busy_flag().load(Ordering::Acquire) {
+        if self.rewriting.load(Ordering::Acquire)
+            || persistence::busy_flag().load(Ordering::Acquire)
+        {
             return;
         }
         if self.rewrite_scheduled.load(Ordering::Acquire) {
-            let _ = self.start_rewrite(sh);
+            let _ = self.start_rewrite(sh, false);
+            return;
+        }
+        if !self.on.load(Ordering::Acquire) {
             return;
         }
         let (pct, min) = {
@@ -675,29 +693,22 @@ impl Aof {
         let growth = (size * 100 / base) as i64 - 100;
         if growth >= pct {
             log::notice(&format!("Starting automatic rewriting of AOF on {growth}% growth"));
-            let _ = self.start_rewrite(sh);
+            let _ = self.start_rewrite(sh, false);
         }
     }
 }
 
 impl AppendOnly for Aof {
-    fn rewrite(&self) -> Result<&'static str, String> {
+    fn rewrite(&self, holding_stripes: bool) -> Result<&'static str, String> {
         let me = AOF.get().cloned().ok_or("no AOF")?;
         let sh = self.shared().ok_or("server is stopping")?;
-        if me.rewriting.load(Ordering::Acquire) {
-            return Err("Background append only file rewriting already in progress".into());
-        }
-        if persistence::busy_flag().load(Ordering::Acquire) {
-            me.rewrite_scheduled.store(true, Ordering::Release);
-            return Ok("Background append only file rewriting scheduled");
-        }
-        match me.start_rewrite(&sh)? {
+        match me.start_rewrite(&sh, holding_stripes)? {
             true => Ok("Background append only file rewriting started"),
             false => Ok("Background append only file rewriting scheduled"),
         }
     }
 
-    fn config_changed(&self) -> Result<(), String> {
+    fn config_changed(&self, holding_stripes: bool) -> Result<(), String> {
         let me = AOF.get().cloned().ok_or("no AOF")?;
         let sh = self.shared().ok_or("server is stopping")?;
         let want = sh.config.read().appendonly;
@@ -707,7 +718,20 @@ impl AppendOnly for Aof {
             // Redis's startAppendOnly: a rewrite whose base is the data set
             // now; units before its instant are in the base.
             me.activate(&sh, None, false);
-            if let Err(e) = me.start_rewrite(&sh) {
+            if me.rewriting.load(Ordering::Acquire) {
+                // A rewrite with the AOF off is running: the one that turns
+                // it on follows it.
+                me.rewrite_scheduled.store(true, Ordering::Release);
+                return Ok(());
+            }
+            let started = me.start_rewrite(&sh, holding_stripes);
+            if matches!(started, Ok(false)) && holding_stripes {
+                log::warning(
+                    "AOF was enabled during a transaction. An AOF background was scheduled to \
+                     start when possible.",
+                );
+            }
+            if let Err(e) = started {
                 me.stop(&sh);
                 log::warning(&format!("Redis needs to enable the AOF but can't trigger a background AOF rewrite operation. Check the above logs for more info about the error: {e}"));
                 return Err("Unable to turn on AOF. Check server logs.".into());

@@ -234,7 +234,7 @@ fn bgrewriteaof(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         .get()
         .cloned()
         .ok_or_else(|| CmdError::err("persistence is not available in this process"))?;
-    match aof.rewrite() {
+    match aof.rewrite(!cx.keys.is_empty()) {
         Ok(status) => out.simple(status.as_bytes()),
         Err(e) => return Err(CmdError::err(e)),
     }

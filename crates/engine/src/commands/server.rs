@@ -251,7 +251,7 @@ fn config_set(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     if let Some(aof) = cx.shared.aof.get() {
         // Turning the AOF on starts a rewrite, which may fail (Redis's
         // startAppendOnly): the change is then undone.
-        if let Err(why) = aof.config_changed() {
+        if let Err(why) = aof.config_changed(!cx.keys.is_empty()) {
             *cx.shared.config.write() = prev;
             cx.shared.config_epoch.fetch_add(1, Ordering::Release);
             return Err(set_failed(b"appendonly", &why));
