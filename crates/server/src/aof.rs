@@ -473,12 +473,10 @@ impl Aof {
 
     /// Starts a rewrite: a new incremental file from the snapshot's
     /// instant on, the snapshot written as the next base, then the
-    /// manifest switched. `Ok(false)` when it was scheduled for later (a
-    /// BGSAVE holds the snapshot machinery).
-    /// `holding_stripes`: the caller (EXEC) holds stripes, which the
-    /// snapshot's instant needs: the rewrite is scheduled, as Redis
-    /// schedules one asked for inside a transaction, and the cron starts
-    /// it. `Ok(false)`: scheduled.
+    /// manifest switched. `Ok(false)` when it was scheduled instead, for
+    /// the cron to start: a BGSAVE holds the snapshot machinery, or the
+    /// caller (EXEC) holds stripes, which the snapshot's instant needs
+    /// (Redis schedules a rewrite asked for inside a transaction too).
     fn start_rewrite(
         self: &Arc<Self>,
         sh: &Arc<Shared>,
