@@ -504,6 +504,12 @@ impl Effects {
         self.hold.replace(0)
     }
 
+    /// Whether a consumer asked the replies so far to wait.
+    #[inline]
+    pub fn holding(&self) -> bool {
+        self.hold.get() != 0
+    }
+
     /// Whether the unit recorded anything a consumer may want.
     #[inline]
     pub fn pending(&self) -> bool {
