@@ -272,6 +272,35 @@ fn protected_allowed(shared: &Shared, sess: &mut Session) -> bool {
     }
 }
 
+/// Runs a command read back from the AOF (Redis's fake AOF client): no
+/// client checks, `MULTI` queueing as a client's, the reply discarded by
+/// the caller. An unknown command is the error (the loader stops there).
+pub fn replay(
+    shared: &Shared,
+    sess: &mut Session,
+    argv: &[&[u8]],
+    out: &mut ReplyBuf,
+) -> Result<(), CmdError> {
+    let (top, spec) = lookup_full(argv)?;
+    sess.last_cmd = Some((top, spec));
+    if let Some(m) = &mut sess.multi {
+        if !spec.flags.has(Flags::NO_QUEUE) {
+            m.flags = m.flags.union(spec.flags);
+            m.queued.push(argv.iter().map(|a| a.to_vec()).collect());
+            return Ok(());
+        }
+    }
+    let mut keys = Locks::new(&shared.store, shared.clock.now_ms());
+    match lock_keys(shared, sess.db, spec, argv, &mut keys) {
+        Ok(()) => {
+            call(shared, sess, &mut keys, spec, argv, out, Caller::Replay);
+        }
+        Err(e) => e.write(out),
+    }
+    sess.fx.finish_unit();
+    Ok(())
+}
+
 /// Applies the table's flags for `caller`, in Redis's order. A client's
 /// request has passed lookup and arity; the others were checked when they
 /// were queued, loaded or first issued.
@@ -620,6 +649,10 @@ pub fn call<'a>(
     if caller != Caller::Served {
         sess.stats.commands += 1;
     }
+    // With the locks held: a consumer installed before a snapshot's
+    // instant (the AOF being turned on) sees every unit that runs after
+    // it, even one whose session refreshed before (one load).
+    sess.fx.sync(&shared.effects);
     sess.fx.begin_command();
     let start = crate::cmdstats::Stopwatch::start();
     let mut cx = Ctx { shared, sess, keys, db, spec, caller, still_waiting: false };

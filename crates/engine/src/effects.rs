@@ -144,6 +144,17 @@ impl<'a> Unit<'a> {
     pub fn flushed(&self) -> bool {
         self.fx.flushed
     }
+
+    /// Asks the connection to hold the replies of this unit's client until
+    /// the consumer's position `seq` is acknowledged (the AOF's group
+    /// commit under `appendfsync always`; WAIT-like stream offsets). The
+    /// largest asked for wins; the connection reads it with
+    /// [`Effects::take_hold`].
+    pub fn hold_until(&self, seq: u64) {
+        if seq > self.fx.hold.get() {
+            self.fx.hold.set(seq);
+        }
+    }
 }
 
 /// A consumer of the effects record (the AOF, the replication stream,
@@ -292,6 +303,9 @@ pub struct Effects {
     pub client: u64,
     /// A database was flushed in this unit.
     flushed: bool,
+    /// A consumer's position the replies so far must wait for (0: none);
+    /// see [`Unit::hold_until`].
+    hold: std::cell::Cell<u64>,
 }
 
 impl Default for Effects {
@@ -313,6 +327,7 @@ impl Default for Effects {
             epoch: u64::MAX,
             client: 0,
             flushed: false,
+            hold: std::cell::Cell::new(0),
         }
     }
 }
@@ -479,6 +494,20 @@ impl Effects {
                 Own::Prevented => {}
             }
         }
+    }
+
+    /// The position consumers asked the replies so far to wait for, and
+    /// forgets it (0: nothing to wait for). One load when no consumer
+    /// asked.
+    #[inline]
+    pub fn take_hold(&mut self) -> u64 {
+        self.hold.replace(0)
+    }
+
+    /// Whether a consumer asked the replies so far to wait.
+    #[inline]
+    pub fn holding(&self) -> bool {
+        self.hold.get() != 0
     }
 
     /// Whether the unit recorded anything a consumer may want.

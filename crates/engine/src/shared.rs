@@ -179,6 +179,8 @@ pub struct Shared {
     pub clock: Clock,
     /// The persistence the server installed (DUMP, RESTORE, SAVE, …).
     pub snapshots: OnceLock<std::sync::Arc<dyn crate::snapshot::Snapshots>>,
+    /// The append-only file (installed by the server).
+    pub aof: OnceLock<std::sync::Arc<dyn crate::snapshot::AppendOnly>>,
     /// What INFO persistence reports.
     pub persist: crate::snapshot::PersistState,
     /// The script cache (EVAL, SCRIPT LOAD).
@@ -257,6 +259,7 @@ impl Shared {
             debug_recorder: Mutex::new(None),
             clock: Clock::default(),
             snapshots: OnceLock::new(),
+            aof: OnceLock::new(),
             persist: crate::snapshot::PersistState::new(unix_ms() / 1000),
             scripts: crate::script::Cache::default(),
             pubsub: Arc::default(),

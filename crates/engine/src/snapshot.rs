@@ -36,6 +36,38 @@ pub trait Snapshots: Send + Sync {
     fn reload(&self, save: bool, dirty: u64) -> Result<(), String>;
 }
 
+/// The append-only file, as the engine's commands reach it (the server
+/// installs it in [`crate::Shared::aof`]).
+pub trait AppendOnly: Send + Sync {
+    /// BGREWRITEAOF: the status reply (`Background append only file
+    /// rewriting started` or `… scheduled`), or the error's text. A
+    /// caller holding stripes (EXEC) has the rewrite begin after it.
+    fn rewrite(&self, holding_stripes: bool) -> Result<&'static str, String>;
+    /// The configuration changed (CONFIG SET appendonly, appendfsync …).
+    /// `Err` refuses the change (Redis's `startAppendOnly` failing).
+    fn config_changed(&self, holding_stripes: bool) -> Result<(), String>;
+    /// INFO persistence's `aof_*` figures.
+    fn info(&self) -> AofInfo;
+}
+
+/// INFO persistence's `aof_*` fields.
+#[derive(Clone, Debug, Default)]
+pub struct AofInfo {
+    pub enabled: bool,
+    pub rewrite_in_progress: bool,
+    pub rewrite_scheduled: bool,
+    pub last_rewrite_time_sec: i64,
+    pub current_rewrite_time_sec: i64,
+    pub last_bgrewrite_ok: bool,
+    pub rewrites: u64,
+    pub rewrites_consecutive_failures: u64,
+    pub last_write_ok: bool,
+    pub current_size: u64,
+    pub base_size: u64,
+    pub buffer_length: u64,
+    pub delayed_fsync: u64,
+}
+
 /// INFO persistence's numbers, kept by whoever saves and loads.
 #[derive(Debug)]
 pub struct PersistState {

@@ -163,6 +163,9 @@ pub struct Loaded {
     /// Collections stored empty (skipped, as Redis does).
     pub empty_keys: u64,
     pub aux: Vec<(Vec<u8>, Vec<u8>)>,
+    /// Bytes the file took, checksum included (an AOF's commands may
+    /// follow an RDB preamble).
+    pub consumed: usize,
 }
 
 /// A key as loaded.
@@ -285,5 +288,6 @@ pub fn load(
             return Err(Error { offset: at, reason: "wrong RDB checksum" });
         }
     }
+    out.consumed = r.pos;
     Ok(out)
 }

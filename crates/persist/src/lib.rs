@@ -5,6 +5,8 @@
 //! the server's (except `sluice-check-rdb`, the file checker in `src/bin`). Depends on `resp` (number formatting) and `store` (the
 //! values it encodes); must not depend on the engine.
 
+pub mod aof;
+pub mod aof_base;
 pub mod crc64;
 pub mod file;
 pub mod lzf;

@@ -114,6 +114,7 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream) {
         limits: ConnLimits::load(&shared, true),
         soft_since: None,
         published_cmd: &engine::commands::connection::COMMANDS[0],
+        served_reply: false,
     };
     conn.limits = ConnLimits::load(&shared, conn.sess.authenticated);
     let ended = conn.run(&notify).await;
@@ -147,6 +148,9 @@ struct Conn<'a> {
     soft_since: Option<i64>,
     /// The command last published to `handle.last_cmd`.
     published_cmd: &'static engine::spec::CommandSpec,
+    /// A reply another thread produced (a served blocked command) was
+    /// queued: it waits for the AOF like a write of its own.
+    served_reply: bool,
 }
 
 /// Why a connection ended.
@@ -176,6 +180,9 @@ impl Conn<'_> {
                     "Client scheduled to be closed ASAP for overcoming of output buffer limits.",
                 );
                 return Err("output buffer limit");
+            }
+            if self.sess.fx.holding() || self.served_reply {
+                self.hold_for_aof().await;
             }
             self.flush()?;
             if self.sess.blocked.is_some() {
@@ -245,6 +252,7 @@ impl Conn<'_> {
             }
             // A served wait's reply is in the outbox.
             self.drain_outbox();
+            self.hold_for_aof().await;
             self.sess.handle.last_interaction_ms.store(now, Ordering::Relaxed);
             return Ok(());
         }
@@ -261,6 +269,22 @@ impl Conn<'_> {
         self.wait_io(notify, timeout).await
     }
 
+    /// Group commit: replies to writes wait until the AOF acknowledged
+    /// them (written, or fsynced under `appendfsync always`). A reply
+    /// another thread's write produced (a served blocked command) waits
+    /// for everything appended so far. The batch loop calls this only
+    /// when there is something to wait for (a load and a test otherwise).
+    #[cold]
+    async fn hold_for_aof(&mut self) {
+        let mut hold = self.sess.fx.take_hold();
+        if std::mem::take(&mut self.served_reply) {
+            hold = hold.max(crate::aof::appended());
+        }
+        if hold > 0 {
+            crate::aof::wait_acked(hold).await;
+        }
+    }
+
     /// Moves what other threads queued for this client (a served blocked
     /// command's reply, pushes) into the reply buffer, to go out in the
     /// same write as its own replies.
@@ -268,6 +292,7 @@ impl Conn<'_> {
         let handle = self.sess.handle.clone();
         handle.outbox.drain(|kind, msg| match kind {
             engine::outbox::Kind::Reply => {
+                self.served_reply = true;
                 dispatch::deliver_blocked(&mut self.sess, &mut self.out, msg)
             }
             engine::outbox::Kind::Push | engine::outbox::Kind::Early => self.out.raw(msg),

@@ -9,6 +9,8 @@
 //!
 //! Depends on every other Sluice crate; nothing depends on it.
 
+mod aof;
+mod aof_load;
 mod conn;
 mod net;
 mod persistence;
@@ -159,6 +161,7 @@ fn main() {
     let startup = shared.mem_stats().used_memory;
     shared.mem_startup.store(startup, std::sync::atomic::Ordering::Relaxed);
     persistence::install(&shared);
+    let aof = aof::install(&shared);
     let listeners = match net::bind_all(&shared) {
         Ok(l) => l,
         Err(e) => {
@@ -175,8 +178,14 @@ fn main() {
     process::banner(&banner_cfg, port, VERSION);
     log::verbose(&format!("{threads} event-loop threads."));
     log::warning("Server initialized");
-    persistence::load_at_startup(&shared);
+    if banner_cfg.appendonly {
+        // The AOF has priority over the RDB file, as in Redis.
+        aof_load::load_at_startup(&shared, aof);
+    } else {
+        persistence::load_at_startup(&shared);
+    }
     persistence::start_save_points(&shared);
+    aof::start_cron(&shared);
     if sup == Supervisor::Systemd {
         process::notify_systemd("STATUS=Sluice is loading...\n");
     }
@@ -195,6 +204,7 @@ fn main() {
     log::notice("Ready to accept connections");
     process::signal_ready(sup);
     net::run(shared.clone(), listeners, threads);
+    aof::flush_on_exit();
     if let Some(p) = &pid_file {
         log::notice("Removing the pid file.");
         let _ = std::fs::remove_file(p);

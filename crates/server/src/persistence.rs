@@ -52,12 +52,16 @@ pub fn limits(cfg: &Config) -> Limits {
 
 /// Installs the RDB persistence into `shared`.
 pub fn install(shared: &Arc<Shared>) {
-    let rdb = Rdb {
-        shared: Arc::downgrade(shared),
-        temp_seq: AtomicU64::new(0),
-        busy: Arc::new(AtomicBool::new(false)),
-    };
+    let rdb =
+        Rdb { shared: Arc::downgrade(shared), temp_seq: AtomicU64::new(0), busy: busy_flag() };
     let _ = shared.snapshots.set(Arc::new(rdb));
+}
+
+/// The flag that one snapshot at a time holds (the store has one pending
+/// snapshot at most): BGSAVE, SAVE and the AOF rewrite share it.
+pub fn busy_flag() -> Arc<AtomicBool> {
+    static BUSY: OnceLock<Arc<AtomicBool>> = OnceLock::new();
+    BUSY.get_or_init(|| Arc::new(AtomicBool::new(false))).clone()
 }
 
 /// `dbfilename`, relative to the working directory (which is `dir`).
@@ -89,7 +93,7 @@ impl Rdb {
         let seq = self.temp_seq.fetch_add(1, Ordering::Relaxed);
         let tmp = PathBuf::from(format!("temp-{}-{seq}.rdb", std::process::id()));
         let path = db_path(&started.cfg);
-        match write_file(sh, started, &tmp) {
+        match write_file(sh, started, &tmp, false) {
             Ok(()) => std::fs::rename(&tmp, path),
             Err(e) => {
                 let _ = std::fs::remove_file(&tmp);
@@ -101,7 +105,7 @@ impl Rdb {
 
 /// A snapshot whose instant has passed: the capture queue, the sizes of
 /// the databases at that instant and the configuration it is written with.
-struct Started {
+pub struct Started {
     cap: Arc<Capture>,
     sizes: Vec<(usize, usize)>,
     cfg: Config,
@@ -109,6 +113,12 @@ struct Started {
 
 /// Starts a point-in-time snapshot now (the caller must hold no stripe).
 fn begin(sh: &Shared) -> Started {
+    begin_then(sh, &mut || {})
+}
+
+/// [`begin`], calling `at_instant` at the snapshot's instant (every
+/// stripe held).
+pub fn begin_then(sh: &Shared, at_instant: &mut dyn FnMut()) -> Started {
     let cfg = sh.config.read().clone();
     let lru_clock = cfg.maxmemory_policy.contains("lru").then(|| sh.lru_clock());
     let limit = std::env::var("SLUICE_SNAPSHOT_QUEUE_LIMIT")
@@ -125,7 +135,7 @@ fn begin(sh: &Shared) -> Started {
         saver: OnceLock::new(),
         done: AtomicBool::new(false),
     });
-    let sizes = sh.store.begin_snapshot(cap.clone());
+    let sizes = sh.store.begin_snapshot_then(cap.clone(), at_instant);
     Started { cap, sizes, cfg }
 }
 
@@ -189,7 +199,7 @@ impl SnapshotHook for Capture {
 /// Writes a point-in-time snapshot of the keyspace to `tmp`: the instant
 /// is when [`store::Store::begin_snapshot`] returns; the saver then walks
 /// the stripes, and a write reaching a stripe first captures it as it was.
-fn write_file(sh: &Shared, started: Started, tmp: &PathBuf) -> io::Result<()> {
+pub fn write_file(sh: &Shared, started: Started, tmp: &PathBuf, aof_base: bool) -> io::Result<()> {
     let Started { cap, sizes, cfg } = started;
     let store = &sh.store;
     let f = match File::create(tmp) {
@@ -206,7 +216,7 @@ fn write_file(sh: &Shared, started: Started, tmp: &PathBuf) -> io::Result<()> {
         ("redis-bits", Aux::Int(64)),
         ("ctime", Aux::Int(now / 1000)),
         ("used-mem", Aux::Int(used)),
-        ("aof-base", Aux::Int(0)),
+        ("aof-base", Aux::Int(i64::from(aof_base))),
     ];
     let mut w = Writer::new(BufWriter::new(f), &aux, cfg.rdbcompression, cfg.rdbchecksum);
     let delay = u64::try_from(cfg.rdb_key_save_delay).unwrap_or(0);
@@ -272,12 +282,20 @@ pub fn load(sh: &Shared) -> Result<Option<file::Loaded>, String> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(format!("Fatal error loading the DB: {e}. Exiting.")),
     };
+    let loaded = load_bytes(sh, &bytes)
+        .map_err(|e| format!("Short read or corrupt RDB file '{}': {e}", path.display()))?;
+    Ok(Some(loaded))
+}
+
+/// Loads an RDB image (a file's bytes, or an AOF's base) into the store.
+pub fn load_bytes(sh: &Shared, bytes: &[u8]) -> Result<file::Loaded, persist::Error> {
+    let cfg = sh.config.read().clone();
     let lim = limits(&cfg);
     let store = &sh.store;
     let lru = sh.lru_clock();
     let use_idle = cfg.maxmemory_policy.contains("lru");
     let delay = u64::try_from(cfg.key_load_delay).unwrap_or(0);
-    let loaded = file::load(&bytes, &lim, store.databases(), unix_ms(), cfg.rdbchecksum, |k| {
+    let loaded = file::load(bytes, &lim, store.databases(), unix_ms(), cfg.rdbchecksum, |k| {
         if delay > 0 {
             std::thread::sleep(std::time::Duration::from_micros(delay));
         }
@@ -291,11 +309,10 @@ pub fn load(sh: &Shared) -> Result<Option<file::Loaded>, String> {
             None => Ok(()),
             Some(_) => Err("duplicate key found in RDB file"),
         }
-    })
-    .map_err(|e| format!("Short read or corrupt RDB file '{}': {e}", path.display()))?;
+    })?;
     sh.persist.last_load_keys_loaded.store(loaded.keys_loaded, Ordering::Relaxed);
     sh.persist.last_load_keys_expired.store(loaded.keys_expired, Ordering::Relaxed);
-    Ok(Some(loaded))
+    Ok(loaded)
 }
 
 /// Loads `dbfilename` at start-up, if there is one, on a thread of its
@@ -336,7 +353,7 @@ pub fn load_at_startup(sh: &Arc<Shared>) {
 }
 
 /// Empties every database (DEBUG RELOAD before loading).
-fn flush_all(sh: &Shared) {
+pub fn flush_all(sh: &Shared) {
     let store = &sh.store;
     for db in 0..store.databases() {
         for s in 0..store.stripes() {

@@ -327,18 +327,35 @@ fn section(cx: &mut Ctx, name: &str, t: &mut String, counts: &mut Counts) {
             let expired = ps.last_load_keys_expired.load(Ordering::Relaxed);
             line!("rdb_last_load_keys_expired:{}", expired);
             line!("rdb_last_load_keys_loaded:{}", ps.last_load_keys_loaded.load(Ordering::Relaxed));
-            line!("aof_enabled:{}", u8::from(cfg.appendonly));
-            line!("aof_rewrite_in_progress:0");
-            line!("aof_rewrite_scheduled:0");
-            line!("aof_last_rewrite_time_sec:-1");
-            line!("aof_current_rewrite_time_sec:-1");
-            line!("aof_last_bgrewrite_status:ok");
-            line!("aof_rewrites:0");
-            line!("aof_rewrites_consecutive_failures:0");
-            line!("aof_last_write_status:ok");
+            let aof = sh.aof.get().map(|a| a.info()).unwrap_or_else(|| crate::snapshot::AofInfo {
+                enabled: cfg.appendonly,
+                last_rewrite_time_sec: -1,
+                current_rewrite_time_sec: -1,
+                last_bgrewrite_ok: true,
+                last_write_ok: true,
+                ..Default::default()
+            });
+            let status = |ok: bool| if ok { "ok" } else { "err" };
+            line!("aof_enabled:{}", u8::from(aof.enabled));
+            line!("aof_rewrite_in_progress:{}", u8::from(aof.rewrite_in_progress));
+            line!("aof_rewrite_scheduled:{}", u8::from(aof.rewrite_scheduled));
+            line!("aof_last_rewrite_time_sec:{}", aof.last_rewrite_time_sec);
+            line!("aof_current_rewrite_time_sec:{}", aof.current_rewrite_time_sec);
+            line!("aof_last_bgrewrite_status:{}", status(aof.last_bgrewrite_ok));
+            line!("aof_rewrites:{}", aof.rewrites);
+            line!("aof_rewrites_consecutive_failures:{}", aof.rewrites_consecutive_failures);
+            line!("aof_last_write_status:{}", status(aof.last_write_ok));
             line!("aof_last_cow_size:0");
             line!("module_fork_in_progress:0");
             line!("module_fork_last_cow_size:0");
+            if aof.enabled {
+                line!("aof_current_size:{}", aof.current_size);
+                line!("aof_base_size:{}", aof.base_size);
+                line!("aof_pending_rewrite:0");
+                line!("aof_buffer_length:{}", aof.buffer_length);
+                line!("aof_pending_bio_fsync:0");
+                line!("aof_delayed_fsync:{}", aof.delayed_fsync);
+            }
         }
         "stats" => {
             // This command's own session counts itself already; Redis

@@ -1,5 +1,5 @@
 //! Persistence commands: DUMP and RESTORE (payloads byte-compatible with
-//! Redis 7.0.15), SAVE, BGSAVE, LASTSAVE. The codec and the files are
+//! Redis 7.0.15), SAVE, BGSAVE, LASTSAVE, BGREWRITEAOF. The codec and the files are
 //! behind [`crate::snapshot::Snapshots`], which the server installs.
 
 use std::sync::atomic::Ordering;
@@ -69,6 +69,16 @@ pub const COMMANDS: &[CommandSpec] = &[
         Group::Server,
         "Asynchronously save the dataset to disk",
         bgsave,
+    )
+    .complexity("O(1)"),
+    CommandSpec::new(
+        "BGREWRITEAOF",
+        1,
+        BGSAVE_FLAGS,
+        KeySpec::None,
+        Group::Server,
+        "Asynchronously rewrite the append-only file",
+        bgrewriteaof,
     )
     .complexity("O(1)"),
     CommandSpec::new(
@@ -213,6 +223,20 @@ fn save(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     match snap.save(dirty) {
         Ok(()) => out.ok(),
         Err(_) => return Err(CmdError::Msg("ERR".into())),
+    }
+    Ok(())
+}
+
+fn bgrewriteaof(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let aof = cx
+        .shared
+        .aof
+        .get()
+        .cloned()
+        .ok_or_else(|| CmdError::err("persistence is not available in this process"))?;
+    match aof.rewrite(!cx.keys.is_empty()) {
+        Ok(status) => out.simple(status.as_bytes()),
+        Err(e) => return Err(CmdError::err(e)),
     }
     Ok(())
 }

@@ -260,8 +260,17 @@ fn config_set(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
             crate::log::warning(&config::no_effect_warning(n.name(), &next.get(*n)));
         }
     }
-    *cx.shared.config.write() = next;
+    let prev = std::mem::replace(&mut *cx.shared.config.write(), next);
     cx.shared.config_epoch.fetch_add(1, Ordering::Release);
+    if let Some(aof) = cx.shared.aof.get() {
+        // Turning the AOF on starts a rewrite, which may fail (Redis's
+        // startAppendOnly): the change is then undone.
+        if let Err(why) = aof.config_changed(!cx.keys.is_empty()) {
+            *cx.shared.config.write() = prev;
+            cx.shared.config_epoch.fetch_add(1, Ordering::Release);
+            return Err(set_failed(b"appendonly", &why));
+        }
+    }
     cx.shared.config_applied();
     out.ok();
     Ok(())

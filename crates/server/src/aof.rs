@@ -1,0 +1,834 @@
+//! The append-only file: a consumer of the effects record that appends
+//! every unit's commands to the current incremental file, a writer thread
+//! that writes (and, as `appendfsync` says, fsyncs) them, group commit,
+//! the rewrite (BGREWRITEAOF, without fork: a point-in-time snapshot as
+//! the RDB base) and the manifest, as Redis 7.0 lays out `appenddirname`.
+//! Loading at start-up is in [`crate::aof_load`].
+//!
+//! **Order.** [`Consumer::unit`] is called while the unit's stripe locks
+//! are held; it appends under one mutex ([`Aof::state`]), so two units
+//! that touch a common key are appended in the order they ran, and units
+//! that share no key commute. The file is therefore a valid serial order
+//! of execution across threads (the same argument makes the replication
+//! stream valid).
+//!
+//! **Group commit.** Each appended unit takes the next sequence number and
+//! asks its connection ([`engine::effects::Unit::hold_until`]) to hold its
+//! replies until that number is acknowledged. The writer thread takes
+//! everything appended since its last turn, writes it in one `write(2)`,
+//! fsyncs it when the policy is `always`, then advances the acknowledged
+//! watermark and wakes the waiting connections. One fsync thus covers
+//! every unit that arrived while the previous one ran, across every
+//! connection and thread. Under `everysec` and `no` replies wait for the
+//! `write(2)` only (as Redis writes its AOF buffer before it replies), so
+//! a killed process loses nothing it acknowledged; `everysec` fsyncs once
+//! a second. With the AOF off no consumer is installed and a connection
+//! pays one load of a zero hold per batch.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock, Weak};
+use std::time::{Duration, Instant};
+
+use engine::effects::{Consumer, Unit, Want};
+use engine::shared::unix_ms;
+use engine::snapshot::{AofInfo, AppendOnly};
+use engine::Shared;
+use parking_lot::{Condvar, Mutex};
+use persist::aof::{self, Manifest};
+
+use crate::log;
+use crate::persistence;
+
+/// The process's AOF (connections wait on it without going through the
+/// engine's seam).
+static AOF: OnceLock<Arc<Aof>> = OnceLock::new();
+
+/// The fsync policy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fsync {
+    Always,
+    EverySec,
+    No,
+}
+
+impl Fsync {
+    fn from_config(s: &str) -> Fsync {
+        match s {
+            "always" => Fsync::Always,
+            "no" => Fsync::No,
+            _ => Fsync::EverySec,
+        }
+    }
+}
+
+/// What a rewrite does with the incremental files.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// The AOF is off: a base only, every incremental file becomes history.
+    Off,
+    /// The AOF is on: a new incremental file from the snapshot's instant.
+    On,
+    /// CONFIG SET appendonly yes: appending starts at the snapshot's
+    /// instant, into `temp-appendonly.aof.incr`, named into the manifest
+    /// with the base.
+    TurningOn,
+}
+
+/// `temp-appendonly.aof.incr`.
+fn temp_incr_name(filename: &str) -> String {
+    format!("temp-{filename}.incr")
+}
+
+/// What units append to, under the append lock.
+struct State {
+    /// Appended, not yet taken by the writer thread.
+    buf: Vec<u8>,
+    /// Sequence number of the last unit appended.
+    seq: u64,
+    /// Whether units are appended (off before the rewrite's instant when
+    /// the AOF is being turned on: the snapshot holds those).
+    accepting: bool,
+    /// The database the stream has selected (`None` at a new file's start).
+    selected: Option<usize>,
+    /// Last `#TS:` annotation written (unix seconds).
+    last_ts: i64,
+    /// At a rewrite's instant: what was appended before it (for the old
+    /// file) and the new incremental file.
+    switch: Option<(Vec<u8>, File)>,
+    /// Close the file after writing what is pending (the AOF turned off).
+    close: bool,
+    /// A caller wants everything written and fsynced (shutdown).
+    sync_requested: bool,
+}
+
+/// Not on the request path: manifest, rewrite bookkeeping.
+struct Ctl {
+    manifest: Manifest,
+    rewrite_started: Option<Instant>,
+}
+
+pub struct Aof {
+    shared: Weak<Shared>,
+    state: Mutex<State>,
+    /// Wakes the writer thread.
+    wake: Condvar,
+    /// The writer thread signals a completed sync request here.
+    synced: Condvar,
+    /// The largest sequence number written (and fsynced, under `always`).
+    acked: AtomicU64,
+    /// Connections waiting for `acked`.
+    notify: tokio::sync::Notify,
+    /// The consumer is installed (appendonly is on).
+    on: AtomicBool,
+    rewriting: AtomicBool,
+    rewrite_scheduled: AtomicBool,
+    ctl: Mutex<Ctl>,
+    /// INFO figures.
+    current_size: AtomicU64,
+    base_size: AtomicU64,
+    last_rewrite_secs: AtomicI64,
+    last_rewrite_ok: AtomicBool,
+    rewrites: AtomicU64,
+    consecutive_failures: AtomicU64,
+    last_write_ok: AtomicBool,
+    delayed_fsync: AtomicU64,
+    /// The writer thread is running.
+    writer_running: AtomicBool,
+    /// The consumer installed on the hub while the AOF is on.
+    feed: Mutex<Option<Arc<dyn Consumer>>>,
+    /// `aof-timestamp-enabled`, kept here so that appending reads no
+    /// configuration.
+    timestamps: AtomicBool,
+}
+
+/// The consumer installed on the hub (a separate object, so removing it
+/// compares one address).
+struct Feed(Arc<Aof>);
+
+impl Consumer for Feed {
+    fn wants(&self) -> Want {
+        Want { propagate: true, events: false, keys: false }
+    }
+
+    fn unit(&self, unit: &Unit<'_>) {
+        self.0.append(unit);
+    }
+}
+
+/// Installs the AOF object (inactive until [`Aof::open_on_start`] or `CONFIG SET
+/// appendonly yes`).
+pub fn install(shared: &Arc<Shared>) -> Arc<Aof> {
+    let aof = Arc::new(Aof {
+        shared: Arc::downgrade(shared),
+        state: Mutex::new(State {
+            buf: Vec::new(),
+            seq: 0,
+            accepting: false,
+            selected: None,
+            last_ts: 0,
+            switch: None,
+            close: false,
+            sync_requested: false,
+        }),
+        wake: Condvar::new(),
+        synced: Condvar::new(),
+        acked: AtomicU64::new(0),
+        notify: tokio::sync::Notify::new(),
+        on: AtomicBool::new(false),
+        rewriting: AtomicBool::new(false),
+        rewrite_scheduled: AtomicBool::new(false),
+        ctl: Mutex::new(Ctl { manifest: Manifest::default(), rewrite_started: None }),
+        current_size: AtomicU64::new(0),
+        base_size: AtomicU64::new(0),
+        last_rewrite_secs: AtomicI64::new(-1),
+        last_rewrite_ok: AtomicBool::new(true),
+        rewrites: AtomicU64::new(0),
+        consecutive_failures: AtomicU64::new(0),
+        last_write_ok: AtomicBool::new(true),
+        delayed_fsync: AtomicU64::new(0),
+        writer_running: AtomicBool::new(false),
+        feed: Mutex::new(None),
+        timestamps: AtomicBool::new(false),
+    });
+    let _ = AOF.set(aof.clone());
+    let _ = shared.aof.set(aof.clone());
+    aof
+}
+
+/// Waits until the AOF acknowledged sequence number `seq` (a connection
+/// holding its replies for group commit).
+pub async fn wait_acked(seq: u64) {
+    let Some(aof) = AOF.get() else { return };
+    loop {
+        let n = aof.notify.notified();
+        tokio::pin!(n);
+        n.as_mut().enable();
+        if aof.acked.load(Ordering::Acquire) >= seq || !aof.on.load(Ordering::Acquire) {
+            return;
+        }
+        n.await;
+    }
+}
+
+/// The last sequence number appended (a connection delivering a reply
+/// that another thread's write produced waits for everything so far).
+pub fn appended() -> u64 {
+    match AOF.get() {
+        Some(a) if a.on.load(Ordering::Relaxed) => a.state.lock().seq,
+        _ => 0,
+    }
+}
+
+/// Writes and fsyncs what is pending (shutdown: "Calling fsync() on the
+/// AOF file.").
+pub fn flush_on_exit() {
+    let Some(aof) = AOF.get() else { return };
+    if !aof.on.load(Ordering::Acquire) || !aof.writer_running.load(Ordering::Acquire) {
+        return;
+    }
+    log::notice("Calling fsync() on the AOF file.");
+    let mut st = aof.state.lock();
+    st.sync_requested = true;
+    aof.wake.notify_one();
+    while st.sync_requested && aof.writer_running.load(Ordering::Acquire) {
+        aof.synced.wait_for(&mut st, Duration::from_millis(100));
+    }
+}
+
+/// `appenddirname/name`.
+fn in_dir(dirname: &str, name: &str) -> PathBuf {
+    Path::new(dirname).join(name)
+}
+
+/// Writes the manifest atomically: a temporary file, fsynced, renamed
+/// over the manifest, and the directory fsynced.
+pub fn persist_manifest(dirname: &str, filename: &str, m: &Manifest) -> io::Result<()> {
+    let tmp = in_dir(dirname, &aof::temp_manifest_name(filename));
+    {
+        let mut f = File::create(&tmp)?;
+        f.write_all(m.render().as_bytes())?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, in_dir(dirname, &aof::manifest_name(filename)))?;
+    File::open(dirname)?.sync_all()
+}
+
+fn file_size(dirname: &str, name: &str) -> u64 {
+    std::fs::metadata(in_dir(dirname, name)).map_or(0, |m| m.len())
+}
+
+impl Aof {
+    fn shared(&self) -> Option<Arc<Shared>> {
+        self.shared.upgrade()
+    }
+
+    /// Appends one unit (the consumer; stripe locks held).
+    fn append(&self, unit: &Unit<'_>) {
+        if !unit.propagates() {
+            return;
+        }
+        let ts = self.timestamps.load(Ordering::Relaxed).then(|| unix_ms() / 1000);
+        let mut st = self.state.lock();
+        if !st.accepting {
+            return;
+        }
+        let st = &mut *st;
+        if let Some(now) = ts {
+            if st.last_ts < now {
+                st.last_ts = now;
+                st.buf.extend_from_slice(format!("#TS:{now}\r\n").as_bytes());
+            }
+        }
+        for (db, argv) in unit.commands() {
+            if let Some(db) = db {
+                if st.selected != Some(db) {
+                    st.selected = Some(db);
+                    let d = db.to_string();
+                    aof::write_command(&mut st.buf, &[b"SELECT", d.as_bytes()]);
+                }
+            }
+            aof::write_command(&mut st.buf, &argv);
+        }
+        st.seq += 1;
+        let seq = st.seq;
+        self.wake.notify_one();
+        unit.hold_until(seq);
+    }
+
+    /// Starts appending to `file` (the current incremental file) with the
+    /// writer thread; installs the consumer.
+    fn activate(self: &Arc<Self>, sh: &Arc<Shared>, file: Option<File>, accepting: bool) {
+        self.timestamps.store(sh.config.read().aof_timestamp_enabled, Ordering::Relaxed);
+        {
+            let mut st = self.state.lock();
+            st.accepting = accepting;
+            st.selected = None;
+            st.close = false;
+        }
+        self.on.store(true, Ordering::Release);
+        self.spawn_writer(file);
+        let feed: Arc<dyn Consumer> = Arc::new(Feed(self.clone()));
+        *self.feed.lock() = Some(feed.clone());
+        sh.add_consumer(feed);
+    }
+
+    fn spawn_writer(self: &Arc<Self>, file: Option<File>) {
+        if self.writer_running.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let me = self.clone();
+        let spawned =
+            std::thread::Builder::new().name("aof-writer".into()).spawn(move || me.writer(file));
+        if let Err(e) = spawned {
+            log::warning(&format!("Can't start the AOF writer thread: {e}"));
+            std::process::exit(1);
+        }
+    }
+
+    /// The writer thread: takes what units appended, writes it in one
+    /// call, fsyncs as the policy says, acknowledges.
+    fn writer(self: Arc<Self>, mut file: Option<File>) {
+        let mut last_fsync = Instant::now();
+        let mut unsynced = false;
+        let policy_now = |aof: &Aof| -> Option<(Fsync, bool)> {
+            let sh = aof.shared()?;
+            let c = sh.config.read();
+            let skip = c.no_appendfsync_on_rewrite && aof.rewriting.load(Ordering::Relaxed);
+            Some((Fsync::from_config(&c.appendfsync), skip))
+        };
+        loop {
+            let Some((policy, skip)) = policy_now(&self) else { return };
+            // Only `everysec` wakes up by itself, to fsync what is unsynced.
+            let timed = policy == Fsync::EverySec && !skip;
+            let (bytes, hi, switch, close, sync_req) = {
+                let mut st = self.state.lock();
+                while st.buf.is_empty()
+                    && st.switch.is_none()
+                    && !st.close
+                    && !st.sync_requested
+                    && !(timed && unsynced && last_fsync.elapsed() >= Duration::from_secs(1))
+                {
+                    self.wake.wait_for(&mut st, Duration::from_millis(100));
+                    if !timed {
+                        // A policy changed to everysec meanwhile starts its clock.
+                        break;
+                    }
+                }
+                (std::mem::take(&mut st.buf), st.seq, st.switch.take(), st.close, st.sync_requested)
+            };
+            // Read again after the wait: what was taken is written under
+            // the policy in force now (a CONFIG SET appendfsync always
+            // while idle applies to the next group).
+            let Some((policy, skip)) = policy_now(&self) else { return };
+            if let Some((tail, next)) = switch {
+                if let Some(f) = &mut file {
+                    self.write_all(f, &tail, policy);
+                    let _ = f.sync_data();
+                }
+                file = Some(next);
+                unsynced = false;
+            }
+            if !bytes.is_empty() {
+                if let Some(f) = &mut file {
+                    self.write_all(f, &bytes, policy);
+                    unsynced = true;
+                }
+            }
+            let due = match policy {
+                Fsync::Always => !skip,
+                Fsync::EverySec => !skip && last_fsync.elapsed() >= Duration::from_secs(1),
+                Fsync::No => false,
+            };
+            if unsynced && (due || sync_req || close) {
+                if let Some(f) = &file {
+                    if let Err(e) = f.sync_data() {
+                        self.write_failed(policy, &e);
+                    }
+                }
+                unsynced = false;
+                last_fsync = Instant::now();
+            }
+            self.acked.store(hi, Ordering::Release);
+            self.notify.notify_waiters();
+            if sync_req || close {
+                let mut st = self.state.lock();
+                st.sync_requested = false;
+                self.synced.notify_all();
+                if close && st.buf.is_empty() {
+                    st.close = false;
+                    self.writer_running.store(false, Ordering::Release);
+                    return;
+                }
+            }
+        }
+    }
+
+    fn write_all(&self, f: &mut File, bytes: &[u8], policy: Fsync) {
+        match f.write_all(bytes) {
+            Ok(()) => {
+                self.current_size.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+                if !self.last_write_ok.swap(true, Ordering::Relaxed) {
+                    log::warning("AOF write error looks solved, Redis can write again.");
+                }
+            }
+            Err(e) => self.write_failed(policy, &e),
+        }
+    }
+
+    fn write_failed(&self, policy: Fsync, e: &io::Error) {
+        log::warning(&format!("Error writing to the AOF file: {e}"));
+        self.last_write_ok.store(false, Ordering::Relaxed);
+        if policy == Fsync::Always {
+            // As Redis: an acknowledged write could not be made durable.
+            log::warning(
+                "Can't recover from AOF write error when the AOF fsync policy is 'always'. \
+                 Exiting...",
+            );
+            std::process::exit(1);
+        }
+    }
+
+    /// Opens (creating) an incremental file for appending.
+    fn open_incr(dirname: &str, name: &str) -> io::Result<File> {
+        OpenOptions::new().create(true).append(true).open(in_dir(dirname, name))
+    }
+
+    /// At start-up with `appendonly yes`, after loading: opens the last
+    /// incremental file (or creates the files), then starts appending.
+    pub fn open_on_start(self: &Arc<Self>, sh: &Arc<Shared>, mut m: Manifest) -> io::Result<()> {
+        let cfg = sh.config.read().clone();
+        let (dirname, filename) = (cfg.appenddirname.clone(), cfg.appendfilename.clone());
+        std::fs::create_dir_all(&dirname)?;
+        if m.base.is_none() && m.incr.is_empty() {
+            // A fresh directory: a base of the (empty) data set first.
+            let name = m.new_base(&filename, cfg.aof_use_rdb_preamble);
+            log::notice(&format!("Creating AOF base file {name} on server start"));
+            let tmp = PathBuf::from(format!("temp-rewriteaof-{}.aof", std::process::id()));
+            let started = persistence::begin_then(sh, &mut || {});
+            write_base(sh, started, &tmp, &cfg)?;
+            std::fs::rename(&tmp, in_dir(&dirname, &name))?;
+        }
+        let name = if m.incr.is_empty() {
+            let n = m.new_incr(&filename);
+            log::notice(&format!("Creating AOF incr file {n} on server start"));
+            n
+        } else {
+            let n = m.incr.last().map(|i| i.name.clone()).unwrap_or_default();
+            log::notice(&format!("Opening AOF incr file {n} on server start"));
+            n
+        };
+        let f = Self::open_incr(&dirname, &name)?;
+        persist_manifest(&dirname, &filename, &m)?;
+        let base = m.base.as_ref().map_or(0, |b| file_size(&dirname, &b.name));
+        let total: u64 = m.load_order().map(|i| file_size(&dirname, &i.name)).sum();
+        self.base_size.store(base, Ordering::Relaxed);
+        self.current_size.store(total, Ordering::Relaxed);
+        self.ctl.lock().manifest = m;
+        self.activate(sh, Some(f), true);
+        Ok(())
+    }
+
+    /// Starts a rewrite: a new incremental file from the snapshot's
+    /// instant on, the snapshot written as the next base, then the
+    /// manifest switched. `Ok(false)` when it was scheduled instead, for
+    /// the cron to start: a BGSAVE holds the snapshot machinery, or the
+    /// caller (EXEC) holds stripes, which the snapshot's instant needs
+    /// (Redis schedules a rewrite asked for inside a transaction too).
+    fn start_rewrite(
+        self: &Arc<Self>,
+        sh: &Arc<Shared>,
+        holding_stripes: bool,
+    ) -> Result<bool, String> {
+        if self.rewriting.load(Ordering::Acquire) {
+            return Err("Background append only file rewriting already in progress".into());
+        }
+        let busy = persistence::busy_flag();
+        if holding_stripes || busy.load(Ordering::Acquire) {
+            self.rewrite_scheduled.store(true, Ordering::Release);
+            return Ok(false);
+        }
+        if self.rewriting.swap(true, Ordering::AcqRel) {
+            return Err("Background append only file rewriting already in progress".into());
+        }
+        if busy.swap(true, Ordering::AcqRel) {
+            self.rewriting.store(false, Ordering::Release);
+            self.rewrite_scheduled.store(true, Ordering::Release);
+            return Ok(false);
+        }
+        self.rewrite_scheduled.store(false, Ordering::Release);
+        let res = self.begin_rewrite(sh);
+        if res.is_err() {
+            busy.store(false, Ordering::Release);
+            self.rewriting.store(false, Ordering::Release);
+            self.last_rewrite_ok.store(false, Ordering::Relaxed);
+        }
+        res.map(|()| true)
+    }
+
+    fn begin_rewrite(self: &Arc<Self>, sh: &Arc<Shared>) -> Result<(), String> {
+        let cfg = sh.config.read().clone();
+        let (dirname, filename) = (cfg.appenddirname.clone(), cfg.appendfilename.clone());
+        std::fs::create_dir_all(&dirname).map_err(|e| e.to_string())?;
+        let mode = if !self.on.load(Ordering::Acquire) {
+            Mode::Off
+        } else if self.state.lock().accepting {
+            Mode::On
+        } else {
+            Mode::TurningOn
+        };
+        if mode != Mode::On && self.ctl.lock().manifest == Manifest::default() {
+            // Files a previous run left: their sequence numbers go on.
+            let path = in_dir(&dirname, &aof::manifest_name(&filename));
+            if let Ok(m) = std::fs::read(&path)
+                .map_err(|_| ())
+                .and_then(|t| Manifest::parse(&t).map_err(|_| ()))
+            {
+                self.ctl.lock().manifest = m;
+            }
+        }
+        let mut file = None;
+        match mode {
+            Mode::Off => {}
+            Mode::On => {
+                let mut m = self.ctl.lock().manifest.clone();
+                let name = m.new_incr(&filename);
+                file = Some(Self::open_incr(&dirname, &name).map_err(|e| e.to_string())?);
+                // The manifest names the new file before anything is
+                // written to it: a crash now loads base, old incr, new one.
+                persist_manifest(&dirname, &filename, &m).map_err(|e| e.to_string())?;
+                log::notice(&format!("Creating AOF incr file {name} on background rewrite"));
+                self.ctl.lock().manifest = m;
+            }
+            Mode::TurningOn => {
+                // Named into the manifest when the base is there.
+                let name = temp_incr_name(&filename);
+                let _ = std::fs::remove_file(in_dir(&dirname, &name));
+                file = Some(Self::open_incr(&dirname, &name).map_err(|e| e.to_string())?);
+                log::notice(&format!("Creating AOF incr file {name} on background rewrite"));
+            }
+        }
+        let started = persistence::begin_then(sh, &mut || {
+            if let Some(f) = file.take() {
+                let mut st = self.state.lock();
+                let tail = std::mem::take(&mut st.buf);
+                st.switch = Some((tail, f));
+                st.selected = None;
+                st.accepting = true;
+            }
+        });
+        self.wake.notify_one();
+        self.ctl.lock().rewrite_started = Some(Instant::now());
+        // Counted when it starts, as Redis counts a fork.
+        self.rewrites.fetch_add(1, Ordering::Relaxed);
+        log::notice("Background append only file rewriting started");
+        let me = self.clone();
+        let sh2 = sh.clone();
+        let spawned = std::thread::Builder::new().name("aof-rewrite".into()).spawn(move || {
+            let tmp = PathBuf::from(format!("temp-rewriteaof-bg-{}.aof", std::process::id()));
+            let cfg = sh2.config.read().clone();
+            let res = write_base(&sh2, started, &tmp, &cfg);
+            persistence::busy_flag().store(false, Ordering::Release);
+            me.rewrite_done(&sh2, res, &tmp, mode, cfg.aof_use_rdb_preamble);
+        });
+        spawned.map(|_| ()).map_err(|e| e.to_string())
+    }
+
+    /// The rewrite's snapshot is written (or failed): rename it into the
+    /// directory as the new base, mark what it replaces as history,
+    /// persist the manifest, delete the history files.
+    fn rewrite_done(&self, sh: &Shared, res: io::Result<()>, tmp: &Path, mode: Mode, rdb: bool) {
+        let cfg = sh.config.read().clone();
+        let (dirname, filename) = (cfg.appenddirname.clone(), cfg.appendfilename.clone());
+        let started = self.ctl.lock().rewrite_started.take();
+        let secs = started.map_or(0, |s| s.elapsed().as_secs() as i64);
+        self.last_rewrite_secs.store(secs, Ordering::Relaxed);
+        let outcome = res.and_then(|()| {
+            if mode != Mode::Off && !self.on.load(Ordering::Acquire) {
+                return Err(io::Error::other("the AOF was turned off"));
+            }
+            log::notice(&format!(
+                "Successfully created the temporary AOF base file {}",
+                tmp.display()
+            ));
+            let mut ctl = self.ctl.lock();
+            let mut m = ctl.manifest.clone();
+            let base = m.new_base(&filename, rdb);
+            std::fs::rename(tmp, in_dir(&dirname, &base))?;
+            log::notice("Background AOF rewrite terminated with success");
+            log::notice(&format!(
+                "Successfully renamed the temporary AOF base file {} into {base}",
+                tmp.display()
+            ));
+            match mode {
+                Mode::On => m.mark_rewritten_incr_as_history(),
+                Mode::Off => m.mark_all_incr_as_history(),
+                Mode::TurningOn => {
+                    m.mark_all_incr_as_history();
+                    let temp = temp_incr_name(&filename);
+                    let name = m.new_incr(&filename);
+                    std::fs::rename(in_dir(&dirname, &temp), in_dir(&dirname, &name))?;
+                    log::notice(&format!(
+                        "Successfully renamed the temporary AOF incr file {temp} into {name}"
+                    ));
+                }
+            }
+            persist_manifest(&dirname, &filename, &m)?;
+            for h in m.history.drain(..) {
+                log::notice(&format!("Removing the history file {} in the background", h.name));
+                let _ = std::fs::remove_file(in_dir(&dirname, &h.name));
+            }
+            persist_manifest(&dirname, &filename, &m)?;
+            let base_size = file_size(&dirname, &base);
+            let total: u64 = m.load_order().map(|i| file_size(&dirname, &i.name)).sum();
+            self.base_size.store(base_size, Ordering::Relaxed);
+            self.current_size.store(total, Ordering::Relaxed);
+            ctl.manifest = m;
+            Ok(())
+        });
+        match outcome {
+            Ok(()) => {
+                self.last_rewrite_ok.store(true, Ordering::Relaxed);
+                self.consecutive_failures.store(0, Ordering::Relaxed);
+                log::notice("Background AOF rewrite finished successfully");
+            }
+            Err(e) => {
+                let _ = std::fs::remove_file(tmp);
+                self.last_rewrite_ok.store(false, Ordering::Relaxed);
+                self.consecutive_failures.fetch_add(1, Ordering::Relaxed);
+                log::warning(&format!("Background AOF rewrite failed: {e}"));
+            }
+        }
+        self.rewriting.store(false, Ordering::Release);
+    }
+
+    /// Turns the AOF off: the consumer goes, what is pending is written
+    /// and fsynced, the file closed.
+    fn stop(&self, sh: &Shared) {
+        if !self.on.swap(false, Ordering::AcqRel) {
+            return;
+        }
+        if let Some(c) = self.feed.lock().take() {
+            sh.remove_consumer(&c);
+        }
+        let mut st = self.state.lock();
+        st.accepting = false;
+        st.close = true;
+        self.wake.notify_one();
+        while st.close && self.writer_running.load(Ordering::Acquire) {
+            self.synced.wait_for(&mut st, Duration::from_millis(100));
+        }
+        drop(st);
+        self.notify.notify_waiters();
+    }
+
+    /// Rewrites due by `auto-aof-rewrite-percentage` or scheduled behind
+    /// a BGSAVE (Redis's serverCron).
+    fn cron(self: &Arc<Self>, sh: &Arc<Shared>) {
+        if self.rewriting.load(Ordering::Acquire)
+            || persistence::busy_flag().load(Ordering::Acquire)
+        {
+            return;
+        }
+        if self.rewrite_scheduled.load(Ordering::Acquire) {
+            let _ = self.start_rewrite(sh, false);
+            return;
+        }
+        if !self.on.load(Ordering::Acquire) {
+            return;
+        }
+        let (pct, min) = {
+            let c = sh.config.read();
+            (c.auto_aof_rewrite_percentage, c.auto_aof_rewrite_min_size)
+        };
+        let size = self.current_size.load(Ordering::Relaxed);
+        if pct <= 0 || size <= min {
+            return;
+        }
+        let base = self.base_size.load(Ordering::Relaxed).max(1);
+        let growth = (size * 100 / base) as i64 - 100;
+        if growth >= pct {
+            log::notice(&format!("Starting automatic rewriting of AOF on {growth}% growth"));
+            let _ = self.start_rewrite(sh, false);
+        }
+    }
+}
+
+impl AppendOnly for Aof {
+    fn rewrite(&self, holding_stripes: bool) -> Result<&'static str, String> {
+        let me = AOF.get().cloned().ok_or("no AOF")?;
+        let sh = self.shared().ok_or("server is stopping")?;
+        match me.start_rewrite(&sh, holding_stripes)? {
+            true => Ok("Background append only file rewriting started"),
+            false => Ok("Background append only file rewriting scheduled"),
+        }
+    }
+
+    fn config_changed(&self, holding_stripes: bool) -> Result<(), String> {
+        let me = AOF.get().cloned().ok_or("no AOF")?;
+        let sh = self.shared().ok_or("server is stopping")?;
+        let want = sh.config.read().appendonly;
+        me.timestamps.store(sh.config.read().aof_timestamp_enabled, Ordering::Relaxed);
+        let on = me.on.load(Ordering::Acquire);
+        if want && !on {
+            // Redis's startAppendOnly: a rewrite whose base is the data set
+            // now; units before its instant are in the base.
+            me.activate(&sh, None, false);
+            if me.rewriting.load(Ordering::Acquire) {
+                // A rewrite with the AOF off is running: the one that turns
+                // it on follows it.
+                me.rewrite_scheduled.store(true, Ordering::Release);
+                return Ok(());
+            }
+            let started = me.start_rewrite(&sh, holding_stripes);
+            if matches!(started, Ok(false)) && holding_stripes {
+                log::warning(
+                    "AOF was enabled during a transaction. An AOF background was scheduled to \
+                     start when possible.",
+                );
+            }
+            if let Err(e) = started {
+                me.stop(&sh);
+                log::warning(&format!("Redis needs to enable the AOF but can't trigger a background AOF rewrite operation. Check the above logs for more info about the error: {e}"));
+                return Err("Unable to turn on AOF. Check server logs.".into());
+            }
+        } else if !want && on {
+            me.stop(&sh);
+        }
+        Ok(())
+    }
+
+    fn info(&self) -> AofInfo {
+        let enabled = self.on.load(Ordering::Acquire);
+        let current = self.ctl.lock().rewrite_started.map_or(-1, |s| s.elapsed().as_secs() as i64);
+        AofInfo {
+            enabled,
+            rewrite_in_progress: self.rewriting.load(Ordering::Relaxed),
+            rewrite_scheduled: self.rewrite_scheduled.load(Ordering::Relaxed),
+            last_rewrite_time_sec: self.last_rewrite_secs.load(Ordering::Relaxed),
+            current_rewrite_time_sec: current,
+            last_bgrewrite_ok: self.last_rewrite_ok.load(Ordering::Relaxed),
+            rewrites: self.rewrites.load(Ordering::Relaxed),
+            rewrites_consecutive_failures: self.consecutive_failures.load(Ordering::Relaxed),
+            last_write_ok: self.last_write_ok.load(Ordering::Relaxed),
+            current_size: self.current_size.load(Ordering::Relaxed),
+            base_size: self.base_size.load(Ordering::Relaxed),
+            buffer_length: self.state.lock().buf.len() as u64,
+            delayed_fsync: self.delayed_fsync.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// Writes a rewrite's snapshot to `tmp` as the base: an RDB file (the
+/// preamble), or with `aof-use-rdb-preamble no` the commands that rebuild
+/// it (the RDB image converted key by key: the snapshot machinery writes
+/// RDB only; this costs a second pass, for a setting that is not the
+/// default).
+fn write_base(
+    sh: &Shared,
+    started: persistence::Started,
+    tmp: &Path,
+    cfg: &engine::config::Config,
+) -> io::Result<()> {
+    persistence::write_file(sh, started, &tmp.to_path_buf(), true)?;
+    if cfg.aof_use_rdb_preamble {
+        return Ok(());
+    }
+    let rdb = std::fs::read(tmp)?;
+    let cmds = tmp.with_extension("cmds");
+    let mut w = io::BufWriter::new(File::create(&cmds)?);
+    let mut buf = Vec::new();
+    if cfg.aof_timestamp_enabled {
+        buf.extend_from_slice(format!("#TS:{}\r\n", unix_ms() / 1000).as_bytes());
+    }
+    let mut db = None;
+    let mut failed = None;
+    let lim = persistence::limits(cfg);
+    // Keys whose time has passed are written too, as Redis's child does.
+    let res = persist::file::load(&rdb, &lim, usize::MAX, i64::MIN, false, |k| {
+        if db != Some(k.db) {
+            db = Some(k.db);
+            persist::aof_base::select(&mut buf, k.db);
+        }
+        persist::aof_base::write_key(&mut buf, k.key, &k.value, k.expire_at);
+        if buf.len() >= 1 << 16 {
+            if let Err(e) = w.write_all(&buf) {
+                failed = Some(e);
+                return Err("write error");
+            }
+            buf.clear();
+        }
+        Ok(())
+    });
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    res.map_err(|e| io::Error::other(e.to_string()))?;
+    w.write_all(&buf)?;
+    let f = w.into_inner().map_err(|e| e.into_error())?;
+    f.sync_all()?;
+    std::fs::rename(&cmds, tmp)
+}
+
+/// The cron thread: automatic and scheduled rewrites.
+pub fn start_cron(sh: &Arc<Shared>) {
+    let weak = Arc::downgrade(sh);
+    let spawned = std::thread::Builder::new().name("aof-cron".into()).spawn(move || loop {
+        std::thread::sleep(Duration::from_millis(100));
+        let Some(sh) = weak.upgrade() else { return };
+        if sh.shutdown.load(Ordering::Relaxed) {
+            return;
+        }
+        if sh.is_loading() {
+            continue;
+        }
+        if let Some(a) = AOF.get() {
+            a.cron(&sh);
+        }
+    });
+    if let Err(e) = spawned {
+        log::warning(&format!("Can't start the AOF cron thread: {e}"));
+    }
+}

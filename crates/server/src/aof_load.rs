@@ -1,0 +1,252 @@
+//! Loading the append-only files at start-up, as Redis 7.0's
+//! `loadAppendOnlyFiles`: the manifest, then the base (an RDB preamble,
+//! or commands) and each incremental file in order, each command run
+//! through the dispatcher as the AOF client (`dispatch::replay`). A torn
+//! last file is cut at its last complete command when
+//! `aof-load-truncated` is set (an unfinished `MULTI` is reverted), with
+//! Redis's log lines; anything else wrong stops the server saying where
+//! and why.
+
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+use engine::{dispatch, Session, Shared};
+use persist::aof::{self, CommandReader, Item, Manifest, StreamError};
+use resp::ReplyBuf;
+
+use crate::log;
+use crate::persistence;
+
+/// How loading one file ended.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Ok,
+    /// A torn tail was cut at the offset.
+    Truncated,
+    Empty,
+}
+
+/// Reads the manifest of `appenddirname`, if there is one. `Err` carries
+/// Redis's fatal lines.
+pub fn read_manifest(dirname: &str, filename: &str) -> Result<Option<Manifest>, Vec<String>> {
+    let path = Path::new(dirname).join(aof::manifest_name(filename));
+    let text = match std::fs::read(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => {
+            return Err(vec![format!(
+                "Fatal error: can't open the AOF manifest file {} for reading: {e}",
+                path.display()
+            )])
+        }
+    };
+    Manifest::parse(&text).map(Some).map_err(|e| {
+        let mut lines = vec!["\n*** FATAL AOF MANIFEST FILE ERROR ***\n".to_string()];
+        if let Some((n, l)) = e.line {
+            lines.push(format!("Reading the manifest file, at line {n}\n"));
+            lines.push(format!(">>> '{l}'\n"));
+        }
+        lines.push(format!("{}\n", e.reason));
+        lines
+    })
+}
+
+/// Loads every file the manifest names. `Err` is the last log line of
+/// the failure (the others are logged on the way).
+pub fn load_all(sh: &Arc<Shared>, m: &Manifest) -> Result<(), String> {
+    let dirname = sh.config.read().appenddirname.clone();
+    let files: Vec<_> = m.load_order().collect();
+    let total = files.len();
+    let mut sizes = 0u64;
+    for f in &files {
+        match std::fs::metadata(Path::new(&dirname).join(&f.name)) {
+            Ok(md) => sizes += md.len(),
+            Err(e) => {
+                let msg = format!("The append log file {} doesn't exist: {e}", f.name);
+                log::warning(&msg);
+                return Err(msg);
+            }
+        }
+    }
+    if sizes == 0 {
+        return Ok(());
+    }
+    let start_all = Instant::now();
+    for (i, f) in files.iter().enumerate() {
+        let last = i + 1 == total;
+        let start = Instant::now();
+        let out = load_file(sh, &dirname, &f.name)?;
+        if out == Outcome::Truncated && !last {
+            return Err(format!("Truncated AOF file {} is not the last file", f.name));
+        }
+        if out != Outcome::Empty {
+            let what = if f.kind == aof::Kind::Base { "base" } else { "incr" };
+            log::notice(&format!(
+                "DB loaded from {what} file {}: {:.3} seconds",
+                f.name,
+                start.elapsed().as_secs_f64()
+            ));
+        }
+    }
+    log::notice(&format!(
+        "DB loaded from append only file: {:.3} seconds",
+        start_all.elapsed().as_secs_f64()
+    ));
+    Ok(())
+}
+
+/// Loads one file (Redis's `loadSingleAppendOnlyFile`).
+pub fn load_file(sh: &Arc<Shared>, dirname: &str, name: &str) -> Result<Outcome, String> {
+    let path = Path::new(dirname).join(name);
+    let bytes = std::fs::read(&path).map_err(|e| {
+        let m = format!("Fatal error: can't open the append log file {name} for reading: {e}");
+        log::warning(&m);
+        m
+    })?;
+    if bytes.is_empty() {
+        return Ok(Outcome::Empty);
+    }
+    let mut start = 0;
+    if aof::is_rdb(&bytes) {
+        log::notice("Reading RDB base file on AOF loading...");
+        match persistence::load_bytes(sh, &bytes) {
+            Ok(l) => {
+                if l.aux.iter().any(|(k, v)| k == b"aof-base" && v == b"1") {
+                    log::notice("RDB is base AOF");
+                }
+                log::notice(&format!(
+                    "Done loading RDB, keys loaded: {}, keys expired: {}.",
+                    l.keys_loaded, l.keys_expired
+                ));
+                start = l.consumed;
+            }
+            Err(e) => {
+                log::warning(&format!("Short read or corrupt RDB base file {name}: {e}"));
+                let m = format!("Error reading the RDB base file {name}, AOF loading aborted");
+                log::warning(&m);
+                return Err(m);
+            }
+        }
+    }
+    let truncate = sh.config.read().aof_load_truncated;
+    let delay = u64::try_from(sh.config.read().key_load_delay).unwrap_or(0);
+    let mut sess = Session::detached(u64::MAX);
+    let mut out = ReplyBuf::new();
+    let mut r = CommandReader::new(&bytes, start);
+    let mut valid_up_to = start;
+    let mut valid_before_multi = start;
+    let fail = |m: String| {
+        log::warning(&m);
+        Err(m)
+    };
+    let torn = loop {
+        match r.next_item() {
+            Ok(None) => break sess.in_multi(),
+            Ok(Some(Item::Annotation { end, .. })) => {
+                if truncate {
+                    valid_up_to = end;
+                }
+            }
+            Ok(Some(Item::Command { argv, end })) => {
+                if argv[0].eq_ignore_ascii_case(b"MULTI") {
+                    valid_before_multi = valid_up_to;
+                }
+                if dispatch::replay(sh, &mut sess, &argv, &mut out).is_err() {
+                    return fail(format!(
+                        "Unknown command '{}' reading the append only file {name}",
+                        String::from_utf8_lossy(argv[0])
+                    ));
+                }
+                out.clear();
+                if truncate {
+                    valid_up_to = end;
+                }
+                if delay > 0 {
+                    std::thread::sleep(std::time::Duration::from_micros(delay));
+                }
+            }
+            Err(StreamError::Truncated) => break false,
+            Err(StreamError::Format { .. }) => {
+                return fail(format!(
+                    "Bad file format reading the append only file {name}: make a backup of \
+                     your AOF file, then use ./redis-check-aof --fix <filename.manifest>"
+                ));
+            }
+        }
+    };
+    let ended_cleanly = !torn && r.pos() >= bytes.len() && !sess.in_multi();
+    if ended_cleanly {
+        return Ok(Outcome::Ok);
+    }
+    if torn {
+        log::warning(&format!("Revert incomplete MULTI/EXEC transaction in AOF file {name}"));
+        valid_up_to = valid_before_multi;
+    }
+    // A short read (or a MULTI never closed): Redis's uxeof.
+    if truncate {
+        log::warning(&format!("!!! Warning: short read while loading the AOF file {name}!!!"));
+        log::warning(&format!("!!! Truncating the AOF {name} at offset {valid_up_to} !!!"));
+        let cut = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .and_then(|f| f.set_len(valid_up_to as u64));
+        match cut {
+            Ok(()) => {
+                log::warning(&format!(
+                    "AOF {name} loaded anyway because aof-load-truncated is enabled"
+                ));
+                if sess.in_multi() {
+                    // The queued commands of the torn transaction are dropped.
+                    let mut o = ReplyBuf::new();
+                    let _ = dispatch::replay(sh, &mut sess, &[b"DISCARD"], &mut o);
+                }
+                return Ok(Outcome::Truncated);
+            }
+            Err(e) => log::warning(&format!("Error truncating the AOF file {name}: {e}")),
+        }
+    }
+    fail(format!(
+        "Unexpected end of file reading the append only file {name}. You can: 1) Make a \
+         backup of your AOF file, then use ./redis-check-aof --fix <filename.manifest>. 2) \
+         Alternatively you can set the 'aof-load-truncated' configuration option to yes and \
+         restart the server."
+    ))
+}
+
+/// Start-up with `appendonly yes`: loads the AOF (which has priority over
+/// the RDB file, as in Redis) on a thread of its own while clients get
+/// `-LOADING`, then opens the incremental file and starts appending.
+pub fn load_at_startup(sh: &Arc<Shared>, aof: Arc<crate::aof::Aof>) {
+    sh.set_loading(true);
+    let sh2 = sh.clone();
+    let spawned = std::thread::Builder::new().name("aof-load".into()).spawn(move || {
+        let (dirname, filename) = {
+            let c = sh2.config.read();
+            (c.appenddirname.clone(), c.appendfilename.clone())
+        };
+        let m = match read_manifest(&dirname, &filename) {
+            Ok(m) => m.unwrap_or_default(),
+            Err(lines) => {
+                for l in lines {
+                    log::warning(&l);
+                }
+                std::process::exit(1);
+            }
+        };
+        if (m.base.is_some() || !m.incr.is_empty()) && load_all(&sh2, &m).is_err() {
+            std::process::exit(1);
+        }
+        if let Err(e) = aof.open_on_start(&sh2, m) {
+            log::warning(&format!("Can't open the append-only file: {e}"));
+            std::process::exit(1);
+        }
+        sh2.persist.last_save.store(engine::shared::unix_ms() / 1000, Ordering::Relaxed);
+        sh2.set_loading(false);
+    });
+    if let Err(e) = spawned {
+        log::warning(&format!("Can't start loading the data set: {e}"));
+        std::process::exit(1);
+    }
+}
