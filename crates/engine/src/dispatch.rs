@@ -600,6 +600,10 @@ pub fn call<'a>(
     if caller != Caller::Served {
         sess.stats.commands += 1;
     }
+    // The consumers as of now, with the command's stripes held: a
+    // consumer installed before a snapshot's instant (which needs every
+    // stripe) sees every write made after it (the replication stream).
+    sess.fx.sync(&shared.effects);
     sess.fx.begin_command();
     let start = crate::cmdstats::Stopwatch::start();
     let mut cx = Ctx { shared, sess, keys, db, spec, caller, still_waiting: false };

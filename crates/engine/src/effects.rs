@@ -319,14 +319,31 @@ impl Default for Effects {
 
 impl Effects {
     /// Refreshes the consumers' snapshot if the hub changed (one atomic
-    /// load per unit otherwise).
+    /// load per command otherwise). Called before each command with its
+    /// stripes held, so the change can come in the middle of a unit: the
+    /// new consumers get the whole unit, and what was recorded for none
+    /// is dropped.
     #[inline]
     pub fn sync(&mut self, hub: &Hub) {
         let e = hub.epoch();
         if e != self.epoch {
-            self.epoch = e;
-            self.consumers = hub.current();
-            self.want = self.consumers.as_ref().map_or(Want::default(), |c| c.want);
+            self.resync(hub, e);
+        }
+    }
+
+    #[cold]
+    fn resync(&mut self, hub: &Hub, e: u64) {
+        self.epoch = e;
+        self.consumers = hub.current();
+        self.want = self.consumers.as_ref().map_or(Want::default(), |c| c.want);
+        if self.consumers.is_none() {
+            self.ops.clear();
+            self.events.clear();
+            self.keys.clear();
+            self.arena.clear();
+            self.flushed = false;
+            self.cmd_ops = 0;
+            self.cmd_events = 0;
         }
     }
 

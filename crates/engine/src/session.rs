@@ -48,6 +48,8 @@ pub struct ClientHandle {
     pub tracking: Mutex<crate::tracking::State>,
     /// In MONITOR mode (CLIENT LIST flag `O`).
     pub monitor: AtomicBool,
+    /// A replica following the replication stream (CLIENT LIST flag `S`).
+    pub replica: AtomicBool,
 }
 
 impl ClientHandle {
@@ -79,6 +81,7 @@ impl ClientHandle {
             subs: Default::default(),
             tracking: Mutex::new(crate::tracking::State::default()),
             monitor: AtomicBool::new(false),
+            replica: AtomicBool::new(false),
         }
     }
 
@@ -206,6 +209,9 @@ pub struct Session {
     /// Arguments of the running command MONITOR must not show (bit i:
     /// argv[i]), set by AUTH and HELLO.
     pub redact: u64,
+    /// What the client said with REPLCONF, and its SYNC/PSYNC request
+    /// (the connection then becomes a replica).
+    pub replica: Option<Box<crate::commands::repl::Handshake>>,
 }
 
 /// The configuration a session starts with, before its first refresh.
@@ -246,6 +252,7 @@ impl Session {
             caching: false,
             monitor: false,
             redact: 0,
+            replica: None,
         }
     }
 

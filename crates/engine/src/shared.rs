@@ -154,6 +154,8 @@ pub struct Shared {
     pub snapshots: OnceLock<std::sync::Arc<dyn crate::snapshot::Snapshots>>,
     /// What INFO persistence reports.
     pub persist: crate::snapshot::PersistState,
+    /// The replication stream the server installed (SYNC, PSYNC, WAIT…).
+    pub replication: OnceLock<Arc<dyn crate::commands::repl::Replication>>,
     /// The script cache (EVAL, SCRIPT LOAD).
     pub scripts: crate::script::Cache,
     /// Pub/sub channels, patterns and shard channels.
@@ -225,6 +227,7 @@ impl Shared {
             clock: Clock::default(),
             snapshots: OnceLock::new(),
             persist: crate::snapshot::PersistState::new(unix_ms() / 1000),
+            replication: OnceLock::new(),
             scripts: crate::script::Cache::default(),
             pubsub: Arc::default(),
             tracker: Arc::default(),
@@ -337,6 +340,8 @@ impl Shared {
         fx.sync(&self.effects);
         let now = self.clock.now_ms();
         self.store.active_expire_cycle(part, parts, now, budget, &mut |db, key| {
+            // With the key's stripe held (see `dispatch::call`).
+            fx.sync(&self.effects);
             fx.begin_command();
             fx.expired(db, key);
             fx.finish_unit();

@@ -13,6 +13,7 @@ mod conn;
 mod net;
 mod persistence;
 mod process;
+mod repl;
 
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
@@ -153,6 +154,7 @@ fn main() {
     }
     log::set_role(b'M');
     persistence::install(&shared);
+    repl::install(&shared);
     let listeners = match net::bind_all(&shared) {
         Ok(l) => l,
         Err(e) => {

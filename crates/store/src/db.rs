@@ -639,6 +639,18 @@ impl Store {
     /// each database at that instant. The caller must hold no stripe and
     /// runs one snapshot at a time.
     pub fn begin_snapshot(&self, hook: Arc<dyn SnapshotHook>) -> Vec<(usize, usize)> {
+        self.begin_snapshot_with(hook, || {})
+    }
+
+    /// [`begin_snapshot`](Self::begin_snapshot), running `at_instant`
+    /// while every stripe is locked: whatever it records (the replication
+    /// stream's offset) is taken at the snapshot's instant, between the
+    /// same two writes.
+    pub fn begin_snapshot_with(
+        &self,
+        hook: Arc<dyn SnapshotHook>,
+        at_instant: impl FnOnce(),
+    ) -> Vec<(usize, usize)> {
         let total = self.dbs.len() * self.stripes;
         let guards: Vec<MutexGuard<'_, Stripe>> =
             (0..total as u32).map(|id| self.slot(id).stripe.lock()).collect();
@@ -656,6 +668,7 @@ impl Store {
             .collect();
         *self.snapshot.write() = Some(Arc::new(Snapshot { hook, pending }));
         self.snapshot_on.store(true, Ordering::Release);
+        at_instant();
         drop(guards);
         sizes
     }

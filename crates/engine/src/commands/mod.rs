@@ -19,6 +19,7 @@ pub mod list;
 pub mod monitor;
 pub mod persist;
 pub mod pubsub;
+pub mod repl;
 pub mod server;
 pub mod set;
 pub mod sort;
@@ -56,6 +57,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     crate::script::COMMANDS,
     crate::script::function::COMMANDS,
     stream::COMMANDS,
+    repl::COMMANDS,
 ];
 
 /// All top-level commands.
