@@ -186,6 +186,12 @@ pub fn install(shared: &Arc<Shared>) {
         sync_partial_err: AtomicU64::new(0),
         next_id: AtomicU64::new(0),
     });
+    if let Some((host, port)) = &shared.config.read().replicaof {
+        log::warning(&format!(
+            "replicaof {host} {port} ignored: Sluice cannot be a replica (see \
+             docs/replication.md)"
+        ));
+    }
     let _ = shared.replication.set(m.clone());
     let _ = MASTER.set(Arc::downgrade(&m));
     let weak = Arc::downgrade(&m);
