@@ -295,6 +295,15 @@ pub fn check(
                     return Err(CmdError::Misconf);
                 }
             }
+            // min-replicas-to-write (Redis's checkGoodReplicasStatus).
+            if sess.min_replicas > 0
+                && (flags.has(Flags::WRITE)
+                    || (flags.has(Flags::EXEC_TX)
+                        && sess.multi.as_ref().is_some_and(|m| m.flags.has(Flags::WRITE))))
+                && (crate::commands::repl::good_replicas(shared) as i64) < sess.min_replicas
+            {
+                return Err(CmdError::NoReplicas);
+            }
             if sess.subs.total() > 0
                 && !flags.has(Flags::PUBSUB_CONTEXT)
                 && sess.handle.resp.load(std::sync::atomic::Ordering::Relaxed) == 2

@@ -186,6 +186,10 @@ pub struct Session {
     /// the session's own (no maxmemory, not loading, no pause set, no
     /// script past busy-reply-threshold).
     plain: bool,
+    /// `min-replicas-to-write` when it applies (with a non-zero
+    /// `min-replicas-max-lag`), else 0: writes then need that many good
+    /// replicas.
+    pub min_replicas: i64,
     /// Set while a blocked client's command runs again to be served: the
     /// key that became ready (see [`crate::blocking`]).
     pub serving: Option<Box<[u8]>>,
@@ -244,6 +248,7 @@ impl Session {
             conf_epoch: u64::MAX,
             pause: (i64::MIN, crate::shared::Pause::default()),
             plain: false,
+            min_replicas: 0,
             serving: None,
             subs: crate::pubsub::Subs::default(),
             pushed: None,
@@ -303,7 +308,10 @@ impl Session {
         // A failed BGSAVE may refuse writes (stop-writes-on-bgsave-error);
         // its status changes move the epoch, as a busy script does.
         let bgsave_ok = shared.persist.last_bgsave_ok.load(Ordering::Relaxed);
+        let (to_write, max_lag) = crate::commands::repl::min_replicas(&self.conf);
+        self.min_replicas = if max_lag > 0 { to_write } else { 0 };
         self.plain = self.conf.maxmemory == 0
+            && self.min_replicas == 0
             && !shared.is_loading()
             && !paused
             && bgsave_ok

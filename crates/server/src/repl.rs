@@ -318,31 +318,40 @@ impl Master {
         ));
     }
 
-    /// Serves the WAITs that enough acknowledgements reached.
+    /// Serves the WAITs that enough acknowledgements reached. A wait's
+    /// state is never locked under `inner` (its timeout reply counts
+    /// acknowledgements, under its state lock).
     fn serve_waits(&self) {
-        let mut g = self.inner.lock();
-        if g.waits.is_empty() {
-            return;
-        }
-        let acks: Vec<i64> = g
-            .replicas
-            .iter()
-            .filter(|s| s.r.state.load(Ordering::Relaxed) == ONLINE)
-            .map(|s| s.r.ack_offset.load(Ordering::Relaxed))
-            .collect();
-        g.waits.retain(|w| {
+        let (waits, acks) = {
+            let mut g = self.inner.lock();
+            if g.waits.is_empty() {
+                return;
+            }
+            let acks: Vec<i64> = g
+                .replicas
+                .iter()
+                .filter(|s| s.r.state.load(Ordering::Relaxed) == ONLINE)
+                .map(|s| s.r.ack_offset.load(Ordering::Relaxed))
+                .collect();
+            (std::mem::take(&mut g.waits), acks)
+        };
+        let mut pending = Vec::new();
+        for w in waits {
             if !engine::blocking::still_waiting(&w.w) {
-                return false;
+                continue;
             }
             let n = acks.iter().filter(|&&a| a >= w.offset).count();
             if n >= w.numreplicas {
                 let mut b = ReplyBuf::new();
                 b.int(n as i64);
                 engine::blocking::serve_keyless(&w.w, b.to_vec());
-                return false;
+            } else {
+                pending.push(w);
             }
-            true
-        });
+        }
+        if !pending.is_empty() {
+            self.inner.lock().waits.extend(pending);
+        }
     }
 
     fn remove(&self, id: u64) {
@@ -408,6 +417,10 @@ impl Replication for Master {
         self.feed_raw(GETACK);
     }
 
+    fn good_replicas(&self) -> usize {
+        self.view().good_replicas
+    }
+
     fn sync_stats(&self) -> (u64, u64, u64) {
         (
             self.sync_full.load(Ordering::Relaxed),
@@ -455,10 +468,15 @@ pub fn take_over(
         sock: killer,
     });
     {
-        let r2 = r.clone();
+        // CLIENT KILL: both threads stop at once (the sender may be in a
+        // write, or waiting for the stream to grow).
+        let (r2, m2) = (r.clone(), Arc::downgrade(&master));
         *sess.handle.waker.lock() = Some(Box::new(move || {
             if r2.handle.killed.load(Ordering::Acquire) {
                 let _ = r2.sock.shutdown(std::net::Shutdown::Both);
+                if let Some(m) = m2.upgrade() {
+                    m.grown.notify_all();
+                }
             }
         }));
     }

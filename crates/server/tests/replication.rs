@@ -320,6 +320,14 @@ fn follow(diskless: bool) {
     let t0 = Instant::now();
     assert_eq!(cmd(&mut m, &["WAIT", "2", "200"]), Frame::Integer(1));
     assert!(t0.elapsed() >= Duration::from_millis(200));
+    // min-replicas-to-write 1 is met by the replica.
+    assert_eq!(
+        cmd(&mut m, &s("CONFIG SET min-replicas-to-write 1")),
+        Frame::Simple(b"OK".to_vec())
+    );
+    assert_eq!(cmd(&mut m, &s("SET mrw 1")), Frame::Simple(b"OK".to_vec()));
+    assert_eq!(info(&mut m, "replication", "min_slaves_good_slaves").as_deref(), Some("1"));
+    cmd(&mut m, &s("CONFIG SET min-replicas-to-write 0"));
     // In CLIENT LIST as a replica.
     let list = text(&cmd(&mut m, &["CLIENT", "LIST", "TYPE", "replica"]));
     assert!(list.contains("flags=S") && list.contains("cmd=psync"), "{list}");
@@ -379,7 +387,18 @@ fn wait_without_replicas_as_redis() {
         "REPLCONF rdb-only x",
         "REPLICAOF NO ONE",
         "ROLE",
+        // min-replicas-to-write with no replica: writes refused.
+        "CONFIG SET min-replicas-to-write 1",
+        "SET k v",
+        "GET k",
+        "MULTI",
+        "SET k v",
+        "EXEC",
     ] {
+        assert_eq!(cmd(&mut a, &s(line)), cmd(&mut b, &s(line)), "{line}");
+    }
+    assert_eq!(info_keys(&mut a, "replication"), info_keys(&mut b, "replication"));
+    for line in ["CONFIG SET min-replicas-to-write 0", "SET k v"] {
         assert_eq!(cmd(&mut a, &s(line)), cmd(&mut b, &s(line)), "{line}");
     }
     // Sluice is never a replica, and says so.

@@ -38,6 +38,8 @@ pub trait Replication: Send + Sync {
     fn wait(&self, w: Arc<Waiter>, offset: i64, numreplicas: usize);
     /// `sync_full`, `sync_partial_ok`, `sync_partial_err` (INFO stats).
     fn sync_stats(&self) -> (u64, u64, u64);
+    /// Online replicas that acknowledged within `min-replicas-max-lag`.
+    fn good_replicas(&self) -> usize;
 }
 
 /// One replica as INFO (`slaveN:`) and ROLE show it.
@@ -341,6 +343,12 @@ pub fn view(sh: &Shared) -> View {
             good_replicas: 0,
         },
     }
+}
+
+/// Replicas that count for `min-replicas-to-write` (none without
+/// replication).
+pub fn good_replicas(sh: &Shared) -> usize {
+    replication(sh).map_or(0, |r| r.good_replicas())
 }
 
 /// `sync_full`, `sync_partial_ok`, `sync_partial_err`.
