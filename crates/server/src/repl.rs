@@ -845,7 +845,7 @@ fn cron(m: Weak<Master>) {
         }
         let period = conf_num(&sh, "repl-ping-replica-period").max(1) as u64;
         let has_replicas = !m.inner.lock().replicas.is_empty();
-        if has_replicas && ticks % period == 0 {
+        if has_replicas && ticks.is_multiple_of(period) {
             m.feed_raw(PING);
         }
         let soft = sh.config.read().obuf_replica;
