@@ -508,6 +508,11 @@ static MASTER: std::sync::OnceLock<Weak<Master>> = std::sync::OnceLock::new();
 /// Returns why it ended (for the log line).
 fn serve(sh: &Shared, m: &Arc<Master>, r: &Replica, hs: &Handshake, mut sock: TcpStream) -> String {
     log::notice(&format!("Replica {} asks for synchronization", r.name));
+    // A replica that stops reading must not hold anyone for long: a
+    // diskless payload is written by the snapshot's saver, which writers
+    // that captured stripes may be waiting for.
+    let timeout = conf_num(sh, "repl-timeout").max(1) as u64;
+    let _ = sock.set_write_timeout(Some(Duration::from_secs(timeout)));
     let req = hs.sync.clone().unwrap_or(SyncRequest::Sync);
     if let SyncRequest::Psync { replid, offset } = &req {
         match try_partial(m, r, replid, *offset) {

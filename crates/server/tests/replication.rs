@@ -481,3 +481,49 @@ fn redis_cli_rdb_backup_loads_in_redis() {
     drop(redis);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A replica that stops reading (SIGSTOP) is disconnected once the stream
+/// it has not been sent passes the `replica` class of
+/// `client-output-buffer-limit`; resumed, it resynchronises in full (what
+/// it missed is no longer in the backlog) and ends equal.
+#[test]
+fn lagging_replica_is_disconnected_at_its_output_limit() {
+    let Some(_oracle) = RedisServer::start() else { return };
+    drop(_oracle);
+    let sluice = TestServer::start_with(
+        &TestServer::default_bin(),
+        &["--repl-diskless-sync-delay", "0"],
+        None,
+    );
+    let mut m = sluice.client();
+    cmd(&mut m, &["CONFIG", "SET", "client-output-buffer-limit", "replica 1mb 0 0"]);
+    preload(&mut m, 200);
+    let port = sluice.port().to_string();
+    let dir = scratch_dir("replica");
+    let replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &port], Some(&dir))
+        .expect("redis-server");
+    let mut r = replica.client();
+    wait_synced(&mut m, &mut r);
+    let signal = |sig: &str| {
+        let st = std::process::Command::new("kill")
+            .args([sig, &replica.pid().to_string()])
+            .status()
+            .expect("kill");
+        assert!(st.success());
+    };
+    signal("-STOP");
+    let big = vec![b'x'; 256 * 1024];
+    let cmds: Vec<Vec<Vec<u8>>> = (0..64)
+        .map(|i| vec![b"SET".to_vec(), format!("big:{i}").into_bytes(), big.clone()])
+        .collect();
+    pipelined(&mut m, &cmds);
+    wait_for("the replica's disconnection", Duration::from_secs(20), || {
+        sluice.log_text().contains("overcoming of output buffer limits")
+    });
+    signal("-CONT");
+    wait_synced(&mut m, &mut r);
+    assert_same(&mut m, &mut r);
+    assert_eq!(info(&mut m, "stats", "sync_full").as_deref(), Some("2"));
+    drop(replica);
+    let _ = std::fs::remove_dir_all(&dir);
+}
