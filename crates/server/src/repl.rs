@@ -224,7 +224,7 @@ impl Master {
             return;
         }
         inner.scratch.clear();
-        inner.writer.write_resp(unit, &mut inner.scratch);
+        inner.writer.write_resp_for_replicas(unit, &mut inner.scratch);
         let bytes = std::mem::take(&mut inner.scratch);
         self.append(inner, &bytes);
         inner.scratch = bytes;

@@ -320,6 +320,20 @@ fn follow(diskless: bool) {
     let t0 = Instant::now();
     assert_eq!(cmd(&mut m, &["WAIT", "2", "200"]), Frame::Integer(1));
     assert!(t0.elapsed() >= Duration::from_millis(200));
+    // PUBLISH reaches the replica's subscribers, as from a Redis master.
+    let mut sub = replica.client();
+    cmd(&mut sub, &["SUBSCRIBE", "news"]);
+    assert_eq!(cmd(&mut m, &["PUBLISH", "news", "hello"]), Frame::Integer(0));
+    let msg = sub.read_frame().expect("message on the replica");
+    assert_eq!(
+        msg,
+        Frame::Array(Some(
+            ["message", "news", "hello"]
+                .iter()
+                .map(|x| Frame::Bulk(Some(x.as_bytes().to_vec())))
+                .collect()
+        ))
+    );
     // min-replicas-to-write 1 is met by the replica.
     assert_eq!(
         cmd(&mut m, &s("CONFIG SET min-replicas-to-write 1")),
