@@ -342,6 +342,11 @@ fn follow(diskless: bool) {
     assert_eq!(cmd(&mut m, &s("SET mrw 1")), Frame::Simple(b"OK".to_vec()));
     assert_eq!(info(&mut m, "replication", "min_slaves_good_slaves").as_deref(), Some("1"));
     cmd(&mut m, &s("CONFIG SET min-replicas-to-write 0"));
+    // Not a client in INFO clients (Redis counts clients minus replicas):
+    // the writers are gone, this connection is the one left.
+    wait_for("the writers to go", Duration::from_secs(5), || {
+        info(&mut m, "clients", "connected_clients").as_deref() == Some("1")
+    });
     // In CLIENT LIST as a replica.
     let list = text(&cmd(&mut m, &["CLIENT", "LIST", "TYPE", "replica"]));
     assert!(list.contains("flags=S") && list.contains("cmd=psync"), "{list}");

@@ -215,7 +215,9 @@ fn section(cx: &mut Ctx, name: &str, t: &mut String, counts: &mut Counts) {
         }
         "clients" => {
             line!("# Clients");
-            line!("connected_clients:{}", sh.connected_clients());
+            // Replicas are not counted here (Redis: clients - slaves).
+            let replicas = crate::commands::repl::view(sh).replicas.len();
+            line!("connected_clients:{}", sh.connected_clients().saturating_sub(replicas));
             line!("cluster_connections:0");
             line!("maxclients:{}", cfg.maxclients);
             line!("client_recent_max_input_buffer:0");
