@@ -394,7 +394,10 @@ fn wait_without_replicas_as_redis() {
         let tb = t0.elapsed();
         assert_eq!(x, y, "{line}");
         if line == "WAIT 1 100" {
-            assert!(ta >= Duration::from_millis(100) && tb >= Duration::from_millis(100));
+            // Both servers count the timeout from a clock read in whole
+            // milliseconds: a little under 100 ms can be seen here.
+            let min = Duration::from_millis(95);
+            assert!(ta >= min && tb >= min, "redis {ta:?}, sluice {tb:?}");
         }
     }
     for line in [
