@@ -546,6 +546,18 @@ fn lagging_replica_is_disconnected_at_its_output_limit() {
     wait_synced(&mut m, &mut r);
     assert_same(&mut m, &mut r);
     assert_eq!(info(&mut m, "stats", "sync_full").as_deref(), Some("2"));
+    // The replica gone, the backlog is freed after repl-backlog-ttl, and
+    // the replication id changes with it.
+    let replid = info(&mut m, "replication", "master_replid");
+    cmd(&mut m, &["CONFIG", "SET", "repl-backlog-ttl", "1"]);
     drop(replica);
+    wait_for("the backlog to be freed", Duration::from_secs(10), || {
+        info(&mut m, "replication", "repl_backlog_active").as_deref() == Some("0")
+    });
+    assert_ne!(info(&mut m, "replication", "master_replid"), replid);
+    assert_eq!(info(&mut m, "replication", "connected_slaves").as_deref(), Some("0"));
+    assert!(sluice
+        .log_text()
+        .contains("Replication backlog freed after 1 seconds without connected replicas."));
     let _ = std::fs::remove_dir_all(&dir);
 }
