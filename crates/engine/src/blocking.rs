@@ -87,8 +87,14 @@ pub struct Waiter {
     pub spec: &'static CommandSpec,
     pub argv: Vec<Box<[u8]>>,
     pub proto: Proto,
+    /// A wait on no key (WAIT): its reply when it times out or is
+    /// unblocked, instead of a null.
+    pub on_timeout: Option<TimeoutReply>,
     state: Mutex<State>,
 }
+
+/// Builds a keyless wait's reply when it times out.
+pub type TimeoutReply = Box<dyn Fn() -> Vec<u8> + Send + Sync>;
 
 impl Waiter {
     fn is_waiting(&self) -> bool {
@@ -155,6 +161,7 @@ pub fn block_with(
         } else {
             Proto::Resp2
         },
+        on_timeout: None,
         state: Mutex::new(State::Waiting),
     });
     for k in &w.keys {
@@ -165,6 +172,57 @@ pub fn block_with(
     *cx.sess.handle.blocked.lock() = Some(w.clone());
     cx.shared.blocked_clients.fetch_add(1, Ordering::Relaxed);
     cx.sess.blocked = Some(Blocked { waiter: w, deadline });
+}
+
+/// Parks the client on no key (WAIT): whoever the wait is for ends it
+/// with [`serve_keyless`]; on timeout (or CLIENT UNBLOCK) its reply is
+/// `on_timeout`'s. A `timeout_ms` of 0 waits forever.
+pub fn block_keyless(
+    cx: &mut Ctx,
+    argv: &[&[u8]],
+    timeout_ms: i64,
+    on_timeout: TimeoutReply,
+) -> Arc<Waiter> {
+    let w = Arc::new(Waiter {
+        handle: cx.sess.handle.clone(),
+        db: cx.db,
+        keys: Vec::new(),
+        wants: Kind::String,
+        when_gone: false,
+        spec: cx.spec,
+        argv: argv.iter().map(|a| Box::<[u8]>::from(*a)).collect(),
+        proto: if cx.sess.handle.resp.load(Ordering::Relaxed) == 3 {
+            Proto::Resp3
+        } else {
+            Proto::Resp2
+        },
+        on_timeout: Some(on_timeout),
+        state: Mutex::new(State::Waiting),
+    });
+    let deadline = (timeout_ms > 0).then(|| cx.now().saturating_add(timeout_ms));
+    *cx.sess.handle.blocked.lock() = Some(w.clone());
+    cx.shared.blocked_clients.fetch_add(1, Ordering::Relaxed);
+    cx.sess.blocked = Some(Blocked { waiter: w.clone(), deadline });
+    w
+}
+
+/// Ends a keyless wait with `reply` (queued to the client's outbox, the
+/// connection woken). False when the wait had already ended.
+pub fn serve_keyless(w: &Waiter, reply: Vec<u8>) -> bool {
+    let mut st = w.state.lock();
+    if !matches!(*st, State::Waiting) {
+        return false;
+    }
+    *st = State::Served;
+    w.handle.outbox.push(outbox::Kind::Reply, reply);
+    drop(st);
+    wake(&w.handle);
+    true
+}
+
+/// Whether a wait is still on (a keyless wait's owner drops ended ones).
+pub fn still_waiting(w: &Waiter) -> bool {
+    w.is_waiting()
 }
 
 /// Serves the clients waiting on `ready` keys (collected from the stripes
@@ -328,8 +386,14 @@ pub fn resolve(shared: &Shared, sess: &mut Session, now: i64) -> Option<Vec<u8>>
             *st = State::TimedOut;
         }
         match std::mem::replace(&mut *st, State::Gone) {
-            // Counted by the call that served it.
-            State::Served => Vec::new(),
+            // Counted by the call that served it (a keyless wait's
+            // server runs no call: counted now).
+            State::Served => {
+                if w.on_timeout.is_some() {
+                    dispatch::count_call(shared, sess, w.spec, 0, false);
+                }
+                Vec::new()
+            }
             State::Unblocked { error: true } => {
                 let text = b"UNBLOCKED client unblocked via CLIENT UNBLOCK";
                 shared.cmdstats.error(text);
@@ -340,10 +404,11 @@ pub fn resolve(shared: &Shared, sess: &mut Session, now: i64) -> Option<Vec<u8>>
                 // The call ends now. Redis 7.0 counts a command ended by
                 // CLIENT UNBLOCK as failed even without an error.
                 let unblocked = matches!(st, State::Unblocked { .. });
-                dispatch::count_call(shared, sess, w.spec, 0, unblocked);
-                match w.proto {
-                    Proto::Resp3 => b"_\r\n".to_vec(),
-                    Proto::Resp2 => b"*-1\r\n".to_vec(),
+                dispatch::count_call(shared, sess, w.spec, 0, unblocked && w.on_timeout.is_none());
+                match (&w.on_timeout, w.proto) {
+                    (Some(f), _) => f(),
+                    (None, Proto::Resp3) => b"_\r\n".to_vec(),
+                    (None, Proto::Resp2) => b"*-1\r\n".to_vec(),
                 }
             }
         }

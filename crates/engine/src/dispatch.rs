@@ -344,6 +344,15 @@ pub fn check(
                     return Err(CmdError::Misconf);
                 }
             }
+            // min-replicas-to-write (Redis's checkGoodReplicasStatus).
+            if sess.min_replicas > 0
+                && (flags.has(Flags::WRITE)
+                    || (flags.has(Flags::EXEC_TX)
+                        && sess.multi.as_ref().is_some_and(|m| m.flags.has(Flags::WRITE))))
+                && (crate::commands::repl::good_replicas(shared) as i64) < sess.min_replicas
+            {
+                return Err(CmdError::NoReplicas);
+            }
             if sess.subs.total() > 0
                 && !flags.has(Flags::PUBSUB_CONTEXT)
                 && sess.handle.resp.load(std::sync::atomic::Ordering::Relaxed) == 2
@@ -649,9 +658,10 @@ pub fn call<'a>(
     if caller != Caller::Served {
         sess.stats.commands += 1;
     }
-    // With the locks held: a consumer installed before a snapshot's
-    // instant (the AOF being turned on) sees every unit that runs after
-    // it, even one whose session refreshed before (one load).
+    // The consumers as of now, with the command's stripes held: a
+    // consumer installed before a snapshot's instant (which needs every
+    // stripe: the AOF being turned on, a replica's full sync) sees every
+    // write made after it (one load).
     sess.fx.sync(&shared.effects);
     sess.fx.begin_command();
     let start = crate::cmdstats::Stopwatch::start();

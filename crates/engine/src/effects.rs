@@ -88,18 +88,34 @@ pub struct Unit<'a> {
 }
 
 impl<'a> Unit<'a> {
-    /// The commands to propagate, in stream order, each with the database
-    /// it applies to (`None` for `EXEC`, which selects nothing): the
-    /// unit's operations, wrapped in `MULTI`/`EXEC` when there are several.
+    /// The commands to propagate to the AOF, in stream order, each with
+    /// the database it applies to (`None` for `EXEC`, which selects
+    /// nothing): the unit's operations, wrapped in `MULTI`/`EXEC` when
+    /// there are several, without those sent to replicas only.
     pub fn commands(&self) -> impl Iterator<Item = (Option<usize>, Vec<&'a [u8]>)> + 'a {
+        self.commands_for(false)
+    }
+
+    /// [`commands`](Self::commands) as replicas get them: with the
+    /// operations sent to replicas only (PUBLISH).
+    pub fn replica_commands(&self) -> impl Iterator<Item = (Option<usize>, Vec<&'a [u8]>)> + 'a {
+        self.commands_for(true)
+    }
+
+    fn commands_for(
+        &self,
+        replicas: bool,
+    ) -> impl Iterator<Item = (Option<usize>, Vec<&'a [u8]>)> + 'a {
         let fx = self.fx;
+        // Wrapped by the count of all operations, as Redis 7.0 decides
+        // before it sends each where it goes.
         let wrap = fx.ops.len() > 1;
         // MULTI goes out in the first operation's database (Redis 7.0
         // selects it before the MULTI).
         let first_db = fx.ops.first().map(|op| op.db as usize);
         let multi = wrap.then(|| (first_db, vec![&b"MULTI"[..]]));
         let exec = wrap.then(|| (None, vec![&b"EXEC"[..]]));
-        let ops = fx.ops.iter().map(move |op| {
+        let ops = fx.ops.iter().filter(move |op| replicas || !op.repl_only).map(move |op| {
             let args = (op.first..op.first + op.argc).map(|i| fx.arena.get(i)).collect();
             (Some(op.db as usize), args)
         });
@@ -255,6 +271,9 @@ struct Op {
     db: u32,
     first: u32,
     argc: u32,
+    /// Sent to replicas only, not written to the AOF (Redis's
+    /// `PROPAGATE_REPL`: PUBLISH).
+    repl_only: bool,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -284,6 +303,8 @@ pub struct Effects {
     pub dirty: u64,
     /// The running command is propagated whatever its dirty count.
     forced: bool,
+    /// The running command goes to replicas only.
+    repl_only: bool,
     unit_dirty: u64,
     own: Own,
     ops: Vec<Op>,
@@ -314,6 +335,7 @@ impl Default for Effects {
             want: Want::default(),
             dirty: 0,
             forced: false,
+            repl_only: false,
             unit_dirty: 0,
             own: Own::AsIs,
             ops: Vec::new(),
@@ -334,14 +356,31 @@ impl Default for Effects {
 
 impl Effects {
     /// Refreshes the consumers' snapshot if the hub changed (one atomic
-    /// load per unit otherwise).
+    /// load per command otherwise). Called before each command with its
+    /// stripes held, so the change can come in the middle of a unit: the
+    /// new consumers get the whole unit, and what was recorded for none
+    /// is dropped.
     #[inline]
     pub fn sync(&mut self, hub: &Hub) {
         let e = hub.epoch();
         if e != self.epoch {
-            self.epoch = e;
-            self.consumers = hub.current();
-            self.want = self.consumers.as_ref().map_or(Want::default(), |c| c.want);
+            self.resync(hub, e);
+        }
+    }
+
+    #[cold]
+    fn resync(&mut self, hub: &Hub, e: u64) {
+        self.epoch = e;
+        self.consumers = hub.current();
+        self.want = self.consumers.as_ref().map_or(Want::default(), |c| c.want);
+        if self.consumers.is_none() {
+            self.ops.clear();
+            self.events.clear();
+            self.keys.clear();
+            self.arena.clear();
+            self.flushed = false;
+            self.cmd_ops = 0;
+            self.cmd_events = 0;
         }
     }
 
@@ -357,6 +396,7 @@ impl Effects {
     pub fn begin_command(&mut self) {
         self.dirty = 0;
         self.forced = false;
+        self.repl_only = false;
         self.own = Own::AsIs;
         self.cmd_events = self.events.len();
         self.cmd_ops = self.ops.len();
@@ -414,7 +454,7 @@ impl Effects {
             for a in argv {
                 self.arena.push(a);
             }
-            self.ops.push(Op { db: db as u32, first, argc: argv.len() as u32 });
+            self.ops.push(Op { db: db as u32, first, argc: argv.len() as u32, repl_only: false });
         }
     }
 
@@ -437,7 +477,8 @@ impl Effects {
         if self.want.propagate {
             let first = self.arena.push(b"DEL");
             self.arena.push(key);
-            self.ops.insert(self.cmd_ops, Op { db: db as u32, first, argc: 2 });
+            let op = Op { db: db as u32, first, argc: 2, repl_only: false };
+            self.ops.insert(self.cmd_ops, op);
             self.cmd_ops += 1;
         }
         self.key(db, key);
@@ -462,6 +503,15 @@ impl Effects {
         self.forced = true;
     }
 
+    /// Propagates the running command to replicas only, whatever its
+    /// dirty count (Redis's `forceCommandPropagation(c, PROPAGATE_REPL)`:
+    /// PUBLISH, so that a replica's subscribers get the message; the AOF
+    /// does not hold it).
+    pub fn force_replicas_only(&mut self) {
+        self.forced = true;
+        self.repl_only = true;
+    }
+
     /// Ends the running command: it is propagated if it dirtied anything
     /// (or was forced). Returns its dirty count.
     #[inline]
@@ -473,6 +523,7 @@ impl Effects {
         }
         self.dirty = 0;
         self.forced = false;
+        self.repl_only = false;
         self.own = Own::AsIs;
         d
     }
@@ -486,10 +537,11 @@ impl Effects {
                     for a in argv {
                         self.arena.push(a);
                     }
-                    self.ops.push(Op { db: db as u32, first, argc: argv.len() as u32 });
+                    let argc = argv.len() as u32;
+                    self.ops.push(Op { db: db as u32, first, argc, repl_only: self.repl_only });
                 }
                 Own::Rewritten { first, argc } => {
-                    self.ops.push(Op { db: db as u32, first, argc });
+                    self.ops.push(Op { db: db as u32, first, argc, repl_only: self.repl_only });
                 }
                 Own::Prevented => {}
             }
@@ -558,7 +610,20 @@ pub struct StreamWriter {
 impl StreamWriter {
     /// Appends a unit's commands to `out` as owned argument vectors.
     pub fn write(&mut self, unit: &Unit<'_>, out: &mut Vec<Vec<Vec<u8>>>) {
-        for (db, argv) in unit.commands() {
+        self.write_cmds(unit.commands(), out);
+    }
+
+    /// [`write`](Self::write) as replicas get the unit.
+    pub fn write_for_replicas(&mut self, unit: &Unit<'_>, out: &mut Vec<Vec<Vec<u8>>>) {
+        self.write_cmds(unit.replica_commands(), out);
+    }
+
+    fn write_cmds<'a>(
+        &mut self,
+        cmds: impl Iterator<Item = (Option<usize>, Vec<&'a [u8]>)>,
+        out: &mut Vec<Vec<Vec<u8>>>,
+    ) {
+        for (db, argv) in cmds {
             if let Some(db) = db {
                 if self.selected != Some(db) {
                     self.selected = Some(db);
@@ -573,17 +638,29 @@ impl StreamWriter {
     pub fn write_resp(&mut self, unit: &Unit<'_>, out: &mut Vec<u8>) {
         let mut cmds = Vec::new();
         self.write(unit, &mut cmds);
-        for argv in cmds {
-            out.push(b'*');
-            out.extend_from_slice(argv.len().to_string().as_bytes());
+        resp_into(cmds, out);
+    }
+
+    /// Appends a unit's commands to `out` in RESP, as replicas get them.
+    pub fn write_resp_for_replicas(&mut self, unit: &Unit<'_>, out: &mut Vec<u8>) {
+        let mut cmds = Vec::new();
+        self.write_for_replicas(unit, &mut cmds);
+        resp_into(cmds, out);
+    }
+}
+
+/// Commands in RESP, as a replica or the AOF reads them.
+fn resp_into(cmds: Vec<Vec<Vec<u8>>>, out: &mut Vec<u8>) {
+    for argv in cmds {
+        out.push(b'*');
+        out.extend_from_slice(argv.len().to_string().as_bytes());
+        out.extend_from_slice(b"\r\n");
+        for a in argv {
+            out.push(b'$');
+            out.extend_from_slice(a.len().to_string().as_bytes());
             out.extend_from_slice(b"\r\n");
-            for a in argv {
-                out.push(b'$');
-                out.extend_from_slice(a.len().to_string().as_bytes());
-                out.extend_from_slice(b"\r\n");
-                out.extend_from_slice(&a);
-                out.extend_from_slice(b"\r\n");
-            }
+            out.extend_from_slice(&a);
+            out.extend_from_slice(b"\r\n");
         }
     }
 }
@@ -634,7 +711,7 @@ impl Consumer for Recorder {
         let mut g = self.inner.lock();
         let mut w = StreamWriter { selected: g.writer_db };
         let mut cmds = Vec::new();
-        w.write(unit, &mut cmds);
+        w.write_for_replicas(unit, &mut cmds);
         g.writer_db = w.selected;
         g.stream.extend(cmds);
         for e in unit.events() {

@@ -41,6 +41,8 @@ pub enum CmdError {
     /// Writes refused after a failed background save
     /// (`stop-writes-on-bgsave-error`).
     Misconf,
+    /// Fewer good replicas than `min-replicas-to-write`.
+    NoReplicas,
     /// The dataset is being loaded.
     Loading,
     /// A script has run past `busy-reply-threshold`.
@@ -94,6 +96,7 @@ impl CmdError {
                  (stop-writes-on-bgsave-error option). Please check the Redis logs for details \
                  about the RDB error."
             }
+            CmdError::NoReplicas => "NOREPLICAS Not enough good replicas to write.",
             CmdError::Busy => {
                 "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE."
             }

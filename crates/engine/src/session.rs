@@ -48,6 +48,8 @@ pub struct ClientHandle {
     pub tracking: Mutex<crate::tracking::State>,
     /// In MONITOR mode (CLIENT LIST flag `O`).
     pub monitor: AtomicBool,
+    /// A replica following the replication stream (CLIENT LIST flag `S`).
+    pub replica: AtomicBool,
 }
 
 impl ClientHandle {
@@ -79,6 +81,7 @@ impl ClientHandle {
             subs: Default::default(),
             tracking: Mutex::new(crate::tracking::State::default()),
             monitor: AtomicBool::new(false),
+            replica: AtomicBool::new(false),
         }
     }
 
@@ -186,6 +189,10 @@ pub struct Session {
     /// As of `conf_epoch`: the shortest call (µs) the slow log or the
     /// latency monitor wants to see (`slowlog::slow_threshold`).
     pub slow_us: u64,
+    /// `min-replicas-to-write` when it applies (with a non-zero
+    /// `min-replicas-max-lag`), else 0: writes then need that many good
+    /// replicas.
+    pub min_replicas: i64,
     /// Set while a blocked client's command runs again to be served: the
     /// key that became ready (see [`crate::blocking`]).
     pub serving: Option<Box<[u8]>>,
@@ -209,6 +216,9 @@ pub struct Session {
     /// Arguments of the running command MONITOR must not show (bit i:
     /// argv[i]), set by AUTH and HELLO.
     pub redact: u64,
+    /// What the client said with REPLCONF, and its SYNC/PSYNC request
+    /// (the connection then becomes a replica).
+    pub replica: Option<Box<crate::commands::repl::Handshake>>,
 }
 
 /// The configuration a session starts with, before its first refresh.
@@ -242,6 +252,7 @@ impl Session {
             pause: (i64::MIN, crate::shared::Pause::default()),
             plain: false,
             slow_us: u64::MAX,
+            min_replicas: 0,
             serving: None,
             subs: crate::pubsub::Subs::default(),
             pushed: None,
@@ -250,6 +261,7 @@ impl Session {
             caching: false,
             monitor: false,
             redact: 0,
+            replica: None,
         }
     }
 
@@ -301,7 +313,10 @@ impl Session {
         // A failed BGSAVE may refuse writes (stop-writes-on-bgsave-error);
         // its status changes move the epoch, as a busy script does.
         let bgsave_ok = shared.persist.last_bgsave_ok.load(Ordering::Relaxed);
+        let (to_write, max_lag) = crate::commands::repl::min_replicas(&self.conf);
+        self.min_replicas = if max_lag > 0 { to_write } else { 0 };
         self.plain = self.conf.maxmemory == 0
+            && self.min_replicas == 0
             && !shared.is_loading()
             && !paused
             && bgsave_ok

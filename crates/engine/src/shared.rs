@@ -183,6 +183,8 @@ pub struct Shared {
     pub aof: OnceLock<std::sync::Arc<dyn crate::snapshot::AppendOnly>>,
     /// What INFO persistence reports.
     pub persist: crate::snapshot::PersistState,
+    /// The replication stream the server installed (SYNC, PSYNC, WAIT…).
+    pub replication: OnceLock<Arc<dyn crate::commands::repl::Replication>>,
     /// The script cache (EVAL, SCRIPT LOAD).
     pub scripts: crate::script::Cache,
     /// Pub/sub channels, patterns and shard channels.
@@ -261,6 +263,7 @@ impl Shared {
             snapshots: OnceLock::new(),
             aof: OnceLock::new(),
             persist: crate::snapshot::PersistState::new(unix_ms() / 1000),
+            replication: OnceLock::new(),
             scripts: crate::script::Cache::default(),
             pubsub: Arc::default(),
             tracker: Arc::default(),
@@ -379,6 +382,8 @@ impl Shared {
         let now = self.clock.now_ms();
         let started = Instant::now();
         let n = self.store.active_expire_cycle(part, parts, now, budget, &mut |db, key| {
+            // With the key's stripe held (see `dispatch::call`).
+            fx.sync(&self.effects);
             fx.begin_command();
             fx.expired(db, key);
             fx.finish_unit();

@@ -34,6 +34,18 @@ pub trait Snapshots: Send + Sync {
     fn bgsave(&self, dirty: u64, holding_stripes: bool) -> Result<(), String>;
     /// DEBUG RELOAD: save (unless `!save`), empty the keyspace, load the file.
     fn reload(&self, save: bool, dirty: u64) -> Result<(), String>;
+    /// Writes a point-in-time RDB of the data set to `out` (a full
+    /// resynchronisation's payload), once no other snapshot runs;
+    /// `at_instant` runs at the snapshot's instant, with every stripe
+    /// locked, before anything is written. The caller holds no stripe.
+    fn snapshot_to(
+        &self,
+        out: &mut dyn std::io::Write,
+        at_instant: &mut dyn FnMut(),
+    ) -> Result<(), String> {
+        let _ = (out, at_instant);
+        Err("snapshots to a stream are not available in this process".into())
+    }
 }
 
 /// The append-only file, as the engine's commands reach it (the server

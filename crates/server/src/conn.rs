@@ -118,6 +118,12 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream) {
     };
     conn.limits = ConnLimits::load(&shared, conn.sess.authenticated);
     let ended = conn.run(&notify).await;
+    if ended.is_ok() && conn.sess.replica.as_ref().is_some_and(|h| h.sync.is_some()) {
+        let input = conn.rbuf[conn.rpos..].to_vec();
+        let Conn { sess, .. } = conn;
+        become_replica(shared, stream, sess, input);
+        return;
+    }
     if log::enabled(log::Level::Verbose) {
         let h = &conn.sess.handle;
         let why = ended.err().map(|e| format!(" ({e})")).unwrap_or_default();
@@ -129,6 +135,18 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream) {
     let Conn { mut sess, .. } = conn;
     *sess.handle.waker.lock() = None;
     shared.disconnect(&mut sess);
+}
+
+/// SYNC or PSYNC ran: the connection, its replies written, becomes a
+/// replica — its socket, session and unread input go to the server's
+/// replication (`crate::repl`), which runs it from now on.
+fn become_replica(shared: Arc<Shared>, stream: TcpStream, mut sess: Session, input: Vec<u8>) {
+    let hs = sess.replica.take().map(|h| *h).unwrap_or_default();
+    *sess.handle.waker.lock() = None;
+    match stream.into_std() {
+        Ok(sock) => crate::repl::take_over(shared, sock, sess, hs, input),
+        Err(_) => shared.disconnect(&mut sess),
+    }
 }
 
 struct Conn<'a> {

@@ -15,6 +15,7 @@ mod conn;
 mod net;
 mod persistence;
 mod process;
+mod repl;
 
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
@@ -162,6 +163,7 @@ fn main() {
     shared.mem_startup.store(startup, std::sync::atomic::Ordering::Relaxed);
     persistence::install(&shared);
     let aof = aof::install(&shared);
+    repl::install(&shared);
     let listeners = match net::bind_all(&shared) {
         Ok(l) => l,
         Err(e) => {

@@ -10,7 +10,7 @@
 //! file I/O outside any lock.
 
 use std::fs::File;
-use std::io::{self, BufWriter};
+use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
@@ -200,15 +200,23 @@ impl SnapshotHook for Capture {
 /// is when [`store::Store::begin_snapshot`] returns; the saver then walks
 /// the stripes, and a write reaching a stripe first captures it as it was.
 pub fn write_file(sh: &Shared, started: Started, tmp: &PathBuf, aof_base: bool) -> io::Result<()> {
-    let Started { cap, sizes, cfg } = started;
-    let store = &sh.store;
     let f = match File::create(tmp) {
         Ok(f) => f,
         Err(e) => {
-            store.end_snapshot();
+            sh.store.end_snapshot();
             return Err(e);
         }
     };
+    let bw = write_rdb(sh, started, BufWriter::new(f), aof_base)?;
+    let f = bw.into_inner().map_err(|e| e.into_error())?;
+    f.sync_all()
+}
+
+/// Writes the snapshot `started` as an RDB to `out` and ends the snapshot
+/// (whatever happens); returns `out`.
+fn write_rdb<W: Write>(sh: &Shared, started: Started, out: W, aof_base: bool) -> io::Result<W> {
+    let Started { cap, sizes, cfg } = started;
+    let store = &sh.store;
     let now = unix_ms();
     let used = sh.mem_stats().used_memory as i64;
     let aux = [
@@ -218,7 +226,7 @@ pub fn write_file(sh: &Shared, started: Started, tmp: &PathBuf, aof_base: bool) 
         ("used-mem", Aux::Int(used)),
         ("aof-base", Aux::Int(i64::from(aof_base))),
     ];
-    let mut w = Writer::new(BufWriter::new(f), &aux, cfg.rdbcompression, cfg.rdbchecksum);
+    let mut w = Writer::new(out, &aux, cfg.rdbcompression, cfg.rdbchecksum);
     let delay = u64::try_from(cfg.rdb_key_save_delay).unwrap_or(0);
     let mut started = vec![false; sizes.len()];
     let mut current = usize::MAX;
@@ -268,9 +276,7 @@ pub fn write_file(sh: &Shared, started: Started, tmp: &PathBuf, aof_base: bool) 
     cap.drained.notify_all();
     store.end_snapshot();
     result?;
-    let bw = w.finish()?;
-    let f = bw.into_inner().map_err(|e| e.into_error())?;
-    f.sync_all()
+    w.finish()
 }
 
 /// Loads `dbfilename` if it exists. `Ok(None)` when there is no file.
@@ -452,6 +458,16 @@ impl Snapshots for Rdb {
             return Err(e.to_string());
         }
         Ok(())
+    }
+
+    fn snapshot_to(&self, out: &mut dyn Write, at_instant: &mut dyn FnMut()) -> Result<(), String> {
+        let sh = self.shared()?;
+        self.acquire();
+        let started = begin_then(&sh, at_instant);
+        let res = write_rdb(&sh, started, BufWriter::with_capacity(64 * 1024, out), false)
+            .and_then(|mut w| w.flush());
+        self.release();
+        res.map_err(|e| e.to_string())
     }
 
     fn reload(&self, save: bool, dirty: u64) -> Result<(), String> {

@@ -52,6 +52,7 @@ files! {
     hashes => "hashes.txt",
     sets => "sets.txt",
     sort => "sort.txt",
+    publish => "publish.txt",
     bitmaps => "bitmaps.txt",
     hyperloglog => "hyperloglog.txt",
     geo => "geo.txt",

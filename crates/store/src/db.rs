@@ -645,7 +645,8 @@ impl Store {
     /// [`begin_snapshot`](Self::begin_snapshot), calling `at_instant` while
     /// every stripe is held: whatever it does happens at the snapshot's
     /// instant, after every write the snapshot holds and before any it
-    /// does not (the AOF switches to a new incremental file there).
+    /// does not (the AOF switches to a new incremental file there; a
+    /// replica's place in the replication stream is read there).
     pub fn begin_snapshot_then(
         &self,
         hook: Arc<dyn SnapshotHook>,

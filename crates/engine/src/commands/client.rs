@@ -329,10 +329,14 @@ fn parse_type(name: &[u8]) -> Result<ClientType, CmdError> {
     })
 }
 
-/// The class of a client. Replication and pub/sub do not exist yet, so
-/// every client is normal; they will report through the handle.
-fn client_type(_h: &ClientHandle) -> ClientType {
-    ClientType::Normal
+/// The class of a client: a replica is one; pub/sub does not report
+/// through the handle yet, so every other client is normal.
+fn client_type(h: &ClientHandle) -> ClientType {
+    if crate::commands::repl::is_replica(h) {
+        ClientType::Replica
+    } else {
+        ClientType::Normal
+    }
 }
 
 // ---- CLIENT LIST / INFO ---------------------------------------------------
@@ -366,6 +370,9 @@ fn me(cx: &Ctx, args: &Args, out: &ReplyBuf) -> Me {
 fn client_line(buf: &mut Vec<u8>, h: &ClientHandle, now_ms: i64, me: &Me) {
     let is_me = h.id == me.id;
     let mut flags = String::new();
+    if crate::commands::repl::is_replica(h) {
+        flags.push('S');
+    }
     if h.monitor.load(Ordering::Relaxed) {
         flags.push('O');
     }

@@ -215,7 +215,9 @@ fn section(cx: &mut Ctx, name: &str, t: &mut String, counts: &mut Counts) {
         }
         "clients" => {
             line!("# Clients");
-            line!("connected_clients:{}", sh.connected_clients());
+            // Replicas are not counted here (Redis: clients - slaves).
+            let replicas = crate::commands::repl::view(sh).replicas.len();
+            line!("connected_clients:{}", sh.connected_clients().saturating_sub(replicas));
             line!("cluster_connections:0");
             line!("maxclients:{}", cfg.maxclients);
             line!("client_recent_max_input_buffer:0");
@@ -378,9 +380,10 @@ fn section(cx: &mut Ctx, name: &str, t: &mut String, counts: &mut Counts) {
             line!("instantaneous_input_repl_kbps:0.00");
             line!("instantaneous_output_repl_kbps:0.00");
             line!("rejected_connections:{}", ld(&st.rejected_connections));
-            line!("sync_full:0");
-            line!("sync_partial_ok:0");
-            line!("sync_partial_err:0");
+            let (full, ok, err) = crate::commands::repl::sync_stats(sh);
+            line!("sync_full:{full}");
+            line!("sync_partial_ok:{ok}");
+            line!("sync_partial_err:{err}");
             line!("expired_keys:{expired}");
             line!("expired_stale_perc:0.00");
             line!("expired_time_cap_reached_count:0");
@@ -431,22 +434,7 @@ fn section(cx: &mut Ctx, name: &str, t: &mut String, counts: &mut Counts) {
                 line!("{f}:0");
             }
         }
-        "replication" => {
-            // A replication id of its own, derived from the run id.
-            let replid: String = sh.run_id.chars().rev().collect();
-            line!("# Replication");
-            line!("role:master");
-            line!("connected_slaves:0");
-            line!("master_failover_state:no-failover");
-            line!("master_replid:{replid}");
-            line!("master_replid2:0000000000000000000000000000000000000000");
-            line!("master_repl_offset:0");
-            line!("second_repl_offset:-1");
-            line!("repl_backlog_active:0");
-            line!("repl_backlog_size:{}", cfg.repl_backlog_size);
-            line!("repl_backlog_first_byte_offset:0");
-            line!("repl_backlog_histlen:0");
-        }
+        "replication" => crate::commands::repl::info_section(sh, t),
         "cpu" => {
             let (sys, user) = rusage(libc::RUSAGE_SELF);
             let (csys, cuser) = rusage(libc::RUSAGE_CHILDREN);

@@ -22,6 +22,7 @@ pub mod memory;
 pub mod monitor;
 pub mod persist;
 pub mod pubsub;
+pub mod repl;
 pub mod server;
 pub mod set;
 pub mod slowlog;
@@ -63,6 +64,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     slowlog::COMMANDS,
     latency::COMMANDS,
     memory::COMMANDS,
+    repl::COMMANDS,
 ];
 
 /// All top-level commands.

@@ -280,6 +280,9 @@ fn publish_with(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf, shard: bool) 
         pushed(cx, out);
     }
     out.int(n as i64);
+    // Replicas get it, so that their subscribers do (Redis 7.0 outside
+    // cluster mode; the AOF does not hold it).
+    cx.sess.fx.force_replicas_only();
     Ok(())
 }
 

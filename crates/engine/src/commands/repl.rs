@@ -1,0 +1,405 @@
+//! Replication, master side: SYNC, PSYNC, REPLCONF, WAIT, ROLE, REPLICAOF
+//! (and SLAVEOF), and the `# Replication` section of INFO.
+//!
+//! The stream itself — the backlog fed from the effects record, full and
+//! partial resynchronisation, the replica connections — is the server's
+//! (`crates/server/src/repl.rs`), behind the [`Replication`] seam, as the
+//! RDB codec is behind [`crate::snapshot::Snapshots`]. The commands here
+//! only parse, answer what they can, and hand over: `SYNC`/`PSYNC` record
+//! the request in the session's [`Handshake`] and end the connection's
+//! command loop; the connection layer then gives the socket to the
+//! server's replication, which answers `+FULLRESYNC` or `+CONTINUE`.
+//!
+//! Sluice is always a master: `REPLICAOF host port` is refused with a
+//! clear error (`REPLICAOF NO ONE` answers `+OK`, as on a Redis master).
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use resp::ReplyBuf;
+
+use crate::blocking::Waiter;
+use crate::ctx::{eq_ic, parse_i64, Args, Ctx};
+use crate::error::{CmdError, CmdResult};
+use crate::shared::Shared;
+use crate::spec::{CommandSpec, Flags, Group, KeySpec};
+
+/// What the server's replication does for the commands.
+pub trait Replication: Send + Sync {
+    /// The state INFO replication and ROLE report.
+    fn view(&self) -> View;
+    /// `master_repl_offset` now.
+    fn offset(&self) -> i64;
+    /// How many online replicas acknowledged `offset` or more.
+    fn acked(&self, offset: i64) -> usize;
+    /// Parks a WAIT: `w` is served once `numreplicas` replicas acknowledged
+    /// `offset`; the replicas are asked for an acknowledgement now
+    /// (`REPLCONF GETACK *`).
+    fn wait(&self, w: Arc<Waiter>, offset: i64, numreplicas: usize);
+    /// `sync_full`, `sync_partial_ok`, `sync_partial_err` (INFO stats).
+    fn sync_stats(&self) -> (u64, u64, u64);
+    /// Online replicas that acknowledged within `min-replicas-max-lag`.
+    fn good_replicas(&self) -> usize;
+}
+
+/// One replica as INFO (`slaveN:`) and ROLE show it.
+#[derive(Clone, Debug)]
+pub struct ReplicaView {
+    pub ip: String,
+    pub port: u16,
+    /// `wait_bgsave`, `send_bulk` or `online`.
+    pub state: &'static str,
+    /// The offset it last acknowledged.
+    pub ack_offset: i64,
+    /// Seconds since its last acknowledgement.
+    pub lag: i64,
+}
+
+/// The replication state as INFO replication reports it.
+#[derive(Clone, Debug)]
+pub struct View {
+    pub replid: String,
+    pub replid2: String,
+    pub offset: i64,
+    pub second_offset: i64,
+    /// The backlog while one exists: (first byte's offset, bytes held).
+    pub backlog: Option<(i64, i64)>,
+    pub replicas: Vec<ReplicaView>,
+    /// Replicas whose lag is within `min-replicas-max-lag` (reported when
+    /// `min-replicas-to-write` is set).
+    pub good_replicas: usize,
+}
+
+/// What a client said with REPLCONF before it asked to SYNC, and the
+/// request that turns its connection into a replica.
+#[derive(Clone, Debug, Default)]
+pub struct Handshake {
+    /// `REPLCONF listening-port`.
+    pub listening_port: u16,
+    /// `REPLCONF ip-address` (else the peer's address is shown).
+    pub ip: Option<String>,
+    /// `REPLCONF capa eof`: can read a diskless (EOF-marked) payload.
+    pub capa_eof: bool,
+    /// `REPLCONF capa psync2`: understands `+CONTINUE <replid>`.
+    pub capa_psync2: bool,
+    /// Set by SYNC/PSYNC: the connection becomes a replica.
+    pub sync: Option<SyncRequest>,
+}
+
+/// How the replica asked to synchronise.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SyncRequest {
+    /// The old `SYNC`: a full resynchronisation, no `+FULLRESYNC` line.
+    Sync,
+    /// `PSYNC replid offset` (`?` and `-1` ask for a full one).
+    Psync { replid: Vec<u8>, offset: i64 },
+}
+
+/// The session's handshake, created by its first REPLCONF.
+fn handshake<'s>(cx: &'s mut Ctx) -> &'s mut Handshake {
+    cx.sess.replica.get_or_insert_with(Default::default)
+}
+
+const ADMIN: Flags = Flags::ADMIN.union(Flags::NOSCRIPT);
+const SYNC_FLAGS: Flags = ADMIN.union(Flags::NO_ASYNC_LOADING).union(Flags::NO_MULTI);
+
+pub const COMMANDS: &[CommandSpec] = &[
+    CommandSpec::new(
+        "SYNC",
+        1,
+        SYNC_FLAGS,
+        KeySpec::None,
+        Group::Server,
+        "Internal command used for replication",
+        sync,
+    )
+    .since("1.0.0"),
+    CommandSpec::new(
+        "PSYNC",
+        -3,
+        SYNC_FLAGS,
+        KeySpec::None,
+        Group::Server,
+        "Internal command used for replication",
+        psync,
+    )
+    .since("2.8.0"),
+    CommandSpec::new(
+        "REPLCONF",
+        -1,
+        ADMIN.union(Flags::LOADING).union(Flags::STALE).union(Flags::ALLOW_BUSY),
+        KeySpec::None,
+        Group::Server,
+        "An internal command for configuring the replication stream",
+        replconf,
+    )
+    .since("3.0.0")
+    .complexity("O(1)"),
+    CommandSpec::new(
+        "WAIT",
+        3,
+        Flags::NOSCRIPT,
+        KeySpec::None,
+        Group::Generic,
+        "Wait for the synchronous replication of all the write commands sent in the context of \
+         the current connection",
+        wait,
+    )
+    .since("3.0.0")
+    .complexity("O(1)"),
+    CommandSpec::new(
+        "ROLE",
+        1,
+        Flags::NOSCRIPT.union(Flags::LOADING).union(Flags::STALE).union(Flags::FAST),
+        KeySpec::None,
+        Group::Server,
+        "Return the role of the instance in the context of replication",
+        role,
+    )
+    .since("2.8.12")
+    .complexity("O(1)"),
+    CommandSpec::new(
+        "REPLICAOF",
+        3,
+        ADMIN.union(Flags::STALE).union(Flags::NO_ASYNC_LOADING),
+        KeySpec::None,
+        Group::Server,
+        "Make the server a replica of another instance, or promote it as master.",
+        replicaof,
+    )
+    .since("5.0.0")
+    .complexity("O(1)"),
+    CommandSpec::new(
+        "SLAVEOF",
+        3,
+        ADMIN.union(Flags::STALE).union(Flags::NO_ASYNC_LOADING),
+        KeySpec::None,
+        Group::Server,
+        "Make the server a replica of another instance, or promote it as master.",
+        replicaof,
+    )
+    .since("1.0.0")
+    .complexity("O(1)"),
+];
+
+fn replication(sh: &Shared) -> Option<Arc<dyn Replication>> {
+    sh.replication.get().cloned()
+}
+
+fn sync(cx: &mut Ctx, _args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    request_sync(cx, out, SyncRequest::Sync)
+}
+
+fn psync(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let replid = args.req()?.to_vec();
+    let offset = parse_i64(args.req()?)?;
+    request_sync(cx, out, SyncRequest::Psync { replid, offset })
+}
+
+/// Turns the connection into a replica once this reply (none) is out.
+fn request_sync(cx: &mut Ctx, out: &mut ReplyBuf, req: SyncRequest) -> CmdResult {
+    if cx.sess.replica.as_ref().is_some_and(|h| h.sync.is_some()) {
+        return Ok(());
+    }
+    if replication(cx.shared).is_none() {
+        return Err(CmdError::err("replication is not available in this process"));
+    }
+    if !out.is_empty() {
+        return Err(CmdError::err("SYNC and PSYNC are invalid with pending output"));
+    }
+    handshake(cx).sync = Some(req);
+    // The connection stops running commands; the server's replication
+    // takes the socket over (see the module docs).
+    cx.sess.close_after_reply = true;
+    Ok(())
+}
+
+fn replconf(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let argv = args.argv();
+    if argv.len().is_multiple_of(2) {
+        return Err(CmdError::Syntax);
+    }
+    for pair in argv[1..].chunks(2) {
+        let (opt, val) = (pair[0], pair[1]);
+        if eq_ic(opt, "listening-port") {
+            let port = parse_i64(val)?;
+            handshake(cx).listening_port = port as u16;
+        } else if eq_ic(opt, "ip-address") {
+            if val.len() >= 46 {
+                return Err(CmdError::Msg(
+                    format!(
+                        "ERR REPLCONF ip-address provided by replica instance is too long: {} \
+                         bytes",
+                        val.len()
+                    )
+                    .into(),
+                ));
+            }
+            handshake(cx).ip = Some(String::from_utf8_lossy(val).into_owned());
+        } else if eq_ic(opt, "capa") {
+            if eq_ic(val, "eof") {
+                handshake(cx).capa_eof = true;
+            } else if eq_ic(val, "psync2") {
+                handshake(cx).capa_psync2 = true;
+            }
+        } else if eq_ic(opt, "ack") || eq_ic(opt, "getack") {
+            // From a client that is not a replica (a replica's ACKs are
+            // read by the server's replication), and GETACK on a master:
+            // Redis answers nothing at all.
+            return Ok(());
+        } else if eq_ic(opt, "rdb-only") {
+            // Accepted (redis-cli --rdb sends it); the replica is sent the
+            // snapshot and the stream as any other.
+            parse_i64(val)?;
+        } else {
+            let mut e = b"ERR Unrecognized REPLCONF option: ".to_vec();
+            e.extend_from_slice(opt);
+            return Err(CmdError::Bytes(e));
+        }
+    }
+    out.ok();
+    Ok(())
+}
+
+fn wait(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let numreplicas = args.i64()?;
+    let timeout = parse_timeout_ms(args.req()?)?;
+    let Some(repl) = replication(cx.shared) else {
+        out.int(0);
+        return Ok(());
+    };
+    let offset = repl.offset();
+    let acked = repl.acked(offset);
+    if acked as i64 >= numreplicas || !cx.may_block() {
+        out.int(acked as i64);
+        return Ok(());
+    }
+    let r = repl.clone();
+    let argv = args.argv();
+    let w = crate::blocking::block_keyless(
+        cx,
+        argv,
+        timeout,
+        Box::new(move || {
+            let mut b = ReplyBuf::new();
+            b.int(r.acked(offset) as i64);
+            b.to_vec()
+        }),
+    );
+    repl.wait(w, offset, numreplicas.max(0) as usize);
+    Ok(())
+}
+
+/// WAIT's timeout: milliseconds, with Redis's texts.
+fn parse_timeout_ms(a: &[u8]) -> Result<i64, CmdError> {
+    let ms = parse_i64(a).map_err(|_| CmdError::TimeoutNotInteger)?;
+    if ms < 0 {
+        return Err(CmdError::err("timeout is negative"));
+    }
+    Ok(ms)
+}
+
+fn role(cx: &mut Ctx, _args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let view = view(cx.shared);
+    out.array(3);
+    out.bulk(b"master");
+    out.int(view.offset);
+    let online: Vec<_> = view.replicas.iter().filter(|r| r.state == "online").collect();
+    out.array(online.len());
+    for r in online {
+        out.array(3);
+        out.bulk(r.ip.as_bytes());
+        out.bulk_int(i64::from(r.port));
+        out.bulk_int(r.ack_offset);
+    }
+    Ok(())
+}
+
+fn replicaof(_cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let (host, port) = (args.req()?, args.req()?);
+    if eq_ic(host, "NO") && eq_ic(port, "ONE") {
+        // Already a master: nothing to do (Redis answers +OK too).
+        out.ok();
+        return Ok(());
+    }
+    Err(CmdError::err(
+        "Sluice cannot be a replica: REPLICAOF <host> <port> is not supported (Sluice is a \
+         master that Redis replicas can follow; see docs/replication.md)",
+    ))
+}
+
+/// The replication state, or a master's with no replica ever attached
+/// when the process installed no replication (engine tests).
+pub fn view(sh: &Shared) -> View {
+    match replication(sh) {
+        Some(r) => r.view(),
+        None => View {
+            replid: sh.run_id.chars().rev().collect(),
+            replid2: "0".repeat(40),
+            offset: 0,
+            second_offset: -1,
+            backlog: None,
+            replicas: Vec::new(),
+            good_replicas: 0,
+        },
+    }
+}
+
+/// Replicas that count for `min-replicas-to-write` (none without
+/// replication).
+pub fn good_replicas(sh: &Shared) -> usize {
+    replication(sh).map_or(0, |r| r.good_replicas())
+}
+
+/// `sync_full`, `sync_partial_ok`, `sync_partial_err`.
+pub fn sync_stats(sh: &Shared) -> (u64, u64, u64) {
+    replication(sh).map_or((0, 0, 0), |r| r.sync_stats())
+}
+
+/// INFO's `# Replication` section, master side, in Redis 7.0's order.
+pub fn info_section(sh: &Shared, t: &mut String) {
+    use std::fmt::Write;
+    let v = view(sh);
+    let cfg = sh.config.read();
+    let (backlog_size, min_to_write) = (cfg.repl_backlog_size, min_replicas(&cfg).0);
+    drop(cfg);
+    let _ = write!(t, "# Replication\r\nrole:master\r\nconnected_slaves:{}\r\n", v.replicas.len());
+    if min_to_write > 0 {
+        let _ = write!(t, "min_slaves_good_slaves:{}\r\n", v.good_replicas);
+    }
+    for (i, r) in v.replicas.iter().enumerate() {
+        let _ = write!(
+            t,
+            "slave{i}:ip={},port={},state={},offset={},lag={}\r\n",
+            r.ip, r.port, r.state, r.ack_offset, r.lag
+        );
+    }
+    let (first, histlen) = v.backlog.unwrap_or((0, 0));
+    let _ = write!(
+        t,
+        "master_failover_state:no-failover\r\nmaster_replid:{}\r\nmaster_replid2:{}\r\n\
+         master_repl_offset:{}\r\nsecond_repl_offset:{}\r\nrepl_backlog_active:{}\r\n\
+         repl_backlog_size:{backlog_size}\r\nrepl_backlog_first_byte_offset:{first}\r\n\
+         repl_backlog_histlen:{histlen}\r\n",
+        v.replid,
+        v.replid2,
+        v.offset,
+        v.second_offset,
+        u8::from(v.backlog.is_some()),
+    );
+}
+
+/// `min-replicas-to-write` and `min-replicas-max-lag`.
+pub fn min_replicas(cfg: &crate::config::Config) -> (i64, i64) {
+    let num = |n: &str| {
+        cfg.get_by_name(n)
+            .and_then(|v| std::str::from_utf8(&v).ok().and_then(|s| s.parse().ok()))
+            .unwrap_or(0)
+    };
+    (num("min-replicas-to-write"), num("min-replicas-max-lag"))
+}
+
+/// Whether the client is a replica (CLIENT LIST flag `S`, type `replica`).
+pub fn is_replica(h: &crate::session::ClientHandle) -> bool {
+    h.replica.load(Ordering::Relaxed)
+}

@@ -1,0 +1,889 @@
+//! The replication stream, master side: what a Redis replica connected
+//! with `replicaof <sluice>` reads.
+//!
+//! - **The stream** is the effects record: a consumer ([`Feed`]) turns
+//!   every execution unit into RESP (`SELECT` when the database changes,
+//!   `MULTI`/`EXEC` around a unit of several operations) and appends it to
+//!   one buffer under one mutex. The consumer runs while the unit's
+//!   stripes are locked, so for every key the buffer's order is the order
+//!   of execution. `master_repl_offset` counts the bytes appended, as
+//!   Redis counts them. The consumer exists only while a backlog does
+//!   (from the first replica on, as in Redis): without one, writes record
+//!   nothing for it.
+//! - **The buffer** keeps the last `repl-backlog-size` bytes (the backlog
+//!   a partial resynchronisation reads) and whatever a connected replica
+//!   has not been sent yet (Redis 7's shared replication buffer); a
+//!   replica that falls behind by more than the `replica` class of
+//!   `client-output-buffer-limit` is disconnected.
+//! - **A full resynchronisation** takes a point-in-time snapshot without
+//!   fork (`Snapshots::snapshot_to`); the replica's place in the stream is
+//!   taken inside the snapshot's instant, while every stripe is locked, so
+//!   the stream it is sent starts exactly after the snapshot's contents:
+//!   no write is lost or doubled. The payload goes out disk-based (`$len`
+//!   then the file) or, with `repl-diskless-sync yes` and a replica that
+//!   can read it, straight to the socket between `$EOF:<mark>` and the
+//!   mark.
+//! - **A replica connection** runs on two threads of its own, taken over
+//!   from the event loop after `SYNC`/`PSYNC`: one sends the payload and
+//!   then the stream, one reads `REPLCONF ACK`s (WAIT, lag, timeouts).
+//! - **The cron** (one thread) feeds a `PING` every
+//!   `repl-ping-replica-period`, applies the soft output limit, and frees
+//!   the backlog after `repl-backlog-ttl` without replicas.
+
+use std::collections::VecDeque;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use engine::blocking::Waiter;
+use engine::commands::repl::{Handshake, ReplicaView, Replication, SyncRequest, View};
+use engine::effects::{Consumer, StreamWriter, Unit, Want};
+use engine::log;
+use engine::shared::unix_ms;
+use engine::{Session, Shared};
+use parking_lot::{Condvar, Mutex};
+use resp::{ArgBuf, Limits, Parsed, ReplyBuf};
+
+/// `REPLCONF GETACK *`, as Redis feeds it to ask for acknowledgements.
+const GETACK: &[u8] = b"*3\r\n$8\r\nREPLCONF\r\n$6\r\nGETACK\r\n$1\r\n*\r\n";
+/// The keep-alive `PING` of `repl-ping-replica-period`.
+const PING: &[u8] = b"*1\r\n$4\r\nPING\r\n";
+/// Bytes of stream a sender copies out per lock.
+const CHUNK: usize = 256 * 1024;
+
+/// A replica's state as INFO shows it.
+const WAIT_BGSAVE: u8 = 0;
+const SEND_BULK: u8 = 1;
+const ONLINE: u8 = 2;
+
+/// The server's replication, installed into `Shared::replication`.
+pub struct Master {
+    shared: Weak<Shared>,
+    inner: Mutex<Inner>,
+    /// Signalled when the stream grows or a replica's state changes.
+    grown: Condvar,
+    sync_full: AtomicU64,
+    sync_partial_ok: AtomicU64,
+    sync_partial_err: AtomicU64,
+    next_id: AtomicU64,
+}
+
+struct Inner {
+    replid: String,
+    replid2: String,
+    second_offset: i64,
+    /// `master_repl_offset`: bytes ever appended to the stream.
+    offset: i64,
+    /// The stream's retained bytes, ending at `offset`; `None` until the
+    /// first replica (and after `repl-backlog-ttl` without one).
+    buf: Option<VecDeque<u8>>,
+    /// The consumer feeding `buf`, while it exists.
+    feed: Option<Arc<dyn Consumer>>,
+    writer: StreamWriter,
+    scratch: Vec<u8>,
+    replicas: Vec<Slot>,
+    waits: Vec<Wait>,
+    /// Unix seconds since when no replica is connected.
+    no_replicas_since: i64,
+}
+
+/// A connected replica and how far it has been sent the stream.
+struct Slot {
+    r: Arc<Replica>,
+    /// Stream bytes sent (its offset); `None` before its snapshot's
+    /// instant.
+    sent: Option<i64>,
+    /// Since when (unix ms) it is over the soft output limit.
+    soft_since: Option<i64>,
+}
+
+/// What other threads read of a replica.
+struct Replica {
+    id: u64,
+    name: String,
+    ip: String,
+    port: u16,
+    state: AtomicU8,
+    ack_offset: AtomicI64,
+    /// Unix seconds of the last acknowledgement.
+    ack_time: AtomicI64,
+    /// The stream flows (after a diskless payload: from the first ACK).
+    streaming: AtomicBool,
+    handle: Arc<engine::session::ClientHandle>,
+    sock: TcpStream,
+}
+
+impl Replica {
+    fn kill(&self) {
+        self.handle.killed.store(true, Ordering::Release);
+        let _ = self.sock.shutdown(std::net::Shutdown::Both);
+    }
+}
+
+/// A parked WAIT.
+struct Wait {
+    w: Arc<Waiter>,
+    offset: i64,
+    numreplicas: usize,
+}
+
+/// The effects-record consumer that feeds the stream.
+struct Feed(Weak<Master>);
+
+impl Consumer for Feed {
+    fn wants(&self) -> Want {
+        Want { propagate: true, events: false, keys: false }
+    }
+
+    fn unit(&self, unit: &Unit<'_>) {
+        if !unit.propagates() {
+            return;
+        }
+        if let Some(m) = self.0.upgrade() {
+            m.feed_unit(unit);
+        }
+    }
+}
+
+/// 40 random hex characters (a replication id, an EOF mark).
+fn random_hex() -> String {
+    let mut bytes = [0u8; 20];
+    let ok = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes));
+    if ok.is_err() {
+        let mut x = (engine::shared::unix_us() as u64) ^ (u64::from(std::process::id()) << 32);
+        for b in &mut bytes {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            *b = x as u8;
+        }
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Installs the replication into `shared` and starts its cron.
+pub fn install(shared: &Arc<Shared>) {
+    let m = Arc::new(Master {
+        shared: Arc::downgrade(shared),
+        inner: Mutex::new(Inner {
+            replid: random_hex(),
+            replid2: "0".repeat(40),
+            second_offset: -1,
+            offset: 0,
+            buf: None,
+            feed: None,
+            writer: StreamWriter::default(),
+            scratch: Vec::new(),
+            replicas: Vec::new(),
+            waits: Vec::new(),
+            no_replicas_since: unix_ms() / 1000,
+        }),
+        grown: Condvar::new(),
+        sync_full: AtomicU64::new(0),
+        sync_partial_ok: AtomicU64::new(0),
+        sync_partial_err: AtomicU64::new(0),
+        next_id: AtomicU64::new(0),
+    });
+    if let Some((host, port)) = &shared.config.read().replicaof {
+        log::warning(&format!(
+            "replicaof {host} {port} ignored: Sluice cannot be a replica (see \
+             docs/replication.md)"
+        ));
+    }
+    let _ = shared.replication.set(m.clone());
+    let _ = MASTER.set(Arc::downgrade(&m));
+    let weak = Arc::downgrade(&m);
+    let spawned = std::thread::Builder::new().name("repl-cron".into()).spawn(move || cron(weak));
+    if let Err(e) = spawned {
+        log::warning(&format!("Can't start the replication cron: {e}"));
+    }
+}
+
+/// A numeric configuration parameter (the replication ones are stored
+/// by name).
+fn conf_num(sh: &Shared, name: &str) -> i64 {
+    sh.config
+        .read()
+        .get_by_name(name)
+        .and_then(|v| std::str::from_utf8(&v).ok().and_then(|s| s.parse().ok()))
+        .unwrap_or(0)
+}
+
+fn conf_yes(sh: &Shared, name: &str) -> bool {
+    sh.config.read().get_by_name(name).is_some_and(|v| v == b"yes")
+}
+
+impl Master {
+    /// Appends one unit's commands to the stream (under the unit's locks).
+    fn feed_unit(&self, unit: &Unit<'_>) {
+        let mut g = self.inner.lock();
+        let inner = &mut *g;
+        if inner.buf.is_none() {
+            return;
+        }
+        inner.scratch.clear();
+        inner.writer.write_resp_for_replicas(unit, &mut inner.scratch);
+        let bytes = std::mem::take(&mut inner.scratch);
+        self.append(inner, &bytes);
+        inner.scratch = bytes;
+    }
+
+    /// Appends raw stream bytes (PING, GETACK), selecting nothing.
+    fn feed_raw(&self, bytes: &[u8]) {
+        let mut g = self.inner.lock();
+        if g.buf.is_some() {
+            self.append(&mut g, bytes);
+        }
+    }
+
+    fn append(&self, inner: &mut Inner, bytes: &[u8]) {
+        let Some(buf) = inner.buf.as_mut() else { return };
+        buf.extend(bytes);
+        inner.offset += bytes.len() as i64;
+        let Some(sh) = self.shared.upgrade() else { return };
+        let (size, hard) = {
+            let c = sh.config.read();
+            (c.repl_backlog_size.max(16 * 1024) as usize, c.obuf_replica.hard)
+        };
+        // The slowest connected replica's unsent bytes stay, within its
+        // output limit.
+        let mut oldest = inner.offset;
+        for s in &inner.replicas {
+            let Some(sent) = s.sent else { continue };
+            if hard > 0 && (inner.offset - sent) as u64 > hard {
+                if !s.r.handle.killed.load(Ordering::Relaxed) {
+                    log::warning(&format!(
+                        "Client id={} addr={} scheduled to be closed ASAP for overcoming of \
+                         output buffer limits.",
+                        s.r.id, s.r.name
+                    ));
+                    sh.stats.client_obuf_limit_disconnections.fetch_add(1, Ordering::Relaxed);
+                    s.r.kill();
+                }
+                continue;
+            }
+            oldest = oldest.min(sent);
+        }
+        let keep = (size as i64).max(inner.offset - oldest) as usize;
+        if buf.len() > keep {
+            let excess = buf.len() - keep;
+            buf.drain(..excess);
+        }
+        self.grown.notify_all();
+    }
+
+    /// Creates the backlog (first replica): a new replication id, and the
+    /// consumer that feeds it.
+    fn ensure_backlog(self: &Arc<Self>, sh: &Shared) {
+        let mut g = self.inner.lock();
+        if g.buf.is_some() {
+            return;
+        }
+        g.replid = random_hex();
+        g.replid2 = "0".repeat(40);
+        g.second_offset = -1;
+        g.buf = Some(VecDeque::new());
+        g.writer = StreamWriter::default();
+        let feed: Arc<dyn Consumer> = Arc::new(Feed(Arc::downgrade(self)));
+        g.feed = Some(feed.clone());
+        log::notice(&format!(
+            "Replication backlog created, my new replication IDs are '{}' and '{}'",
+            g.replid, g.replid2
+        ));
+        drop(g);
+        // Installed before any snapshot's instant: every write after that
+        // instant reaches the stream (see `dispatch::call`).
+        sh.add_consumer(feed);
+    }
+
+    /// Frees the backlog (`repl-backlog-ttl` without replicas).
+    fn free_backlog(&self, sh: &Shared, ttl: i64) {
+        let mut g = self.inner.lock();
+        if !g.replicas.is_empty() || g.buf.is_none() {
+            return;
+        }
+        g.buf = None;
+        g.replid = random_hex();
+        g.replid2 = "0".repeat(40);
+        g.second_offset = -1;
+        let feed = g.feed.take();
+        drop(g);
+        if let Some(f) = feed {
+            sh.remove_consumer(&f);
+        }
+        log::notice(&format!(
+            "Replication backlog freed after {ttl} seconds without connected replicas."
+        ));
+    }
+
+    /// Serves the WAITs that enough acknowledgements reached. A wait's
+    /// state is never locked under `inner` (its timeout reply counts
+    /// acknowledgements, under its state lock).
+    fn serve_waits(&self) {
+        let (waits, acks) = {
+            let mut g = self.inner.lock();
+            if g.waits.is_empty() {
+                return;
+            }
+            let acks: Vec<i64> = g
+                .replicas
+                .iter()
+                .filter(|s| s.r.state.load(Ordering::Relaxed) == ONLINE)
+                .map(|s| s.r.ack_offset.load(Ordering::Relaxed))
+                .collect();
+            (std::mem::take(&mut g.waits), acks)
+        };
+        let mut pending = Vec::new();
+        for w in waits {
+            if !engine::blocking::still_waiting(&w.w) {
+                continue;
+            }
+            let n = acks.iter().filter(|&&a| a >= w.offset).count();
+            if n >= w.numreplicas {
+                let mut b = ReplyBuf::new();
+                b.int(n as i64);
+                engine::blocking::serve_keyless(&w.w, b.to_vec());
+            } else {
+                pending.push(w);
+            }
+        }
+        if !pending.is_empty() {
+            self.inner.lock().waits.extend(pending);
+        }
+    }
+
+    fn remove(&self, id: u64) {
+        let mut g = self.inner.lock();
+        g.replicas.retain(|s| s.r.id != id);
+        if g.replicas.is_empty() {
+            g.no_replicas_since = unix_ms() / 1000;
+        }
+    }
+}
+
+impl Replication for Master {
+    fn view(&self) -> View {
+        let g = self.inner.lock();
+        let now = unix_ms() / 1000;
+        let max_lag = self.shared.upgrade().map_or(10, |sh| conf_num(&sh, "min-replicas-max-lag"));
+        let replicas: Vec<ReplicaView> = g
+            .replicas
+            .iter()
+            .map(|s| ReplicaView {
+                ip: s.r.ip.clone(),
+                port: s.r.port,
+                state: match s.r.state.load(Ordering::Relaxed) {
+                    WAIT_BGSAVE => "wait_bgsave",
+                    SEND_BULK => "send_bulk",
+                    _ => "online",
+                },
+                ack_offset: s.r.ack_offset.load(Ordering::Relaxed),
+                lag: now - s.r.ack_time.load(Ordering::Relaxed),
+            })
+            .collect();
+        let good = replicas.iter().filter(|r| r.state == "online" && r.lag <= max_lag).count();
+        View {
+            replid: g.replid.clone(),
+            replid2: g.replid2.clone(),
+            offset: g.offset,
+            second_offset: g.second_offset,
+            backlog: g.buf.as_ref().map(|b| (g.offset - b.len() as i64 + 1, b.len() as i64)),
+            replicas,
+            good_replicas: good,
+        }
+    }
+
+    fn offset(&self) -> i64 {
+        self.inner.lock().offset
+    }
+
+    fn acked(&self, offset: i64) -> usize {
+        self.inner
+            .lock()
+            .replicas
+            .iter()
+            .filter(|s| {
+                s.r.state.load(Ordering::Relaxed) == ONLINE
+                    && s.r.ack_offset.load(Ordering::Relaxed) >= offset
+            })
+            .count()
+    }
+
+    fn wait(&self, w: Arc<Waiter>, offset: i64, numreplicas: usize) {
+        self.inner.lock().waits.push(Wait { w, offset, numreplicas });
+        // As Redis's replicationRequestAckFromSlaves: ask now.
+        self.feed_raw(GETACK);
+    }
+
+    fn good_replicas(&self) -> usize {
+        self.view().good_replicas
+    }
+
+    fn sync_stats(&self) -> (u64, u64, u64) {
+        (
+            self.sync_full.load(Ordering::Relaxed),
+            self.sync_partial_ok.load(Ordering::Relaxed),
+            self.sync_partial_err.load(Ordering::Relaxed),
+        )
+    }
+}
+
+/// Takes over a connection whose client sent SYNC or PSYNC: the replica
+/// runs on threads of its own from now on.
+pub fn take_over(
+    shared: Arc<Shared>,
+    sock: TcpStream,
+    mut sess: Session,
+    hs: Handshake,
+    input: Vec<u8>,
+) {
+    let Some(master) = MASTER.get().and_then(Weak::upgrade) else {
+        shared.disconnect(&mut sess);
+        return;
+    };
+    let _ = sock.set_nonblocking(false);
+    let peer_ip = sock.peer_addr().map(|a| a.ip().to_string()).unwrap_or_default();
+    let ip = hs.ip.clone().unwrap_or(peer_ip);
+    let name = if hs.listening_port == 0 {
+        format!("{ip}:<unknown-replica-port>")
+    } else {
+        format!("{ip}:{}", hs.listening_port)
+    };
+    let (Ok(reader), Ok(killer)) = (sock.try_clone(), sock.try_clone()) else {
+        shared.disconnect(&mut sess);
+        return;
+    };
+    let r = Arc::new(Replica {
+        id: master.next_id.fetch_add(1, Ordering::Relaxed),
+        name,
+        ip,
+        port: hs.listening_port,
+        state: AtomicU8::new(WAIT_BGSAVE),
+        ack_offset: AtomicI64::new(0),
+        ack_time: AtomicI64::new(unix_ms() / 1000),
+        streaming: AtomicBool::new(false),
+        handle: sess.handle.clone(),
+        sock: killer,
+    });
+    {
+        // CLIENT KILL: both threads stop at once (the sender may be in a
+        // write, or waiting for the stream to grow).
+        let (r2, m2) = (r.clone(), Arc::downgrade(&master));
+        *sess.handle.waker.lock() = Some(Box::new(move || {
+            if r2.handle.killed.load(Ordering::Acquire) {
+                let _ = r2.sock.shutdown(std::net::Shutdown::Both);
+                if let Some(m) = m2.upgrade() {
+                    m.grown.notify_all();
+                }
+            }
+        }));
+    }
+    sess.handle.replica.store(true, Ordering::Relaxed);
+    master.inner.lock().replicas.push(Slot { r: r.clone(), sent: None, soft_since: None });
+    let (m2, r2, sh2) = (master.clone(), r.clone(), shared.clone());
+    let read = std::thread::Builder::new()
+        .name("repl-ack".into())
+        .spawn(move || read_acks(&sh2, &m2, &r2, reader, input));
+    let send = std::thread::Builder::new().name("repl-send".into()).spawn(move || {
+        let why = serve(&shared, &master, &r, &hs, sock);
+        log::notice(&format!("Connection with replica {} lost{why}.", r.name));
+        r.kill();
+        master.remove(r.id);
+        *sess.handle.waker.lock() = None;
+        sess.handle.replica.store(false, Ordering::Relaxed);
+        shared.disconnect(&mut sess);
+    });
+    if read.is_err() || send.is_err() {
+        log::warning("Can't start a replica's threads");
+    }
+}
+
+/// The `Master` behind `Shared::replication` (the trait object does not
+/// give back its concrete type).
+static MASTER: std::sync::OnceLock<Weak<Master>> = std::sync::OnceLock::new();
+
+/// Synchronises one replica, then sends it the stream until it goes.
+/// Returns why it ended (for the log line).
+fn serve(sh: &Shared, m: &Arc<Master>, r: &Replica, hs: &Handshake, mut sock: TcpStream) -> String {
+    log::notice(&format!("Replica {} asks for synchronization", r.name));
+    // A replica that stops reading must not hold anyone for long: a
+    // diskless payload is written by the snapshot's saver, which writers
+    // that captured stripes may be waiting for.
+    let timeout = conf_num(sh, "repl-timeout").max(1) as u64;
+    let _ = sock.set_write_timeout(Some(Duration::from_secs(timeout)));
+    let req = hs.sync.clone().unwrap_or(SyncRequest::Sync);
+    if let SyncRequest::Psync { replid, offset } = &req {
+        match try_partial(m, r, replid, *offset) {
+            Ok(n) => {
+                m.sync_partial_ok.fetch_add(1, Ordering::Relaxed);
+                let line = if hs.capa_psync2 {
+                    format!("+CONTINUE {}\r\n", m.inner.lock().replid)
+                } else {
+                    "+CONTINUE\r\n".to_string()
+                };
+                if sock.write_all(line.as_bytes()).is_err() {
+                    return " (write error)".into();
+                }
+                log::notice(&format!(
+                    "Partial resynchronization request from {} accepted. Sending {n} bytes of \
+                     backlog starting from offset {offset}.",
+                    r.name
+                ));
+                return stream(sh, m, r, sock);
+            }
+            Err(why) => {
+                if replid.first() != Some(&b'?') {
+                    m.sync_partial_err.fetch_add(1, Ordering::Relaxed);
+                }
+                log::notice(&why);
+            }
+        }
+    }
+    m.sync_full.fetch_add(1, Ordering::Relaxed);
+    m.ensure_backlog(sh);
+    match full_sync(sh, m, r, hs, &req, &mut sock) {
+        Ok(()) => stream(sh, m, r, sock),
+        Err(e) => format!(" ({e})"),
+    }
+}
+
+/// `PSYNC replid offset` from the backlog: the replica's place is set and
+/// the bytes it will be sent counted; `Err` says why not.
+fn try_partial(m: &Master, r: &Replica, replid: &[u8], offset: i64) -> Result<i64, String> {
+    let mut g = m.inner.lock();
+    let id = String::from_utf8_lossy(replid);
+    if replid.first() == Some(&b'?') {
+        return Err(format!("Full resync requested by replica {}", r.name));
+    }
+    if *id != g.replid && (*id != g.replid2 || offset > g.second_offset) {
+        return Err(format!(
+            "Partial resynchronization not accepted: Replication ID mismatch (Replica asked for \
+             '{id}', my replication IDs are '{}' and '{}')",
+            g.replid, g.replid2
+        ));
+    }
+    let Some(buf) = &g.buf else {
+        return Err("Unable to partial resync with replica: no backlog".into());
+    };
+    let first = g.offset - buf.len() as i64 + 1;
+    if offset < first || offset > g.offset + 1 {
+        return Err(format!(
+            "Unable to partial resync with replica {} for lack of backlog (Replica request was: \
+             {offset}).",
+            r.name
+        ));
+    }
+    let n = g.offset + 1 - offset;
+    let slot = g.replicas.iter_mut().find(|s| s.r.id == r.id).ok_or("replica gone")?;
+    slot.sent = Some(offset - 1);
+    r.state.store(ONLINE, Ordering::Relaxed);
+    r.ack_time.store(unix_ms() / 1000, Ordering::Relaxed);
+    r.streaming.store(true, Ordering::Relaxed);
+    Ok(n)
+}
+
+/// Sends `+FULLRESYNC` and a snapshot's payload; the replica's place in
+/// the stream is the snapshot's instant.
+fn full_sync(
+    sh: &Shared,
+    m: &Master,
+    r: &Replica,
+    hs: &Handshake,
+    req: &SyncRequest,
+    sock: &mut TcpStream,
+) -> Result<(), String> {
+    let snaps = sh.snapshots.get().cloned().ok_or("no persistence")?;
+    let diskless = conf_yes(sh, "repl-diskless-sync") && hs.capa_eof;
+    if diskless {
+        let delay = conf_num(sh, "repl-diskless-sync-delay");
+        if delay > 0 {
+            std::thread::sleep(Duration::from_secs(delay as u64));
+        }
+    }
+    log::notice(&format!(
+        "Starting BGSAVE for SYNC with target: {}",
+        if diskless { "replicas sockets" } else { "disk" }
+    ));
+    let place = Arc::new(AtomicI64::new(-1));
+    let mut at_instant = || {
+        let mut g = m.inner.lock();
+        let off = g.offset;
+        // The replica's database after loading is 0: the stream selects
+        // again before its next command (Redis's slaveseldb = -1).
+        g.writer = StreamWriter::default();
+        if let Some(s) = g.replicas.iter_mut().find(|s| s.r.id == r.id) {
+            s.sent = Some(off);
+        }
+        place.store(off, Ordering::Relaxed);
+    };
+    let fullresync = |off: i64| -> Vec<u8> {
+        match req {
+            SyncRequest::Sync => Vec::new(),
+            SyncRequest::Psync { .. } => {
+                format!("+FULLRESYNC {} {off}\r\n", m.inner.lock().replid).into_bytes()
+            }
+        }
+    };
+    if diskless {
+        let mark = random_hex();
+        r.state.store(SEND_BULK, Ordering::Relaxed);
+        let mut sink =
+            Preambled { sock: &mut *sock, started: false, place: &place, fullresync, mark: &mark };
+        snaps.snapshot_to(&mut sink, &mut at_instant)?;
+        sink.start().map_err(|e| e.to_string())?;
+        sock.write_all(mark.as_bytes()).map_err(|e| e.to_string())?;
+        r.state.store(ONLINE, Ordering::Relaxed);
+        r.ack_time.store(unix_ms() / 1000, Ordering::Relaxed);
+        log::notice(&format!(
+            "Streamed RDB transfer with replica {} succeeded (socket). Waiting for REPLCONF ACK \
+             from replica to enable streaming",
+            r.name
+        ));
+        // The replica may read past the mark into its payload file: the
+        // stream waits for its first ACK (Redis's
+        // repl_start_cmd_stream_on_ack).
+        return Ok(());
+    }
+    let tmp = std::path::PathBuf::from(format!("temp-repl-{}-{}.rdb", std::process::id(), r.id));
+    let written = (|| {
+        let mut f = std::fs::File::create(&tmp).map_err(|e| e.to_string())?;
+        snaps.snapshot_to(&mut f, &mut at_instant)?;
+        f.flush().map_err(|e| e.to_string())?;
+        let len = f.metadata().map_err(|e| e.to_string())?.len();
+        let mut head = fullresync(place.load(Ordering::Relaxed));
+        head.extend_from_slice(format!("${len}\r\n").as_bytes());
+        r.state.store(SEND_BULK, Ordering::Relaxed);
+        sock.write_all(&head).map_err(|e| e.to_string())?;
+        let mut f = std::fs::File::open(&tmp).map_err(|e| e.to_string())?;
+        std::io::copy(&mut f, sock).map_err(|e| e.to_string())?;
+        Ok::<(), String>(())
+    })();
+    let _ = std::fs::remove_file(&tmp);
+    written?;
+    r.state.store(ONLINE, Ordering::Relaxed);
+    r.ack_time.store(unix_ms() / 1000, Ordering::Relaxed);
+    r.streaming.store(true, Ordering::Relaxed);
+    log::notice(&format!("Synchronization with replica {} succeeded", r.name));
+    Ok(())
+}
+
+/// The diskless payload's writer: `+FULLRESYNC` (which needs the
+/// snapshot's offset) and `$EOF:<mark>` go out before its first byte.
+struct Preambled<'a, F: Fn(i64) -> Vec<u8>> {
+    sock: &'a mut TcpStream,
+    started: bool,
+    place: &'a AtomicI64,
+    fullresync: F,
+    mark: &'a str,
+}
+
+impl<F: Fn(i64) -> Vec<u8>> Preambled<'_, F> {
+    fn start(&mut self) -> std::io::Result<()> {
+        if !self.started {
+            self.started = true;
+            let mut head = (self.fullresync)(self.place.load(Ordering::Relaxed));
+            head.extend_from_slice(format!("$EOF:{}\r\n", self.mark).as_bytes());
+            self.sock.write_all(&head)?;
+        }
+        Ok(())
+    }
+}
+
+impl<F: Fn(i64) -> Vec<u8>> Write for Preambled<'_, F> {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.start()?;
+        self.sock.write(b)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.sock.flush()
+    }
+}
+
+/// Sends the stream from the replica's place on, as it grows.
+fn stream(sh: &Shared, m: &Master, r: &Replica, mut sock: TcpStream) -> String {
+    let mut chunk = Vec::with_capacity(CHUNK);
+    loop {
+        chunk.clear();
+        let sent = {
+            let mut g = m.inner.lock();
+            loop {
+                if r.handle.killed.load(Ordering::Acquire) || sh.shutdown.load(Ordering::Relaxed) {
+                    return String::new();
+                }
+                let Some(slot) = g.replicas.iter().find(|s| s.r.id == r.id) else {
+                    return String::new();
+                };
+                let Some(sent) = slot.sent else { return " (no place in the stream)".into() };
+                if r.streaming.load(Ordering::Acquire) && sent < g.offset {
+                    break;
+                }
+                m.grown.wait_for(&mut g, Duration::from_millis(100));
+            }
+            let sent = g.replicas.iter().find(|s| s.r.id == r.id).and_then(|s| s.sent);
+            let (Some(sent), Some(buf)) = (sent, g.buf.as_ref()) else {
+                return " (backlog gone)".into();
+            };
+            let first = g.offset - buf.len() as i64;
+            if sent < first {
+                return " (fell behind the backlog)".into();
+            }
+            let from = (sent - first) as usize;
+            let to = buf.len().min(from + CHUNK);
+            let (a, b) = buf.as_slices();
+            if from < a.len() {
+                chunk.extend_from_slice(&a[from..to.min(a.len())]);
+            }
+            if to > a.len() {
+                chunk.extend_from_slice(&b[from.saturating_sub(a.len())..to - a.len()]);
+            }
+            sent
+        };
+        if sock.write_all(&chunk).is_err() {
+            return String::new();
+        }
+        r.handle.net_out.fetch_add(chunk.len() as u64, Ordering::Relaxed);
+        let mut g = m.inner.lock();
+        if let Some(s) = g.replicas.iter_mut().find(|s| s.r.id == r.id) {
+            s.sent = Some(sent + chunk.len() as i64);
+        }
+    }
+}
+
+/// Reads what the replica sends: `REPLCONF ACK <offset>` (and `FACK`),
+/// the only thing it says once synchronised; applies `repl-timeout`.
+fn read_acks(sh: &Shared, m: &Master, r: &Replica, mut sock: TcpStream, mut buf: Vec<u8>) {
+    let _ = sock.set_read_timeout(Some(Duration::from_millis(500)));
+    let limits = Limits { max_bulk_len: 1 << 20, unauthenticated: false };
+    let mut args = ArgBuf::default();
+    let mut chunk = [0u8; 4096];
+    loop {
+        // Every complete request in the buffer.
+        let mut pos = 0;
+        loop {
+            match resp::parse(&buf[pos..], &limits, &mut args) {
+                Parsed::Command { consumed } => {
+                    let input = &buf[pos..];
+                    let n = args.len();
+                    let arg = |i: usize| args.get(input, i);
+                    if n >= 3
+                        && arg(0).eq_ignore_ascii_case(b"REPLCONF")
+                        && arg(1).eq_ignore_ascii_case(b"ACK")
+                    {
+                        if let Some(off) =
+                            std::str::from_utf8(arg(2)).ok().and_then(|s| s.parse::<i64>().ok())
+                        {
+                            r.ack_offset.fetch_max(off, Ordering::Relaxed);
+                            r.ack_time.store(unix_ms() / 1000, Ordering::Relaxed);
+                            if r.state.load(Ordering::Relaxed) == ONLINE
+                                && !r.streaming.swap(true, Ordering::AcqRel)
+                            {
+                                log::notice(&format!(
+                                    "Synchronization with replica {} succeeded",
+                                    r.name
+                                ));
+                                m.grown.notify_all();
+                            }
+                            m.serve_waits();
+                        }
+                    }
+                    pos += consumed;
+                }
+                Parsed::Empty { consumed } => pos += consumed,
+                Parsed::Incomplete { .. } => break,
+                Parsed::Error(_) => {
+                    r.kill();
+                    return;
+                }
+            }
+        }
+        buf.drain(..pos);
+        if r.handle.killed.load(Ordering::Acquire) {
+            return;
+        }
+        let timeout = conf_num(sh, "repl-timeout").max(1);
+        if r.streaming.load(Ordering::Relaxed)
+            && unix_ms() / 1000 - r.ack_time.load(Ordering::Relaxed) > timeout
+        {
+            log::warning(&format!("Disconnecting timedout replica (streaming sync): {}", r.name));
+            r.kill();
+            return;
+        }
+        match sock.read(&mut chunk) {
+            Ok(0) => {
+                r.kill();
+                return;
+            }
+            Ok(n) => {
+                r.handle.net_in.fetch_add(n as u64, Ordering::Relaxed);
+                r.handle.last_interaction_ms.store(unix_ms(), Ordering::Relaxed);
+                buf.extend_from_slice(&chunk[..n]);
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock
+                        | std::io::ErrorKind::TimedOut
+                        | std::io::ErrorKind::Interrupted
+                ) => {}
+            Err(_) => {
+                r.kill();
+                return;
+            }
+        }
+    }
+}
+
+/// Once a second, as Redis's replicationCron: PINGs into the stream, the
+/// replicas' soft output limit, the backlog's time to live.
+fn cron(m: Weak<Master>) {
+    let mut ticks: u64 = 0;
+    loop {
+        std::thread::sleep(Duration::from_secs(1));
+        ticks += 1;
+        let Some(m) = m.upgrade() else { return };
+        let Some(sh) = m.shared.upgrade() else { return };
+        if sh.shutdown.load(Ordering::Relaxed) {
+            return;
+        }
+        let period = conf_num(&sh, "repl-ping-replica-period").max(1) as u64;
+        let has_replicas = !m.inner.lock().replicas.is_empty();
+        if has_replicas && ticks.is_multiple_of(period) {
+            m.feed_raw(PING);
+        }
+        let soft = sh.config.read().obuf_replica;
+        let now_ms = unix_ms();
+        {
+            let mut g = m.inner.lock();
+            let offset = g.offset;
+            for s in g.replicas.iter_mut() {
+                let lag = s.sent.map_or(0, |sent| (offset - sent) as u64);
+                if soft.soft > 0 && lag > soft.soft {
+                    let since = *s.soft_since.get_or_insert(now_ms);
+                    if now_ms - since >= soft.soft_seconds as i64 * 1000 {
+                        log::warning(&format!(
+                            "Client id={} addr={} scheduled to be closed ASAP for overcoming of \
+                             output buffer limits.",
+                            s.r.id, s.r.name
+                        ));
+                        sh.stats.client_obuf_limit_disconnections.fetch_add(1, Ordering::Relaxed);
+                        s.r.kill();
+                    }
+                } else {
+                    s.soft_since = None;
+                }
+            }
+        }
+        let ttl = conf_num(&sh, "repl-backlog-ttl");
+        let (idle, has_backlog) = {
+            let g = m.inner.lock();
+            (now_ms / 1000 - g.no_replicas_since, g.buf.is_some())
+        };
+        if !has_replicas && has_backlog && ttl > 0 && idle > ttl {
+            m.free_backlog(&sh, ttl);
+        }
+        m.serve_waits();
+    }
+}
