@@ -271,14 +271,17 @@ pub fn check(
             let in_multi = sess.multi.is_some();
             let maxmemory = sess.conf(shared).maxmemory;
             if maxmemory > 0 {
+                // Evict first, whatever the command (Redis 7.0's
+                // processCommand runs performEvictions for every one).
+                let oom = crate::evict::perform(shared, &mut sess.fx, maxmemory).is_err();
                 // Inside MULTI every queued command is refused while over
                 // the limit; EXEC is when any queued command may grow
-                // memory (Redis 7.0's processCommand).
+                // memory.
                 let deny = flags.has(Flags::DENYOOM)
                     || (in_multi && !flags.has(Flags::NO_QUEUE))
                     || (flags.has(Flags::EXEC_TX)
                         && sess.multi.as_ref().is_some_and(|m| m.flags.has(Flags::DENYOOM)));
-                if deny && shared.over_maxmemory(maxmemory) {
+                if deny && oom {
                     return Err(CmdError::Oom);
                 }
             }

@@ -147,6 +147,7 @@ fn main() {
     let banner_cfg = config.clone();
     let shared = Shared::new(config);
     let _ = shared.mem_probe.set(jemalloc_probe);
+    let _ = shared.thread_mem_probe.set(jemalloc_thread_net);
     *shared.config_file.lock() = config_file;
     if let Ok(exe) = std::env::current_exe() {
         *shared.executable.lock() = exe.display().to_string();
@@ -241,6 +242,18 @@ pub fn poll_signals(shared: &Arc<Shared>) {
     log::warning("User requested shutdown...");
     persistence::save_on_signal(shared);
     shared.shutdown.store(true, Ordering::Relaxed);
+}
+
+/// This thread's bytes allocated minus freed (wrapping), from jemalloc's
+/// per-thread counters: two loads through pointers looked up once per
+/// thread (the maxmemory check between two `stats.allocated` readings).
+fn jemalloc_thread_net() -> u64 {
+    use tikv_jemalloc_ctl::thread::{allocatedp, deallocatedp, ThreadLocal};
+    thread_local! {
+        static COUNTERS: Option<(ThreadLocal<u64>, ThreadLocal<u64>)> =
+            allocatedp::read().ok().zip(deallocatedp::read().ok());
+    }
+    COUNTERS.with(|c| c.map_or(0, |(a, d)| a.get().wrapping_sub(d.get())))
 }
 
 /// Memory figures for INFO from jemalloc's statistics (`used_memory` is
