@@ -246,9 +246,16 @@ fn config_set(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
             crate::log::warning(&config::no_effect_warning(n.name(), &next.get(*n)));
         }
     }
+    let max = next.maxmemory;
     *cx.shared.config.write() = next;
     cx.shared.config_epoch.fetch_add(1, Ordering::Release);
     cx.shared.config_applied();
+    if max > 0 && chosen.iter().any(|(n, _)| n.name() == "maxmemory") {
+        // A lower limit evicts at once, as Redis's updateMaxmemory (each
+        // evicted key a unit of its own, outside this command's).
+        let mut fx = crate::effects::Effects::default();
+        let _ = crate::evict::perform(cx.shared, &mut fx, max);
+    }
     out.ok();
     Ok(())
 }
