@@ -282,7 +282,13 @@ pub fn perform(shared: &Shared, fx: &mut Effects, max: u64) -> Result<(), OutOfM
         }
     }
     shared.evictor.evicted_keys.fetch_add(evicted as u64, Ordering::Relaxed);
-    shared.used_memory_freed(freed.min(used));
+    // Brings the shared figure up to date with what this thread freed
+    // (from the allocator's counters; the estimate without them).
+    if mark.is_some() {
+        shared.used_memory_now();
+    } else {
+        shared.used_memory_freed(freed.min(used));
+    }
     if freed >= to_free {
         shared.evictor.over(now, false);
         Ok(())

@@ -262,11 +262,19 @@ fn jemalloc_probe() -> engine::shared::MemStats {
     use tikv_jemalloc_ctl::{epoch, stats};
     let _ = epoch::advance();
     let allocated = stats::allocated::read().unwrap_or(0) as u64;
+    // Freed blocks a thread cache keeps count as allocated for jemalloc;
+    // Redis's zmalloc counter frees them at once, and eviction measures
+    // what it freed that way, so they are taken off.
+    // SAFETY: the name is NUL-terminated and the value a size_t.
+    let cached = unsafe {
+        tikv_jemalloc_ctl::raw::read::<usize>(b"stats.arenas.4096.tcache_bytes\0").unwrap_or(0)
+    } as u64;
+    let used = allocated.saturating_sub(cached);
     let active = stats::active::read().unwrap_or(0) as u64;
     let resident = stats::resident::read().unwrap_or(0) as u64;
     let rss = engine::shared::statm_probe().used_memory_rss;
     engine::shared::MemStats {
-        used_memory: allocated,
+        used_memory: used,
         used_memory_rss: rss,
         allocator_allocated: allocated,
         allocator_active: active,
