@@ -34,6 +34,8 @@ const TURN_BUDGET: usize = 256 * 1024;
 const READ_CHUNK: usize = 16 * 1024;
 /// Read buffers above this, when empty, are shrunk back.
 const READ_KEEP: usize = 64 * 1024;
+/// Unexecuted input past which reading stops until it is executed.
+const READ_AHEAD: usize = 64 * 1024;
 
 /// Requests parsed ahead of execution.
 const WINDOW: usize = 32;
@@ -325,6 +327,13 @@ impl Conn<'_> {
                             .fetch_add(1, Ordering::Relaxed);
                         log::warning("Closing client that reached max query buffer length");
                         return Err("query buffer limit");
+                    }
+                    // Enough unexecuted input is buffered: execute it
+                    // before reading more (Redis reads 16 KB per event).
+                    // A client flooding a pipeline then waits in the
+                    // socket, not in memory that counts against maxmemory.
+                    if self.rbuf.len() - self.rpos >= READ_AHEAD && self.rbuf.len() >= self.need {
+                        return Ok(());
                     }
                     // Keep reading only while reads fill what we offered.
                     if self.rbuf.len() < self.rbuf.capacity() {
