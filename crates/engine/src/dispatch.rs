@@ -202,6 +202,9 @@ pub fn execute_hinted(
             sess.handle
                 .multi_len
                 .store(m.queued.len() as i64, std::sync::atomic::Ordering::Relaxed);
+            // CLIENT LIST's multi-mem, counted as Redis's argv_len_sums.
+            let mem = argv.iter().map(|a| a.len() + 8).sum::<usize>();
+            sess.handle.multi_mem.fetch_add(mem, std::sync::atomic::Ordering::Relaxed);
             out.simple(b"QUEUED");
             apply_reply_mode(sess, out, mark);
             return Outcome::Done;

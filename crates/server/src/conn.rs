@@ -81,6 +81,17 @@ impl ConnLimits {
 /// Serves one connection until it closes.
 pub async fn serve(shared: Arc<Shared>, stream: TcpStream) {
     let _ = stream.set_nodelay(true);
+    let keepalive = shared.config.read().tcp_keepalive;
+    if keepalive > 0 {
+        // Redis's anetKeepAlive: probes after `tcp-keepalive` idle
+        // seconds, every third of that, three of them.
+        let secs = Duration::from_secs(keepalive);
+        let ka = socket2::TcpKeepalive::new()
+            .with_time(secs)
+            .with_interval((secs / 3).max(Duration::from_secs(1)))
+            .with_retries(3);
+        let _ = socket2::SockRef::from(&stream).set_tcp_keepalive(&ka);
+    }
     let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
     let local = stream.local_addr().map(|a| a.to_string()).unwrap_or_default();
     let fd = {
@@ -98,7 +109,11 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream) {
     }
     let maxclients = shared.config.read().maxclients;
     if shared.connected_clients() > maxclients {
-        let _ = stream.try_write(b"-ERR max number of clients reached\r\n");
+        // A fresh socket's write readiness is not known yet: without the
+        // wait, try_write says WouldBlock and the client gets no reason.
+        if stream.writable().await.is_ok() {
+            let _ = stream.try_write(b"-ERR max number of clients reached\r\n");
+        }
         shared.stats.rejected_connections.fetch_add(1, Ordering::Relaxed);
         shared.disconnect(&mut sess);
         return;
@@ -118,6 +133,7 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream) {
         published_cmd: &engine::commands::connection::COMMANDS[0],
     };
     conn.limits = ConnLimits::load(&shared, conn.sess.authenticated);
+    conn.publish_memory();
     let ended = conn.run(&notify).await;
     if log::enabled(log::Level::Verbose) {
         let h = &conn.sess.handle;
@@ -309,7 +325,10 @@ impl Conn<'_> {
     /// Reads what the socket has.
     fn read(&mut self) -> Result<(), Closed> {
         loop {
-            let want = self.need.saturating_sub(self.rbuf.len()).max(READ_CHUNK);
+            // A big argument's room is made as its bytes come (a megabyte
+            // at a time), not reserved whole from its announced length: a
+            // client that announces a huge bulk and stalls costs little.
+            let want = self.need.saturating_sub(self.rbuf.len()).clamp(READ_CHUNK, 1 << 20);
             if self.rbuf.capacity() - self.rbuf.len() < want {
                 self.rbuf.reserve(want);
             }
@@ -533,6 +552,7 @@ impl Conn<'_> {
             self.sess.handle.last_interaction_ms.store(unix_ms(), Ordering::Relaxed);
             self.sess.handle.omem.store(self.out.len(), Ordering::Relaxed);
             self.sess.handle.qbuf.store(self.rbuf.len() - self.rpos, Ordering::Relaxed);
+            self.publish_memory();
             if let Some((top, spec)) = self.sess.last_cmd {
                 if !std::ptr::eq(spec, self.published_cmd) {
                     self.published_cmd = spec;
@@ -541,6 +561,19 @@ impl Conn<'_> {
             }
         }
         budget_left
+    }
+
+    /// CLIENT LIST's `qbuf-free` and `tot-mem` (Redis's
+    /// getClientMemoryUsage: the connection's own state, its buffers and
+    /// queued transaction), once per executed batch.
+    fn publish_memory(&self) {
+        let h = &self.sess.handle;
+        h.qbuf_free.store(self.rbuf.capacity() - self.rbuf.len(), Ordering::Relaxed);
+        let own =
+            std::mem::size_of::<Self>() + std::mem::size_of::<engine::session::ClientHandle>();
+        let total =
+            own + self.rbuf.capacity() + self.out.allocated() + h.multi_mem.load(Ordering::Relaxed);
+        h.tot_mem.store(total, Ordering::Relaxed);
     }
 
     /// Drops consumed input, once per batch.
