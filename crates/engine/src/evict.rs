@@ -106,6 +106,8 @@ pub struct Evictor {
     /// The random policies' next database (Redis's static `next_db`).
     next_db: std::sync::atomic::AtomicUsize,
     pub evicted_keys: std::sync::atomic::AtomicU64,
+    /// Clients closed by `maxmemory-clients` (INFO `evicted_clients`).
+    pub evicted_clients: std::sync::atomic::AtomicU64,
     /// When used memory was first seen over the limit (unix ms; 0: not
     /// over), and the total of the closed periods (INFO's
     /// `*_eviction_exceeded_time`).
@@ -125,6 +127,7 @@ impl Evictor {
     /// CONFIG RESETSTAT.
     pub fn reset_stats(&self) {
         self.evicted_keys.store(0, Ordering::Relaxed);
+        self.evicted_clients.store(0, Ordering::Relaxed);
         self.exceeded_total.store(0, Ordering::Relaxed);
     }
 
@@ -297,6 +300,48 @@ pub fn perform(shared: &Shared, fx: &mut Effects, max: u64) -> Result<(), OutOfM
         Ok(())
     } else {
         Err(OutOfMemory)
+    }
+}
+
+/// `maxmemory-clients` (Redis 7.0's client eviction), run from the
+/// server's timer: while the clients' memory (CLIENT LIST's `tot-mem`,
+/// published by each connection per batch) passes the limit, the client
+/// using the most is closed, unless it set `CLIENT NO-EVICT on`. A
+/// negative setting is a percentage of `maxmemory`.
+pub fn evict_clients(shared: &Shared) {
+    let limit = {
+        let c = shared.config.read();
+        match c.maxmemory_clients {
+            0 => return,
+            n if n < 0 => c.maxmemory.saturating_mul(n.unsigned_abs()) / 100,
+            n => n as u64,
+        }
+    };
+    if limit == 0 {
+        return;
+    }
+    let clients: Vec<_> = shared.clients.lock().values().cloned().collect();
+    let mem = |h: &crate::session::ClientHandle| h.tot_mem.load(Ordering::Relaxed) as u64;
+    let mut total: u64 =
+        clients.iter().filter(|h| !h.killed.load(Ordering::Relaxed)).map(|h| mem(h)).sum();
+    while total > limit {
+        let Some(h) = clients
+            .iter()
+            .filter(|h| !h.killed.load(Ordering::Relaxed) && !h.no_evict.load(Ordering::Relaxed))
+            .max_by_key(|h| mem(h))
+        else {
+            break;
+        };
+        crate::log::verbose(&format!(
+            "Evicting client: id={} addr={} laddr={} tot-mem={}",
+            h.id,
+            h.addr,
+            h.laddr,
+            mem(h)
+        ));
+        total -= mem(h).min(total);
+        h.kill();
+        shared.evictor.evicted_clients.fetch_add(1, Ordering::Relaxed);
     }
 }
 

@@ -407,6 +407,7 @@ impl Shared {
         self.lru.store(self.started.elapsed().as_secs() as u32, Ordering::Relaxed);
         let lfu = self.stamp.load(Ordering::Relaxed) & crate::evict::LFU_BIT != 0;
         self.update_stamp(lfu);
+        crate::evict::evict_clients(self);
     }
 
     fn update_stamp(&self, lfu: bool) {

@@ -186,3 +186,36 @@ fn client_list_counts_a_queued_transaction_as_redis() {
         assert_eq!(field(&f, "multi-mem"), 0, "{name}");
     }
 }
+
+#[test]
+fn maxmemory_clients_evicts_the_biggest_client_but_not_a_no_evict_one() {
+    let Some((redis, sluice)) = servers() else { return };
+    for (name, port) in [("redis", redis.port()), ("sluice", sluice.port())] {
+        let mut admin = Client::connect(port).unwrap();
+        ok(&mut admin, &["CLIENT", "NO-EVICT", "on"]);
+        ok(&mut admin, &["SET", "big", &"x".repeat(10_000)]);
+        ok(&mut admin, &["CONFIG", "SET", "maxmemory-clients", "500kb"]);
+        let mut flood = Client::connect(port).unwrap();
+        let mut req = Vec::new();
+        for _ in 0..1000 {
+            testkit::encode(&["GET", "big"], &mut req);
+        }
+        flood.stream().set_nonblocking(true).unwrap();
+        let mut sent = 0;
+        let t = Instant::now();
+        while sent < req.len() && t.elapsed() < Duration::from_secs(2) {
+            match std::io::Write::write(&mut &*flood.stream(), &req[sent..]) {
+                Ok(n) => sent += n,
+                Err(_) => std::thread::sleep(Duration::from_millis(10)),
+            }
+        }
+        flood.stream().set_nonblocking(false).unwrap();
+        std::thread::sleep(Duration::from_millis(500));
+        let closed = flood.read_to_close(Duration::from_secs(3));
+        assert!(closed.is_ok(), "{name}: the flooding client was not evicted");
+        let info = String::from_utf8_lossy(&admin.cmd(&["INFO", "stats"]).unwrap()).into_owned();
+        assert!(info.contains("evicted_clients:1\r\n"), "{name}: {info}");
+        ok(&mut admin, &["CONFIG", "SET", "maxmemory-clients", "0"]);
+        others_served(port, name);
+    }
+}

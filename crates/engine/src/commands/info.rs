@@ -368,7 +368,10 @@ fn section(cx: &mut Ctx, name: &str, t: &mut String, counts: &mut Counts) {
             line!("expire_cycle_cpu_milliseconds:0");
             let ev = &sh.evictor;
             line!("evicted_keys:{}", ev.evicted_keys.load(std::sync::atomic::Ordering::Relaxed));
-            line!("evicted_clients:0");
+            line!(
+                "evicted_clients:{}",
+                ev.evicted_clients.load(std::sync::atomic::Ordering::Relaxed)
+            );
             let (total, current) = ev.exceeded_times(sh.clock.now_ms());
             line!("total_eviction_exceeded_time:{total}");
             line!("current_eviction_exceeded_time:{current}");
