@@ -289,3 +289,41 @@ fn zipf_hit_ratio_at_half_the_data_set_is_redis_s() {
         assert!(s >= r - 0.03, "{policy}: sluice {s:.3} below redis {r:.3}");
     }
 }
+
+/// RESTORE with FREQ on one server, SAVE, and the other loads the file:
+/// the counter survives both ways under an LFU policy (RDB's FREQ field).
+#[test]
+fn lfu_counters_travel_in_rdb_files_both_ways() {
+    let dir = testkit::scratch_dir("evict-rdb");
+    let lfu = ["--maxmemory-policy", "allkeys-lfu"];
+    let freq = |c: &mut Client, key: &str| c.cmd(&["OBJECT", "FREQ", key]).unwrap();
+    let make = |c: &mut Client, key: &str, f: &str| {
+        ok(c, &["SET", "tmp", "hello"]);
+        let dump = c.cmd(&["DUMP", "tmp"]).unwrap();
+        // The bulk's payload, without its `$n\r\n` header and trailing CRLF.
+        let start = dump.iter().position(|&b| b == b'\n').unwrap() + 1;
+        let payload = dump[start..dump.len() - 2].to_vec();
+        assert_eq!(c.cmd(&["DEL", "tmp"]).unwrap(), b":1\r\n");
+        let r =
+            c.cmd(&[b"RESTORE".as_slice(), key.as_bytes(), b"0", &payload, b"FREQ", f.as_bytes()]);
+        assert_eq!(r.unwrap(), b"+OK\r\n");
+        ok(c, &["SAVE"]);
+    };
+    {
+        let Some(redis) = RedisServer::start_with(&lfu, Some(&dir)) else { return };
+        make(&mut redis.client(), "from_redis", "100");
+    }
+    {
+        let bin = Path::new(env!("CARGO_BIN_EXE_sluice-server"));
+        let sluice = TestServer::start_with(bin, &lfu, Some(&dir));
+        let mut c = sluice.client();
+        assert_eq!(freq(&mut c, "from_redis"), b":100\r\n");
+        make(&mut c, "from_sluice", "77");
+    }
+    let redis = RedisServer::start_with(&lfu, Some(&dir)).unwrap();
+    let mut c = redis.client();
+    assert_eq!(freq(&mut c, "from_redis"), b":100\r\n");
+    assert_eq!(freq(&mut c, "from_sluice"), b":77\r\n");
+    drop(redis);
+    let _ = std::fs::remove_dir_all(&dir);
+}
