@@ -153,7 +153,7 @@ pub fn lfu_decayed(field: u32, now_min: u32, decay_time: u32) -> u32 {
     let ldt = (field >> 8) & 0xffff;
     let counter = field & 0xff;
     let elapsed = if now_min >= ldt { now_min - ldt } else { 65535 - ldt + now_min };
-    let periods = if decay_time > 0 { elapsed / decay_time } else { 0 };
+    let periods = elapsed.checked_div(decay_time).unwrap_or(0);
     counter.saturating_sub(periods)
 }
 
@@ -280,7 +280,7 @@ pub fn perform(shared: &Shared, fx: &mut Effects, max: u64) -> Result<(), OutOfM
         };
         // Redis's time limit (maxmemory-eviction-tenacity 10: 500 us):
         // the rest waits for the next command.
-        if evicted % 16 == 0 && start.elapsed() > std::time::Duration::from_micros(500) {
+        if evicted.is_multiple_of(16) && start.elapsed() > std::time::Duration::from_micros(500) {
             break;
         }
     }

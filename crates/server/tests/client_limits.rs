@@ -33,6 +33,21 @@ fn others_served(port: u16, what: &str) {
     assert!(t.elapsed() < Duration::from_millis(500), "{what}: 20 PINGs took {:?}", t.elapsed());
 }
 
+/// Writes `req` without reading replies, for up to two seconds (the
+/// socket buffers fill once the server stops taking it).
+fn send_unread(c: &Client, req: &[u8]) {
+    c.stream().set_nonblocking(true).unwrap();
+    let mut sent = 0;
+    let t = Instant::now();
+    while sent < req.len() && t.elapsed() < Duration::from_secs(2) {
+        match std::io::Write::write(&mut c.stream(), &req[sent..]) {
+            Ok(n) => sent += n,
+            Err(_) => std::thread::sleep(Duration::from_millis(10)),
+        }
+    }
+    c.stream().set_nonblocking(false).unwrap();
+}
+
 /// The fields of the CLIENT LIST line of the client named `name`.
 fn client_fields(c: &mut Client, name: &str) -> Vec<(String, String)> {
     let r = c.cmd(&["CLIENT", "LIST"]).unwrap();
@@ -140,15 +155,7 @@ fn a_client_that_never_reads_does_not_hold_others() {
             testkit::encode(&["GET", "big"], &mut req);
         }
         // 20 MB of replies asked for; the socket buffers fill and stay so.
-        flood.stream().set_nonblocking(true).unwrap();
-        let mut sent = 0;
-        let t = Instant::now();
-        while sent < req.len() && t.elapsed() < Duration::from_secs(2) {
-            match std::io::Write::write(&mut &*flood.stream(), &req[sent..]) {
-                Ok(n) => sent += n,
-                Err(_) => std::thread::sleep(Duration::from_millis(10)),
-            }
-        }
+        send_unread(&flood, &req);
         std::thread::sleep(Duration::from_millis(300));
         others_served(port, name);
         // CLIENT LIST shows the pending output in the same fields.
@@ -200,16 +207,7 @@ fn maxmemory_clients_evicts_the_biggest_client_but_not_a_no_evict_one() {
         for _ in 0..1000 {
             testkit::encode(&["GET", "big"], &mut req);
         }
-        flood.stream().set_nonblocking(true).unwrap();
-        let mut sent = 0;
-        let t = Instant::now();
-        while sent < req.len() && t.elapsed() < Duration::from_secs(2) {
-            match std::io::Write::write(&mut &*flood.stream(), &req[sent..]) {
-                Ok(n) => sent += n,
-                Err(_) => std::thread::sleep(Duration::from_millis(10)),
-            }
-        }
-        flood.stream().set_nonblocking(false).unwrap();
+        send_unread(&flood, &req);
         std::thread::sleep(Duration::from_millis(500));
         let closed = flood.read_to_close(Duration::from_secs(3));
         assert!(closed.is_ok(), "{name}: the flooding client was not evicted");

@@ -767,7 +767,7 @@ impl Store {
         let map = if volatile { &self.ttl_stripes } else { &self.written_stripes };
         (base / 64..end.div_ceil(64)).any(|w| {
             let bits = map[w].load(Ordering::Relaxed);
-            let lo = if w * 64 < base { base - w * 64 } else { 0 };
+            let lo = base.saturating_sub(w * 64);
             let hi = (end - w * 64).min(64);
             let mask = if hi - lo == 64 { u64::MAX } else { ((1u64 << (hi - lo)) - 1) << lo };
             bits & mask != 0
