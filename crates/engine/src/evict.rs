@@ -443,8 +443,9 @@ mod tests {
         assert_eq!(lfu_decayed((10 << 8) | 20, 13, 1), 17);
         assert_eq!(lfu_decayed((10 << 8) | 2, 13, 1), 0);
         assert_eq!(lfu_decayed((10 << 8) | 20, 13, 0), 20);
-        // The minute counter wraps at 16 bits.
-        assert_eq!(lfu_decayed((65530 << 8) | 20, 4, 2), 15);
+        // The minute counter wraps at 16 bits (Redis counts 65535 - ldt +
+        // now: 9 minutes here, four periods of 2).
+        assert_eq!(lfu_decayed((65530 << 8) | 20, 4, 2), 16);
     }
 
     #[test]
