@@ -307,7 +307,9 @@ pub fn perform(shared: &Shared, fx: &mut Effects, max: u64) -> Result<(), OutOfM
 /// server's timer: while the clients' memory (CLIENT LIST's `tot-mem`,
 /// published by each connection per batch) passes the limit, the client
 /// using the most is closed, unless it set `CLIENT NO-EVICT on`. A
-/// negative setting is a percentage of `maxmemory`.
+/// negative setting is a percentage of `maxmemory` (none without one);
+/// the limit is at least 128 KB, as Redis's getClientEvictionLimit keeps
+/// a bad setting from cutting every client off.
 pub fn evict_clients(shared: &Shared) {
     let limit = {
         let c = shared.config.read();
@@ -320,6 +322,7 @@ pub fn evict_clients(shared: &Shared) {
     if limit == 0 {
         return;
     }
+    let limit = limit.max(128 << 10);
     let clients: Vec<_> = shared.clients.lock().values().cloned().collect();
     let mem = |h: &crate::session::ClientHandle| h.tot_mem.load(Ordering::Relaxed) as u64;
     let mut total: u64 =
