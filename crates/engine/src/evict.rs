@@ -275,7 +275,9 @@ pub fn perform(shared: &Shared, fx: &mut Effects, max: u64) -> Result<(), OutOfM
         drop(e);
         evicted += 1;
         freed = match (mark, shared.thread_allocated()) {
-            (Some(a), Some(b)) => a.wrapping_sub(b) as i64 as u64,
+            // Net of what the loop itself allocated (a key's copy, the
+            // record): small values may free less than that, never "-1".
+            (Some(a), Some(b)) => (a.wrapping_sub(b) as i64).max(0) as u64,
             _ => estimated,
         };
         // Redis's time limit (maxmemory-eviction-tenacity 10: 500 us):

@@ -250,9 +250,14 @@ fn config_set(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     *cx.shared.config.write() = next;
     cx.shared.config_epoch.fetch_add(1, Ordering::Release);
     cx.shared.config_applied();
-    if max > 0 && chosen.iter().any(|(n, _)| n.name() == "maxmemory") {
+    if max > 0
+        && cx.caller == crate::dispatch::Caller::Client
+        && chosen.iter().any(|(n, _)| n.name() == "maxmemory")
+    {
         // A lower limit evicts at once, as Redis's updateMaxmemory (each
-        // evicted key a unit of its own, outside this command's).
+        // evicted key a unit of its own, outside this command's). Not
+        // inside EXEC, which may hold the stripes eviction would lock:
+        // the next command evicts then.
         let mut fx = crate::effects::Effects::default();
         let _ = crate::evict::perform(cx.shared, &mut fx, max);
     }
