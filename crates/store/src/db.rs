@@ -776,10 +776,13 @@ impl Store {
 
     /// Eviction's sampling (Redis's `dictGetSomeKeys` for the eviction
     /// pool): `n` keys of `db` (only keys with a TTL when `volatile`), each
-    /// from a random stripe that has some (probing forward from a random
-    /// start past empty ones, by the published hints), handed to `visit`
-    /// with that stripe locked. Returns how many were visited: fewer than
-    /// `n` only when `db` holds none.
+    /// from a random stripe that has some, handed to `visit` with that
+    /// stripe locked. A stripe is drawn at random until one has keys (by
+    /// the published hints; after 32 empty draws, the next non-empty one
+    /// after the last draw): walking forward from one random start would
+    /// pick the stripes after long empty runs far more often, and leave
+    /// the keys of others unsampled. Returns how many were visited: fewer
+    /// than `n` only when `db` holds none.
     pub fn sample_keys(
         &self,
         db: usize,
@@ -789,9 +792,14 @@ impl Store {
     ) -> usize {
         let mut seen = 0;
         'samples: for _ in 0..n {
-            let start = self.rand() as usize;
-            for probe in 0..self.stripes {
-                let stripe = (start + probe) % self.stripes;
+            let mut start = 0;
+            for probe in 0..self.stripes + 32 {
+                let stripe = if probe < 32 {
+                    start = self.rand() as usize;
+                    start % self.stripes
+                } else {
+                    (start + probe - 32) % self.stripes
+                };
                 let slot = &self.dbs[db].stripes[stripe];
                 let hint = if volatile { &slot.ttl_hint } else { &slot.len_hint };
                 if hint.load(Ordering::Relaxed) == 0 {
