@@ -231,6 +231,19 @@ pub fn stamp(lfu: bool, lru_clock: u32, now_ms: i64) -> u32 {
     }
 }
 
+/// How long one round of eviction may run, from
+/// `maxmemory-eviction-tenacity` (Redis's evictionTimeLimitUs): 50 us per
+/// step up to 10 (the default, 500 us), then 15% more per step, no limit
+/// at 100.
+pub fn time_limit(tenacity: i64) -> std::time::Duration {
+    let us = match tenacity {
+        ..=10 => 50 * tenacity.max(0) as u64,
+        11..=99 => (500.0 * 1.15f64.powi(tenacity as i32 - 10)) as u64,
+        _ => return std::time::Duration::MAX,
+    };
+    std::time::Duration::from_micros(us)
+}
+
 /// Why eviction could not bring memory under the limit.
 pub struct OutOfMemory;
 
@@ -245,9 +258,10 @@ pub fn perform(shared: &Shared, fx: &mut Effects, max: u64) -> Result<(), OutOfM
         return Ok(());
     }
     shared.evictor.over(now, true);
-    let (policy, samples) = {
+    let (policy, samples, limit) = {
         let c = shared.config.read();
-        (Policy::parse(&c.maxmemory_policy), c.maxmemory_samples.max(1) as usize)
+        let limit = time_limit(c.maxmemory_eviction_tenacity);
+        (Policy::parse(&c.maxmemory_policy), c.maxmemory_samples.max(1) as usize, limit)
     };
     if policy == Policy::NoEviction {
         return Err(OutOfMemory);
@@ -280,9 +294,9 @@ pub fn perform(shared: &Shared, fx: &mut Effects, max: u64) -> Result<(), OutOfM
             (Some(a), Some(b)) => (a.wrapping_sub(b) as i64).max(0) as u64,
             _ => estimated,
         };
-        // Redis's time limit (maxmemory-eviction-tenacity 10: 500 us):
-        // the rest waits for the next command.
-        if evicted.is_multiple_of(16) && start.elapsed() > std::time::Duration::from_micros(500) {
+        // Redis's time limit, looked at every 16 keys: the rest waits
+        // for the next command.
+        if evicted.is_multiple_of(16) && start.elapsed() > limit {
             break;
         }
     }
@@ -451,6 +465,17 @@ mod tests {
         // The minute counter wraps at 16 bits (Redis counts 65535 - ldt +
         // now: 9 minutes here, four periods of 2).
         assert_eq!(lfu_decayed((65530 << 8) | 20, 4, 2), 16);
+    }
+
+    #[test]
+    fn tenacity_follows_redis() {
+        use std::time::Duration;
+        assert_eq!(time_limit(0), Duration::ZERO);
+        assert_eq!(time_limit(10), Duration::from_micros(500));
+        assert_eq!(time_limit(11), Duration::from_micros(575));
+        // About two minutes at 99, as Redis's comment says.
+        assert!((100..140).contains(&time_limit(99).as_secs()));
+        assert_eq!(time_limit(100), Duration::MAX);
     }
 
     #[test]

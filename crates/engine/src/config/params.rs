@@ -348,7 +348,15 @@ pub static PARAMS: &[Param] = &[
         int(1, INT_MAX),
         f(|c| num(c.maxmemory_samples), |c, v| c.maxmemory_samples = v.i() as u32),
     ),
-    p("maxmemory-eviction-tenacity", 0, int(0, 100), inert("10")),
+    p(
+        "maxmemory-eviction-tenacity",
+        0,
+        int(0, 100),
+        f(
+            |c| num(c.maxmemory_eviction_tenacity),
+            |c, v| c.maxmemory_eviction_tenacity = v.i() as i64,
+        ),
+    ),
     p(
         "maxmemory-clients",
         0,
