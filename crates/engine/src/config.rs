@@ -117,6 +117,8 @@ pub struct Config {
     pub protected_mode: bool,
     pub lfu_log_factor: i64,
     pub lfu_decay_time: i64,
+    /// How long one round of eviction may run (`evict::time_limit`).
+    pub maxmemory_eviction_tenacity: i64,
     pub hash_max_listpack_entries: usize,
     pub hash_max_listpack_value: usize,
     pub set_max_intset_entries: usize,
@@ -215,6 +217,7 @@ impl Default for Config {
             protected_mode: true,
             lfu_log_factor: 10,
             lfu_decay_time: 1,
+            maxmemory_eviction_tenacity: 10,
             hash_max_listpack_entries: 512,
             hash_max_listpack_value: 64,
             set_max_intset_entries: 512,

@@ -102,20 +102,21 @@ impl Ctx<'_, '_> {
         self.keys.now
     }
 
-    /// The server's LRU clock, stored in entries on access.
+    /// The access stamp (`evict::access` turns it into a key's access
+    /// field; `evict::fresh` into a new key's).
     #[inline]
     pub fn lru(&self) -> u32 {
-        self.shared.lru_clock()
+        self.shared.access_stamp()
     }
 
     /// A live key of the selected database (counts a hit or miss).
     #[inline]
     pub fn lookup_read(&mut self, key: &[u8]) -> Option<&mut Entry> {
-        let lru = self.shared.lru_clock();
+        let stamp = self.shared.access_stamp();
         match self.keys.get(self.db, key) {
             Some(e) => {
                 self.sess.stats.hits += 1;
-                e.lru = lru;
+                e.lru = crate::evict::access(stamp, e.lru);
                 Some(e)
             }
             None => {
@@ -129,9 +130,9 @@ impl Ctx<'_, '_> {
     /// A live key, without touching hit/miss counters (write paths).
     #[inline]
     pub fn lookup(&mut self, key: &[u8]) -> Option<&mut Entry> {
-        let lru = self.shared.lru_clock();
+        let stamp = self.shared.access_stamp();
         let e = self.keys.get(self.db, key)?;
-        e.lru = lru;
+        e.lru = crate::evict::access(stamp, e.lru);
         Some(e)
     }
 
@@ -289,12 +290,23 @@ impl Ctx<'_, '_> {
     /// reports its own change with [`changed`](Self::changed).
     #[inline]
     pub fn set(&mut self, key: &[u8], value: Value, expire_at: i64) -> Option<Entry> {
-        let lru = self.shared.lru_clock();
-        let old = self.keys.insert(self.db, key, value, expire_at, lru);
-        if old.is_none() {
-            self.sess.fx.event(Class::NEW, "new", self.db, key);
+        let stamp = self.shared.access_stamp();
+        let old = self.keys.insert(self.db, key, value, expire_at, crate::evict::fresh(stamp));
+        match &old {
+            None => self.sess.fx.event(Class::NEW, "new", self.db, key),
+            // Under LFU an overwritten key keeps its (touched) counter, as
+            // Redis's dbSetValue.
+            Some(o) if stamp & crate::evict::LFU_BIT != 0 => self.keep_lfu(key, o.lru, stamp),
+            Some(_) => {}
         }
         old
+    }
+
+    #[cold]
+    fn keep_lfu(&mut self, key: &[u8], old: u32, stamp: u32) {
+        if let Some(e) = self.keys.get(self.db, key) {
+            e.lru = crate::evict::access(stamp, old);
+        }
     }
 
     /// Reports a key the command created without [`set`](Self::set)

@@ -206,6 +206,9 @@ pub fn execute_hinted(
             sess.handle
                 .multi_len
                 .store(m.queued.len() as i64, std::sync::atomic::Ordering::Relaxed);
+            // CLIENT LIST's multi-mem, counted as Redis's argv_len_sums.
+            let mem = argv.iter().map(|a| a.len() + 8).sum::<usize>();
+            sess.handle.multi_mem.fetch_add(mem, std::sync::atomic::Ordering::Relaxed);
             out.simple(b"QUEUED");
             apply_reply_mode(sess, out, mark);
             return Outcome::Done;
@@ -320,14 +323,17 @@ pub fn check(
             let in_multi = sess.multi.is_some();
             let maxmemory = sess.conf(shared).maxmemory;
             if maxmemory > 0 {
+                // Evict first, whatever the command (Redis 7.0's
+                // processCommand runs performEvictions for every one).
+                let oom = crate::evict::perform(shared, &mut sess.fx, maxmemory).is_err();
                 // Inside MULTI every queued command is refused while over
                 // the limit; EXEC is when any queued command may grow
-                // memory (Redis 7.0's processCommand).
+                // memory.
                 let deny = flags.has(Flags::DENYOOM)
                     || (in_multi && !flags.has(Flags::NO_QUEUE))
                     || (flags.has(Flags::EXEC_TX)
                         && sess.multi.as_ref().is_some_and(|m| m.flags.has(Flags::DENYOOM)));
-                if deny && shared.over_maxmemory(maxmemory) {
+                if deny && oom {
                     return Err(CmdError::Oom);
                 }
             }

@@ -468,9 +468,19 @@ impl Effects {
     /// (the store reports these): its `expired` event and its `DEL` go
     /// before the command's own.
     pub fn expired(&mut self, db: usize, key: &[u8]) {
+        self.deleted(Class::EXPIRED, "expired", db, key);
+    }
+
+    /// Records a key evicted under `maxmemory` (its own unit): an
+    /// `evicted` event and a `DEL` propagated, as Redis's performEvictions.
+    pub fn evicted(&mut self, db: usize, key: &[u8]) {
+        self.deleted(Class::EVICTED, "evicted", db, key);
+    }
+
+    fn deleted(&mut self, class: Class, name: &'static str, db: usize, key: &[u8]) {
         if self.want.events {
             let k = self.arena.push(key);
-            let rec = EventRec { class: Class::EXPIRED, name: "expired", db: db as u32, key: k };
+            let rec = EventRec { class, name, db: db as u32, key: k };
             self.events.insert(self.cmd_events, rec);
             self.cmd_events += 1;
         }

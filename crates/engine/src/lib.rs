@@ -11,6 +11,7 @@ pub mod ctx;
 pub mod dispatch;
 pub mod effects;
 pub mod error;
+pub mod evict;
 pub mod glob;
 pub mod hll;
 pub mod ldouble;

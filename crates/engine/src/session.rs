@@ -24,11 +24,17 @@ pub struct ClientHandle {
     pub last_cmd: Mutex<String>,
     pub in_multi: AtomicBool,
     pub multi_len: AtomicI64,
+    /// Bytes of the queued commands' arguments (`multi-mem`).
+    pub multi_mem: AtomicUsize,
     pub watching: AtomicUsize,
     pub no_evict: AtomicBool,
     /// Pending input bytes and output bytes, updated per batch.
     pub qbuf: AtomicUsize,
     pub omem: AtomicUsize,
+    /// Room left in the input buffer, and the connection's buffers and
+    /// state in bytes, as of the last batch (CLIENT LIST's `qbuf-free`,
+    /// `tot-mem`).
+    pub qbuf_free: AtomicUsize,
     pub tot_mem: AtomicUsize,
     /// Set by `CLIENT KILL`; the connection closes at its next turn.
     pub killed: AtomicBool,
@@ -67,10 +73,12 @@ impl ClientHandle {
             last_cmd: Mutex::new("NULL".into()),
             in_multi: AtomicBool::new(false),
             multi_len: AtomicI64::new(-1),
+            multi_mem: AtomicUsize::new(0),
             watching: AtomicUsize::new(0),
             no_evict: AtomicBool::new(false),
             qbuf: AtomicUsize::new(0),
             omem: AtomicUsize::new(0),
+            qbuf_free: AtomicUsize::new(0),
             tot_mem: AtomicUsize::new(0),
             killed: AtomicBool::new(false),
             waker: Mutex::new(None),

@@ -137,6 +137,13 @@ pub struct Shared {
     pub started_unix_ms: i64,
     pub run_id: String,
     lru: AtomicU32,
+    /// What a read stores in the key's access field (`evict::stamp`).
+    stamp: AtomicU32,
+    /// Eviction state and counters (`maxmemory`).
+    pub evictor: crate::evict::Evictor,
+    /// This thread's bytes allocated minus freed, from the allocator the
+    /// server installs (jemalloc's per-thread counters).
+    pub thread_mem_probe: OnceLock<fn() -> u64>,
     pub pause: Mutex<Pause>,
     /// Bumped on every CLIENT PAUSE/UNPAUSE (see [`Pause`]).
     pub pause_epoch: AtomicI64,
@@ -240,6 +247,9 @@ impl Shared {
             started_unix_ms: unix_ms(),
             run_id,
             lru: AtomicU32::new(0),
+            stamp: AtomicU32::new(0),
+            evictor: Default::default(),
+            thread_mem_probe: OnceLock::new(),
             pause: Mutex::new(Pause::default()),
             pause_epoch: AtomicI64::new(0),
             shutdown: AtomicBool::new(false),
@@ -282,10 +292,13 @@ impl Shared {
     /// it per command: the pub/sub output limit, the keyspace notifier.
     /// Called at start and after every CONFIG SET.
     pub fn config_applied(&self) {
-        let (flags, hard, max_keys) = {
+        let (flags, hard, max_keys, lfu) = {
             let c = self.config.read();
-            (c.notify_keyspace_events, c.obuf_pubsub.hard, c.tracking_table_max_keys)
+            crate::evict::set_lfu_params(c.lfu_log_factor, c.lfu_decay_time);
+            let lfu = crate::evict::Policy::parse(&c.maxmemory_policy).lfu();
+            (c.notify_keyspace_events, c.obuf_pubsub.hard, c.tracking_table_max_keys, lfu)
         };
+        self.update_stamp(lfu);
         self.pubsub.set_hard_limit(hard);
         self.tracker.max_keys.store(max_keys as usize, Ordering::Relaxed);
         let mut n = self.notifier.lock();
@@ -351,19 +364,51 @@ impl Shared {
     }
 
     /// Whether used memory exceeds `max` (a `maxmemory` that is set).
-    /// The allocator is asked at most once a millisecond, and never when
-    /// no limit is set: refreshing jemalloc's statistics costs about a
-    /// million instructions.
+    /// Never asks the allocator when no limit is set (refreshing jemalloc's
+    /// statistics costs about a million instructions).
     pub fn over_maxmemory(&self, max: u64) -> bool {
-        if max == 0 {
-            return false;
+        max > 0 && self.used_memory_now() > max
+    }
+
+    /// Used memory as the maxmemory check sees it: the allocator's figure,
+    /// asked at most once a millisecond, plus what this thread allocated
+    /// (or minus what it freed) since it last looked.
+    pub fn used_memory_now(&self) -> u64 {
+        thread_local! {
+            static SEEN: std::cell::Cell<Option<u64>> = const { std::cell::Cell::new(None) };
         }
+        let net = self.thread_allocated();
+        let last = SEEN.with(|c| c.replace(net));
         let now = unix_ms();
         if self.used_memory_at.load(Ordering::Relaxed) != now {
             self.used_memory_at.store(now, Ordering::Relaxed);
-            self.used_memory.store(self.mem_stats().used_memory, Ordering::Relaxed);
+            let used = self.mem_stats().used_memory;
+            self.used_memory.store(used, Ordering::Relaxed);
+            return used;
         }
-        max > 0 && self.used_memory.load(Ordering::Relaxed) > max
+        if let (Some(a), Some(b)) = (last, net) {
+            let d = b.wrapping_sub(a) as i64;
+            if d > 0 {
+                return self.used_memory.fetch_add(d as u64, Ordering::Relaxed) + d as u64;
+            }
+            self.used_memory_freed(d.unsigned_abs());
+        }
+        self.used_memory.load(Ordering::Relaxed)
+    }
+
+    /// Takes `n` freed bytes off the figure [`used_memory_now`]
+    /// (Self::used_memory_now) keeps between two measurements.
+    pub fn used_memory_freed(&self, n: u64) {
+        let _ = self
+            .used_memory
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |u| Some(u.saturating_sub(n)));
+    }
+
+    /// This thread's bytes allocated minus freed (wrapping), when the
+    /// server installed the allocator's probe.
+    #[inline]
+    pub fn thread_allocated(&self) -> Option<u64> {
+        self.thread_mem_probe.get().map(|p| p())
     }
 
     /// One active-expiry pass over the stripes `part` of `parts` owns
@@ -416,6 +461,21 @@ impl Shared {
         let (input, output) = self.net_bytes();
         let commands = self.stats.commands_processed.load(Ordering::Relaxed);
         self.rates.track(unix_ms(), [commands, input, output]);
+        let lfu = self.stamp.load(Ordering::Relaxed) & crate::evict::LFU_BIT != 0;
+        self.update_stamp(lfu);
+        crate::evict::evict_clients(self);
+    }
+
+    fn update_stamp(&self, lfu: bool) {
+        let s = crate::evict::stamp(lfu, self.lru_clock(), self.clock.now_ms());
+        self.stamp.store(s, Ordering::Relaxed);
+    }
+
+    /// What an access stores in a key's access field (see
+    /// `evict::access`): the LRU clock, or the LFU flag and minute.
+    #[inline]
+    pub fn access_stamp(&self) -> u32 {
+        self.stamp.load(Ordering::Relaxed)
     }
 
     /// `total_net_input_bytes` and `total_net_output_bytes`: the closed

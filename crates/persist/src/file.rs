@@ -140,13 +140,42 @@ pub fn encode_key(
     idle: Option<u64>,
     compress: bool,
 ) {
+    let access = idle.map_or(Access::None, Access::Idle);
+    encode_key_with(out, key, v, expire_at, access, compress);
+}
+
+/// What a key's record says of its accesses (Redis writes the idle time
+/// under an LRU policy, the LFU counter under an LFU one).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    None,
+    Idle(u64),
+    Freq(u8),
+}
+
+/// [`encode_key`] with either access field.
+pub fn encode_key_with(
+    out: &mut Vec<u8>,
+    key: &[u8],
+    v: &Value,
+    expire_at: i64,
+    access: Access,
+    compress: bool,
+) {
     if expire_at >= 0 {
         out.push(op::EXPIRETIME_MS);
         out.extend_from_slice(&expire_at.to_le_bytes());
     }
-    if let Some(idle) = idle {
-        out.push(op::IDLE);
-        value::write_len(out, idle);
+    match access {
+        Access::None => {}
+        Access::Idle(idle) => {
+            out.push(op::IDLE);
+            value::write_len(out, idle);
+        }
+        Access::Freq(freq) => {
+            out.push(op::FREQ);
+            out.push(freq);
+        }
     }
     out.push(value::value_type(v));
     value::write_string(out, key, compress);

@@ -83,6 +83,11 @@ impl ReplyBuf {
         self.total == 0
     }
 
+    /// Bytes the buffer holds allocated (its chunks' capacities).
+    pub fn allocated(&self) -> usize {
+        self.chunks.iter().map(|c| c.capacity()).sum()
+    }
+
     pub fn is_resp3(&self) -> bool {
         self.proto == Proto::Resp3
     }

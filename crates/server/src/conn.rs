@@ -34,6 +34,8 @@ const TURN_BUDGET: usize = 256 * 1024;
 const READ_CHUNK: usize = 16 * 1024;
 /// Read buffers above this, when empty, are shrunk back.
 const READ_KEEP: usize = 64 * 1024;
+/// Unexecuted input past which reading stops until it is executed.
+const READ_AHEAD: usize = 64 * 1024;
 
 /// Requests parsed ahead of execution.
 const WINDOW: usize = 32;
@@ -79,6 +81,17 @@ impl ConnLimits {
 /// Serves one connection until it closes.
 pub async fn serve(shared: Arc<Shared>, stream: TcpStream) {
     let _ = stream.set_nodelay(true);
+    let keepalive = shared.config.read().tcp_keepalive;
+    if keepalive > 0 {
+        // Redis's anetKeepAlive: probes after `tcp-keepalive` idle
+        // seconds, every third of that, three of them.
+        let secs = Duration::from_secs(keepalive);
+        let ka = socket2::TcpKeepalive::new()
+            .with_time(secs)
+            .with_interval((secs / 3).max(Duration::from_secs(1)))
+            .with_retries(3);
+        let _ = socket2::SockRef::from(&stream).set_tcp_keepalive(&ka);
+    }
     let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
     let local = stream.local_addr().map(|a| a.to_string()).unwrap_or_default();
     let fd = {
@@ -96,7 +109,11 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream) {
     }
     let maxclients = shared.config.read().maxclients;
     if shared.connected_clients() > maxclients {
-        let _ = stream.try_write(b"-ERR max number of clients reached\r\n");
+        // A fresh socket's write readiness is not known yet: without the
+        // wait, try_write says WouldBlock and the client gets no reason.
+        if stream.writable().await.is_ok() {
+            let _ = stream.try_write(b"-ERR max number of clients reached\r\n");
+        }
         shared.stats.rejected_connections.fetch_add(1, Ordering::Relaxed);
         shared.disconnect(&mut sess);
         return;
@@ -117,6 +134,7 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream) {
         served_reply: false,
     };
     conn.limits = ConnLimits::load(&shared, conn.sess.authenticated);
+    conn.publish_memory();
     let ended = conn.run(&notify).await;
     if ended.is_ok() && conn.sess.replica.as_ref().is_some_and(|h| h.sync.is_some()) {
         let input = conn.rbuf[conn.rpos..].to_vec();
@@ -350,7 +368,10 @@ impl Conn<'_> {
     /// Reads what the socket has.
     fn read(&mut self) -> Result<(), Closed> {
         loop {
-            let want = self.need.saturating_sub(self.rbuf.len()).max(READ_CHUNK);
+            // A big argument's room is made as its bytes come (a megabyte
+            // at a time), not reserved whole from its announced length: a
+            // client that announces a huge bulk and stalls costs little.
+            let want = self.need.saturating_sub(self.rbuf.len()).clamp(READ_CHUNK, 1 << 20);
             if self.rbuf.capacity() - self.rbuf.len() < want {
                 self.rbuf.reserve(want);
             }
@@ -368,6 +389,13 @@ impl Conn<'_> {
                             .fetch_add(1, Ordering::Relaxed);
                         log::warning("Closing client that reached max query buffer length");
                         return Err("query buffer limit");
+                    }
+                    // Enough unexecuted input is buffered: execute it
+                    // before reading more (Redis reads 16 KB per event).
+                    // A client flooding a pipeline then waits in the
+                    // socket, not in memory that counts against maxmemory.
+                    if self.rbuf.len() - self.rpos >= READ_AHEAD && self.rbuf.len() >= self.need {
+                        return Ok(());
                     }
                     // Keep reading only while reads fill what we offered.
                     if self.rbuf.len() < self.rbuf.capacity() {
@@ -567,6 +595,7 @@ impl Conn<'_> {
             self.sess.handle.last_interaction_ms.store(unix_ms(), Ordering::Relaxed);
             self.sess.handle.omem.store(self.out.len(), Ordering::Relaxed);
             self.sess.handle.qbuf.store(self.rbuf.len() - self.rpos, Ordering::Relaxed);
+            self.publish_memory();
             if let Some((top, spec)) = self.sess.last_cmd {
                 if !std::ptr::eq(spec, self.published_cmd) {
                     self.published_cmd = spec;
@@ -575,6 +604,19 @@ impl Conn<'_> {
             }
         }
         budget_left
+    }
+
+    /// CLIENT LIST's `qbuf-free` and `tot-mem` (Redis's
+    /// getClientMemoryUsage: the connection's own state, its buffers and
+    /// queued transaction), once per executed batch.
+    fn publish_memory(&self) {
+        let h = &self.sess.handle;
+        h.qbuf_free.store(self.rbuf.capacity() - self.rbuf.len(), Ordering::Relaxed);
+        let own =
+            std::mem::size_of::<Self>() + std::mem::size_of::<engine::session::ClientHandle>();
+        let total =
+            own + self.rbuf.capacity() + self.out.allocated() + h.multi_mem.load(Ordering::Relaxed);
+        h.tot_mem.store(total, Ordering::Relaxed);
     }
 
     /// Drops consumed input, once per batch.

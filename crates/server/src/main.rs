@@ -153,6 +153,7 @@ fn main() {
     let _ = shared
         .malloc
         .set(engine::shared::MallocHooks { stats: jemalloc_stats, purge: jemalloc_purge });
+    let _ = shared.thread_mem_probe.set(jemalloc_thread_net);
     *shared.config_file.lock() = config_file;
     if let Ok(exe) = std::env::current_exe() {
         *shared.executable.lock() = exe.display().to_string();
@@ -300,17 +301,37 @@ fn jemalloc_purge() {
     }
 }
 
+/// This thread's bytes allocated minus freed (wrapping), from jemalloc's
+/// per-thread counters: two loads through pointers looked up once per
+/// thread (the maxmemory check between two `stats.allocated` readings).
+fn jemalloc_thread_net() -> u64 {
+    use tikv_jemalloc_ctl::thread::{allocatedp, deallocatedp, ThreadLocal};
+    thread_local! {
+        static COUNTERS: Option<(ThreadLocal<u64>, ThreadLocal<u64>)> =
+            allocatedp::read().ok().zip(deallocatedp::read().ok());
+    }
+    COUNTERS.with(|c| c.map_or(0, |(a, d)| a.get().wrapping_sub(d.get())))
+}
+
 /// Memory figures for INFO from jemalloc's statistics (`used_memory` is
 /// what the allocator has handed out, as Redis reports it).
 fn jemalloc_probe() -> engine::shared::MemStats {
     use tikv_jemalloc_ctl::{epoch, stats};
     let _ = epoch::advance();
     let allocated = stats::allocated::read().unwrap_or(0) as u64;
+    // Freed blocks a thread cache keeps count as allocated for jemalloc;
+    // Redis's zmalloc counter frees them at once, and eviction measures
+    // what it freed that way, so they are taken off.
+    // SAFETY: the name is NUL-terminated and the value a size_t.
+    let cached = unsafe {
+        tikv_jemalloc_ctl::raw::read::<usize>(b"stats.arenas.4096.tcache_bytes\0").unwrap_or(0)
+    } as u64;
+    let used = allocated.saturating_sub(cached);
     let active = stats::active::read().unwrap_or(0) as u64;
     let resident = stats::resident::read().unwrap_or(0) as u64;
     let rss = engine::shared::statm_probe().used_memory_rss;
     engine::shared::MemStats {
-        used_memory: allocated,
+        used_memory: used,
         used_memory_rss: rss,
         allocator_allocated: allocated,
         allocator_active: active,

@@ -95,8 +95,12 @@ fn close_idle_clients(shared: &Shared) {
         .lock()
         .values()
         .filter(|h| {
+            // As Redis's clientsCronHandleTimeout: blocked, subscribed
+            // and MONITOR clients wait for others to talk, not idle.
             now - h.last_interaction_ms.load(Ordering::Relaxed) > limit
                 && !engine::blocking::is_blocked(h)
+                && !h.subscribed()
+                && !h.monitor.load(Ordering::Relaxed)
         })
         .cloned()
         .collect();

@@ -121,6 +121,10 @@ fn begin(sh: &Shared) -> Started {
 pub fn begin_then(sh: &Shared, at_instant: &mut dyn FnMut()) -> Started {
     let cfg = sh.config.read().clone();
     let lru_clock = cfg.maxmemory_policy.contains("lru").then(|| sh.lru_clock());
+    let lfu = engine::evict::Policy::parse(&cfg.maxmemory_policy).lfu().then(|| {
+        let now_min = engine::evict::lfu_minutes(sh.clock.now_ms());
+        (now_min, cfg.lfu_decay_time.clamp(0, i64::from(u32::MAX)) as u32)
+    });
     let limit = std::env::var("SLUICE_SNAPSHOT_QUEUE_LIMIT")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -128,6 +132,7 @@ pub fn begin_then(sh: &Shared, at_instant: &mut dyn FnMut()) -> Started {
     let cap = Arc::new(Capture {
         compress: cfg.rdbcompression,
         lru_clock,
+        lfu,
         queue: Mutex::new(Vec::new()),
         queued: AtomicUsize::new(0),
         limit,
@@ -154,6 +159,9 @@ struct Capture {
     /// The LRU clock when an LRU maxmemory policy is set: idle times are
     /// then saved with the keys, as Redis does.
     lru_clock: Option<u32>,
+    /// The minute and `lfu-decay-time` when an LFU policy is set: the
+    /// decayed counters are then saved, as Redis does.
+    lfu: Option<(u32, u32)>,
     queue: Mutex<Vec<Captured>>,
     /// Bytes waiting in `queue`; above `limit`, a writer that captured a
     /// stripe waits (holding its stripes) until the saver has written
@@ -178,8 +186,14 @@ impl SnapshotHook for Capture {
         let mut bytes = Vec::new();
         let mut keys = 0;
         for (k, e) in stripe.iter() {
-            let idle = self.lru_clock.map(|c| u64::from(c.saturating_sub(e.lru)));
-            file::encode_key(&mut bytes, k, &e.value, e.expire_at, idle, self.compress);
+            let access = match (self.lru_clock, self.lfu) {
+                (Some(c), _) => file::Access::Idle(u64::from(c.saturating_sub(e.lru))),
+                (None, Some((now_min, decay))) => {
+                    file::Access::Freq(engine::evict::lfu_decayed(e.lru, now_min, decay) as u8)
+                }
+                (None, None) => file::Access::None,
+            };
+            file::encode_key_with(&mut bytes, k, &e.value, e.expire_at, access, self.compress);
             keys += 1;
         }
         let n = bytes.len();
@@ -299,7 +313,10 @@ pub fn load_bytes(sh: &Shared, bytes: &[u8]) -> Result<file::Loaded, persist::Er
     let lim = limits(&cfg);
     let store = &sh.store;
     let lru = sh.lru_clock();
-    let use_idle = cfg.maxmemory_policy.contains("lru");
+    // Redis's objectSetLRUOrLFU: the counter under an LFU policy, the
+    // idle time under any other.
+    let lfu = engine::evict::Policy::parse(&cfg.maxmemory_policy).lfu();
+    let stamp = engine::evict::stamp(lfu, lru, sh.clock.now_ms());
     let delay = u64::try_from(cfg.key_load_delay).unwrap_or(0);
     let loaded = file::load(bytes, &lim, store.databases(), unix_ms(), cfg.rdbchecksum, |k| {
         if delay > 0 {
@@ -307,9 +324,10 @@ pub fn load_bytes(sh: &Shared, bytes: &[u8]) -> Result<file::Loaded, persist::Er
         }
         let mut g = store.lock_stripe(k.db, store.stripe_of(k.key) as usize);
         // Sluice's LRU clock counts from start-up: longer idle times clamp.
-        let lru = match k.idle {
-            Some(idle) if use_idle => lru.saturating_sub(u32::try_from(idle).unwrap_or(u32::MAX)),
-            _ => lru,
+        let lru = match (k.idle, k.freq) {
+            (_, Some(freq)) if lfu => engine::evict::fresh(stamp) & !0xff | u32::from(freq),
+            (Some(idle), _) if !lfu => lru.saturating_sub(u32::try_from(idle).unwrap_or(u32::MAX)),
+            _ => engine::evict::fresh(stamp),
         };
         match g.insert(k.key, k.value, k.expire_at, lru) {
             None => Ok(()),

@@ -59,6 +59,7 @@ files! {
     restore => "restore.txt",
     scripting => "scripting.txt",
     streams => "streams.txt",
+    eviction => "eviction.txt",
 }
 
 #[test]

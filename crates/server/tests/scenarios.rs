@@ -81,6 +81,7 @@ scenarios! {
     hyperloglog => "hyperloglog.txt",
     geo => "geo.txt",
     policies => "policies.txt",
+    eviction => "eviction.txt",
     persistence => "persistence.txt",
     scripting_eval => "scripting_eval.txt",
     scripting_cmsgpack => "scripting_cmsgpack.txt",

@@ -773,6 +773,71 @@ impl Store {
         x
     }
 
+    /// Whether any stripe of `db` ever held a key or a TTL (volatile)
+    /// since it was last emptied, from the stripes' published hints and
+    /// without locking: eviction skips the databases that say no.
+    pub fn db_maybe_keys(&self, db: usize, volatile: bool) -> bool {
+        let (base, end) = (db * self.stripes, (db + 1) * self.stripes);
+        let map = if volatile { &self.ttl_stripes } else { &self.written_stripes };
+        (base / 64..end.div_ceil(64)).any(|w| {
+            let bits = map[w].load(Ordering::Relaxed);
+            let lo = base.saturating_sub(w * 64);
+            let hi = (end - w * 64).min(64);
+            let mask = if hi - lo == 64 { u64::MAX } else { ((1u64 << (hi - lo)) - 1) << lo };
+            bits & mask != 0
+        })
+    }
+
+    /// Eviction's sampling (Redis's `dictGetSomeKeys` for the eviction
+    /// pool): `n` keys of `db` (only keys with a TTL when `volatile`), each
+    /// from a random stripe that has some, handed to `visit` with that
+    /// stripe locked. A stripe is drawn at random until one has keys (by
+    /// the published hints; after 32 empty draws, the next non-empty one
+    /// after the last draw): walking forward from one random start would
+    /// pick the stripes after long empty runs far more often, and leave
+    /// the keys of others unsampled. Returns how many were visited: fewer
+    /// than `n` only when `db` holds none.
+    pub fn sample_keys(
+        &self,
+        db: usize,
+        volatile: bool,
+        n: usize,
+        visit: &mut dyn FnMut(&[u8], &Entry),
+    ) -> usize {
+        let mut seen = 0;
+        'samples: for _ in 0..n {
+            let mut start = 0;
+            for probe in 0..self.stripes + 32 {
+                let stripe = if probe < 32 {
+                    start = self.rand() as usize;
+                    start % self.stripes
+                } else {
+                    (start + probe - 32) % self.stripes
+                };
+                let slot = &self.dbs[db].stripes[stripe];
+                let hint = if volatile { &slot.ttl_hint } else { &slot.len_hint };
+                if hint.load(Ordering::Relaxed) == 0 {
+                    continue;
+                }
+                let g = self.lock_stripe(db, stripe);
+                let table_index = if volatile {
+                    g.ttl.random_index(|| self.rand()).and_then(|i| g.ttl.at(i)).map(|(k, _)| k)
+                } else {
+                    g.map.random_index(|| self.rand()).and_then(|i| g.map.at(i)).map(|(k, _)| k)
+                };
+                if let Some(k) = table_index {
+                    if let Some(e) = g.map.get(k) {
+                        visit(k, e);
+                        seen += 1;
+                        continue 'samples;
+                    }
+                }
+            }
+            break;
+        }
+        seen
+    }
+
     /// Number of keys in a database (expired-but-undeleted included, as
     /// Redis's DBSIZE) and how many have a TTL.
     pub fn db_size(&self, db: usize) -> (usize, usize) {

@@ -15,6 +15,8 @@ use crate::bytes::SmallBytes;
 
 const NIL: u32 = u32::MAX;
 const MIN_BUCKETS: usize = 4;
+/// Smallest slab [`Table::maybe_shrink`] compacts for free slots alone.
+const MIN_COMPACT: usize = 16;
 
 struct Node<V> {
     /// The low 32 bits of the key's hash: enough to pick a bucket (tables
@@ -283,6 +285,15 @@ impl<V> Table<V> {
             }
             self.compact();
             self.resize(self.len.next_power_of_two().max(MIN_BUCKETS));
+        } else if self.nodes.len() >= MIN_COMPACT && self.len * 4 < self.nodes.len() * 3 {
+            // Free slots are only reused by this table's inserts: when
+            // keys move between tables (eviction under maxmemory deletes
+            // here while writes insert elsewhere) each slab would keep the
+            // most it ever held. A quarter free is given back, at a copy
+            // of the rest (at least a quarter of the slab's removals ago).
+            self.compact();
+            let size = self.buckets.len();
+            self.resize(size);
         }
     }
 

@@ -350,6 +350,9 @@ struct Me {
     argv_mem: usize,
     /// Reply bytes pending before this command's reply (`obl`).
     obl: usize,
+    /// The running request's bytes, as it came (`qbuf`: Redis trims the
+    /// query buffer after the command).
+    qbuf: usize,
     /// A watched key was touched (flag `d`).
     dirty_cas: bool,
 }
@@ -362,8 +365,17 @@ fn me(cx: &Ctx, args: &Args, out: &ReplyBuf) -> Me {
         cmd: dispatch::full_name(top, cx.spec),
         argv_mem: argv.iter().map(|a| a.len()).sum(),
         obl: out.len().min(resp::CHUNK),
+        qbuf: argv.iter().map(|a| 1 + digits(a.len()) + 2 + a.len() + 2).sum::<usize>()
+            + 1
+            + digits(argv.len())
+            + 2,
         dirty_cas: cx.sess.watch_flag.load(Ordering::Relaxed),
     }
+}
+
+/// Decimal digits of `n`.
+fn digits(n: usize) -> usize {
+    n.checked_ilog10().map_or(1, |d| d as usize + 1)
 }
 
 /// Appends one `CLIENT LIST` line (with its `\n`), fields in 7.0's order.
@@ -421,23 +433,32 @@ fn client_line(buf: &mut Vec<u8>, h: &ClientHandle, now_ms: i64, me: &Me) {
     let multi =
         if h.in_multi.load(Ordering::Relaxed) { h.multi_len.load(Ordering::Relaxed) } else { -1 };
     let cmd: String = if is_me { me.cmd.clone() } else { h.last_cmd.lock().clone() };
-    let obl = if is_me { me.obl } else { 0 };
+    // Redis's static reply buffer (`obl`) then its list of blocks
+    // (`oll`, `omem`); Sluice's pending output is chunks of the same size.
+    let pending = h.omem.load(Ordering::Relaxed);
+    let obl = if is_me { me.obl } else { pending.min(resp::CHUNK) };
+    let rest = if is_me { 0 } else { pending - obl };
+    let oll = rest.div_ceil(resp::CHUNK);
+    let qbuf = if is_me { me.qbuf } else { h.qbuf.load(Ordering::Relaxed) };
+    let argv_mem = if is_me { me.argv_mem } else { 0 };
+    let qbuf_free =
+        h.qbuf_free.load(Ordering::Relaxed).saturating_sub(if is_me { qbuf } else { 0 });
+    let events = if rest + obl > 0 && !is_me { "rw" } else { "r" };
+    let multi_mem = h.multi_mem.load(Ordering::Relaxed);
+    let tot_mem = h.tot_mem.load(Ordering::Relaxed) + argv_mem;
     let _ = write!(buf, "id={} addr={} laddr={} fd={} name=", h.id, h.addr, h.laddr, h.fd);
     buf.extend_from_slice(&name);
     let _ = writeln!(
         buf,
         " age={age} idle={idle} flags={flags} db={} sub={} psub={} ssub={} multi={multi} \
-         qbuf={} qbuf-free=0 argv-mem={} multi-mem=0 rbs={} rbp={obl} obl={obl} oll=0 \
-         omem={} tot-mem={} events=r cmd={cmd} user=default redir={redir} resp={}",
+         qbuf={qbuf} qbuf-free={qbuf_free} argv-mem={argv_mem} multi-mem={multi_mem} rbs={} rbp={obl} \
+         obl={obl} oll={oll} omem={rest} tot-mem={tot_mem} events={events} cmd={cmd} \
+         user=default redir={redir} resp={}",
         h.db.load(Ordering::Relaxed),
         h.subs[0].load(Ordering::Relaxed),
         h.subs[1].load(Ordering::Relaxed),
         h.subs[2].load(Ordering::Relaxed),
-        h.qbuf.load(Ordering::Relaxed),
-        if is_me { me.argv_mem } else { 0 },
         resp::CHUNK,
-        h.omem.load(Ordering::Relaxed),
-        h.tot_mem.load(Ordering::Relaxed),
         h.resp.load(Ordering::Relaxed),
     );
 }

@@ -255,6 +255,7 @@ fn reset(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     cx.sess.multi = None;
     cx.sess.handle.in_multi.store(false, Ordering::Relaxed);
     cx.sess.handle.multi_len.store(-1, Ordering::Relaxed);
+    cx.sess.handle.multi_mem.store(0, Ordering::Relaxed);
     // RESET declares no keys, so it holds no stripes here.
     tx::unwatch_all(cx.shared, cx.sess);
     cx.sess.db = 0;

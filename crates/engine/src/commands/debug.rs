@@ -536,7 +536,7 @@ fn atoi(b: &[u8]) -> i64 {
 /// `DEBUG OBJECT key`. Like Redis it looks the key up without expiring it
 /// or touching its access time.
 fn object(cx: &mut Ctx, key: &[u8], out: &mut ReplyBuf) -> CmdResult {
-    let clock = cx.lru();
+    let clock = cx.shared.lru_clock();
     let shared_ints = {
         let c = cx.shared.config.read();
         c.maxmemory == 0

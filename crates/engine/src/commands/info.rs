@@ -388,14 +388,15 @@ fn section(cx: &mut Ctx, name: &str, t: &mut String, counts: &mut Counts) {
             line!("expired_stale_perc:0.00");
             line!("expired_time_cap_reached_count:0");
             line!("expire_cycle_cpu_milliseconds:0");
-            for f in [
-                "evicted_keys",
-                "evicted_clients",
-                "total_eviction_exceeded_time",
-                "current_eviction_exceeded_time",
-            ] {
-                line!("{f}:0");
-            }
+            let ev = &sh.evictor;
+            line!("evicted_keys:{}", ev.evicted_keys.load(std::sync::atomic::Ordering::Relaxed));
+            line!(
+                "evicted_clients:{}",
+                ev.evicted_clients.load(std::sync::atomic::Ordering::Relaxed)
+            );
+            let (total, current) = ev.exceeded_times(sh.clock.now_ms());
+            line!("total_eviction_exceeded_time:{total}");
+            line!("current_eviction_exceeded_time:{current}");
             line!("keyspace_hits:{}", ld(&st.keyspace_hits));
             line!("keyspace_misses:{}", ld(&st.keyspace_misses));
             let ps = &cx.shared.pubsub;

@@ -472,7 +472,7 @@ fn copy(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         out.int(0);
         return Ok(());
     }
-    let lru = cx.lru();
+    let lru = crate::evict::fresh(cx.lru());
     cx.keys.insert(o.db, dst, value, expire_at, lru);
     cx.sess.fx.event(Class::NEW, "new", o.db, dst);
     cx.changed_in(o.db, dst, Class::GENERIC, "copy_to", 1);
@@ -518,11 +518,11 @@ fn obj_refcount(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult 
 }
 
 fn lfu_policy(cx: &Ctx) -> bool {
-    cx.shared.config.read().maxmemory_policy.contains("lfu")
+    cx.lru() & crate::evict::LFU_BIT != 0
 }
 
 fn obj_idletime(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
-    let clock = cx.lru();
+    let clock = cx.shared.lru_clock();
     let lfu = lfu_policy(cx);
     let Some(e) = read_notouch(cx, args.key()?) else {
         out.null();
@@ -538,31 +538,22 @@ fn obj_idletime(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult 
     Ok(())
 }
 
-/// Redis's initial LFU counter of a new key.
-const LFU_INIT_VAL: i64 = 5;
-
 fn obj_freq(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
-    let clock = cx.lru();
-    let (lfu, decay) = {
-        let c = cx.shared.config.read();
-        (c.maxmemory_policy.contains("lfu"), c.lfu_decay_time)
-    };
+    let stamp = cx.lru();
+    let decay = cx.sess.conf(cx.shared).lfu_decay_time.clamp(0, i64::from(u32::MAX)) as u32;
     let Some(e) = read_notouch(cx, args.key()?) else {
         out.null();
         return Ok(());
     };
-    if !lfu {
+    if stamp & crate::evict::LFU_BIT == 0 {
         return Err(CmdError::err(
             "An LFU maxmemory policy is not selected, access frequency not tracked. Please note \
              that when switching between policies at runtime LRU and LFU data will take some \
              time to adjust.",
         ));
     }
-    // Access counts are not kept per key: report a new key's counter,
-    // decayed by the minutes since the last access as `LFUDecrAndReturn`.
-    let idle_min = i64::from(clock.saturating_sub(e.lru)) / 60;
-    let periods = if decay > 0 { idle_min / decay } else { 0 };
-    out.int((LFU_INIT_VAL - periods).max(0));
+    let now_min = (stamp >> 8) & 0xffff;
+    out.int(i64::from(crate::evict::lfu_decayed(e.lru, now_min, decay)));
     Ok(())
 }
 

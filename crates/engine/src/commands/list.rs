@@ -206,7 +206,7 @@ fn list_in<'s>(
     match s.get(key, now) {
         None => Ok(None),
         Some(e) => {
-            e.lru = lru;
+            e.lru = crate::evict::access(lru, e.lru);
             match &mut e.value {
                 Value::List(l) => Ok(Some(l)),
                 _ => Err(CmdError::WrongType),
@@ -331,7 +331,7 @@ fn push_with(
                 l.push(end, v);
             }
             let n = l.len();
-            s.insert(key, Value::List(Box::new(l)), NO_EXPIRE, lru);
+            s.insert(key, Value::List(Box::new(l)), NO_EXPIRE, crate::evict::fresh(lru));
             (n, true)
         }
     };
@@ -701,7 +701,7 @@ fn move_with(
         None => {
             let mut l = List::new(fill);
             l.push(to, &v);
-            d.insert(dst, Value::List(Box::new(l)), NO_EXPIRE, lru);
+            d.insert(dst, Value::List(Box::new(l)), NO_EXPIRE, crate::evict::fresh(lru));
             true
         }
     };

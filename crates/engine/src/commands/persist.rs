@@ -195,10 +195,18 @@ fn restore(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         return Ok(());
     }
     cx.set(key, value, if ttl != 0 { ttl } else { NO_EXPIRE });
-    if idle >= 0 {
-        let clock = cx.lru();
+    // Redis's objectSetLRUOrLFU: FREQ counts under an LFU policy, IDLETIME
+    // under any other.
+    let stamp = cx.lru();
+    let field = if stamp & crate::evict::LFU_BIT != 0 {
+        (freq >= 0).then(|| crate::evict::fresh(stamp) & !0xff | freq as u32)
+    } else {
+        let clock = cx.shared.lru_clock();
+        (idle >= 0).then(|| clock.saturating_sub(idle.min(i64::from(u32::MAX)) as u32))
+    };
+    if let Some(field) = field {
         if let Some(e) = cx.keys.get(cx.db, key) {
-            e.lru = clock.wrapping_sub(idle.min(i64::from(u32::MAX)) as u32);
+            e.lru = field;
         }
     }
     cx.changed(key, Class::GENERIC, "restore", 1);

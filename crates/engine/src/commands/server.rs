@@ -260,6 +260,7 @@ fn config_set(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
             crate::log::warning(&config::no_effect_warning(n.name(), &next.get(*n)));
         }
     }
+    let max = next.maxmemory;
     let prev = std::mem::replace(&mut *cx.shared.config.write(), next);
     cx.shared.config_epoch.fetch_add(1, Ordering::Release);
     if let Some(aof) = cx.shared.aof.get() {
@@ -272,6 +273,17 @@ fn config_set(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         }
     }
     cx.shared.config_applied();
+    if max > 0
+        && cx.caller == crate::dispatch::Caller::Client
+        && chosen.iter().any(|(n, _)| n.name() == "maxmemory")
+    {
+        // A lower limit evicts at once, as Redis's updateMaxmemory (each
+        // evicted key a unit of its own, outside this command's). Not
+        // inside EXEC, which may hold the stripes eviction would lock:
+        // the next command evicts then.
+        let mut fx = crate::effects::Effects::default();
+        let _ = crate::evict::perform(cx.shared, &mut fx, max);
+    }
     out.ok();
     Ok(())
 }
@@ -310,6 +322,7 @@ fn config_resetstat(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult
     s.net_output_base.store(live_out, Ordering::Relaxed);
     let (_, expired, _) = super::info::keyspace_counts(cx);
     sh.expired_keys_base.store(expired, Ordering::Relaxed);
+    sh.evictor.reset_stats();
     let used = sh.mem_stats().used_memory;
     sh.mem_peak.store(used, Ordering::Relaxed);
     out.ok();

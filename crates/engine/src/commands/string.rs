@@ -495,11 +495,11 @@ fn incr_with(cx: &mut Ctx, key: &[u8], by: i64, out: &mut ReplyBuf) -> CmdResult
             expect_string(e)?;
             let v = int_of(&e.value)?.checked_add(by).ok_or(CmdError::Overflow)?;
             e.value = Value::Int(v);
-            e.lru = lru;
+            e.lru = crate::evict::access(lru, e.lru);
             (v, false)
         }
         None => {
-            s.insert(key, Value::Int(by), NO_EXPIRE, lru);
+            s.insert(key, Value::Int(by), NO_EXPIRE, crate::evict::fresh(lru));
             (by, true)
         }
     };
@@ -525,12 +525,12 @@ fn incrbyfloat(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
             let n = ldouble::incr_by(Some(cur), by, &mut buf).map_err(ld_error)?;
             // Stored as Redis's createStringObject: embstr or raw by size.
             e.value = Value::str_exact(&buf[..n]);
-            e.lru = lru;
+            e.lru = crate::evict::access(lru, e.lru);
             (n, false)
         }
         None => {
             let n = ldouble::incr_by(None, by, &mut buf).map_err(ld_error)?;
-            s.insert(key, Value::str_exact(&buf[..n]), NO_EXPIRE, lru);
+            s.insert(key, Value::str_exact(&buf[..n]), NO_EXPIRE, crate::evict::fresh(lru));
             (n, true)
         }
     };
@@ -581,11 +581,11 @@ fn append(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
                 v.extend_from_slice(val);
                 total = v.len();
             }
-            e.lru = lru;
+            e.lru = crate::evict::access(lru, e.lru);
             (total, false)
         }
         None => {
-            s.insert(key, Value::from_arg(val), NO_EXPIRE, lru);
+            s.insert(key, Value::from_arg(val), NO_EXPIRE, crate::evict::fresh(lru));
             (val.len(), true)
         }
     };

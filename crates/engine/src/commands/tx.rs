@@ -97,6 +97,7 @@ fn multi(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
 fn end_multi(sess: &mut Session) -> Option<Multi> {
     sess.handle.in_multi.store(false, Ordering::Relaxed);
     sess.handle.multi_len.store(-1, Ordering::Relaxed);
+    sess.handle.multi_mem.store(0, Ordering::Relaxed);
     sess.multi.take()
 }
 

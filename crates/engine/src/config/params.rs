@@ -99,7 +99,7 @@ pub static PARAMS: &[Param] = &[
     ),
     p(
         "tcp-keepalive",
-        NO_EFFECT,
+        0,
         int(0, INT_MAX),
         f(|c| num(c.tcp_keepalive), |c, v| c.tcp_keepalive = v.i() as u64),
     ),
@@ -354,14 +354,22 @@ pub static PARAMS: &[Param] = &[
     ),
     p(
         "maxmemory-samples",
-        NO_EFFECT,
+        0,
         int(1, INT_MAX),
         f(|c| num(c.maxmemory_samples), |c, v| c.maxmemory_samples = v.i() as u32),
     ),
-    p("maxmemory-eviction-tenacity", 0, int(0, 100), inert("10")),
+    p(
+        "maxmemory-eviction-tenacity",
+        0,
+        int(0, 100),
+        f(
+            |c| num(c.maxmemory_eviction_tenacity),
+            |c, v| c.maxmemory_eviction_tenacity = v.i() as i64,
+        ),
+    ),
     p(
         "maxmemory-clients",
-        NO_EFFECT,
+        0,
         Ty::Int { min: -100, max: LONG_MAX, mem: true, pct: true, octal: false },
         f(
             |c| {
@@ -376,7 +384,7 @@ pub static PARAMS: &[Param] = &[
     ),
     p(
         "lfu-log-factor",
-        NO_EFFECT,
+        0,
         int(0, INT_MAX),
         f(|c| num(c.lfu_log_factor), |c, v| c.lfu_log_factor = v.i() as i64),
     ),

@@ -348,6 +348,7 @@ fn object_subcommands() {
     );
     assert_eq!(h.run(&["OBJECT", "idletime", "s"]), ":0\r\n");
     h.shared.config.write().maxmemory_policy = "allkeys-lfu".into();
+    h.shared.config_applied();
     assert_eq!(
         h.run(&["OBJECT", "idletime", "s"]),
         "-ERR An LFU maxmemory policy is selected, idle time not tracked. Please note that \
@@ -355,7 +356,12 @@ fn object_subcommands() {
          adjust.\r\n"
     );
     assert_eq!(h.run(&["OBJECT", "freq", "nokey"]), "$-1\r\n");
-    assert_eq!(h.run(&["OBJECT", "freq", "s"]), ":5\r\n");
+    // A key made under LFU starts at Redis's LFU_INIT_VAL; the first
+    // access always counts.
+    h.run(&["SET", "f", "hello"]);
+    assert_eq!(h.run(&["OBJECT", "freq", "f"]), ":5\r\n");
+    h.run(&["GET", "f"]);
+    assert_eq!(h.run(&["OBJECT", "freq", "f"]), ":6\r\n");
 }
 
 #[test]

@@ -1,0 +1,226 @@
+//! Client limits and misbehaving clients, against redis-server 7.0.15:
+//! `maxclients`, `client-query-buffer-limit` (a client that announces a
+//! huge bulk and stalls, one that sends more than the limit), a client
+//! that pipelines without reading, and the CLIENT LIST fields that show
+//! them. Each abuse case also checks that another client is still served
+//! at once. (`timeout` is in `idle_timeout.rs`, the output limits in
+//! `output_limits.rs`.)
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use testkit::{Client, RedisServer, TestServer};
+
+fn servers() -> Option<(RedisServer, TestServer)> {
+    let redis = RedisServer::start()?;
+    let sluice = TestServer::start_bin(Path::new(env!("CARGO_BIN_EXE_sluice-server")));
+    Some((redis, sluice))
+}
+
+fn ok(c: &mut Client, args: &[&str]) {
+    let r = c.cmd(args).unwrap();
+    assert_eq!(r, b"+OK\r\n", "{args:?}: {}", String::from_utf8_lossy(&r));
+}
+
+/// A PING from a fresh connection is answered quickly (the abuse of
+/// another client does not hold the server).
+fn others_served(port: u16, what: &str) {
+    let mut c = Client::connect(port).unwrap();
+    let t = Instant::now();
+    for _ in 0..20 {
+        assert_eq!(c.cmd(&["PING"]).unwrap(), b"+PONG\r\n", "{what}");
+    }
+    assert!(t.elapsed() < Duration::from_millis(500), "{what}: 20 PINGs took {:?}", t.elapsed());
+}
+
+/// Writes `req` without reading replies, for up to two seconds (the
+/// socket buffers fill once the server stops taking it).
+fn send_unread(c: &Client, req: &[u8]) {
+    c.stream().set_nonblocking(true).unwrap();
+    let mut sent = 0;
+    let t = Instant::now();
+    while sent < req.len() && t.elapsed() < Duration::from_secs(2) {
+        match std::io::Write::write(&mut c.stream(), &req[sent..]) {
+            Ok(n) => sent += n,
+            Err(_) => std::thread::sleep(Duration::from_millis(10)),
+        }
+    }
+    c.stream().set_nonblocking(false).unwrap();
+}
+
+/// The fields of the CLIENT LIST line of the client named `name`.
+fn client_fields(c: &mut Client, name: &str) -> Vec<(String, String)> {
+    let r = c.cmd(&["CLIENT", "LIST"]).unwrap();
+    let text = String::from_utf8_lossy(&r).into_owned();
+    let line = text
+        .lines()
+        .find(|l| l.contains(&format!(" name={name} ")))
+        .unwrap_or_else(|| panic!("no client {name} in {text}"));
+    line.split(' ').filter_map(|kv| kv.split_once('=')).map(|(k, v)| (k.into(), v.into())).collect()
+}
+
+fn field(f: &[(String, String)], k: &str) -> i64 {
+    f.iter().find(|(key, _)| key == k).unwrap_or_else(|| panic!("no {k}")).1.parse().unwrap()
+}
+
+#[test]
+fn maxclients_refuses_with_redis_s_error() {
+    let Some((redis, sluice)) = servers() else { return };
+    for port in [redis.port(), sluice.port()] {
+        let mut admin = Client::connect(port).unwrap();
+        ok(&mut admin, &["CONFIG", "SET", "maxclients", "3"]);
+        let mut kept = vec![Client::connect(port).unwrap(), Client::connect(port).unwrap()];
+        for c in &mut kept {
+            assert_eq!(c.cmd(&["PING"]).unwrap(), b"+PONG\r\n");
+        }
+        let mut extra = Client::connect(port).unwrap();
+        let said = extra.read_to_close(Duration::from_secs(2)).unwrap();
+        assert_eq!(said, b"-ERR max number of clients reached\r\n", "port {port}");
+        drop(kept);
+        std::thread::sleep(Duration::from_millis(200));
+        let mut again = Client::connect(port).unwrap();
+        assert_eq!(again.cmd(&["PING"]).unwrap(), b"+PONG\r\n");
+        let info = String::from_utf8_lossy(&admin.cmd(&["INFO", "stats"]).unwrap()).into_owned();
+        assert!(info.contains("rejected_connections:1\r\n"), "port {port}: {info}");
+        ok(&mut admin, &["CONFIG", "SET", "maxclients", "10000"]);
+    }
+}
+
+#[test]
+fn a_stalled_huge_bulk_costs_little_and_the_query_limit_closes_a_big_one() {
+    let Some((redis, sluice)) = servers() else { return };
+    for (name, port, pid) in
+        [("redis", redis.port(), redis.pid()), ("sluice", sluice.port(), sluice.pid())]
+    {
+        let rss = |pid: u32| -> u64 {
+            let s = std::fs::read_to_string(format!("/proc/{pid}/statm")).unwrap();
+            s.split(' ').nth(1).unwrap().parse::<u64>().unwrap() * 4
+        };
+        let before = rss(pid);
+        // 400 MB announced, a few bytes sent, then nothing.
+        let mut stalled = Vec::new();
+        for _ in 0..5 {
+            let mut c = Client::connect(port).unwrap();
+            c.send_raw(b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$400000000\r\nabc").unwrap();
+            stalled.push(c);
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        others_served(port, name);
+        let grown = rss(pid).saturating_sub(before);
+        assert!(grown < 20_000, "{name}: RSS grew {grown} KB for five stalled bulks");
+        if name == "sluice" {
+            // Redis reserves the announced 400 MB of each (untouched, so not
+            // in RSS, but in used_memory, where maxmemory sees it); Sluice
+            // grows the buffer as the bytes come.
+            let mut c = Client::connect(port).unwrap();
+            let info = String::from_utf8_lossy(&c.cmd(&["INFO", "memory"]).unwrap()).into_owned();
+            let used: u64 = info
+                .lines()
+                .find_map(|l| l.strip_prefix("used_memory:"))
+                .unwrap()
+                .trim()
+                .parse()
+                .unwrap();
+            assert!(used < 100 << 20, "{name}: used_memory {used}");
+        }
+        // The limit (1 MB, its minimum) closes one that sends more than it.
+        let mut admin = Client::connect(port).unwrap();
+        ok(&mut admin, &["CONFIG", "SET", "client-query-buffer-limit", "1mb"]);
+        let mut big = Client::connect(port).unwrap();
+        big.send_raw(b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$400000000\r\n").unwrap();
+        let chunk = vec![b'x'; 64 * 1024];
+        for _ in 0..32 {
+            if big.send_raw(&chunk).is_err() {
+                break;
+            }
+        }
+        let closed = big.read_to_close(Duration::from_secs(3));
+        assert!(closed.is_ok_and(|b| b.is_empty()), "{name}: not closed silently");
+        others_served(port, name);
+        ok(&mut admin, &["CONFIG", "SET", "client-query-buffer-limit", "1gb"]);
+    }
+}
+
+#[test]
+fn a_client_that_never_reads_does_not_hold_others() {
+    let Some((redis, sluice)) = servers() else { return };
+    for (name, port) in [("redis", redis.port()), ("sluice", sluice.port())] {
+        let mut admin = Client::connect(port).unwrap();
+        ok(&mut admin, &["SET", "big", &"x".repeat(10_000)]);
+        ok(&mut admin, &["CLIENT", "SETNAME", "admin"]);
+        let mut flood = Client::connect(port).unwrap();
+        ok(&mut flood, &["CLIENT", "SETNAME", "flood"]);
+        let mut req = Vec::new();
+        for _ in 0..2000 {
+            testkit::encode(&["GET", "big"], &mut req);
+        }
+        // 20 MB of replies asked for; the socket buffers fill and stay so.
+        send_unread(&flood, &req);
+        std::thread::sleep(Duration::from_millis(300));
+        others_served(port, name);
+        // CLIENT LIST shows the pending output in the same fields.
+        let f = client_fields(&mut admin, "flood");
+        let pending = field(&f, "obl") + field(&f, "omem");
+        assert!(pending > 0 && field(&f, "oll") > 0, "{name}: {f:?}");
+        assert!(field(&f, "tot-mem") >= pending, "{name}: {f:?}");
+        if name == "sluice" {
+            // Sluice stops executing the client's input once 1 MB of its
+            // replies waits (DESIGN §5): its memory stays bounded. (Redis
+            // keeps executing; an output limit or maxmemory-clients ends
+            // it.)
+            assert!(pending < 2 << 20, "{name}: {pending} bytes pending");
+        }
+        let me = client_fields(&mut admin, "admin");
+        assert_eq!(field(&me, "qbuf"), 26, "{name}");
+        assert_eq!(field(&me, "argv-mem"), 10, "{name}");
+        assert!(field(&me, "qbuf-free") > 0, "{name}: {me:?}");
+        assert!((1_000..1_000_000).contains(&field(&me, "tot-mem")), "{name}: {me:?}");
+        drop(flood);
+    }
+}
+
+#[test]
+fn client_list_counts_a_queued_transaction_as_redis() {
+    let Some((redis, sluice)) = servers() else { return };
+    for (name, port) in [("redis", redis.port()), ("sluice", sluice.port())] {
+        let mut tx = Client::connect(port).unwrap();
+        ok(&mut tx, &["CLIENT", "SETNAME", "tx"]);
+        ok(&mut tx, &["MULTI"]);
+        assert_eq!(tx.cmd(&["SET", "a", "b"]).unwrap(), b"+QUEUED\r\n");
+        assert_eq!(tx.cmd(&["SET", "abc", "defg"]).unwrap(), b"+QUEUED\r\n");
+        let mut admin = Client::connect(port).unwrap();
+        let f = client_fields(&mut admin, "tx");
+        assert_eq!(field(&f, "multi"), 2, "{name}");
+        assert_eq!(field(&f, "multi-mem"), 63, "{name}");
+        assert_eq!(field(&f, "argv-mem"), 0, "{name}");
+        assert_eq!(field(&f, "qbuf"), 0, "{name}");
+        assert!(field(&f, "tot-mem") > 63, "{name}");
+        assert_eq!(tx.cmd(&["DISCARD"]).unwrap(), b"+OK\r\n");
+        let f = client_fields(&mut admin, "tx");
+        assert_eq!(field(&f, "multi-mem"), 0, "{name}");
+    }
+}
+
+#[test]
+fn maxmemory_clients_evicts_the_biggest_client_but_not_a_no_evict_one() {
+    let Some((redis, sluice)) = servers() else { return };
+    for (name, port) in [("redis", redis.port()), ("sluice", sluice.port())] {
+        let mut admin = Client::connect(port).unwrap();
+        ok(&mut admin, &["CLIENT", "NO-EVICT", "on"]);
+        ok(&mut admin, &["SET", "big", &"x".repeat(10_000)]);
+        ok(&mut admin, &["CONFIG", "SET", "maxmemory-clients", "500kb"]);
+        let mut flood = Client::connect(port).unwrap();
+        let mut req = Vec::new();
+        for _ in 0..1000 {
+            testkit::encode(&["GET", "big"], &mut req);
+        }
+        send_unread(&flood, &req);
+        std::thread::sleep(Duration::from_millis(500));
+        let closed = flood.read_to_close(Duration::from_secs(3));
+        assert!(closed.is_ok(), "{name}: the flooding client was not evicted");
+        let info = String::from_utf8_lossy(&admin.cmd(&["INFO", "stats"]).unwrap()).into_owned();
+        assert!(info.contains("evicted_clients:1\r\n"), "{name}: {info}");
+        ok(&mut admin, &["CONFIG", "SET", "maxmemory-clients", "0"]);
+        others_served(port, name);
+    }
+}
