@@ -6,6 +6,7 @@
 //! where they overlap, same `-q` and `--csv` lines and test names).
 
 mod chart;
+mod jobs;
 mod load;
 mod proxy;
 mod scenario;
@@ -30,7 +31,8 @@ Round trips and sweeps:
   --pipeline 1,10,100,1000  pipeline depths to sweep (with --rtt and --clients)
   --clients 1,10,50         client counts to sweep
   --max-time 5s             stop each sweep point after this long (default 5s)
-  --scenario ping10k|records|mix   replay the articles' experiments
+  --scenario ping10k|records|mix|jobs   replay the articles' experiments; jobs:
+                            ADDJOB/GETJOB+ACKJOB vs LPUSH/BLMOVE+LREM
   --compare host:port       run the same plan against a second server, add ratios
   --out DIR                 write results.csv, results.json and SVG charts there
 ";

@@ -7,6 +7,8 @@
 //!   parallel connections (`-c`, at most N) and auto-pipelined; the average
 //!   ms per round.
 //! - `mix`: a GET/SET mix (`--ratio`, default 80:20) over the sweep axes.
+//! - `jobs`: the job queue against Redis's reliable-queue pattern (see
+//!   [`crate::jobs`]).
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -28,7 +30,8 @@ pub fn run(o: &Opts, name: &str) -> Result<(), String> {
             }
             crate::sweep::run(&o)
         }
-        _ => Err(format!("unknown scenario {name:?} (ping10k, records, mix)")),
+        "jobs" => crate::jobs::run(o),
+        _ => Err(format!("unknown scenario {name:?} (ping10k, records, mix, jobs)")),
     }
 }
 

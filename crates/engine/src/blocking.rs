@@ -1,6 +1,6 @@
 //! Blocking: clients parked on keys until a write makes one ready. One
 //! mechanism for every kind of wait (BLPOP and the other blocking pops,
-//! XREAD and XREADGROUP now; GETJOB, WAIT later):
+//! XREAD and XREADGROUP, GETJOB, and WAIT, which waits on no key):
 //!
 //! 1. A blocking command runs with its keys' stripes locked. If it finds
 //!    nothing and its caller may wait ([`Ctx::may_block`]), it calls
@@ -27,8 +27,9 @@
 //!    one of "served" and "timed out/unblocked/gone" wins; the blocked
 //!    connection then removes its queue entries from every key.
 //!
-//! Waiters are keyed by namespace and name: a database and a key today
-//! (job queues will take namespaces after the databases'). A new kind of
+//! Waiters are keyed by namespace and name: a database and a key, or a
+//! job queue name in the job namespace's stripe ([`block_on_queues`],
+//! whose waiters run again on any queueing). A new kind of
 //! wait needs no change here: its command blocks with [`block`], and, when
 //! run again as [`Caller::Served`], serves from [`Ctx::waited_keys`] or
 //! calls [`block`] again to keep waiting.
@@ -74,8 +75,11 @@ enum State {
 /// One blocked client, queued on each of its keys.
 pub struct Waiter {
     pub handle: Arc<ClientHandle>,
-    /// The namespace of its keys: a database.
+    /// The client's database (the namespace of its keys unless `jobs`).
     pub db: usize,
+    /// Its keys are job queue names, waited on in the job namespace's
+    /// stripe (GETJOB).
+    pub jobs: bool,
     /// Distinct keys, in the command's order.
     pub keys: Vec<Box<[u8]>>,
     /// The type of value that can serve it.
@@ -137,6 +141,25 @@ pub fn block_with(
     when_gone: bool,
     timeout_ms: i64,
 ) {
+    park(cx, argv, keys, wants, when_gone, false, timeout_ms);
+}
+
+/// Parks the client on job queues (GETJOB): like [`block`], with the
+/// queue names as keys of the job namespace. Any queueing in one of them
+/// runs the command again (it takes one job, or keeps waiting).
+pub fn block_on_queues(cx: &mut Ctx, argv: &[&[u8]], queues: &[&[u8]], timeout_ms: i64) {
+    park(cx, argv, queues, Kind::String, true, true, timeout_ms);
+}
+
+fn park(
+    cx: &mut Ctx,
+    argv: &[&[u8]],
+    keys: &[&[u8]],
+    wants: Kind,
+    when_gone: bool,
+    jobs: bool,
+    timeout_ms: i64,
+) {
     if cx.caller == Caller::Served {
         cx.still_waiting = true;
         return;
@@ -151,6 +174,7 @@ pub fn block_with(
     let w = Arc::new(Waiter {
         handle: cx.sess.handle.clone(),
         db: cx.db,
+        jobs,
         keys: distinct,
         wants,
         when_gone,
@@ -166,7 +190,8 @@ pub fn block_with(
     });
     for k in &w.keys {
         let any: store::Waiter = w.clone();
-        cx.keys.stripe(cx.db, k).add_waiter(k, any);
+        let id = cx.shared.store.wait_id(cx.db, k, jobs);
+        cx.keys.stripe_id(id).add_waiter(k, any);
     }
     let deadline = (timeout_ms > 0).then(|| cx.now().saturating_add(timeout_ms));
     *cx.sess.handle.blocked.lock() = Some(w.clone());
@@ -186,6 +211,7 @@ pub fn block_keyless(
     let w = Arc::new(Waiter {
         handle: cx.sess.handle.clone(),
         db: cx.db,
+        jobs: false,
         keys: Vec::new(),
         wants: Kind::String,
         when_gone: false,
@@ -429,7 +455,11 @@ pub fn abandon(shared: &Shared, sess: &mut Session) {
 fn finish(shared: &Shared, sess: &mut Session, w: &Arc<Waiter>) {
     let store = &shared.store;
     for k in &w.keys {
-        let mut s = store.lock_stripe(w.db, store.stripe_of(k) as usize);
+        let mut s = if w.jobs {
+            store.lock_stripe(store.databases(), 0)
+        } else {
+            store.lock_stripe(w.db, store.stripe_of(k) as usize)
+        };
         s.remove_waiters(k, |any| is_same(any, w));
     }
     sess.blocked = None;

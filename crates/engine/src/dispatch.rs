@@ -558,6 +558,10 @@ pub fn key_ids(
         }
         KeySpec::WholeDb | KeySpec::DbWalk => Scope::Db,
         KeySpec::AllDbs => Scope::All,
+        KeySpec::Jobs => {
+            ids.push(store.jobs_id());
+            Scope::Keys
+        }
     }
 }
 
@@ -580,7 +584,10 @@ pub fn lock_scope(
             all.extend(base..base + shared.store.stripes() as u32);
             keys.acquire(&mut all)
         }
-        Scope::All => (0..shared.store.databases()).try_for_each(|d| keys.acquire_db(d)),
+        // Then what lies above the databases (the job namespace).
+        Scope::All => (0..shared.store.databases())
+            .try_for_each(|d| keys.acquire_db(d))
+            .and_then(|()| keys.acquire(ids)),
     };
     r.map_err(|_| CmdError::LockOrder)
 }

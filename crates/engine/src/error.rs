@@ -57,6 +57,85 @@ pub enum CmdError {
     Msg(Cow<'static, str>),
     /// Same, as bytes (when it quotes user input).
     Bytes(Vec<u8>),
+    /// The job queue's errors, Disque's words (spec §2).
+    Job(JobError),
+}
+
+/// Errors of the job queue's commands, with Disque's exact texts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JobError {
+    BadId,
+    NoJob,
+    TooLate,
+    NoRepl,
+    NoReplOom,
+    MaxLen,
+    Paused,
+    Replicate,
+    Ttl,
+    Retry,
+    Delay,
+    MaxLenOption,
+    TimeoutNegative,
+    RetryZeroReplicate,
+    DelayOverTtl,
+    Count,
+    Cursor,
+    State,
+    ReplyType,
+    LoadJobFromClient,
+    BadRecord,
+}
+
+impl JobError {
+    pub fn text(self) -> &'static str {
+        match self {
+            JobError::BadId => "BADID Invalid Job ID format.",
+            JobError::NoJob => "NOJOB Job not known in the context of this node.",
+            JobError::TooLate => {
+                "TOOLATE Half of job TTL already elapsed, you are no longer allowed to postpone \
+                 the next delivery."
+            }
+            JobError::NoRepl => {
+                "NOREPL Not enough reachable nodes for the requested replication level"
+            }
+            JobError::NoReplOom => {
+                "NOREPL Not enough reachable nodes for the requested replication level, since I'm \
+                 unable to hold a copy of the message for the following reason: I'm out of memory"
+            }
+            JobError::MaxLen => "MAXLEN Queue is already longer than the specified MAXLEN count",
+            JobError::Paused => "PAUSED Queue paused in input, try later",
+            JobError::Replicate => "ERR REPLICATE must be between 1 and 65535",
+            JobError::Ttl => "ERR TTL must be a number > 0",
+            JobError::Retry => "ERR RETRY time must be a non negative number",
+            JobError::Delay => "ERR DELAY time must be a non negative number",
+            JobError::MaxLenOption => "ERR MAXLEN must be a positive number",
+            JobError::TimeoutNegative => "ERR timeout is negative",
+            // Two spaces before REPLICATE, as Disque has it.
+            JobError::RetryZeroReplicate => {
+                "ERR With RETRY set to 0 please explicitly set  REPLICATE to 1 (at-most-once \
+                 delivery)"
+            }
+            JobError::DelayOverTtl => {
+                "ERR The specified DELAY is greater than TTL. Job refused since would never be \
+                 delivered"
+            }
+            JobError::Count => "ERR COUNT must be a number greater than zero",
+            JobError::Cursor => "ERR invalid cursor or option name",
+            JobError::State => "ERR Invalid job state name",
+            JobError::ReplyType => "ERR Invalid REPLY type, try ID or ALL",
+            JobError::LoadJobFromClient => {
+                "ERR LOADJOB is a special command only processed from AOF"
+            }
+            JobError::BadRecord => "ERR LOADJOB: malformed job record",
+        }
+    }
+}
+
+impl From<JobError> for CmdError {
+    fn from(e: JobError) -> CmdError {
+        CmdError::Job(e)
+    }
 }
 
 /// Result of a handler.
@@ -138,6 +217,7 @@ impl CmdError {
             }
             CmdError::Msg(m) => return Cow::Borrowed(m.as_bytes()),
             CmdError::Bytes(b) => return Cow::Borrowed(b),
+            CmdError::Job(e) => e.text(),
         };
         Cow::Borrowed(s.as_bytes())
     }

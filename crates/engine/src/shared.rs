@@ -204,6 +204,10 @@ pub struct Shared {
     /// The keyspace notifier, installed while `notify-keyspace-events`
     /// is set.
     notifier: Mutex<Option<Arc<crate::pubsub::Notifier>>>,
+    /// The job queue (commands/queue): touched only while holding the
+    /// job namespace's stripe ([`store::Store::jobs_id`]), which orders it
+    /// with the keyspace; the mutex itself is never contended then.
+    pub jobs: Mutex<queue::Jobs>,
     /// Set while a dataset loads: commands without the LOADING flag wait.
     loading: AtomicBool,
     /// `used_memory` as last measured, and when (unix ms), for the
@@ -235,8 +239,10 @@ impl Shared {
                 char::from(b"0123456789abcdef"[(x % 16) as usize])
             })
             .collect();
+        let jobs = queue::Jobs::new(run_id.as_bytes(), seed);
         let shared = Arc::new(Shared {
             store,
+            jobs: Mutex::new(jobs),
             config: RwLock::new(config),
             config_epoch: AtomicU64::new(0),
             clients: Mutex::new(BTreeMap::new()),
@@ -425,6 +431,11 @@ impl Shared {
     ) -> usize {
         fx.sync(&self.effects);
         let now = self.clock.now_ms();
+        if part == 0 {
+            // The job queue's retries, delays and TTLs run from the same
+            // tick, once per tick (thread 0's share).
+            crate::commands::queue::tick(self, fx, now);
+        }
         let started = Instant::now();
         let n = self.store.active_expire_cycle(part, parts, now, budget, &mut |db, key| {
             // With the key's stripe held (see `dispatch::call`).

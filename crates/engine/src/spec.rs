@@ -128,6 +128,9 @@ pub enum KeySpec {
     DbWalk,
     /// Every stripe of every database (FLUSHALL, SWAPDB).
     AllDbs,
+    /// No key: the job namespace's one stripe, above every database's
+    /// (the job queue's commands, DESIGN §7).
+    Jobs,
     /// Keys found by a function of the arguments (with their databases).
     Custom {
         /// Reported in `COMMAND INFO` as (first, last, step).

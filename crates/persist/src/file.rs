@@ -37,6 +37,9 @@ pub struct Writer<W: Write> {
 pub enum Aux<'a> {
     Str(&'a str),
     Int(i64),
+    /// Binary-safe (Sluice's own fields, e.g. `sluice-job`: Redis 7.0
+    /// skips AUX fields it does not know).
+    Bytes(&'a [u8]),
 }
 
 impl<W: Write> Writer<W> {
@@ -51,6 +54,7 @@ impl<W: Write> Writer<W> {
             match v {
                 Aux::Str(s) => value::write_string(&mut wr.buf, s.as_bytes(), compress),
                 Aux::Int(i) => value::write_string(&mut wr.buf, i.to_string().as_bytes(), compress),
+                Aux::Bytes(b) => value::write_string(&mut wr.buf, b, compress),
             }
         }
         wr

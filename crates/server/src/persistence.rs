@@ -109,7 +109,14 @@ pub struct Started {
     cap: Arc<Capture>,
     sizes: Vec<(usize, usize)>,
     cfg: Config,
+    /// The job queue's jobs as records (AUX fields `sluice-job`), taken
+    /// right after the keyspace's instant (docs/jobs.md).
+    jobs: Vec<Vec<u8>>,
 }
+
+/// The AUX field that carries one job of the job queue. Redis 7.0 skips
+/// AUX fields it does not know, so the file stays loadable by it.
+const JOB_AUX: &str = "sluice-job";
 
 /// Starts a point-in-time snapshot now (the caller must hold no stripe).
 fn begin(sh: &Shared) -> Started {
@@ -141,7 +148,8 @@ pub fn begin_then(sh: &Shared, at_instant: &mut dyn FnMut()) -> Started {
         done: AtomicBool::new(false),
     });
     let sizes = sh.store.begin_snapshot_then(cap.clone(), at_instant);
-    Started { cap, sizes, cfg }
+    let jobs = engine::commands::queue::records(sh);
+    Started { cap, sizes, cfg, jobs }
 }
 
 /// One stripe as it was when the snapshot began, encoded.
@@ -229,17 +237,18 @@ pub fn write_file(sh: &Shared, started: Started, tmp: &PathBuf, aof_base: bool) 
 /// Writes the snapshot `started` as an RDB to `out` and ends the snapshot
 /// (whatever happens); returns `out`.
 fn write_rdb<W: Write>(sh: &Shared, started: Started, out: W, aof_base: bool) -> io::Result<W> {
-    let Started { cap, sizes, cfg } = started;
+    let Started { cap, sizes, cfg, jobs } = started;
     let store = &sh.store;
     let now = unix_ms();
     let used = sh.mem_stats().used_memory as i64;
-    let aux = [
+    let mut aux = vec![
         ("redis-ver", Aux::Str(engine::config::REDIS_VERSION)),
         ("redis-bits", Aux::Int(64)),
         ("ctime", Aux::Int(now / 1000)),
         ("used-mem", Aux::Int(used)),
         ("aof-base", Aux::Int(i64::from(aof_base))),
     ];
+    aux.extend(jobs.iter().map(|j| (JOB_AUX, Aux::Bytes(j))));
     let mut w = Writer::new(out, &aux, cfg.rdbcompression, cfg.rdbchecksum);
     let delay = u64::try_from(cfg.rdb_key_save_delay).unwrap_or(0);
     let mut started = vec![false; sizes.len()];
@@ -334,6 +343,11 @@ pub fn load_bytes(sh: &Shared, bytes: &[u8]) -> Result<file::Loaded, persist::Er
             Some(_) => Err("duplicate key found in RDB file"),
         }
     })?;
+    // Jobs ride in AUX fields (redis-server skips them).
+    let jobs = loaded.aux.iter().filter(|(k, _)| k == JOB_AUX.as_bytes()).map(|(_, v)| &v[..]);
+    engine::commands::queue::load_records(sh, jobs, sh.clock.now_ms()).map_err(|_| {
+        persist::Error { offset: bytes.len(), reason: "bad job record in an AUX field" }
+    })?;
     sh.persist.last_load_keys_loaded.store(loaded.keys_loaded, Ordering::Relaxed);
     sh.persist.last_load_keys_expired.store(loaded.keys_expired, Ordering::Relaxed);
     Ok(loaded)
@@ -378,6 +392,7 @@ pub fn load_at_startup(sh: &Arc<Shared>) {
 
 /// Empties every database (DEBUG RELOAD before loading).
 pub fn flush_all(sh: &Shared) {
+    engine::commands::queue::clear(sh);
     let store = &sh.store;
     for db in 0..store.databases() {
         for s in 0..store.stripes() {

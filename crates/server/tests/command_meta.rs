@@ -121,6 +121,17 @@ fn names_of(reply: &[u8]) -> BTreeSet<String> {
     }
 }
 
+/// Sluice's own commands (the job queue, group `queue`): Redis has none
+/// of them, so the comparisons leave them out.
+const SLUICE_ONLY: &[&str] = &[
+    "ackjob", "addjob", "deljob", "dequeue", "enqueue", "fastack", "getjob", "jscan", "loadjob",
+    "nack", "pause", "qlen", "qpeek", "qscan", "qstat", "show", "working",
+];
+
+fn redis_names(all: BTreeSet<String>) -> BTreeSet<String> {
+    all.into_iter().filter(|n| !SLUICE_ONLY.contains(&n.as_str())).collect()
+}
+
 fn start() -> Option<(RedisServer, TestServer, std::path::PathBuf)> {
     let dir = scratch_dir("cmdmeta");
     let redis = RedisServer::start_with(&[], Some(&dir))?;
@@ -143,7 +154,7 @@ fn info_and_docs_for_every_command() {
     let mut diffs = vec![];
     for resp3 in [false, true] {
         let mut b = connect(&redis, &sluice, resp3);
-        let ours = names_of(&b.sluice.cmd(&["COMMAND", "LIST"]).unwrap());
+        let ours = redis_names(names_of(&b.sluice.cmd(&["COMMAND", "LIST"]).unwrap()));
         let theirs = names_of(&b.redis.cmd(&["COMMAND", "LIST"]).unwrap());
         assert!(ours.len() > 100, "{}", ours.len());
         let extra: Vec<_> = ours.difference(&theirs).collect();
@@ -189,12 +200,11 @@ fn info_and_docs_for_every_command() {
 fn whole_table_count_and_lists() {
     let Some((redis, sluice, dir)) = start() else { return };
     let mut b = connect(&redis, &sluice, false);
-    let ours = names_of(&b.sluice.cmd(&["COMMAND", "LIST"]).unwrap());
+    let all = names_of(&b.sluice.cmd(&["COMMAND", "LIST"]).unwrap());
+    let all_tops = all.iter().filter(|n| !n.contains('|')).count();
+    assert_eq!(b.sluice.cmd(&["COMMAND", "COUNT"]).unwrap(), format!(":{all_tops}\r\n").as_bytes());
+    let ours = redis_names(all);
     let tops: BTreeSet<String> = ours.iter().filter(|n| !n.contains('|')).cloned().collect();
-    assert_eq!(
-        b.sluice.cmd(&["COMMAND", "COUNT"]).unwrap(),
-        format!(":{}\r\n", tops.len()).as_bytes()
-    );
     assert_eq!(b.redis.cmd(&["COMMAND", "COUNT"]).unwrap(), b":240\r\n");
 
     // COMMAND, COMMAND INFO and COMMAND DOCS without names: Sluice's
@@ -214,7 +224,8 @@ fn whole_table_count_and_lists() {
             out.sort();
             out
         };
-        let mine = by_name(parse(&s));
+        let mine: Vec<_> =
+            by_name(parse(&s)).into_iter().filter(|(n, _)| tops.contains(n)).collect();
         let theirs: Vec<_> =
             by_name(parse(&r)).into_iter().filter(|(n, _)| tops.contains(n)).collect();
         assert_eq!(mine.len(), tops.len());
@@ -233,7 +244,8 @@ fn whole_table_count_and_lists() {
         v
     };
     let theirs: Vec<_> = canon(parse(&r)).into_iter().filter(|(n, _)| tops.contains(n)).collect();
-    assert!(canon(parse(&s)) == theirs, "COMMAND DOCS: entries differ");
+    let mine: Vec<_> = canon(parse(&s)).into_iter().filter(|(n, _)| tops.contains(n)).collect();
+    assert!(mine == theirs, "COMMAND DOCS: entries differ");
 
     // LIST with filters: Redis's answer restricted to Sluice's table.
     let mut filters: Vec<Vec<String>> = vec![];
@@ -276,8 +288,8 @@ fn whole_table_count_and_lists() {
         let (r, s) = b.cmd(&args);
         let theirs: BTreeSet<String> =
             names_of(&r).into_iter().filter(|n| ours.contains(n)).collect();
-        let mine = names_of(&s);
-        if mine != theirs || names_of(&s).len() != mine.len() {
+        let mine = redis_names(names_of(&s));
+        if mine != theirs {
             diffs.push(format!("{args:?}: redis {theirs:?}\n  sluice {mine:?}"));
         }
     }

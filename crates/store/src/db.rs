@@ -513,8 +513,14 @@ pub struct Db {
     stripes: Box<[Slot]>,
 }
 
-/// The whole keyspace: `databases` databases of `stripes` stripes each.
+/// The whole keyspace: `databases` databases of `stripes` stripes each,
+/// then one stripe of its own for the job queue's namespace (DESIGN §7):
+/// its lock id, [`Store::jobs_id`], is above every database stripe's, so
+/// EXEC, scripts and the snapshot order it with everything else, and
+/// clients blocked on job queues wait in its waiter table. It holds no
+/// keys: the jobs themselves live in the engine, guarded by this lock.
 pub struct Store {
+    /// The databases, then the job namespace (one stripe).
     dbs: Box<[Db]>,
     stripes: usize,
     /// `slot >> shift` is the stripe of a slot.
@@ -544,9 +550,9 @@ impl Store {
         let stripes = stripes.clamp(1, SLOTS).next_power_of_two();
         let shift = (SLOTS / stripes).trailing_zeros();
         let hasher = ahash::RandomState::new();
-        let dbs = (0..databases.max(1))
-            .map(|_| Db {
-                stripes: (0..stripes)
+        let dbs = (0..databases.max(1) + 1)
+            .map(|d| Db {
+                stripes: (0..if d < databases.max(1) { stripes } else { 1 })
                     .map(|_| Slot {
                         stripe: Mutex::new(Stripe::new(&hasher)),
                         ttl_hint: AtomicU32::new(0),
@@ -558,7 +564,7 @@ impl Store {
                     .collect(),
             })
             .collect();
-        let words = (databases.max(1) * stripes).div_ceil(64);
+        let words = (databases.max(1) * stripes + 1).div_ceil(64);
         Store {
             dbs,
             ttl_stripes: (0..words).map(|_| AtomicU64::new(0)).collect(),
@@ -574,7 +580,25 @@ impl Store {
     }
 
     pub fn databases(&self) -> usize {
-        self.dbs.len()
+        self.dbs.len() - 1
+    }
+
+    /// The lock id of the job namespace's stripe: above every database's.
+    #[inline]
+    pub fn jobs_id(&self) -> u32 {
+        ((self.dbs.len() - 1) * self.stripes) as u32
+    }
+
+    /// The stripe (global id) where clients wait for `key` of namespace
+    /// `ns`: a database's stripe for its keys, or the job namespace's one
+    /// stripe for a queue name when `jobs`.
+    #[inline]
+    pub fn wait_id(&self, db: usize, key: &[u8], jobs: bool) -> u32 {
+        if jobs {
+            self.jobs_id()
+        } else {
+            self.global_id(db, self.stripe_of(key))
+        }
     }
 
     /// Stripes per database.
@@ -622,6 +646,10 @@ impl Store {
 
     #[cold]
     fn capture(&self, id: u32, s: &Stripe) {
+        if id >= self.total_stripes() {
+            // The job namespace: the engine snapshots jobs itself.
+            return;
+        }
         let snap = self.snapshot.read().clone();
         if let Some(snap) = snap {
             let (word, bit) = (id as usize / 64, 1u64 << (id % 64));
@@ -652,10 +680,10 @@ impl Store {
         hook: Arc<dyn SnapshotHook>,
         at_instant: &mut dyn FnMut(),
     ) -> Vec<(usize, usize)> {
-        let total = self.dbs.len() * self.stripes;
+        let total = self.databases() * self.stripes;
         let guards: Vec<MutexGuard<'_, Stripe>> =
             (0..total as u32).map(|id| self.slot(id).stripe.lock()).collect();
-        let mut sizes = vec![(0, 0); self.dbs.len()];
+        let mut sizes = vec![(0, 0); self.databases()];
         for (id, g) in guards.iter().enumerate() {
             let db = &mut sizes[id / self.stripes];
             db.0 += g.len();
@@ -692,9 +720,10 @@ impl Store {
         }
     }
 
-    /// Global stripe ids (databases × stripes).
+    /// Global stripe ids of the databases (databases × stripes); the job
+    /// namespace's stripe comes after them.
     pub fn total_stripes(&self) -> u32 {
-        (self.dbs.len() * self.stripes) as u32
+        (self.databases() * self.stripes) as u32
     }
 
     /// Ends the snapshot (every stripe has been captured or is abandoned).
@@ -724,7 +753,7 @@ impl Store {
     /// Where `key` of `db` lives, computed without locking.
     #[inline]
     pub fn prefetch_token(&self, db: usize, key: &[u8]) -> Option<Prefetch> {
-        if db >= self.dbs.len() {
+        if db >= self.databases() {
             return None;
         }
         Some(Prefetch {

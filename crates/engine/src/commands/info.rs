@@ -45,6 +45,10 @@ const SECTIONS: &[(&str, bool)] = &[
     ("latencystats", false),
     ("cluster", true),
     ("keyspace", true),
+    // The job queue's (Disque's INFO sections); not in `default`, so that
+    // INFO stays Redis's for Redis clients.
+    ("jobs", false),
+    ("queues", false),
 ];
 
 fn info(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
@@ -481,6 +485,16 @@ fn section(cx: &mut Ctx, name: &str, t: &mut String, counts: &mut Counts) {
                 }
             }
         }
+        "jobs" => {
+            let n = sh.jobs.lock().len();
+            line!("# Jobs");
+            line!("registered_jobs:{n}");
+        }
+        "queues" => {
+            let n = sh.jobs.lock().queues_len();
+            line!("# Queues");
+            line!("registered_queues:{n}");
+        }
         _ => {}
     }
 }
@@ -513,7 +527,7 @@ mod tests {
                 "# Keyspace"
             ]
         );
-        assert_eq!(headers(&h.run(&["INFO", "everything"])).len(), 13);
+        assert_eq!(headers(&h.run(&["INFO", "everything"])).len(), 15);
         assert_eq!(h.run(&["INFO", "foo"]), "$0\r\n\r\n");
         assert_eq!(h.run(&["INFO", "modules"]), "$11\r\n# Modules\r\n\r\n");
         assert_eq!(h.run(&["INFO", "keyspace"]), "$12\r\n# Keyspace\r\n\r\n");

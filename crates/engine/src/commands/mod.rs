@@ -22,6 +22,7 @@ pub mod memory;
 pub mod monitor;
 pub mod persist;
 pub mod pubsub;
+pub mod queue;
 pub mod repl;
 pub mod server;
 pub mod set;
@@ -65,6 +66,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     latency::COMMANDS,
     memory::COMMANDS,
     repl::COMMANDS,
+    queue::COMMANDS,
 ];
 
 /// All top-level commands.

@@ -1,0 +1,330 @@
+//! Looking at jobs and queues: SHOW, QLEN, QPEEK, QSTAT, QSCAN, JSCAN; and
+//! PAUSE, the one queue setting.
+
+use queue::{Job, JobId, Pause, State};
+use resp::ReplyBuf;
+
+use super::{job_cmd, jobs, ready, write_job};
+use crate::ctx::{eq_ic, parse_i64, Args, Ctx};
+use crate::error::{CmdError, CmdResult, JobError};
+use crate::spec::{CommandSpec, Flags};
+
+pub(super) const SHOW: CommandSpec = job_cmd(
+    "SHOW",
+    2,
+    Flags::READONLY.union(Flags::FAST),
+    "Shows a job: its state, counters, schedule and body (Disque).",
+    show,
+);
+
+fn show(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let id = JobId::parse(args.req()?).ok_or(JobError::BadId)?;
+    let now = cx.now();
+    let js = jobs(cx);
+    match js.get(&id) {
+        Some(j) => write_show(out, j, js.wake_time(&id), &cx.shared.run_id, now),
+        None => out.null(),
+    }
+    Ok(())
+}
+
+/// SHOW's 30-element array (also JSCAN REPLY ALL's items).
+fn write_show(out: &mut ReplyBuf, j: &Job, awake: Option<i64>, node: &str, now: i64) {
+    out.array(30);
+    out.bulk(b"id");
+    out.bulk(&j.id.0);
+    out.bulk(b"queue");
+    out.bulk(&j.queue);
+    out.bulk(b"state");
+    out.bulk(j.state.name().as_bytes());
+    out.bulk(b"repl");
+    out.int(i64::from(j.repl));
+    out.bulk(b"ttl");
+    out.int(((j.etime - now) / 1000).max(0));
+    out.bulk(b"ctime");
+    out.int(j.ctime as i64);
+    out.bulk(b"delay");
+    out.int(i64::from(j.delay));
+    out.bulk(b"retry");
+    out.int(i64::from(j.retry));
+    out.bulk(b"nacks");
+    out.int(i64::from(j.nacks));
+    out.bulk(b"additional-deliveries");
+    out.int(i64::from(j.deliveries));
+    // The only node that may hold a copy is this one.
+    out.bulk(b"nodes-delivered");
+    out.array(1);
+    out.bulk(node.as_bytes());
+    out.bulk(b"nodes-confirmed");
+    out.array(0);
+    out.bulk(b"next-requeue-within");
+    if j.qtime == 0 {
+        out.null();
+    } else {
+        out.int(j.qtime - now);
+    }
+    out.bulk(b"next-awake-within");
+    match awake {
+        Some(t) => out.int(t - now),
+        None => out.null(),
+    }
+    out.bulk(b"body");
+    out.bulk(&j.body);
+}
+
+pub(super) const QLEN: CommandSpec = job_cmd(
+    "QLEN",
+    2,
+    Flags::READONLY.union(Flags::FAST),
+    "Number of jobs queued in a queue (Disque).",
+    qlen,
+);
+
+fn qlen(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let name = args.req()?;
+    let n = jobs(cx).queue(name).map_or(0, |q| q.len());
+    out.int(n as i64);
+    Ok(())
+}
+
+pub(super) const QPEEK: CommandSpec = job_cmd(
+    "QPEEK",
+    3,
+    Flags::READONLY,
+    "Queued jobs without taking them: oldest first, or newest with a negative count (Disque).",
+    qpeek,
+);
+
+fn qpeek(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let name = args.req()?;
+    let count = parse_i64(args.req()?)?;
+    let js = jobs(cx);
+    let Some(q) = js.queue(name) else {
+        out.array(0);
+        return Ok(());
+    };
+    let n = usize::try_from(count.unsigned_abs()).unwrap_or(usize::MAX).min(q.len());
+    out.array(n);
+    let ids: Box<dyn Iterator<Item = JobId>> =
+        if count >= 0 { Box::new(q.ids()) } else { Box::new(q.ids().rev()) };
+    for id in ids.take(n) {
+        write_job(out, js.get(&id).expect("queued jobs are registered"), false);
+    }
+    Ok(())
+}
+
+pub(super) const QSTAT: CommandSpec = job_cmd(
+    "QSTAT",
+    2,
+    Flags::READONLY.union(Flags::FAST),
+    "A queue's length, age, idle time, waiting clients, counters and pause state (Disque).",
+    qstat,
+);
+
+fn qstat(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let name = args.req()?;
+    let now = cx.now();
+    let blocked = waiting(cx, name);
+    let js = jobs(cx);
+    let Some(q) = js.queue(name) else {
+        out.null_array();
+        return Ok(());
+    };
+    out.array(20);
+    out.bulk(b"name");
+    out.bulk(name);
+    out.bulk(b"len");
+    out.int(q.len() as i64);
+    out.bulk(b"age");
+    out.int((now - q.ctime) / 1000);
+    out.bulk(b"idle");
+    out.int((now - q.atime) / 1000);
+    out.bulk(b"blocked");
+    out.int(blocked as i64);
+    // Federation (other nodes sending jobs) does not exist on one node.
+    out.bulk(b"import-from");
+    out.array(0);
+    out.bulk(b"import-rate");
+    out.int(0);
+    out.bulk(b"jobs-in");
+    out.int(q.jobs_in as i64);
+    out.bulk(b"jobs-out");
+    out.int(q.jobs_out as i64);
+    out.bulk(b"pause");
+    out.bulk(q.pause.name().as_bytes());
+    Ok(())
+}
+
+/// Clients waiting on queue `name` (its stripe is held).
+fn waiting(cx: &mut Ctx, name: &[u8]) -> usize {
+    let id = cx.shared.store.jobs_id();
+    cx.keys.stripe_id(id).waiters.as_ref().and_then(|t| t.get(name)).map_or(0, |q| q.len())
+}
+
+pub(super) const QSCAN: CommandSpec = job_cmd(
+    "QSCAN",
+    -1,
+    Flags::READONLY,
+    "Iterates over queues with a cursor, filtered by length (Disque).",
+    qscan,
+);
+
+/// QSCAN/JSCAN's common options: the cursor (any word that is no
+/// option), COUNT and BUSYLOOP.
+struct Scan {
+    cursor: Option<u64>,
+    count: usize,
+    all: bool,
+}
+
+impl Scan {
+    fn new() -> Scan {
+        Scan { cursor: None, count: 100, all: false }
+    }
+
+    /// Takes a common option or the cursor; false when `a` is neither.
+    fn take(&mut self, a: &[u8], args: &mut Args) -> Result<(), CmdError> {
+        if eq_ic(a, "COUNT") && !args.is_empty() {
+            let n = parse_i64(args.req()?)?;
+            self.count = usize::try_from(n.max(1)).unwrap_or(usize::MAX);
+        } else if eq_ic(a, "BUSYLOOP") {
+            self.all = true;
+        } else if self.cursor.is_some() {
+            return Err(CmdError::Syntax);
+        } else {
+            let c = std::str::from_utf8(a).ok().and_then(|s| s.parse::<u64>().ok());
+            self.cursor = Some(c.ok_or(JobError::Cursor)?);
+        }
+        Ok(())
+    }
+}
+
+fn qscan(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let mut s = Scan::new();
+    let (mut minlen, mut maxlen, mut rate) = (None, None, None);
+    while let Some(a) = args.next() {
+        let has_value = !args.is_empty();
+        if eq_ic(a, "MINLEN") && has_value {
+            minlen = Some(parse_i64(args.req()?)?);
+        } else if eq_ic(a, "MAXLEN") && has_value {
+            maxlen = Some(parse_i64(args.req()?)?);
+        } else if eq_ic(a, "IMPORTRATE") && has_value {
+            rate = Some(parse_i64(args.req()?)?);
+        } else {
+            s.take(a, args)?;
+        }
+    }
+    let js = jobs(cx);
+    let (next, names) = js.scan_queues(s.cursor.unwrap_or(0), s.count, s.all, |q| {
+        let len = q.len() as i64;
+        // No federation: every queue's import rate is 0.
+        minlen.is_none_or(|m| len >= m)
+            && maxlen.is_none_or(|m| len <= m)
+            && rate.is_none_or(|r| r <= 0)
+    });
+    out.array(2);
+    out.bulk(next.to_string().as_bytes());
+    out.array(names.len());
+    for n in &names {
+        out.bulk(n);
+    }
+    Ok(())
+}
+
+pub(super) const JSCAN: CommandSpec = job_cmd(
+    "JSCAN",
+    -1,
+    Flags::READONLY,
+    "Iterates over jobs with a cursor, filtered by queue and state (Disque).",
+    jscan,
+);
+
+fn jscan(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let mut s = Scan::new();
+    let mut queue: Option<&[u8]> = None;
+    let mut states: Vec<State> = Vec::new();
+    let mut reply_all = false;
+    while let Some(a) = args.next() {
+        let has_value = !args.is_empty();
+        if eq_ic(a, "QUEUE") && has_value {
+            queue = Some(args.req()?);
+        } else if eq_ic(a, "STATE") && has_value {
+            states.push(State::from_name(args.req()?).ok_or(JobError::State)?);
+        } else if eq_ic(a, "REPLY") && has_value {
+            let r = args.req()?;
+            reply_all = if eq_ic(r, "ALL") {
+                true
+            } else if eq_ic(r, "ID") {
+                false
+            } else {
+                return Err(JobError::ReplyType.into());
+            };
+        } else {
+            s.take(a, args)?;
+        }
+    }
+    let now = cx.now();
+    let js = jobs(cx);
+    let (next, ids) = js.scan_jobs(s.cursor.unwrap_or(0), s.count, s.all, |j| {
+        queue.is_none_or(|q| *j.queue == *q) && (states.is_empty() || states.contains(&j.state))
+    });
+    out.array(2);
+    out.bulk(next.to_string().as_bytes());
+    out.array(ids.len());
+    for id in &ids {
+        if reply_all {
+            write_show(out, js.get(id).expect("scanned"), js.wake_time(id), &cx.shared.run_id, now);
+        } else {
+            out.simple(&id.0);
+        }
+    }
+    Ok(())
+}
+
+pub(super) const PAUSE: CommandSpec = job_cmd(
+    "PAUSE",
+    -3,
+    Flags::WRITE.union(Flags::FAST),
+    "Pauses a queue's input, output or both, or reports its pause state (Disque).",
+    pause,
+);
+
+/// PAUSE: `in`, `out`, `all` and `none` accumulate into the new state,
+/// which replaces the old one if any of them is given; `state` only
+/// reports; `bcast` has no other node to tell.
+fn pause(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let name = args.req()?;
+    let mut set: Option<Pause> = None;
+    for a in args.rest() {
+        let add = if eq_ic(a, "IN") {
+            Pause::IN
+        } else if eq_ic(a, "OUT") {
+            Pause::OUT
+        } else if eq_ic(a, "ALL") {
+            Pause::ALL
+        } else if eq_ic(a, "NONE") {
+            Pause::NONE
+        } else if eq_ic(a, "STATE") || eq_ic(a, "BCAST") {
+            continue;
+        } else {
+            return Err(CmdError::Syntax);
+        };
+        let acc = set.unwrap_or(Pause::NONE);
+        set = Some(if add == Pause::NONE { Pause::NONE } else { Pause(acc.0 | add.0) });
+    }
+    let now = cx.now();
+    let shared = cx.shared;
+    let mut js = shared.jobs.lock();
+    let before = js.queue(name).map_or(Pause::NONE, |q| q.pause);
+    let after = js.set_pause(name, set, now);
+    drop(js);
+    if after != before {
+        cx.dirty(1);
+        if before.has(Pause::OUT) && !after.has(Pause::OUT) {
+            // Clients waiting on the queue are served now.
+            ready(cx, name);
+        }
+    }
+    out.simple(after.name().as_bytes());
+    Ok(())
+}

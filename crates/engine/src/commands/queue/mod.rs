@@ -1,0 +1,370 @@
+//! The job queue's commands (Disque's, `../shared/spec/disque.md`): ADDJOB
+//! and GETJOB here, acknowledgements and state changes in [`ack`], the
+//! inspection commands and PAUSE in [`admin`], the tick, snapshots and
+//! INFO in [`tick`].
+//!
+//! Jobs live in `Shared::jobs` ([`queue::Jobs`]), beside the keyspace but
+//! not in it. Every command here declares [`KeySpec::Jobs`], so the
+//! dispatcher locks the job namespace's stripe (above every database's)
+//! before the handler runs: EXEC, scripts and served waiters order job
+//! commands with everything else, and the jobs mutex is only taken under
+//! that stripe.
+//!
+//! Durability: every change to a job goes into the effects record as
+//! `LOADJOB` (the whole job as a binary record, or the changed state of
+//! several jobs) or `DELJOB` (see [`ack::LOADJOB`] and docs/jobs.md).
+
+use parking_lot::MutexGuard;
+use queue::{Job, JobId, Jobs, Pause, State};
+use resp::ReplyBuf;
+use smallvec::SmallVec;
+
+use crate::blocking;
+use crate::ctx::{eq_ic, Args, Ctx};
+use crate::dispatch::Caller;
+use crate::error::{CmdError, CmdResult, JobError};
+use crate::spec::{CommandSpec, Flags, Group, KeySpec};
+
+mod ack;
+mod admin;
+mod tick;
+
+pub use tick::{clear, load_records, records, tick};
+
+const fn job_cmd(
+    name: &'static str,
+    arity: i32,
+    flags: Flags,
+    summary: &'static str,
+    handler: crate::spec::Handler,
+) -> CommandSpec {
+    CommandSpec::new(name, arity, flags, KeySpec::Jobs, Group::Queue, summary, handler)
+        .since("sluice-0.1")
+}
+
+pub const COMMANDS: &[CommandSpec] = &[
+    ADDJOB,
+    GETJOB,
+    ack::ACKJOB,
+    ack::FASTACK,
+    ack::DELJOB,
+    ack::NACK,
+    ack::ENQUEUE,
+    ack::DEQUEUE,
+    ack::WORKING,
+    ack::LOADJOB,
+    admin::SHOW,
+    admin::QLEN,
+    admin::QPEEK,
+    admin::QSTAT,
+    admin::QSCAN,
+    admin::JSCAN,
+    admin::PAUSE,
+];
+
+// ---- shared by the job commands ------------------------------------------
+
+/// The jobs; only from a job command (the namespace's stripe is held).
+fn jobs<'a>(cx: &Ctx<'a, '_>) -> MutexGuard<'a, Jobs> {
+    cx.shared.jobs.lock()
+}
+
+/// Wakes the clients blocked on `queue` (a job was queued there).
+fn ready(cx: &mut Ctx, queue: &[u8]) {
+    let id = cx.shared.store.jobs_id();
+    cx.keys.stripe_id(id).readied(queue);
+}
+
+/// Parses every id first: one invalid id fails the command before
+/// anything is done (spec §1.2).
+fn parse_ids(args: &[&[u8]]) -> Result<SmallVec<[JobId; 8]>, CmdError> {
+    args.iter().map(|a| JobId::parse(a).ok_or(CmdError::Job(JobError::BadId))).collect()
+}
+
+/// `[queue, id, body]`, or with counters
+/// `[queue, id, body, "nacks", n, "additional-deliveries", n]`.
+fn write_job(out: &mut ReplyBuf, j: &Job, counters: bool) {
+    out.array(if counters { 7 } else { 3 });
+    out.bulk(&j.queue);
+    out.bulk(&j.id.0);
+    out.bulk(&j.body);
+    if counters {
+        out.bulk(b"nacks");
+        out.int(i64::from(j.nacks));
+        out.bulk(b"additional-deliveries");
+        out.int(i64::from(j.deliveries));
+    }
+}
+
+/// The arguments of `LOADJOB`'s state form for one job: id, state,
+/// qtime, nacks, additional deliveries, flags.
+fn state_args(j: &Job, argv: &mut Vec<Vec<u8>>) {
+    argv.push(j.id.0.to_vec());
+    argv.push(j.state.name().as_bytes().to_vec());
+    argv.push(j.qtime.to_string().into_bytes());
+    argv.push(j.nacks.to_string().into_bytes());
+    argv.push(j.deliveries.to_string().into_bytes());
+    argv.push(j.flags.to_string().into_bytes());
+}
+
+/// Records a change of state of `changed` jobs: dirty, and propagated as
+/// one `LOADJOB` of their states in place of the command.
+fn propagate_states(cx: &mut Ctx, js: &Jobs, changed: &[JobId]) {
+    if changed.is_empty() {
+        return;
+    }
+    cx.dirty(changed.len() as u64);
+    if cx.propagating() {
+        let mut argv = vec![b"LOADJOB".to_vec()];
+        for id in changed {
+            if let Some(j) = js.get(id) {
+                state_args(j, &mut argv);
+            }
+        }
+        let refs: Vec<&[u8]> = argv.iter().map(|a| &a[..]).collect();
+        cx.propagate_as(&refs);
+    }
+}
+
+/// Parses a timeout in milliseconds (ADDJOB's, GETJOB's).
+fn parse_timeout_ms(a: &[u8]) -> Result<i64, CmdError> {
+    match resp::parse_i64(a) {
+        None => Err(CmdError::TimeoutNotInteger),
+        Some(t) if t < 0 => Err(JobError::TimeoutNegative.into()),
+        Some(t) => Ok(t),
+    }
+}
+
+// ---- ADDJOB ----------------------------------------------------------------
+
+const ADDJOB: CommandSpec = job_cmd(
+    "ADDJOB",
+    -4,
+    Flags::WRITE.union(Flags::DENYOOM),
+    "Adds a job to a queue (Disque).",
+    addjob,
+)
+.complexity("O(log N)");
+
+/// ADDJOB's options, parsed before anything is touched.
+struct AddOpts {
+    replicate: i64,
+    delay: i64,
+    retry: Option<i64>,
+    ttl: i64,
+    maxlen: i64,
+}
+
+fn parse_add(args: &[&[u8]]) -> Result<AddOpts, CmdError> {
+    let mut o = AddOpts { replicate: 1, delay: 0, retry: None, ttl: 86400, maxlen: 0 };
+    let mut i = 0;
+    while i < args.len() {
+        let opt = args[i];
+        let value = args.get(i + 1).copied();
+        let num = |e: JobError| value.and_then(resp::parse_i64).ok_or(CmdError::Job(e));
+        match value {
+            Some(_) if eq_ic(opt, "REPLICATE") => {
+                o.replicate = num(JobError::Replicate)?;
+                if !(1..=65535).contains(&o.replicate) {
+                    return Err(JobError::Replicate.into());
+                }
+            }
+            Some(_) if eq_ic(opt, "TTL") => {
+                o.ttl = num(JobError::Ttl)?;
+                if o.ttl <= 0 {
+                    return Err(JobError::Ttl.into());
+                }
+            }
+            Some(_) if eq_ic(opt, "RETRY") => {
+                let r = num(JobError::Retry)?;
+                if r < 0 {
+                    return Err(JobError::Retry.into());
+                }
+                o.retry = Some(r);
+            }
+            Some(_) if eq_ic(opt, "DELAY") => {
+                o.delay = num(JobError::Delay)?;
+                if o.delay < 0 {
+                    return Err(JobError::Delay.into());
+                }
+            }
+            Some(_) if eq_ic(opt, "MAXLEN") => {
+                o.maxlen = num(JobError::MaxLenOption)?;
+                if o.maxlen <= 0 {
+                    return Err(JobError::MaxLenOption.into());
+                }
+            }
+            _ if eq_ic(opt, "ASYNC") => {
+                // Replication is always local here: nothing to wait for.
+                i += 1;
+                continue;
+            }
+            _ => return Err(CmdError::Syntax),
+        }
+        i += 2;
+    }
+    Ok(o)
+}
+
+/// Disque's `addjobCommand`, on a single node: checks in the spec's
+/// order (§2.1), then the job is registered and queued (or delayed).
+fn addjob(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let queue = args.req()?;
+    let body = args.req()?;
+    let timeout = args.req()?;
+    let o = parse_add(args.rest())?;
+    parse_timeout_ms(timeout)?;
+    if o.replicate > 1 && o.retry == Some(0) {
+        return Err(JobError::RetryZeroReplicate.into());
+    }
+    if o.delay >= o.ttl {
+        return Err(JobError::DelayOverTtl.into());
+    }
+    let retry = o.retry.unwrap_or_else(|| (o.ttl / 10).clamp(1, 300));
+    if o.replicate > 1 {
+        // One node: no other copy can be made.
+        return Err(JobError::NoRepl.into());
+    }
+    let maxmemory = cx.sess.conf(cx.shared).maxmemory;
+    if maxmemory > 0 && cx.shared.over_maxmemory(maxmemory / 4 * 3) {
+        // Disque's memory warning level 1 (75 %): this node may not keep
+        // a copy, and there is no other node.
+        return Err(JobError::NoReplOom.into());
+    }
+    let now = cx.now();
+    let shared = cx.shared;
+    let mut js = shared.jobs.lock();
+    if let Some(q) = js.queue(queue) {
+        if o.maxlen > 0 && q.len() as i64 >= o.maxlen {
+            return Err(JobError::MaxLen.into());
+        }
+        if q.pause.has(Pause::IN) {
+            return Err(JobError::Paused.into());
+        }
+    }
+    let id = js.new_id(o.ttl, retry);
+    let job = Job {
+        id,
+        queue: js.queue_name(queue),
+        body: body.into(),
+        state: State::Active,
+        repl: o.replicate as u16,
+        ctime: js.next_ctime(now),
+        etime: now.saturating_add(o.ttl.saturating_mul(1000)),
+        delay: o.delay.min(i64::from(u32::MAX)) as u32,
+        retry: retry.min(i64::from(u32::MAX)) as u32,
+        // The first queueing: now, or when the delay is over.
+        qtime: now.saturating_add(o.delay.saturating_mul(1000)).max(1),
+        nacks: 0,
+        deliveries: 0,
+        flags: 0,
+    };
+    js.insert(job, now);
+    if o.delay == 0 && js.enqueue(&id, false, now) {
+        ready(cx, queue);
+    }
+    cx.dirty(1);
+    if cx.propagating() {
+        let mut rec = Vec::new();
+        js.get(&id).expect("just added").encode(&mut rec);
+        cx.propagate_as(&[b"LOADJOB", &rec]);
+    }
+    out.simple(&id.0);
+    Ok(())
+}
+
+// ---- GETJOB ----------------------------------------------------------------
+
+const GETJOB: CommandSpec = job_cmd(
+    "GETJOB",
+    -2,
+    Flags::WRITE.union(Flags::BLOCKING),
+    "Fetches jobs from queues, waiting for one if there are none (Disque).",
+    getjob,
+)
+.complexity("O(log N) per job");
+
+struct GetOpts {
+    nohang: bool,
+    timeout: i64,
+    count: usize,
+    counters: bool,
+}
+
+/// GETJOB: one job from each non-empty queue in turn until COUNT; when
+/// none, waits (one job per wake-up, first come first served).
+fn getjob(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let argv = args.argv();
+    let mut o = GetOpts { nohang: false, timeout: 0, count: 1, counters: false };
+    let mut from = None;
+    while let Some(a) = args.next() {
+        let last = args.is_empty();
+        if eq_ic(a, "NOHANG") {
+            o.nohang = true;
+        } else if eq_ic(a, "WITHCOUNTERS") {
+            o.counters = true;
+        } else if eq_ic(a, "TIMEOUT") && !last {
+            o.timeout = parse_timeout_ms(args.req()?)?;
+        } else if eq_ic(a, "COUNT") && !last {
+            match resp::parse_i64(args.req()?) {
+                Some(n) if n > 0 => o.count = usize::try_from(n).unwrap_or(usize::MAX),
+                _ => return Err(JobError::Count.into()),
+            }
+        } else if eq_ic(a, "FROM") {
+            from = Some(args.rest());
+            break;
+        } else {
+            return Err(CmdError::Syntax);
+        }
+    }
+    let queues = match from {
+        Some(q) if !q.is_empty() => q,
+        _ => return Err(CmdError::Syntax),
+    };
+    let now = cx.now();
+    // A served waiter takes one job, from the queue that became ready.
+    let served = cx.caller == Caller::Served;
+    let (look, count) = if served { (cx.waited_keys(queues), 1) } else { (queues, o.count) };
+    let shared = cx.shared;
+    let mut js = shared.jobs.lock();
+    let mut got: SmallVec<[JobId; 8]> = SmallVec::new();
+    loop {
+        let before = got.len();
+        for q in look {
+            if got.len() == count {
+                break;
+            }
+            if let Some(id) = js.fetch(q, now) {
+                got.push(id);
+            }
+        }
+        if got.len() == before || got.len() == count {
+            break;
+        }
+    }
+    if !got.is_empty() {
+        out.array(got.len());
+        for id in &got {
+            write_job(out, js.get(id).expect("fetched"), o.counters);
+        }
+        propagate_states(cx, &js, &got);
+        return Ok(());
+    }
+    if o.nohang || !cx.may_block() {
+        for q in queues {
+            js.touch_queue(q, now);
+        }
+        out.null_array();
+        return Ok(());
+    }
+    for q in queues {
+        // Waiting is an access; a queue is created to wait on.
+        js.touch_queue(q, now);
+    }
+    drop(js);
+    blocking::block_on_queues(cx, argv, queues, o.timeout);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,125 @@
+//! Job ids: 40 ASCII characters, `D-` + 8 hex of the node id + `-` + 24
+//! base64 characters of pseudo-random bits + `-` + the TTL in minutes as 4
+//! hex digits whose parity tells the delivery guarantee (spec §1.2).
+
+use std::cmp::Ordering;
+
+/// Length of a job id.
+pub const ID_LEN: usize = 40;
+
+/// A job id. Ordered by its random part first (bytes 11..), so that an
+/// ordered map of jobs iterates in an order a scan cursor can resume
+/// from (see [`JobId::scan_key`]).
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct JobId(pub [u8; ID_LEN]);
+
+impl std::fmt::Debug for JobId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", String::from_utf8_lossy(&self.0))
+    }
+}
+
+impl Ord for JobId {
+    fn cmp(&self, o: &Self) -> Ordering {
+        self.0[11..].cmp(&o.0[11..]).then_with(|| self.0[..11].cmp(&o.0[..11]))
+    }
+}
+
+impl PartialOrd for JobId {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+
+impl JobId {
+    /// Disque's validation: exactly 40 bytes, `D` `-` at 0 and 1, `-` at
+    /// 10 and 35; nothing else is checked.
+    pub fn parse(b: &[u8]) -> Option<JobId> {
+        if b.len() != ID_LEN || b[0] != b'D' || b[1] != b'-' || b[10] != b'-' || b[35] != b'-' {
+            return None;
+        }
+        let mut id = [0u8; ID_LEN];
+        id.copy_from_slice(b);
+        Some(JobId(id))
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+
+    /// The scan position of this id: its bytes 11..19 big-endian. Ids
+    /// compare by these bytes first, so "every id whose key is at least
+    /// `k`" is a contiguous tail of an ordered map.
+    pub fn scan_key(&self) -> u64 {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(&self.0[11..19]);
+        u64::from_be_bytes(b)
+    }
+
+    /// The smallest id with scan key `k` (a range bound).
+    pub fn scan_floor(k: u64) -> JobId {
+        let mut id = [0u8; ID_LEN];
+        id[11..19].copy_from_slice(&k.to_be_bytes());
+        JobId(id)
+    }
+
+    /// Builds an id from the node prefix (8 hex characters), 18 random
+    /// bytes and the job's TTL and retry.
+    pub fn build(node: &[u8; 8], random: &[u8; 18], ttl_secs: i64, retry: i64) -> JobId {
+        const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let mut id = [0u8; ID_LEN];
+        id[0] = b'D';
+        id[1] = b'-';
+        id[2..10].copy_from_slice(node);
+        id[10] = b'-';
+        for (i, c) in random.chunks(3).enumerate() {
+            let v = (u32::from(c[0]) << 16) | (u32::from(c[1]) << 8) | u32::from(c[2]);
+            for j in 0..4 {
+                id[11 + i * 4 + j] = B64[((v >> (18 - 6 * j)) & 63) as usize];
+            }
+        }
+        id[35] = b'-';
+        let mut minutes = (ttl_secs / 60).clamp(0, 65535) as u16;
+        // The parity carries the delivery guarantee: odd at-least-once.
+        if retry > 0 {
+            minutes |= 1;
+        } else {
+            minutes &= !1;
+        }
+        for j in 0..4 {
+            id[36 + j] = HEX[((minutes >> (12 - 4 * j)) & 15) as usize];
+        }
+        JobId(id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn format_and_ttl_parity() {
+        let id = JobId::build(b"dcb833cf", &[0xab; 18], 86400, 30);
+        let s = std::str::from_utf8(&id.0).unwrap();
+        assert_eq!(s.len(), 40);
+        assert!(s.starts_with("D-dcb833cf-"), "{s}");
+        assert!(s.ends_with("-05a1"), "{s}");
+        assert!(JobId::build(b"dcb833cf", &[1; 18], 86400, 0).0.ends_with(b"-05a0"));
+        assert!(JobId::build(b"dcb833cf", &[1; 18], 59, 1).0.ends_with(b"-0001"));
+        assert!(JobId::build(b"dcb833cf", &[1; 18], 59, 0).0.ends_with(b"-0000"));
+        assert!(JobId::build(b"dcb833cf", &[1; 18], i64::MAX, 1).0.ends_with(b"-ffff"));
+        assert_eq!(JobId::parse(&id.0), Some(id));
+        assert!(JobId::parse(&id.0[..39]).is_none());
+        let mut bad = id.0;
+        bad[10] = b'x';
+        assert!(JobId::parse(&bad).is_none());
+    }
+
+    #[test]
+    fn scan_floor_sorts_first() {
+        let id = JobId::build(b"00000000", &[7; 18], 100, 1);
+        assert!(JobId::scan_floor(id.scan_key()) <= id);
+        assert!(JobId::scan_floor(id.scan_key() + 1) > id);
+    }
+}

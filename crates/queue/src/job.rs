@@ -1,0 +1,262 @@
+//! One job: its immutable parts (id, queue, body, parameters), its state
+//! and scheduling metadata, and the binary record that carries a whole
+//! job through the AOF (`LOADJOB`) and RDB files.
+
+use std::sync::Arc;
+
+use crate::id::{JobId, ID_LEN};
+
+/// Where a job stands (spec §1.3). `WaitRepl` never occurs on one node
+/// but is kept so records and `STATE` filters know the name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum State {
+    WaitRepl = 0,
+    Active = 1,
+    Queued = 2,
+    Acked = 3,
+}
+
+impl State {
+    pub fn name(self) -> &'static str {
+        match self {
+            State::WaitRepl => "wait-repl",
+            State::Active => "active",
+            State::Queued => "queued",
+            State::Acked => "acked",
+        }
+    }
+
+    /// A state by its name, ignoring ASCII case.
+    pub fn from_name(n: &[u8]) -> Option<State> {
+        [State::WaitRepl, State::Active, State::Queued, State::Acked]
+            .into_iter()
+            .find(|s| n.eq_ignore_ascii_case(s.name().as_bytes()))
+    }
+
+    fn from_u8(b: u8) -> Option<State> {
+        match b {
+            0 => Some(State::WaitRepl),
+            1 => Some(State::Active),
+            2 => Some(State::Queued),
+            3 => Some(State::Acked),
+            _ => None,
+        }
+    }
+}
+
+/// Delivered to a consumer at least once by this node (an at-most-once
+/// job is then never queued again).
+pub const FLAG_DELIVERED: u8 = 1;
+/// Queued at least once on this node: later queueings count as
+/// additional deliveries (Disque's "broadcast QUEUED next time").
+pub const FLAG_QUEUED_ONCE: u8 = 2;
+
+/// A job and what the node knows of it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Job {
+    pub id: JobId,
+    pub queue: Arc<[u8]>,
+    pub body: Box<[u8]>,
+    pub state: State,
+    /// Requested replication factor (always 1 on one node).
+    pub repl: u16,
+    /// Creation stamp: ms × 1,000,000 plus a per-millisecond counter.
+    pub ctime: u64,
+    /// Absolute expiry, Unix ms.
+    pub etime: i64,
+    /// Seconds before the first queueing.
+    pub delay: u32,
+    /// Re-queue period, seconds; 0 is at-most-once.
+    pub retry: u32,
+    /// Unix ms of the next re-queue; 0 is never.
+    pub qtime: i64,
+    pub nacks: u16,
+    pub deliveries: u16,
+    pub flags: u8,
+}
+
+/// Why a job record could not be decoded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DecodeError {
+    Truncated,
+    BadVersion,
+    BadId,
+    BadState,
+    /// A negative expiry or re-queue time.
+    BadTime,
+    TrailingBytes,
+}
+
+impl std::fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            DecodeError::Truncated => "truncated job record",
+            DecodeError::BadVersion => "unknown job record version",
+            DecodeError::BadId => "invalid job id in record",
+            DecodeError::BadState => "invalid job state in record",
+            DecodeError::BadTime => "invalid job time in record",
+            DecodeError::TrailingBytes => "trailing bytes after job record",
+        })
+    }
+}
+
+const RECORD_VERSION: u8 = 1;
+
+impl Job {
+    /// Creation time in ms.
+    pub fn ctime_ms(&self) -> i64 {
+        (self.ctime / 1_000_000) as i64
+    }
+
+    pub fn has(&self, flag: u8) -> bool {
+        self.flags & flag != 0
+    }
+
+    /// Bytes this job costs beyond its fixed structures (body and queue
+    /// name are counted by the caller's estimate).
+    pub fn heap_bytes(&self) -> usize {
+        self.body.len()
+    }
+
+    /// The record: version, id, state, flags, repl, ctime, etime, delay,
+    /// retry, qtime, nacks, deliveries (little-endian), then the queue
+    /// name and the body, each after a u32 length. Times are absolute
+    /// Unix ms, so a record read back restores the job's schedule.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        out.reserve(90 + self.queue.len() + self.body.len());
+        out.push(RECORD_VERSION);
+        out.extend_from_slice(&self.id.0);
+        out.push(self.state as u8);
+        out.push(self.flags);
+        out.extend_from_slice(&self.repl.to_le_bytes());
+        out.extend_from_slice(&self.ctime.to_le_bytes());
+        out.extend_from_slice(&self.etime.to_le_bytes());
+        out.extend_from_slice(&self.delay.to_le_bytes());
+        out.extend_from_slice(&self.retry.to_le_bytes());
+        out.extend_from_slice(&self.qtime.to_le_bytes());
+        out.extend_from_slice(&self.nacks.to_le_bytes());
+        out.extend_from_slice(&self.deliveries.to_le_bytes());
+        out.extend_from_slice(&(self.queue.len() as u32).to_le_bytes());
+        out.extend_from_slice(&self.queue);
+        out.extend_from_slice(&(self.body.len() as u32).to_le_bytes());
+        out.extend_from_slice(&self.body);
+    }
+
+    /// Reads a record written by [`encode`](Self::encode); any malformed
+    /// input is an error, never a panic.
+    pub fn decode(b: &[u8]) -> Result<Job, DecodeError> {
+        let mut r = Reader { b, pos: 0 };
+        if r.take(1)?[0] != RECORD_VERSION {
+            return Err(DecodeError::BadVersion);
+        }
+        let id = JobId::parse(r.take(ID_LEN)?).ok_or(DecodeError::BadId)?;
+        let state = State::from_u8(r.take(1)?[0]).ok_or(DecodeError::BadState)?;
+        let flags = r.take(1)?[0];
+        let repl = u16::from_le_bytes(r.arr()?);
+        let ctime = u64::from_le_bytes(r.arr()?);
+        let etime = i64::from_le_bytes(r.arr()?);
+        let delay = u32::from_le_bytes(r.arr()?);
+        let retry = u32::from_le_bytes(r.arr()?);
+        let qtime = i64::from_le_bytes(r.arr()?);
+        let nacks = u16::from_le_bytes(r.arr()?);
+        let deliveries = u16::from_le_bytes(r.arr()?);
+        let qlen = u32::from_le_bytes(r.arr()?) as usize;
+        let queue: Arc<[u8]> = Arc::from(r.take(qlen)?);
+        let blen = u32::from_le_bytes(r.arr()?) as usize;
+        let body: Box<[u8]> = r.take(blen)?.into();
+        if r.pos != b.len() {
+            return Err(DecodeError::TrailingBytes);
+        }
+        if etime < 0 || qtime < 0 {
+            return Err(DecodeError::BadTime);
+        }
+        Ok(Job {
+            id,
+            queue,
+            body,
+            state,
+            repl,
+            ctime,
+            etime,
+            delay,
+            retry,
+            qtime,
+            nacks,
+            deliveries,
+            flags,
+        })
+    }
+}
+
+struct Reader<'a> {
+    b: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
+        let end = self.pos.checked_add(n).ok_or(DecodeError::Truncated)?;
+        let s = self.b.get(self.pos..end).ok_or(DecodeError::Truncated)?;
+        self.pos = end;
+        Ok(s)
+    }
+
+    fn arr<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
+        let mut a = [0u8; N];
+        a.copy_from_slice(self.take(N)?);
+        Ok(a)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Job {
+        Job {
+            id: JobId::build(b"01234567", &[9; 18], 3600, 5),
+            queue: Arc::from(&b"q\x00ueue"[..]),
+            body: b"body\r\n".to_vec().into(),
+            state: State::Active,
+            repl: 1,
+            ctime: 1_700_000_000_000_000_003,
+            etime: 1_700_000_360_000,
+            delay: 3,
+            retry: 5,
+            qtime: 1_700_000_005_123,
+            nacks: 2,
+            deliveries: 7,
+            flags: FLAG_DELIVERED | FLAG_QUEUED_ONCE,
+        }
+    }
+
+    #[test]
+    fn record_round_trips() {
+        let j = sample();
+        let mut b = Vec::new();
+        j.encode(&mut b);
+        assert_eq!(Job::decode(&b), Ok(j));
+    }
+
+    #[test]
+    fn bad_records_are_errors() {
+        let mut b = Vec::new();
+        sample().encode(&mut b);
+        for n in 0..b.len() {
+            assert!(Job::decode(&b[..n]).is_err(), "prefix {n}");
+        }
+        let mut extra = b.clone();
+        extra.push(0);
+        assert_eq!(Job::decode(&extra), Err(DecodeError::TrailingBytes));
+        let mut v = b.clone();
+        v[0] = 9;
+        assert_eq!(Job::decode(&v), Err(DecodeError::BadVersion));
+        let mut s = b.clone();
+        s[41] = 7;
+        assert_eq!(Job::decode(&s), Err(DecodeError::BadState));
+        let mut huge = b;
+        let at = 1 + 40 + 1 + 1 + 2 + 8 + 8 + 4 + 4 + 8 + 2 + 2;
+        huge[at..at + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert_eq!(Job::decode(&huge), Err(DecodeError::Truncated));
+    }
+}

@@ -1,0 +1,787 @@
+//! All jobs and queues of the node: a map of jobs by id, one ordered set
+//! per queue keyed by (creation stamp, id), and one ordered index of
+//! wake-up times — the earliest of a job's expiry and its next re-queue —
+//! that [`Jobs::tick`] walks to run retries, delays and TTLs (spec §1.4,
+//! §3.8).
+
+use std::collections::{BTreeSet, HashMap};
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::Arc;
+
+use crate::id::JobId;
+use crate::job::{Job, State, FLAG_DELIVERED, FLAG_QUEUED_ONCE};
+
+/// A queue's pause flags (spec §1.8).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Pause(pub u8);
+
+impl Pause {
+    pub const NONE: Pause = Pause(0);
+    pub const IN: Pause = Pause(1);
+    pub const OUT: Pause = Pause(2);
+    pub const ALL: Pause = Pause(3);
+
+    pub fn has(self, p: Pause) -> bool {
+        self.0 & p.0 == p.0 && p.0 != 0
+    }
+
+    pub fn name(self) -> &'static str {
+        match self.0 & 3 {
+            0 => "none",
+            1 => "in",
+            2 => "out",
+            _ => "all",
+        }
+    }
+}
+
+/// A queue: its queued jobs, oldest first, and its counters.
+#[derive(Debug)]
+pub struct Queue {
+    jobs: BTreeSet<(u64, JobId)>,
+    /// Unix ms it was created and last used (enqueue, fetch, block).
+    pub ctime: i64,
+    pub atime: i64,
+    pub pause: Pause,
+    pub jobs_in: u64,
+    pub jobs_out: u64,
+}
+
+impl Queue {
+    fn new(now: i64) -> Queue {
+        Queue {
+            jobs: BTreeSet::new(),
+            ctime: now,
+            atime: now,
+            pause: Pause::NONE,
+            jobs_in: 0,
+            jobs_out: 0,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.jobs.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.jobs.is_empty()
+    }
+
+    /// Queued job ids, oldest (next to be fetched) first.
+    pub fn ids(&self) -> impl DoubleEndedIterator<Item = JobId> + '_ {
+        self.jobs.iter().map(|(_, id)| *id)
+    }
+}
+
+/// What a tick did to a job.
+#[derive(Debug)]
+pub enum Tick {
+    /// Its TTL passed: it is gone.
+    Expired(Job),
+    /// Its retry (or delay) passed: it is queued again in `queue`.
+    Requeued(JobId, Arc<[u8]>),
+}
+
+struct Entry {
+    job: Job,
+    /// Its key in the wake-up index (`i64::MAX`: not indexed).
+    awake: i64,
+}
+
+/// Queues idle this long (ms), empty, unpaused and without waiters are
+/// collected.
+pub const QUEUE_IDLE_GC_MS: i64 = 300_000;
+
+/// Every job and queue of the node.
+pub struct Jobs {
+    /// By id, hashed from the id's random part (one probe per lookup);
+    /// boxed, so a job never moves while it lives.
+    jobs: HashMap<JobId, Box<Entry>, BuildHasherDefault<IdHasher>>,
+    /// The ids in scan order (JSCAN's cursor, snapshots): touched once
+    /// when a job comes and once when it goes.
+    order: BTreeSet<JobId>,
+    awake: BTreeSet<(i64, JobId)>,
+    queues: HashMap<Arc<[u8]>, Queue>,
+    /// Queue names by (scan key, name), for QSCAN cursors and the
+    /// collector's walk.
+    qorder: BTreeSet<(u64, Arc<[u8]>)>,
+    node: [u8; 8],
+    seed: [u8; 16],
+    counter: u64,
+    last_ctime: u64,
+    rng: u64,
+    gc_cursor: u64,
+    /// Bytes of bodies and queue names held (INFO, memory estimates).
+    body_bytes: usize,
+}
+
+/// Hashes a job id by folding its 40 bytes (mostly random already).
+#[derive(Default)]
+pub struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for c in bytes.chunks(8) {
+            let mut w = [0u8; 8];
+            w[..c.len()].copy_from_slice(c);
+            self.0 = (self.0 ^ u64::from_le_bytes(w))
+                .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+                .rotate_left(29);
+        }
+    }
+
+    fn write_usize(&mut self, _: usize) {}
+
+    fn finish(&self) -> u64 {
+        mix(self.0)
+    }
+}
+
+/// splitmix64's finaliser.
+fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// The scan key of a queue name (FNV-1a; odd, so never the 0 cursor).
+fn qkey(name: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in name {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h | 1
+}
+
+impl Jobs {
+    /// `node` is this node's id (hex; its first 8 characters prefix job
+    /// ids); `seed` makes ids unpredictable across runs.
+    pub fn new(node: &[u8], seed: u64) -> Jobs {
+        let mut n = [b'0'; 8];
+        for (d, s) in n.iter_mut().zip(node) {
+            *d = *s;
+        }
+        let mut h = sha1_smol::Sha1::new();
+        h.update(&seed.to_le_bytes());
+        h.update(node);
+        let mut s = [0u8; 16];
+        s.copy_from_slice(&h.digest().bytes()[..16]);
+        Jobs {
+            jobs: HashMap::default(),
+            order: BTreeSet::new(),
+            awake: BTreeSet::new(),
+            queues: HashMap::new(),
+            qorder: BTreeSet::new(),
+            node: n,
+            seed: s,
+            counter: 0,
+            last_ctime: 0,
+            rng: seed | 1,
+            gc_cursor: 0,
+            body_bytes: 0,
+        }
+    }
+
+    /// Registered jobs (INFO `registered_jobs`).
+    pub fn len(&self) -> usize {
+        self.jobs.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.jobs.is_empty()
+    }
+
+    /// Registered queues (INFO `registered_queues`).
+    pub fn queues_len(&self) -> usize {
+        self.queues.len()
+    }
+
+    /// Bytes of job bodies held.
+    pub fn body_bytes(&self) -> usize {
+        self.body_bytes
+    }
+
+    pub fn get(&self, id: &JobId) -> Option<&Job> {
+        self.jobs.get(id).map(|e| &e.job)
+    }
+
+    /// Every job, in scan order.
+    pub fn iter(&self) -> impl Iterator<Item = &Job> {
+        self.order.iter().map(|id| &self.jobs[id].job)
+    }
+
+    fn rand(&mut self) -> u64 {
+        let mut x = self.rng;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.rng = x;
+        x
+    }
+
+    /// ±250 ms, so that timers set together do not fire together.
+    fn jitter(&mut self) -> i64 {
+        (self.rand() % 501) as i64 - 250
+    }
+
+    /// The next re-queue time after a queueing or a refresh at `now`.
+    fn requeue_at(&mut self, retry: u32, now: i64) -> i64 {
+        if retry == 0 {
+            0
+        } else {
+            (now + i64::from(retry) * 1000 + self.jitter()).max(now + 1)
+        }
+    }
+
+    /// A fresh id: 144 bits of a keyed mix of a counter (splitmix64 over
+    /// the counter and a seed SHA1 made of the start-up entropy). Disque
+    /// hashes with SHA1 per id; any collision-free random part will do
+    /// (spec §1.2), and this costs a few nanoseconds.
+    pub fn new_id(&mut self, ttl_secs: i64, retry: i64) -> JobId {
+        loop {
+            self.counter += 1;
+            let mut r = [0u8; 18];
+            let k0 = u64::from_le_bytes(self.seed[..8].try_into().expect("8 bytes"));
+            let k1 = u64::from_le_bytes(self.seed[8..].try_into().expect("8 bytes"));
+            let a = mix(self.counter ^ k0);
+            let b = mix(a ^ k1);
+            let c = mix(b.wrapping_add(self.counter));
+            r[..8].copy_from_slice(&a.to_le_bytes());
+            r[8..16].copy_from_slice(&b.to_le_bytes());
+            r[16..].copy_from_slice(&c.to_le_bytes()[..2]);
+            let id = JobId::build(&self.node, &r, ttl_secs, retry);
+            if !self.jobs.contains_key(&id) {
+                return id;
+            }
+        }
+    }
+
+    /// A creation stamp: ms × 1e6, strictly increasing.
+    pub fn next_ctime(&mut self, now: i64) -> u64 {
+        let base = (now.max(0) as u64).saturating_mul(1_000_000);
+        let c = if base > self.last_ctime { base } else { self.last_ctime.saturating_add(1) };
+        self.last_ctime = c;
+        c
+    }
+
+    fn wake_of(j: &Job) -> i64 {
+        match j.qtime {
+            q if q > 0 && j.state != State::Acked => q.min(j.etime),
+            _ => j.etime,
+        }
+    }
+
+    fn reindex(&mut self, id: &JobId) {
+        let Some(e) = self.jobs.get_mut(id) else { return };
+        let w = Self::wake_of(&e.job);
+        if w != e.awake {
+            if e.awake != i64::MAX {
+                self.awake.remove(&(e.awake, *id));
+            }
+            self.awake.insert((w, *id));
+            e.awake = w;
+        }
+    }
+
+    fn queue_entry(&mut self, name: &Arc<[u8]>, now: i64) -> &mut Queue {
+        if !self.queues.contains_key(name) {
+            self.qorder.insert((qkey(name), name.clone()));
+            self.queues.insert(name.clone(), Queue::new(now));
+        }
+        self.queues.get_mut(name).expect("just inserted")
+    }
+
+    /// The queue named `name`, created if missing (GETJOB on an unknown
+    /// queue creates it, spec §1.8); its access time is now.
+    pub fn touch_queue(&mut self, name: &[u8], now: i64) -> &mut Queue {
+        let key: Arc<[u8]> = match self.queues.get_key_value(name) {
+            Some((k, _)) => k.clone(),
+            None => Arc::from(name),
+        };
+        let q = self.queue_entry(&key, now);
+        q.atime = now;
+        q
+    }
+
+    pub fn queue(&self, name: &[u8]) -> Option<&Queue> {
+        self.queues.get(name)
+    }
+
+    /// The shared name of queue `name` if it exists (jobs point at it).
+    pub fn queue_name(&self, name: &[u8]) -> Arc<[u8]> {
+        match self.queues.get_key_value(name) {
+            Some((k, _)) => k.clone(),
+            None => Arc::from(name),
+        }
+    }
+
+    /// Registers `job` in the state it carries (a new job, or one read
+    /// back from a record, replacing any job with its id): a queued job
+    /// goes into its queue, every job into the wake-up index.
+    pub fn insert(&mut self, mut job: Job, now: i64) {
+        self.delete(&job.id);
+        job.queue = self.queue_name(&job.queue);
+        let id = job.id;
+        let queued = job.state == State::Queued;
+        if queued {
+            let name = job.queue.clone();
+            let q = self.queue_entry(&name, now);
+            q.jobs.insert((job.ctime, id));
+        }
+        self.last_ctime = self.last_ctime.max(job.ctime);
+        self.body_bytes += job.body.len();
+        self.jobs.insert(id, Box::new(Entry { job, awake: i64::MAX }));
+        self.order.insert(id);
+        self.reindex(&id);
+    }
+
+    /// Deletes a job wherever it is.
+    pub fn delete(&mut self, id: &JobId) -> Option<Job> {
+        let e = self.jobs.remove(id)?;
+        self.order.remove(id);
+        if e.awake != i64::MAX {
+            self.awake.remove(&(e.awake, *id));
+        }
+        if e.job.state == State::Queued {
+            if let Some(q) = self.queues.get_mut(&e.job.queue) {
+                q.jobs.remove(&(e.job.ctime, *id));
+            }
+        }
+        self.body_bytes -= e.job.body.len();
+        Some(e.job)
+    }
+
+    /// Queues an active job now (Disque's `enqueueJob`). Refused for a job
+    /// already queued, one that may never be queued again (`qtime` 0), and
+    /// a delivered at-most-once job. A NACK counts `nacks`; any other
+    /// queueing after the first counts `additional-deliveries`.
+    pub fn enqueue(&mut self, id: &JobId, nack: bool, now: i64) -> bool {
+        let Some(e) = self.jobs.get(id) else { return false };
+        let j = &e.job;
+        if matches!(j.state, State::Queued | State::Acked)
+            || j.qtime == 0
+            || (j.retry == 0 && j.has(FLAG_DELIVERED))
+        {
+            return false;
+        }
+        let retry = j.retry;
+        let qtime = self.requeue_at(retry, now);
+        let e = self.jobs.get_mut(id).expect("checked");
+        let j = &mut e.job;
+        j.state = State::Queued;
+        j.qtime = qtime;
+        if j.has(FLAG_QUEUED_ONCE) || nack {
+            if nack {
+                j.nacks = j.nacks.saturating_add(1);
+            } else {
+                j.deliveries = j.deliveries.saturating_add(1);
+            }
+        } else {
+            j.flags |= FLAG_QUEUED_ONCE;
+        }
+        let (name, key) = (j.queue.clone(), (j.ctime, *id));
+        let q = self.queue_entry(&name, now);
+        q.jobs.insert(key);
+        q.atime = now;
+        q.jobs_in += 1;
+        self.reindex(id);
+        true
+    }
+
+    /// Takes a queued job out of its queue, leaving it active (DEQUEUE,
+    /// WORKING); its re-queue timer keeps running.
+    pub fn dequeue(&mut self, id: &JobId) -> bool {
+        let Some(e) = self.jobs.get_mut(id) else { return false };
+        if e.job.state != State::Queued {
+            return false;
+        }
+        e.job.state = State::Active;
+        if let Some(q) = self.queues.get_mut(&e.job.queue) {
+            q.jobs.remove(&(e.job.ctime, *id));
+        }
+        true
+    }
+
+    /// Fetches the oldest job of queue `name` for a consumer (GETJOB):
+    /// it becomes active and delivered. None when the queue is missing,
+    /// empty or paused in output.
+    pub fn fetch(&mut self, name: &[u8], now: i64) -> Option<JobId> {
+        let q = self.queues.get_mut(name)?;
+        if q.pause.has(Pause::OUT) {
+            return None;
+        }
+        let (_, id) = q.jobs.pop_first()?;
+        q.atime = now;
+        q.jobs_out += 1;
+        let e = self.jobs.get_mut(&id).expect("queued jobs are registered");
+        e.job.state = State::Active;
+        e.job.flags |= FLAG_DELIVERED;
+        Some(id)
+    }
+
+    /// WORKING: postpones the next re-queue by one retry period. `Err(false)`
+    /// for an unknown job, `Err(true)` past half of its life.
+    pub fn working(&mut self, id: &JobId, now: i64) -> Result<u32, bool> {
+        let Some(e) = self.jobs.get(id) else { return Err(false) };
+        let born = e.job.ctime_ms();
+        if now - born > (e.job.etime - born) / 2 {
+            return Err(true);
+        }
+        let retry = e.job.retry;
+        self.dequeue(id);
+        let qtime = self.requeue_at(retry, now);
+        if let Some(e) = self.jobs.get_mut(id) {
+            e.job.qtime = qtime;
+        }
+        self.reindex(id);
+        Ok(retry)
+    }
+
+    /// Sets a job's mutable state as a record of it says (a replayed
+    /// transition). False when the job is unknown.
+    pub fn restore_state(
+        &mut self,
+        id: &JobId,
+        state: State,
+        qtime: i64,
+        nacks: u16,
+        deliveries: u16,
+        flags: u8,
+        now: i64,
+    ) -> bool {
+        let Some(e) = self.jobs.get(id) else { return false };
+        let mut job = e.job.clone();
+        job.state = state;
+        job.qtime = qtime;
+        job.nacks = nacks;
+        job.deliveries = deliveries;
+        job.flags = flags;
+        let was_queued = e.job.state == State::Queued;
+        let name = job.queue.clone();
+        self.insert(job, now);
+        if was_queued != (state == State::Queued) {
+            if let Some(q) = self.queues.get_mut(&name) {
+                if state == State::Queued {
+                    q.jobs_in += 1;
+                } else {
+                    q.jobs_out += 1;
+                }
+            }
+        }
+        true
+    }
+
+    /// Runs every wake-up due at `now`, at most `max` of them: expired
+    /// jobs are deleted, active jobs whose retry (or delay) passed are
+    /// queued again (or, with the queue paused in input, postponed by a
+    /// retry period), queued ones have their timer pushed forward. What
+    /// changed a job is reported in `out`.
+    pub fn tick(&mut self, now: i64, max: usize, out: &mut Vec<Tick>) -> usize {
+        let mut n = 0;
+        while n < max {
+            let Some(&(t, id)) = self.awake.first() else { break };
+            if t > now {
+                break;
+            }
+            n += 1;
+            let j = &self.jobs.get(&id).expect("indexed jobs are registered").job;
+            if now >= j.etime {
+                if let Some(job) = self.delete(&id) {
+                    out.push(Tick::Expired(job));
+                }
+                continue;
+            }
+            let (state, retry, qtime) = (j.state, j.retry, j.qtime);
+            if qtime > 0 && now >= qtime {
+                match state {
+                    State::Queued => {
+                        let q = self.requeue_at(retry, now);
+                        self.jobs.get_mut(&id).expect("present").job.qtime = q;
+                    }
+                    State::Active => {
+                        let paused_in =
+                            self.queues.get(&j.queue).is_some_and(|q| q.pause.has(Pause::IN));
+                        // An at-most-once job is queued anyway: it would
+                        // never get another chance.
+                        if paused_in && retry > 0 {
+                            let q = self.requeue_at(retry, now);
+                            self.jobs.get_mut(&id).expect("present").job.qtime = q;
+                        } else if self.enqueue(&id, false, now) {
+                            let name = self.jobs[&id].job.queue.clone();
+                            out.push(Tick::Requeued(id, name));
+                        } else {
+                            self.jobs.get_mut(&id).expect("present").job.qtime = 0;
+                        }
+                    }
+                    _ => self.jobs.get_mut(&id).expect("present").job.qtime = 0,
+                }
+            }
+            self.reindex(&id);
+            // A wake-up that left the job due again would spin; the index
+            // always moves forward.
+            if self.jobs.get(&id).is_some_and(|e| e.awake <= now) {
+                let e = self.jobs.get_mut(&id).expect("present");
+                e.job.qtime = 0;
+                self.reindex(&id);
+            }
+        }
+        n
+    }
+
+    /// Ms until the next wake-up (for a caller that sleeps), if any.
+    pub fn next_wake(&self) -> Option<i64> {
+        self.awake.first().map(|(t, _)| *t)
+    }
+
+    /// The job's wake-up time as indexed.
+    pub fn wake_time(&self, id: &JobId) -> Option<i64> {
+        self.jobs.get(id).map(|e| e.awake).filter(|&a| a != i64::MAX)
+    }
+
+    /// Sets queue `name`'s pause flags; a queue is created only for a
+    /// state other than none. Returns the state after the call.
+    pub fn set_pause(&mut self, name: &[u8], to: Option<Pause>, now: i64) -> Pause {
+        match to {
+            None => self.queues.get(name).map_or(Pause::NONE, |q| q.pause),
+            Some(p) if p == Pause::NONE && !self.queues.contains_key(name) => Pause::NONE,
+            Some(p) => {
+                let name = self.queue_name(name);
+                let q = self.queue_entry(&name, now);
+                q.pause = p;
+                p
+            }
+        }
+    }
+
+    /// Collects up to `budget` idle queues (empty, unpaused, idle for
+    /// [`QUEUE_IDLE_GC_MS`], nobody blocked on them per `blocked`),
+    /// walking the queues a slice per call. Returns how many went.
+    pub fn collect_queues(
+        &mut self,
+        now: i64,
+        visit: usize,
+        blocked: impl Fn(&[u8]) -> bool,
+    ) -> usize {
+        let mut gone = Vec::new();
+        let start: Arc<[u8]> = Arc::from(&[][..]);
+        let mut next = 0;
+        for (seen, (k, name)) in self.qorder.range((self.gc_cursor, start)..).enumerate() {
+            if seen == visit {
+                next = *k;
+                break;
+            }
+            let q = &self.queues[name];
+            if q.is_empty()
+                && q.pause == Pause::NONE
+                && now - q.atime >= QUEUE_IDLE_GC_MS
+                && !blocked(name)
+            {
+                gone.push((*k, name.clone()));
+            }
+        }
+        self.gc_cursor = next;
+        for (k, name) in &gone {
+            self.qorder.remove(&(*k, name.clone()));
+            self.queues.remove(name);
+        }
+        gone.len()
+    }
+
+    /// One step of JSCAN: jobs from `cursor` on for which `keep` holds, up
+    /// to `count` results or `10 × count` visits (everything with `all`).
+    /// Returns the next cursor (0: done) and the ids.
+    pub fn scan_jobs(
+        &self,
+        cursor: u64,
+        count: usize,
+        all: bool,
+        mut keep: impl FnMut(&Job) -> bool,
+    ) -> (u64, Vec<JobId>) {
+        let mut out = Vec::new();
+        let mut last: Option<u64> = None;
+        for (visits, id) in self.order.range(JobId::scan_floor(cursor)..).enumerate() {
+            let e = &self.jobs[id];
+            let k = id.scan_key();
+            if !all && (out.len() >= count || visits >= count.saturating_mul(10)) && last != Some(k)
+            {
+                return (k.max(1), out);
+            }
+            last = Some(k);
+            if keep(&e.job) {
+                out.push(*id);
+            }
+        }
+        (0, out)
+    }
+
+    /// One step of QSCAN, as [`scan_jobs`](Self::scan_jobs) over queues.
+    pub fn scan_queues(
+        &self,
+        cursor: u64,
+        count: usize,
+        all: bool,
+        mut keep: impl FnMut(&Queue) -> bool,
+    ) -> (u64, Vec<Arc<[u8]>>) {
+        let mut out = Vec::new();
+        let start: Arc<[u8]> = Arc::from(&[][..]);
+        for (visits, (k, name)) in self.qorder.range((cursor, start)..).enumerate() {
+            if !all && (out.len() >= count || visits >= count.saturating_mul(10)) {
+                return (*k, out);
+            }
+            if keep(&self.queues[name]) {
+                out.push(name.clone());
+            }
+        }
+        (0, out)
+    }
+
+    /// Drops every job and queue.
+    pub fn clear(&mut self) {
+        self.jobs.clear();
+        self.order.clear();
+        self.awake.clear();
+        self.queues.clear();
+        self.qorder.clear();
+        self.body_bytes = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const T0: i64 = 1_700_000_000_000;
+
+    fn add(
+        js: &mut Jobs,
+        q: &str,
+        body: &str,
+        retry: u32,
+        ttl: i64,
+        delay: u32,
+        now: i64,
+    ) -> JobId {
+        let id = js.new_id(ttl, i64::from(retry));
+        let job = Job {
+            id,
+            queue: Arc::from(q.as_bytes()),
+            body: body.as_bytes().into(),
+            state: State::Active,
+            repl: 1,
+            ctime: js.next_ctime(now),
+            etime: now + ttl * 1000,
+            delay,
+            retry,
+            qtime: now + i64::from(delay) * 1000,
+            nacks: 0,
+            deliveries: 0,
+            flags: 0,
+        };
+        js.insert(job, now);
+        if delay == 0 {
+            assert!(js.enqueue(&id, false, now));
+        }
+        id
+    }
+
+    #[test]
+    fn fifo_fetch_and_retry() {
+        let mut js = Jobs::new(b"abcdef0123", 7);
+        let a = add(&mut js, "q", "a", 2, 100, 0, T0);
+        let b = add(&mut js, "q", "b", 2, 100, 0, T0);
+        assert_eq!(js.queue(b"q").unwrap().len(), 2);
+        assert_eq!(js.fetch(b"q", T0), Some(a));
+        assert_eq!(js.get(&a).unwrap().state, State::Active);
+        let mut out = vec![];
+        js.tick(T0 + 1000, 100, &mut out);
+        assert!(out.is_empty());
+        js.tick(T0 + 2300, 100, &mut out);
+        assert!(matches!(&out[..], [Tick::Requeued(id, _)] if *id == a), "{out:?}");
+        let j = js.get(&a).unwrap();
+        assert_eq!((j.state, j.deliveries, j.nacks), (State::Queued, 1, 0));
+        // The old job goes back before the younger one.
+        assert_eq!(js.fetch(b"q", T0), Some(a));
+        assert_eq!(js.fetch(b"q", T0), Some(b));
+    }
+
+    #[test]
+    fn at_most_once_is_never_requeued() {
+        let mut js = Jobs::new(b"00", 1);
+        let a = add(&mut js, "q", "a", 0, 100, 0, T0);
+        assert!(js.get(&a).unwrap().id.0.ends_with(b"0"));
+        assert_eq!(js.fetch(b"q", T0), Some(a));
+        assert!(!js.enqueue(&a, true, T0));
+        let mut out = vec![];
+        js.tick(T0 + 99_000, 100, &mut out);
+        assert!(out.is_empty());
+        js.tick(T0 + 100_000, 100, &mut out);
+        assert!(matches!(&out[..], [Tick::Expired(_)]));
+        assert!(js.is_empty());
+    }
+
+    #[test]
+    fn delay_then_queue_counts_nothing() {
+        let mut js = Jobs::new(b"00", 1);
+        let a = add(&mut js, "q", "a", 5, 100, 3, T0);
+        assert_eq!(js.get(&a).unwrap().state, State::Active);
+        let mut out = vec![];
+        js.tick(T0 + 3000, 100, &mut out);
+        let j = js.get(&a).unwrap();
+        assert_eq!((j.state, j.deliveries), (State::Queued, 0));
+    }
+
+    #[test]
+    fn working_and_too_late() {
+        let mut js = Jobs::new(b"00", 1);
+        let a = add(&mut js, "q", "a", 10, 100, 0, T0);
+        assert_eq!(js.working(&a, T0 + 1000), Ok(10));
+        assert_eq!(js.get(&a).unwrap().state, State::Active);
+        assert_eq!(js.working(&a, T0 + 50_001), Err(true));
+        assert_eq!(js.working(&JobId::scan_floor(3), T0), Err(false));
+    }
+
+    #[test]
+    fn scans_visit_everything_once_across_calls() {
+        let mut js = Jobs::new(b"00", 1);
+        let mut ids = BTreeSet::new();
+        for i in 0..500 {
+            ids.insert(add(&mut js, &format!("q{}", i % 37), "x", 1, 100, 0, T0));
+        }
+        let mut seen = BTreeSet::new();
+        let mut c = 0;
+        loop {
+            let (next, got) = js.scan_jobs(c, 7, false, |_| true);
+            seen.extend(got);
+            if next == 0 {
+                break;
+            }
+            c = next;
+        }
+        assert_eq!(seen, ids);
+        let mut qs = BTreeSet::new();
+        let mut c = 0;
+        loop {
+            let (next, got) = js.scan_queues(c, 5, false, |_| true);
+            qs.extend(got);
+            if next == 0 {
+                break;
+            }
+            c = next;
+        }
+        assert_eq!(qs.len(), 37);
+    }
+
+    #[test]
+    fn idle_queues_are_collected() {
+        let mut js = Jobs::new(b"00", 1);
+        js.touch_queue(b"idle", T0);
+        js.set_pause(b"paused", Some(Pause::IN), T0);
+        add(&mut js, "full", "x", 1, 1000, 0, T0);
+        assert_eq!(js.collect_queues(T0 + QUEUE_IDLE_GC_MS - 1, 100, |_| false), 0);
+        assert_eq!(js.collect_queues(T0 + QUEUE_IDLE_GC_MS, 100, |_| false), 1);
+        assert!(js.queue(b"idle").is_none());
+        assert_eq!(js.queues_len(), 2);
+    }
+}

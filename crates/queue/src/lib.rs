@@ -1,0 +1,20 @@
+//! The job model of Sluice's job queue (Disque's commands): job ids, jobs
+//! and their states, queues ordered by creation time, and one ordered
+//! index of wake-up times that drives retries, delays and TTLs.
+//!
+//! Pure data structures and rules, no protocol, no locks, no clock: every
+//! operation takes the time (Unix ms) it happens at, so the engine's
+//! clock (which tests move) is the only time there is. The engine
+//! (`engine/src/commands/queue/`) holds one [`Jobs`] behind the job
+//! namespace's lock and turns its results into replies and effects.
+//! Must not depend on any other Sluice crate.
+//!
+//! `../shared/spec/disque.md` is the specification (single-node parts).
+
+mod id;
+mod job;
+mod jobs;
+
+pub use id::{JobId, ID_LEN};
+pub use job::{DecodeError, Job, State, FLAG_DELIVERED, FLAG_QUEUED_ONCE};
+pub use jobs::{Jobs, Pause, Queue, Tick};
