@@ -3,6 +3,8 @@
 //! through `DEBUG EFFECTS`, and jobs kept across a restart through an RDB
 //! file that redis-server 7.0 still loads.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use resp::Frame;
@@ -239,5 +241,123 @@ fn jobs_survive_a_restart_through_rdb() {
     assert_eq!(text(&cmd(&mut r, &["GET", "plain"])), "key");
     assert_eq!(text(&cmd(&mut r, &["DBSIZE"])), "1");
     drop(s);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// One producer-consumer on a queue of its own: ADDJOB, then (every other
+/// job) GETJOB of it and ACKJOB, one at a time, so each acknowledgement is known. Returns the
+/// jobs whose ADDJOB was acknowledged, each with whether its ACKJOB was
+/// acknowledged, and the id whose ACKJOB was in flight when the
+/// connection died (it may be gone or not).
+fn job_writer(port: u16, queue: &str, stop: &AtomicBool) -> (Vec<(String, bool)>, Option<String>) {
+    let mut out = Vec::new();
+    let Ok(mut c) = Client::connect(port) else { return (out, None) };
+    c.set_timeout(Duration::from_secs(5));
+    let mut n = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        n += 1;
+        let body = format!("{queue}:{n}");
+        if c.send(&["ADDJOB", queue, &body, "0", "RETRY", "3600"]).is_err() {
+            break;
+        }
+        let Ok(Frame::Simple(jid)) = c.read_frame() else { break };
+        let jid = String::from_utf8(jid).expect("job id");
+        out.push((jid.clone(), false));
+        if n % 2 == 1 {
+            continue;
+        }
+        if c.send(&["GETJOB", "NOHANG", "FROM", queue]).is_err() {
+            break;
+        }
+        let Ok(Frame::Array(Some(_))) = c.read_frame() else { break };
+        if c.send(&["ACKJOB", &jid]).is_err() {
+            return (out, Some(jid));
+        }
+        match c.read_frame() {
+            Ok(Frame::Integer(1)) => out.last_mut().unwrap().1 = true,
+            _ => return (out, Some(jid)),
+        }
+    }
+    (out, None)
+}
+
+/// `appendfsync always` and SIGKILL: every ADDJOB acknowledged before the
+/// kill is there after the restart (queued, or active when a GETJOB took
+/// it), unless its ACKJOB was
+/// acknowledged, in which case it is gone; an ACKJOB in flight may have
+/// happened or not. The kills land at random moments, one of them after
+/// a BGREWRITEAOF (the jobs then come back from the base's AUX fields).
+#[test]
+fn acknowledged_jobs_survive_sigkill_with_appendfsync_always() {
+    const WRITERS: usize = 4;
+    let dir = scratch_dir("jobs-aof-crash");
+    let bin = TestServer::default_bin();
+    let flags = ["--appendonly", "yes", "--appendfsync", "always", "--threads", "2"];
+    let mut seed =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos()
+            as u64
+            | 1;
+    let mut rnd = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let mut live: Vec<String> = Vec::new();
+    let mut gone: Vec<String> = Vec::new();
+    for trial in 0..4 {
+        let server = TestServer::start_with(&bin, &flags, Some(&dir));
+        let port = server.port();
+        let mut probe = server.client();
+        wait_loaded(&mut probe);
+        for jid in &live {
+            let state = field(&cmd(&mut probe, &["SHOW", jid]), "state");
+            assert!(state == "queued" || state == "active", "trial {trial}: {jid} {state}");
+        }
+        for jid in &gone {
+            assert_eq!(field(&cmd(&mut probe, &["SHOW", jid]), "state"), "gone", "trial {trial}");
+        }
+        if trial == 2 {
+            assert!(text(&cmd(&mut probe, &["BGREWRITEAOF"])).contains("rewriting"));
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let handles: Vec<_> = (0..WRITERS)
+            .map(|id| {
+                let stop = stop.clone();
+                let queue = format!("crash{trial}:{id}");
+                std::thread::spawn(move || job_writer(port, &queue, &stop))
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(150 + rnd() % 350));
+        drop(probe);
+        drop(server); // SIGKILL
+        stop.store(true, Ordering::Relaxed);
+        for h in handles {
+            let (jobs, in_flight) = h.join().unwrap();
+            assert!(!jobs.is_empty(), "a writer added no job");
+            for (jid, acked) in jobs {
+                if in_flight.as_ref() == Some(&jid) {
+                    continue;
+                }
+                if acked {
+                    gone.push(jid);
+                } else {
+                    live.push(jid);
+                }
+            }
+        }
+    }
+    let server = TestServer::start_with(&bin, &flags, Some(&dir));
+    let mut probe = server.client();
+    wait_loaded(&mut probe);
+    for jid in &live {
+        let state = field(&cmd(&mut probe, &["SHOW", jid]), "state");
+        assert!(state == "queued" || state == "active", "{jid} {state}");
+    }
+    for jid in &gone {
+        assert_eq!(field(&cmd(&mut probe, &["SHOW", jid]), "state"), "gone");
+    }
+    eprintln!("{} present and {} acknowledged jobs checked after 4 kills", live.len(), gone.len());
+    drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }

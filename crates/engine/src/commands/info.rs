@@ -30,41 +30,57 @@ pub const COMMANDS: &[CommandSpec] = &[CommandSpec::new(
 .since("1.0.0")
 .complexity("O(1)")];
 
-/// Sections in output order, and whether `default` includes them.
-const SECTIONS: &[(&str, bool)] = &[
-    ("server", true),
-    ("clients", true),
-    ("memory", true),
-    ("persistence", true),
-    ("stats", true),
-    ("replication", true),
-    ("cpu", true),
-    ("modules", true),
-    ("commandstats", false),
-    ("errorstats", true),
-    ("latencystats", false),
-    ("cluster", true),
-    ("keyspace", true),
-    // The job queue's (Disque's INFO sections); not in `default`, so that
-    // INFO stays Redis's for Redis clients.
-    ("jobs", false),
-    ("queues", false),
+/// Sections in output order, and which selections include them.
+const SECTIONS: &[(&str, In)] = &[
+    ("server", In::Default),
+    ("clients", In::Default),
+    ("memory", In::Default),
+    ("persistence", In::Default),
+    ("stats", In::Default),
+    ("replication", In::Default),
+    ("cpu", In::Default),
+    ("modules", In::Default),
+    ("commandstats", In::All),
+    ("errorstats", In::Default),
+    ("latencystats", In::All),
+    ("cluster", In::Default),
+    ("keyspace", In::Default),
+    // The job queue's (Disque's INFO sections): only when named, so that
+    // INFO, INFO all and INFO everything stay Redis's for Redis clients
+    // and exporters.
+    ("jobs", In::Named),
+    ("queues", In::Named),
 ];
+
+/// Which selections of INFO print a section.
+#[derive(Clone, Copy, PartialEq)]
+enum In {
+    /// `INFO`, `INFO default`, `all`, `everything` and its name.
+    Default,
+    /// `all`, `everything` and its name.
+    All,
+    /// Its name only.
+    Named,
+}
 
 fn info(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let mut want = [false; SECTIONS.len()];
     if args.is_empty() {
         for (i, s) in SECTIONS.iter().enumerate() {
-            want[i] = s.1;
+            want[i] = s.1 == In::Default;
         }
     }
     for a in args.rest() {
         let a = a.to_ascii_lowercase();
         match a.as_slice() {
-            b"all" | b"everything" => want = [true; SECTIONS.len()],
+            b"all" | b"everything" => {
+                for (i, s) in SECTIONS.iter().enumerate() {
+                    want[i] |= s.1 != In::Named;
+                }
+            }
             b"default" => {
                 for (i, s) in SECTIONS.iter().enumerate() {
-                    want[i] |= s.1;
+                    want[i] |= s.1 == In::Default;
                 }
             }
             name => {
@@ -527,7 +543,8 @@ mod tests {
                 "# Keyspace"
             ]
         );
-        assert_eq!(headers(&h.run(&["INFO", "everything"])).len(), 15);
+        assert_eq!(headers(&h.run(&["INFO", "everything"])).len(), 13);
+        assert_eq!(headers(&h.run(&["INFO", "jobs", "queues"])), ["# Jobs", "# Queues"]);
         assert_eq!(h.run(&["INFO", "foo"]), "$0\r\n\r\n");
         assert_eq!(h.run(&["INFO", "modules"]), "$11\r\n# Modules\r\n\r\n");
         assert_eq!(h.run(&["INFO", "keyspace"]), "$12\r\n# Keyspace\r\n\r\n");
@@ -542,7 +559,7 @@ mod tests {
         assert!(server.contains("\r\nredis_version:7.0.15\r\n"));
         assert!(server.contains("\r\nsluice_version:"));
         let stats = h.run(&["INFO", "stats"]);
-        assert!(stats.contains("\r\ntotal_commands_processed:9\r\n"), "{stats}");
+        assert!(stats.contains("\r\ntotal_commands_processed:10\r\n"), "{stats}");
     }
 
     /// INFO and CONFIG RESETSTAT read the stripes through the locks the
