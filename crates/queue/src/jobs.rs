@@ -101,7 +101,8 @@ pub struct Jobs {
     /// when a job comes and once when it goes.
     order: BTreeSet<JobId>,
     awake: BTreeSet<(i64, JobId)>,
-    queues: HashMap<Arc<[u8]>, Queue>,
+    /// Names come from clients: a keyed hash (ahash), not a fixed one.
+    queues: HashMap<Arc<[u8]>, Queue, ahash::RandomState>,
     /// Queue names by (scan key, name), for QSCAN cursors and the
     /// collector's walk.
     qorder: BTreeSet<(u64, Arc<[u8]>)>,
@@ -172,7 +173,7 @@ impl Jobs {
             jobs: HashMap::default(),
             order: BTreeSet::new(),
             awake: BTreeSet::new(),
-            queues: HashMap::new(),
+            queues: HashMap::with_hasher(ahash::RandomState::new()),
             qorder: BTreeSet::new(),
             node: n,
             seed: s,
