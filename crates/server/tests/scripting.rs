@@ -277,3 +277,39 @@ fn unbounded_allocation_fails_and_the_server_carries_on() {
     assert_eq!(c.cmd(&["EVAL", "return #string.rep('z', 10)", "0"]).unwrap(), b":10\r\n");
     assert_eq!(c.cmd(&["PING"]).unwrap(), b"+PONG\r\n");
 }
+
+/// Regression: each cached script (and each library function) was held
+/// as a Lua function handle on the Rust side, one of mlua's ~8,000
+/// auxiliary stack slots each, and the 8,000th SCRIPT LOAD aborted the
+/// thread ("out of auxiliary stack space"). Redis caches as many as
+/// memory allows; so must Sluice, scripts and functions alike.
+#[test]
+fn caching_ten_thousand_scripts_and_libraries_keeps_the_server_up() {
+    let s = start();
+    let mut c = Client::connect(s.port()).unwrap();
+    c.set_timeout(Duration::from_secs(120));
+    const N: usize = 10_000;
+    let mut batch = Vec::new();
+    for i in 0..N {
+        resp::Frame::encode_command(&["SCRIPT", "LOAD", &format!("return {i}")], &mut batch);
+    }
+    for i in 0..N {
+        let code = format!(
+            "#!lua name=lib{i}\nredis.register_function('f{i}', function() return {i} end)"
+        );
+        resp::Frame::encode_command(&["FUNCTION", "LOAD", &code], &mut batch);
+    }
+    c.send_raw(&batch).unwrap();
+    for _ in 0..2 * N {
+        let r = c.read_reply().unwrap();
+        assert!(r.starts_with(b"$"), "{}", testkit::escape(&r));
+    }
+    // Every one still runs: the first, the last, and some between.
+    for i in [0, 1, 4_999, 7_999, 8_000, N - 1] {
+        let sha = c.cmd(&["SCRIPT", "LOAD", &format!("return {i}")]).unwrap();
+        let sha = String::from_utf8(sha).unwrap();
+        let sha = sha.trim_end().rsplit("\r\n").next().unwrap().to_string();
+        assert_eq!(int(&c.cmd(&["EVALSHA", &sha, "0"]).unwrap()), i as i64);
+        assert_eq!(int(&c.cmd(&["FCALL", &format!("f{i}"), "0"]).unwrap()), i as i64);
+    }
+}

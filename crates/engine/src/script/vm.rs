@@ -11,7 +11,7 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 
-use mlua::{Function, Lua, LuaOptions, MultiValue, StdLib, Table, Value};
+use mlua::{Function, Lua, LuaOptions, MultiValue, RegistryKey, StdLib, Table, Value};
 use resp::{Frame, Proto, ReplyBuf};
 use smallvec::SmallVec;
 use store::Locks;
@@ -42,14 +42,17 @@ pub struct Vm {
     lua: Lua,
     /// The cache's flush epoch the functions belong to.
     epoch: u64,
-    funcs: HashMap<[u8; 40], Function, ahash::RandomState>,
+    /// Compiled scripts, held in the Lua registry: a `Function` handle
+    /// kept on the Rust side takes one of mlua's ~8,000 auxiliary stack
+    /// slots, so caching more scripts than that would abort the thread.
+    funcs: HashMap<[u8; 40], RegistryKey, ahash::RandomState>,
     env: Table,
     runner: Function,
     /// The environment of library code, and the prelude's loader.
     libenv: Table,
     loader: Function,
     /// Libraries loaded in this state: name → (version, functions).
-    libs: HashMap<String, (u64, HashMap<String, Function>)>,
+    libs: HashMap<String, (u64, HashMap<String, RegistryKey>)>,
     /// `used_memory` as last added to the cache's total.
     reported: usize,
     /// Where EVAL scripts find their globals first (prelude.lua): KEYS
@@ -235,7 +238,9 @@ impl Vm {
             .set_environment(self.env.clone())
             .into_function()
             .map_err(|e| CompileError(lua_error_text(&e)))?;
-        self.funcs.insert(*sha, f);
+        let key =
+            self.lua.create_registry_value(f).map_err(|e| CompileError(lua_error_text(&e)))?;
+        self.funcs.insert(*sha, key);
         Ok(())
     }
 
@@ -285,7 +290,10 @@ impl Vm {
                 }
             }
             if let Value::Function(cb) = get("callback") {
-                funcs.insert(name.clone(), cb);
+                if install.is_some() {
+                    let key = self.lua.create_registry_value(cb).map_err(|e| lua_error_text(&e))?;
+                    funcs.insert(name.clone(), key);
+                }
             }
             infos.push(super::function::FunctionInfo { name, description, flags });
         }
@@ -312,7 +320,8 @@ impl Vm {
             self.libs.remove(lib);
             self.load_library(code, shebang_len, Some((lib, version))).ok()?;
         }
-        self.libs.get(lib)?.1.get(name).cloned()
+        let key = self.libs.get(lib)?.1.get(name)?;
+        self.lua.registry_value(key).ok()
     }
 
     /// Runs a compiled script and writes its reply (or error) to `out`.
@@ -324,7 +333,7 @@ impl Vm {
         run: &mut Run<'_, '_>,
         out: &mut ReplyBuf,
     ) -> Outcome {
-        let Some(f) = self.funcs.get(sha).cloned() else {
+        let Some(f) = self.funcs.get(sha).and_then(|k| self.lua.registry_value(k).ok()) else {
             out.error(b"NOSCRIPT No matching script. Please use EVAL.");
             return Outcome::Done;
         };
