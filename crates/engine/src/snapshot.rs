@@ -25,6 +25,11 @@ pub trait Snapshots: Send + Sync {
     fn dump(&self, v: &Value, cfg: &Config) -> Vec<u8>;
     /// Decodes a RESTORE payload, building the value at `cfg`'s thresholds.
     fn restore(&self, payload: &[u8], cfg: &Config) -> Result<Value, RestoreError>;
+    /// `FUNCTION DUMP`'s payload of these libraries' codes.
+    fn function_dump(&self, codes: &[Box<[u8]>], cfg: &Config) -> Vec<u8>;
+    /// Decodes a `FUNCTION RESTORE` payload into libraries' codes; the
+    /// error is Redis's text without `ERR `.
+    fn function_restore(&self, payload: &[u8], cfg: &Config) -> Result<Vec<Vec<u8>>, String>;
     /// Writes the data set to `dir/dbfilename` now (SAVE); the caller holds
     /// no stripe. `dirty` is the change count the file reflects.
     fn save(&self, dirty: u64) -> Result<(), String>;

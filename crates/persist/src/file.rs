@@ -118,6 +118,13 @@ impl<W: Write> Writer<W> {
         Ok(())
     }
 
+    /// One function library (`RDB_OPCODE_FUNCTION2`); Redis writes them
+    /// after the AUX fields, before the databases.
+    pub fn function(&mut self, code: &[u8]) -> io::Result<()> {
+        crate::functions::write_record(&mut self.buf, code, self.compress);
+        self.spill()
+    }
+
     /// Whether values are LZF-compressed (`rdbcompression`).
     pub fn compress(&self) -> bool {
         self.compress
@@ -196,6 +203,9 @@ pub struct Loaded {
     /// Collections stored empty (skipped, as Redis does).
     pub empty_keys: u64,
     pub aux: Vec<(Vec<u8>, Vec<u8>)>,
+    /// Function libraries' codes, in file order (pre-GA records already
+    /// turned into code with its metadata line, as Redis 7.0.15 does).
+    pub functions: Vec<Vec<u8>>,
     /// Bytes the file took, checksum included (an AOF's commands may
     /// follow an RDB preamble).
     pub consumed: usize,
@@ -284,8 +294,12 @@ pub fn load(
                 out.aux.push((k, v));
                 continue;
             }
-            op::MODULE_AUX | op::FUNCTION | op::FUNCTION2 => {
-                return Err(r.err("modules and functions are not supported"));
+            op::FUNCTION | op::FUNCTION2 => {
+                out.functions.push(crate::functions::read_record(&mut r, t)?);
+                continue;
+            }
+            op::MODULE_AUX => {
+                return Err(r.err("modules are not supported"));
             }
             _ => {}
         }
