@@ -37,8 +37,10 @@ pub trait Snapshots: Send + Sync {
     /// is the call, unless the caller holds stripes (BGSAVE inside EXEC):
     /// then it is when the saving thread can lock them all.
     fn bgsave(&self, dirty: u64, holding_stripes: bool) -> Result<(), String>;
-    /// DEBUG RELOAD: save (unless `!save`), empty the keyspace, load the file.
-    fn reload(&self, save: bool, dirty: u64) -> Result<(), String>;
+    /// DEBUG RELOAD: save (unless NOSAVE), empty the keyspace and the
+    /// function libraries (unless NOFLUSH), load the file (with MERGE, a
+    /// key or library of the file replaces one of the same name).
+    fn reload(&self, opts: Reload, dirty: u64) -> Result<(), String>;
     /// Writes a point-in-time RDB of the data set to `out` (a full
     /// resynchronisation's payload), once no other snapshot runs;
     /// `at_instant` runs at the snapshot's instant, with every stripe
@@ -51,6 +53,14 @@ pub trait Snapshots: Send + Sync {
         let _ = (out, at_instant);
         Err("snapshots to a stream are not available in this process".into())
     }
+}
+
+/// DEBUG RELOAD's options.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reload {
+    pub save: bool,
+    pub flush: bool,
+    pub merge: bool,
 }
 
 /// The append-only file, as the engine's commands reach it (the server

@@ -224,6 +224,34 @@ pub struct LoadedKey<'a> {
     pub freq: Option<u8>,
 }
 
+/// The function libraries at the head of a file (after its AUX fields,
+/// before anything else: where Redis and Sluice write them), read without
+/// loading the rest, so that a loader can compile them before any key, as
+/// Redis does. Stops quietly at the first thing that is not one (or at
+/// damage: [`load`] reports it).
+pub fn leading_functions(buf: &[u8]) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    if buf.len() < 9 || &buf[..5] != b"REDIS" {
+        return out;
+    }
+    let mut r = Reader::new(&buf[9..]);
+    loop {
+        let Ok(t) = r.byte() else { return out };
+        match t {
+            op::AUX => {
+                if r.bytes().and_then(|_| r.bytes()).is_err() {
+                    return out;
+                }
+            }
+            op::FUNCTION | op::FUNCTION2 => match crate::functions::read_record(&mut r, t) {
+                Ok(code) => out.push(code),
+                Err(_) => return out,
+            },
+            _ => return out,
+        }
+    }
+}
+
 /// Loads a whole file held in memory. `databases` bounds SELECTDB; keys
 /// whose expiry is before `now_ms` are skipped (a master's behaviour);
 /// `sink` stores each key and may refuse it (a duplicate) with a reason.

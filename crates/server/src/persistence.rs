@@ -318,7 +318,7 @@ fn write_rdb<W: Write>(sh: &Shared, started: Started, out: W, aof_base: bool) ->
 }
 
 /// Loads `dbfilename` if it exists. `Ok(None)` when there is no file.
-pub fn load(sh: &Shared) -> Result<Option<file::Loaded>, String> {
+pub fn load(sh: &Shared, merge: bool) -> Result<Option<file::Loaded>, String> {
     let cfg = sh.config.read().clone();
     let path = db_path(&cfg);
     let bytes = match std::fs::read(&path) {
@@ -326,7 +326,7 @@ pub fn load(sh: &Shared) -> Result<Option<file::Loaded>, String> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(format!("Fatal error loading the DB: {e}. Exiting.")),
     };
-    let loaded = load_bytes(sh, &bytes, false).map_err(|e| match e {
+    let loaded = load_bytes(sh, &bytes, merge).map_err(|e| match e {
         LoadError::Rdb(e) => format!("Short read or corrupt RDB file '{}': {e}", path.display()),
         LoadError::Library(_) => e.to_string(),
     })?;
@@ -379,6 +379,10 @@ pub fn load_bytes(sh: &Shared, bytes: &[u8], merge: bool) -> Result<file::Loaded
     let lfu = engine::evict::Policy::parse(&cfg.maxmemory_policy).lfu();
     let stamp = engine::evict::stamp(lfu, lru, sh.clock.now_ms());
     let delay = u64::try_from(cfg.key_load_delay).unwrap_or(0);
+    // Libraries first, as Redis meets them at the head of the file: one
+    // that fails stops the load before any key is touched.
+    let leading = file::leading_functions(bytes);
+    engine::script::function::load_libraries(sh, &leading, merge).map_err(LoadError::Library)?;
     let loaded = file::load(bytes, &lim, store.databases(), unix_ms(), cfg.rdbchecksum, |k| {
         if delay > 0 {
             std::thread::sleep(std::time::Duration::from_micros(delay));
@@ -390,18 +394,22 @@ pub fn load_bytes(sh: &Shared, bytes: &[u8], merge: bool) -> Result<file::Loaded
             (Some(idle), _) if !lfu => lru.saturating_sub(u32::try_from(idle).unwrap_or(u32::MAX)),
             _ => engine::evict::fresh(stamp),
         };
-        match g.insert(k.key, k.value, k.expire_at, lru) {
-            None => Ok(()),
-            Some(_) => Err("duplicate key found in RDB file"),
+        // The file's key replaces one already there only when merging
+        // (DEBUG RELOAD MERGE; Redis's RDBFLAGS_ALLOW_DUP).
+        if !merge && g.peek(k.key).is_some() {
+            return Err("duplicate key found in RDB file");
         }
+        g.insert(k.key, k.value, k.expire_at, lru);
+        Ok(())
     })?;
     // Jobs ride in AUX fields (redis-server skips them).
     let jobs = loaded.aux.iter().filter(|(k, _)| k == JOB_AUX.as_bytes()).map(|(_, v)| &v[..]);
     engine::commands::queue::load_records(sh, jobs, sh.clock.now_ms()).map_err(|_| {
         persist::Error { offset: bytes.len(), reason: "bad job record in an AUX field" }
     })?;
-    engine::script::function::load_libraries(sh, &loaded.functions, merge)
-        .map_err(LoadError::Library)?;
+    // Any library the head did not hold (none, in the files Redis writes).
+    let rest = loaded.functions.get(leading.len()..).unwrap_or_default();
+    engine::script::function::load_libraries(sh, rest, merge).map_err(LoadError::Library)?;
     sh.persist.last_load_keys_loaded.store(loaded.keys_loaded, Ordering::Relaxed);
     sh.persist.last_load_keys_expired.store(loaded.keys_expired, Ordering::Relaxed);
     Ok(loaded)
@@ -419,7 +427,7 @@ pub fn load_at_startup(sh: &Arc<Shared>) {
     let sh2 = sh.clone();
     let spawned = std::thread::Builder::new().name("rdb-load".into()).spawn(move || {
         let start = Instant::now();
-        match load(&sh2) {
+        match load(&sh2, false) {
             Ok(None) => {}
             Ok(Some(l)) => {
                 log::notice(&format!(
@@ -574,17 +582,24 @@ impl Snapshots for Rdb {
         res.map_err(|e| e.to_string())
     }
 
-    fn reload(&self, save: bool, dirty: u64) -> Result<(), String> {
+    fn reload(&self, opts: engine::snapshot::Reload, dirty: u64) -> Result<(), String> {
         let sh = self.shared()?;
-        if save {
+        if opts.save {
             self.save(dirty)?;
         }
         sh.set_loading(true);
-        flush_all(&sh);
-        let loaded = load(&sh);
+        if opts.flush {
+            flush_all(&sh);
+        }
+        let loaded = load(&sh, opts.merge);
         sh.set_loading(false);
         match loaded {
-            Ok(_) => Ok(()),
+            // No file (NOSAVE): Redis's rdbLoad fails to open it.
+            Ok(None) => Err("no RDB file to load".into()),
+            Ok(Some(_)) => {
+                log::warning("DB reloaded by DEBUG RELOAD");
+                Ok(())
+            }
             Err(e) => {
                 for line in e.lines() {
                     log::warning(line);
