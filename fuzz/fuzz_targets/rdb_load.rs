@@ -16,4 +16,5 @@ fuzz_target!(|data: &[u8]| {
     let mut file = b"REDIS0010".to_vec();
     file.extend_from_slice(data);
     let _ = persist::file::load(&file, &lim, 16, 0, false, |_| Ok(()));
+    let _ = persist::file::leading_functions(&file);
 });
