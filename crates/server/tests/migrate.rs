@@ -261,7 +261,9 @@ fn wait_aof_idle(c: &mut Client) {
 }
 
 fn run_pair(src: Kind, dst: Kind) -> (Vec<String>, Vec<String>) {
-    let s = start(src, &["--appendonly", "yes"]);
+    // `always`: under everysec Redis may postpone its AOF write up to 2 s
+    // while a background fsync runs, and the file would lag the replies.
+    let s = start(src, &["--appendonly", "yes", "--appendfsync", "always"]);
     let d = start(dst, &[]);
     let mut sc = Client::connect(s.port).unwrap();
     let mut dc = Client::connect(d.port).unwrap();
