@@ -45,8 +45,9 @@ fn items(f: Frame) -> Vec<String> {
     }
 }
 
-/// Databases 0 and 3, key by key: type, TTL in whole seconds (MIGRATE
-/// sends a relative TTL, so the milliseconds differ) and value.
+/// Databases 0 and 3, key by key: type, TTL in tens of seconds, rounded
+/// up (MIGRATE sends a relative TTL, and the runs take different times)
+/// and value.
 fn contents(c: &mut Client) -> Vec<String> {
     let mut out = Vec::new();
     for db in [0, 3] {
@@ -57,7 +58,7 @@ fn contents(c: &mut Client) -> Vec<String> {
             let k = k.trim_matches('"').to_string();
             let ty = render(&cmd(c, &["TYPE", &k]));
             let ttl = match cmd(c, &["PTTL", &k]) {
-                Frame::Integer(t) if t > 0 => (t + 999) / 1000,
+                Frame::Integer(t) if t > 0 => (t + 9999) / 10000 * 10,
                 Frame::Integer(t) => t,
                 other => panic!("{other:?}"),
             };
