@@ -102,10 +102,12 @@ struct Options<'a> {
     /// Index of the first key in argv, and how many.
     first: usize,
     count: usize,
+    /// Arguments MONITOR shows as `(redacted)` (the credentials).
+    redact: u64,
 }
 
 fn parse<'a>(argv: &[&'a [u8]]) -> Result<Options<'a>, CmdError> {
-    let mut o = Options { copy: false, replace: false, auth: None, first: 3, count: 1 };
+    let mut o = Options { copy: false, replace: false, auth: None, first: 3, count: 1, redact: 0 };
     let mut j = 6;
     while j < argv.len() {
         let more = argv.len() - 1 - j;
@@ -120,11 +122,13 @@ fn parse<'a>(argv: &[&'a [u8]]) -> Result<Options<'a>, CmdError> {
             }
             j += 1;
             o.auth = Some((None, argv[j]));
+            o.redact |= 1 << j.min(63);
         } else if eq_ic(a, "AUTH2") {
             if more < 2 {
                 return Err(CmdError::Syntax);
             }
             o.auth = Some((Some(argv[j + 1]), argv[j + 2]));
+            o.redact |= 3 << (j + 1).min(62);
             j += 2;
         } else if eq_ic(a, "KEYS") {
             if !argv[3].is_empty() {
@@ -147,6 +151,8 @@ fn parse<'a>(argv: &[&'a [u8]]) -> Result<Options<'a>, CmdError> {
 fn migrate(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let argv = args.argv();
     let o = parse(argv)?;
+    // As Redis's redactClientCommandArgument, for MONITOR.
+    cx.sess.redact |= o.redact;
     // Redis reads the timeout first, then the database.
     let mut timeout = crate::ctx::parse_i64(argv[5])?;
     let db = crate::ctx::parse_i64(argv[4])?;
