@@ -145,6 +145,13 @@ impl Net {
             },
         };
         c.last_use = Instant::now();
+        // This call's timeout, on a cached connection too.
+        let sock = c.conn.get_ref();
+        if sock.set_read_timeout(Some(timeout)).and(sock.set_write_timeout(Some(timeout))).is_err()
+        {
+            got.failure = Some(Failure::Write);
+            return if may_retry { Attempt::Retry(got) } else { Attempt::Done(got) };
+        }
         let mut cmd = Vec::new();
         if let Some((user, pass)) = t.auth {
             cmd.extend_from_slice(if user.is_some() { b"*3\r\n" } else { b"*2\r\n" });
