@@ -354,3 +354,59 @@ fn a_cluster_node_migrates_into_sluice_with_restore_asking() {
     same(&results[1], &results[0], "cluster node → Sluice");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// How many connections the target has besides the test's own, and how
+/// many it ever accepted.
+fn target_conns(t: &mut Client) -> (usize, i64) {
+    let list = render(&line(t, "CLIENT LIST"));
+    let n = list.matches("id=").count() - 1;
+    let info = render(&line(t, "INFO stats"));
+    let total = info
+        .split("\\r\\n")
+        .find_map(|l| l.strip_prefix("total_connections_received:"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("total_connections_received");
+    (n, total)
+}
+
+/// The connection cache: a second MIGRATE to the same target reuses the
+/// connection (no SELECT needed, no new connection), and 10 s unused
+/// closes it; the same on a redis-server source and a Sluice one.
+#[test]
+fn migrate_connections_are_cached_for_ten_seconds_as_in_redis() {
+    if !Path::new(testkit::REDIS_SERVER).is_file() {
+        return;
+    }
+    let run = |src_is_redis: bool| {
+        let target = RedisServer::start().expect("oracle");
+        let (_r, _s, port) = if src_is_redis {
+            let r = RedisServer::start().expect("oracle");
+            let p = r.port();
+            (Some(r), None, p)
+        } else {
+            let s = TestServer::start();
+            let p = s.port();
+            (None, Some(s), p)
+        };
+        let mut src = Client::connect(port).unwrap();
+        let mut t = target.client();
+        let tp = target.port();
+        let mut out = Vec::new();
+        let (_, base) = target_conns(&mut t);
+        for k in ["a", "b"] {
+            line(&mut src, &format!("SET {k} 1"));
+            out.push(render(&line(&mut src, &format!("MIGRATE 127.0.0.1 {tp} {k} 0 1000"))));
+            let (n, total) = target_conns(&mut t);
+            out.push(format!("open {n}, connections made {}", total - base));
+        }
+        std::thread::sleep(Duration::from_millis(12_500));
+        out.push(format!("after 12.5 s: open {}", target_conns(&mut t).0));
+        out
+    };
+    let theirs = std::thread::spawn(move || run(true));
+    let ours = run(false);
+    let theirs = theirs.join().unwrap();
+    assert_eq!(ours, theirs);
+    assert!(theirs.last().unwrap().ends_with("open 0"), "{theirs:?}");
+    assert_eq!(theirs[3], "open 1, connections made 1", "{theirs:?}");
+}
