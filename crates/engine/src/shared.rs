@@ -190,6 +190,8 @@ pub struct Shared {
     pub aof: OnceLock<std::sync::Arc<dyn crate::snapshot::AppendOnly>>,
     /// What INFO persistence reports.
     pub persist: crate::snapshot::PersistState,
+    /// MIGRATE's network side, installed by the server.
+    pub migrator: OnceLock<Arc<dyn crate::commands::migrate::Migrator>>,
     /// The replication stream the server installed (SYNC, PSYNC, WAIT…).
     pub replication: OnceLock<Arc<dyn crate::commands::repl::Replication>>,
     /// The script cache (EVAL, SCRIPT LOAD).
@@ -280,6 +282,7 @@ impl Shared {
             aof: OnceLock::new(),
             persist: crate::snapshot::PersistState::new(unix_ms() / 1000),
             replication: OnceLock::new(),
+            migrator: OnceLock::new(),
             scripts: crate::script::Cache::default(),
             pubsub: Arc::default(),
             tracker: Arc::default(),

@@ -25,6 +25,11 @@ pub trait Snapshots: Send + Sync {
     fn dump(&self, v: &Value, cfg: &Config) -> Vec<u8>;
     /// Decodes a RESTORE payload, building the value at `cfg`'s thresholds.
     fn restore(&self, payload: &[u8], cfg: &Config) -> Result<Value, RestoreError>;
+    /// `FUNCTION DUMP`'s payload of these libraries' codes.
+    fn function_dump(&self, codes: &[Box<[u8]>], cfg: &Config) -> Vec<u8>;
+    /// Decodes a `FUNCTION RESTORE` payload into libraries' codes; the
+    /// error is Redis's text without `ERR `.
+    fn function_restore(&self, payload: &[u8], cfg: &Config) -> Result<Vec<Vec<u8>>, String>;
     /// Writes the data set to `dir/dbfilename` now (SAVE); the caller holds
     /// no stripe. `dirty` is the change count the file reflects.
     fn save(&self, dirty: u64) -> Result<(), String>;
@@ -32,8 +37,10 @@ pub trait Snapshots: Send + Sync {
     /// is the call, unless the caller holds stripes (BGSAVE inside EXEC):
     /// then it is when the saving thread can lock them all.
     fn bgsave(&self, dirty: u64, holding_stripes: bool) -> Result<(), String>;
-    /// DEBUG RELOAD: save (unless `!save`), empty the keyspace, load the file.
-    fn reload(&self, save: bool, dirty: u64) -> Result<(), String>;
+    /// DEBUG RELOAD: save (unless NOSAVE), empty the keyspace and the
+    /// function libraries (unless NOFLUSH), load the file (with MERGE, a
+    /// key or library of the file replaces one of the same name).
+    fn reload(&self, opts: Reload, dirty: u64) -> Result<(), String>;
     /// Writes a point-in-time RDB of the data set to `out` (a full
     /// resynchronisation's payload), once no other snapshot runs;
     /// `at_instant` runs at the snapshot's instant, with every stripe
@@ -46,6 +53,14 @@ pub trait Snapshots: Send + Sync {
         let _ = (out, at_instant);
         Err("snapshots to a stream are not available in this process".into())
     }
+}
+
+/// DEBUG RELOAD's options.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reload {
+    pub save: bool,
+    pub flush: bool,
+    pub merge: bool,
 }
 
 /// The append-only file, as the engine's commands reach it (the server

@@ -118,6 +118,13 @@ impl<W: Write> Writer<W> {
         Ok(())
     }
 
+    /// One function library (`RDB_OPCODE_FUNCTION2`); Redis writes them
+    /// after the AUX fields, before the databases.
+    pub fn function(&mut self, code: &[u8]) -> io::Result<()> {
+        crate::functions::write_record(&mut self.buf, code, self.compress);
+        self.spill()
+    }
+
     /// Whether values are LZF-compressed (`rdbcompression`).
     pub fn compress(&self) -> bool {
         self.compress
@@ -196,6 +203,9 @@ pub struct Loaded {
     /// Collections stored empty (skipped, as Redis does).
     pub empty_keys: u64,
     pub aux: Vec<(Vec<u8>, Vec<u8>)>,
+    /// Function libraries' codes, in file order (pre-GA records already
+    /// turned into code with its metadata line, as Redis 7.0.15 does).
+    pub functions: Vec<Vec<u8>>,
     /// Bytes the file took, checksum included (an AOF's commands may
     /// follow an RDB preamble).
     pub consumed: usize,
@@ -212,6 +222,34 @@ pub struct LoadedKey<'a> {
     pub idle: Option<u64>,
     /// The LFU counter, when the file says (an LFU policy saved it).
     pub freq: Option<u8>,
+}
+
+/// The function libraries at the head of a file (after its AUX fields,
+/// before anything else: where Redis and Sluice write them), read without
+/// loading the rest, so that a loader can compile them before any key, as
+/// Redis does. Stops quietly at the first thing that is not one (or at
+/// damage: [`load`] reports it).
+pub fn leading_functions(buf: &[u8]) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    if buf.len() < 9 || &buf[..5] != b"REDIS" {
+        return out;
+    }
+    let mut r = Reader::new(&buf[9..]);
+    loop {
+        let Ok(t) = r.byte() else { return out };
+        match t {
+            op::AUX => {
+                if r.bytes().and_then(|_| r.bytes()).is_err() {
+                    return out;
+                }
+            }
+            op::FUNCTION | op::FUNCTION2 => match crate::functions::read_record(&mut r, t) {
+                Ok(code) => out.push(code),
+                Err(_) => return out,
+            },
+            _ => return out,
+        }
+    }
 }
 
 /// Loads a whole file held in memory. `databases` bounds SELECTDB; keys
@@ -284,8 +322,12 @@ pub fn load(
                 out.aux.push((k, v));
                 continue;
             }
-            op::MODULE_AUX | op::FUNCTION | op::FUNCTION2 => {
-                return Err(r.err("modules and functions are not supported"));
+            op::FUNCTION | op::FUNCTION2 => {
+                out.functions.push(crate::functions::read_record(&mut r, t)?);
+                continue;
+            }
+            op::MODULE_AUX => {
+                return Err(r.err("modules are not supported"));
             }
             _ => {}
         }

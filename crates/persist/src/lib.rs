@@ -9,6 +9,7 @@ pub mod aof;
 pub mod aof_base;
 pub mod crc64;
 pub mod file;
+pub mod functions;
 pub mod lzf;
 pub mod packed;
 pub mod stream;

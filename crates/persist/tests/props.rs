@@ -128,6 +128,41 @@ fn file_of(values: &[(Vec<u8>, Value, i64)], compress: bool) -> Vec<u8> {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
 
+    /// Function library records: written, read back in order (compressed
+    /// or not), and under mutation and truncation refused or read, never a
+    /// panic, in a file and in a FUNCTION RESTORE payload.
+    #[test]
+    fn function_records_round_trip_and_survive_mutation(
+        codes in proptest::collection::vec(bytes(), 0..4),
+        compress in any::<bool>(),
+        edits in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..6),
+        cut in any::<prop::sample::Index>(),
+    ) {
+        let aux = [("redis-ver", Aux::Str("7.0.15"))];
+        let mut w = Writer::new(Vec::new(), &aux, compress, true);
+        for c in &codes {
+            w.function(c).unwrap();
+        }
+        let mut f = w.finish().unwrap();
+        let loaded = file::load(&f, &Limits::default(), 16, 0, true, |_| Ok(())).unwrap();
+        prop_assert_eq!(&loaded.functions, &codes);
+        prop_assert_eq!(&file::leading_functions(&f), &codes);
+        let p = persist::functions::dump_payload(codes.iter().map(|c| &c[..]), compress);
+        prop_assert_eq!(&persist::functions::restore_payload(&p, true).unwrap(), &codes);
+        let mut q = p.clone();
+        for (at, b) in &edits {
+            let i = at.index(f.len());
+            f[i] = *b;
+            let j = at.index(q.len());
+            q[j] = *b;
+        }
+        let _ = file::load(&f, &Limits::default(), 16, 0, false, |_| Ok(()));
+        let _ = file::leading_functions(&f);
+        let _ = file::leading_functions(&f[..cut.index(f.len())]);
+        let _ = persist::functions::restore_payload(&q, false);
+        let _ = persist::functions::restore_payload(&q[..cut.index(q.len())], false);
+    }
+
     #[test]
     fn dump_restore_round_trip(v in value(), compress in any::<bool>()) {
         let p = persist::dump(&v, compress);

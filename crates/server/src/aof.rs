@@ -772,6 +772,8 @@ fn write_base(
     tmp: &Path,
     cfg: &engine::config::Config,
 ) -> io::Result<()> {
+    let functions =
+        if cfg.aof_use_rdb_preamble { Vec::new() } else { started.functions().to_vec() };
     persistence::write_file(sh, started, &tmp.to_path_buf(), true)?;
     if cfg.aof_use_rdb_preamble {
         return Ok(());
@@ -782,6 +784,10 @@ fn write_base(
     let mut buf = Vec::new();
     if cfg.aof_timestamp_enabled {
         buf.extend_from_slice(format!("#TS:{}\r\n", unix_ms() / 1000).as_bytes());
+    }
+    // Redis's rewriteFunctions: the libraries before the databases.
+    for code in &functions {
+        persist::aof::write_command(&mut buf, &[b"FUNCTION", b"LOAD", code]);
     }
     let mut db = None;
     let mut failed = None;

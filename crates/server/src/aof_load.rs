@@ -111,7 +111,7 @@ pub fn load_file(sh: &Arc<Shared>, dirname: &str, name: &str) -> Result<Outcome,
     let mut start = 0;
     if aof::is_rdb(&bytes) {
         log::notice("Reading RDB base file on AOF loading...");
-        match persistence::load_bytes(sh, &bytes) {
+        match persistence::load_bytes(sh, &bytes, false) {
             Ok(l) => {
                 if l.aux.iter().any(|(k, v)| k == b"aof-base" && v == b"1") {
                     log::notice("RDB is base AOF");
@@ -122,7 +122,13 @@ pub fn load_file(sh: &Arc<Shared>, dirname: &str, name: &str) -> Result<Outcome,
                 ));
                 start = l.consumed;
             }
-            Err(e) => {
+            Err(persistence::LoadError::Library(e)) => {
+                log::warning(&format!("Failed loading library, {e}"));
+                let m = format!("Error reading the RDB base file {name}, AOF loading aborted");
+                log::warning(&m);
+                return Err(m);
+            }
+            Err(persistence::LoadError::Rdb(e)) => {
                 log::warning(&format!("Short read or corrupt RDB base file {name}: {e}"));
                 let m = format!("Error reading the RDB base file {name}, AOF loading aborted");
                 log::warning(&m);

@@ -12,6 +12,7 @@
 mod aof;
 mod aof_load;
 mod conn;
+mod migrate;
 mod net;
 mod persistence;
 mod process;
@@ -163,6 +164,7 @@ fn main() {
     let startup = shared.mem_stats().used_memory;
     shared.mem_startup.store(startup, std::sync::atomic::Ordering::Relaxed);
     persistence::install(&shared);
+    migrate::install(&shared);
     let aof = aof::install(&shared);
     repl::install(&shared);
     let listeners = match net::bind_all(&shared) {

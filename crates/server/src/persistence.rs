@@ -112,6 +112,15 @@ pub struct Started {
     /// The job queue's jobs as records (AUX fields `sluice-job`), taken
     /// right after the keyspace's instant (docs/jobs.md).
     jobs: Vec<Vec<u8>>,
+    /// The function libraries' codes at the snapshot's instant.
+    functions: Vec<Box<[u8]>>,
+}
+
+impl Started {
+    /// The function libraries' codes at the snapshot's instant.
+    pub fn functions(&self) -> &[Box<[u8]>] {
+        &self.functions
+    }
 }
 
 /// The AUX field that carries one job of the job queue. Redis 7.0 skips
@@ -147,9 +156,15 @@ pub fn begin_then(sh: &Shared, at_instant: &mut dyn FnMut()) -> Started {
         saver: OnceLock::new(),
         done: AtomicBool::new(false),
     });
-    let sizes = sh.store.begin_snapshot_then(cap.clone(), at_instant);
+    // The writing FUNCTION subcommands hold every stripe, so the registry
+    // read at the instant is the one the keyspace's instant goes with.
+    let mut functions = Vec::new();
+    let sizes = sh.store.begin_snapshot_then(cap.clone(), &mut || {
+        functions = engine::script::function::library_codes(sh);
+        at_instant();
+    });
     let jobs = engine::commands::queue::records(sh);
-    Started { cap, sizes, cfg, jobs }
+    Started { cap, sizes, cfg, jobs, functions }
 }
 
 /// One stripe as it was when the snapshot began, encoded.
@@ -237,7 +252,7 @@ pub fn write_file(sh: &Shared, started: Started, tmp: &PathBuf, aof_base: bool) 
 /// Writes the snapshot `started` as an RDB to `out` and ends the snapshot
 /// (whatever happens); returns `out`.
 fn write_rdb<W: Write>(sh: &Shared, started: Started, out: W, aof_base: bool) -> io::Result<W> {
-    let Started { cap, sizes, cfg, jobs } = started;
+    let Started { cap, sizes, cfg, jobs, functions } = started;
     let store = &sh.store;
     let now = unix_ms();
     let used = sh.mem_stats().used_memory as i64;
@@ -250,11 +265,11 @@ fn write_rdb<W: Write>(sh: &Shared, started: Started, out: W, aof_base: bool) ->
     ];
     aux.extend(jobs.iter().map(|j| (JOB_AUX, Aux::Bytes(j))));
     let mut w = Writer::new(out, &aux, cfg.rdbcompression, cfg.rdbchecksum);
+    let mut result = functions.iter().try_for_each(|code| w.function(code));
     let delay = u64::try_from(cfg.rdb_key_save_delay).unwrap_or(0);
     let mut started = vec![false; sizes.len()];
     let mut current = usize::MAX;
     let mut drained = Vec::new();
-    let mut result = Ok(());
     let _ = cap.saver.set(std::thread::current().id());
     let mut id = 0;
     while id < store.total_stripes() {
@@ -303,7 +318,7 @@ fn write_rdb<W: Write>(sh: &Shared, started: Started, out: W, aof_base: bool) ->
 }
 
 /// Loads `dbfilename` if it exists. `Ok(None)` when there is no file.
-pub fn load(sh: &Shared) -> Result<Option<file::Loaded>, String> {
+pub fn load(sh: &Shared, merge: bool) -> Result<Option<file::Loaded>, String> {
     let cfg = sh.config.read().clone();
     let path = db_path(&cfg);
     let bytes = match std::fs::read(&path) {
@@ -311,13 +326,50 @@ pub fn load(sh: &Shared) -> Result<Option<file::Loaded>, String> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(format!("Fatal error loading the DB: {e}. Exiting.")),
     };
-    let loaded = load_bytes(sh, &bytes)
-        .map_err(|e| format!("Short read or corrupt RDB file '{}': {e}", path.display()))?;
+    let loaded = load_bytes(sh, &bytes, merge).map_err(|e| match e {
+        LoadError::Rdb(e) => format!("Short read or corrupt RDB file '{}': {e}", path.display()),
+        LoadError::Library(_) => e.to_string(),
+    })?;
     Ok(Some(loaded))
 }
 
-/// Loads an RDB image (a file's bytes, or an AOF's base) into the store.
-pub fn load_bytes(sh: &Shared, bytes: &[u8]) -> Result<file::Loaded, persist::Error> {
+/// Why an RDB image did not load.
+#[derive(Debug)]
+pub enum LoadError {
+    /// Damaged bytes.
+    Rdb(persist::Error),
+    /// A function library that does not load (Redis's text).
+    Library(String),
+}
+
+impl std::fmt::Display for LoadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LoadError::Rdb(e) => write!(f, "{e}"),
+            // Redis's two lines (`rdbLoadRio`, then its caller).
+            LoadError::Library(e) => write!(
+                f,
+                "Failed loading library, {e}\nShort read or OOM loading DB. Unrecoverable error, \
+                 aborting now."
+            ),
+        }
+    }
+}
+
+impl From<persist::Error> for LoadError {
+    fn from(e: persist::Error) -> Self {
+        if e.reason == persist::functions::PAYLOAD {
+            LoadError::Library(e.reason.to_string())
+        } else {
+            LoadError::Rdb(e)
+        }
+    }
+}
+
+/// Loads an RDB image (a file's bytes, or an AOF's base) into the store,
+/// its function libraries into the registry (`merge`: a library replaces
+/// one of the same name, as with DEBUG RELOAD MERGE).
+pub fn load_bytes(sh: &Shared, bytes: &[u8], merge: bool) -> Result<file::Loaded, LoadError> {
     let cfg = sh.config.read().clone();
     let lim = limits(&cfg);
     let store = &sh.store;
@@ -327,6 +379,10 @@ pub fn load_bytes(sh: &Shared, bytes: &[u8]) -> Result<file::Loaded, persist::Er
     let lfu = engine::evict::Policy::parse(&cfg.maxmemory_policy).lfu();
     let stamp = engine::evict::stamp(lfu, lru, sh.clock.now_ms());
     let delay = u64::try_from(cfg.key_load_delay).unwrap_or(0);
+    // Libraries first, as Redis meets them at the head of the file: one
+    // that fails stops the load before any key is touched.
+    let leading = file::leading_functions(bytes);
+    engine::script::function::load_libraries(sh, &leading, merge).map_err(LoadError::Library)?;
     let loaded = file::load(bytes, &lim, store.databases(), unix_ms(), cfg.rdbchecksum, |k| {
         if delay > 0 {
             std::thread::sleep(std::time::Duration::from_micros(delay));
@@ -338,16 +394,22 @@ pub fn load_bytes(sh: &Shared, bytes: &[u8]) -> Result<file::Loaded, persist::Er
             (Some(idle), _) if !lfu => lru.saturating_sub(u32::try_from(idle).unwrap_or(u32::MAX)),
             _ => engine::evict::fresh(stamp),
         };
-        match g.insert(k.key, k.value, k.expire_at, lru) {
-            None => Ok(()),
-            Some(_) => Err("duplicate key found in RDB file"),
+        // The file's key replaces one already there only when merging
+        // (DEBUG RELOAD MERGE; Redis's RDBFLAGS_ALLOW_DUP).
+        if !merge && g.peek(k.key).is_some() {
+            return Err("duplicate key found in RDB file");
         }
+        g.insert(k.key, k.value, k.expire_at, lru);
+        Ok(())
     })?;
     // Jobs ride in AUX fields (redis-server skips them).
     let jobs = loaded.aux.iter().filter(|(k, _)| k == JOB_AUX.as_bytes()).map(|(_, v)| &v[..]);
     engine::commands::queue::load_records(sh, jobs, sh.clock.now_ms()).map_err(|_| {
         persist::Error { offset: bytes.len(), reason: "bad job record in an AUX field" }
     })?;
+    // Any library the head did not hold (none, in the files Redis writes).
+    let rest = loaded.functions.get(leading.len()..).unwrap_or_default();
+    engine::script::function::load_libraries(sh, rest, merge).map_err(LoadError::Library)?;
     sh.persist.last_load_keys_loaded.store(loaded.keys_loaded, Ordering::Relaxed);
     sh.persist.last_load_keys_expired.store(loaded.keys_expired, Ordering::Relaxed);
     Ok(loaded)
@@ -365,7 +427,7 @@ pub fn load_at_startup(sh: &Arc<Shared>) {
     let sh2 = sh.clone();
     let spawned = std::thread::Builder::new().name("rdb-load".into()).spawn(move || {
         let start = Instant::now();
-        match load(&sh2) {
+        match load(&sh2, false) {
             Ok(None) => {}
             Ok(Some(l)) => {
                 log::notice(&format!(
@@ -378,7 +440,9 @@ pub fn load_at_startup(sh: &Arc<Shared>) {
                 ));
             }
             Err(e) => {
-                log::warning(&e);
+                for line in e.lines() {
+                    log::warning(line);
+                }
                 std::process::exit(1);
             }
         }
@@ -390,9 +454,11 @@ pub fn load_at_startup(sh: &Arc<Shared>) {
     }
 }
 
-/// Empties every database (DEBUG RELOAD before loading).
+/// Empties every database and the function libraries (DEBUG RELOAD
+/// before loading, as Redis's emptyData).
 pub fn flush_all(sh: &Shared) {
     engine::commands::queue::clear(sh);
+    engine::script::function::clear_libraries(sh);
     let store = &sh.store;
     for db in 0..store.databases() {
         for s in 0..store.stripes() {
@@ -410,6 +476,19 @@ impl Snapshots for Rdb {
         persist::restore(payload, &limits(cfg), cfg.rdbchecksum).map_err(|e| match e {
             persist::PayloadError::VersionOrChecksum => RestoreError::VersionOrChecksum,
             persist::PayloadError::BadFormat => RestoreError::BadFormat,
+        })
+    }
+
+    fn function_dump(&self, codes: &[Box<[u8]>], cfg: &Config) -> Vec<u8> {
+        persist::functions::dump_payload(codes.iter().map(|c| &c[..]), cfg.rdbcompression)
+    }
+
+    fn function_restore(&self, payload: &[u8], cfg: &Config) -> Result<Vec<Vec<u8>>, String> {
+        persist::functions::restore_payload(payload, cfg.rdbchecksum).map_err(|e| match e {
+            persist::functions::RestoreError::VersionOrChecksum => {
+                "DUMP payload version or checksum are wrong".to_string()
+            }
+            persist::functions::RestoreError::Record(r) => r.to_string(),
         })
     }
 
@@ -503,19 +582,28 @@ impl Snapshots for Rdb {
         res.map_err(|e| e.to_string())
     }
 
-    fn reload(&self, save: bool, dirty: u64) -> Result<(), String> {
+    fn reload(&self, opts: engine::snapshot::Reload, dirty: u64) -> Result<(), String> {
         let sh = self.shared()?;
-        if save {
+        if opts.save {
             self.save(dirty)?;
         }
         sh.set_loading(true);
-        flush_all(&sh);
-        let loaded = load(&sh);
+        if opts.flush {
+            flush_all(&sh);
+        }
+        let loaded = load(&sh, opts.merge);
         sh.set_loading(false);
         match loaded {
-            Ok(_) => Ok(()),
+            // No file (NOSAVE): Redis's rdbLoad fails to open it.
+            Ok(None) => Err("no RDB file to load".into()),
+            Ok(Some(_)) => {
+                log::warning("DB reloaded by DEBUG RELOAD");
+                Ok(())
+            }
             Err(e) => {
-                log::warning(&e);
+                for line in e.lines() {
+                    log::warning(line);
+                }
                 Err(e)
             }
         }

@@ -31,7 +31,7 @@
 //!   the backlog after `repl-backlog-ttl` without replicas.
 
 use std::collections::VecDeque;
-use std::io::{Read, Write};
+use std::io::{Read, Seek, Write};
 use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Weak};
@@ -68,6 +68,9 @@ pub struct Master {
     sync_partial_ok: AtomicU64,
     sync_partial_err: AtomicU64,
     next_id: AtomicU64,
+    /// `dbfilename` was last written for a disk-based full sync while
+    /// `rdb-del-sync-files` was on (Redis's RDBGeneratedByReplication).
+    rdb_by_replication: AtomicBool,
 }
 
 struct Inner {
@@ -185,6 +188,7 @@ pub fn install(shared: &Arc<Shared>) {
         sync_partial_ok: AtomicU64::new(0),
         sync_partial_err: AtomicU64::new(0),
         next_id: AtomicU64::new(0),
+        rdb_by_replication: AtomicBool::new(false),
     });
     if let Some((host, port)) = &shared.config.read().replicaof {
         log::warning(&format!(
@@ -646,17 +650,41 @@ fn full_sync(
         // repl_start_cmd_stream_on_ack).
         return Ok(());
     }
+    // As Redis, a disk-based sync is a background save to `dbfilename`
+    // (it counts as a save: LASTSAVE, the change count); the payload is
+    // read back through the handle that wrote it, so a save renamed over
+    // the file meanwhile cannot change what this replica gets.
     let tmp = std::path::PathBuf::from(format!("temp-repl-{}-{}.rdb", std::process::id(), r.id));
+    let dbfile = std::path::PathBuf::from(&sh.config.read().dbfilename);
+    let dirty = AtomicU64::new(0);
+    let mut at_instant_disk = || {
+        dirty.store(sh.stats.dirty.load(Ordering::Relaxed), Ordering::Relaxed);
+        at_instant();
+    };
+    log::notice("Background saving started");
     let written = (|| {
-        let mut f = std::fs::File::create(&tmp).map_err(|e| e.to_string())?;
-        snaps.snapshot_to(&mut f, &mut at_instant)?;
+        let mut f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&tmp)
+            .map_err(|e| e.to_string())?;
+        snaps.snapshot_to(&mut f, &mut at_instant_disk)?;
         f.flush().map_err(|e| e.to_string())?;
+        f.sync_all().map_err(|e| e.to_string())?;
+        std::fs::rename(&tmp, &dbfile).map_err(|e| e.to_string())?;
+        sh.persist.saved(dirty.load(Ordering::Relaxed), unix_ms() / 1000);
+        if conf_yes(sh, "rdb-del-sync-files") {
+            m.rdb_by_replication.store(true, Ordering::Relaxed);
+        }
+        log::notice("Background saving terminated with success");
         let len = f.metadata().map_err(|e| e.to_string())?.len();
         let mut head = fullresync(place.load(Ordering::Relaxed));
         head.extend_from_slice(format!("${len}\r\n").as_bytes());
         r.state.store(SEND_BULK, Ordering::Relaxed);
         sock.write_all(&head).map_err(|e| e.to_string())?;
-        let mut f = std::fs::File::open(&tmp).map_err(|e| e.to_string())?;
+        f.seek(std::io::SeekFrom::Start(0)).map_err(|e| e.to_string())?;
         std::io::copy(&mut f, sock).map_err(|e| e.to_string())?;
         Ok::<(), String>(())
     })();
@@ -836,6 +864,37 @@ fn read_acks(sh: &Shared, m: &Master, r: &Replica, mut sock: TcpStream, mut buf:
     }
 }
 
+impl Master {
+    /// `rdb-del-sync-files`: without persistence (no save points, no AOF),
+    /// the file a disk-based full sync wrote goes once no replica waits
+    /// for it or is reading it (Redis's removeRDBUsedToSyncReplicas).
+    fn remove_rdb_used_to_sync(&self, sh: &Shared) {
+        if !conf_yes(sh, "rdb-del-sync-files") {
+            self.rdb_by_replication.store(false, Ordering::Relaxed);
+            return;
+        }
+        let (no_persistence, dbfile) = {
+            let cfg = sh.config.read();
+            (cfg.save.is_empty() && !cfg.appendonly, cfg.dbfilename.clone())
+        };
+        if !no_persistence || !self.rdb_by_replication.load(Ordering::Relaxed) {
+            return;
+        }
+        let syncing = self
+            .inner
+            .lock()
+            .replicas
+            .iter()
+            .any(|s| matches!(s.r.state.load(Ordering::Relaxed), WAIT_BGSAVE | SEND_BULK));
+        if syncing || std::fs::symlink_metadata(&dbfile).is_err() {
+            return;
+        }
+        self.rdb_by_replication.store(false, Ordering::Relaxed);
+        log::notice("Removing the RDB file used to feed replicas in a persistence-less instance");
+        let _ = std::fs::remove_file(&dbfile);
+    }
+}
+
 /// Once a second, as Redis's replicationCron: PINGs into the stream, the
 /// replicas' soft output limit, the backlog's time to live.
 fn cron(m: Weak<Master>) {
@@ -884,6 +943,7 @@ fn cron(m: Weak<Master>) {
         if !has_replicas && has_backlog && ttl > 0 && idle > ttl {
             m.free_backlog(&sh, ttl);
         }
+        m.remove_rdb_used_to_sync(&sh);
         m.serve_waits();
     }
 }

@@ -32,6 +32,9 @@ fn run(port: u16) -> Vec<String> {
         &["AUTH", "secret"],
         &["AUTH", "user", "secret"],
         &["HELLO", "2", "AUTH", "default", "pw", "SETNAME", "n"],
+        // MIGRATE's credentials are redacted too (no key: +NOKEY at once).
+        &["MIGRATE", "127.0.0.1", "1", "", "0", "100", "AUTH", "pw", "KEYS", "nokey"],
+        &["MIGRATE", "127.0.0.1", "1", "", "0", "100", "AUTH2", "u", "pw", "KEYS", "nokey"],
         &["CONFIG", "GET", "hz"],
         &["CLIENT", "LIST"],
         &["MULTI"],

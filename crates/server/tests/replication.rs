@@ -561,3 +561,70 @@ fn lagging_replica_is_disconnected_at_its_output_limit() {
         .contains("Replication backlog freed after 1 seconds without connected replicas."));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// What a master's directory holds after a disk-based full sync, and what
+/// it logged about it: with `rdb-del-sync-files yes` and no persistence
+/// the file goes once the replica has it; with save points, or with the
+/// option off, it stays (and the sync counted as a save).
+fn after_disk_sync(master: &mut testkit::ServerProc, dir: &Path) -> Vec<String> {
+    let mut m = master.client();
+    let before = cmd(&mut m, &["LASTSAVE"]);
+    std::thread::sleep(Duration::from_millis(1100));
+    cmd(&mut m, &["SET", "k", "v"]);
+    let rdir = scratch_dir("del-sync-replica");
+    let replica = RedisServer::start_with(
+        &["--replicaof", "127.0.0.1", &master.port().to_string()],
+        Some(&rdir),
+    )
+    .expect("redis-server");
+    let mut r = replica.client();
+    wait_synced(&mut m, &mut r);
+    assert_eq!(cmd(&mut r, &["GET", "k"]), Frame::Bulk(Some(b"v".to_vec())));
+    // Redis's cron removes the file within a second or two.
+    std::thread::sleep(Duration::from_millis(2500));
+    let mut out = vec![
+        format!("dump.rdb there: {}", dir.join("dump.rdb").exists()),
+        format!("LASTSAVE moved: {}", cmd(&mut m, &["LASTSAVE"]) != before),
+        format!("changes: {:?}", info(&mut m, "persistence", "rdb_changes_since_last_save")),
+    ];
+    let log = master.log_text();
+    out.extend(
+        log.lines()
+            .filter(|l| l.contains("Removing the RDB") || l.contains("Starting BGSAVE for SYNC"))
+            .map(|l| l.splitn(7, ' ').nth(6).unwrap_or(l).to_string()),
+    );
+    drop(replica);
+    let _ = std::fs::remove_dir_all(rdir);
+    out
+}
+
+#[test]
+fn rdb_del_sync_files_as_redis() {
+    if !Path::new(testkit::REDIS_SERVER).is_file() {
+        return;
+    }
+    for (extra, removed) in [
+        (&["--rdb-del-sync-files", "yes"][..], true),
+        (&["--rdb-del-sync-files", "no"][..], false),
+        (&["--rdb-del-sync-files", "yes", "--save", "3600 1"][..], false),
+    ] {
+        let flags = [&["--repl-diskless-sync", "no"][..], extra].concat();
+        let (rdir, sdir) = (scratch_dir("del-sync-r"), scratch_dir("del-sync-s"));
+        let (rd, sd) = (rdir.to_str().unwrap().to_string(), sdir.to_str().unwrap().to_string());
+        let mut redis =
+            RedisServer::start_with(&[&flags[..], &["--dir", &rd]].concat(), Some(&rdir))
+                .expect("redis-server");
+        let theirs = after_disk_sync(&mut redis, &rdir);
+        assert_eq!(theirs[0], format!("dump.rdb there: {}", !removed), "{theirs:?}");
+        let mut sluice = TestServer::start_with(
+            &TestServer::default_bin(),
+            &[&flags[..], &["--dir", &sd]].concat(),
+            Some(&sdir),
+        );
+        let ours = after_disk_sync(&mut sluice, &sdir);
+        assert_eq!(ours, theirs, "{extra:?}");
+        for d in [rdir, sdir] {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
+}

@@ -229,18 +229,19 @@ fn debug(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     Ok(())
 }
 
-/// `DEBUG RELOAD [NOSAVE]`: save, empty the keyspace and load the file
-/// again (through the server's persistence). MERGE and NOFLUSH are not
-/// supported yet.
+/// `DEBUG RELOAD [MERGE] [NOFLUSH] [NOSAVE]`: save (unless NOSAVE), empty
+/// the keyspace (unless NOFLUSH) and load the file again, its keys and
+/// libraries replacing those of the same name with MERGE (through the
+/// server's persistence).
 fn reload(cx: &mut Ctx, opts: &[&[u8]], out: &mut ReplyBuf) -> CmdResult {
-    let mut save = true;
-    for o in opts {
-        if eq_ic(o, "NOSAVE") {
-            save = false;
-        } else if eq_ic(o, "MERGE") || eq_ic(o, "NOFLUSH") {
-            return Err(CmdError::err(
-                "DEBUG RELOAD MERGE and NOFLUSH are not supported by Sluice",
-            ));
+    let mut o = crate::snapshot::Reload { save: true, flush: true, merge: false };
+    for a in opts {
+        if eq_ic(a, "NOSAVE") {
+            o.save = false;
+        } else if eq_ic(a, "NOFLUSH") {
+            o.flush = false;
+        } else if eq_ic(a, "MERGE") {
+            o.merge = true;
         } else {
             return Err(CmdError::err(
                 "DEBUG RELOAD only supports the MERGE, NOFLUSH and NOSAVE options.",
@@ -255,11 +256,10 @@ fn reload(cx: &mut Ctx, opts: &[&[u8]], out: &mut ReplyBuf) -> CmdResult {
         .ok_or_else(|| CmdError::err("persistence is not available in this process"))?;
     let dirty =
         cx.shared.stats.dirty.load(Ordering::Relaxed) + cx.sess.stats.dirty + cx.sess.fx.dirty;
-    match snap.reload(save, dirty) {
+    match snap.reload(o, dirty) {
         Ok(()) => out.ok(),
-        Err(_) => {
-            return Err(CmdError::err("Error trying to load the RDB dump, check server logs."))
-        }
+        // (7.0.15's words; 7.2 adds ", check server logs.")
+        Err(_) => return Err(CmdError::err("Error trying to load the RDB dump")),
     }
     Ok(())
 }

@@ -19,6 +19,7 @@ pub mod keys;
 pub mod latency;
 pub mod list;
 pub mod memory;
+pub mod migrate;
 pub mod monitor;
 pub mod persist;
 pub mod pubsub;
@@ -41,6 +42,7 @@ pub const FAMILIES: &[&[CommandSpec]] = &[
     string::COMMANDS,
     set::COMMANDS,
     keys::COMMANDS,
+    migrate::COMMANDS,
     list::COMMANDS,
     hash::COMMANDS,
     sort::COMMANDS,

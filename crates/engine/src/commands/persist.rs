@@ -51,6 +51,25 @@ pub const COMMANDS: &[CommandSpec] = &[
          simply O(1). However for sorted set values the complexity is O(N*M*log(N)) because \
          inserting values into sorted sets is O(log(N)).",
     ),
+    // What a cluster node's MIGRATE sends; outside a cluster it is RESTORE
+    // (ASKING only matters to a cluster's slot checks), as in Redis.
+    CommandSpec::new(
+        "RESTORE-ASKING",
+        -4,
+        Flags::WRITE.union(Flags::DENYOOM).union(Flags::ASKING),
+        K1,
+        Group::Server,
+        "An internal command for migrating keys in a cluster",
+        restore,
+    )
+    .since("3.0.0")
+    .complexity(
+        "O(1) to create the new key and additional O(N*M) to reconstruct the serialized value, \
+         where N is the number of Redis objects composing the value and M their average size. \
+         For small string values the time complexity is thus O(1)+O(1*M) where M is small, so \
+         simply O(1). However for sorted set values the complexity is O(N*M*log(N)) because \
+         inserting values into sorted sets is O(log(N)).",
+    ),
     CommandSpec::new(
         "SAVE",
         1,

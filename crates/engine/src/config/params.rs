@@ -277,7 +277,8 @@ pub static PARAMS: &[Param] = &[
         Ty::Bool,
         f(|c| yn(c.stop_writes_on_bgsave_error), |c, v| c.stop_writes_on_bgsave_error = v.b()),
     ),
-    p("rdb-del-sync-files", 0, Ty::Bool, inert("no")),
+    // Acted on by the server's replication cron.
+    p("rdb-del-sync-files", SERVER, Ty::Bool, inert("no")),
     p("rdb-save-incremental-fsync", 0, Ty::Bool, inert("yes")),
     p("appendonly", 0, Ty::Bool, f(|c| yn(c.appendonly), |c, v| c.appendonly = v.b())),
     p(

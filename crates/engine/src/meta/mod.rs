@@ -723,6 +723,20 @@ fn native_keys(m: &Meta, argv: &[&[u8]]) -> Option<Vec<KeyRef>> {
             let flags = if readonly { k::RO | k::ACCESS } else { k::RW | k::ACCESS | k::UPDATE };
             Some(vec![KeyRef { pos: 1, flags }])
         }
+        // migrateGetKeys: the key argument, or what follows KEYS (then the
+        // key argument must be empty, else no key at all).
+        "migrate" => {
+            let (mut first, mut num) = (3, 1);
+            if let Some(i) = argv.iter().skip(6).position(|a| eq(a, "keys")) {
+                if !argv[3].is_empty() {
+                    return Some(vec![]);
+                }
+                first = 6 + i + 1;
+                num = argv.len() - first;
+            }
+            let flags = k::RW | k::ACCESS | k::DELETE;
+            Some((first..first + num).map(|pos| KeyRef { pos, flags }).collect())
+        }
         _ => None,
     }
 }
@@ -758,6 +772,13 @@ mod tests {
         assert_eq!(keys(&["zunionstore", "d", "2", "a", "b"]), Some(vec!["d", "a", "b"]));
         assert_eq!(keys(&["zunionstore", "d", "3", "a", "b"]), None);
         assert_eq!(keys(&["lmpop", "2", "a", "b", "LEFT"]), Some(vec!["a", "b"]));
+        // Redis 7.0.15's COMMAND GETKEYS for MIGRATE's two forms.
+        assert_eq!(keys(&["migrate", "h", "1", "k", "0", "0"]), Some(vec!["k"]));
+        assert_eq!(
+            keys(&["migrate", "h", "1", "", "0", "0", "COPY", "KEYS", "a", "b"]),
+            Some(vec!["a", "b"])
+        );
+        assert_eq!(keys(&["migrate", "h", "1", "k", "0", "0", "KEYS", "a"]), None);
         assert_eq!(keys(&["sort", "s", "BY", "store", "STORE", "d"]), Some(vec!["s", "d"]));
         assert_eq!(keys(&["mset", "a", "1", "b", "2"]), Some(vec!["a", "b"]));
         assert_eq!(keys(&["eval", "s", "0"]), None);

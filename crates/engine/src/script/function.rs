@@ -19,6 +19,7 @@ use super::{vm, Script, ScriptFlags, Target};
 use crate::ctx::{eq_ic, Args, Ctx};
 use crate::error::{CmdError, CmdResult};
 use crate::spec::{CommandSpec, Flags, Group, KeySpec};
+use crate::Shared;
 
 /// A registered function, as FUNCTION LIST shows it.
 #[derive(Clone, Debug)]
@@ -84,6 +85,11 @@ pub const COMMANDS: &[CommandSpec] = &[
 ];
 
 const W: Flags = Flags::WRITE.union(Flags::NOSCRIPT);
+/// The subcommands that change the registry hold every stripe, as FLUSHALL
+/// does (no key is reported): a snapshot's instant, which holds them all,
+/// then falls cleanly before or after them, so the libraries a snapshot
+/// takes agree with where the AOF and the replication stream switch.
+const WRITE_KEYS: KeySpec = KeySpec::AllDbs;
 
 const SUBS: &[CommandSpec] = &[
     CommandSpec::new(
@@ -101,7 +107,7 @@ const SUBS: &[CommandSpec] = &[
         "RESTORE",
         -3,
         W.union(Flags::DENYOOM),
-        KeySpec::None,
+        WRITE_KEYS,
         Group::Scripting,
         "Restores all libraries from a payload.",
         restore,
@@ -112,7 +118,7 @@ const SUBS: &[CommandSpec] = &[
         "DELETE",
         3,
         W,
-        KeySpec::None,
+        WRITE_KEYS,
         Group::Scripting,
         "Deletes a library and its functions.",
         delete,
@@ -123,7 +129,7 @@ const SUBS: &[CommandSpec] = &[
         "FLUSH",
         -2,
         W,
-        KeySpec::None,
+        WRITE_KEYS,
         Group::Scripting,
         "Deletes all libraries and functions.",
         flush,
@@ -167,7 +173,7 @@ const SUBS: &[CommandSpec] = &[
         "LOAD",
         -3,
         W.union(Flags::DENYOOM),
-        KeySpec::None,
+        WRITE_KEYS,
         Group::Scripting,
         "Creates a library.",
         load,
@@ -247,12 +253,16 @@ fn parse_metadata(code: &[u8]) -> Result<(String, usize), CmdError> {
     if !code.starts_with(b"#!") {
         return Err(CmdError::err("Missing library metadata"));
     }
-    let end = code.iter().position(|&c| c == b'\n').unwrap_or(code.len());
+    // Redis needs the line's end (`Invalid library metadata` without it).
+    let end = code
+        .iter()
+        .position(|&c| c == b'\n')
+        .ok_or_else(|| CmdError::err("Invalid library metadata"))?;
     let parts = resp::split_args(&code[..end])
         .filter(|p| !p.is_empty())
         .ok_or_else(|| CmdError::err("Invalid library metadata"))?;
     let engine = &parts[0][2..];
-    if engine != b"lua" {
+    if !engine.eq_ignore_ascii_case(b"lua") {
         let mut v = b"ERR Engine '".to_vec();
         v.extend_from_slice(engine);
         v.extend_from_slice(b"' not found");
@@ -290,7 +300,7 @@ fn load(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
             "Unknown option given: ".to_string() + &String::from_utf8_lossy(args.rest()[0]),
         ));
     }
-    let lib = compile(cx, code, |name| {
+    let lib = compile(cx.shared, code, |name| {
         !replace && cx.shared.scripts.functions.read().libs.contains_key(name)
     })?;
     let name = lib.name.clone();
@@ -311,12 +321,16 @@ struct Compiled {
 /// Checks a library's metadata and runs its code in this thread's Lua
 /// state. `exists` says whether its name is taken (checked before the
 /// code runs, as Redis does).
-fn compile(cx: &mut Ctx, code: &[u8], exists: impl Fn(&str) -> bool) -> Result<Compiled, CmdError> {
+fn compile(
+    shared: &Shared,
+    code: &[u8],
+    exists: impl Fn(&str) -> bool,
+) -> Result<Compiled, CmdError> {
     let (name, shebang_len) = parse_metadata(code)?;
     if exists(&name) {
         return Err(CmdError::err(format!("Library '{name}' already exists")));
     }
-    let functions = vm::with_vm(cx.shared, |vm| vm.load_library(code, shebang_len, None))
+    let functions = vm::with_vm(shared, |vm| vm.load_library(code, shebang_len, None))
         .map_err(|e| CmdError::Bytes(e.into_bytes()))?;
     Ok(Compiled { name, code: code.into(), shebang_len, functions })
 }
@@ -376,144 +390,59 @@ fn install(reg: &mut Libraries, libs: Vec<Compiled>, replace: bool) -> CmdResult
     Ok(())
 }
 
-// ---- FUNCTION DUMP / RESTORE: Redis's payload (RDB strings, version,
-// CRC64) ----------------------------------------------------------------
+// ---- Snapshots and FUNCTION DUMP / RESTORE --------------------------------
+// The encoding (RDB strings, LZF, version and CRC64) is the persistence
+// codec's, reached through `Shared::snapshots`.
 
-/// `RDB_OPCODE_FUNCTION2`: one library's code follows.
-const OPCODE_FUNCTION2: u8 = 245;
-/// The RDB version the payload's footer names.
-const RDB_VERSION: u16 = 10;
-
-/// Redis's CRC64 (Jones polynomial, reflected).
-pub fn crc64(mut crc: u64, data: &[u8]) -> u64 {
-    const POLY: u64 = 0x95AC_9329_AC4B_C9B5;
-    for &b in data {
-        crc ^= b as u64;
-        for _ in 0..8 {
-            crc = if crc & 1 == 1 { (crc >> 1) ^ POLY } else { crc >> 1 };
-        }
-    }
-    crc
+/// The libraries' codes, as a snapshot saves them (`rdbSaveFunctions`).
+/// Call it at the snapshot's instant: the writing subcommands hold every
+/// stripe, so the registry cannot change then.
+pub fn library_codes(shared: &Shared) -> Vec<Box<[u8]>> {
+    shared.scripts.functions.read().libs.values().map(|l| l.code.clone()).collect()
 }
 
-fn put_len(out: &mut Vec<u8>, n: usize) {
-    if n < 1 << 6 {
-        out.push(n as u8);
-    } else if n < 1 << 14 {
-        out.push(0x40 | (n >> 8) as u8);
-        out.push(n as u8);
-    } else if n <= u32::MAX as usize {
-        out.push(0x80);
-        out.extend_from_slice(&(n as u32).to_be_bytes());
-    } else {
-        out.push(0x81);
-        out.extend_from_slice(&(n as u64).to_be_bytes());
+/// Loads libraries read from an RDB file, one after the other as Redis's
+/// `rdbFunctionLoad` does; `replace` lets a library replace one of the
+/// same name (DEBUG RELOAD MERGE), else that is an error. The error is
+/// Redis's text (`Library 'x' already exists`, `Error compiling function:
+/// …`), without `ERR `.
+pub fn load_libraries(shared: &Shared, codes: &[Vec<u8>], replace: bool) -> Result<(), String> {
+    let text = |e: CmdError| {
+        let t = e.text();
+        String::from_utf8_lossy(t.strip_prefix(b"ERR ").unwrap_or(&t)).into_owned()
+    };
+    for code in codes {
+        let lib = compile(shared, code, |name| {
+            !replace && shared.scripts.functions.read().libs.contains_key(name)
+        })
+        .map_err(text)?;
+        let mut reg = shared.scripts.functions.write();
+        install(&mut reg, vec![lib], replace).map_err(text)?;
     }
+    Ok(())
 }
 
-/// A length, or a special encoding (the low 6 bits) when `true`.
-fn get_len(p: &[u8], pos: &mut usize) -> Option<(u64, bool)> {
-    let b = *p.get(*pos)?;
-    *pos += 1;
-    Some(match b >> 6 {
-        0 => ((b & 0x3f) as u64, false),
-        1 => {
-            let c = *p.get(*pos)?;
-            *pos += 1;
-            ((((b & 0x3f) as u64) << 8) | c as u64, false)
-        }
-        2 if b == 0x80 => {
-            let v = u32::from_be_bytes(p.get(*pos..*pos + 4)?.try_into().ok()?);
-            *pos += 4;
-            (v as u64, false)
-        }
-        2 if b == 0x81 => {
-            let v = u64::from_be_bytes(p.get(*pos..*pos + 8)?.try_into().ok()?);
-            *pos += 8;
-            (v, false)
-        }
-        3 => ((b & 0x3f) as u64, true),
-        _ => return None,
-    })
+/// Empties the registry (DEBUG RELOAD, before loading: Redis's emptyData
+/// drops the functions too).
+pub fn clear_libraries(shared: &Shared) {
+    let mut reg = shared.scripts.functions.write();
+    reg.libs.clear();
+    reg.functions.clear();
 }
 
-/// An RDB string: plain, integer-encoded or LZF-compressed.
-fn get_string(p: &[u8], pos: &mut usize) -> Option<Vec<u8>> {
-    let (n, special) = get_len(p, pos)?;
-    if !special {
-        let s = p.get(*pos..*pos + n as usize)?.to_vec();
-        *pos += n as usize;
-        return Some(s);
-    }
-    match n {
-        0..=2 => {
-            let w = 1usize << n;
-            let b = p.get(*pos..*pos + w)?;
-            *pos += w;
-            let v = match n {
-                0 => b[0] as i8 as i64,
-                1 => i16::from_le_bytes([b[0], b[1]]) as i64,
-                _ => i32::from_le_bytes([b[0], b[1], b[2], b[3]]) as i64,
-            };
-            Some(v.to_string().into_bytes())
-        }
-        3 => {
-            let (clen, _) = get_len(p, pos)?;
-            let (ulen, _) = get_len(p, pos)?;
-            let c = p.get(*pos..*pos + clen as usize)?;
-            *pos += clen as usize;
-            lzf_decompress(c, ulen as usize)
-        }
-        _ => None,
-    }
-}
-
-/// LZF decompression (the format of Redis's compressed strings).
-fn lzf_decompress(input: &[u8], out_len: usize) -> Option<Vec<u8>> {
-    let mut out = Vec::with_capacity(out_len);
-    let mut i = 0;
-    while i < input.len() {
-        let ctrl = input[i] as usize;
-        i += 1;
-        if ctrl < 32 {
-            let n = ctrl + 1;
-            out.extend_from_slice(input.get(i..i + n)?);
-            i += n;
-        } else {
-            let mut len = ctrl >> 5;
-            if len == 7 {
-                len += *input.get(i)? as usize;
-                i += 1;
-            }
-            let back = ((ctrl & 0x1f) << 8) + *input.get(i)? as usize + 1;
-            i += 1;
-            let start = out.len().checked_sub(back)?;
-            for k in 0..len + 2 {
-                let b = out[start + k];
-                out.push(b);
-            }
-        }
-    }
-    (out.len() == out_len).then_some(out)
-}
-
-/// The libraries as `FUNCTION DUMP`'s payload (strings uncompressed).
-pub fn dump_payload(reg: &Libraries) -> Vec<u8> {
-    let mut p = Vec::new();
-    for lib in reg.libs.values() {
-        p.push(OPCODE_FUNCTION2);
-        put_len(&mut p, lib.code.len());
-        p.extend_from_slice(&lib.code);
-    }
-    p.extend_from_slice(&RDB_VERSION.to_le_bytes());
-    let crc = crc64(0, &p);
-    p.extend_from_slice(&crc.to_le_bytes());
-    p
+fn snapshots(cx: &Ctx) -> Result<Arc<dyn crate::snapshot::Snapshots>, CmdError> {
+    cx.shared
+        .snapshots
+        .get()
+        .cloned()
+        .ok_or_else(|| CmdError::err("persistence is not available in this process"))
 }
 
 fn dump(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
-    let payload = dump_payload(&cx.shared.scripts.functions.read());
-    out.bulk(&payload);
+    let snap = snapshots(cx)?;
+    let codes = library_codes(cx.shared);
+    let cfg = cx.sess.conf(cx.shared).clone();
+    out.bulk(&snap.function_dump(&codes, &cfg));
     Ok(())
 }
 
@@ -536,27 +465,12 @@ fn restore(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
             cmd: b"FUNCTION".to_vec(),
         });
     }
-    let bad = || CmdError::err("DUMP payload version or checksum are wrong");
-    if payload.len() < 10 {
-        return Err(bad());
-    }
-    let body_end = payload.len() - 10;
-    let version = u16::from_le_bytes([payload[body_end], payload[body_end + 1]]);
-    let crc = u64::from_le_bytes(payload[body_end + 2..].try_into().map_err(|_| bad())?);
-    if version > RDB_VERSION || crc64(0, &payload[..body_end + 2]) != crc {
-        return Err(bad());
-    }
-    let body = &payload[..body_end];
-    let mut pos = 0;
+    let snap = snapshots(cx)?;
+    let cfg = cx.sess.conf(cx.shared).clone();
+    let codes = snap.function_restore(payload, &cfg).map_err(CmdError::err)?;
     let mut libs = Vec::new();
-    while pos < body.len() {
-        if body[pos] != OPCODE_FUNCTION2 {
-            return Err(CmdError::err("given type is not a function"));
-        }
-        pos += 1;
-        let code = get_string(body, &mut pos)
-            .ok_or_else(|| CmdError::err("failed loading the library"))?;
-        let lib = compile(cx, &code, |_| false)?;
+    for code in codes {
+        let lib = compile(cx.shared, &code, |_| false)?;
         if libs.iter().any(|l: &Compiled| l.name == lib.name) {
             return Err(CmdError::err(format!("Library '{}' already exists", lib.name)));
         }
@@ -726,28 +640,4 @@ fn fcall_generic(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf, ro: bool) ->
     let r = super::run_loop(cx, out, &target, &unit, keys, fargs, ro, scope, &running);
     shared.scripts.finish(shared, &running);
     r
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn crc64_is_redis_jones() {
-        assert_eq!(crc64(0, b"123456789"), 0xe9c6_d914_c4b8_d9ca);
-    }
-
-    #[test]
-    fn empty_dump_matches_redis() {
-        // redis-server 7.0.15: FUNCTION FLUSH, FUNCTION DUMP.
-        let p = dump_payload(&Libraries::default());
-        assert_eq!(p, b"\n\0]\x9b\\@\x0f\x7f\xa2\xda");
-    }
-
-    #[test]
-    fn lzf_round_trip_of_a_back_reference() {
-        // "abcabcabc": 3 literals, then a back reference of 6 at distance 3.
-        let c = [2, b'a', b'b', b'c', (4 << 5), 2];
-        assert_eq!(lzf_decompress(&c, 9).unwrap(), b"abcabcabc");
-    }
 }
