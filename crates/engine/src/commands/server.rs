@@ -261,6 +261,10 @@ fn config_set(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         }
     }
     let max = next.maxmemory;
+    if chosen.iter().any(|(n, _)| n.name() == "requirepass") {
+        // The default user's password follows (Redis's updateRequirePass).
+        cx.shared.acl.set_default_password(next.requirepass.as_deref().filter(|p| !p.is_empty()));
+    }
     let prev = std::mem::replace(&mut *cx.shared.config.write(), next);
     cx.shared.config_epoch.fetch_add(1, Ordering::Release);
     if let Some(aof) = cx.shared.aof.get() {
