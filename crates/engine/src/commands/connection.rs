@@ -150,7 +150,11 @@ fn authenticate(cx: &mut Ctx, cmd: &[u8], user: &[u8], pass: &[u8]) -> CmdResult
         Some(u) if u.enabled() => {
             u.nopass() || {
                 let h = crate::acl::sha256::hex(pass);
-                u.passwords.iter().any(|p| *p == h)
+                // Compared in constant time, as Redis's time_independent_strcmp.
+                u.passwords.iter().any(|p| {
+                    p.len() == h.len()
+                        && p.bytes().zip(h.bytes()).fold(0u8, |d, (a, b)| d | (a ^ b)) == 0
+                })
             }
         }
         _ => false,
