@@ -162,6 +162,31 @@ fn blocked_client_served_after_its_user_changed() {
 }
 
 #[test]
+fn narrowed_channels_disconnect_only_the_subscribers_they_refuse() {
+    check(
+        "A: ACL SETUSER u on >p +@all ~* resetchannels &a* &b* &p*
+         B: AUTH u p
+         B> SUBSCRIBE a1
+         B? 50
+         C: AUTH u p
+         C> SUBSCRIBE b1
+         C? 50
+         D: AUTH u p
+         D> PSUBSCRIBE p*
+         D? 50
+         A: ACL SETUSER u &c*
+         B? 50
+         C? 50
+         A: ACL SETUSER u resetchannels &a* &p1*
+         B? 100
+         C? 100
+         D? 100
+         A: PUBLISH a1 still-here
+         B? 50",
+    );
+}
+
+#[test]
 fn deleted_user_disconnects_its_clients() {
     check(
         "A: ACL SETUSER u on >p +@all ~*

@@ -128,13 +128,20 @@ fn setuser(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
             return Err(CmdError::Bytes(m));
         }
     }
-    // Subscribed clients of the user go when their channels were narrowed
-    // (Redis checks each client's subscriptions; Sluice, which keeps them
-    // on the connection, disconnects every subscribed client of the user).
+    // Subscribed clients of the user whose subscriptions the new channel
+    // rules refuse go, when the rules were narrowed (Redis's
+    // ACLKillPubsubClientsIfNeeded); the caller itself after its reply.
     if let Some(old) = &old {
-        if acl::narrowed_channels(&u, old).is_some() {
-            for h in cx.shared.clients.lock().values() {
-                if h.subscribed() && *h.user.lock() == name {
+        if let Some(upcoming) = acl::narrowed_channels(&u, old) {
+            let gone = cx
+                .shared
+                .pubsub
+                .violators(name, |ch, pattern| acl::subscription_allowed(&upcoming, ch, pattern));
+            let me = cx.sess.handle.id;
+            for h in gone {
+                if h.id == me {
+                    cx.sess.close_after_reply = true;
+                } else {
                     h.kill();
                 }
             }
