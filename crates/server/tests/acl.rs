@@ -585,3 +585,42 @@ fn users_from_the_configuration_file() {
     };
     assert_eq!(run(bin(), "aclconf-sluice"), run(redis_bin, "aclconf-redis"));
 }
+
+#[test]
+fn config_rewrite_writes_the_users() {
+    let redis_bin = Path::new("/usr/bin/redis-server");
+    if !redis_bin.is_file() {
+        return;
+    }
+    let conf = "user default on nopass ~* &* +@all\nuser old on >x ~* +@all\nport 0\n";
+    let run = |bin: &Path, tag: &str| {
+        let dir = testkit::scratch_dir(tag);
+        std::fs::write(dir.join("u.conf"), conf).unwrap();
+        let path = dir.join("u.conf").to_str().unwrap().to_string();
+        let args = {
+            let path = path.clone();
+            move |port: u16| -> Vec<String> {
+                [path.as_str(), "--port", &port.to_string(), "--bind", "127.0.0.1", "--save", ""]
+                    .iter()
+                    .map(|s| s.to_string())
+                    .collect()
+            }
+        };
+        let srv = testkit::ServerProc::spawn_raw(bin, &args, &dir);
+        let mut c = Client::connect(srv.port()).unwrap();
+        let mut out = String::new();
+        for cmd in [
+            "ACL SETUSER new on >y ~n* -@all +get +set",
+            "ACL DELUSER old",
+            "ACL SETUSER zed off (+get ~z*)",
+            "CONFIG REWRITE",
+        ] {
+            out.push_str(&String::from_utf8_lossy(&c.cmd_str(cmd)));
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        let users: Vec<&str> = text.lines().filter(|l| l.starts_with("user ")).collect();
+        out.push_str(&normalise_lines(&users.join("\n")));
+        out
+    };
+    assert_eq!(run(bin(), "aclrw-sluice"), run(redis_bin, "aclrw-redis"));
+}

@@ -338,7 +338,17 @@ fn config_rewrite(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     if cfg.config_file.is_empty() {
         return Err(CmdError::err("The server is running without a config file"));
     }
-    config::rewrite(&cfg, &cfg.config_file)
+    let users: Vec<String> = if cfg.aclfile.is_empty() {
+        cx.shared
+            .acl
+            .users()
+            .iter()
+            .map(|u| format!("user {} {}", String::from_utf8_lossy(&u.name), u.describe()))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    config::rewrite(&cfg, &cfg.config_file, &users)
         .map_err(|e| CmdError::err(format!("Rewriting config file: {e}")))?;
     out.ok();
     Ok(())
