@@ -22,6 +22,7 @@ pub use doc::markdown;
 pub use load::{from_args, load_file, repr, rewrite, split_args, ConfigError};
 pub use params::PARAMS;
 pub use special::notify_to_string;
+pub(crate) use special::os_error_text;
 
 /// The version Sluice reports itself compatible with.
 pub const REDIS_VERSION: &str = "7.0.15";
@@ -109,6 +110,13 @@ pub struct Config {
     pub tcp_backlog: u32,
     pub maxmemory: u64,
     pub maxmemory_policy: String,
+    /// `acllog-max-len`: entries ACL LOG keeps.
+    pub acllog_max_len: u64,
+    /// `aclfile`: where ACL LOAD/SAVE read and write users (empty: none).
+    pub aclfile: String,
+    /// `acl-pubsub-default`: `resetchannels` (7.0's default) or
+    /// `allchannels`, what a new user or selector starts with.
+    pub acl_pubsub_default: String,
     pub maxmemory_samples: u32,
     /// Bytes, or a percentage of maxmemory when negative (`-N` = `N%`).
     pub maxmemory_clients: i64,
@@ -156,7 +164,8 @@ pub struct Config {
     /// `rename-command` directives from the file, in order (not applied by
     /// the command table yet).
     pub rename_commands: Vec<(String, String)>,
-    /// `user` directives, kept verbatim for the ACL layer.
+    /// `user` directives (name, then rules), applied at start-up by
+    /// [`crate::acl`].
     pub users: Vec<Vec<String>>,
     /// `loadmodule` paths and `module.name value` parameters: Sluice
     /// loads no modules, so the server stops where Redis would fail.
@@ -210,6 +219,9 @@ impl Default for Config {
             tcp_backlog: 511,
             maxmemory: 0,
             maxmemory_policy: "noeviction".into(),
+            acllog_max_len: 128,
+            aclfile: String::new(),
+            acl_pubsub_default: "resetchannels".into(),
             maxmemory_samples: 5,
             maxmemory_clients: 0,
             daemonize: false,
@@ -464,13 +476,6 @@ impl Config {
                 "WARNING: 'rename-command {from} {to}' has no effect in Sluice yet (commands \
                  keep their names)."
             ));
-        }
-        if !self.users.is_empty() {
-            out.push(
-                "WARNING: 'user' directives have no effect in Sluice yet (ACL users are not \
-                 implemented); only 'requirepass' protects the server."
-                    .to_string(),
-            );
         }
         out
     }

@@ -317,10 +317,17 @@ pub fn check(
     let flags = spec.flags;
     match caller {
         Caller::Client => {
-            if !sess.authenticated && !flags.has(Flags::NO_AUTH) {
+            if !sess.authenticated && !flags.has(Flags::NO_AUTH) && !shared.acl.default_open() {
                 return Err(CmdError::NoAuth);
             }
             let in_multi = sess.multi.is_some();
+            // Redis's order: NOAUTH, NO_MULTI, then the ACL.
+            if in_multi && flags.has(Flags::NO_MULTI) {
+                return Err(CmdError::err("Command not allowed inside a transaction"));
+            }
+            if !sess.acl_free {
+                crate::acl::gate::check(shared, sess, spec, argv, caller)?;
+            }
             let maxmemory = sess.conf(shared).maxmemory;
             if maxmemory > 0 {
                 // Evict first, whatever the command (Redis 7.0's
@@ -373,9 +380,6 @@ pub fn check(
             if shared.is_loading() && !flags.has(Flags::LOADING) {
                 return Err(CmdError::Loading);
             }
-            if in_multi && flags.has(Flags::NO_MULTI) {
-                return Err(CmdError::err("Command not allowed inside a transaction"));
-            }
             if !flags.has(Flags::ALLOW_BUSY) && shared.scripts.is_busy() {
                 return Err(CmdError::Busy);
             }
@@ -383,6 +387,9 @@ pub fn check(
         Caller::Script { read_only, allow_oom } => {
             if flags.has(Flags::NOSCRIPT) {
                 return Err(CmdError::err("This Redis command is not allowed from script"));
+            }
+            if !sess.acl_free {
+                crate::acl::gate::check(shared, sess, spec, argv, caller)?;
             }
             if read_only && flags.has(Flags::WRITE) {
                 return Err(CmdError::err(
@@ -396,11 +403,18 @@ pub fn check(
                 return Err(CmdError::Oom);
             }
         }
-        // Checked when queued (EXEC), when first issued (Served); a replay
-        // runs what the server already accepted.
-        Caller::Exec | Caller::Served | Caller::Replay => {}
+        // The ACL again at EXEC, in case the rules changed since the
+        // command was queued (Redis's execCommand).
+        Caller::Exec => {
+            if !sess.acl_free {
+                crate::acl::gate::check(shared, sess, spec, argv, caller)?;
+            }
+        }
+        // Checked when first issued (Served: Redis 7.0 serves a blocked
+        // client without checking its user again); a replay runs what
+        // the server already accepted.
+        Caller::Served | Caller::Replay => {}
     }
-    let _ = argv;
     Ok(())
 }
 

@@ -3,6 +3,7 @@
 //!
 //! Synchronous and socket-free; depends on `resp` and `store` only.
 
+pub mod acl;
 pub mod blocking;
 pub mod cmdstats;
 pub mod commands;

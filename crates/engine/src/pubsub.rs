@@ -161,6 +161,37 @@ fn proto_of(h: &ClientHandle) -> Proto {
 }
 
 impl Registry {
+    /// The subscribers authenticated as `user` with a subscription that
+    /// `allowed(name, is_pattern)` refuses (who an ACL SETUSER that
+    /// narrowed the user's channels disconnects).
+    pub fn violators(
+        &self,
+        user: &[u8],
+        allowed: impl Fn(&[u8], bool) -> bool,
+    ) -> Vec<Arc<ClientHandle>> {
+        let mut out: Vec<Arc<ClientHandle>> = Vec::new();
+        let mut take = |name: &[u8], pattern: bool, listeners: &Listeners| {
+            for h in listeners {
+                if *h.user.lock() == user
+                    && !allowed(name, pattern)
+                    && !out.iter().any(|o| o.id == h.id)
+                {
+                    out.push(h.clone());
+                }
+            }
+        };
+        for (c, l) in self.channels.read().iter() {
+            take(c, false, l);
+        }
+        for (c, l) in self.shard.read().iter() {
+            take(c, false, l);
+        }
+        for (p, l) in self.patterns.read().iter() {
+            take(p, true, l);
+        }
+        out
+    }
+
     /// Sets the hard output limit for subscribers (CONFIG SET).
     pub fn set_hard_limit(&self, bytes: u64) {
         self.hard_limit.store(bytes, Ordering::Relaxed);

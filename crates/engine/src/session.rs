@@ -56,6 +56,9 @@ pub struct ClientHandle {
     pub monitor: AtomicBool,
     /// A replica following the replication stream (CLIENT LIST flag `S`).
     pub replica: AtomicBool,
+    /// The ACL user the client is authenticated as (CLIENT LIST's `user`,
+    /// CLIENT KILL USER, and who a DELUSER disconnects).
+    pub user: Mutex<Vec<u8>>,
 }
 
 impl ClientHandle {
@@ -90,6 +93,7 @@ impl ClientHandle {
             tracking: Mutex::new(crate::tracking::State::default()),
             monitor: AtomicBool::new(false),
             replica: AtomicBool::new(false),
+            user: Mutex::new(b"default".to_vec()),
         }
     }
 
@@ -160,6 +164,12 @@ pub struct Session {
     pub handle: Arc<ClientHandle>,
     pub db: usize,
     pub authenticated: bool,
+    /// The ACL user commands are checked against (the default user until
+    /// AUTH), as of the last epoch the session saw.
+    pub user: Arc<crate::acl::User>,
+    /// Authenticated (or needing no AUTH) as a user whose rules allow
+    /// everything: with `plain`, the one flag that skips `check`.
+    pub acl_free: bool,
     pub multi: Option<Multi>,
     pub watch_flag: WatchFlag,
     /// Watched (db, key) pairs, and whether each was already expired when
@@ -229,6 +239,13 @@ pub struct Session {
     pub replica: Option<Box<crate::commands::repl::Handshake>>,
 }
 
+/// The user of sessions that run without a client's identity (tests, the
+/// AOF loader, a served blocked command): every permission.
+fn full_user() -> Arc<crate::acl::User> {
+    static FULL: std::sync::OnceLock<Arc<crate::acl::User>> = std::sync::OnceLock::new();
+    FULL.get_or_init(|| Arc::new(crate::acl::User::default_user())).clone()
+}
+
 /// The configuration a session starts with, before its first refresh.
 fn default_conf() -> Arc<crate::config::Config> {
     static DEFAULT: std::sync::OnceLock<Arc<crate::config::Config>> = std::sync::OnceLock::new();
@@ -243,6 +260,8 @@ impl Session {
             handle,
             db: 0,
             authenticated,
+            user: full_user(),
+            acl_free: authenticated,
             multi: None,
             watch_flag: Arc::new(AtomicBool::new(false)),
             watched: Vec::new(),
@@ -297,7 +316,7 @@ impl Session {
     #[inline]
     pub fn needs_checks(&mut self, shared: &crate::Shared) -> bool {
         self.refresh(shared);
-        !(self.plain && self.authenticated && self.multi.is_none() && !self.modal)
+        !(self.plain && self.acl_free && self.multi.is_none() && !self.modal)
     }
 
     /// Refreshes the cached shared state if it changed since last seen.
@@ -315,6 +334,11 @@ impl Session {
         // again, so the next command copies again.
         self.conf = Arc::new(shared.config.read().clone());
         self.conf_epoch = e;
+        // The user may have changed (ACL SETUSER, LOAD, requirepass).
+        if let Some(u) = shared.acl.get(&self.user.name) {
+            self.user = u;
+        }
+        self.update_acl(shared);
         self.slow_us = crate::commands::slowlog::slow_threshold(&self.conf);
         self.fx.sync(&shared.effects);
         let paused = shared.pause.lock().until_ms > 0;
@@ -329,6 +353,31 @@ impl Session {
             && !paused
             && bgsave_ok
             && !shared.scripts.is_busy();
+    }
+
+    /// Recomputes [`acl_free`](Session::acl_free) after the user or the
+    /// authentication changed.
+    pub fn update_acl(&mut self, shared: &crate::Shared) {
+        let in_ok = self.authenticated || shared.acl.default_open();
+        self.acl_free = in_ok && self.user.free();
+    }
+
+    /// Authenticates the session as `user` (AUTH, HELLO AUTH), or returns
+    /// it to the default user, unauthenticated unless no AUTH is needed
+    /// (RESET, a deleted user).
+    pub fn set_user(&mut self, shared: &crate::Shared, user: Option<Arc<crate::acl::User>>) {
+        match user {
+            Some(u) => {
+                self.user = u;
+                self.authenticated = true;
+            }
+            None => {
+                self.user = shared.acl.default_user();
+                self.authenticated = shared.acl.default_open();
+            }
+        }
+        *self.handle.user.lock() = self.user.name.clone();
+        self.update_acl(shared);
     }
 
     /// Whether CLIENT PAUSE holds `spec` back now (Redis 7.0's rules: WRITE

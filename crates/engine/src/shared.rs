@@ -122,6 +122,8 @@ pub fn statm_probe() -> MemStats {
 /// Everything the connections share.
 pub struct Shared {
     pub store: Store,
+    /// ACL users, the ACL log and the denial counters.
+    pub acl: crate::acl::Registry,
     pub config: RwLock<Config>,
     /// Bumped on every change of what connections cache: CONFIG SET,
     /// CLIENT PAUSE/UNPAUSE, loading, the effects consumers
@@ -242,8 +244,11 @@ impl Shared {
             })
             .collect();
         let jobs = queue::Jobs::new(run_id.as_bytes(), seed);
+        let acl = crate::acl::Registry::default();
+        acl.set_default_password(config.requirepass.as_deref().filter(|p| !p.is_empty()));
         let shared = Arc::new(Shared {
             store,
+            acl,
             jobs: Mutex::new(jobs),
             config: RwLock::new(config),
             config_epoch: AtomicU64::new(0),
@@ -526,8 +531,9 @@ impl Shared {
         let handle = Arc::new(ClientHandle::new(id, addr, laddr, fd, unix_ms()));
         self.clients.lock().insert(id, handle.clone());
         self.stats.connections_received.fetch_add(1, Ordering::Relaxed);
-        let authenticated = self.config.read().requirepass.is_none();
-        Session::new(handle, authenticated)
+        let mut sess = Session::new(handle, false);
+        sess.set_user(self, None);
+        sess
     }
 
     /// Forgets a connection: drops its watches and its registry entry.

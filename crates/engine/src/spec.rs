@@ -53,7 +53,19 @@ impl Flags {
     /// Redis's own flags (what `COMMAND INFO` prints).
     pub const REDIS: Flags = Flags((1 << 20) - 1);
 
-    // Sluice's own flags (bits 24 and up), never printed by COMMAND: what
+    // Sluice's own flags (bits 20 and up), never printed by COMMAND: what
+    // the dispatcher needs to know that Redis's flags do not say.
+
+    /// Its first argument is a pub/sub channel the ACL checks (PUBLISH,
+    /// SPUBLISH; Redis's `ACLDoesCommandHaveChannels`).
+    pub const CHANNEL_ARG1: Flags = Flags(1 << 20);
+    /// Every argument is a channel the ACL checks (SUBSCRIBE, SSUBSCRIBE).
+    pub const CHANNEL_ARGS: Flags = Flags(1 << 21);
+    /// Every argument is a channel pattern, which the ACL compares
+    /// literally with the user's (PSUBSCRIBE).
+    pub const CHANNEL_PATTERNS: Flags = Flags(1 << 22);
+
+    // More of Sluice's own flags (bits 24 and up), never printed by COMMAND: what
     // the dispatcher needs to know that Redis's flags do not say.
 
     /// Runs at once inside MULTI instead of being queued (MULTI, EXEC,

@@ -150,6 +150,12 @@ fn main() {
     let config_file = config.config_file.clone();
     let banner_cfg = config.clone();
     let shared = Shared::new(config);
+    // Users from `user` lines or the ACL file (Redis loads them once the
+    // server is initialized, and stops on any error).
+    if let Err(e) = engine::commands::acl::load_at_startup(&shared) {
+        log::warning(&e);
+        std::process::exit(1);
+    }
     let _ = shared.mem_probe.set(jemalloc_probe);
     let _ = shared
         .malloc

@@ -453,14 +453,36 @@ fn client_line(buf: &mut Vec<u8>, h: &ClientHandle, now_ms: i64, me: &Me) {
         " age={age} idle={idle} flags={flags} db={} sub={} psub={} ssub={} multi={multi} \
          qbuf={qbuf} qbuf-free={qbuf_free} argv-mem={argv_mem} multi-mem={multi_mem} rbs={} rbp={obl} \
          obl={obl} oll={oll} omem={rest} tot-mem={tot_mem} events={events} cmd={cmd} \
-         user=default redir={redir} resp={}",
+         user={} redir={redir} resp={}",
         h.db.load(Ordering::Relaxed),
         h.subs[0].load(Ordering::Relaxed),
         h.subs[1].load(Ordering::Relaxed),
         h.subs[2].load(Ordering::Relaxed),
         resp::CHUNK,
+        String::from_utf8_lossy(&h.user.lock()),
         h.resp.load(Ordering::Relaxed),
     );
+}
+
+/// The client's `CLIENT LIST` line, without its newline, as of its
+/// running command (the client info of an ACL LOG entry).
+pub(crate) fn info_line(_shared: &crate::Shared, sess: &crate::session::Session) -> Vec<u8> {
+    let cmd = match sess.last_cmd {
+        Some((top, spec)) => dispatch::full_name(top, spec),
+        None => "NULL".into(),
+    };
+    let me = Me {
+        id: sess.handle.id,
+        cmd,
+        argv_mem: 0,
+        obl: 0,
+        qbuf: 0,
+        dirty_cas: sess.watch_flag.load(Ordering::Relaxed),
+    };
+    let mut buf = Vec::new();
+    client_line(&mut buf, &sess.handle, crate::shared::unix_ms(), &me);
+    buf.pop();
+    buf
 }
 
 /// Live clients in connection order (ids ascend), without those already
@@ -530,6 +552,7 @@ fn kill(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let mut ty = None;
     let mut id = None;
     let mut skipme = true;
+    let mut user: Option<&[u8]> = None;
     // `CLIENT KILL addr:port` is the old form; it may kill the caller.
     let old = rest.len() == 1;
     if old {
@@ -554,8 +577,8 @@ fn kill(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
             } else if eq_ic(opt, "LADDR") {
                 laddr = Some(val);
             } else if eq_ic(opt, "USER") {
-                // `default` is the only user, and every client is it.
-                if val != b"default" {
+                user = Some(val);
+                if cx.shared.acl.get(val).is_none() {
                     let mut e = b"ERR No such user '".to_vec();
                     e.extend(val.iter().copied().take_while(|&c| c != 0));
                     e.push(b'\'');
@@ -583,6 +606,7 @@ fn kill(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
             || laddr.is_some_and(|a| a != h.laddr.as_bytes())
             || ty.is_some_and(|t| client_type(&h) != t)
             || id.is_some_and(|i| i != h.id)
+            || user.is_some_and(|u| u != h.user.lock().as_slice())
             || (h.id == my_id && skipme)
         {
             continue;

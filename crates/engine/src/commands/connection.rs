@@ -141,25 +141,41 @@ fn select(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
 
 const WRONGPASS: &str = "WRONGPASS invalid username-password pair or user is disabled.";
 
-/// The password required of the default user, if any (an empty
-/// `requirepass` means none, as in Redis).
-fn required_password(cx: &Ctx) -> Option<Vec<u8>> {
-    cx.shared.config.read().requirepass.clone().filter(|p| !p.is_empty())
-}
-
-/// Checks a username/password pair against the only user, `default`:
-/// without `requirepass` it accepts any password ("nopass").
-fn authenticate(cx: &mut Ctx, user: &[u8], pass: &[u8]) -> CmdResult {
-    let ok = user == b"default"
-        && match required_password(cx) {
-            None => true,
-            Some(p) => p == pass,
-        };
-    if !ok {
-        return Err(CmdError::Msg(WRONGPASS.into()));
+/// Checks a username/password pair against the ACL users (Redis's
+/// `ACLAuthenticateUser`): a disabled user never authenticates, a
+/// `nopass` one with any password. A failure is logged (reason `auth`,
+/// object the command's name as sent) and answered WRONGPASS.
+fn authenticate(cx: &mut Ctx, cmd: &[u8], user: &[u8], pass: &[u8]) -> CmdResult {
+    let ok = match cx.shared.acl.get(user) {
+        Some(u) if u.enabled() => {
+            u.nopass() || {
+                let h = crate::acl::sha256::hex(pass);
+                // Compared in constant time, as Redis's time_independent_strcmp.
+                u.passwords.iter().any(|p| {
+                    p.len() == h.len()
+                        && p.bytes().zip(h.bytes()).fold(0u8, |d, (a, b)| d | (a ^ b)) == 0
+                })
+            }
+        }
+        _ => false,
     }
-    cx.sess.authenticated = true;
-    Ok(())
+    .then(|| cx.shared.acl.get(user))
+    .flatten();
+    match ok {
+        Some(u) => {
+            cx.sess.set_user(cx.shared, Some(u));
+            Ok(())
+        }
+        None => {
+            let context = if cx.sess.multi.is_some() {
+                crate::acl::log::Context::Multi
+            } else {
+                crate::acl::log::Context::Toplevel
+            };
+            crate::acl::gate::log(cx.shared, cx.sess, crate::acl::Denied::Auth, context, cmd, user);
+            Err(CmdError::Msg(WRONGPASS.into()))
+        }
+    }
 }
 
 fn set_proto(cx: &mut Ctx, out: &mut ReplyBuf, ver: u32) {
@@ -186,7 +202,7 @@ fn hello(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
             let i = args.argv().len() - args.remaining();
             cx.sess.redact |= 3 << i.min(62);
             let (user, pass) = (args.req()?, args.req()?);
-            authenticate(cx, user, pass)?;
+            authenticate(cx, args.argv()[0], user, pass)?;
         } else if eq_ic(opt, "SETNAME") && more >= 1 {
             client::set_name(cx, args.req()?)?;
         } else {
@@ -197,7 +213,7 @@ fn hello(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
             return Err(CmdError::Bytes(e));
         }
     }
-    if !cx.sess.authenticated {
+    if !cx.sess.authenticated && !cx.shared.acl.default_open() {
         return Err(CmdError::Msg(
             "NOAUTH HELLO must be called with the client already authenticated, otherwise the \
              HELLO AUTH <user> <pass> option can be used to authenticate the client and select \
@@ -233,17 +249,17 @@ fn auth(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         return Err(CmdError::Syntax);
     }
     if args.remaining() == 1 {
-        if required_password(cx).is_none() {
+        if cx.shared.acl.default_user().nopass() {
             return Err(CmdError::err(
                 "AUTH <password> called without any password configured for the default user. \
                  Are you sure your configuration is correct?",
             ));
         }
         let pass = args.req()?;
-        authenticate(cx, b"default", pass)?;
+        authenticate(cx, args.argv()[0], b"default", pass)?;
     } else {
         let (user, pass) = (args.req()?, args.req()?);
-        authenticate(cx, user, pass)?;
+        authenticate(cx, args.argv()[0], user, pass)?;
     }
     out.ok();
     Ok(())
@@ -262,7 +278,7 @@ fn reset(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     cx.db = 0;
     cx.sess.handle.db.store(0, Ordering::Relaxed);
     set_proto(cx, out, 2);
-    cx.sess.authenticated = required_password(cx).is_none();
+    cx.sess.set_user(cx.shared, None);
     cx.shared.pubsub.leave(&mut cx.sess.subs, &cx.sess.handle);
     cx.sess.update_modal();
     cx.shared.tracker.disable(cx.sess);

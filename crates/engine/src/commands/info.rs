@@ -454,6 +454,12 @@ fn section(cx: &mut Ctx, name: &str, t: &mut String, counts: &mut Counts) {
             ] {
                 line!("{f}:0");
             }
+            // Redis 7.2's ACL counters (7.0.15 has none; kept last so a
+            // 7.0 client parsing the section sees its fields unchanged).
+            let d = &sh.acl.denied;
+            for (f, i) in [("auth", 0), ("cmd", 1), ("key", 2), ("channel", 3)] {
+                line!("acl_access_denied_{f}:{}", d[i].load(std::sync::atomic::Ordering::Relaxed));
+            }
         }
         "replication" => crate::commands::repl::info_section(sh, t),
         "cpu" => {

@@ -5,6 +5,7 @@ use std::sync::OnceLock;
 
 use crate::spec::CommandSpec;
 
+pub mod acl;
 pub mod bitmap;
 pub mod client;
 pub mod command;
@@ -40,6 +41,7 @@ pub use command::markdown;
 /// Every family's declarations.
 pub const FAMILIES: &[&[CommandSpec]] = &[
     string::COMMANDS,
+    acl::COMMANDS,
     set::COMMANDS,
     keys::COMMANDS,
     migrate::COMMANDS,

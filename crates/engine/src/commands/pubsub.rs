@@ -104,7 +104,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd(
         "SUBSCRIBE",
         -2,
-        SUBF,
+        SUBF.union(Flags::CHANNEL_ARGS),
         KeySpec::None,
         "2.0.0",
         "O(N) where N is the number of channels to subscribe to.",
@@ -124,7 +124,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd(
         "PSUBSCRIBE",
         -2,
-        SUBF,
+        SUBF.union(Flags::CHANNEL_PATTERNS),
         KeySpec::None,
         "2.0.0",
         "O(N) where N is the number of patterns the client is already subscribed to.",
@@ -147,7 +147,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd(
         "SSUBSCRIBE",
         -2,
-        SUBF,
+        SUBF.union(Flags::CHANNEL_ARGS),
         KeySpec::range(1, -1, 1),
         "7.0.0",
         "O(N) where N is the number of shard channels to subscribe to.",
@@ -167,7 +167,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd(
         "PUBLISH",
         3,
-        PS.union(Flags::FAST),
+        PS.union(Flags::FAST).union(Flags::CHANNEL_ARG1),
         KeySpec::None,
         "2.0.0",
         "O(N+M) where N is the number of clients subscribed to the receiving channel and M is \
@@ -178,7 +178,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd(
         "SPUBLISH",
         3,
-        PS.union(Flags::FAST),
+        PS.union(Flags::FAST).union(Flags::CHANNEL_ARG1),
         KeySpec::range(1, 1, 1),
         "7.0.0",
         "O(N) where N is the number of clients subscribed to the receiving shard channel.",

@@ -261,6 +261,10 @@ fn config_set(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         }
     }
     let max = next.maxmemory;
+    if chosen.iter().any(|(n, _)| n.name() == "requirepass") {
+        // The default user's password follows (Redis's updateRequirePass).
+        cx.shared.acl.set_default_password(next.requirepass.as_deref().filter(|p| !p.is_empty()));
+    }
     let prev = std::mem::replace(&mut *cx.shared.config.write(), next);
     cx.shared.config_epoch.fetch_add(1, Ordering::Release);
     if let Some(aof) = cx.shared.aof.get() {
@@ -334,7 +338,17 @@ fn config_rewrite(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     if cfg.config_file.is_empty() {
         return Err(CmdError::err("The server is running without a config file"));
     }
-    config::rewrite(&cfg, &cfg.config_file)
+    let users: Vec<String> = if cfg.aclfile.is_empty() {
+        cx.shared
+            .acl
+            .users()
+            .iter()
+            .map(|u| format!("user {} {}", String::from_utf8_lossy(&u.name), u.describe()))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    config::rewrite(&cfg, &cfg.config_file, &users)
         .map_err(|e| CmdError::err(format!("Rewriting config file: {e}")))?;
     out.ok();
     Ok(())

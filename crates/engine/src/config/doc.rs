@@ -46,6 +46,10 @@ pub fn markdown() -> String {
          a value other than its default (at start-up or by CONFIG SET) logs a warning that it \
          has no effect yet. *hidden* parameters are left out of `CONFIG GET` patterns, as in \
          Redis.\n\n\
+         Besides parameters, a config file may hold `user <name> <rules>…` lines (ACL users, \
+         applied at start-up; not together with `aclfile`, as Redis refuses: see \
+         [acl.md](acl.md)), `include`, and `rename-command`, which Sluice accepts but does \
+         not act on yet.\n\n\
          | parameter | alias | kind | default | CONFIG SET | in effect |\n\
          |---|---|---|---|---|---|\n",
     );

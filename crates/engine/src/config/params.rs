@@ -541,9 +541,24 @@ pub static PARAMS: &[Param] = &[
         int(0, LONG_MAX),
         f(|c| num(c.tracking_table_max_keys), |c, v| c.tracking_table_max_keys = v.i() as u64),
     ),
-    p("acllog-max-len", 0, int(0, LONG_MAX), inert("128")),
-    p("aclfile", IMMUTABLE, Ty::Str(None), inert("")),
-    p("acl-pubsub-default", 0, Ty::Enum(&["allchannels", "resetchannels"]), inert("resetchannels")),
+    p(
+        "acllog-max-len",
+        0,
+        int(0, LONG_MAX),
+        f(|c| num(c.acllog_max_len), |c, v| c.acllog_max_len = v.i() as u64),
+    ),
+    p(
+        "aclfile",
+        IMMUTABLE,
+        Ty::Str(None),
+        f(|c| c.aclfile.clone().into_bytes(), |c, v| c.aclfile = v.s()),
+    ),
+    p(
+        "acl-pubsub-default",
+        0,
+        Ty::Enum(&["allchannels", "resetchannels"]),
+        f(|c| c.acl_pubsub_default.clone().into_bytes(), |c, v| c.acl_pubsub_default = v.s()),
+    ),
     p("sanitize-dump-payload", 0, Ty::Enum(&["no", "yes", "clients"]), inert("no")),
     p("shutdown-timeout", 0, int(0, INT_MAX), inert("10")),
     // Replication and cluster.

@@ -290,7 +290,7 @@ pub(super) fn parse_replicaof(args: &[&[u8]]) -> Result<Val, String> {
 }
 
 /// Text of an OS error, as `strerror` words it.
-pub(super) fn os_error_text(e: &std::io::Error) -> String {
+pub(crate) fn os_error_text(e: &std::io::Error) -> String {
     match e.raw_os_error() {
         Some(code) => {
             // SAFETY: strerror returns a pointer to a NUL-terminated static
