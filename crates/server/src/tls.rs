@@ -22,7 +22,10 @@ use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::{self, PemObject};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::{NoServerSessionStorage, ServerSessionMemoryCache, WebPkiClientVerifier};
-use rustls::{RootCertStore, ServerConfig, ServerConnection, SupportedCipherSuite};
+use rustls::sign::{CertifiedKey, SingleCertAndKey};
+use rustls::{
+    InconsistentKeys, RootCertStore, ServerConfig, ServerConnection, SupportedCipherSuite,
+};
 use tokio::net::TcpStream;
 
 use crate::transport::Transport;
@@ -255,7 +258,7 @@ pub fn configure(c: &Config) -> Result<Arc<ServerConfig>, ()> {
     let builder = match (auth.as_str(), roots) {
         ("no", _) | (_, None) => builder.with_no_client_auth(),
         (mode, Some(roots)) => {
-            let v = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
+            let v = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone());
             let v = if mode == "optional" { v.allow_unauthenticated() } else { v };
             let v = v.build().map_err(|e| {
                 fail(&format!("Failed to configure CA certificate(s) file/directory: {e}"));
@@ -263,15 +266,24 @@ pub fn configure(c: &Config) -> Result<Arc<ServerConfig>, ()> {
             builder.with_client_cert_verifier(v)
         }
     };
-    let mut cfg = builder.with_single_cert(certs, key).map_err(|e| {
-        let why = match e {
-            rustls::Error::InconsistentKeys(_) => {
-                "error:05800074:x509 certificate routines::key values mismatch".to_string()
-            }
-            other => other.to_string(),
-        };
-        fail(&format!("Failed to load private key: {key_file}: {why}"));
+    let key = provider.key_provider.load_private_key(key).map_err(|e| {
+        fail(&format!("Failed to load private key: {key_file}: {e}"));
     })?;
+    let certified = CertifiedKey::new(certs, key);
+    match certified.keys_match() {
+        Err(rustls::Error::InconsistentKeys(InconsistentKeys::KeyMismatch)) => {
+            fail(&format!(
+                "Failed to load private key: {key_file}: error:05800074:x509 certificate \
+                 routines::key values mismatch"
+            ));
+            return Err(());
+        }
+        // Unknown, or a certificate webpki does not parse (an X.509 v1
+        // certificate, as `openssl x509 -req` without extensions makes):
+        // OpenSSL serves those, and so do we; the client judges it.
+        _ => {}
+    }
+    let mut cfg = builder.with_cert_resolver(Arc::new(SingleCertAndKey::from(certified)));
     cfg.ignore_client_order = param(c, "tls-prefer-server-ciphers") == "yes";
     if param(c, "tls-session-caching") == "yes" {
         // OpenSSL's size 0 is "no limit".

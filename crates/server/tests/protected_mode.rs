@@ -198,4 +198,57 @@ fn protected_mode_refuses_non_loopback_clients_as_redis_does() {
         );
         assert_eq!(s_rejected, r_rejected, "{flags:?}: INFO stats");
     }
+    // Over TLS the refusal comes after the handshake, the same line.
+    if Command::new("openssl").arg("version").output().is_err() {
+        assert!(!testkit::oracle_required(), "openssl is needed");
+        eprintln!("SKIPPED: the TLS case needs the openssl CLI");
+        return;
+    }
+    let dir = testkit::scratch_dir("pm-tls");
+    let script = "openssl genrsa -out ca.key 2048 2>/dev/null
+        openssl req -x509 -new -nodes -sha256 -key ca.key -days 30 -subj '/CN=Test CA' -out ca.crt
+        openssl genrsa -out server.key 2048 2>/dev/null
+        openssl req -new -sha256 -subj '/CN=server' -key server.key \
+            | openssl x509 -req -sha256 -CA ca.crt -CAkey ca.key -CAcreateserial -days 30 \
+                -out server.crt 2>/dev/null";
+    let ok = Command::new("bash").args(["-ec", script]).current_dir(&dir).status().unwrap();
+    assert!(ok.success());
+    let mut got = Vec::new();
+    for redis in [true, false] {
+        let tls_port = testkit::free_port();
+        let d = |f: &str| dir.join(f).to_string_lossy().into_owned();
+        let (tp, cert, key) = (tls_port.to_string(), d("server.crt"), d("server.key"));
+        let flags = [
+            "--bind",
+            "*",
+            "-::*",
+            "--tls-port",
+            &tp,
+            "--tls-cert-file",
+            &cert,
+            "--tls-key-file",
+            &key,
+            "--tls-auth-clients",
+            "no",
+        ];
+        let _server: Box<dyn std::any::Any> = if redis {
+            Box::new(RedisServer::start_with(&flags, None).unwrap())
+        } else {
+            Box::new(TestServer::start_with(&sluice_bin(), &flags, None))
+        };
+        // s_client sends nothing (-ign_eof: it reads until the server
+        // closes); -quiet: only what the server sent, on stdout.
+        let out = Command::new("ip")
+            .args(["netns", "exec", &ns.name, "timeout", "10", "openssl", "s_client"])
+            .args(["-quiet", "-ign_eof", "-CAfile", "ca.crt", "-connect"])
+            .arg(format!("{}:{tls_port}", ns.host_ip))
+            .current_dir(&dir)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        got.push(String::from_utf8_lossy(&out.stdout).into_owned());
+    }
+    assert!(got[0].starts_with("-DENIED Redis is running in protected mode"), "{}", got[0]);
+    assert_eq!(got[1], got[0], "over TLS: sluice, redis");
+    let _ = std::fs::remove_dir_all(&dir);
 }
