@@ -270,18 +270,17 @@ pub fn configure(c: &Config) -> Result<Arc<ServerConfig>, ()> {
         fail(&format!("Failed to load private key: {key_file}: {e}"));
     })?;
     let certified = CertifiedKey::new(certs, key);
-    match certified.keys_match() {
-        Err(rustls::Error::InconsistentKeys(InconsistentKeys::KeyMismatch)) => {
-            fail(&format!(
-                "Failed to load private key: {key_file}: error:05800074:x509 certificate \
-                 routines::key values mismatch"
-            ));
-            return Err(());
-        }
-        // Unknown, or a certificate webpki does not parse (an X.509 v1
-        // certificate, as `openssl x509 -req` without extensions makes):
-        // OpenSSL serves those, and so do we; the client judges it.
-        _ => {}
+    // Unknown, or a certificate webpki does not parse (an X.509 v1
+    // certificate, as `openssl x509 -req` without extensions makes):
+    // OpenSSL serves those, and so do we; the client judges it.
+    if let Err(rustls::Error::InconsistentKeys(InconsistentKeys::KeyMismatch)) =
+        certified.keys_match()
+    {
+        fail(&format!(
+            "Failed to load private key: {key_file}: error:05800074:x509 certificate \
+             routines::key values mismatch"
+        ));
+        return Err(());
     }
     let mut cfg = builder.with_cert_resolver(Arc::new(SingleCertAndKey::from(certified)));
     cfg.ignore_client_order = param(c, "tls-prefer-server-ciphers") == "yes";
