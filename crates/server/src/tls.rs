@@ -150,13 +150,19 @@ fn protocols(s: &str) -> Option<Vec<&'static rustls::SupportedProtocolVersion>> 
 
 /// OpenSSL's name of a suite (TLS 1.3 names are the IANA ones).
 fn openssl_name(s: SupportedCipherSuite) -> String {
+    // rustls's Debug names: TLS13_AES_128_GCM_SHA256 (OpenSSL:
+    // TLS_AES_128_GCM_SHA256), TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256
+    // (OpenSSL: ECDHE-RSA-AES128-GCM-SHA256; ChaCha20 without its hash).
     let iana = format!("{:?}", s.suite());
-    if matches!(s, SupportedCipherSuite::Tls13(_)) {
-        return iana;
+    if let Some(rest) = iana.strip_prefix("TLS13_") {
+        return format!("TLS_{rest}");
     }
-    // TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256 → ECDHE-RSA-AES128-GCM-SHA256
     let body = iana.trim_start_matches("TLS_").replace("_WITH_", "_");
-    body.replace("AES_128", "AES128").replace("AES_256", "AES256").replace('_', "-")
+    let name = body.replace("AES_128", "AES128").replace("AES_256", "AES256").replace('_', "-");
+    match name.strip_suffix("-SHA256") {
+        Some(n) if n.ends_with("CHACHA20-POLY1305") => n.to_string(),
+        _ => name,
+    }
 }
 
 /// Picks suites of one protocol family from an OpenSSL-style list.

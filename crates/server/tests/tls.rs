@@ -420,3 +420,71 @@ fn config_set_tls_answers_as_redis() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// What `openssl s_client -brief` negotiates with a TLS port: the
+/// protocol and the suite, or that the handshake failed.
+fn negotiated(dir: &Path, port: u16, client_args: &[&str]) -> String {
+    let out = Command::new("openssl")
+        .args(["s_client", "-brief", "-CAfile", "ca.crt", "-cert", "client.crt"])
+        .args(["-key", "client.key", "-connect", &format!("127.0.0.1:{port}")])
+        .args(client_args)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    let picked: Vec<&str> = err
+        .lines()
+        .filter(|l| l.starts_with("Protocol version:") || l.starts_with("Ciphersuite:"))
+        .collect();
+    if out.status.success() && picked.len() == 2 {
+        picked.join(", ")
+    } else {
+        "handshake failed".to_string()
+    }
+}
+
+#[test]
+fn protocols_and_cipher_suites_are_chosen_as_redis_chooses_them() {
+    if !have_tools() {
+        return;
+    }
+    let servers: &[(&[&str], &[&[&str]])] = &[
+        (
+            &[
+                "--tls-protocols",
+                "TLSv1.2",
+                "--tls-ciphers",
+                "ECDHE-RSA-AES128-GCM-SHA256:ECDHE-RSA-CHACHA20-POLY1305",
+                "--tls-prefer-server-ciphers",
+                "yes",
+            ],
+            &[
+                &[],
+                &["-cipher", "ECDHE-RSA-CHACHA20-POLY1305:ECDHE-RSA-AES128-GCM-SHA256"],
+                &["-cipher", "ECDHE-RSA-AES256-GCM-SHA384"],
+                &["-tls1_3"],
+            ],
+        ),
+        (
+            &["--tls-protocols", "TLSv1.2", "--tls-ciphers", "ECDHE-RSA-CHACHA20-POLY1305"],
+            &[&[], &["-cipher", "ECDHE-RSA-AES128-GCM-SHA256:ECDHE-RSA-CHACHA20-POLY1305"]],
+        ),
+        (
+            &["--tls-protocols", "TLSv1.3", "--tls-ciphersuites", "TLS_CHACHA20_POLY1305_SHA256"],
+            &[&[], &["-tls1_2"], &["-ciphersuites", "TLS_AES_128_GCM_SHA256"]],
+        ),
+        (&["--tls-session-caching", "no"], &[&[], &["-tls1_2"]]),
+    ];
+    for (flags, clients) in servers {
+        let p = pair("tls-suites", flags);
+        for c in *clients {
+            let r = negotiated(&p.dir, p.redis.1, c);
+            let s = negotiated(&p.dir, p.sluice.1, c);
+            assert_eq!(s, r, "server {flags:?}, client {c:?}: sluice, redis");
+            if c.is_empty() {
+                assert!(s.starts_with("Protocol version: TLSv1."), "{flags:?}: {s}");
+            }
+        }
+    }
+}
