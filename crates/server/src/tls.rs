@@ -436,11 +436,18 @@ impl Transport for TlsStream {
     }
 
     fn try_read_buf(&mut self, buf: &mut Vec<u8>) -> io::Result<usize> {
+        // As many records as the socket has and `buf` has room for: a
+        // pipelined batch is read whole, as on plain TCP (rustls reads
+        // the socket a few KB at a time).
+        let mut total = 0;
         loop {
             if self.plain > 0 {
-                let spare = (buf.capacity() - buf.len()).max(1);
+                let spare = buf.capacity() - buf.len();
+                if spare == 0 && total > 0 {
+                    return Ok(total);
+                }
                 let old = buf.len();
-                buf.resize(old + spare.min(self.plain), 0);
+                buf.resize(old + spare.max(1).min(self.plain), 0);
                 let got = self.tls.reader().read(&mut buf[old..]);
                 let n = *got.as_ref().unwrap_or(&0);
                 buf.truncate(old + n);
@@ -448,17 +455,28 @@ impl Transport for TlsStream {
                     Ok(0) => self.plain = 0,
                     Ok(n) => {
                         self.plain -= n;
-                        return Ok(n);
+                        total += n;
+                        continue;
                     }
                     Err(e) if would_block(&e) => self.plain = 0,
+                    Err(e) if total > 0 => {
+                        // Reported by the next call.
+                        let _ = e;
+                        return Ok(total);
+                    }
                     Err(e) => return Err(e),
                 }
             }
             if self.closed {
-                return Ok(0);
+                return Ok(total);
             }
-            if self.read_tls()? == 0 {
-                return Ok(0);
+            match self.read_tls() {
+                Ok(0) => return Ok(total),
+                Ok(_) => {}
+                // What was read goes first; a hard error comes back on
+                // the next call (the socket or rustls's state keeps it).
+                Err(_) if total > 0 => return Ok(total),
+                Err(e) => return Err(e),
             }
         }
     }

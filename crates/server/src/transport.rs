@@ -71,14 +71,15 @@ impl Transport for TcpStream {
         });
     }
 
+    // tokio's own futures, not wrapped in another state machine.
     #[inline]
-    async fn readable(&self) -> io::Result<()> {
-        TcpStream::readable(self).await
+    fn readable(&self) -> impl std::future::Future<Output = io::Result<()>> {
+        TcpStream::readable(self)
     }
 
     #[inline]
-    async fn writable(&self) -> io::Result<()> {
-        TcpStream::writable(self).await
+    fn writable(&self) -> impl std::future::Future<Output = io::Result<()>> {
+        TcpStream::writable(self)
     }
 
     fn into_tcp(self) -> Result<TcpStream, Self> {
