@@ -89,6 +89,11 @@ struct Pair {
 fn pair(tag: &str, extra: &[&str]) -> Pair {
     let dir = scratch_dir(tag);
     make_certs(&dir);
+    pair_in(dir, extra)
+}
+
+/// [`pair`] in a directory that already has the certificates.
+fn pair_in(dir: PathBuf, extra: &[&str]) -> Pair {
     let rp = free_port();
     let rf = tls_flags(&dir, rp, extra);
     let rf: Vec<&str> = rf.iter().map(|s| s.as_str()).collect();
@@ -230,6 +235,16 @@ fn client_certificates_are_required_as_redis_requires_them() {
     let p = pair("tls-optional", &["--tls-auth-clients", "optional"]);
     assert!(same(&p, &[], &["PING"], b"").contains("PONG"));
     assert!(same(&p, CLIENT_CERT, &["PING"], b"").contains("PONG"));
+    drop(p);
+    // The CA from a directory (hashed names, as OpenSSL looks them up).
+    let dir = scratch_dir("tls-cadir");
+    make_certs(&dir);
+    sh(&dir, "mkdir -p cadir && cp ca.crt cadir/ && openssl rehash cadir");
+    let cadir = dir.join("cadir").to_string_lossy().into_owned();
+    let flags = ["--tls-ca-cert-file", "", "--tls-ca-cert-dir", cadir.as_str()];
+    let p = pair_in(dir, &flags);
+    assert!(same(&p, CLIENT_CERT, &["PING"], b"").contains("PONG"));
+    refused_by_both(&p, &[]);
     drop(p);
     // A certificate signed by another CA is refused by both.
     let p = pair("tls-otherca", &["--tls-ca-cert-file", "other-ca.crt"]);
