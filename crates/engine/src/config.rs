@@ -668,25 +668,13 @@ impl Config {
     }
 
     /// What Redis's apply functions do after CONFIG SET stored new
-    /// values: refuse what cannot take effect (TLS: Sluice has none, and
-    /// Redis refuses too without certificates), adjust values the way
-    /// Redis's apply does, and act on the process (`oom-score-adj`).
+    /// values: adjust values the way Redis's apply does, and act on the
+    /// process (`oom-score-adj`). (TLS is applied by the server, through
+    /// `Shared::tls_apply`.)
     /// `Err` names the parameter and Redis's error; the caller keeps the
     /// old configuration then.
     pub fn apply_set(&mut self, set: &[Named]) -> Result<(), (Named, String)> {
         let inert = |c: &Config, k: &str| c.get_by_name(k).unwrap_or_default();
-        if let Some(n) = set.iter().find(|n| n.param.name.starts_with("tls-")) {
-            let tls_on = inert(self, "tls-port") != b"0"
-                || inert(self, "tls-replication") == b"yes"
-                || inert(self, "tls-cluster") == b"yes";
-            if tls_on && n.param.name != "tls-auth-clients" {
-                crate::log::warning(
-                    "Failed to configure TLS: Sluice does not implement TLS yet (tls-port, \
-                     tls-replication and tls-cluster must stay off).",
-                );
-                return Err((*n, "Unable to update TLS configuration. Check server logs.".into()));
-            }
-        }
         for n in set {
             match n.param.name {
                 // resizeReplicationBacklog's minimum.

@@ -171,6 +171,18 @@ pub struct Shared {
     /// bind addresses, the port, the backlog. Installed by the server.
     #[allow(clippy::type_complexity)]
     pub rebind: OnceLock<Box<dyn Fn(&[String], u16, u32) -> Result<(), String> + Send + Sync>>,
+    /// Applies CONFIG SET of `tls-*` parameters (previous and new
+    /// configuration): rebuilds the TLS context, moves the TLS listeners.
+    /// `Err((listening, why))`: `listening` when binding failed, else the
+    /// context could not be built. Installed by the server.
+    #[allow(clippy::type_complexity)]
+    pub tls_apply: OnceLock<
+        Box<
+            dyn Fn(&crate::config::Config, &crate::config::Config) -> Result<(), (bool, String)>
+                + Send
+                + Sync,
+        >,
+    >,
     /// INFO's instantaneous rates, sampled by [`tick`](Shared::tick).
     pub rates: crate::rates::Rates,
     /// SLOWLOG's entries.
@@ -275,6 +287,7 @@ impl Shared {
             mem_startup: AtomicU64::new(0),
             malloc: OnceLock::new(),
             rebind: OnceLock::new(),
+            tls_apply: OnceLock::new(),
             rates: Default::default(),
             slowlog: Default::default(),
             latency: Default::default(),

@@ -21,8 +21,9 @@ use engine::shared::unix_ms;
 use engine::{Session, Shared};
 use resp::{ArgBuf, Limits, Parsed, ReplyBuf};
 use smallvec::SmallVec;
-use tokio::net::TcpStream;
 use tokio::sync::Notify;
+
+use crate::transport::Transport;
 
 use engine::log;
 
@@ -78,9 +79,45 @@ impl ConnLimits {
     }
 }
 
+/// Redis's reply to a client refused by protected mode (one line).
+const DENIED: &[u8] = b"-DENIED Redis is running in protected mode because protected mode is enabled and no password is set for the default user. In this mode connections are only accepted from the loopback interface. If you want to connect from external computers to Redis you may adopt one of the following solutions: 1) Just disable protected mode sending the command 'CONFIG SET protected-mode no' from the loopback interface by connecting to Redis from the same host the server is running, however MAKE SURE Redis is not publicly accessible from internet if you do so. Use CONFIG REWRITE to make this change permanent. 2) Alternatively you can just disable the protected mode by editing the Redis configuration file, and setting the protected mode option to 'no', and then restarting the server. 3) If you started the server manually just for testing, restart it with the '--protected-mode no' option. 4) Setup a an authentication password for the default user. NOTE: You only need to do one of the above things in order for the server to start accepting connections from the outside.\r\n";
+
+/// Protected mode, as Redis 7.0's clientAcceptHandler: with
+/// `protected-mode yes` and no password for the default user, only
+/// loopback peers are served, whatever `bind` says.
+fn refused_by_protected_mode(shared: &Shared, peer: Option<std::net::SocketAddr>) -> bool {
+    let c = shared.config.read();
+    if !c.protected_mode || c.requirepass.is_some() {
+        return false;
+    }
+    !peer.is_some_and(|p| match p.ip() {
+        std::net::IpAddr::V4(ip) => ip.octets()[0] == 127,
+        std::net::IpAddr::V6(ip) => ip.is_loopback(),
+    })
+}
+
+/// Writes a last line to a client about to be dropped (best effort).
+async fn say_and_close<S: Transport>(stream: &mut S, msg: &[u8]) {
+    // A fresh socket's write readiness is not known yet: without the
+    // wait, the write says WouldBlock and the client gets no reason.
+    if stream.writable().await.is_ok() {
+        let _ = stream.try_write_vectored(&[IoSlice::new(msg)]);
+        while stream.pending_out() {
+            if stream.writable().await.is_err() || stream.flush_pending().is_err() {
+                break;
+            }
+        }
+    }
+}
+
 /// Serves one connection until it closes.
-pub async fn serve(shared: Arc<Shared>, stream: TcpStream) {
-    let _ = stream.set_nodelay(true);
+pub async fn serve<S: Transport>(shared: Arc<Shared>, mut stream: S) {
+    if refused_by_protected_mode(&shared, stream.tcp().peer_addr().ok()) {
+        say_and_close(&mut stream, DENIED).await;
+        shared.stats.rejected_connections.fetch_add(1, Ordering::Relaxed);
+        return;
+    }
+    let _ = stream.tcp().set_nodelay(true);
     let keepalive = shared.config.read().tcp_keepalive;
     if keepalive > 0 {
         // Redis's anetKeepAlive: probes after `tcp-keepalive` idle
@@ -90,13 +127,13 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream) {
             .with_time(secs)
             .with_interval((secs / 3).max(Duration::from_secs(1)))
             .with_retries(3);
-        let _ = socket2::SockRef::from(&stream).set_tcp_keepalive(&ka);
+        let _ = socket2::SockRef::from(stream.tcp()).set_tcp_keepalive(&ka);
     }
-    let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
-    let local = stream.local_addr().map(|a| a.to_string()).unwrap_or_default();
+    let peer = stream.tcp().peer_addr().map(|a| a.to_string()).unwrap_or_default();
+    let local = stream.tcp().local_addr().map(|a| a.to_string()).unwrap_or_default();
     let fd = {
         use std::os::fd::AsRawFd;
-        stream.as_raw_fd()
+        stream.tcp().as_raw_fd()
     };
     let mut sess = shared.connect(peer, local, fd);
     if log::enabled(log::Level::Verbose) {
@@ -109,18 +146,14 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream) {
     }
     let maxclients = shared.config.read().maxclients;
     if shared.connected_clients() > maxclients {
-        // A fresh socket's write readiness is not known yet: without the
-        // wait, try_write says WouldBlock and the client gets no reason.
-        if stream.writable().await.is_ok() {
-            let _ = stream.try_write(b"-ERR max number of clients reached\r\n");
-        }
+        say_and_close(&mut stream, b"-ERR max number of clients reached\r\n").await;
         shared.stats.rejected_connections.fetch_add(1, Ordering::Relaxed);
         shared.disconnect(&mut sess);
         return;
     }
     let mut conn = Conn {
         shared: &shared,
-        stream: &stream,
+        stream,
         sess,
         rbuf: Vec::with_capacity(READ_CHUNK),
         rpos: 0,
@@ -138,8 +171,18 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream) {
     let ended = conn.run(&notify).await;
     if ended.is_ok() && conn.sess.replica.as_ref().is_some_and(|h| h.sync.is_some()) {
         let input = conn.rbuf[conn.rpos..].to_vec();
-        let Conn { sess, .. } = conn;
-        become_replica(shared, stream, sess, input);
+        let Conn { sess, stream, .. } = conn;
+        match stream.into_tcp() {
+            Ok(tcp) => become_replica(shared, tcp, sess, input),
+            Err(_) => {
+                log::warning(
+                    "Replication over TLS is not supported by Sluice yet: replica dropped",
+                );
+                let mut sess = sess;
+                *sess.handle.waker.lock() = None;
+                shared.disconnect(&mut sess);
+            }
+        }
         return;
     }
     if log::enabled(log::Level::Verbose) {
@@ -158,7 +201,12 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream) {
 /// SYNC or PSYNC ran: the connection, its replies written, becomes a
 /// replica — its socket, session and unread input go to the server's
 /// replication (`crate::repl`), which runs it from now on.
-fn become_replica(shared: Arc<Shared>, stream: TcpStream, mut sess: Session, input: Vec<u8>) {
+fn become_replica(
+    shared: Arc<Shared>,
+    stream: tokio::net::TcpStream,
+    mut sess: Session,
+    input: Vec<u8>,
+) {
     let hs = sess.replica.take().map(|h| *h).unwrap_or_default();
     *sess.handle.waker.lock() = None;
     match stream.into_std() {
@@ -167,9 +215,9 @@ fn become_replica(shared: Arc<Shared>, stream: TcpStream, mut sess: Session, inp
     }
 }
 
-struct Conn<'a> {
+struct Conn<'a, S> {
     shared: &'a Arc<Shared>,
-    stream: &'a TcpStream,
+    stream: S,
     sess: Session,
     rbuf: Vec<u8>,
     /// Start of unparsed input in `rbuf`.
@@ -192,7 +240,7 @@ struct Conn<'a> {
 /// Why a connection ended.
 type Closed = &'static str;
 
-impl Conn<'_> {
+impl<S: Transport> Conn<'_, S> {
     async fn run(&mut self, notify: &Notify) -> Result<(), Closed> {
         loop {
             if self.sess.handle.killed.load(Ordering::Acquire) {
@@ -227,6 +275,7 @@ impl Conn<'_> {
             if self.sess.close_after_reply || self.eof {
                 // Deliver what is pending, then close.
                 if self.out.is_empty()
+                    && !self.stream.pending_out()
                     && (self.sess.close_after_reply || !self.has_complete_input())
                 {
                     return Ok(());
@@ -253,7 +302,7 @@ impl Conn<'_> {
     /// output can be written, the connection is woken (CLIENT KILL, a
     /// served wait, CLIENT UNPAUSE…) or `timeout` passes; reads what came.
     async fn wait_io(&mut self, notify: &Notify, timeout: Option<Duration>) -> Result<(), Closed> {
-        let pending_out = !self.out.is_empty();
+        let pending_out = !self.out.is_empty() || self.stream.pending_out();
         let can_read = !self.eof && self.rbuf.len() - self.rpos < self.limits.query_limit;
         tokio::select! {
             r = self.stream.readable(), if can_read => {
@@ -404,9 +453,7 @@ impl Conn<'_> {
                         // a read that only says EAGAIN (one syscall in
                         // three per pipelined batch). Data arriving later
                         // raises a fresh edge from epoll.
-                        let _ = self.stream.try_io(tokio::io::Interest::READABLE, || {
-                            Err::<(), _>(std::io::ErrorKind::WouldBlock.into())
-                        });
+                        self.stream.drained();
                         return Ok(());
                     }
                 }
@@ -432,6 +479,9 @@ impl Conn<'_> {
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(_) => return Err("write error"),
             }
+        }
+        if self.stream.pending_out() {
+            self.stream.flush_pending().map_err(|_| "write error")?;
         }
         // What is still unwritten counts against the output limit that
         // publishers check (`engine::pubsub`).

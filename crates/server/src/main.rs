@@ -17,6 +17,8 @@ mod net;
 mod persistence;
 mod process;
 mod repl;
+mod tls;
+mod transport;
 
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
@@ -173,6 +175,15 @@ fn main() {
     migrate::install(&shared);
     let aof = aof::install(&shared);
     repl::install(&shared);
+    if tls::wanted(&shared.config.read()) {
+        match tls::configure(&shared.config.read()) {
+            Ok(ctx) => tls::set_current(ctx),
+            Err(()) => {
+                log::warning("Failed to configure TLS. Check logs for more info.");
+                std::process::exit(1);
+            }
+        }
+    }
     let listeners = match net::bind_all(&shared) {
         Ok(l) => l,
         Err(e) => {
@@ -180,7 +191,11 @@ fn main() {
             std::process::exit(1);
         }
     };
-    let port = listeners.first().and_then(|l| l.local_addr().ok()).map_or(0, |a| a.port());
+    let port = listeners
+        .first()
+        .and_then(|(_, ls)| ls.first())
+        .and_then(|l| l.local_addr().ok())
+        .map_or(0, |a| a.port());
     shared.port.store(u32::from(port), Ordering::Relaxed);
     if let Some(p) = &pid_file {
         process::write_pid_file(p);

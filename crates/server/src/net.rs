@@ -4,12 +4,15 @@
 //! first thread also accepts; each accepted socket is handed to a thread
 //! round-robin and stays there for its whole life (run to completion on
 //! the connection's thread). Every thread runs its share of active expiry.
+//! TLS listeners (`tls-port`) sit beside the plain ones; a TLS socket's
+//! handshake runs on the thread that then serves it.
 
 use std::net::{SocketAddr, TcpListener as StdListener};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use engine::config::Config;
 use engine::shared::unix_ms;
 use engine::Shared;
 use tokio::sync::mpsc;
@@ -17,18 +20,43 @@ use tokio::sync::mpsc;
 use crate::conn;
 use engine::log;
 
-/// Binds every configured address. An address prefixed with `-` is
-/// optional: failing to bind it is not an error (as in Redis).
-pub fn bind_all(shared: &Shared) -> Result<Vec<StdListener>, String> {
-    let (addrs, port, backlog) = {
+/// Which protocol a listener speaks.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Kind {
+    Tcp,
+    Tls,
+}
+
+/// A set of listeners of one kind; a new set replaces the old one.
+pub type ListenerSet = (Kind, Vec<StdListener>);
+
+/// Binds every configured address, for `port` and for `tls-port`. An
+/// address prefixed with `-` is optional: failing to bind it is not an
+/// error (as in Redis). As in Redis, `port 0` with a TLS port listens on
+/// TLS only (without one, Sluice's `port 0` is an ephemeral port).
+pub fn bind_all(shared: &Shared) -> Result<Vec<ListenerSet>, String> {
+    let (addrs, port, backlog, tls_port) = {
         let c = shared.config.read();
-        (c.bind.clone(), c.port, c.tcp_backlog)
+        (c.bind.clone(), c.port, c.tcp_backlog, crate::tls::port(&c))
     };
-    bind_addrs(&addrs, port, backlog)
+    let mut sets = Vec::new();
+    if port != 0 || tls_port == 0 {
+        sets.push((Kind::Tcp, bind_addrs(&addrs, port, backlog, Kind::Tcp)?));
+    }
+    if tls_port != 0 {
+        sets.push((Kind::Tls, bind_addrs(&addrs, tls_port, backlog, Kind::Tls)?));
+    }
+    Ok(sets)
 }
 
 /// Binds `addrs` on `port` (see [`bind_all`]).
-fn bind_addrs(addrs: &[String], port: u16, backlog: u32) -> Result<Vec<StdListener>, String> {
+fn bind_addrs(
+    addrs: &[String],
+    port: u16,
+    backlog: u32,
+    kind: Kind,
+) -> Result<Vec<StdListener>, String> {
+    let proto = if kind == Kind::Tls { "TLS" } else { "TCP" };
     let mut out = Vec::new();
     for a in addrs {
         let (optional, host) = match a.strip_prefix('-') {
@@ -57,12 +85,12 @@ fn bind_addrs(addrs: &[String], port: u16, backlog: u32) -> Result<Vec<StdListen
                 log::warning(&format!(
                     "Warning: Could not create server TCP listening socket {host}:{p}: bind: {why}"
                 ));
-                return Err(format!("Failed listening on port {port} (TCP), aborting."));
+                return Err(format!("Failed listening on port {port} ({proto}), aborting."));
             }
         }
     }
     if out.is_empty() {
-        return Err(format!("Failed listening on port {port} (TCP), aborting."));
+        return Err(format!("Failed listening on port {port} ({proto}), aborting."));
     }
     Ok(out)
 }
@@ -111,25 +139,54 @@ fn close_idle_clients(shared: &Shared) {
 }
 
 /// Runs the event loops until shutdown. Blocks the calling thread.
-pub fn run(shared: Arc<Shared>, listeners: Vec<StdListener>, threads: usize) {
+pub fn run(shared: Arc<Shared>, listeners: Vec<ListenerSet>, threads: usize) {
     // CONFIG SET port: the new listeners are bound by the command's
     // thread (so a failure is its reply) and handed to thread 0, whose
     // accept loops then replace the old ones (Redis's changeListenPort).
-    let (ltx, lrx) = mpsc::unbounded_channel::<Vec<StdListener>>();
-    let _ = ltx.send(listeners);
+    let (ltx, lrx) = mpsc::unbounded_channel::<ListenerSet>();
+    for set in listeners {
+        let _ = ltx.send(set);
+    }
     let hook_tx = ltx.clone();
     let _ = shared.rebind.set(Box::new(move |addrs: &[String], port: u16, backlog: u32| {
-        let ls = bind_addrs(addrs, port, backlog)
+        let ls = bind_addrs(addrs, port, backlog, Kind::Tcp)
             .map_err(|_| "Unable to listen on this port. Check server logs.".to_string())?;
         hook_tx
-            .send(ls)
+            .send((Kind::Tcp, ls))
             .map_err(|_| "Unable to listen on this port. Check server logs.".to_string())
+    }));
+    // CONFIG SET tls-*: Redis's applyTlsCfg and applyTLSPort. The
+    // context is rebuilt whenever TLS is wanted; a new tls-port moves
+    // (or closes, for 0) the TLS listeners.
+    let tls_tx = ltx.clone();
+    let _ = shared.tls_apply.set(Box::new(move |prev: &Config, next: &Config| {
+        const CTX_ERR: &str = "Unable to update TLS configuration. Check server logs.";
+        const PORT_ERR: &str = "Unable to listen on this port. Check server logs.";
+        let ctx = if crate::tls::wanted(next) {
+            Some(crate::tls::configure(next).map_err(|()| (false, CTX_ERR.to_string()))?)
+        } else {
+            None
+        };
+        let port = crate::tls::port(next);
+        if port != crate::tls::port(prev) {
+            let ls = if port == 0 {
+                Vec::new()
+            } else {
+                bind_addrs(&next.bind, port, next.tcp_backlog, Kind::Tls)
+                    .map_err(|_| (true, PORT_ERR.to_string()))?
+            };
+            tls_tx.send((Kind::Tls, ls)).map_err(|_| (true, PORT_ERR.to_string()))?;
+        }
+        if let Some(ctx) = ctx {
+            crate::tls::set_current(ctx);
+        }
+        Ok(())
     }));
     let listeners = lrx;
     let threads = threads.max(1);
     shared.threads.store(threads as u32, Ordering::Relaxed);
     let (senders, receivers): (Vec<_>, Vec<_>) =
-        (0..threads).map(|_| mpsc::unbounded_channel::<std::net::TcpStream>()).unzip();
+        (0..threads).map(|_| mpsc::unbounded_channel::<(std::net::TcpStream, Kind)>()).unzip();
     let mut listeners = Some(listeners);
     let mut senders = Some(senders);
     let joins: Vec<_> = receivers
@@ -154,9 +211,9 @@ fn event_loop(
     idx: usize,
     threads: usize,
     shared: Arc<Shared>,
-    mut rx: mpsc::UnboundedReceiver<std::net::TcpStream>,
-    listeners: Option<mpsc::UnboundedReceiver<Vec<StdListener>>>,
-    senders: Option<Vec<mpsc::UnboundedSender<std::net::TcpStream>>>,
+    mut rx: mpsc::UnboundedReceiver<(std::net::TcpStream, Kind)>,
+    listeners: Option<mpsc::UnboundedReceiver<ListenerSet>>,
+    senders: Option<Vec<mpsc::UnboundedSender<(std::net::TcpStream, Kind)>>>,
 ) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -165,21 +222,27 @@ fn event_loop(
     let local = tokio::task::LocalSet::new();
     local.block_on(&rt, async move {
         // Accept loops (thread 0 only): one per listener of the current
-        // set; a new set (CONFIG SET port) ends the old loops, which
-        // closes their sockets.
+        // set of each kind; a new set (CONFIG SET port, tls-port) ends
+        // the old loops of its kind, which closes their sockets.
         if let (Some(mut sets), Some(senders)) = (listeners, senders) {
             let senders = Arc::new(senders);
             let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
             let sh = shared.clone();
             tokio::task::spawn_local(async move {
                 let shared = sh;
-                let (gen_tx, _) = tokio::sync::watch::channel(0u64);
-                while let Some(ls) = sets.recv().await {
+                let gens =
+                    [tokio::sync::watch::channel(0u64).0, tokio::sync::watch::channel(0u64).0];
+                while let Some((kind, ls)) = sets.recv().await {
+                    let gen_tx = &gens[kind as usize];
                     gen_tx.send_modify(|g| *g += 1);
                     for l in ls {
                         let l = tokio::net::TcpListener::from_std(l).expect("register listener");
                         let port = l.local_addr().map(|a| a.port()).unwrap_or(0);
-                        shared.port.store(u32::from(port), Ordering::Relaxed);
+                        // INFO's tcp_port: the TLS port when there is no
+                        // plain one, as Redis reports it.
+                        if kind == Kind::Tcp || shared.config.read().port == 0 {
+                            shared.port.store(u32::from(port), Ordering::Relaxed);
+                        }
                         let (senders, next, shared) =
                             (senders.clone(), next.clone(), shared.clone());
                         let mut gen = gen_tx.subscribe();
@@ -197,7 +260,7 @@ fn event_loop(
                                         let Ok(s) = s.into_std() else { continue };
                                         let n =
                                             next.fetch_add(1, Ordering::Relaxed) % senders.len();
-                                        let _ = senders[n].send(s);
+                                        let _ = senders[n].send((s, kind));
                                     }
                                     Err(e) => {
                                         log::warning(&format!("Accepting client connection: {e}"));
@@ -247,10 +310,22 @@ fn event_loop(
             }
         };
         let accept = async {
-            while let Some(s) = rx.recv().await {
+            while let Some((s, kind)) = rx.recv().await {
                 let Ok(s) = tokio::net::TcpStream::from_std(s) else { continue };
                 let shared = shared.clone();
-                tokio::task::spawn_local(async move { conn::serve(shared, s).await });
+                match kind {
+                    Kind::Tcp => {
+                        tokio::task::spawn_local(async move { conn::serve(shared, s).await });
+                    }
+                    Kind::Tls => {
+                        let Some(cfg) = crate::tls::current() else { continue };
+                        tokio::task::spawn_local(async move {
+                            if let Some(s) = crate::tls::TlsStream::accept(s, cfg).await {
+                                conn::serve(shared, s).await
+                            }
+                        });
+                    }
+                }
             }
         };
         tokio::select! {

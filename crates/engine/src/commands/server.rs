@@ -240,6 +240,30 @@ fn config_set(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         ));
         return Err(set_failed(n.name().as_bytes(), &why));
     }
+    // TLS: the server rebuilds its context and moves the TLS listeners
+    // (Redis's applyTlsCfg, applyTLSPort); a failure restores everything.
+    if let (Some(apply), Some((first, _))) =
+        (cx.shared.tls_apply.get(), chosen.iter().find(|(n, _)| n.name().starts_with("tls-")))
+    {
+        let result = apply(&cx.shared.config.read(), &next);
+        if let Err((listening, why)) = result {
+            // Redis names the parameter whose apply function failed.
+            let name = if listening {
+                "tls-port"
+            } else {
+                chosen
+                    .iter()
+                    .map(|(n, _)| n.name())
+                    .find(|n| n.starts_with("tls-") && *n != "tls-port")
+                    .unwrap_or(first.name())
+            };
+            crate::log::warning(&format!(
+                "Failed applying new configuration. Possibly related to new {name} setting. \
+                 Restoring previous settings."
+            ));
+            return Err(set_failed(name.as_bytes(), &why));
+        }
+    }
     // A new port moves the listeners, as Redis's changeListenPort does;
     // failing to bind restores everything.
     let old_port = cx.shared.config.read().port;

@@ -1,0 +1,88 @@
+//! What a connection needs from its byte stream, so that one connection
+//! loop (`conn.rs`) serves plain TCP and TLS alike. The loop is generic
+//! over [`Transport`] and monomorphised per stream type: on plain TCP
+//! every method is tokio's own call (the TLS-only hooks are constants),
+//! so TLS costs a plain connection nothing per command.
+
+use std::io::{self, IoSlice};
+
+use tokio::net::TcpStream;
+
+/// A readiness-based, non-blocking byte stream over one TCP socket.
+pub trait Transport {
+    /// The socket underneath (options, addresses, fd).
+    fn tcp(&self) -> &TcpStream;
+    /// Reads what is available into `buf`'s spare capacity; `Ok(0)` at
+    /// end of input, `WouldBlock` when nothing is available.
+    fn try_read_buf(&mut self, buf: &mut Vec<u8>) -> io::Result<usize>;
+    /// Writes (or takes in charge) a prefix of `bufs`.
+    fn try_write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize>;
+    /// Whether the transport still holds bytes of its own for the socket
+    /// (encrypted records not yet written).
+    fn pending_out(&self) -> bool;
+    /// Writes what [`pending_out`](Transport::pending_out) holds, as far
+    /// as the socket takes it (`WouldBlock` is not an error).
+    fn flush_pending(&mut self) -> io::Result<()>;
+    /// A short read drained the socket: forget its read readiness, so
+    /// the next wait does not first make a read that says EAGAIN.
+    fn drained(&self);
+    /// Waits until a read may make progress.
+    fn readable(&self) -> impl std::future::Future<Output = io::Result<()>>;
+    /// Waits until the socket takes more bytes.
+    fn writable(&self) -> impl std::future::Future<Output = io::Result<()>>;
+    /// The plain socket, for a connection that becomes a replica
+    /// (replication streams from threads of its own over a blocking
+    /// socket); `Err` gives the stream back when it cannot be handed on.
+    fn into_tcp(self) -> Result<TcpStream, Self>
+    where
+        Self: Sized;
+}
+
+impl Transport for TcpStream {
+    #[inline]
+    fn tcp(&self) -> &TcpStream {
+        self
+    }
+
+    #[inline]
+    fn try_read_buf(&mut self, buf: &mut Vec<u8>) -> io::Result<usize> {
+        TcpStream::try_read_buf(self, buf)
+    }
+
+    #[inline]
+    fn try_write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        TcpStream::try_write_vectored(self, bufs)
+    }
+
+    #[inline(always)]
+    fn pending_out(&self) -> bool {
+        false
+    }
+
+    #[inline(always)]
+    fn flush_pending(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+
+    #[inline]
+    fn drained(&self) {
+        let _ = self.try_io(tokio::io::Interest::READABLE, || {
+            Err::<(), _>(io::ErrorKind::WouldBlock.into())
+        });
+    }
+
+    // tokio's own futures, not wrapped in another state machine.
+    #[inline]
+    fn readable(&self) -> impl std::future::Future<Output = io::Result<()>> {
+        TcpStream::readable(self)
+    }
+
+    #[inline]
+    fn writable(&self) -> impl std::future::Future<Output = io::Result<()>> {
+        TcpStream::writable(self)
+    }
+
+    fn into_tcp(self) -> Result<TcpStream, Self> {
+        Ok(self)
+    }
+}
