@@ -44,7 +44,8 @@ pub struct Vm {
     epoch: u64,
     funcs: HashMap<[u8; 40], Function, ahash::RandomState>,
     env: Table,
-    runner: Function,
+    /// The error handler runs are called under (prelude.lua).
+    handler: Function,
     /// The environment of library code, and the prelude's loader.
     libenv: Table,
     loader: Function,
@@ -84,9 +85,9 @@ pub fn with_vm<R>(shared: &Shared, f: impl FnOnce(&mut Vm) -> R) -> R {
 
 /// What a run calls: an EVAL script (KEYS and ARGV as globals) or a
 /// library's function (keys and args as its arguments).
-enum Callable {
-    Script(Function),
-    Function(Function),
+enum Callable<'f> {
+    Script(&'f Function),
+    Function(&'f Function),
 }
 
 /// How a run ended.
@@ -167,8 +168,10 @@ impl Vm {
         let outside = |what: &str| {
             mlua::Error::runtime(format!("{what} can only be called inside a script invocation"))
         };
-        // SAFETY: `call_primitive` follows the Lua C API's rules (see it).
-        p.set("call", unsafe { lua.create_c_function(call_primitive)? })?;
+        // SAFETY: `call_raising` follows the Lua C API's rules (see it).
+        p.set("call", unsafe { lua.create_c_function(call_raising)? })?;
+        // SAFETY: as above.
+        p.set("pcall", unsafe { lua.create_c_function(call_protected)? })?;
         p.set(
             "setresp",
             lua.create_function(move |_, v: i64| {
@@ -188,7 +191,7 @@ impl Vm {
                     .unwrap_or(false))
             })?,
         )?;
-        let (env, runner, raising, libenv, loader, front): (
+        let (env, handler, raising, libenv, loader, front): (
             Table,
             Function,
             Table,
@@ -212,7 +215,7 @@ impl Vm {
             epoch,
             funcs: HashMap::default(),
             env,
-            runner,
+            handler,
             libenv,
             loader,
             libs: HashMap::new(),
@@ -324,7 +327,7 @@ impl Vm {
         run: &mut Run<'_, '_>,
         out: &mut ReplyBuf,
     ) -> Outcome {
-        let Some(f) = self.funcs.get(sha).cloned() else {
+        let Some(f) = self.funcs.get(sha) else {
             out.error(b"NOSCRIPT No matching script. Please use EVAL.");
             return Outcome::Done;
         };
@@ -341,96 +344,137 @@ impl Vm {
         run: &mut Run<'_, '_>,
         out: &mut ReplyBuf,
     ) -> Outcome {
-        self.call(Callable::Function(f), name.as_bytes(), keys, args, run, out)
+        self.call(Callable::Function(&f), name.as_bytes(), keys, args, run, out)
     }
 
+    /// One run, in one protected call of the C API: KEYS and ARGV set
+    /// (or a function's two tables pushed), the callable called with
+    /// `lua_pcall` under the error handler, and a scalar result written
+    /// as the reply right there; a table result, or the error, is left
+    /// for the conversions through mlua's values. (Through mlua's safe
+    /// API each step is a protected call and a conversion of its own,
+    /// which cost more than the rest of a short script.)
     fn call(
-        &mut self,
-        what: Callable,
+        &self,
+        what: Callable<'_>,
         name: &[u8],
         keys: &[&[u8]],
         args: &[&[u8]],
         run: &mut Run<'_, '_>,
         out: &mut ReplyBuf,
     ) -> Outcome {
+        use mlua::ffi;
+        /// What the protected call left: the reply written, a value to
+        /// convert or report, or a restart.
+        enum Left {
+            Written,
+            Result,
+            Error,
+            Retry(Scope),
+        }
         let lua = &self.lua;
-        // KEYS and ARGV are built with the C API in one protected call:
-        // through mlua's safe API every `raw_set` is a protected call of
-        // its own, which cost more than the rest of a short script.
-        let (f, call_args) = match what {
-            Callable::Script(f) => {
-                // SAFETY: plain Lua C API calls inside exec_raw's protected
-                // call; the slices outlive it.
-                let set = unsafe {
-                    lua.exec_raw::<()>(&self.front, |l| {
-                        mlua::ffi::lua_pushlstring(l, c"KEYS".as_ptr(), 4);
-                        push_array(l, keys);
-                        mlua::ffi::lua_rawset(l, 1);
-                        mlua::ffi::lua_pushlstring(l, c"ARGV".as_ptr(), 4);
-                        push_array(l, args);
-                        mlua::ffi::lua_rawset(l, 1);
-                    })
-                };
-                if let Err(e) = set {
-                    out.error(format!("ERR {}", lua_error_text(&e)).as_bytes());
-                    return Outcome::Done;
-                }
-                (f, None)
-            }
-            Callable::Function(f) => {
-                // SAFETY: as above; the two tables are left as results.
-                let ka = unsafe {
-                    lua.exec_raw::<(Table, Table)>((), |l| {
-                        push_array(l, keys);
-                        push_array(l, args);
-                    })
-                };
-                match ka {
-                    Ok(ka) => (f, Some(ka)),
-                    Err(e) => {
-                        out.error(format!("ERR {}", lua_error_text(&e)).as_bytes());
-                        return Outcome::Done;
-                    }
-                }
-            }
-        };
         let running = run.running.clone();
         let hooked = running.threshold_ms > 0;
         if hooked {
             HOOKED.with(|h| h.set(Some((run.shared as *const Shared, Arc::as_ptr(&running)))));
         }
+        let (f, script) = match what {
+            Callable::Script(f) => (f, true),
+            Callable::Function(f) => (f, false),
+        };
         let cell = RefCell::new(run);
+        let mut left = Left::Written;
         let result = {
             let _current = Current::enter(&cell, lua);
-            let called: mlua::Result<(bool, Value)> = match call_args {
-                None => self.runner.call(f),
-                Some((k, a)) => self.runner.call((f, k, a)),
-            };
-            called.map(|(ok, v)| {
-                let _unlimited = Unlimited::new(lua);
-                let r = cell.borrow();
-                if let Some(scope) = r.retry {
-                    return Outcome::Retry(scope);
-                }
-                if ok {
-                    reply_from_lua(v, r.resp3, out);
-                } else {
-                    let killed = running.kill.load(std::sync::atomic::Ordering::Relaxed);
-                    script_error(&v, name, killed, out);
-                }
-                Outcome::Done
-            })
+            // SAFETY: plain Lua C API calls inside exec_raw's protected
+            // call (stack: 1 the handler, 2 the callable, 3 `front`); the
+            // slices outlive it. A raise can only come from the pushes
+            // before `lua_pcall` (the memory limit), when nothing in this
+            // closure needs dropping; the borrow of the run is taken after
+            // the script ran and nothing raises while it lives (the limit
+            // is lifted, and a string's bytes are read in place).
+            unsafe {
+                lua.exec_raw::<Value>((&self.handler, f, &self.front), |l| {
+                    let nargs = if script {
+                        ffi::lua_pushlstring(l, c"KEYS".as_ptr(), 4);
+                        push_array(l, keys);
+                        ffi::lua_rawset(l, 3);
+                        ffi::lua_pushlstring(l, c"ARGV".as_ptr(), 4);
+                        push_array(l, args);
+                        ffi::lua_rawset(l, 3);
+                        ffi::lua_settop(l, 2);
+                        0
+                    } else {
+                        ffi::lua_settop(l, 2);
+                        push_array(l, keys);
+                        push_array(l, args);
+                        2
+                    };
+                    let status = ffi::lua_pcall(l, nargs, 1, 1);
+                    // Stack: 1 the handler, 2 the result or the error.
+                    ffi::lua_remove(l, 1);
+                    let _ = lua.set_memory_limit(0);
+                    let r = cell.borrow();
+                    if let Some(scope) = r.retry {
+                        left = Left::Retry(scope);
+                    } else if status != 0 {
+                        left = Left::Error;
+                    } else {
+                        match ffi::lua_type(l, 1) {
+                            ffi::LUA_TSTRING => {
+                                let mut len = 0usize;
+                                let p = ffi::lua_tolstring(l, 1, &mut len);
+                                out.bulk(std::slice::from_raw_parts(p as *const u8, len));
+                            }
+                            ffi::LUA_TNUMBER => out.int(lua_number_to_i64(ffi::lua_tonumber(l, 1))),
+                            ffi::LUA_TBOOLEAN => {
+                                let b = ffi::lua_toboolean(l, 1) != 0;
+                                if r.resp3 {
+                                    out.boolean(b);
+                                } else if b {
+                                    out.int(1);
+                                } else {
+                                    out.null();
+                                }
+                            }
+                            ffi::LUA_TTABLE => left = Left::Result,
+                            _ => out.null(),
+                        }
+                    }
+                    drop(r);
+                    let _ = lua.set_memory_limit(LUA_MEMORY_LIMIT);
+                    if matches!(left, Left::Written | Left::Retry(_)) {
+                        ffi::lua_settop(l, 0);
+                    }
+                })
+            }
         };
-        if hooked {
-            HOOKED.with(|h| h.set(None));
-        }
-        match result {
-            Ok(o) => o,
+        let outcome = match result {
+            Ok(v) => {
+                let _unlimited = Unlimited::new(lua);
+                match left {
+                    Left::Written => Outcome::Done,
+                    Left::Retry(scope) => Outcome::Retry(scope),
+                    Left::Result => {
+                        reply_from_lua(v, cell.borrow().resp3, out);
+                        Outcome::Done
+                    }
+                    Left::Error => {
+                        let killed = running.kill.load(std::sync::atomic::Ordering::Relaxed);
+                        script_error(&v, name, killed, out);
+                        Outcome::Done
+                    }
+                }
+            }
             Err(e) => {
                 out.error(format!("ERR {}", lua_error_text(&e)).as_bytes());
                 Outcome::Done
             }
+        };
+        if hooked {
+            HOOKED.with(|h| h.set(None));
         }
+        outcome
     }
 
     /// Bytes the Lua state uses (`used_memory_lua`).
@@ -866,16 +910,39 @@ fn table_reply(t: &Table, top: usize, out: &mut ReplyBuf, work: &mut Vec<(Value,
     work[start..].reverse();
 }
 
-/// `redis.call`'s primitive, a C function: runs the command its arguments
-/// name and returns the reply as a Lua value and whether it is an error
-/// (the prelude raises it for `redis.call`). Arguments are read from the
-/// Lua stack in place and the reply is pushed with the C API, without
-/// mlua's per-call conversions; the Lua memory limit is lifted meanwhile,
-/// so no allocation here can raise (and jump over Rust frames).
+/// `redis.call`, a C function: runs the command its arguments name and
+/// returns the reply as a Lua value, or raises the error table. Being a C
+/// function, a script's `return redis.call(...)` keeps the script's frame,
+/// so the error names the script's line as Redis's does.
 ///
 /// # Safety
 /// Called by Lua as a `lua_CFunction`.
-unsafe extern "C-unwind" fn call_primitive(l: *mut mlua::ffi::lua_State) -> std::os::raw::c_int {
+unsafe extern "C-unwind" fn call_raising(l: *mut mlua::ffi::lua_State) -> std::os::raw::c_int {
+    // SAFETY: as the caller guarantees.
+    unsafe { call_primitive(l, true) }
+}
+
+/// `redis.pcall`: as `redis.call`, the error table returned, not raised.
+///
+/// # Safety
+/// Called by Lua as a `lua_CFunction`.
+unsafe extern "C-unwind" fn call_protected(l: *mut mlua::ffi::lua_State) -> std::os::raw::c_int {
+    // SAFETY: as the caller guarantees.
+    unsafe { call_primitive(l, false) }
+}
+
+/// `redis.call`'s and `redis.pcall`'s body: runs the command its arguments
+/// name and pushes the reply as a Lua value (raising an error reply when
+/// `raise`). Arguments are read from the Lua stack in place and the reply
+/// is pushed with the C API, without mlua's per-call conversions; the Lua
+/// memory limit is lifted meanwhile, so no allocation here can raise (and
+/// jump over Rust frames). The only raises are `lua_error` calls made with
+/// nothing left in this frame that needs dropping.
+///
+/// # Safety
+/// Called from a `lua_CFunction` on the running state.
+#[inline(always)]
+unsafe fn call_primitive(l: *mut mlua::ffi::lua_State, raise: bool) -> std::os::raw::c_int {
     use mlua::ffi;
     enum Piece {
         Str(*const u8, usize),
@@ -894,7 +961,7 @@ unsafe extern "C-unwind" fn call_primitive(l: *mut mlua::ffi::lua_State) -> std:
         }
     }
     // SAFETY: set by `Current` for as long as the run (and this call) lasts.
-    let _unlimited = Unlimited::new(unsafe { &*lua });
+    let unlimited = Unlimited::new(unsafe { &*lua });
     // SAFETY (this block): stack reads of the arguments, which stay on the
     // stack (so their bytes stay alive) until this function returns.
     let outcome = unsafe {
@@ -950,7 +1017,7 @@ unsafe extern "C-unwind" fn call_primitive(l: *mut mlua::ffi::lua_State) -> std:
     let Some(outcome) = outcome else {
         // Not inside a run (or reached from inside itself): raise, with
         // nothing left in this frame that needs dropping.
-        drop(_unlimited);
+        drop(unlimited);
         // SAFETY: a Lua error raised from a C function.
         unsafe {
             ffi::lua_pushstring(
@@ -962,40 +1029,100 @@ unsafe extern "C-unwind" fn call_primitive(l: *mut mlua::ffi::lua_State) -> std:
     };
     // SAFETY (this block): pushes with the memory limit lifted and the
     // stack checked; nothing here raises.
-    unsafe {
+    let is_err = unsafe {
         ffi::lua_settop(l, 0);
         match outcome {
             Err(line) => {
                 push_error_table(l, &line);
-                ffi::lua_pushboolean(l, 1);
+                true
             }
             Ok(buf) => {
-                let owned;
-                let bytes = match buf.contiguous() {
-                    Some(b) => b,
-                    None => {
-                        owned = buf.to_vec();
-                        &owned
-                    }
+                let is_err = match buf.contiguous() {
+                    Some(b) => push_reply(l, b),
+                    None => push_reply(l, &buf.to_vec()),
                 };
-                match resp::parse_frame(bytes) {
-                    Ok(Some((frame, _))) => {
-                        let is_err = matches!(frame, Frame::Error(_));
-                        if !push_frame(l, frame) {
-                            ffi::lua_settop(l, 0);
-                            push_error_table(l, b"ERR reached lua stack limit");
-                        }
-                        ffi::lua_pushboolean(l, is_err as i32);
-                    }
-                    _ => {
-                        push_error_table(l, b"ERR the command's reply could not be read");
-                        ffi::lua_pushboolean(l, 1);
-                    }
-                }
                 SCRATCH.with(|s| s.replace(buf));
+                is_err
             }
         }
-        2
+    };
+    drop(unlimited);
+    if raise && is_err {
+        // SAFETY: a Lua error raised from a C function, the error table on
+        // top; nothing in this frame needs dropping any more.
+        unsafe { ffi::lua_error(l) }
+    }
+    1
+}
+
+/// Pushes a command's reply (`bytes`, one RESP frame) as the Lua value a
+/// script sees (stack: +1); true when it is an error table. The common
+/// one-line replies are read in place; the others through
+/// [`resp::parse_frame`].
+///
+/// # Safety
+/// On a running state, with the memory limit lifted and room for 4 slots.
+unsafe fn push_reply(l: *mut mlua::ffi::lua_State, bytes: &[u8]) -> bool {
+    use mlua::ffi;
+    // The frame's first line (without CRLF) and where its body starts, when
+    // it ends where `bytes` ends.
+    let line = || -> Option<(&[u8], usize)> {
+        let nl = bytes.iter().position(|&c| c == b'\n')?;
+        (nl >= 2 && bytes[nl - 1] == b'\r').then(|| (&bytes[1..nl - 1], nl + 1))
+    };
+    // SAFETY (whole body): plain Lua C API calls, as the caller guarantees.
+    unsafe {
+        match bytes.first() {
+            Some(b'$') => {
+                if let Some((head, body)) = line() {
+                    if head == b"-1" && body == bytes.len() {
+                        ffi::lua_pushboolean(l, 0);
+                        return false;
+                    }
+                    if let Some(len) = resp::parse_i64(head) {
+                        let len = len as usize;
+                        if len as i64 >= 0 && body + len + 2 == bytes.len() {
+                            ffi::lua_pushlstring(l, bytes[body..].as_ptr() as *const _, len);
+                            return false;
+                        }
+                    }
+                }
+            }
+            Some(b':') => {
+                if let Some((head, body)) = line() {
+                    if let (Some(i), true) = (resp::parse_i64(head), body == bytes.len()) {
+                        ffi::lua_pushnumber(l, i as f64);
+                        return false;
+                    }
+                }
+            }
+            Some(b'+') => {
+                if let Some((head, body)) = line() {
+                    if body == bytes.len() {
+                        ffi::lua_createtable(l, 0, 1);
+                        ffi::lua_pushlstring(l, head.as_ptr() as *const _, head.len());
+                        ffi::lua_setfield(l, -2, c"ok".as_ptr());
+                        return false;
+                    }
+                }
+            }
+            _ => {}
+        }
+        match resp::parse_frame(bytes) {
+            Ok(Some((frame, _))) => {
+                let is_err = matches!(frame, Frame::Error(_));
+                if !push_frame(l, frame) {
+                    ffi::lua_settop(l, 0);
+                    push_error_table(l, b"ERR reached lua stack limit");
+                    return true;
+                }
+                is_err
+            }
+            _ => {
+                push_error_table(l, b"ERR the command's reply could not be read");
+                true
+            }
+        }
     }
 }
 
