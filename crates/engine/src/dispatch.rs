@@ -638,8 +638,21 @@ pub fn lock_keys(
         return Ok(());
     }
     let mut ids = SmallVec::new();
-    let r = match key_ids(shared, db, spec, argv, &mut ids) {
-        Scope::Keys => keys.acquire(&mut ids),
+    let need = key_ids(shared, db, spec, argv, &mut ids);
+    lock_ids(shared, db, need, &mut ids, keys)
+}
+
+/// [`lock_keys`] with the command's [`key_ids`] already collected (`need`
+/// and `ids`), for a caller that looked at them first (a script).
+pub fn lock_ids(
+    shared: &Shared,
+    db: usize,
+    need: Scope,
+    ids: &mut SmallVec<[u32; 8]>,
+    keys: &mut Locks,
+) -> Result<(), CmdError> {
+    let r = match need {
+        Scope::Keys => keys.acquire(ids),
         Scope::Db => keys.acquire_db(db),
         Scope::All => (0..shared.store.databases()).try_for_each(|d| keys.acquire_db(d)),
     };

@@ -20,7 +20,7 @@ use crate::dispatch::{self, Caller, Lookup, Scope};
 use crate::error::CmdError;
 use crate::session::Session;
 use crate::shared::Shared;
-use crate::spec::Flags;
+use crate::spec::{Flags, KeySpec};
 
 use super::{Running, Script};
 use std::sync::Arc;
@@ -1293,13 +1293,16 @@ impl Run<'_, '_> {
         // The job namespace's stripe is above every database's: taking it
         // is always in order, so it never widens what the script locks.
         let jobs_id = self.shared.store.jobs_id();
-        ids.retain(|id| *id != jobs_id);
         let stripes = self.shared.store.stripes() as u32;
-        let other_db = db != self.start_db || ids.iter().any(|&id| (id / stripes) as usize != db);
+        let other_db = db != self.start_db
+            || ids.iter().any(|&id| id != jobs_id && (id / stripes) as usize != db);
         let covered = match need {
             _ if self.scope == Scope::All => true,
             _ if other_db => false,
-            Scope::Keys => self.scope == Scope::Db || ids.iter().all(|&id| self.keys.holds(id)),
+            Scope::Keys => {
+                self.scope == Scope::Db
+                    || ids.iter().all(|&id| id == jobs_id || self.keys.holds(id))
+            }
             Scope::Db => self.scope == Scope::Db,
             Scope::All => false,
         };
@@ -1311,8 +1314,13 @@ impl Run<'_, '_> {
                 return fail(b"ERR script restarted");
             }
         }
-        if let Err(e) = dispatch::lock_keys(self.shared, db, spec, argv, self.keys) {
-            return fail(&e.text());
+        // The ids found above are the ones to lock (as `lock_keys` would
+        // find them again).
+        let walk = matches!(spec.keys, KeySpec::DbWalk) && self.keys.is_empty();
+        if !walk {
+            if let Err(e) = dispatch::lock_ids(self.shared, db, need, &mut ids, self.keys) {
+                return fail(&e.text());
+            }
         }
         if spec.flags.has(Flags::WRITE) {
             self.wrote = true;
