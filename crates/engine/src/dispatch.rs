@@ -600,6 +600,29 @@ pub enum Scope {
     All,
 }
 
+/// [`key_ids`] for a command whose keys are a range starting at
+/// `argv[1]` (`KeySpec::Range { first: 1, .. }`), the first key's lock id
+/// already known.
+pub fn range_ids_hinted(
+    shared: &Shared,
+    db: usize,
+    spec: &CommandSpec,
+    argv: &[&[u8]],
+    first_id: u32,
+    ids: &mut SmallVec<[u32; 8]>,
+) {
+    let KeySpec::Range { last, step, .. } = spec.keys else { unreachable!("checked by caller") };
+    let argc = argv.len() as i32;
+    let last = if last < 0 { argc + last } else { last.min(argc - 1) };
+    ids.push(first_id);
+    let store = &shared.store;
+    let mut i = 1 + step.max(1);
+    while i <= last && i < argc {
+        ids.push(store.global_id(db, store.stripe_of(argv[i as usize])));
+        i += step.max(1);
+    }
+}
+
 /// Locks a range-keyed command's stripes when the first key's is known.
 fn lock_keys_hinted(
     shared: &Shared,
@@ -609,17 +632,8 @@ fn lock_keys_hinted(
     keys: &mut Locks,
     first_id: u32,
 ) -> Result<(), CmdError> {
-    let KeySpec::Range { last, step, .. } = spec.keys else { unreachable!("checked by caller") };
-    let argc = argv.len() as i32;
-    let last = if last < 0 { argc + last } else { last.min(argc - 1) };
     let mut ids: SmallVec<[u32; 8]> = SmallVec::new();
-    ids.push(first_id);
-    let store = &shared.store;
-    let mut i = 1 + step.max(1);
-    while i <= last && i < argc {
-        ids.push(store.global_id(db, store.stripe_of(argv[i as usize])));
-        i += step.max(1);
-    }
+    range_ids_hinted(shared, db, spec, argv, first_id, &mut ids);
     keys.acquire(&mut ids).map_err(|_| CmdError::LockOrder)
 }
 

@@ -1289,7 +1289,22 @@ impl Run<'_, '_> {
         // take up front; this run starts over if it has not written yet,
         // and otherwise adds the stripes if that can be done safely.
         let mut ids: SmallVec<[u32; 8]> = SmallVec::new();
-        let need = dispatch::key_ids(self.shared, db, spec, argv, &mut ids);
+        // The first key's stripe and hash, found once: the handler finds
+        // its entry through them (`Locks::remember`), as a client's
+        // command does with the connection's prefetch.
+        let token = match spec.keys {
+            KeySpec::Range { first: 1, .. } if argv.len() > 1 => {
+                self.shared.store.prefetch_token(db, argv[1])
+            }
+            _ => None,
+        };
+        let need = match token {
+            Some(t) => {
+                dispatch::range_ids_hinted(self.shared, db, spec, argv, t.id(), &mut ids);
+                Scope::Keys
+            }
+            None => dispatch::key_ids(self.shared, db, spec, argv, &mut ids),
+        };
         // The job namespace's stripe is above every database's: taking it
         // is always in order, so it never widens what the script locks.
         let jobs_id = self.shared.store.jobs_id();
@@ -1328,7 +1343,14 @@ impl Run<'_, '_> {
         }
         buf.proto = if self.resp3 { Proto::Resp3 } else { Proto::Resp2 };
         let ops = self.sess.fx.ops_len();
+        match token {
+            Some(t) => self.keys.remember(argv[1], t),
+            None => self.keys.forget(),
+        }
         dispatch::call(self.shared, self.sess, self.keys, spec, argv, buf, caller);
+        // The argument's bytes are the script's (a later string may take
+        // their place): nothing of them is kept past the call.
+        self.keys.forget();
         if self.repl == 0 {
             // redis.set_repl(redis.REPL_NONE). (REPL_AOF and REPL_REPLICA
             // propagate to both: the consumers do not tell them apart yet.)
