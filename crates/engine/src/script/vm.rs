@@ -56,7 +56,16 @@ pub struct Vm {
     /// Where EVAL scripts find their globals first (prelude.lua): KEYS
     /// and ARGV are set here for each run.
     front: Table,
+    /// The KEYS and ARGV tables, refilled by each run (up to `KEPT_MAX`
+    /// elements) instead of made anew, while the scripts leave them
+    /// holding nothing but their elements; and how many those are.
+    kept: RefCell<[Table; 2]>,
+    kept_len: [std::cell::Cell<usize>; 2],
 }
+
+/// Most elements a kept KEYS or ARGV table is refilled with (a longer
+/// list gets a table of its own, as do functions' keys and args).
+const KEPT_MAX: usize = 16;
 
 thread_local! {
     static VM: RefCell<Option<Vm>> = const { RefCell::new(None) };
@@ -210,6 +219,7 @@ impl Vm {
                 unsafe { lua.exec_raw(body, |l| mlua::ffi::lua_pushcclosure(l, trampoline, 1))? };
             target.raw_set(name, f)?;
         }
+        let kept = [lua.create_table()?, lua.create_table()?];
         Ok(Vm {
             lua,
             epoch,
@@ -221,6 +231,8 @@ impl Vm {
             libs: HashMap::new(),
             reported: 0,
             front,
+            kept: RefCell::new(kept),
+            kept_len: Default::default(),
         })
     }
 
@@ -384,36 +396,57 @@ impl Vm {
         };
         let cell = RefCell::new(run);
         let mut left = Left::Written;
+        let (mut used, mut stale) = ([false; 2], [false; 2]);
         let result = {
             let _current = Current::enter(&cell, lua);
             // SAFETY: plain Lua C API calls inside exec_raw's protected
-            // call (stack: 1 the handler, 2 the callable, 3 `front`); the
-            // slices outlive it. A raise can only come from the pushes
+            // call (stack: 1 the handler, 2 `front`, 3 and 4 the kept KEYS
+            // and ARGV tables, 5 the callable); the slices outlive it. A raise can only come from the pushes
             // before `lua_pcall` (the memory limit), when nothing in this
             // closure needs dropping; the borrow of the run is taken after
             // the script ran and nothing raises while it lives (the limit
             // is lifted, and a string's bytes are read in place).
             unsafe {
-                lua.exec_raw::<Value>((&self.handler, f, &self.front), |l| {
+                let kept = self.kept.borrow();
+                let args4 = (&self.handler, &self.front, &kept[0], &kept[1], f);
+                lua.exec_raw::<Value>(args4, |l| {
                     let nargs = if script {
-                        ffi::lua_pushlstring(l, c"KEYS".as_ptr(), 4);
-                        push_array(l, keys);
-                        ffi::lua_rawset(l, 3);
-                        ffi::lua_pushlstring(l, c"ARGV".as_ptr(), 4);
-                        push_array(l, args);
-                        ffi::lua_rawset(l, 3);
-                        ffi::lua_settop(l, 2);
+                        for (i, items, name) in [(0, keys, c"KEYS"), (1, args, c"ARGV")] {
+                            ffi::lua_pushlstring(l, name.as_ptr(), 4);
+                            if items.len() <= KEPT_MAX {
+                                // Until the table is found clean again,
+                                // whatever was written may be in it.
+                                let old = self.kept_len[i].replace(KEPT_MAX);
+                                refill(l, 3 + i as i32, items, old);
+                                ffi::lua_pushvalue(l, 3 + i as i32);
+                                used[i] = true;
+                            } else {
+                                push_array(l, items);
+                            }
+                            ffi::lua_rawset(l, 2);
+                        }
                         0
                     } else {
-                        ffi::lua_settop(l, 2);
                         push_array(l, keys);
                         push_array(l, args);
                         2
                     };
                     let status = ffi::lua_pcall(l, nargs, 1, 1);
-                    // Stack: 1 the handler, 2 the result or the error.
-                    ffi::lua_remove(l, 1);
+                    // Stack: 1 the handler, 2 `front`, 3 and 4 the kept
+                    // tables, 5 the result or the error.
                     let _ = lua.set_memory_limit(0);
+                    for i in 0..2 {
+                        if used[i] {
+                            let n = if i == 0 { keys.len() } else { args.len() };
+                            if exactly_array(l, 3 + i as i32, n) {
+                                self.kept_len[i].set(n);
+                            } else {
+                                stale[i] = true;
+                            }
+                        }
+                    }
+                    ffi::lua_replace(l, 1);
+                    ffi::lua_settop(l, 1);
                     let r = cell.borrow();
                     if let Some(scope) = r.retry {
                         left = Left::Retry(scope);
@@ -449,6 +482,16 @@ impl Vm {
                 })
             }
         };
+        // A kept table the script changed beyond its elements (other keys,
+        // a metatable) is not seen by a later run: a new one is kept.
+        for (i, stale) in stale.into_iter().enumerate() {
+            if stale {
+                if let Ok(t) = lua.create_table() {
+                    self.kept.borrow_mut()[i] = t;
+                    self.kept_len[i].set(0);
+                }
+            }
+        }
         let outcome = match result {
             Ok(v) => {
                 let _unlimited = Unlimited::new(lua);
@@ -561,6 +604,58 @@ unsafe fn push_array(l: *mut mlua::ffi::lua_State, items: &[&[u8]]) {
             mlua::ffi::lua_pushlstring(l, a.as_ptr() as *const _, a.len());
             mlua::ffi::lua_rawseti(l, -2, i as mlua::ffi::lua_Integer + 1);
         }
+    }
+}
+
+/// Sets a kept table's elements to `items`, clearing those up to `old`.
+///
+/// # Safety
+/// Inside a protected call on `l`, the table at `idx`, room for two slots.
+unsafe fn refill(l: *mut mlua::ffi::lua_State, idx: i32, items: &[&[u8]], old: usize) {
+    // SAFETY: plain Lua C API calls, as the caller guarantees.
+    unsafe {
+        for (i, a) in items.iter().enumerate() {
+            mlua::ffi::lua_pushlstring(l, a.as_ptr() as *const _, a.len());
+            mlua::ffi::lua_rawseti(l, idx, i as mlua::ffi::lua_Integer + 1);
+        }
+        for i in items.len()..old {
+            mlua::ffi::lua_pushnil(l);
+            mlua::ffi::lua_rawseti(l, idx, i as mlua::ffi::lua_Integer + 1);
+        }
+    }
+}
+
+/// Whether the table at `idx` holds exactly the keys 1..=n and has no
+/// metatable (what a run may leave in a kept table for the next to
+/// refill).
+///
+/// # Safety
+/// On a state with room for three slots; nothing here allocates.
+unsafe fn exactly_array(l: *mut mlua::ffi::lua_State, idx: i32, n: usize) -> bool {
+    use mlua::ffi;
+    // SAFETY: plain Lua C API calls; `lua_next` is given only keys it
+    // returned, so it does not raise.
+    unsafe {
+        if ffi::lua_getmetatable(l, idx) != 0 {
+            ffi::lua_pop(l, 1);
+            return false;
+        }
+        let mut count = 0;
+        ffi::lua_pushnil(l);
+        while ffi::lua_next(l, idx) != 0 {
+            ffi::lua_pop(l, 1);
+            let k = if ffi::lua_type(l, -1) == ffi::LUA_TNUMBER {
+                ffi::lua_tonumber(l, -1)
+            } else {
+                0.0
+            };
+            count += 1;
+            if !(k >= 1.0 && k <= n as f64 && k.fract() == 0.0) || count > n {
+                ffi::lua_pop(l, 1);
+                return false;
+            }
+        }
+        count == n
     }
 }
 
