@@ -614,6 +614,29 @@ pub enum Scope {
     All,
 }
 
+/// [`key_ids`] for a command whose keys are a range starting at
+/// `argv[1]` (`KeySpec::Range { first: 1, .. }`), the first key's lock id
+/// already known.
+pub fn range_ids_hinted(
+    shared: &Shared,
+    db: usize,
+    spec: &CommandSpec,
+    argv: &[&[u8]],
+    first_id: u32,
+    ids: &mut SmallVec<[u32; 8]>,
+) {
+    let KeySpec::Range { last, step, .. } = spec.keys else { unreachable!("checked by caller") };
+    let argc = argv.len() as i32;
+    let last = if last < 0 { argc + last } else { last.min(argc - 1) };
+    ids.push(first_id);
+    let store = &shared.store;
+    let mut i = 1 + step.max(1);
+    while i <= last && i < argc {
+        ids.push(store.global_id(db, store.stripe_of(argv[i as usize])));
+        i += step.max(1);
+    }
+}
+
 /// Locks a range-keyed command's stripes when the first key's is known.
 fn lock_keys_hinted(
     shared: &Shared,
@@ -623,17 +646,8 @@ fn lock_keys_hinted(
     keys: &mut Locks,
     first_id: u32,
 ) -> Result<(), CmdError> {
-    let KeySpec::Range { last, step, .. } = spec.keys else { unreachable!("checked by caller") };
-    let argc = argv.len() as i32;
-    let last = if last < 0 { argc + last } else { last.min(argc - 1) };
     let mut ids: SmallVec<[u32; 8]> = SmallVec::new();
-    ids.push(first_id);
-    let store = &shared.store;
-    let mut i = 1 + step.max(1);
-    while i <= last && i < argc {
-        ids.push(store.global_id(db, store.stripe_of(argv[i as usize])));
-        i += step.max(1);
-    }
+    range_ids_hinted(shared, db, spec, argv, first_id, &mut ids);
     keys.acquire(&mut ids).map_err(|_| CmdError::LockOrder)
 }
 
@@ -652,8 +666,21 @@ pub fn lock_keys(
         return Ok(());
     }
     let mut ids = SmallVec::new();
-    let r = match key_ids(shared, db, spec, argv, &mut ids) {
-        Scope::Keys => keys.acquire(&mut ids),
+    let need = key_ids(shared, db, spec, argv, &mut ids);
+    lock_ids(shared, db, need, &mut ids, keys)
+}
+
+/// [`lock_keys`] with the command's [`key_ids`] already collected (`need`
+/// and `ids`), for a caller that looked at them first (a script).
+pub fn lock_ids(
+    shared: &Shared,
+    db: usize,
+    need: Scope,
+    ids: &mut SmallVec<[u32; 8]>,
+    keys: &mut Locks,
+) -> Result<(), CmdError> {
+    let r = match need {
+        Scope::Keys => keys.acquire(ids),
         Scope::Db => keys.acquire_db(db),
         Scope::All => (0..shared.store.databases()).try_for_each(|d| keys.acquire_db(d)),
     };

@@ -1077,6 +1077,13 @@ impl<'a> Locks<'a> {
         self.memo = Some((key.as_ptr() as usize, key.len(), t));
     }
 
+    /// Drops what [`remember`](Self::remember) kept (a caller running
+    /// several commands on one `Locks` whose keys' bytes do not outlive
+    /// each command: a script).
+    pub fn forget(&mut self) {
+        self.memo = None;
+    }
+
     #[inline]
     fn memo_for(&self, db: usize, key: &[u8]) -> Option<Prefetch> {
         match self.memo {

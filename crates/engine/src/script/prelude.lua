@@ -1,7 +1,7 @@
 -- Redis 7.0's script environment, built on stock Lua 5.1 (Redis patches
 -- its Lua with read-only tables; here the scripts see read-only proxies).
 -- Run once per Lua state with the Rust primitives in `P`; returns the
--- scripts' environment and the runner. Frames of this chunk are skipped
+-- scripts' environment and the error handler runs use. Frames of this chunk are skipped
 -- when an error's position is computed, as Redis skips its C functions.
 local P = ...
 local G = _G
@@ -46,17 +46,10 @@ local raising = {}
 local function raise(msg)
     return 1, { err = 'ERR ' .. msg }
 end
-local call = P.call
-raising[#raising + 1] = { redis, 'call', function(...)
-    local v, failed = call(...)
-    if failed then
-        return 1, v
-    end
-    return 0, v
-end }
-redis.pcall = function(...)
-    return (call(...))
-end
+-- redis.call and redis.pcall are C functions (call raises the error
+-- table itself, from a C frame as the trampoline would).
+redis.call = P.call
+redis.pcall = P.pcall
 redis.error_reply = function(...)
     local s = ...
     if select('#', ...) ~= 1 or type(s) ~= 'string' then
@@ -306,14 +299,6 @@ end
 
 G.__redis__err__handler = handler
 
-local function run(f, keys, args)
-    if keys == nil then
-        return xpcall(f, handler)
-    end
-    return xpcall(function()
-        return f(keys, args)
-    end, handler)
-end
 
 -- Libraries (FUNCTION LOAD): their code runs once with only
 -- `redis.register_function`, `redis.log` and the version fields in
@@ -468,4 +453,4 @@ for k, v in pairs(views) do
 end
 front._G = env
 
-return env, run, raising, libenv, load_library, front
+return env, handler, raising, libenv, load_library, front

@@ -20,7 +20,7 @@ use crate::dispatch::{self, Caller, Lookup, Scope};
 use crate::error::CmdError;
 use crate::session::Session;
 use crate::shared::Shared;
-use crate::spec::Flags;
+use crate::spec::{Flags, KeySpec};
 
 use super::{Running, Script};
 use std::sync::Arc;
@@ -47,7 +47,8 @@ pub struct Vm {
     /// slots, so caching more scripts than that would abort the thread.
     funcs: HashMap<[u8; 40], RegistryKey, ahash::RandomState>,
     env: Table,
-    runner: Function,
+    /// The error handler runs are called under (prelude.lua).
+    handler: Function,
     /// The environment of library code, and the prelude's loader.
     libenv: Table,
     loader: Function,
@@ -58,7 +59,16 @@ pub struct Vm {
     /// Where EVAL scripts find their globals first (prelude.lua): KEYS
     /// and ARGV are set here for each run.
     front: Table,
+    /// The KEYS and ARGV tables, refilled by each run (up to `KEPT_MAX`
+    /// elements) instead of made anew, while the scripts leave them
+    /// holding nothing but their elements; and how many those are.
+    kept: RefCell<[Table; 2]>,
+    kept_len: [std::cell::Cell<usize>; 2],
 }
+
+/// Most elements a kept KEYS or ARGV table is refilled with (a longer
+/// list gets a table of its own, as do functions' keys and args).
+const KEPT_MAX: usize = 16;
 
 thread_local! {
     static VM: RefCell<Option<Vm>> = const { RefCell::new(None) };
@@ -87,9 +97,9 @@ pub fn with_vm<R>(shared: &Shared, f: impl FnOnce(&mut Vm) -> R) -> R {
 
 /// What a run calls: an EVAL script (KEYS and ARGV as globals) or a
 /// library's function (keys and args as its arguments).
-enum Callable {
-    Script(Function),
-    Function(Function),
+enum Callable<'f> {
+    Script(&'f Function),
+    Function(&'f Function),
 }
 
 /// How a run ended.
@@ -170,8 +180,10 @@ impl Vm {
         let outside = |what: &str| {
             mlua::Error::runtime(format!("{what} can only be called inside a script invocation"))
         };
-        // SAFETY: `call_primitive` follows the Lua C API's rules (see it).
-        p.set("call", unsafe { lua.create_c_function(call_primitive)? })?;
+        // SAFETY: `call_raising` follows the Lua C API's rules (see it).
+        p.set("call", unsafe { lua.create_c_function(call_raising)? })?;
+        // SAFETY: as above.
+        p.set("pcall", unsafe { lua.create_c_function(call_protected)? })?;
         p.set(
             "setresp",
             lua.create_function(move |_, v: i64| {
@@ -191,7 +203,7 @@ impl Vm {
                     .unwrap_or(false))
             })?,
         )?;
-        let (env, runner, raising, libenv, loader, front): (
+        let (env, handler, raising, libenv, loader, front): (
             Table,
             Function,
             Table,
@@ -210,17 +222,20 @@ impl Vm {
                 unsafe { lua.exec_raw(body, |l| mlua::ffi::lua_pushcclosure(l, trampoline, 1))? };
             target.raw_set(name, f)?;
         }
+        let kept = [lua.create_table()?, lua.create_table()?];
         Ok(Vm {
             lua,
             epoch,
             funcs: HashMap::default(),
             env,
-            runner,
+            handler,
             libenv,
             loader,
             libs: HashMap::new(),
             reported: 0,
             front,
+            kept: RefCell::new(kept),
+            kept_len: Default::default(),
         })
     }
 
@@ -333,11 +348,12 @@ impl Vm {
         run: &mut Run<'_, '_>,
         out: &mut ReplyBuf,
     ) -> Outcome {
-        let Some(f) = self.funcs.get(sha).and_then(|k| self.lua.registry_value(k).ok()) else {
+        let Some(f) = self.funcs.get(sha).and_then(|k| self.lua.registry_value::<Function>(k).ok())
+        else {
             out.error(b"NOSCRIPT No matching script. Please use EVAL.");
             return Outcome::Done;
         };
-        self.call(Callable::Script(f), sha, keys, args, run, out)
+        self.call(Callable::Script(&f), sha, keys, args, run, out)
     }
 
     /// Runs function `name` (its callback `f`) with its keys and args.
@@ -350,96 +366,168 @@ impl Vm {
         run: &mut Run<'_, '_>,
         out: &mut ReplyBuf,
     ) -> Outcome {
-        self.call(Callable::Function(f), name.as_bytes(), keys, args, run, out)
+        self.call(Callable::Function(&f), name.as_bytes(), keys, args, run, out)
     }
 
+    /// One run, in one protected call of the C API: KEYS and ARGV set
+    /// (or a function's two tables pushed), the callable called with
+    /// `lua_pcall` under the error handler, and a scalar result written
+    /// as the reply right there; a table result, or the error, is left
+    /// for the conversions through mlua's values. (Through mlua's safe
+    /// API each step is a protected call and a conversion of its own,
+    /// which cost more than the rest of a short script.)
     fn call(
-        &mut self,
-        what: Callable,
+        &self,
+        what: Callable<'_>,
         name: &[u8],
         keys: &[&[u8]],
         args: &[&[u8]],
         run: &mut Run<'_, '_>,
         out: &mut ReplyBuf,
     ) -> Outcome {
+        use mlua::ffi;
+        /// What the protected call left: the reply written, a value to
+        /// convert or report, or a restart.
+        enum Left {
+            Written,
+            Result,
+            Error,
+            Retry(Scope),
+        }
         let lua = &self.lua;
-        // KEYS and ARGV are built with the C API in one protected call:
-        // through mlua's safe API every `raw_set` is a protected call of
-        // its own, which cost more than the rest of a short script.
-        let (f, call_args) = match what {
-            Callable::Script(f) => {
-                // SAFETY: plain Lua C API calls inside exec_raw's protected
-                // call; the slices outlive it.
-                let set = unsafe {
-                    lua.exec_raw::<()>(&self.front, |l| {
-                        mlua::ffi::lua_pushlstring(l, c"KEYS".as_ptr(), 4);
-                        push_array(l, keys);
-                        mlua::ffi::lua_rawset(l, 1);
-                        mlua::ffi::lua_pushlstring(l, c"ARGV".as_ptr(), 4);
-                        push_array(l, args);
-                        mlua::ffi::lua_rawset(l, 1);
-                    })
-                };
-                if let Err(e) = set {
-                    out.error(format!("ERR {}", lua_error_text(&e)).as_bytes());
-                    return Outcome::Done;
-                }
-                (f, None)
-            }
-            Callable::Function(f) => {
-                // SAFETY: as above; the two tables are left as results.
-                let ka = unsafe {
-                    lua.exec_raw::<(Table, Table)>((), |l| {
-                        push_array(l, keys);
-                        push_array(l, args);
-                    })
-                };
-                match ka {
-                    Ok(ka) => (f, Some(ka)),
-                    Err(e) => {
-                        out.error(format!("ERR {}", lua_error_text(&e)).as_bytes());
-                        return Outcome::Done;
-                    }
-                }
-            }
-        };
         let running = run.running.clone();
         let hooked = running.threshold_ms > 0;
         if hooked {
             HOOKED.with(|h| h.set(Some((run.shared as *const Shared, Arc::as_ptr(&running)))));
         }
+        let (f, script) = match what {
+            Callable::Script(f) => (f, true),
+            Callable::Function(f) => (f, false),
+        };
         let cell = RefCell::new(run);
+        let mut left = Left::Written;
+        let (mut used, mut stale) = ([false; 2], [false; 2]);
         let result = {
             let _current = Current::enter(&cell, lua);
-            let called: mlua::Result<(bool, Value)> = match call_args {
-                None => self.runner.call(f),
-                Some((k, a)) => self.runner.call((f, k, a)),
-            };
-            called.map(|(ok, v)| {
-                let _unlimited = Unlimited::new(lua);
-                let r = cell.borrow();
-                if let Some(scope) = r.retry {
-                    return Outcome::Retry(scope);
-                }
-                if ok {
-                    reply_from_lua(v, r.resp3, out);
-                } else {
-                    let killed = running.kill.load(std::sync::atomic::Ordering::Relaxed);
-                    script_error(&v, name, killed, out);
-                }
-                Outcome::Done
-            })
+            // SAFETY: plain Lua C API calls inside exec_raw's protected
+            // call (stack: 1 the handler, 2 `front`, 3 and 4 the kept KEYS
+            // and ARGV tables, 5 the callable); the slices outlive it. A raise can only come from the pushes
+            // before `lua_pcall` (the memory limit), when nothing in this
+            // closure needs dropping; the borrow of the run is taken after
+            // the script ran and nothing raises while it lives (the limit
+            // is lifted, and a string's bytes are read in place).
+            unsafe {
+                let kept = self.kept.borrow();
+                let args4 = (&self.handler, &self.front, &kept[0], &kept[1], f);
+                lua.exec_raw::<Value>(args4, |l| {
+                    let nargs = if script {
+                        for (i, items, name) in [(0, keys, c"KEYS"), (1, args, c"ARGV")] {
+                            ffi::lua_pushlstring(l, name.as_ptr(), 4);
+                            if items.len() <= KEPT_MAX {
+                                // Until the table is found clean again,
+                                // whatever was written may be in it.
+                                let old = self.kept_len[i].replace(KEPT_MAX);
+                                refill(l, 3 + i as i32, items, old);
+                                ffi::lua_pushvalue(l, 3 + i as i32);
+                                used[i] = true;
+                            } else {
+                                push_array(l, items);
+                            }
+                            ffi::lua_rawset(l, 2);
+                        }
+                        0
+                    } else {
+                        push_array(l, keys);
+                        push_array(l, args);
+                        2
+                    };
+                    let status = ffi::lua_pcall(l, nargs, 1, 1);
+                    // Stack: 1 the handler, 2 `front`, 3 and 4 the kept
+                    // tables, 5 the result or the error.
+                    let _ = lua.set_memory_limit(0);
+                    for i in 0..2 {
+                        if used[i] {
+                            let n = if i == 0 { keys.len() } else { args.len() };
+                            if exactly_array(l, 3 + i as i32, n) {
+                                self.kept_len[i].set(n);
+                            } else {
+                                stale[i] = true;
+                            }
+                        }
+                    }
+                    ffi::lua_replace(l, 1);
+                    ffi::lua_settop(l, 1);
+                    let r = cell.borrow();
+                    if let Some(scope) = r.retry {
+                        left = Left::Retry(scope);
+                    } else if status != 0 {
+                        left = Left::Error;
+                    } else {
+                        match ffi::lua_type(l, 1) {
+                            ffi::LUA_TSTRING => {
+                                let mut len = 0usize;
+                                let p = ffi::lua_tolstring(l, 1, &mut len);
+                                out.bulk(std::slice::from_raw_parts(p as *const u8, len));
+                            }
+                            ffi::LUA_TNUMBER => out.int(lua_number_to_i64(ffi::lua_tonumber(l, 1))),
+                            ffi::LUA_TBOOLEAN => {
+                                let b = ffi::lua_toboolean(l, 1) != 0;
+                                if r.resp3 {
+                                    out.boolean(b);
+                                } else if b {
+                                    out.int(1);
+                                } else {
+                                    out.null();
+                                }
+                            }
+                            ffi::LUA_TTABLE => left = Left::Result,
+                            _ => out.null(),
+                        }
+                    }
+                    drop(r);
+                    let _ = lua.set_memory_limit(LUA_MEMORY_LIMIT);
+                    if matches!(left, Left::Written | Left::Retry(_)) {
+                        ffi::lua_settop(l, 0);
+                    }
+                })
+            }
         };
-        if hooked {
-            HOOKED.with(|h| h.set(None));
+        // A kept table the script changed beyond its elements (other keys,
+        // a metatable) is not seen by a later run: a new one is kept.
+        for (i, stale) in stale.into_iter().enumerate() {
+            if stale {
+                if let Ok(t) = lua.create_table() {
+                    self.kept.borrow_mut()[i] = t;
+                    self.kept_len[i].set(0);
+                }
+            }
         }
-        match result {
-            Ok(o) => o,
+        let outcome = match result {
+            Ok(v) => {
+                let _unlimited = Unlimited::new(lua);
+                match left {
+                    Left::Written => Outcome::Done,
+                    Left::Retry(scope) => Outcome::Retry(scope),
+                    Left::Result => {
+                        reply_from_lua(v, cell.borrow().resp3, out);
+                        Outcome::Done
+                    }
+                    Left::Error => {
+                        let killed = running.kill.load(std::sync::atomic::Ordering::Relaxed);
+                        script_error(&v, name, killed, out);
+                        Outcome::Done
+                    }
+                }
+            }
             Err(e) => {
                 out.error(format!("ERR {}", lua_error_text(&e)).as_bytes());
                 Outcome::Done
             }
+        };
+        if hooked {
+            HOOKED.with(|h| h.set(None));
         }
+        outcome
     }
 
     /// Bytes the Lua state uses (`used_memory_lua`).
@@ -526,6 +614,58 @@ unsafe fn push_array(l: *mut mlua::ffi::lua_State, items: &[&[u8]]) {
             mlua::ffi::lua_pushlstring(l, a.as_ptr() as *const _, a.len());
             mlua::ffi::lua_rawseti(l, -2, i as mlua::ffi::lua_Integer + 1);
         }
+    }
+}
+
+/// Sets a kept table's elements to `items`, clearing those up to `old`.
+///
+/// # Safety
+/// Inside a protected call on `l`, the table at `idx`, room for two slots.
+unsafe fn refill(l: *mut mlua::ffi::lua_State, idx: i32, items: &[&[u8]], old: usize) {
+    // SAFETY: plain Lua C API calls, as the caller guarantees.
+    unsafe {
+        for (i, a) in items.iter().enumerate() {
+            mlua::ffi::lua_pushlstring(l, a.as_ptr() as *const _, a.len());
+            mlua::ffi::lua_rawseti(l, idx, i as mlua::ffi::lua_Integer + 1);
+        }
+        for i in items.len()..old {
+            mlua::ffi::lua_pushnil(l);
+            mlua::ffi::lua_rawseti(l, idx, i as mlua::ffi::lua_Integer + 1);
+        }
+    }
+}
+
+/// Whether the table at `idx` holds exactly the keys 1..=n and has no
+/// metatable (what a run may leave in a kept table for the next to
+/// refill).
+///
+/// # Safety
+/// On a state with room for three slots; nothing here allocates.
+unsafe fn exactly_array(l: *mut mlua::ffi::lua_State, idx: i32, n: usize) -> bool {
+    use mlua::ffi;
+    // SAFETY: plain Lua C API calls; `lua_next` is given only keys it
+    // returned, so it does not raise.
+    unsafe {
+        if ffi::lua_getmetatable(l, idx) != 0 {
+            ffi::lua_pop(l, 1);
+            return false;
+        }
+        let mut count = 0;
+        ffi::lua_pushnil(l);
+        while ffi::lua_next(l, idx) != 0 {
+            ffi::lua_pop(l, 1);
+            let k = if ffi::lua_type(l, -1) == ffi::LUA_TNUMBER {
+                ffi::lua_tonumber(l, -1)
+            } else {
+                0.0
+            };
+            count += 1;
+            if !(k >= 1.0 && k <= n as f64 && k.fract() == 0.0) || count > n {
+                ffi::lua_pop(l, 1);
+                return false;
+            }
+        }
+        count == n
     }
 }
 
@@ -875,16 +1015,39 @@ fn table_reply(t: &Table, top: usize, out: &mut ReplyBuf, work: &mut Vec<(Value,
     work[start..].reverse();
 }
 
-/// `redis.call`'s primitive, a C function: runs the command its arguments
-/// name and returns the reply as a Lua value and whether it is an error
-/// (the prelude raises it for `redis.call`). Arguments are read from the
-/// Lua stack in place and the reply is pushed with the C API, without
-/// mlua's per-call conversions; the Lua memory limit is lifted meanwhile,
-/// so no allocation here can raise (and jump over Rust frames).
+/// `redis.call`, a C function: runs the command its arguments name and
+/// returns the reply as a Lua value, or raises the error table. Being a C
+/// function, a script's `return redis.call(...)` keeps the script's frame,
+/// so the error names the script's line as Redis's does.
 ///
 /// # Safety
 /// Called by Lua as a `lua_CFunction`.
-unsafe extern "C-unwind" fn call_primitive(l: *mut mlua::ffi::lua_State) -> std::os::raw::c_int {
+unsafe extern "C-unwind" fn call_raising(l: *mut mlua::ffi::lua_State) -> std::os::raw::c_int {
+    // SAFETY: as the caller guarantees.
+    unsafe { call_primitive(l, true) }
+}
+
+/// `redis.pcall`: as `redis.call`, the error table returned, not raised.
+///
+/// # Safety
+/// Called by Lua as a `lua_CFunction`.
+unsafe extern "C-unwind" fn call_protected(l: *mut mlua::ffi::lua_State) -> std::os::raw::c_int {
+    // SAFETY: as the caller guarantees.
+    unsafe { call_primitive(l, false) }
+}
+
+/// `redis.call`'s and `redis.pcall`'s body: runs the command its arguments
+/// name and pushes the reply as a Lua value (raising an error reply when
+/// `raise`). Arguments are read from the Lua stack in place and the reply
+/// is pushed with the C API, without mlua's per-call conversions; the Lua
+/// memory limit is lifted meanwhile, so no allocation here can raise (and
+/// jump over Rust frames). The only raises are `lua_error` calls made with
+/// nothing left in this frame that needs dropping.
+///
+/// # Safety
+/// Called from a `lua_CFunction` on the running state.
+#[inline(always)]
+unsafe fn call_primitive(l: *mut mlua::ffi::lua_State, raise: bool) -> std::os::raw::c_int {
     use mlua::ffi;
     enum Piece {
         Str(*const u8, usize),
@@ -903,7 +1066,7 @@ unsafe extern "C-unwind" fn call_primitive(l: *mut mlua::ffi::lua_State) -> std:
         }
     }
     // SAFETY: set by `Current` for as long as the run (and this call) lasts.
-    let _unlimited = Unlimited::new(unsafe { &*lua });
+    let unlimited = Unlimited::new(unsafe { &*lua });
     // SAFETY (this block): stack reads of the arguments, which stay on the
     // stack (so their bytes stay alive) until this function returns.
     let outcome = unsafe {
@@ -959,7 +1122,7 @@ unsafe extern "C-unwind" fn call_primitive(l: *mut mlua::ffi::lua_State) -> std:
     let Some(outcome) = outcome else {
         // Not inside a run (or reached from inside itself): raise, with
         // nothing left in this frame that needs dropping.
-        drop(_unlimited);
+        drop(unlimited);
         // SAFETY: a Lua error raised from a C function.
         unsafe {
             ffi::lua_pushstring(
@@ -971,40 +1134,100 @@ unsafe extern "C-unwind" fn call_primitive(l: *mut mlua::ffi::lua_State) -> std:
     };
     // SAFETY (this block): pushes with the memory limit lifted and the
     // stack checked; nothing here raises.
-    unsafe {
+    let is_err = unsafe {
         ffi::lua_settop(l, 0);
         match outcome {
             Err(line) => {
                 push_error_table(l, &line);
-                ffi::lua_pushboolean(l, 1);
+                true
             }
             Ok(buf) => {
-                let owned;
-                let bytes = match buf.contiguous() {
-                    Some(b) => b,
-                    None => {
-                        owned = buf.to_vec();
-                        &owned
-                    }
+                let is_err = match buf.contiguous() {
+                    Some(b) => push_reply(l, b),
+                    None => push_reply(l, &buf.to_vec()),
                 };
-                match resp::parse_frame(bytes) {
-                    Ok(Some((frame, _))) => {
-                        let is_err = matches!(frame, Frame::Error(_));
-                        if !push_frame(l, frame) {
-                            ffi::lua_settop(l, 0);
-                            push_error_table(l, b"ERR reached lua stack limit");
-                        }
-                        ffi::lua_pushboolean(l, is_err as i32);
-                    }
-                    _ => {
-                        push_error_table(l, b"ERR the command's reply could not be read");
-                        ffi::lua_pushboolean(l, 1);
-                    }
-                }
                 SCRATCH.with(|s| s.replace(buf));
+                is_err
             }
         }
-        2
+    };
+    drop(unlimited);
+    if raise && is_err {
+        // SAFETY: a Lua error raised from a C function, the error table on
+        // top; nothing in this frame needs dropping any more.
+        unsafe { ffi::lua_error(l) }
+    }
+    1
+}
+
+/// Pushes a command's reply (`bytes`, one RESP frame) as the Lua value a
+/// script sees (stack: +1); true when it is an error table. The common
+/// one-line replies are read in place; the others through
+/// [`resp::parse_frame`].
+///
+/// # Safety
+/// On a running state, with the memory limit lifted and room for 4 slots.
+unsafe fn push_reply(l: *mut mlua::ffi::lua_State, bytes: &[u8]) -> bool {
+    use mlua::ffi;
+    // The frame's first line (without CRLF) and where its body starts, when
+    // it ends where `bytes` ends.
+    let line = || -> Option<(&[u8], usize)> {
+        let nl = bytes.iter().position(|&c| c == b'\n')?;
+        (nl >= 2 && bytes[nl - 1] == b'\r').then(|| (&bytes[1..nl - 1], nl + 1))
+    };
+    // SAFETY (whole body): plain Lua C API calls, as the caller guarantees.
+    unsafe {
+        match bytes.first() {
+            Some(b'$') => {
+                if let Some((head, body)) = line() {
+                    if head == b"-1" && body == bytes.len() {
+                        ffi::lua_pushboolean(l, 0);
+                        return false;
+                    }
+                    if let Some(len) = resp::parse_i64(head) {
+                        let len = len as usize;
+                        if len as i64 >= 0 && body + len + 2 == bytes.len() {
+                            ffi::lua_pushlstring(l, bytes[body..].as_ptr() as *const _, len);
+                            return false;
+                        }
+                    }
+                }
+            }
+            Some(b':') => {
+                if let Some((head, body)) = line() {
+                    if let (Some(i), true) = (resp::parse_i64(head), body == bytes.len()) {
+                        ffi::lua_pushnumber(l, i as f64);
+                        return false;
+                    }
+                }
+            }
+            Some(b'+') => {
+                if let Some((head, body)) = line() {
+                    if body == bytes.len() {
+                        ffi::lua_createtable(l, 0, 1);
+                        ffi::lua_pushlstring(l, head.as_ptr() as *const _, head.len());
+                        ffi::lua_setfield(l, -2, c"ok".as_ptr());
+                        return false;
+                    }
+                }
+            }
+            _ => {}
+        }
+        match resp::parse_frame(bytes) {
+            Ok(Some((frame, _))) => {
+                let is_err = matches!(frame, Frame::Error(_));
+                if !push_frame(l, frame) {
+                    ffi::lua_settop(l, 0);
+                    push_error_table(l, b"ERR reached lua stack limit");
+                    return true;
+                }
+                is_err
+            }
+            _ => {
+                push_error_table(l, b"ERR the command's reply could not be read");
+                true
+            }
+        }
     }
 }
 
@@ -1171,17 +1394,35 @@ impl Run<'_, '_> {
         // take up front; this run starts over if it has not written yet,
         // and otherwise adds the stripes if that can be done safely.
         let mut ids: SmallVec<[u32; 8]> = SmallVec::new();
-        let need = dispatch::key_ids(self.shared, db, spec, argv, &mut ids);
+        // The first key's stripe and hash, found once: the handler finds
+        // its entry through them (`Locks::remember`), as a client's
+        // command does with the connection's prefetch.
+        let token = match spec.keys {
+            KeySpec::Range { first: 1, .. } if argv.len() > 1 => {
+                self.shared.store.prefetch_token(db, argv[1])
+            }
+            _ => None,
+        };
+        let need = match token {
+            Some(t) => {
+                dispatch::range_ids_hinted(self.shared, db, spec, argv, t.id(), &mut ids);
+                Scope::Keys
+            }
+            None => dispatch::key_ids(self.shared, db, spec, argv, &mut ids),
+        };
         // The job namespace's stripe is above every database's: taking it
         // is always in order, so it never widens what the script locks.
         let jobs_id = self.shared.store.jobs_id();
-        ids.retain(|id| *id != jobs_id);
         let stripes = self.shared.store.stripes() as u32;
-        let other_db = db != self.start_db || ids.iter().any(|&id| (id / stripes) as usize != db);
+        let other_db = db != self.start_db
+            || ids.iter().any(|&id| id != jobs_id && (id / stripes) as usize != db);
         let covered = match need {
             _ if self.scope == Scope::All => true,
             _ if other_db => false,
-            Scope::Keys => self.scope == Scope::Db || ids.iter().all(|&id| self.keys.holds(id)),
+            Scope::Keys => {
+                self.scope == Scope::Db
+                    || ids.iter().all(|&id| id == jobs_id || self.keys.holds(id))
+            }
             Scope::Db => self.scope == Scope::Db,
             Scope::All => false,
         };
@@ -1193,8 +1434,13 @@ impl Run<'_, '_> {
                 return fail(b"ERR script restarted");
             }
         }
-        if let Err(e) = dispatch::lock_keys(self.shared, db, spec, argv, self.keys) {
-            return fail(&e.text());
+        // The ids found above are the ones to lock (as `lock_keys` would
+        // find them again).
+        let walk = matches!(spec.keys, KeySpec::DbWalk) && self.keys.is_empty();
+        if !walk {
+            if let Err(e) = dispatch::lock_ids(self.shared, db, need, &mut ids, self.keys) {
+                return fail(&e.text());
+            }
         }
         if spec.flags.has(Flags::WRITE) {
             self.wrote = true;
@@ -1202,7 +1448,14 @@ impl Run<'_, '_> {
         }
         buf.proto = if self.resp3 { Proto::Resp3 } else { Proto::Resp2 };
         let ops = self.sess.fx.ops_len();
+        match token {
+            Some(t) => self.keys.remember(argv[1], t),
+            None => self.keys.forget(),
+        }
         dispatch::call(self.shared, self.sess, self.keys, spec, argv, buf, caller);
+        // The argument's bytes are the script's (a later string may take
+        // their place): nothing of them is kept past the call.
+        self.keys.forget();
         if self.repl == 0 {
             // redis.set_repl(redis.REPL_NONE). (REPL_AOF and REPL_REPLICA
             // propagate to both: the consumers do not tell them apart yet.)
