@@ -141,6 +141,10 @@ class Conn:
         self.sock = socket.create_connection(("127.0.0.1", port))
         self.sock.settimeout(timeout)
         self.buf = b""
+        # Read position in buf: replies are parsed in place, not by
+        # re-slicing the rest of the buffer after every line (which made
+        # the client's cost grow with the size of the server's writes).
+        self.pos = 0
 
     def close(self):
         self.sock.close()
@@ -149,18 +153,24 @@ class Conn:
         chunk = self.sock.recv(1 << 16)
         if not chunk:
             raise RuntimeError("connection closed")
-        self.buf += chunk
+        self.buf = self.buf[self.pos:] + chunk
+        self.pos = 0
 
     def _line(self):
-        while b"\r\n" not in self.buf:
+        while True:
+            end = self.buf.find(b"\r\n", self.pos)
+            if end >= 0:
+                break
             self._more()
-        line, self.buf = self.buf.split(b"\r\n", 1)
+        line = self.buf[self.pos:end]
+        self.pos = end + 2
         return line
 
     def _bulk(self, n):
-        while len(self.buf) < n + 2:
+        while len(self.buf) - self.pos < n + 2:
             self._more()
-        data, self.buf = self.buf[:n], self.buf[n + 2:]
+        data = self.buf[self.pos:self.pos + n]
+        self.pos += n + 2
         return data
 
     def reply(self):
