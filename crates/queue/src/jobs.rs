@@ -354,6 +354,20 @@ impl Jobs {
         Some(e.job)
     }
 
+    /// Registers a new job and queues it at once (ADDJOB without DELAY):
+    /// what [`insert`](Jobs::insert) then [`enqueue`](Jobs::enqueue)
+    /// do, with the wake-up index touched once instead of twice.
+    pub fn insert_queued(&mut self, mut job: Job, now: i64) {
+        job.qtime = self.requeue_at(job.retry, now);
+        job.state = State::Queued;
+        job.flags |= FLAG_QUEUED_ONCE;
+        let name = job.queue.clone();
+        self.insert(job, now);
+        let q = self.queue_entry(&name, now);
+        q.atime = now;
+        q.jobs_in += 1;
+    }
+
     /// Queues an active job now (Disque's `enqueueJob`). Refused for a job
     /// already queued, one that may never be queued again (`qtime` 0), and
     /// a delivered at-most-once job. A NACK counts `nacks`; any other

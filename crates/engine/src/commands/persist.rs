@@ -18,6 +18,14 @@ const BGSAVE_FLAGS: Flags = Flags::ADMIN.union(Flags::NOSCRIPT).union(Flags::NO_
 /// SAVE cannot run inside MULTI: it walks every stripe, which EXEC may hold.
 const SAVE_FLAGS: Flags = BGSAVE_FLAGS.union(Flags::NO_MULTI);
 
+/// RESTORE's and RESTORE-ASKING's complexity, as Redis words it.
+const RESTORE_COMPLEXITY: &str =
+    "O(1) to create the new key and additional O(N*M) to reconstruct the serialized value, \
+     where N is the number of Redis objects composing the value and M their average size. \
+     For small string values the time complexity is thus O(1)+O(1*M) where M is small, so \
+     simply O(1). However for sorted set values the complexity is O(N*M*log(N)) because \
+     inserting values into sorted sets is O(log(N)).";
+
 pub const COMMANDS: &[CommandSpec] = &[
     CommandSpec::new(
         "DUMP",
@@ -44,13 +52,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         restore,
     )
     .since("2.6.0")
-    .complexity(
-        "O(1) to create the new key and additional O(N*M) to reconstruct the serialized value, \
-         where N is the number of Redis objects composing the value and M their average size. \
-         For small string values the time complexity is thus O(1)+O(1*M) where M is small, so \
-         simply O(1). However for sorted set values the complexity is O(N*M*log(N)) because \
-         inserting values into sorted sets is O(log(N)).",
-    ),
+    .complexity(RESTORE_COMPLEXITY),
     // What a cluster node's MIGRATE sends; outside a cluster it is RESTORE
     // (ASKING only matters to a cluster's slot checks), as in Redis.
     CommandSpec::new(
@@ -63,13 +65,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         restore,
     )
     .since("3.0.0")
-    .complexity(
-        "O(1) to create the new key and additional O(N*M) to reconstruct the serialized value, \
-         where N is the number of Redis objects composing the value and M their average size. \
-         For small string values the time complexity is thus O(1)+O(1*M) where M is small, so \
-         simply O(1). However for sorted set values the complexity is O(N*M*log(N)) because \
-         inserting values into sorted sets is O(log(N)).",
-    ),
+    .complexity(RESTORE_COMPLEXITY),
     CommandSpec::new(
         "SAVE",
         1,

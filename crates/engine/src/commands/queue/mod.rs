@@ -259,9 +259,11 @@ fn addjob(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         deliveries: 0,
         flags: 0,
     };
-    js.insert(job, now);
-    if o.delay == 0 && js.enqueue(&id, false, now) {
+    if o.delay == 0 {
+        js.insert_queued(job, now);
         ready(cx, queue);
+    } else {
+        js.insert(job, now);
     }
     cx.dirty(1);
     if cx.propagating() {
