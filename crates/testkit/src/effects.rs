@@ -196,7 +196,8 @@ fn dirty(c: &mut Client) -> Option<i64> {
 }
 
 /// Whether two propagated commands agree: names ignoring case, numbers
-/// that are absolute times in ms within 5 s of each other.
+/// that are absolute times in ms (alone, or as a stream id's time) within
+/// 5 s of each other.
 fn same_cmd(a: &Cmd, b: &Cmd) -> bool {
     if a.len() != b.len() || !a[0].eq_ignore_ascii_case(&b[0]) {
         return false;
@@ -206,12 +207,23 @@ fn same_cmd(a: &Cmd, b: &Cmd) -> bool {
             return true;
         }
         let num = |v: &[u8]| std::str::from_utf8(v).ok()?.parse::<i64>().ok();
+        // Unix ms of this century: a time the two servers computed.
+        let close = |p: i64, q: i64| {
+            p > 1_000_000_000_000 && q > 1_000_000_000_000 && (p - q).abs() < 5_000
+        };
+        // A stream id `<ms>-<seq>` generated from each server's clock
+        // (XADD *): the times close, the sequence numbers equal.
+        let id = |v: &[u8]| {
+            let s = std::str::from_utf8(v).ok()?;
+            let (ms, seq) = s.split_once('-')?;
+            Some((ms.parse::<i64>().ok()?, seq.parse::<u64>().ok()?))
+        };
         match (num(x), num(y)) {
-            // Unix ms of this century: a time the two servers computed.
-            (Some(p), Some(q)) if p > 1_000_000_000_000 && q > 1_000_000_000_000 => {
-                (p - q).abs() < 5_000
-            }
-            _ => false,
+            (Some(p), Some(q)) => close(p, q),
+            _ => match (id(x), id(y)) {
+                (Some((p, s)), Some((q, t))) => s == t && close(p, q),
+                _ => false,
+            },
         }
     })
 }
@@ -348,6 +360,16 @@ mod tests {
             &c(&["SET", "k", "v", "PXAT", "1795573831162"])
         ));
         assert!(!same_cmd(&c(&["SET", "k", "1"]), &c(&["SET", "k", "2"])));
+        // XADD * on two clocks a millisecond apart; small ids stay exact.
+        assert!(same_cmd(
+            &c(&["XADD", "s", "1795712474293-0", "b", "2"]),
+            &c(&["XADD", "s", "1795712474294-0", "b", "2"])
+        ));
+        assert!(!same_cmd(
+            &c(&["XADD", "s", "1795712474293-0", "b", "2"]),
+            &c(&["XADD", "s", "1795712474293-1", "b", "2"])
+        ));
+        assert!(!same_cmd(&c(&["XDEL", "s", "1-1"]), &c(&["XDEL", "s", "2-1"])));
         assert_eq!(parse_channel(b"__keyevent@3__:lpush"), Some((3, b"lpush".to_vec())));
     }
 }
