@@ -19,6 +19,18 @@ pub enum RestoreError {
     BadFormat,
 }
 
+/// The persistence the server installed, or the error a command gets in
+/// a process without it (the engine's own tests).
+pub(crate) fn installed(
+    shared: &crate::Shared,
+) -> Result<std::sync::Arc<dyn Snapshots>, crate::error::CmdError> {
+    shared
+        .snapshots
+        .get()
+        .cloned()
+        .ok_or_else(|| crate::error::CmdError::err("persistence is not available in this process"))
+}
+
 /// What the server's persistence does for the engine's commands.
 pub trait Snapshots: Send + Sync {
     /// A DUMP payload of `v`.

@@ -43,10 +43,6 @@ fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
     }
 }
 
-fn wait_loaded(c: &mut Client) {
-    wait_for("loading", || info(c).contains("\r\nloading:0\r\n"));
-}
-
 /// The manifest of `dir/appendonlydir`.
 fn manifest(dir: &Path) -> Manifest {
     let text = std::fs::read(dir.join("appendonlydir/appendonly.aof.manifest")).expect("manifest");
@@ -285,8 +281,8 @@ fn incremental_files_match_redis_command_for_command() {
     else {
         return;
     };
-    wait_loaded(&mut sluice.client());
-    wait_loaded(&mut redis.client());
+    sluice.client().wait_loaded();
+    redis.client().wait_loaded();
     run_scenario(redis.port());
     run_scenario(sluice.port());
     let theirs = incr_commands(&rdir);
@@ -308,7 +304,7 @@ fn incremental_files_match_redis_command_for_command() {
 /// Every key of every database with its type, absolute expiry and value
 /// (members sorted where the type has no order), in a canonical order.
 fn snapshot(c: &mut Client) -> Vec<String> {
-    wait_loaded(c);
+    c.wait_loaded();
     let items = |f: Frame| -> Vec<String> {
         match f {
             Frame::Array(Some(a)) => a.iter().map(text).collect(),
@@ -548,7 +544,7 @@ fn torn_and_corrupt_files_get_redis_messages() {
             Some(&dir),
         );
         let mut s = sluice.client();
-        wait_loaded(&mut s);
+        s.wait_loaded();
         line(&mut s, "SET a 1");
         line(&mut s, "MULTI");
         line(&mut s, "SET b 2");
@@ -689,7 +685,7 @@ fn rewrites_and_config_set_appendonly_as_redis() {
     let again =
         TestServer::start_with(&TestServer::default_bin(), &["--appendonly", "yes"], Some(&sdir));
     let mut c = again.client();
-    wait_loaded(&mut c);
+    c.wait_loaded();
     let bulk = |v: Option<&[u8]>| Frame::Bulk(v.map(<[u8]>::to_vec));
     assert_eq!(
         line(&mut c, "MGET a b c d"),
@@ -727,7 +723,7 @@ fn every_policy_appends_and_idles() {
             Some(&dir),
         );
         let mut c = s.client();
-        wait_loaded(&mut c);
+        c.wait_loaded();
         line(&mut c, "SET k v");
         assert_eq!(incr_commands(&dir), ["SELECT 0", "SET k v"], "{policy}");
         let before = cpu_secs(s.pid());

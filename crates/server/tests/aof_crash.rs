@@ -16,7 +16,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use resp::Frame;
 use testkit::{scratch_dir, Client, TestServer};
@@ -44,20 +44,6 @@ fn get(c: &mut Client, key: &str) -> Frame {
     c.read_frame().unwrap()
 }
 
-fn wait_loaded(c: &mut Client) {
-    let start = Instant::now();
-    loop {
-        c.send(&[b"INFO".as_slice(), b"persistence"]).unwrap();
-        if let Frame::Bulk(Some(b)) = c.read_frame().unwrap() {
-            if String::from_utf8_lossy(&b).contains("\r\nloading:0\r\n") {
-                return;
-            }
-        }
-        assert!(start.elapsed() < Duration::from_secs(30), "still loading");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
 /// Runs the trials for one policy; returns the acknowledged writes seen.
 fn crash_trials(policy: &str) -> u64 {
     let seed = std::env::var("SLUICE_AOF_CRASH_SEED")
@@ -81,7 +67,7 @@ fn crash_trials(policy: &str) -> u64 {
         let server = TestServer::start_with(&bin, &flags, Some(&dir));
         let port = server.port();
         let mut probe = server.client();
-        wait_loaded(&mut probe);
+        probe.wait_loaded();
         // Everything acknowledged before is still there after the restart.
         for id in 0..WRITERS {
             let ctr = match get(&mut probe, &format!("ctr{id}")) {
@@ -128,7 +114,7 @@ fn crash_trials(policy: &str) -> u64 {
     // The final check, after the last kill.
     let server = TestServer::start_with(&bin, &flags, Some(&dir));
     let mut probe = server.client();
-    wait_loaded(&mut probe);
+    probe.wait_loaded();
     for id in 0..WRITERS {
         let ctr = match get(&mut probe, &format!("ctr{id}")) {
             Frame::Bulk(Some(b)) => String::from_utf8_lossy(&b).parse::<u64>().unwrap(),

@@ -48,10 +48,6 @@ fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
     }
 }
 
-fn wait_loaded(c: &mut Client) {
-    wait_for("loading", || !matches!(cmd(c, &["PING"]), Frame::Error(_)));
-}
-
 /// A library long enough for LZF (and repetitive enough to compress),
 /// with several functions.
 fn long_library() -> Vec<u8> {
@@ -81,7 +77,7 @@ fn libraries() -> Vec<Vec<u8>> {
 }
 
 fn load_all(c: &mut Client, libs: &[Vec<u8>]) {
-    wait_loaded(c);
+    c.wait_loaded();
     for l in libs {
         ok(c, &[&b"FUNCTION"[..], b"LOAD", l]);
     }
@@ -121,7 +117,7 @@ fn render_library(l: &Frame) -> String {
 /// What the libraries answer: FUNCTION LIST WITHCODE (one entry per
 /// library, sorted) and a call of each function.
 fn answers(c: &mut Client) -> Vec<String> {
-    wait_loaded(c);
+    c.wait_loaded();
     let mut out = Vec::new();
     match cmd(c, &["FUNCTION", "LIST", "WITHCODE"]) {
         Frame::Array(Some(libs)) => {

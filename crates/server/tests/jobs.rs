@@ -171,14 +171,6 @@ fn field(show: &Frame, name: &str) -> String {
     text(&f[i + 1])
 }
 
-fn wait_loaded(c: &mut Client) {
-    let start = Instant::now();
-    while !text(&cmd(c, &["INFO", "persistence"])).contains("\r\nloading:0\r\n") {
-        assert!(start.elapsed() < Duration::from_secs(30), "still loading");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
 /// SAVE, stop, start again: queued jobs are queued, active ones active
 /// with their counters and retry schedule, acknowledged ones gone; and
 /// redis-server loads the same file (it skips the jobs' AUX fields).
@@ -211,7 +203,7 @@ fn jobs_survive_a_restart_through_rdb() {
     drop(s);
     let s = TestServer::start_with(&TestServer::default_bin(), &args, Some(&dir));
     let mut c = s.client();
-    wait_loaded(&mut c);
+    c.wait_loaded();
     let after: Vec<(String, String, String)> = [&queued, &active, &delayed]
         .iter()
         .map(|id| {
@@ -237,7 +229,7 @@ fn jobs_survive_a_restart_through_rdb() {
         return;
     };
     let mut r = redis.client();
-    wait_loaded(&mut r);
+    r.wait_loaded();
     assert_eq!(text(&cmd(&mut r, &["GET", "plain"])), "key");
     assert_eq!(text(&cmd(&mut r, &["DBSIZE"])), "1");
     drop(s);
@@ -309,7 +301,7 @@ fn acknowledged_jobs_survive_sigkill_with_appendfsync_always() {
         let server = TestServer::start_with(&bin, &flags, Some(&dir));
         let port = server.port();
         let mut probe = server.client();
-        wait_loaded(&mut probe);
+        probe.wait_loaded();
         for jid in &live {
             let state = field(&cmd(&mut probe, &["SHOW", jid]), "state");
             assert!(state == "queued" || state == "active", "trial {trial}: {jid} {state}");
@@ -349,7 +341,7 @@ fn acknowledged_jobs_survive_sigkill_with_appendfsync_always() {
     }
     let server = TestServer::start_with(&bin, &flags, Some(&dir));
     let mut probe = server.client();
-    wait_loaded(&mut probe);
+    probe.wait_loaded();
     for jid in &live {
         let state = field(&cmd(&mut probe, &["SHOW", jid]), "state");
         assert!(state == "queued" || state == "active", "{jid} {state}");

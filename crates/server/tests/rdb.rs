@@ -225,18 +225,10 @@ fn items(f: Frame) -> Vec<Vec<u8>> {
 }
 
 /// Waits until a server has loaded its data set (`-LOADING` meanwhile).
-fn wait_loaded(c: &mut Client) {
-    let start = Instant::now();
-    while !text(&cmd(c, &[b"INFO", b"persistence"])).contains("\r\nloading:0\r\n") {
-        assert!(start.elapsed() < Duration::from_secs(30), "still loading");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
 /// Every key of every database with its type, encoding, absolute expiry
 /// and value, in a canonical order.
 fn snapshot(c: &mut Client) -> Vec<String> {
-    wait_loaded(c);
+    c.wait_loaded();
     let mut out = Vec::new();
     for db in 0..16 {
         ok(c, &[b"SELECT", db.to_string().as_bytes()]);
@@ -765,7 +757,7 @@ fn shutdown_sigterm_and_save_points_save() {
     // SIGTERM saves too.
     let mut sluice = TestServer::start_with(&bin, &["--save", "3600", "1"], Some(&dir));
     let mut s = sluice.client();
-    wait_loaded(&mut s);
+    s.wait_loaded();
     assert_eq!(text(&cmd(&mut s, &[b"GET", b"k2"])), "v2");
     ok(&mut s, &[b"SET", b"k3", b"v3"]);
     // SAFETY: signalling the child process this test started.
@@ -775,7 +767,7 @@ fn shutdown_sigterm_and_save_points_save() {
     // SHUTDOWN NOSAVE does not.
     let mut sluice = TestServer::start_with(&bin, &["--save", "3600", "1"], Some(&dir));
     let mut s = sluice.client();
-    wait_loaded(&mut s);
+    s.wait_loaded();
     assert_eq!(text(&cmd(&mut s, &[b"GET", b"k3"])), "v3");
     ok(&mut s, &[b"SET", b"k4", b"v4"]);
     s.send(&[&b"SHUTDOWN"[..], &b"NOSAVE"[..]]).unwrap();
@@ -784,7 +776,7 @@ fn shutdown_sigterm_and_save_points_save() {
     drop(sluice);
     let sluice = TestServer::start_with(&bin, &[], Some(&dir));
     let mut s = sluice.client();
-    wait_loaded(&mut s);
+    s.wait_loaded();
     assert_eq!(cmd(&mut s, &[b"GET", b"k4"]), Frame::Bulk(None));
     assert_eq!(text(&cmd(&mut s, &[b"GET", b"k1"])), "v1");
     drop(sluice);
@@ -1073,7 +1065,7 @@ fn clients_get_loading_while_the_file_loads() {
     );
     assert!(matches!(cmd(&mut s, &[b"LASTSAVE"]), Frame::Integer(_)));
     assert!(text(&cmd(&mut s, &[b"INFO", b"persistence"])).contains("\r\nloading:1\r\n"));
-    wait_loaded(&mut s);
+    s.wait_loaded();
     assert_eq!(text(&cmd(&mut s, &[b"GET", b"k1"])), "v");
     drop(sluice);
     let _ = std::fs::remove_dir_all(&dir);

@@ -65,6 +65,20 @@ impl Client {
         self.cmd(&args).unwrap_or_else(|e| panic!("{line}: {e}"))
     }
 
+    /// Waits until the server has its data set loaded (`loading:0` in INFO
+    /// persistence); panics after 30 s.
+    pub fn wait_loaded(&mut self) {
+        let start = std::time::Instant::now();
+        loop {
+            let info = self.cmd(&["INFO", "persistence"]).expect("INFO persistence");
+            if info.windows(13).any(|w| w == b"\r\nloading:0\r\n") {
+                return;
+            }
+            assert!(start.elapsed() < Duration::from_secs(30), "still loading");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     /// Reads exactly one reply and returns its bytes.
     pub fn read_reply(&mut self) -> io::Result<Vec<u8>> {
         loop {

@@ -248,12 +248,7 @@ fn reload(cx: &mut Ctx, opts: &[&[u8]], out: &mut ReplyBuf) -> CmdResult {
             ));
         }
     }
-    let snap = cx
-        .shared
-        .snapshots
-        .get()
-        .cloned()
-        .ok_or_else(|| CmdError::err("persistence is not available in this process"))?;
+    let snap = crate::snapshot::installed(cx.shared)?;
     let dirty =
         cx.shared.stats.dirty.load(Ordering::Relaxed) + cx.sess.stats.dirty + cx.sess.fx.dirty;
     match snap.reload(o, dirty) {

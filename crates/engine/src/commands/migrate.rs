@@ -159,12 +159,7 @@ fn migrate(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     if timeout <= 0 {
         timeout = 1000;
     }
-    let snap = cx
-        .shared
-        .snapshots
-        .get()
-        .cloned()
-        .ok_or_else(|| CmdError::err("persistence is not available in this process"))?;
+    let snap = crate::snapshot::installed(cx.shared)?;
     let net = cx
         .shared
         .migrator

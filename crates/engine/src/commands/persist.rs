@@ -127,11 +127,7 @@ pub const COMMANDS: &[CommandSpec] = &[
 ];
 
 fn snapshots(cx: &Ctx) -> Result<std::sync::Arc<dyn Snapshots>, CmdError> {
-    cx.shared
-        .snapshots
-        .get()
-        .cloned()
-        .ok_or_else(|| CmdError::err("persistence is not available in this process"))
+    crate::snapshot::installed(cx.shared)
 }
 
 /// `server.dirty` as this command sees it (the INFO figure).

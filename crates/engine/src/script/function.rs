@@ -431,11 +431,7 @@ pub fn clear_libraries(shared: &Shared) {
 }
 
 fn snapshots(cx: &Ctx) -> Result<Arc<dyn crate::snapshot::Snapshots>, CmdError> {
-    cx.shared
-        .snapshots
-        .get()
-        .cloned()
-        .ok_or_else(|| CmdError::err("persistence is not available in this process"))
+    crate::snapshot::installed(cx.shared)
 }
 
 fn dump(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
