@@ -74,12 +74,31 @@ impl Stopwatch {
     /// Microseconds since `start`.
     #[inline]
     pub fn usec(self) -> u64 {
+        self.lap().0
+    }
+
+    /// A stopwatch started at an earlier reading (the end of the previous
+    /// command of a batch), or now when there is none (0).
+    #[inline]
+    pub fn resume(reading: u64) -> Stopwatch {
+        if reading != 0 {
+            Stopwatch(reading)
+        } else {
+            Stopwatch::start()
+        }
+    }
+
+    /// Microseconds since `start`, and the reading they end at (where
+    /// the next command of a batch starts).
+    #[inline]
+    pub fn lap(self) -> (u64, u64) {
         let now = Stopwatch::start().0;
         let d = now.saturating_sub(self.0);
-        match clock() {
+        let us = match clock() {
             Clock::Tsc(k) => ((d as u128 * *k as u128) >> 32) as u64,
             Clock::Mono(_) => d / 1000,
-        }
+        };
+        (us, now)
     }
 }
 

@@ -158,7 +158,20 @@ pub fn execute_hinted(
 ) -> Outcome {
     debug_assert!(!argv.is_empty());
     let mark = out.mark();
-    let spec = match lookup_full(argv) {
+    // A pipeline mostly repeats its command: the previous one's spec is
+    // tried first (a top-level command without subcommands, same name).
+    let repeat = match sess.last_cmd {
+        Some((top, spec))
+            if std::ptr::eq(top, spec)
+                && top.subcommands.is_empty()
+                && argv[0].eq_ignore_ascii_case(top.name.as_bytes())
+                && spec.arity.accepts(argv.len()) =>
+        {
+            Some(spec)
+        }
+        _ => None,
+    };
+    let spec = match repeat.map(|s| Ok((s, s))).unwrap_or_else(|| lookup_full(argv)) {
         Ok((top, spec)) => {
             sess.last_cmd = Some((top, spec));
             spec
@@ -222,7 +235,12 @@ pub fn execute_hinted(
                 && t.id() as usize / shared.store.stripes() == sess.db =>
         {
             keys.remember(argv[1], t);
-            lock_keys_hinted(shared, sess.db, spec, argv, &mut keys, t.id())
+            if single_key(spec, argv.len()) {
+                // GET, SET, INCR, LPUSH, ...: one stripe, nothing held yet.
+                keys.acquire_one(t.id()).map_err(|_| CmdError::LockOrder)
+            } else {
+                lock_keys_hinted(shared, sess.db, spec, argv, &mut keys, t.id())
+            }
         }
         _ => lock_keys(shared, sess.db, spec, argv, &mut keys),
     };
@@ -246,6 +264,8 @@ pub fn execute_hinted(
         let mut ready = std::mem::take(&mut sess.ready);
         crate::blocking::serve_ready(shared, &mut ready);
         sess.ready = ready;
+        // Serving is not the next command's time.
+        sess.lap = 0;
     }
     if sess.blocked.is_none() {
         apply_reply_mode(sess, out, mark);
@@ -637,6 +657,16 @@ pub fn range_ids_hinted(
     }
 }
 
+/// Whether a command whose keys are a range starting at `argv[1]` names
+/// only that one key with `argc` arguments.
+#[inline]
+fn single_key(spec: &CommandSpec, argc: usize) -> bool {
+    let KeySpec::Range { last, step, .. } = spec.keys else { return false };
+    let argc = argc as i32;
+    let last = if last < 0 { argc + last } else { last.min(argc - 1) };
+    last < 1 + step.max(1)
+}
+
 /// Locks a range-keyed command's stripes when the first key's is known.
 fn lock_keys_hinted(
     shared: &Shared,
@@ -718,7 +748,7 @@ pub fn call<'a>(
     // write made after it (one load).
     sess.fx.sync(&shared.effects);
     sess.fx.begin_command();
-    let start = crate::cmdstats::Stopwatch::start();
+    let start = crate::cmdstats::Stopwatch::resume(sess.lap);
     let mut cx = Ctx { shared, sess, keys, db, spec, caller, still_waiting: false };
     let res = (spec.handler)(&mut cx, &mut args, out);
     let waiting = cx.still_waiting;
@@ -731,7 +761,10 @@ pub fn call<'a>(
     }
     // A call that blocked is counted when its wait ends.
     if !waiting && sess.blocked.is_none() {
-        let usec = start.usec();
+        let (usec, end) = start.lap();
+        if sess.batch_lap {
+            sess.lap = end;
+        }
         count_call(shared, sess, spec, usec, failed);
         // The slow log and the latency monitor: one comparison when off.
         if usec >= sess.slow_us {

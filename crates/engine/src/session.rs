@@ -207,6 +207,12 @@ pub struct Session {
     /// As of `conf_epoch`: the shortest call (µs) the slow log or the
     /// latency monitor wants to see (`slowlog::slow_threshold`).
     pub slow_us: u64,
+    /// While a connection runs a batch of requests (`batch_lap` on), the
+    /// stopwatch reading at the end of the previous command: the next
+    /// command's start, so that back-to-back commands read the clock once
+    /// each rather than twice. 0 outside a batch.
+    pub lap: u64,
+    pub batch_lap: bool,
     /// `min-replicas-to-write` when it applies (with a non-zero
     /// `min-replicas-max-lag`), else 0: writes then need that many good
     /// replicas.
@@ -279,6 +285,8 @@ impl Session {
             pause: (i64::MIN, crate::shared::Pause::default()),
             plain: false,
             slow_us: u64::MAX,
+            lap: 0,
+            batch_lap: false,
             min_replicas: 0,
             serving: None,
             subs: crate::pubsub::Subs::default(),

@@ -505,6 +505,10 @@ impl<S: Transport> Conn<'_, S> {
         let start_out = self.out.len();
         let mut budget_left = true;
         let mut executed = false;
+        // Commands of this batch run back to back: each one's stopwatch
+        // starts where the previous one's stopped (one clock read each).
+        self.sess.batch_lap = true;
+        self.sess.lap = 0;
         'batch: while !self.sess.close_after_reply && self.has_complete_input() {
             // Parse a window. Until the client is authenticated the limits
             // change with AUTH, so parse one request at a time then.
@@ -597,6 +601,7 @@ impl<S: Transport> Conn<'_, S> {
                 if outcome == dispatch::Outcome::Paused {
                     // CLIENT PAUSE: nothing ran; wait, then retry this request.
                     drop(argv);
+                    self.sess.lap = 0;
                     tokio::time::sleep(Duration::from_millis(10)).await;
                     budget_left = false;
                     break 'batch;
@@ -639,6 +644,8 @@ impl<S: Transport> Conn<'_, S> {
                 Some(_) => unreachable!("only incomplete and error stop a window"),
             }
         }
+        self.sess.batch_lap = false;
+        self.sess.lap = 0;
         self.compact();
         if executed {
             self.shared.flush_stats(&mut self.sess);

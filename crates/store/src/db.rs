@@ -398,10 +398,10 @@ impl Stripe {
     }
 }
 
-/// A stripe and what can be known of it without its lock. Laid out so
-/// that the hints, the lock word and the head of the key table share the
-/// first two cache lines, which a pipelined batch prefetches ahead.
-#[repr(C)]
+/// A stripe and what can be known of it without its lock. Aligned to a
+/// cache line, with the hints, the lock word and the head of the key table
+/// first; a pipelined batch prefetches all of its five lines ahead.
+#[repr(C, align(64))]
 struct Slot {
     /// Bucket array address and mask of the stripe's table as of its last
     /// release: only ever used as a prefetch address, never dereferenced
@@ -765,9 +765,15 @@ impl Store {
     /// Stage zero: prefetches the stripe's lock word, hints and table head.
     #[inline]
     pub fn prefetch_slot(&self, t: Prefetch) {
+        // Every line of the slot: a command reads the hints and the lock
+        // word, the table's head, and (at release) the TTL table's size
+        // and the lists of keys it signalled, which sit further on.
         let p = self.slot(t.id) as *const Slot as *const u8;
-        crate::table::prefetch(p);
-        crate::table::prefetch(p.wrapping_add(64));
+        let mut at = 0;
+        while at < std::mem::size_of::<Slot>() {
+            crate::table::prefetch(p.wrapping_add(at));
+            at += 64;
+        }
     }
 
     /// Stage one: prefetches the key's bucket, without locking.
@@ -984,6 +990,15 @@ impl<'a> Locks<'a> {
             self.lock(id)?;
         }
         Ok(())
+    }
+
+    /// Locks one stripe, as [`acquire`](Self::acquire) of that one id.
+    #[inline]
+    pub fn acquire_one(&mut self, id: u32) -> Result<(), LockOrder> {
+        if self.holds(id) {
+            return Ok(());
+        }
+        self.lock(id)
     }
 
     /// Whether nothing is held.

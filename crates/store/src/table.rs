@@ -79,7 +79,12 @@ impl<V> Table<V> {
         let i = self.buckets[(hash as usize) & (self.buckets.len() - 1)];
         if i != NIL {
             if let Some(n) = self.nodes.get(i as usize) {
-                prefetch(n as *const Node<V> as *const u8);
+                // A node may straddle two cache lines (the slab's stride is
+                // not a line): fetch both ends, or the chain link and hash
+                // a lookup reads first may be in the line not fetched.
+                let p = n as *const Node<V> as *const u8;
+                prefetch(p);
+                prefetch(p.wrapping_add(std::mem::size_of::<Node<V>>() - 1));
             }
         }
     }
