@@ -164,7 +164,7 @@ pub fn execute_hinted(
         Some((top, spec))
             if std::ptr::eq(top, spec)
                 && top.subcommands.is_empty()
-                && argv[0].eq_ignore_ascii_case(top.name.as_bytes())
+                && is_name(argv[0], top.name)
                 && spec.arity.accepts(argv.len()) =>
         {
             Some(spec)
@@ -657,6 +657,13 @@ pub fn range_ids_hinted(
     }
 }
 
+/// Whether `arg` is the command name `name` in any case (clients mostly
+/// send it as the table spells it: that is tried first).
+#[inline]
+fn is_name(arg: &[u8], name: &str) -> bool {
+    arg == name.as_bytes() || arg.eq_ignore_ascii_case(name.as_bytes())
+}
+
 /// Whether a command whose keys are a range starting at `argv[1]` names
 /// only that one key with `argc` arguments.
 #[inline]
@@ -733,7 +740,7 @@ pub fn call<'a>(
     caller: Caller,
 ) -> bool {
     // A subcommand's own name is argv[1]; its arguments start after it.
-    let start = if argv[0].eq_ignore_ascii_case(spec.name.as_bytes()) { 1 } else { 2 };
+    let start = if is_name(argv[0], spec.name) { 1 } else { 2 };
     let mut args = Args::new(argv, start);
     let mark = out.mark();
     let db = sess.db;

@@ -587,7 +587,14 @@ impl<S: Transport> Conn<'_, S> {
                     continue;
                 }
                 let mut argv: SmallVec<[&[u8]; 8]> = SmallVec::new();
-                w.args.fill(input, &mut argv);
+                if w.args.len() <= 8 {
+                    // Within the inline capacity: plain pushes, no reserve.
+                    for i in 0..w.args.len() {
+                        argv.push(w.args.get(input, i));
+                    }
+                } else {
+                    w.args.fill(input, &mut argv);
+                }
                 let was_auth = self.sess.authenticated;
                 let next = w.start + w.len;
                 let hint = dispatch::Hint { now: batch_now, key: w.token };
