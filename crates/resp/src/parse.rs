@@ -163,23 +163,28 @@ fn line_end(buf: &[u8], from: usize) -> Result<usize, bool> {
 /// answers: the `\r` after the digits is the line's first one.
 #[inline]
 fn short_number(buf: &[u8], from: usize) -> Option<(i64, usize)> {
-    let digits = buf.get(from..)?;
-    let first = *digits.first()?;
-    if !first.is_ascii_digit() {
+    let d = buf.get(from..)?;
+    let first = d.first()?.wrapping_sub(b'0');
+    if first > 9 {
         return None;
     }
-    let mut v = i64::from(first - b'0');
-    let mut i = 1;
-    loop {
-        match *digits.get(i)? {
-            c @ b'0'..=b'9' if i < 9 && first != b'0' => {
-                v = v * 10 + i64::from(c - b'0');
-                i += 1;
-            }
-            b'\r' if i + 1 < digits.len() => return Some((v, from + i)),
-            _ => return None,
-        }
+    if first == 0 {
+        // Only `0` itself may start with a zero.
+        return (d.len() > 2 && d[1] == b'\r').then_some((0, from + 1));
     }
+    let mut v = u64::from(first);
+    // At most nine digits: the value then fits every limit's type.
+    let n = d.len().min(10);
+    let mut i = 1;
+    while i < n {
+        let x = d[i].wrapping_sub(b'0');
+        if x > 9 {
+            return (d[i] == b'\r' && i + 1 < d.len()).then_some((v as i64, from + i));
+        }
+        v = v * 10 + u64::from(x);
+        i += 1;
+    }
+    None
 }
 
 fn parse_multibulk(buf: &[u8], limits: &Limits, out: &mut ArgBuf) -> Parsed {

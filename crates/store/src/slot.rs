@@ -4,11 +4,11 @@
 pub const SLOTS: usize = 16384;
 
 /// The byte-at-a-time table (`TABLES[0]`) and the tables that push a
-/// byte's contribution through one, two and three more bytes, for four
-/// bytes per step ("slicing by four"; the CRC is linear, so the four
+/// byte's contribution through one to seven more bytes, for eight bytes
+/// per step ("slicing by eight"; the CRC is linear, so the eight
 /// contributions are independent and xor together).
-const fn crc16_tables() -> [[u16; 256]; 4] {
-    let mut t = [[0u16; 256]; 4];
+const fn crc16_tables() -> [[u16; 256]; 8] {
+    let mut t = [[0u16; 256]; 8];
     let mut i = 0;
     while i < 256 {
         let mut crc = (i as u16) << 8;
@@ -21,7 +21,7 @@ const fn crc16_tables() -> [[u16; 256]; 4] {
         i += 1;
     }
     let mut k = 1;
-    while k < 4 {
+    while k < 8 {
         let mut i = 0;
         while i < 256 {
             let prev = t[k - 1][i];
@@ -33,12 +33,23 @@ const fn crc16_tables() -> [[u16; 256]; 4] {
     t
 }
 
-static CRC16: [[u16; 256]; 4] = crc16_tables();
+static CRC16: [[u16; 256]; 8] = crc16_tables();
 
 /// CRC16-CCITT (XMODEM), the checksum Redis Cluster uses.
 pub fn crc16(data: &[u8]) -> u16 {
     let mut crc: u16 = 0;
-    let mut chunks = data.chunks_exact(4);
+    let mut eights = data.chunks_exact(8);
+    for c in &mut eights {
+        crc = CRC16[7][((crc >> 8) as u8 ^ c[0]) as usize]
+            ^ CRC16[6][(crc as u8 ^ c[1]) as usize]
+            ^ CRC16[5][c[2] as usize]
+            ^ CRC16[4][c[3] as usize]
+            ^ CRC16[3][c[4] as usize]
+            ^ CRC16[2][c[5] as usize]
+            ^ CRC16[1][c[6] as usize]
+            ^ CRC16[0][c[7] as usize];
+    }
+    let mut chunks = eights.remainder().chunks_exact(4);
     for c in &mut chunks {
         crc = CRC16[3][((crc >> 8) as u8 ^ c[0]) as usize]
             ^ CRC16[2][(crc as u8 ^ c[1]) as usize]

@@ -117,7 +117,7 @@ impl<V> Table<V> {
             let n = &self.nodes[i as usize];
             if n.hash == h as u32 {
                 if let Some((k, _)) = &n.kv {
-                    if &**k == key {
+                    if key_eq(k, key) {
                         return i;
                     }
                 }
@@ -230,7 +230,7 @@ impl<V> Table<V> {
         let mut i = self.buckets[b];
         while i != NIL {
             let n = &self.nodes[i as usize];
-            let hit = n.hash == h as u32 && n.kv.as_ref().is_some_and(|(k, _)| &**k == key);
+            let hit = n.hash == h as u32 && n.kv.as_ref().is_some_and(|(k, _)| key_eq(k, key));
             let next = n.next;
             if hit {
                 if prev == NIL {
@@ -395,6 +395,24 @@ impl<V> Table<V> {
     }
 }
 
+/// Byte-string equality with the short case inline: keys of up to 16
+/// bytes (most of them) are compared as two overlapping words each rather
+/// than through a call to `memcmp`.
+#[inline(always)]
+fn key_eq(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    let word = |s: &[u8], at: usize| u64::from_le_bytes(s[at..at + 8].try_into().expect("8 bytes"));
+    let half = |s: &[u8], at: usize| u32::from_le_bytes(s[at..at + 4].try_into().expect("4 bytes"));
+    match n {
+        8..=16 => word(a, 0) == word(b, 0) && word(a, n - 8) == word(b, n - 8),
+        4..=7 => half(a, 0) == half(b, 0) && half(a, n - 4) == half(b, n - 4),
+        _ => a == b,
+    }
+}
+
 /// Hints the CPU to load the cache line at `p`. Never faults, whatever `p`.
 #[inline(always)]
 pub fn prefetch(p: *const u8) {
@@ -420,6 +438,20 @@ mod tests {
         assert_eq!(size_of::<Node<()>>(), 32);
         assert_eq!(size_of::<Node<SmallBytes>>(), 56);
         assert_eq!(size_of::<Node<crate::Entry>>(), 80);
+    }
+
+    #[test]
+    fn short_keys_compare_by_words() {
+        for n in 0..40usize {
+            let a: Vec<u8> = (0..n as u8).collect();
+            assert!(key_eq(&a, &a.clone()));
+            for at in 0..n {
+                let mut b = a.clone();
+                b[at] ^= 0x40;
+                assert!(!key_eq(&a, &b), "length {n}, byte {at}");
+            }
+            assert!(!key_eq(&a, &a[..n.saturating_sub(1)]) || n == 0);
+        }
     }
 
     #[test]
