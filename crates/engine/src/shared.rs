@@ -51,6 +51,14 @@ impl Clock {
         unix_ms() + self.offset_ms.load(Ordering::Relaxed)
     }
 
+    /// The system's Unix time at a reading `now` of this clock (what
+    /// `unix_ms()` said when `now_ms()` returned `now`), without reading
+    /// the system clock again.
+    #[inline]
+    pub fn system_ms(&self, now: i64) -> i64 {
+        now - self.offset_ms.load(Ordering::Relaxed)
+    }
+
     /// Moves the clock by `ms` (tests).
     pub fn advance(&self, ms: i64) {
         self.offset_ms.fetch_add(ms, Ordering::Relaxed);

@@ -305,6 +305,10 @@ impl<S: Transport> Conn<'_, S> {
         let pending_out = !self.out.is_empty() || self.stream.pending_out();
         let can_read = !self.eof && self.rbuf.len() - self.rpos < self.limits.query_limit;
         tokio::select! {
+            // In this order, without drawing a random one each time: what
+            // the other branches signal is also checked at the top of the
+            // loop (kill flag, outbox), so none of them can be starved.
+            biased;
             r = self.stream.readable(), if can_read => {
                 r.map_err(|_| "read error")?;
                 self.read()?;
@@ -467,7 +471,9 @@ impl<S: Transport> Conn<'_, S> {
     /// Writes as much pending output as the socket takes.
     fn flush(&mut self) -> Result<(), Closed> {
         while !self.out.is_empty() {
-            let mut slices = [IoSlice::new(&[]); 64];
+            // Sixteen chunks a call (256 KiB): more than a socket takes in
+            // one write, and a small array to set up per flush.
+            let mut slices = [IoSlice::new(&[]); 16];
             let n = self.out.io_slices(&mut slices);
             match self.stream.try_write_vectored(&slices[..n]) {
                 Ok(0) => return Err("write returned zero"),
@@ -509,6 +515,7 @@ impl<S: Transport> Conn<'_, S> {
         // starts where the previous one's stopped (one clock read each).
         self.sess.batch_lap = true;
         self.sess.lap = 0;
+        let mut last_now = 0;
         'batch: while !self.sess.close_after_reply && self.has_complete_input() {
             // Parse a window. Until the client is authenticated the limits
             // change with AUTH, so parse one request at a time then.
@@ -539,6 +546,7 @@ impl<S: Transport> Conn<'_, S> {
             let db = self.sess.db;
             // One clock reading per window: its requests run as one batch.
             let batch_now = self.shared.clock.now_ms();
+            last_now = batch_now;
             let token = |w: &Pending, rbuf: &[u8]| -> Option<store::Prefetch> {
                 (w.args.len() >= 2)
                     .then(|| store.prefetch_token(db, w.args.get(&rbuf[w.start..], 1)))?
@@ -656,7 +664,10 @@ impl<S: Transport> Conn<'_, S> {
         self.compact();
         if executed {
             self.shared.flush_stats(&mut self.sess);
-            self.sess.handle.last_interaction_ms.store(unix_ms(), Ordering::Relaxed);
+            // The last window's clock reading (the batch ran within
+            // microseconds of it): no second read of the system clock.
+            let at = self.shared.clock.system_ms(last_now);
+            self.sess.handle.last_interaction_ms.store(at, Ordering::Relaxed);
             self.sess.handle.omem.store(self.out.len(), Ordering::Relaxed);
             self.sess.handle.qbuf.store(self.rbuf.len() - self.rpos, Ordering::Relaxed);
             self.publish_memory();
