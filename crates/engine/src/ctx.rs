@@ -127,6 +127,13 @@ impl Ctx<'_, '_> {
         }
     }
 
+    /// Whether `key` could be a key whose TTL has passed (its stripe
+    /// holds keys with a TTL): when not, a lookup would expire nothing.
+    #[inline]
+    pub fn may_have_expired(&mut self, key: &[u8]) -> bool {
+        self.keys.stripe(self.db, key).expires_len() > 0
+    }
+
     /// A live key, without touching hit/miss counters (write paths).
     #[inline]
     pub fn lookup(&mut self, key: &[u8]) -> Option<&mut Entry> {
