@@ -1,12 +1,11 @@
 //! All jobs and queues of the node. Jobs sit in a slab of fixed slots
 //! (chunks of 4,096, so a job never moves and growing never copies the
-//! slab), found by id through a hash table of 4-byte slot handles; the
-//! three ordered indexes hold `(word, handle)` pairs of 16 bytes, never
-//! ids: every job in scan order (`(scan key, handle)`), one ordered set
-//! per queue (`(creation stamp, handle)`), and the wake-up index
-//! (`(time, handle)`) — the earliest of a job's expiry and its next
-//! re-queue — that [`Jobs::tick`] walks to run retries, delays and TTLs
-//! (spec §1.4, §3.8).
+//! slab), found by id through a hash table of 4-byte slot handles, and
+//! scanned (JSCAN, snapshots) in slot order. The two ordered indexes hold
+//! 16-byte keys, a word and a handle, never ids: one ordered set per
+//! queue (creation stamp, handle) and the wake-up index (time, handle) —
+//! the earliest of a job's expiry and its next re-queue — that
+//! [`Jobs::tick`] walks to run retries, delays and TTLs (spec §1.4, §3.8).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -46,8 +45,8 @@ impl Pause {
 pub struct Queue {
     /// Its name, shared by its jobs.
     name: Arc<[u8]>,
-    /// (creation stamp, slot handle) of each queued job.
-    jobs: BTreeSet<(u64, u32)>,
+    /// [`key`]`(creation stamp, slot handle)` of each queued job.
+    jobs: BTreeSet<u128>,
     /// Unix ms it was created and last used (enqueue, fetch, block).
     pub ctime: i64,
     pub atime: i64,
@@ -121,6 +120,25 @@ pub const QUEUE_IDLE_GC_MS: i64 = 300_000;
 const CHUNK_BITS: u32 = 12;
 const CHUNK: usize = 1 << CHUNK_BITS;
 
+/// An ordered index's key: `word` then `handle`, one integer (compared
+/// in two instructions, where a tuple compares field by field).
+#[inline]
+fn key(word: u64, h: u32) -> u128 {
+    (u128::from(word) << 64) | u128::from(h)
+}
+
+/// The handle in an index key.
+#[inline]
+fn handle(k: u128) -> u32 {
+    k as u32
+}
+
+/// A wake-up time as an index word (order kept for any i64).
+#[inline]
+fn time_word(t: i64) -> u64 {
+    (t as u64) ^ (1 << 63)
+}
+
 /// The jobs themselves and the indexes that name them by handle.
 struct Registry {
     /// Slots; a handle is chunk << CHUNK_BITS | index. Every chunk but
@@ -131,10 +149,8 @@ struct Registry {
     free: Vec<u32>,
     /// Handles by id, hashed from the id ([`id_hash`]).
     index: HashTable<u32>,
-    /// (scan key, handle) of every job: scan order (JSCAN's cursor,
-    /// snapshots), touched once when a job comes and once when it goes.
-    order: BTreeSet<(u64, u32)>,
-    awake: BTreeSet<(i64, u32)>,
+    /// [`key`]`(`[`time_word`]`(wake-up time), handle)`.
+    awake: BTreeSet<u128>,
     /// Bytes of bodies held (INFO, memory estimates).
     body_bytes: usize,
 }
@@ -161,7 +177,6 @@ impl Registry {
             chunks: Vec::new(),
             free: Vec::new(),
             index: HashTable::new(),
-            order: BTreeSet::new(),
             awake: BTreeSet::new(),
             body_bytes: 0,
         }
@@ -185,10 +200,10 @@ impl Registry {
         self.index.find(id_hash(id), |&h| slot(chunks, h).job.id == *id).copied()
     }
 
-    /// Registers `job` (whose id is not registered) in the slab, the id
-    /// table and the scan order; not in a queue nor the wake-up index.
+    /// Registers `job` (whose id is not registered) in the slab and the
+    /// id table; not in a queue nor the wake-up index.
     fn add(&mut self, job: Job) -> u32 {
-        let (hash, key) = (id_hash(&job.id), job.id.scan_key());
+        let hash = id_hash(&job.id);
         self.body_bytes += job.body.len();
         let e = Some(Entry { job, awake: i64::MAX });
         let h = match self.free.pop() {
@@ -209,12 +224,11 @@ impl Registry {
         };
         let chunks = &self.chunks;
         self.index.insert_unique(hash, h, |&x| id_hash(&slot(chunks, x).job.id));
-        self.order.insert((key, h));
         h
     }
 
-    /// Takes slot `h` out of the slab, the id table, the scan order and
-    /// the wake-up index (its queue is the caller's).
+    /// Takes slot `h` out of the slab, the id table and the wake-up
+    /// index (its queue is the caller's).
     fn remove(&mut self, h: u32) -> Entry {
         let e = self.chunks[(h >> CHUNK_BITS) as usize][h as usize & (CHUNK - 1)]
             .take()
@@ -222,9 +236,8 @@ impl Registry {
         if let Ok(o) = self.index.find_entry(id_hash(&e.job.id), |&x| x == h) {
             o.remove();
         }
-        self.order.remove(&(e.job.id.scan_key(), h));
         if e.awake != i64::MAX {
-            self.awake.remove(&(e.awake, h));
+            self.awake.remove(&key(time_word(e.awake), h));
         }
         self.body_bytes -= e.job.body.len();
         self.free.push(h);
@@ -239,10 +252,23 @@ impl Registry {
         if w != old {
             e.awake = w;
             if old != i64::MAX {
-                self.awake.remove(&(old, h));
+                self.awake.remove(&key(time_word(old), h));
             }
-            self.awake.insert((w, h));
+            self.awake.insert(key(time_word(w), h));
         }
+    }
+
+    /// Live jobs from slot `from` on, in slot order, with their handles.
+    fn from(&self, from: usize) -> impl Iterator<Item = (u32, &Entry)> {
+        let (c, i) = (from >> CHUNK_BITS, from & (CHUNK - 1));
+        self.chunks.iter().enumerate().skip(c).flat_map(move |(n, chunk)| {
+            let skip = if n == c { i } else { 0 };
+            chunk
+                .iter()
+                .enumerate()
+                .skip(skip)
+                .filter_map(move |(j, e)| e.as_ref().map(|e| (((n << CHUNK_BITS) | j) as u32, e)))
+        })
     }
 
     fn clear(&mut self) {
@@ -408,15 +434,15 @@ impl Jobs {
         self.reg.find(id).map(|h| &self.reg.at(h).job)
     }
 
-    /// Every job, in scan order.
+    /// Every job, in scan (slot) order.
     pub fn iter(&self) -> impl Iterator<Item = &Job> {
-        self.reg.order.iter().map(|&(_, h)| &self.reg.at(h).job)
+        self.reg.from(0).map(|(_, e)| &e.job)
     }
 
     /// The ids queued in `q` (one of this node's queues), oldest (next to
     /// be fetched) first.
     pub fn queued_ids<'a>(&'a self, q: &'a Queue) -> impl DoubleEndedIterator<Item = JobId> + 'a {
-        q.jobs.iter().map(|&(_, h)| self.reg.at(h).job.id)
+        q.jobs.iter().map(|&k| self.reg.at(handle(k)).job.id)
     }
 
     /// A fresh id (see `Gen::new_id`).
@@ -517,7 +543,7 @@ impl Jobs {
         let h = reg.add(job);
         reg.reindex(h);
         if let (true, Some(q)) = (queued, q.as_mut()) {
-            q.jobs.insert((ctime, h));
+            q.jobs.insert(key(ctime, h));
             q.atime = now;
             q.jobs_in += 1;
         }
@@ -536,7 +562,7 @@ impl Jobs {
             job.queue = q.name.clone();
             let h = self.reg.add(job);
             self.reg.reindex(h);
-            q.jobs.insert((ctime, h));
+            q.jobs.insert(key(ctime, h));
         } else {
             if let Some(q) = self.queues.get(&job.queue[..]) {
                 job.queue = q.name.clone();
@@ -552,7 +578,7 @@ impl Jobs {
         let e = self.reg.remove(h);
         if e.job.state == State::Queued {
             if let Some(q) = self.queues.get_mut(&e.job.queue[..]) {
-                q.jobs.remove(&(e.job.ctime, h));
+                q.jobs.remove(&key(e.job.ctime, h));
             }
         }
         Some(e.job)
@@ -606,7 +632,7 @@ impl Jobs {
         }
         let ctime = j.ctime;
         let q = queue_in(&mut self.queues, &mut self.qorder, &j.queue, now);
-        q.jobs.insert((ctime, h));
+        q.jobs.insert(key(ctime, h));
         q.atime = now;
         q.jobs_in += 1;
         self.reg.reindex(h);
@@ -629,7 +655,7 @@ impl Jobs {
         }
         j.state = State::Active;
         if let Some(q) = self.queues.get_mut(&j.queue[..]) {
-            q.jobs.remove(&(j.ctime, h));
+            q.jobs.remove(&key(j.ctime, h));
         }
         true
     }
@@ -642,7 +668,7 @@ impl Jobs {
         if q.pause.has(Pause::OUT) {
             return None;
         }
-        let (_, h) = q.jobs.pop_first()?;
+        let h = handle(q.jobs.pop_first()?);
         q.atime = now;
         q.jobs_out += 1;
         let j = &mut self.reg.at_mut(h).job;
@@ -710,8 +736,9 @@ impl Jobs {
     pub fn tick(&mut self, now: i64, max: usize, out: &mut Vec<Tick>) -> usize {
         let mut n = 0;
         while n < max {
-            let Some(&(t, h)) = self.reg.awake.first() else { break };
-            if t > now {
+            let Some(&k) = self.reg.awake.first() else { break };
+            let h = handle(k);
+            if self.reg.at(h).awake > now {
                 break;
             }
             n += 1;
@@ -761,7 +788,7 @@ impl Jobs {
 
     /// Ms until the next wake-up (for a caller that sleeps), if any.
     pub fn next_wake(&self) -> Option<i64> {
-        self.reg.awake.first().map(|(t, _)| *t)
+        self.reg.awake.first().map(|&k| self.reg.at(handle(k)).awake)
     }
 
     /// The job's wake-up time as indexed.
@@ -818,8 +845,12 @@ impl Jobs {
     }
 
     /// One step of JSCAN: jobs from `cursor` on for which `keep` holds, up
-    /// to `count` results or `10 × count` visits (everything with `all`).
-    /// Returns the next cursor (0: done) and the ids.
+    /// to `count` results or `10 × count` jobs visited (and at most
+    /// `100 × count` slots, so a slab emptied by deletions costs a bounded
+    /// step); everything with `all`. The cursor is one more than the
+    /// slot to resume from: a job present for the whole scan keeps its
+    /// slot, so it is returned exactly once. Returns the next cursor (0:
+    /// done) and the ids.
     pub fn scan_jobs(
         &self,
         cursor: u64,
@@ -828,16 +859,22 @@ impl Jobs {
         mut keep: impl FnMut(&Job) -> bool,
     ) -> (u64, Vec<JobId>) {
         let mut out = Vec::new();
-        let mut last: Option<u64> = None;
-        for (visits, &(k, h)) in self.reg.order.range((cursor, 0)..).enumerate() {
-            let j = &self.reg.at(h).job;
-            if !all && (out.len() >= count || visits >= count.saturating_mul(10)) && last != Some(k)
+        let start = usize::try_from(cursor.saturating_sub(1)).unwrap_or(usize::MAX);
+        let slots = self.reg.chunks.len() * CHUNK;
+        if start >= slots {
+            return (0, out);
+        }
+        for (visits, (h, e)) in self.reg.from(start).enumerate() {
+            let slot = h as usize;
+            if !all
+                && (out.len() >= count
+                    || visits >= count.saturating_mul(10)
+                    || slot - start >= count.saturating_mul(100))
             {
-                return (k.max(1), out);
+                return (slot as u64 + 1, out);
             }
-            last = Some(k);
-            if keep(j) {
-                out.push(j.id);
+            if keep(&e.job) {
+                out.push(e.job.id);
             }
         }
         (0, out)
