@@ -584,20 +584,6 @@ impl Jobs {
         Some(e.job)
     }
 
-    /// Registers a new job and queues it at once (ADDJOB without DELAY):
-    /// what [`insert`](Jobs::insert) then [`enqueue`](Jobs::enqueue)
-    /// do, with the wake-up index touched once instead of twice.
-    pub fn insert_queued(&mut self, mut job: Job, now: i64) {
-        job.qtime = self.gen.requeue_at(job.retry, now);
-        job.state = State::Queued;
-        job.flags |= FLAG_QUEUED_ONCE;
-        let name = job.queue.clone();
-        self.insert(job, now);
-        let q = self.queue_entry(&name, now);
-        q.atime = now;
-        q.jobs_in += 1;
-    }
-
     /// Queues an active job now (Disque's `enqueueJob`). Refused for a job
     /// already queued, one that may never be queued again (`qtime` 0), and
     /// a delivered at-most-once job. A NACK counts `nacks`; any other
@@ -632,6 +618,10 @@ impl Jobs {
         }
         let ctime = j.ctime;
         let q = queue_in(&mut self.queues, &mut self.qorder, &j.queue, now);
+        if !Arc::ptr_eq(&j.queue, &q.name) {
+            // Delayed before its queue existed: share the queue's name.
+            j.queue = q.name.clone();
+        }
         q.jobs.insert(key(ctime, h));
         q.atime = now;
         q.jobs_in += 1;
@@ -1044,5 +1034,67 @@ mod tests {
         assert_eq!(js.collect_queues(T0 + QUEUE_IDLE_GC_MS, 100, |_| false), 1);
         assert!(js.queue(b"idle").is_none());
         assert_eq!(js.queues_len(), 2);
+    }
+
+    fn new_job<'a>(queue: &'a str, delay: i64, maxlen: usize) -> NewJob<'a> {
+        NewJob {
+            queue: queue.as_bytes(),
+            body: b"body",
+            repl: 1,
+            ttl_secs: 100,
+            delay_secs: delay,
+            retry_secs: 10,
+            maxlen,
+        }
+    }
+
+    #[test]
+    fn add_checks_the_queue_and_a_delayed_job_creates_none() {
+        let mut js = Jobs::new(b"00", 1);
+        let a = js.add(&new_job("q", 0, 1), T0).unwrap();
+        assert_eq!(js.get(&a).unwrap().state, State::Queued);
+        assert_eq!(js.add(&new_job("q", 0, 1), T0), Err(AddError::MaxLen));
+        js.set_pause(b"q", Some(Pause::IN), T0);
+        assert_eq!(js.add(&new_job("q", 0, 0), T0), Err(AddError::Paused));
+        let d = js.add(&new_job("later", 5, 0), T0).unwrap();
+        assert_eq!(js.get(&d).unwrap().state, State::Active);
+        assert!(js.queue(b"later").is_none());
+        let mut out = vec![];
+        js.tick(T0 + 5000, 100, &mut out);
+        assert_eq!(js.queue(b"later").map(Queue::len), Some(1));
+        // Jobs of one queue share its name.
+        let b = js.add(&new_job("later", 0, 0), T0).unwrap();
+        assert!(Arc::ptr_eq(&js.get(&d).unwrap().queue, &js.get(&b).unwrap().queue));
+    }
+
+    /// Slots freed by deletions are reused; a scan still sees every job
+    /// present throughout exactly once.
+    #[test]
+    fn slots_are_reused_and_scans_stay_exact() {
+        let mut js = Jobs::new(b"00", 1);
+        let ids: Vec<JobId> = (0..5000).map(|_| add(&mut js, "q", "x", 1, 100, 0, T0)).collect();
+        for id in ids.iter().step_by(2) {
+            assert!(js.delete(id).is_some());
+        }
+        let again: Vec<JobId> = (0..100).map(|_| add(&mut js, "q", "y", 1, 100, 0, T0)).collect();
+        assert_eq!(js.len(), 2600);
+        assert_eq!(js.reg.chunks.iter().map(Vec::len).sum::<usize>(), 5000);
+        let mut seen = Vec::new();
+        let mut c = 0;
+        loop {
+            let (next, got) = js.scan_jobs(c, 3, false, |_| true);
+            seen.extend(got);
+            if next == 0 {
+                break;
+            }
+            c = next;
+        }
+        let n = seen.len();
+        let seen: BTreeSet<JobId> = seen.into_iter().collect();
+        assert_eq!(n, seen.len());
+        let want: BTreeSet<JobId> = ids.iter().skip(1).step_by(2).chain(&again).copied().collect();
+        assert_eq!(seen, want);
+        assert_eq!(js.queue(b"q").unwrap().len(), 2600);
+        assert_eq!(js.iter().count(), 2600);
     }
 }
