@@ -1,12 +1,17 @@
-//! All jobs and queues of the node: a map of jobs by id, one ordered set
-//! per queue keyed by (creation stamp, id), and one ordered index of
-//! wake-up times — the earliest of a job's expiry and its next re-queue —
-//! that [`Jobs::tick`] walks to run retries, delays and TTLs (spec §1.4,
-//! §3.8).
+//! All jobs and queues of the node. Jobs sit in a slab of fixed slots
+//! (chunks of 4,096, so a job never moves and growing never copies the
+//! slab), found by id through a hash table of 4-byte slot handles, and
+//! scanned (JSCAN, snapshots) in slot order. The two ordered indexes hold
+//! 16-byte keys, a word and a handle, never ids: one ordered set per
+//! queue (creation stamp, handle) and the wake-up index (time, handle) —
+//! the earliest of a job's expiry and its next re-queue — that
+//! [`Jobs::tick`] walks to run retries, delays and TTLs (spec §1.4, §3.8).
 
-use std::collections::{BTreeSet, HashMap};
-use std::hash::{BuildHasherDefault, Hasher};
+use std::collections::BTreeSet;
 use std::sync::Arc;
+
+use hashbrown::hash_map::EntryRef;
+use hashbrown::{HashMap, HashTable};
 
 use crate::id::JobId;
 use crate::job::{Job, State, FLAG_DELIVERED, FLAG_QUEUED_ONCE};
@@ -38,7 +43,10 @@ impl Pause {
 /// A queue: its queued jobs, oldest first, and its counters.
 #[derive(Debug)]
 pub struct Queue {
-    jobs: BTreeSet<(u64, JobId)>,
+    /// Its name, shared by its jobs.
+    name: Arc<[u8]>,
+    /// [`key`]`(creation stamp, slot handle)` of each queued job.
+    jobs: BTreeSet<u128>,
     /// Unix ms it was created and last used (enqueue, fetch, block).
     pub ctime: i64,
     pub atime: i64,
@@ -48,8 +56,9 @@ pub struct Queue {
 }
 
 impl Queue {
-    fn new(now: i64) -> Queue {
+    fn new(name: Arc<[u8]>, now: i64) -> Queue {
         Queue {
+            name,
             jobs: BTreeSet::new(),
             ctime: now,
             atime: now,
@@ -66,11 +75,6 @@ impl Queue {
     pub fn is_empty(&self) -> bool {
         self.jobs.is_empty()
     }
-
-    /// Queued job ids, oldest (next to be fetched) first.
-    pub fn ids(&self) -> impl DoubleEndedIterator<Item = JobId> + '_ {
-        self.jobs.iter().map(|(_, id)| *id)
-    }
 }
 
 /// What a tick did to a job.
@@ -80,6 +84,27 @@ pub enum Tick {
     Expired(Job),
     /// Its retry (or delay) passed: it is queued again in `queue`.
     Requeued(JobId, Arc<[u8]>),
+}
+
+/// Why ADDJOB's queue refused a job.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AddError {
+    /// The queue holds MAXLEN jobs or more.
+    MaxLen,
+    /// The queue is paused in input.
+    Paused,
+}
+
+/// A new job's parameters (ADDJOB's), for [`Jobs::add`].
+pub struct NewJob<'a> {
+    pub queue: &'a [u8],
+    pub body: &'a [u8],
+    pub repl: u16,
+    pub ttl_secs: i64,
+    pub delay_secs: i64,
+    pub retry_secs: i64,
+    /// Refuse the job when the queue holds this many (0: no limit).
+    pub maxlen: usize,
 }
 
 struct Entry {
@@ -92,127 +117,175 @@ struct Entry {
 /// collected.
 pub const QUEUE_IDLE_GC_MS: i64 = 300_000;
 
-/// Every job and queue of the node.
-pub struct Jobs {
-    /// By id, hashed from the id's random part (one probe per lookup);
-    /// boxed, so a job never moves while it lives.
-    jobs: HashMap<JobId, Box<Entry>, BuildHasherDefault<IdHasher>>,
-    /// The ids in scan order (JSCAN's cursor, snapshots): touched once
-    /// when a job comes and once when it goes.
-    order: BTreeSet<JobId>,
-    awake: BTreeSet<(i64, JobId)>,
-    /// Names come from clients: a keyed hash (ahash), not a fixed one.
-    queues: HashMap<Arc<[u8]>, Queue, ahash::RandomState>,
-    /// Queue names by (scan key, name), for QSCAN cursors and the
-    /// collector's walk.
-    qorder: BTreeSet<(u64, Arc<[u8]>)>,
+const CHUNK_BITS: u32 = 12;
+const CHUNK: usize = 1 << CHUNK_BITS;
+
+/// An ordered index's key: `word` then `handle`, one integer (compared
+/// in two instructions, where a tuple compares field by field).
+#[inline]
+fn key(word: u64, h: u32) -> u128 {
+    (u128::from(word) << 64) | u128::from(h)
+}
+
+/// The handle in an index key.
+#[inline]
+fn handle(k: u128) -> u32 {
+    k as u32
+}
+
+/// A wake-up time as an index word (order kept for any i64).
+#[inline]
+fn time_word(t: i64) -> u64 {
+    (t as u64) ^ (1 << 63)
+}
+
+/// The jobs themselves and the indexes that name them by handle.
+struct Registry {
+    /// Slots; a handle is chunk << CHUNK_BITS | index. Every chunk but
+    /// the first is allocated whole; the first grows, so a server with
+    /// a few jobs holds a few slots.
+    chunks: Vec<Vec<Option<Entry>>>,
+    /// Handles of empty slots, reused last-freed first.
+    free: Vec<u32>,
+    /// Handles by id, hashed from the id ([`id_hash`]).
+    index: HashTable<u32>,
+    /// [`key`]`(`[`time_word`]`(wake-up time), handle)`.
+    awake: BTreeSet<u128>,
+    /// Bytes of bodies held (INFO, memory estimates).
+    body_bytes: usize,
+}
+
+/// Hashes a job id: its five words folded (mostly random already).
+#[inline]
+fn id_hash(id: &JobId) -> u64 {
+    let w = |at: usize| u64::from_le_bytes(id.0[at..at + 8].try_into().expect("8 bytes"));
+    let mut h = w(11);
+    for at in [19, 27, 32, 0, 3] {
+        h = (h ^ w(at)).wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(29);
+    }
+    mix(h)
+}
+
+#[inline]
+fn slot(chunks: &[Vec<Option<Entry>>], h: u32) -> &Entry {
+    chunks[(h >> CHUNK_BITS) as usize][h as usize & (CHUNK - 1)].as_ref().expect("live handle")
+}
+
+impl Registry {
+    fn new() -> Registry {
+        Registry {
+            chunks: Vec::new(),
+            free: Vec::new(),
+            index: HashTable::new(),
+            awake: BTreeSet::new(),
+            body_bytes: 0,
+        }
+    }
+
+    #[inline]
+    fn at(&self, h: u32) -> &Entry {
+        slot(&self.chunks, h)
+    }
+
+    #[inline]
+    fn at_mut(&mut self, h: u32) -> &mut Entry {
+        self.chunks[(h >> CHUNK_BITS) as usize][h as usize & (CHUNK - 1)]
+            .as_mut()
+            .expect("live handle")
+    }
+
+    #[inline]
+    fn find(&self, id: &JobId) -> Option<u32> {
+        let chunks = &self.chunks;
+        self.index.find(id_hash(id), |&h| slot(chunks, h).job.id == *id).copied()
+    }
+
+    /// Registers `job` (whose id is not registered) in the slab and the
+    /// id table; not in a queue nor the wake-up index.
+    fn add(&mut self, job: Job) -> u32 {
+        let hash = id_hash(&job.id);
+        self.body_bytes += job.body.len();
+        let e = Some(Entry { job, awake: i64::MAX });
+        let h = match self.free.pop() {
+            Some(h) => {
+                self.chunks[(h >> CHUNK_BITS) as usize][h as usize & (CHUNK - 1)] = e;
+                h
+            }
+            None => {
+                if self.chunks.last().is_none_or(|c| c.len() == CHUNK) {
+                    let cap = if self.chunks.is_empty() { 0 } else { CHUNK };
+                    self.chunks.push(Vec::with_capacity(cap));
+                }
+                let n = self.chunks.len() - 1;
+                let c = &mut self.chunks[n];
+                c.push(e);
+                ((n as u32) << CHUNK_BITS) | (c.len() - 1) as u32
+            }
+        };
+        let chunks = &self.chunks;
+        self.index.insert_unique(hash, h, |&x| id_hash(&slot(chunks, x).job.id));
+        h
+    }
+
+    /// Takes slot `h` out of the slab, the id table and the wake-up
+    /// index (its queue is the caller's).
+    fn remove(&mut self, h: u32) -> Entry {
+        let e = self.chunks[(h >> CHUNK_BITS) as usize][h as usize & (CHUNK - 1)]
+            .take()
+            .expect("live handle");
+        if let Ok(o) = self.index.find_entry(id_hash(&e.job.id), |&x| x == h) {
+            o.remove();
+        }
+        if e.awake != i64::MAX {
+            self.awake.remove(&key(time_word(e.awake), h));
+        }
+        self.body_bytes -= e.job.body.len();
+        self.free.push(h);
+        e
+    }
+
+    /// Moves job `h` in the wake-up index to its current wake-up time.
+    fn reindex(&mut self, h: u32) {
+        let e = self.at_mut(h);
+        let w = Jobs::wake_of(&e.job);
+        let old = e.awake;
+        if w != old {
+            e.awake = w;
+            if old != i64::MAX {
+                self.awake.remove(&key(time_word(old), h));
+            }
+            self.awake.insert(key(time_word(w), h));
+        }
+    }
+
+    /// Live jobs from slot `from` on, in slot order, with their handles.
+    fn from(&self, from: usize) -> impl Iterator<Item = (u32, &Entry)> {
+        let (c, i) = (from >> CHUNK_BITS, from & (CHUNK - 1));
+        self.chunks.iter().enumerate().skip(c).flat_map(move |(n, chunk)| {
+            let skip = if n == c { i } else { 0 };
+            chunk
+                .iter()
+                .enumerate()
+                .skip(skip)
+                .filter_map(move |(j, e)| e.as_ref().map(|e| (((n << CHUNK_BITS) | j) as u32, e)))
+        })
+    }
+
+    fn clear(&mut self) {
+        *self = Registry::new();
+    }
+}
+
+/// Ids, creation stamps and timer jitter.
+struct Gen {
     node: [u8; 8],
     seed: [u8; 16],
     counter: u64,
     last_ctime: u64,
     rng: u64,
-    gc_cursor: u64,
-    /// Bytes of bodies and queue names held (INFO, memory estimates).
-    body_bytes: usize,
 }
 
-/// Hashes a job id by folding its 40 bytes (mostly random already).
-#[derive(Default)]
-pub struct IdHasher(u64);
-
-impl Hasher for IdHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for c in bytes.chunks(8) {
-            let mut w = [0u8; 8];
-            w[..c.len()].copy_from_slice(c);
-            self.0 = (self.0 ^ u64::from_le_bytes(w))
-                .wrapping_mul(0x9E37_79B9_7F4A_7C15)
-                .rotate_left(29);
-        }
-    }
-
-    fn write_usize(&mut self, _: usize) {}
-
-    fn finish(&self) -> u64 {
-        mix(self.0)
-    }
-}
-
-/// splitmix64's finaliser.
-fn mix(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
-/// The scan key of a queue name (FNV-1a; odd, so never the 0 cursor).
-fn qkey(name: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in name {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    h | 1
-}
-
-impl Jobs {
-    /// `node` is this node's id (hex; its first 8 characters prefix job
-    /// ids); `seed` makes ids unpredictable across runs.
-    pub fn new(node: &[u8], seed: u64) -> Jobs {
-        let mut n = [b'0'; 8];
-        for (d, s) in n.iter_mut().zip(node) {
-            *d = *s;
-        }
-        let mut h = sha1_smol::Sha1::new();
-        h.update(&seed.to_le_bytes());
-        h.update(node);
-        let mut s = [0u8; 16];
-        s.copy_from_slice(&h.digest().bytes()[..16]);
-        Jobs {
-            jobs: HashMap::default(),
-            order: BTreeSet::new(),
-            awake: BTreeSet::new(),
-            queues: HashMap::with_hasher(ahash::RandomState::new()),
-            qorder: BTreeSet::new(),
-            node: n,
-            seed: s,
-            counter: 0,
-            last_ctime: 0,
-            rng: seed | 1,
-            gc_cursor: 0,
-            body_bytes: 0,
-        }
-    }
-
-    /// Registered jobs (INFO `registered_jobs`).
-    pub fn len(&self) -> usize {
-        self.jobs.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.jobs.is_empty()
-    }
-
-    /// Registered queues (INFO `registered_queues`).
-    pub fn queues_len(&self) -> usize {
-        self.queues.len()
-    }
-
-    /// Bytes of job bodies held.
-    pub fn body_bytes(&self) -> usize {
-        self.body_bytes
-    }
-
-    pub fn get(&self, id: &JobId) -> Option<&Job> {
-        self.jobs.get(id).map(|e| &e.job)
-    }
-
-    /// Every job, in scan order.
-    pub fn iter(&self) -> impl Iterator<Item = &Job> {
-        self.order.iter().map(|id| &self.jobs[id].job)
-    }
-
+impl Gen {
     fn rand(&mut self) -> u64 {
         let mut x = self.rng;
         x ^= x << 13;
@@ -240,7 +313,7 @@ impl Jobs {
     /// the counter and a seed SHA1 made of the start-up entropy). Disque
     /// hashes with SHA1 per id; any collision-free random part will do
     /// (spec §1.2), and this costs a few nanoseconds.
-    pub fn new_id(&mut self, ttl_secs: i64, retry: i64) -> JobId {
+    fn new_id(&mut self, reg: &Registry, ttl_secs: i64, retry: i64) -> JobId {
         loop {
             self.counter += 1;
             let mut r = [0u8; 18];
@@ -253,18 +326,133 @@ impl Jobs {
             r[8..16].copy_from_slice(&b.to_le_bytes());
             r[16..].copy_from_slice(&c.to_le_bytes()[..2]);
             let id = JobId::build(&self.node, &r, ttl_secs, retry);
-            if !self.jobs.contains_key(&id) {
+            if reg.find(&id).is_none() {
                 return id;
             }
         }
     }
 
     /// A creation stamp: ms × 1e6, strictly increasing.
-    pub fn next_ctime(&mut self, now: i64) -> u64 {
+    fn next_ctime(&mut self, now: i64) -> u64 {
         let base = (now.max(0) as u64).saturating_mul(1_000_000);
         let c = if base > self.last_ctime { base } else { self.last_ctime.saturating_add(1) };
         self.last_ctime = c;
         c
+    }
+}
+
+/// Every job and queue of the node.
+pub struct Jobs {
+    reg: Registry,
+    gen: Gen,
+    /// Names come from clients: a keyed hash (ahash), not a fixed one.
+    queues: HashMap<Arc<[u8]>, Queue, ahash::RandomState>,
+    /// Queue names by (scan key, name), for QSCAN cursors and the
+    /// collector's walk.
+    qorder: BTreeSet<(u64, Arc<[u8]>)>,
+    gc_cursor: u64,
+}
+
+/// splitmix64's finaliser.
+fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// The scan key of a queue name (FNV-1a; odd, so never the 0 cursor).
+fn qkey(name: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in name {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h | 1
+}
+
+/// Queue `name`, created (at `now`) if missing: one hash and one probe
+/// when it exists.
+fn queue_in<'a>(
+    queues: &'a mut HashMap<Arc<[u8]>, Queue, ahash::RandomState>,
+    qorder: &mut BTreeSet<(u64, Arc<[u8]>)>,
+    name: &[u8],
+    now: i64,
+) -> &'a mut Queue {
+    match queues.entry_ref(name) {
+        EntryRef::Occupied(o) => o.into_mut(),
+        EntryRef::Vacant(v) => {
+            let n: Arc<[u8]> = Arc::from(name);
+            qorder.insert((qkey(name), n.clone()));
+            v.insert_entry_with_key(n.clone(), Queue::new(n, now)).into_mut()
+        }
+    }
+}
+
+impl Jobs {
+    /// `node` is this node's id (hex; its first 8 characters prefix job
+    /// ids); `seed` makes ids unpredictable across runs.
+    pub fn new(node: &[u8], seed: u64) -> Jobs {
+        let mut n = [b'0'; 8];
+        for (d, s) in n.iter_mut().zip(node) {
+            *d = *s;
+        }
+        let mut h = sha1_smol::Sha1::new();
+        h.update(&seed.to_le_bytes());
+        h.update(node);
+        let mut s = [0u8; 16];
+        s.copy_from_slice(&h.digest().bytes()[..16]);
+        Jobs {
+            reg: Registry::new(),
+            gen: Gen { node: n, seed: s, counter: 0, last_ctime: 0, rng: seed | 1 },
+            queues: HashMap::with_hasher(ahash::RandomState::new()),
+            qorder: BTreeSet::new(),
+            gc_cursor: 0,
+        }
+    }
+
+    /// Registered jobs (INFO `registered_jobs`).
+    pub fn len(&self) -> usize {
+        self.reg.index.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.reg.index.is_empty()
+    }
+
+    /// Registered queues (INFO `registered_queues`).
+    pub fn queues_len(&self) -> usize {
+        self.queues.len()
+    }
+
+    /// Bytes of job bodies held.
+    pub fn body_bytes(&self) -> usize {
+        self.reg.body_bytes
+    }
+
+    pub fn get(&self, id: &JobId) -> Option<&Job> {
+        self.reg.find(id).map(|h| &self.reg.at(h).job)
+    }
+
+    /// Every job, in scan (slot) order.
+    pub fn iter(&self) -> impl Iterator<Item = &Job> {
+        self.reg.from(0).map(|(_, e)| &e.job)
+    }
+
+    /// The ids queued in `q` (one of this node's queues), oldest (next to
+    /// be fetched) first.
+    pub fn queued_ids<'a>(&'a self, q: &'a Queue) -> impl DoubleEndedIterator<Item = JobId> + 'a {
+        q.jobs.iter().map(|&k| self.reg.at(handle(k)).job.id)
+    }
+
+    /// A fresh id (see `Gen::new_id`).
+    pub fn new_id(&mut self, ttl_secs: i64, retry: i64) -> JobId {
+        self.gen.new_id(&self.reg, ttl_secs, retry)
+    }
+
+    /// A creation stamp: ms × 1e6, strictly increasing.
+    pub fn next_ctime(&mut self, now: i64) -> u64 {
+        self.gen.next_ctime(now)
     }
 
     fn wake_of(j: &Job) -> i64 {
@@ -274,34 +462,14 @@ impl Jobs {
         }
     }
 
-    fn reindex(&mut self, id: &JobId) {
-        let Some(e) = self.jobs.get_mut(id) else { return };
-        let w = Self::wake_of(&e.job);
-        if w != e.awake {
-            if e.awake != i64::MAX {
-                self.awake.remove(&(e.awake, *id));
-            }
-            self.awake.insert((w, *id));
-            e.awake = w;
-        }
-    }
-
-    fn queue_entry(&mut self, name: &Arc<[u8]>, now: i64) -> &mut Queue {
-        if !self.queues.contains_key(name) {
-            self.qorder.insert((qkey(name), name.clone()));
-            self.queues.insert(name.clone(), Queue::new(now));
-        }
-        self.queues.get_mut(name).expect("just inserted")
+    fn queue_entry(&mut self, name: &[u8], now: i64) -> &mut Queue {
+        queue_in(&mut self.queues, &mut self.qorder, name, now)
     }
 
     /// The queue named `name`, created if missing (GETJOB on an unknown
     /// queue creates it, spec §1.8); its access time is now.
     pub fn touch_queue(&mut self, name: &[u8], now: i64) -> &mut Queue {
-        let key: Arc<[u8]> = match self.queues.get_key_value(name) {
-            Some((k, _)) => k.clone(),
-            None => Arc::from(name),
-        };
-        let q = self.queue_entry(&key, now);
+        let q = self.queue_entry(name, now);
         q.atime = now;
         q
     }
@@ -312,10 +480,74 @@ impl Jobs {
 
     /// The shared name of queue `name` if it exists (jobs point at it).
     pub fn queue_name(&self, name: &[u8]) -> Arc<[u8]> {
-        match self.queues.get_key_value(name) {
-            Some((k, _)) => k.clone(),
+        match self.queues.get(name) {
+            Some(q) => q.name.clone(),
             None => Arc::from(name),
         }
+    }
+
+    /// ADDJOB: checks queue `j.queue` (MAXLEN, paused in input: Disque's
+    /// order), then registers a new job and queues it at once or, with a
+    /// delay, leaves it active until then. The queue is looked up once
+    /// (and created on the way when the job is queued into it).
+    pub fn add(&mut self, j: &NewJob, now: i64) -> Result<JobId, AddError> {
+        let queued = j.delay_secs == 0;
+        let mut q = match self.queues.entry_ref(j.queue) {
+            EntryRef::Occupied(o) => {
+                let q = o.into_mut();
+                if j.maxlen > 0 && q.len() >= j.maxlen {
+                    return Err(AddError::MaxLen);
+                }
+                if q.pause.has(Pause::IN) {
+                    return Err(AddError::Paused);
+                }
+                Some(q)
+            }
+            EntryRef::Vacant(v) if queued => {
+                let n: Arc<[u8]> = Arc::from(j.queue);
+                self.qorder.insert((qkey(j.queue), n.clone()));
+                Some(v.insert_entry_with_key(n.clone(), Queue::new(n, now)).into_mut())
+            }
+            EntryRef::Vacant(_) => None,
+        };
+        let name = match &q {
+            Some(q) => q.name.clone(),
+            None => Arc::from(j.queue),
+        };
+        let (gen, reg) = (&mut self.gen, &mut self.reg);
+        let id = gen.new_id(reg, j.ttl_secs, j.retry_secs);
+        let ctime = gen.next_ctime(now);
+        let retry = j.retry_secs.min(i64::from(u32::MAX)) as u32;
+        let queued = j.delay_secs == 0;
+        let job = Job {
+            id,
+            queue: name,
+            body: j.body.into(),
+            state: if queued { State::Queued } else { State::Active },
+            repl: j.repl,
+            ctime,
+            etime: now.saturating_add(j.ttl_secs.saturating_mul(1000)),
+            delay: j.delay_secs.min(i64::from(u32::MAX)) as u32,
+            retry,
+            // The first queueing: now (then the re-queue after RETRY), or
+            // when the delay is over.
+            qtime: if queued {
+                gen.requeue_at(retry, now)
+            } else {
+                now.saturating_add(j.delay_secs.saturating_mul(1000)).max(1)
+            },
+            nacks: 0,
+            deliveries: 0,
+            flags: if queued { FLAG_QUEUED_ONCE } else { 0 },
+        };
+        let h = reg.add(job);
+        reg.reindex(h);
+        if let (true, Some(q)) = (queued, q.as_mut()) {
+            q.jobs.insert(key(ctime, h));
+            q.atime = now;
+            q.jobs_in += 1;
+        }
+        Ok(id)
     }
 
     /// Registers `job` in the state it carries (a new job, or one read
@@ -323,49 +555,33 @@ impl Jobs {
     /// goes into its queue, every job into the wake-up index.
     pub fn insert(&mut self, mut job: Job, now: i64) {
         self.delete(&job.id);
-        job.queue = self.queue_name(&job.queue);
-        let id = job.id;
-        let queued = job.state == State::Queued;
-        if queued {
-            let name = job.queue.clone();
-            let q = self.queue_entry(&name, now);
-            q.jobs.insert((job.ctime, id));
+        let ctime = job.ctime;
+        self.gen.last_ctime = self.gen.last_ctime.max(ctime);
+        if job.state == State::Queued {
+            let q = queue_in(&mut self.queues, &mut self.qorder, &job.queue, now);
+            job.queue = q.name.clone();
+            let h = self.reg.add(job);
+            self.reg.reindex(h);
+            q.jobs.insert(key(ctime, h));
+        } else {
+            if let Some(q) = self.queues.get(&job.queue[..]) {
+                job.queue = q.name.clone();
+            }
+            let h = self.reg.add(job);
+            self.reg.reindex(h);
         }
-        self.last_ctime = self.last_ctime.max(job.ctime);
-        self.body_bytes += job.body.len();
-        self.jobs.insert(id, Box::new(Entry { job, awake: i64::MAX }));
-        self.order.insert(id);
-        self.reindex(&id);
     }
 
     /// Deletes a job wherever it is.
     pub fn delete(&mut self, id: &JobId) -> Option<Job> {
-        let e = self.jobs.remove(id)?;
-        self.order.remove(id);
-        if e.awake != i64::MAX {
-            self.awake.remove(&(e.awake, *id));
-        }
+        let h = self.reg.find(id)?;
+        let e = self.reg.remove(h);
         if e.job.state == State::Queued {
-            if let Some(q) = self.queues.get_mut(&e.job.queue) {
-                q.jobs.remove(&(e.job.ctime, *id));
+            if let Some(q) = self.queues.get_mut(&e.job.queue[..]) {
+                q.jobs.remove(&key(e.job.ctime, h));
             }
         }
-        self.body_bytes -= e.job.body.len();
         Some(e.job)
-    }
-
-    /// Registers a new job and queues it at once (ADDJOB without DELAY):
-    /// what [`insert`](Jobs::insert) then [`enqueue`](Jobs::enqueue)
-    /// do, with the wake-up index touched once instead of twice.
-    pub fn insert_queued(&mut self, mut job: Job, now: i64) {
-        job.qtime = self.requeue_at(job.retry, now);
-        job.state = State::Queued;
-        job.flags |= FLAG_QUEUED_ONCE;
-        let name = job.queue.clone();
-        self.insert(job, now);
-        let q = self.queue_entry(&name, now);
-        q.atime = now;
-        q.jobs_in += 1;
     }
 
     /// Queues an active job now (Disque's `enqueueJob`). Refused for a job
@@ -373,18 +589,22 @@ impl Jobs {
     /// a delivered at-most-once job. A NACK counts `nacks`; any other
     /// queueing after the first counts `additional-deliveries`.
     pub fn enqueue(&mut self, id: &JobId, nack: bool, now: i64) -> bool {
-        let Some(e) = self.jobs.get(id) else { return false };
-        let j = &e.job;
+        match self.reg.find(id) {
+            Some(h) => self.enqueue_at(h, nack, now),
+            None => false,
+        }
+    }
+
+    fn enqueue_at(&mut self, h: u32, nack: bool, now: i64) -> bool {
+        let j = &self.reg.at(h).job;
         if matches!(j.state, State::Queued | State::Acked)
             || j.qtime == 0
             || (j.retry == 0 && j.has(FLAG_DELIVERED))
         {
             return false;
         }
-        let retry = j.retry;
-        let qtime = self.requeue_at(retry, now);
-        let e = self.jobs.get_mut(id).expect("checked");
-        let j = &mut e.job;
+        let qtime = self.gen.requeue_at(j.retry, now);
+        let j = &mut self.reg.at_mut(h).job;
         j.state = State::Queued;
         j.qtime = qtime;
         if j.has(FLAG_QUEUED_ONCE) || nack {
@@ -396,25 +616,36 @@ impl Jobs {
         } else {
             j.flags |= FLAG_QUEUED_ONCE;
         }
-        let (name, key) = (j.queue.clone(), (j.ctime, *id));
-        let q = self.queue_entry(&name, now);
-        q.jobs.insert(key);
+        let ctime = j.ctime;
+        let q = queue_in(&mut self.queues, &mut self.qorder, &j.queue, now);
+        if !Arc::ptr_eq(&j.queue, &q.name) {
+            // Delayed before its queue existed: share the queue's name.
+            j.queue = q.name.clone();
+        }
+        q.jobs.insert(key(ctime, h));
         q.atime = now;
         q.jobs_in += 1;
-        self.reindex(id);
+        self.reg.reindex(h);
         true
     }
 
     /// Takes a queued job out of its queue, leaving it active (DEQUEUE,
     /// WORKING); its re-queue timer keeps running.
     pub fn dequeue(&mut self, id: &JobId) -> bool {
-        let Some(e) = self.jobs.get_mut(id) else { return false };
-        if e.job.state != State::Queued {
+        match self.reg.find(id) {
+            Some(h) => self.dequeue_at(h),
+            None => false,
+        }
+    }
+
+    fn dequeue_at(&mut self, h: u32) -> bool {
+        let j = &mut self.reg.at_mut(h).job;
+        if j.state != State::Queued {
             return false;
         }
-        e.job.state = State::Active;
-        if let Some(q) = self.queues.get_mut(&e.job.queue) {
-            q.jobs.remove(&(e.job.ctime, *id));
+        j.state = State::Active;
+        if let Some(q) = self.queues.get_mut(&j.queue[..]) {
+            q.jobs.remove(&key(j.ctime, h));
         }
         true
     }
@@ -427,30 +658,29 @@ impl Jobs {
         if q.pause.has(Pause::OUT) {
             return None;
         }
-        let (_, id) = q.jobs.pop_first()?;
+        let h = handle(q.jobs.pop_first()?);
         q.atime = now;
         q.jobs_out += 1;
-        let e = self.jobs.get_mut(&id).expect("queued jobs are registered");
-        e.job.state = State::Active;
-        e.job.flags |= FLAG_DELIVERED;
-        Some(id)
+        let j = &mut self.reg.at_mut(h).job;
+        j.state = State::Active;
+        j.flags |= FLAG_DELIVERED;
+        Some(j.id)
     }
 
     /// WORKING: postpones the next re-queue by one retry period. `Err(false)`
     /// for an unknown job, `Err(true)` past half of its life.
     pub fn working(&mut self, id: &JobId, now: i64) -> Result<u32, bool> {
-        let Some(e) = self.jobs.get(id) else { return Err(false) };
-        let born = e.job.ctime_ms();
-        if now - born > (e.job.etime - born) / 2 {
+        let Some(h) = self.reg.find(id) else { return Err(false) };
+        let j = &self.reg.at(h).job;
+        let born = j.ctime_ms();
+        if now - born > (j.etime - born) / 2 {
             return Err(true);
         }
-        let retry = e.job.retry;
-        self.dequeue(id);
-        let qtime = self.requeue_at(retry, now);
-        if let Some(e) = self.jobs.get_mut(id) {
-            e.job.qtime = qtime;
-        }
-        self.reindex(id);
+        let retry = j.retry;
+        self.dequeue_at(h);
+        let qtime = self.gen.requeue_at(retry, now);
+        self.reg.at_mut(h).job.qtime = qtime;
+        self.reg.reindex(h);
         Ok(retry)
     }
 
@@ -466,18 +696,18 @@ impl Jobs {
         flags: u8,
         now: i64,
     ) -> bool {
-        let Some(e) = self.jobs.get(id) else { return false };
-        let mut job = e.job.clone();
+        let Some(old) = self.get(id) else { return false };
+        let mut job = old.clone();
         job.state = state;
         job.qtime = qtime;
         job.nacks = nacks;
         job.deliveries = deliveries;
         job.flags = flags;
-        let was_queued = e.job.state == State::Queued;
+        let was_queued = old.state == State::Queued;
         let name = job.queue.clone();
         self.insert(job, now);
         if was_queued != (state == State::Queued) {
-            if let Some(q) = self.queues.get_mut(&name) {
+            if let Some(q) = self.queues.get_mut(&name[..]) {
                 if state == State::Queued {
                     q.jobs_in += 1;
                 } else {
@@ -496,13 +726,15 @@ impl Jobs {
     pub fn tick(&mut self, now: i64, max: usize, out: &mut Vec<Tick>) -> usize {
         let mut n = 0;
         while n < max {
-            let Some(&(t, id)) = self.awake.first() else { break };
-            if t > now {
+            let Some(&k) = self.reg.awake.first() else { break };
+            let h = handle(k);
+            if self.reg.at(h).awake > now {
                 break;
             }
             n += 1;
-            let j = &self.jobs.get(&id).expect("indexed jobs are registered").job;
+            let j = &self.reg.at(h).job;
             if now >= j.etime {
+                let id = j.id;
                 if let Some(job) = self.delete(&id) {
                     out.push(Tick::Expired(job));
                 }
@@ -512,34 +744,33 @@ impl Jobs {
             if qtime > 0 && now >= qtime {
                 match state {
                     State::Queued => {
-                        let q = self.requeue_at(retry, now);
-                        self.jobs.get_mut(&id).expect("present").job.qtime = q;
+                        let q = self.gen.requeue_at(retry, now);
+                        self.reg.at_mut(h).job.qtime = q;
                     }
                     State::Active => {
                         let paused_in =
-                            self.queues.get(&j.queue).is_some_and(|q| q.pause.has(Pause::IN));
+                            self.queues.get(&j.queue[..]).is_some_and(|q| q.pause.has(Pause::IN));
                         // An at-most-once job is queued anyway: it would
                         // never get another chance.
                         if paused_in && retry > 0 {
-                            let q = self.requeue_at(retry, now);
-                            self.jobs.get_mut(&id).expect("present").job.qtime = q;
-                        } else if self.enqueue(&id, false, now) {
-                            let name = self.jobs[&id].job.queue.clone();
-                            out.push(Tick::Requeued(id, name));
+                            let q = self.gen.requeue_at(retry, now);
+                            self.reg.at_mut(h).job.qtime = q;
+                        } else if self.enqueue_at(h, false, now) {
+                            let j = &self.reg.at(h).job;
+                            out.push(Tick::Requeued(j.id, j.queue.clone()));
                         } else {
-                            self.jobs.get_mut(&id).expect("present").job.qtime = 0;
+                            self.reg.at_mut(h).job.qtime = 0;
                         }
                     }
-                    _ => self.jobs.get_mut(&id).expect("present").job.qtime = 0,
+                    _ => self.reg.at_mut(h).job.qtime = 0,
                 }
             }
-            self.reindex(&id);
+            self.reg.reindex(h);
             // A wake-up that left the job due again would spin; the index
             // always moves forward.
-            if self.jobs.get(&id).is_some_and(|e| e.awake <= now) {
-                let e = self.jobs.get_mut(&id).expect("present");
-                e.job.qtime = 0;
-                self.reindex(&id);
+            if self.reg.at(h).awake <= now {
+                self.reg.at_mut(h).job.qtime = 0;
+                self.reg.reindex(h);
             }
         }
         n
@@ -547,12 +778,12 @@ impl Jobs {
 
     /// Ms until the next wake-up (for a caller that sleeps), if any.
     pub fn next_wake(&self) -> Option<i64> {
-        self.awake.first().map(|(t, _)| *t)
+        self.reg.awake.first().map(|&k| self.reg.at(handle(k)).awake)
     }
 
     /// The job's wake-up time as indexed.
     pub fn wake_time(&self, id: &JobId) -> Option<i64> {
-        self.jobs.get(id).map(|e| e.awake).filter(|&a| a != i64::MAX)
+        self.reg.find(id).map(|h| self.reg.at(h).awake).filter(|&a| a != i64::MAX)
     }
 
     /// Sets queue `name`'s pause flags; a queue is created only for a
@@ -562,8 +793,7 @@ impl Jobs {
             None => self.queues.get(name).map_or(Pause::NONE, |q| q.pause),
             Some(p) if p == Pause::NONE && !self.queues.contains_key(name) => Pause::NONE,
             Some(p) => {
-                let name = self.queue_name(name);
-                let q = self.queue_entry(&name, now);
+                let q = self.queue_entry(name, now);
                 q.pause = p;
                 p
             }
@@ -587,7 +817,7 @@ impl Jobs {
                 next = *k;
                 break;
             }
-            let q = &self.queues[name];
+            let q = &self.queues[&name[..]];
             if q.is_empty()
                 && q.pause == Pause::NONE
                 && now - q.atime >= QUEUE_IDLE_GC_MS
@@ -599,14 +829,18 @@ impl Jobs {
         self.gc_cursor = next;
         for (k, name) in &gone {
             self.qorder.remove(&(*k, name.clone()));
-            self.queues.remove(name);
+            self.queues.remove(&name[..]);
         }
         gone.len()
     }
 
     /// One step of JSCAN: jobs from `cursor` on for which `keep` holds, up
-    /// to `count` results or `10 × count` visits (everything with `all`).
-    /// Returns the next cursor (0: done) and the ids.
+    /// to `count` results or `10 × count` jobs visited (and at most
+    /// `100 × count` slots, so a slab emptied by deletions costs a bounded
+    /// step); everything with `all`. The cursor is one more than the
+    /// slot to resume from: a job present for the whole scan keeps its
+    /// slot, so it is returned exactly once. Returns the next cursor (0:
+    /// done) and the ids.
     pub fn scan_jobs(
         &self,
         cursor: u64,
@@ -615,17 +849,22 @@ impl Jobs {
         mut keep: impl FnMut(&Job) -> bool,
     ) -> (u64, Vec<JobId>) {
         let mut out = Vec::new();
-        let mut last: Option<u64> = None;
-        for (visits, id) in self.order.range(JobId::scan_floor(cursor)..).enumerate() {
-            let e = &self.jobs[id];
-            let k = id.scan_key();
-            if !all && (out.len() >= count || visits >= count.saturating_mul(10)) && last != Some(k)
+        let start = usize::try_from(cursor.saturating_sub(1)).unwrap_or(usize::MAX);
+        let slots = self.reg.chunks.len() * CHUNK;
+        if start >= slots {
+            return (0, out);
+        }
+        for (visits, (h, e)) in self.reg.from(start).enumerate() {
+            let slot = h as usize;
+            if !all
+                && (out.len() >= count
+                    || visits >= count.saturating_mul(10)
+                    || slot - start >= count.saturating_mul(100))
             {
-                return (k.max(1), out);
+                return (slot as u64 + 1, out);
             }
-            last = Some(k);
             if keep(&e.job) {
-                out.push(*id);
+                out.push(e.job.id);
             }
         }
         (0, out)
@@ -645,7 +884,7 @@ impl Jobs {
             if !all && (out.len() >= count || visits >= count.saturating_mul(10)) {
                 return (*k, out);
             }
-            if keep(&self.queues[name]) {
+            if keep(&self.queues[&name[..]]) {
                 out.push(name.clone());
             }
         }
@@ -654,12 +893,9 @@ impl Jobs {
 
     /// Drops every job and queue.
     pub fn clear(&mut self) {
-        self.jobs.clear();
-        self.order.clear();
-        self.awake.clear();
+        self.reg.clear();
         self.queues.clear();
         self.qorder.clear();
-        self.body_bytes = 0;
     }
 }
 
@@ -798,5 +1034,67 @@ mod tests {
         assert_eq!(js.collect_queues(T0 + QUEUE_IDLE_GC_MS, 100, |_| false), 1);
         assert!(js.queue(b"idle").is_none());
         assert_eq!(js.queues_len(), 2);
+    }
+
+    fn new_job<'a>(queue: &'a str, delay: i64, maxlen: usize) -> NewJob<'a> {
+        NewJob {
+            queue: queue.as_bytes(),
+            body: b"body",
+            repl: 1,
+            ttl_secs: 100,
+            delay_secs: delay,
+            retry_secs: 10,
+            maxlen,
+        }
+    }
+
+    #[test]
+    fn add_checks_the_queue_and_a_delayed_job_creates_none() {
+        let mut js = Jobs::new(b"00", 1);
+        let a = js.add(&new_job("q", 0, 1), T0).unwrap();
+        assert_eq!(js.get(&a).unwrap().state, State::Queued);
+        assert_eq!(js.add(&new_job("q", 0, 1), T0), Err(AddError::MaxLen));
+        js.set_pause(b"q", Some(Pause::IN), T0);
+        assert_eq!(js.add(&new_job("q", 0, 0), T0), Err(AddError::Paused));
+        let d = js.add(&new_job("later", 5, 0), T0).unwrap();
+        assert_eq!(js.get(&d).unwrap().state, State::Active);
+        assert!(js.queue(b"later").is_none());
+        let mut out = vec![];
+        js.tick(T0 + 5000, 100, &mut out);
+        assert_eq!(js.queue(b"later").map(Queue::len), Some(1));
+        // Jobs of one queue share its name.
+        let b = js.add(&new_job("later", 0, 0), T0).unwrap();
+        assert!(Arc::ptr_eq(&js.get(&d).unwrap().queue, &js.get(&b).unwrap().queue));
+    }
+
+    /// Slots freed by deletions are reused; a scan still sees every job
+    /// present throughout exactly once.
+    #[test]
+    fn slots_are_reused_and_scans_stay_exact() {
+        let mut js = Jobs::new(b"00", 1);
+        let ids: Vec<JobId> = (0..5000).map(|_| add(&mut js, "q", "x", 1, 100, 0, T0)).collect();
+        for id in ids.iter().step_by(2) {
+            assert!(js.delete(id).is_some());
+        }
+        let again: Vec<JobId> = (0..100).map(|_| add(&mut js, "q", "y", 1, 100, 0, T0)).collect();
+        assert_eq!(js.len(), 2600);
+        assert_eq!(js.reg.chunks.iter().map(Vec::len).sum::<usize>(), 5000);
+        let mut seen = Vec::new();
+        let mut c = 0;
+        loop {
+            let (next, got) = js.scan_jobs(c, 3, false, |_| true);
+            seen.extend(got);
+            if next == 0 {
+                break;
+            }
+            c = next;
+        }
+        let n = seen.len();
+        let seen: BTreeSet<JobId> = seen.into_iter().collect();
+        assert_eq!(n, seen.len());
+        let want: BTreeSet<JobId> = ids.iter().skip(1).step_by(2).chain(&again).copied().collect();
+        assert_eq!(seen, want);
+        assert_eq!(js.queue(b"q").unwrap().len(), 2600);
+        assert_eq!(js.iter().count(), 2600);
     }
 }

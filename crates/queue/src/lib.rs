@@ -17,4 +17,4 @@ mod jobs;
 
 pub use id::{JobId, ID_LEN};
 pub use job::{DecodeError, Job, State, FLAG_DELIVERED, FLAG_QUEUED_ONCE};
-pub use jobs::{Jobs, Pause, Queue, Tick};
+pub use jobs::{AddError, Jobs, NewJob, Pause, Queue, Tick};

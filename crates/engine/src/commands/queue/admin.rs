@@ -106,7 +106,7 @@ fn qpeek(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let n = usize::try_from(count.unsigned_abs()).unwrap_or(usize::MAX).min(q.len());
     out.array(n);
     let ids: Box<dyn Iterator<Item = JobId>> =
-        if count >= 0 { Box::new(q.ids()) } else { Box::new(q.ids().rev()) };
+        if count >= 0 { Box::new(js.queued_ids(q)) } else { Box::new(js.queued_ids(q).rev()) };
     for id in ids.take(n) {
         write_job(out, js.get(&id).expect("queued jobs are registered"), false);
     }

@@ -15,7 +15,7 @@
 //! several jobs) or `DELJOB` (see [`ack::LOADJOB`] and docs/jobs.md).
 
 use parking_lot::MutexGuard;
-use queue::{Job, JobId, Jobs, Pause, State};
+use queue::{AddError, Job, JobId, Jobs, NewJob};
 use resp::ReplyBuf;
 use smallvec::SmallVec;
 
@@ -234,36 +234,21 @@ fn addjob(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let now = cx.now();
     let shared = cx.shared;
     let mut js = shared.jobs.lock();
-    if let Some(q) = js.queue(queue) {
-        if o.maxlen > 0 && q.len() as i64 >= o.maxlen {
-            return Err(JobError::MaxLen.into());
-        }
-        if q.pause.has(Pause::IN) {
-            return Err(JobError::Paused.into());
-        }
-    }
-    let id = js.new_id(o.ttl, retry);
-    let job = Job {
-        id,
-        queue: js.queue_name(queue),
-        body: body.into(),
-        state: State::Active,
+    let job = NewJob {
+        queue,
+        body,
         repl: o.replicate as u16,
-        ctime: js.next_ctime(now),
-        etime: now.saturating_add(o.ttl.saturating_mul(1000)),
-        delay: o.delay.min(i64::from(u32::MAX)) as u32,
-        retry: retry.min(i64::from(u32::MAX)) as u32,
-        // The first queueing: now, or when the delay is over.
-        qtime: now.saturating_add(o.delay.saturating_mul(1000)).max(1),
-        nacks: 0,
-        deliveries: 0,
-        flags: 0,
+        ttl_secs: o.ttl,
+        delay_secs: o.delay,
+        retry_secs: retry,
+        maxlen: usize::try_from(o.maxlen).unwrap_or(usize::MAX),
     };
+    let id = js.add(&job, now).map_err(|e| match e {
+        AddError::MaxLen => JobError::MaxLen,
+        AddError::Paused => JobError::Paused,
+    })?;
     if o.delay == 0 {
-        js.insert_queued(job, now);
         ready(cx, queue);
-    } else {
-        js.insert(job, now);
     }
     cx.dirty(1);
     if cx.propagating() {
