@@ -232,7 +232,7 @@ pub fn execute_hinted(
         Some(t)
             if argv.len() > 1
                 && matches!(spec.keys, KeySpec::Range { first: 1, .. })
-                && t.id() as usize / shared.store.stripes() == sess.db =>
+                && shared.store.db_of(t.id()) == sess.db =>
         {
             keys.remember(argv[1], t);
             if single_key(spec, argv.len()) {

@@ -508,11 +508,6 @@ struct Snapshot {
     pending: Box<[AtomicU64]>,
 }
 
-/// One database: its stripes.
-pub struct Db {
-    stripes: Box<[Slot]>,
-}
-
 /// The whole keyspace: `databases` databases of `stripes` stripes each,
 /// then one stripe of its own for the job queue's namespace (DESIGN §7):
 /// its lock id, [`Store::jobs_id`], is above every database stripe's, so
@@ -520,9 +515,14 @@ pub struct Db {
 /// clients blocked on job queues wait in its waiter table. It holds no
 /// keys: the jobs themselves live in the engine, guarded by this lock.
 pub struct Store {
-    /// The databases, then the job namespace (one stripe).
-    dbs: Box<[Db]>,
+    /// Every database's stripes, database after database, then the job
+    /// namespace's one stripe: a global lock id indexes it directly.
+    slots: Box<[Slot]>,
+    databases: usize,
     stripes: usize,
+    /// log2 of `stripes` (a power of two): a global id's database is
+    /// `id >> stripe_bits`, without a division on every lock.
+    stripe_bits: u32,
     /// `slot >> shift` is the stripe of a slot.
     shift: u32,
     /// `DEBUG SET-ACTIVE-EXPIRE`.
@@ -550,28 +550,26 @@ impl Store {
         let stripes = stripes.clamp(1, SLOTS).next_power_of_two();
         let shift = (SLOTS / stripes).trailing_zeros();
         let hasher = ahash::RandomState::new();
-        let dbs = (0..databases.max(1) + 1)
-            .map(|d| Db {
-                stripes: (0..if d < databases.max(1) { stripes } else { 1 })
-                    .map(|_| Slot {
-                        stripe: Mutex::new(Stripe::new(&hasher)),
-                        ttl_hint: AtomicU32::new(0),
-                        len_hint: AtomicU32::new(0),
-                        expired_hint: AtomicU64::new(0),
-                        buckets: AtomicPtr::new(std::ptr::null_mut()),
-                        mask: AtomicUsize::new(0),
-                    })
-                    .collect(),
+        let slots = (0..databases.max(1) * stripes + 1)
+            .map(|_| Slot {
+                stripe: Mutex::new(Stripe::new(&hasher)),
+                ttl_hint: AtomicU32::new(0),
+                len_hint: AtomicU32::new(0),
+                expired_hint: AtomicU64::new(0),
+                buckets: AtomicPtr::new(std::ptr::null_mut()),
+                mask: AtomicUsize::new(0),
             })
             .collect();
         let words = (databases.max(1) * stripes + 1).div_ceil(64);
         Store {
-            dbs,
+            slots,
+            databases: databases.max(1),
             ttl_stripes: (0..words).map(|_| AtomicU64::new(0)).collect(),
             written_stripes: (0..words).map(|_| AtomicU64::new(0)).collect(),
             snapshot_on: AtomicBool::new(false),
             snapshot: parking_lot::RwLock::new(None),
             stripes,
+            stripe_bits: stripes.trailing_zeros(),
             shift,
             active_expire: AtomicBool::new(true),
             rand_state: AtomicU64::new(0x9E37_79B9_7F4A_7C15),
@@ -580,13 +578,13 @@ impl Store {
     }
 
     pub fn databases(&self) -> usize {
-        self.dbs.len() - 1
+        self.databases
     }
 
     /// The lock id of the job namespace's stripe: above every database's.
     #[inline]
     pub fn jobs_id(&self) -> u32 {
-        ((self.dbs.len() - 1) * self.stripes) as u32
+        (self.databases * self.stripes) as u32
     }
 
     /// The stripe (global id) where clients wait for `key` of namespace
@@ -606,6 +604,13 @@ impl Store {
         self.stripes
     }
 
+    /// The database of global stripe id `id` (the job namespace's id gives
+    /// the number of databases).
+    #[inline]
+    pub fn db_of(&self, id: u32) -> usize {
+        (id >> self.stripe_bits) as usize
+    }
+
     /// Stripe index (within a database) of a key.
     #[inline]
     pub fn stripe_of(&self, key: &[u8]) -> u32 {
@@ -618,8 +623,14 @@ impl Store {
         (db * self.stripes) as u32 + stripe
     }
 
+    /// The slots of database `db`.
+    fn db_slots(&self, db: usize) -> &[Slot] {
+        &self.slots[db * self.stripes..(db + 1) * self.stripes]
+    }
+
+    #[inline]
     fn slot(&self, id: u32) -> &Slot {
-        &self.dbs[id as usize / self.stripes].stripes[id as usize % self.stripes]
+        &self.slots[id as usize]
     }
 
     fn lock_global(&self, id: u32) -> MutexGuard<'_, Stripe> {
@@ -654,7 +665,7 @@ impl Store {
         if let Some(snap) = snap {
             let (word, bit) = (id as usize / 64, 1u64 << (id % 64));
             if snap.pending[word].fetch_and(!bit, Ordering::AcqRel) & bit != 0 {
-                snap.hook.capture(id as usize / self.stripes, s);
+                snap.hook.capture(self.db_of(id), s);
             }
         }
     }
@@ -849,7 +860,7 @@ impl Store {
                 } else {
                     (start + probe - 32) % self.stripes
                 };
-                let slot = &self.dbs[db].stripes[stripe];
+                let slot = self.slot(self.global_id(db, stripe as u32));
                 let hint = if volatile { &slot.ttl_hint } else { &slot.len_hint };
                 if hint.load(Ordering::Relaxed) == 0 {
                     continue;
@@ -878,7 +889,7 @@ impl Store {
     pub fn db_size(&self, db: usize) -> (usize, usize) {
         let mut keys = 0;
         let mut ttl = 0;
-        for s in self.dbs[db].stripes.iter() {
+        for s in self.db_slots(db) {
             let s = s.stripe.lock();
             keys += s.len();
             ttl += s.expires_len();
@@ -889,11 +900,9 @@ impl Store {
     /// Sums stripe statistics over all databases.
     pub fn stats(&self) -> StripeStats {
         let mut t = StripeStats::default();
-        for db in self.dbs.iter() {
-            for s in db.stripes.iter() {
-                let s = s.stripe.lock();
-                t.expired_keys += s.stats.expired_keys;
-            }
+        for s in self.slots.iter() {
+            let s = s.stripe.lock();
+            t.expired_keys += s.stats.expired_keys;
         }
         t
     }
@@ -1103,9 +1112,7 @@ impl<'a> Locks<'a> {
     fn memo_for(&self, db: usize, key: &[u8]) -> Option<Prefetch> {
         match self.memo {
             Some((p, l, t))
-                if p == key.as_ptr() as usize
-                    && l == key.len()
-                    && t.id as usize / self.store.stripes == db =>
+                if p == key.as_ptr() as usize && l == key.len() && self.store.db_of(t.id) == db =>
             {
                 Some(t)
             }
@@ -1240,7 +1247,7 @@ impl<'a> Locks<'a> {
 
     /// Database of global stripe id `id`.
     pub fn db_of(&self, id: u32) -> usize {
-        id as usize / self.store.stripes
+        self.store.db_of(id)
     }
 
     /// Releases everything.

@@ -13,7 +13,7 @@ pub mod value;
 
 pub use bytes::SmallBytes;
 pub use db::{
-    Db, Entry, LockOrder, Locks, Prefetch, SnapshotHook, Store, Stripe, StripeCounts, StripeStats,
+    Entry, LockOrder, Locks, Prefetch, SnapshotHook, Store, Stripe, StripeCounts, StripeStats,
     Waiter, WatchFlag, NO_EXPIRE,
 };
 pub use table::Table;
