@@ -576,6 +576,12 @@ fn list(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
 }
 
 fn stats(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    // While an EVAL script is busy, Redis answers its BUSY text.
+    if cx.shared.scripts.is_busy() {
+        if let e @ CmdError::Busy = cx.shared.scripts.busy_error() {
+            return Err(e);
+        }
+    }
     let reg = cx.shared.scripts.functions.read();
     out.map(2);
     out.bulk(b"running_script");
