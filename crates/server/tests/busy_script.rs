@@ -219,3 +219,50 @@ fn an_endless_eval_that_wrote_is_unkillable_and_shutdown_nosave_ends_the_server(
 fn an_endless_function_that_wrote_is_unkillable_and_shutdown_nosave_ends_the_server() {
     check_unkillable(Kind::Function);
 }
+
+/// Clients in other states on the busy thread carry on: one blocked in
+/// BLPOP is served after the script, a subscriber is answered BUSY
+/// (RESP2 pub/sub context allows PING) and gets its messages after, a
+/// client watching a key is answered, and its WATCH still holds.
+fn waiting_clients(port: u16) -> Vec<Vec<u8>> {
+    let mut t = Vec::new();
+    let mut c = connect(port);
+    let mut blocker = connect(port);
+    blocker.send(&["BLPOP", "list", "0"]).unwrap();
+    let mut sub = connect(port);
+    t.push(sub.cmd(&["SUBSCRIBE", "ch"]).unwrap());
+    let mut watcher = connect(port);
+    t.push(watcher.cmd(&["WATCH", "w"]).unwrap());
+    let mut runner = connect(port);
+    runner.send(&Kind::Eval.spin()).unwrap();
+    let start = Instant::now();
+    while c.cmd(&["GET", "x"]).unwrap() != BUSY_EVAL {
+        assert!(start.elapsed() < Duration::from_secs(10), "never BUSY");
+    }
+    t.push(sub.cmd(&["PING"]).unwrap());
+    t.push(sub.cmd(&["GET", "x"]).unwrap());
+    t.push(watcher.cmd(&["GET", "x"]).unwrap());
+    t.push(connect(port).cmd(&["SCRIPT", "KILL"]).unwrap());
+    t.push(runner.read_reply().unwrap());
+    t.push(c.cmd(&["LPUSH", "list", "a"]).unwrap());
+    t.push(blocker.read_reply().unwrap());
+    t.push(c.cmd(&["PUBLISH", "ch", "m"]).unwrap());
+    t.push(sub.read_reply().unwrap());
+    t.push(c.cmd(&["SET", "w", "1"]).unwrap());
+    t.push(watcher.cmd(&["MULTI"]).unwrap());
+    t.push(watcher.cmd(&["GET", "w"]).unwrap());
+    t.push(watcher.cmd(&["EXEC"]).unwrap());
+    t
+}
+
+#[test]
+fn blocked_subscribed_and_watching_clients_carry_on() {
+    let expected = redis().map(|r| waiting_clients(r.port()));
+    for threads in ["1", "2"] {
+        let s = sluice(threads);
+        let got = waiting_clients(s.port());
+        if let Some(e) = &expected {
+            assert_eq!(show(&got), show(e), "--threads {threads}: Sluice (left) vs Redis (right)");
+        }
+    }
+}
