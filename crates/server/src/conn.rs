@@ -152,8 +152,12 @@ pub fn open_while_busy(shared: Arc<Shared>, stream: tokio::net::TcpStream) {
     }
 }
 
+/// A connection over `maxclients`: its socket, its session, the server.
+type Refused<S> = Box<(S, Session, Arc<Shared>)>;
+
 /// Over `maxclients`: Redis's line, then the socket closes.
-async fn refuse_full<S: Transport>((mut stream, mut sess, shared): (S, Session, Arc<Shared>)) {
+async fn refuse_full<S: Transport>(refused: Refused<S>) {
+    let (mut stream, mut sess, shared) = *refused;
     say_and_close(&mut stream, b"-ERR max number of clients reached\r\n").await;
     shared.stats.rejected_connections.fetch_add(1, Ordering::Relaxed);
     *sess.handle.waker.lock() = None;
@@ -257,7 +261,7 @@ struct Conn<S> {
 impl<S: Transport> Conn<S> {
     /// Registers a new client on an accepted socket; over `maxclients`
     /// gives the socket and session back for the refusal.
-    fn open(shared: Arc<Shared>, stream: S) -> Result<Box<Self>, (S, Session, Arc<Shared>)> {
+    fn open(shared: Arc<Shared>, stream: S) -> Result<Box<Self>, Refused<S>> {
         let _ = stream.tcp().set_nodelay(true);
         let keepalive = shared.config.read().tcp_keepalive;
         if keepalive > 0 {
@@ -287,7 +291,7 @@ impl<S: Transport> Conn<S> {
         }
         let maxclients = shared.config.read().maxclients;
         if shared.connected_clients() > maxclients {
-            return Err((stream, sess, shared));
+            return Err(Box::new((stream, sess, shared)));
         }
         let limits = ConnLimits::load(&shared, sess.authenticated);
         let conn = Box::new(Conn {

@@ -62,3 +62,68 @@ pub(crate) fn ended(shared: &Shared) {
         (hooks.ended)(shared);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+
+    use resp::ReplyBuf;
+
+    use super::*;
+    use crate::tests::Harness;
+    use crate::Session;
+
+    thread_local! {
+        static DURING: Cell<usize> = const { Cell::new(0) };
+        static ENDED: Cell<usize> = const { Cell::new(0) };
+        /// Another client of this thread, and what it was answered.
+        static OTHER: RefCell<Option<Session>> = const { RefCell::new(None) };
+        static REPLIES: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
+    }
+
+    fn during(shared: &Shared) {
+        DURING.with(|d| d.set(d.get() + 1));
+        OTHER.with(|o| {
+            let mut o = o.borrow_mut();
+            let sess = o.as_mut().expect("the other client");
+            for argv in
+                [&["GET", "k"][..], &["WATCH", "k"], &["WATCH", "free"], &["SCRIPT", "KILL"]]
+            {
+                let argv: Vec<&[u8]> = argv.iter().map(|a| a.as_bytes()).collect();
+                let mut out = ReplyBuf::new();
+                crate::execute(shared, sess, &argv, &mut out);
+                let r = String::from_utf8_lossy(&out.to_vec()).into_owned();
+                REPLIES.with(|v| v.borrow_mut().push(r));
+            }
+        });
+    }
+
+    fn ended(_: &Shared) {
+        ENDED.with(|e| e.set(e.get() + 1));
+    }
+
+    static HOOKS: Hooks = Hooks { during, ended };
+
+    /// The hooks run only past the threshold: a script under it never
+    /// calls them; one past it does, from its own thread, and what the
+    /// other client sends there is answered without waiting for the
+    /// stripes the script holds (BUSY for GET and for WATCH of its key,
+    /// WATCH of a free key works) and SCRIPT KILL stops it.
+    #[test]
+    fn hooks_serve_the_thread_only_past_the_threshold() {
+        install(&HOOKS);
+        let mut h = Harness::new();
+        let other = h.shared.connect(String::new(), String::new(), -1);
+        OTHER.with(|o| *o.borrow_mut() = Some(other));
+        assert_eq!(h.run(&["EVAL", "for i = 1, 1e6 do end return 1", "1", "k"]), ":1\r\n");
+        assert_eq!((DURING.with(Cell::get), ENDED.with(Cell::get)), (0, 0));
+        assert_eq!(h.run(&["CONFIG", "SET", "busy-reply-threshold", "1"]), "+OK\r\n");
+        let r = h.run(&["EVAL", "while true do end", "1", "k"]);
+        assert!(r.starts_with("-ERR Script killed by user with SCRIPT KILL..."), "{r}");
+        assert_eq!((DURING.with(Cell::get), ENDED.with(Cell::get)), (1, 1));
+        let busy = "-BUSY Redis is busy running a script. You can only call SCRIPT KILL or \
+                    SHUTDOWN NOSAVE.\r\n";
+        let replies = REPLIES.with(|v| v.take());
+        assert_eq!(replies, [busy, busy, "+OK\r\n", "+OK\r\n"]);
+    }
+}
