@@ -43,17 +43,21 @@ pub type Incoming = (std::net::TcpStream, Kind);
 /// A parked connection: where it is and how to serve it.
 #[derive(Clone, Copy)]
 struct Entry {
-    slot: u32,
     conn: *mut (),
     fd: RawFd,
     serve: unsafe fn(*mut ()),
 }
 
+/// A connection's parked state, shared by the connection and its thread's
+/// registry: written by the connection at each wait (one store, no lookup),
+/// read by the busy pass.
+type Cell = std::cell::Cell<Option<Entry>>;
+
 /// This thread's loop, as the busy pass sees it.
 #[derive(Default)]
 struct Loop {
-    /// Connection slots (see [`alloc`]); `Some` while parked.
-    slots: Vec<Option<Entry>>,
+    /// Connection slots (see [`Slot`]).
+    slots: Vec<Option<Rc<Cell>>>,
     free: Vec<u32>,
     /// Plain TCP listeners this thread accepts on (thread 0).
     listeners: Vec<RawFd>,
@@ -114,61 +118,78 @@ impl Drop for Listening {
     }
 }
 
-/// A slot for a new connection (one per connection, for its life).
-pub fn alloc() -> u32 {
-    LOOP.with(|l| {
-        let mut l = l.borrow_mut();
-        match l.free.pop() {
-            Some(s) => s,
-            None => {
-                l.slots.push(None);
-                (l.slots.len() - 1) as u32
+/// A plain TCP connection's place in its thread's registry, for its
+/// whole life (released on drop).
+pub struct Slot {
+    idx: u32,
+    cell: Rc<Cell>,
+}
+
+impl Slot {
+    pub fn new() -> Slot {
+        let cell = Rc::new(Cell::new(None));
+        let idx = LOOP.with(|l| {
+            let mut l = l.borrow_mut();
+            match l.free.pop() {
+                Some(i) => {
+                    l.slots[i as usize] = Some(cell.clone());
+                    i
+                }
+                None => {
+                    l.slots.push(Some(cell.clone()));
+                    (l.slots.len() - 1) as u32
+                }
             }
-        }
-    })
+        });
+        Slot { idx, cell }
+    }
+
+    /// Marks the connection parked: until [`unpark`](Self::unpark) (or
+    /// the guard [`Parked`] drops), a busy pass may serve it through
+    /// `serve(conn)`.
+    ///
+    /// # Safety
+    /// `conn` must stay valid, and the connection's own code must not
+    /// touch what `serve` touches, until it is unparked: a connection
+    /// parks only while its task is suspended waiting for I/O.
+    #[inline]
+    pub unsafe fn park(&self, conn: *mut (), fd: RawFd, serve: unsafe fn(*mut ())) -> Parked {
+        self.cell.set(Some(Entry { conn, fd, serve }));
+        Parked(Rc::as_ptr(&self.cell))
+    }
+
+    pub fn unpark(&self) {
+        self.cell.set(None);
+    }
 }
 
-/// The connection of `slot` has ended.
-pub fn release(slot: u32) {
-    let _ = LOOP.try_with(|l| {
-        let mut l = l.borrow_mut();
-        l.slots[slot as usize] = None;
-        l.free.push(slot);
-    });
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let _ = LOOP.try_with(|l| {
+            let mut l = l.borrow_mut();
+            l.slots[self.idx as usize] = None;
+            l.free.push(self.idx);
+        });
+    }
 }
 
-/// Marks the connection of `slot` parked: until [`unpark`], a busy pass
-/// may serve it through `serve(conn)`.
-///
-/// # Safety
-/// `conn` must stay valid, and the connection's own code must not touch
-/// what `serve` touches, until `unpark(slot)`: the connection parks only
-/// while its task is suspended waiting for I/O (see `Parked`).
-pub unsafe fn park(slot: u32, conn: *mut (), fd: RawFd, serve: unsafe fn(*mut ())) {
-    LOOP.with(|l| l.borrow_mut().slots[slot as usize] = Some(Entry { slot, conn, fd, serve }));
-}
-
-pub fn unpark(slot: u32) {
-    LOOP.with(|l| l.borrow_mut().slots[slot as usize] = None);
-}
-
-/// Parked while alive (a connection waiting for I/O): unparks on drop,
-/// also when the wait is cancelled.
-pub struct Parked(u32);
+/// Parked while alive: unparks on drop, also when the wait is cancelled.
+pub struct Parked(*const Cell);
 
 impl Parked {
-    /// # Safety
-    /// As [`park`], for as long as the guard lives.
-    pub unsafe fn new(slot: u32, conn: *mut (), fd: RawFd, serve: unsafe fn(*mut ())) -> Self {
-        // SAFETY: the caller's promise, passed on.
-        unsafe { park(slot, conn, fd, serve) };
-        Parked(slot)
+    /// Stays parked after the guard (a connection opened by a busy pass,
+    /// until its task first runs).
+    pub fn keep(self) {
+        std::mem::forget(self);
     }
 }
 
 impl Drop for Parked {
+    #[inline]
     fn drop(&mut self) {
-        unpark(self.0);
+        // SAFETY: the cell is kept alive by the slot, which outlives the
+        // wait that made this guard (both belong to the connection).
+        unsafe { (*self.0).set(None) };
     }
 }
 
@@ -187,7 +208,8 @@ fn during(shared: &Shared) {
         if let Some(b) = &l.busy {
             b[l.idx].store(true, Ordering::Relaxed);
         }
-        let parked: Vec<Entry> = l.slots.iter().flatten().copied().collect();
+        let parked: Vec<(Rc<Cell>, Entry)> =
+            l.slots.iter().flatten().filter_map(|c| Some((c.clone(), c.get()?))).collect();
         Some((l.shared.clone()?, l.listeners.clone(), parked))
     });
     let Some((shared, listeners, parked)) = pass else { return };
@@ -282,30 +304,24 @@ fn open_here(shared: &Arc<Shared>, sock: std::net::TcpStream, kind: Kind) {
 }
 
 /// Serves the parked connections that have something to read.
-fn serve_parked(parked: &[Entry]) {
+fn serve_parked(parked: &[(Rc<Cell>, Entry)]) {
     if parked.is_empty() {
         return;
     }
     let mut fds: Vec<libc::pollfd> = parked
         .iter()
-        .map(|e| libc::pollfd { fd: e.fd, events: libc::POLLIN, revents: 0 })
+        .map(|(_, e)| libc::pollfd { fd: e.fd, events: libc::POLLIN, revents: 0 })
         .collect();
     // SAFETY: a valid array of pollfd of the given length; no waiting.
     let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 0) };
     if n <= 0 {
         return;
     }
-    for (e, p) in parked.iter().zip(&fds) {
-        if p.revents == 0 {
-            continue;
-        }
+    for ((cell, e), p) in parked.iter().zip(&fds) {
         // Still parked? (Serving one cannot unpark another, but cheap to
         // be sure.)
-        let still = LOOP.with(|l| {
-            l.borrow().slots[e.slot as usize].is_some_and(|x| std::ptr::eq(x.conn, e.conn))
-        });
-        if still {
-            // SAFETY: parked (see `park`): its task is suspended and
+        if p.revents != 0 && cell.get().is_some_and(|x| std::ptr::eq(x.conn, e.conn)) {
+            // SAFETY: parked (see `Slot::park`): its task is suspended and
             // nothing else on this thread runs it meanwhile.
             unsafe { (e.serve)(e.conn) };
         }

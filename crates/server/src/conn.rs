@@ -134,16 +134,12 @@ pub fn open_while_busy(shared: Arc<Shared>, stream: tokio::net::TcpStream) {
     match Conn::open(shared, stream) {
         Ok(mut conn) => {
             let ptr: *mut Conn<tokio::net::TcpStream> = &mut *conn;
-            // SAFETY: the box does not move and is not touched until its
-            // task first runs, which unparks it first (`Conn::run`).
-            unsafe {
-                crate::busy::park(
-                    conn.slot,
-                    ptr.cast(),
-                    conn.fd,
-                    serve_parked::<tokio::net::TcpStream>,
-                )
-            };
+            if let Some(slot) = &conn.slot {
+                // SAFETY: the box does not move and is not touched until
+                // its task first runs, which unparks it first (`Conn::run`).
+                unsafe { slot.park(ptr.cast(), conn.fd, serve_parked::<tokio::net::TcpStream>) }
+                    .keep();
+            }
             tokio::task::spawn_local(run_conn(conn));
         }
         Err(full) => {
@@ -168,9 +164,8 @@ async fn refuse_full<S: Transport>(refused: Refused<S>) {
 async fn run_conn<S: Transport>(mut conn: Box<Conn<S>>) {
     let notify = conn.notify.clone();
     let ended = conn.run(&notify).await;
-    if conn.slot != NO_SLOT {
-        crate::busy::release(conn.slot);
-    }
+    // Out of the busy pass's reach from here.
+    conn.slot = None;
     let shared = conn.shared.clone();
     if ended.is_ok() && conn.sess.replica.as_ref().is_some_and(|h| h.sync.is_some()) {
         let input = conn.rbuf[conn.rpos..].to_vec();
@@ -201,13 +196,10 @@ async fn run_conn<S: Transport>(mut conn: Box<Conn<S>>) {
     shared.disconnect(&mut sess);
 }
 
-/// No busy-thread slot (a TLS connection).
-const NO_SLOT: u32 = u32::MAX;
-
 /// How a busy pass serves a parked connection (`crate::busy`).
 ///
 /// # Safety
-/// `conn` is a parked `Conn<S>` (see `busy::park`).
+/// `conn` is a parked `Conn<S>` (see `busy::Slot::park`).
 unsafe fn serve_parked<S: Transport>(conn: *mut ()) {
     // SAFETY: the caller's promise: parked, so valid and not in use.
     let conn = unsafe { &mut *conn.cast::<Conn<S>>() };
@@ -236,8 +228,8 @@ struct Conn<S> {
     stream: S,
     /// Wakes the connection's task (kept here for the busy pass).
     notify: Arc<Notify>,
-    /// Its slot for the busy pass (`crate::busy`), or [`NO_SLOT`].
-    slot: u32,
+    /// Its place for the busy pass (`crate::busy`); none for TLS.
+    slot: Option<crate::busy::Slot>,
     fd: std::os::fd::RawFd,
     sess: Session,
     rbuf: Vec<u8>,
@@ -298,7 +290,7 @@ impl<S: Transport> Conn<S> {
             shared,
             stream,
             notify,
-            slot: if S::RAW { crate::busy::alloc() } else { NO_SLOT },
+            slot: S::RAW.then(crate::busy::Slot::new),
             fd,
             sess,
             rbuf: Vec::with_capacity(READ_CHUNK),
@@ -322,9 +314,9 @@ type Closed = &'static str;
 
 impl<S: Transport> Conn<S> {
     async fn run(&mut self, notify: &Notify) -> Result<(), Closed> {
-        if self.slot != NO_SLOT {
+        if let Some(slot) = &self.slot {
             // Opened by a busy pass: parked until now.
-            crate::busy::unpark(self.slot);
+            slot.unpark();
         }
         loop {
             if self.sess.handle.killed.load(Ordering::Acquire) {
@@ -389,13 +381,12 @@ impl<S: Transport> Conn<S> {
         let pending_out = !self.out.is_empty() || self.stream.pending_out();
         let can_read = !self.eof && self.rbuf.len() - self.rpos < self.limits.query_limit;
         // While it waits, a busy script of this thread may serve it.
-        let _parked = S::RAW.then(|| {
-            let me: *mut Self = self;
-            // SAFETY: until the guard drops, this task is suspended in the
-            // select below, which touches only `stream` and `notify`;
-            // `serve_while_busy` touches neither (it uses the fd).
-            unsafe { crate::busy::Parked::new(self.slot, me.cast(), self.fd, serve_parked::<S>) }
-        });
+        let me: *mut Self = self;
+        // SAFETY: until the guard drops, this task is suspended in the
+        // select below, which touches only `stream` and `notify`;
+        // `serve_while_busy` touches neither (it uses the fd).
+        let _parked =
+            self.slot.as_ref().map(|s| unsafe { s.park(me.cast(), self.fd, serve_parked::<S>) });
         tokio::select! {
             r = self.stream.readable(), if can_read => {
                 r.map_err(|_| "read error")?;
