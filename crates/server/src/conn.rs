@@ -9,6 +9,10 @@
 //! write cannot deadlock) and resumes as the socket drains. Each turn
 //! executes at most [`TURN_BUDGET`] bytes of replies before yielding, so one
 //! heavy pipeliner cannot starve the other connections of its thread.
+//!
+//! While it waits for I/O a plain TCP connection is *parked*: a script of
+//! its thread that runs past `busy-reply-threshold` may then serve it
+//! from the script's hook (`serve_while_busy`, see `crate::busy`).
 
 use std::io::IoSlice;
 use std::sync::atomic::Ordering;

@@ -5,7 +5,9 @@
 //! round-robin and stays there for its whole life (run to completion on
 //! the connection's thread). Every thread runs its share of active expiry.
 //! TLS listeners (`tls-port`) sit beside the plain ones; a TLS socket's
-//! handshake runs on the thread that then serves it.
+//! handshake runs on the thread that then serves it. A thread inside a
+//! busy script keeps serving from the script's hook (`crate::busy`), and
+//! new sockets go to threads that are not busy while there is one.
 
 use std::cell::RefCell;
 use std::net::{SocketAddr, TcpListener as StdListener};
