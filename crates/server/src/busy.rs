@@ -40,18 +40,14 @@ use crate::net::Kind;
 /// A socket on its way to an event-loop thread.
 pub type Incoming = (std::net::TcpStream, Kind);
 
-/// A parked connection: where it is and how to serve it.
-#[derive(Clone, Copy)]
-struct Entry {
-    conn: *mut (),
+/// A connection as the busy pass sees it: its socket, how to serve it,
+/// and where it is while parked (null otherwise). Shared by the
+/// connection and its thread's registry: parking is one store.
+struct Cell {
+    conn: std::cell::Cell<*mut ()>,
     fd: RawFd,
     serve: unsafe fn(*mut ()),
 }
-
-/// A connection's parked state, shared by the connection and its thread's
-/// registry: written by the connection at each wait (one store, no lookup),
-/// read by the busy pass.
-type Cell = std::cell::Cell<Option<Entry>>;
 
 /// This thread's loop, as the busy pass sees it.
 #[derive(Default)]
@@ -126,8 +122,9 @@ pub struct Slot {
 }
 
 impl Slot {
-    pub fn new() -> Slot {
-        let cell = Rc::new(Cell::new(None));
+    /// Registers a connection on `fd`, served by `serve` when parked.
+    pub fn new(fd: RawFd, serve: unsafe fn(*mut ())) -> Slot {
+        let cell = Rc::new(Cell { conn: std::cell::Cell::new(std::ptr::null_mut()), fd, serve });
         let idx = LOOP.with(|l| {
             let mut l = l.borrow_mut();
             match l.free.pop() {
@@ -144,22 +141,22 @@ impl Slot {
         Slot { idx, cell }
     }
 
-    /// Marks the connection parked: until [`unpark`](Self::unpark) (or
-    /// the guard [`Parked`] drops), a busy pass may serve it through
-    /// `serve(conn)`.
+    /// Marks the connection parked at `conn`: until
+    /// [`unpark`](Self::unpark) (or the guard [`Parked`] drops), a busy
+    /// pass may serve it through `serve(conn)`.
     ///
     /// # Safety
     /// `conn` must stay valid, and the connection's own code must not
     /// touch what `serve` touches, until it is unparked: a connection
     /// parks only while its task is suspended waiting for I/O.
     #[inline]
-    pub unsafe fn park(&self, conn: *mut (), fd: RawFd, serve: unsafe fn(*mut ())) -> Parked {
-        self.cell.set(Some(Entry { conn, fd, serve }));
+    pub unsafe fn park(&self, conn: *mut ()) -> Parked {
+        self.cell.conn.set(conn);
         Parked(Rc::as_ptr(&self.cell))
     }
 
     pub fn unpark(&self) {
-        self.cell.set(None);
+        self.cell.conn.set(std::ptr::null_mut());
     }
 }
 
@@ -189,7 +186,7 @@ impl Drop for Parked {
     fn drop(&mut self) {
         // SAFETY: the cell is kept alive by the slot, which outlives the
         // wait that made this guard (both belong to the connection).
-        unsafe { (*self.0).set(None) };
+        unsafe { (*self.0).conn.set(std::ptr::null_mut()) };
     }
 }
 
@@ -208,8 +205,8 @@ fn during(shared: &Shared) {
         if let Some(b) = &l.busy {
             b[l.idx].store(true, Ordering::Relaxed);
         }
-        let parked: Vec<(Rc<Cell>, Entry)> =
-            l.slots.iter().flatten().filter_map(|c| Some((c.clone(), c.get()?))).collect();
+        let parked: Vec<Rc<Cell>> =
+            l.slots.iter().flatten().filter(|c| !c.conn.get().is_null()).cloned().collect();
         Some((l.shared.clone()?, l.listeners.clone(), parked))
     });
     let Some((shared, listeners, parked)) = pass else { return };
@@ -304,26 +301,27 @@ fn open_here(shared: &Arc<Shared>, sock: std::net::TcpStream, kind: Kind) {
 }
 
 /// Serves the parked connections that have something to read.
-fn serve_parked(parked: &[(Rc<Cell>, Entry)]) {
+fn serve_parked(parked: &[Rc<Cell>]) {
     if parked.is_empty() {
         return;
     }
     let mut fds: Vec<libc::pollfd> = parked
         .iter()
-        .map(|(_, e)| libc::pollfd { fd: e.fd, events: libc::POLLIN, revents: 0 })
+        .map(|c| libc::pollfd { fd: c.fd, events: libc::POLLIN, revents: 0 })
         .collect();
     // SAFETY: a valid array of pollfd of the given length; no waiting.
     let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 0) };
     if n <= 0 {
         return;
     }
-    for ((cell, e), p) in parked.iter().zip(&fds) {
-        // Still parked? (Serving one cannot unpark another, but cheap to
-        // be sure.)
-        if p.revents != 0 && cell.get().is_some_and(|x| std::ptr::eq(x.conn, e.conn)) {
+    for (c, p) in parked.iter().zip(&fds) {
+        // Read again: serving one cannot unpark another, but it is cheap
+        // to be sure.
+        let conn = c.conn.get();
+        if p.revents != 0 && !conn.is_null() {
             // SAFETY: parked (see `Slot::park`): its task is suspended and
             // nothing else on this thread runs it meanwhile.
-            unsafe { (e.serve)(e.conn) };
+            unsafe { (c.serve)(conn) };
         }
     }
 }

@@ -141,8 +141,7 @@ pub fn open_while_busy(shared: Arc<Shared>, stream: tokio::net::TcpStream) {
             if let Some(slot) = &conn.slot {
                 // SAFETY: the box does not move and is not touched until
                 // its task first runs, which unparks it first (`Conn::run`).
-                unsafe { slot.park(ptr.cast(), conn.fd, serve_parked::<tokio::net::TcpStream>) }
-                    .keep();
+                unsafe { slot.park(ptr.cast()) }.keep();
             }
             tokio::task::spawn_local(run_conn(conn));
         }
@@ -294,7 +293,7 @@ impl<S: Transport> Conn<S> {
             shared,
             stream,
             notify,
-            slot: S::RAW.then(crate::busy::Slot::new),
+            slot: S::RAW.then(|| crate::busy::Slot::new(fd, serve_parked::<S>)),
             fd,
             sess,
             rbuf: Vec::with_capacity(READ_CHUNK),
@@ -389,8 +388,7 @@ impl<S: Transport> Conn<S> {
         // SAFETY: until the guard drops, this task is suspended in the
         // select below, which touches only `stream` and `notify`;
         // `serve_while_busy` touches neither (it uses the fd).
-        let _parked =
-            self.slot.as_ref().map(|s| unsafe { s.park(me.cast(), self.fd, serve_parked::<S>) });
+        let _parked = self.slot.as_ref().map(|s| unsafe { s.park(me.cast()) });
         tokio::select! {
             r = self.stream.readable(), if can_read => {
                 r.map_err(|_| "read error")?;
