@@ -211,6 +211,17 @@ pub fn execute_hinted(
         if !spec.flags.has(Flags::NO_PAUSE) && sess.paused(shared, spec, now) {
             return Outcome::Paused;
         }
+        if shared.scripts.is_busy() && !matches!(spec.keys, KeySpec::None) {
+            let mut keys = Locks::new(&shared.store, now);
+            if !busy_keyed(shared, sess.db, spec, argv, &mut keys) {
+                reject(shared, sess, Some(spec), &shared.scripts.busy_error(), out);
+                return Outcome::Done;
+            }
+            call(shared, sess, &mut keys, spec, argv, out, Caller::Client);
+            sess.fx.finish_unit();
+            apply_reply_mode(sess, out, mark);
+            return Outcome::Done;
+        }
     }
     if let Some(m) = &mut sess.multi {
         if !spec.flags.has(Flags::NO_QUEUE) {
@@ -277,6 +288,25 @@ pub fn execute_hinted(
         }
     }
     Outcome::Done
+}
+
+/// An `allow-busy` command with keys (WATCH) while a script is busy: its
+/// stripes are taken only if free at once, since the busy script may
+/// hold them until it ends (this thread would wait for it, or, on the
+/// script's own thread, for itself). False when not free: BUSY then.
+#[cold]
+fn busy_keyed<'a>(
+    shared: &'a Shared,
+    db: usize,
+    spec: &'static CommandSpec,
+    argv: &[&[u8]],
+    keys: &mut Locks<'a>,
+) -> bool {
+    let mut ids = SmallVec::new();
+    match key_ids(shared, db, spec, argv, &mut ids) {
+        Scope::Keys => keys.try_acquire(&mut ids).is_ok(),
+        _ => false,
+    }
 }
 
 /// Whether `enable-debug-command` lets this client run a `PROTECTED`
@@ -349,7 +379,9 @@ pub fn check(
                 crate::acl::gate::check(shared, sess, spec, argv, caller)?;
             }
             let maxmemory = sess.conf(shared).maxmemory;
-            if maxmemory > 0 {
+            // Not while a script is busy (Redis's processCommand skips
+            // it too): eviction would wait for the stripes it holds.
+            if maxmemory > 0 && !shared.scripts.is_busy() {
                 // Evict first, whatever the command (Redis 7.0's
                 // processCommand runs performEvictions for every one).
                 let oom = crate::evict::perform(shared, &mut sess.fx, maxmemory).is_err();
@@ -401,7 +433,7 @@ pub fn check(
                 return Err(CmdError::Loading);
             }
             if !flags.has(Flags::ALLOW_BUSY) && shared.scripts.is_busy() {
-                return Err(CmdError::Busy);
+                return Err(shared.scripts.busy_error());
             }
         }
         Caller::Script { read_only, allow_oom } => {

@@ -45,8 +45,10 @@ pub enum CmdError {
     NoReplicas,
     /// The dataset is being loaded.
     Loading,
-    /// A script has run past `busy-reply-threshold`.
+    /// A script (`EVAL`) has run past `busy-reply-threshold`.
     Busy,
+    /// A function (`FCALL`) has run past `busy-reply-threshold`.
+    BusyFunction,
     /// A caller that already holds stripes (EXEC, a script) ran a command
     /// needing a stripe below them: refused rather than risk a deadlock.
     LockOrder,
@@ -178,6 +180,10 @@ impl CmdError {
             CmdError::NoReplicas => "NOREPLICAS Not enough good replicas to write.",
             CmdError::Busy => {
                 "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE."
+            }
+            CmdError::BusyFunction => {
+                "BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN \
+                 NOSAVE."
             }
             CmdError::DebugNotAllowed => {
                 "ERR DEBUG command not allowed. If the enable-debug-command option is set to \

@@ -9,6 +9,10 @@
 //! write cannot deadlock) and resumes as the socket drains. Each turn
 //! executes at most [`TURN_BUDGET`] bytes of replies before yielding, so one
 //! heavy pipeliner cannot starve the other connections of its thread.
+//!
+//! While it waits for I/O a plain TCP connection is *parked*: a script of
+//! its thread that runs past `busy-reply-threshold` may then serve it
+//! from the script's hook (`serve_while_busy`, see `crate::busy`).
 
 use std::io::IoSlice;
 use std::sync::atomic::Ordering;
@@ -117,61 +121,58 @@ pub async fn serve<S: Transport>(shared: Arc<Shared>, mut stream: S) {
         shared.stats.rejected_connections.fetch_add(1, Ordering::Relaxed);
         return;
     }
-    let _ = stream.tcp().set_nodelay(true);
-    let keepalive = shared.config.read().tcp_keepalive;
-    if keepalive > 0 {
-        // Redis's anetKeepAlive: probes after `tcp-keepalive` idle
-        // seconds, every third of that, three of them.
-        let secs = Duration::from_secs(keepalive);
-        let ka = socket2::TcpKeepalive::new()
-            .with_time(secs)
-            .with_interval((secs / 3).max(Duration::from_secs(1)))
-            .with_retries(3);
-        let _ = socket2::SockRef::from(stream.tcp()).set_tcp_keepalive(&ka);
+    match Conn::open(shared, stream) {
+        Ok(conn) => run_conn(conn).await,
+        Err(full) => refuse_full(full).await,
     }
-    let peer = stream.tcp().peer_addr().map(|a| a.to_string()).unwrap_or_default();
-    let local = stream.tcp().local_addr().map(|a| a.to_string()).unwrap_or_default();
-    let fd = {
-        use std::os::fd::AsRawFd;
-        stream.tcp().as_raw_fd()
-    };
-    let mut sess = shared.connect(peer, local, fd);
-    if log::enabled(log::Level::Verbose) {
-        log::verbose(&format!("Accepted {}", sess.handle.addr));
-    }
-    let notify = Arc::new(Notify::new());
-    {
-        let n = notify.clone();
-        *sess.handle.waker.lock() = Some(Box::new(move || n.notify_one()));
-    }
-    let maxclients = shared.config.read().maxclients;
-    if shared.connected_clients() > maxclients {
-        say_and_close(&mut stream, b"-ERR max number of clients reached\r\n").await;
-        shared.stats.rejected_connections.fetch_add(1, Ordering::Relaxed);
-        shared.disconnect(&mut sess);
+}
+
+/// A connection accepted while a script of this thread is busy
+/// (`crate::busy`): opened at once and parked, so the busy thread serves
+/// it like its others; its task takes over once the loop turns again.
+pub fn open_while_busy(shared: Arc<Shared>, stream: tokio::net::TcpStream) {
+    if refused_by_protected_mode(&shared, stream.peer_addr().ok()) {
+        crate::net::spawn_conn(shared, stream, crate::net::Kind::Tcp);
         return;
     }
-    let mut conn = Conn {
-        shared: &shared,
-        stream,
-        sess,
-        rbuf: Vec::with_capacity(READ_CHUNK),
-        rpos: 0,
-        need: 0,
-        out: ReplyBuf::new(),
-        window: (0..WINDOW).map(|_| Pending::default()).collect(),
-        eof: false,
-        limits: ConnLimits::load(&shared, true),
-        soft_since: None,
-        published_cmd: &engine::commands::connection::COMMANDS[0],
-        served_reply: false,
-    };
-    conn.limits = ConnLimits::load(&shared, conn.sess.authenticated);
-    conn.publish_memory();
+    match Conn::open(shared, stream) {
+        Ok(mut conn) => {
+            let ptr: *mut Conn<tokio::net::TcpStream> = &mut *conn;
+            if let Some(slot) = &conn.slot {
+                // SAFETY: the box does not move and is not touched until
+                // its task first runs, which unparks it first (`Conn::run`).
+                unsafe { slot.park(ptr.cast()) }.keep();
+            }
+            tokio::task::spawn_local(run_conn(conn));
+        }
+        Err(full) => {
+            tokio::task::spawn_local(refuse_full(full));
+        }
+    }
+}
+
+/// A connection over `maxclients`: its socket, its session, the server.
+type Refused<S> = Box<(S, Session, Arc<Shared>)>;
+
+/// Over `maxclients`: Redis's line, then the socket closes.
+async fn refuse_full<S: Transport>(refused: Refused<S>) {
+    let (mut stream, mut sess, shared) = *refused;
+    say_and_close(&mut stream, b"-ERR max number of clients reached\r\n").await;
+    shared.stats.rejected_connections.fetch_add(1, Ordering::Relaxed);
+    *sess.handle.waker.lock() = None;
+    shared.disconnect(&mut sess);
+}
+
+/// Runs an open connection until it closes.
+async fn run_conn<S: Transport>(mut conn: Box<Conn<S>>) {
+    let notify = conn.notify.clone();
     let ended = conn.run(&notify).await;
+    // Out of the busy pass's reach from here.
+    conn.slot = None;
+    let shared = conn.shared.clone();
     if ended.is_ok() && conn.sess.replica.as_ref().is_some_and(|h| h.sync.is_some()) {
         let input = conn.rbuf[conn.rpos..].to_vec();
-        let Conn { sess, stream, .. } = conn;
+        let Conn { sess, stream, .. } = *conn;
         match stream.into_tcp() {
             Ok(tcp) => become_replica(shared, tcp, sess, input),
             Err(_) => {
@@ -193,9 +194,19 @@ pub async fn serve<S: Transport>(shared: Arc<Shared>, mut stream: S) {
             h.id, h.addr, h.laddr, h.fd
         ));
     }
-    let Conn { mut sess, .. } = conn;
+    let Conn { mut sess, .. } = *conn;
     *sess.handle.waker.lock() = None;
     shared.disconnect(&mut sess);
+}
+
+/// How a busy pass serves a parked connection (`crate::busy`).
+///
+/// # Safety
+/// `conn` is a parked `Conn<S>` (see `busy::Slot::park`).
+unsafe fn serve_parked<S: Transport>(conn: *mut ()) {
+    // SAFETY: the caller's promise: parked, so valid and not in use.
+    let conn = unsafe { &mut *conn.cast::<Conn<S>>() };
+    conn.serve_while_busy();
 }
 
 /// SYNC or PSYNC ran: the connection, its replies written, becomes a
@@ -215,9 +226,14 @@ fn become_replica(
     }
 }
 
-struct Conn<'a, S> {
-    shared: &'a Arc<Shared>,
+struct Conn<S> {
+    shared: Arc<Shared>,
     stream: S,
+    /// Wakes the connection's task (kept here for the busy pass).
+    notify: Arc<Notify>,
+    /// Its place for the busy pass (`crate::busy`); none for TLS.
+    slot: Option<crate::busy::Slot>,
+    fd: std::os::fd::RawFd,
     sess: Session,
     rbuf: Vec<u8>,
     /// Start of unparsed input in `rbuf`.
@@ -237,11 +253,74 @@ struct Conn<'a, S> {
     served_reply: bool,
 }
 
+impl<S: Transport> Conn<S> {
+    /// Registers a new client on an accepted socket; over `maxclients`
+    /// gives the socket and session back for the refusal.
+    fn open(shared: Arc<Shared>, stream: S) -> Result<Box<Self>, Refused<S>> {
+        let _ = stream.tcp().set_nodelay(true);
+        let keepalive = shared.config.read().tcp_keepalive;
+        if keepalive > 0 {
+            // Redis's anetKeepAlive: probes after `tcp-keepalive` idle
+            // seconds, every third of that, three of them.
+            let secs = Duration::from_secs(keepalive);
+            let ka = socket2::TcpKeepalive::new()
+                .with_time(secs)
+                .with_interval((secs / 3).max(Duration::from_secs(1)))
+                .with_retries(3);
+            let _ = socket2::SockRef::from(stream.tcp()).set_tcp_keepalive(&ka);
+        }
+        let peer = stream.tcp().peer_addr().map(|a| a.to_string()).unwrap_or_default();
+        let local = stream.tcp().local_addr().map(|a| a.to_string()).unwrap_or_default();
+        let fd = {
+            use std::os::fd::AsRawFd;
+            stream.tcp().as_raw_fd()
+        };
+        let sess = shared.connect(peer, local, fd);
+        if log::enabled(log::Level::Verbose) {
+            log::verbose(&format!("Accepted {}", sess.handle.addr));
+        }
+        let notify = Arc::new(Notify::new());
+        {
+            let n = notify.clone();
+            *sess.handle.waker.lock() = Some(Box::new(move || n.notify_one()));
+        }
+        let maxclients = shared.config.read().maxclients;
+        if shared.connected_clients() > maxclients {
+            return Err(Box::new((stream, sess, shared)));
+        }
+        let limits = ConnLimits::load(&shared, sess.authenticated);
+        let conn = Box::new(Conn {
+            shared,
+            stream,
+            notify,
+            slot: S::RAW.then(|| crate::busy::Slot::new(fd, serve_parked::<S>)),
+            fd,
+            sess,
+            rbuf: Vec::with_capacity(READ_CHUNK),
+            rpos: 0,
+            need: 0,
+            out: ReplyBuf::new(),
+            window: (0..WINDOW).map(|_| Pending::default()).collect(),
+            eof: false,
+            limits,
+            soft_since: None,
+            published_cmd: &engine::commands::connection::COMMANDS[0],
+            served_reply: false,
+        });
+        conn.publish_memory();
+        Ok(conn)
+    }
+}
+
 /// Why a connection ended.
 type Closed = &'static str;
 
-impl<S: Transport> Conn<'_, S> {
+impl<S: Transport> Conn<S> {
     async fn run(&mut self, notify: &Notify) -> Result<(), Closed> {
+        if let Some(slot) = &self.slot {
+            // Opened by a busy pass: parked until now.
+            slot.unpark();
+        }
         loop {
             if self.sess.handle.killed.load(Ordering::Acquire) {
                 return Err("killed");
@@ -304,6 +383,12 @@ impl<S: Transport> Conn<'_, S> {
     async fn wait_io(&mut self, notify: &Notify, timeout: Option<Duration>) -> Result<(), Closed> {
         let pending_out = !self.out.is_empty() || self.stream.pending_out();
         let can_read = !self.eof && self.rbuf.len() - self.rpos < self.limits.query_limit;
+        // While it waits, a busy script of this thread may serve it.
+        let me: *mut Self = self;
+        // SAFETY: until the guard drops, this task is suspended in the
+        // select below, which touches only `stream` and `notify`;
+        // `serve_while_busy` touches neither (it uses the fd).
+        let _parked = self.slot.as_ref().map(|s| unsafe { s.park(me.cast()) });
         tokio::select! {
             // In this order, without drawing a random one each time: what
             // the other branches signal is also checked at the top of the
@@ -335,7 +420,7 @@ impl<S: Transport> Conn<'_, S> {
     /// once, as Redis frees a blocked client whose peer closed.
     async fn wait_blocked(&mut self, notify: &Notify) -> Result<(), Closed> {
         let now = self.shared.clock.now_ms();
-        if let Some(reply) = engine::blocking::resolve(self.shared, &mut self.sess, now) {
+        if let Some(reply) = engine::blocking::resolve(&self.shared, &mut self.sess, now) {
             if !reply.is_empty() {
                 dispatch::deliver_blocked(&mut self.sess, &mut self.out, &reply);
             }
@@ -506,7 +591,7 @@ impl<S: Transport> Conn<'_, S> {
     async fn execute_batch(&mut self) -> bool {
         let epoch = self.shared.config_epoch.load(Ordering::Relaxed);
         if epoch != self.limits.epoch {
-            self.limits = ConnLimits::load(self.shared, self.sess.authenticated);
+            self.limits = ConnLimits::load(&self.shared, self.sess.authenticated);
         }
         let start_out = self.out.len();
         let mut budget_left = true;
@@ -607,7 +692,7 @@ impl<S: Transport> Conn<'_, S> {
                 let next = w.start + w.len;
                 let hint = dispatch::Hint { now: batch_now, key: w.token };
                 let outcome = dispatch::execute_hinted(
-                    self.shared,
+                    &self.shared,
                     &mut self.sess,
                     &argv,
                     &mut self.out,
@@ -643,17 +728,7 @@ impl<S: Transport> Conn<'_, S> {
                     break;
                 }
                 Some(Parsed::Error(e)) => {
-                    // An error reply like any other (errorstats).
-                    self.shared.cmdstats.error(&e.reply_text());
-                    self.out.error(&e.reply_text());
-                    log::verbose(&format!(
-                        "Protocol error ({}) from client: id={} addr={}",
-                        String::from_utf8_lossy(&e.reply_text()[20..]),
-                        self.sess.handle.id,
-                        self.sess.handle.addr
-                    ));
-                    self.sess.close_after_reply = true;
-                    self.rpos = self.rbuf.len();
+                    self.protocol_error(&e);
                     break;
                 }
                 Some(_) => unreachable!("only incomplete and error stop a window"),
@@ -663,10 +738,35 @@ impl<S: Transport> Conn<'_, S> {
         self.sess.lap = 0;
         self.compact();
         if executed {
+            self.after_batch(self.shared.clock.system_ms(last_now));
+        }
+        budget_left
+    }
+
+    /// A request that does not parse: Redis's error line, then the
+    /// connection closes once it is written.
+    #[cold]
+    fn protocol_error(&mut self, e: &resp::ProtocolError) {
+        // An error reply like any other (errorstats).
+        self.shared.cmdstats.error(&e.reply_text());
+        self.out.error(&e.reply_text());
+        log::verbose(&format!(
+            "Protocol error ({}) from client: id={} addr={}",
+            String::from_utf8_lossy(&e.reply_text()[20..]),
+            self.sess.handle.id,
+            self.sess.handle.addr
+        ));
+        self.sess.close_after_reply = true;
+        self.rpos = self.rbuf.len();
+    }
+
+    /// What a batch that executed something publishes: stats, CLIENT
+    /// LIST's figures, the last command's name.
+    /// `at` is the Unix time of the last interaction: for a batch, its
+    /// last window's clock reading (no second read of the system clock).
+    fn after_batch(&mut self, at: i64) {
+        {
             self.shared.flush_stats(&mut self.sess);
-            // The last window's clock reading (the batch ran within
-            // microseconds of it): no second read of the system clock.
-            let at = self.shared.clock.system_ms(last_now);
             self.sess.handle.last_interaction_ms.store(at, Ordering::Relaxed);
             self.sess.handle.omem.store(self.out.len(), Ordering::Relaxed);
             self.sess.handle.qbuf.store(self.rbuf.len() - self.rpos, Ordering::Relaxed);
@@ -678,7 +778,144 @@ impl<S: Transport> Conn<'_, S> {
                 }
             }
         }
-        budget_left
+    }
+
+    /// Served by a busy pass (`crate::busy`) while its task waits and a
+    /// script of this thread runs past `busy-reply-threshold`: reads what
+    /// the socket has, executes the complete requests in order (the
+    /// dispatcher answers BUSY to those without `allow-busy`), writes the
+    /// replies, then wakes its task so that its loop looks again once
+    /// the thread is free. Reads and writes go to the socket directly:
+    /// the thread's reactor does not run meanwhile, so tokio's view of
+    /// the socket's readiness is stale, not its state.
+    fn serve_while_busy(&mut self) {
+        if self.sess.blocked.is_some()
+            || self.sess.close_after_reply
+            || self.eof
+            || self.served_reply
+            || self.sess.fx.holding()
+            || self.sess.handle.killed.load(Ordering::Acquire)
+        {
+            return;
+        }
+        // SAFETY: the connection's own socket, open while it is; not
+        // closed here (ManuallyDrop).
+        let sock = std::mem::ManuallyDrop::new(unsafe {
+            <std::net::TcpStream as std::os::fd::FromRawFd>::from_raw_fd(self.fd)
+        });
+        self.read_while_busy(&sock);
+        if self.sess.handle.outbox.pending() > 0 {
+            self.drain_outbox();
+        }
+        let executed = self.execute_while_busy();
+        self.compact();
+        if executed {
+            self.after_batch(unix_ms());
+        }
+        // Replies waiting for the AOF go out from the task, after it.
+        if !self.served_reply && !self.sess.fx.holding() {
+            self.write_while_busy(&sock);
+        }
+        self.notify.notify_one();
+    }
+
+    fn read_while_busy(&mut self, mut sock: &std::net::TcpStream) {
+        use std::io::Read;
+        while self.rbuf.len() - self.rpos < READ_AHEAD.min(self.limits.query_limit) {
+            let len = self.rbuf.len();
+            self.rbuf.resize(len + READ_CHUNK, 0);
+            let r = sock.read(&mut self.rbuf[len..]);
+            let n = *r.as_ref().unwrap_or(&0);
+            self.rbuf.truncate(len + n);
+            match r {
+                Ok(0) => {
+                    self.eof = true;
+                    return;
+                }
+                Ok(n) => {
+                    self.sess.handle.net_in.fetch_add(n as u64, Ordering::Relaxed);
+                    if n < READ_CHUNK {
+                        return;
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                // WouldBlock, or an error its task meets again and reports.
+                Err(_) => return,
+            }
+        }
+    }
+
+    fn write_while_busy(&mut self, mut sock: &std::net::TcpStream) {
+        use std::io::Write;
+        while !self.out.is_empty() {
+            let mut slices = [IoSlice::new(&[]); 64];
+            let n = self.out.io_slices(&mut slices);
+            match sock.write_vectored(&slices[..n]) {
+                Ok(0) => return,
+                Ok(w) => {
+                    self.out.consume(w);
+                    self.sess.handle.net_out.fetch_add(w as u64, Ordering::Relaxed);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => return,
+            }
+        }
+        self.sess.handle.omem.store(self.out.len(), Ordering::Relaxed);
+    }
+
+    /// Executes complete requests one at a time, in order, through the
+    /// dispatcher. Stops (the rest waits for the task) at a request that
+    /// could wait for a stripe the busy script holds: an `allow-busy`
+    /// command with keys (WATCH), or any `allow-busy` command of a client
+    /// watching keys (UNWATCH, DISCARD, RESET unwatch them). True if any
+    /// ran.
+    fn execute_while_busy(&mut self) -> bool {
+        let mut executed = false;
+        let mut args = std::mem::take(&mut self.window[0].args);
+        while !self.sess.close_after_reply
+            && self.sess.blocked.is_none()
+            && self.has_complete_input()
+            && self.out.len() < OUT_HIGH_WATER
+        {
+            match resp::parse(&self.rbuf[self.rpos..], &self.limits.parse, &mut args) {
+                Parsed::Command { consumed } => {
+                    let input = &self.rbuf[self.rpos..];
+                    let mut argv: SmallVec<[&[u8]; 8]> = SmallVec::new();
+                    args.fill(input, &mut argv);
+                    if let Ok((_, spec)) = dispatch::lookup_full(&argv) {
+                        let watching = !self.sess.watched.is_empty();
+                        if spec.flags.has(engine::spec::Flags::ALLOW_BUSY)
+                            && (watching || !matches!(spec.keys, engine::spec::KeySpec::None))
+                        {
+                            break;
+                        }
+                    }
+                    let was_auth = self.sess.authenticated;
+                    let outcome =
+                        dispatch::execute(&self.shared, &mut self.sess, &argv, &mut self.out);
+                    if outcome == dispatch::Outcome::Paused {
+                        break;
+                    }
+                    self.rpos += consumed;
+                    self.need = 0;
+                    executed = true;
+                    if self.sess.authenticated != was_auth {
+                        self.limits.parse.unauthenticated = !self.sess.authenticated;
+                    }
+                }
+                Parsed::Empty { consumed } => self.rpos += consumed,
+                Parsed::Incomplete { need } => {
+                    self.need = self.rpos + need;
+                    break;
+                }
+                Parsed::Error(e) => {
+                    self.protocol_error(&e);
+                    break;
+                }
+            }
+        }
+        self.window[0].args = args;
+        executed
     }
 
     /// CLIENT LIST's `qbuf-free` and `tot-mem` (Redis's

@@ -11,6 +11,7 @@
 
 mod aof;
 mod aof_load;
+mod busy;
 mod conn;
 mod migrate;
 mod net;
@@ -199,6 +200,7 @@ fn main() {
     shared.port.store(u32::from(port), Ordering::Relaxed);
     if let Some(p) = &pid_file {
         process::write_pid_file(p);
+        let _ = PID_FILE.set(p.clone());
     }
     install_signal_handlers();
     process::banner(&banner_cfg, port, VERSION);
@@ -230,12 +232,29 @@ fn main() {
     log::notice("Ready to accept connections");
     process::signal_ready(sup);
     net::run(shared.clone(), listeners, threads);
+    finish_exit();
+}
+
+/// The pid file written at start-up, removed at exit.
+static PID_FILE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// The last steps of a shutdown, after the event loops stopped.
+fn finish_exit() {
     aof::flush_on_exit();
-    if let Some(p) = &pid_file {
+    if let Some(p) = PID_FILE.get() {
         log::notice("Removing the pid file.");
         let _ = std::fs::remove_file(p);
     }
     log::warning("Sluice is now ready to exit, bye bye...");
+}
+
+/// SHUTDOWN NOSAVE while a script is busy: the script's thread cannot
+/// stop its loop (it is inside the script), so the process ends from
+/// there, as Redis exits from its script hook. The script's writes so far
+/// are not propagated (they would be once it ended).
+pub fn exit_now() -> ! {
+    finish_exit();
+    std::process::exit(0);
 }
 
 /// The last SIGTERM/SIGINT received, 0 for none (set by the handler).

@@ -5,10 +5,14 @@
 //! round-robin and stays there for its whole life (run to completion on
 //! the connection's thread). Every thread runs its share of active expiry.
 //! TLS listeners (`tls-port`) sit beside the plain ones; a TLS socket's
-//! handshake runs on the thread that then serves it.
+//! handshake runs on the thread that then serves it. A thread inside a
+//! busy script keeps serving from the script's hook (`crate::busy`), and
+//! new sockets go to threads that are not busy while there is one.
 
+use std::cell::RefCell;
 use std::net::{SocketAddr, TcpListener as StdListener};
-use std::sync::atomic::Ordering;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -186,7 +190,9 @@ pub fn run(shared: Arc<Shared>, listeners: Vec<ListenerSet>, threads: usize) {
     let threads = threads.max(1);
     shared.threads.store(threads as u32, Ordering::Relaxed);
     let (senders, receivers): (Vec<_>, Vec<_>) =
-        (0..threads).map(|_| mpsc::unbounded_channel::<(std::net::TcpStream, Kind)>()).unzip();
+        (0..threads).map(|_| mpsc::unbounded_channel::<crate::busy::Incoming>()).unzip();
+    // Which loops are inside a busy script (new sockets go elsewhere).
+    let busy: Arc<[AtomicBool]> = (0..threads).map(|_| AtomicBool::new(false)).collect();
     let mut listeners = Some(listeners);
     let mut senders = Some(senders);
     let joins: Vec<_> = receivers
@@ -196,9 +202,10 @@ pub fn run(shared: Arc<Shared>, listeners: Vec<ListenerSet>, threads: usize) {
             let shared = shared.clone();
             let ls = listeners.take();
             let tx = senders.take();
+            let busy = busy.clone();
             std::thread::Builder::new()
                 .name(format!("sluice-loop-{i}"))
-                .spawn(move || event_loop(i, threads, shared, rx, ls, tx))
+                .spawn(move || event_loop(i, threads, shared, rx, ls, tx, busy))
                 .expect("spawn event loop thread")
         })
         .collect();
@@ -207,25 +214,47 @@ pub fn run(shared: Arc<Shared>, listeners: Vec<ListenerSet>, threads: usize) {
     }
 }
 
+/// Starts serving an accepted socket on this thread.
+pub fn spawn_conn(shared: Arc<Shared>, s: tokio::net::TcpStream, kind: Kind) {
+    match kind {
+        Kind::Tcp => {
+            tokio::task::spawn_local(async move { conn::serve(shared, s).await });
+        }
+        Kind::Tls => {
+            let Some(cfg) = crate::tls::current() else { return };
+            tokio::task::spawn_local(async move {
+                if let Some(s) = crate::tls::TlsStream::accept(s, cfg).await {
+                    conn::serve(shared, s).await
+                }
+            });
+        }
+    }
+}
+
 fn event_loop(
     idx: usize,
     threads: usize,
     shared: Arc<Shared>,
-    mut rx: mpsc::UnboundedReceiver<(std::net::TcpStream, Kind)>,
+    rx: mpsc::UnboundedReceiver<crate::busy::Incoming>,
     listeners: Option<mpsc::UnboundedReceiver<ListenerSet>>,
-    senders: Option<Vec<mpsc::UnboundedSender<(std::net::TcpStream, Kind)>>>,
+    senders: Option<Vec<mpsc::UnboundedSender<crate::busy::Incoming>>>,
+    busy: Arc<[AtomicBool]>,
 ) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("build event loop runtime");
     let local = tokio::task::LocalSet::new();
+    // Shared with the busy pass, which takes sockets from it too.
+    let rx = Rc::new(RefCell::new(rx));
+    crate::busy::install(shared.clone(), idx, busy.clone(), rx.clone());
     local.block_on(&rt, async move {
         // Accept loops (thread 0 only): one per listener of the current
         // set of each kind; a new set (CONFIG SET port, tls-port) ends
         // the old loops of its kind, which closes their sockets.
         if let (Some(mut sets), Some(senders)) = (listeners, senders) {
             let senders = Arc::new(senders);
+            crate::busy::set_handoff(senders.clone());
             let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
             let sh = shared.clone();
             tokio::task::spawn_local(async move {
@@ -243,10 +272,13 @@ fn event_loop(
                         if kind == Kind::Tcp || shared.config.read().port == 0 {
                             shared.port.store(u32::from(port), Ordering::Relaxed);
                         }
-                        let (senders, next, shared) =
-                            (senders.clone(), next.clone(), shared.clone());
+                        let (senders, next, shared, busy) =
+                            (senders.clone(), next.clone(), shared.clone(), busy.clone());
                         let mut gen = gen_tx.subscribe();
                         tokio::task::spawn_local(async move {
+                            // A busy script of this thread accepts on it too.
+                            let _listening =
+                                (kind == Kind::Tcp).then(|| crate::busy::Listening::new(&l));
                             loop {
                                 let got = tokio::select! {
                                     got = l.accept() => got,
@@ -258,8 +290,12 @@ fn event_loop(
                                             break;
                                         }
                                         let Ok(s) = s.into_std() else { continue };
+                                        // In turn, skipping loops inside a
+                                        // busy script while another is free.
                                         let n =
-                                            next.fetch_add(1, Ordering::Relaxed) % senders.len();
+                                            crate::busy::pick(&busy, &next).unwrap_or_else(|| {
+                                                next.fetch_add(1, Ordering::Relaxed) % senders.len()
+                                            });
                                         let _ = senders[n].send((s, kind));
                                     }
                                     Err(e) => {
@@ -310,22 +346,13 @@ fn event_loop(
             }
         };
         let accept = async {
-            while let Some((s, kind)) = rx.recv().await {
+            // The receiver is borrowed only inside each poll: a busy pass
+            // (which runs inside another task's poll) may take from it.
+            while let Some((s, kind)) =
+                std::future::poll_fn(|cx| rx.borrow_mut().poll_recv(cx)).await
+            {
                 let Ok(s) = tokio::net::TcpStream::from_std(s) else { continue };
-                let shared = shared.clone();
-                match kind {
-                    Kind::Tcp => {
-                        tokio::task::spawn_local(async move { conn::serve(shared, s).await });
-                    }
-                    Kind::Tls => {
-                        let Some(cfg) = crate::tls::current() else { continue };
-                        tokio::task::spawn_local(async move {
-                            if let Some(s) = crate::tls::TlsStream::accept(s, cfg).await {
-                                conn::serve(shared, s).await
-                            }
-                        });
-                    }
-                }
+                spawn_conn(shared.clone(), s, kind);
             }
         };
         tokio::select! {

@@ -431,6 +431,8 @@ impl TlsStream {
 }
 
 impl Transport for TlsStream {
+    const RAW: bool = false;
+
     fn tcp(&self) -> &TcpStream {
         &self.tcp
     }

@@ -10,6 +10,10 @@ use tokio::net::TcpStream;
 
 /// A readiness-based, non-blocking byte stream over one TCP socket.
 pub trait Transport {
+    /// Whether the socket's bytes are the protocol itself (plain TCP), so
+    /// that a busy script's thread may serve the connection by reading
+    /// and writing its socket directly (`crate::busy`).
+    const RAW: bool;
     /// The socket underneath (options, addresses, fd).
     fn tcp(&self) -> &TcpStream;
     /// Reads what is available into `buf`'s spare capacity; `Ok(0)` at
@@ -39,6 +43,8 @@ pub trait Transport {
 }
 
 impl Transport for TcpStream {
+    const RAW: bool = true;
+
     #[inline]
     fn tcp(&self) -> &TcpStream {
         self

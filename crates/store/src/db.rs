@@ -1010,6 +1010,22 @@ impl<'a> Locks<'a> {
         self.lock(id)
     }
 
+    /// Locks the given global ids only if each is free right now (for a
+    /// caller that must not wait: a stripe may be held by a busy script);
+    /// [`LockOrder`] otherwise, with the ids locked so far kept.
+    pub fn try_acquire(&mut self, ids: &mut [u32]) -> Result<(), LockOrder> {
+        ids.sort_unstable();
+        ids.iter().try_for_each(
+            |&id| {
+                if self.holds(id) {
+                    Ok(())
+                } else {
+                    self.lock_out_of_order(id)
+                }
+            },
+        )
+    }
+
     /// Whether nothing is held.
     pub fn is_empty(&self) -> bool {
         self.held.is_empty()

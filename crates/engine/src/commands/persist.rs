@@ -317,6 +317,11 @@ fn shutdown(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     if abort {
         return Err(CmdError::err("No shutdown in progress."));
     }
+    // While a script is busy only NOSAVE may stop the server (a save
+    // would wait for the stripes the script holds), as in Redis.
+    if !nosave && cx.shared.scripts.is_busy() {
+        return Err(cx.shared.scripts.busy_error());
+    }
     // Redis's prepareForShutdown, its log lines included.
     crate::log::warning("User requested shutdown...");
     let points = !cx.sess.conf(cx.shared).save.is_empty();

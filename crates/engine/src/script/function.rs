@@ -576,6 +576,12 @@ fn list(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
 }
 
 fn stats(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    // While an EVAL script is busy, Redis answers its BUSY text.
+    if cx.shared.scripts.is_busy() {
+        if let e @ CmdError::Busy = cx.shared.scripts.busy_error() {
+            return Err(e);
+        }
+    }
     let reg = cx.shared.scripts.functions.read();
     out.map(2);
     out.bulk(b"running_script");
@@ -591,8 +597,8 @@ fn stats(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     Ok(())
 }
 
-fn kill(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
-    super::script_kill(cx, args, out)
+fn kill(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    super::kill_running(cx, true, out)
 }
 
 fn fcall(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
@@ -631,7 +637,7 @@ fn fcall_generic(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf, ro: bool) ->
         super::relock(cx, keys, scope)?;
     }
     let threshold = cx.sess.conf(shared).busy_reply_threshold.max(0) as u64;
-    let running = shared.scripts.start(threshold);
+    let running = shared.scripts.start(threshold, true);
     let target = Target::Function { lib: &lib.name, version: lib.version, name: &name };
     let r = super::run_loop(cx, out, &target, &unit, keys, fargs, ro, scope, &running);
     shared.scripts.finish(shared, &running);

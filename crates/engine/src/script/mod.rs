@@ -30,6 +30,7 @@ use crate::dispatch::{self, Scope};
 use crate::error::{CmdError, CmdResult};
 use crate::spec::{CommandSpec, Flags, Group, KeyList, KeySpec};
 
+pub mod busy;
 pub mod cjson;
 pub mod cmsgpack;
 pub mod function;
@@ -123,6 +124,9 @@ pub struct Running {
     pub wrote: AtomicBool,
     /// `SCRIPT KILL` asked it to stop.
     pub kill: AtomicBool,
+    /// A function (`FCALL`), not an `EVAL` script: the BUSY text and the
+    /// KILL command that applies differ.
+    pub function: bool,
 }
 
 /// The script cache every thread shares, and the scripts running.
@@ -149,13 +153,25 @@ impl Cache {
         self.busy.load(Ordering::Acquire) > 0
     }
 
-    pub(crate) fn start(&self, threshold_ms: u64) -> Arc<Running> {
+    /// The BUSY error for a client's command while a script is busy:
+    /// Redis's text names the KILL command of the busy script's kind.
+    #[cold]
+    pub fn busy_error(&self) -> CmdError {
+        let running = self.running.lock();
+        match running.iter().find(|r| r.busy.load(Ordering::Relaxed)) {
+            Some(r) if r.function => CmdError::BusyFunction,
+            _ => CmdError::Busy,
+        }
+    }
+
+    pub(crate) fn start(&self, threshold_ms: u64, function: bool) -> Arc<Running> {
         let r = Arc::new(Running {
             started: Instant::now(),
             threshold_ms,
             busy: AtomicBool::new(false),
             wrote: AtomicBool::new(false),
             kill: AtomicBool::new(false),
+            function,
         });
         self.running.lock().push(r.clone());
         r
@@ -180,6 +196,7 @@ impl Cache {
         if r.busy.load(Ordering::Relaxed) {
             self.busy.fetch_sub(1, Ordering::AcqRel);
             shared.state_changed();
+            busy::ended(shared);
         }
     }
 
@@ -542,7 +559,7 @@ fn eval_generic(
         relock(cx, keys, scope)?;
     }
     let threshold = cx.sess.conf(shared).busy_reply_threshold.max(0) as u64;
-    let running = shared.scripts.start(threshold);
+    let running = shared.scripts.start(threshold, false);
     let r = run_loop(cx, out, &Target::Eval(&sha), &script, keys, sargs, ro, scope, &running);
     shared.scripts.finish(shared, &running);
     r
@@ -722,7 +739,14 @@ fn script_flush(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult 
     Ok(())
 }
 
-pub(crate) fn script_kill(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+fn script_kill(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    kill_running(cx, false, out)
+}
+
+/// `SCRIPT KILL` (`function` false) and `FUNCTION KILL`, as Redis's
+/// scriptKill: NOTBUSY, then UNKILLABLE, then the BUSY text of the other
+/// kind when the busy script is not of the command's kind.
+pub(crate) fn kill_running(cx: &mut Ctx, function: bool, out: &mut ReplyBuf) -> CmdResult {
     let running = cx.shared.scripts.running.lock();
     let busy: Vec<&Arc<Running>> =
         running.iter().filter(|r| r.busy.load(Ordering::Relaxed)).collect();
@@ -736,6 +760,10 @@ pub(crate) fn script_kill(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> Cmd
              the SHUTDOWN NOSAVE command."
                 .into(),
         ));
+    }
+    let busy: Vec<&Arc<Running>> = busy.into_iter().filter(|r| r.function == function).collect();
+    if busy.is_empty() {
+        return Err(if function { CmdError::Busy } else { CmdError::BusyFunction });
     }
     for r in busy {
         r.kill.store(true, Ordering::Relaxed);

@@ -678,12 +678,21 @@ thread_local! {
 }
 
 /// Called every 100,000 Lua instructions of a script: marks it busy past
-/// `busy-reply-threshold`, and stops it when SCRIPT KILL asked (raising on
-/// every call from then on, so that pcall cannot keep it alive).
+/// `busy-reply-threshold` and from then on serves the thread's other
+/// clients ([`super::busy`]), and stops it when SCRIPT KILL asked (raising
+/// on every call from then on, so that pcall cannot keep it alive).
 unsafe extern "C-unwind" fn count_hook(l: *mut mlua::ffi::lua_State, _: *mut mlua::ffi::lua_Debug) {
     let Some((shared, running)) = HOOKED.with(|h| h.get()) else { return };
     // SAFETY: HOOKED is set only while `Vm::run` holds both alive.
-    let killed = unsafe { (*shared).scripts.poll(&*shared, &*running) };
+    let (shared, running) = unsafe { (&*shared, &*running) };
+    let mut killed = shared.scripts.poll(shared, running);
+    if !killed && running.busy.load(std::sync::atomic::Ordering::Relaxed) {
+        // Past the threshold: this thread's other clients are served
+        // (BUSY, SCRIPT KILL, SHUTDOWN NOSAVE…) at each hook, as Redis
+        // processes events from its hook once a script timed out.
+        super::busy::during(shared);
+        killed = running.kill.load(std::sync::atomic::Ordering::Relaxed);
+    }
     if killed {
         // SAFETY: raising an error from a hook is what the Lua C API
         // allows; nothing with a destructor lives in this frame.

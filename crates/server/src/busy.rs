@@ -1,0 +1,327 @@
+//! Serving a thread's connections while a script on it is busy.
+//!
+//! A script runs to completion on its connection's thread, inside that
+//! thread's event loop: while it runs, the loop does not turn. Once the
+//! script passes `busy-reply-threshold`, its count hook calls
+//! [`during`] (through `engine::script::busy`), which does here, without
+//! waiting, what the loop would do — as Redis's `processEventsWhileBlocked`
+//! does from its Lua hook:
+//!
+//! - connections of this thread that are idle in their loop (waiting for
+//!   input: "parked", see [`Parked`]) and have input are read and their
+//!   complete requests executed through the ordinary dispatcher, whose
+//!   `check` answers BUSY to every command without `allow-busy`, so
+//!   SCRIPT KILL, FUNCTION KILL, SHUTDOWN NOSAVE, MULTI… work and nothing
+//!   served waits for the script's stripes (conn.rs `serve_while_busy`);
+//! - new connections are accepted: handed to a thread that is not busy,
+//!   or, when none is, opened here and served like the others;
+//! - after SHUTDOWN NOSAVE the process exits from here (the busy thread
+//!   would otherwise keep the server up until the script ends).
+//!
+//! The connection running the script is never parked while it runs, so
+//! it is never re-entered. Only plain TCP connections are served this
+//! way (the bytes on their socket are the protocol); a TLS connection on
+//! the busy thread waits for the script, as before. At most one pass per
+//! millisecond, so a script that runs for long pays one `poll(2)` per
+//! millisecond at most, and a script under the threshold pays nothing.
+
+use std::cell::RefCell;
+use std::os::fd::{AsRawFd, RawFd};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use engine::Shared;
+use tokio::sync::mpsc;
+
+use crate::net::Kind;
+
+/// A socket on its way to an event-loop thread.
+pub type Incoming = (std::net::TcpStream, Kind);
+
+/// A connection as the busy pass sees it: its socket, how to serve it,
+/// and where it is while parked (null otherwise). Shared by the
+/// connection and its thread's registry: parking is one store.
+struct Cell {
+    conn: std::cell::Cell<*mut ()>,
+    fd: RawFd,
+    serve: unsafe fn(*mut ()),
+}
+
+/// This thread's loop, as the busy pass sees it.
+#[derive(Default)]
+struct Loop {
+    /// Connection slots (see [`Slot`]).
+    slots: Vec<Option<Rc<Cell>>>,
+    free: Vec<u32>,
+    /// Plain TCP listeners this thread accepts on (thread 0).
+    listeners: Vec<RawFd>,
+    /// Sockets other threads handed to this one.
+    incoming: Option<Rc<RefCell<mpsc::UnboundedReceiver<Incoming>>>>,
+    /// Every loop's senders, for handing a socket on (thread 0).
+    handoff: Option<Arc<Vec<mpsc::UnboundedSender<Incoming>>>>,
+    /// Which loops are serving from a busy script (shared by all).
+    busy: Option<Arc<[AtomicBool]>>,
+    idx: usize,
+    shared: Option<Arc<Shared>>,
+    last_pass: Option<Instant>,
+}
+
+thread_local! {
+    static LOOP: RefCell<Loop> = RefCell::new(Loop::default());
+}
+
+static HOOKS: engine::script::busy::Hooks = engine::script::busy::Hooks { during, ended };
+
+/// Sets this event-loop thread up (its index, every loop's busy flags,
+/// its incoming sockets) and installs the engine's hooks.
+pub fn install(
+    shared: Arc<Shared>,
+    idx: usize,
+    busy: Arc<[AtomicBool]>,
+    incoming: Rc<RefCell<mpsc::UnboundedReceiver<Incoming>>>,
+) {
+    LOOP.with(|l| {
+        let mut l = l.borrow_mut();
+        l.shared = Some(shared);
+        l.idx = idx;
+        l.busy = Some(busy);
+        l.incoming = Some(incoming);
+    });
+    engine::script::busy::install(&HOOKS);
+}
+
+/// Thread 0: the senders to every loop, to hand new sockets on.
+pub fn set_handoff(senders: Arc<Vec<mpsc::UnboundedSender<Incoming>>>) {
+    LOOP.with(|l| l.borrow_mut().handoff = Some(senders));
+}
+
+/// A listener this thread accepts on, while it is open.
+pub struct Listening(RawFd);
+
+impl Listening {
+    pub fn new(l: &tokio::net::TcpListener) -> Self {
+        let fd = l.as_raw_fd();
+        LOOP.with(|l| l.borrow_mut().listeners.push(fd));
+        Listening(fd)
+    }
+}
+
+impl Drop for Listening {
+    fn drop(&mut self) {
+        let _ = LOOP.try_with(|l| l.borrow_mut().listeners.retain(|&f| f != self.0));
+    }
+}
+
+/// A plain TCP connection's place in its thread's registry, for its
+/// whole life (released on drop).
+pub struct Slot {
+    idx: u32,
+    cell: Rc<Cell>,
+}
+
+impl Slot {
+    /// Registers a connection on `fd`, served by `serve` when parked.
+    pub fn new(fd: RawFd, serve: unsafe fn(*mut ())) -> Slot {
+        let cell = Rc::new(Cell { conn: std::cell::Cell::new(std::ptr::null_mut()), fd, serve });
+        let idx = LOOP.with(|l| {
+            let mut l = l.borrow_mut();
+            match l.free.pop() {
+                Some(i) => {
+                    l.slots[i as usize] = Some(cell.clone());
+                    i
+                }
+                None => {
+                    l.slots.push(Some(cell.clone()));
+                    (l.slots.len() - 1) as u32
+                }
+            }
+        });
+        Slot { idx, cell }
+    }
+
+    /// Marks the connection parked at `conn`: until
+    /// [`unpark`](Self::unpark) (or the guard [`Parked`] drops), a busy
+    /// pass may serve it through `serve(conn)`.
+    ///
+    /// # Safety
+    /// `conn` must stay valid, and the connection's own code must not
+    /// touch what `serve` touches, until it is unparked: a connection
+    /// parks only while its task is suspended waiting for I/O.
+    #[inline]
+    pub unsafe fn park(&self, conn: *mut ()) -> Parked {
+        self.cell.conn.set(conn);
+        Parked(Rc::as_ptr(&self.cell))
+    }
+
+    pub fn unpark(&self) {
+        self.cell.conn.set(std::ptr::null_mut());
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let _ = LOOP.try_with(|l| {
+            let mut l = l.borrow_mut();
+            l.slots[self.idx as usize] = None;
+            l.free.push(self.idx);
+        });
+    }
+}
+
+/// Parked while alive: unparks on drop, also when the wait is cancelled.
+pub struct Parked(*const Cell);
+
+impl Parked {
+    /// Stays parked after the guard (a connection opened by a busy pass,
+    /// until its task first runs).
+    pub fn keep(self) {
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for Parked {
+    #[inline]
+    fn drop(&mut self) {
+        // SAFETY: the cell is kept alive by the slot, which outlives the
+        // wait that made this guard (both belong to the connection).
+        unsafe { (*self.0).conn.set(std::ptr::null_mut()) };
+    }
+}
+
+/// The engine's hook, from a busy script of this thread.
+fn during(shared: &Shared) {
+    if shared.shutdown.load(Ordering::Acquire) {
+        crate::exit_now();
+    }
+    let pass = LOOP.with(|l| {
+        let mut l = l.borrow_mut();
+        let now = Instant::now();
+        if l.last_pass.is_some_and(|t| now.duration_since(t) < Duration::from_millis(1)) {
+            return None;
+        }
+        l.last_pass = Some(now);
+        if let Some(b) = &l.busy {
+            b[l.idx].store(true, Ordering::Relaxed);
+        }
+        let parked: Vec<Rc<Cell>> =
+            l.slots.iter().flatten().filter(|c| !c.conn.get().is_null()).cloned().collect();
+        Some((l.shared.clone()?, l.listeners.clone(), parked))
+    });
+    let Some((shared, listeners, parked)) = pass else { return };
+    accept(&shared, &listeners);
+    serve_parked(&parked);
+    if shared.shutdown.load(Ordering::Acquire) {
+        crate::exit_now();
+    }
+}
+
+/// The engine's hook: the busy script ended.
+fn ended(_: &Shared) {
+    let _ = LOOP.try_with(|l| {
+        let mut l = l.borrow_mut();
+        l.last_pass = None;
+        if let Some(b) = &l.busy {
+            b[l.idx].store(false, Ordering::Relaxed);
+        }
+    });
+}
+
+/// Which loop a new socket goes to: the next one in turn that is not
+/// serving from a busy script, or `None` when every one is.
+pub fn pick(busy: &[AtomicBool], next: &std::sync::atomic::AtomicUsize) -> Option<usize> {
+    let n = busy.len();
+    let start = next.fetch_add(1, Ordering::Relaxed);
+    (0..n).map(|i| (start + i) % n).find(|&i| !busy[i].load(Ordering::Relaxed))
+}
+
+/// New connections: from this thread's listeners, and sockets handed to
+/// this thread. Those a loop that is not busy can take go there; the
+/// others are opened here.
+fn accept(shared: &Arc<Shared>, listeners: &[RawFd]) {
+    let (handoff, busy, incoming) = LOOP.with(|l| {
+        let l = l.borrow();
+        (l.handoff.clone(), l.busy.clone(), l.incoming.clone())
+    });
+    for &fd in listeners {
+        // A few per pass, as Redis's accept handler takes up to 1000 per
+        // event; the next pass takes more.
+        for _ in 0..64 {
+            // SAFETY: accept4 on a listening socket's fd, no address wanted.
+            let s = unsafe {
+                libc::accept4(
+                    fd,
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                    libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+                )
+            };
+            if s < 0 {
+                break;
+            }
+            // SAFETY: a socket accept4 just returned, owned from here.
+            let sock = unsafe { <std::net::TcpStream as std::os::fd::FromRawFd>::from_raw_fd(s) };
+            if shared.shutdown.load(Ordering::Relaxed) {
+                continue;
+            }
+            let to = match (&handoff, &busy) {
+                (Some(senders), Some(b)) => {
+                    static NEXT: std::sync::atomic::AtomicUsize =
+                        std::sync::atomic::AtomicUsize::new(0);
+                    pick(b, &NEXT).map(|i| &senders[i])
+                }
+                _ => None,
+            };
+            match to {
+                Some(tx) => {
+                    let _ = tx.send((sock, Kind::Tcp));
+                }
+                None => open_here(shared, sock, Kind::Tcp),
+            }
+        }
+    }
+    if let Some(rx) = incoming {
+        while let Ok((sock, kind)) = rx.borrow_mut().try_recv() {
+            open_here(shared, sock, kind);
+        }
+    }
+}
+
+/// A new socket on this (busy) thread: a plain one is served from now
+/// on; a TLS one, and one to be refused, wait for the script like
+/// before (their task runs when the loop turns again).
+fn open_here(shared: &Arc<Shared>, sock: std::net::TcpStream, kind: Kind) {
+    let shared = shared.clone();
+    let Ok(s) = tokio::net::TcpStream::from_std(sock) else { return };
+    match kind {
+        Kind::Tcp => crate::conn::open_while_busy(shared, s),
+        Kind::Tls => crate::net::spawn_conn(shared, s, kind),
+    }
+}
+
+/// Serves the parked connections that have something to read.
+fn serve_parked(parked: &[Rc<Cell>]) {
+    if parked.is_empty() {
+        return;
+    }
+    let mut fds: Vec<libc::pollfd> = parked
+        .iter()
+        .map(|c| libc::pollfd { fd: c.fd, events: libc::POLLIN, revents: 0 })
+        .collect();
+    // SAFETY: a valid array of pollfd of the given length; no waiting.
+    let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 0) };
+    if n <= 0 {
+        return;
+    }
+    for (c, p) in parked.iter().zip(&fds) {
+        // Read again: serving one cannot unpark another, but it is cheap
+        // to be sure.
+        let conn = c.conn.get();
+        if p.revents != 0 && !conn.is_null() {
+            // SAFETY: parked (see `Slot::park`): its task is suspended and
+            // nothing else on this thread runs it meanwhile.
+            unsafe { (c.serve)(conn) };
+        }
+    }
+}

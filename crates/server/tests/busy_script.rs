@@ -1,0 +1,268 @@
+//! A script past `busy-reply-threshold` on every thread, its own
+//! included: with `--threads 1` and `--threads 2`, every other client —
+//! those served by the script's own thread, and new ones accepted while it
+//! runs — gets Redis's BUSY text, pipelined input keeps its order, MULTI
+//! queues BUSY, SCRIPT KILL / FUNCTION KILL stop a script that has not
+//! written, UNKILLABLE one that has, and SHUTDOWN NOSAVE ends the server
+//! from inside an endless script. Each scenario runs against the real
+//! redis-server 7.0 too, and the reply bytes must be the same.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use testkit::{escape, Client, RedisServer, TestServer};
+
+const LIB: &str = "#!lua name=busylib\n\
+     redis.register_function('spin', function() while true do end end)\n\
+     redis.register_function('wspin', function() redis.call('set', 'w', '1') while true do end end)";
+
+const BUSY_EVAL: &[u8] =
+    b"-BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.\r\n";
+const BUSY_FUNCTION: &[u8] =
+    b"-BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE.\r\n";
+
+fn sluice(threads: &str) -> TestServer {
+    TestServer::start_with(
+        Path::new(env!("CARGO_BIN_EXE_sluice-server")),
+        &["--threads", threads, "--busy-reply-threshold", "100"],
+        None,
+    )
+}
+
+fn redis() -> Option<RedisServer> {
+    RedisServer::start_with(&["--busy-reply-threshold", "100"], None)
+}
+
+/// Which script the runner starts.
+#[derive(Clone, Copy)]
+enum Kind {
+    Eval,
+    Function,
+}
+
+impl Kind {
+    fn spin(self) -> Vec<&'static str> {
+        match self {
+            Kind::Eval => vec!["EVAL", "while true do end", "0"],
+            Kind::Function => vec!["FCALL", "spin", "0"],
+        }
+    }
+
+    fn spin_after_write(self) -> Vec<&'static str> {
+        match self {
+            Kind::Eval => vec!["EVAL", "redis.call('set', 'w', '1') while true do end", "0"],
+            Kind::Function => vec!["FCALL", "wspin", "0"],
+        }
+    }
+
+    fn busy(self) -> &'static [u8] {
+        match self {
+            Kind::Eval => BUSY_EVAL,
+            Kind::Function => BUSY_FUNCTION,
+        }
+    }
+
+    fn kill(self) -> [&'static str; 2] {
+        match self {
+            Kind::Eval => ["SCRIPT", "KILL"],
+            Kind::Function => ["FUNCTION", "KILL"],
+        }
+    }
+
+    /// The KILL command of the other kind (answered BUSY).
+    fn wrong_kill(self) -> [&'static str; 2] {
+        match self {
+            Kind::Eval => ["FUNCTION", "KILL"],
+            Kind::Function => ["SCRIPT", "KILL"],
+        }
+    }
+}
+
+fn connect(port: u16) -> Client {
+    let mut c = Client::connect(port).unwrap();
+    c.set_timeout(Duration::from_secs(10));
+    c
+}
+
+/// Clients connected before the script: with two threads, consecutive
+/// connections alternate, so some share the script's thread.
+const OTHERS: usize = 4;
+
+/// Starts the endless script on a fresh connection and waits (through
+/// the first BUSY reply) until it is past the threshold. Returns the
+/// transcript so far, the runner and the other clients.
+fn start_busy(port: u16, runner_cmd: &[&str], kind: Kind) -> (Vec<Vec<u8>>, Client, Vec<Client>) {
+    let mut t = Vec::new();
+    let mut c = connect(port);
+    t.push(c.cmd(&["FUNCTION", "LOAD", "REPLACE", LIB]).unwrap());
+    let mut others: Vec<Client> = (0..OTHERS).map(|_| connect(port)).collect();
+    let mut runner = connect(port);
+    others.push(c);
+    runner.send(runner_cmd).unwrap();
+    // Until the script has started, a GET is answered; once it has, the
+    // GET waits until it is past the threshold and is answered BUSY.
+    let start = Instant::now();
+    while others[0].cmd(&["GET", "x"]).unwrap() != kind.busy() {
+        assert!(start.elapsed() < Duration::from_secs(10), "never BUSY");
+    }
+    // Then every client is answered BUSY: on the script's thread too.
+    for o in others.iter_mut() {
+        let r = o.cmd(&["GET", "x"]).unwrap();
+        assert_eq!(r, kind.busy(), "{}", escape(&r));
+        t.push(r);
+    }
+    (t, runner, others)
+}
+
+/// A script that has not written: BUSY everywhere, order kept, MULTI
+/// queues the BUSY error, new connections served, the wrong KILL and
+/// SHUTDOWN answered BUSY, then KILL stops it.
+fn killable(port: u16, kind: Kind) -> Vec<Vec<u8>> {
+    let (mut t, mut runner, mut others) = start_busy(port, &kind.spin(), kind);
+    // Pipelined after a BUSY reply: answered in order, MULTI allowed.
+    let mut batch = Vec::new();
+    for cmd in [&["GET", "x"][..], &["MULTI"], &["SET", "x", "1"], &["PING"], &["EXEC"]] {
+        testkit::encode(cmd, &mut batch);
+    }
+    others[0].send_raw(&batch).unwrap();
+    for _ in 0..5 {
+        t.push(others[0].read_reply().unwrap());
+    }
+    t.push(others[1].cmd(&kind.wrong_kill()).unwrap());
+    t.push(others[2].cmd(&["SHUTDOWN"]).unwrap());
+    // BUSY during an EVAL; during a function, its running_script (not
+    // compared: Sluice does not report it yet).
+    let stats = others[3].cmd(&["FUNCTION", "STATS"]).unwrap();
+    t.push(match kind {
+        Kind::Eval => stats,
+        Kind::Function => stats[..1].to_vec(),
+    });
+    // A connection accepted while the script runs.
+    let mut late = connect(port);
+    t.push(late.cmd(&["GET", "x"]).unwrap());
+    t.push(late.cmd(&kind.kill()).unwrap());
+    let r = runner.read_reply().unwrap();
+    assert!(r.starts_with(b"-ERR Script killed by user with SCRIPT KILL..."), "{}", escape(&r));
+    t.push(r);
+    for o in others.iter_mut() {
+        t.push(o.cmd(&["PING"]).unwrap());
+    }
+    t.push(late.cmd(&kind.kill()).unwrap());
+    t.push(runner.cmd(&["GET", "x"]).unwrap());
+    t
+}
+
+/// A script that wrote: UNKILLABLE; SHUTDOWN NOSAVE ends the server
+/// (connections close) although the script never ends.
+fn unkillable<F: FnMut() -> bool>(port: u16, kind: Kind, mut running: F) -> Vec<Vec<u8>> {
+    let (mut t, mut runner, mut others) = start_busy(port, &kind.spin_after_write(), kind);
+    t.push(others[0].cmd(&kind.kill()).unwrap());
+    t.push(others[1].cmd(&kind.wrong_kill()).unwrap());
+    let mut late = connect(port);
+    t.push(late.cmd(&["SHUTDOWN", "NOSAVE"]).map(|_| b"replied".to_vec()).unwrap_or_default());
+    t.push(runner.read_to_close(Duration::from_secs(10)).unwrap());
+    t.push(others[2].read_to_close(Duration::from_secs(10)).unwrap());
+    let start = Instant::now();
+    while running() {
+        assert!(start.elapsed() < Duration::from_secs(10), "the server did not exit");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    t
+}
+
+fn show(t: &[Vec<u8>]) -> String {
+    t.iter().map(|r| escape(r)).collect::<Vec<_>>().join("\n")
+}
+
+fn check_killable(kind: Kind) {
+    let expected = redis().map(|r| killable(r.port(), kind));
+    for threads in ["1", "2"] {
+        let s = sluice(threads);
+        let got = killable(s.port(), kind);
+        if let Some(e) = &expected {
+            assert_eq!(show(&got), show(e), "--threads {threads}: Sluice (left) vs Redis (right)");
+        }
+    }
+}
+
+fn check_unkillable(kind: Kind) {
+    let expected = redis().map(|mut r| {
+        let port = r.port();
+        unkillable(port, kind, || r.is_running())
+    });
+    for threads in ["1", "2"] {
+        let mut s = sluice(threads);
+        let port = s.port();
+        let got = unkillable(port, kind, || s.is_running());
+        if let Some(e) = &expected {
+            assert_eq!(show(&got), show(e), "--threads {threads}: Sluice (left) vs Redis (right)");
+        }
+    }
+}
+
+#[test]
+fn an_endless_eval_is_busy_on_every_thread_and_killed() {
+    check_killable(Kind::Eval);
+}
+
+#[test]
+fn an_endless_function_is_busy_on_every_thread_and_killed() {
+    check_killable(Kind::Function);
+}
+
+#[test]
+fn an_endless_eval_that_wrote_is_unkillable_and_shutdown_nosave_ends_the_server() {
+    check_unkillable(Kind::Eval);
+}
+
+#[test]
+fn an_endless_function_that_wrote_is_unkillable_and_shutdown_nosave_ends_the_server() {
+    check_unkillable(Kind::Function);
+}
+
+/// Clients in other states on the busy thread carry on: one blocked in
+/// BLPOP is served after the script, a subscriber is answered BUSY
+/// (RESP2 pub/sub context allows PING) and gets its messages after, a
+/// client watching a key is answered, and its WATCH still holds.
+fn waiting_clients(port: u16) -> Vec<Vec<u8>> {
+    let mut t = Vec::new();
+    let mut c = connect(port);
+    let mut blocker = connect(port);
+    blocker.send(&["BLPOP", "list", "0"]).unwrap();
+    let mut sub = connect(port);
+    t.push(sub.cmd(&["SUBSCRIBE", "ch"]).unwrap());
+    let mut watcher = connect(port);
+    t.push(watcher.cmd(&["WATCH", "w"]).unwrap());
+    let mut runner = connect(port);
+    runner.send(&Kind::Eval.spin()).unwrap();
+    let start = Instant::now();
+    while c.cmd(&["GET", "x"]).unwrap() != BUSY_EVAL {
+        assert!(start.elapsed() < Duration::from_secs(10), "never BUSY");
+    }
+    t.push(sub.cmd(&["PING"]).unwrap());
+    t.push(sub.cmd(&["GET", "x"]).unwrap());
+    t.push(watcher.cmd(&["GET", "x"]).unwrap());
+    t.push(connect(port).cmd(&["SCRIPT", "KILL"]).unwrap());
+    t.push(runner.read_reply().unwrap());
+    t.push(c.cmd(&["LPUSH", "list", "a"]).unwrap());
+    t.push(blocker.read_reply().unwrap());
+    t.push(c.cmd(&["PUBLISH", "ch", "m"]).unwrap());
+    t.push(sub.read_reply().unwrap());
+    t.push(c.cmd(&["SET", "w", "1"]).unwrap());
+    t.push(watcher.cmd(&["MULTI"]).unwrap());
+    t.push(watcher.cmd(&["GET", "w"]).unwrap());
+    t.push(watcher.cmd(&["EXEC"]).unwrap());
+    t
+}
+
+#[test]
+fn blocked_subscribed_and_watching_clients_carry_on() {
+    let expected = redis().map(|r| waiting_clients(r.port()));
+    for threads in ["1", "2"] {
+        let s = sluice(threads);
+        let got = waiting_clients(s.port());
+        if let Some(e) = &expected {
+            assert_eq!(show(&got), show(e), "--threads {threads}: Sluice (left) vs Redis (right)");
+        }
+    }
+}
