@@ -324,11 +324,13 @@ fn lfu_counters_travel_in_rdb_files_both_ways() {
         let bin = Path::new(env!("CARGO_BIN_EXE_sluice-server"));
         let sluice = TestServer::start_with(bin, &lfu, Some(&dir));
         let mut c = sluice.client();
+        c.wait_loaded();
         assert_eq!(freq(&mut c, "from_redis"), b":100\r\n");
         make(&mut c, "from_sluice", "77");
     }
     let redis = RedisServer::start_with(&lfu, Some(&dir)).unwrap();
     let mut c = redis.client();
+    c.wait_loaded();
     assert_eq!(freq(&mut c, "from_redis"), b":100\r\n");
     assert_eq!(freq(&mut c, "from_sluice"), b":77\r\n");
     drop(redis);
