@@ -88,7 +88,7 @@ impl KeyTable {
         while i != NIL {
             match &self.slots[i as usize] {
                 Slot::Used(k, e) => {
-                    if **k == *key {
+                    if key_eq(k, key) {
                         return i;
                     }
                     i = e.next();
@@ -310,6 +310,26 @@ impl KeyTable {
     }
 }
 
+/// Key equality without a call to `memcmp` for keys of 4 to 24 bytes
+/// (most keys): with no stored hash to filter a chain, every node visited
+/// is compared, so the compare must cost a few loads.
+#[inline(always)]
+fn key_eq(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    let w8 = |s: &[u8], i: usize| u64::from_le_bytes(s[i..i + 8].try_into().expect("8 bytes"));
+    let w4 = |s: &[u8], i: usize| u32::from_le_bytes(s[i..i + 4].try_into().expect("4 bytes"));
+    match n {
+        // Overlapping words cover the middle.
+        4..=7 => w4(a, 0) == w4(b, 0) && w4(a, n - 4) == w4(b, n - 4),
+        8..=16 => w8(a, 0) == w8(b, 0) && w8(a, n - 8) == w8(b, n - 8),
+        17..=24 => w8(a, 0) == w8(b, 0) && w8(a, 8) == w8(b, 8) && w8(a, n - 8) == w8(b, n - 8),
+        _ => a == b,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -360,6 +380,21 @@ mod tests {
         assert_eq!(t.len(), 500);
         for i in 0..2000 {
             assert_eq!(t.contains_key(format!("k{i}").as_bytes()), i % 4 == 3, "k{i}");
+        }
+    }
+
+    #[test]
+    fn key_eq_agrees_with_slices() {
+        let base: Vec<u8> = (0..40u8).collect();
+        for n in 0..40 {
+            let a = &base[..n];
+            assert!(key_eq(a, a));
+            for i in 0..n {
+                let mut b = a.to_vec();
+                b[i] ^= 1;
+                assert!(!key_eq(a, &b), "len {n}, byte {i}");
+            }
+            assert!(!key_eq(a, &base[..n + 1]));
         }
     }
 

@@ -12,6 +12,7 @@
 use ahash::RandomState;
 
 use crate::bytes::SmallBytes;
+use crate::types::list::size_class;
 
 const NIL: u32 = u32::MAX;
 const MIN_BUCKETS: usize = 4;
@@ -398,17 +399,6 @@ pub(crate) fn grow_slab<T>(v: &mut Vec<T>) {
     let want = (cap + (cap / 8).max(4)) * elem;
     let new_cap = (size_class(want) / elem).max(cap + 1);
     v.reserve_exact(new_cap - v.len());
-}
-
-/// The jemalloc size class holding `n` bytes: classes are spaced a quarter
-/// of their power of two apart, at least 16 bytes.
-pub(crate) fn size_class(n: usize) -> usize {
-    if n <= 16 {
-        return 16;
-    }
-    let lg = usize::BITS - 1 - (n - 1).leading_zeros();
-    let step = (1usize << lg.saturating_sub(2)).max(16);
-    (n + step - 1) & !(step - 1)
 }
 
 /// Hints the CPU to load the cache line at `p`. Never faults, whatever `p`.

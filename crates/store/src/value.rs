@@ -28,7 +28,9 @@ pub enum Value {
     Raw(Box<Vec<u8>>),
     List(Box<List>),
     Hash(Box<Hash>),
-    Set(Box<Set>),
+    /// Not boxed: a set is 16 bytes, and a small one (an intset) then costs
+    /// its one allocation.
+    Set(Set),
     ZSet(Box<ZSet>),
     Stream(Box<Stream>),
 }
@@ -244,6 +246,9 @@ mod size_tests {
     /// The per-key cost depends on these staying small.
     #[test]
     fn value_and_entry_sizes() {
+        assert_eq!(std::mem::size_of::<crate::types::Set>(), 16);
+        // Boxed in a `Value`: a 16-byte box is jemalloc's 16-byte class.
+        assert_eq!(std::mem::size_of::<crate::types::ZSet>(), 16);
         assert_eq!(std::mem::size_of::<super::Value>(), 24);
         assert_eq!(std::mem::size_of::<crate::Entry>(), 32);
     }
