@@ -1410,6 +1410,61 @@ mod tests {
         assert_eq!(l.stripe(0, b"k").expires_len(), 0);
     }
 
+    /// The deadline lives in the TTL table and only a bit in the entry:
+    /// every way of setting, replacing, clearing and removing a TTL keeps
+    /// the two in step, and hands the old deadline back.
+    #[test]
+    fn ttl_bit_and_table_stay_in_step() {
+        let store = Store::new(1, 4);
+        let mut l = Locks::new(&store, 1000);
+        let check = |l: &mut Locks, key: &[u8], want: i64| {
+            let s = l.stripe(0, key);
+            let bit = s.peek(key).map(Entry::has_ttl);
+            assert_eq!(s.expire_of(key), want);
+            assert_eq!(bit, s.peek(key).map(|_| want != NO_EXPIRE));
+        };
+        assert!(l.insert(0, b"a", Value::Int(1), 5000, 0).is_none());
+        check(&mut l, b"a", 5000);
+        assert_eq!(l.stripe(0, b"a").expires_len(), 1);
+        // Overwrite with a new deadline: the old one is returned.
+        let old = l.insert(0, b"a", Value::Int(2), 6000, 0).unwrap();
+        assert_eq!(old.expire_at, 5000);
+        check(&mut l, b"a", 6000);
+        // Overwrite without a TTL (SET without KEEPTTL) clears it.
+        let old = l.insert(0, b"a", Value::Int(3), NO_EXPIRE, 0).unwrap();
+        assert_eq!(old.expire_at, 6000);
+        check(&mut l, b"a", NO_EXPIRE);
+        assert_eq!(l.stripe(0, b"a").expires_len(), 0);
+        // EXPIRE, re-EXPIRE, PERSIST.
+        assert!(l.set_expire(0, b"a", 7000));
+        check(&mut l, b"a", 7000);
+        assert!(l.set_expire(0, b"a", 8000));
+        check(&mut l, b"a", 8000);
+        assert_eq!(l.expire_of(0, b"a"), 8000);
+        assert!(l.set_expire(0, b"a", NO_EXPIRE));
+        check(&mut l, b"a", NO_EXPIRE);
+        assert!(!l.set_expire(0, b"missing", 9000));
+        // Removing a key with a TTL returns it and drops the deadline.
+        assert!(l.set_expire(0, b"a", 9000));
+        let r = l.remove(0, b"a").unwrap();
+        assert_eq!((r.expire_at, r.value), (9000, Value::Int(3)));
+        assert_eq!(l.stripe(0, b"a").expires_len(), 0);
+        // Overwriting an expired key reports it as gone, not replaced.
+        l.insert(0, b"b", Value::Int(1), 1500, 0);
+        l.now = 2000;
+        assert!(l.insert(0, b"b", Value::Int(2), NO_EXPIRE, 0).is_none());
+        check(&mut l, b"b", NO_EXPIRE);
+        // Entries iterate with their deadlines.
+        l.insert(0, b"c", Value::Int(1), 9999, 0);
+        let mut seen: Vec<(Vec<u8>, i64)> = Vec::new();
+        for id in 0..4 {
+            let s = l.stripe_id(id);
+            seen.extend(s.iter_expiring().map(|(k, _, at)| (k.to_vec(), at)));
+        }
+        seen.sort();
+        assert_eq!(seen, vec![(b"b".to_vec(), NO_EXPIRE), (b"c".to_vec(), 9999)]);
+    }
+
     #[test]
     fn ascending_locking_and_pairs() {
         let store = Store::new(2, 16);
