@@ -357,7 +357,7 @@ fn first_servable(
 ) -> Option<Arc<Waiter>> {
     let stripe = locks.stripe_id(id);
     let kind = match stripe.peek(key) {
-        Some(e) if e.expire_at == store::NO_EXPIRE || e.expire_at > now => Some(e.value.kind()),
+        Some(e) if !e.has_ttl() || !stripe.is_expired(key, now) => Some(e.value.kind()),
         _ => None,
     };
     let mut found = None;

@@ -1,6 +1,6 @@
 //! What a handler sees: its arguments and a context with the locked keyspace.
 
-use store::{Entry, Locks, Value};
+use store::{Entry, Locks, Record, Value};
 
 use crate::dispatch::Caller;
 use crate::effects::Class;
@@ -132,6 +132,14 @@ impl Ctx<'_, '_> {
     #[inline]
     pub fn may_have_expired(&mut self, key: &[u8]) -> bool {
         self.keys.stripe(self.db, key).expires_len() > 0
+    }
+
+    /// The expiry (Unix ms) of `key` in the selected database, or
+    /// [`store::NO_EXPIRE`]: a second lookup, for keys whose entry says
+    /// they have a TTL ([`Entry::has_ttl`]).
+    pub fn expire_of(&mut self, key: &[u8]) -> i64 {
+        let db = self.db;
+        self.keys.expire_of(db, key)
     }
 
     /// A live key, without touching hit/miss counters (write paths).
@@ -296,7 +304,7 @@ impl Ctx<'_, '_> {
     /// had expired) is reported `new`, as Redis's `dbAdd`; the command
     /// reports its own change with [`changed`](Self::changed).
     #[inline]
-    pub fn set(&mut self, key: &[u8], value: Value, expire_at: i64) -> Option<Entry> {
+    pub fn set(&mut self, key: &[u8], value: Value, expire_at: i64) -> Option<Record> {
         let stamp = self.shared.access_stamp();
         let old = self.keys.insert(self.db, key, value, expire_at, crate::evict::fresh(stamp));
         match &old {
@@ -326,7 +334,7 @@ impl Ctx<'_, '_> {
 
     /// Deletes a live key.
     #[inline]
-    pub fn delete(&mut self, key: &[u8]) -> Option<Entry> {
+    pub fn delete(&mut self, key: &[u8]) -> Option<Record> {
         self.keys.remove(self.db, key)
     }
 

@@ -365,7 +365,7 @@ pub fn evict_clients(shared: &Shared) {
 }
 
 /// A key's footprint when the allocator cannot say (engine unit tests).
-fn estimate(key: &[u8], e: &store::Entry) -> u64 {
+fn estimate(key: &[u8], e: &store::Record) -> u64 {
     use store::Value;
     let value = match &e.value {
         Value::Int(_) => 0,
@@ -389,7 +389,7 @@ fn pick(shared: &Shared, policy: Policy, samples: usize) -> Option<(usize, Vec<u
                 continue;
             }
             let mut found = None;
-            store.sample_keys(db, volatile, 1, &mut |k, _| found = Some(k.to_vec()));
+            store.sample_keys(db, volatile, 1, &mut |k, _, _| found = Some(k.to_vec()));
             if let Some(k) = found {
                 return Some((db, k));
             }
@@ -406,9 +406,9 @@ fn pick(shared: &Shared, policy: Policy, samples: usize) -> Option<(usize, Vec<u
             if !store.db_maybe_keys(db, volatile) {
                 continue;
             }
-            sampled += store.sample_keys(db, volatile, samples, &mut |k, e| {
+            sampled += store.sample_keys(db, volatile, samples, &mut |k, e, expire_at| {
                 let score = match policy {
-                    Policy::VolatileTtl => u64::MAX - e.expire_at as u64,
+                    Policy::VolatileTtl => u64::MAX - expire_at as u64,
                     p if p.lfu() => 255 - u64::from(lfu_decayed(e.lru, now_min, decay)),
                     _ => u64::from(clock.wrapping_sub(e.lru)),
                 };
@@ -423,7 +423,7 @@ fn pick(shared: &Shared, policy: Policy, samples: usize) -> Option<(usize, Vec<u
         while let Some(c) = pool.pop() {
             let g = store.lock_stripe(c.db, store.stripe_of(&c.key) as usize);
             let live = match g.peek(&c.key) {
-                Some(e) => !volatile || e.expire_at != store::NO_EXPIRE,
+                Some(e) => !volatile || e.has_ttl(),
                 None => false,
             };
             drop(g);

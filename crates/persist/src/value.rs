@@ -160,7 +160,7 @@ pub fn value_type(v: &Value) -> u8 {
         Value::Stream(_) => ty::STREAM_LISTPACKS_2,
         Value::Int(_) | Value::Emb(_) | Value::Raw(_) => ty::STRING,
         Value::List(_) => ty::LIST_QUICKLIST_2,
-        Value::Set(s) => match **s {
+        Value::Set(s) => match *s {
             Set::Ints(_) => ty::SET_INTSET,
             Set::Hash(_) => ty::SET,
         },
@@ -253,7 +253,7 @@ pub fn write_value(out: &mut Vec<u8>, v: &Value, compress: bool) {
                 write_string(out, &n, compress);
             }
         }
-        Value::Set(s) => match &**s {
+        Value::Set(s) => match s {
             Set::Ints(i) => {
                 let blob = packed::intset_bytes(i.width(), i.len(), i.iter());
                 write_string(out, &blob, compress);
@@ -480,7 +480,7 @@ pub fn read_value(r: &mut Reader<'_>, t: u8, lim: &Limits) -> Result<Value, Erro
                     return Err(bad("duplicate set member"));
                 }
             }
-            Value::Set(Box::new(s))
+            Value::Set(s)
         }
         ty::SET_INTSET => {
             let blob = r.bytes()?;
@@ -489,7 +489,7 @@ pub fn read_value(r: &mut Reader<'_>, t: u8, lim: &Limits) -> Result<Value, Erro
             for v in vals {
                 s.add_int(v, lim.set_max_intset);
             }
-            Value::Set(Box::new(s))
+            Value::Set(s)
         }
         ty::ZSET | ty::ZSET_2 => {
             let n = r.len()?;

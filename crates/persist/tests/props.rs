@@ -98,7 +98,7 @@ fn value() -> impl Strategy<Value = Value> {
             for m in v {
                 s.add(&m, lim.set_max_intset);
             }
-            Value::Set(Box::new(s))
+            Value::Set(s)
         }),
         proptest::collection::vec((bytes(), -1e6f64..1e6), 1..200).prop_map(move |v| {
             let mut z = ZSet::new_listpack();

@@ -208,7 +208,7 @@ impl SnapshotHook for Capture {
         }
         let mut bytes = Vec::new();
         let mut keys = 0;
-        for (k, e) in stripe.iter() {
+        for (k, e, expire_at) in stripe.iter_expiring() {
             let access = match (self.lru_clock, self.lfu) {
                 (Some(c), _) => file::Access::Idle(u64::from(c.saturating_sub(e.lru))),
                 (None, Some((now_min, decay))) => {
@@ -216,7 +216,7 @@ impl SnapshotHook for Capture {
                 }
                 (None, None) => file::Access::None,
             };
-            file::encode_key_with(&mut bytes, k, &e.value, e.expire_at, access, self.compress);
+            file::encode_key_with(&mut bytes, k, &e.value, expire_at, access, self.compress);
             keys += 1;
         }
         let n = bytes.len();

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use parking_lot::{Mutex, MutexGuard};
 use smallvec::SmallVec;
 
+use crate::keytable::KeyTable;
 use crate::slot::{key_slot, SLOTS};
 use crate::table::Table;
 use crate::value::Value;
@@ -19,20 +20,59 @@ use crate::value::Value;
 /// `expire_at` of a key without a TTL.
 pub const NO_EXPIRE: i64 = -1;
 
-/// One key's record.
+/// One key's record in its stripe: the value and the access field. The
+/// deadline of a key with a TTL is kept beside it, in the stripe's TTL
+/// table (which active expiry samples), and only a bit says it is there:
+/// a key without a TTL pays nothing for expiry, and reading it costs one
+/// lookup. The entry's last word links it into its bucket's chain.
 #[derive(Clone, Debug)]
 pub struct Entry {
     pub value: Value,
-    /// Absolute expiry in Unix milliseconds, or [`NO_EXPIRE`].
-    pub expire_at: i64,
-    /// Last access, in the server's LRU clock (seconds).
+    /// Last access, in the server's LRU clock (seconds), or the LFU field.
     pub lru: u32,
+    /// The next slot of the bucket's chain (31 bits) and the has-TTL bit.
+    link: u32,
 }
+
+/// The has-TTL bit of [`Entry::link`].
+const TTL_BIT: u32 = 1 << 31;
+/// End of a chain (and of the key table's free list).
+pub(crate) const LINK_NIL: u32 = !TTL_BIT;
 
 impl Entry {
     pub fn new(value: Value) -> Self {
-        Entry { value, expire_at: NO_EXPIRE, lru: 0 }
+        Entry { value, lru: 0, link: LINK_NIL }
     }
+
+    /// Whether the key has a TTL (its deadline is in the stripe's TTL table).
+    #[inline]
+    pub fn has_ttl(&self) -> bool {
+        self.link & TTL_BIT != 0
+    }
+
+    #[inline]
+    pub(crate) fn set_ttl_bit(&mut self, on: bool) {
+        self.link = if on { self.link | TTL_BIT } else { self.link & !TTL_BIT };
+    }
+
+    #[inline]
+    pub(crate) fn next(&self) -> u32 {
+        self.link & !TTL_BIT
+    }
+
+    #[inline]
+    pub(crate) fn set_next(&mut self, next: u32) {
+        self.link = (self.link & TTL_BIT) | next;
+    }
+}
+
+/// A key taken out of (or replaced in) its stripe, with its deadline.
+#[derive(Clone, Debug)]
+pub struct Record {
+    pub value: Value,
+    /// Absolute expiry in Unix milliseconds, or [`NO_EXPIRE`].
+    pub expire_at: i64,
+    pub lru: u32,
 }
 
 /// A flag a client watches; set when a watched key is modified.
@@ -53,9 +93,11 @@ pub struct StripeStats {
 /// The keys of one database that fall into one slot range.
 #[repr(C)]
 pub struct Stripe {
-    map: Table<Entry>,
-    /// Keys with a TTL, for active expiry sampling.
-    ttl: Table<()>,
+    map: KeyTable,
+    /// The deadlines (Unix ms) of the keys with a TTL, which active expiry
+    /// samples. Hashes with the same seed as `map`, so a key's hash serves
+    /// both.
+    ttl: Table<i64>,
     watchers: Option<Box<Table<Vec<WatchFlag>>>>,
     /// Clients blocked on keys of this stripe, per key in arrival order.
     /// Kept here, under the stripe's lock, so that checking "is anyone
@@ -75,8 +117,8 @@ pub struct Stripe {
 impl Stripe {
     fn new(hasher: &ahash::RandomState) -> Self {
         Stripe {
-            map: Table::with_hasher(hasher.clone()),
-            ttl: Table::new(),
+            map: KeyTable::with_hasher(hasher.clone()),
+            ttl: Table::with_hasher(hasher.clone()),
             watchers: None,
             waiters: None,
             ready: Vec::new(),
@@ -105,16 +147,28 @@ impl Stripe {
         self.get_hashed(key, h, now)
     }
 
-    /// [`get`](Self::get) with the key's hash already known.
+    /// [`get`](Self::get) with the key's hash already known. A key without
+    /// a TTL costs one lookup; one with a TTL a second, for its deadline.
     #[inline]
     pub fn get_hashed(&mut self, key: &[u8], h: u64, now: i64) -> Option<&mut Entry> {
         let i = self.map.index_of_hashed(key, h)?;
-        let exp = self.map.at(i).map_or(NO_EXPIRE, |(_, e)| e.expire_at);
-        if exp != NO_EXPIRE && exp <= now {
+        if self.map.at(i).is_some_and(|(_, e)| e.has_ttl()) && self.deadline(key, h) <= now {
             self.delete_expired(key);
             return None;
         }
         self.map.at_mut(i).map(|(_, e)| e)
+    }
+
+    /// The deadline of a key whose entry has the TTL bit.
+    #[inline]
+    fn deadline(&self, key: &[u8], h: u64) -> i64 {
+        self.ttl.index_of_hashed(key, h).and_then(|i| self.ttl.at(i)).map_or(NO_EXPIRE, |(_, d)| *d)
+    }
+
+    /// The expiry of `key` (Unix ms), or [`NO_EXPIRE`] when it has none or
+    /// does not exist; expired keys are not deleted here.
+    pub fn expire_of(&self, key: &[u8]) -> i64 {
+        self.ttl.get(key).copied().unwrap_or(NO_EXPIRE)
     }
 
     /// Whether a live key exists (expiring it lazily if due).
@@ -126,6 +180,12 @@ impl Stripe {
     /// must not delete, such as SCAN's filter, and for snapshots).
     pub fn peek(&self, key: &[u8]) -> Option<&Entry> {
         self.map.get(key)
+    }
+
+    /// Whether `key` exists and its deadline has passed (it is not deleted).
+    pub fn is_expired(&self, key: &[u8], now: i64) -> bool {
+        let d = self.expire_of(key);
+        d != NO_EXPIRE && d <= now
     }
 
     fn delete_expired(&mut self, key: &[u8]) {
@@ -172,7 +232,7 @@ impl Stripe {
     /// and readiness ([`modified`](Self::modified)). Returns the previous
     /// entry, if any (expired or not). The rest of the change (dirty
     /// count, event, propagation) is the engine's to record.
-    pub fn insert(&mut self, key: &[u8], value: Value, expire_at: i64, lru: u32) -> Option<Entry> {
+    pub fn insert(&mut self, key: &[u8], value: Value, expire_at: i64, lru: u32) -> Option<Record> {
         let h = self.map.hash_of(key);
         self.insert_hashed(key, h, value, expire_at, lru)
     }
@@ -185,36 +245,50 @@ impl Stripe {
         value: Value,
         expire_at: i64,
         lru: u32,
-    ) -> Option<Entry> {
-        let (_, old) = self.map.insert_hashed(key, h, Entry { value, expire_at, lru });
-        let had_ttl = old.as_ref().is_some_and(|e| e.expire_at != NO_EXPIRE);
-        if expire_at != NO_EXPIRE && !had_ttl {
-            self.ttl.insert(key, ());
-        } else if expire_at == NO_EXPIRE && had_ttl {
-            self.ttl.remove(key);
-        }
+    ) -> Option<Record> {
+        let mut e = Entry { value, lru, link: LINK_NIL };
+        let ttl = expire_at != NO_EXPIRE;
+        e.set_ttl_bit(ttl);
+        let old = self.map.insert_hashed(key, h, e);
+        // The TTL table is touched only when the new or the old key has a
+        // TTL: overwriting a plain key with a plain value costs nothing here.
+        let old_deadline = if ttl {
+            self.ttl.insert_hashed(key, h, expire_at).1
+        } else if old.as_ref().is_some_and(Entry::has_ttl) {
+            self.ttl.remove(key).map(|(_, d)| d)
+        } else {
+            None
+        };
         self.modified(key);
-        old
+        old.map(|o| Record {
+            expire_at: if o.has_ttl() { old_deadline.unwrap_or(NO_EXPIRE) } else { NO_EXPIRE },
+            value: o.value,
+            lru: o.lru,
+        })
     }
 
     /// Removes a key; marks watchers when it existed.
-    pub fn remove(&mut self, key: &[u8]) -> Option<Entry> {
+    pub fn remove(&mut self, key: &[u8]) -> Option<Record> {
         let (_, e) = self.map.remove(key)?;
-        if e.expire_at != NO_EXPIRE {
-            self.ttl.remove(key);
-        }
+        let expire_at = if e.has_ttl() {
+            self.ttl.remove(key).map_or(NO_EXPIRE, |(_, d)| d)
+        } else {
+            NO_EXPIRE
+        };
         self.touch(key);
-        Some(e)
+        Some(Record { value: e.value, lru: e.lru, expire_at })
     }
 
     /// Sets or clears the TTL of an existing key. Returns false if absent.
     pub fn set_expire(&mut self, key: &[u8], expire_at: i64) -> bool {
-        let Some(e) = self.map.get_mut(key) else { return false };
-        let had = e.expire_at != NO_EXPIRE;
-        e.expire_at = expire_at;
-        if expire_at != NO_EXPIRE && !had {
-            self.ttl.insert(key, ());
-        } else if expire_at == NO_EXPIRE && had {
+        let h = self.map.hash_of(key);
+        let Some(i) = self.map.index_of_hashed(key, h) else { return false };
+        let Some((_, e)) = self.map.at_mut(i) else { return false };
+        let had = e.has_ttl();
+        e.set_ttl_bit(expire_at != NO_EXPIRE);
+        if expire_at != NO_EXPIRE {
+            self.ttl.insert_hashed(key, h, expire_at);
+        } else if had {
             self.ttl.remove(key);
         }
         self.touch(key);
@@ -352,6 +426,13 @@ impl Stripe {
         self.map.iter()
     }
 
+    /// [`iter`](Self::iter) with each key's expiry ([`NO_EXPIRE`] if none).
+    pub fn iter_expiring(&self) -> impl Iterator<Item = (&[u8], &Entry, i64)> {
+        self.map
+            .iter()
+            .map(|(k, e)| (k, e, if e.has_ttl() { self.expire_of(k) } else { NO_EXPIRE }))
+    }
+
     /// One SCAN step over this stripe's table.
     pub fn scan(&self, cursor: u64, visit: impl FnMut(&[u8], &Entry)) -> u64 {
         self.map.scan(cursor, visit)
@@ -378,13 +459,10 @@ impl Stripe {
         let take = n.min(self.ttl.len());
         for _ in 0..take {
             let Some(i) = self.ttl.random_index(&mut rand) else { break };
-            let Some((k, _)) = self.ttl.at(i) else { break };
+            let Some((k, &at)) = self.ttl.at(i) else { break };
             sampled += 1;
-            if let Some(e) = self.map.get(k) {
-                if e.expire_at != NO_EXPIRE && e.expire_at <= now && !due.iter().any(|d| **d == *k)
-                {
-                    due.push(k.into());
-                }
+            if at <= now && !due.iter().any(|d| **d == *k) {
+                due.push(k.into());
             }
         }
         for k in due {
@@ -848,7 +926,7 @@ impl Store {
         db: usize,
         volatile: bool,
         n: usize,
-        visit: &mut dyn FnMut(&[u8], &Entry),
+        visit: &mut dyn FnMut(&[u8], &Entry, i64),
     ) -> usize {
         let mut seen = 0;
         'samples: for _ in 0..n {
@@ -866,14 +944,15 @@ impl Store {
                     continue;
                 }
                 let g = self.lock_stripe(db, stripe);
-                let table_index = if volatile {
+                let picked = if volatile {
                     g.ttl.random_index(|| self.rand()).and_then(|i| g.ttl.at(i)).map(|(k, _)| k)
                 } else {
                     g.map.random_index(|| self.rand()).and_then(|i| g.map.at(i)).map(|(k, _)| k)
                 };
-                if let Some(k) = table_index {
+                if let Some(k) = picked {
                     if let Some(e) = g.map.get(k) {
-                        visit(k, e);
+                        let at = if e.has_ttl() { g.expire_of(k) } else { NO_EXPIRE };
+                        visit(k, e, at);
                         seen += 1;
                         continue 'samples;
                     }
@@ -1299,7 +1378,7 @@ impl<'a> Locks<'a> {
         value: Value,
         expire_at: i64,
         lru: u32,
-    ) -> Option<Entry> {
+    ) -> Option<Record> {
         let now = self.now;
         let memo = self.memo_for(db, key);
         let s = match memo {
@@ -1322,7 +1401,7 @@ impl<'a> Locks<'a> {
     }
 
     /// Removes a live key (an expired one counts as absent).
-    pub fn remove(&mut self, db: usize, key: &[u8]) -> Option<Entry> {
+    pub fn remove(&mut self, db: usize, key: &[u8]) -> Option<Record> {
         let now = self.now;
         let s = self.stripe(db, key);
         s.get(key, now)?;
@@ -1331,6 +1410,12 @@ impl<'a> Locks<'a> {
 
     pub fn set_expire(&mut self, db: usize, key: &[u8], expire_at: i64) -> bool {
         self.stripe(db, key).set_expire(key, expire_at)
+    }
+
+    /// The expiry of `key` in `db` (Unix ms), or [`NO_EXPIRE`] when it has
+    /// none or does not exist. Does not expire it.
+    pub fn expire_of(&mut self, db: usize, key: &[u8]) -> i64 {
+        self.stripe(db, key).expire_of(key)
     }
 }
 
@@ -1361,6 +1446,61 @@ mod tests {
         assert_eq!(expired, vec![(0, b"k".to_vec())], "lazy expiry is reported");
         assert_eq!(l.stripe(0, b"k").stats.expired_keys, 1);
         assert_eq!(l.stripe(0, b"k").expires_len(), 0);
+    }
+
+    /// The deadline lives in the TTL table and only a bit in the entry:
+    /// every way of setting, replacing, clearing and removing a TTL keeps
+    /// the two in step, and hands the old deadline back.
+    #[test]
+    fn ttl_bit_and_table_stay_in_step() {
+        let store = Store::new(1, 4);
+        let mut l = Locks::new(&store, 1000);
+        let check = |l: &mut Locks, key: &[u8], want: i64| {
+            let s = l.stripe(0, key);
+            let bit = s.peek(key).map(Entry::has_ttl);
+            assert_eq!(s.expire_of(key), want);
+            assert_eq!(bit, s.peek(key).map(|_| want != NO_EXPIRE));
+        };
+        assert!(l.insert(0, b"a", Value::Int(1), 5000, 0).is_none());
+        check(&mut l, b"a", 5000);
+        assert_eq!(l.stripe(0, b"a").expires_len(), 1);
+        // Overwrite with a new deadline: the old one is returned.
+        let old = l.insert(0, b"a", Value::Int(2), 6000, 0).unwrap();
+        assert_eq!(old.expire_at, 5000);
+        check(&mut l, b"a", 6000);
+        // Overwrite without a TTL (SET without KEEPTTL) clears it.
+        let old = l.insert(0, b"a", Value::Int(3), NO_EXPIRE, 0).unwrap();
+        assert_eq!(old.expire_at, 6000);
+        check(&mut l, b"a", NO_EXPIRE);
+        assert_eq!(l.stripe(0, b"a").expires_len(), 0);
+        // EXPIRE, re-EXPIRE, PERSIST.
+        assert!(l.set_expire(0, b"a", 7000));
+        check(&mut l, b"a", 7000);
+        assert!(l.set_expire(0, b"a", 8000));
+        check(&mut l, b"a", 8000);
+        assert_eq!(l.expire_of(0, b"a"), 8000);
+        assert!(l.set_expire(0, b"a", NO_EXPIRE));
+        check(&mut l, b"a", NO_EXPIRE);
+        assert!(!l.set_expire(0, b"missing", 9000));
+        // Removing a key with a TTL returns it and drops the deadline.
+        assert!(l.set_expire(0, b"a", 9000));
+        let r = l.remove(0, b"a").unwrap();
+        assert_eq!((r.expire_at, r.value), (9000, Value::Int(3)));
+        assert_eq!(l.stripe(0, b"a").expires_len(), 0);
+        // Overwriting an expired key reports it as gone, not replaced.
+        l.insert(0, b"b", Value::Int(1), 1500, 0);
+        l.now = 2000;
+        assert!(l.insert(0, b"b", Value::Int(2), NO_EXPIRE, 0).is_none());
+        check(&mut l, b"b", NO_EXPIRE);
+        // Entries iterate with their deadlines.
+        l.insert(0, b"c", Value::Int(1), 9999, 0);
+        let mut seen: Vec<(Vec<u8>, i64)> = Vec::new();
+        for id in 0..4 {
+            let s = l.stripe_id(id);
+            seen.extend(s.iter_expiring().map(|(k, _, at)| (k.to_vec(), at)));
+        }
+        seen.sort();
+        assert_eq!(seen, vec![(b"b".to_vec(), NO_EXPIRE), (b"c".to_vec(), 9999)]);
     }
 
     #[test]

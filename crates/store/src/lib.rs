@@ -6,6 +6,7 @@
 
 pub mod bytes;
 mod db;
+mod keytable;
 pub mod slot;
 pub mod table;
 pub mod types;
@@ -13,8 +14,8 @@ pub mod value;
 
 pub use bytes::SmallBytes;
 pub use db::{
-    Entry, LockOrder, Locks, Prefetch, SnapshotHook, Store, Stripe, StripeCounts, StripeStats,
-    Waiter, WatchFlag, NO_EXPIRE,
+    Entry, LockOrder, Locks, Prefetch, Record, SnapshotHook, Store, Stripe, StripeCounts,
+    StripeStats, Waiter, WatchFlag, NO_EXPIRE,
 };
 pub use table::Table;
 pub use value::{Kind, Value};

@@ -21,10 +21,16 @@ pub enum Value {
     /// fits in the value itself.
     Emb(SmallBytes),
     /// A string that may grow in place (`raw`: APPEND, SETRANGE, long values).
-    Raw(Vec<u8>),
+    /// Boxed so that a `Value` is 24 bytes, not 32: the vector's three
+    /// words would otherwise set the size of every value (and of every
+    /// key's entry); raw strings are long or written to, where one more
+    /// pointer is cheap. Build one with [`Value::raw`].
+    Raw(Box<Vec<u8>>),
     List(Box<List>),
     Hash(Box<Hash>),
-    Set(Box<Set>),
+    /// Not boxed: a set is 16 bytes, and a small one (an intset) then costs
+    /// its one allocation.
+    Set(Set),
     ZSet(Box<ZSet>),
     Stream(Box<Stream>),
 }
@@ -71,8 +77,13 @@ impl Value {
         if b.len() <= EMBSTR_MAX {
             Value::Emb(SmallBytes::new(b))
         } else {
-            Value::Raw(b.to_vec())
+            Value::raw(b.to_vec())
         }
+    }
+
+    /// A `raw` string value owning `v`.
+    pub fn raw(v: Vec<u8>) -> Value {
+        Value::Raw(Box::new(v))
     }
 
     pub fn kind(&self) -> Kind {
@@ -138,9 +149,9 @@ impl Value {
             Value::Int(i) => {
                 let mut b = [0u8; 24];
                 let n = fmt_i64(*i, &mut b);
-                *self = Value::Raw(b[..n].to_vec());
+                *self = Value::raw(b[..n].to_vec());
             }
-            Value::Emb(b) => *self = Value::Raw(b.to_vec()),
+            Value::Emb(b) => *self = Value::raw(b.to_vec()),
             _ => return None,
         }
         match self {
@@ -154,7 +165,7 @@ impl Value {
         match self {
             Value::Int(_) => 0,
             Value::Emb(b) => b.heap_size(),
-            Value::Raw(v) => v.capacity(),
+            Value::Raw(v) => std::mem::size_of::<Vec<u8>>() + v.capacity(),
             Value::List(l) => l.heap_size(),
             Value::Hash(h) => h.heap_size(),
             Value::Set(s) => s.heap_size(),
@@ -226,7 +237,7 @@ mod tests {
         assert_eq!(Value::from_arg(&[b'a'; 45]).encoding(), "raw");
         let mut v = Value::from_arg(b"12");
         v.make_raw().unwrap().push(b'3');
-        assert_eq!(v, Value::Raw(b"123".to_vec()));
+        assert_eq!(v, Value::raw(b"123".to_vec()));
     }
 }
 
@@ -235,7 +246,10 @@ mod size_tests {
     /// The per-key cost depends on these staying small.
     #[test]
     fn value_and_entry_sizes() {
-        assert_eq!(std::mem::size_of::<super::Value>(), 32);
-        assert_eq!(std::mem::size_of::<crate::Entry>(), 48);
+        assert_eq!(std::mem::size_of::<crate::types::Set>(), 16);
+        // Boxed in a `Value`: a 16-byte box is jemalloc's 16-byte class.
+        assert_eq!(std::mem::size_of::<crate::types::ZSet>(), 16);
+        assert_eq!(std::mem::size_of::<super::Value>(), 24);
+        assert_eq!(std::mem::size_of::<crate::Entry>(), 32);
     }
 }

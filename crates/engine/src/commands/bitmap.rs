@@ -123,7 +123,7 @@ fn string_for_write<'c>(
         None => false,
     };
     if !exists {
-        cx.set(key, Value::Raw(vec![0; need]), NO_EXPIRE);
+        cx.set(key, Value::raw(vec![0; need]), NO_EXPIRE);
     }
     let e = cx.lookup(key).expect("present");
     let v = e.value.make_raw().expect("a string");
@@ -372,7 +372,7 @@ fn bitop(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
             Op::Xor => it.fold(first, |a, v| a ^ byte(v, i)),
         };
     }
-    cx.set(dst, Value::Raw(res), NO_EXPIRE);
+    cx.set(dst, Value::raw(res), NO_EXPIRE);
     cx.changed(dst, Class::STRING, "set", 1);
     out.int(maxlen as i64);
     Ok(())

@@ -323,11 +323,11 @@ fn digest(cx: &mut Ctx, out: &mut ReplyBuf) -> CmdResult {
         let mut mixed = false;
         for stripe in 0..store.stripes() {
             let g = store.lock_stripe(db, stripe);
-            for (k, e) in g.iter() {
+            for (k, e, at) in g.iter_expiring() {
                 // Logically expired keys count, as in Redis's dict walk,
                 // unless already gone; skip only those past due here to
                 // keep a lazily expired key from changing the result.
-                if e.expire_at != store::NO_EXPIRE && e.expire_at <= now {
+                if at != store::NO_EXPIRE && at <= now {
                     continue;
                 }
                 if !mixed {

@@ -8,7 +8,7 @@
 //! hash fields and sorted-set members are XORed in).
 
 use sha1_smol::Sha1;
-use store::{Entry, Value, NO_EXPIRE};
+use store::{Entry, Value};
 
 pub type Digest = [u8; 20];
 
@@ -85,7 +85,7 @@ pub fn value_digest(d: &mut Digest, e: &Entry) {
             });
         }
     }
-    if e.expire_at != NO_EXPIRE {
+    if e.has_ttl() {
         xor(d, b"!!expire!!");
     }
 }

@@ -92,7 +92,7 @@ fn pfadd(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let max = sparse_max(cx);
     let mut updated = 0u64;
     if !cx.exists(key) {
-        cx.set(key, Value::Raw(hll::new()), NO_EXPIRE);
+        cx.set(key, Value::raw(hll::new()), NO_EXPIRE);
         updated += 1;
     }
     let v = write_hll(cx, key)?.expect("present");
@@ -174,7 +174,7 @@ fn pfmerge(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     }
     let sparse_max = sparse_max(cx);
     if !cx.exists(dst) {
-        cx.set(dst, Value::Raw(hll::new()), NO_EXPIRE);
+        cx.set(dst, Value::raw(hll::new()), NO_EXPIRE);
     }
     let v = write_hll(cx, dst)?.expect("present");
     if dense {

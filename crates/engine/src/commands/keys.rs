@@ -467,7 +467,8 @@ fn copy(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         out.int(0);
         return Ok(());
     };
-    let (value, expire_at) = (e.value.clone(), e.expire_at);
+    let (value, has_ttl) = (e.value.clone(), e.has_ttl());
+    let expire_at = if has_ttl { cx.expire_of(src) } else { store::NO_EXPIRE };
     if cx.keys.contains(o.db, dst) && !o.replace {
         out.int(0);
         return Ok(());

@@ -236,7 +236,7 @@ pub fn value_size(v: &Value, samples: usize, prealloc: usize) -> usize {
                 ROBJ + DICT + 8 * dict_slots(h.len()) + sampled(each, samples, h.len())
             }
         }
-        Value::Set(s) => match &**s {
+        Value::Set(s) => match s {
             store::types::Set::Ints(i) => ROBJ + je_size(8 + i.len() * i.width()),
             _ => {
                 let mut buf = [0u8; 24];

@@ -171,15 +171,16 @@ fn migrate(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let mut items = Vec::new();
     for &key in &argv[o.first..o.first + o.count] {
         let Some(e) = cx.lookup_read(key) else { continue };
+        let (has_ttl, payload) = (e.has_ttl(), snap.dump(&e.value, &cfg));
         let mut ttl = 0;
-        if e.expire_at != store::NO_EXPIRE {
-            ttl = e.expire_at - now;
+        if has_ttl {
+            ttl = cx.expire_of(key) - now;
             if ttl < 0 {
                 continue;
             }
             ttl = ttl.max(1);
         }
-        items.push(Item { key, ttl, payload: snap.dump(&e.value, &cfg) });
+        items.push(Item { key, ttl, payload });
     }
     if items.is_empty() {
         cx.no_propagate();

@@ -206,7 +206,7 @@ fn reply_set(out: &mut ReplyBuf, s: &Set) {
 fn store_result(cx: &mut Ctx, dst: &[u8], result: Set, event: &'static str, out: &mut ReplyBuf) {
     let n = result.len();
     if n > 0 {
-        cx.set(dst, Value::Set(Box::new(result)), NO_EXPIRE);
+        cx.set(dst, Value::Set(result), NO_EXPIRE);
         cx.changed(dst, Class::SET, event, 1);
     } else if cx.delete(dst).is_some() {
         cx.changed(dst, Class::GENERIC, "del", 1);
@@ -220,7 +220,7 @@ fn store_result(cx: &mut Ctx, dst: &[u8], result: Set, event: &'static str, out:
 enum Src {
     Missing,
     /// The set, moved out of its entry until [`restore`].
-    Own(Box<Set>),
+    Own(Set),
     /// The same key as an earlier argument (its index).
     Same(usize),
 }
@@ -301,7 +301,7 @@ fn sadd(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
             for m in members {
                 added += usize::from(s.add(m, max));
             }
-            cx.set(key, Value::Set(Box::new(s)), NO_EXPIRE);
+            cx.set(key, Value::Set(s), NO_EXPIRE);
         }
     }
     if added > 0 {
@@ -632,7 +632,7 @@ fn smove(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     } else {
         let mut s = Set::new_for(m);
         s.add(m, max);
-        cx.set(dst_key, Value::Set(Box::new(s)), NO_EXPIRE);
+        cx.set(dst_key, Value::Set(s), NO_EXPIRE);
         true
     };
     if added {

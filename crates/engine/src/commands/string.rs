@@ -159,7 +159,7 @@ fn getex(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
                 None => None,
             };
             reply_string(&e.value, out)?;
-            (at, e.expire_at)
+            (at, e.has_ttl())
         }
     };
     let absolute = matches!(o.expire, Some((ExpireUnit::ExAt | ExpireUnit::PxAt, _)));
@@ -178,7 +178,7 @@ fn getex(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
                 cx.propagate_as(&[b"PEXPIREAT", key, ms.format(at)]);
             }
         }
-        None if o.persist && ttl != NO_EXPIRE => {
+        None if o.persist && ttl => {
             cx.keys.set_expire(cx.db, key, NO_EXPIRE);
             cx.changed(key, Class::GENERIC, "persist", 1);
             cx.propagate_as(&[b"PERSIST", key]);
@@ -369,7 +369,7 @@ pub(crate) fn set_with(
         match cx.lookup_read(key) {
             Some(e) => {
                 reply_string(&e.value, out)?;
-                Some(e.expire_at)
+                Some(e.has_ttl())
             }
             None => {
                 out.null();
@@ -382,14 +382,15 @@ pub(crate) fn set_with(
         // SET); in a stripe without TTLs there is nothing to expire.
         None
     } else {
-        cx.lookup(key).map(|e| e.expire_at)
+        cx.lookup(key).map(|e| e.has_ttl())
     };
     let found = old_ttl.is_some();
     if (o.nx && found) || (o.xx && !found) {
         return Ok(false);
     }
     let expire_at = match old_ttl {
-        Some(ttl) if o.keepttl => ttl,
+        Some(true) if o.keepttl => cx.expire_of(key),
+        Some(false) if o.keepttl => NO_EXPIRE,
         _ => expire_at,
     };
     cx.set(key, Value::from_arg(val), expire_at);
@@ -685,7 +686,7 @@ fn setrange(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         None => {
             let mut v = vec![0u8; end];
             v[offset..].copy_from_slice(val);
-            cx.set(key, Value::Raw(v), NO_EXPIRE);
+            cx.set(key, Value::raw(v), NO_EXPIRE);
             end
         }
     };
@@ -871,8 +872,10 @@ mod tests {
         let store = &h.shared.store;
         let s = store.lock_stripe(0, store.stripe_of(key.as_bytes()) as usize);
         let e = s.peek(key.as_bytes())?;
-        let live = e.expire_at == NO_EXPIRE || e.expire_at > unix_ms();
-        live.then(|| (e.value.encoding(), e.expire_at))
+        let at = s.expire_of(key.as_bytes());
+        assert_eq!(e.has_ttl(), at != NO_EXPIRE, "the TTL bit agrees with the TTL table");
+        let live = at == NO_EXPIRE || at > unix_ms();
+        live.then(|| (e.value.encoding(), at))
     }
 
     /// OBJECT ENCODING.

@@ -203,10 +203,9 @@ fn watched_touched(cx: &mut Ctx) -> bool {
         if *was_expired {
             continue;
         }
-        if let Some(e) = cx.keys.stripe(*db, key).peek(key) {
-            if e.expire_at != store::NO_EXPIRE && e.expire_at <= now {
-                return true;
-            }
+        let s = cx.keys.stripe(*db, key);
+        if s.peek(key).is_some_and(|e| e.has_ttl()) && s.is_expired(key, now) {
+            return true;
         }
     }
     false
@@ -223,8 +222,7 @@ fn watch(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
             continue;
         }
         let stripe = cx.keys.stripe(db, key);
-        let expired =
-            stripe.peek(key).is_some_and(|e| e.expire_at != store::NO_EXPIRE && e.expire_at <= now);
+        let expired = stripe.peek(key).is_some_and(|e| e.has_ttl()) && stripe.is_expired(key, now);
         stripe.watch(key, &cx.sess.watch_flag);
         cx.sess.watched.push((db, key.into(), expired));
     }

@@ -24,9 +24,11 @@ const INTSET_HARD_MAX: usize = 1 << 30;
 /// Sorted integers packed at the narrowest width that fits them all.
 #[derive(Clone, Default, PartialEq, Eq)]
 pub struct IntSet {
-    /// Bytes per member: 2, 4 or 8 (0 while never written).
-    width: u8,
-    data: Vec<u8>,
+    /// `[width][members…]`: the word width (2, 4 or 8) in the first byte,
+    /// then the members; empty (no allocation, width 2) until written.
+    /// One exact-size allocation behind one thin-enough pointer, so that a
+    /// [`Set`] fits in a [`Value`](crate::Value) without a box of its own.
+    data: Box<[u8]>,
 }
 
 fn width_for(v: i64) -> u8 {
@@ -41,16 +43,22 @@ fn width_for(v: i64) -> u8 {
 
 impl IntSet {
     pub fn new() -> Self {
-        IntSet { width: 2, data: Vec::new() }
+        IntSet::default()
     }
 
     #[inline]
     fn w(&self) -> usize {
-        usize::from(self.width.max(2))
+        self.data.first().map_or(2, |&w| usize::from(w))
+    }
+
+    /// The member words.
+    #[inline]
+    fn body(&self) -> &[u8] {
+        self.data.get(1..).unwrap_or(&[])
     }
 
     pub fn len(&self) -> usize {
-        self.data.len() / self.w()
+        self.body().len() / self.w()
     }
 
     /// Bytes per member (2, 4 or 8), as Redis's intset header says.
@@ -59,14 +67,14 @@ impl IntSet {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.data.is_empty()
+        self.body().is_empty()
     }
 
     /// The member at position `i` (ascending order).
     #[inline]
     pub fn get(&self, i: usize) -> i64 {
         let w = self.w();
-        let b = &self.data[i * w..i * w + w];
+        let b = &self.body()[i * w..i * w + w];
         match w {
             2 => i64::from(i16::from_le_bytes([b[0], b[1]])),
             4 => i64::from(i32::from_le_bytes([b[0], b[1], b[2], b[3]])),
@@ -113,33 +121,36 @@ impl IntSet {
         let Err(pos) = self.search(v) else { return false };
         let w = self.w();
         // Grow by exactly one word, as Redis reallocates the intset.
-        self.data.reserve_exact(w);
-        let at = pos * w;
-        self.data.splice(at..at, std::iter::repeat_n(0, w));
-        Self::put(&mut self.data[at..at + w], w, v);
+        let mut data = std::mem::take(&mut self.data).into_vec();
+        if data.is_empty() {
+            data.push(w as u8);
+        }
+        data.reserve_exact(w);
+        let at = 1 + pos * w;
+        data.splice(at..at, std::iter::repeat_n(0, w));
+        Self::put(&mut data[at..at + w], w, v);
+        self.data = data.into_boxed_slice();
         true
     }
 
     fn upgrade(&mut self, width: u8) {
         let n = self.len();
-        let old = std::mem::take(&mut self.data);
-        let old_set = IntSet { width: self.width, data: old };
         let w = usize::from(width);
-        let mut data = Vec::with_capacity((n + 1) * w);
-        data.resize(n * w, 0);
+        let mut data = vec![0u8; 1 + n * w];
+        data[0] = width;
         for i in 0..n {
-            Self::put(&mut data[i * w..i * w + w], w, old_set.get(i));
+            Self::put(&mut data[1 + i * w..1 + i * w + w], w, self.get(i));
         }
-        self.width = width;
-        self.data = data;
+        self.data = data.into_boxed_slice();
     }
 
     /// Removes `v`; false if it was absent.
     pub fn remove(&mut self, v: i64) -> bool {
         let Ok(pos) = self.search(v) else { return false };
         let w = self.w();
-        self.data.drain(pos * w..pos * w + w);
-        self.data.shrink_to_fit();
+        let mut data = std::mem::take(&mut self.data).into_vec();
+        data.drain(1 + pos * w..1 + pos * w + w);
+        self.data = data.into_boxed_slice();
         true
     }
 
@@ -149,7 +160,7 @@ impl IntSet {
     }
 
     pub fn heap_size(&self) -> usize {
-        self.data.capacity()
+        self.data.len()
     }
 }
 
@@ -185,8 +196,8 @@ impl<'a> Member<'a> {
 /// A set value.
 pub enum Set {
     Ints(IntSet),
-    /// Boxed so that a small set (an intset) costs 32 bytes, not the
-    /// size of a table header.
+    /// Boxed so that a set is 16 bytes (the table's pointer sits beside
+    /// the intset's) and lives in the key's `Value` without a box.
     Hash(Box<Table<()>>),
 }
 
@@ -482,7 +493,7 @@ mod tests {
         assert!(s.insert(5));
         assert!(s.insert(-3));
         assert!(!s.insert(5));
-        assert_eq!(s.heap_size(), 4);
+        assert_eq!(s.heap_size(), 5, "the width byte and two 2-byte words");
         assert!(s.insert(100_000));
         assert!(s.insert(-5_000_000_000));
         assert!(s.insert(i64::MAX));

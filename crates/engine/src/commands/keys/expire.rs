@@ -94,7 +94,7 @@ fn expire_with(cx: &mut Ctx, args: &mut Args, unit: Unit, out: &mut ReplyBuf) ->
         out.int(0);
         return Ok(());
     };
-    let current = e.expire_at;
+    let current = if e.has_ttl() { cx.expire_of(key) } else { NO_EXPIRE };
     let refused = (flags.nx && current != NO_EXPIRE)
         || (flags.xx && current == NO_EXPIRE)
         // No TTL counts as infinite: GT never beats it, LT always does.
@@ -154,18 +154,19 @@ fn ttl_with(cx: &mut Ctx, args: &mut Args, ms: bool, abs: bool, out: &mut ReplyB
         out.int(-2);
         return Ok(());
     };
-    if e.expire_at == NO_EXPIRE {
+    if !e.has_ttl() {
         out.int(-1);
         return Ok(());
     }
-    let t = if abs { e.expire_at } else { e.expire_at - now }.max(0);
+    let at = cx.expire_of(key);
+    let t = if abs { at } else { at - now }.max(0);
     out.int(if ms { t } else { (t + 500) / 1000 });
     Ok(())
 }
 
 pub(super) fn persist(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let key = args.key()?;
-    let has_ttl = cx.lookup(key).is_some_and(|e| e.expire_at != NO_EXPIRE);
+    let has_ttl = cx.lookup(key).is_some_and(|e| e.has_ttl());
     if has_ttl {
         let db = cx.db;
         cx.keys.set_expire(db, key, NO_EXPIRE);

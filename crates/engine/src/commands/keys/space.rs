@@ -25,16 +25,17 @@
 //! Unknown high bits of a client's cursor are ignored by the table scan.
 
 use resp::ReplyBuf;
-use store::{Entry, NO_EXPIRE};
+use store::Stripe;
 
 use crate::ctx::{eq_ic, parse_i64, Args, Ctx};
 use crate::error::{CmdError, CmdResult};
 use crate::glob;
 
-/// Whether an entry is logically expired at `now`.
+/// Whether `key` (with entry `e`, in stripe `s`) is logically expired at
+/// `now`.
 #[inline]
-fn expired(e: &Entry, now: i64) -> bool {
-    e.expire_at != NO_EXPIRE && e.expire_at <= now
+fn expired(s: &Stripe, key: &[u8], e: &store::Entry, now: i64) -> bool {
+    e.has_ttl() && s.is_expired(key, now)
 }
 
 /// Global ids of the stripes of `db`.
@@ -59,7 +60,7 @@ pub(super) fn keys(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResu
         }
         // Expired keys are skipped, not deleted, as Redis's KEYS does.
         for (k, e) in s.iter() {
-            if (all || glob::matches(pattern, k, false)) && !expired(e, now) {
+            if (all || glob::matches(pattern, k, false)) && !expired(s, k, e, now) {
                 body.bulk(k);
                 n += 1;
             }
@@ -194,7 +195,7 @@ pub(super) fn scan(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResu
             }
         }
         let s = cx.keys.stripe(db, k);
-        if s.peek(k).is_some_and(|e| expired(e, now)) {
+        if s.peek(k).is_some_and(|e| expired(s, k, e, now)) {
             // Deletes it, as Redis's `expireIfNeeded`.
             s.get(k, now);
             continue;

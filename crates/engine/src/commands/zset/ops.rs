@@ -358,7 +358,7 @@ fn aggregate(target: &mut f64, v: f64, agg: Agg) {
 enum Src {
     Missing,
     Z(Box<ZSet>),
-    S(Box<Set>),
+    S(Set),
     /// The same key as an earlier argument.
     Same(usize),
 }
