@@ -376,7 +376,7 @@ pub(crate) fn set_with(
                 None
             }
         }
-    } else if !(o.nx || o.xx || o.keepttl) && !cx.may_have_expired(key) {
+    } else if !(o.nx || o.xx || o.keepttl || cx.may_have_expired(key)) {
         // A plain SET needs the old key only to expire it first (Redis's
         // lookupKeyWrite: its `expired` event and DEL come before the
         // SET); in a stripe without TTLs there is nothing to expire.
