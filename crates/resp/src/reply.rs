@@ -42,29 +42,78 @@ pub struct ReplyBuf {
 }
 
 pub(crate) mod itoa_buf {
+    /// Two decimal digits per step.
+    const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
+                                2021222324252627282930313233343536373839\
+                                4041424344454647484950515253545556575859\
+                                6061626364656667686970717273747576777879\
+                                8081828384858687888990919293949596979899";
+
     /// A tiny stack formatter for integers (no allocation).
     #[derive(Default)]
-    pub struct Buf([u8; 24]);
+    pub struct Buf([u8; 32]);
     impl Buf {
         pub fn new() -> Self {
-            Buf([0; 24])
+            Buf([0; 32])
         }
-        pub fn format(&mut self, v: i64) -> &[u8] {
+
+        /// Writes `v` in decimal so that it ends at `end`; returns where
+        /// it starts.
+        #[inline]
+        fn digits_to(&mut self, v: i64, end: usize) -> usize {
             let mut n = v.unsigned_abs();
-            let mut i = self.0.len();
-            loop {
+            let mut i = end;
+            while n >= 100 {
+                let d = (n % 100) as usize * 2;
+                n /= 100;
+                i -= 2;
+                self.0[i..i + 2].copy_from_slice(&PAIRS[d..d + 2]);
+            }
+            if n >= 10 {
+                let d = n as usize * 2;
+                i -= 2;
+                self.0[i..i + 2].copy_from_slice(&PAIRS[d..d + 2]);
+            } else {
                 i -= 1;
-                self.0[i] = b'0' + (n % 10) as u8;
-                n /= 10;
-                if n == 0 {
-                    break;
-                }
+                self.0[i] = b'0' + n as u8;
             }
             if v < 0 {
                 i -= 1;
                 self.0[i] = b'-';
             }
+            i
+        }
+
+        pub fn format(&mut self, v: i64) -> &[u8] {
+            let i = self.digits_to(v, 32);
             &self.0[i..]
+        }
+
+        /// `<prefix><v>\r\n`, a whole reply line.
+        #[inline]
+        pub fn line(&mut self, prefix: u8, v: i64) -> &[u8] {
+            self.0[30] = b'\r';
+            self.0[31] = b'\n';
+            let i = self.digits_to(v, 30) - 1;
+            self.0[i] = prefix;
+            &self.0[i..]
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        #[test]
+        fn formats_like_display() {
+            let mut vals = vec![i64::MIN, i64::MAX, i64::MIN + 1, -1, 0, 1];
+            let mut p: i64 = 1;
+            for _ in 0..19 {
+                vals.extend([p - 1, p, p + 1, -p, -(p - 1), 5 * p]);
+                p = p.saturating_mul(10);
+            }
+            for v in vals {
+                assert_eq!(super::Buf::new().format(v), v.to_string().as_bytes());
+                assert_eq!(super::Buf::new().line(b':', v), format!(":{v}\r\n").as_bytes());
+            }
         }
     }
 }
@@ -304,8 +353,7 @@ impl ReplyBuf {
 
     fn prefixed_int(&mut self, prefix: u8, v: i64) {
         let mut b = itoa_buf::Buf::new();
-        let digits = b.format(v);
-        self.raw3(&[prefix], digits, b"\r\n");
+        self.raw(b.line(prefix, v));
     }
 
     /// `:v\r\n`
