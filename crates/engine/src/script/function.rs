@@ -585,7 +585,7 @@ fn stats(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let reg = cx.shared.scripts.functions.read();
     out.map(2);
     out.bulk(b"running_script");
-    out.null();
+    cx.shared.scripts.reply_running_function(out);
     out.bulk(b"engines");
     out.map(1);
     out.bulk(b"LUA");
@@ -637,7 +637,25 @@ fn fcall_generic(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf, ro: bool) ->
         super::relock(cx, keys, scope)?;
     }
     let threshold = cx.sess.conf(shared).busy_reply_threshold.max(0) as u64;
-    let running = shared.scripts.start(threshold, true);
+    // What FUNCTION STATS shows of it if it gets busy (Redis's reply:
+    // its name and the whole command as the client sent it).
+    let mut stats = Vec::with_capacity(64 + argv.iter().map(|a| a.len() + 16).sum::<usize>());
+    let mut n = resp::IntBuf::new();
+    let mut bulk = |v: &mut Vec<u8>, b: &[u8]| {
+        v.push(b'$');
+        v.extend_from_slice(n.format(b.len() as i64));
+        v.extend_from_slice(b"\r\n");
+        v.extend_from_slice(b);
+        v.extend_from_slice(b"\r\n");
+    };
+    bulk(&mut stats, b"name");
+    bulk(&mut stats, name.as_bytes());
+    bulk(&mut stats, b"command");
+    stats.extend_from_slice(resp::IntBuf::new().line(b'*', argv.len() as i64));
+    for a in argv {
+        bulk(&mut stats, a);
+    }
+    let running = shared.scripts.start_with(threshold, true, stats);
     let target = Target::Function { lib: &lib.name, version: lib.version, name: &name };
     let r = super::run_loop(cx, out, &target, &unit, keys, fargs, ro, scope, &running);
     shared.scripts.finish(shared, &running);

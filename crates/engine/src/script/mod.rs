@@ -127,6 +127,10 @@ pub struct Running {
     /// A function (`FCALL`), not an `EVAL` script: the BUSY text and the
     /// KILL command that applies differ.
     pub function: bool,
+    /// For a function, what FUNCTION STATS reports of it while it is busy,
+    /// already in the protocol: the `name` and `command` entries of its
+    /// `running_script` map (the duration is added when asked).
+    pub stats: Vec<u8>,
 }
 
 /// The script cache every thread shares, and the scripts running.
@@ -153,6 +157,21 @@ impl Cache {
         self.busy.load(Ordering::Acquire) > 0
     }
 
+    /// FUNCTION STATS's `running_script`: the busy function's map, or
+    /// null (Redis can only be asked while a script is busy).
+    pub fn reply_running_function(&self, out: &mut ReplyBuf) {
+        let running = self.running.lock();
+        match running.iter().find(|r| r.function && r.busy.load(Ordering::Relaxed)) {
+            Some(r) => {
+                out.map(3);
+                out.raw(&r.stats);
+                out.bulk(b"duration_ms");
+                out.int(r.started.elapsed().as_millis() as i64);
+            }
+            None => out.null(),
+        }
+    }
+
     /// The BUSY error for a client's command while a script is busy:
     /// Redis's text names the KILL command of the busy script's kind.
     #[cold]
@@ -165,6 +184,16 @@ impl Cache {
     }
 
     pub(crate) fn start(&self, threshold_ms: u64, function: bool) -> Arc<Running> {
+        self.start_with(threshold_ms, function, Vec::new())
+    }
+
+    /// [`start`](Self::start) with a function's FUNCTION STATS entries.
+    pub(crate) fn start_with(
+        &self,
+        threshold_ms: u64,
+        function: bool,
+        stats: Vec<u8>,
+    ) -> Arc<Running> {
         let r = Arc::new(Running {
             started: Instant::now(),
             threshold_ms,
@@ -172,6 +201,7 @@ impl Cache {
             wrote: AtomicBool::new(false),
             kill: AtomicBool::new(false),
             function,
+            stats,
         });
         self.running.lock().push(r.clone());
         r
