@@ -15,6 +15,7 @@ use hashbrown::{HashMap, HashTable};
 
 use crate::id::JobId;
 use crate::job::{Job, State, FLAG_DELIVERED, FLAG_QUEUED_ONCE};
+use crate::order::Order;
 
 /// A queue's pause flags (spec §1.8).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -46,7 +47,7 @@ pub struct Queue {
     /// Its name, shared by its jobs.
     name: Arc<[u8]>,
     /// [`key`]`(creation stamp, slot handle)` of each queued job.
-    jobs: BTreeSet<u128>,
+    jobs: Order,
     /// Unix ms it was created and last used (enqueue, fetch, block).
     pub ctime: i64,
     pub atime: i64,
@@ -59,7 +60,7 @@ impl Queue {
     fn new(name: Arc<[u8]>, now: i64) -> Queue {
         Queue {
             name,
-            jobs: BTreeSet::new(),
+            jobs: Order::new(),
             ctime: now,
             atime: now,
             pause: Pause::NONE,
@@ -442,7 +443,7 @@ impl Jobs {
     /// The ids queued in `q` (one of this node's queues), oldest (next to
     /// be fetched) first.
     pub fn queued_ids<'a>(&'a self, q: &'a Queue) -> impl DoubleEndedIterator<Item = JobId> + 'a {
-        q.jobs.iter().map(|&k| self.reg.at(handle(k)).job.id)
+        q.jobs.iter().map(|k| self.reg.at(handle(k)).job.id)
     }
 
     /// A fresh id (see `Gen::new_id`).
@@ -578,7 +579,7 @@ impl Jobs {
         let e = self.reg.remove(h);
         if e.job.state == State::Queued {
             if let Some(q) = self.queues.get_mut(&e.job.queue[..]) {
-                q.jobs.remove(&key(e.job.ctime, h));
+                q.jobs.remove(key(e.job.ctime, h));
             }
         }
         Some(e.job)
@@ -645,7 +646,7 @@ impl Jobs {
         }
         j.state = State::Active;
         if let Some(q) = self.queues.get_mut(&j.queue[..]) {
-            q.jobs.remove(&key(j.ctime, h));
+            q.jobs.remove(key(j.ctime, h));
         }
         true
     }
