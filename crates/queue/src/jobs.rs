@@ -16,6 +16,7 @@ use hashbrown::{HashMap, HashTable};
 use crate::id::JobId;
 use crate::job::{Job, State, FLAG_DELIVERED, FLAG_QUEUED_ONCE};
 use crate::order::Order;
+use crate::wake::Wake;
 
 /// A queue's pause flags (spec §1.8).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -150,8 +151,9 @@ struct Registry {
     free: Vec<u32>,
     /// Handles by id, hashed from the id ([`id_hash`]).
     index: HashTable<u32>,
-    /// [`key`]`(`[`time_word`]`(wake-up time), handle)`.
-    awake: BTreeSet<u128>,
+    /// [`key`]`(`[`time_word`]`(wake-up time), handle)`, with stale
+    /// keys (see [`live_wake`]).
+    awake: Wake,
     /// Bytes of bodies held (INFO, memory estimates).
     body_bytes: usize,
 }
@@ -167,6 +169,18 @@ fn id_hash(id: &JobId) -> u64 {
     mix(h)
 }
 
+/// Whether wake-up key `k` is its job's current one (not left behind by
+/// a job that moved or went).
+#[inline]
+fn live_wake(chunks: &[Vec<Option<Entry>>], k: u128) -> bool {
+    let h = handle(k);
+    chunks
+        .get((h >> CHUNK_BITS) as usize)
+        .and_then(|c| c.get(h as usize & (CHUNK - 1)))
+        .and_then(Option::as_ref)
+        .is_some_and(|e| e.awake != i64::MAX && time_word(e.awake) == (k >> 64) as u64)
+}
+
 #[inline]
 fn slot(chunks: &[Vec<Option<Entry>>], h: u32) -> &Entry {
     chunks[(h >> CHUNK_BITS) as usize][h as usize & (CHUNK - 1)].as_ref().expect("live handle")
@@ -178,7 +192,7 @@ impl Registry {
             chunks: Vec::new(),
             free: Vec::new(),
             index: HashTable::new(),
-            awake: BTreeSet::new(),
+            awake: Wake::new(),
             body_bytes: 0,
         }
     }
@@ -238,7 +252,8 @@ impl Registry {
             o.remove();
         }
         if e.awake != i64::MAX {
-            self.awake.remove(&key(time_word(e.awake), h));
+            let chunks = &self.chunks;
+            self.awake.left(|k| live_wake(chunks, k));
         }
         self.body_bytes -= e.job.body.len();
         self.free.push(h);
@@ -252,10 +267,11 @@ impl Registry {
         let old = e.awake;
         if w != old {
             e.awake = w;
+            self.awake.push(key(time_word(w), h));
             if old != i64::MAX {
-                self.awake.remove(&key(time_word(old), h));
+                let chunks = &self.chunks;
+                self.awake.left(|k| live_wake(chunks, k));
             }
-            self.awake.insert(key(time_word(w), h));
         }
     }
 
@@ -727,7 +743,7 @@ impl Jobs {
     pub fn tick(&mut self, now: i64, max: usize, out: &mut Vec<Tick>) -> usize {
         let mut n = 0;
         while n < max {
-            let Some(&k) = self.reg.awake.first() else { break };
+            let Some(k) = self.reg.awake.first() else { break };
             let h = handle(k);
             if self.reg.at(h).awake > now {
                 break;
@@ -779,7 +795,7 @@ impl Jobs {
 
     /// Ms until the next wake-up (for a caller that sleeps), if any.
     pub fn next_wake(&self) -> Option<i64> {
-        self.reg.awake.first().map(|&k| self.reg.at(handle(k)).awake)
+        self.reg.awake.first().map(|k| self.reg.at(handle(k)).awake)
     }
 
     /// The job's wake-up time as indexed.
