@@ -2,10 +2,11 @@
 //! (chunks of 4,096, so a job never moves and growing never copies the
 //! slab), found by id through a hash table of 4-byte slot handles, and
 //! scanned (JSCAN, snapshots) in slot order. The two ordered indexes hold
-//! 16-byte keys, a word and a handle, never ids: one ordered set per
-//! queue (creation stamp, handle) and the wake-up index (time, handle) —
-//! the earliest of a job's expiry and its next re-queue — that
-//! [`Jobs::tick`] walks to run retries, delays and TTLs (spec §1.4, §3.8).
+//! 16-byte keys, a word and a handle, never ids: one sorted ring per
+//! queue (creation stamp, handle; [`Order`]) and the wake-up heap (time,
+//! handle; [`Wake`]) — the earliest of a job's expiry and its next
+//! re-queue — that [`Jobs::tick`] pops to run retries, delays and TTLs
+//! (spec §1.4, §3.8).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
