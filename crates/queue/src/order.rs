@@ -115,7 +115,10 @@ mod tests {
         assert_eq!(o.len(), want.len());
         assert_eq!(o.is_empty(), want.is_empty());
         assert_eq!(o.iter().collect::<Vec<_>>(), want.iter().copied().collect::<Vec<_>>());
-        assert_eq!(o.iter().rev().collect::<Vec<_>>(), want.iter().rev().copied().collect::<Vec<_>>());
+        assert_eq!(
+            o.iter().rev().collect::<Vec<_>>(),
+            want.iter().rev().copied().collect::<Vec<_>>()
+        );
     }
 
     #[test]

@@ -118,7 +118,7 @@ mod tests {
             (2, Some(90)), // moved later: its key at 10 is stale
             (3, None),     // gone
             (4, Some(20)),
-            (4, Some(5)), // moved earlier
+            (4, Some(5)),  // moved earlier
             (1, Some(50)), // moved to the same time: pushed twice, fires once
         ]);
     }
@@ -132,7 +132,7 @@ mod tests {
             x ^= x >> 7;
             x ^= x << 17;
             let h = (x % 300) as u32;
-            ops.push((h, if x % 5 == 0 { None } else { Some(i + (x >> 50)) }));
+            ops.push((h, if x.is_multiple_of(5) { None } else { Some(i + (x >> 50)) }));
         }
         fire_order(&ops);
         // And the heap does not keep every key ever pushed.
