@@ -2,10 +2,11 @@
 //! (chunks of 4,096, so a job never moves and growing never copies the
 //! slab), found by id through a hash table of 4-byte slot handles, and
 //! scanned (JSCAN, snapshots) in slot order. The two ordered indexes hold
-//! 16-byte keys, a word and a handle, never ids: one ordered set per
-//! queue (creation stamp, handle) and the wake-up index (time, handle) —
-//! the earliest of a job's expiry and its next re-queue — that
-//! [`Jobs::tick`] walks to run retries, delays and TTLs (spec §1.4, §3.8).
+//! 16-byte keys, a word and a handle, never ids: one sorted ring per
+//! queue (creation stamp, handle; [`Order`]) and the wake-up heap (time,
+//! handle; [`Wake`]) — the earliest of a job's expiry and its next
+//! re-queue — that [`Jobs::tick`] pops to run retries, delays and TTLs
+//! (spec §1.4, §3.8).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -15,6 +16,8 @@ use hashbrown::{HashMap, HashTable};
 
 use crate::id::JobId;
 use crate::job::{Job, State, FLAG_DELIVERED, FLAG_QUEUED_ONCE};
+use crate::order::Order;
+use crate::wake::Wake;
 
 /// A queue's pause flags (spec §1.8).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -46,7 +49,7 @@ pub struct Queue {
     /// Its name, shared by its jobs.
     name: Arc<[u8]>,
     /// [`key`]`(creation stamp, slot handle)` of each queued job.
-    jobs: BTreeSet<u128>,
+    jobs: Order,
     /// Unix ms it was created and last used (enqueue, fetch, block).
     pub ctime: i64,
     pub atime: i64,
@@ -59,7 +62,7 @@ impl Queue {
     fn new(name: Arc<[u8]>, now: i64) -> Queue {
         Queue {
             name,
-            jobs: BTreeSet::new(),
+            jobs: Order::new(),
             ctime: now,
             atime: now,
             pause: Pause::NONE,
@@ -149,8 +152,9 @@ struct Registry {
     free: Vec<u32>,
     /// Handles by id, hashed from the id ([`id_hash`]).
     index: HashTable<u32>,
-    /// [`key`]`(`[`time_word`]`(wake-up time), handle)`.
-    awake: BTreeSet<u128>,
+    /// [`key`]`(`[`time_word`]`(wake-up time), handle)`, with stale
+    /// keys (see [`live_wake`]).
+    awake: Wake,
     /// Bytes of bodies held (INFO, memory estimates).
     body_bytes: usize,
 }
@@ -166,6 +170,18 @@ fn id_hash(id: &JobId) -> u64 {
     mix(h)
 }
 
+/// Whether wake-up key `k` is its job's current one (not left behind by
+/// a job that moved or went).
+#[inline]
+fn live_wake(chunks: &[Vec<Option<Entry>>], k: u128) -> bool {
+    let h = handle(k);
+    chunks
+        .get((h >> CHUNK_BITS) as usize)
+        .and_then(|c| c.get(h as usize & (CHUNK - 1)))
+        .and_then(Option::as_ref)
+        .is_some_and(|e| e.awake != i64::MAX && time_word(e.awake) == (k >> 64) as u64)
+}
+
 #[inline]
 fn slot(chunks: &[Vec<Option<Entry>>], h: u32) -> &Entry {
     chunks[(h >> CHUNK_BITS) as usize][h as usize & (CHUNK - 1)].as_ref().expect("live handle")
@@ -177,7 +193,7 @@ impl Registry {
             chunks: Vec::new(),
             free: Vec::new(),
             index: HashTable::new(),
-            awake: BTreeSet::new(),
+            awake: Wake::new(),
             body_bytes: 0,
         }
     }
@@ -237,7 +253,8 @@ impl Registry {
             o.remove();
         }
         if e.awake != i64::MAX {
-            self.awake.remove(&key(time_word(e.awake), h));
+            let chunks = &self.chunks;
+            self.awake.left(|k| live_wake(chunks, k));
         }
         self.body_bytes -= e.job.body.len();
         self.free.push(h);
@@ -251,10 +268,11 @@ impl Registry {
         let old = e.awake;
         if w != old {
             e.awake = w;
+            self.awake.push(key(time_word(w), h));
             if old != i64::MAX {
-                self.awake.remove(&key(time_word(old), h));
+                let chunks = &self.chunks;
+                self.awake.left(|k| live_wake(chunks, k));
             }
-            self.awake.insert(key(time_word(w), h));
         }
     }
 
@@ -442,7 +460,7 @@ impl Jobs {
     /// The ids queued in `q` (one of this node's queues), oldest (next to
     /// be fetched) first.
     pub fn queued_ids<'a>(&'a self, q: &'a Queue) -> impl DoubleEndedIterator<Item = JobId> + 'a {
-        q.jobs.iter().map(|&k| self.reg.at(handle(k)).job.id)
+        q.jobs.iter().map(|k| self.reg.at(handle(k)).job.id)
     }
 
     /// A fresh id (see `Gen::new_id`).
@@ -578,7 +596,7 @@ impl Jobs {
         let e = self.reg.remove(h);
         if e.job.state == State::Queued {
             if let Some(q) = self.queues.get_mut(&e.job.queue[..]) {
-                q.jobs.remove(&key(e.job.ctime, h));
+                q.jobs.remove(key(e.job.ctime, h));
             }
         }
         Some(e.job)
@@ -645,7 +663,7 @@ impl Jobs {
         }
         j.state = State::Active;
         if let Some(q) = self.queues.get_mut(&j.queue[..]) {
-            q.jobs.remove(&key(j.ctime, h));
+            q.jobs.remove(key(j.ctime, h));
         }
         true
     }
@@ -726,7 +744,7 @@ impl Jobs {
     pub fn tick(&mut self, now: i64, max: usize, out: &mut Vec<Tick>) -> usize {
         let mut n = 0;
         while n < max {
-            let Some(&k) = self.reg.awake.first() else { break };
+            let Some(k) = self.reg.awake.first() else { break };
             let h = handle(k);
             if self.reg.at(h).awake > now {
                 break;
@@ -778,7 +796,7 @@ impl Jobs {
 
     /// Ms until the next wake-up (for a caller that sleeps), if any.
     pub fn next_wake(&self) -> Option<i64> {
-        self.reg.awake.first().map(|&k| self.reg.at(handle(k)).awake)
+        self.reg.awake.first().map(|k| self.reg.at(handle(k)).awake)
     }
 
     /// The job's wake-up time as indexed.

@@ -14,6 +14,8 @@
 mod id;
 mod job;
 mod jobs;
+mod order;
+mod wake;
 
 pub use id::{JobId, ID_LEN};
 pub use job::{DecodeError, Job, State, FLAG_DELIVERED, FLAG_QUEUED_ONCE};
