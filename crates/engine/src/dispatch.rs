@@ -693,7 +693,8 @@ pub fn range_ids_hinted(
 /// send it as the table spells it: that is tried first).
 #[inline]
 fn is_name(arg: &[u8], name: &str) -> bool {
-    arg == name.as_bytes() || arg.eq_ignore_ascii_case(name.as_bytes())
+    // Two calls a command: word compares rather than memcmp calls.
+    store::key_eq(arg, name.as_bytes()) || arg.eq_ignore_ascii_case(name.as_bytes())
 }
 
 /// Whether a command whose keys are a range starting at `argv[1]` names

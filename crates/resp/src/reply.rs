@@ -369,6 +369,46 @@ impl ReplyBuf {
     /// `$len\r\nbytes\r\n`
     #[inline]
     pub fn bulk(&mut self, b: &[u8]) {
+        if b.len() < 100 {
+            self.small_bulk(b);
+        } else {
+            self.long_bulk(b);
+        }
+    }
+
+    /// A bulk string under 100 bytes (a GET's usual reply), written in
+    /// place: one room check, the one- or two-digit length by hand, the
+    /// payload as word copies. Four `extend_from_slice` calls and an
+    /// integer formatting were 166 of a pipelined GET's 1,700
+    /// instructions (callgrind, `bench/instructions --tests get
+    /// --pipelines 64`).
+    #[inline]
+    fn small_bulk(&mut self, b: &[u8]) {
+        let len = b.len();
+        debug_assert!(len < 100);
+        let digits = 1 + usize::from(len >= 10);
+        let n = 1 + digits + 2 + len + 2;
+        self.total += n;
+        let t = self.tail(n);
+        let at = t.len();
+        // SAFETY: `tail(n)` left room for `n` more bytes, and exactly `n`
+        // are written below, inside it, before the length is set.
+        unsafe {
+            let p = t.as_mut_ptr().add(at);
+            *p = b'$';
+            if len >= 10 {
+                *p.add(1) = b'0' + (len / 10) as u8;
+            }
+            *p.add(digits) = b'0' + (len % 10) as u8;
+            let q = p.add(1 + digits);
+            q.cast::<[u8; 2]>().write_unaligned(*b"\r\n");
+            copy_short(b, q.add(2));
+            q.add(2 + len).cast::<[u8; 2]>().write_unaligned(*b"\r\n");
+            t.set_len(at + n);
+        }
+    }
+
+    fn long_bulk(&mut self, b: &[u8]) {
         let mut nb = itoa_buf::Buf::new();
         let len = nb.format(b.len() as i64);
         let n = 1 + len.len() + 2 + b.len() + 2;
@@ -479,9 +519,62 @@ impl ReplyBuf {
     }
 }
 
+/// Copies a short `src` (under 100 bytes) to `dst`: up to 16 bytes as two
+/// overlapping word copies (no call to `memcpy`), longer ones by `memcpy`.
+///
+/// # Safety
+/// `dst` must be valid for `src.len()` bytes of writes and not overlap `src`.
+#[inline(always)]
+unsafe fn copy_short(src: &[u8], dst: *mut u8) {
+    let n = src.len();
+    let s = src.as_ptr();
+    // SAFETY: every read stays inside `src` and every write inside
+    // `dst[..n]` (the two words overlap when n < 16, the halves when n < 8).
+    unsafe {
+        if n >= 8 {
+            if n <= 16 {
+                let a = s.cast::<u64>().read_unaligned();
+                let b = s.add(n - 8).cast::<u64>().read_unaligned();
+                dst.cast::<u64>().write_unaligned(a);
+                dst.add(n - 8).cast::<u64>().write_unaligned(b);
+            } else {
+                std::ptr::copy_nonoverlapping(s, dst, n);
+            }
+        } else if n >= 4 {
+            let a = s.cast::<u32>().read_unaligned();
+            let b = s.add(n - 4).cast::<u32>().read_unaligned();
+            dst.cast::<u32>().write_unaligned(a);
+            dst.add(n - 4).cast::<u32>().write_unaligned(b);
+        } else {
+            for i in 0..n {
+                *dst.add(i) = *s.add(i);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bulk_of_every_short_length_wherever_the_chunk_ends() {
+        let payload: Vec<u8> = (0..300u32).map(|i| (i * 7 + 1) as u8).collect();
+        for len in 0..300 {
+            // Before: nothing, and so much that the reply straddles a chunk.
+            for pre in [0, CHUNK - 1 - len.min(CHUNK - 1), CHUNK - 3] {
+                let mut r = ReplyBuf::new();
+                r.raw(&vec![b'x'; pre]);
+                r.bulk(&payload[..len]);
+                let mut want = vec![b'x'; pre];
+                want.extend_from_slice(format!("${len}\r\n").as_bytes());
+                want.extend_from_slice(&payload[..len]);
+                want.extend_from_slice(b"\r\n");
+                assert_eq!(r.len(), want.len(), "len {len} pre {pre}");
+                assert_eq!(r.to_vec(), want, "len {len} pre {pre}");
+            }
+        }
+    }
 
     #[test]
     fn split_off_returns_what_follows_a_mark() {

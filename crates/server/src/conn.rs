@@ -17,15 +17,16 @@
 use std::io::IoSlice;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 
+use crate::signal::Signal;
 use engine::config::ObufLimit;
 use engine::dispatch;
 use engine::shared::unix_ms;
 use engine::{Session, Shared};
 use resp::{ArgBuf, Limits, Parsed, ReplyBuf};
 use smallvec::SmallVec;
-use tokio::sync::Notify;
 
 use crate::transport::Transport;
 
@@ -104,10 +105,12 @@ fn refused_by_protected_mode(shared: &Shared, peer: Option<std::net::SocketAddr>
 async fn say_and_close<S: Transport>(stream: &mut S, msg: &[u8]) {
     // A fresh socket's write readiness is not known yet: without the
     // wait, the write says WouldBlock and the client gets no reason.
-    if stream.writable().await.is_ok() {
+    if std::future::poll_fn(|cx| stream.poll_write_ready(cx)).await.is_ok() {
         let _ = stream.try_write_vectored(&[IoSlice::new(msg)]);
         while stream.pending_out() {
-            if stream.writable().await.is_err() || stream.flush_pending().is_err() {
+            if std::future::poll_fn(|cx| stream.poll_write_ready(cx)).await.is_err()
+                || stream.flush_pending().is_err()
+            {
                 break;
             }
         }
@@ -230,7 +233,7 @@ struct Conn<S> {
     shared: Arc<Shared>,
     stream: S,
     /// Wakes the connection's task (kept here for the busy pass).
-    notify: Arc<Notify>,
+    notify: Arc<Signal>,
     /// Its place for the busy pass (`crate::busy`); none for TLS.
     slot: Option<crate::busy::Slot>,
     fd: std::os::fd::RawFd,
@@ -279,10 +282,10 @@ impl<S: Transport> Conn<S> {
         if log::enabled(log::Level::Verbose) {
             log::verbose(&format!("Accepted {}", sess.handle.addr));
         }
-        let notify = Arc::new(Notify::new());
+        let notify = Arc::new(Signal::new());
         {
             let n = notify.clone();
-            *sess.handle.waker.lock() = Some(Box::new(move || n.notify_one()));
+            *sess.handle.waker.lock() = Some(Box::new(move || n.raise()));
         }
         let maxclients = shared.config.read().maxclients;
         if shared.connected_clients() > maxclients {
@@ -316,7 +319,7 @@ impl<S: Transport> Conn<S> {
 type Closed = &'static str;
 
 impl<S: Transport> Conn<S> {
-    async fn run(&mut self, notify: &Notify) -> Result<(), Closed> {
+    async fn run(&mut self, notify: &Signal) -> Result<(), Closed> {
         if let Some(slot) = &self.slot {
             // Opened by a busy pass: parked until now.
             slot.unpark();
@@ -380,7 +383,7 @@ impl<S: Transport> Conn<S> {
     /// Sleeps until input arrives (while there is room for it), pending
     /// output can be written, the connection is woken (CLIENT KILL, a
     /// served wait, CLIENT UNPAUSE…) or `timeout` passes; reads what came.
-    async fn wait_io(&mut self, notify: &Notify, timeout: Option<Duration>) -> Result<(), Closed> {
+    async fn wait_io(&mut self, notify: &Signal, timeout: Option<Duration>) -> Result<(), Closed> {
         let pending_out = !self.out.is_empty() || self.stream.pending_out();
         let can_read = !self.eof && self.rbuf.len() - self.rpos < self.limits.query_limit;
         // While it waits, a busy script of this thread may serve it.
@@ -389,26 +392,37 @@ impl<S: Transport> Conn<S> {
         // select below, which touches only `stream` and `notify`;
         // `serve_while_busy` touches neither (it uses the fd).
         let _parked = self.slot.as_ref().map(|s| unsafe { s.park(me.cast()) });
-        tokio::select! {
-            // In this order, without drawing a random one each time: what
-            // the other branches signal is also checked at the top of the
-            // loop (kill flag, outbox), so none of them can be starved.
-            biased;
-            r = self.stream.readable(), if can_read => {
-                r.map_err(|_| "read error")?;
-                self.read()?;
-            }
-            r = self.stream.writable(), if pending_out => {
-                r.map_err(|_| "write error")?;
-            }
-            _ = notify.notified() => {}
-            // Built lazily: no timer (or clock read) unless there is a timeout.
-            _ = async {
-                match timeout {
-                    Some(t) => tokio::time::sleep(t).await,
-                    None => std::future::pending().await,
+        // Polled by hand rather than with `tokio::select!` over tokio's
+        // readiness futures: `poll_read_ready` keeps the task's waker in
+        // the socket's own slot, where `readable()` linked and unlinked a
+        // waiter node under a lock on every wait. In this order, with no
+        // random start: what the later ones signal is also checked at
+        // the top of the loop (kill flag, outbox), so none is starved.
+        // The timer is built only for a timeout (a blocked client's).
+        let mut sleep = std::pin::pin!(timeout.map(tokio::time::sleep));
+        let stream = &self.stream;
+        let woke = std::future::poll_fn(|cx| {
+            if can_read {
+                if let Poll::Ready(r) = stream.poll_read_ready(cx) {
+                    return Poll::Ready(r.map(|()| true).map_err(|_| "read error"));
                 }
-            } => {}
+            }
+            if pending_out {
+                if let Poll::Ready(r) = stream.poll_write_ready(cx) {
+                    return Poll::Ready(r.map(|()| false).map_err(|_| "write error"));
+                }
+            }
+            if notify.poll(cx).is_ready() {
+                return Poll::Ready(Ok(false));
+            }
+            match sleep.as_mut().as_pin_mut().map(|s| std::future::Future::poll(s, cx)) {
+                Some(Poll::Ready(())) => Poll::Ready(Ok(false)),
+                _ => Poll::Pending,
+            }
+        })
+        .await;
+        if woke? {
+            self.read()?;
         }
         Ok(())
     }
@@ -418,7 +432,7 @@ impl<S: Transport> Conn<S> {
     /// thread or CLIENT UNBLOCK, the timeout, or socket activity). Input
     /// keeps being read meanwhile; end of input closes the connection at
     /// once, as Redis frees a blocked client whose peer closed.
-    async fn wait_blocked(&mut self, notify: &Notify) -> Result<(), Closed> {
+    async fn wait_blocked(&mut self, notify: &Signal) -> Result<(), Closed> {
         let now = self.shared.clock.now_ms();
         if let Some(reply) = engine::blocking::resolve(&self.shared, &mut self.sess, now) {
             if !reply.is_empty() {
@@ -816,7 +830,7 @@ impl<S: Transport> Conn<S> {
         if !self.served_reply && !self.sess.fx.holding() {
             self.write_while_busy(&sock);
         }
-        self.notify.notify_one();
+        self.notify.raise();
     }
 
     fn read_while_busy(&mut self, mut sock: &std::net::TcpStream) {

@@ -18,6 +18,7 @@ mod net;
 mod persistence;
 mod process;
 mod repl;
+mod signal;
 mod tls;
 mod transport;
 

@@ -13,6 +13,7 @@
 
 use std::io::{self, IoSlice, Read, Write};
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use engine::config::Config;
 use engine::log;
@@ -507,15 +508,15 @@ impl Transport for TlsStream {
 
     fn drained(&self) {}
 
-    async fn readable(&self) -> io::Result<()> {
+    fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         if self.plain > 0 || self.closed {
-            return Ok(());
+            return Poll::Ready(Ok(()));
         }
-        self.tcp.readable().await
+        self.tcp.poll_read_ready(cx)
     }
 
-    async fn writable(&self) -> io::Result<()> {
-        self.tcp.writable().await
+    fn poll_write_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.tcp.poll_write_ready(cx)
     }
 
     fn into_tcp(self) -> Result<TcpStream, Self> {

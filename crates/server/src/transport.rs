@@ -5,6 +5,7 @@
 //! so TLS costs a plain connection nothing per command.
 
 use std::io::{self, IoSlice};
+use std::task::{Context, Poll};
 
 use tokio::net::TcpStream;
 
@@ -30,10 +31,11 @@ pub trait Transport {
     /// A short read drained the socket: forget its read readiness, so
     /// the next wait does not first make a read that says EAGAIN.
     fn drained(&self);
-    /// Waits until a read may make progress.
-    fn readable(&self) -> impl std::future::Future<Output = io::Result<()>>;
-    /// Waits until the socket takes more bytes.
-    fn writable(&self) -> impl std::future::Future<Output = io::Result<()>>;
+    /// Ready when a read may make progress; otherwise the task is woken
+    /// when it may (only the last task that polled is).
+    fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>>;
+    /// Ready when the socket takes more bytes; otherwise as above.
+    fn poll_write_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>>;
     /// The plain socket, for a connection that becomes a replica
     /// (replication streams from threads of its own over a blocking
     /// socket); `Err` gives the stream back when it cannot be handed on.
@@ -77,15 +79,14 @@ impl Transport for TcpStream {
         });
     }
 
-    // tokio's own futures, not wrapped in another state machine.
     #[inline]
-    fn readable(&self) -> impl std::future::Future<Output = io::Result<()>> {
-        TcpStream::readable(self)
+    fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        TcpStream::poll_read_ready(self, cx)
     }
 
     #[inline]
-    fn writable(&self) -> impl std::future::Future<Output = io::Result<()>> {
-        TcpStream::writable(self)
+    fn poll_write_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        TcpStream::poll_write_ready(self, cx)
     }
 
     fn into_tcp(self) -> Result<TcpStream, Self> {

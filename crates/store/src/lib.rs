@@ -17,5 +17,6 @@ pub use db::{
     Entry, LockOrder, Locks, Prefetch, Record, SnapshotHook, Store, Stripe, StripeCounts,
     StripeStats, Waiter, WatchFlag, NO_EXPIRE,
 };
+pub use keytable::key_eq;
 pub use table::Table;
 pub use value::{Kind, Value};
