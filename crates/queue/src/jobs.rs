@@ -11,13 +11,12 @@
 //! (spec §1.4, §3.8).
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
 
 use hashbrown::hash_map::EntryRef;
 use hashbrown::{HashMap, HashTable};
 
 use crate::id::{mix, JobId};
-use crate::job::{Job, State, FLAG_DELIVERED, FLAG_QUEUED_ONCE};
+use crate::job::{Job, QueueName, State, FLAG_DELIVERED, FLAG_QUEUED_ONCE};
 use crate::order::Order;
 use crate::wake::Wake;
 
@@ -49,7 +48,7 @@ impl Pause {
 #[derive(Debug)]
 pub struct Queue {
     /// Its name, shared by its jobs.
-    name: Arc<[u8]>,
+    name: QueueName,
     /// [`key`]`(creation stamp, slot handle)` of each queued job.
     jobs: Order,
     /// Unix ms it was created and last used (enqueue, fetch, block).
@@ -61,7 +60,7 @@ pub struct Queue {
 }
 
 impl Queue {
-    fn new(name: Arc<[u8]>, now: i64) -> Queue {
+    fn new(name: QueueName, now: i64) -> Queue {
         Queue {
             name,
             jobs: Order::new(),
@@ -88,7 +87,7 @@ pub enum Tick {
     /// Its TTL passed: it is gone.
     Expired(Job),
     /// Its retry (or delay) passed: it is queued again in `queue`.
-    Requeued(JobId, Arc<[u8]>),
+    Requeued(JobId, QueueName),
 }
 
 /// Why ADDJOB's queue refused a job.
@@ -122,6 +121,8 @@ struct Entry {
 /// collected.
 pub const QUEUE_IDLE_GC_MS: i64 = 300_000;
 
+/// 4,096 slots of 112 bytes: 448 KiB, one of jemalloc's size classes, so
+/// a chunk wastes nothing (120-byte slots took the 512 KiB class).
 const CHUNK_BITS: u32 = 12;
 const CHUNK: usize = 1 << CHUNK_BITS;
 
@@ -437,10 +438,10 @@ pub struct Jobs {
     reg: Registry,
     gen: Gen,
     /// Names come from clients: a keyed hash (ahash), not a fixed one.
-    queues: HashMap<Arc<[u8]>, Queue, ahash::RandomState>,
+    queues: HashMap<QueueName, Queue, ahash::RandomState>,
     /// Queue names by (scan key, name), for QSCAN cursors and the
     /// collector's walk.
-    qorder: BTreeSet<(u64, Arc<[u8]>)>,
+    qorder: BTreeSet<(u64, QueueName)>,
     gc_cursor: u64,
 }
 
@@ -458,15 +459,15 @@ fn qkey(name: &[u8]) -> u64 {
 /// Queue `name`, created (at `now`) if missing: one hash and one probe
 /// when it exists.
 fn queue_in<'a>(
-    queues: &'a mut HashMap<Arc<[u8]>, Queue, ahash::RandomState>,
-    qorder: &mut BTreeSet<(u64, Arc<[u8]>)>,
+    queues: &'a mut HashMap<QueueName, Queue, ahash::RandomState>,
+    qorder: &mut BTreeSet<(u64, QueueName)>,
     name: &[u8],
     now: i64,
 ) -> &'a mut Queue {
     match queues.entry_ref(name) {
         EntryRef::Occupied(o) => o.into_mut(),
         EntryRef::Vacant(v) => {
-            let n: Arc<[u8]> = Arc::from(name);
+            let n = QueueName::new(name);
             qorder.insert((qkey(name), n.clone()));
             v.insert_entry_with_key(n.clone(), Queue::new(n, now)).into_mut()
         }
@@ -564,10 +565,10 @@ impl Jobs {
     }
 
     /// The shared name of queue `name` if it exists (jobs point at it).
-    pub fn queue_name(&self, name: &[u8]) -> Arc<[u8]> {
+    pub fn queue_name(&self, name: &[u8]) -> QueueName {
         match self.queues.get(name) {
             Some(q) => q.name.clone(),
-            None => Arc::from(name),
+            None => QueueName::new(name),
         }
     }
 
@@ -589,7 +590,7 @@ impl Jobs {
                 Some(q)
             }
             EntryRef::Vacant(v) if queued => {
-                let n: Arc<[u8]> = Arc::from(j.queue);
+                let n = QueueName::new(j.queue);
                 self.qorder.insert((qkey(j.queue), n.clone()));
                 Some(v.insert_entry_with_key(n.clone(), Queue::new(n, now)).into_mut())
             }
@@ -597,7 +598,7 @@ impl Jobs {
         };
         let name = match &q {
             Some(q) => q.name.clone(),
-            None => Arc::from(j.queue),
+            None => QueueName::new(j.queue),
         };
         let (gen, reg) = (&mut self.gen, &mut self.reg);
         let h = reg.alloc();
@@ -704,7 +705,7 @@ impl Jobs {
         }
         let ctime = j.ctime;
         let q = queue_in(&mut self.queues, &mut self.qorder, &j.queue, now);
-        if !Arc::ptr_eq(&j.queue, &q.name) {
+        if !QueueName::ptr_eq(&j.queue, &q.name) {
             // Delayed before its queue existed: share the queue's name.
             j.queue = q.name.clone();
         }
@@ -813,10 +814,15 @@ impl Jobs {
         let mut n = 0;
         while n < max {
             let Some(k) = self.reg.awake.first() else { break };
-            let h = handle(k);
-            if self.reg.at(h).awake > now {
+            if (k >> 64) as u64 > time_word(now) {
                 break;
             }
+            if !live_wake(&self.reg.chunks, k) {
+                // Left behind by a job that moved or went.
+                self.reg.awake.pop_stale();
+                continue;
+            }
+            let h = handle(k);
             n += 1;
             let j = &self.reg.at(h).job;
             if now >= j.etime {
@@ -862,9 +868,10 @@ impl Jobs {
         n
     }
 
-    /// Ms until the next wake-up (for a caller that sleeps), if any.
+    /// The time of the next wake-up, if any, or earlier (a key left behind
+    /// by a job that moved or went, which [`tick`](Self::tick) drops).
     pub fn next_wake(&self) -> Option<i64> {
-        self.reg.awake.first().map(|k| self.reg.at(handle(k)).awake)
+        self.reg.awake.first().map(|k| ((k >> 64) as u64 ^ (1 << 63)) as i64)
     }
 
     /// The job's wake-up time as indexed.
@@ -896,7 +903,7 @@ impl Jobs {
         blocked: impl Fn(&[u8]) -> bool,
     ) -> usize {
         let mut gone = Vec::new();
-        let start: Arc<[u8]> = Arc::from(&[][..]);
+        let start = QueueName::new(&[]);
         let mut next = 0;
         for (seen, (k, name)) in self.qorder.range((self.gc_cursor, start)..).enumerate() {
             if seen == visit {
@@ -963,9 +970,9 @@ impl Jobs {
         count: usize,
         all: bool,
         mut keep: impl FnMut(&Queue) -> bool,
-    ) -> (u64, Vec<Arc<[u8]>>) {
+    ) -> (u64, Vec<QueueName>) {
         let mut out = Vec::new();
-        let start: Arc<[u8]> = Arc::from(&[][..]);
+        let start = QueueName::new(&[]);
         for (visits, (k, name)) in self.qorder.range((cursor, start)..).enumerate() {
             if !all && (out.len() >= count || visits >= count.saturating_mul(10)) {
                 return (*k, out);
@@ -1003,7 +1010,7 @@ mod tests {
         let id = js.new_id(ttl, i64::from(retry));
         let job = Job {
             id,
-            queue: Arc::from(q.as_bytes()),
+            queue: QueueName::new(q.as_bytes()),
             body: body.as_bytes().into(),
             state: State::Active,
             repl: 1,
@@ -1150,7 +1157,13 @@ mod tests {
         assert_eq!(js.queue(b"later").map(Queue::len), Some(1));
         // Jobs of one queue share its name.
         let b = js.add(&new_job("later", 0, 0), T0).unwrap();
-        assert!(Arc::ptr_eq(&js.get(&d).unwrap().queue, &js.get(&b).unwrap().queue));
+        assert!(QueueName::ptr_eq(&js.get(&d).unwrap().queue, &js.get(&b).unwrap().queue));
+    }
+
+    /// 4,096 slots fill one jemalloc size class (448 KiB) exactly.
+    #[test]
+    fn a_slot_is_112_bytes() {
+        assert_eq!(std::mem::size_of::<Option<Entry>>(), 112);
     }
 
     /// Jobs made here are found by the handle in their ids, without the
