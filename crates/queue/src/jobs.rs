@@ -289,11 +289,12 @@ impl Registry {
 
     /// Puts `job` in empty slot `h` (from [`alloc`](Self::alloc) or
     /// [`claim`](Self::claim)); not in a queue nor the wake-up index.
-    /// A job whose id does not name `h` is listed in the foreign table.
-    fn put(&mut self, h: u32, job: Job) {
+    /// `foreign`: its id does not name `h`, so it is listed in the
+    /// foreign table.
+    fn put(&mut self, h: u32, job: Job, foreign: bool) {
+        debug_assert_eq!(foreign, job.id.handle() != Some(h));
         self.body_bytes += job.body.len();
         self.live += 1;
-        let foreign = job.id.handle() != Some(h);
         let hash = if foreign { id_hash(&job.id) } else { 0 };
         let s = &mut self.chunks[(h >> CHUNK_BITS) as usize][h as usize & (CHUNK - 1)];
         debug_assert!(s.is_none());
@@ -307,15 +308,16 @@ impl Registry {
     /// Registers a job read back (whose id is not registered): in the
     /// slot its id names when that one is free, else anywhere.
     fn add(&mut self, job: Job) -> u32 {
-        let h = match job.id.handle() {
+        let named = job.id.handle();
+        let h = match named {
             Some(h) if self.claim(h) => h,
             _ => self.alloc(),
         };
-        self.put(h, job);
+        self.put(h, job, named != Some(h));
         h
     }
 
-    /// Takes slot `h` out of the slab, the id table and the wake-up
+    /// Takes slot `h` out of the slab, the foreign table and the wake-up
     /// index (its queue is the caller's).
     fn remove(&mut self, h: u32) -> Entry {
         let e = self.chunks[(h >> CHUNK_BITS) as usize][h as usize & (CHUNK - 1)]
@@ -444,7 +446,6 @@ pub struct Jobs {
     qorder: BTreeSet<(u64, QueueName)>,
     gc_cursor: u64,
 }
-
 
 /// The scan key of a queue name (FNV-1a; odd, so never the 0 cursor).
 fn qkey(name: &[u8]) -> u64 {
@@ -627,7 +628,7 @@ impl Jobs {
             deliveries: 0,
             flags: if queued { FLAG_QUEUED_ONCE } else { 0 },
         };
-        reg.put(h, job);
+        reg.put(h, job, false);
         reg.reindex(h);
         if let (true, Some(q)) = (queued, q.as_mut()) {
             q.jobs.insert(key(ctime, h));
