@@ -1,6 +1,16 @@
 //! Job ids: 40 ASCII characters, `D-` + 8 hex of the node id + `-` + 24
 //! base64 characters of pseudo-random bits + `-` + the TTL in minutes as 4
 //! hex digits whose parity tells the delivery guarantee (spec §1.2).
+//!
+//! The ids this node makes also say where their job is: characters 27..35
+//! (48 of the 144 "random" bits) are the job's slot handle and a 16-bit
+//! tag, masked by a hash of characters 11..27 (which are random), so a
+//! lookup by id is one decode and one slot, with no hash table (see
+//! [`JobId::with_handle`], [`JobId::handle`]). The spec asks only for a
+//! collision-free base64 string (nothing parses it but a tie-break), and
+//! the id still reads as random; the mask is fixed (not per run), so an id
+//! read back from the AOF or an RDB file, or replayed on a replica, still
+//! names the slot its job had.
 
 use std::cmp::Ordering;
 
@@ -81,7 +91,6 @@ impl JobId {
     /// Builds an id from the node prefix (8 hex characters), 18 random
     /// bytes and the job's TTL and retry.
     pub fn build(node: &[u8; 8], random: &[u8; 18], ttl_secs: i64, retry: i64) -> JobId {
-        const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
         const HEX: &[u8; 16] = b"0123456789abcdef";
         let mut id = [0u8; ID_LEN];
         id[0] = b'D';
@@ -106,6 +115,75 @@ impl JobId {
             id[36 + j] = HEX[((minutes >> (12 - 4 * j)) & 15) as usize];
         }
         JobId(id)
+    }
+}
+
+const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+/// Base64 character to its 6 bits; 0xFF for anything else.
+const UNB64: [u8; 256] = {
+    let mut t = [0xFFu8; 256];
+    let mut i = 0;
+    while i < 64 {
+        t[B64[i] as usize] = i as u8;
+        i += 1;
+    }
+    t
+};
+
+/// Where the handle field starts, and its length in characters (48 bits).
+const HANDLE_AT: usize = 27;
+const HANDLE_CHARS: usize = 8;
+/// The tag above the 32-bit handle: an id whose decoded field lacks it was
+/// not made with a handle (another server's, or an older Sluice's).
+const HANDLE_TAG: u64 = 0xD15C;
+const MASK48: u64 = (1 << 48) - 1;
+
+/// splitmix64's finaliser (a bijection).
+#[inline]
+pub(crate) fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+impl JobId {
+    #[inline]
+    fn word(&self, at: usize) -> u64 {
+        u64::from_le_bytes(self.0[at..at + 8].try_into().expect("8 bytes"))
+    }
+
+    /// The mask of the handle field: a hash of characters 11..27.
+    #[inline]
+    fn handle_mask(&self) -> u64 {
+        mix(self.word(11) ^ self.word(19).rotate_left(32) ^ 0x5D1C_E0B5_A7E5_10B5) & MASK48
+    }
+
+    /// This id with slot handle `h` written in characters 27..35.
+    pub fn with_handle(mut self, h: u32) -> JobId {
+        let v = ((HANDLE_TAG << 32) | u64::from(h)) ^ self.handle_mask();
+        for j in 0..HANDLE_CHARS {
+            self.0[HANDLE_AT + j] = B64[((v >> (6 * (HANDLE_CHARS - 1 - j))) & 63) as usize];
+        }
+        self
+    }
+
+    /// The slot handle written by [`with_handle`](Self::with_handle), if
+    /// the id carries one (a hint: the caller checks the slot holds this
+    /// id).
+    #[inline]
+    pub fn handle(&self) -> Option<u32> {
+        let mut v = 0u64;
+        for &c in &self.0[HANDLE_AT..HANDLE_AT + HANDLE_CHARS] {
+            let d = UNB64[c as usize];
+            if d == 0xFF {
+                return None;
+            }
+            v = (v << 6) | u64::from(d);
+        }
+        let x = v ^ self.handle_mask();
+        (x >> 32 == HANDLE_TAG).then_some(x as u32)
     }
 }
 
@@ -153,6 +231,34 @@ mod tests {
                 assert_eq!(a.cmp(b), bytes);
             }
         }
+    }
+
+    #[test]
+    fn handles_round_trip() {
+        for (i, h) in [0u32, 1, 4095, 4096, 123_456_789, u32::MAX].into_iter().enumerate() {
+            let id = JobId::build(b"dcb833cf", &[i as u8 * 37 + 1; 18], 86400, 30).with_handle(h);
+            assert_eq!(id.handle(), Some(h));
+            assert!(JobId::parse(&id.0).is_some());
+            assert!(id.0[11..35].iter().all(|c| B64.contains(c)), "{id:?}");
+            assert!(id.0.ends_with(b"-05a1"));
+        }
+        // Ids made without one (another server's) mostly carry none.
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut with = 0;
+        for _ in 0..10_000 {
+            let mut r = [0u8; 18];
+            for b in r.iter_mut() {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                *b = x as u8;
+            }
+            with += usize::from(JobId::build(b"00000000", &r, 60, 1).handle().is_some());
+        }
+        assert!(with <= 2, "{with}");
+        let mut odd = JobId::build(b"00000000", &[1; 18], 60, 1).with_handle(7);
+        odd.0[30] = b'!';
+        assert_eq!(odd.handle(), None);
     }
 
     #[test]

@@ -18,5 +18,5 @@ mod order;
 mod wake;
 
 pub use id::{JobId, ID_LEN};
-pub use job::{DecodeError, Job, State, FLAG_DELIVERED, FLAG_QUEUED_ONCE};
+pub use job::{DecodeError, Job, QueueName, State, FLAG_DELIVERED, FLAG_QUEUED_ONCE};
 pub use jobs::{AddError, Jobs, NewJob, Pause, Queue, Tick};
