@@ -423,6 +423,15 @@ impl Follower {
         st.session = None;
         drop(st);
         log::notice("MASTER <-> REPLICA sync: Finished with success");
+        // As Redis's restartAOFAfterSYNC: the AOF is rebuilt from the new
+        // data set (the stream then appends to it as usual).
+        if sh.config.read().appendonly {
+            if let Some(aof) = sh.aof.get() {
+                if let Err(e) = aof.rewrite(false) {
+                    log::warning(&format!("Can't rewrite the AOF after the sync: {e}"));
+                }
+            }
+        }
         Ok(())
     }
 
