@@ -1,5 +1,6 @@
-//! Replication, master side: SYNC, PSYNC, REPLCONF, WAIT, ROLE, REPLICAOF
-//! (and SLAVEOF), and the `# Replication` section of INFO.
+//! Replication commands: SYNC, PSYNC, REPLCONF, WAIT, ROLE, REPLICAOF
+//! (and SLAVEOF), and the `# Replication` section of INFO, for a master
+//! and for a replica.
 //!
 //! The stream itself — the backlog fed from the effects record, full and
 //! partial resynchronisation, the replica connections — is the server's
