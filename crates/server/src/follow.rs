@@ -109,7 +109,7 @@ impl Follower {
 
     fn start(self: &Arc<Self>, host: &str, port: u16, from_master: bool) -> bool {
         let Some(sh) = self.shared.upgrade() else { return false };
-        let _apply = self.apply.lock();
+        let _apply = self.hold_apply();
         let mut st = self.st.lock();
         if st.target.as_ref().is_some_and(|(h, p)| h.eq_ignore_ascii_case(host) && *p == port) {
             return false;
@@ -156,6 +156,14 @@ impl Follower {
         true
     }
 
+    /// Waits for the stream command in progress before REPLICAOF changes
+    /// the link. Bounded: a client in EXEC holds stripes that command may
+    /// wait for (`MULTI … REPLICAOF NO ONE … EXEC`); after the bound the
+    /// generation check between commands still stops the link.
+    fn hold_apply(&self) -> Option<parking_lot::MutexGuard<'_, ()>> {
+        self.apply.try_lock_for(Duration::from_secs(2))
+    }
+
     fn current(&self, gen: u64) -> bool {
         self.st.lock().gen == gen
     }
@@ -187,9 +195,6 @@ impl Follower {
                 log::notice("Caching the disconnected master state.");
             }
             drop(st);
-            if sh.is_loading() {
-                sh.set_loading(false);
-            }
             if let Err(e) = res {
                 log::warning(&e);
             }
@@ -444,6 +449,8 @@ impl Follower {
         // Stream bytes parsed so far (what `applied_off` becomes once no
         // transaction is open).
         let mut parsed = self.applied_off.load(Ordering::Relaxed);
+        // Stream bytes that came with the payload or the reply line.
+        self.read_off.store(parsed + link.buf.len() as i64, Ordering::Relaxed);
         let mut last_ack = Instant::now();
         let mut chunk = vec![0u8; 64 * 1024];
         let res = loop {
@@ -560,7 +567,7 @@ impl Follow for Follower {
 
     fn promote(&self) -> bool {
         let Some(sh) = self.shared.upgrade() else { return false };
-        let _apply = self.apply.lock();
+        let _apply = self.hold_apply();
         let mut st = self.st.lock();
         if st.target.is_none() {
             return false;
