@@ -102,6 +102,14 @@ impl Ctx<'_, '_> {
         self.keys.now
     }
 
+    /// Whether an absolute expiry time `when` is already past, so that
+    /// setting it deletes the key (Redis's `checkAlreadyExpired`): never
+    /// while a replica applies its master's stream.
+    #[inline]
+    pub fn already_expired(&self, when: i64) -> bool {
+        when <= self.keys.now && !self.shared.store.expiry_suspended()
+    }
+
     /// The access stamp (`evict::access` turns it into a key's access
     /// field; `evict::fresh` into a new key's).
     #[inline]

@@ -418,6 +418,16 @@ pub fn check(
             {
                 return Err(CmdError::NoReplicas);
             }
+            // A read-only replica takes writes from its master only
+            // (which replays, `Caller::Replay`).
+            if (flags.has(Flags::WRITE)
+                || (flags.has(Flags::EXEC_TX)
+                    && sess.multi.as_ref().is_some_and(|m| m.flags.has(Flags::WRITE))))
+                && shared.store.is_replica()
+                && sess.conf(shared).replica_read_only
+            {
+                return Err(CmdError::ReadOnlyReplica);
+            }
             if sess.subs.total() > 0
                 && !flags.has(Flags::PUBSUB_CONTEXT)
                 && sess.handle.resp.load(std::sync::atomic::Ordering::Relaxed) == 2
@@ -447,6 +457,12 @@ pub fn check(
                 return Err(CmdError::err(
                     "Write commands are not allowed from read-only scripts.",
                 ));
+            }
+            if flags.has(Flags::WRITE)
+                && shared.store.is_replica()
+                && sess.conf(shared).replica_read_only
+            {
+                return Err(CmdError::ReadOnlyReplica);
             }
             if !allow_oom
                 && flags.has(Flags::DENYOOM)

@@ -43,6 +43,8 @@ pub enum CmdError {
     Misconf,
     /// Fewer good replicas than `min-replicas-to-write`.
     NoReplicas,
+    /// A write on a replica with `replica-read-only yes`.
+    ReadOnlyReplica,
     /// The dataset is being loaded.
     Loading,
     /// A script (`EVAL`) has run past `busy-reply-threshold`.
@@ -178,6 +180,7 @@ impl CmdError {
                  about the RDB error."
             }
             CmdError::NoReplicas => "NOREPLICAS Not enough good replicas to write.",
+            CmdError::ReadOnlyReplica => "READONLY You can't write against a read only replica.",
             CmdError::Busy => {
                 "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE."
             }

@@ -320,7 +320,8 @@ impl Session {
 
     /// Whether a client's request needs the dispatcher's checks at all:
     /// false when authenticated, outside MULTI, and nothing shared calls
-    /// for them (no maxmemory, no loading, no pause). One atomic load.
+    /// for them (no maxmemory, no loading, no pause, not a read-only
+    /// replica). One atomic load.
     #[inline]
     pub fn needs_checks(&mut self, shared: &crate::Shared) -> bool {
         self.refresh(shared);
@@ -360,7 +361,8 @@ impl Session {
             && !shared.is_loading()
             && !paused
             && bgsave_ok
-            && !shared.scripts.is_busy();
+            && !shared.scripts.is_busy()
+            && !(shared.store.is_replica() && self.conf.replica_read_only);
     }
 
     /// Recomputes [`acl_free`](Session::acl_free) after the user or the

@@ -216,6 +216,8 @@ pub struct Shared {
     pub migrator: OnceLock<Arc<dyn crate::commands::migrate::Migrator>>,
     /// The replication stream the server installed (SYNC, PSYNC, WAIT…).
     pub replication: OnceLock<Arc<dyn crate::commands::repl::Replication>>,
+    /// Following a master (REPLICAOF host port), installed by the server.
+    pub follow: OnceLock<Arc<dyn crate::commands::repl::Follow>>,
     /// The script cache (EVAL, SCRIPT LOAD).
     pub scripts: crate::script::Cache,
     /// Pub/sub channels, patterns and shard channels.
@@ -308,6 +310,7 @@ impl Shared {
             aof: OnceLock::new(),
             persist: crate::snapshot::PersistState::new(unix_ms() / 1000),
             replication: OnceLock::new(),
+            follow: OnceLock::new(),
             migrator: OnceLock::new(),
             scripts: crate::script::Cache::default(),
             pubsub: Arc::default(),
@@ -458,6 +461,11 @@ impl Shared {
         parts: usize,
         budget: std::time::Duration,
     ) -> usize {
+        // A replica leaves expiry, and the job queue's timers, to its
+        // master, whose stream brings the DELs and job changes.
+        if self.store.is_replica() {
+            return 0;
+        }
         fx.sync(&self.effects);
         let now = self.clock.now_ms();
         if part == 0 {

@@ -13,6 +13,7 @@ mod aof;
 mod aof_load;
 mod busy;
 mod conn;
+mod follow;
 mod migrate;
 mod net;
 mod persistence;
@@ -180,6 +181,7 @@ fn main() {
     migrate::install(&shared);
     let aof = aof::install(&shared);
     repl::install(&shared);
+    let follower = follow::install(&shared);
     if tls::wanted(&shared.config.read()) {
         match tls::configure(&shared.config.read()) {
             Ok(ctx) => tls::set_current(ctx),
@@ -215,6 +217,9 @@ fn main() {
         aof_load::load_at_startup(&shared, aof);
     } else {
         persistence::load_at_startup(&shared);
+    }
+    if let Some((host, port)) = &banner_cfg.replicaof {
+        follower.start_from_config(host, *port);
     }
     persistence::start_save_points(&shared);
     aof::start_cron(&shared);

@@ -370,6 +370,20 @@ impl From<persist::Error> for LoadError {
 /// its function libraries into the registry (`merge`: a library replaces
 /// one of the same name, as with DEBUG RELOAD MERGE).
 pub fn load_bytes(sh: &Shared, bytes: &[u8], merge: bool) -> Result<file::Loaded, LoadError> {
+    load_bytes_at(sh, bytes, merge, unix_ms(), sh.clock.now_ms())
+}
+
+/// [`load_bytes`] with the times below which keys (`keys_now`) and jobs
+/// (`jobs_now`) count as expired and are skipped: a replica loading its
+/// master's payload passes 0 and keeps them all (Redis's rdbLoad skips
+/// expired keys only on a master), leaving their deletion to the master.
+pub fn load_bytes_at(
+    sh: &Shared,
+    bytes: &[u8],
+    merge: bool,
+    keys_now: i64,
+    jobs_now: i64,
+) -> Result<file::Loaded, LoadError> {
     let cfg = sh.config.read().clone();
     let lim = limits(&cfg);
     let store = &sh.store;
@@ -383,7 +397,7 @@ pub fn load_bytes(sh: &Shared, bytes: &[u8], merge: bool) -> Result<file::Loaded
     // that fails stops the load before any key is touched.
     let leading = file::leading_functions(bytes);
     engine::script::function::load_libraries(sh, &leading, merge).map_err(LoadError::Library)?;
-    let loaded = file::load(bytes, &lim, store.databases(), unix_ms(), cfg.rdbchecksum, |k| {
+    let loaded = file::load(bytes, &lim, store.databases(), keys_now, cfg.rdbchecksum, |k| {
         if delay > 0 {
             std::thread::sleep(std::time::Duration::from_micros(delay));
         }
@@ -404,8 +418,9 @@ pub fn load_bytes(sh: &Shared, bytes: &[u8], merge: bool) -> Result<file::Loaded
     })?;
     // Jobs ride in AUX fields (redis-server skips them).
     let jobs = loaded.aux.iter().filter(|(k, _)| k == JOB_AUX.as_bytes()).map(|(_, v)| &v[..]);
-    engine::commands::queue::load_records(sh, jobs, sh.clock.now_ms()).map_err(|_| {
-        persist::Error { offset: bytes.len(), reason: "bad job record in an AUX field" }
+    engine::commands::queue::load_records(sh, jobs, jobs_now).map_err(|_| persist::Error {
+        offset: bytes.len(),
+        reason: "bad job record in an AUX field",
     })?;
     // Any library the head did not hold (none, in the files Redis writes).
     let rest = loaded.functions.get(leading.len()..).unwrap_or_default();

@@ -190,12 +190,6 @@ pub fn install(shared: &Arc<Shared>) {
         next_id: AtomicU64::new(0),
         rdb_by_replication: AtomicBool::new(false),
     });
-    if let Some((host, port)) = &shared.config.read().replicaof {
-        log::warning(&format!(
-            "replicaof {host} {port} ignored: Sluice cannot be a replica (see \
-             docs/replication.md)"
-        ));
-    }
     let _ = shared.replication.set(m.clone());
     let _ = MASTER.set(Arc::downgrade(&m));
     let weak = Arc::downgrade(&m);
@@ -364,6 +358,68 @@ impl Master {
         if g.replicas.is_empty() {
             g.no_replicas_since = unix_ms() / 1000;
         }
+    }
+}
+
+/// The server's replication, once installed.
+pub fn master() -> Option<Arc<Master>> {
+    MASTER.get().and_then(Weak::upgrade)
+}
+
+/// What the replica side (`crate::follow`) changes of the master's state:
+/// while following, `master_replid` and `master_repl_offset` are the
+/// master's, as in Redis.
+impl Master {
+    /// This server turns into a replica: its own replicas are dropped (a
+    /// Sluice replica serves none) and the backlog with them.
+    pub fn detach_replicas(&self, sh: &Shared) {
+        let mut g = self.inner.lock();
+        for s in &g.replicas {
+            s.r.kill();
+        }
+        g.buf = None;
+        let feed = g.feed.take();
+        drop(g);
+        if let Some(f) = feed {
+            sh.remove_consumer(&f);
+        }
+    }
+
+    /// (`master_replid`, `master_repl_offset`).
+    pub fn position(&self) -> (String, i64) {
+        let g = self.inner.lock();
+        (g.replid.clone(), g.offset)
+    }
+
+    /// After a full resynchronisation: the master's id and offset, no
+    /// secondary id.
+    pub fn set_position(&self, replid: &str, offset: i64) {
+        let mut g = self.inner.lock();
+        g.replid = replid.to_string();
+        g.replid2 = "0".repeat(40);
+        g.second_offset = -1;
+        g.offset = offset;
+    }
+
+    /// The offset applied so far, while following.
+    pub fn set_offset(&self, offset: i64) {
+        self.inner.lock().offset = offset;
+    }
+
+    /// Takes `new` as the replication id, keeping the current one as the
+    /// secondary, valid up to the next byte (Redis's shiftReplicationId):
+    /// a promotion (`new` is `None`: a random id) or a `+CONTINUE` with a
+    /// new id.
+    pub fn shift_id(&self, new: Option<&str>) {
+        let mut g = self.inner.lock();
+        let new = new.map_or_else(random_hex, str::to_string);
+        g.replid2 = std::mem::replace(&mut g.replid, new);
+        g.second_offset = g.offset + 1;
+        log::notice(&format!(
+            "Setting secondary replication ID to {}, valid up to offset: {}. New replication ID \
+             is {}",
+            g.replid2, g.second_offset, g.replid
+        ));
     }
 }
 

@@ -679,9 +679,12 @@ fn a_config_with_every_parameter_changed_loads_like_redis() {
             let read = || std::fs::read_to_string(dir.join("sluice.log")).unwrap_or_default();
             assert!(eventually(|| read().contains("Ready to accept connections")));
             let log = read();
-            for name in
-                ["cluster-node-timeout", "unixsocketperm", "tls-session-cache-timeout", "replicaof"]
-            {
+            for name in [
+                "cluster-node-timeout",
+                "unixsocketperm",
+                "tls-session-cache-timeout",
+                "repl-diskless-load",
+            ] {
                 assert!(log.contains(&format!("'{name}' is set to")), "{name}: {log}");
             }
         }

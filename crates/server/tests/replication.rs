@@ -423,9 +423,19 @@ fn wait_without_replicas_as_redis() {
     for line in ["CONFIG SET min-replicas-to-write 0", "SET k v"] {
         assert_eq!(cmd(&mut a, &s(line)), cmd(&mut b, &s(line)), "{line}");
     }
-    // Sluice is never a replica, and says so.
-    let Frame::Error(e) = cmd(&mut b, &s("REPLICAOF 127.0.0.1 1")) else { panic!() };
-    assert!(String::from_utf8_lossy(&e).contains("Sluice cannot be a replica"));
+    // A replica of a master that is not there: the same replies and
+    // INFO fields (link down, down-since), then a master again.
+    for line in
+        ["REPLICAOF 127.0.0.1 1", "REPLICAOF 127.0.0.1 1", "REPLICAOF 127.0.0.1 x", "SET k v"]
+    {
+        assert_eq!(cmd(&mut a, &s(line)), cmd(&mut b, &s(line)), "{line}");
+    }
+    assert_eq!(info_keys(&mut a, "replication"), info_keys(&mut b, "replication"));
+    for f in ["role", "master_link_status", "master_last_io_seconds_ago", "master_sync_in_progress"]
+    {
+        assert_eq!(info(&mut a, "replication", f), info(&mut b, "replication", f), "{f}");
+    }
+    assert_eq!(cmd(&mut a, &s("REPLICAOF NO ONE")), cmd(&mut b, &s("REPLICAOF NO ONE")));
     assert_eq!(info_keys(&mut a, "replication"), info_keys(&mut b, "replication"));
 }
 

@@ -20,6 +20,30 @@ use crate::value::Value;
 /// `expire_at` of a key without a TTL.
 pub const NO_EXPIRE: i64 = -1;
 
+thread_local! {
+    /// Set on the thread that applies a master's replication stream: on a
+    /// replica, that thread sees keys whose deadline passed as live (the
+    /// master decides when they expire and sends `DEL`), as Redis's
+    /// master client does.
+    static OBEYS_MASTER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Marks the calling thread as the one applying a master's stream.
+pub fn set_obeys_master(on: bool) {
+    OBEYS_MASTER.with(|c| c.set(on));
+}
+
+/// What a key whose deadline passed is to its reader.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Expired {
+    /// A master's: it is deleted (and reported).
+    Delete,
+    /// A replica's client: it reads as missing but stays (Redis 3.2+).
+    Hide,
+    /// A replica's master stream: it is still there.
+    Live,
+}
+
 /// One key's record in its stripe: the value and the access field. The
 /// deadline of a key with a TTL is kept beside it, in the stripe's TTL
 /// table (which active expiry samples), and only a bit says it is there:
@@ -112,11 +136,15 @@ pub struct Stripe {
     /// [`Locks::take_signals`].
     expired: Vec<Box<[u8]>>,
     pub stats: StripeStats,
+    /// The store's replica flag ([`Store::set_replica`]), read only when a
+    /// key is found past its deadline.
+    replica: Arc<AtomicBool>,
 }
 
 impl Stripe {
-    fn new(hasher: &ahash::RandomState) -> Self {
+    fn new(hasher: &ahash::RandomState, replica: Arc<AtomicBool>) -> Self {
         Stripe {
+            replica,
             map: KeyTable::with_hasher(hasher.clone()),
             ttl: Table::with_hasher(hasher.clone()),
             watchers: None,
@@ -153,10 +181,34 @@ impl Stripe {
     pub fn get_hashed(&mut self, key: &[u8], h: u64, now: i64) -> Option<&mut Entry> {
         let i = self.map.index_of_hashed(key, h)?;
         if self.map.at(i).is_some_and(|(_, e)| e.has_ttl()) && self.deadline(key, h) <= now {
-            self.delete_expired(key);
-            return None;
+            match self.on_expired() {
+                Expired::Delete => {
+                    self.delete_expired(key);
+                    return None;
+                }
+                Expired::Hide => return None,
+                Expired::Live => {}
+            }
         }
         self.map.at_mut(i).map(|(_, e)| e)
+    }
+
+    /// What a key found past its deadline is to this thread.
+    #[cold]
+    fn on_expired(&self) -> Expired {
+        if !self.replica.load(Ordering::Relaxed) {
+            Expired::Delete
+        } else if OBEYS_MASTER.with(|c| c.get()) {
+            Expired::Live
+        } else {
+            Expired::Hide
+        }
+    }
+
+    /// Whether deadlines are suspended for this thread: a replica applying
+    /// its master's stream.
+    pub fn expiry_suspended(&self) -> bool {
+        self.replica.load(Ordering::Relaxed) && OBEYS_MASTER.with(|c| c.get())
     }
 
     /// The deadline of a key whose entry has the TTL bit.
@@ -185,7 +237,7 @@ impl Stripe {
     /// Whether `key` exists and its deadline has passed (it is not deleted).
     pub fn is_expired(&self, key: &[u8], now: i64) -> bool {
         let d = self.expire_of(key);
-        d != NO_EXPIRE && d <= now
+        d != NO_EXPIRE && d <= now && !self.expiry_suspended()
     }
 
     fn delete_expired(&mut self, key: &[u8]) {
@@ -620,6 +672,9 @@ pub struct Store {
     /// the hot path otherwise).
     snapshot_on: AtomicBool,
     snapshot: parking_lot::RwLock<Option<Arc<Snapshot>>>,
+    /// Set while the server follows a master: keys past their deadline
+    /// are not deleted (see [`set_obeys_master`]).
+    replica: Arc<AtomicBool>,
 }
 
 impl Store {
@@ -628,9 +683,10 @@ impl Store {
         let stripes = stripes.clamp(1, SLOTS).next_power_of_two();
         let shift = (SLOTS / stripes).trailing_zeros();
         let hasher = ahash::RandomState::new();
+        let replica = Arc::new(AtomicBool::new(false));
         let slots = (0..databases.max(1) * stripes + 1)
             .map(|_| Slot {
-                stripe: Mutex::new(Stripe::new(&hasher)),
+                stripe: Mutex::new(Stripe::new(&hasher, replica.clone())),
                 ttl_hint: AtomicU32::new(0),
                 len_hint: AtomicU32::new(0),
                 expired_hint: AtomicU64::new(0),
@@ -652,7 +708,27 @@ impl Store {
             active_expire: AtomicBool::new(true),
             rand_state: AtomicU64::new(0x9E37_79B9_7F4A_7C15),
             hasher,
+            replica,
         }
+    }
+
+    /// Marks the store as a replica's (or a master's again): on a replica
+    /// no key is deleted for its deadline; clients read such keys as
+    /// missing and the master's stream sees them (Redis 3.2+).
+    pub fn set_replica(&self, on: bool) {
+        self.replica.store(on, Ordering::Release);
+    }
+
+    /// Whether the store is a replica's.
+    #[inline]
+    pub fn is_replica(&self) -> bool {
+        self.replica.load(Ordering::Relaxed)
+    }
+
+    /// Whether the calling thread applies a master's stream on a replica
+    /// (deadlines are then not enforced: Redis's `checkAlreadyExpired`).
+    pub fn expiry_suspended(&self) -> bool {
+        self.is_replica() && OBEYS_MASTER.with(|c| c.get())
     }
 
     pub fn databases(&self) -> usize {
@@ -1390,7 +1466,7 @@ impl<'a> Locks<'a> {
             None => s.insert(key, value, expire_at, lru),
         };
         if let Some(e) = &old {
-            if e.expire_at != NO_EXPIRE && e.expire_at <= now {
+            if e.expire_at != NO_EXPIRE && e.expire_at <= now && !s.expiry_suspended() {
                 // Overwriting a key whose time had passed: it expired
                 // first (reported as such), and the new one is a new key.
                 s.note_expired(key);

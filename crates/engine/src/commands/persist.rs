@@ -195,7 +195,7 @@ fn restore(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     if ttl != 0 && !absttl {
         ttl = ttl.saturating_add(cx.now());
     }
-    if ttl != 0 && ttl <= cx.now() {
+    if ttl != 0 && cx.already_expired(ttl) {
         // Already expired on arrival: as Redis, the old key (if replaced)
         // goes, and the command propagates as DEL.
         if deleted {

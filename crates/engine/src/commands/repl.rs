@@ -1,5 +1,6 @@
-//! Replication, master side: SYNC, PSYNC, REPLCONF, WAIT, ROLE, REPLICAOF
-//! (and SLAVEOF), and the `# Replication` section of INFO.
+//! Replication commands: SYNC, PSYNC, REPLCONF, WAIT, ROLE, REPLICAOF
+//! (and SLAVEOF), and the `# Replication` section of INFO, for a master
+//! and for a replica.
 //!
 //! The stream itself — the backlog fed from the effects record, full and
 //! partial resynchronisation, the replica connections — is the server's
@@ -10,8 +11,9 @@
 //! command loop; the connection layer then gives the socket to the
 //! server's replication, which answers `+FULLRESYNC` or `+CONTINUE`.
 //!
-//! Sluice is always a master: `REPLICAOF host port` is refused with a
-//! clear error (`REPLICAOF NO ONE` answers `+OK`, as on a Redis master).
+//! `REPLICAOF host port` hands over to the server's [`Follow`] (the
+//! replica side, `crates/server/src/follow.rs`); ROLE and INFO show the
+//! replica's view while it follows a master.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -21,6 +23,7 @@ use resp::ReplyBuf;
 use crate::blocking::Waiter;
 use crate::ctx::{eq_ic, parse_i64, Args, Ctx};
 use crate::error::{CmdError, CmdResult};
+use crate::log;
 use crate::shared::Shared;
 use crate::spec::{CommandSpec, Flags, Group, KeySpec};
 
@@ -40,6 +43,38 @@ pub trait Replication: Send + Sync {
     fn sync_stats(&self) -> (u64, u64, u64);
     /// Online replicas that acknowledged within `min-replicas-max-lag`.
     fn good_replicas(&self) -> usize;
+}
+
+/// What the server's replica side does for the commands.
+pub trait Follow: Send + Sync {
+    /// Starts following `host:port` (dropping any current master). `false`
+    /// when that master is already the one followed.
+    fn follow(&self, host: &str, port: u16) -> bool;
+    /// Stops following and promotes this server to a master, keeping its
+    /// data (`REPLICAOF NO ONE`). `false` when it was a master already.
+    fn promote(&self) -> bool;
+    /// The replica's state while it follows a master.
+    fn view(&self) -> Option<FollowView>;
+}
+
+/// A replica's link to its master, as INFO replication and ROLE show it.
+#[derive(Clone, Debug)]
+pub struct FollowView {
+    pub host: String,
+    pub port: u16,
+    /// ROLE's state: `connect`, `connecting`, `handshake`, `sync` or
+    /// `connected`.
+    pub state: &'static str,
+    /// Seconds since the master last sent something, while linked.
+    pub last_io: Option<i64>,
+    /// While an RDB payload arrives: (total bytes, or -1 when not known,
+    /// bytes read, seconds since the last read).
+    pub transfer: Option<(i64, i64, i64)>,
+    /// Unix seconds since when the link is down (0: never was up).
+    pub down_since: i64,
+    /// Stream bytes read and applied (the master's offsets), when known.
+    pub read_offset: i64,
+    pub applied_offset: i64,
 }
 
 /// One replica as INFO (`slaveN:`) and ROLE show it.
@@ -204,6 +239,14 @@ fn request_sync(cx: &mut Ctx, out: &mut ReplyBuf, req: SyncRequest) -> CmdResult
     if replication(cx.shared).is_none() {
         return Err(CmdError::err("replication is not available in this process"));
     }
+    if cx.shared.store.is_replica() {
+        // Chained replication is not supported: a replica's own stream
+        // is not relayed (docs/replication.md).
+        return Err(CmdError::err(
+            "Sluice replicas do not serve replicas of their own (chained replication is not \
+             supported)",
+        ));
+    }
     if !out.is_empty() {
         return Err(CmdError::err("SYNC and PSYNC are invalid with pending output"));
     }
@@ -264,6 +307,13 @@ fn replconf(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
 fn wait(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let numreplicas = args.i64()?;
     let timeout = parse_timeout_ms(args.req()?)?;
+    if cx.shared.store.is_replica() {
+        return Err(CmdError::err(
+            "WAIT cannot be used with replica instances. Please also note that since Redis 4.0 \
+             if a replica is configured to be writable (which is not the default) writes to \
+             replicas are just local and are not propagated.",
+        ));
+    }
     let Some(repl) = replication(cx.shared) else {
         out.int(0);
         return Ok(());
@@ -299,7 +349,20 @@ fn parse_timeout_ms(a: &[u8]) -> Result<i64, CmdError> {
     Ok(ms)
 }
 
+fn follow_view(sh: &Shared) -> Option<FollowView> {
+    sh.follow.get().and_then(|f| f.view())
+}
+
 fn role(cx: &mut Ctx, _args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    if let Some(f) = follow_view(cx.shared) {
+        out.array(5);
+        out.bulk(b"slave");
+        out.bulk(f.host.as_bytes());
+        out.int(i64::from(f.port));
+        out.bulk(f.state.as_bytes());
+        out.int(if f.state == "connected" { f.applied_offset } else { -1 });
+        return Ok(());
+    }
     let view = view(cx.shared);
     out.array(3);
     out.bulk(b"master");
@@ -315,17 +378,48 @@ fn role(cx: &mut Ctx, _args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     Ok(())
 }
 
-fn replicaof(_cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+fn replicaof(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let (host, port) = (args.req()?, args.req()?);
+    let follow = cx.shared.follow.get().cloned();
     if eq_ic(host, "NO") && eq_ic(port, "ONE") {
-        // Already a master: nothing to do (Redis answers +OK too).
+        if let Some(f) = follow {
+            if f.promote() {
+                log::notice(&format!(
+                    "MASTER MODE enabled (user request from '{}')",
+                    String::from_utf8_lossy(&crate::commands::client::info_line(
+                        cx.shared, cx.sess
+                    ))
+                ));
+            }
+        }
         out.ok();
         return Ok(());
     }
-    Err(CmdError::err(
-        "Sluice cannot be a replica: REPLICAOF <host> <port> is not supported (Sluice is a \
-         master that Redis replicas can follow; see docs/replication.md)",
-    ))
+    if cx.sess.replica.as_ref().is_some_and(|h| h.sync.is_some()) {
+        return Err(CmdError::err("Command is not valid when client is a replica."));
+    }
+    let port = match parse_i64(port) {
+        Ok(p) if (0..=65535).contains(&p) => p as u16,
+        _ => return Err(CmdError::err("Invalid master port")),
+    };
+    let Some(f) = follow else {
+        return Err(CmdError::err("replication is not available in this process"));
+    };
+    let host = String::from_utf8_lossy(host).into_owned();
+    if !f.follow(&host, port) {
+        log::notice(
+            "REPLICAOF would result into synchronization with the master we are already \
+             connected with. No operation performed.",
+        );
+        out.simple(b"OK Already connected to specified master");
+        return Ok(());
+    }
+    log::notice(&format!(
+        "REPLICAOF {host}:{port} enabled (user request from '{}')",
+        String::from_utf8_lossy(&crate::commands::client::info_line(cx.shared, cx.sess))
+    ));
+    out.ok();
+    Ok(())
 }
 
 /// The replication state, or a master's with no replica ever attached
@@ -363,7 +457,55 @@ pub fn info_section(sh: &Shared, t: &mut String) {
     let cfg = sh.config.read();
     let (backlog_size, min_to_write) = (cfg.repl_backlog_size, min_replicas(&cfg).0);
     drop(cfg);
-    let _ = write!(t, "# Replication\r\nrole:master\r\nconnected_slaves:{}\r\n", v.replicas.len());
+    t.push_str("# Replication\r\n");
+    match follow_view(sh) {
+        None => t.push_str("role:master\r\n"),
+        Some(f) => {
+            let _ = write!(
+                t,
+                "role:slave\r\nmaster_host:{}\r\nmaster_port:{}\r\nmaster_link_status:{}\r\n\
+                 master_last_io_seconds_ago:{}\r\nmaster_sync_in_progress:{}\r\n\
+                 slave_read_repl_offset:{}\r\nslave_repl_offset:{}\r\n",
+                f.host,
+                f.port,
+                if f.state == "connected" { "up" } else { "down" },
+                f.last_io.unwrap_or(-1),
+                u8::from(f.state == "sync"),
+                f.read_offset,
+                f.applied_offset,
+            );
+            let now = crate::shared::unix_ms() / 1000;
+            if let Some((size, read, last)) = f.transfer {
+                let perc = if size > 0 { read as f64 / size as f64 * 100.0 } else { 0.0 };
+                let _ = write!(
+                    t,
+                    "master_sync_total_bytes:{size}\r\nmaster_sync_read_bytes:{read}\r\n\
+                     master_sync_left_bytes:{}\r\nmaster_sync_perc:{perc:.2}\r\n\
+                     master_sync_last_io_seconds_ago:{last}\r\n",
+                    size - read
+                );
+            }
+            if f.state != "connected" {
+                let down = if f.down_since > 0 { now - f.down_since } else { -1 };
+                let _ = write!(t, "master_link_down_since_seconds:{down}\r\n");
+            }
+            let cfg = sh.config.read();
+            let num = |n: &str| {
+                cfg.get_by_name(n)
+                    .and_then(|v| std::str::from_utf8(&v).ok().and_then(|s| s.parse::<i64>().ok()))
+                    .unwrap_or(0)
+            };
+            let announced = cfg.get_by_name("replica-announced").is_none_or(|v| v == b"yes");
+            let _ = write!(
+                t,
+                "slave_priority:{}\r\nslave_read_only:{}\r\nreplica_announced:{}\r\n",
+                num("replica-priority"),
+                u8::from(cfg.replica_read_only),
+                u8::from(announced),
+            );
+        }
+    }
+    let _ = write!(t, "connected_slaves:{}\r\n", v.replicas.len());
     if min_to_write > 0 {
         let _ = write!(t, "min_slaves_good_slaves:{}\r\n", v.good_replicas);
     }

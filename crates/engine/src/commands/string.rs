@@ -165,7 +165,7 @@ fn getex(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let absolute = matches!(o.expire, Some((ExpireUnit::ExAt | ExpireUnit::PxAt, _)));
     match expire_at {
         // An absolute time already past deletes the key (after the reply).
-        Some(at) if absolute && at <= now => {
+        Some(at) if absolute && cx.already_expired(at) => {
             cx.delete(key);
             cx.changed(key, Class::GENERIC, "del", 1);
             cx.propagate_as(&[b"DEL", key]);

@@ -560,7 +560,7 @@ pub static PARAMS: &[Param] = &[
     pa(
         "replicaof",
         "slaveof",
-        IMMUTABLE | MULTI_ARG | NO_EFFECT,
+        IMMUTABLE | MULTI_ARG,
         Ty::Special(parse_replicaof),
         f(
             |c| {
@@ -579,7 +579,7 @@ pub static PARAMS: &[Param] = &[
     ),
     p(
         "masterauth",
-        SENSITIVE | NO_EFFECT,
+        SENSITIVE,
         Ty::Str(None),
         f(
             |c| c.masterauth.clone().unwrap_or_default(),
@@ -591,14 +591,14 @@ pub static PARAMS: &[Param] = &[
     ),
     p(
         "masteruser",
-        SENSITIVE | NO_EFFECT,
+        SENSITIVE,
         Ty::Str(None),
         f(|c| c.masteruser.clone().into_bytes(), |c, v| c.masteruser = v.s()),
     ),
     pa(
         "replica-read-only",
         "slave-read-only",
-        NO_EFFECT,
+        0,
         Ty::Bool,
         f(|c| yn(c.replica_read_only), |c, v| c.replica_read_only = v.b()),
     ),

@@ -89,7 +89,6 @@ fn expire_with(cx: &mut Ctx, args: &mut Args, unit: Unit, out: &mut ReplyBuf) ->
         }
         when += cx.now();
     }
-    let now = cx.now();
     let Some(e) = cx.lookup(key) else {
         out.int(0);
         return Ok(());
@@ -104,7 +103,7 @@ fn expire_with(cx: &mut Ctx, args: &mut Args, unit: Unit, out: &mut ReplyBuf) ->
         out.int(0);
         return Ok(());
     }
-    if when <= now {
+    if cx.already_expired(when) {
         cx.delete(key);
         cx.changed(key, Class::GENERIC, "del", 1);
         cx.propagate_as(&[b"DEL", key]);

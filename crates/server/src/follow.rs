@@ -1,0 +1,751 @@
+//! Replication, replica side: Sluice following a master (`REPLICAOF host
+//! port`, `replicaof` in the configuration, `--replicaof`), as a Redis 7.0
+//! replica does.
+//!
+//! One thread per link, off the event loops: it connects, handshakes
+//! (`PING`, `AUTH` with `masterauth`/`masteruser`, `REPLCONF
+//! listening-port`, `REPLCONF capa eof capa psync2`, `PSYNC`), reads a
+//! full resynchronisation's RDB payload (`$<len>` or the diskless
+//! `$EOF:<mark>` form) into memory, flushes the data set and loads it with
+//! the RDB loader, then applies the stream as the master client: each
+//! command through `dispatch::replay`, as the AOF loader does, so stripes,
+//! locks, blocked clients and the effects record (a replica's own AOF)
+//! behave as for any write. Nothing is answered to the master but
+//! `REPLCONF GETACK` (with `REPLCONF ACK <offset>`), and an ACK goes out
+//! every second. `+CONTINUE` after a reconnect keeps the data and the
+//! offset. A dropped link is retried with a backoff (100 ms doubling to
+//! one second, Redis retries each second).
+//!
+//! While following, the store is a replica's ([`store::Store::set_replica`]):
+//! no key is deleted for its deadline (clients read such keys as missing,
+//! the stream still sees them), active expiry and the job queue's timers
+//! do not run, and with `replica-read-only yes` clients' writes get
+//! `-READONLY`. The master's `DEL`s, `DELJOB`s and `LOADJOB`s bring the
+//! changes.
+
+use std::io::{Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use engine::commands::repl::{Follow, FollowView};
+use engine::log;
+use engine::shared::unix_ms;
+use engine::{dispatch, Session, Shared};
+use parking_lot::Mutex;
+use resp::{ArgBuf, Limits, Parsed, ReplyBuf};
+
+use crate::persistence;
+use crate::repl;
+
+/// The replica side, installed into `Shared::follow`.
+pub struct Follower {
+    shared: Weak<Shared>,
+    st: Mutex<State>,
+    /// Held while the stream (or a payload) is applied: a promotion or a
+    /// new master waits for the command in progress, and none runs after.
+    apply: Mutex<()>,
+    /// Stream offsets: bytes read, and applied (outside a transaction).
+    read_off: AtomicI64,
+    applied_off: AtomicI64,
+    /// Unix seconds of the master's last byte.
+    last_io: AtomicI64,
+}
+
+struct State {
+    target: Option<(String, u16)>,
+    /// Bumped by every REPLICAOF: a link thread of another generation
+    /// stops.
+    gen: u64,
+    state: &'static str,
+    /// The link is up (Redis's `server.master` exists).
+    linked: bool,
+    down_since: i64,
+    /// (total or -1, read, unix seconds of the last read) during a
+    /// payload.
+    transfer: Option<(i64, i64, i64)>,
+    /// The socket of the current link, to cut it from REPLICAOF.
+    sock: Option<TcpStream>,
+    /// The data set is a known point of the stream (`master_replid`,
+    /// `applied_off`): a partial resynchronisation can be asked.
+    has_position: bool,
+    /// The master client's session, kept across a partial
+    /// resynchronisation (its selected database).
+    session: Option<Session>,
+}
+
+/// Installs the replica side into `shared`.
+pub fn install(shared: &Arc<Shared>) -> Arc<Follower> {
+    let f = Arc::new(Follower {
+        shared: Arc::downgrade(shared),
+        st: Mutex::new(State {
+            target: None,
+            gen: 0,
+            state: "connect",
+            linked: false,
+            down_since: 0,
+            transfer: None,
+            sock: None,
+            has_position: false,
+            session: None,
+        }),
+        apply: Mutex::new(()),
+        read_off: AtomicI64::new(1),
+        applied_off: AtomicI64::new(1),
+        last_io: AtomicI64::new(0),
+    });
+    let _ = shared.follow.set(f.clone());
+    let _ = FOLLOWER.set(Arc::downgrade(&f));
+    f
+}
+
+impl Follower {
+    /// `replicaof` from the configuration: follows once the data set on
+    /// disk is loaded, with no position of its own (`PSYNC ? -1`).
+    pub fn start_from_config(self: &Arc<Self>, host: &str, port: u16) {
+        self.start(host, port, false);
+    }
+
+    fn start(self: &Arc<Self>, host: &str, port: u16, from_master: bool) -> bool {
+        let Some(sh) = self.shared.upgrade() else { return false };
+        let _apply = self.hold_apply();
+        let mut st = self.st.lock();
+        if st.target.as_ref().is_some_and(|(h, p)| h.eq_ignore_ascii_case(host) && *p == port) {
+            return false;
+        }
+        let was_master = st.target.is_none();
+        st.gen += 1;
+        if let Some(s) = st.sock.take() {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+        st.target = Some((host.to_string(), port));
+        st.state = "connect";
+        st.linked = false;
+        st.transfer = None;
+        if was_master {
+            log::set_role(b'S');
+            sh.store.set_replica(true);
+            sh.state_changed();
+            if let Some(m) = repl::master() {
+                m.detach_replicas(&sh);
+                if from_master {
+                    // As Redis's replicationCacheMasterUsingMyself.
+                    log::notice(
+                        "Before turning into a replica, using my own master parameters to \
+                         synthesize a cached master: I may be able to synchronize with the new \
+                         master with just a partial transfer.",
+                    );
+                    let (_, off) = m.position();
+                    self.read_off.store(off, Ordering::Relaxed);
+                    self.applied_off.store(off, Ordering::Relaxed);
+                    st.has_position = true;
+                    st.session = None;
+                }
+            }
+        }
+        let gen = st.gen;
+        drop(st);
+        log::notice(&format!("Connecting to MASTER {host}:{port}"));
+        let me = self.clone();
+        let spawned =
+            std::thread::Builder::new().name("repl-follow".into()).spawn(move || me.run(gen));
+        if let Err(e) = spawned {
+            log::warning(&format!("Can't start the replication link: {e}"));
+        }
+        true
+    }
+
+    /// Waits for the stream command in progress before REPLICAOF changes
+    /// the link. Bounded: a client in EXEC holds stripes that command may
+    /// wait for (`MULTI … REPLICAOF NO ONE … EXEC`); after the bound the
+    /// generation check between commands still stops the link.
+    fn hold_apply(&self) -> Option<parking_lot::MutexGuard<'_, ()>> {
+        self.apply.try_lock_for(Duration::from_secs(2))
+    }
+
+    fn current(&self, gen: u64) -> bool {
+        self.st.lock().gen == gen
+    }
+
+    /// The link thread: sessions with the master until REPLICAOF changes.
+    fn run(self: Arc<Self>, gen: u64) {
+        store::set_obeys_master(true);
+        let Some(sh) = self.shared.upgrade() else { return };
+        // Start-up: the data set on disk loads first.
+        while sh.is_loading() && self.current(gen) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let mut backoff = Duration::from_millis(100);
+        while self.current(gen) {
+            log::notice("MASTER <-> REPLICA sync started");
+            let res = self.session(&sh, gen);
+            let mut st = self.st.lock();
+            if st.gen != gen {
+                return;
+            }
+            st.sock = None;
+            st.transfer = None;
+            st.state = "connect";
+            if st.linked {
+                st.linked = false;
+                st.down_since = unix_ms() / 1000;
+                backoff = Duration::from_millis(100);
+                log::warning("Connection with master lost.");
+                log::notice("Caching the disconnected master state.");
+            }
+            drop(st);
+            if let Err(e) = res {
+                log::warning(&e);
+            }
+            let until = Instant::now() + backoff;
+            while Instant::now() < until && self.current(gen) {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            backoff = (backoff * 2).min(Duration::from_secs(1));
+        }
+    }
+
+    /// One connection to the master, until it drops (`Err`: why) or
+    /// REPLICAOF changes (`Ok`).
+    fn session(&self, sh: &Arc<Shared>, gen: u64) -> Result<(), String> {
+        let Some((host, port)) = self.st.lock().target.clone() else { return Ok(()) };
+        let timeout = conf_num(sh, "repl-timeout").max(1);
+        {
+            let mut st = self.st.lock();
+            st.state = "connecting";
+        }
+        let addr = (host.as_str(), port)
+            .to_socket_addrs()
+            .ok()
+            .and_then(|mut a| a.next())
+            .ok_or_else(|| format!("Unable to connect to MASTER: can't resolve {host}"))?;
+        let sock = TcpStream::connect_timeout(&addr, Duration::from_secs(timeout as u64))
+            .map_err(|e| format!("Error condition on socket for SYNC: {e}"))?;
+        let _ = sock.set_nodelay(true);
+        let _ = sock.set_read_timeout(Some(Duration::from_millis(100)));
+        let _ = sock.set_write_timeout(Some(Duration::from_secs(timeout as u64)));
+        {
+            let mut st = self.st.lock();
+            if st.gen != gen {
+                return Ok(());
+            }
+            st.sock = sock.try_clone().ok();
+            st.state = "handshake";
+        }
+        let mut link = Link { sock, buf: Vec::new(), timeout, gen };
+        self.last_io.store(unix_ms() / 1000, Ordering::Relaxed);
+
+        // The handshake, as Redis 7.0's syncWithMaster.
+        link.send(&[b"PING"])?;
+        let r = link.line(self)?;
+        if r.starts_with(b"-")
+            && !r.starts_with(b"-NOAUTH")
+            && !r.starts_with(b"-NOPERM")
+            && !r.starts_with(b"-ERR operation not permitted")
+        {
+            return Err(format!("Error reply to PING from master: '{}'", lossy(&r)));
+        }
+        log::notice("Master replied to PING, replication can continue...");
+        let (auth, user) = {
+            let c = sh.config.read();
+            (c.masterauth.clone(), c.masteruser.clone())
+        };
+        if let Some(pass) = auth {
+            if user.is_empty() {
+                link.send(&[b"AUTH", &pass])?;
+            } else {
+                link.send(&[b"AUTH", user.as_bytes(), &pass])?;
+            }
+            let r = link.line(self)?;
+            if r.starts_with(b"-") {
+                return Err(format!("Unable to AUTH to MASTER: {}", lossy(&r)));
+            }
+        }
+        let port_s = sh.port.load(Ordering::Relaxed).to_string();
+        link.send(&[b"REPLCONF", b"listening-port", port_s.as_bytes()])?;
+        let r = link.line(self)?;
+        if r.starts_with(b"-") {
+            log::notice(&format!(
+                "(Non critical) Master does not understand REPLCONF listening-port: {}",
+                lossy(&r)
+            ));
+        }
+        link.send(&[b"REPLCONF", b"capa", b"eof", b"capa", b"psync2"])?;
+        let r = link.line(self)?;
+        if r.starts_with(b"-") {
+            log::notice(&format!(
+                "(Non critical) Master does not understand REPLCONF capa: {}",
+                lossy(&r)
+            ));
+        }
+        let (replid, want) = {
+            let st = self.st.lock();
+            match (st.has_position, repl::master()) {
+                (true, Some(m)) => (m.position().0, self.applied_off.load(Ordering::Relaxed) + 1),
+                _ => ("?".to_string(), -1),
+            }
+        };
+        if want > 0 {
+            log::notice(&format!("Trying a partial resynchronization (request {replid}:{want})."));
+        } else {
+            log::notice("Partial resynchronization not possible (no cached master)");
+        }
+        link.send(&[b"PSYNC", replid.as_bytes(), want.to_string().as_bytes()])?;
+        let r = link.line(self)?;
+        if let Some(rest) = r.strip_prefix(b"+FULLRESYNC") {
+            let rest = lossy(rest);
+            let mut it = rest.split_ascii_whitespace();
+            let (Some(id), Some(off)) = (it.next(), it.next().and_then(|o| o.parse::<i64>().ok()))
+            else {
+                return Err(format!("Master replied with wrong +FULLRESYNC syntax: {rest}"));
+            };
+            if id.len() != 40 {
+                return Err(format!("Master replied with wrong +FULLRESYNC syntax: {rest}"));
+            }
+            log::notice(&format!("Full resync from master: {id}:{off}"));
+            self.full_sync(sh, &mut link, id, off)?;
+        } else if let Some(rest) = r.strip_prefix(b"+CONTINUE") {
+            let rest = lossy(rest);
+            let new = rest.trim();
+            log::notice("Successful partial resynchronization with master.");
+            if let Some(m) = repl::master() {
+                if new.len() == 40 && m.position().0 != new {
+                    m.shift_id(Some(new));
+                    log::notice(&format!("Master replication ID changed to {new}"));
+                }
+            }
+            log::notice("MASTER <-> REPLICA sync: Master accepted a Partial Resynchronization.");
+        } else if r.starts_with(b"-NOMASTERLINK") || r.starts_with(b"-LOADING") {
+            return Err(format!(
+                "Master is currently unable to PSYNC but should be in the future: {}",
+                lossy(&r)
+            ));
+        } else {
+            return Err(format!("Unexpected reply to PSYNC from master: {}", lossy(&r)));
+        }
+        {
+            let mut st = self.st.lock();
+            if st.gen != gen {
+                return Ok(());
+            }
+            st.state = "connected";
+            st.linked = true;
+            st.down_since = 0;
+            st.transfer = None;
+        }
+        // The first ACK puts us online (a diskless master starts the
+        // stream on it).
+        link.ack(self.applied_off.load(Ordering::Relaxed))?;
+        self.stream(sh, &mut link)
+    }
+
+    /// A full resynchronisation: the payload, then flush and load.
+    fn full_sync(
+        &self,
+        sh: &Arc<Shared>,
+        link: &mut Link,
+        replid: &str,
+        offset: i64,
+    ) -> Result<(), String> {
+        let now = unix_ms() / 1000;
+        {
+            let mut st = self.st.lock();
+            st.state = "sync";
+            st.transfer = Some((-1, 0, now));
+        }
+        // Newlines are the master's keep-alives while it prepares.
+        let head = loop {
+            let l = link.line(self)?;
+            if !l.is_empty() {
+                break l;
+            }
+        };
+        if head.starts_with(b"-") {
+            return Err(format!("MASTER aborted replication with an error: {}", lossy(&head)));
+        }
+        let Some(spec) = head.strip_prefix(b"$") else {
+            return Err(format!(
+                "Bad protocol from MASTER, the first byte is not '$' (we received '{}'), are you \
+                 sure the host and port are right?",
+                lossy(&head)
+            ));
+        };
+        let payload = if let Some(mark) = spec.strip_prefix(b"EOF:") {
+            if mark.len() != 40 {
+                return Err(format!("Bad EOF mark from MASTER: '{}'", lossy(mark)));
+            }
+            log::notice(
+                "MASTER <-> REPLICA sync: receiving streamed RDB from master with EOF to disk",
+            );
+            link.until_mark(self, mark)?
+        } else {
+            let len = std::str::from_utf8(spec)
+                .ok()
+                .and_then(|s| s.parse::<usize>().ok())
+                .ok_or_else(|| format!("Bad payload length from MASTER: '{}'", lossy(spec)))?;
+            log::notice(&format!(
+                "MASTER <-> REPLICA sync: receiving {len} bytes from master to disk"
+            ));
+            if let Some(t) = self.st.lock().transfer.as_mut() {
+                t.0 = len as i64;
+            }
+            link.exactly(self, len)?
+        };
+        let _apply = self.apply.lock();
+        if !self.current(link.gen) {
+            return Err("REPLICAOF changed during the transfer".into());
+        }
+        log::notice("Discarding previously cached master state.");
+        log::notice("MASTER <-> REPLICA sync: Flushing old data");
+        sh.set_loading(true);
+        persistence::flush_all(sh);
+        log::notice("MASTER <-> REPLICA sync: Loading DB in memory");
+        // Expired keys are kept: the master deletes them (its DELs come).
+        let loaded = persistence::load_bytes_at(sh, &payload, false, 0, sh.clock.now_ms());
+        sh.set_loading(false);
+        match loaded {
+            Ok(l) => log::notice(&format!(
+                "Done loading RDB, keys loaded: {}, keys expired: {}.",
+                l.keys_loaded, l.keys_expired
+            )),
+            Err(e) => {
+                log::warning(&format!(
+                    "Failed trying to load the MASTER synchronization DB from socket: {e}"
+                ));
+                persistence::flush_all(sh);
+                self.st.lock().has_position = false;
+                return Err("MASTER <-> REPLICA sync: the payload did not load".into());
+            }
+        }
+        if let Some(m) = repl::master() {
+            m.set_position(replid, offset);
+        }
+        self.read_off.store(offset, Ordering::Relaxed);
+        self.applied_off.store(offset, Ordering::Relaxed);
+        let mut st = self.st.lock();
+        st.has_position = true;
+        st.session = None;
+        drop(st);
+        log::notice("MASTER <-> REPLICA sync: Finished with success");
+        // As Redis's restartAOFAfterSYNC: the AOF is rebuilt from the new
+        // data set (the stream then appends to it as usual).
+        if sh.config.read().appendonly {
+            if let Some(aof) = sh.aof.get() {
+                if let Err(e) = aof.rewrite(false) {
+                    log::warning(&format!("Can't rewrite the AOF after the sync: {e}"));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies the stream until the link drops or REPLICAOF changes.
+    fn stream(&self, sh: &Arc<Shared>, link: &mut Link) -> Result<(), String> {
+        let limits = Limits { max_bulk_len: 512 << 20, unauthenticated: false };
+        let mut args = ArgBuf::default();
+        let mut out = ReplyBuf::new();
+        let mut sess = self.st.lock().session.take().unwrap_or_else(|| Session::detached(u64::MAX));
+        // Stream bytes parsed so far (what `applied_off` becomes once no
+        // transaction is open).
+        let mut parsed = self.applied_off.load(Ordering::Relaxed);
+        // Stream bytes that came with the payload or the reply line.
+        self.read_off.store(parsed + link.buf.len() as i64, Ordering::Relaxed);
+        let mut last_ack = Instant::now();
+        let mut chunk = vec![0u8; 64 * 1024];
+        let res = loop {
+            if !link.buf.is_empty() {
+                let _apply = self.apply.lock();
+                if !self.current(link.gen) {
+                    break Ok(());
+                }
+                let mut pos = 0;
+                let mut failed = None;
+                loop {
+                    match resp::parse(&link.buf[pos..], &limits, &mut args) {
+                        Parsed::Command { consumed } => {
+                            let input = &link.buf[pos..];
+                            let argv: Vec<&[u8]> =
+                                (0..args.len()).map(|i| args.get(input, i)).collect();
+                            if argv[0].eq_ignore_ascii_case(b"REPLCONF") {
+                                if argv.len() >= 2 && argv[1].eq_ignore_ascii_case(b"GETACK") {
+                                    // The offset before this command, as Redis.
+                                    if let Err(e) = link.ack(parsed) {
+                                        failed = Some(e);
+                                        break;
+                                    }
+                                }
+                            } else {
+                                let r = dispatch::replay(sh, &mut sess, &argv, &mut out);
+                                let err_reply =
+                                    out.contiguous().filter(|b| b.first() == Some(&b'-'));
+                                if r.is_err() || err_reply.is_some() {
+                                    let reply = if r.is_err() {
+                                        "unknown command".to_string()
+                                    } else {
+                                        lossy(err_reply.unwrap_or_default()).trim_end().to_string()
+                                    };
+                                    log::warning(&format!(
+                                        "== CRITICAL == This replica is sending an error to its \
+                                         master: '{reply}' after processing the command '{}'",
+                                        lossy(argv[0])
+                                    ));
+                                }
+                                out.clear();
+                            }
+                            pos += consumed;
+                            parsed += consumed as i64;
+                            if !sess.in_multi() {
+                                self.applied_off.store(parsed, Ordering::Relaxed);
+                            }
+                        }
+                        Parsed::Empty { consumed } => {
+                            pos += consumed;
+                            parsed += consumed as i64;
+                            if !sess.in_multi() {
+                                self.applied_off.store(parsed, Ordering::Relaxed);
+                            }
+                        }
+                        Parsed::Incomplete { .. } => break,
+                        Parsed::Error(e) => {
+                            failed = Some(format!("Protocol error from MASTER: {e:?}"));
+                            break;
+                        }
+                    }
+                }
+                link.buf.drain(..pos);
+                if let Some(m) = repl::master() {
+                    m.set_offset(self.applied_off.load(Ordering::Relaxed));
+                }
+                if let Some(e) = failed {
+                    break Err(e);
+                }
+            }
+            if last_ack.elapsed() >= Duration::from_secs(1) {
+                last_ack = Instant::now();
+                if let Err(e) = link.ack(self.applied_off.load(Ordering::Relaxed)) {
+                    break Err(e);
+                }
+            }
+            if unix_ms() / 1000 - self.last_io.load(Ordering::Relaxed) > link.timeout {
+                break Err("MASTER timeout: no data nor PING received...".into());
+            }
+            match link.sock.read(&mut chunk) {
+                Ok(0) => break Err("Connection with master lost (closed by the master).".into()),
+                Ok(n) => {
+                    link.buf.extend_from_slice(&chunk[..n]);
+                    self.read_off.fetch_add(n as i64, Ordering::Relaxed);
+                    self.last_io.store(unix_ms() / 1000, Ordering::Relaxed);
+                }
+                Err(e) if is_timeout(&e) => {
+                    if !self.current(link.gen) {
+                        break Ok(());
+                    }
+                }
+                Err(e) => break Err(format!("Error reading from MASTER: {e}")),
+            }
+        };
+        // A transaction the master did not finish is dropped; it comes
+        // again after a partial resynchronisation (the offset excludes it).
+        if sess.in_multi() {
+            let _ = dispatch::replay(sh, &mut sess, &[b"DISCARD"], &mut out);
+        }
+        self.read_off.store(self.applied_off.load(Ordering::Relaxed), Ordering::Relaxed);
+        self.st.lock().session = Some(sess);
+        res
+    }
+}
+
+impl Follow for Follower {
+    fn follow(&self, host: &str, port: u16) -> bool {
+        // The link thread needs an Arc of us: the one installed.
+        match FOLLOWER.get().and_then(Weak::upgrade) {
+            Some(f) => f.start(host, port, true),
+            None => false,
+        }
+    }
+
+    fn promote(&self) -> bool {
+        let Some(sh) = self.shared.upgrade() else { return false };
+        let _apply = self.hold_apply();
+        let mut st = self.st.lock();
+        if st.target.is_none() {
+            return false;
+        }
+        st.gen += 1;
+        st.target = None;
+        if let Some(s) = st.sock.take() {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+        let was_linked = std::mem::replace(&mut st.linked, false);
+        st.state = "connect";
+        st.transfer = None;
+        st.session = None;
+        drop(st);
+        if was_linked {
+            log::warning("Connection with master lost.");
+        }
+        sh.store.set_replica(false);
+        sh.state_changed();
+        log::set_role(b'M');
+        if let Some(m) = repl::master() {
+            m.set_offset(self.applied_off.load(Ordering::Relaxed));
+            m.shift_id(None);
+        }
+        true
+    }
+
+    fn view(&self) -> Option<FollowView> {
+        let st = self.st.lock();
+        let (host, port) = st.target.clone()?;
+        let now = unix_ms() / 1000;
+        let (read, applied) = if st.has_position {
+            (self.read_off.load(Ordering::Relaxed), self.applied_off.load(Ordering::Relaxed))
+        } else {
+            (1, 1)
+        };
+        Some(FollowView {
+            host,
+            port,
+            state: st.state,
+            last_io: st.linked.then(|| now - self.last_io.load(Ordering::Relaxed)),
+            transfer: st.transfer.map(|(total, read, at)| (total, read, now - at)),
+            down_since: st.down_since,
+            read_offset: read,
+            applied_offset: applied,
+        })
+    }
+}
+
+/// The installed follower, for the trait's `follow` (which needs an Arc).
+static FOLLOWER: std::sync::OnceLock<Weak<Follower>> = std::sync::OnceLock::new();
+
+/// The socket to the master and what was read but not yet used.
+struct Link {
+    sock: TcpStream,
+    buf: Vec<u8>,
+    timeout: i64,
+    gen: u64,
+}
+
+impl Link {
+    fn send(&mut self, argv: &[&[u8]]) -> Result<(), String> {
+        let mut b = format!("*{}\r\n", argv.len()).into_bytes();
+        for a in argv {
+            b.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+            b.extend_from_slice(a);
+            b.extend_from_slice(b"\r\n");
+        }
+        self.sock.write_all(&b).map_err(|e| format!("Error writing to MASTER: {e}"))
+    }
+
+    fn ack(&mut self, offset: i64) -> Result<(), String> {
+        let off = offset.to_string();
+        self.send(&[b"REPLCONF", b"ACK", off.as_bytes()])
+    }
+
+    /// Reads more bytes (waiting at most the read timeout); `Err` when the
+    /// link is gone, REPLICAOF changed, or the master is silent for
+    /// `repl-timeout`.
+    fn fill(&mut self, f: &Follower) -> Result<usize, String> {
+        let mut chunk = [0u8; 64 * 1024];
+        loop {
+            if !f.current(self.gen) {
+                return Err("REPLICAOF changed".into());
+            }
+            match self.sock.read(&mut chunk) {
+                Ok(0) => return Err("Connection with master lost (closed by the master).".into()),
+                Ok(n) => {
+                    self.buf.extend_from_slice(&chunk[..n]);
+                    f.last_io.store(unix_ms() / 1000, Ordering::Relaxed);
+                    return Ok(n);
+                }
+                Err(e) if is_timeout(&e) => {
+                    if unix_ms() / 1000 - f.last_io.load(Ordering::Relaxed) > self.timeout {
+                        return Err("Timeout connecting to the MASTER...".into());
+                    }
+                }
+                Err(e) => return Err(format!("Error reading from MASTER: {e}")),
+            }
+        }
+    }
+
+    /// One reply line, without its line end (`\n` alone is a keep-alive:
+    /// an empty line).
+    fn line(&mut self, f: &Follower) -> Result<Vec<u8>, String> {
+        loop {
+            if let Some(i) = self.buf.iter().position(|&b| b == b'\n') {
+                let mut l: Vec<u8> = self.buf.drain(..=i).collect();
+                l.pop();
+                if l.last() == Some(&b'\r') {
+                    l.pop();
+                }
+                return Ok(l);
+            }
+            if self.buf.len() > 64 * 1024 {
+                return Err("Reply line from MASTER too long".into());
+            }
+            self.fill(f)?;
+        }
+    }
+
+    /// `len` bytes of payload.
+    fn exactly(&mut self, f: &Follower, len: usize) -> Result<Vec<u8>, String> {
+        while self.buf.len() < len {
+            self.fill(f)?;
+            self.progress(f, self.buf.len().min(len));
+        }
+        let rest = self.buf.split_off(len);
+        Ok(std::mem::replace(&mut self.buf, rest))
+    }
+
+    /// The payload up to the 40-byte `mark` (diskless form).
+    fn until_mark(&mut self, f: &Follower, mark: &[u8]) -> Result<Vec<u8>, String> {
+        let mut from = 0;
+        loop {
+            if let Some(i) = find(&self.buf[from..], mark) {
+                let end = from + i;
+                let rest = self.buf.split_off(end + mark.len());
+                let mut payload = std::mem::replace(&mut self.buf, rest);
+                payload.truncate(end);
+                return Ok(payload);
+            }
+            from = self.buf.len().saturating_sub(mark.len() - 1);
+            self.fill(f)?;
+            self.progress(f, self.buf.len());
+        }
+    }
+
+    fn progress(&self, f: &Follower, read: usize) {
+        if let Some(t) = f.st.lock().transfer.as_mut() {
+            t.1 = read as i64;
+            t.2 = unix_ms() / 1000;
+        }
+    }
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+fn is_timeout(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::WouldBlock
+            | std::io::ErrorKind::TimedOut
+            | std::io::ErrorKind::Interrupted
+    )
+}
+
+fn lossy(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// A numeric configuration parameter stored by name.
+fn conf_num(sh: &Shared, name: &str) -> i64 {
+    sh.config
+        .read()
+        .get_by_name(name)
+        .and_then(|v| std::str::from_utf8(&v).ok().and_then(|s| s.parse().ok()))
+        .unwrap_or(0)
+}

@@ -1,0 +1,704 @@
+//! Sluice as a replica, against reality: a real redis-server 7.0.15
+//! master followed by a Sluice replica and, beside it, by a redis-server
+//! replica (the oracle for the replica's own replies: READONLY, ROLE,
+//! INFO replication, promotion); a Sluice master followed by a Sluice
+//! replica with the job queue; a master that goes away and comes back.
+//!
+//! Every wait polls with a deadline; no fixed sleep is an assertion.
+
+use std::collections::BTreeMap;
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use resp::Frame;
+use testkit::{free_port, scratch_dir, Client, RedisServer, TestServer};
+
+fn cmd<A: AsRef<[u8]>>(c: &mut Client, args: &[A]) -> Frame {
+    c.send(args).expect("send");
+    c.read_frame().expect("reply")
+}
+
+fn s(args: &str) -> Vec<String> {
+    args.split(' ').map(str::to_string).collect()
+}
+
+fn text(f: &Frame) -> String {
+    match f {
+        Frame::Bulk(Some(b)) | Frame::Simple(b) | Frame::Error(b) | Frame::Verbatim(_, b) => {
+            String::from_utf8_lossy(b).into_owned()
+        }
+        Frame::Integer(i) => i.to_string(),
+        other => format!("{other:?}"),
+    }
+}
+
+fn ok() -> Frame {
+    Frame::Simple(b"OK".to_vec())
+}
+
+/// One field of an INFO section.
+fn info(c: &mut Client, section: &str, field: &str) -> Option<String> {
+    let t = text(&cmd(c, &["INFO", section]));
+    t.lines().find_map(|l| l.strip_prefix(&format!("{field}:")).map(|v| v.trim().to_string()))
+}
+
+fn info_keys(c: &mut Client, section: &str) -> Vec<String> {
+    let t = text(&cmd(c, &["INFO", section]));
+    t.lines()
+        .filter(|l| !l.starts_with('#') && l.contains(':'))
+        .map(|l| l.split(':').next().unwrap().to_string())
+        .collect()
+}
+
+fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !f() {
+        assert!(start.elapsed() < limit, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Waits until the replica's link is up and it applied everything the
+/// master has streamed.
+fn wait_synced(master: &mut Client, replica: &mut Client) {
+    wait_for("the replica to catch up", Duration::from_secs(30), || {
+        let up = info(replica, "replication", "master_link_status").as_deref() == Some("up");
+        let m = info(master, "replication", "master_repl_offset");
+        let r = info(replica, "replication", "slave_repl_offset");
+        up && m.is_some() && m == r
+    });
+}
+
+fn pipelined(c: &mut Client, cmds: &[Vec<Vec<u8>>]) -> Vec<Frame> {
+    for a in cmds {
+        c.send(a).expect("send");
+    }
+    cmds.iter().map(|_| c.read_frame().expect("reply")).collect()
+}
+
+fn sorted(f: Frame, group: usize) -> String {
+    let Frame::Array(Some(items)) = f else { return format!("{f:?}") };
+    let mut chunks: Vec<String> = items.chunks(group).map(|c| format!("{c:?}")).collect();
+    chunks.sort();
+    chunks.join(",")
+}
+
+type Contents = BTreeMap<(usize, Vec<u8>), String>;
+
+/// Every key of every database, as typed reads, and its expiry time.
+/// XINFO GROUPS is compared without `entries-read` and `lag`: a Redis
+/// 7.0 replica does not keep them as its master does (the propagated
+/// XCLAIM moves the last id only), and a Sluice replica under the same
+/// stream differs from a Redis replica there too (see
+/// docs/replication.md).
+fn contents(c: &mut Client) -> (Contents, BTreeMap<(usize, Vec<u8>), i64>) {
+    let mut out = BTreeMap::new();
+    let mut expiry = BTreeMap::new();
+    for db in 0..16usize {
+        cmd(c, &["SELECT", &db.to_string()]);
+        let Frame::Array(Some(keys)) = cmd(c, &["KEYS", "*"]) else { panic!("KEYS") };
+        let keys: Vec<Vec<u8>> = keys
+            .into_iter()
+            .filter_map(|k| if let Frame::Bulk(Some(k)) = k { Some(k) } else { None })
+            .collect();
+        let types = pipelined(
+            c,
+            &keys.iter().map(|k| vec![b"TYPE".to_vec(), k.clone()]).collect::<Vec<_>>(),
+        );
+        for (k, ty) in keys.iter().zip(&types) {
+            let k2 = k.clone();
+            let reads: Vec<Vec<Vec<u8>>> = match text(ty).as_str() {
+                "string" => vec![vec![b"GET".to_vec(), k2]],
+                "list" => vec![vec![b"LRANGE".to_vec(), k2, b"0".to_vec(), b"-1".to_vec()]],
+                "hash" => vec![vec![b"HGETALL".to_vec(), k2]],
+                "set" => vec![vec![b"SMEMBERS".to_vec(), k2]],
+                "zset" => vec![vec![
+                    b"ZRANGE".to_vec(),
+                    k2,
+                    b"0".to_vec(),
+                    b"-1".to_vec(),
+                    b"WITHSCORES".to_vec(),
+                ]],
+                "stream" => vec![
+                    vec![b"XRANGE".to_vec(), k2.clone(), b"-".to_vec(), b"+".to_vec()],
+                    vec![b"XINFO".to_vec(), b"GROUPS".to_vec(), k2.clone()],
+                    vec![b"XPENDING".to_vec(), k2, b"g".to_vec()],
+                ],
+                _ => continue,
+            };
+            let mut all = pipelined(c, &reads);
+            all.push(cmd(c, &[b"PEXPIRETIME".to_vec(), k.clone()]));
+            let Some(Frame::Integer(at)) = all.pop() else { panic!("PEXPIRETIME") };
+            if text(ty) == "stream" {
+                all[1] = mask_groups(std::mem::replace(&mut all[1], Frame::Bulk(None)));
+            }
+            let desc = match text(ty).as_str() {
+                "hash" => sorted(all.remove(0), 2),
+                "set" => sorted(all.remove(0), 1),
+                _ => format!("{all:?}"),
+            };
+            out.insert((db, k.clone()), format!("{}:{desc}", text(ty)));
+            expiry.insert((db, k.clone()), at);
+        }
+    }
+    cmd(c, &["SELECT", "0"]);
+    (out, expiry)
+}
+
+/// XINFO GROUPS without the values of `entries-read` and `lag`.
+fn mask_groups(f: Frame) -> Frame {
+    let Frame::Array(Some(groups)) = f else { return f };
+    let groups = groups
+        .into_iter()
+        .map(|g| {
+            let Frame::Array(Some(mut kv)) = g else { return g };
+            for i in (0..kv.len().saturating_sub(1)).step_by(2) {
+                if matches!(text(&kv[i]).as_str(), "entries-read" | "lag") {
+                    kv[i + 1] = Frame::Bulk(None);
+                }
+            }
+            Frame::Array(Some(kv))
+        })
+        .collect();
+    Frame::Array(Some(groups))
+}
+
+/// Both hold the same keys, values and expiry times.
+fn assert_same(master: &mut Client, replica: &mut Client, at_least: usize) {
+    // The keys written to live 20 ms have passed their time on both.
+    wait_for("short-lived keys to pass", Duration::from_secs(10), || {
+        cmd(master, &["KEYS", "tmp:*"]) == Frame::Array(Some(vec![]))
+    });
+    let (a, at) = contents(master);
+    let (b, bt) = contents(replica);
+    assert!(a.len() >= at_least, "too few keys: {}", a.len());
+    let only_a: Vec<_> = a.keys().filter(|k| !b.contains_key(*k)).take(5).collect();
+    let only_b: Vec<_> = b.keys().filter(|k| !a.contains_key(*k)).take(5).collect();
+    assert!(only_a.is_empty() && only_b.is_empty(), "keys differ: {only_a:?} / {only_b:?}");
+    for (k, v) in &a {
+        if v != &b[k] {
+            let at = v.bytes().zip(b[k].bytes()).take_while(|(x, y)| x == y).count();
+            let from = at.saturating_sub(100);
+            let cut = |s: &str| s.get(from..(at + 200).min(s.len())).unwrap_or("").to_string();
+            panic!("value of {k:?} differs at {at}: …{} vs …{}", cut(v), cut(&b[k]));
+        }
+        assert!(at[k] == bt[k], "expiry of {k:?}: {} vs {}", at[k], bt[k]);
+    }
+}
+
+/// One round of writes: every type, two databases, a transaction, a
+/// script, keys that expire soon and keys that keep a TTL.
+fn round(c: &mut Client, t: usize, i: usize) {
+    let cmds: Vec<Vec<String>> = vec![
+        s(&format!("SET s:{t}:{i} v{i} EX 1000")),
+        s("INCR shared:ctr"),
+        s(&format!("LPUSH shared:list {t}-{i}")),
+        s(&format!("RPUSH l:{t} a{i} b{i} c{i}")),
+        s(&format!("LPOP l:{t}")),
+        s(&format!("HSET h:{t} f{i} v{i} n 1")),
+        s(&format!("HINCRBY h:{t} n {i}")),
+        s(&format!("SADD set:{t} m{i} x{i} y{i}")),
+        s(&format!("SREM set:{t} x{i}")),
+        s(&format!("ZADD z:{t} {i} m{i}")),
+        s(&format!("ZINCRBY z:{t} 2.5 m{}", i / 2)),
+        s(&format!("XADD st:{t} * f v{i}")),
+        s(&format!("XREADGROUP GROUP g c{} COUNT 2 STREAMS st:{t} >", i % 2)),
+        s(&format!("SET tmp:{t}:{i} x PX 20")),
+        s(&format!("EXPIRE s:{t}:{} 500", i / 2)),
+        s("SELECT 3"),
+        s(&format!("SET db3:{t}:{i} {i}")),
+        s(&format!("HSET db3h:{t} f{i} {i}")),
+        s("SELECT 0"),
+        s("MULTI"),
+        s("INCR shared:tx"),
+        s(&format!("RPUSH shared:txlist {t}-{i}")),
+        s("EXEC"),
+        vec![
+            "EVAL".into(),
+            "redis.call('SET', KEYS[1], ARGV[1]); return redis.call('INCRBY', KEYS[2], ARGV[1])"
+                .into(),
+            "2".into(),
+            format!("ev:{t}"),
+            "shared:evctr".into(),
+            i.to_string(),
+        ],
+    ];
+    for a in &cmds {
+        c.send(a).expect("send");
+    }
+    for a in &cmds {
+        let r = c.read_frame().expect("reply");
+        assert!(!matches!(r, Frame::Error(_)), "{a:?} -> {r:?}");
+    }
+}
+
+fn writers(port: u16, n: usize, stop: &Arc<AtomicBool>) -> Vec<std::thread::JoinHandle<()>> {
+    (0..n)
+        .map(|t| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut c = Client::connect(port).expect("connect");
+                let mut i = 1000;
+                while !stop.load(Ordering::Relaxed) {
+                    round(&mut c, t, i);
+                    i += 1;
+                }
+            })
+        })
+        .collect()
+}
+
+fn setup(c: &mut Client, threads: usize) {
+    for t in 0..threads {
+        cmd(c, &s(&format!("XGROUP CREATE st:{t} g 0 MKSTREAM")));
+        for i in 0..20 {
+            round(c, t, i);
+        }
+    }
+}
+
+/// A redis-server master on a port of our choosing, so that it can be
+/// killed and started again on the same port.
+struct FixedRedis {
+    child: Child,
+    port: u16,
+    dir: PathBuf,
+}
+
+impl FixedRedis {
+    fn start(port: u16, dir: PathBuf, extra: &[&str]) -> FixedRedis {
+        let log = std::fs::File::create(dir.join(format!("redis-{port}.log"))).unwrap();
+        let child = Command::new("/usr/bin/redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", ""])
+            .args(["--appendonly", "no", "--repl-diskless-sync-delay", "0"])
+            .args(extra)
+            .current_dir(&dir)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("redis-server");
+        let r = FixedRedis { child, port, dir };
+        wait_for("redis-server to accept", Duration::from_secs(20), || {
+            TcpStream::connect(("127.0.0.1", port)).is_ok()
+        });
+        r
+    }
+
+    fn client(&self) -> Client {
+        Client::connect(self.port).expect("connect")
+    }
+}
+
+impl Drop for FixedRedis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(self.dir.join(format!("redis-{}.log", self.port)));
+    }
+}
+
+/// ROLE of a replica, offset apart: (shape, offset).
+fn role(c: &mut Client) -> (Vec<String>, i64) {
+    let Frame::Array(Some(items)) = cmd(c, &["ROLE"]) else { panic!("ROLE") };
+    let mut shape: Vec<String> = items.iter().map(|f| format!("{f:?}")).collect();
+    let off = match items.last() {
+        Some(Frame::Integer(o)) => *o,
+        _ => i64::MIN,
+    };
+    shape.pop();
+    (shape, off)
+}
+
+/// A redis-server master, followed by a Sluice replica and a redis-server
+/// replica: data written before the sync (in the RDB) and during and after
+/// it (the stream) ends the same on all three; the replicas' own replies
+/// are Redis's.
+fn follows_redis(diskless: bool) {
+    let mode = if diskless { "yes" } else { "no" };
+    let Some(master) = RedisServer::start_with(
+        &["--repl-diskless-sync", mode, "--repl-diskless-sync-delay", "0"],
+        None,
+    ) else {
+        return;
+    };
+    let mut m = master.client();
+    setup(&mut m, 3);
+    let sluice = TestServer::start();
+    let mut r = sluice.client();
+    let oracle = RedisServer::start().expect("redis-server");
+    let mut o = oracle.client();
+    // Writes while the replicas connect and sync.
+    let stop = Arc::new(AtomicBool::new(false));
+    let ws = writers(master.port(), 3, &stop);
+    let port = master.port().to_string();
+    for c in [&mut r, &mut o] {
+        assert_eq!(cmd(c, &["REPLICAOF", "127.0.0.1", &port]), ok());
+    }
+    wait_for("the links", Duration::from_secs(30), || {
+        info(&mut r, "replication", "master_link_status").as_deref() == Some("up")
+            && info(&mut o, "replication", "master_link_status").as_deref() == Some("up")
+    });
+    // More of the stream after the sync.
+    let until = Instant::now() + Duration::from_millis(300);
+    while Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    stop.store(true, Ordering::Relaxed);
+    for w in ws {
+        w.join().unwrap();
+    }
+    wait_synced(&mut m, &mut r);
+    wait_synced(&mut m, &mut o);
+    assert_same(&mut m, &mut r, 100);
+    assert_same(&mut o, &mut r, 100);
+    let log = sluice.log_text();
+    let form = if diskless { "with EOF to disk" } else { "bytes from master to disk" };
+    assert!(log.contains(form) && log.contains("Finished with success"), "{log}");
+
+    // The replica's own replies, as redis-server's replica gives them.
+    let same = [
+        vec!["SET", "k", "v"],
+        vec!["LPUSH", "shared:list", "x"],
+        vec!["EVAL", "return redis.call('SET', KEYS[1], 'x')", "1", "k"],
+        vec!["EVAL", "return redis.call('GET', KEYS[1])", "1", "s:0:1000"],
+        vec!["WAIT", "0", "0"],
+        vec!["GET", "shared:ctr"],
+        vec!["REPLICAOF", "127.0.0.1", "abc"],
+        vec!["REPLICAOF", "127.0.0.1", "70000"],
+        vec!["REPLICAOF", "127.0.0.1", &port],
+        vec!["MULTI"],
+        vec!["INCR", "shared:ctr"],
+        vec!["EXEC"],
+        vec!["MULTI"],
+        vec!["GET", "shared:ctr"],
+        vec!["EXEC"],
+        vec!["CONFIG", "SET", "replica-read-only", "no"],
+        vec!["SET", "local", "1"],
+        vec!["GET", "local"],
+        vec!["DEL", "local"],
+        vec!["CONFIG", "SET", "replica-read-only", "yes"],
+        vec!["SET", "local", "1"],
+    ];
+    for line in &same {
+        assert_eq!(cmd(&mut o, line), cmd(&mut r, line), "{line:?}");
+    }
+    wait_synced(&mut m, &mut r);
+    wait_synced(&mut m, &mut o);
+    let (a, oa) = role(&mut o);
+    let (b, ob) = role(&mut r);
+    assert_eq!(a, b);
+    assert_eq!(oa, ob, "offsets");
+    assert_eq!(info_keys(&mut o, "replication"), info_keys(&mut r, "replication"));
+    for f in [
+        "role",
+        "master_host",
+        "master_port",
+        "master_link_status",
+        "master_sync_in_progress",
+        "slave_read_repl_offset",
+        "slave_repl_offset",
+        "slave_priority",
+        "slave_read_only",
+        "replica_announced",
+        "connected_slaves",
+        "master_failover_state",
+        "master_replid",
+        "master_replid2",
+        "master_repl_offset",
+        "second_repl_offset",
+    ] {
+        assert_eq!(info(&mut o, "replication", f), info(&mut r, "replication", f), "{f}");
+    }
+
+    // Keys whose time passed: with the master's active expiry off, they
+    // read as missing on the replicas but stay until the master's DEL.
+    cmd(&mut m, &["DEBUG", "SET-ACTIVE-EXPIRE", "0"]);
+    for i in 0..5 {
+        cmd(&mut m, &["SET", &format!("soon:{i}"), "v", "PX", "50"]);
+    }
+    cmd(&mut m, &["SET", "later", "v", "EX", "1000"]);
+    wait_synced(&mut m, &mut r);
+    wait_synced(&mut m, &mut o);
+    wait_for("the keys to pass their time", Duration::from_secs(10), || {
+        cmd(&mut r, &["EXISTS", "soon:0"]) == Frame::Integer(0)
+    });
+    for line in [
+        vec!["DBSIZE"],
+        vec!["GET", "soon:1"],
+        vec!["EXISTS", "soon:1", "later"],
+        vec!["TTL", "soon:2"],
+        vec!["TYPE", "soon:3"],
+        vec!["DBSIZE"],
+    ] {
+        assert_eq!(cmd(&mut o, &line), cmd(&mut r, &line), "{line:?}");
+    }
+    // The master's lazy expiry sends the DEL.
+    assert_eq!(cmd(&mut m, &["GET", "soon:4"]), Frame::Bulk(None));
+    wait_synced(&mut m, &mut r);
+    wait_synced(&mut m, &mut o);
+    assert_eq!(cmd(&mut o, &["DBSIZE"]), cmd(&mut r, &["DBSIZE"]));
+    cmd(&mut m, &["DEBUG", "SET-ACTIVE-EXPIRE", "1"]);
+
+    // A dropped link comes back with a partial resynchronisation (both
+    // replicas' links are cut).
+    let before: u64 = info(&mut m, "stats", "sync_partial_ok").unwrap().parse().unwrap();
+    let slaves = text(&cmd(&mut m, &["INFO", "replication"]));
+    assert!(slaves.contains(&format!("port={},state=online", sluice.port())), "{slaves}");
+    assert_eq!(cmd(&mut m, &["CLIENT", "KILL", "TYPE", "replica"]), Frame::Integer(2));
+    cmd(&mut m, &["SET", "after-kill", "1"]);
+    wait_for("the partial resyncs", Duration::from_secs(10), || {
+        info(&mut m, "stats", "sync_partial_ok").and_then(|v| v.parse::<u64>().ok())
+            == Some(before + 2)
+    });
+    wait_synced(&mut m, &mut r);
+    assert_eq!(cmd(&mut r, &["GET", "after-kill"]), Frame::Bulk(Some(b"1".to_vec())));
+    assert!(sluice.log_text().contains("Successful partial resynchronization with master"));
+    assert_same(&mut m, &mut r, 100);
+}
+
+#[test]
+fn sluice_replica_of_redis_diskless() {
+    follows_redis(true);
+}
+
+#[test]
+fn sluice_replica_of_redis_disk_based() {
+    follows_redis(false);
+}
+
+/// SHOW with the fields that depend on the node or the clock masked.
+fn show(c: &mut Client, id: &str) -> String {
+    match cmd(c, &["SHOW", id]) {
+        Frame::Array(Some(items)) => {
+            let mut out = Vec::new();
+            for pair in items.chunks(2) {
+                let name = text(&pair[0]);
+                let v = match name.as_str() {
+                    "ttl" | "nodes-delivered" => "-".to_string(),
+                    "next-requeue-within" | "next-awake-within" => {
+                        if pair[1] == Frame::Bulk(None) {
+                            "nil".into()
+                        } else {
+                            "set".into()
+                        }
+                    }
+                    _ => text(&pair[1]),
+                };
+                out.push(format!("{name}={v}"));
+            }
+            out.join(" ")
+        }
+        other => format!("{other:?}"),
+    }
+}
+
+fn addjob(c: &mut Client, args: &[&str]) -> String {
+    let mut argv = vec!["ADDJOB"];
+    argv.extend_from_slice(args);
+    let r = text(&cmd(c, &argv));
+    assert!(r.starts_with("D-"), "{r}");
+    r
+}
+
+/// The id of the one job a GETJOB reply holds.
+fn got(f: &Frame) -> String {
+    let Frame::Array(Some(jobs)) = f else { panic!("{f:?}") };
+    let Frame::Array(Some(parts)) = &jobs[0] else { panic!("{f:?}") };
+    text(&parts[1])
+}
+
+/// A Sluice master followed by a Sluice replica: jobs in the snapshot and
+/// in the stream end in the same states; the replica's timers do not
+/// re-queue (the master's stream does).
+#[test]
+fn sluice_replica_of_sluice_holds_the_same_jobs() {
+    let master = TestServer::start_with(
+        &TestServer::default_bin(),
+        &["--repl-diskless-sync-delay", "0"],
+        None,
+    );
+    let mut m = master.client();
+    // Before the sync: in the RDB (AUX fields).
+    let mut ids = Vec::new();
+    for i in 0..5 {
+        ids.push(addjob(&mut m, &["q1", &format!("pre{i}"), "0", "RETRY", "30"]));
+    }
+    let taken = got(&cmd(&mut m, &["GETJOB", "FROM", "q1"]));
+    cmd(&mut m, &["ACKJOB", &ids[4]]);
+    for i in 0..50 {
+        cmd(&mut m, &["SET", &format!("k{i}"), &i.to_string()]);
+    }
+    let replica = TestServer::start();
+    let mut r = replica.client();
+    assert_eq!(cmd(&mut r, &["REPLICAOF", "127.0.0.1", &master.port().to_string()]), ok());
+    wait_synced(&mut m, &mut r);
+    // After the sync: in the stream.
+    for i in 0..5 {
+        ids.push(addjob(&mut m, &["q2", &format!("post{i}"), "0", "RETRY", "30"]));
+    }
+    let taken2 = got(&cmd(&mut m, &["GETJOB", "FROM", "q2"]));
+    cmd(&mut m, &["NACK", &taken2]);
+    let taken3 = got(&cmd(&mut m, &["GETJOB", "FROM", "q2"]));
+    cmd(&mut m, &["ACKJOB", &ids[6]]);
+    cmd(&mut m, &["FASTACK", &ids[7]]);
+    wait_synced(&mut m, &mut r);
+    for id in &ids {
+        assert_eq!(show(&mut m, id), show(&mut r, id), "{id}");
+    }
+    for q in ["q1", "q2"] {
+        assert_eq!(cmd(&mut m, &["QLEN", q]), cmd(&mut r, &["QLEN", q]), "{q}");
+    }
+    let Frame::Error(e) = cmd(&mut r, &["ADDJOB", "q1", "x", "0"]) else { panic!() };
+    assert_eq!(e, b"READONLY You can't write against a read only replica.");
+    let Frame::Error(e) = cmd(&mut r, &["GETJOB", "FROM", "q1"]) else { panic!() };
+    assert_eq!(e, b"READONLY You can't write against a read only replica.");
+
+    // The replica's timers do not re-queue: a job taken with RETRY 1,
+    // and the master stopped past that time: it stays active on the
+    // replica until the master's stream says otherwise.
+    let timed = addjob(&mut m, &["q3", "timed", "0", "RETRY", "1"]);
+    assert_eq!(got(&cmd(&mut m, &["GETJOB", "FROM", "q3"])), timed);
+    ids.push(timed.clone());
+    wait_synced(&mut m, &mut r);
+    let pid = master.pid().to_string();
+    assert!(Command::new("kill").args(["-STOP", &pid]).status().unwrap().success());
+    let deadline = Instant::now() + Duration::from_millis(1800);
+    while Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let shown = show(&mut r, &timed);
+    assert!(Command::new("kill").args(["-CONT", &pid]).status().unwrap().success());
+    assert!(shown.contains("state=active"), "{shown}");
+    // The master re-queues it; the replica follows its stream.
+    wait_for("the master's re-queue", Duration::from_secs(10), || {
+        show(&mut m, &timed).contains("state=queued")
+    });
+    wait_synced(&mut m, &mut r);
+    for id in &ids {
+        assert_eq!(show(&mut m, id), show(&mut r, id), "{id}");
+    }
+    for q in ["q1", "q2", "q3"] {
+        assert_eq!(cmd(&mut m, &["QLEN", q]), cmd(&mut r, &["QLEN", q]), "{q}");
+    }
+    assert!(show(&mut r, &taken).contains("state=active"));
+    assert!(show(&mut r, &taken3).contains("state=active"));
+    // Promoted, the replica runs its own timers and takes jobs.
+    assert_eq!(cmd(&mut r, &["REPLICAOF", "NO", "ONE"]), ok());
+    let j = got(&cmd(&mut r, &["GETJOB", "FROM", "q1"]));
+    assert!(ids.contains(&j));
+    // A Sluice replica serves no replica of its own.
+    assert_eq!(cmd(&mut r, &["REPLICAOF", "127.0.0.1", &master.port().to_string()]), ok());
+    let Frame::Error(e) = cmd(&mut r, &["PSYNC", "?", "-1"]) else { panic!() };
+    assert!(text(&Frame::Error(e)).contains("chained replication"));
+}
+
+/// The master goes away (link down, data kept and still read-only) and
+/// comes back empty on the same port (a full resync empties the replica);
+/// REPLICAOF NO ONE then promotes the replica with its data, taking the
+/// master's id as its secondary one, as redis-server's replica does.
+#[test]
+fn master_restart_and_promotion() {
+    if !std::path::Path::new("/usr/bin/redis-server").is_file() {
+        return;
+    }
+    let dir = scratch_dir("replica-restart");
+    let port = free_port();
+    let master = FixedRedis::start(port, dir.clone(), &[]);
+    let mut m = master.client();
+    for i in 0..100 {
+        cmd(&mut m, &["RPUSH", &format!("l{i}"), "a", "b"]);
+    }
+    let sluice = TestServer::start();
+    let mut r = sluice.client();
+    let oracle = RedisServer::start().expect("redis-server");
+    let mut o = oracle.client();
+    for c in [&mut r, &mut o] {
+        assert_eq!(cmd(c, &["REPLICAOF", "127.0.0.1", &port.to_string()]), ok());
+    }
+    wait_synced(&mut m, &mut r);
+    wait_synced(&mut m, &mut o);
+    assert_eq!(cmd(&mut r, &["DBSIZE"]), Frame::Integer(100));
+
+    drop(m);
+    drop(master);
+    for c in [&mut r, &mut o] {
+        wait_for("the link to go down", Duration::from_secs(10), || {
+            info(c, "replication", "master_link_status").as_deref() == Some("down")
+        });
+    }
+    // Data kept, still a read-only replica; the same INFO fields (the
+    // down-since field appears) and ROLE shape as redis-server's.
+    assert_eq!(cmd(&mut r, &["DBSIZE"]), Frame::Integer(100));
+    assert_eq!(cmd(&mut o, &["SET", "x", "1"]), cmd(&mut r, &["SET", "x", "1"]));
+    assert_eq!(info_keys(&mut o, "replication"), info_keys(&mut r, "replication"));
+    let Frame::Array(Some(items)) = cmd(&mut r, &["ROLE"]) else { panic!() };
+    let state = text(&items[3]);
+    assert!(["connect", "connecting"].contains(&state.as_str()), "{state}");
+    assert_eq!(items[4], Frame::Integer(-1));
+
+    // Back on the same port, with other data: a full resync.
+    let master = FixedRedis::start(port, dir.clone(), &[]);
+    let mut m = master.client();
+    cmd(&mut m, &["SET", "new", "1"]);
+    wait_synced(&mut m, &mut r);
+    wait_synced(&mut m, &mut o);
+    assert_eq!(cmd(&mut r, &["DBSIZE"]), Frame::Integer(1));
+    assert_same(&mut m, &mut r, 1);
+    cmd(&mut m, &["HSET", "h", "a", "1"]);
+    wait_synced(&mut m, &mut r);
+    wait_synced(&mut m, &mut o);
+
+    // Promotion keeps the data; the ids and offsets move as in Redis.
+    for c in [&mut r, &mut o] {
+        assert_eq!(cmd(c, &["REPLICAOF", "NO", "ONE"]), ok());
+    }
+    assert_eq!(info_keys(&mut o, "replication"), info_keys(&mut r, "replication"));
+    for f in
+        ["role", "connected_slaves", "master_replid2", "master_repl_offset", "second_repl_offset"]
+    {
+        assert_eq!(info(&mut o, "replication", f), info(&mut r, "replication", f), "{f}");
+    }
+    assert_eq!(
+        info(&mut r, "replication", "master_replid2"),
+        info(&mut m, "replication", "master_replid")
+    );
+    assert_ne!(
+        info(&mut r, "replication", "master_replid"),
+        info(&mut m, "replication", "master_replid")
+    );
+    assert_eq!(cmd(&mut r, &["HGET", "h", "a"]), Frame::Bulk(Some(b"1".to_vec())));
+    assert_eq!(cmd(&mut r, &["SET", "x", "1"]), ok());
+    assert_eq!(cmd(&mut o, &["ROLE"]).to_owned_kind(), cmd(&mut r, &["ROLE"]).to_owned_kind());
+    // The master's later writes no longer arrive.
+    cmd(&mut m, &["SET", "late", "1"]);
+    let deadline = Instant::now() + Duration::from_millis(300);
+    while Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(cmd(&mut r, &["EXISTS", "late"]), Frame::Integer(0));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A frame's shape: arrays of their elements' kinds, values elsewhere.
+trait Kind {
+    fn to_owned_kind(&self) -> String;
+}
+
+impl Kind for Frame {
+    fn to_owned_kind(&self) -> String {
+        match self {
+            Frame::Array(Some(items)) => {
+                let inner: Vec<String> = items.iter().map(|f| f.to_owned_kind()).collect();
+                format!("[{}]", inner.join(","))
+            }
+            Frame::Integer(_) => "int".into(),
+            Frame::Bulk(Some(b)) => format!("bulk:{}", String::from_utf8_lossy(b)),
+            other => format!("{other:?}"),
+        }
+    }
+}
