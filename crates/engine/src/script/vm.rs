@@ -694,6 +694,10 @@ unsafe extern "C-unwind" fn count_hook(l: *mut mlua::ffi::lua_State, _: *mut mlu
         killed = running.kill.load(std::sync::atomic::Ordering::Relaxed);
     }
     if killed {
+        if !running.kill_logged.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            // Redis's luaMaskCountHook line (for functions too).
+            crate::log::warning("Lua script killed by user with SCRIPT KILL.");
+        }
         // SAFETY: raising an error from a hook is what the Lua C API
         // allows; nothing with a destructor lives in this frame.
         unsafe {
