@@ -425,7 +425,8 @@ impl Handshake {
     /// (the busy script ended first).
     pub async fn resume(self) -> Option<TlsStream> {
         let tcp = TcpStream::from_std(self.sock).ok()?;
-        let mut s = TlsStream { tcp, tls: self.tls, plain: self.plain, closed: false, direct: false };
+        let mut s =
+            TlsStream { tcp, tls: self.tls, plain: self.plain, closed: false, direct: false };
         match s.handshake().await {
             Ok(()) => Some(s),
             Err(e) => {
@@ -531,7 +532,6 @@ impl TlsStream {
 }
 
 impl Transport for TlsStream {
-
     fn tcp(&self) -> &TcpStream {
         &self.tcp
     }

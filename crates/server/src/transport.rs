@@ -61,7 +61,6 @@ pub fn direct(tcp: &TcpStream) -> std::mem::ManuallyDrop<std::net::TcpStream> {
 }
 
 impl Transport for TcpStream {
-
     #[inline]
     fn tcp(&self) -> &TcpStream {
         self

@@ -531,9 +531,11 @@ impl TlsClient {
             .with_root_certificates(roots)
             .with_client_auth_cert(certs, key)
             .unwrap();
-        let conn =
-            rustls::ClientConnection::new(std::sync::Arc::new(cfg), "localhost".try_into().unwrap())
-                .unwrap();
+        let conn = rustls::ClientConnection::new(
+            std::sync::Arc::new(cfg),
+            "localhost".try_into().unwrap(),
+        )
+        .unwrap();
         let tcp = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
         tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         TlsClient { s: rustls::StreamOwned::new(conn, tcp), buf: Vec::new() }
@@ -625,7 +627,11 @@ fn tls_clients_get_busy_from_every_thread() {
         let sf: Vec<&str> = sf.iter_mut().map(|s| s.as_str()).collect();
         let sluice = TestServer::start_with(&sluice_bin(), &sf, Some(&dir));
         let got = busy_over_tls(&dir, sluice.port(), sp);
-        assert_eq!(show(&got), show(&expected), "--threads {threads}: Sluice (left) vs Redis (right)");
+        assert_eq!(
+            show(&got),
+            show(&expected),
+            "--threads {threads}: Sluice (left) vs Redis (right)"
+        );
     }
     drop(redis);
     let _ = std::fs::remove_dir_all(&dir);

@@ -212,7 +212,10 @@ impl Cache {
             name: SmallVec::from_slice(name),
             kill_logged: AtomicBool::new(false),
         });
-        self.running.lock().push(r.clone());
+        // Listed in `running` only once busy (see `poll`): whoever reads
+        // the list (SCRIPT/FUNCTION KILL, BUSY texts, FUNCTION STATS)
+        // looks for busy scripts only, and a run under the threshold
+        // takes no shared lock.
         r
     }
 
@@ -232,6 +235,14 @@ impl Cache {
                 if r.function { "FUNCTION KILL" } else { "SCRIPT KILL" },
                 String::from_utf8_lossy(&r.name)
             ));
+            // SAFETY: `r` is the `Running` of an `Arc` its run holds
+            // until `finish` (the hook is given `Arc::as_ptr`): one more
+            // strong reference, for the list.
+            let listed = unsafe {
+                Arc::increment_strong_count(r as *const Running);
+                Arc::from_raw(r as *const Running)
+            };
+            self.running.lock().push(listed);
             r.busy.store(true, Ordering::Relaxed);
             self.busy.fetch_add(1, Ordering::AcqRel);
             shared.state_changed();
@@ -240,8 +251,8 @@ impl Cache {
     }
 
     pub(crate) fn finish(&self, shared: &crate::Shared, r: &Arc<Running>) {
-        self.running.lock().retain(|x| !Arc::ptr_eq(x, r));
         if r.busy.load(Ordering::Relaxed) {
+            self.running.lock().retain(|x| !Arc::ptr_eq(x, r));
             self.busy.fetch_sub(1, Ordering::AcqRel);
             shared.state_changed();
             busy::ended(shared);
@@ -669,7 +680,7 @@ pub(crate) fn run_loop(
             }
             Target::Function { lib, version, name } => {
                 match vm.function(lib, version, &script.body, script.shebang_len, name) {
-                    Some(f) => vm.run_function(f, name, keys, sargs, &mut run, out),
+                    Some(id) => vm.run_function(id, name, keys, sargs, &mut run, out),
                     None => {
                         out.error(b"ERR Function not found");
                         vm::Outcome::Done
