@@ -155,6 +155,10 @@ pub struct Shared {
     /// server installs (jemalloc's per-thread counters).
     pub thread_mem_probe: OnceLock<fn() -> u64>,
     pub pause: Mutex<Pause>,
+    /// WATCHes dropped while a busy script held their stripe (global id,
+    /// key, the dropped flag): taken off the stripe once it is free
+    /// (`commands::tx::unwatch_deferred`).
+    pub unwatch_later: Mutex<Vec<(u32, Box<[u8]>, store::WatchFlag)>>,
     /// Bumped on every CLIENT PAUSE/UNPAUSE (see [`Pause`]).
     pub pause_epoch: AtomicI64,
     /// Set by SHUTDOWN (and signals): the server stops accepting and exits.
@@ -286,6 +290,7 @@ impl Shared {
             evictor: Default::default(),
             thread_mem_probe: OnceLock::new(),
             pause: Mutex::new(Pause::default()),
+            unwatch_later: Mutex::new(Vec::new()),
             pause_epoch: AtomicI64::new(0),
             shutdown: AtomicBool::new(false),
             port: AtomicU32::new(0),

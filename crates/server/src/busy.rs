@@ -19,9 +19,10 @@
 //!   would otherwise keep the server up until the script ends).
 //!
 //! The connection running the script is never parked while it runs, so
-//! it is never re-entered. Only plain TCP connections are served this
-//! way (the bytes on their socket are the protocol); a TLS connection on
-//! the busy thread waits for the script, as before. At most one pass per
+//! it is never re-entered. TLS connections are served the same way
+//! (their transport reads and decrypts, encrypts and writes, straight on
+//! the socket), and a new TLS socket opened here has its handshake
+//! stepped at each pass until it is done. At most one pass per
 //! millisecond, so a script that runs for long pays one `poll(2)` per
 //! millisecond at most, and a script under the threshold pays nothing.
 
@@ -55,8 +56,10 @@ struct Loop {
     /// Connection slots (see [`Slot`]).
     slots: Vec<Option<Rc<Cell>>>,
     free: Vec<u32>,
-    /// Plain TCP listeners this thread accepts on (thread 0).
-    listeners: Vec<RawFd>,
+    /// Listeners this thread accepts on (thread 0), with their kind.
+    listeners: Vec<(RawFd, Kind)>,
+    /// TLS handshakes of sockets opened by busy passes, not done yet.
+    handshakes: Vec<crate::tls::Handshake>,
     /// Sockets other threads handed to this one.
     incoming: Option<Rc<RefCell<mpsc::UnboundedReceiver<Incoming>>>>,
     /// Every loop's senders, for handing a socket on (thread 0).
@@ -101,16 +104,16 @@ pub fn set_handoff(senders: Arc<Vec<mpsc::UnboundedSender<Incoming>>>) {
 pub struct Listening(RawFd);
 
 impl Listening {
-    pub fn new(l: &tokio::net::TcpListener) -> Self {
+    pub fn new(l: &tokio::net::TcpListener, kind: Kind) -> Self {
         let fd = l.as_raw_fd();
-        LOOP.with(|l| l.borrow_mut().listeners.push(fd));
+        LOOP.with(|l| l.borrow_mut().listeners.push((fd, kind)));
         Listening(fd)
     }
 }
 
 impl Drop for Listening {
     fn drop(&mut self) {
-        let _ = LOOP.try_with(|l| l.borrow_mut().listeners.retain(|&f| f != self.0));
+        let _ = LOOP.try_with(|l| l.borrow_mut().listeners.retain(|&(f, _)| f != self.0));
     }
 }
 
@@ -211,6 +214,7 @@ fn during(shared: &Shared) {
     });
     let Some((shared, listeners, parked)) = pass else { return };
     accept(&shared, &listeners);
+    handshakes(&shared);
     serve_parked(&parked);
     if shared.shutdown.load(Ordering::Acquire) {
         crate::exit_now();
@@ -219,13 +223,25 @@ fn during(shared: &Shared) {
 
 /// The engine's hook: the busy script ended.
 fn ended(_: &Shared) {
-    let _ = LOOP.try_with(|l| {
+    let left = LOOP.try_with(|l| {
         let mut l = l.borrow_mut();
         l.last_pass = None;
         if let Some(b) = &l.busy {
             b[l.idx].store(false, Ordering::Relaxed);
         }
+        (std::mem::take(&mut l.handshakes), l.shared.clone())
     });
+    // Handshakes not done yet go on in tasks of their own.
+    if let Ok((handshakes, Some(shared))) = left {
+        for h in handshakes {
+            let shared = shared.clone();
+            tokio::task::spawn_local(async move {
+                if let Some(s) = h.resume().await {
+                    crate::conn::serve(shared, s).await
+                }
+            });
+        }
+    }
 }
 
 /// Which loop a new socket goes to: the next one in turn that is not
@@ -239,12 +255,12 @@ pub fn pick(busy: &[AtomicBool], next: &std::sync::atomic::AtomicUsize) -> Optio
 /// New connections: from this thread's listeners, and sockets handed to
 /// this thread. Those a loop that is not busy can take go there; the
 /// others are opened here.
-fn accept(shared: &Arc<Shared>, listeners: &[RawFd]) {
+fn accept(shared: &Arc<Shared>, listeners: &[(RawFd, Kind)]) {
     let (handoff, busy, incoming) = LOOP.with(|l| {
         let l = l.borrow();
         (l.handoff.clone(), l.busy.clone(), l.incoming.clone())
     });
-    for &fd in listeners {
+    for &(fd, kind) in listeners {
         // A few per pass, as Redis's accept handler takes up to 1000 per
         // event; the next pass takes more.
         for _ in 0..64 {
@@ -275,9 +291,9 @@ fn accept(shared: &Arc<Shared>, listeners: &[RawFd]) {
             };
             match to {
                 Some(tx) => {
-                    let _ = tx.send((sock, Kind::Tcp));
+                    let _ = tx.send((sock, kind));
                 }
-                None => open_here(shared, sock, Kind::Tcp),
+                None => open_here(shared, sock, kind),
             }
         }
     }
@@ -289,15 +305,45 @@ fn accept(shared: &Arc<Shared>, listeners: &[RawFd]) {
 }
 
 /// A new socket on this (busy) thread: a plain one is served from now
-/// on; a TLS one, and one to be refused, wait for the script like
-/// before (their task runs when the loop turns again).
+/// on; a TLS one once its handshake is done ([`handshakes`]). One to be
+/// refused waits for the script like before (its task runs when the
+/// loop turns again).
 fn open_here(shared: &Arc<Shared>, sock: std::net::TcpStream, kind: Kind) {
-    let shared = shared.clone();
-    let Ok(s) = tokio::net::TcpStream::from_std(sock) else { return };
     match kind {
-        Kind::Tcp => crate::conn::open_while_busy(shared, s),
-        Kind::Tls => crate::net::spawn_conn(shared, s, kind),
+        Kind::Tcp => {
+            let Ok(s) = tokio::net::TcpStream::from_std(sock) else { return };
+            crate::conn::open_while_busy(shared.clone(), s);
+        }
+        Kind::Tls => {
+            if let Some(h) = crate::tls::Handshake::new(sock) {
+                LOOP.with(|l| l.borrow_mut().handshakes.push(h));
+                handshakes(shared);
+            }
+        }
     }
+}
+
+/// Steps the TLS handshakes of sockets opened here; a finished one
+/// becomes a connection served like the others.
+fn handshakes(shared: &Arc<Shared>) {
+    let pending = LOOP.with(|l| std::mem::take(&mut l.borrow_mut().handshakes));
+    if pending.is_empty() {
+        return;
+    }
+    let mut left = Vec::new();
+    for mut h in pending {
+        match h.step() {
+            Ok(true) => {
+                if let Ok(s) = h.finish() {
+                    crate::conn::open_while_busy(shared.clone(), s);
+                }
+            }
+            Ok(false) => left.push(h),
+            // Logged by `step`; the socket closes.
+            Err(_) => {}
+        }
+    }
+    LOOP.with(|l| l.borrow_mut().handshakes.extend(left));
 }
 
 /// Serves the parked connections that have something to read.

@@ -10,7 +10,7 @@
 //! executes at most [`TURN_BUDGET`] bytes of replies before yielding, so one
 //! heavy pipeliner cannot starve the other connections of its thread.
 //!
-//! While it waits for I/O a plain TCP connection is *parked*: a script of
+//! While it waits for I/O a connection (plain TCP or TLS) is *parked*: a script of
 //! its thread that runs past `busy-reply-threshold` may then serve it
 //! from the script's hook (`serve_while_busy`, see `crate::busy`).
 
@@ -133,14 +133,14 @@ pub async fn serve<S: Transport>(shared: Arc<Shared>, mut stream: S) {
 /// A connection accepted while a script of this thread is busy
 /// (`crate::busy`): opened at once and parked, so the busy thread serves
 /// it like its others; its task takes over once the loop turns again.
-pub fn open_while_busy(shared: Arc<Shared>, stream: tokio::net::TcpStream) {
-    if refused_by_protected_mode(&shared, stream.peer_addr().ok()) {
-        crate::net::spawn_conn(shared, stream, crate::net::Kind::Tcp);
+pub fn open_while_busy<S: Transport + 'static>(shared: Arc<Shared>, stream: S) {
+    if refused_by_protected_mode(&shared, stream.tcp().peer_addr().ok()) {
+        tokio::task::spawn_local(serve(shared, stream));
         return;
     }
     match Conn::open(shared, stream) {
         Ok(mut conn) => {
-            let ptr: *mut Conn<tokio::net::TcpStream> = &mut *conn;
+            let ptr: *mut Conn<S> = &mut *conn;
             if let Some(slot) = &conn.slot {
                 // SAFETY: the box does not move and is not touched until
                 // its task first runs, which unparks it first (`Conn::run`).
@@ -234,9 +234,8 @@ struct Conn<S> {
     stream: S,
     /// Wakes the connection's task (kept here for the busy pass).
     notify: Arc<Signal>,
-    /// Its place for the busy pass (`crate::busy`); none for TLS.
+    /// Its place for the busy pass (`crate::busy`).
     slot: Option<crate::busy::Slot>,
-    fd: std::os::fd::RawFd,
     sess: Session,
     rbuf: Vec<u8>,
     /// Start of unparsed input in `rbuf`.
@@ -296,8 +295,7 @@ impl<S: Transport> Conn<S> {
             shared,
             stream,
             notify,
-            slot: S::RAW.then(|| crate::busy::Slot::new(fd, serve_parked::<S>)),
-            fd,
+            slot: Some(crate::busy::Slot::new(fd, serve_parked::<S>)),
             sess,
             rbuf: Vec::with_capacity(READ_CHUNK),
             rpos: 0,
@@ -389,8 +387,12 @@ impl<S: Transport> Conn<S> {
         // While it waits, a busy script of this thread may serve it.
         let me: *mut Self = self;
         // SAFETY: until the guard drops, this task is suspended in the
-        // select below, which touches only `stream` and `notify`;
-        // `serve_while_busy` touches neither (it uses the fd).
+        // wait below, which holds no reference into the connection across
+        // the suspension (the stream is reached through `stream` afresh at
+        // each poll, which runs only when the task does, never during a
+        // busy pass) and otherwise touches only `notify`;
+        // `serve_while_busy` touches neither: its `_direct` calls use the
+        // socket's fd and the TLS session state.
         let _parked = self.slot.as_ref().map(|s| unsafe { s.park(me.cast()) });
         // Polled by hand rather than with `tokio::select!` over tokio's
         // readiness futures: `poll_read_ready` keeps the task's waker in
@@ -400,8 +402,11 @@ impl<S: Transport> Conn<S> {
         // the top of the loop (kill flag, outbox), so none is starved.
         // The timer is built only for a timeout (a blocked client's).
         let mut sleep = std::pin::pin!(timeout.map(tokio::time::sleep));
-        let stream = &self.stream;
+        let stream: *const S = &self.stream;
         let woke = std::future::poll_fn(|cx| {
+            // SAFETY: the connection outlives its own wait, and nothing
+            // else touches the stream while this poll runs (see above).
+            let stream = unsafe { &*stream };
             if can_read {
                 if let Poll::Ready(r) = stream.poll_read_ready(cx) {
                     return Poll::Ready(r.map(|()| true).map_err(|_| "read error"));
@@ -799,9 +804,10 @@ impl<S: Transport> Conn<S> {
     /// the socket has, executes the complete requests in order (the
     /// dispatcher answers BUSY to those without `allow-busy`), writes the
     /// replies, then wakes its task so that its loop looks again once
-    /// the thread is free. Reads and writes go to the socket directly:
-    /// the thread's reactor does not run meanwhile, so tokio's view of
-    /// the socket's readiness is stale, not its state.
+    /// the thread is free. Reads and writes go to the socket directly
+    /// (the transport's `_direct` calls, TLS included): the thread's
+    /// reactor does not run meanwhile, so tokio's view of the socket's
+    /// readiness is stale, not its state.
     fn serve_while_busy(&mut self) {
         if self.sess.blocked.is_some()
             || self.sess.close_after_reply
@@ -812,12 +818,7 @@ impl<S: Transport> Conn<S> {
         {
             return;
         }
-        // SAFETY: the connection's own socket, open while it is; not
-        // closed here (ManuallyDrop).
-        let sock = std::mem::ManuallyDrop::new(unsafe {
-            <std::net::TcpStream as std::os::fd::FromRawFd>::from_raw_fd(self.fd)
-        });
-        self.read_while_busy(&sock);
+        self.read_while_busy();
         if self.sess.handle.outbox.pending() > 0 {
             self.drain_outbox();
         }
@@ -828,27 +829,23 @@ impl<S: Transport> Conn<S> {
         }
         // Replies waiting for the AOF go out from the task, after it.
         if !self.served_reply && !self.sess.fx.holding() {
-            self.write_while_busy(&sock);
+            self.write_while_busy();
         }
         self.notify.raise();
     }
 
-    fn read_while_busy(&mut self, mut sock: &std::net::TcpStream) {
-        use std::io::Read;
+    fn read_while_busy(&mut self) {
         while self.rbuf.len() - self.rpos < READ_AHEAD.min(self.limits.query_limit) {
-            let len = self.rbuf.len();
-            self.rbuf.resize(len + READ_CHUNK, 0);
-            let r = sock.read(&mut self.rbuf[len..]);
-            let n = *r.as_ref().unwrap_or(&0);
-            self.rbuf.truncate(len + n);
-            match r {
+            self.rbuf.reserve(READ_CHUNK);
+            let room = self.rbuf.capacity() - self.rbuf.len();
+            match self.stream.read_direct(&mut self.rbuf) {
                 Ok(0) => {
                     self.eof = true;
                     return;
                 }
                 Ok(n) => {
                     self.sess.handle.net_in.fetch_add(n as u64, Ordering::Relaxed);
-                    if n < READ_CHUNK {
+                    if n < room {
                         return;
                     }
                 }
@@ -859,30 +856,31 @@ impl<S: Transport> Conn<S> {
         }
     }
 
-    fn write_while_busy(&mut self, mut sock: &std::net::TcpStream) {
-        use std::io::Write;
+    fn write_while_busy(&mut self) {
         while !self.out.is_empty() {
             let mut slices = [IoSlice::new(&[]); 64];
             let n = self.out.io_slices(&mut slices);
-            match sock.write_vectored(&slices[..n]) {
-                Ok(0) => return,
+            match self.stream.write_direct(&slices[..n]) {
+                Ok(0) => break,
                 Ok(w) => {
                     self.out.consume(w);
                     self.sess.handle.net_out.fetch_add(w as u64, Ordering::Relaxed);
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(_) => return,
+                Err(_) => break,
             }
         }
+        // TLS records not yet written (the socket was full): the task
+        // writes them once it runs again.
+        let _ = self.stream.flush_direct();
         self.sess.handle.omem.store(self.out.len(), Ordering::Relaxed);
     }
 
     /// Executes complete requests one at a time, in order, through the
-    /// dispatcher. Stops (the rest waits for the task) at a request that
-    /// could wait for a stripe the busy script holds: an `allow-busy`
-    /// command with keys (WATCH), or any `allow-busy` command of a client
-    /// watching keys (UNWATCH, DISCARD, RESET unwatch them). True if any
-    /// ran.
+    /// dispatcher; none of them waits for the stripes the busy script
+    /// holds (WATCH takes its stripes only if free at once, else BUSY;
+    /// UNWATCH, DISCARD and RESET leave a WATCH on a held stripe to be
+    /// taken off later: `engine::commands::tx`). True if any ran.
     fn execute_while_busy(&mut self) -> bool {
         let mut executed = false;
         let mut args = std::mem::take(&mut self.window[0].args);
@@ -896,14 +894,6 @@ impl<S: Transport> Conn<S> {
                     let input = &self.rbuf[self.rpos..];
                     let mut argv: SmallVec<[&[u8]; 8]> = SmallVec::new();
                     args.fill(input, &mut argv);
-                    if let Ok((_, spec)) = dispatch::lookup_full(&argv) {
-                        let watching = !self.sess.watched.is_empty();
-                        if spec.flags.has(engine::spec::Flags::ALLOW_BUSY)
-                            && (watching || !matches!(spec.keys, engine::spec::KeySpec::None))
-                        {
-                            break;
-                        }
-                    }
                     let was_auth = self.sess.authenticated;
                     let outcome =
                         dispatch::execute(&self.shared, &mut self.sess, &argv, &mut self.out);

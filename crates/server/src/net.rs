@@ -277,8 +277,7 @@ fn event_loop(
                         let mut gen = gen_tx.subscribe();
                         tokio::task::spawn_local(async move {
                             // A busy script of this thread accepts on it too.
-                            let _listening =
-                                (kind == Kind::Tcp).then(|| crate::busy::Listening::new(&l));
+                            let _listening = crate::busy::Listening::new(&l, kind);
                             loop {
                                 let got = tokio::select! {
                                     got = l.accept() => got,

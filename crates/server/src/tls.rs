@@ -314,26 +314,127 @@ pub struct TlsStream {
     plain: usize,
     /// The peer closed (TCP end of input or close_notify).
     closed: bool,
+    /// Served by a busy script's thread: socket calls bypass tokio's
+    /// (stale) readiness (`Transport::read_direct`).
+    direct: bool,
 }
 
-/// `io::Read`/`io::Write` over a tokio socket's non-blocking calls.
-struct Sock<'a>(&'a TcpStream);
+/// `io::Read`/`io::Write` over a tokio socket's non-blocking calls, or
+/// (`direct`) over the socket itself.
+struct Sock<'a>(&'a TcpStream, bool);
 
 impl Read for Sock<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.1 {
+            return (&*crate::transport::direct(self.0)).read(buf);
+        }
         self.0.try_read(buf)
     }
 }
 
 impl Write for Sock<'_> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if self.1 {
+            return (&*crate::transport::direct(self.0)).write(buf);
+        }
         self.0.try_write(buf)
     }
     fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        if self.1 {
+            return (&*crate::transport::direct(self.0)).write_vectored(bufs);
+        }
         self.0.try_write_vectored(bufs)
     }
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
+    }
+}
+
+/// A TLS handshake driven without the reactor, by a busy script's thread
+/// (`crate::busy`): stepped at each busy pass until done.
+pub struct Handshake {
+    sock: std::net::TcpStream,
+    tls: ServerConnection,
+    plain: usize,
+}
+
+impl Handshake {
+    /// Starts the handshake of a new socket (`None`: no TLS context, or
+    /// rustls refused, logged as [`TlsStream::accept`] logs it).
+    pub fn new(sock: std::net::TcpStream) -> Option<Handshake> {
+        let cfg = current()?;
+        match ServerConnection::new(cfg) {
+            Ok(tls) => Some(Handshake { sock, tls, plain: 0 }),
+            Err(e) => {
+                log::warning(&format!("Error creating a TLS connection: {e}"));
+                None
+            }
+        }
+    }
+
+    /// Goes as far as the socket allows without waiting: `Ok(true)` once
+    /// the handshake is done. An error is logged as Redis logs a failed
+    /// accept.
+    pub fn step(&mut self) -> io::Result<bool> {
+        let r = self.advance();
+        if let Err(e) = &r {
+            log::warning(&format!("Error accepting a client connection: {e}"));
+        }
+        r
+    }
+
+    fn advance(&mut self) -> io::Result<bool> {
+        loop {
+            while self.tls.wants_write() {
+                match self.tls.write_tls(&mut &self.sock) {
+                    Ok(_) => {}
+                    Err(e) if would_block(&e) => break,
+                    Err(e) => return Err(e),
+                }
+            }
+            if !self.tls.is_handshaking() {
+                return Ok(true);
+            }
+            match self.tls.read_tls(&mut &self.sock) {
+                Ok(0) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "connection closed during the TLS handshake",
+                    ))
+                }
+                Ok(_) => match self.tls.process_new_packets() {
+                    Ok(st) => self.plain = st.plaintext_bytes_to_read(),
+                    Err(e) => {
+                        let _ = self.tls.write_tls(&mut &self.sock);
+                        return Err(io::Error::new(io::ErrorKind::InvalidData, e));
+                    }
+                },
+                Err(e) if would_block(&e) => return Ok(false),
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// The connection, once [`step`](Self::step) said done (registered
+    /// with this thread's reactor).
+    pub fn finish(self) -> io::Result<TlsStream> {
+        let tcp = TcpStream::from_std(self.sock)?;
+        Ok(TlsStream { tcp, tls: self.tls, plain: self.plain, closed: false, direct: false })
+    }
+
+    /// Finishes the handshake in a task, as [`TlsStream::accept`] does
+    /// (the busy script ended first).
+    pub async fn resume(self) -> Option<TlsStream> {
+        let tcp = TcpStream::from_std(self.sock).ok()?;
+        let mut s =
+            TlsStream { tcp, tls: self.tls, plain: self.plain, closed: false, direct: false };
+        match s.handshake().await {
+            Ok(()) => Some(s),
+            Err(e) => {
+                log::warning(&format!("Error accepting a client connection: {e}"));
+                None
+            }
+        }
     }
 }
 
@@ -352,7 +453,7 @@ impl TlsStream {
                 return None;
             }
         };
-        let mut s = TlsStream { tcp, tls, plain: 0, closed: false };
+        let mut s = TlsStream { tcp, tls, plain: 0, closed: false, direct: false };
         match s.handshake().await {
             Ok(()) => Some(s),
             Err(e) => {
@@ -397,7 +498,7 @@ impl TlsStream {
     /// Writes the records rustls has ready until the socket is full.
     fn write_tls(&mut self) -> io::Result<()> {
         while self.tls.wants_write() {
-            self.tls.write_tls(&mut Sock(&self.tcp))?;
+            self.tls.write_tls(&mut Sock(&self.tcp, self.direct))?;
         }
         Ok(())
     }
@@ -405,7 +506,7 @@ impl TlsStream {
     /// Reads records from the socket and decrypts them; `Ok(0)` at the
     /// socket's end of input.
     fn read_tls(&mut self) -> io::Result<usize> {
-        let n = self.tls.read_tls(&mut Sock(&self.tcp))?;
+        let n = self.tls.read_tls(&mut Sock(&self.tcp, self.direct))?;
         if n == 0 {
             self.closed = true;
             return Ok(0);
@@ -432,8 +533,6 @@ impl TlsStream {
 }
 
 impl Transport for TlsStream {
-    const RAW: bool = false;
-
     fn tcp(&self) -> &TcpStream {
         &self.tcp
     }
@@ -517,6 +616,27 @@ impl Transport for TlsStream {
 
     fn poll_write_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         self.tcp.poll_write_ready(cx)
+    }
+
+    fn read_direct(&mut self, buf: &mut Vec<u8>) -> io::Result<usize> {
+        self.direct = true;
+        let r = self.try_read_buf(buf);
+        self.direct = false;
+        r
+    }
+
+    fn write_direct(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        self.direct = true;
+        let r = self.try_write_vectored(bufs);
+        self.direct = false;
+        r
+    }
+
+    fn flush_direct(&mut self) -> io::Result<()> {
+        self.direct = true;
+        let r = self.flush_pending();
+        self.direct = false;
+        r
     }
 
     fn into_tcp(self) -> Result<TcpStream, Self> {

@@ -2,7 +2,9 @@
 //! loop (`conn.rs`) serves plain TCP and TLS alike. The loop is generic
 //! over [`Transport`] and monomorphised per stream type: on plain TCP
 //! every method is tokio's own call (the TLS-only hooks are constants),
-//! so TLS costs a plain connection nothing per command.
+//! so TLS costs a plain connection nothing per command. Both are served
+//! by a busy script's thread too (`crate::busy`), through the `_direct`
+//! calls.
 
 use std::io::{self, IoSlice};
 use std::task::{Context, Poll};
@@ -11,10 +13,6 @@ use tokio::net::TcpStream;
 
 /// A readiness-based, non-blocking byte stream over one TCP socket.
 pub trait Transport {
-    /// Whether the socket's bytes are the protocol itself (plain TCP), so
-    /// that a busy script's thread may serve the connection by reading
-    /// and writing its socket directly (`crate::busy`).
-    const RAW: bool;
     /// The socket underneath (options, addresses, fd).
     fn tcp(&self) -> &TcpStream;
     /// Reads what is available into `buf`'s spare capacity; `Ok(0)` at
@@ -36,6 +34,17 @@ pub trait Transport {
     fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>>;
     /// Ready when the socket takes more bytes; otherwise as above.
     fn poll_write_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>>;
+    /// [`try_read_buf`](Transport::try_read_buf) for a busy script's
+    /// thread (`crate::busy`): its reactor does not turn meanwhile, so
+    /// tokio's view of the socket's readiness is stale, not its state;
+    /// these `_direct` calls go to the socket itself, without waiting.
+    fn read_direct(&mut self, buf: &mut Vec<u8>) -> io::Result<usize>;
+    /// [`try_write_vectored`](Transport::try_write_vectored), as
+    /// [`read_direct`](Transport::read_direct).
+    fn write_direct(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize>;
+    /// [`flush_pending`](Transport::flush_pending), as
+    /// [`read_direct`](Transport::read_direct).
+    fn flush_direct(&mut self) -> io::Result<()>;
     /// The plain socket, for a connection that becomes a replica
     /// (replication streams from threads of its own over a blocking
     /// socket); `Err` gives the stream back when it cannot be handed on.
@@ -44,9 +53,16 @@ pub trait Transport {
         Self: Sized;
 }
 
-impl Transport for TcpStream {
-    const RAW: bool = true;
+/// The socket under `tcp` as a std socket, for calls that bypass tokio's
+/// readiness (`read_direct`, `write_direct`); never closed through it.
+pub fn direct(tcp: &TcpStream) -> std::mem::ManuallyDrop<std::net::TcpStream> {
+    use std::os::fd::{AsRawFd, FromRawFd};
+    // SAFETY: the fd is `tcp`'s, open while it is; ManuallyDrop keeps
+    // this second owner from closing it.
+    std::mem::ManuallyDrop::new(unsafe { std::net::TcpStream::from_raw_fd(tcp.as_raw_fd()) })
+}
 
+impl Transport for TcpStream {
     #[inline]
     fn tcp(&self) -> &TcpStream {
         self
@@ -87,6 +103,24 @@ impl Transport for TcpStream {
     #[inline]
     fn poll_write_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         TcpStream::poll_write_ready(self, cx)
+    }
+
+    fn read_direct(&mut self, buf: &mut Vec<u8>) -> io::Result<usize> {
+        use std::io::Read;
+        let len = buf.len();
+        buf.resize(buf.capacity(), 0);
+        let r = (&*direct(self)).read(&mut buf[len..]);
+        buf.truncate(len + *r.as_ref().unwrap_or(&0));
+        r
+    }
+
+    fn write_direct(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        use std::io::Write;
+        (&*direct(self)).write_vectored(bufs)
+    }
+
+    fn flush_direct(&mut self) -> io::Result<()> {
+        Ok(())
     }
 
     fn into_tcp(self) -> Result<TcpStream, Self> {

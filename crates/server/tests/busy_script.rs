@@ -280,3 +280,112 @@ fn blocked_subscribed_and_watching_clients_carry_on() {
         }
     }
 }
+
+/// Clients that WATCH a key the busy script holds (it declared it) are
+/// answered while it runs, on its own thread too: MULTI and DISCARD,
+/// UNWATCH, WATCH of another key, and SCRIPT KILL from one of them stops
+/// the script. Afterwards the WATCH kept through the script still
+/// aborts its EXEC on a write, the ones dropped meanwhile do not.
+fn watching_clients(port: u16) -> Vec<Vec<u8>> {
+    let mut t = Vec::new();
+    let mut c = connect(port);
+    // Enough of them that, with two threads, some share the script's.
+    let mut watchers: Vec<Client> = (0..4).map(|_| connect(port)).collect();
+    for w in watchers.iter_mut() {
+        t.push(w.cmd(&["WATCH", "w"]).unwrap());
+    }
+    let mut runner = connect(port);
+    runner.send(&["EVAL", "while true do end", "1", "w"]).unwrap();
+    let start = Instant::now();
+    while c.cmd(&["GET", "x"]).unwrap() != BUSY_EVAL {
+        assert!(start.elapsed() < Duration::from_secs(10), "never BUSY");
+    }
+    let (keep, drop) = watchers.split_at_mut(2);
+    for w in keep.iter_mut() {
+        t.push(w.cmd(&["GET", "w"]).unwrap());
+        t.push(w.cmd(&["MULTI"]).unwrap());
+        t.push(w.cmd(&["GET", "w"]).unwrap());
+    }
+    for w in drop.iter_mut() {
+        t.push(w.cmd(&["MULTI"]).unwrap());
+        t.push(w.cmd(&["DISCARD"]).unwrap());
+        t.push(w.cmd(&["UNWATCH"]).unwrap());
+        t.push(w.cmd(&["WATCH", "x"]).unwrap());
+        t.push(w.cmd(&["RESET"]).unwrap());
+        t.push(w.cmd(&["WATCH", "x"]).unwrap());
+    }
+    t.push(drop[1].cmd(&["SCRIPT", "KILL"]).unwrap());
+    t.push(runner.read_reply().unwrap());
+    t.push(c.cmd(&["SET", "w", "1"]).unwrap());
+    // The first two: their transaction was flagged by the BUSY reply
+    // (EXECABORT), then a fresh one with the WATCH kept: nil.
+    for w in keep.iter_mut() {
+        t.push(w.cmd(&["EXEC"]).unwrap());
+        t.push(w.cmd(&["WATCH", "w"]).unwrap());
+        t.push(c.cmd(&["SET", "w", "2"]).unwrap());
+        t.push(w.cmd(&["MULTI"]).unwrap());
+        t.push(w.cmd(&["EXEC"]).unwrap());
+    }
+    for w in drop.iter_mut() {
+        t.push(w.cmd(&["MULTI"]).unwrap());
+        t.push(w.cmd(&["GET", "w"]).unwrap());
+        t.push(w.cmd(&["EXEC"]).unwrap());
+    }
+    t
+}
+
+#[test]
+fn watching_clients_are_answered_while_a_script_that_holds_their_key_is_busy() {
+    let expected = redis().map(|r| watching_clients(r.port()));
+    for threads in ["1", "2"] {
+        let s = sluice(threads);
+        let got = watching_clients(s.port());
+        if let Some(e) = &expected {
+            assert_eq!(show(&got), show(e), "--threads {threads}: Sluice (left) vs Redis (right)");
+        }
+    }
+}
+
+/// The lines of a server's log about a busy script, without their
+/// prefix (pid, role, time) and with the milliseconds masked.
+fn busy_log_lines(log: &str) -> Vec<String> {
+    log.lines()
+        .filter(|l| l.contains("Slow script detected") || l.contains("killed by user"))
+        .map(|l| {
+            let l = l.split_once(" # ").map_or(l, |(_, m)| m);
+            let digits = |c: char| c.is_ascii_digit();
+            match l.split_once("after ") {
+                Some((a, b)) => format!("{a}after <ms>{}", b.trim_start_matches(digits)),
+                None => l.to_string(),
+            }
+        })
+        .collect()
+}
+
+/// Redis's warnings when a script turns busy ("Slow script detected…",
+/// naming the KILL command and the script: its SHA1 or the function's
+/// name) and when it is killed.
+#[test]
+fn a_busy_script_logs_what_redis_logs() {
+    let run = |port: u16| {
+        for kind in [Kind::Eval, Kind::Function] {
+            let (_, mut runner, mut others) = start_busy(port, &kind.spin(), kind);
+            assert_eq!(others[0].cmd(&kind.kill()).unwrap(), b"+OK\r\n");
+            runner.read_reply().unwrap();
+        }
+    };
+    let expected = redis().map(|r| {
+        run(r.port());
+        busy_log_lines(&r.log_text())
+    });
+    for threads in ["1", "2"] {
+        let s = sluice(threads);
+        run(s.port());
+        let got = busy_log_lines(&s.log_text());
+        assert_eq!(got.len(), 4, "{got:?}");
+        assert!(got[0].starts_with("Slow script detected: still in execution after <ms> "));
+        if let Some(e) = &expected {
+            assert_eq!(got, *e, "--threads {threads}: Sluice (left) vs Redis (right)");
+        }
+    }
+}

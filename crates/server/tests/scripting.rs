@@ -270,6 +270,9 @@ fn a_busy_script_that_wrote_is_unkillable() {
 fn unbounded_allocation_fails_and_the_server_carries_on() {
     let server = start();
     let mut c = Client::connect(server.port()).unwrap();
+    // Lua's string.rep copies its way up to the memory limit: seconds,
+    // more on a loaded machine than the client's default 10 s.
+    c.set_timeout(Duration::from_secs(60));
     let r = c.cmd(&["EVAL", "local s = string.rep('x', 2^30) return #s", "0"]).unwrap();
     let r = String::from_utf8(r).unwrap();
     assert!(r.starts_with("-ERR ") && r.contains("not enough memory"), "{r}");

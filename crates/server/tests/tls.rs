@@ -503,3 +503,136 @@ fn protocols_and_cipher_suites_are_chosen_as_redis_chooses_them() {
         }
     }
 }
+
+/// A TLS client of our own (rustls, with the test's client certificate),
+/// reading whole replies: what a busy script's thread answers over TLS.
+struct TlsClient {
+    s: rustls::StreamOwned<rustls::ClientConnection, std::net::TcpStream>,
+    buf: Vec<u8>,
+}
+
+impl TlsClient {
+    fn connect(dir: &Path, port: u16) -> TlsClient {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        let mut roots = rustls::RootCertStore::empty();
+        for c in CertificateDer::pem_file_iter(dir.join("ca.crt")).unwrap() {
+            roots.add(c.unwrap()).unwrap();
+        }
+        let certs: Vec<_> = CertificateDer::pem_file_iter(dir.join("client.crt"))
+            .unwrap()
+            .map(|c| c.unwrap())
+            .collect();
+        let key = PrivateKeyDer::from_pem_file(dir.join("client.key")).unwrap();
+        let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+        let cfg = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_client_auth_cert(certs, key)
+            .unwrap();
+        let conn = rustls::ClientConnection::new(
+            std::sync::Arc::new(cfg),
+            "localhost".try_into().unwrap(),
+        )
+        .unwrap();
+        let tcp = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        TlsClient { s: rustls::StreamOwned::new(conn, tcp), buf: Vec::new() }
+    }
+
+    fn send(&mut self, cmds: &[&[&str]]) {
+        let mut out = Vec::new();
+        for c in cmds {
+            testkit::encode(c, &mut out);
+        }
+        self.s.write_all(&out).unwrap();
+        self.s.flush().unwrap();
+    }
+
+    fn reply(&mut self) -> Vec<u8> {
+        use std::io::Read;
+        loop {
+            if let Ok(Some((_, used))) = resp::parse_frame(&self.buf) {
+                return self.buf.drain(..used).collect();
+            }
+            let mut b = [0u8; 4096];
+            let n = self.s.read(&mut b).expect("a reply within 10 s");
+            assert!(n > 0, "closed");
+            self.buf.extend_from_slice(&b[..n]);
+        }
+    }
+
+    fn cmd(&mut self, args: &[&str]) -> Vec<u8> {
+        self.send(&[args]);
+        self.reply()
+    }
+}
+
+/// A script past `busy-reply-threshold`: TLS clients are answered BUSY
+/// like plain ones, on the script's own thread too (`--threads 1`, and
+/// `--threads 2` with clients on both), pipelined input in order; a TLS
+/// connection made while the script runs (its handshake done by the
+/// busy thread) too; SCRIPT KILL over TLS stops it.
+fn busy_over_tls(dir: &Path, plain: u16, tls: u16) -> Vec<Vec<u8>> {
+    let mut t = Vec::new();
+    let mut tc: Vec<TlsClient> = (0..3).map(|_| TlsClient::connect(dir, tls)).collect();
+    for c in tc.iter_mut() {
+        t.push(c.cmd(&["PING"]));
+    }
+    let mut runner = testkit::Client::connect(plain).unwrap();
+    runner.set_timeout(Duration::from_secs(10));
+    runner.send(&["EVAL", "while true do end", "0"]).unwrap();
+    let mut probe = testkit::Client::connect(plain).unwrap();
+    probe.set_timeout(Duration::from_secs(10));
+    let busy = b"-BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.\r\n";
+    let start = Instant::now();
+    while probe.cmd(&["GET", "x"]).unwrap() != busy {
+        assert!(start.elapsed() < Duration::from_secs(10), "never BUSY");
+    }
+    for c in tc.iter_mut() {
+        t.push(c.cmd(&["GET", "x"]));
+        c.send(&[&["GET", "x"], &["MULTI"], &["PING"], &["DISCARD"]]);
+        for _ in 0..4 {
+            t.push(c.reply());
+        }
+    }
+    let mut late = TlsClient::connect(dir, tls);
+    t.push(late.cmd(&["GET", "x"]));
+    t.push(late.cmd(&["SCRIPT", "KILL"]));
+    t.push(runner.read_reply().unwrap());
+    for c in tc.iter_mut() {
+        t.push(c.cmd(&["PING"]));
+    }
+    t.push(late.cmd(&["PING"]));
+    t
+}
+
+#[test]
+fn tls_clients_get_busy_from_every_thread() {
+    if !have_tools() {
+        return;
+    }
+    let dir = scratch_dir("tls-busy");
+    make_certs(&dir);
+    let rp = free_port();
+    let mut rf = tls_flags(&dir, rp, &["--busy-reply-threshold", "100"]);
+    let rf: Vec<&str> = rf.iter_mut().map(|s| s.as_str()).collect();
+    let redis = RedisServer::start_with(&rf, Some(&dir)).unwrap();
+    let expected = busy_over_tls(&dir, redis.port(), rp);
+    let show = |t: &[Vec<u8>]| t.iter().map(|r| testkit::escape(r)).collect::<Vec<_>>().join("\n");
+    for threads in ["1", "2"] {
+        let sp = free_port();
+        let mut sf = tls_flags(&dir, sp, &["--busy-reply-threshold", "100", "--threads", threads]);
+        let sf: Vec<&str> = sf.iter_mut().map(|s| s.as_str()).collect();
+        let sluice = TestServer::start_with(&sluice_bin(), &sf, Some(&dir));
+        let got = busy_over_tls(&dir, sluice.port(), sp);
+        assert_eq!(
+            show(&got),
+            show(&expected),
+            "--threads {threads}: Sluice (left) vs Redis (right)"
+        );
+    }
+    drop(redis);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -655,9 +655,12 @@ fn fcall_generic(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf, ro: bool) ->
     for a in argv {
         bulk(&mut stats, a);
     }
-    let running = shared.scripts.start_with(threshold, true, stats);
+    let running = shared.scripts.start_with(threshold, true, stats, name.as_bytes());
     let target = Target::Function { lib: &lib.name, version: lib.version, name: &name };
     let r = super::run_loop(cx, out, &target, &unit, keys, fargs, ro, scope, &running);
     shared.scripts.finish(shared, &running);
+    if running.busy.load(std::sync::atomic::Ordering::Relaxed) {
+        crate::commands::tx::unwatch_deferred(shared, cx.keys);
+    }
     r
 }

@@ -131,6 +131,12 @@ pub struct Running {
     /// already in the protocol: the `name` and `command` entries of its
     /// `running_script` map (the duration is added when asked).
     pub stats: Vec<u8>,
+    /// The name Redis's "Slow script detected" line gives: an EVAL
+    /// script's SHA1, a function's name (inline up to 40 bytes, so that
+    /// an EVAL allocates nothing for it).
+    pub name: SmallVec<[u8; 40]>,
+    /// "Lua script killed by user with SCRIPT KILL." was logged.
+    pub kill_logged: AtomicBool,
 }
 
 /// The script cache every thread shares, and the scripts running.
@@ -183,8 +189,8 @@ impl Cache {
         }
     }
 
-    pub(crate) fn start(&self, threshold_ms: u64, function: bool) -> Arc<Running> {
-        self.start_with(threshold_ms, function, Vec::new())
+    pub(crate) fn start(&self, threshold_ms: u64, sha: &[u8; 40]) -> Arc<Running> {
+        self.start_with(threshold_ms, false, Vec::new(), sha)
     }
 
     /// [`start`](Self::start) with a function's FUNCTION STATS entries.
@@ -193,6 +199,7 @@ impl Cache {
         threshold_ms: u64,
         function: bool,
         stats: Vec<u8>,
+        name: &[u8],
     ) -> Arc<Running> {
         let r = Arc::new(Running {
             started: Instant::now(),
@@ -202,18 +209,40 @@ impl Cache {
             kill: AtomicBool::new(false),
             function,
             stats,
+            name: SmallVec::from_slice(name),
+            kill_logged: AtomicBool::new(false),
         });
-        self.running.lock().push(r.clone());
+        // Listed in `running` only once busy (see `poll`): whoever reads
+        // the list (SCRIPT/FUNCTION KILL, BUSY texts, FUNCTION STATS)
+        // looks for busy scripts only, and a run under the threshold
+        // takes no shared lock.
         r
     }
 
     /// Called by a running script's hook: marks it busy once past its
     /// threshold (and tells the connections to check). True when killed.
     pub(crate) fn poll(&self, shared: &crate::Shared, r: &Running) -> bool {
-        if r.threshold_ms > 0
-            && !r.busy.load(Ordering::Relaxed)
-            && r.started.elapsed().as_millis() as u64 >= r.threshold_ms
-        {
+        if r.threshold_ms > 0 && !r.busy.load(Ordering::Relaxed) {
+            let elapsed = r.started.elapsed().as_millis() as u64;
+            if elapsed < r.threshold_ms {
+                return r.kill.load(Ordering::Relaxed);
+            }
+            // Redis's scriptInterrupt logs this once, when the script
+            // first turns out to be past the threshold.
+            crate::log::warning(&format!(
+                "Slow script detected: still in execution after {elapsed} milliseconds. You can \
+                 try killing the script using the {} command. Script name is: {}.",
+                if r.function { "FUNCTION KILL" } else { "SCRIPT KILL" },
+                String::from_utf8_lossy(&r.name)
+            ));
+            // SAFETY: `r` is the `Running` of an `Arc` its run holds
+            // until `finish` (the hook is given `Arc::as_ptr`): one more
+            // strong reference, for the list.
+            let listed = unsafe {
+                Arc::increment_strong_count(r as *const Running);
+                Arc::from_raw(r as *const Running)
+            };
+            self.running.lock().push(listed);
             r.busy.store(true, Ordering::Relaxed);
             self.busy.fetch_add(1, Ordering::AcqRel);
             shared.state_changed();
@@ -222,8 +251,8 @@ impl Cache {
     }
 
     pub(crate) fn finish(&self, shared: &crate::Shared, r: &Arc<Running>) {
-        self.running.lock().retain(|x| !Arc::ptr_eq(x, r));
         if r.busy.load(Ordering::Relaxed) {
+            self.running.lock().retain(|x| !Arc::ptr_eq(x, r));
             self.busy.fetch_sub(1, Ordering::AcqRel);
             shared.state_changed();
             busy::ended(shared);
@@ -589,9 +618,14 @@ fn eval_generic(
         relock(cx, keys, scope)?;
     }
     let threshold = cx.sess.conf(shared).busy_reply_threshold.max(0) as u64;
-    let running = shared.scripts.start(threshold, false);
+    let running = shared.scripts.start(threshold, &sha);
     let r = run_loop(cx, out, &Target::Eval(&sha), &script, keys, sargs, ro, scope, &running);
     shared.scripts.finish(shared, &running);
+    if running.busy.load(Ordering::Relaxed) {
+        // Clients that dropped their WATCHes while it ran, on keys of
+        // stripes it held, are taken off those stripes now.
+        crate::commands::tx::unwatch_deferred(shared, cx.keys);
+    }
     r
 }
 
@@ -646,7 +680,7 @@ pub(crate) fn run_loop(
             }
             Target::Function { lib, version, name } => {
                 match vm.function(lib, version, &script.body, script.shebang_len, name) {
-                    Some(f) => vm.run_function(f, name, keys, sargs, &mut run, out),
+                    Some(id) => vm.run_function(id, name, keys, sargs, &mut run, out),
                     None => {
                         out.error(b"ERR Function not found");
                         vm::Outcome::Done

@@ -47,8 +47,15 @@ pub struct Vm {
     /// slots, so caching more scripts than that would abort the thread.
     funcs: HashMap<[u8; 40], RegistryKey, ahash::RandomState>,
     env: Table,
-    /// The error handler runs are called under (prelude.lua).
-    handler: Function,
+    /// The state's main thread, which runs are made on directly through
+    /// the C API (see [`Vm::call`]).
+    state: *mut mlua::ffi::lua_State,
+    /// The error handler runs are called under (prelude.lua), in the
+    /// registry.
+    handler: RegistryKey,
+    /// A registry slot a run's table result or error is handed to mlua's
+    /// conversions through.
+    result: RegistryKey,
     /// The environment of library code, and the prelude's loader.
     libenv: Table,
     loader: Function,
@@ -57,13 +64,18 @@ pub struct Vm {
     /// `used_memory` as last added to the cache's total.
     reported: usize,
     /// Where EVAL scripts find their globals first (prelude.lua): KEYS
-    /// and ARGV are set here for each run.
-    front: Table,
-    /// The KEYS and ARGV tables, refilled by each run (up to `KEPT_MAX`
-    /// elements) instead of made anew, while the scripts leave them
-    /// holding nothing but their elements; and how many those are.
-    kept: RefCell<[Table; 2]>,
+    /// and ARGV are set here for each run (in the registry).
+    front: RegistryKey,
+    /// The KEYS and ARGV tables (in the registry), refilled by each run
+    /// (up to `KEPT_MAX` elements) instead of made anew, while the
+    /// scripts leave them holding nothing but their elements; and how
+    /// many those are.
+    kept: RefCell<[RegistryKey; 2]>,
     kept_len: [std::cell::Cell<usize>; 2],
+    /// Whether `front`'s KEYS (ARGV) is the kept table now: then a run
+    /// does not set it again (one string interned and one table set less
+    /// each).
+    in_front: [std::cell::Cell<bool>; 2],
 }
 
 /// Most elements a kept KEYS or ARGV table is refilled with (a longer
@@ -88,18 +100,24 @@ pub fn with_vm<R>(shared: &Shared, f: impl FnOnce(&mut Vm) -> R) -> R {
         }
         let vm = slot.as_mut().expect("created above");
         let r = f(vm);
+        // The server-wide total (`used_memory_lua`) is one atomic every
+        // thread writes: moved when this state moved by a few KB, not on
+        // every run.
         let now = vm.lua.used_memory();
-        shared.scripts.lua_memory_moved(vm.reported, now);
-        vm.reported = now;
+        if now.abs_diff(vm.reported) >= 4096 {
+            shared.scripts.lua_memory_moved(vm.reported, now);
+            vm.reported = now;
+        }
         r
     })
 }
 
 /// What a run calls: an EVAL script (KEYS and ARGV as globals) or a
 /// library's function (keys and args as its arguments).
-enum Callable<'f> {
-    Script(&'f Function),
-    Function(&'f Function),
+enum Callable {
+    /// Registry ids of the compiled script, of the function's callback.
+    Script(i32),
+    Function(i32),
 }
 
 /// How a run ended.
@@ -222,13 +240,25 @@ impl Vm {
                 unsafe { lua.exec_raw(body, |l| mlua::ffi::lua_pushcclosure(l, trampoline, 1))? };
             target.raw_set(name, f)?;
         }
-        let kept = [lua.create_table()?, lua.create_table()?];
+        let kept = [
+            lua.create_registry_value(lua.create_table()?)?,
+            lua.create_registry_value(lua.create_table()?)?,
+        ];
+        let handler = lua.create_registry_value(handler)?;
+        let front = lua.create_registry_value(front)?;
+        let result = lua.create_registry_value(true)?;
+        let mut state = std::ptr::null_mut();
+        // SAFETY: only reads the state pointer mlua runs the closure on
+        // (the main state: no Rust callback is running).
+        unsafe { lua.exec_raw::<()>((), |l| state = l)? };
         Ok(Vm {
             lua,
             epoch,
             funcs: HashMap::default(),
             env,
+            state,
             handler,
+            result,
             libenv,
             loader,
             libs: HashMap::new(),
@@ -236,6 +266,7 @@ impl Vm {
             front,
             kept: RefCell::new(kept),
             kept_len: Default::default(),
+            in_front: Default::default(),
         })
     }
 
@@ -330,13 +361,13 @@ impl Vm {
         code: &[u8],
         shebang_len: usize,
         name: &str,
-    ) -> Option<Function> {
+    ) -> Option<i32> {
         if self.libs.get(lib).is_none_or(|(v, _)| *v != version) {
             self.libs.remove(lib);
             self.load_library(code, shebang_len, Some((lib, version))).ok()?;
         }
         let key = self.libs.get(lib)?.1.get(name)?;
-        self.lua.registry_value(key).ok()
+        Some(key.id())
     }
 
     /// Runs a compiled script and writes its reply (or error) to `out`.
@@ -348,37 +379,41 @@ impl Vm {
         run: &mut Run<'_, '_>,
         out: &mut ReplyBuf,
     ) -> Outcome {
-        let Some(f) = self.funcs.get(sha).and_then(|k| self.lua.registry_value::<Function>(k).ok())
-        else {
+        let Some(f) = self.funcs.get(sha).map(|k| k.id()) else {
             out.error(b"NOSCRIPT No matching script. Please use EVAL.");
             return Outcome::Done;
         };
-        self.call(Callable::Script(&f), sha, keys, args, run, out)
+        self.call(Callable::Script(f), sha, keys, args, run, out)
     }
 
-    /// Runs function `name` (its callback `f`) with its keys and args.
+    /// Runs function `name` (its callback, registry id `f`, from
+    /// [`function`](Self::function)) with its keys and args.
     pub fn run_function(
         &mut self,
-        f: Function,
+        f: i32,
         name: &str,
         keys: &[&[u8]],
         args: &[&[u8]],
         run: &mut Run<'_, '_>,
         out: &mut ReplyBuf,
     ) -> Outcome {
-        self.call(Callable::Function(&f), name.as_bytes(), keys, args, run, out)
+        self.call(Callable::Function(f), name.as_bytes(), keys, args, run, out)
     }
 
-    /// One run, in one protected call of the C API: KEYS and ARGV set
-    /// (or a function's two tables pushed), the callable called with
-    /// `lua_pcall` under the error handler, and a scalar result written
-    /// as the reply right there; a table result, or the error, is left
-    /// for the conversions through mlua's values. (Through mlua's safe
-    /// API each step is a protected call and a conversion of its own,
-    /// which cost more than the rest of a short script.)
+    /// One run, made on the state directly through the C API: the
+    /// handler, `front`, the kept KEYS and ARGV tables and the callable
+    /// pushed from the registry, KEYS and ARGV set (or a function's two
+    /// tables pushed), the callable `lua_pcall`ed under the handler, and
+    /// a scalar result written as the reply right there; a table result,
+    /// or the error, goes through mlua's values (by a registry slot).
+    /// Nothing here is a protected call of mlua's: those push two new C
+    /// closures each (garbage for the collector on every run) and cost,
+    /// with mlua's stack guards and handle pushes, more than the rest of
+    /// a short script. The pushes before `lua_pcall` cannot raise: the
+    /// memory limit is lifted meanwhile (see [`Unlimited`]).
     fn call(
         &self,
-        what: Callable<'_>,
+        what: Callable,
         name: &[u8],
         keys: &[&[u8]],
         args: &[&[u8]],
@@ -386,8 +421,8 @@ impl Vm {
         out: &mut ReplyBuf,
     ) -> Outcome {
         use mlua::ffi;
-        /// What the protected call left: the reply written, a value to
-        /// convert or report, or a restart.
+        /// What the run left: the reply written, a value to convert or
+        /// report, or a restart.
         enum Left {
             Written,
             Result,
@@ -407,120 +442,142 @@ impl Vm {
         let cell = RefCell::new(run);
         let mut left = Left::Written;
         let (mut used, mut stale) = ([false; 2], [false; 2]);
-        let result = {
+        let l = self.state;
+        {
             let _current = Current::enter(&cell, lua);
-            // SAFETY: plain Lua C API calls inside exec_raw's protected
-            // call (stack: 1 the handler, 2 `front`, 3 and 4 the kept KEYS
-            // and ARGV tables, 5 the callable); the slices outlive it. A raise can only come from the pushes
-            // before `lua_pcall` (the memory limit), when nothing in this
-            // closure needs dropping; the borrow of the run is taken after
-            // the script ran and nothing raises while it lives (the limit
-            // is lifted, and a string's bytes are read in place).
+            let unlimited = Unlimited::new(lua);
+            // SAFETY: plain Lua C API calls on the main state, which no
+            // Rust callback is running on (runs start from the dispatcher),
+            // its stack given back as it was found. Stack, above `base`: 1
+            // the handler, 2 `front`, 3 and 4 the kept KEYS and ARGV
+            // tables, 5 the callable. No call raises outside `lua_pcall`:
+            // with the memory limit lifted an allocation cannot fail, and
+            // `lua_rawset`/`lua_rawseti` on plain tables call no
+            // metamethods. The borrow of the run is taken after the script
+            // ran; a string's bytes are read in place.
             unsafe {
+                let base = ffi::lua_gettop(l);
+                ffi::lua_checkstack(l, 8);
+                let reg = ffi::LUA_REGISTRYINDEX;
                 let kept = self.kept.borrow();
-                let args4 = (&self.handler, &self.front, &kept[0], &kept[1], f);
-                lua.exec_raw::<Value>(args4, |l| {
-                    let nargs = if script {
-                        for (i, items, name) in [(0, keys, c"KEYS"), (1, args, c"ARGV")] {
+                for id in [self.handler.id(), self.front.id(), kept[0].id(), kept[1].id(), f] {
+                    ffi::lua_rawgeti(l, reg, id as ffi::lua_Integer);
+                }
+                drop(kept);
+                let nargs = if script {
+                    for (i, items, name) in [(0, keys, c"KEYS"), (1, args, c"ARGV")] {
+                        if items.len() <= KEPT_MAX {
+                            // Until the table is found clean again,
+                            // whatever was written may be in it.
+                            let old = self.kept_len[i].replace(KEPT_MAX);
+                            refill(l, base + 3 + i as i32, items, old);
+                            used[i] = true;
+                            // Scripts cannot reach `front` (env's
+                            // metatable is hidden): only runs set it.
+                            if !self.in_front[i].replace(true) {
+                                ffi::lua_pushlstring(l, name.as_ptr(), 4);
+                                ffi::lua_pushvalue(l, base + 3 + i as i32);
+                                ffi::lua_rawset(l, base + 2);
+                            }
+                        } else {
                             ffi::lua_pushlstring(l, name.as_ptr(), 4);
-                            if items.len() <= KEPT_MAX {
-                                // Until the table is found clean again,
-                                // whatever was written may be in it.
-                                let old = self.kept_len[i].replace(KEPT_MAX);
-                                refill(l, 3 + i as i32, items, old);
-                                ffi::lua_pushvalue(l, 3 + i as i32);
-                                used[i] = true;
+                            push_array(l, items);
+                            ffi::lua_rawset(l, base + 2);
+                            self.in_front[i].set(false);
+                        }
+                    }
+                    0
+                } else {
+                    push_array(l, keys);
+                    push_array(l, args);
+                    2
+                };
+                unlimited.limit();
+                let status = ffi::lua_pcall(l, nargs, 1, base + 1);
+                unlimited.lift();
+                // Stack: the handler, `front`, the kept tables, the
+                // result or the error.
+                for i in 0..2 {
+                    if used[i] {
+                        let n = if i == 0 { keys.len() } else { args.len() };
+                        if exactly_array(l, base + 3 + i as i32, n) {
+                            self.kept_len[i].set(n);
+                        } else {
+                            stale[i] = true;
+                        }
+                    }
+                }
+                let top = base + 5;
+                let r = cell.borrow();
+                if let Some(scope) = r.retry {
+                    left = Left::Retry(scope);
+                } else if status != 0 {
+                    left = Left::Error;
+                } else {
+                    match ffi::lua_type(l, top) {
+                        ffi::LUA_TSTRING => {
+                            let mut len = 0usize;
+                            let p = ffi::lua_tolstring(l, top, &mut len);
+                            out.bulk(std::slice::from_raw_parts(p as *const u8, len));
+                        }
+                        ffi::LUA_TNUMBER => out.int(lua_number_to_i64(ffi::lua_tonumber(l, top))),
+                        ffi::LUA_TBOOLEAN => {
+                            let b = ffi::lua_toboolean(l, top) != 0;
+                            if r.resp3 {
+                                out.boolean(b);
+                            } else if b {
+                                out.int(1);
                             } else {
-                                push_array(l, items);
-                            }
-                            ffi::lua_rawset(l, 2);
-                        }
-                        0
-                    } else {
-                        push_array(l, keys);
-                        push_array(l, args);
-                        2
-                    };
-                    let status = ffi::lua_pcall(l, nargs, 1, 1);
-                    // Stack: 1 the handler, 2 `front`, 3 and 4 the kept
-                    // tables, 5 the result or the error.
-                    let _ = lua.set_memory_limit(0);
-                    for i in 0..2 {
-                        if used[i] {
-                            let n = if i == 0 { keys.len() } else { args.len() };
-                            if exactly_array(l, 3 + i as i32, n) {
-                                self.kept_len[i].set(n);
-                            } else {
-                                stale[i] = true;
+                                out.null();
                             }
                         }
+                        ffi::LUA_TTABLE => left = Left::Result,
+                        _ => out.null(),
                     }
-                    ffi::lua_replace(l, 1);
-                    ffi::lua_settop(l, 1);
-                    let r = cell.borrow();
-                    if let Some(scope) = r.retry {
-                        left = Left::Retry(scope);
-                    } else if status != 0 {
-                        left = Left::Error;
-                    } else {
-                        match ffi::lua_type(l, 1) {
-                            ffi::LUA_TSTRING => {
-                                let mut len = 0usize;
-                                let p = ffi::lua_tolstring(l, 1, &mut len);
-                                out.bulk(std::slice::from_raw_parts(p as *const u8, len));
-                            }
-                            ffi::LUA_TNUMBER => out.int(lua_number_to_i64(ffi::lua_tonumber(l, 1))),
-                            ffi::LUA_TBOOLEAN => {
-                                let b = ffi::lua_toboolean(l, 1) != 0;
-                                if r.resp3 {
-                                    out.boolean(b);
-                                } else if b {
-                                    out.int(1);
-                                } else {
-                                    out.null();
-                                }
-                            }
-                            ffi::LUA_TTABLE => left = Left::Result,
-                            _ => out.null(),
-                        }
-                    }
-                    drop(r);
-                    let _ = lua.set_memory_limit(LUA_MEMORY_LIMIT);
-                    if matches!(left, Left::Written | Left::Retry(_)) {
-                        ffi::lua_settop(l, 0);
-                    }
-                })
+                }
+                drop(r);
+                if matches!(left, Left::Result | Left::Error) {
+                    // Handed to mlua's conversions below.
+                    ffi::lua_pushvalue(l, top);
+                    ffi::lua_rawseti(l, reg, self.result.id() as ffi::lua_Integer);
+                }
+                ffi::lua_settop(l, base);
             }
-        };
+        }
         // A kept table the script changed beyond its elements (other keys,
         // a metatable) is not seen by a later run: a new one is kept.
         for (i, stale) in stale.into_iter().enumerate() {
             if stale {
-                if let Ok(t) = lua.create_table() {
+                if let Ok(t) = lua.create_table().and_then(|t| lua.create_registry_value(t)) {
                     self.kept.borrow_mut()[i] = t;
                     self.kept_len[i].set(0);
+                    self.in_front[i].set(false);
                 }
             }
         }
-        let outcome = match result {
-            Ok(v) => {
+        let outcome = match left {
+            Left::Written => Outcome::Done,
+            Left::Retry(scope) => Outcome::Retry(scope),
+            Left::Result | Left::Error => {
                 let _unlimited = Unlimited::new(lua);
-                match left {
-                    Left::Written => Outcome::Done,
-                    Left::Retry(scope) => Outcome::Retry(scope),
-                    Left::Result => {
-                        reply_from_lua(v, cell.borrow().resp3, out);
-                        Outcome::Done
-                    }
-                    Left::Error => {
-                        let killed = running.kill.load(std::sync::atomic::Ordering::Relaxed);
-                        script_error(&v, name, killed, out);
-                        Outcome::Done
-                    }
+                let v = lua.registry_value::<Value>(&self.result).unwrap_or(Value::Nil);
+                if matches!(left, Left::Result) {
+                    reply_from_lua(v, cell.borrow().resp3, out);
+                } else {
+                    let killed = running.kill.load(std::sync::atomic::Ordering::Relaxed);
+                    script_error(&v, name, killed, out);
                 }
-            }
-            Err(e) => {
-                out.error(format!("ERR {}", lua_error_text(&e)).as_bytes());
+                // The slot does not keep the value alive.
+                // SAFETY: a push and a raw set on the main state, stack
+                // balanced; the limit is lifted, so neither raises.
+                unsafe {
+                    mlua::ffi::lua_pushboolean(l, 1);
+                    mlua::ffi::lua_rawseti(
+                        l,
+                        mlua::ffi::LUA_REGISTRYINDEX,
+                        self.result.id() as mlua::ffi::lua_Integer,
+                    );
+                }
                 Outcome::Done
             }
         };
@@ -557,6 +614,16 @@ impl<'a> Unlimited<'a> {
     fn new(lua: &'a Lua) -> Unlimited<'a> {
         let _ = lua.set_memory_limit(0);
         Unlimited(lua)
+    }
+
+    /// The limit holds again (while a script runs).
+    fn limit(&self) {
+        let _ = self.0.set_memory_limit(LUA_MEMORY_LIMIT);
+    }
+
+    /// Lifted again.
+    fn lift(&self) {
+        let _ = self.0.set_memory_limit(0);
     }
 }
 
@@ -694,6 +761,10 @@ unsafe extern "C-unwind" fn count_hook(l: *mut mlua::ffi::lua_State, _: *mut mlu
         killed = running.kill.load(std::sync::atomic::Ordering::Relaxed);
     }
     if killed {
+        if !running.kill_logged.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            // Redis's luaMaskCountHook line (for functions too).
+            crate::log::warning("Lua script killed by user with SCRIPT KILL.");
+        }
         // SAFETY: raising an error from a hook is what the Lua C API
         // allows; nothing with a destructor lives in this frame.
         unsafe {
