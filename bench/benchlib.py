@@ -40,6 +40,24 @@ def wait_port(port, proc, timeout=10.0):
     raise RuntimeError(f"server on port {port} did not start")
 
 
+def wait_loaded(port, timeout=60.0):
+    """Waits until the server answers PING with something other than
+    LOADING (a server under valgrind may still be loading its data set
+    when its port opens)."""
+    deadline = time.time() + timeout
+    while True:
+        c = Conn(port, timeout=5.0)
+        try:
+            c.call("PING")
+            return
+        except RuntimeError as e:
+            if not str(e).startswith("LOADING") or time.time() > deadline:
+                raise
+        finally:
+            c.close()
+        time.sleep(0.1)
+
+
 def need(*tools):
     for tool in tools:
         if not shutil.which(tool):
