@@ -210,7 +210,7 @@ impl Follower {
     /// REPLICAOF changes (`Ok`).
     fn session(&self, sh: &Arc<Shared>, gen: u64) -> Result<(), String> {
         let Some((host, port)) = self.st.lock().target.clone() else { return Ok(()) };
-        let timeout = conf_num(sh, "repl-timeout").max(1);
+        let timeout = repl::conf_num(sh, "repl-timeout").max(1);
         {
             let mut st = self.st.lock();
             st.state = "connecting";
@@ -739,13 +739,4 @@ fn is_timeout(e: &std::io::Error) -> bool {
 
 fn lossy(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
-}
-
-/// A numeric configuration parameter stored by name.
-fn conf_num(sh: &Shared, name: &str) -> i64 {
-    sh.config
-        .read()
-        .get_by_name(name)
-        .and_then(|v| std::str::from_utf8(&v).ok().and_then(|s| s.parse().ok()))
-        .unwrap_or(0)
 }

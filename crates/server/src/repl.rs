@@ -201,7 +201,7 @@ pub fn install(shared: &Arc<Shared>) {
 
 /// A numeric configuration parameter (the replication ones are stored
 /// by name).
-fn conf_num(sh: &Shared, name: &str) -> i64 {
+pub(crate) fn conf_num(sh: &Shared, name: &str) -> i64 {
     sh.config
         .read()
         .get_by_name(name)

@@ -188,15 +188,21 @@ fn show(t: &[Vec<u8>]) -> String {
     t.iter().map(|r| escape(r)).collect::<Vec<_>>().join("\n")
 }
 
-fn check_killable(kind: Kind) {
-    let expected = redis().map(|r| killable(r.port(), kind));
+/// Runs `transcript` against redis-server and against Sluice with one
+/// and two threads; the replies must be the same.
+fn same_as_redis(transcript: impl Fn(u16) -> Vec<Vec<u8>>) {
+    let expected = redis().map(|r| transcript(r.port()));
     for threads in ["1", "2"] {
         let s = sluice(threads);
-        let got = killable(s.port(), kind);
+        let got = transcript(s.port());
         if let Some(e) = &expected {
             assert_eq!(show(&got), show(e), "--threads {threads}: Sluice (left) vs Redis (right)");
         }
     }
+}
+
+fn check_killable(kind: Kind) {
+    same_as_redis(|port| killable(port, kind));
 }
 
 fn check_unkillable(kind: Kind) {
@@ -271,14 +277,7 @@ fn waiting_clients(port: u16) -> Vec<Vec<u8>> {
 
 #[test]
 fn blocked_subscribed_and_watching_clients_carry_on() {
-    let expected = redis().map(|r| waiting_clients(r.port()));
-    for threads in ["1", "2"] {
-        let s = sluice(threads);
-        let got = waiting_clients(s.port());
-        if let Some(e) = &expected {
-            assert_eq!(show(&got), show(e), "--threads {threads}: Sluice (left) vs Redis (right)");
-        }
-    }
+    same_as_redis(waiting_clients);
 }
 
 /// Clients that WATCH a key the busy script holds (it declared it) are
@@ -336,14 +335,7 @@ fn watching_clients(port: u16) -> Vec<Vec<u8>> {
 
 #[test]
 fn watching_clients_are_answered_while_a_script_that_holds_their_key_is_busy() {
-    let expected = redis().map(|r| watching_clients(r.port()));
-    for threads in ["1", "2"] {
-        let s = sluice(threads);
-        let got = watching_clients(s.port());
-        if let Some(e) = &expected {
-            assert_eq!(show(&got), show(e), "--threads {threads}: Sluice (left) vs Redis (right)");
-        }
-    }
+    same_as_redis(watching_clients);
 }
 
 /// The lines of a server's log about a busy script, without their

@@ -15,76 +15,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use resp::Frame;
+mod common;
+use common::{cmd, info, info_keys, pipelined, s, sorted, text, wait_for, wait_synced, writers};
 use testkit::{free_port, scratch_dir, Client, RedisServer, TestServer};
-
-fn cmd<A: AsRef<[u8]>>(c: &mut Client, args: &[A]) -> Frame {
-    c.send(args).expect("send");
-    c.read_frame().expect("reply")
-}
-
-fn s(args: &str) -> Vec<String> {
-    args.split(' ').map(str::to_string).collect()
-}
-
-fn text(f: &Frame) -> String {
-    match f {
-        Frame::Bulk(Some(b)) | Frame::Simple(b) | Frame::Error(b) | Frame::Verbatim(_, b) => {
-            String::from_utf8_lossy(b).into_owned()
-        }
-        Frame::Integer(i) => i.to_string(),
-        other => format!("{other:?}"),
-    }
-}
 
 fn ok() -> Frame {
     Frame::Simple(b"OK".to_vec())
-}
-
-/// One field of an INFO section.
-fn info(c: &mut Client, section: &str, field: &str) -> Option<String> {
-    let t = text(&cmd(c, &["INFO", section]));
-    t.lines().find_map(|l| l.strip_prefix(&format!("{field}:")).map(|v| v.trim().to_string()))
-}
-
-fn info_keys(c: &mut Client, section: &str) -> Vec<String> {
-    let t = text(&cmd(c, &["INFO", section]));
-    t.lines()
-        .filter(|l| !l.starts_with('#') && l.contains(':'))
-        .map(|l| l.split(':').next().unwrap().to_string())
-        .collect()
-}
-
-fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !f() {
-        assert!(start.elapsed() < limit, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// Waits until the replica's link is up and it applied everything the
-/// master has streamed.
-fn wait_synced(master: &mut Client, replica: &mut Client) {
-    wait_for("the replica to catch up", Duration::from_secs(30), || {
-        let up = info(replica, "replication", "master_link_status").as_deref() == Some("up");
-        let m = info(master, "replication", "master_repl_offset");
-        let r = info(replica, "replication", "slave_repl_offset");
-        up && m.is_some() && m == r
-    });
-}
-
-fn pipelined(c: &mut Client, cmds: &[Vec<Vec<u8>>]) -> Vec<Frame> {
-    for a in cmds {
-        c.send(a).expect("send");
-    }
-    cmds.iter().map(|_| c.read_frame().expect("reply")).collect()
-}
-
-fn sorted(f: Frame, group: usize) -> String {
-    let Frame::Array(Some(items)) = f else { return format!("{f:?}") };
-    let mut chunks: Vec<String> = items.chunks(group).map(|c| format!("{c:?}")).collect();
-    chunks.sort();
-    chunks.join(",")
 }
 
 type Contents = BTreeMap<(usize, Vec<u8>), String>;
@@ -236,22 +172,6 @@ fn round(c: &mut Client, t: usize, i: usize) {
     }
 }
 
-fn writers(port: u16, n: usize, stop: &Arc<AtomicBool>) -> Vec<std::thread::JoinHandle<()>> {
-    (0..n)
-        .map(|t| {
-            let stop = stop.clone();
-            std::thread::spawn(move || {
-                let mut c = Client::connect(port).expect("connect");
-                let mut i = 1000;
-                while !stop.load(Ordering::Relaxed) {
-                    round(&mut c, t, i);
-                    i += 1;
-                }
-            })
-        })
-        .collect()
-}
-
 fn setup(c: &mut Client, threads: usize) {
     for t in 0..threads {
         cmd(c, &s(&format!("XGROUP CREATE st:{t} g 0 MKSTREAM")));
@@ -334,7 +254,7 @@ fn follows_redis(diskless: bool) {
     let mut o = oracle.client();
     // Writes while the replicas connect and sync.
     let stop = Arc::new(AtomicBool::new(false));
-    let ws = writers(master.port(), 3, &stop);
+    let ws = writers(master.port(), 3, &stop, round);
     let port = master.port().to_string();
     for c in [&mut r, &mut o] {
         assert_eq!(cmd(c, &["REPLICAOF", "127.0.0.1", &port]), ok());

@@ -17,70 +17,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use resp::Frame;
+mod common;
+use common::{cmd, info, info_keys, pipelined, s, sorted, text, wait_for, wait_synced, writers};
 use testkit::{scratch_dir, Client, RedisServer, TestServer};
-
-fn cmd<A: AsRef<[u8]>>(c: &mut Client, args: &[A]) -> Frame {
-    c.send(args).expect("send");
-    c.read_frame().expect("reply")
-}
-
-fn s(args: &str) -> Vec<String> {
-    args.split(' ').map(str::to_string).collect()
-}
-
-fn text(f: &Frame) -> String {
-    match f {
-        Frame::Bulk(Some(b)) | Frame::Simple(b) | Frame::Verbatim(_, b) => {
-            String::from_utf8_lossy(b).into_owned()
-        }
-        other => format!("{other:?}"),
-    }
-}
-
-/// One field of an INFO section.
-fn info(c: &mut Client, section: &str, field: &str) -> Option<String> {
-    let t = text(&cmd(c, &["INFO", section]));
-    t.lines().find_map(|l| l.strip_prefix(&format!("{field}:")).map(|v| v.trim().to_string()))
-}
-
-fn info_keys(c: &mut Client, section: &str) -> Vec<String> {
-    let t = text(&cmd(c, &["INFO", section]));
-    t.lines()
-        .filter(|l| !l.starts_with('#') && l.contains(':'))
-        .map(|l| l.split(':').next().unwrap().to_string())
-        .collect()
-}
-
-fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !f() {
-        assert!(start.elapsed() < limit, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// Waits until the replica's link is up and it has processed everything
-/// the master has streamed.
-fn wait_synced(master: &mut Client, replica: &mut Client) {
-    wait_for("the replica to catch up", Duration::from_secs(30), || {
-        let up = info(replica, "replication", "master_link_status").as_deref() == Some("up");
-        let m = info(master, "replication", "master_repl_offset");
-        let r = info(replica, "replication", "slave_repl_offset");
-        up && m.is_some() && m == r
-    });
-}
 
 /// Every key of every database, described by typed reads; expiry times
 /// apart.
 type Contents = BTreeMap<(usize, Vec<u8>), String>;
-
-/// Sends `cmds` at once and reads their replies.
-fn pipelined(c: &mut Client, cmds: &[Vec<Vec<u8>>]) -> Vec<Frame> {
-    for a in cmds {
-        c.send(a).expect("send");
-    }
-    cmds.iter().map(|_| c.read_frame().expect("reply")).collect()
-}
 
 fn contents(c: &mut Client) -> (Contents, BTreeMap<(usize, Vec<u8>), i64>) {
     let mut out = BTreeMap::new();
@@ -158,13 +101,6 @@ fn contents(c: &mut Client) -> (Contents, BTreeMap<(usize, Vec<u8>), i64>) {
     }
     cmd(c, &["SELECT", "0"]);
     (out, expiry)
-}
-
-fn sorted(f: Frame, group: usize) -> String {
-    let Frame::Array(Some(items)) = f else { return format!("{f:?}") };
-    let mut chunks: Vec<String> = items.chunks(group).map(|c| format!("{c:?}")).collect();
-    chunks.sort();
-    chunks.join(",")
 }
 
 /// Both servers hold the same keys with the same values and expiry
@@ -246,23 +182,6 @@ fn setup_streams(c: &mut Client, t: usize) {
     cmd(c, &s(&format!("XGROUP CREATE st:{t} g 0 MKSTREAM")));
 }
 
-/// Writers running until `stop`.
-fn writers(port: u16, n: usize, stop: &Arc<AtomicBool>) -> Vec<std::thread::JoinHandle<()>> {
-    (0..n)
-        .map(|t| {
-            let stop = stop.clone();
-            std::thread::spawn(move || {
-                let mut c = Client::connect(port).expect("connect");
-                let mut i = 1000;
-                while !stop.load(Ordering::Relaxed) {
-                    round(&mut c, t, i);
-                    i += 1;
-                }
-            })
-        })
-        .collect()
-}
-
 fn preload(c: &mut Client, n: usize) {
     for chunk in (0..n).collect::<Vec<_>>().chunks(1000) {
         for i in chunk {
@@ -292,7 +211,7 @@ fn follow(diskless: bool) {
     // A slow snapshot: the writers below change keys it has not reached.
     cmd(&mut m, &["CONFIG", "SET", "rdb-key-save-delay", "100"]);
     let stop = Arc::new(AtomicBool::new(false));
-    let ws = writers(sluice.port(), 3, &stop);
+    let ws = writers(sluice.port(), 3, &stop, round);
     std::thread::sleep(Duration::from_millis(100));
     let port = sluice.port().to_string();
     let dir = scratch_dir("replica");
@@ -353,7 +272,7 @@ fn follow(diskless: bool) {
 
     // A brief disconnect: the replica comes back with a partial resync.
     let stop = Arc::new(AtomicBool::new(false));
-    let ws = writers(sluice.port(), 2, &stop);
+    let ws = writers(sluice.port(), 2, &stop, round);
     std::thread::sleep(Duration::from_millis(50));
     assert_eq!(cmd(&mut m, &["CLIENT", "KILL", "TYPE", "replica"]), Frame::Integer(1));
     std::thread::sleep(Duration::from_millis(200));

@@ -1,0 +1,104 @@
+//! Helpers the replication tests share (`replication.rs`: a redis-server
+//! replica of Sluice; `replica.rs`: Sluice as a replica).
+
+#![allow(dead_code)]
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use resp::Frame;
+use testkit::Client;
+
+pub fn cmd<A: AsRef<[u8]>>(c: &mut Client, args: &[A]) -> Frame {
+    c.send(args).expect("send");
+    c.read_frame().expect("reply")
+}
+
+pub fn s(args: &str) -> Vec<String> {
+    args.split(' ').map(str::to_string).collect()
+}
+
+/// A reply's text: a string's bytes, an error's, an integer's digits.
+pub fn text(f: &Frame) -> String {
+    match f {
+        Frame::Bulk(Some(b)) | Frame::Simple(b) | Frame::Error(b) | Frame::Verbatim(_, b) => {
+            String::from_utf8_lossy(b).into_owned()
+        }
+        Frame::Integer(i) => i.to_string(),
+        other => format!("{other:?}"),
+    }
+}
+
+/// One field of an INFO section.
+pub fn info(c: &mut Client, section: &str, field: &str) -> Option<String> {
+    let t = text(&cmd(c, &["INFO", section]));
+    t.lines().find_map(|l| l.strip_prefix(&format!("{field}:")).map(|v| v.trim().to_string()))
+}
+
+pub fn info_keys(c: &mut Client, section: &str) -> Vec<String> {
+    let t = text(&cmd(c, &["INFO", section]));
+    t.lines()
+        .filter(|l| !l.starts_with('#') && l.contains(':'))
+        .map(|l| l.split(':').next().unwrap().to_string())
+        .collect()
+}
+
+pub fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !f() {
+        assert!(start.elapsed() < limit, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Waits until the replica's link is up and it applied everything the
+/// master has streamed.
+pub fn wait_synced(master: &mut Client, replica: &mut Client) {
+    wait_for("the replica to catch up", Duration::from_secs(30), || {
+        let up = info(replica, "replication", "master_link_status").as_deref() == Some("up");
+        let m = info(master, "replication", "master_repl_offset");
+        let r = info(replica, "replication", "slave_repl_offset");
+        up && m.is_some() && m == r
+    });
+}
+
+/// Sends `cmds` at once and reads their replies.
+pub fn pipelined(c: &mut Client, cmds: &[Vec<Vec<u8>>]) -> Vec<Frame> {
+    for a in cmds {
+        c.send(a).expect("send");
+    }
+    cmds.iter().map(|_| c.read_frame().expect("reply")).collect()
+}
+
+/// An array reply's elements in groups of `group`, sorted (HGETALL,
+/// SMEMBERS: their order is the table's, not the data's).
+pub fn sorted(f: Frame, group: usize) -> String {
+    let Frame::Array(Some(items)) = f else { return format!("{f:?}") };
+    let mut chunks: Vec<String> = items.chunks(group).map(|c| format!("{c:?}")).collect();
+    chunks.sort();
+    chunks.join(",")
+}
+
+/// `n` clients writing rounds of `round` (client number, round number)
+/// until `stop`.
+pub fn writers(
+    port: u16,
+    n: usize,
+    stop: &Arc<AtomicBool>,
+    round: fn(&mut Client, usize, usize),
+) -> Vec<std::thread::JoinHandle<()>> {
+    (0..n)
+        .map(|t| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut c = Client::connect(port).expect("connect");
+                let mut i = 1000;
+                while !stop.load(Ordering::Relaxed) {
+                    round(&mut c, t, i);
+                    i += 1;
+                }
+            })
+        })
+        .collect()
+}
