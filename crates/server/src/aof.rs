@@ -230,12 +230,7 @@ pub fn flush_on_exit() {
         return;
     }
     log::notice("Calling fsync() on the AOF file.");
-    let mut st = aof.state.lock();
-    st.sync_requested = true;
-    aof.wake.notify_one();
-    while st.sync_requested && aof.writer_running.load(Ordering::Acquire) {
-        aof.synced.wait_for(&mut st, Duration::from_millis(100));
-    }
+    aof.sync_pending();
 }
 
 /// `appenddirname/name`.
@@ -585,6 +580,18 @@ impl Aof {
         let started = self.ctl.lock().rewrite_started.take();
         let secs = started.map_or(0, |s| s.elapsed().as_secs() as i64);
         self.last_rewrite_secs.store(secs, Ordering::Relaxed);
+        if let Err(e) = &res {
+            if persistence::cancelled(e) {
+                // Killed (the AOF turned off): no failure to count, nothing
+                // of it kept.
+                let _ = std::fs::remove_file(tmp);
+                if mode == Mode::TurningOn {
+                    let _ = std::fs::remove_file(in_dir(&dirname, &temp_incr_name(&filename)));
+                }
+                self.rewriting.store(false, Ordering::Release);
+                return;
+            }
+        }
         let outcome = res.and_then(|()| {
             if mode != Mode::Off && !self.on.load(Ordering::Acquire) {
                 return Err(io::Error::other("the AOF was turned off"));
@@ -650,6 +657,7 @@ impl Aof {
         if !self.on.swap(false, Ordering::AcqRel) {
             return;
         }
+        self.kill_rewrite();
         if let Some(c) = self.feed.lock().take() {
             sh.remove_consumer(&c);
         }
@@ -662,6 +670,37 @@ impl Aof {
         }
         drop(st);
         self.notify.notify_waiters();
+    }
+
+    /// Stops a running rewrite and waits for it to end, as Redis's
+    /// `killAppendOnlyChild` (with its log line; the "child" is the
+    /// rewrite thread of this process).
+    fn kill_rewrite(&self) {
+        if !self.rewriting.load(Ordering::Acquire) {
+            return;
+        }
+        log::notice(&format!("Killing running AOF rewrite child: {}", std::process::id()));
+        persistence::cancel_running();
+        // The writer checks the flag between stripes and while it delays;
+        // bounded in case it waits on stripes the caller (EXEC) holds.
+        let end = Instant::now() + Duration::from_secs(5);
+        while self.rewriting.load(Ordering::Acquire) && Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        self.rewrite_scheduled.store(false, Ordering::Release);
+    }
+
+    /// Writes and fsyncs what is pending, if the writer runs.
+    fn sync_pending(&self) {
+        if !self.on.load(Ordering::Acquire) || !self.writer_running.load(Ordering::Acquire) {
+            return;
+        }
+        let mut st = self.state.lock();
+        st.sync_requested = true;
+        self.wake.notify_one();
+        while st.sync_requested && self.writer_running.load(Ordering::Acquire) {
+            self.synced.wait_for(&mut st, Duration::from_millis(100));
+        }
     }
 
     /// Rewrites due by `auto-aof-rewrite-percentage` or scheduled behind
@@ -737,6 +776,28 @@ impl AppendOnly for Aof {
         } else if !want && on {
             me.stop(&sh);
         }
+        Ok(())
+    }
+
+    fn reload(&self) -> Result<(), String> {
+        let me = AOF.get().cloned().ok_or("no AOF")?;
+        let sh = self.shared().ok_or("server is stopping")?;
+        me.sync_pending();
+        // The files the running AOF writes, else those on disk.
+        let m = if me.on.load(Ordering::Acquire) {
+            me.ctl.lock().manifest.clone()
+        } else {
+            let c = sh.config.read();
+            crate::aof_load::read_manifest(&c.appenddirname, &c.appendfilename)
+                .map_err(|l| l.concat())?
+                .unwrap_or_default()
+        };
+        sh.set_loading(true);
+        persistence::flush_all(&sh);
+        let res = crate::aof_load::load_all(&sh, &m);
+        sh.set_loading(false);
+        res?;
+        log::warning("Append Only File loaded by DEBUG LOADAOF");
         Ok(())
     }
 
