@@ -90,6 +90,10 @@ pub trait AppendOnly: Send + Sync {
     fn config_changed(&self, holding_stripes: bool) -> Result<(), String>;
     /// INFO persistence's `aof_*` figures.
     fn info(&self) -> AofInfo;
+    /// DEBUG AOF-FLUSH-SLEEP: sleep this long before each write.
+    fn set_flush_sleep(&self, us: u64) {
+        let _ = us;
+    }
     /// DEBUG LOADAOF: write out what is pending, empty the data set and
     /// load the append-only files again.
     fn reload(&self) -> Result<(), String> {

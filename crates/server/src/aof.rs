@@ -142,6 +142,9 @@ pub struct Aof {
     /// `aof-timestamp-enabled`, kept here so that appending reads no
     /// configuration.
     timestamps: AtomicBool,
+    /// `DEBUG AOF-FLUSH-SLEEP`: microseconds the writer sleeps before
+    /// each write.
+    flush_sleep_us: AtomicU64,
 }
 
 /// The consumer installed on the hub (a separate object, so removing it
@@ -192,6 +195,7 @@ pub fn install(shared: &Arc<Shared>) -> Arc<Aof> {
         writer_running: AtomicBool::new(false),
         feed: Mutex::new(None),
         timestamps: AtomicBool::new(false),
+        flush_sleep_us: AtomicU64::new(0),
     });
     let _ = AOF.set(aof.clone());
     let _ = shared.aof.set(aof.clone());
@@ -367,6 +371,11 @@ impl Aof {
                 unsynced = false;
             }
             if !bytes.is_empty() {
+                let pause = self.flush_sleep_us.load(Ordering::Relaxed);
+                if pause > 0 {
+                    // DEBUG AOF-FLUSH-SLEEP (tests of the reply barrier).
+                    std::thread::sleep(Duration::from_micros(pause));
+                }
                 if let Some(f) = &mut file {
                     self.write_all(f, &bytes, policy);
                     unsynced = true;
@@ -777,6 +786,10 @@ impl AppendOnly for Aof {
             me.stop(&sh);
         }
         Ok(())
+    }
+
+    fn set_flush_sleep(&self, us: u64) {
+        self.flush_sleep_us.store(us, Ordering::Relaxed);
     }
 
     fn reload(&self) -> Result<(), String> {
