@@ -632,11 +632,9 @@ impl Aof {
                 }
             }
             persist_manifest(&dirname, &filename, &m)?;
-            for h in m.history.drain(..) {
-                log::notice(&format!("Removing the history file {} in the background", h.name));
-                let _ = std::fs::remove_file(in_dir(&dirname, &h.name));
+            if !cfg.aof_disable_auto_gc {
+                delete_history(&dirname, &filename, &mut m)?;
             }
-            persist_manifest(&dirname, &filename, &m)?;
             let base_size = file_size(&dirname, &base);
             let total: u64 = m.load_order().map(|i| file_size(&dirname, &i.name)).sum();
             self.base_size.store(base_size, Ordering::Relaxed);
@@ -759,6 +757,17 @@ impl AppendOnly for Aof {
         let sh = self.shared().ok_or("server is stopping")?;
         let want = sh.config.read().appendonly;
         me.timestamps.store(sh.config.read().aof_timestamp_enabled, Ordering::Relaxed);
+        if !sh.config.read().aof_disable_auto_gc && !me.rewriting.load(Ordering::Acquire) {
+            // Garbage collection turned back on: what it kept goes now.
+            let (dirname, filename) = {
+                let c = sh.config.read();
+                (c.appenddirname.clone(), c.appendfilename.clone())
+            };
+            let mut ctl = me.ctl.lock();
+            if !ctl.manifest.history.is_empty() {
+                let _ = delete_history(&dirname, &filename, &mut ctl.manifest);
+            }
+        }
         let on = me.on.load(Ordering::Acquire);
         if want && !on {
             // Redis's startAppendOnly: a rewrite whose base is the data set
@@ -805,6 +814,13 @@ impl AppendOnly for Aof {
                 .map_err(|l| l.concat())?
                 .unwrap_or_default()
         };
+        if !sh.config.read().aof_disable_auto_gc && me.on.load(Ordering::Acquire) {
+            let (dirname, filename) = {
+                let c = sh.config.read();
+                (c.appenddirname.clone(), c.appendfilename.clone())
+            };
+            let _ = delete_history(&dirname, &filename, &mut me.ctl.lock().manifest);
+        }
         sh.set_loading(true);
         persistence::flush_all(&sh);
         let res = crate::aof_load::load_all(&sh, &m);
@@ -833,6 +849,19 @@ impl AppendOnly for Aof {
             delayed_fsync: self.delayed_fsync.load(Ordering::Relaxed),
         }
     }
+}
+
+/// Deletes the history files the manifest lists and drops them from it
+/// (Redis's `aofDelHistoryFiles`).
+fn delete_history(dirname: &str, filename: &str, m: &mut Manifest) -> io::Result<()> {
+    if m.history.is_empty() {
+        return Ok(());
+    }
+    for h in m.history.drain(..) {
+        log::notice(&format!("Removing the history file {} in the background", h.name));
+        let _ = std::fs::remove_file(in_dir(dirname, &h.name));
+    }
+    persist_manifest(dirname, filename, m)
 }
 
 /// Writes a rewrite's snapshot to `tmp` as the base: an RDB file (the

@@ -448,3 +448,67 @@ fn an_old_style_aof_is_migrated_into_the_aof_directory_as_redis_does() {
     }
     assert_eq!(manifests[0], manifests[1]);
 }
+
+#[test]
+fn aof_disable_auto_gc_keeps_history_files_until_turned_off_as_in_redis() {
+    let Some(redis) = RedisServer::start_with(&aof_args(), None) else { return };
+    let sluice = TestServer::start_with(&TestServer::default_bin(), &aof_args(), None);
+    let mut seen = Vec::new();
+    for server in [&*redis, &*sluice] {
+        let mut c = server.client();
+        c.wait_loaded();
+        let manifest = || {
+            std::fs::read_to_string(server.dir().join("appendonlydir/appendonly.aof.manifest"))
+                .expect("manifest")
+        };
+        assert_eq!(text(&line(&mut c, "CONFIG SET aof-disable-auto-gc yes")), "OK");
+        for _ in 0..2 {
+            line(&mut c, "SET k v");
+            wait_for("no rewrite running", Duration::from_secs(10), || {
+                info_field(&mut c, "aof_rewrite_in_progress") == "0"
+            });
+            assert_eq!(
+                text(&line(&mut c, "BGREWRITEAOF")),
+                "Background append only file rewriting started"
+            );
+            wait_for("the rewrite", Duration::from_secs(10), || {
+                info_field(&mut c, "aof_rewrite_in_progress") == "0"
+            });
+        }
+        let kept = manifest();
+        let history: Vec<&str> = kept.lines().filter(|l| l.ends_with("type h")).collect();
+        assert_eq!(history.len(), 4, "{kept}");
+        for h in &history {
+            let name = h.split(' ').nth(1).unwrap();
+            assert!(server.dir().join("appendonlydir").join(name).exists(), "{name}");
+        }
+        assert_eq!(text(&line(&mut c, "CONFIG SET aof-disable-auto-gc no")), "OK");
+        let after = manifest();
+        assert!(!after.contains("type h"), "{after}");
+        wait_for("the history files to go", Duration::from_secs(5), || {
+            history.iter().all(|h| {
+                !server.dir().join("appendonlydir").join(h.split(' ').nth(1).unwrap()).exists()
+            })
+        });
+        seen.push((kept, after));
+    }
+    assert_eq!(seen[0], seen[1]);
+}
+
+#[test]
+fn restore_idletime_sets_idle_times_longer_than_the_uptime_as_redis() {
+    // Regression: the LRU clock counted from start-up, so a fresh server
+    // clamped RESTORE … IDLETIME 1000 to its own uptime.
+    let Some(redis) = RedisServer::start() else { return };
+    let sluice = TestServer::start();
+    for mut c in [redis.client(), sluice.client()] {
+        line(&mut c, "SET foo bar");
+        let Frame::Bulk(Some(p)) = line(&mut c, "DUMP foo") else { panic!("DUMP") };
+        line(&mut c, "DEL foo");
+        line(&mut c, "CONFIG SET maxmemory-policy allkeys-lru");
+        assert_eq!(text(&cmd(&mut c, &[b"RESTORE", b"foo", b"0", &p, b"IDLETIME", b"1000"])), "OK");
+        let Frame::Integer(idle) = line(&mut c, "OBJECT IDLETIME foo") else { panic!("idle") };
+        assert!((1000..=1010).contains(&idle), "{idle}");
+        assert_eq!(text(&line(&mut c, "GET foo")), "bar");
+    }
+}
