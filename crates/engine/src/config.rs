@@ -82,6 +82,9 @@ pub struct Config {
     pub aof_use_rdb_preamble: bool,
     pub aof_load_truncated: bool,
     pub aof_timestamp_enabled: bool,
+    /// `aof-disable-auto-gc`: keep history AOF files (and their manifest
+    /// lines) after a rewrite instead of deleting them.
+    pub aof_disable_auto_gc: bool,
     pub no_appendfsync_on_rewrite: bool,
     pub auto_aof_rewrite_percentage: i64,
     pub auto_aof_rewrite_min_size: u64,
@@ -198,6 +201,7 @@ impl Default for Config {
             aof_use_rdb_preamble: true,
             aof_load_truncated: true,
             aof_timestamp_enabled: false,
+            aof_disable_auto_gc: false,
             no_appendfsync_on_rewrite: false,
             auto_aof_rewrite_percentage: 100,
             auto_aof_rewrite_min_size: 64 << 20,

@@ -458,9 +458,12 @@ pub fn check(
                     "Write commands are not allowed from read-only scripts.",
                 ));
             }
+            // A script the AOF replays writes as its caller did (Redis's
+            // mustObeyClient).
             if flags.has(Flags::WRITE)
                 && shared.store.is_replica()
                 && sess.conf(shared).replica_read_only
+                && !store::replaying()
             {
                 return Err(CmdError::ReadOnlyReplica);
             }

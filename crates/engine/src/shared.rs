@@ -127,6 +127,11 @@ pub fn statm_probe() -> MemStats {
     }
 }
 
+/// Where the LRU clock starts: keys can then be given idle times (RESTORE
+/// IDLETIME, a file's idle times) of up to 194 days at once, as Redis's
+/// 24-bit clock allows, and not only as long as the process has run.
+pub const LRU_EPOCH: u32 = 1 << 24;
+
 /// Everything the connections share.
 pub struct Shared {
     pub store: Store,
@@ -285,8 +290,8 @@ impl Shared {
             started: Instant::now(),
             started_unix_ms: unix_ms(),
             run_id,
-            lru: AtomicU32::new(0),
-            stamp: AtomicU32::new(0),
+            lru: AtomicU32::new(LRU_EPOCH),
+            stamp: AtomicU32::new(LRU_EPOCH),
             evictor: Default::default(),
             thread_mem_probe: OnceLock::new(),
             pause: Mutex::new(Pause::default()),
@@ -502,7 +507,8 @@ impl Shared {
         self.next_client_id.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// The LRU clock (seconds since start), advanced by the server's timer.
+    /// The LRU clock (seconds since start, plus [`LRU_EPOCH`]), advanced
+    /// by the server's timer.
     #[inline]
     pub fn lru_clock(&self) -> u32 {
         self.lru.load(Ordering::Relaxed)
@@ -510,7 +516,8 @@ impl Shared {
 
     /// Called by the server's timer (every 100 ms).
     pub fn tick(&self) {
-        self.lru.store(self.started.elapsed().as_secs() as u32, Ordering::Relaxed);
+        let secs = self.started.elapsed().as_secs() as u32;
+        self.lru.store(LRU_EPOCH + secs, Ordering::Relaxed);
         let (input, output) = self.net_bytes();
         let commands = self.stats.commands_processed.load(Ordering::Relaxed);
         self.rates.track(unix_ms(), [commands, input, output]);

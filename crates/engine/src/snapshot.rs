@@ -49,6 +49,9 @@ pub trait Snapshots: Send + Sync {
     /// is the call, unless the caller holds stripes (BGSAVE inside EXEC):
     /// then it is when the saving thread can lock them all.
     fn bgsave(&self, dirty: u64, holding_stripes: bool) -> Result<(), String>;
+    /// Stops a running BGSAVE without counting it a failure (FLUSHALL,
+    /// as Redis kills its saving child).
+    fn abort_bgsave(&self) {}
     /// DEBUG RELOAD: save (unless NOSAVE), empty the keyspace and the
     /// function libraries (unless NOFLUSH), load the file (with MERGE, a
     /// key or library of the file replaces one of the same name).
@@ -87,6 +90,15 @@ pub trait AppendOnly: Send + Sync {
     fn config_changed(&self, holding_stripes: bool) -> Result<(), String>;
     /// INFO persistence's `aof_*` figures.
     fn info(&self) -> AofInfo;
+    /// DEBUG AOF-FLUSH-SLEEP: sleep this long before each write.
+    fn set_flush_sleep(&self, us: u64) {
+        let _ = us;
+    }
+    /// DEBUG LOADAOF: write out what is pending, empty the data set and
+    /// load the append-only files again.
+    fn reload(&self) -> Result<(), String> {
+        Err("no append-only file in this process".into())
+    }
 }
 
 /// INFO persistence's `aof_*` fields.
@@ -125,6 +137,9 @@ pub struct PersistState {
     pub saves: AtomicU64,
     pub last_load_keys_loaded: AtomicU64,
     pub last_load_keys_expired: AtomicU64,
+    /// `DEBUG SET-SKIP-CHECKSUM-VALIDATION 1`: RESTORE payloads and RDB
+    /// files load without their CRC checked.
+    pub skip_checksum: AtomicBool,
 }
 
 impl PersistState {
@@ -140,6 +155,7 @@ impl PersistState {
             saves: AtomicU64::new(0),
             last_load_keys_loaded: AtomicU64::new(0),
             last_load_keys_expired: AtomicU64::new(0),
+            skip_checksum: AtomicBool::new(false),
         }
     }
 

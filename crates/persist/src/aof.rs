@@ -182,20 +182,23 @@ impl Manifest {
     /// opened when the rewrite started) becomes history.
     pub fn mark_rewritten_incr_as_history(&mut self) {
         let keep = self.incr.pop();
-        for mut i in self.incr.drain(..) {
-            i.kind = Kind::History;
-            self.history.push(i);
-        }
+        self.incr_to_history();
         self.incr.extend(keep);
+    }
+
+    /// Each incremental file to the head of the history, in order (so the
+    /// newest comes first, as Redis's `listAddNodeHead` leaves them).
+    fn incr_to_history(&mut self) {
+        for mut i in std::mem::take(&mut self.incr) {
+            i.kind = Kind::History;
+            self.history.insert(0, i);
+        }
     }
 
     /// After a rewrite with the AOF off (or being turned on): every
     /// incremental file becomes history.
     pub fn mark_all_incr_as_history(&mut self) {
-        for mut i in self.incr.drain(..) {
-            i.kind = Kind::History;
-            self.history.push(i);
-        }
+        self.incr_to_history();
     }
 
     /// The files to load, in order (base first).

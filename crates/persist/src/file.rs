@@ -202,6 +202,9 @@ pub struct Loaded {
     pub keys_expired: u64,
     /// Collections stored empty (skipped, as Redis does).
     pub empty_keys: u64,
+    /// The names of the first [`EMPTY_NAMES_KEPT`] of those (Redis logs
+    /// that many).
+    pub empty_key_names: Vec<Vec<u8>>,
     pub aux: Vec<(Vec<u8>, Vec<u8>)>,
     /// Function libraries' codes, in file order (pre-GA records already
     /// turned into code with its metadata line, as Redis 7.0.15 does).
@@ -210,6 +213,9 @@ pub struct Loaded {
     /// follow an RDB preamble).
     pub consumed: usize,
 }
+
+/// How many skipped empty keys [`Loaded`] names.
+pub const EMPTY_NAMES_KEPT: usize = 10;
 
 /// A key as loaded.
 pub struct LoadedKey<'a> {
@@ -337,6 +343,9 @@ pub fn load(
             Ok(v) => v,
             Err(e) if e.reason == value::EMPTY_KEY => {
                 out.empty_keys += 1;
+                if out.empty_key_names.len() < EMPTY_NAMES_KEPT {
+                    out.empty_key_names.push(key.into_owned());
+                }
                 (expire_at, idle, freq) = (-1, None, None);
                 continue;
             }
@@ -360,7 +369,7 @@ pub fn load(
                 .expect("8"),
         );
         if check_crc && want != 0 && crc64(0, &buf[..at]) != want {
-            return Err(Error { offset: at, reason: "wrong RDB checksum" });
+            return Err(Error { offset: at, reason: "RDB CRC error" });
         }
     }
     out.consumed = r.pos;

@@ -15,4 +15,4 @@ pub mod packed;
 pub mod stream;
 pub mod value;
 
-pub use value::{dump, restore, Error, Limits, PayloadError, RDB_VERSION};
+pub use value::{dump, restore, restore_why, Error, Limits, PayloadError, RDB_VERSION};

@@ -266,11 +266,16 @@ pub fn ziplist_entries(z: &[u8]) -> Option<Vec<Elem<'_>>> {
     if z[end] != 0xFF {
         return None;
     }
+    let tail = u32::from_le_bytes(z[4..8].try_into().ok()?) as usize;
     let mut out = Vec::new();
     let mut p = 10;
     let mut prev_len = 0usize;
+    // Where the last entry starts (the header's end when there is none):
+    // the header's tail offset must say the same.
+    let mut last_start = 10;
     while p < end {
         let start = p;
+        last_start = start;
         // prevlen
         let pl = if z[p] < 254 {
             p += 1;
@@ -351,6 +356,9 @@ pub fn ziplist_entries(z: &[u8]) -> Option<Vec<Elem<'_>>> {
     if declared != 65535 && usize::from(declared) != out.len() {
         return None;
     }
+    if tail != last_start {
+        return None;
+    }
     Some(out)
 }
 
@@ -384,6 +392,11 @@ pub fn zipmap_pairs(z: &[u8]) -> Option<Vec<(&[u8], &[u8])>> {
             return None;
         }
         out.push((k, v));
+    }
+    // Redis's deep check: not empty, and the count byte right unless it
+    // says "too many to count" (254 and up).
+    if out.is_empty() || (z[0] < 254 && usize::from(z[0]) != out.len()) {
+        return None;
     }
     Some(out)
 }

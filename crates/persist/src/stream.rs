@@ -242,17 +242,17 @@ pub fn read_stream(r: &mut Reader<'_>, t: u8) -> Result<Stream, Error> {
     for _ in 0..nodes {
         let key = r.bytes()?;
         if key.len() != 16 {
-            return Err(bad("stream node key is not a stream id"));
+            return Err(bad("Stream node key entry is not the size of a stream ID"));
         }
         let master = id_of_raw(&key);
         if last.is_some_and(|l| master <= l) {
             return Err(bad("stream nodes out of order"));
         }
         let lp = r.bytes()?;
-        let (node, node_last) =
-            read_node(master, &lp, last).ok_or_else(|| bad("invalid stream listpack"))?;
+        let (node, node_last) = read_node(master, &lp, last)
+            .ok_or_else(|| bad("Stream listpack integrity check failed."))?;
         if !s.insert_node(node) {
-            return Err(bad("duplicate stream node"));
+            return Err(bad("Listpack re-added with existing key"));
         }
         last = Some(node_last);
     }
@@ -291,7 +291,7 @@ pub fn read_stream(r: &mut Reader<'_>, t: u8) -> Result<Stream, Error> {
             let delivery_count = r.len()?;
             let nack = Nack { delivery_time, delivery_count, consumer: Box::default() };
             if g.pel.insert(pid, nack).is_some() {
-                return Err(bad("duplicate stream group PEL entry"));
+                return Err(bad("Duplicated global PEL entry loading stream consumer group"));
             }
         }
         let mut owned = BTreeSet::new();
@@ -303,7 +303,7 @@ pub fn read_stream(r: &mut Reader<'_>, t: u8) -> Result<Stream, Error> {
                 ms(r)?; // active time: 7.2 only
             }
             if !g.ensure_consumer(&cname, seen_time) {
-                return Err(bad("duplicate stream consumer"));
+                return Err(bad("Duplicate stream consumer detected."));
             }
             let n = r.len()?;
             for _ in 0..n {
@@ -311,9 +311,11 @@ pub fn read_stream(r: &mut Reader<'_>, t: u8) -> Result<Stream, Error> {
                 let nack = g
                     .pel
                     .get_mut(&pid)
-                    .ok_or_else(|| bad("consumer PEL entry not in group PEL"))?;
+                    .ok_or_else(|| bad("Consumer entry not found in group global PEL"))?;
                 if !owned.insert(pid) {
-                    return Err(bad("stream PEL entry owned twice"));
+                    return Err(bad(
+                        "Duplicated consumer PEL entry  loading a stream consumer group",
+                    ));
                 }
                 nack.consumer = cname.to_vec().into_boxed_slice();
                 let c = g.consumers.get_mut(&cname[..]).expect("just created");
@@ -321,11 +323,11 @@ pub fn read_stream(r: &mut Reader<'_>, t: u8) -> Result<Stream, Error> {
             }
         }
         if owned.len() != g.pel.len() {
-            return Err(bad("stream PEL entry without consumer"));
+            return Err(bad("Stream CG PELs entry without consumer"));
         }
         let groups = s.groups.get_or_insert_with(Default::default);
         if groups.insert(name.to_vec().into_boxed_slice(), g).is_some() {
-            return Err(bad("duplicate stream group"));
+            return Err(bad("Duplicated consumer group name"));
         }
     }
     Ok(s)

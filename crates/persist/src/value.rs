@@ -443,6 +443,10 @@ pub fn read_value(r: &mut Reader<'_>, t: u8, lim: &Limits) -> Result<Value, Erro
             for _ in 0..nodes {
                 let container = if t == ty::LIST_QUICKLIST_2 { r.len()? } else { CONTAINER_PACKED };
                 let blob = r.bytes()?;
+                // (Redis refuses an empty node before looking at it.)
+                if blob.is_empty() {
+                    return Err(bad("Quicklist integrity check failed: empty node"));
+                }
                 match container {
                     CONTAINER_PLAIN => l.push_back(&blob),
                     CONTAINER_PACKED => {
@@ -451,21 +455,28 @@ pub fn read_value(r: &mut Reader<'_>, t: u8, lim: &Limits) -> Result<Value, Erro
                         } else {
                             packed::ziplist_entries(&blob)
                         }
-                        .ok_or_else(|| bad("invalid quicklist node"))?;
+                        .ok_or_else(|| {
+                            bad(if t == ty::LIST_QUICKLIST_2 {
+                                "Listpack integrity check failed."
+                            } else {
+                                "Ziplist integrity check failed."
+                            })
+                        })?;
                         // Redis refuses empty nodes only in deep sanitization;
                         // they carry nothing, so skipping them is equal.
                         for e in &items {
                             l.push_back(&e.to_vec());
                         }
                     }
-                    _ => return Err(bad("invalid quicklist container")),
+                    _ => return Err(bad("Quicklist integrity check failed.")),
                 }
             }
             Value::List(Box::new(l))
         }
         ty::LIST_ZIPLIST => {
             let blob = r.bytes()?;
-            let items = packed::ziplist_entries(&blob).ok_or_else(|| bad("invalid ziplist"))?;
+            let items = packed::ziplist_entries(&blob)
+                .ok_or_else(|| bad("List ziplist integrity check failed."))?;
             let mut l = List::new(lim.list_fill);
             for e in &items {
                 l.push_back(&e.to_vec());
@@ -477,14 +488,15 @@ pub fn read_value(r: &mut Reader<'_>, t: u8, lim: &Limits) -> Result<Value, Erro
             let mut s = Set::new_ints();
             for _ in 0..n {
                 if !s.add(&r.bytes()?, lim.set_max_intset) {
-                    return Err(bad("duplicate set member"));
+                    return Err(bad("Duplicate set members detected"));
                 }
             }
             Value::Set(s)
         }
         ty::SET_INTSET => {
             let blob = r.bytes()?;
-            let vals = packed::intset_values(&blob).ok_or_else(|| bad("invalid intset"))?;
+            let vals = packed::intset_values(&blob)
+                .ok_or_else(|| bad("Intset integrity check failed."))?;
             let mut s = Set::new_ints();
             for v in vals {
                 s.add_int(v, lim.set_max_intset);
@@ -500,26 +512,31 @@ pub fn read_value(r: &mut Reader<'_>, t: u8, lim: &Limits) -> Result<Value, Erro
                 let m = r.bytes()?;
                 let s = if t == ty::ZSET_2 { r.binary_double()? } else { r.text_double()? };
                 if s.is_nan() {
-                    return Err(bad("zset with NaN score"));
+                    return Err(bad("Zset with NAN score detected"));
                 }
                 maxlen = maxlen.max(m.len());
                 if !z.set(&m, s, open) {
-                    return Err(bad("duplicate zset member"));
+                    return Err(bad("Duplicate zset fields detected"));
                 }
             }
             z.shrink_if_small(maxlen, lim.zset);
             Value::ZSet(Box::new(z))
         }
         ty::ZSET_ZIPLIST | ty::ZSET_LISTPACK => {
+            let zset_corrupt = if t == ty::ZSET_LISTPACK {
+                "Zset listpack integrity check failed."
+            } else {
+                "Zset ziplist integrity check failed."
+            };
             let blob = r.bytes()?;
             let items = if t == ty::ZSET_LISTPACK {
                 packed::listpack_entries(&blob)
             } else {
                 packed::ziplist_entries(&blob)
             }
-            .ok_or_else(|| bad("invalid zset listpack"))?;
+            .ok_or_else(|| bad(zset_corrupt))?;
             if items.len() % 2 != 0 {
-                return Err(bad("odd zset listpack"));
+                return Err(bad(zset_corrupt));
             }
             let mut z = ZSet::new_listpack();
             let open = ZLimits { max_entries: usize::MAX, max_value: usize::MAX };
@@ -531,10 +548,10 @@ pub fn read_value(r: &mut Reader<'_>, t: u8, lim: &Limits) -> Result<Value, Erro
                         .ok()
                         .and_then(|t| t.parse::<f64>().ok())
                         .filter(|s| !s.is_nan())
-                        .ok_or_else(|| bad("invalid zset score"))?,
+                        .ok_or_else(|| bad("Zset ziplist integrity check failed: invalid score"))?,
                 };
                 if !z.set(&m, s, open) {
-                    return Err(bad("duplicate zset member"));
+                    return Err(bad(zset_corrupt));
                 }
             }
             if z.len() > lim.zset.max_entries {
@@ -549,38 +566,50 @@ pub fn read_value(r: &mut Reader<'_>, t: u8, lim: &Limits) -> Result<Value, Erro
                 let f = r.bytes()?;
                 let v = r.bytes()?;
                 if !h.set(&f, &v, lim.hash_max_entries, lim.hash_max_value) {
-                    return Err(bad("duplicate hash field"));
+                    return Err(bad("Duplicate hash fields detected"));
                 }
             }
             Value::Hash(Box::new(h))
         }
         ty::HASH_ZIPLIST | ty::HASH_LISTPACK => {
+            let (corrupt, dup) = if t == ty::HASH_LISTPACK {
+                (
+                    "Hash listpack integrity check failed.",
+                    "Hash listpack integrity check failed: listpack with dup elements",
+                )
+            } else {
+                (
+                    "Hash ziplist integrity check failed.",
+                    "Hash ziplist integrity check failed: ziplist with dup elements",
+                )
+            };
             let blob = r.bytes()?;
             let items = if t == ty::HASH_LISTPACK {
                 packed::listpack_entries(&blob)
             } else {
                 packed::ziplist_entries(&blob)
             }
-            .ok_or_else(|| bad("invalid hash listpack"))?;
+            .ok_or_else(|| bad(corrupt))?;
             if items.len() % 2 != 0 {
-                return Err(bad("odd hash listpack"));
+                return Err(bad(corrupt));
             }
             let mut h = Hash::new();
             for pair in items.chunks_exact(2) {
                 let (f, v) = (pair[0].to_vec(), pair[1].to_vec());
                 if !h.set(&f, &v, lim.hash_max_entries, lim.hash_max_value) {
-                    return Err(bad("duplicate hash field"));
+                    return Err(bad(dup));
                 }
             }
             Value::Hash(Box::new(h))
         }
         ty::HASH_ZIPMAP => {
             let blob = r.bytes()?;
-            let pairs = packed::zipmap_pairs(&blob).ok_or_else(|| bad("invalid zipmap"))?;
+            let pairs =
+                packed::zipmap_pairs(&blob).ok_or_else(|| bad("Zipmap integrity check failed."))?;
             let mut h = Hash::new();
             for (f, v) in pairs {
                 if !h.set(f, v, lim.hash_max_entries, lim.hash_max_value) {
-                    return Err(bad("duplicate hash field"));
+                    return Err(bad("Hash zipmap with dup elements"));
                 }
             }
             Value::Hash(Box::new(h))
@@ -588,7 +617,7 @@ pub fn read_value(r: &mut Reader<'_>, t: u8, lim: &Limits) -> Result<Value, Erro
         ty::STREAM_LISTPACKS | ty::STREAM_LISTPACKS_2 | ty::STREAM_LISTPACKS_3 => {
             Value::Stream(Box::new(crate::stream::read_stream(r, t)?))
         }
-        _ => return Err(bad("unknown or unsupported value type")),
+        _ => return Err(bad("Unknown RDB encoding type")),
     };
     let empty = match &v {
         Value::List(l) => l.is_empty(),
@@ -626,23 +655,34 @@ pub fn dump(v: &Value, compress: bool) -> Vec<u8> {
 
 /// Decodes a RESTORE payload (`verifyDumpPayload` then `rdbLoadObject`).
 pub fn restore(p: &[u8], lim: &Limits, check_crc: bool) -> Result<Value, PayloadError> {
+    restore_why(p, lim, check_crc).map_err(|(e, _)| e)
+}
+
+/// [`restore`], with where and why the value did not decode (what Redis
+/// logs when a payload fails its checks).
+pub fn restore_why(
+    p: &[u8],
+    lim: &Limits,
+    check_crc: bool,
+) -> Result<Value, (PayloadError, Option<Error>)> {
     if p.len() < 10 {
-        return Err(PayloadError::VersionOrChecksum);
+        return Err((PayloadError::VersionOrChecksum, None));
     }
     let n = p.len();
     let ver = u16::from_le_bytes([p[n - 10], p[n - 9]]);
     if ver > RDB_VERSION {
-        return Err(PayloadError::VersionOrChecksum);
+        return Err((PayloadError::VersionOrChecksum, None));
     }
     if check_crc {
         let want = u64::from_le_bytes(p[n - 8..].try_into().expect("8"));
         if crate::crc64::crc64(0, &p[..n - 8]) != want {
-            return Err(PayloadError::VersionOrChecksum);
+            return Err((PayloadError::VersionOrChecksum, None));
         }
     }
     let mut r = Reader::new(&p[..n - 10]);
-    let t = r.byte().map_err(|_| PayloadError::BadFormat)?;
-    read_value(&mut r, t, lim).map_err(|_| PayloadError::BadFormat)
+    let bad = |e| (PayloadError::BadFormat, Some(e));
+    let t = r.byte().map_err(bad)?;
+    read_value(&mut r, t, lim).map_err(bad)
 }
 
 #[cfg(test)]

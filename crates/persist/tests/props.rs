@@ -226,7 +226,7 @@ fn a_wrong_checksum_is_refused_with_its_offset() {
     let n = bad.len();
     bad[n - 1] ^= 1;
     let e = file::load(&bad, &Limits::default(), 16, 0, true, |_| Ok(())).unwrap_err();
-    assert_eq!(e.reason, "wrong RDB checksum");
+    assert_eq!(e.reason, "RDB CRC error");
     assert_eq!(e.offset, n - 8);
     let short = file::load(&f[..n - 9], &Limits::default(), 16, 0, true, |_| Ok(())).unwrap_err();
     assert_eq!(short.reason, "unexpected end of data");

@@ -142,6 +142,9 @@ pub struct Aof {
     /// `aof-timestamp-enabled`, kept here so that appending reads no
     /// configuration.
     timestamps: AtomicBool,
+    /// `DEBUG AOF-FLUSH-SLEEP`: microseconds the writer sleeps before
+    /// each write.
+    flush_sleep_us: AtomicU64,
 }
 
 /// The consumer installed on the hub (a separate object, so removing it
@@ -192,6 +195,7 @@ pub fn install(shared: &Arc<Shared>) -> Arc<Aof> {
         writer_running: AtomicBool::new(false),
         feed: Mutex::new(None),
         timestamps: AtomicBool::new(false),
+        flush_sleep_us: AtomicU64::new(0),
     });
     let _ = AOF.set(aof.clone());
     let _ = shared.aof.set(aof.clone());
@@ -230,12 +234,7 @@ pub fn flush_on_exit() {
         return;
     }
     log::notice("Calling fsync() on the AOF file.");
-    let mut st = aof.state.lock();
-    st.sync_requested = true;
-    aof.wake.notify_one();
-    while st.sync_requested && aof.writer_running.load(Ordering::Acquire) {
-        aof.synced.wait_for(&mut st, Duration::from_millis(100));
-    }
+    aof.sync_pending();
 }
 
 /// `appenddirname/name`.
@@ -372,6 +371,11 @@ impl Aof {
                 unsynced = false;
             }
             if !bytes.is_empty() {
+                let pause = self.flush_sleep_us.load(Ordering::Relaxed);
+                if pause > 0 {
+                    // DEBUG AOF-FLUSH-SLEEP (tests of the reply barrier).
+                    std::thread::sleep(Duration::from_micros(pause));
+                }
                 if let Some(f) = &mut file {
                     self.write_all(f, &bytes, policy);
                     unsynced = true;
@@ -585,6 +589,18 @@ impl Aof {
         let started = self.ctl.lock().rewrite_started.take();
         let secs = started.map_or(0, |s| s.elapsed().as_secs() as i64);
         self.last_rewrite_secs.store(secs, Ordering::Relaxed);
+        if let Err(e) = &res {
+            if persistence::cancelled(e) {
+                // Killed (the AOF turned off): no failure to count, nothing
+                // of it kept.
+                let _ = std::fs::remove_file(tmp);
+                if mode == Mode::TurningOn {
+                    let _ = std::fs::remove_file(in_dir(&dirname, &temp_incr_name(&filename)));
+                }
+                self.rewriting.store(false, Ordering::Release);
+                return;
+            }
+        }
         let outcome = res.and_then(|()| {
             if mode != Mode::Off && !self.on.load(Ordering::Acquire) {
                 return Err(io::Error::other("the AOF was turned off"));
@@ -616,11 +632,9 @@ impl Aof {
                 }
             }
             persist_manifest(&dirname, &filename, &m)?;
-            for h in m.history.drain(..) {
-                log::notice(&format!("Removing the history file {} in the background", h.name));
-                let _ = std::fs::remove_file(in_dir(&dirname, &h.name));
+            if !cfg.aof_disable_auto_gc {
+                delete_history(&dirname, &filename, &mut m)?;
             }
-            persist_manifest(&dirname, &filename, &m)?;
             let base_size = file_size(&dirname, &base);
             let total: u64 = m.load_order().map(|i| file_size(&dirname, &i.name)).sum();
             self.base_size.store(base_size, Ordering::Relaxed);
@@ -650,6 +664,7 @@ impl Aof {
         if !self.on.swap(false, Ordering::AcqRel) {
             return;
         }
+        self.kill_rewrite();
         if let Some(c) = self.feed.lock().take() {
             sh.remove_consumer(&c);
         }
@@ -662,6 +677,37 @@ impl Aof {
         }
         drop(st);
         self.notify.notify_waiters();
+    }
+
+    /// Stops a running rewrite and waits for it to end, as Redis's
+    /// `killAppendOnlyChild` (with its log line; the "child" is the
+    /// rewrite thread of this process).
+    fn kill_rewrite(&self) {
+        if !self.rewriting.load(Ordering::Acquire) {
+            return;
+        }
+        log::notice(&format!("Killing running AOF rewrite child: {}", std::process::id()));
+        persistence::cancel_running();
+        // The writer checks the flag between stripes and while it delays;
+        // bounded in case it waits on stripes the caller (EXEC) holds.
+        let end = Instant::now() + Duration::from_secs(5);
+        while self.rewriting.load(Ordering::Acquire) && Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        self.rewrite_scheduled.store(false, Ordering::Release);
+    }
+
+    /// Writes and fsyncs what is pending, if the writer runs.
+    fn sync_pending(&self) {
+        if !self.on.load(Ordering::Acquire) || !self.writer_running.load(Ordering::Acquire) {
+            return;
+        }
+        let mut st = self.state.lock();
+        st.sync_requested = true;
+        self.wake.notify_one();
+        while st.sync_requested && self.writer_running.load(Ordering::Acquire) {
+            self.synced.wait_for(&mut st, Duration::from_millis(100));
+        }
     }
 
     /// Rewrites due by `auto-aof-rewrite-percentage` or scheduled behind
@@ -711,6 +757,17 @@ impl AppendOnly for Aof {
         let sh = self.shared().ok_or("server is stopping")?;
         let want = sh.config.read().appendonly;
         me.timestamps.store(sh.config.read().aof_timestamp_enabled, Ordering::Relaxed);
+        if !sh.config.read().aof_disable_auto_gc && !me.rewriting.load(Ordering::Acquire) {
+            // Garbage collection turned back on: what it kept goes now.
+            let (dirname, filename) = {
+                let c = sh.config.read();
+                (c.appenddirname.clone(), c.appendfilename.clone())
+            };
+            let mut ctl = me.ctl.lock();
+            if !ctl.manifest.history.is_empty() {
+                let _ = delete_history(&dirname, &filename, &mut ctl.manifest);
+            }
+        }
         let on = me.on.load(Ordering::Acquire);
         if want && !on {
             // Redis's startAppendOnly: a rewrite whose base is the data set
@@ -740,6 +797,39 @@ impl AppendOnly for Aof {
         Ok(())
     }
 
+    fn set_flush_sleep(&self, us: u64) {
+        self.flush_sleep_us.store(us, Ordering::Relaxed);
+    }
+
+    fn reload(&self) -> Result<(), String> {
+        let me = AOF.get().cloned().ok_or("no AOF")?;
+        let sh = self.shared().ok_or("server is stopping")?;
+        me.sync_pending();
+        // The files the running AOF writes, else those on disk.
+        let m = if me.on.load(Ordering::Acquire) {
+            me.ctl.lock().manifest.clone()
+        } else {
+            let c = sh.config.read();
+            crate::aof_load::read_manifest(&c.appenddirname, &c.appendfilename)
+                .map_err(|l| l.concat())?
+                .unwrap_or_default()
+        };
+        if !sh.config.read().aof_disable_auto_gc && me.on.load(Ordering::Acquire) {
+            let (dirname, filename) = {
+                let c = sh.config.read();
+                (c.appenddirname.clone(), c.appendfilename.clone())
+            };
+            let _ = delete_history(&dirname, &filename, &mut me.ctl.lock().manifest);
+        }
+        sh.set_loading(true);
+        persistence::flush_all(&sh);
+        let res = crate::aof_load::load_all(&sh, &m);
+        sh.set_loading(false);
+        res?;
+        log::warning("Append Only File loaded by DEBUG LOADAOF");
+        Ok(())
+    }
+
     fn info(&self) -> AofInfo {
         let enabled = self.on.load(Ordering::Acquire);
         let current = self.ctl.lock().rewrite_started.map_or(-1, |s| s.elapsed().as_secs() as i64);
@@ -759,6 +849,19 @@ impl AppendOnly for Aof {
             delayed_fsync: self.delayed_fsync.load(Ordering::Relaxed),
         }
     }
+}
+
+/// Deletes the history files the manifest lists and drops them from it
+/// (Redis's `aofDelHistoryFiles`).
+fn delete_history(dirname: &str, filename: &str, m: &mut Manifest) -> io::Result<()> {
+    if m.history.is_empty() {
+        return Ok(());
+    }
+    for h in m.history.drain(..) {
+        log::notice(&format!("Removing the history file {} in the background", h.name));
+        let _ = std::fs::remove_file(in_dir(dirname, &h.name));
+    }
+    persist_manifest(dirname, filename, m)
 }
 
 /// Writes a rewrite's snapshot to `tmp` as the base: an RDB file (the

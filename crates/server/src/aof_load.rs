@@ -116,10 +116,7 @@ pub fn load_file(sh: &Arc<Shared>, dirname: &str, name: &str) -> Result<Outcome,
                 if l.aux.iter().any(|(k, v)| k == b"aof-base" && v == b"1") {
                     log::notice("RDB is base AOF");
                 }
-                log::notice(&format!(
-                    "Done loading RDB, keys loaded: {}, keys expired: {}.",
-                    l.keys_loaded, l.keys_expired
-                ));
+                persistence::log_done_loading(&l);
                 start = l.consumed;
             }
             Err(persistence::LoadError::Library(e)) => {
@@ -136,6 +133,15 @@ pub fn load_file(sh: &Arc<Shared>, dirname: &str, name: &str) -> Result<Outcome,
             }
         }
     }
+    // Deadlines are not acted on while the file replays (Redis's loading).
+    struct Replaying;
+    impl Drop for Replaying {
+        fn drop(&mut self) {
+            store::set_replaying(false);
+        }
+    }
+    store::set_replaying(true);
+    let _replaying = Replaying;
     let truncate = sh.config.read().aof_load_truncated;
     let delay = u64::try_from(sh.config.read().key_load_delay).unwrap_or(0);
     let mut sess = Session::detached(u64::MAX);
@@ -147,6 +153,8 @@ pub fn load_file(sh: &Arc<Shared>, dirname: &str, name: &str) -> Result<Outcome,
         log::warning(&m);
         Err(m)
     };
+    // A command cut short at the end of the file (its reader stops there).
+    let mut short = false;
     let torn = loop {
         match r.next_item() {
             Ok(None) => break sess.in_multi(),
@@ -173,7 +181,10 @@ pub fn load_file(sh: &Arc<Shared>, dirname: &str, name: &str) -> Result<Outcome,
                     std::thread::sleep(std::time::Duration::from_micros(delay));
                 }
             }
-            Err(StreamError::Truncated) => break false,
+            Err(StreamError::Truncated) => {
+                short = true;
+                break sess.in_multi();
+            }
             Err(StreamError::Format { .. }) => {
                 return fail(format!(
                     "Bad file format reading the append only file {name}: make a backup of \
@@ -182,7 +193,7 @@ pub fn load_file(sh: &Arc<Shared>, dirname: &str, name: &str) -> Result<Outcome,
             }
         }
     };
-    let ended_cleanly = !torn && r.pos() >= bytes.len() && !sess.in_multi();
+    let ended_cleanly = !short && !torn && r.pos() >= bytes.len() && !sess.in_multi();
     if ended_cleanly {
         return Ok(Outcome::Ok);
     }
@@ -221,6 +232,38 @@ pub fn load_file(sh: &Arc<Shared>, dirname: &str, name: &str) -> Result<Outcome,
     ))
 }
 
+/// Whether an AOF of Redis before 7.0 (one `appendfilename` file in the
+/// working directory) is to move into `appenddirname` as the base, in
+/// Redis's three cases: no directory, no manifest, or a manifest naming
+/// only that file as its base while the directory lacks it.
+fn needs_upgrade(dirname: &str, filename: &str, m: &Manifest) -> bool {
+    if !Path::new(filename).is_file() {
+        return false;
+    }
+    let only_old_base = m.incr.is_empty()
+        && m.base.as_ref().is_some_and(|b| b.name == filename)
+        && !Path::new(dirname).join(filename).exists();
+    !Path::new(dirname).is_dir() || (m.base.is_none() && m.incr.is_empty()) || only_old_base
+}
+
+/// Redis's `aofUpgradePrepare`: the old file becomes base number 1 of a
+/// new manifest, and moves into the directory.
+fn upgrade(dirname: &str, filename: &str, m: &mut Manifest) -> Result<(), String> {
+    std::fs::create_dir_all(dirname)
+        .map_err(|e| format!("Can't open or create append-only dir {dirname}: {e}"))?;
+    m.base = Some(aof::Info { name: filename.to_string(), seq: 1, kind: aof::Kind::Base });
+    m.base_seq = 1;
+    crate::aof::persist_manifest(dirname, filename, m)
+        .map_err(|e| format!("Can't persist the AOF manifest: {e}"))?;
+    std::fs::rename(filename, Path::new(dirname).join(filename)).map_err(|e| {
+        format!("Error trying to rename the existing AOF to the new directory: {e}.")
+    })?;
+    log::notice(&format!(
+        "Successfully migrated an old-style AOF into the AOF directory ({dirname})."
+    ));
+    Ok(())
+}
+
 /// Start-up with `appendonly yes`: loads the AOF (which has priority over
 /// the RDB file, as in Redis) on a thread of its own while clients get
 /// `-LOADING`, then opens the incremental file and starts appending.
@@ -232,7 +275,7 @@ pub fn load_at_startup(sh: &Arc<Shared>, aof: Arc<crate::aof::Aof>) {
             let c = sh2.config.read();
             (c.appenddirname.clone(), c.appendfilename.clone())
         };
-        let m = match read_manifest(&dirname, &filename) {
+        let mut m = match read_manifest(&dirname, &filename) {
             Ok(m) => m.unwrap_or_default(),
             Err(lines) => {
                 for l in lines {
@@ -241,6 +284,12 @@ pub fn load_at_startup(sh: &Arc<Shared>, aof: Arc<crate::aof::Aof>) {
                 std::process::exit(1);
             }
         };
+        if needs_upgrade(&dirname, &filename, &m) {
+            if let Err(e) = upgrade(&dirname, &filename, &mut m) {
+                log::warning(&e);
+                std::process::exit(1);
+            }
+        }
         if (m.base.is_some() || !m.incr.is_empty()) && load_all(&sh2, &m).is_err() {
             std::process::exit(1);
         }

@@ -64,12 +64,46 @@ pub fn busy_flag() -> Arc<AtomicBool> {
     BUSY.get_or_init(|| Arc::new(AtomicBool::new(false))).clone()
 }
 
+/// Set to stop the running snapshot (Redis kills its child: `CONFIG SET
+/// appendonly no` during a rewrite, FLUSHALL during a BGSAVE); cleared
+/// when a snapshot begins. One snapshot runs at a time, so one flag.
+fn cancel_flag() -> &'static AtomicBool {
+    static CANCEL: AtomicBool = AtomicBool::new(false);
+    &CANCEL
+}
+
+/// Asks the running snapshot to stop; its writer ends with [`cancelled`].
+pub fn cancel_running() {
+    cancel_flag().store(true, Ordering::Release);
+}
+
+/// The error a cancelled snapshot's writer ends with.
+pub fn cancelled(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::Interrupted
+}
+
+/// `rdb-key-save-delay` between keys, cut short by a cancel.
+fn delay_keys(us: u64) {
+    let end = Instant::now() + std::time::Duration::from_micros(us);
+    while !cancel_flag().load(Ordering::Acquire) {
+        let now = Instant::now();
+        if now >= end {
+            return;
+        }
+        std::thread::sleep((end - now).min(std::time::Duration::from_millis(10)));
+    }
+}
+
 /// `dbfilename`, relative to the working directory (which is `dir`).
 fn db_path(cfg: &Config) -> PathBuf {
     PathBuf::from(&cfg.dbfilename)
 }
 
 impl Rdb {
+    fn skip_checksum(&self) -> bool {
+        self.shared.upgrade().is_some_and(|sh| sh.persist.skip_checksum.load(Ordering::Relaxed))
+    }
+
     fn shared(&self) -> Result<Arc<Shared>, String> {
         self.shared.upgrade().ok_or_else(|| "server is stopping".to_string())
     }
@@ -135,6 +169,7 @@ fn begin(sh: &Shared) -> Started {
 /// [`begin`], calling `at_instant` at the snapshot's instant (every
 /// stripe held).
 pub fn begin_then(sh: &Shared, at_instant: &mut dyn FnMut()) -> Started {
+    cancel_flag().store(false, Ordering::Release);
     let cfg = sh.config.read().clone();
     let lru_clock = cfg.maxmemory_policy.contains("lru").then(|| sh.lru_clock());
     let lfu = engine::evict::Policy::parse(&cfg.maxmemory_policy).lfu().then(|| {
@@ -273,6 +308,10 @@ fn write_rdb<W: Write>(sh: &Shared, started: Started, out: W, aof_base: bool) ->
     let _ = cap.saver.set(std::thread::current().id());
     let mut id = 0;
     while id < store.total_stripes() {
+        if cancel_flag().load(Ordering::Acquire) {
+            result = Err(io::Error::new(io::ErrorKind::Interrupted, "cancelled"));
+            break;
+        }
         // Timed, so that a writer waiting for the queue to drain while it
         // holds this stripe cannot stop the saver; drained either way.
         if store.try_snapshot_stripe(id, std::time::Duration::from_millis(1)) {
@@ -303,7 +342,7 @@ fn write_rdb<W: Write>(sh: &Shared, started: Started, out: W, aof_base: bool) ->
                 w.encoded(&c.bytes)
             })();
             if delay > 0 {
-                std::thread::sleep(std::time::Duration::from_micros(delay * c.keys));
+                delay_keys(delay.saturating_mul(c.keys));
             }
         }
         if result.is_err() {
@@ -327,7 +366,14 @@ pub fn load(sh: &Shared, merge: bool) -> Result<Option<file::Loaded>, String> {
         Err(e) => return Err(format!("Fatal error loading the DB: {e}. Exiting.")),
     };
     let loaded = load_bytes(sh, &bytes, merge).map_err(|e| match e {
-        LoadError::Rdb(e) => format!("Short read or corrupt RDB file '{}': {e}", path.display()),
+        // Redis's rdbReportCorruptRDB line, then what Sluice adds: the file.
+        LoadError::Rdb(e) => format!(
+            "Internal error in RDB reading offset {} -> {}\nShort read or corrupt RDB file \
+             '{}': {e}",
+            e.offset,
+            e.reason,
+            path.display()
+        ),
         LoadError::Library(_) => e.to_string(),
     })?;
     Ok(Some(loaded))
@@ -397,7 +443,8 @@ pub fn load_bytes_at(
     // that fails stops the load before any key is touched.
     let leading = file::leading_functions(bytes);
     engine::script::function::load_libraries(sh, &leading, merge).map_err(LoadError::Library)?;
-    let loaded = file::load(bytes, &lim, store.databases(), keys_now, cfg.rdbchecksum, |k| {
+    let crc = cfg.rdbchecksum && !sh.persist.skip_checksum.load(Ordering::Relaxed);
+    let loaded = file::load(bytes, &lim, store.databases(), keys_now, crc, |k| {
         if delay > 0 {
             std::thread::sleep(std::time::Duration::from_micros(delay));
         }
@@ -430,6 +477,25 @@ pub fn load_bytes_at(
     Ok(loaded)
 }
 
+/// Redis's lines at the end of loading an RDB image: the empty keys it
+/// skipped (the first ten by name), then the counts.
+pub fn log_done_loading(l: &file::Loaded) {
+    for k in &l.empty_key_names {
+        log::notice(&format!("rdbLoadObject skipping empty key: {}", String::from_utf8_lossy(k)));
+    }
+    if l.empty_keys > 0 {
+        log::notice(&format!(
+            "Done loading RDB, keys loaded: {}, keys expired: {}, empty keys skipped: {}.",
+            l.keys_loaded, l.keys_expired, l.empty_keys
+        ));
+    } else {
+        log::notice(&format!(
+            "Done loading RDB, keys loaded: {}, keys expired: {}.",
+            l.keys_loaded, l.keys_expired
+        ));
+    }
+}
+
 /// Loads `dbfilename` at start-up, if there is one, on a thread of its
 /// own: the server already accepts connections, and commands without the
 /// LOADING flag get `-LOADING` until the data set is in (as in Redis).
@@ -445,10 +511,7 @@ pub fn load_at_startup(sh: &Arc<Shared>) {
         match load(&sh2, false) {
             Ok(None) => {}
             Ok(Some(l)) => {
-                log::notice(&format!(
-                    "Done loading RDB, keys loaded: {}, keys expired: {}.",
-                    l.keys_loaded, l.keys_expired
-                ));
+                log_done_loading(&l);
                 log::notice(&format!(
                     "DB loaded from disk: {:.3} seconds",
                     start.elapsed().as_secs_f64()
@@ -457,6 +520,10 @@ pub fn load_at_startup(sh: &Arc<Shared>) {
             Err(e) => {
                 for line in e.lines() {
                     log::warning(line);
+                }
+                // (A file that cannot be opened ends on its fatal line.)
+                if !e.starts_with("Fatal error") {
+                    log::warning("Terminating server after rdb file reading failure.");
                 }
                 std::process::exit(1);
             }
@@ -488,9 +555,20 @@ impl Snapshots for Rdb {
     }
 
     fn restore(&self, payload: &[u8], cfg: &Config) -> Result<Value, RestoreError> {
-        persist::restore(payload, &limits(cfg), cfg.rdbchecksum).map_err(|e| match e {
-            persist::PayloadError::VersionOrChecksum => RestoreError::VersionOrChecksum,
-            persist::PayloadError::BadFormat => RestoreError::BadFormat,
+        let crc = cfg.rdbchecksum && !self.skip_checksum();
+        persist::restore_why(payload, &limits(cfg), crc).map_err(|(e, why)| {
+            if let Some(why) = why {
+                // Redis's rdbReportCorruptRDB in a RESTORE: logged at
+                // verbose, the command fails, the server goes on.
+                log::verbose(&format!(
+                    "Internal error in RDB reading offset {} -> {}",
+                    why.offset, why.reason
+                ));
+            }
+            match e {
+                persist::PayloadError::VersionOrChecksum => RestoreError::VersionOrChecksum,
+                persist::PayloadError::BadFormat => RestoreError::BadFormat,
+            }
         })
     }
 
@@ -569,6 +647,11 @@ impl Snapshots for Rdb {
                     }
                     log::notice("Background saving terminated with success");
                 }
+                // Stopped on purpose (FLUSHALL): not a failure, as a
+                // child Redis kills with SIGUSR1 is not.
+                Err(e) if cancelled(&e) => {
+                    log::warning("Background saving terminated: cancelled by FLUSHALL");
+                }
                 Err(e) => {
                     ps.last_bgsave_ok.store(false, Ordering::Relaxed);
                     sh.state_changed();
@@ -585,6 +668,14 @@ impl Snapshots for Rdb {
             return Err(e.to_string());
         }
         Ok(())
+    }
+
+    fn abort_bgsave(&self) {
+        if let Ok(sh) = self.shared() {
+            if sh.persist.bgsave_in_progress.load(Ordering::Acquire) {
+                cancel_running();
+            }
+        }
     }
 
     fn snapshot_to(&self, out: &mut dyn Write, at_instant: &mut dyn FnMut()) -> Result<(), String> {

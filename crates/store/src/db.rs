@@ -28,9 +28,27 @@ thread_local! {
     static OBEYS_MASTER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
+thread_local! {
+    /// Set on a thread replaying an append-only file: as Redis while
+    /// loading, keys whose deadline passed stay live and a deadline in
+    /// the past is stored, not acted on (the file's later commands were
+    /// written while the key lived; it expires once loading ends).
+    static REPLAYING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 /// Marks the calling thread as the one applying a master's stream.
 pub fn set_obeys_master(on: bool) {
     OBEYS_MASTER.with(|c| c.set(on));
+}
+
+/// Marks the calling thread as replaying an append-only file.
+pub fn set_replaying(on: bool) {
+    REPLAYING.with(|c| c.set(on));
+}
+
+/// Whether the calling thread replays an append-only file.
+pub fn replaying() -> bool {
+    REPLAYING.with(|c| c.get())
 }
 
 /// What a key whose deadline passed is to its reader.
@@ -196,7 +214,9 @@ impl Stripe {
     /// What a key found past its deadline is to this thread.
     #[cold]
     fn on_expired(&self) -> Expired {
-        if !self.replica.load(Ordering::Relaxed) {
+        if replaying() {
+            Expired::Live
+        } else if !self.replica.load(Ordering::Relaxed) {
             Expired::Delete
         } else if OBEYS_MASTER.with(|c| c.get()) {
             Expired::Live
@@ -208,7 +228,7 @@ impl Stripe {
     /// Whether deadlines are suspended for this thread: a replica applying
     /// its master's stream.
     pub fn expiry_suspended(&self) -> bool {
-        self.replica.load(Ordering::Relaxed) && OBEYS_MASTER.with(|c| c.get())
+        self.replica.load(Ordering::Relaxed) && OBEYS_MASTER.with(|c| c.get()) || replaying()
     }
 
     /// The deadline of a key whose entry has the TTL bit.
@@ -728,7 +748,7 @@ impl Store {
     /// Whether the calling thread applies a master's stream on a replica
     /// (deadlines are then not enforced: Redis's `checkAlreadyExpired`).
     pub fn expiry_suspended(&self) -> bool {
-        self.is_replica() && OBEYS_MASTER.with(|c| c.get())
+        self.is_replica() && OBEYS_MASTER.with(|c| c.get()) || replaying()
     }
 
     pub fn databases(&self) -> usize {

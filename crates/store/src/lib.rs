@@ -13,7 +13,7 @@ pub mod types;
 pub mod value;
 
 pub use bytes::SmallBytes;
-pub use db::set_obeys_master;
+pub use db::{replaying, set_obeys_master, set_replaying};
 pub use db::{
     Entry, LockOrder, Locks, Prefetch, Record, SnapshotHook, Store, Stripe, StripeCounts,
     StripeStats, Waiter, WatchFlag, NO_EXPIRE,

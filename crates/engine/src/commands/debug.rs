@@ -216,7 +216,10 @@ fn debug(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
                 }
             }
         }
-        3 if eq_ic(sub, "SET-SKIP-CHECKSUM-VALIDATION") => out.ok(),
+        3 if eq_ic(sub, "SET-SKIP-CHECKSUM-VALIDATION") => {
+            cx.shared.persist.skip_checksum.store(atoi(argv[2]) != 0, Ordering::Relaxed);
+            out.ok();
+        }
         2 if eq_ic(sub, "CHANGE-REPL-ID") => out.ok(),
         2 if eq_ic(sub, "STRINGMATCH-TEST") => {
             stringmatch_test();
@@ -224,6 +227,17 @@ fn debug(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         }
         3 if eq_ic(sub, "EFFECTS") => effects(cx, argv[2], out)?,
         _ if eq_ic(sub, "RELOAD") => reload(cx, &argv[2..], out)?,
+        3 if eq_ic(sub, "AOF-FLUSH-SLEEP") => {
+            if let Some(aof) = cx.shared.aof.get() {
+                aof.set_flush_sleep(atoi(argv[2]).clamp(0, i64::from(i32::MAX)) as u64);
+            }
+            out.ok();
+        }
+        2 if eq_ic(sub, "LOADAOF") => {
+            let aof = cx.shared.aof.get().cloned().ok_or_else(|| CmdError::err("no AOF"))?;
+            aof.reload().map_err(|e| CmdError::err(&e))?;
+            out.ok();
+        }
         _ => return Err(CmdError::SubcommandSyntax { sub: sub.to_vec(), cmd: argv[0].to_vec() }),
     }
     Ok(())

@@ -334,7 +334,12 @@ pub static PARAMS: &[Param] = &[
         f(|c| yn(c.aof_timestamp_enabled), |c, v| c.aof_timestamp_enabled = v.b()),
     ),
     p("aof-rewrite-incremental-fsync", 0, Ty::Bool, inert("yes")),
-    p("aof-disable-auto-gc", 0, Ty::Bool, inert("no")),
+    p(
+        "aof-disable-auto-gc",
+        0,
+        Ty::Bool,
+        f(|c| yn(c.aof_disable_auto_gc), |c, v| c.aof_disable_auto_gc = v.b()),
+    ),
     // Memory.
     p(
         "maxmemory",

@@ -308,6 +308,11 @@ pub(super) fn flushall(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> Cmd
         n += flush_db(cx, db);
     }
     cx.flushed();
+    // A BGSAVE in progress would save what FLUSHALL just removed: Redis
+    // kills its child here.
+    if let Some(s) = cx.shared.snapshots.get() {
+        s.abort_bgsave();
+    }
     // The keys removed (with save points configured Redis 7.0 also saves
     // here, which resets the count: that comes with snapshots).
     cx.dirty(n);
