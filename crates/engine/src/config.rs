@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
 mod doc;
+pub mod effect;
 mod load;
 mod params;
 mod special;
@@ -282,14 +283,11 @@ pub mod pflags {
     pub const SENSITIVE: u8 = 4;
     /// Takes several words (file) or a space-separated value (CONFIG SET).
     pub const MULTI_ARG: u8 = 8;
-    /// Stored and reported, but the feature behind it is not built yet:
-    /// setting it logs a warning (as does an `Inert` slot).
-    pub const NO_EFFECT: u8 = 16;
     /// Left out of `CONFIG GET` patterns (Redis's `HIDDEN_CONFIG`); an
     /// exact name still finds it.
     pub const HIDDEN: u8 = 32;
-    /// Acted on by the server process (start-up, logging, supervision)
-    /// although the engine only stores it.
+    /// Acted on by the server process (start-up, logging, supervision,
+    /// TLS) although the engine only stores it.
     pub const SERVER: u8 = 64;
 }
 
@@ -440,20 +438,15 @@ pub fn visible_names() -> impl Iterator<Item = Named> {
 
 impl Param {
     /// Whether Sluice acts on this parameter (false: accepted, stored and
-    /// reported only, because its feature is not built yet).
+    /// reported only; [`effect::not_in_effect`] says why).
     pub fn has_effect(&self) -> bool {
-        self.flags & pflags::SERVER != 0
-            || (self.flags & pflags::NO_EFFECT == 0 && !matches!(self.slot, Slot::Inert(_)))
+        effect::not_in_effect(self.name).is_none()
     }
 }
 
 /// The warning logged when a parameter without effect is set.
 pub fn no_effect_warning(name: &str, value: &[u8]) -> String {
-    format!(
-        "WARNING: '{name}' is set to '{}' but has no effect in Sluice yet (the feature behind \
-         it is not implemented); the value is stored and reported only.",
-        String::from_utf8_lossy(value)
-    )
+    effect::warning(name, value)
 }
 
 impl Config {

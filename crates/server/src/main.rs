@@ -22,6 +22,7 @@ mod repl;
 mod signal;
 mod tls;
 mod transport;
+mod unix;
 
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
@@ -198,6 +199,22 @@ fn main() {
             std::process::exit(1);
         }
     };
+    let unix = {
+        let c = shared.config.read();
+        unix::bind(&c.unixsocket, c.unixsocketperm, c.tcp_backlog)
+    };
+    let unix = match unix {
+        Ok(u) => u,
+        Err(e) => {
+            log::warning(&e);
+            std::process::exit(1);
+        }
+    };
+    let tcp_or_tls = listeners.iter().any(|(_, ls)| !ls.is_empty());
+    if !tcp_or_tls && unix.is_none() {
+        log::warning("Configured to not listen anywhere, exiting.");
+        std::process::exit(1);
+    }
     let port = listeners
         .first()
         .and_then(|(_, ls)| ls.first())
@@ -238,9 +255,17 @@ fn main() {
         );
         std::process::exit(1);
     }
-    log::notice("Ready to accept connections");
+    if tcp_or_tls {
+        log::notice("Ready to accept connections");
+    }
+    if unix.is_some() {
+        log::notice(&format!(
+            "The server is now ready to accept connections at {}",
+            banner_cfg.unixsocket
+        ));
+    }
     process::signal_ready(sup);
-    net::run(shared.clone(), listeners, threads);
+    net::run(shared.clone(), listeners, unix, threads);
     finish_exit();
 }
 
@@ -250,6 +275,7 @@ static PID_FILE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 /// The last steps of a shutdown, after the event loops stopped.
 fn finish_exit() {
     aof::flush_on_exit();
+    unix::remove_at_exit();
     if let Some(p) = PID_FILE.get() {
         log::notice("Removing the pid file.");
         let _ = std::fs::remove_file(p);

@@ -342,12 +342,17 @@ fn config_resetstat(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult
         &s.failed_calls,
         &s.client_qbuf_limit_disconnections,
         &s.client_obuf_limit_disconnections,
+        &s.reads_processed,
+        &s.writes_processed,
     ] {
         c.store(0, Ordering::Relaxed);
     }
     let (live_in, live_out) = sh.live_net_bytes();
     s.net_input_base.store(live_in, Ordering::Relaxed);
     s.net_output_base.store(live_out, Ordering::Relaxed);
+    let (live_reads, live_writes) = sh.live_io_counts();
+    s.reads_base.store(live_reads, Ordering::Relaxed);
+    s.writes_base.store(live_writes, Ordering::Relaxed);
     let (_, expired, _) = super::info::keyspace_counts(cx);
     sh.expired_keys_base.store(expired, Ordering::Relaxed);
     sh.evictor.reset_stats();
