@@ -42,6 +42,11 @@ pub struct Stats {
     pub dirty: AtomicU64,
 }
 
+/// The SIGTERM or SIGINT received and not acted on yet (0: none), as
+/// Redis's `shutdown_asap`: the server's signal handler sets it, its tick
+/// starts the shutdown, SHUTDOWN ABORT clears it.
+pub static PENDING_SIGNAL: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
 /// What the connections hold in memory (see [`Shared::clients_memory`]).
 #[derive(Default, Clone, Copy)]
 pub struct ClientsMemory {
@@ -178,6 +183,9 @@ pub struct Shared {
     pub pause_epoch: AtomicI64,
     /// Set by SHUTDOWN (and signals): the server stops accepting and exits.
     pub shutdown: AtomicBool,
+    /// `DEBUG PAUSE-CRON 1`: the server's periodic tick (signals, idle
+    /// clients, rates) does nothing until it is set back.
+    pub cron_paused: AtomicBool,
     /// The server's listening port (for INFO and HELLO).
     pub port: AtomicU32,
     /// Number of event-loop threads.
@@ -308,6 +316,7 @@ impl Shared {
             unwatch_later: Mutex::new(Vec::new()),
             pause_epoch: AtomicI64::new(0),
             shutdown: AtomicBool::new(false),
+            cron_paused: AtomicBool::new(false),
             port: AtomicU32::new(0),
             threads: AtomicU32::new(1),
             executable: Mutex::new(String::new()),

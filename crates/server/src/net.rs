@@ -367,6 +367,9 @@ fn event_loop(
                 let mut ticks = 0u64;
                 loop {
                     iv.tick().await;
+                    if sh.cron_paused.load(Ordering::Relaxed) {
+                        continue;
+                    }
                     crate::poll_signals(&sh);
                     sh.tick();
                     ticks += 1;

@@ -676,17 +676,28 @@ pub fn start_save_points(sh: &Arc<Shared>) {
     }
 }
 
-/// On SIGTERM/SIGINT with save points configured, Redis saves before it
-/// exits; so does Sluice.
-pub fn save_on_signal(sh: &Shared) {
-    if sh.config.read().save.is_empty() {
-        return;
-    }
+/// The final save of a shutdown that a signal started (`main.rs` decides
+/// whether there is one, from the save points and `shutdown-on-*`).
+pub fn save_on_signal(sh: &Shared) -> Result<(), ()> {
     log::notice("Saving the final RDB snapshot before exiting.");
     let dirty = sh.stats.dirty.load(Ordering::Relaxed);
-    if let Some(s) = sh.snapshots.get() {
-        if s.save(dirty).is_err() {
-            log::warning("Error trying to save the DB, can't exit.");
+    match sh.snapshots.get() {
+        Some(s) => s.save(dirty).map_err(|_| ()),
+        None => Ok(()),
+    }
+}
+
+/// Removes this process's temporary RDB files (a save cut short by a
+/// second SIGINT), as Redis's rdbRemoveTempFile does from its handler.
+pub fn remove_temp_files() {
+    let prefix = format!("temp-{}-", std::process::id());
+    if let Ok(dir) = std::fs::read_dir(".") {
+        for e in dir.flatten() {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            if name.starts_with(&prefix) && name.ends_with(".rdb") {
+                let _ = std::fs::remove_file(e.path());
+            }
         }
     }
 }
