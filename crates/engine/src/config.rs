@@ -682,7 +682,11 @@ impl Config {
                         self.inert.insert("watchdog-period", min.to_string().into_bytes());
                     }
                 }
-                "oom-score-adj" | "oom-score-adj-values" => apply_oom_score(self),
+                "oom-score-adj" | "oom-score-adj-values" => {
+                    if apply_oom_score(self).is_err() {
+                        return Err((*n, "Failed to set current oom_score_adj. Check server logs.".into()));
+                    }
+                }
                 _ => {}
             }
         }
@@ -710,45 +714,67 @@ impl Config {
     }
 }
 
-/// The process's `oom_score_adj` when it started (Redis reads it once).
-static OOM_BASE: OnceLock<i64> = OnceLock::new();
+/// Whether the process is a replica: `oom-score-adj-values` has a value
+/// per role (master, replica; the third is for a fork child, which Sluice
+/// does not make).
+static OOM_REPLICA: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-/// `oom-score-adj` / `oom-score-adj-values`: sets this process's
-/// `/proc/self/oom_score_adj` to the master value, relative to the score
-/// the process started with or absolute; `no` restores the start score
-/// once it was changed.
-pub fn apply_oom_score(cfg: &Config) {
-    let read = || {
-        std::fs::read_to_string("/proc/self/oom_score_adj")
-            .ok()
-            .and_then(|s| s.trim().parse::<i64>().ok())
-            .unwrap_or(0)
-    };
+/// Whether Sluice changed `oom_score_adj`, and the score from before it
+/// did (Redis's `oom_score_adjusted_by_redis` and `oom_score_adj_base`).
+static OOM_STATE: parking_lot::Mutex<(bool, i64)> = parking_lot::Mutex::new((false, 0));
+
+/// The server's role changed: the score follows its class.
+pub fn set_oom_role(cfg: &Config, replica: bool) {
+    OOM_REPLICA.store(replica, std::sync::atomic::Ordering::Relaxed);
+    let _ = apply_oom_score(cfg);
+}
+
+/// Redis's setOOMScoreAdj: with `oom-score-adj` on, writes this role's
+/// value to `/proc/self/oom_score_adj` (added to the score the process
+/// had when it was turned on, for `relative`/`yes`); turning it off
+/// restores that score. `Err` when the file cannot be read or written
+/// (logged, as Redis does).
+pub fn apply_oom_score(cfg: &Config) -> Result<(), ()> {
+    const PATH: &str = "/proc/self/oom_score_adj";
     let mode = cfg.get_by_name("oom-score-adj").unwrap_or_default();
-    if mode == b"no" && OOM_BASE.get().is_none() {
-        return;
-    }
-    let base = *OOM_BASE.get_or_init(read);
-    let values = cfg.get_by_name("oom-score-adj-values").unwrap_or_default();
-    let master: i64 = String::from_utf8_lossy(&values)
-        .split(' ')
-        .next()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
-    let score = match mode.as_slice() {
-        b"yes" | b"relative" => (base + master).clamp(-1000, 1000),
-        b"absolute" => master.clamp(-1000, 1000),
-        _ => base,
+    let mut st = OOM_STATE.lock();
+    let score = if mode != b"no" {
+        if !st.0 {
+            match std::fs::read_to_string(PATH) {
+                Ok(v) => st.1 = v.trim().parse::<i64>().unwrap_or(0),
+                Err(e) => {
+                    crate::log::warning(&format!(
+                        "Unable to read oom_score_adj: {}",
+                        special::os_error_text(&e)
+                    ));
+                    return Err(());
+                }
+            }
+            st.0 = true;
+        }
+        let values = cfg.get_by_name("oom-score-adj-values").unwrap_or_default();
+        let class = usize::from(OOM_REPLICA.load(std::sync::atomic::Ordering::Relaxed));
+        let v: i64 = String::from_utf8_lossy(&values)
+            .split(' ')
+            .nth(class)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        let v = if mode == b"absolute" { v } else { v + st.1 };
+        v.clamp(-1000, 1000)
+    } else if st.0 {
+        st.0 = false;
+        st.1
+    } else {
+        return Ok(());
     };
-    if score == read() {
-        return;
-    }
-    if let Err(e) = std::fs::write("/proc/self/oom_score_adj", format!("{score}\n")) {
+    if let Err(e) = std::fs::write(PATH, format!("{score}\n")) {
         crate::log::warning(&format!(
             "Unable to write oom_score_adj: {}",
             special::os_error_text(&e)
         ));
+        return Err(());
     }
+    Ok(())
 }
 
 #[cfg(test)]

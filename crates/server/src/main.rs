@@ -149,7 +149,8 @@ fn main() {
         0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
         n => n,
     };
-    engine::config::apply_oom_score(&config);
+    let _ = engine::config::apply_oom_score(&config);
+    process::disable_thp(&config);
     for w in config.no_effect_warnings() {
         log::warning(&w);
     }

@@ -47,6 +47,9 @@ pub fn bind_all(shared: &Shared) -> Result<Vec<ListenerSet>, String> {
         let c = shared.config.read();
         (c.bind.clone(), c.port, c.tcp_backlog, crate::tls::port(&c))
     };
+    let mark = shared.config.read().get_by_name("socket-mark-id").unwrap_or_default();
+    let mark = String::from_utf8_lossy(&mark).parse().unwrap_or(0);
+    SOCKET_MARK.store(mark, Ordering::Relaxed);
     let mut sets = Vec::new();
     if port != 0 {
         sets.push((Kind::Tcp, bind_addrs(&addrs, port, backlog, Kind::Tcp)?));
@@ -103,10 +106,32 @@ fn bind_addrs(
     Ok(out)
 }
 
+/// `socket-mark-id` (immutable, so read once at start-up; 0: none).
+static SOCKET_MARK: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
 fn listen(addr: SocketAddr, backlog: u32) -> std::io::Result<StdListener> {
     use socket2::{Domain, Socket, Type};
     let s = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
     s.set_reuse_address(true)?;
+    let mark = SOCKET_MARK.load(Ordering::Relaxed);
+    if mark != 0 {
+        // Redis's anetSetSockMarkId: the listening socket's SO_MARK, which
+        // its accepted sockets inherit (needs CAP_NET_ADMIN).
+        // SAFETY: setsockopt with a pointer to a live u32 and its size.
+        let r = unsafe {
+            libc::setsockopt(
+                std::os::fd::AsRawFd::as_raw_fd(&s),
+                libc::SOL_SOCKET,
+                libc::SO_MARK,
+                (&mark as *const u32).cast(),
+                std::mem::size_of::<u32>() as libc::socklen_t,
+            )
+        };
+        if r != 0 {
+            let e = std::io::Error::last_os_error();
+            log::warning(&format!("Failed to set socket mark id {mark}: {e}"));
+        }
+    }
     if addr.is_ipv6() {
         s.set_only_v6(true)?;
     }

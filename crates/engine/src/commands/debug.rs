@@ -248,8 +248,9 @@ fn debug(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
 
 /// Redis's serverPanic: the "Guru Meditation" lines and a stack trace,
 /// then `exit(1)` with `use-exit-on-panic yes`, else abort (whose SIGABRT
-/// gives the server's crash report).
-fn panic_now(why: &str, exit_on_panic: bool) -> ! {
+/// gives the server's crash report). DEBUG PANIC and
+/// `propagation-error-behavior` end the process here.
+pub fn panic_now(why: &str, exit_on_panic: bool) -> ! {
     crate::log::warning("------------------------------------------------");
     crate::log::warning("!!! Software Failure. Press left mouse button to continue");
     crate::log::warning(&format!("Guru Meditation: {why}"));

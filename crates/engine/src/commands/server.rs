@@ -233,6 +233,8 @@ fn config_set(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     }
     let names: Vec<Named> = chosen.iter().map(|(n, _)| *n).collect();
     if let Err((n, why)) = next.apply_set(&names) {
+        // What the apply functions did for the new values is undone.
+        let _ = config::apply_oom_score(&cx.shared.config.read());
         crate::log::warning(&format!(
             "Failed applying new configuration. Possibly related to new {} setting. Restoring \
              previous settings.",
@@ -264,17 +266,28 @@ fn config_set(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
             return Err(set_failed(name.as_bytes(), &why));
         }
     }
-    // A new port moves the listeners, as Redis's changeListenPort does;
-    // failing to bind restores everything.
-    let old_port = cx.shared.config.read().port;
-    if next.port != old_port {
+    // A new port or bind list moves the listeners, as Redis's
+    // changeListenPort and changeBindAddr do; failing to bind restores
+    // everything.
+    let (old_port, old_bind) = {
+        let c = cx.shared.config.read();
+        (c.port, c.bind.clone())
+    };
+    if next.port != old_port || next.bind != old_bind {
         if let Some(rebind) = cx.shared.rebind.get() {
             if let Err(why) = rebind(&next.bind, next.port, next.tcp_backlog) {
-                crate::log::warning(
-                    "Failed applying new configuration. Possibly related to new port setting. \
+                let _ = config::apply_oom_score(&cx.shared.config.read());
+                let (name, why): (&[u8], &str) = if next.port != old_port {
+                    (b"port", &why)
+                } else {
+                    (b"bind", "Failed to bind to specified addresses.")
+                };
+                crate::log::warning(&format!(
+                    "Failed applying new configuration. Possibly related to new {} setting. \
                      Restoring previous settings.",
-                );
-                return Err(set_failed(b"port", &why));
+                    String::from_utf8_lossy(name)
+                ));
+                return Err(set_failed(name, why));
             }
         }
     }
