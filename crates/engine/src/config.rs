@@ -684,7 +684,10 @@ impl Config {
                 }
                 "oom-score-adj" | "oom-score-adj-values" => {
                     if apply_oom_score(self).is_err() {
-                        return Err((*n, "Failed to set current oom_score_adj. Check server logs.".into()));
+                        return Err((
+                            *n,
+                            "Failed to set current oom_score_adj. Check server logs.".into(),
+                        ));
                     }
                 }
                 _ => {}

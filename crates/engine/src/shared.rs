@@ -186,6 +186,8 @@ pub struct Shared {
     /// `DEBUG PAUSE-CRON 1`: the server's periodic tick (signals, idle
     /// clients, rates) does nothing until it is set back.
     pub cron_paused: AtomicBool,
+    /// The background freer of UNLINK (`crate::lazyfree`).
+    pub lazyfree: crate::lazyfree::LazyFree,
     /// The server's listening port (for INFO and HELLO).
     pub port: AtomicU32,
     /// Number of event-loop threads.
@@ -317,6 +319,7 @@ impl Shared {
             pause_epoch: AtomicI64::new(0),
             shutdown: AtomicBool::new(false),
             cron_paused: AtomicBool::new(false),
+            lazyfree: Default::default(),
             port: AtomicU32::new(0),
             threads: AtomicU32::new(1),
             executable: Mutex::new(String::new()),

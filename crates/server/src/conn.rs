@@ -422,6 +422,9 @@ impl<S: Transport> Conn<S> {
             if !reply.is_empty() {
                 dispatch::deliver_blocked(&mut self.sess, &mut self.out, &reply);
             }
+            // The ended call's counts (commandstats, errorstats) are
+            // visible by the time its client reads the reply.
+            self.shared.flush_stats(&mut self.sess);
             // A served wait's reply is in the outbox.
             self.drain_outbox();
             self.hold_for_aof().await;

@@ -768,7 +768,11 @@ fn lossy(b: &[u8]) -> String {
 /// Connects to the master, from `bind-source-addr` when it is set (as
 /// Redis's anetTcpNonBlockBestEffortBindConnect: an address that cannot
 /// be bound is not used).
-fn connect_from(source: &[u8], to: std::net::SocketAddr, timeout: Duration) -> std::io::Result<TcpStream> {
+fn connect_from(
+    source: &[u8],
+    to: std::net::SocketAddr,
+    timeout: Duration,
+) -> std::io::Result<TcpStream> {
     let from = std::str::from_utf8(source).ok().and_then(|s| s.parse::<std::net::IpAddr>().ok());
     let Some(ip) = from.filter(|ip| ip.is_ipv4() == to.is_ipv4()) else {
         return TcpStream::connect_timeout(&to, timeout);

@@ -190,8 +190,8 @@ pub fn disable_thp(cfg: &Config) {
     if cfg.get_by_name("disable-thp").is_some_and(|v| v == b"no") {
         return;
     }
-    let mode = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
-        .unwrap_or_default();
+    let mode =
+        std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").unwrap_or_default();
     if mode.contains("[always]") {
         // SAFETY: prctl with integer arguments only.
         let ret = unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) };

@@ -315,8 +315,8 @@ fn section(cx: &mut Ctx, name: &str, t: &mut String, counts: &mut Counts) {
             line!("mem_aof_buffer:{}", o.aof_buffer);
             line!("mem_allocator:{}", m.allocator);
             line!("active_defrag_running:0");
-            line!("lazyfree_pending_objects:0");
-            line!("lazyfreed_objects:0");
+            line!("lazyfree_pending_objects:{}", sh.lazyfree.pending());
+            line!("lazyfreed_objects:{}", sh.lazyfree.freed());
         }
         "persistence" => {
             line!("# Persistence");

@@ -369,6 +369,7 @@ fn config_resetstat(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult
     let (_, expired, _) = super::info::keyspace_counts(cx);
     sh.expired_keys_base.store(expired, Ordering::Relaxed);
     sh.evictor.reset_stats();
+    sh.lazyfree.reset_stats();
     let used = sh.mem_stats().used_memory;
     sh.mem_peak.store(used, Ordering::Relaxed);
     out.ok();

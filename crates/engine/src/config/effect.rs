@@ -43,6 +43,21 @@ pub fn not_in_effect(name: &str) -> Option<&'static str> {
             "Sluice's hash tables are split by lock stripe and resize at once (microseconds \
              each); there is no incremental rehashing to drive"
         }
+        "lazyfree-lazy-eviction"
+        | "lazyfree-lazy-expire"
+        | "lazyfree-lazy-server-del"
+        | "lazyfree-lazy-user-flush" => {
+            "not yet in effect: Sluice frees evicted, expired and overwritten values, and \
+             flushed databases, in place (UNLINK, and DEL with `lazyfree-lazy-user-del`, free \
+             in the background)"
+        }
+        "list-compress-depth" => {
+            "not yet in effect: Sluice does not LZF-compress list chunks (OBJECT ENCODING is \
+             `quicklist` either way; memory is not reduced)"
+        }
+        "shutdown-timeout" => {
+            "not yet in effect: Sluice's shutdown does not wait for lagging replicas to catch up"
+        }
         "sanitize-dump-payload" => "not yet in effect: RESTORE checks a payload's framing only",
         "replica-serve-stale-data" => "not yet in effect: a replica always serves its data",
         "replica-lazy-flush" => {
@@ -150,8 +165,9 @@ mod tests {
                         continue;
                     }
                     let text = std::fs::read_to_string(&p).unwrap_or_default();
-                    // Unit tests sit at the bottom of a module.
-                    let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+                    // Unit tests sit at the bottom of a module (a
+                    // `mod tests;` elsewhere is a file of their own).
+                    let code = text.split("#[cfg(test)]\nmod tests {").next().unwrap_or_default();
                     out.push_str(code);
                 }
             }

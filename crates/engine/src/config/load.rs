@@ -146,7 +146,9 @@ fn load_text(cfg: &mut Config, text: &[u8], st: &mut LoadState) -> Result<(), Co
                 };
             let v = n.param.ty.parse(words).map_err(|e| fail(&e))?;
             let v = match v {
-                Val::Save(more) if st.save_loaded => {
+                // `save ""` empties the list wherever it comes (Redis's
+                // special case); any other `save` after the first adds.
+                Val::Save(more) if st.save_loaded && !more.is_empty() => {
                     let mut all = cfg.save.clone();
                     all.extend(more);
                     Val::Save(all)

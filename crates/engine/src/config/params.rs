@@ -149,7 +149,14 @@ pub static PARAMS: &[Param] = &[
         mem(1024 * 1024, LONG_MAX),
         f(|c| num(c.proto_max_bulk_len), |c, v| c.proto_max_bulk_len = v.i() as i64),
     ),
-    p("threads", IMMUTABLE, int(0, 1024), f(|c| num(c.threads), |c, v| c.threads = v.i() as usize)),
+    // Sluice's own (event-loop threads): hidden, so `CONFIG GET *` lists
+    // Redis's parameters only, as tools that walk it expect.
+    p(
+        "threads",
+        IMMUTABLE | HIDDEN,
+        int(0, 1024),
+        f(|c| num(c.threads), |c, v| c.threads = v.i() as usize),
+    ),
     p(
         "io-threads",
         IMMUTABLE,
