@@ -20,7 +20,7 @@ mod params;
 mod special;
 
 pub use doc::markdown;
-pub use load::{from_args, load_file, repr, rewrite, split_args, ConfigError};
+pub use load::{from_args, load_file, repr, rewrite, rewrite_with, split_args, ConfigError};
 pub use params::PARAMS;
 pub use special::notify_to_string;
 pub(crate) use special::os_error_text;
@@ -283,6 +283,9 @@ pub mod pflags {
     pub const SENSITIVE: u8 = 4;
     /// Takes several words (file) or a space-separated value (CONFIG SET).
     pub const MULTI_ARG: u8 = 8;
+    /// CONFIG SET refuses it with -LOADING while the dataset loads
+    /// (Redis's `DENY_LOADING_CONFIG`: `dir`, `appendonly`).
+    pub const DENY_LOADING: u8 = 16;
     /// Left out of `CONFIG GET` patterns (Redis's `HIDDEN_CONFIG`); an
     /// exact name still finds it.
     pub const HIDDEN: u8 = 32;

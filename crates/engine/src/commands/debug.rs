@@ -216,6 +216,11 @@ fn debug(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
                 }
             }
         }
+        2 if eq_ic(sub, "CONFIG-REWRITE-FORCE-ALL") => {
+            crate::commands::server::rewrite_config(cx, true)
+                .map_err(|_| CmdError::err("CONFIG-REWRITE-FORCE-ALL failed"))?;
+            out.ok();
+        }
         3 if eq_ic(sub, "PAUSE-CRON") => {
             cx.shared.cron_paused.store(atoi(argv[2]) != 0, Ordering::Relaxed);
             out.ok();

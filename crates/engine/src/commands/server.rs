@@ -216,6 +216,11 @@ fn config_set(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     if let Some(e) = failure {
         return Err(e);
     }
+    if cx.shared.is_loading()
+        && chosen.iter().any(|(n, _)| n.param.flags & pflags::DENY_LOADING != 0)
+    {
+        return Err(CmdError::Loading);
+    }
     // All or nothing: apply to a copy, publish only if every value parsed.
     let mut next = cx.shared.config.read().clone();
     for (n, value) in &chosen {
@@ -377,6 +382,14 @@ fn config_resetstat(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult
 }
 
 fn config_rewrite(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    rewrite_config(cx, false)?;
+    out.ok();
+    Ok(())
+}
+
+/// CONFIG REWRITE, and DEBUG CONFIG-REWRITE-FORCE-ALL (`force_all`: every
+/// parameter written, defaults included).
+pub(crate) fn rewrite_config(cx: &mut Ctx, force_all: bool) -> CmdResult {
     let cfg = cx.shared.config.read().clone();
     if cfg.config_file.is_empty() {
         return Err(CmdError::err("The server is running without a config file"));
@@ -391,9 +404,8 @@ fn config_rewrite(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     } else {
         Vec::new()
     };
-    config::rewrite(&cfg, &cfg.config_file, &users)
+    config::rewrite_with(&cfg, &cfg.config_file, &users, force_all)
         .map_err(|e| CmdError::err(format!("Rewriting config file: {e}")))?;
-    out.ok();
     Ok(())
 }
 

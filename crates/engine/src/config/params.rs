@@ -253,7 +253,7 @@ pub static PARAMS: &[Param] = &[
             }
         }),
     ),
-    p("dir", PROTECTED, Ty::Special(parse_dir), f(get_dir, |c, v| c.dir = v.s())),
+    p("dir", PROTECTED | DENY_LOADING, Ty::Special(parse_dir), f(get_dir, |c, v| c.dir = v.s())),
     p(
         "dbfilename",
         PROTECTED,
@@ -283,7 +283,7 @@ pub static PARAMS: &[Param] = &[
     // Acted on by the server's replication cron.
     p("rdb-del-sync-files", SERVER, Ty::Bool, inert("no")),
     p("rdb-save-incremental-fsync", 0, Ty::Bool, inert("yes")),
-    p("appendonly", 0, Ty::Bool, f(|c| yn(c.appendonly), |c, v| c.appendonly = v.b())),
+    p("appendonly", DENY_LOADING, Ty::Bool, f(|c| yn(c.appendonly), |c, v| c.appendonly = v.b())),
     p(
         "appendfilename",
         IMMUTABLE,
