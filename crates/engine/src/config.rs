@@ -14,12 +14,13 @@ use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
 mod doc;
+pub mod effect;
 mod load;
 mod params;
 mod special;
 
 pub use doc::markdown;
-pub use load::{from_args, load_file, repr, rewrite, split_args, ConfigError};
+pub use load::{from_args, load_file, repr, rewrite, rewrite_with, split_args, ConfigError};
 pub use params::PARAMS;
 pub use special::notify_to_string;
 pub(crate) use special::os_error_text;
@@ -286,14 +287,14 @@ pub mod pflags {
     pub const SENSITIVE: u8 = 4;
     /// Takes several words (file) or a space-separated value (CONFIG SET).
     pub const MULTI_ARG: u8 = 8;
-    /// Stored and reported, but the feature behind it is not built yet:
-    /// setting it logs a warning (as does an `Inert` slot).
-    pub const NO_EFFECT: u8 = 16;
+    /// CONFIG SET refuses it with -LOADING while the dataset loads
+    /// (Redis's `DENY_LOADING_CONFIG`: `dir`, `appendonly`).
+    pub const DENY_LOADING: u8 = 16;
     /// Left out of `CONFIG GET` patterns (Redis's `HIDDEN_CONFIG`); an
     /// exact name still finds it.
     pub const HIDDEN: u8 = 32;
-    /// Acted on by the server process (start-up, logging, supervision)
-    /// although the engine only stores it.
+    /// Acted on by the server process (start-up, logging, supervision,
+    /// TLS) although the engine only stores it.
     pub const SERVER: u8 = 64;
 }
 
@@ -444,20 +445,15 @@ pub fn visible_names() -> impl Iterator<Item = Named> {
 
 impl Param {
     /// Whether Sluice acts on this parameter (false: accepted, stored and
-    /// reported only, because its feature is not built yet).
+    /// reported only; [`effect::not_in_effect`] says why).
     pub fn has_effect(&self) -> bool {
-        self.flags & pflags::SERVER != 0
-            || (self.flags & pflags::NO_EFFECT == 0 && !matches!(self.slot, Slot::Inert(_)))
+        effect::not_in_effect(self.name).is_none()
     }
 }
 
 /// The warning logged when a parameter without effect is set.
 pub fn no_effect_warning(name: &str, value: &[u8]) -> String {
-    format!(
-        "WARNING: '{name}' is set to '{}' but has no effect in Sluice yet (the feature behind \
-         it is not implemented); the value is stored and reported only.",
-        String::from_utf8_lossy(value)
-    )
+    effect::warning(name, value)
 }
 
 impl Config {
@@ -693,7 +689,14 @@ impl Config {
                         self.inert.insert("watchdog-period", min.to_string().into_bytes());
                     }
                 }
-                "oom-score-adj" | "oom-score-adj-values" => apply_oom_score(self),
+                "oom-score-adj" | "oom-score-adj-values" => {
+                    if apply_oom_score(self).is_err() {
+                        return Err((
+                            *n,
+                            "Failed to set current oom_score_adj. Check server logs.".into(),
+                        ));
+                    }
+                }
                 _ => {}
             }
         }
@@ -721,45 +724,67 @@ impl Config {
     }
 }
 
-/// The process's `oom_score_adj` when it started (Redis reads it once).
-static OOM_BASE: OnceLock<i64> = OnceLock::new();
+/// Whether the process is a replica: `oom-score-adj-values` has a value
+/// per role (master, replica; the third is for a fork child, which Sluice
+/// does not make).
+static OOM_REPLICA: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-/// `oom-score-adj` / `oom-score-adj-values`: sets this process's
-/// `/proc/self/oom_score_adj` to the master value, relative to the score
-/// the process started with or absolute; `no` restores the start score
-/// once it was changed.
-pub fn apply_oom_score(cfg: &Config) {
-    let read = || {
-        std::fs::read_to_string("/proc/self/oom_score_adj")
-            .ok()
-            .and_then(|s| s.trim().parse::<i64>().ok())
-            .unwrap_or(0)
-    };
+/// Whether Sluice changed `oom_score_adj`, and the score from before it
+/// did (Redis's `oom_score_adjusted_by_redis` and `oom_score_adj_base`).
+static OOM_STATE: parking_lot::Mutex<(bool, i64)> = parking_lot::Mutex::new((false, 0));
+
+/// The server's role changed: the score follows its class.
+pub fn set_oom_role(cfg: &Config, replica: bool) {
+    OOM_REPLICA.store(replica, std::sync::atomic::Ordering::Relaxed);
+    let _ = apply_oom_score(cfg);
+}
+
+/// Redis's setOOMScoreAdj: with `oom-score-adj` on, writes this role's
+/// value to `/proc/self/oom_score_adj` (added to the score the process
+/// had when it was turned on, for `relative`/`yes`); turning it off
+/// restores that score. `Err` when the file cannot be read or written
+/// (logged, as Redis does).
+pub fn apply_oom_score(cfg: &Config) -> Result<(), ()> {
+    const PATH: &str = "/proc/self/oom_score_adj";
     let mode = cfg.get_by_name("oom-score-adj").unwrap_or_default();
-    if mode == b"no" && OOM_BASE.get().is_none() {
-        return;
-    }
-    let base = *OOM_BASE.get_or_init(read);
-    let values = cfg.get_by_name("oom-score-adj-values").unwrap_or_default();
-    let master: i64 = String::from_utf8_lossy(&values)
-        .split(' ')
-        .next()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
-    let score = match mode.as_slice() {
-        b"yes" | b"relative" => (base + master).clamp(-1000, 1000),
-        b"absolute" => master.clamp(-1000, 1000),
-        _ => base,
+    let mut st = OOM_STATE.lock();
+    let score = if mode != b"no" {
+        if !st.0 {
+            match std::fs::read_to_string(PATH) {
+                Ok(v) => st.1 = v.trim().parse::<i64>().unwrap_or(0),
+                Err(e) => {
+                    crate::log::warning(&format!(
+                        "Unable to read oom_score_adj: {}",
+                        special::os_error_text(&e)
+                    ));
+                    return Err(());
+                }
+            }
+            st.0 = true;
+        }
+        let values = cfg.get_by_name("oom-score-adj-values").unwrap_or_default();
+        let class = usize::from(OOM_REPLICA.load(std::sync::atomic::Ordering::Relaxed));
+        let v: i64 = String::from_utf8_lossy(&values)
+            .split(' ')
+            .nth(class)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        let v = if mode == b"absolute" { v } else { v + st.1 };
+        v.clamp(-1000, 1000)
+    } else if st.0 {
+        st.0 = false;
+        st.1
+    } else {
+        return Ok(());
     };
-    if score == read() {
-        return;
-    }
-    if let Err(e) = std::fs::write("/proc/self/oom_score_adj", format!("{score}\n")) {
+    if let Err(e) = std::fs::write(PATH, format!("{score}\n")) {
         crate::log::warning(&format!(
             "Unable to write oom_score_adj: {}",
             special::os_error_text(&e)
         ));
+        return Err(());
     }
+    Ok(())
 }
 
 #[cfg(test)]

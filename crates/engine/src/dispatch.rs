@@ -808,6 +808,11 @@ pub fn call<'a>(
     sess.fx.sync(&shared.effects);
     sess.fx.begin_command();
     let start = crate::cmdstats::Stopwatch::resume(sess.lap);
+    if spec.flags.has(Flags::MONITOR_FIRST)
+        && shared.nmonitors.load(std::sync::atomic::Ordering::Relaxed) > 0
+    {
+        commands::monitor::feed_first(shared, sess, argv, caller);
+    }
     let mut cx = Ctx { shared, sess, keys, db, spec, caller, still_waiting: false };
     let res = (spec.handler)(&mut cx, &mut args, out);
     let waiting = cx.still_waiting;

@@ -15,6 +15,7 @@ pub mod error;
 pub mod evict;
 pub mod glob;
 pub mod hll;
+pub mod lazyfree;
 pub mod ldouble;
 pub mod log;
 pub mod meta;

@@ -45,6 +45,11 @@ pub struct ClientHandle {
     /// Bytes read and written, for INFO.
     pub net_in: AtomicU64,
     pub net_out: AtomicU64,
+    /// Reads and writes made (INFO's `total_reads_processed`,
+    /// `total_writes_processed`): one increment per syscall, beside the
+    /// byte counts, on the connection's own cache line.
+    pub reads: AtomicU64,
+    pub writes: AtomicU64,
     /// What reaches the connection besides its own replies.
     pub outbox: crate::outbox::Outbox,
     /// Subscriptions: channels, patterns, shard channels (CLIENT LIST's
@@ -88,6 +93,8 @@ impl ClientHandle {
             blocked: Mutex::new(None),
             net_in: AtomicU64::new(0),
             net_out: AtomicU64::new(0),
+            reads: AtomicU64::new(0),
+            writes: AtomicU64::new(0),
             outbox: crate::outbox::Outbox::default(),
             subs: Default::default(),
             tracking: Mutex::new(crate::tracking::State::default()),

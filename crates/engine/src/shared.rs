@@ -28,12 +28,32 @@ pub struct Stats {
     /// The open connections' bytes at the last CONFIG RESETSTAT.
     pub net_input_base: AtomicU64,
     pub net_output_base: AtomicU64,
+    /// Reads and writes of closed connections, and the open ones' at the
+    /// last CONFIG RESETSTAT (as the byte counts).
+    pub reads_processed: AtomicU64,
+    pub writes_processed: AtomicU64,
+    pub reads_base: AtomicU64,
+    pub writes_base: AtomicU64,
     pub rejected_calls: AtomicU64,
     pub failed_calls: AtomicU64,
     pub client_qbuf_limit_disconnections: AtomicU64,
     pub client_obuf_limit_disconnections: AtomicU64,
     /// Redis's `server.dirty`: changes since start, in Redis's numbers.
     pub dirty: AtomicU64,
+}
+
+/// The SIGTERM or SIGINT received and not acted on yet (0: none), as
+/// Redis's `shutdown_asap`: the server's signal handler sets it, its tick
+/// starts the shutdown, SHUTDOWN ABORT clears it.
+pub static PENDING_SIGNAL: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+/// What the connections hold in memory (see [`Shared::clients_memory`]).
+#[derive(Default, Clone, Copy)]
+pub struct ClientsMemory {
+    pub normal: u64,
+    pub replicas: u64,
+    pub max_input: u64,
+    pub max_output: u64,
 }
 
 /// The server's clock: the system's, plus an offset a test can move.
@@ -168,6 +188,11 @@ pub struct Shared {
     pub pause_epoch: AtomicI64,
     /// Set by SHUTDOWN (and signals): the server stops accepting and exits.
     pub shutdown: AtomicBool,
+    /// `DEBUG PAUSE-CRON 1`: the server's periodic tick (signals, idle
+    /// clients, rates) does nothing until it is set back.
+    pub cron_paused: AtomicBool,
+    /// The background freer of UNLINK (`crate::lazyfree`).
+    pub lazyfree: crate::lazyfree::LazyFree,
     /// The server's listening port (for INFO and HELLO).
     pub port: AtomicU32,
     /// Number of event-loop threads.
@@ -298,6 +323,8 @@ impl Shared {
             unwatch_later: Mutex::new(Vec::new()),
             pause_epoch: AtomicI64::new(0),
             shutdown: AtomicBool::new(false),
+            cron_paused: AtomicBool::new(false),
+            lazyfree: Default::default(),
             port: AtomicU32::new(0),
             threads: AtomicU32::new(1),
             executable: Mutex::new(String::new()),
@@ -566,6 +593,50 @@ impl Shared {
         (i, o)
     }
 
+    /// `total_reads_processed` and `total_writes_processed`, counted as
+    /// [`net_bytes`](Self::net_bytes) counts bytes.
+    pub fn io_counts(&self) -> (u64, u64) {
+        let st = &self.stats;
+        let (li, lo) = self.live_io_counts();
+        (
+            (st.reads_processed.load(Ordering::Relaxed) + li)
+                .saturating_sub(st.reads_base.load(Ordering::Relaxed)),
+            (st.writes_processed.load(Ordering::Relaxed) + lo)
+                .saturating_sub(st.writes_base.load(Ordering::Relaxed)),
+        )
+    }
+
+    /// The open connections' own read and write counts.
+    pub fn live_io_counts(&self) -> (u64, u64) {
+        let (mut r, mut w) = (0, 0);
+        for h in self.clients.lock().values() {
+            r += h.reads.load(Ordering::Relaxed);
+            w += h.writes.load(Ordering::Relaxed);
+        }
+        (r, w)
+    }
+
+    /// Memory of the connections (buffers and state, as of their last
+    /// batch): normal clients and replicas (INFO's `mem_clients_normal`,
+    /// `mem_clients_slaves`), and the largest input buffer of one
+    /// (`client_recent_max_input_buffer`) and output buffer.
+    pub fn clients_memory(&self) -> ClientsMemory {
+        let mut m = ClientsMemory::default();
+        for h in self.clients.lock().values() {
+            let total = h.tot_mem.load(Ordering::Relaxed) as u64;
+            if h.replica.load(Ordering::Relaxed) {
+                m.replicas += total;
+            } else {
+                m.normal += total;
+            }
+            let qbuf =
+                (h.qbuf.load(Ordering::Relaxed) + h.qbuf_free.load(Ordering::Relaxed)) as u64;
+            m.max_input = m.max_input.max(qbuf);
+            m.max_output = m.max_output.max(h.omem.load(Ordering::Relaxed) as u64);
+        }
+        m
+    }
+
     /// Registers a new connection and returns its session.
     pub fn connect(&self, addr: String, laddr: String, fd: i32) -> Session {
         let id = self.next_client_id();
@@ -591,6 +662,8 @@ impl Shared {
         let h = &sess.handle;
         self.stats.net_input_bytes.fetch_add(h.net_in.load(Ordering::Relaxed), Ordering::Relaxed);
         self.stats.net_output_bytes.fetch_add(h.net_out.load(Ordering::Relaxed), Ordering::Relaxed);
+        self.stats.reads_processed.fetch_add(h.reads.load(Ordering::Relaxed), Ordering::Relaxed);
+        self.stats.writes_processed.fetch_add(h.writes.load(Ordering::Relaxed), Ordering::Relaxed);
         clients.remove(&h.id);
     }
 

@@ -65,6 +65,12 @@ impl Flags {
     /// literally with the user's (PSUBSCRIBE).
     pub const CHANNEL_PATTERNS: Flags = Flags(1 << 22);
 
+    /// Fed to MONITOR as it starts, although SKIP_MONITOR keeps it out of
+    /// the ordinary feed after it ran (EVAL, EVALSHA, FCALL and their _RO
+    /// forms: the script's own commands then appear after it, as Redis's
+    /// evalCommand and fcallCommand feed the monitors first).
+    pub const MONITOR_FIRST: Flags = Flags(1 << 23);
+
     // More of Sluice's own flags (bits 24 and up), never printed by COMMAND: what
     // the dispatcher needs to know that Redis's flags do not say.
 

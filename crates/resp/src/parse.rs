@@ -44,6 +44,10 @@ pub enum ProtocolError {
     TooBigBulkCount,
     ExpectedDollar(u8),
     InvalidBulkLength,
+    /// More than 10 arguments before the client authenticated.
+    UnauthenticatedMultibulkLength,
+    /// An argument above 16 KiB before the client authenticated.
+    UnauthenticatedBulkLength,
 }
 
 impl ProtocolError {
@@ -64,6 +68,12 @@ impl ProtocolError {
                 s.push(b'\'');
             }
             ProtocolError::InvalidBulkLength => s.extend_from_slice(b"invalid bulk length"),
+            ProtocolError::UnauthenticatedMultibulkLength => {
+                s.extend_from_slice(b"unauthenticated multibulk length")
+            }
+            ProtocolError::UnauthenticatedBulkLength => {
+                s.extend_from_slice(b"unauthenticated bulk length")
+            }
         }
         s
     }
@@ -203,7 +213,7 @@ fn parse_multibulk(buf: &[u8], limits: &Limits, out: &mut ArgBuf) -> Parsed {
         }
     };
     if count > 10 && limits.unauthenticated {
-        return Parsed::Error(ProtocolError::InvalidMultibulkLength);
+        return Parsed::Error(ProtocolError::UnauthenticatedMultibulkLength);
     }
     let mut pos = cr + 2;
     if count <= 0 {
@@ -234,7 +244,7 @@ fn parse_multibulk(buf: &[u8], limits: &Limits, out: &mut ArgBuf) -> Parsed {
             }
         };
         if len > 16384 && limits.unauthenticated {
-            return Parsed::Error(ProtocolError::InvalidBulkLength);
+            return Parsed::Error(ProtocolError::UnauthenticatedBulkLength);
         }
         let start = cr + 2;
         // Redis skips the two bytes after the payload without checking them.
@@ -409,7 +419,7 @@ mod tests {
             _ => return (Parsed::Error(ProtocolError::InvalidMultibulkLength), spans),
         };
         if count > 10 && limits.unauthenticated {
-            return (Parsed::Error(ProtocolError::InvalidMultibulkLength), spans);
+            return (Parsed::Error(ProtocolError::UnauthenticatedMultibulkLength), spans);
         }
         let mut pos = cr + 2;
         if count <= 0 {
@@ -432,7 +442,7 @@ mod tests {
                 _ => return (Parsed::Error(ProtocolError::InvalidBulkLength), spans),
             };
             if len > 16384 && limits.unauthenticated {
-                return (Parsed::Error(ProtocolError::InvalidBulkLength), spans);
+                return (Parsed::Error(ProtocolError::UnauthenticatedBulkLength), spans);
             }
             let start = cr + 2;
             let end = start + len;

@@ -173,6 +173,21 @@ pub fn load_file(sh: &Arc<Shared>, dirname: &str, name: &str) -> Result<Outcome,
                         String::from_utf8_lossy(argv[0])
                     ));
                 }
+                if let Some(e) = out.contiguous().filter(|b| b.first() == Some(&b'-')) {
+                    log::warning(&format!(
+                        "== CRITICAL == This server is sending an error to its \
+                         AOF-loading-client: '{}' after processing the command '{}'",
+                        String::from_utf8_lossy(&e[1..]).trim_end(),
+                        String::from_utf8_lossy(argv[0])
+                    ));
+                    crate::follow::propagation_error(
+                        sh,
+                        false,
+                        "server",
+                        "AOF-loading-client",
+                        argv[0],
+                    );
+                }
                 out.clear();
                 if truncate {
                     valid_up_to = end;

@@ -27,7 +27,7 @@
 //! millisecond at most, and a script under the threshold pays nothing.
 
 use std::cell::RefCell;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::RawFd;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -38,8 +38,8 @@ use tokio::sync::mpsc;
 
 use crate::net::Kind;
 
-/// A socket on its way to an event-loop thread.
-pub type Incoming = (std::net::TcpStream, Kind);
+/// A socket on its way to an event-loop thread, with what it speaks.
+pub type Incoming = (std::os::fd::OwnedFd, Kind);
 
 /// A connection as the busy pass sees it: its socket, how to serve it,
 /// and where it is while parked (null otherwise). Shared by the
@@ -104,8 +104,7 @@ pub fn set_handoff(senders: Arc<Vec<mpsc::UnboundedSender<Incoming>>>) {
 pub struct Listening(RawFd);
 
 impl Listening {
-    pub fn new(l: &tokio::net::TcpListener, kind: Kind) -> Self {
-        let fd = l.as_raw_fd();
+    pub fn new(fd: RawFd, kind: Kind) -> Self {
         LOOP.with(|l| l.borrow_mut().listeners.push((fd, kind)));
         Listening(fd)
     }
@@ -277,7 +276,7 @@ fn accept(shared: &Arc<Shared>, listeners: &[(RawFd, Kind)]) {
                 break;
             }
             // SAFETY: a socket accept4 just returned, owned from here.
-            let sock = unsafe { <std::net::TcpStream as std::os::fd::FromRawFd>::from_raw_fd(s) };
+            let sock = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(s) };
             if shared.shutdown.load(Ordering::Relaxed) {
                 continue;
             }
@@ -308,14 +307,18 @@ fn accept(shared: &Arc<Shared>, listeners: &[(RawFd, Kind)]) {
 /// on; a TLS one once its handshake is done ([`handshakes`]). One to be
 /// refused waits for the script like before (its task runs when the
 /// loop turns again).
-fn open_here(shared: &Arc<Shared>, sock: std::net::TcpStream, kind: Kind) {
+fn open_here(shared: &Arc<Shared>, sock: std::os::fd::OwnedFd, kind: Kind) {
     match kind {
         Kind::Tcp => {
-            let Ok(s) = tokio::net::TcpStream::from_std(sock) else { return };
+            let Ok(s) = tokio::net::TcpStream::from_std(sock.into()) else { return };
+            crate::conn::open_while_busy(shared.clone(), s);
+        }
+        Kind::Unix => {
+            let Ok(s) = tokio::net::UnixStream::from_std(sock.into()) else { return };
             crate::conn::open_while_busy(shared.clone(), s);
         }
         Kind::Tls => {
-            if let Some(h) = crate::tls::Handshake::new(sock) {
+            if let Some(h) = crate::tls::Handshake::new(sock.into()) {
                 LOOP.with(|l| l.borrow_mut().handshakes.push(h));
                 handshakes(shared);
             }

@@ -90,15 +90,9 @@ const DENIED: &[u8] = b"-DENIED Redis is running in protected mode because prote
 /// Protected mode, as Redis 7.0's clientAcceptHandler: with
 /// `protected-mode yes` and no password for the default user, only
 /// loopback peers are served, whatever `bind` says.
-fn refused_by_protected_mode(shared: &Shared, peer: Option<std::net::SocketAddr>) -> bool {
+fn refused_by_protected_mode(shared: &Shared, local: bool) -> bool {
     let c = shared.config.read();
-    if !c.protected_mode || c.requirepass.is_some() {
-        return false;
-    }
-    !peer.is_some_and(|p| match p.ip() {
-        std::net::IpAddr::V4(ip) => ip.octets()[0] == 127,
-        std::net::IpAddr::V6(ip) => ip.is_loopback(),
-    })
+    c.protected_mode && c.requirepass.is_none() && !local
 }
 
 /// Writes a last line to a client about to be dropped (best effort).
@@ -119,7 +113,7 @@ async fn say_and_close<S: Transport>(stream: &mut S, msg: &[u8]) {
 
 /// Serves one connection until it closes.
 pub async fn serve<S: Transport>(shared: Arc<Shared>, mut stream: S) {
-    if refused_by_protected_mode(&shared, stream.tcp().peer_addr().ok()) {
+    if refused_by_protected_mode(&shared, stream.is_local()) {
         say_and_close(&mut stream, DENIED).await;
         shared.stats.rejected_connections.fetch_add(1, Ordering::Relaxed);
         return;
@@ -134,7 +128,7 @@ pub async fn serve<S: Transport>(shared: Arc<Shared>, mut stream: S) {
 /// (`crate::busy`): opened at once and parked, so the busy thread serves
 /// it like its others; its task takes over once the loop turns again.
 pub fn open_while_busy<S: Transport + 'static>(shared: Arc<Shared>, stream: S) {
-    if refused_by_protected_mode(&shared, stream.tcp().peer_addr().ok()) {
+    if refused_by_protected_mode(&shared, stream.is_local()) {
         tokio::task::spawn_local(serve(shared, stream));
         return;
     }
@@ -259,24 +253,9 @@ impl<S: Transport> Conn<S> {
     /// Registers a new client on an accepted socket; over `maxclients`
     /// gives the socket and session back for the refusal.
     fn open(shared: Arc<Shared>, stream: S) -> Result<Box<Self>, Refused<S>> {
-        let _ = stream.tcp().set_nodelay(true);
-        let keepalive = shared.config.read().tcp_keepalive;
-        if keepalive > 0 {
-            // Redis's anetKeepAlive: probes after `tcp-keepalive` idle
-            // seconds, every third of that, three of them.
-            let secs = Duration::from_secs(keepalive);
-            let ka = socket2::TcpKeepalive::new()
-                .with_time(secs)
-                .with_interval((secs / 3).max(Duration::from_secs(1)))
-                .with_retries(3);
-            let _ = socket2::SockRef::from(stream.tcp()).set_tcp_keepalive(&ka);
-        }
-        let peer = stream.tcp().peer_addr().map(|a| a.to_string()).unwrap_or_default();
-        let local = stream.tcp().local_addr().map(|a| a.to_string()).unwrap_or_default();
-        let fd = {
-            use std::os::fd::AsRawFd;
-            stream.tcp().as_raw_fd()
-        };
+        stream.tune(shared.config.read().tcp_keepalive);
+        let (peer, local) = stream.addrs();
+        let fd = stream.fd();
         let sess = shared.connect(peer, local, fd);
         if log::enabled(log::Level::Verbose) {
             log::verbose(&format!("Accepted {}", sess.handle.addr));
@@ -443,6 +422,9 @@ impl<S: Transport> Conn<S> {
             if !reply.is_empty() {
                 dispatch::deliver_blocked(&mut self.sess, &mut self.out, &reply);
             }
+            // The ended call's counts (commandstats, errorstats) are
+            // visible by the time its client reads the reply.
+            self.shared.flush_stats(&mut self.sess);
             // A served wait's reply is in the outbox.
             self.drain_outbox();
             self.hold_for_aof().await;
@@ -534,11 +516,13 @@ impl<S: Transport> Conn<S> {
             }
             match self.stream.try_read_buf(&mut self.rbuf) {
                 Ok(0) => {
+                    self.sess.handle.reads.fetch_add(1, Ordering::Relaxed);
                     self.eof = true;
                     return Ok(());
                 }
                 Ok(n) => {
                     self.sess.handle.net_in.fetch_add(n as u64, Ordering::Relaxed);
+                    self.sess.handle.reads.fetch_add(1, Ordering::Relaxed);
                     if self.rbuf.len() - self.rpos > self.limits.query_limit {
                         self.shared
                             .stats
@@ -584,6 +568,7 @@ impl<S: Transport> Conn<S> {
                 Ok(w) => {
                     self.out.consume(w);
                     self.sess.handle.net_out.fetch_add(w as u64, Ordering::Relaxed);
+                    self.sess.handle.writes.fetch_add(1, Ordering::Relaxed);
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,

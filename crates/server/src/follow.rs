@@ -126,6 +126,7 @@ impl Follower {
         if was_master {
             log::set_role(b'S');
             sh.store.set_replica(true);
+            engine::config::set_oom_role(&sh.config.read(), true);
             sh.state_changed();
             if let Some(m) = repl::master() {
                 m.detach_replicas(&sh);
@@ -220,7 +221,8 @@ impl Follower {
             .ok()
             .and_then(|mut a| a.next())
             .ok_or_else(|| format!("Unable to connect to MASTER: can't resolve {host}"))?;
-        let sock = TcpStream::connect_timeout(&addr, Duration::from_secs(timeout as u64))
+        let source = sh.config.read().get_by_name("bind-source-addr").unwrap_or_default();
+        let sock = connect_from(&source, addr, Duration::from_secs(timeout as u64))
             .map_err(|e| format!("Error condition on socket for SYNC: {e}"))?;
         let _ = sock.set_nodelay(true);
         let _ = sock.set_read_timeout(Some(Duration::from_millis(100)));
@@ -262,7 +264,17 @@ impl Follower {
                 return Err(format!("Unable to AUTH to MASTER: {}", lossy(&r)));
             }
         }
-        let port_s = sh.port.load(Ordering::Relaxed).to_string();
+        // What the master shows in its INFO: `replica-announce-port` and
+        // `replica-announce-ip` when set, as Redis's replica sends them.
+        let (announce_port, announce_ip) = {
+            let c = sh.config.read();
+            let port = c.get_by_name("replica-announce-port").unwrap_or_default();
+            (port, c.get_by_name("replica-announce-ip").unwrap_or_default())
+        };
+        let port_s = match announce_port.as_slice() {
+            b"0" | b"" => sh.port.load(Ordering::Relaxed).to_string(),
+            p => String::from_utf8_lossy(p).into_owned(),
+        };
         link.send(&[b"REPLCONF", b"listening-port", port_s.as_bytes()])?;
         let r = link.line(self)?;
         if r.starts_with(b"-") {
@@ -270,6 +282,16 @@ impl Follower {
                 "(Non critical) Master does not understand REPLCONF listening-port: {}",
                 lossy(&r)
             ));
+        }
+        if !announce_ip.is_empty() {
+            link.send(&[b"REPLCONF", b"ip-address", &announce_ip])?;
+            let r = link.line(self)?;
+            if r.starts_with(b"-") {
+                log::notice(&format!(
+                    "(Non critical) Master does not understand REPLCONF ip-address: {}",
+                    lossy(&r)
+                ));
+            }
         }
         link.send(&[b"REPLCONF", b"capa", b"eof", b"capa", b"psync2"])?;
         let r = link.line(self)?;
@@ -490,6 +512,7 @@ impl Follower {
                                          master: '{reply}' after processing the command '{}'",
                                         lossy(argv[0])
                                     ));
+                                    propagation_error(sh, true, "replica", "master", argv[0]);
                                 }
                                 out.clear();
                             }
@@ -586,6 +609,7 @@ impl Follow for Follower {
             log::warning("Connection with master lost.");
         }
         sh.store.set_replica(false);
+        engine::config::set_oom_role(&sh.config.read(), false);
         sh.state_changed();
         log::set_role(b'M');
         if let Some(m) = repl::master() {
@@ -739,4 +763,50 @@ fn is_timeout(e: &std::io::Error) -> bool {
 
 fn lossy(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
+}
+
+/// Connects to the master, from `bind-source-addr` when it is set (as
+/// Redis's anetTcpNonBlockBestEffortBindConnect: an address that cannot
+/// be bound is not used).
+fn connect_from(
+    source: &[u8],
+    to: std::net::SocketAddr,
+    timeout: Duration,
+) -> std::io::Result<TcpStream> {
+    let from = std::str::from_utf8(source).ok().and_then(|s| s.parse::<std::net::IpAddr>().ok());
+    let Some(ip) = from.filter(|ip| ip.is_ipv4() == to.is_ipv4()) else {
+        return TcpStream::connect_timeout(&to, timeout);
+    };
+    let s = socket2::Socket::new(socket2::Domain::for_address(to), socket2::Type::STREAM, None)?;
+    if s.bind(&std::net::SocketAddr::new(ip, 0).into()).is_err() {
+        return TcpStream::connect_timeout(&to, timeout);
+    }
+    s.connect_timeout(&to.into(), timeout)?;
+    Ok(s.into())
+}
+
+/// `propagation-error-behavior`, as Redis's afterErrorReply: a read-only
+/// replica whose master's command failed panics with `panic` or
+/// `panic-on-replicas`; the AOF loader (`replica` false) with `panic`.
+pub fn propagation_error(sh: &Shared, replica: bool, from: &str, to: &str, cmd: &[u8]) {
+    let (behavior, read_only, exit) = {
+        let c = sh.config.read();
+        let b = c.get_by_name("propagation-error-behavior").unwrap_or_default();
+        (b, c.replica_read_only, c.get_by_name("use-exit-on-panic").is_some_and(|v| v == b"yes"))
+    };
+    let panic = match behavior.as_slice() {
+        b"panic" => !replica || read_only,
+        b"panic-on-replicas" => replica && read_only,
+        _ => false,
+    };
+    if panic {
+        engine::commands::debug::panic_now(
+            &format!(
+                "This {from} panicked sending an error to its {to} after processing the command \
+                 '{}'",
+                lossy(cmd)
+            ),
+            exit,
+        );
+    }
 }

@@ -13,6 +13,7 @@ mod aof;
 mod aof_load;
 mod busy;
 mod conn;
+mod crash;
 mod follow;
 mod migrate;
 mod net;
@@ -22,8 +23,9 @@ mod repl;
 mod signal;
 mod tls;
 mod transport;
+mod unix;
 
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use engine::config::ConfigError;
@@ -147,7 +149,8 @@ fn main() {
         0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
         n => n,
     };
-    engine::config::apply_oom_score(&config);
+    let _ = engine::config::apply_oom_score(&config);
+    process::disable_thp(&config);
     for w in config.no_effect_warnings() {
         log::warning(&w);
     }
@@ -198,6 +201,22 @@ fn main() {
             std::process::exit(1);
         }
     };
+    let unix = {
+        let c = shared.config.read();
+        unix::bind(&c.unixsocket, c.unixsocketperm, c.tcp_backlog)
+    };
+    let unix = match unix {
+        Ok(u) => u,
+        Err(e) => {
+            log::warning(&e);
+            std::process::exit(1);
+        }
+    };
+    let tcp_or_tls = listeners.iter().any(|(_, ls)| !ls.is_empty());
+    if !tcp_or_tls && unix.is_none() {
+        log::warning("Configured to not listen anywhere, exiting.");
+        std::process::exit(1);
+    }
     let port = listeners
         .first()
         .and_then(|(_, ls)| ls.first())
@@ -209,6 +228,7 @@ fn main() {
         let _ = PID_FILE.set(p.clone());
     }
     install_signal_handlers();
+    crash::install(&shared);
     process::banner(&banner_cfg, port, VERSION);
     log::verbose(&format!("{threads} event-loop threads."));
     log::warning("Server initialized");
@@ -238,9 +258,17 @@ fn main() {
         );
         std::process::exit(1);
     }
-    log::notice("Ready to accept connections");
+    if tcp_or_tls {
+        log::notice("Ready to accept connections");
+    }
+    if unix.is_some() {
+        log::notice(&format!(
+            "The server is now ready to accept connections at {}",
+            banner_cfg.unixsocket
+        ));
+    }
     process::signal_ready(sup);
-    net::run(shared.clone(), listeners, threads);
+    net::run(shared.clone(), listeners, unix, threads);
     finish_exit();
 }
 
@@ -250,6 +278,7 @@ static PID_FILE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 /// The last steps of a shutdown, after the event loops stopped.
 fn finish_exit() {
     aof::flush_on_exit();
+    unix::remove_at_exit();
     if let Some(p) = PID_FILE.get() {
         log::notice("Removing the pid file.");
         let _ = std::fs::remove_file(p);
@@ -266,12 +295,26 @@ pub fn exit_now() -> ! {
     std::process::exit(0);
 }
 
-/// The last SIGTERM/SIGINT received, 0 for none (set by the handler).
-static SIGNAL: AtomicI32 = AtomicI32::new(0);
+/// Set while a signal's shutdown runs (its final save may be slow): a
+/// SIGINT then ends the process at once, from the handler.
+static SHUTTING_DOWN: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_signal(sig: libc::c_int) {
-    // Only an atomic store: the one thing a signal handler may safely do.
-    SIGNAL.store(sig, Ordering::SeqCst);
+    use engine::shared::PENDING_SIGNAL;
+    if sig == libc::SIGINT
+        && (SHUTTING_DOWN.load(Ordering::SeqCst) || PENDING_SIGNAL.load(Ordering::SeqCst) != 0)
+    {
+        // Redis's sigShutdownHandler: a second SIGINT does not wait for
+        // the shutdown's save, whose temporary file goes.
+        log::from_handler("You insist... exiting now.");
+        persistence::remove_temp_files();
+        // SAFETY: _exit ends the process without running atexit handlers
+        // or unwinding, which a signal handler must not start.
+        unsafe { libc::_exit(1) };
+    }
+    let name = if sig == libc::SIGINT { "SIGINT" } else { "SIGTERM" };
+    log::from_handler(&format!("Received {name} scheduling shutdown..."));
+    PENDING_SIGNAL.store(sig, Ordering::SeqCst);
 }
 
 /// Installs the SIGTERM/SIGINT handlers before the server says it is
@@ -279,8 +322,8 @@ extern "C" fn on_signal(sig: libc::c_int) {
 /// a shutdown, never the default action.
 fn install_signal_handlers() {
     for sig in [libc::SIGTERM, libc::SIGINT] {
-        // SAFETY: a zeroed sigaction with a handler that only stores to an
-        // atomic; sa_mask empty.
+        // SAFETY: a zeroed sigaction with a handler that logs and stores
+        // to an atomic (see `crash.rs` on logging from a handler).
         unsafe {
             let mut sa: libc::sigaction = std::mem::zeroed();
             sa.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as usize;
@@ -291,25 +334,51 @@ fn install_signal_handlers() {
     }
 }
 
+/// What `shutdown-on-sigint` / `shutdown-on-sigterm` ask for.
+#[derive(Default)]
+struct ShutdownFlags {
+    save: bool,
+    nosave: bool,
+    force: bool,
+}
+
+fn shutdown_flags(shared: &Shared, sig: i32) -> ShutdownFlags {
+    let name = if sig == libc::SIGINT { "shutdown-on-sigint" } else { "shutdown-on-sigterm" };
+    let v = shared.config.read().get_by_name(name).unwrap_or_default();
+    let words: Vec<&[u8]> = v.split(|&c| c == b' ').collect();
+    ShutdownFlags {
+        save: words.contains(&&b"save"[..]),
+        nosave: words.contains(&&b"nosave"[..]),
+        force: words.contains(&&b"force"[..]),
+    }
+}
+
 /// Called from the server's tick: starts a clean shutdown after a signal,
-/// with Redis's log lines.
+/// with Redis's log lines and the signal's `shutdown-on-*` flags. A final
+/// save that fails keeps the server running, unless `force`.
 pub fn poll_signals(shared: &Arc<Shared>) {
-    let name = match SIGNAL.swap(0, Ordering::SeqCst) {
-        0 => return,
-        libc::SIGINT => "SIGINT",
-        _ => "SIGTERM",
-    };
-    if shared.shutdown.load(Ordering::Relaxed) {
-        // A second SIGINT while shutting down: Redis gives up at once.
-        if name == "SIGINT" {
-            log::from_handler("You insist... exiting now.");
-            std::process::exit(1);
-        }
+    let sig = engine::shared::PENDING_SIGNAL.load(Ordering::SeqCst);
+    if sig == 0 || shared.shutdown.load(Ordering::Relaxed) {
         return;
     }
-    log::from_handler(&format!("Received {name} scheduling shutdown..."));
+    SHUTTING_DOWN.store(true, Ordering::SeqCst);
+    engine::shared::PENDING_SIGNAL.store(0, Ordering::SeqCst);
     log::warning("User requested shutdown...");
-    persistence::save_on_signal(shared);
+    let flags = shutdown_flags(shared, sig);
+    let points = !shared.config.read().save.is_empty();
+    if flags.save || (points && !flags.nosave) {
+        if let Err(()) = persistence::save_on_signal(shared) {
+            if !flags.force {
+                log::warning("Error trying to save the DB, can't exit.");
+                log::warning(
+                    "Errors trying to shut down the server. Check the logs for more information.",
+                );
+                SHUTTING_DOWN.store(false, Ordering::SeqCst);
+                return;
+            }
+            log::warning("Error trying to save the DB. Exit anyway.");
+        }
+    }
     shared.shutdown.store(true, Ordering::Relaxed);
 }
 

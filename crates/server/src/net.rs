@@ -11,6 +11,7 @@
 
 use std::cell::RefCell;
 use std::net::{SocketAddr, TcpListener as StdListener};
+use std::os::fd::AsRawFd;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -29,6 +30,8 @@ use engine::log;
 pub enum Kind {
     Tcp,
     Tls,
+    /// The Unix socket (`unixsocket`).
+    Unix,
 }
 
 /// A set of listeners of one kind; a new set replaces the old one.
@@ -36,15 +39,19 @@ pub type ListenerSet = (Kind, Vec<StdListener>);
 
 /// Binds every configured address, for `port` and for `tls-port`. An
 /// address prefixed with `-` is optional: failing to bind it is not an
-/// error (as in Redis). As in Redis, `port 0` with a TLS port listens on
-/// TLS only (without one, Sluice's `port 0` is an ephemeral port).
+/// error (as in Redis). As in Redis, port 0 means no listener of that
+/// kind (`port 0` with a TLS port listens on TLS only, with `unixsocket`
+/// on the Unix socket only).
 pub fn bind_all(shared: &Shared) -> Result<Vec<ListenerSet>, String> {
     let (addrs, port, backlog, tls_port) = {
         let c = shared.config.read();
         (c.bind.clone(), c.port, c.tcp_backlog, crate::tls::port(&c))
     };
+    let mark = shared.config.read().get_by_name("socket-mark-id").unwrap_or_default();
+    let mark = String::from_utf8_lossy(&mark).parse().unwrap_or(0);
+    SOCKET_MARK.store(mark, Ordering::Relaxed);
     let mut sets = Vec::new();
-    if port != 0 || tls_port == 0 {
+    if port != 0 {
         sets.push((Kind::Tcp, bind_addrs(&addrs, port, backlog, Kind::Tcp)?));
     }
     if tls_port != 0 {
@@ -53,7 +60,8 @@ pub fn bind_all(shared: &Shared) -> Result<Vec<ListenerSet>, String> {
     Ok(sets)
 }
 
-/// Binds `addrs` on `port` (see [`bind_all`]).
+/// Binds `addrs` on `port` (see [`bind_all`]); port 0 binds nothing (a
+/// CONFIG SET to 0 closes the listeners of its kind, as in Redis).
 fn bind_addrs(
     addrs: &[String],
     port: u16,
@@ -62,6 +70,9 @@ fn bind_addrs(
 ) -> Result<Vec<StdListener>, String> {
     let proto = if kind == Kind::Tls { "TLS" } else { "TCP" };
     let mut out = Vec::new();
+    if port == 0 {
+        return Ok(out);
+    }
     for a in addrs {
         let (optional, host) = match a.strip_prefix('-') {
             Some(h) => (true, h),
@@ -73,11 +84,7 @@ fn bind_addrs(
             Err(_) if optional => continue,
             Err(_) => return Err(format!("Invalid bind address '{host}'")),
         };
-        // With port 0 every address must share the port the first got.
-        let p = match out.first() {
-            Some(l) if port == 0 => StdListener::local_addr(l).map(|a| a.port()).unwrap_or(0),
-            _ => port,
-        };
+        let p = port;
         match listen(SocketAddr::new(ip, p), backlog) {
             Ok(l) => out.push(l),
             Err(e) if optional => {
@@ -93,16 +100,38 @@ fn bind_addrs(
             }
         }
     }
-    if out.is_empty() {
+    if out.is_empty() && !addrs.is_empty() {
         return Err(format!("Failed listening on port {port} ({proto}), aborting."));
     }
     Ok(out)
 }
 
+/// `socket-mark-id` (immutable, so read once at start-up; 0: none).
+static SOCKET_MARK: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
 fn listen(addr: SocketAddr, backlog: u32) -> std::io::Result<StdListener> {
     use socket2::{Domain, Socket, Type};
     let s = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
     s.set_reuse_address(true)?;
+    let mark = SOCKET_MARK.load(Ordering::Relaxed);
+    if mark != 0 {
+        // Redis's anetSetSockMarkId: the listening socket's SO_MARK, which
+        // its accepted sockets inherit (needs CAP_NET_ADMIN).
+        // SAFETY: setsockopt with a pointer to a live u32 and its size.
+        let r = unsafe {
+            libc::setsockopt(
+                std::os::fd::AsRawFd::as_raw_fd(&s),
+                libc::SOL_SOCKET,
+                libc::SO_MARK,
+                (&mark as *const u32).cast(),
+                std::mem::size_of::<u32>() as libc::socklen_t,
+            )
+        };
+        if r != 0 {
+            let e = std::io::Error::last_os_error();
+            log::warning(&format!("Failed to set socket mark id {mark}: {e}"));
+        }
+    }
     if addr.is_ipv6() {
         s.set_only_v6(true)?;
     }
@@ -143,7 +172,12 @@ fn close_idle_clients(shared: &Shared) {
 }
 
 /// Runs the event loops until shutdown. Blocks the calling thread.
-pub fn run(shared: Arc<Shared>, listeners: Vec<ListenerSet>, threads: usize) {
+pub fn run(
+    shared: Arc<Shared>,
+    listeners: Vec<ListenerSet>,
+    unix: Option<std::os::unix::net::UnixListener>,
+    threads: usize,
+) {
     // CONFIG SET port: the new listeners are bound by the command's
     // thread (so a failure is its reply) and handed to thread 0, whose
     // accept loops then replace the old ones (Redis's changeListenPort).
@@ -194,18 +228,22 @@ pub fn run(shared: Arc<Shared>, listeners: Vec<ListenerSet>, threads: usize) {
     // Which loops are inside a busy script (new sockets go elsewhere).
     let busy: Arc<[AtomicBool]> = (0..threads).map(|_| AtomicBool::new(false)).collect();
     let mut listeners = Some(listeners);
+    let mut unix = unix;
     let mut senders = Some(senders);
     let joins: Vec<_> = receivers
         .into_iter()
         .enumerate()
         .map(|(i, rx)| {
             let shared = shared.clone();
-            let ls = listeners.take();
-            let tx = senders.take();
+            let accept = listeners.take().zip(senders.take()).map(|(sets, senders)| Accept {
+                sets,
+                unix: unix.take(),
+                senders,
+            });
             let busy = busy.clone();
             std::thread::Builder::new()
                 .name(format!("sluice-loop-{i}"))
-                .spawn(move || event_loop(i, threads, shared, rx, ls, tx, busy))
+                .spawn(move || event_loop(i, threads, shared, rx, accept, busy))
                 .expect("spawn event loop thread")
         })
         .collect();
@@ -215,12 +253,18 @@ pub fn run(shared: Arc<Shared>, listeners: Vec<ListenerSet>, threads: usize) {
 }
 
 /// Starts serving an accepted socket on this thread.
-pub fn spawn_conn(shared: Arc<Shared>, s: tokio::net::TcpStream, kind: Kind) {
+pub fn spawn_conn(shared: Arc<Shared>, s: std::os::fd::OwnedFd, kind: Kind) {
     match kind {
         Kind::Tcp => {
+            let Ok(s) = tokio::net::TcpStream::from_std(s.into()) else { return };
+            tokio::task::spawn_local(async move { conn::serve(shared, s).await });
+        }
+        Kind::Unix => {
+            let Ok(s) = tokio::net::UnixStream::from_std(s.into()) else { return };
             tokio::task::spawn_local(async move { conn::serve(shared, s).await });
         }
         Kind::Tls => {
+            let Ok(s) = tokio::net::TcpStream::from_std(s.into()) else { return };
             let Some(cfg) = crate::tls::current() else { return };
             tokio::task::spawn_local(async move {
                 if let Some(s) = crate::tls::TlsStream::accept(s, cfg).await {
@@ -231,13 +275,20 @@ pub fn spawn_conn(shared: Arc<Shared>, s: tokio::net::TcpStream, kind: Kind) {
     }
 }
 
+/// What thread 0 accepts on: the TCP and TLS listener sets (a new set
+/// replaces its kind's), the Unix socket, and every loop's senders.
+struct Accept {
+    sets: mpsc::UnboundedReceiver<ListenerSet>,
+    unix: Option<std::os::unix::net::UnixListener>,
+    senders: Vec<mpsc::UnboundedSender<crate::busy::Incoming>>,
+}
+
 fn event_loop(
     idx: usize,
     threads: usize,
     shared: Arc<Shared>,
     rx: mpsc::UnboundedReceiver<crate::busy::Incoming>,
-    listeners: Option<mpsc::UnboundedReceiver<ListenerSet>>,
-    senders: Option<Vec<mpsc::UnboundedSender<crate::busy::Incoming>>>,
+    accept: Option<Accept>,
     busy: Arc<[AtomicBool]>,
 ) {
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -252,10 +303,36 @@ fn event_loop(
         // Accept loops (thread 0 only): one per listener of the current
         // set of each kind; a new set (CONFIG SET port, tls-port) ends
         // the old loops of its kind, which closes their sockets.
-        if let (Some(mut sets), Some(senders)) = (listeners, senders) {
+        if let Some(Accept { mut sets, unix, senders }) = accept {
             let senders = Arc::new(senders);
             crate::busy::set_handoff(senders.clone());
             let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+            if let Some(ul) = unix {
+                let (senders, next, shared, busy) =
+                    (senders.clone(), next.clone(), shared.clone(), busy.clone());
+                tokio::task::spawn_local(async move {
+                    let Ok(l) = tokio::net::UnixListener::from_std(ul) else { return };
+                    let _listening = crate::busy::Listening::new(l.as_raw_fd(), Kind::Unix);
+                    loop {
+                        match l.accept().await {
+                            Ok((s, _)) => {
+                                if shared.shutdown.load(Ordering::Relaxed) {
+                                    break;
+                                }
+                                let Ok(s) = s.into_std() else { continue };
+                                let n = crate::busy::pick(&busy, &next).unwrap_or_else(|| {
+                                    next.fetch_add(1, Ordering::Relaxed) % senders.len()
+                                });
+                                let _ = senders[n].send((s.into(), Kind::Unix));
+                            }
+                            Err(e) => {
+                                log::warning(&format!("Accepting client connection: {e}"));
+                                tokio::time::sleep(Duration::from_millis(10)).await;
+                            }
+                        }
+                    }
+                });
+            }
             let sh = shared.clone();
             tokio::task::spawn_local(async move {
                 let shared = sh;
@@ -277,7 +354,7 @@ fn event_loop(
                         let mut gen = gen_tx.subscribe();
                         tokio::task::spawn_local(async move {
                             // A busy script of this thread accepts on it too.
-                            let _listening = crate::busy::Listening::new(&l, kind);
+                            let _listening = crate::busy::Listening::new(l.as_raw_fd(), kind);
                             loop {
                                 let got = tokio::select! {
                                     got = l.accept() => got,
@@ -289,6 +366,7 @@ fn event_loop(
                                             break;
                                         }
                                         let Ok(s) = s.into_std() else { continue };
+                                        let s = std::os::fd::OwnedFd::from(s);
                                         // In turn, skipping loops inside a
                                         // busy script while another is free.
                                         let n =
@@ -314,6 +392,9 @@ fn event_loop(
                 let mut ticks = 0u64;
                 loop {
                     iv.tick().await;
+                    if sh.cron_paused.load(Ordering::Relaxed) {
+                        continue;
+                    }
                     crate::poll_signals(&sh);
                     sh.tick();
                     ticks += 1;
@@ -328,10 +409,16 @@ fn event_loop(
         tokio::task::spawn_local(async move {
             let mut fx = engine::effects::Effects::default();
             loop {
-                let hz = sh.config.read().hz.clamp(1, 500);
+                let (hz, effort) = {
+                    let c = sh.config.read();
+                    (c.hz.clamp(1, 500), c.active_expire_effort.clamp(1, 10))
+                };
                 let period = Duration::from_millis(1000 / u64::from(hz));
                 tokio::time::sleep(period).await;
-                sh.active_expire(&mut fx, idx, threads, period / 4);
+                // Redis's slow cycle may take 25% of the period, 2% more
+                // per step of `active-expire-effort`.
+                sh.store.active_expire_effort.store(effort, Ordering::Relaxed);
+                sh.active_expire(&mut fx, idx, threads, period * (23 + 2 * effort) / 100);
             }
         });
         // Shutdown watcher.
@@ -350,7 +437,6 @@ fn event_loop(
             while let Some((s, kind)) =
                 std::future::poll_fn(|cx| rx.borrow_mut().poll_recv(cx)).await
             {
-                let Ok(s) = tokio::net::TcpStream::from_std(s) else { continue };
                 spawn_conn(shared.clone(), s, kind);
             }
         };

@@ -121,11 +121,17 @@ impl Rdb {
 
     /// Writes the snapshot `started` (or one begun now) to a temporary
     /// file, then renames it over `dbfilename` (a crash never leaves half
-    /// a file under that name). The caller holds `busy`.
-    fn write(&self, sh: &Shared, started: Option<Started>) -> io::Result<()> {
+    /// a file under that name). The caller holds `busy`. A foreground
+    /// save (SAVE, a shutdown's) writes `temp-<pid>.rdb` as Redis's does,
+    /// which a second SIGINT removes.
+    fn write(&self, sh: &Shared, started: Option<Started>, foreground: bool) -> io::Result<()> {
         let started = started.unwrap_or_else(|| begin(sh));
-        let seq = self.temp_seq.fetch_add(1, Ordering::Relaxed);
-        let tmp = PathBuf::from(format!("temp-{}-{seq}.rdb", std::process::id()));
+        let tmp = if foreground {
+            PathBuf::from(format!("temp-{}.rdb", std::process::id()))
+        } else {
+            let seq = self.temp_seq.fetch_add(1, Ordering::Relaxed);
+            PathBuf::from(format!("temp-{}-{seq}.rdb", std::process::id()))
+        };
         let path = db_path(&started.cfg);
         match write_file(sh, started, &tmp, false) {
             Ok(()) => std::fs::rename(&tmp, path),
@@ -588,7 +594,7 @@ impl Snapshots for Rdb {
     fn save(&self, dirty: u64) -> Result<(), String> {
         let sh = self.shared()?;
         self.acquire();
-        let res = self.write(&sh, None);
+        let res = self.write(&sh, None, true);
         self.release();
         match res {
             Ok(()) => {
@@ -635,7 +641,7 @@ impl Snapshots for Rdb {
                 return;
             };
             let start = Instant::now();
-            let res = me.write(&sh, started);
+            let res = me.write(&sh, started, false);
             me.release();
             let ps = &sh.persist;
             ps.last_bgsave_secs.store(start.elapsed().as_secs() as i64, Ordering::Relaxed);
@@ -767,17 +773,29 @@ pub fn start_save_points(sh: &Arc<Shared>) {
     }
 }
 
-/// On SIGTERM/SIGINT with save points configured, Redis saves before it
-/// exits; so does Sluice.
-pub fn save_on_signal(sh: &Shared) {
-    if sh.config.read().save.is_empty() {
-        return;
-    }
+/// The final save of a shutdown that a signal started (`main.rs` decides
+/// whether there is one, from the save points and `shutdown-on-*`).
+pub fn save_on_signal(sh: &Shared) -> Result<(), ()> {
     log::notice("Saving the final RDB snapshot before exiting.");
     let dirty = sh.stats.dirty.load(Ordering::Relaxed);
-    if let Some(s) = sh.snapshots.get() {
-        if s.save(dirty).is_err() {
-            log::warning("Error trying to save the DB, can't exit.");
+    match sh.snapshots.get() {
+        Some(s) => s.save(dirty).map_err(|_| ()),
+        None => Ok(()),
+    }
+}
+
+/// Removes this process's temporary RDB files (a save cut short by a
+/// second SIGINT), as Redis's rdbRemoveTempFile does from its handler.
+pub fn remove_temp_files() {
+    let prefix = format!("temp-{}", std::process::id());
+    if let Ok(dir) = std::fs::read_dir(".") {
+        for e in dir.flatten() {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            let rest = name.strip_prefix(&prefix).unwrap_or("");
+            if (rest == ".rdb" || rest.starts_with('-')) && name.ends_with(".rdb") {
+                let _ = std::fs::remove_file(e.path());
+            }
         }
     }
 }

@@ -181,3 +181,29 @@ pub fn banner(cfg: &Config, port: u16, version: &str) {
     ];
     log::raw(Level::Notice, &text.join("\n"));
 }
+
+/// `disable-thp yes` (the default): when the kernel's transparent huge
+/// pages are `always` on, turns them off for this process, as Redis does
+/// (huge pages make fork-less writes no cheaper and inflate RSS and
+/// latency spikes). Other THP modes need nothing.
+pub fn disable_thp(cfg: &Config) {
+    if cfg.get_by_name("disable-thp").is_some_and(|v| v == b"no") {
+        return;
+    }
+    let mode =
+        std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").unwrap_or_default();
+    if mode.contains("[always]") {
+        // SAFETY: prctl with integer arguments only.
+        let ret = unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) };
+        if ret != 0 {
+            engine::log::warning(
+                "WARNING You have Transparent Huge Pages (THP) support enabled in your kernel. \
+                 This will create latency and memory usage issues with Redis. To fix this issue \
+                 run the command 'echo madvise > /sys/kernel/mm/transparent_hugepage/enabled' \
+                 as root, and add it to your /etc/rc.local in order to retain the setting after \
+                 a reboot. Redis must be restarted after THP is disabled (set to 'madvise' or \
+                 'never').",
+            );
+        }
+    }
+}

@@ -788,6 +788,9 @@ impl<F: Fn(i64) -> Vec<u8>> Write for Preambled<'_, F> {
 
 /// Sends the stream from the replica's place on, as it grows.
 fn stream(sh: &Shared, m: &Master, r: &Replica, mut sock: TcpStream) -> String {
+    // Redis's `repl-disable-tcp-nodelay`: fewer, bigger packets to the
+    // replica once it is online, at the cost of latency.
+    let _ = sock.set_nodelay(!conf_yes(sh, "repl-disable-tcp-nodelay"));
     let mut chunk = Vec::with_capacity(CHUNK);
     loop {
         chunk.clear();

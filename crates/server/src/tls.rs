@@ -533,8 +533,21 @@ impl TlsStream {
 }
 
 impl Transport for TlsStream {
-    fn tcp(&self) -> &TcpStream {
-        &self.tcp
+    fn fd(&self) -> std::os::fd::RawFd {
+        use std::os::fd::AsRawFd;
+        self.tcp.as_raw_fd()
+    }
+
+    fn is_local(&self) -> bool {
+        crate::transport::tcp_is_local(&self.tcp)
+    }
+
+    fn addrs(&self) -> (String, String) {
+        crate::transport::tcp_addrs(&self.tcp)
+    }
+
+    fn tune(&self, keepalive_secs: u64) {
+        crate::transport::tcp_tune(&self.tcp, keepalive_secs)
     }
 
     fn try_read_buf(&mut self, buf: &mut Vec<u8>) -> io::Result<usize> {

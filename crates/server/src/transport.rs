@@ -1,5 +1,5 @@
 //! What a connection needs from its byte stream, so that one connection
-//! loop (`conn.rs`) serves plain TCP and TLS alike. The loop is generic
+//! loop (`conn.rs`) serves plain TCP, TLS and Unix sockets alike. The loop is generic
 //! over [`Transport`] and monomorphised per stream type: on plain TCP
 //! every method is tokio's own call (the TLS-only hooks are constants),
 //! so TLS costs a plain connection nothing per command. Both are served
@@ -7,14 +7,25 @@
 //! calls.
 
 use std::io::{self, IoSlice};
+use std::os::fd::{AsRawFd, RawFd};
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use tokio::net::TcpStream;
 
-/// A readiness-based, non-blocking byte stream over one TCP socket.
+/// A readiness-based, non-blocking byte stream over one socket.
 pub trait Transport {
-    /// The socket underneath (options, addresses, fd).
-    fn tcp(&self) -> &TcpStream;
+    /// The socket's descriptor (CLIENT LIST's `fd`, the busy pass's poll).
+    fn fd(&self) -> RawFd;
+    /// Whether the peer is on this host (protected mode lets it in): a
+    /// loopback address, or any Unix socket client.
+    fn is_local(&self) -> bool;
+    /// The peer's and the local address as CLIENT LIST shows them
+    /// (`addr`, `laddr`).
+    fn addrs(&self) -> (String, String);
+    /// Sets a new client's socket options (TCP_NODELAY and keepalive on
+    /// TCP; nothing on a Unix socket).
+    fn tune(&self, keepalive_secs: u64);
     /// Reads what is available into `buf`'s spare capacity; `Ok(0)` at
     /// end of input, `WouldBlock` when nothing is available.
     fn try_read_buf(&mut self, buf: &mut Vec<u8>) -> io::Result<usize>;
@@ -53,19 +64,59 @@ pub trait Transport {
         Self: Sized;
 }
 
+/// Whether a TCP peer is on a loopback address.
+pub fn tcp_is_local(tcp: &TcpStream) -> bool {
+    tcp.peer_addr().is_ok_and(|p| match p.ip() {
+        std::net::IpAddr::V4(ip) => ip.octets()[0] == 127,
+        std::net::IpAddr::V6(ip) => ip.is_loopback(),
+    })
+}
+
+/// A TCP socket's `addr` and `laddr`.
+pub fn tcp_addrs(tcp: &TcpStream) -> (String, String) {
+    let peer = tcp.peer_addr().map(|a| a.to_string()).unwrap_or_default();
+    let local = tcp.local_addr().map(|a| a.to_string()).unwrap_or_default();
+    (peer, local)
+}
+
+/// TCP_NODELAY, and Redis's anetKeepAlive: probes after `tcp-keepalive`
+/// idle seconds, every third of that, three of them (0: none).
+pub fn tcp_tune(tcp: &TcpStream, keepalive_secs: u64) {
+    let _ = tcp.set_nodelay(true);
+    if keepalive_secs > 0 {
+        let secs = Duration::from_secs(keepalive_secs);
+        let ka = socket2::TcpKeepalive::new()
+            .with_time(secs)
+            .with_interval((secs / 3).max(Duration::from_secs(1)))
+            .with_retries(3);
+        let _ = socket2::SockRef::from(tcp).set_tcp_keepalive(&ka);
+    }
+}
+
 /// The socket under `tcp` as a std socket, for calls that bypass tokio's
 /// readiness (`read_direct`, `write_direct`); never closed through it.
 pub fn direct(tcp: &TcpStream) -> std::mem::ManuallyDrop<std::net::TcpStream> {
-    use std::os::fd::{AsRawFd, FromRawFd};
+    use std::os::fd::FromRawFd;
     // SAFETY: the fd is `tcp`'s, open while it is; ManuallyDrop keeps
     // this second owner from closing it.
     std::mem::ManuallyDrop::new(unsafe { std::net::TcpStream::from_raw_fd(tcp.as_raw_fd()) })
 }
 
 impl Transport for TcpStream {
-    #[inline]
-    fn tcp(&self) -> &TcpStream {
-        self
+    fn fd(&self) -> RawFd {
+        self.as_raw_fd()
+    }
+
+    fn is_local(&self) -> bool {
+        tcp_is_local(self)
+    }
+
+    fn addrs(&self) -> (String, String) {
+        tcp_addrs(self)
+    }
+
+    fn tune(&self, keepalive_secs: u64) {
+        tcp_tune(self, keepalive_secs)
     }
 
     #[inline]

@@ -681,7 +681,7 @@ fn a_config_with_every_parameter_changed_loads_like_redis() {
             let log = read();
             for name in [
                 "cluster-node-timeout",
-                "unixsocketperm",
+                "activerehashing",
                 "tls-session-cache-timeout",
                 "repl-diskless-load",
             ] {

@@ -6,7 +6,9 @@
 //! its keys in ascending global order ([`Locks`]), which rules out deadlock
 //! between threads.
 
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{
+    AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering,
+};
 use std::sync::Arc;
 
 use parking_lot::{Mutex, MutexGuard};
@@ -524,28 +526,43 @@ impl Stripe {
         now: i64,
         mut rand: impl FnMut() -> u64,
         mut on_expired: impl FnMut(&[u8]),
-    ) -> (usize, usize) {
-        let mut sampled = 0;
-        let mut expired = 0;
+    ) -> Sample {
+        let mut out = Sample::default();
         let mut due: SmallVec<[Box<[u8]>; 20]> = SmallVec::new();
         let take = n.min(self.ttl.len());
         for _ in 0..take {
             let Some(i) = self.ttl.random_index(&mut rand) else { break };
             let Some((k, &at)) = self.ttl.at(i) else { break };
-            sampled += 1;
-            if at <= now && !due.iter().any(|d| **d == *k) {
-                due.push(k.into());
+            out.sampled += 1;
+            if at <= now {
+                if !due.iter().any(|d| **d == *k) {
+                    due.push(k.into());
+                }
+            } else {
+                out.ttl_sum += at - now;
+                out.ttl_keys += 1;
             }
         }
         for k in due {
             self.delete_expired(&k);
-            expired += 1;
+            out.expired += 1;
         }
         for k in self.expired.drain(..) {
             on_expired(&k);
         }
-        (sampled, expired)
+        out
     }
+}
+
+/// What one [`Stripe::expire_sample`] saw: keys sampled and expired, and
+/// the remaining TTLs of the others (INFO's `avg_ttl`, as Redis
+/// estimates it from its own expiry samples).
+#[derive(Default, Clone, Copy)]
+pub struct Sample {
+    pub sampled: usize,
+    pub expired: usize,
+    pub ttl_sum: i64,
+    pub ttl_keys: i64,
 }
 
 /// A stripe and what can be known of it without its lock. Aligned to a
@@ -677,6 +694,12 @@ pub struct Store {
     shift: u32,
     /// `DEBUG SET-ACTIVE-EXPIRE`.
     pub active_expire: AtomicBool,
+    /// `active-expire-effort` (1..=10), set by the engine from its
+    /// configuration before each pass.
+    pub active_expire_effort: AtomicU32,
+    /// Per database, the running estimate of the remaining TTL of keys
+    /// with one, in ms (Redis's `db->avg_ttl`; 0 until sampled).
+    avg_ttl: Box<[AtomicI64]>,
     rand_state: AtomicU64,
     /// The hash seed every stripe's table shares (see [`Prefetch`]).
     hasher: ahash::RandomState,
@@ -726,6 +749,8 @@ impl Store {
             stripe_bits: stripes.trailing_zeros(),
             shift,
             active_expire: AtomicBool::new(true),
+            active_expire_effort: AtomicU32::new(1),
+            avg_ttl: (0..databases.max(1)).map(|_| AtomicI64::new(0)).collect(),
             rand_state: AtomicU64::new(0x9E37_79B9_7F4A_7C15),
             hasher,
             replica,
@@ -1059,6 +1084,19 @@ impl Store {
         seen
     }
 
+    /// The estimated average remaining TTL (ms) of a database's keys with
+    /// one, from active expiry's samples (INFO keyspace's `avg_ttl`).
+    pub fn avg_ttl(&self, db: usize) -> i64 {
+        self.avg_ttl.get(db).map_or(0, |a| a.load(Ordering::Relaxed))
+    }
+
+    /// Forgets a database's TTL estimate (it was emptied).
+    pub fn reset_avg_ttl(&self, db: usize) {
+        if let Some(a) = self.avg_ttl.get(db) {
+            a.store(0, Ordering::Relaxed);
+        }
+    }
+
     /// Number of keys in a database (expired-but-undeleted included, as
     /// Redis's DBSIZE) and how many have a TTL.
     pub fn db_size(&self, db: usize) -> (usize, usize) {
@@ -1102,6 +1140,11 @@ impl Store {
         let start = std::time::Instant::now();
         let mut total = 0;
         let parts = parts.max(1);
+        // Redis 7.0's activeExpireCycle: more keys per sample and a lower
+        // acceptable share of expired keys as the effort goes up.
+        let effort = self.active_expire_effort.load(Ordering::Relaxed).clamp(1, 10) as usize - 1;
+        let per_sample = 20 + 20 / 4 * effort;
+        let stale_pct = 10 - effort;
         'words: for (w, word) in self.ttl_stripes.iter().enumerate() {
             let mut bits = word.load(Ordering::Relaxed);
             while bits != 0 {
@@ -1114,10 +1157,21 @@ impl Store {
                 if s.expires_len() > 0 {
                     loop {
                         let db = id / self.stripes;
-                        let (sampled, expired) =
-                            s.expire_sample(20, now, || self.rand(), |k| on_expired(db, k));
-                        total += expired;
-                        if sampled == 0 || expired * 4 <= sampled || start.elapsed() > budget {
+                        let got =
+                            s.expire_sample(per_sample, now, || self.rand(), |k| on_expired(db, k));
+                        total += got.expired;
+                        if got.ttl_keys > 0 {
+                            // Redis's running average: 2% of each sample.
+                            let avg = got.ttl_sum / got.ttl_keys;
+                            let slot = &self.avg_ttl[db];
+                            let old = slot.load(Ordering::Relaxed);
+                            let new = if old == 0 { avg } else { old / 50 * 49 + avg / 50 };
+                            slot.store(new, Ordering::Relaxed);
+                        }
+                        if got.sampled == 0
+                            || got.expired * 100 <= got.sampled * stale_pct
+                            || start.elapsed() > budget
+                        {
                             break;
                         }
                     }

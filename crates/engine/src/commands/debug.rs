@@ -220,6 +220,28 @@ fn debug(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
             cx.shared.persist.skip_checksum.store(atoi(argv[2]) != 0, Ordering::Relaxed);
             out.ok();
         }
+        2 if eq_ic(sub, "CONFIG-REWRITE-FORCE-ALL") => {
+            crate::commands::server::rewrite_config(cx, true)
+                .map_err(|_| CmdError::err("CONFIG-REWRITE-FORCE-ALL failed"))?;
+            out.ok();
+        }
+        3 if eq_ic(sub, "PAUSE-CRON") => {
+            cx.shared.cron_paused.store(atoi(argv[2]) != 0, Ordering::Relaxed);
+            out.ok();
+        }
+        2 if eq_ic(sub, "SEGFAULT") => {
+            // The crash handler (the server's) writes the crash report,
+            // then the signal's default action ends the process.
+            // SAFETY: raising a signal has no memory effects here.
+            unsafe { libc::raise(libc::SIGSEGV) };
+        }
+        2 if eq_ic(sub, "PANIC") => {
+            let exit = cx.sess.conf(cx.shared).get_by_name("use-exit-on-panic");
+            panic_now(
+                &format!("DEBUG PANIC called at Unix time {}", crate::shared::unix_ms() / 1000),
+                exit.is_some_and(|v| v == b"yes"),
+            );
+        }
         2 if eq_ic(sub, "CHANGE-REPL-ID") => out.ok(),
         2 if eq_ic(sub, "STRINGMATCH-TEST") => {
             stringmatch_test();
@@ -241,6 +263,25 @@ fn debug(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         _ => return Err(CmdError::SubcommandSyntax { sub: sub.to_vec(), cmd: argv[0].to_vec() }),
     }
     Ok(())
+}
+
+/// Redis's serverPanic: the "Guru Meditation" lines and a stack trace,
+/// then `exit(1)` with `use-exit-on-panic yes`, else abort (whose SIGABRT
+/// gives the server's crash report). DEBUG PANIC and
+/// `propagation-error-behavior` end the process here.
+pub fn panic_now(why: &str, exit_on_panic: bool) -> ! {
+    crate::log::warning("------------------------------------------------");
+    crate::log::warning("!!! Software Failure. Press left mouse button to continue");
+    crate::log::warning(&format!("Guru Meditation: {why}"));
+    if exit_on_panic {
+        let trace = std::backtrace::Backtrace::force_capture();
+        crate::log::raw(
+            crate::log::Level::Warning,
+            &format!("\n------ STACK TRACE ------\n{trace}\n"),
+        );
+        std::process::exit(1);
+    }
+    std::process::abort();
 }
 
 /// `DEBUG RELOAD [MERGE] [NOFLUSH] [NOSAVE]`: save (unless NOSAVE), empty

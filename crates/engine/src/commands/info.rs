@@ -240,8 +240,9 @@ fn section(cx: &mut Ctx, name: &str, t: &mut String, counts: &mut Counts) {
             line!("connected_clients:{}", sh.connected_clients().saturating_sub(replicas));
             line!("cluster_connections:0");
             line!("maxclients:{}", cfg.maxclients);
-            line!("client_recent_max_input_buffer:0");
-            line!("client_recent_max_output_buffer:0");
+            let mem = sh.clients_memory();
+            line!("client_recent_max_input_buffer:{}", mem.max_input);
+            line!("client_recent_max_output_buffer:{}", mem.max_output);
             line!("blocked_clients:{}", sh.blocked_clients.load(Ordering::Relaxed));
             line!("tracking_clients:{}", sh.tracker.nclients.load(Ordering::Relaxed));
             line!("clients_in_timeout_table:0");
@@ -259,10 +260,13 @@ fn section(cx: &mut Ctx, name: &str, t: &mut String, counts: &mut Counts) {
             line!("used_memory_peak:{peak}");
             line!("used_memory_peak_human:{}", human(peak));
             line!("used_memory_peak_perc:{:.2}%", ratio(used, peak) * 100.0);
-            line!("used_memory_overhead:0");
-            line!("used_memory_startup:{}", ld(&sh.mem_startup).min(used));
-            line!("used_memory_dataset:{used}");
-            line!("used_memory_dataset_perc:100.00%");
+            let o = crate::commands::memory::overhead(cx);
+            let dataset = used.saturating_sub(o.overhead);
+            let net = used.saturating_sub(o.startup).max(1);
+            line!("used_memory_overhead:{}", o.overhead);
+            line!("used_memory_startup:{}", o.startup);
+            line!("used_memory_dataset:{dataset}");
+            line!("used_memory_dataset_perc:{:.2}%", dataset as f32 * 100.0 / net as f32);
             line!("allocator_allocated:{}", m.allocator_allocated);
             line!("allocator_active:{}", m.allocator_active);
             line!("allocator_resident:{}", m.allocator_resident);
@@ -301,21 +305,18 @@ fn section(cx: &mut Ctx, name: &str, t: &mut String, counts: &mut Counts) {
             line!("rss_overhead_bytes:{}", rss as i64 - re as i64);
             line!("mem_fragmentation_ratio:{:.2}", ratio(rss, used));
             line!("mem_fragmentation_bytes:{}", rss as i64 - used as i64);
-            for f in [
-                "mem_not_counted_for_evict",
-                "mem_replication_backlog",
-                "mem_total_replication_buffers",
-                "mem_clients_slaves",
-                "mem_clients_normal",
-                "mem_cluster_links",
-                "mem_aof_buffer",
-            ] {
-                line!("{f}:0");
-            }
+            // Sluice's eviction counts all memory (docs/info.md).
+            line!("mem_not_counted_for_evict:0");
+            line!("mem_replication_backlog:{}", o.backlog);
+            line!("mem_total_replication_buffers:{}", o.backlog + o.clients.replicas);
+            line!("mem_clients_slaves:{}", o.clients.replicas);
+            line!("mem_clients_normal:{}", o.clients.normal);
+            line!("mem_cluster_links:0");
+            line!("mem_aof_buffer:{}", o.aof_buffer);
             line!("mem_allocator:{}", m.allocator);
             line!("active_defrag_running:0");
-            line!("lazyfree_pending_objects:0");
-            line!("lazyfreed_objects:0");
+            line!("lazyfree_pending_objects:{}", sh.lazyfree.pending());
+            line!("lazyfreed_objects:{}", sh.lazyfree.freed());
         }
         "persistence" => {
             line!("# Persistence");
@@ -443,10 +444,11 @@ fn section(cx: &mut Ctx, name: &str, t: &mut String, counts: &mut Counts) {
             line!("tracking_total_prefixes:{tp}");
             line!("unexpected_error_replies:0");
             line!("total_error_replies:{}", sh.cmdstats.total_errors());
+            let (reads, writes) = sh.io_counts();
+            line!("dump_payload_sanitizations:0");
+            line!("total_reads_processed:{reads}");
+            line!("total_writes_processed:{writes}");
             for f in [
-                "dump_payload_sanitizations",
-                "total_reads_processed",
-                "total_writes_processed",
                 "io_threaded_reads_processed",
                 "io_threaded_writes_processed",
                 "reply_buffer_shrinks",
@@ -503,7 +505,8 @@ fn section(cx: &mut Ctx, name: &str, t: &mut String, counts: &mut Counts) {
             line!("# Keyspace");
             for (db, (keys, ttl)) in per_db.into_iter().enumerate() {
                 if keys > 0 {
-                    line!("db{db}:keys={keys},expires={ttl},avg_ttl=0");
+                    let avg = if ttl > 0 { sh.store.avg_ttl(db) } else { 0 };
+                    line!("db{db}:keys={keys},expires={ttl},avg_ttl={avg}");
                 }
             }
         }

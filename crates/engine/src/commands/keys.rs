@@ -50,7 +50,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         KALL,
         "Delete a key asynchronously in another thread. Otherwise it is just as DEL, but non \
          blocking.",
-        del,
+        unlink,
     )
     .since("4.0.0")
     .complexity(
@@ -288,11 +288,24 @@ pub(super) fn read_notouch<'c>(cx: &'c mut Ctx, key: &[u8]) -> Option<&'c mut En
     }
 }
 
-/// DEL and UNLINK (values are freed in place either way).
+/// DEL: frees the values in place, or as UNLINK with
+/// `lazyfree-lazy-user-del yes`.
 fn del(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let lazy = cx.sess.conf(cx.shared).get_by_name("lazyfree-lazy-user-del");
+    del_with(cx, args, out, lazy.is_some_and(|v| v == b"yes"))
+}
+
+/// UNLINK: a costly value is freed by the background thread
+/// (`crate::lazyfree`).
+fn unlink(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    del_with(cx, args, out, true)
+}
+
+fn del_with(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf, lazy: bool) -> CmdResult {
     let mut n = 0;
     while let Some(k) = args.next() {
-        if cx.delete(k).is_some() {
+        if let Some(rec) = cx.delete(k) {
+            cx.shared.lazyfree.free(rec.value, lazy);
             cx.changed(k, Class::GENERIC, "del", 1);
             n += 1;
         }

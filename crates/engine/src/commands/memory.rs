@@ -286,18 +286,25 @@ pub fn value_size(v: &Value, samples: usize, prealloc: usize) -> usize {
     }
 }
 
-/// The allocator's figures as `MEMORY STATS` and DOCTOR read them.
-struct Overhead {
-    total: u64,
-    startup: u64,
+/// The allocator's figures as `MEMORY STATS`, DOCTOR and INFO read
+/// them. The overhead is Redis's sum: start-up memory, the replication
+/// backlog, the clients' buffers, the AOF buffer, the script cache and
+/// the key tables (modelled on Redis's dict sizes, as Sluice's tables
+/// have no separate allocation per database to measure).
+pub(crate) struct Overhead {
+    pub total: u64,
+    pub startup: u64,
     peak: u64,
     keys: u64,
     per_db: Vec<(usize, usize, usize)>,
-    overhead: u64,
+    pub overhead: u64,
+    pub clients: crate::shared::ClientsMemory,
+    pub backlog: u64,
+    pub aof_buffer: u64,
     m: crate::shared::MemStats,
 }
 
-fn overhead(cx: &mut Ctx) -> Overhead {
+pub(crate) fn overhead(cx: &mut Ctx) -> Overhead {
     let sh = cx.shared;
     let m = sh.mem_stats();
     let total = m.used_memory;
@@ -305,7 +312,15 @@ fn overhead(cx: &mut Ctx) -> Overhead {
     let startup = sh.mem_startup.load(std::sync::atomic::Ordering::Relaxed).min(total);
     let mut per_db = Vec::new();
     let mut keys = 0u64;
-    let mut overhead = startup + sh.scripts.body_bytes() as u64;
+    let clients = sh.clients_memory();
+    let backlog = crate::commands::repl::view(sh).backlog.map_or(0, |(_, len)| len.max(0) as u64);
+    let aof_buffer = sh.aof.get().map_or(0, |a| a.info().buffer_length);
+    let mut overhead = startup
+        + sh.scripts.body_bytes() as u64
+        + clients.normal
+        + clients.replicas
+        + backlog
+        + aof_buffer;
     for db in 0..sh.store.databases() {
         let c = cx.keys.db_counts(db);
         if c.keys == 0 {
@@ -318,7 +333,7 @@ fn overhead(cx: &mut Ctx) -> Overhead {
         overhead += (main + exp) as u64;
         per_db.push((db, main, exp));
     }
-    Overhead { total, startup, peak, keys, per_db, overhead, m }
+    Overhead { total, startup, peak, keys, per_db, overhead, clients, backlog, aof_buffer, m }
 }
 
 fn stats(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
@@ -337,11 +352,11 @@ fn stats(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     int(out, "peak.allocated", o.peak as i64);
     int(out, "total.allocated", o.total as i64);
     int(out, "startup.allocated", o.startup as i64);
-    int(out, "replication.backlog", 0);
-    int(out, "clients.slaves", 0);
-    int(out, "clients.normal", 0);
+    int(out, "replication.backlog", o.backlog as i64);
+    int(out, "clients.slaves", o.clients.replicas as i64);
+    int(out, "clients.normal", o.clients.normal as i64);
     int(out, "cluster.links", 0);
-    int(out, "aof.buffer", 0);
+    int(out, "aof.buffer", o.aof_buffer as i64);
     int(out, "lua.caches", lua);
     int(out, "functions.caches", 0);
     for (db, main, exp) in &o.per_db {

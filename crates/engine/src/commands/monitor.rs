@@ -103,6 +103,19 @@ pub fn feed(
     {
         return;
     }
+    send(shared, sess, argv, caller, redact);
+}
+
+/// Feeds a command that runs scripts to every monitor before it runs
+/// (`Flags::MONITOR_FIRST`).
+#[cold]
+pub fn feed_first(shared: &Shared, sess: &mut Session, argv: &[&[u8]], caller: Caller) {
+    if !matches!(caller, Caller::Served | Caller::Replay) {
+        send(shared, sess, argv, caller, 0);
+    }
+}
+
+fn send(shared: &Shared, sess: &mut Session, argv: &[&[u8]], caller: Caller, redact: u64) {
     let us = crate::shared::unix_us();
     let mut line = Vec::with_capacity(64);
     let who = match caller {

@@ -291,10 +291,9 @@ fn lastsave(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
 /// `SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT]`: saves when save points
 /// are configured (or SAVE is given, and NOSAVE is not), then stops the
 /// server; the client gets no reply, only the closed connection. Sluice
-/// has no delayed shutdown (no replicas to wait for), so NOW changes
-/// nothing and ABORT finds none in progress.
+/// does not wait for replicas, so NOW changes nothing; ABORT cancels a
+/// shutdown a signal asked for that has not started yet.
 fn shutdown(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
-    let _ = out;
     let (mut nosave, mut save, mut force, mut abort, mut now) = (false, false, false, false, false);
     while let Some(a) = args.next() {
         if eq_ic(a, "NOSAVE") {
@@ -315,7 +314,14 @@ fn shutdown(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         return Err(CmdError::Syntax);
     }
     if abort {
-        return Err(CmdError::err("No shutdown in progress."));
+        // A signal's shutdown not started yet (the tick has not run, or
+        // DEBUG PAUSE-CRON holds it) is the one there can be in progress.
+        if crate::shared::PENDING_SIGNAL.swap(0, Ordering::SeqCst) == 0 {
+            return Err(CmdError::err("No shutdown in progress."));
+        }
+        crate::log::warning("Shutdown manually aborted.");
+        out.ok();
+        return Ok(());
     }
     // While a script is busy only NOSAVE may stop the server (a save
     // would wait for the stripes the script holds), as in Redis.

@@ -216,6 +216,11 @@ fn config_set(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     if let Some(e) = failure {
         return Err(e);
     }
+    if cx.shared.is_loading()
+        && chosen.iter().any(|(n, _)| n.param.flags & pflags::DENY_LOADING != 0)
+    {
+        return Err(CmdError::Loading);
+    }
     // All or nothing: apply to a copy, publish only if every value parsed.
     let mut next = cx.shared.config.read().clone();
     for (n, value) in &chosen {
@@ -233,6 +238,8 @@ fn config_set(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     }
     let names: Vec<Named> = chosen.iter().map(|(n, _)| *n).collect();
     if let Err((n, why)) = next.apply_set(&names) {
+        // What the apply functions did for the new values is undone.
+        let _ = config::apply_oom_score(&cx.shared.config.read());
         crate::log::warning(&format!(
             "Failed applying new configuration. Possibly related to new {} setting. Restoring \
              previous settings.",
@@ -264,17 +271,28 @@ fn config_set(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
             return Err(set_failed(name.as_bytes(), &why));
         }
     }
-    // A new port moves the listeners, as Redis's changeListenPort does;
-    // failing to bind restores everything.
-    let old_port = cx.shared.config.read().port;
-    if next.port != old_port {
+    // A new port or bind list moves the listeners, as Redis's
+    // changeListenPort and changeBindAddr do; failing to bind restores
+    // everything.
+    let (old_port, old_bind) = {
+        let c = cx.shared.config.read();
+        (c.port, c.bind.clone())
+    };
+    if next.port != old_port || next.bind != old_bind {
         if let Some(rebind) = cx.shared.rebind.get() {
             if let Err(why) = rebind(&next.bind, next.port, next.tcp_backlog) {
-                crate::log::warning(
-                    "Failed applying new configuration. Possibly related to new port setting. \
+                let _ = config::apply_oom_score(&cx.shared.config.read());
+                let (name, why): (&[u8], &str) = if next.port != old_port {
+                    (b"port", &why)
+                } else {
+                    (b"bind", "Failed to bind to specified addresses.")
+                };
+                crate::log::warning(&format!(
+                    "Failed applying new configuration. Possibly related to new {} setting. \
                      Restoring previous settings.",
-                );
-                return Err(set_failed(b"port", &why));
+                    String::from_utf8_lossy(name)
+                ));
+                return Err(set_failed(name, why));
             }
         }
     }
@@ -342,15 +360,21 @@ fn config_resetstat(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult
         &s.failed_calls,
         &s.client_qbuf_limit_disconnections,
         &s.client_obuf_limit_disconnections,
+        &s.reads_processed,
+        &s.writes_processed,
     ] {
         c.store(0, Ordering::Relaxed);
     }
     let (live_in, live_out) = sh.live_net_bytes();
     s.net_input_base.store(live_in, Ordering::Relaxed);
     s.net_output_base.store(live_out, Ordering::Relaxed);
+    let (live_reads, live_writes) = sh.live_io_counts();
+    s.reads_base.store(live_reads, Ordering::Relaxed);
+    s.writes_base.store(live_writes, Ordering::Relaxed);
     let (_, expired, _) = super::info::keyspace_counts(cx);
     sh.expired_keys_base.store(expired, Ordering::Relaxed);
     sh.evictor.reset_stats();
+    sh.lazyfree.reset_stats();
     let used = sh.mem_stats().used_memory;
     sh.mem_peak.store(used, Ordering::Relaxed);
     out.ok();
@@ -358,6 +382,14 @@ fn config_resetstat(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult
 }
 
 fn config_rewrite(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    rewrite_config(cx, false)?;
+    out.ok();
+    Ok(())
+}
+
+/// CONFIG REWRITE, and DEBUG CONFIG-REWRITE-FORCE-ALL (`force_all`: every
+/// parameter written, defaults included).
+pub(crate) fn rewrite_config(cx: &mut Ctx, force_all: bool) -> CmdResult {
     let cfg = cx.shared.config.read().clone();
     if cfg.config_file.is_empty() {
         return Err(CmdError::err("The server is running without a config file"));
@@ -372,9 +404,8 @@ fn config_rewrite(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     } else {
         Vec::new()
     };
-    config::rewrite(&cfg, &cfg.config_file, &users)
+    config::rewrite_with(&cfg, &cfg.config_file, &users, force_all)
         .map_err(|e| CmdError::err(format!("Rewriting config file: {e}")))?;
-    out.ok();
     Ok(())
 }
 

@@ -1,6 +1,6 @@
 //! `docs/config.md`, generated from the parameter table: every parameter
 //! with its alias, kind, default, whether CONFIG SET may change it, and
-//! whether Sluice acts on it yet. A test keeps the file in step.
+//! whether Sluice acts on it (or why not). A test keeps the file in step.
 
 use super::pflags::*;
 use super::{Config, Named, Slot, Ty, PARAMS};
@@ -41,11 +41,12 @@ pub fn markdown() -> String {
          fails when it is stale. Regenerate with `SLUICE_BLESS=1 cargo test -p engine`.\n\n\
          Every parameter of redis-server 7.0.15 is accepted with Redis's name, alias, type, \
          bounds, default and error texts, in a config file, as a `--name value` flag and \
-         through `CONFIG GET/SET/REWRITE`. **In effect** says whether Sluice acts on it yet: a \
-         parameter marked *no* is stored and reported exactly as Redis does, and setting it to \
-         a value other than its default (at start-up or by CONFIG SET) logs a warning that it \
-         has no effect yet. *hidden* parameters are left out of `CONFIG GET` patterns, as in \
-         Redis.\n\n\
+         through `CONFIG GET/SET/REWRITE`. **In effect** says whether Sluice acts on it: a \
+         parameter marked *no* (with the reason) is stored and reported exactly as Redis does, \
+         and setting it to a value other than its default (at start-up or by CONFIG SET) logs \
+         a warning that Sluice does not act on it, with the same reason \
+         (`crates/engine/src/config/effect.rs` holds the list; a test checks it against the \
+         code). *hidden* parameters are left out of `CONFIG GET` patterns, as in Redis.\n\n\
          Besides parameters, a config file may hold `user <name> <rules>…` lines (ACL users, \
          applied at start-up; not together with `aclfile`, as Redis refuses: see \
          [acl.md](acl.md)), `include`, and `rename-command`, which Sluice accepts but does \
@@ -80,7 +81,10 @@ pub fn markdown() -> String {
             "| {name} | {} | {} | {default} | {set} | {} |\n",
             param.alias.map(|a| format!("`{a}`")).unwrap_or_default(),
             kind(&param.ty),
-            if param.has_effect() { "yes" } else { "no" },
+            match super::effect::not_in_effect(param.name) {
+                None => "yes".to_string(),
+                Some(why) => format!("no: {why}"),
+            },
         ));
     }
     out

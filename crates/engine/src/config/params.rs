@@ -1,7 +1,8 @@
 //! The parameter table: every parameter of Redis 7.0.15, with its name,
 //! alias, flags, parser and storage (the special parsers are in
-//! `special.rs`). `NO_EFFECT` marks a parameter Sluice stores and reports
-//! but does not act on yet; an `inert` slot implies it.
+//! `special.rs`). An `inert` slot stores the text as CONFIG GET reports
+//! it, for parameters read by name (`Config::get_by_name`); which ones
+//! Sluice does not act on is in `effect.rs`.
 
 use std::fmt;
 
@@ -72,13 +73,13 @@ pub static PARAMS: &[Param] = &[
     ),
     p(
         "unixsocket",
-        IMMUTABLE | NO_EFFECT,
+        IMMUTABLE,
         Ty::Str(None),
         f(|c| c.unixsocket.clone().into_bytes(), |c, v| c.unixsocket = v.s()),
     ),
     p(
         "unixsocketperm",
-        IMMUTABLE | NO_EFFECT,
+        IMMUTABLE,
         Ty::Int { min: 0, max: 0o777, mem: false, pct: false, octal: true },
         f(
             |c| format!("{:o}", c.unixsocketperm).into_bytes(),
@@ -148,10 +149,17 @@ pub static PARAMS: &[Param] = &[
         mem(1024 * 1024, LONG_MAX),
         f(|c| num(c.proto_max_bulk_len), |c, v| c.proto_max_bulk_len = v.i() as i64),
     ),
-    p("threads", IMMUTABLE, int(0, 1024), f(|c| num(c.threads), |c, v| c.threads = v.i() as usize)),
+    // Sluice's own (event-loop threads): hidden, so `CONFIG GET *` lists
+    // Redis's parameters only, as tools that walk it expect.
+    p(
+        "threads",
+        IMMUTABLE | HIDDEN,
+        int(0, 1024),
+        f(|c| num(c.threads), |c, v| c.threads = v.i() as usize),
+    ),
     p(
         "io-threads",
-        IMMUTABLE | NO_EFFECT,
+        IMMUTABLE,
         int(1, 128),
         f(|c| num(c.io_threads), |c, v| c.io_threads = v.i() as u32),
     ),
@@ -227,7 +235,7 @@ pub static PARAMS: &[Param] = &[
     ),
     p(
         "enable-module-command",
-        IMMUTABLE | NO_EFFECT,
+        IMMUTABLE,
         Ty::Enum(YES_NO_LOCAL),
         f(|c| c.enable_module_command.clone().into_bytes(), |c, v| c.enable_module_command = v.s()),
     ),
@@ -245,10 +253,10 @@ pub static PARAMS: &[Param] = &[
             }
         }),
     ),
-    p("dir", PROTECTED, Ty::Special(parse_dir), f(get_dir, |c, v| c.dir = v.s())),
+    p("dir", PROTECTED | DENY_LOADING, Ty::Special(parse_dir), f(get_dir, |c, v| c.dir = v.s())),
     p(
         "dbfilename",
-        PROTECTED | NO_EFFECT,
+        PROTECTED,
         Ty::Str(Some(check_dbfilename)),
         f(|c| c.dbfilename.clone().into_bytes(), |c, v| c.dbfilename = v.s()),
     ),
@@ -268,14 +276,14 @@ pub static PARAMS: &[Param] = &[
     p("rdbchecksum", IMMUTABLE, Ty::Bool, f(|c| yn(c.rdbchecksum), |c, v| c.rdbchecksum = v.b())),
     p(
         "stop-writes-on-bgsave-error",
-        NO_EFFECT,
+        0,
         Ty::Bool,
         f(|c| yn(c.stop_writes_on_bgsave_error), |c, v| c.stop_writes_on_bgsave_error = v.b()),
     ),
     // Acted on by the server's replication cron.
     p("rdb-del-sync-files", SERVER, Ty::Bool, inert("no")),
     p("rdb-save-incremental-fsync", 0, Ty::Bool, inert("yes")),
-    p("appendonly", 0, Ty::Bool, f(|c| yn(c.appendonly), |c, v| c.appendonly = v.b())),
+    p("appendonly", DENY_LOADING, Ty::Bool, f(|c| yn(c.appendonly), |c, v| c.appendonly = v.b())),
     p(
         "appendfilename",
         IMMUTABLE,
@@ -397,7 +405,7 @@ pub static PARAMS: &[Param] = &[
     ),
     p(
         "active-expire-effort",
-        NO_EFFECT,
+        0,
         int(1, 10),
         f(|c| num(c.active_expire_effort), |c, v| c.active_expire_effort = v.i() as u32),
     ),
@@ -458,32 +466,32 @@ pub static PARAMS: &[Param] = &[
     ),
     p(
         "list-compress-depth",
-        NO_EFFECT,
+        0,
         int(0, INT_MAX),
         f(|c| num(c.list_compress_depth), |c, v| c.list_compress_depth = v.i() as i64),
     ),
     p(
         "stream-node-max-bytes",
-        NO_EFFECT,
+        0,
         mem(0, LONG_MAX),
         f(|c| num(c.stream_node_max_bytes), |c, v| c.stream_node_max_bytes = v.i() as usize),
     ),
     p(
         "stream-node-max-entries",
-        NO_EFFECT,
+        0,
         int(0, LONG_MAX),
         f(|c| num(c.stream_node_max_entries), |c, v| c.stream_node_max_entries = v.i() as i64),
     ),
     p(
         "hll-sparse-max-bytes",
-        NO_EFFECT,
+        0,
         mem(0, LONG_MAX),
         f(|c| num(c.hll_sparse_max_bytes), |c, v| c.hll_sparse_max_bytes = v.i() as usize),
     ),
     // Events, diagnostics.
     p(
         "notify-keyspace-events",
-        NO_EFFECT,
+        0,
         Ty::Special(parse_notify),
         f(
             |c| notify_to_string(c.notify_keyspace_events).into_bytes(),
@@ -531,7 +539,7 @@ pub static PARAMS: &[Param] = &[
     pa(
         "busy-reply-threshold",
         "lua-time-limit",
-        NO_EFFECT,
+        0,
         int(0, LONG_MAX),
         f(|c| num(c.busy_reply_threshold), |c, v| c.busy_reply_threshold = v.i() as i64),
     ),
@@ -616,7 +624,7 @@ pub static PARAMS: &[Param] = &[
     p("replica-announced", 0, Ty::Bool, inert("yes")),
     p(
         "repl-backlog-size",
-        NO_EFFECT,
+        0,
         mem(1, LONG_MAX),
         f(|c| num(c.repl_backlog_size), |c, v| c.repl_backlog_size = v.i() as i64),
     ),

@@ -51,6 +51,7 @@ pub struct Libraries {
 const FNF: Flags = Flags::NOSCRIPT
     .union(Flags::STALE)
     .union(Flags::SKIP_MONITOR)
+    .union(Flags::MONITOR_FIRST)
     .union(Flags::NO_MANDATORY_KEYS)
     .union(Flags::MOVABLEKEYS);
 const FCALL_KEYS: KeySpec = KeySpec::Custom { legacy: (0, 0, 0), find: super::eval_keys };

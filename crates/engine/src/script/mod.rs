@@ -397,6 +397,7 @@ impl ScriptFlags {
 const EVF: Flags = Flags::NOSCRIPT
     .union(Flags::STALE)
     .union(Flags::SKIP_MONITOR)
+    .union(Flags::MONITOR_FIRST)
     .union(Flags::NO_MANDATORY_KEYS)
     .union(Flags::MOVABLEKEYS);
 const EVAL_KEYS: KeySpec = KeySpec::Custom { legacy: (0, 0, 0), find: eval_keys };
