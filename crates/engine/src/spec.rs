@@ -64,6 +64,11 @@ impl Flags {
     /// Every argument is a channel pattern, which the ACL compares
     /// literally with the user's (PSUBSCRIBE).
     pub const CHANNEL_PATTERNS: Flags = Flags(1 << 22);
+    /// Runs a script (EVAL, FCALL and their variants): client tracking
+    /// follows the commands the script calls, never the runner itself,
+    /// even a read-only one (Redis's call() skips EVAL_RO, EVALSHA_RO and
+    /// FCALL_RO).
+    pub const RUNS_SCRIPT: Flags = Flags(1 << 23);
 
     // More of Sluice's own flags (bits 24 and up), never printed by COMMAND: what
     // the dispatcher needs to know that Redis's flags do not say.

@@ -103,6 +103,20 @@ pub fn feed(
     {
         return;
     }
+    send(shared, sess, argv, caller, redact);
+}
+
+/// Feeds a script run (EVAL, FCALL and their variants) to the monitors as
+/// it starts, before the commands it calls: Redis shows the script's own
+/// line first although the command is flagged skip_monitor.
+#[cold]
+pub fn feed_script(shared: &Shared, sess: &mut Session, argv: &[&[u8]], caller: Caller) {
+    if matches!(caller, Caller::Client | Caller::Exec) {
+        send(shared, sess, argv, caller, 0);
+    }
+}
+
+fn send(shared: &Shared, sess: &Session, argv: &[&[u8]], caller: Caller, redact: u64) {
     let us = crate::shared::unix_us();
     let mut line = Vec::with_capacity(64);
     let who = match caller {
