@@ -326,8 +326,8 @@ fn serve_key(shared: &Shared, id: u32, key: &[u8], ready: &mut Vec<(u32, Box<[u8
                 false
             }
         };
-        sess.fx.finish_unit();
         if waiting {
+            sess.fx.finish_unit();
             // It could not take what is there after all: it keeps waiting
             // until the key changes again; the next one may still take it.
             drop(state);
@@ -335,7 +335,11 @@ fn serve_key(shared: &Shared, id: u32, key: &[u8], ready: &mut Vec<(u32, Box<[u8
             continue;
         }
         *state = State::Served;
+        // The reply goes ahead of what the unit's consumers push to this
+        // client: the invalidation of a key its own command wrote (BLMOVE's
+        // destination) follows the reply, as in Redis.
         w.handle.outbox.push(outbox::Kind::Reply, out.to_vec());
+        sess.fx.finish_unit();
         drop(state);
         drop_waiter(&mut locks, id, key, &w);
         ready.append(&mut sess.ready);

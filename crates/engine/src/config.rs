@@ -156,6 +156,9 @@ pub struct Config {
     pub unixsocketperm: u32,
     pub replicaof: Option<(String, u16)>,
     pub replica_read_only: bool,
+    /// `replica-serve-stale-data`: whether a replica whose link is down
+    /// answers data commands (else MASTERDOWN).
+    pub replica_serve_stale_data: bool,
     pub masterauth: Option<Vec<u8>>,
     pub masteruser: String,
     pub repl_backlog_size: i64,
@@ -258,6 +261,7 @@ impl Default for Config {
             unixsocketperm: 0,
             replicaof: None,
             replica_read_only: true,
+            replica_serve_stale_data: true,
             masterauth: None,
             masteruser: String::new(),
             repl_backlog_size: 1 << 20,

@@ -157,6 +157,7 @@ pub fn execute_hinted(
     hint: Hint,
 ) -> Outcome {
     debug_assert!(!argv.is_empty());
+    sess.unpostpone(shared);
     let mark = out.mark();
     // A pipeline mostly repeats its command: the previous one's spec is
     // tried first (a top-level command without subcommands, same name).
@@ -204,11 +205,19 @@ pub fn execute_hinted(
     // case of an authenticated client outside MULTI on a server without
     // maxmemory, loading or pause skips them).
     if sess.needs_checks(shared) {
-        if let Err(e) = check(shared, sess, spec, argv, Caller::Client) {
+        let checked = check(shared, sess, spec, argv, Caller::Client);
+        if sess.handle.outbox.pending() > 0 && sess.conf(shared).maxmemory > 0 {
+            pushes_first(sess, out);
+        }
+        if let Err(e) = checked {
             reject(shared, sess, Some(spec), &e, out);
             return Outcome::Done;
         }
-        if !spec.flags.has(Flags::NO_PAUSE) && sess.paused(shared, spec, now) {
+        if !spec.flags.has(Flags::NO_PAUSE) && sess.paused(shared, spec, argv, now) {
+            // Counted in blocked_clients while held, as Redis counts a
+            // postponed client.
+            sess.postponed = true;
+            shared.blocked_clients.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             return Outcome::Paused;
         }
         if shared.scripts.is_busy() && !matches!(spec.keys, KeySpec::None) {
@@ -225,7 +234,10 @@ pub fn execute_hinted(
     }
     if let Some(m) = &mut sess.multi {
         if !spec.flags.has(Flags::NO_QUEUE) {
-            m.flags = m.flags.union(spec.flags);
+            // A script's declared flags count, not its command's.
+            let flags = crate::script::call_flags(shared, spec, argv);
+            m.flags = m.flags.union(flags);
+            m.inv_flags = m.inv_flags.union(Flags(!flags.0));
             m.queued.push(argv.iter().map(|a| a.to_vec()).collect());
             sess.handle
                 .multi_len
@@ -439,6 +451,18 @@ pub fn check(
             {
                 return Err(CmdError::err("Replica can't interact with the keyspace"));
             }
+            // A replica whose link is down answers only STALE commands
+            // with replica-serve-stale-data no (and refuses an EXEC
+            // holding any other).
+            if (!flags.has(Flags::STALE)
+                || (flags.has(Flags::EXEC_TX)
+                    && sess.multi.as_ref().is_some_and(|m| m.inv_flags.has(Flags::STALE))))
+                && shared.store.is_replica()
+                && !sess.conf(shared).replica_serve_stale_data
+                && crate::commands::repl::master_down(shared)
+            {
+                return Err(CmdError::MasterDown);
+            }
             if shared.is_loading() && !flags.has(Flags::LOADING) {
                 return Err(CmdError::Loading);
             }
@@ -453,7 +477,10 @@ pub fn check(
             if !sess.acl_free {
                 crate::acl::gate::check(shared, sess, spec, argv, caller)?;
             }
-            if read_only && flags.has(Flags::WRITE) {
+            // A may-replicate command (PUBLISH, PFCOUNT) counts as a
+            // write for a read-only script (Redis's
+            // scriptVerifyWriteCommandAllow).
+            if read_only && flags.0 & (Flags::WRITE.0 | Flags::MAY_REPLICATE.0) != 0 {
                 return Err(CmdError::err(
                     "Write commands are not allowed from read-only scripts.",
                 ));
@@ -466,6 +493,14 @@ pub fn check(
                 && !store::replaying()
             {
                 return Err(CmdError::ReadOnlyReplica);
+            }
+            // Redis's scriptVerifyAllowStale.
+            if !flags.has(Flags::STALE)
+                && shared.store.is_replica()
+                && !sess.conf(shared).replica_serve_stale_data
+                && crate::commands::repl::master_down(shared)
+            {
+                return Err(CmdError::MasterDown);
             }
             if !allow_oom
                 && flags.has(Flags::DENYOOM)
@@ -498,6 +533,16 @@ fn own_pushes_first(sess: &mut Session, out: &mut ReplyBuf, mark: resp::Mark) {
     sess.handle.outbox.drain_early(|m| out.raw(m));
     sess.mark_pushed(out);
     out.raw(&reply);
+}
+
+/// Puts what waits in the client's outbox before the reply of the command
+/// about to run: eviction before the command may have invalidated a key
+/// this client tracks, and Redis writes that invalidation before the
+/// reply. (A client running a command has no served reply waiting.)
+#[cold]
+fn pushes_first(sess: &mut Session, out: &mut ReplyBuf) {
+    sess.handle.outbox.drain(|_, m| out.raw(m));
+    sess.mark_pushed(out);
 }
 
 /// A RESP2 client in pub/sub mode ran a command it may not.
@@ -808,10 +853,10 @@ pub fn call<'a>(
     sess.fx.sync(&shared.effects);
     sess.fx.begin_command();
     let start = crate::cmdstats::Stopwatch::resume(sess.lap);
-    if spec.flags.has(Flags::MONITOR_FIRST)
+    if spec.flags.has(Flags::RUNS_SCRIPT)
         && shared.nmonitors.load(std::sync::atomic::Ordering::Relaxed) > 0
     {
-        commands::monitor::feed_first(shared, sess, argv, caller);
+        commands::monitor::feed_script(shared, sess, argv, caller);
     }
     let mut cx = Ctx { shared, sess, keys, db, spec, caller, still_waiting: false };
     let res = (spec.handler)(&mut cx, &mut args, out);
@@ -837,7 +882,13 @@ pub fn call<'a>(
     }
     // What the store noticed on the way: keys that expired lazily, keys
     // blocked clients wait for that received a value.
-    if sess.tracking.is_some() && spec.flags.has(Flags::READONLY) {
+    // A script's read is remembered by the script, with its declared keys
+    // (see `script::vm`); a script runner is never remembered itself.
+    if sess.tracking.is_some()
+        && spec.flags.has(Flags::READONLY)
+        && !spec.flags.has(Flags::RUNS_SCRIPT)
+        && !matches!(caller, Caller::Script { .. })
+    {
         shared.tracker.remember(sess, spec, argv, db);
     }
     if shared.nmonitors.load(std::sync::atomic::Ordering::Relaxed) > 0 {

@@ -45,6 +45,9 @@ pub enum CmdError {
     NoReplicas,
     /// A write on a replica with `replica-read-only yes`.
     ReadOnlyReplica,
+    /// A data command on a replica whose link to its master is down,
+    /// with `replica-serve-stale-data no`.
+    MasterDown,
     /// The dataset is being loaded.
     Loading,
     /// A script (`EVAL`) has run past `busy-reply-threshold`.
@@ -181,6 +184,9 @@ impl CmdError {
             }
             CmdError::NoReplicas => "NOREPLICAS Not enough good replicas to write.",
             CmdError::ReadOnlyReplica => "READONLY You can't write against a read only replica.",
+            CmdError::MasterDown => {
+                "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'."
+            }
             CmdError::Busy => {
                 "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE."
             }

@@ -223,6 +223,36 @@ fn random_unit() -> f64 {
 
 /// The access stamp readers store (see the module's doc): the LRU
 /// clock, or under LFU the flag, the minute and the initial counter.
+/// Redis's `LRU_CLOCK_MAX`: the LRU clock is Unix seconds on 24 bits,
+/// wrapping every 194 days.
+pub const LRU_CLOCK_MAX: u32 = (1 << 24) - 1;
+
+/// The LRU clock at `unix_ms` (Redis's `getLRUClock`).
+pub fn lru_clock_at(unix_ms: i64) -> u32 {
+    (unix_ms / 1000) as u32 & LRU_CLOCK_MAX
+}
+
+/// Seconds since a key stamped `lru` was accessed, the clock having
+/// wrapped at most once since (Redis's `estimateObjectIdleTime`).
+pub fn lru_idle(clock: u32, lru: u32) -> u32 {
+    let lru = lru & LRU_CLOCK_MAX;
+    if clock >= lru {
+        clock - lru
+    } else {
+        clock + (LRU_CLOCK_MAX - lru)
+    }
+}
+
+/// The stamp of a key idle for `idle` seconds (Redis's
+/// `objectSetLRUOrLFU`: an idle time past the clock's start lands half
+/// way round the clock, so it reads as long idle).
+pub fn lru_idle_stamp(clock: u32, idle: u64) -> u32 {
+    match u64::from(clock).checked_sub(idle) {
+        Some(at) => at as u32,
+        None => (clock + LRU_CLOCK_MAX / 2) % LRU_CLOCK_MAX,
+    }
+}
+
 pub fn stamp(lfu: bool, lru_clock: u32, now_ms: i64) -> u32 {
     if lfu {
         LFU_BIT | (lfu_minutes(now_ms) << 8) | LFU_INIT_VAL
@@ -410,7 +440,7 @@ fn pick(shared: &Shared, policy: Policy, samples: usize) -> Option<(usize, Vec<u
                 let score = match policy {
                     Policy::VolatileTtl => u64::MAX - expire_at as u64,
                     p if p.lfu() => 255 - u64::from(lfu_decayed(e.lru, now_min, decay)),
-                    _ => u64::from(clock.wrapping_sub(e.lru)),
+                    _ => u64::from(lru_idle(clock, e.lru)),
                 };
                 offer(&mut pool, score, db, k);
             });

@@ -151,6 +151,10 @@ pub struct Multi {
     /// maxmemory if one may grow memory, held by a write pause if one
     /// writes).
     pub flags: crate::spec::Flags,
+    /// The union of the flags each queued command lacks (Redis's
+    /// `cmd_inv_flags`): an EXEC with one command not allowed on a stale
+    /// replica is refused there.
+    pub inv_flags: crate::spec::Flags,
 }
 
 /// Counters a connection keeps locally and flushes into the shared stats
@@ -196,6 +200,9 @@ pub struct Session {
     /// Set by a blocking command that found nothing to pop: the connection
     /// runs nothing else until the wait ends.
     pub blocked: Option<crate::blocking::Blocked>,
+    /// Held by CLIENT PAUSE (counted in `blocked_clients` until its
+    /// request is tried again).
+    pub postponed: bool,
     /// Keys made ready for blocked clients by the current command, as
     /// (global stripe id, key); served when the command (or EXEC) ends.
     pub ready: Vec<(u32, Box<[u8]>)>,
@@ -285,6 +292,7 @@ impl Session {
             cstats: Default::default(),
             last_cmd: None,
             blocked: None,
+            postponed: false,
             ready: Vec::new(),
             fx,
             conf: default_conf(),
@@ -369,7 +377,8 @@ impl Session {
             && !paused
             && bgsave_ok
             && !shared.scripts.is_busy()
-            && !(shared.store.is_replica() && self.conf.replica_read_only);
+            && !(shared.store.is_replica()
+                && (self.conf.replica_read_only || !self.conf.replica_serve_stale_data));
     }
 
     /// Recomputes [`acl_free`](Session::acl_free) after the user or the
@@ -404,6 +413,7 @@ impl Session {
         &mut self,
         shared: &crate::Shared,
         spec: &crate::spec::CommandSpec,
+        argv: &[&[u8]],
         now: i64,
     ) -> bool {
         use crate::spec::Flags;
@@ -419,7 +429,8 @@ impl Session {
             return true;
         }
         let writes = Flags::WRITE.union(Flags::MAY_REPLICATE);
-        if spec.flags.0 & writes.0 != 0 {
+        // A script's declared flags decide for it (no-writes: not held).
+        if crate::script::call_flags(shared, spec, argv).0 & writes.0 != 0 {
             return true;
         }
         spec.flags.has(Flags::EXEC_TX)
@@ -443,6 +454,16 @@ impl Session {
     /// MONITOR change.
     pub fn update_modal(&mut self) {
         self.modal = self.subs.total() > 0 || self.monitor;
+    }
+
+    /// Ends a CLIENT PAUSE hold's count in `blocked_clients` (the held
+    /// request is being tried again, or the client went away).
+    #[inline]
+    pub fn unpostpone(&mut self, shared: &crate::Shared) {
+        if self.postponed {
+            self.postponed = false;
+            shared.blocked_clients.fetch_sub(1, Ordering::Relaxed);
+        }
     }
 
     pub fn in_multi(&self) -> bool {

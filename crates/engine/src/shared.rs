@@ -147,11 +147,6 @@ pub fn statm_probe() -> MemStats {
     }
 }
 
-/// Where the LRU clock starts: keys can then be given idle times (RESTORE
-/// IDLETIME, a file's idle times) of up to 194 days at once, as Redis's
-/// 24-bit clock allows, and not only as long as the process has run.
-pub const LRU_EPOCH: u32 = 1 << 24;
-
 /// Everything the connections share.
 pub struct Shared {
     pub store: Store,
@@ -315,8 +310,8 @@ impl Shared {
             started: Instant::now(),
             started_unix_ms: unix_ms(),
             run_id,
-            lru: AtomicU32::new(LRU_EPOCH),
-            stamp: AtomicU32::new(LRU_EPOCH),
+            lru: AtomicU32::new(crate::evict::lru_clock_at(unix_ms())),
+            stamp: AtomicU32::new(0),
             evictor: Default::default(),
             thread_mem_probe: OnceLock::new(),
             pause: Mutex::new(Pause::default()),
@@ -511,13 +506,21 @@ impl Shared {
             crate::commands::queue::tick(self, fx, now);
         }
         let started = Instant::now();
-        let n = self.store.active_expire_cycle(part, parts, now, budget, &mut |db, key| {
+        let mut ready = Vec::new();
+        let on_expired = &mut |db, key: &[u8]| {
             // With the key's stripe held (see `dispatch::call`).
             fx.sync(&self.effects);
             fx.begin_command();
             fx.expired(db, key);
             fx.finish_unit();
-        });
+        };
+        let n = self.store.active_expire_cycle(part, parts, now, budget, on_expired, &mut ready);
+        if !ready.is_empty() {
+            // Clients waiting on keys that expired (a group reader whose
+            // stream went ends with an error, as Redis 7.0 signals a
+            // deleted stream), served with no stripe held.
+            crate::blocking::serve_ready(self, &mut ready);
+        }
         // The latency monitor's `expire-cycle` event, as Redis records it.
         let ms = started.elapsed().as_millis() as u64;
         if ms > 0 {
@@ -534,8 +537,8 @@ impl Shared {
         self.next_client_id.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// The LRU clock (seconds since start, plus [`LRU_EPOCH`]), advanced
-    /// by the server's timer.
+    /// The LRU clock (Unix seconds on 24 bits, as Redis's), advanced by the
+    /// server's timer.
     #[inline]
     pub fn lru_clock(&self) -> u32 {
         self.lru.load(Ordering::Relaxed)
@@ -543,8 +546,7 @@ impl Shared {
 
     /// Called by the server's timer (every 100 ms).
     pub fn tick(&self) {
-        let secs = self.started.elapsed().as_secs() as u32;
-        self.lru.store(LRU_EPOCH + secs, Ordering::Relaxed);
+        self.lru.store(crate::evict::lru_clock_at(unix_ms()), Ordering::Relaxed);
         let (input, output) = self.net_bytes();
         let commands = self.stats.commands_processed.load(Ordering::Relaxed);
         self.rates.track(unix_ms(), [commands, input, output]);
@@ -651,6 +653,7 @@ impl Shared {
     /// Forgets a connection: drops its watches and its registry entry.
     pub fn disconnect(&self, sess: &mut Session) {
         crate::blocking::abandon(self, sess);
+        sess.unpostpone(self);
         self.pubsub.leave(&mut sess.subs, &sess.handle);
         self.tracker.disable(sess);
         crate::commands::monitor::stop(self, sess);

@@ -64,12 +64,13 @@ impl Flags {
     /// Every argument is a channel pattern, which the ACL compares
     /// literally with the user's (PSUBSCRIBE).
     pub const CHANNEL_PATTERNS: Flags = Flags(1 << 22);
-
-    /// Fed to MONITOR as it starts, although SKIP_MONITOR keeps it out of
-    /// the ordinary feed after it ran (EVAL, EVALSHA, FCALL and their _RO
-    /// forms: the script's own commands then appear after it, as Redis's
-    /// evalCommand and fcallCommand feed the monitors first).
-    pub const MONITOR_FIRST: Flags = Flags(1 << 23);
+    /// Runs a script (EVAL, FCALL and their variants): client tracking
+    /// follows the commands the script calls, never the runner itself,
+    /// even a read-only one (Redis's call() skips EVAL_RO, EVALSHA_RO and
+    /// FCALL_RO); MONITOR is fed the runner as it starts, before the
+    /// commands it calls, although SKIP_MONITOR keeps it out of the
+    /// ordinary feed.
+    pub const RUNS_SCRIPT: Flags = Flags(1 << 23);
 
     // More of Sluice's own flags (bits 24 and up), never printed by COMMAND: what
     // the dispatcher needs to know that Redis's flags do not say.

@@ -180,3 +180,27 @@ fn lock_order_is_refused_not_a_panic() {
     drop(other);
     assert_eq!(lock_keys(&h.shared, 0, spec, &argv, &mut held), Ok(()));
 }
+
+/// Regression: a transaction read back from the AOF or a master ran its
+/// queue as a client's EXEC, so a replayed `XTRIM … LIMIT` (the exact
+/// trim the master wrote out) missed the replay's exemption from the
+/// `~`-only LIMIT rule and failed inside MULTI/EXEC.
+#[test]
+fn replayed_transaction_runs_its_queue_as_replay() {
+    let mut h = Harness::new();
+    for i in 1..=5 {
+        let id = format!("{i}-0");
+        assert_eq!(h.run(&["XADD", "s", &id, "f", "v"]), format!("${}\r\n{id}\r\n", id.len()));
+    }
+    let trim: &[&[u8]] = &[b"XTRIM", b"s", b"MAXLEN", b"2", b"LIMIT", b"100"];
+    // A client may not send it.
+    assert_eq!(
+        h.run(&["XTRIM", "s", "MAXLEN", "2", "LIMIT", "100"]),
+        "-ERR syntax error, LIMIT cannot be used without the special ~ option\r\n"
+    );
+    for argv in [&[&b"MULTI"[..]][..], trim, &[b"EXEC"]] {
+        let mut out = ReplyBuf::new();
+        crate::dispatch::replay(&h.shared, &mut h.sess, argv, &mut out).unwrap();
+    }
+    assert_eq!(h.run(&["XLEN", "s"]), ":2\r\n");
+}

@@ -236,12 +236,23 @@ impl Tracker {
             }
             _ => {}
         }
-        if keys.is_empty() {
+        self.remember_keys(sess, keys.iter().map(|(_, k)| *k));
+    }
+
+    /// Remembers `keys` for a tracking client in default mode: a read-only
+    /// command's keys, or the keys a script declared when it calls one
+    /// (Redis remembers the script caller's command).
+    pub fn remember_keys<'k>(&self, sess: &Session, keys: impl ExactSizeIterator<Item = &'k [u8]>) {
+        let Some(mode) = sess.tracking else { return };
+        if mode.bcast || (mode.optin && !sess.caching) || (mode.optout && sess.caching) {
+            return;
+        }
+        if keys.len() == 0 {
             return;
         }
         let h = &sess.handle;
         let mut inner = self.inner.lock();
-        for (_, k) in keys {
+        for k in keys {
             let l = inner.table.entry(k.into()).or_default();
             if !l.iter().any(|(id, _)| *id == h.id) {
                 l.push((h.id, Arc::downgrade(h)));

@@ -251,7 +251,7 @@ impl SnapshotHook for Capture {
         let mut keys = 0;
         for (k, e, expire_at) in stripe.iter_expiring() {
             let access = match (self.lru_clock, self.lfu) {
-                (Some(c), _) => file::Access::Idle(u64::from(c.saturating_sub(e.lru))),
+                (Some(c), _) => file::Access::Idle(u64::from(engine::evict::lru_idle(c, e.lru))),
                 (None, Some((now_min, decay))) => {
                     file::Access::Freq(engine::evict::lfu_decayed(e.lru, now_min, decay) as u8)
                 }
@@ -455,10 +455,10 @@ pub fn load_bytes_at(
             std::thread::sleep(std::time::Duration::from_micros(delay));
         }
         let mut g = store.lock_stripe(k.db, store.stripe_of(k.key) as usize);
-        // Sluice's LRU clock counts from start-up: longer idle times clamp.
+        // Redis's objectSetLRUOrLFU: the idle time, or the counter.
         let lru = match (k.idle, k.freq) {
             (_, Some(freq)) if lfu => engine::evict::fresh(stamp) & !0xff | u32::from(freq),
-            (Some(idle), _) if !lfu => lru.saturating_sub(u32::try_from(idle).unwrap_or(u32::MAX)),
+            (Some(idle), _) if !lfu => engine::evict::lru_idle_stamp(lru, idle),
             _ => engine::evict::fresh(stamp),
         };
         // The file's key replaces one already there only when merging

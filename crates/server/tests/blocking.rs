@@ -351,6 +351,51 @@ fn client_pause_write_holds_exec_of_a_writing_transaction() {
     );
 }
 
+/// Regression: CLIENT PAUSE WRITE let PFCOUNT, PUBLISH and EVAL through
+/// (their may-replicate flag, which Redis hides from COMMAND, was missing
+/// from the table), and clients it held were not counted in
+/// blocked_clients, so Redis's unit/pause waited on them forever.
+#[test]
+fn client_pause_write_holds_may_replicate_commands() {
+    check(
+        "B: PFADD h a
+         B: CLIENT PAUSE 100000 WRITE
+         A> PFCOUNT h
+         C> PUBLISH ch m
+         D> EVAL return(1) 0
+         E: GET x
+         E: EVAL_RO return(redis.call('get','x')) 0
+         A? 100
+         B% blocked_clients
+         B: CLIENT UNPAUSE
+         A<
+         C<
+         D<
+         B% blocked_clients
+         E: EVAL_RO return(redis.call('publish','ch','m')) 0",
+    );
+}
+
+/// Regression: keys expired while clients were paused (Redis holds the
+/// data set still: an expired key reads as missing but is not deleted
+/// until the pause ends).
+#[test]
+fn client_pause_holds_expiry() {
+    check(
+        "B: SET k v PX 30
+         B: SET k2 v PX 30
+         B: CLIENT PAUSE 100000 WRITE
+         ~ 250
+         B: GET k
+         B: DBSIZE
+         B: CLIENT UNPAUSE
+         B: GET k
+         B: DBSIZE
+         ~ 250
+         B: DBSIZE",
+    );
+}
+
 #[test]
 fn kills_rotations_and_transactions_that_leave_nothing() {
     check(

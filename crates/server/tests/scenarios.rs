@@ -98,6 +98,8 @@ scenarios! {
     streams_groups => "streams_groups.txt",
     streams_blocking => "streams_blocking.txt",
     streams_claim => "streams_claim.txt",
+    blocking_key_changes => "blocking_key_changes.txt",
+    replica_stale => "replica_stale.txt",
 }
 
 #[test]

@@ -159,12 +159,19 @@ pub struct Stripe {
     /// The store's replica flag ([`Store::set_replica`]), read only when a
     /// key is found past its deadline.
     replica: Arc<AtomicBool>,
+    /// The store's expiry hold ([`Store::hold_expiry`]), read likewise.
+    held_until: Arc<AtomicI64>,
 }
 
 impl Stripe {
-    fn new(hasher: &ahash::RandomState, replica: Arc<AtomicBool>) -> Self {
+    fn new(
+        hasher: &ahash::RandomState,
+        replica: Arc<AtomicBool>,
+        held_until: Arc<AtomicI64>,
+    ) -> Self {
         Stripe {
             replica,
+            held_until,
             map: KeyTable::with_hasher(hasher.clone()),
             ttl: Table::with_hasher(hasher.clone()),
             watchers: None,
@@ -201,7 +208,7 @@ impl Stripe {
     pub fn get_hashed(&mut self, key: &[u8], h: u64, now: i64) -> Option<&mut Entry> {
         let i = self.map.index_of_hashed(key, h)?;
         if self.map.at(i).is_some_and(|(_, e)| e.has_ttl()) && self.deadline(key, h) <= now {
-            match self.on_expired() {
+            match self.on_expired(now) {
                 Expired::Delete => {
                     self.delete_expired(key);
                     return None;
@@ -215,11 +222,17 @@ impl Stripe {
 
     /// What a key found past its deadline is to this thread.
     #[cold]
-    fn on_expired(&self) -> Expired {
+    fn on_expired(&self, now: i64) -> Expired {
         if replaying() {
             Expired::Live
         } else if !self.replica.load(Ordering::Relaxed) {
-            Expired::Delete
+            // While clients are paused the data set holds still: expired
+            // keys read as missing but are not deleted (Redis 7.0).
+            if now < self.held_until.load(Ordering::Relaxed) {
+                Expired::Hide
+            } else {
+                Expired::Delete
+            }
         } else if OBEYS_MASTER.with(|c| c.get()) {
             Expired::Live
         } else {
@@ -427,10 +440,13 @@ impl Stripe {
         }
     }
 
-    /// Deletes every key; returns how many there were. Watchers stay.
+    /// Deletes every key; returns how many there were. Watchers stay;
+    /// waited-for keys that go are signalled (a group reader ends with an
+    /// error, as Redis 7.0 signals deleted streams on a flush).
     pub fn clear(&mut self) -> usize {
         let n = self.map.len();
         self.touch_existing_watched(None);
+        self.signal_existing_waited();
         self.map.clear();
         self.ttl.clear();
         n
@@ -438,10 +454,14 @@ impl Stripe {
 
     /// Exchanges keys (not watchers, waiters or stats) with another stripe
     /// (SWAPDB). Blocked clients stay with their database number, so keys
-    /// they wait for that arrive with the swap become ready.
+    /// they wait for that arrive with the swap become ready, and so do
+    /// the ones that leave with it (a group reader whose stream went ends
+    /// with an error, as in Redis 7.0); serving finds out which.
     pub fn swap_data(&mut self, other: &mut Stripe) {
         self.touch_existing_watched(Some(other));
         other.touch_existing_watched(Some(self));
+        self.signal_existing_waited();
+        other.signal_existing_waited();
         std::mem::swap(&mut self.map, &mut other.map);
         std::mem::swap(&mut self.ttl, &mut other.ttl);
         self.signal_existing_waited();
@@ -718,6 +738,9 @@ pub struct Store {
     /// Set while the server follows a master: keys past their deadline
     /// are not deleted (see [`set_obeys_master`]).
     replica: Arc<AtomicBool>,
+    /// Until when (Unix ms) no key is deleted for its deadline, neither
+    /// lazily nor by active expiry (CLIENT PAUSE).
+    held_until: Arc<AtomicI64>,
 }
 
 impl Store {
@@ -727,9 +750,10 @@ impl Store {
         let shift = (SLOTS / stripes).trailing_zeros();
         let hasher = ahash::RandomState::new();
         let replica = Arc::new(AtomicBool::new(false));
+        let held_until = Arc::new(AtomicI64::new(0));
         let slots = (0..databases.max(1) * stripes + 1)
             .map(|_| Slot {
-                stripe: Mutex::new(Stripe::new(&hasher, replica.clone())),
+                stripe: Mutex::new(Stripe::new(&hasher, replica.clone(), held_until.clone())),
                 ttl_hint: AtomicU32::new(0),
                 len_hint: AtomicU32::new(0),
                 expired_hint: AtomicU64::new(0),
@@ -754,6 +778,7 @@ impl Store {
             rand_state: AtomicU64::new(0x9E37_79B9_7F4A_7C15),
             hasher,
             replica,
+            held_until,
         }
     }
 
@@ -762,6 +787,13 @@ impl Store {
     /// missing and the master's stream sees them (Redis 3.2+).
     pub fn set_replica(&self, on: bool) {
         self.replica.store(on, Ordering::Release);
+    }
+
+    /// Holds expiry until `until_ms` (Unix ms; 0 ends the hold): while
+    /// clients are paused, keys past their deadline read as missing but
+    /// are neither deleted lazily nor by active expiry, as in Redis 7.0.
+    pub fn hold_expiry(&self, until_ms: i64) {
+        self.held_until.store(until_ms, Ordering::Relaxed);
     }
 
     /// Whether the store is a replica's.
@@ -1133,8 +1165,11 @@ impl Store {
         now: i64,
         budget: std::time::Duration,
         on_expired: &mut dyn FnMut(usize, &[u8]),
+        ready: &mut Vec<(u32, Box<[u8]>)>,
     ) -> usize {
-        if !self.active_expire.load(Ordering::Relaxed) {
+        if !self.active_expire.load(Ordering::Relaxed)
+            || now < self.held_until.load(Ordering::Relaxed)
+        {
             return 0;
         }
         let start = std::time::Instant::now();
@@ -1175,6 +1210,9 @@ impl Store {
                             break;
                         }
                     }
+                    // Keys blocked clients wait for that expired (a group
+                    // reader's stream): the caller serves them.
+                    ready.extend(s.ready.drain(..).map(|k| (id as u32, k)));
                 }
                 self.publish(id as u32, &s);
                 drop(s);
@@ -1705,6 +1743,7 @@ mod tests {
                     assert_eq!(db, 0);
                     reported += 1;
                 },
+                &mut Vec::new(),
             );
         }
         assert_eq!(n, 500);

@@ -666,6 +666,8 @@ fn unpause(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
 
 fn set_pause(cx: &Ctx, p: Pause) {
     *cx.shared.pause.lock() = p;
+    // The data set holds still while paused: no key expires.
+    cx.shared.store.hold_expiry(p.until_ms);
     cx.shared.pause_epoch.fetch_add(1, Ordering::Release);
     cx.shared.state_changed();
     // Paused connections wait for a change of the epoch (or the deadline).

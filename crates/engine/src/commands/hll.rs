@@ -24,7 +24,7 @@ pub const COMMANDS: &[CommandSpec] = &[
         "Adds the specified elements to the specified HyperLogLog.", pfadd)
         .since("2.8.9")
         .complexity("O(1) to add every element."),
-    CommandSpec::new("PFCOUNT", -2, Flags::READONLY, KeySpec::range(1, -1, 1), G,
+    CommandSpec::new("PFCOUNT", -2, Flags::READONLY.union(Flags::MAY_REPLICATE), KeySpec::range(1, -1, 1), G,
         "Return the approximated cardinality of the set(s) observed by the HyperLogLog at key(s).",
         pfcount)
         .since("2.8.9")

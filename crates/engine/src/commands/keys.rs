@@ -548,7 +548,7 @@ fn obj_idletime(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult 
              switching between policies at runtime LRU and LFU data will take some time to adjust.",
         ));
     }
-    out.int(i64::from(clock.saturating_sub(e.lru)));
+    out.int(i64::from(crate::evict::lru_idle(clock, e.lru)));
     Ok(())
 }
 

@@ -106,11 +106,12 @@ pub fn feed(
     send(shared, sess, argv, caller, redact);
 }
 
-/// Feeds a command that runs scripts to every monitor before it runs
-/// (`Flags::MONITOR_FIRST`).
+/// Feeds a script run (EVAL, FCALL and their variants) to the monitors as
+/// it starts, before the commands it calls: Redis shows the script's own
+/// line first although the command is flagged skip_monitor.
 #[cold]
-pub fn feed_first(shared: &Shared, sess: &mut Session, argv: &[&[u8]], caller: Caller) {
-    if !matches!(caller, Caller::Served | Caller::Replay) {
+pub fn feed_script(shared: &Shared, sess: &mut Session, argv: &[&[u8]], caller: Caller) {
+    if matches!(caller, Caller::Client | Caller::Exec) {
         send(shared, sess, argv, caller, 0);
     }
 }

@@ -213,7 +213,7 @@ fn restore(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         (freq >= 0).then(|| crate::evict::fresh(stamp) & !0xff | freq as u32)
     } else {
         let clock = cx.shared.lru_clock();
-        (idle >= 0).then(|| clock.saturating_sub(idle.min(i64::from(u32::MAX)) as u32))
+        (idle >= 0).then(|| crate::evict::lru_idle_stamp(clock, idle as u64))
     };
     if let Some(field) = field {
         if let Some(e) = cx.keys.get(cx.db, key) {

@@ -167,7 +167,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd(
         "PUBLISH",
         3,
-        PS.union(Flags::FAST).union(Flags::CHANNEL_ARG1),
+        PS.union(Flags::FAST).union(Flags::CHANNEL_ARG1).union(Flags::MAY_REPLICATE),
         KeySpec::None,
         "2.0.0",
         "O(N+M) where N is the number of clients subscribed to the receiving channel and M is \
@@ -178,7 +178,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     cmd(
         "SPUBLISH",
         3,
-        PS.union(Flags::FAST).union(Flags::CHANNEL_ARG1),
+        PS.union(Flags::FAST).union(Flags::CHANNEL_ARG1).union(Flags::MAY_REPLICATE),
         KeySpec::range(1, 1, 1),
         "7.0.0",
         "O(N) where N is the number of clients subscribed to the receiving shard channel.",

@@ -349,6 +349,12 @@ fn parse_timeout_ms(a: &[u8]) -> Result<i64, CmdError> {
     Ok(ms)
 }
 
+/// Whether this server follows a master and its link is not up (Redis's
+/// `repl_state != REPL_STATE_CONNECTED` with a master set).
+pub fn master_down(sh: &Shared) -> bool {
+    follow_view(sh).is_some_and(|f| f.state != "connected")
+}
+
 fn follow_view(sh: &Shared) -> Option<FollowView> {
     sh.follow.get().and_then(|f| f.view())
 }

@@ -158,6 +158,12 @@ fn exec(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         return Ok(());
     }
     out.array(argvs.len());
+    // The queue keeps its origin: a transaction read back from the AOF or
+    // a master's stream runs as the replay it is (replay-only commands
+    // such as LOADJOB, a trim's written-out bound); a client's runs as
+    // the EXEC caller, so what a client may not run alone it may not run
+    // queued either.
+    let inner = if cx.caller == Caller::Replay { Caller::Replay } else { Caller::Exec };
     cx.sess.in_exec = true;
     for argv in &argvs {
         // Each queued command goes through the same checks and call as a
@@ -173,11 +179,11 @@ fn exec(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
             }
         };
         let db = cx.sess.db;
-        let ready = dispatch::check(shared, cx.sess, spec, argv, Caller::Exec)
+        let ready = dispatch::check(shared, cx.sess, spec, argv, inner)
             .and_then(|()| dispatch::lock_keys(shared, db, spec, argv, cx.keys));
         match ready {
             Ok(()) => {
-                dispatch::call(shared, cx.sess, cx.keys, spec, argv, out, Caller::Exec);
+                dispatch::call(shared, cx.sess, cx.keys, spec, argv, out, inner);
             }
             Err(e) => {
                 cx.sess.stats.rejected_calls += 1;

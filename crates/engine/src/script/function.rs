@@ -51,15 +51,23 @@ pub struct Libraries {
 const FNF: Flags = Flags::NOSCRIPT
     .union(Flags::STALE)
     .union(Flags::SKIP_MONITOR)
-    .union(Flags::MONITOR_FIRST)
     .union(Flags::NO_MANDATORY_KEYS)
-    .union(Flags::MOVABLEKEYS);
+    .union(Flags::MOVABLEKEYS)
+    .union(Flags::RUNS_SCRIPT);
 const FCALL_KEYS: KeySpec = KeySpec::Custom { legacy: (0, 0, 0), find: super::eval_keys };
 
 pub const COMMANDS: &[CommandSpec] = &[
-    CommandSpec::new("FCALL", -3, FNF, FCALL_KEYS, Group::Scripting, "Invokes a function.", fcall)
-        .since("7.0.0")
-        .complexity("Depends on the function that is executed."),
+    CommandSpec::new(
+        "FCALL",
+        -3,
+        FNF.union(Flags::MAY_REPLICATE),
+        FCALL_KEYS,
+        Group::Scripting,
+        "Invokes a function.",
+        fcall,
+    )
+    .since("7.0.0")
+    .complexity("Depends on the function that is executed."),
     CommandSpec::new(
         "FCALL_RO",
         -3,
@@ -608,6 +616,18 @@ fn fcall(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
 
 fn fcall_ro(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     fcall_generic(cx, args, out, true)
+}
+
+/// The flags of function `name`, when it exists (every function declares
+/// its flags).
+pub(crate) fn flags_of(shared: &crate::shared::Shared, name: &[u8]) -> Option<ScriptFlags> {
+    let name = std::str::from_utf8(name).ok()?;
+    let reg = shared.scripts.functions.read();
+    let lib = reg.functions.get(name).and_then(|l| reg.libs.get(l))?;
+    let i = lib.functions.iter().position(|f| f.name == name)?;
+    let mut flags = lib.units[i].flags;
+    flags.shebang = true;
+    Some(flags)
 }
 
 fn fcall_generic(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf, ro: bool) -> CmdResult {

@@ -321,6 +321,54 @@ pub(crate) fn log(level: i64, msg: &[u8]) {
     }
 }
 
+/// The flags a script runner's call has (Redis's `getCommandFlags`): a
+/// script that declares flags (a shebang line; every function) has the
+/// table's WRITE, DENYOOM, STALE and MAY_REPLICATE replaced by what they
+/// say (`scriptFlagsToCmdFlags`); any other call keeps the table's. What
+/// CLIENT PAUSE WRITE and a transaction's flags go by.
+pub fn call_flags(shared: &crate::Shared, spec: &CommandSpec, argv: &[&[u8]]) -> Flags {
+    let base = spec.flags;
+    if !base.has(Flags::RUNS_SCRIPT) || argv.len() < 2 {
+        return base;
+    }
+    // This module's own commands, told apart by their table names.
+    let declared = match spec.name {
+        "FCALL" | "FCALL_RO" => function::flags_of(shared, argv[1]),
+        "EVAL" | "EVAL_RO" => parse_shebang(argv[1]).ok().map(|(f, _)| f),
+        _ => {
+            let mut sha = [0u8; 40];
+            if argv[1].len() == 40 {
+                for (d, s) in sha.iter_mut().zip(argv[1]) {
+                    *d = s.to_ascii_lowercase();
+                }
+            }
+            shared.scripts.get(&sha).map(|s| s.flags)
+        }
+    };
+    match declared {
+        Some(f) if f.shebang => {
+            let mut flags = Flags(
+                base.0
+                    & !(Flags::STALE.0
+                        | Flags::DENYOOM.0
+                        | Flags::WRITE.0
+                        | Flags::MAY_REPLICATE.0),
+            );
+            if !f.allow_oom && !f.no_writes {
+                flags = flags.union(Flags::DENYOOM);
+            }
+            if !f.no_writes {
+                flags = flags.union(Flags::WRITE);
+            }
+            if f.allow_stale {
+                flags = flags.union(Flags::STALE);
+            }
+            flags
+        }
+        _ => base,
+    }
+}
+
 /// Parses the shebang line (`#!lua flags=no-writes,allow-oom`) with
 /// Redis's error texts; returns the flags and the line's length.
 pub fn parse_shebang(body: &[u8]) -> Result<(ScriptFlags, usize), CmdError> {
@@ -397,16 +445,16 @@ impl ScriptFlags {
 const EVF: Flags = Flags::NOSCRIPT
     .union(Flags::STALE)
     .union(Flags::SKIP_MONITOR)
-    .union(Flags::MONITOR_FIRST)
     .union(Flags::NO_MANDATORY_KEYS)
-    .union(Flags::MOVABLEKEYS);
+    .union(Flags::MOVABLEKEYS)
+    .union(Flags::RUNS_SCRIPT);
 const EVAL_KEYS: KeySpec = KeySpec::Custom { legacy: (0, 0, 0), find: eval_keys };
 
 pub const COMMANDS: &[CommandSpec] = &[
     CommandSpec::new(
         "EVAL",
         -3,
-        EVF,
+        EVF.union(Flags::MAY_REPLICATE),
         EVAL_KEYS,
         Group::Scripting,
         "Executes a server-side Lua script.",
@@ -417,7 +465,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     CommandSpec::new(
         "EVALSHA",
         -3,
-        EVF,
+        EVF.union(Flags::MAY_REPLICATE),
         EVAL_KEYS,
         Group::Scripting,
         "Executes a server-side Lua script by SHA1 digest.",
@@ -667,6 +715,7 @@ pub(crate) fn run_loop(
             running: running.clone(),
             script: script.clone(),
             start_db: db,
+            declared: keys,
         };
         let outcome = vm::with_vm(shared, |vm| match *target {
             Target::Eval(sha) => {

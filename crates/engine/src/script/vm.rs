@@ -1442,6 +1442,9 @@ pub struct Run<'a, 'l> {
     pub script: Arc<Script>,
     /// The caller's database when the script started.
     pub start_db: usize,
+    /// The keys the script declared: what a tracking client remembers
+    /// when the script calls a read-only command.
+    pub declared: &'l [&'l [u8]],
 }
 
 impl Run<'_, '_> {
@@ -1533,6 +1536,9 @@ impl Run<'_, '_> {
             None => self.keys.forget(),
         }
         dispatch::call(self.shared, self.sess, self.keys, spec, argv, buf, caller);
+        if self.sess.tracking.is_some() && spec.flags.has(Flags::READONLY) {
+            self.shared.tracker.remember_keys(self.sess, self.declared.iter().copied());
+        }
         // The argument's bytes are the script's (a later string may take
         // their place): nothing of them is kept past the call.
         self.keys.forget();

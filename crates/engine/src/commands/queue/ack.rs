@@ -173,12 +173,13 @@ pub(super) const LOADJOB: CommandSpec = job_cmd(
 /// binary records (ADDJOB's propagated form; a record starts with its
 /// version byte); `LOADJOB <id> <state> <qtime> <nacks> <deliveries>
 /// <flags> [...]` sets the state of known jobs (what GETJOB, NACK,
-/// ENQUEUE, DEQUEUE, WORKING and the retry timer propagate). Refused to a
-/// client's own call, as in Disque; accepted from a replay and inside a
-/// transaction, the form in which the effects record wraps units of
-/// several commands. Records whose TTL passed are dropped.
+/// ENQUEUE, DEQUEUE, WORKING and the retry timer propagate). Accepted only
+/// from a replay, as in Disque — including a replayed transaction, the
+/// form in which the effects record wraps units of several commands. A
+/// client's call is refused alone, queued in its own MULTI, or from a
+/// script. Records whose TTL passed are dropped.
 fn loadjob(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
-    if matches!(cx.caller, Caller::Client | Caller::Script { .. }) {
+    if cx.caller != Caller::Replay {
         return Err(JobError::LoadJobFromClient.into());
     }
     let rest = args.rest();

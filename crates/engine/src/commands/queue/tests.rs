@@ -567,3 +567,41 @@ fn memory_level_refuses_addjob() {
          unable to hold a copy of the message for the following reason: I'm out of memory\r\n"
     );
 }
+
+/// Regression: `MULTI`, `LOADJOB …`, `EXEC` from a client reached
+/// LOADJOB's handler (EXEC ran its queue as its own caller and forgot
+/// that the queue came from a client). Queued, LOADJOB is refused with the
+/// error it gets alone; the same transaction read back from the AOF (or a
+/// master) still loads the job.
+#[test]
+fn loadjob_queued_by_a_client_is_refused_as_alone() {
+    let mut h = Harness::new();
+    let rec = Recorder::new();
+    h.shared.add_consumer(rec.clone());
+    let id = add(&mut h, &["q", "body", "0"]);
+    let stream = rec.take().stream;
+    let load: Vec<&[u8]> = stream
+        .iter()
+        .find(|c| c[0] == b"LOADJOB")
+        .expect("ADDJOB propagates as LOADJOB")
+        .iter()
+        .map(|a| &a[..])
+        .collect();
+    let refused = "-ERR LOADJOB is a special command only processed from AOF\r\n";
+
+    let mut fresh = Harness::new();
+    assert_eq!(fresh.run(&["MULTI"]), "+OK\r\n");
+    let mut out = resp::ReplyBuf::new();
+    crate::execute(&fresh.shared, &mut fresh.sess, &load, &mut out);
+    assert_eq!(out.to_vec(), b"+QUEUED\r\n");
+    assert_eq!(fresh.run(&["EXEC"]), format!("*1\r\n{refused}"));
+    assert_eq!(fresh.run(&["QLEN", "q"]), ":0\r\n");
+    assert_eq!(fresh.run(&["SHOW", &id]), "$-1\r\n");
+
+    // The replayed transaction is the AOF's own form: it loads.
+    for argv in [&[&b"MULTI"[..]][..], &load, &[b"EXEC"]] {
+        let mut out = resp::ReplyBuf::new();
+        dispatch::replay(&fresh.shared, &mut fresh.sess, argv, &mut out).unwrap();
+    }
+    assert_eq!(fresh.run(&["QLEN", "q"]), ":1\r\n");
+}
