@@ -4,19 +4,20 @@
 //! `encode_sparse_array`, `encode_invalid_numbers`,
 //! `decode_invalid_numbers`, `encode_keep_buffer`), with its number format,
 //! escapes (`/` as `\/`), sparse-array rule and error texts. Each module
-//! (the global one, and each `cjson.new()`) has its own settings, which
-//! last as long as the Lua state (Redis keeps them until SCRIPT FLUSH).
+//! (the global one, and each `cjson.new()`) has its own settings; the
+//! global module's are the server's (every thread's Lua state shares them,
+//! as Redis's one state has them) until SCRIPT FLUSH.
 //! Written for Sluice from lua-cjson's documented behaviour.
 
-use std::cell::Cell;
-use std::rc::Rc;
+use std::sync::Arc;
 
 use mlua::{LightUserData, Lua, MultiValue, Table, Value};
+use parking_lot::Mutex;
 
 /// One module's settings (lua-cjson's `json_config_t`), defaults as
 /// Redis's build has them.
 #[derive(Clone, Copy)]
-struct Config {
+pub(crate) struct Config {
     encode_max_depth: i64,
     decode_max_depth: i64,
     precision: i64,
@@ -164,11 +165,10 @@ fn enum_value(lua: &Lua, options: &[&str], setting: u8) -> mlua::Result<Value> {
 const BOOL: &[&str] = &["off", "on"];
 const INVALID: &[&str] = &["off", "on", "null"];
 
-/// A `cjson` module with its own settings: its functions return the
+/// A `cjson` module with the settings `cfg`: its functions return the
 /// prelude's `raising` flag first (the prelude wraps them), `new` makes
-/// another such module.
-pub fn library(lua: &Lua) -> mlua::Result<Table> {
-    let cfg = Rc::new(Cell::new(Config::default()));
+/// another module, with settings of its own.
+pub(crate) fn library(lua: &Lua, cfg: Arc<Mutex<Config>>) -> mlua::Result<Table> {
     let t = lua.create_table()?;
     let c = cfg.clone();
     t.raw_set(
@@ -181,7 +181,8 @@ pub fn library(lua: &Lua) -> mlua::Result<Table> {
                 );
             }
             let mut out = Vec::new();
-            let r = encode(&args[0], &mut out, 0, &c.get()).and_then(|()| {
+            let cfg = *c.lock();
+            let r = encode(&args[0], &mut out, 0, &cfg).and_then(|()| {
                 lua.create_string(&out).map(|s| vec![Value::String(s)]).map_err(|e| e.to_string())
             });
             flagged(lua, r)
@@ -210,7 +211,7 @@ pub fn library(lua: &Lua) -> mlua::Result<Table> {
                     return flagged(lua, Err(msg));
                 }
             };
-            let cfg = c.get();
+            let cfg = *c.lock();
             let r = Decoder {
                 lua,
                 s: &text,
@@ -236,10 +237,9 @@ pub fn library(lua: &Lua) -> mlua::Result<Table> {
         t.raw_set(
             name,
             lua.create_function(move |lua, args: MultiValue| {
-                let mut cfg = c.get();
+                let mut cfg = c.lock();
                 let r = too_many(&args, 1, name)
                     .and_then(|()| integer_option(lua, &args, 0, name, field(&mut cfg), 1, max));
-                c.set(cfg);
                 flagged(lua, r.map(|()| vec![Value::Integer(*field(&mut cfg))]))
             })?,
         )?;
@@ -262,12 +262,11 @@ pub fn library(lua: &Lua) -> mlua::Result<Table> {
         t.raw_set(
             name,
             lua.create_function(move |lua, args: MultiValue| {
-                let mut cfg = c.get();
+                let mut cfg = c.lock();
                 let mut v = get(&cfg);
                 let r = too_many(&args, 1, name)
                     .and_then(|()| enum_option(&args, 0, name, options, &mut v));
                 set(&mut cfg, v);
-                c.set(cfg);
                 match r {
                     Ok(()) => flagged(lua, Ok(vec![enum_value(lua, options, v)?])),
                     Err(m) => flagged(lua, Err(m)),
@@ -280,7 +279,7 @@ pub fn library(lua: &Lua) -> mlua::Result<Table> {
         "encode_sparse_array",
         lua.create_function(move |lua, args: MultiValue| {
             let name = "encode_sparse_array";
-            let mut cfg = c.get();
+            let mut cfg = c.lock();
             let mut convert = cfg.sparse_convert as u8;
             let r = too_many(&args, 3, name)
                 .and_then(|()| enum_option(&args, 0, name, BOOL, &mut convert))
@@ -291,7 +290,6 @@ pub fn library(lua: &Lua) -> mlua::Result<Table> {
                     integer_option(lua, &args, 2, name, &mut cfg.sparse_safe, 0, i32::MAX as i64)
                 });
             cfg.sparse_convert = convert == 1;
-            c.set(cfg);
             let values = vec![
                 Value::Boolean(cfg.sparse_convert),
                 Value::Integer(cfg.sparse_ratio),
@@ -300,7 +298,10 @@ pub fn library(lua: &Lua) -> mlua::Result<Table> {
             flagged(lua, r.map(|()| values))
         })?,
     )?;
-    t.raw_set("new", lua.create_function(|lua, ()| library(lua))?)?;
+    t.raw_set(
+        "new",
+        lua.create_function(|lua, ()| library(lua, Arc::new(Mutex::new(Config::default()))))?,
+    )?;
     t.raw_set("null", Value::LightUserData(LightUserData(std::ptr::null_mut())))?;
     t.raw_set("_NAME", "cjson")?;
     t.raw_set("_VERSION", "2.1.0")?;

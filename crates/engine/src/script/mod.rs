@@ -146,6 +146,9 @@ pub struct Cache {
     /// Bumped by `SCRIPT FLUSH`: threads drop their Lua states.
     epoch: AtomicU64,
     pub rng: Arc<Mutex<Rand48>>,
+    /// The global `cjson` module's settings: one set for the server, as
+    /// Redis has one Lua state, back to the defaults at SCRIPT FLUSH.
+    pub(crate) cjson: Arc<Mutex<cjson::Config>>,
     running: Mutex<Vec<Arc<Running>>>,
     /// Running scripts past their threshold.
     busy: AtomicUsize,
@@ -308,6 +311,7 @@ impl Cache {
         self.map.write().clear();
         self.epoch.fetch_add(1, Ordering::AcqRel);
         self.lua_memory.store(0, Ordering::Relaxed);
+        *self.cjson.lock() = cjson::Config::default();
     }
 }
 

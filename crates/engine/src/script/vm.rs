@@ -184,7 +184,7 @@ impl Vm {
             })?,
         )?;
         p.set("bit", bit_library(&lua)?)?;
-        p.set("cjson", super::cjson::library(&lua)?)?;
+        p.set("cjson", super::cjson::library(&lua, shared.scripts.cjson.clone())?)?;
         p.set("cjson_functions", super::cjson::FUNCTIONS)?;
         // SAFETY: `wrap_raising` follows the Lua C API's rules (see it).
         p.set("wrap", unsafe { lua.create_c_function(wrap_raising)? })?;
