@@ -494,6 +494,14 @@ pub fn check(
             {
                 return Err(CmdError::ReadOnlyReplica);
             }
+            // A script without flags writes command by command: each write
+            // needs the good replicas (Redis's scriptVerifyWriteCommandAllow).
+            if flags.has(Flags::WRITE)
+                && sess.min_replicas > 0
+                && (crate::commands::repl::good_replicas(shared) as i64) < sess.min_replicas
+            {
+                return Err(CmdError::NoReplicas);
+            }
             // Redis's scriptVerifyAllowStale.
             if !flags.has(Flags::STALE)
                 && shared.store.is_replica()
@@ -861,7 +869,7 @@ pub fn call<'a>(
     let mut cx = Ctx { shared, sess, keys, db, spec, caller, still_waiting: false };
     let res = (spec.handler)(&mut cx, &mut args, out);
     let waiting = cx.still_waiting;
-    let failed = res.is_err();
+    let failed = res.is_err() | std::mem::take(&mut sess.error_replied);
     if let Err(e) = res {
         out.truncate(mark);
         shared.cmdstats.error(&e.text());

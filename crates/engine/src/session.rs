@@ -231,6 +231,10 @@ pub struct Session {
     /// `min-replicas-max-lag`), else 0: writes then need that many good
     /// replicas.
     pub min_replicas: i64,
+    /// Set by a handler that wrote an error reply itself (a script's
+    /// error): the dispatcher counts the command as failed, as it does one
+    /// that returned an error.
+    pub error_replied: bool,
     /// Set while a blocked client's command runs again to be served: the
     /// key that became ready (see [`crate::blocking`]).
     pub serving: Option<Box<[u8]>>,
@@ -303,6 +307,7 @@ impl Session {
             lap: 0,
             batch_lap: false,
             min_replicas: 0,
+            error_replied: false,
             serving: None,
             subs: crate::pubsub::Subs::default(),
             pushed: None,

@@ -91,6 +91,7 @@ scenarios! {
     scripting_functions => "scripting_functions.txt",
     scripting_policies => "scripting_policies.txt",
     scripting_function_dump => "scripting_function_dump.txt",
+    scripting_sandbox => "scripting_sandbox.txt",
     pubsub => "pubsub.txt",
     tracking => "tracking.txt",
     streams => "streams.txt",

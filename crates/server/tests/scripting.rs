@@ -1,7 +1,11 @@
 //! Scripts across threads: Sluice runs with two event-loop threads, so
 //! consecutive connections are served by different threads. A script must
 //! be atomic whether it declared its keys or not: no other client sees a
-//! half-done script, and no update is lost.
+//! half-done script, and no update is lost. Also what the Lua states must
+//! withstand: unbounded allocation, many cached scripts, bytecode, endless
+//! library code, and `used_memory_lua` across many runs. (The sandbox's
+//! rules reply by reply against redis-server: tests/scenarios/
+//! scripting_sandbox.txt.)
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -314,4 +318,139 @@ fn caching_ten_thousand_scripts_and_libraries_keeps_the_server_up() {
         assert_eq!(int(&c.cmd(&["EVALSHA", &sha, "0"]).unwrap()), i as i64);
         assert_eq!(int(&c.cmd(&["FCALL", &format!("f{i}"), "0"]).unwrap()), i as i64);
     }
+}
+
+/// `used_memory_lua` from INFO memory.
+fn used_memory_lua(c: &mut Client) -> i64 {
+    let info = c.cmd(&["INFO", "memory"]).unwrap();
+    let info = String::from_utf8_lossy(&info).into_owned();
+    info.lines()
+        .find_map(|l| l.strip_prefix("used_memory_lua:"))
+        .unwrap_or_else(|| panic!("no used_memory_lua in {info}"))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// Regression: `used_memory_lua` grew with every EVAL, and after SCRIPT
+/// FLUSH it still counted the Lua states the flush had dropped. Redis's
+/// suite ("EVAL does not leak in the Lua stack") expects less than 100 KB
+/// after 10,000 runs of one script on a fresh state. Thousands of distinct
+/// scripts on both threads take memory until SCRIPT FLUSH, which gives it
+/// back; repeated EVALSHA of one script keeps it flat.
+#[test]
+fn used_memory_lua_stays_flat_across_evals_once_flushed() {
+    let s = start();
+    let mut a = Client::connect(s.port()).unwrap();
+    let mut b = Client::connect(s.port()).unwrap();
+    a.set_timeout(Duration::from_secs(120));
+    b.set_timeout(Duration::from_secs(120));
+    // Distinct scripts on both threads' Lua states.
+    const N: usize = 5_000;
+    for c in [&mut a, &mut b] {
+        let mut batch = Vec::new();
+        for i in 0..N {
+            let body = format!("return redis.call('incr', KEYS[1]) + {i}");
+            resp::Frame::encode_command(&["EVAL", &body, "1", "x"], &mut batch);
+        }
+        c.send_raw(&batch).unwrap();
+        for _ in 0..N {
+            let r = c.read_reply().unwrap();
+            assert!(r.starts_with(b":"), "{}", testkit::escape(&r));
+        }
+    }
+    let grown = used_memory_lua(&mut a);
+    assert_eq!(a.cmd(&["SCRIPT", "FLUSH"]).unwrap(), b"+OK\r\n");
+    // The suite's check: one script run 10,000 times after the flush.
+    let mut batch = Vec::new();
+    for _ in 0..10_000 {
+        resp::Frame::encode_command(
+            &["EVAL", "return redis.call('incr', KEYS[1])", "1", "x"],
+            &mut batch,
+        );
+    }
+    a.send_raw(&batch).unwrap();
+    for _ in 0..10_000 {
+        let r = a.read_reply().unwrap();
+        assert!(r.starts_with(b":"), "{}", testkit::escape(&r));
+    }
+    let after = used_memory_lua(&mut a);
+    assert!(after < 100 * 1024, "used_memory_lua {after} after SCRIPT FLUSH (was {grown})");
+    assert!(after < grown, "used_memory_lua {after} after SCRIPT FLUSH, {grown} before");
+    // Repeated EVALSHA of one script: flat (within the 4 KB the threads
+    // report in).
+    let sha = a.cmd(&["SCRIPT", "LOAD", "return redis.call('incr', KEYS[1])"]).unwrap();
+    let sha = String::from_utf8(sha).unwrap();
+    let sha = sha.trim_end().rsplit("\r\n").next().unwrap().to_string();
+    let before = used_memory_lua(&mut a);
+    let mut batch = Vec::new();
+    for _ in 0..20_000 {
+        resp::Frame::encode_command(&["EVALSHA", &sha, "1", "x"], &mut batch);
+    }
+    a.send_raw(&batch).unwrap();
+    for _ in 0..20_000 {
+        let r = a.read_reply().unwrap();
+        assert!(r.starts_with(b":"), "{}", testkit::escape(&r));
+    }
+    let after_sha = used_memory_lua(&mut a);
+    assert!(
+        after_sha <= before + 16 * 1024,
+        "used_memory_lua went from {before} to {after_sha} over 20,000 EVALSHA"
+    );
+}
+
+/// Regression (CVE-2015-4335): `loadstring(string.dump(f))` loaded the
+/// bytecode, and crafted bytecode is the known way out of the Lua sandbox
+/// into the server's memory. Binary chunks are refused by every loader —
+/// `loadstring`, `load` with a reader, EVAL, SCRIPT LOAD, FUNCTION LOAD —
+/// with the texts redis-server 7.0.15 answers.
+#[test]
+fn bytecode_is_refused_by_every_loader() {
+    let s = start();
+    let mut c = Client::connect(s.port()).unwrap();
+    let text = |r: Vec<u8>| String::from_utf8_lossy(&r).into_owned();
+    assert_eq!(
+        text(
+            c.cmd(&["EVAL", "return loadstring(string.dump(function() return 1 end))()", "0"])
+                .unwrap()
+        ),
+        "-ERR user_script:1: attempt to call a nil value script: \
+         5dcb142d767eb350dbcc8f0ae66433b0e227f5a2, on @user_script:1.\r\n"
+    );
+    let reader = "local s = string.dump(function() return 1 end) local i = 0 \
+                  local f, e = load(function() i = i + 1 return s:sub(i, i) end) \
+                  return {type(f), e}";
+    assert_eq!(
+        text(c.cmd(&["EVAL", reader, "0"]).unwrap()),
+        "*2\r\n$3\r\nnil\r\n$43\r\n(load):1: unexpected symbol near 'char(27)'\r\n"
+    );
+    let binary = "\x1bLuaQ\x00\x01\x04\x08\x04\x08\x00";
+    for cmd in [vec!["EVAL", binary, "0"], vec!["SCRIPT", "LOAD", binary]] {
+        assert_eq!(
+            text(c.cmd(&cmd).unwrap()),
+            "-ERR Error compiling script (new function): user_script:1: \
+             unexpected symbol near 'char(27)'\r\n"
+        );
+    }
+    let lib = format!("#!lua name=bin\n{binary}");
+    assert_eq!(
+        text(c.cmd(&["FUNCTION", "LOAD", &lib]).unwrap()),
+        "-ERR Error compiling function: user_function:2: unexpected symbol near 'char(27)'\r\n"
+    );
+}
+
+/// Regression: FUNCTION LOAD of a library whose top-level code never ends
+/// hung the server's thread; Redis stops it after 500 ms.
+#[test]
+fn function_load_of_endless_code_times_out() {
+    let s = start();
+    let mut c = Client::connect(s.port()).unwrap();
+    let started = Instant::now();
+    let r = c
+        .cmd(&["FUNCTION", "LOAD", "#!lua name=spin\nlocal a = 1\nwhile 1 do a = a + 1 end"])
+        .unwrap();
+    assert_eq!(r, b"-ERR Error registering functions: ERR FUNCTION LOAD timeout\r\n");
+    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+    assert_eq!(c.cmd(&["FUNCTION", "LIST"]).unwrap(), b"*0\r\n");
+    assert_eq!(c.cmd(&["PING"]).unwrap(), b"+PONG\r\n");
 }

@@ -312,6 +312,7 @@ fn sort_ro(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
 fn sort_generic(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf, readonly: bool) -> CmdResult {
     let key = args.key()?;
     let mut o = parse_opts(args, readonly)?;
+    let from_script = matches!(cx.caller, crate::dispatch::Caller::Script { .. });
 
     // Load the source: the whole of it, or for BY nosort on a list (or
     // zset) only the LIMIT range, in order, walking backwards for DESC.
@@ -325,10 +326,9 @@ fn sort_generic(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf, readonly: boo
             Some(Value::ZSet(z)) => (Kind::ZSet, zset_len(z)),
             Some(_) => return Err(CmdError::WrongType),
         };
-        // A set has no order of its own: when the result is stored, sort
-        // it so that it is the same everywhere (Redis also does this for
-        // scripts; Sluice has none yet).
-        if o.dontsort && kind == Kind::Set && o.store.is_some() {
+        // A set has no order of its own: when the result is stored, or
+        // goes to a script, sort it so that it is the same everywhere.
+        if o.dontsort && kind == Kind::Set && (o.store.is_some() || from_script) {
             o.dontsort = false;
             o.alpha = true;
             o.by = None;

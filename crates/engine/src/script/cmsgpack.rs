@@ -231,10 +231,17 @@ fn table(t: &Table, out: &mut Vec<u8>, level: usize) -> mlua::Result<()> {
             encode(&v, out, level + 1)?;
         }
     } else {
-        let pairs: Vec<(Value, Value)> =
-            t.clone().pairs::<Value, Value>().collect::<mlua::Result<_>>()?;
-        header(pairs.len(), 0x80, 0xde, 0xdf, out);
-        for (k, v) in pairs {
+        // Counted first, then encoded pair by pair: each value held on the
+        // Rust side takes one of mlua's ~8,000 auxiliary stack slots, so a
+        // big map's pairs cannot all be held at once.
+        let mut n = 0usize;
+        for pair in t.clone().pairs::<Value, Value>() {
+            pair?;
+            n += 1;
+        }
+        header(n, 0x80, 0xde, 0xdf, out);
+        for pair in t.clone().pairs::<Value, Value>() {
+            let (k, v) = pair?;
             encode(&k, out, level + 1)?;
             encode(&v, out, level + 1)?;
         }

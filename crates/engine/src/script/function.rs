@@ -44,6 +44,9 @@ pub struct Library {
 #[derive(Default)]
 pub struct Libraries {
     libs: BTreeMap<String, Arc<Library>>,
+    /// Function name, lower-cased (FCALL finds it whatever its case, and
+    /// two libraries cannot register names that differ only in case) →
+    /// library name.
     functions: BTreeMap<String, String>,
     next_version: u64,
 }
@@ -280,6 +283,11 @@ fn parse_metadata(code: &[u8]) -> Result<(String, usize), CmdError> {
     let mut name = None;
     for p in &parts[1..] {
         match p.strip_prefix(b"name=") {
+            Some(_) if name.is_some() => {
+                return Err(CmdError::err(
+                    "Invalid metadata value, name argument was given multiple times",
+                ))
+            }
             Some(n) => name = Some(n.to_vec()),
             None => {
                 let mut v = b"ERR Invalid metadata value given: ".to_vec();
@@ -354,10 +362,11 @@ fn install(reg: &mut Libraries, libs: Vec<Compiled>, replace: bool) -> CmdResult
             return Err(CmdError::err(format!("Library {} already exists", lib.name)));
         }
         for f in &lib.functions {
-            let owner = reg.functions.get(&f.name);
-            let other_new = libs
-                .iter()
-                .any(|l| l.name != lib.name && l.functions.iter().any(|g| g.name == f.name));
+            let owner = reg.functions.get(&f.name.to_ascii_lowercase());
+            let other_new = libs.iter().any(|l| {
+                l.name != lib.name
+                    && l.functions.iter().any(|g| g.name.eq_ignore_ascii_case(&f.name))
+            });
             if owner.is_some_and(|o| *o != lib.name && !libs.iter().any(|l| l.name == *o))
                 || other_new
             {
@@ -368,7 +377,7 @@ fn install(reg: &mut Libraries, libs: Vec<Compiled>, replace: bool) -> CmdResult
     for lib in libs {
         if let Some(old) = reg.libs.remove(&lib.name) {
             for f in &old.functions {
-                reg.functions.remove(&f.name);
+                reg.functions.remove(&f.name.to_ascii_lowercase());
             }
         }
         reg.next_version += 1;
@@ -385,7 +394,7 @@ fn install(reg: &mut Libraries, libs: Vec<Compiled>, replace: bool) -> CmdResult
             })
             .collect();
         for f in &lib.functions {
-            reg.functions.insert(f.name.clone(), lib.name.clone());
+            reg.functions.insert(f.name.to_ascii_lowercase(), lib.name.clone());
         }
         let l = Library {
             name: lib.name.clone(),
@@ -452,6 +461,13 @@ fn dump(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
 }
 
 fn restore(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    // More than a policy is refused before the policy is read (Redis).
+    if args.argv().len() > 4 {
+        return Err(CmdError::SubcommandSyntax {
+            sub: args.argv()[1].to_vec(),
+            cmd: b"FUNCTION".to_vec(),
+        });
+    }
     let payload = args.req()?;
     let policy = match args.next() {
         None => Policy::Append,
@@ -507,7 +523,7 @@ fn delete(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         return Err(CmdError::err("Library not found"));
     };
     for f in &lib.functions {
-        reg.functions.remove(&f.name);
+        reg.functions.remove(&f.name.to_ascii_lowercase());
     }
     drop(reg);
     cx.dirty(1);
@@ -516,6 +532,12 @@ fn delete(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
 }
 
 fn flush(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    if args.argv().len() > 3 {
+        return Err(CmdError::SubcommandSyntax {
+            sub: args.argv()[1].to_vec(),
+            cmd: b"FUNCTION".to_vec(),
+        });
+    }
     match args.rest() {
         [] => {}
         [m] if eq_ic(m, "SYNC") || eq_ic(m, "ASYNC") => {}
@@ -640,14 +662,23 @@ fn fcall_generic(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf, ro: bool) ->
     } else if numkeys < 0 {
         return Err(CmdError::err("Number of keys can't be negative"));
     }
-    let (lib, unit) = {
+    let (lib, unit, name) = {
         let reg = cx.shared.scripts.functions.read();
-        let Some(lib) = reg.functions.get(&name).and_then(|l| reg.libs.get(l)).cloned() else {
+        // Function names are found whatever their case (Redis's functions
+        // dict compares them so).
+        let key = name.to_ascii_lowercase();
+        let Some(lib) = reg.functions.get(&key).and_then(|l| reg.libs.get(l)).cloned() else {
             return Err(CmdError::err("Function not found"));
         };
-        let i = lib.functions.iter().position(|f| f.name == name).expect("registered");
+        let i = lib
+            .functions
+            .iter()
+            .position(|f| f.name.eq_ignore_ascii_case(&name))
+            .expect("registered");
         let unit = lib.units[i].clone();
-        (lib, unit)
+        // From here on the function goes by its registered name.
+        let name = lib.functions[i].name.clone();
+        (lib, unit, name)
     };
     super::check_flags(cx, unit.flags, ro)?;
     let keys = &argv[3..3 + numkeys as usize];

@@ -26,7 +26,7 @@ use resp::ReplyBuf;
 use smallvec::SmallVec;
 
 use crate::ctx::{eq_ic, Args, Ctx};
-use crate::dispatch::{self, Scope};
+use crate::dispatch::{self, Caller, Scope};
 use crate::error::{CmdError, CmdResult};
 use crate::spec::{CommandSpec, Flags, Group, KeyList, KeySpec};
 
@@ -146,6 +146,9 @@ pub struct Cache {
     /// Bumped by `SCRIPT FLUSH`: threads drop their Lua states.
     epoch: AtomicU64,
     pub rng: Arc<Mutex<Rand48>>,
+    /// The global `cjson` module's settings: one set for the server, as
+    /// Redis has one Lua state, back to the defaults at SCRIPT FLUSH.
+    pub(crate) cjson: Arc<Mutex<cjson::Config>>,
     running: Mutex<Vec<Arc<Running>>>,
     /// Running scripts past their threshold.
     busy: AtomicUsize,
@@ -272,12 +275,21 @@ impl Cache {
         self.lua_memory.load(Ordering::Relaxed)
     }
 
-    /// A thread's Lua state went from `before` to `after` bytes.
-    pub(crate) fn lua_memory_moved(&self, before: usize, after: usize) {
+    /// A thread's Lua state (of flush epoch `epoch`) went from `before` to
+    /// `after` bytes. The states SCRIPT FLUSH dropped count no more: the
+    /// flush zeroes the total, and a dropped state, which its thread frees
+    /// when it next runs a script, reports nothing after it.
+    pub(crate) fn lua_memory_moved(&self, epoch: u64, before: usize, after: usize) {
+        if epoch != self.epoch() {
+            return;
+        }
         if after >= before {
             self.lua_memory.fetch_add(after - before, Ordering::Relaxed);
         } else {
-            self.lua_memory.fetch_sub(before - after, Ordering::Relaxed);
+            // Never below zero, should a flush come between the two loads.
+            let _ = self.lua_memory.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |m| {
+                Some(m.saturating_sub(before - after))
+            });
         }
     }
 
@@ -298,6 +310,8 @@ impl Cache {
     fn flush(&self) {
         self.map.write().clear();
         self.epoch.fetch_add(1, Ordering::AcqRel);
+        self.lua_memory.store(0, Ordering::Relaxed);
+        *self.cjson.lock() = cjson::Config::default();
     }
 }
 
@@ -752,21 +766,31 @@ pub(crate) fn run_loop(
 }
 
 /// What a script's shebang flags (a function's flags) refuse before it
-/// runs: writing from an `_RO` command, and over `maxmemory`, a script
-/// that may write without `allow-oom`. (Scripts without a shebang line
-/// are checked command by command instead.)
+/// runs, in Redis's order (processCommand sees a script that may write as
+/// a write command, then scriptPrepareForRun checks the rest): over
+/// `maxmemory`, a script that may write without `allow-oom`; without
+/// enough good replicas (`min-replicas-to-write`), one that may write;
+/// writing from an `_RO` command. (Scripts without a shebang line are
+/// checked command by command instead; what a master or the AOF replays
+/// is not checked.)
 pub(crate) fn check_flags(cx: &mut Ctx, flags: ScriptFlags, ro: bool) -> CmdResult {
-    if !flags.shebang {
+    if !flags.shebang || cx.caller == Caller::Replay {
         return Ok(());
-    }
-    if ro && !flags.no_writes {
-        return Err(CmdError::err("Can not execute a script with write flag using *_ro command."));
     }
     if !flags.no_writes && !flags.allow_oom {
         let max = cx.sess.conf(cx.shared).maxmemory;
         if max > 0 && cx.shared.over_maxmemory(max) {
             return Err(CmdError::Oom);
         }
+    }
+    if !flags.no_writes && cx.sess.min_replicas > 0 {
+        let good = crate::commands::repl::good_replicas(cx.shared) as i64;
+        if good < cx.sess.min_replicas {
+            return Err(CmdError::NoReplicas);
+        }
+    }
+    if ro && !flags.no_writes {
+        return Err(CmdError::err("Can not execute a script with write flag using *_ro command."));
     }
     Ok(())
 }

@@ -1,25 +1,16 @@
--- Redis 7.0's script environment, built on stock Lua 5.1 (Redis patches
--- its Lua with read-only tables; here the scripts see read-only proxies).
+-- Redis 7.0's script environment, built on Lua 5.1 patched as Redis
+-- patches it (vendor/lua-src: read-only tables, no binary chunks).
 -- Run once per Lua state with the Rust primitives in `P`; returns the
 -- scripts' environment and the error handler runs use. Frames of this chunk are skipped
 -- when an error's position is computed, as Redis skips its C functions.
 local P = ...
 local G = _G
 local getinfo = debug.getinfo
-local xpcall, lua_pcall, error, type, tostring, select, unpack, rawget, rawset, setmetatable =
-    xpcall, pcall, error, type, tostring, select, unpack, rawget, rawset, setmetatable
-local setfenv, tonumber, loadstring, load = setfenv, tonumber, loadstring, load
+local getmetatable_raw = debug.getmetatable
+local lua_pcall, error, type, tostring, select, unpack, rawget, setmetatable =
+    pcall, error, type, tostring, select, unpack, rawget, setmetatable
+local tonumber = tonumber
 local SOURCE = '=sluice'
-
-local protected = setmetatable({}, { __mode = 'k' })
-local function readonly()
-    error('Attempt to modify a readonly table', 2)
-end
-local function proxy(t)
-    local p = setmetatable({}, { __index = t, __newindex = readonly, __metatable = false })
-    protected[p] = true
-    return p
-end
 
 -- redis.*
 local redis = {}
@@ -121,6 +112,7 @@ raising[#raising + 1] = { redis, 'set_repl', function(...)
     P.set_repl(v)
     return 0
 end }
+raising[#raising + 1] = { redis, 'acl_check_cmd', P.acl_check_cmd }
 redis.REPL_NONE, redis.REPL_AOF, redis.REPL_SLAVE, redis.REPL_REPLICA, redis.REPL_ALL = 0, 1, 2, 2, 3
 redis.replicate_commands = function()
     return true
@@ -178,11 +170,21 @@ for _, name in ipairs({ 'tobit', 'tohex', 'bnot', 'band', 'bor', 'bxor', 'lshift
 end
 G.bit = bit
 
--- lua-cjson's encode/decode, implemented in Rust.
-local cjson = { null = P.cjson.null, _NAME = P.cjson._NAME, _VERSION = P.cjson._VERSION }
-raising[#raising + 1] = { cjson, 'encode', P.cjson.encode }
-raising[#raising + 1] = { cjson, 'decode', P.cjson.decode }
-G.cjson = cjson
+-- lua-cjson, implemented in Rust: a module (the global one, or one
+-- `cjson.new()` makes) is the Rust functions wrapped to raise, each
+-- module with settings of its own.
+local function cjson_module(raw)
+    local m = { null = raw.null, _NAME = raw._NAME, _VERSION = raw._VERSION }
+    for _, name in ipairs(P.cjson_functions) do
+        m[name] = P.wrap(raw[name])
+    end
+    local new = raw.new
+    m.new = function()
+        return cjson_module(new())
+    end
+    return m
+end
+G.cjson = cjson_module(P.cjson)
 
 -- lua-cmsgpack's pack/unpack, implemented in Rust.
 local cmsgpack = {}
@@ -225,58 +227,18 @@ G.pcall = function(...)
     return unpack(r, 1, n)
 end
 
--- The scripts' globals: libraries and builtins as read-only views, KEYS
--- and ARGV set before each run, nothing else readable or writable.
+-- The scripts' globals are this state's own global table, as in Redis:
+-- the builtins Redis keeps, the libraries, KEYS and ARGV (set before each
+-- run), read-only once `freeze` ran (the patched Lua's read-only tables,
+-- vendor/lua-src), with a metatable whose __index refuses names that are
+-- not there.
 G.print, G.dofile, G.loadfile, G.module, G.require, G.package, G.io, G.os, G.debug = nil
 G.getfenv, G.setfenv, G.newproxy = nil
-local env = {}
-local views = {}
-for _, name in ipairs({ 'string', 'math', 'table', 'redis', 'coroutine', 'bit', 'cjson', 'cmsgpack', 'struct' }) do
-    if type(G[name]) == 'table' then
-        views[name] = proxy(G[name])
-    end
+local env = G
+local function nonexistent(_, k)
+    error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
 end
-local function lookup(_, k)
-    if k == '_G' then
-        return env
-    end
-    local v = views[k]
-    if v == nil then
-        v = rawget(G, k)
-    end
-    if v == nil then
-        error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
-    end
-    return v
-end
--- What scripts read most (KEYS, ARGV, redis, the other libraries'
--- views, the builtins) is found in `front` without calling a function:
--- env's __index is this table, whose own __index is `lookup` for the
--- rest (filled at the end of this chunk; KEYS and ARGV are set in it
--- before each run).
-local front = setmetatable({}, { __index = lookup })
-setmetatable(env, { __index = front, __newindex = readonly, __metatable = false })
-protected[env] = true
-G.rawset = function(t, k, v)
-    if protected[t] then
-        error('Attempt to modify a readonly table', 0)
-    end
-    return rawset(t, k, v)
-end
-G.loadstring = function(s, name)
-    local f, e = loadstring(s, name)
-    if f then
-        setfenv(f, env)
-    end
-    return f, e
-end
-G.load = function(fn, name)
-    local f, e = load(fn, name)
-    if f then
-        setfenv(f, env)
-    end
-    return f, e
-end
+setmetatable(env, { __index = nonexistent })
 
 -- Redis's error handler: the error as a table with the position of the
 -- script line that raised it.
@@ -398,39 +360,37 @@ for _, e in ipairs(raising) do
 end
 load_redis.LOG_DEBUG, load_redis.LOG_VERBOSE, load_redis.LOG_NOTICE, load_redis.LOG_WARNING = 0, 1, 2, 3
 load_redis.REDIS_VERSION, load_redis.REDIS_VERSION_NUM = P.version, P.version_num
-local load_redis_view = setmetatable({}, { __index = function(_, k)
-    local v = rawget(load_redis, k)
-    if v == nil then
-        error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
-    end
-    return v
-end, __newindex = readonly, __metatable = false })
-local libenv = setmetatable({}, { __index = function(t, k)
-    if loading then
-        if k == 'redis' then
-            return load_redis_view
-        end
-        error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
-    end
-    if k == '_G' then
-        return t
-    end
-    local v = views[k]
-    if v == nil then
-        v = rawget(G, k)
-    end
-    if v == nil then
-        error("Script attempted to access nonexistent global variable '" .. tostring(k) .. "'", 2)
-    end
-    return v
-end, __newindex = readonly, __metatable = false })
-protected[libenv] = true
+setmetatable(load_redis, { __index = nonexistent })
+-- What library code sees while it loads: `redis` (the loading API) and
+-- nothing else.
+local load_globals = setmetatable({ redis = load_redis }, { __index = nonexistent })
+-- What functions see when they run: the scripts' globals without KEYS
+-- and ARGV (Redis runs functions in a Lua state of their own, where
+-- those were never set), `_G` naming this table.
+local fn_globals = {}
+for k, v in pairs(G) do
+    fn_globals[k] = v
+end
+fn_globals._G = fn_globals
+setmetatable(fn_globals, { __index = nonexistent })
+-- Library code and functions run with an empty read-only table as their
+-- globals whose metatable's __index is switched between the two above,
+-- as Redis switches its functions' globals.
+local libmeta = { __index = fn_globals }
+local libenv = setmetatable({}, libmeta)
+local function switch(to)
+    P.readonly(libmeta, false)
+    libmeta.__index = to
+    P.readonly(libmeta, true)
+end
 
 -- Runs a library's code: true and the functions it registered, or false
 -- and Redis's error text.
 local function load_library(f)
     pending, loading = {}, true
+    switch(load_globals)
     local ok, err = lua_pcall(f)
+    switch(fn_globals)
     loading = false
     local p = pending
     pending = nil
@@ -445,12 +405,40 @@ local function load_library(f)
     return true, p
 end
 
-for k, v in pairs(G) do
-    front[k] = v
+-- Marks the globals, everything reachable from them and the other roots
+-- read-only (the metatables too), as Redis's
+-- luaSetTableProtectionRecursively does; called once the Rust side has
+-- put its functions in the libraries.
+local function protect(t, seen)
+    if seen[t] then
+        return
+    end
+    seen[t] = true
+    for _, v in pairs(t) do
+        if type(v) == 'table' then
+            protect(v, seen)
+        end
+    end
+    local mt = getmetatable_raw(t)
+    if mt then
+        protect(mt, seen)
+    end
+    P.readonly(t, true)
 end
-for k, v in pairs(views) do
-    front[k] = v
+local function freeze()
+    -- Functions' `redis` lacks what only EVAL has (Redis registers those in
+    -- eval.c alone); copied now that the Rust side filled `redis`.
+    local fn_redis = {}
+    for k, v in pairs(redis) do
+        if k ~= 'breakpoint' and k ~= 'debug' and k ~= 'replicate_commands' then
+            fn_redis[k] = v
+        end
+    end
+    fn_globals.redis = fn_redis
+    local seen = {}
+    for _, root in ipairs({ env, fn_globals, libenv, load_globals, getmetatable_raw('') }) do
+        protect(root, seen)
+    end
 end
-front._G = env
 
-return env, handler, raising, libenv, load_library, front
+return env, handler, raising, libenv, load_library, freeze

@@ -10,6 +10,7 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
 use mlua::{Function, Lua, LuaOptions, MultiValue, RegistryKey, StdLib, Table, Value};
 use resp::{Frame, Proto, ReplyBuf};
@@ -63,8 +64,8 @@ pub struct Vm {
     libs: HashMap<String, (u64, HashMap<String, RegistryKey>)>,
     /// `used_memory` as last added to the cache's total.
     reported: usize,
-    /// Where EVAL scripts find their globals first (prelude.lua): KEYS
-    /// and ARGV are set here for each run (in the registry).
+    /// The scripts' globals (prelude.lua), in the registry: KEYS and ARGV
+    /// are set in them for each run.
     front: RegistryKey,
     /// The KEYS and ARGV tables (in the registry), refilled by each run
     /// (up to `KEPT_MAX` elements) instead of made anew, while the
@@ -76,7 +77,13 @@ pub struct Vm {
     /// does not set it again (one string interned and one table set less
     /// each).
     in_front: [std::cell::Cell<bool>; 2],
+    /// Runs since the last collection step.
+    runs: std::cell::Cell<u32>,
 }
+
+/// Runs between two collection steps, and the step's size (Redis's
+/// `LUA_GC_CYCLE_PERIOD`).
+const GC_PERIOD: u32 = 50;
 
 /// Most elements a kept KEYS or ARGV table is refilled with (a longer
 /// list gets a table of its own, as do functions' keys and args).
@@ -93,9 +100,8 @@ pub fn with_vm<R>(shared: &Shared, f: impl FnOnce(&mut Vm) -> R) -> R {
         let mut slot = cell.borrow_mut();
         let epoch = shared.scripts.epoch();
         if slot.as_ref().is_none_or(|vm| vm.epoch != epoch) {
-            if let Some(old) = slot.take() {
-                shared.scripts.lua_memory_moved(old.reported, 0);
-            }
+            // The old state's bytes were taken off the total by the flush.
+            drop(slot.take());
             *slot = Some(Vm::new(shared, epoch).expect("the prelude loads"));
         }
         let vm = slot.as_mut().expect("created above");
@@ -105,7 +111,7 @@ pub fn with_vm<R>(shared: &Shared, f: impl FnOnce(&mut Vm) -> R) -> R {
         // every run.
         let now = vm.lua.used_memory();
         if now.abs_diff(vm.reported) >= 4096 {
-            shared.scripts.lua_memory_moved(vm.reported, now);
+            shared.scripts.lua_memory_moved(vm.epoch, vm.reported, now);
             vm.reported = now;
         }
         r
@@ -178,7 +184,10 @@ impl Vm {
             })?,
         )?;
         p.set("bit", bit_library(&lua)?)?;
-        p.set("cjson", super::cjson::library(&lua)?)?;
+        p.set("cjson", super::cjson::library(&lua, shared.scripts.cjson.clone())?)?;
+        p.set("cjson_functions", super::cjson::FUNCTIONS)?;
+        // SAFETY: `wrap_raising` follows the Lua C API's rules (see it).
+        p.set("wrap", unsafe { lua.create_c_function(wrap_raising)? })?;
         p.set("cmsgpack", super::cmsgpack::library(&lua)?)?;
         p.set("struct", super::lstruct::library(&lua)?)?;
         // A script that allocates without bound fails ("not enough
@@ -214,20 +223,67 @@ impl Vm {
                 with_current(|r| r.repl = v as u8).ok_or_else(|| outside("redis.set_repl"))
             })?,
         )?;
+        // `redis.acl_check_cmd`, in the prelude's `raising` protocol: 0
+        // and the answer, or 1 and the error table to raise.
+        p.set(
+            "acl_check_cmd",
+            lua.create_function(|lua, args: MultiValue| {
+                let fail = |text: &str| -> mlua::Result<MultiValue> {
+                    let t = lua.create_table()?;
+                    t.raw_set("err", text)?;
+                    Ok(MultiValue::from_vec(vec![Value::Integer(1), Value::Table(t)]))
+                };
+                if args.is_empty() {
+                    return fail(
+                        "ERR Please specify at least one argument for this redis lib call",
+                    );
+                }
+                let mut owned: Vec<Vec<u8>> = Vec::with_capacity(args.len());
+                for v in args.iter() {
+                    match v {
+                        Value::String(s) => owned.push(s.as_bytes().to_vec()),
+                        Value::Integer(_) | Value::Number(_) => {
+                            let n = lua.coerce_number(v.clone())?.unwrap_or(0.0);
+                            let mut b = [0u8; 64];
+                            let len = resp::fmt_double(n, &mut b);
+                            owned.push(b[..len].to_vec());
+                        }
+                        _ => {
+                            return fail(
+                                "ERR Lua redis lib command arguments must be strings or integers",
+                            )
+                        }
+                    }
+                }
+                let argv: Vec<&[u8]> = owned.iter().map(|a| a.as_slice()).collect();
+                match with_current(|r| r.acl_check(&argv)) {
+                    None => fail(
+                        "ERR redis.acl_check_cmd can only be called inside a script invocation",
+                    ),
+                    Some(None) => fail("ERR Invalid command passed to redis.acl_check_cmd()"),
+                    Some(Some(ok)) => {
+                        Ok(MultiValue::from_vec(vec![Value::Integer(0), Value::Boolean(ok)]))
+                    }
+                }
+            })?,
+        )?;
         p.set(
             "killed",
             lua.create_function(|_, ()| {
-                Ok(with_current(|r| r.running.kill.load(std::sync::atomic::Ordering::Relaxed))
-                    .unwrap_or(false))
+                Ok(load_timed_out()
+                    || with_current(|r| r.running.kill.load(std::sync::atomic::Ordering::Relaxed))
+                        .unwrap_or(false))
             })?,
         )?;
-        let (env, handler, raising, libenv, loader, front): (
+        // SAFETY: `set_readonly` follows the Lua C API's rules (see it).
+        p.set("readonly", unsafe { lua.create_c_function(set_readonly)? })?;
+        let (env, handler, raising, libenv, loader, freeze): (
             Table,
             Function,
             Table,
             Table,
             Function,
-            Table,
+            Function,
         ) = lua.load(PRELUDE).set_name("=sluice").call(p)?;
         for entry in raising.sequence_values::<Table>() {
             let entry = entry?;
@@ -240,12 +296,14 @@ impl Vm {
                 unsafe { lua.exec_raw(body, |l| mlua::ffi::lua_pushcclosure(l, trampoline, 1))? };
             target.raw_set(name, f)?;
         }
+        // From here on the globals and the libraries are read-only.
+        freeze.call::<()>(())?;
         let kept = [
             lua.create_registry_value(lua.create_table()?)?,
             lua.create_registry_value(lua.create_table()?)?,
         ];
         let handler = lua.create_registry_value(handler)?;
-        let front = lua.create_registry_value(front)?;
+        let front = lua.create_registry_value(env.clone())?;
         let result = lua.create_registry_value(true)?;
         let mut state = std::ptr::null_mut();
         // SAFETY: only reads the state pointer mlua runs the closure on
@@ -267,6 +325,7 @@ impl Vm {
             kept: RefCell::new(kept),
             kept_len: Default::default(),
             in_front: Default::default(),
+            runs: Default::default(),
         })
     }
 
@@ -306,8 +365,12 @@ impl Vm {
             .set_environment(self.libenv.clone())
             .into_function()
             .map_err(|e| format!("ERR Error compiling function: {}", lua_error_text(&e)))?;
-        let (ok, v): (bool, Value) =
-            self.loader.call(f).map_err(|e| format!("ERR {}", lua_error_text(&e)))?;
+        // Library code that runs too long is stopped by the count hook
+        // (Redis's luaEngineLoadHook).
+        LOAD_DEADLINE.with(|d| d.set(Some(Instant::now() + LOAD_TIMEOUT)));
+        let r = self.loader.call(f);
+        LOAD_DEADLINE.with(|d| d.set(None));
+        let (ok, v): (bool, Value) = r.map_err(|e| format!("ERR {}", lua_error_text(&e)))?;
         if !ok {
             let msg = match v {
                 Value::String(s) => s.to_string_lossy(),
@@ -472,17 +535,17 @@ impl Vm {
                             let old = self.kept_len[i].replace(KEPT_MAX);
                             refill(l, base + 3 + i as i32, items, old);
                             used[i] = true;
-                            // Scripts cannot reach `front` (env's
-                            // metatable is hidden): only runs set it.
+                            // The globals are read-only to scripts:
+                            // only runs set KEYS and ARGV in them.
                             if !self.in_front[i].replace(true) {
                                 ffi::lua_pushlstring(l, name.as_ptr(), 4);
                                 ffi::lua_pushvalue(l, base + 3 + i as i32);
-                                ffi::lua_rawset(l, base + 2);
+                                set_global(l, base + 2);
                             }
                         } else {
                             ffi::lua_pushlstring(l, name.as_ptr(), 4);
                             push_array(l, items);
-                            ffi::lua_rawset(l, base + 2);
+                            set_global(l, base + 2);
                             self.in_front[i].set(false);
                         }
                     }
@@ -561,11 +624,22 @@ impl Vm {
             Left::Result | Left::Error => {
                 let _unlimited = Unlimited::new(lua);
                 let v = lua.registry_value::<Value>(&self.result).unwrap_or(Value::Nil);
+                // An error in the reply: in the error stats unless counted
+                // when its command was refused or failed, and the script's
+                // command failed either way (Redis's afterErrorReply).
+                let mut note = |text: &[u8], counted: bool| {
+                    let mut r = cell.borrow_mut();
+                    if !counted {
+                        r.shared.cmdstats.error(text);
+                    }
+                    r.sess.error_replied = true;
+                };
                 if matches!(left, Left::Result) {
-                    reply_from_lua(v, cell.borrow().resp3, out);
+                    let resp3 = cell.borrow().resp3;
+                    reply_from_lua(v, resp3, out, &mut note);
                 } else {
                     let killed = running.kill.load(std::sync::atomic::Ordering::Relaxed);
-                    script_error(&v, name, killed, out);
+                    script_error(&v, name, killed, out, &mut note);
                 }
                 // The slot does not keep the value alive.
                 // SAFETY: a push and a raw set on the main state, stack
@@ -583,6 +657,23 @@ impl Vm {
         };
         if hooked {
             HOOKED.with(|h| h.set(None));
+        }
+        // A collection step every `GC_PERIOD` runs, as Redis's
+        // evalGenericCommand makes one: the garbage of short scripts is
+        // collected a little at a time instead of piling up to a full
+        // cycle (which keeps `used_memory_lua` near the live size).
+        let runs = self.runs.get() + 1;
+        if runs >= GC_PERIOD {
+            self.runs.set(0);
+            // The step may resize the string table: with the limit lifted
+            // that cannot fail (and raise outside a protected call).
+            let _unlimited = Unlimited::new(lua);
+            // SAFETY: a collection step on the main state, outside any
+            // run; the finalisers it may call are mlua's, which do not
+            // raise.
+            unsafe { mlua::ffi::lua_gc(self.state, mlua::ffi::LUA_GCSTEP, GC_PERIOD as i32) };
+        } else {
+            self.runs.set(runs);
         }
         outcome
     }
@@ -669,6 +760,43 @@ fn with_current<R>(f: impl FnOnce(&mut Run<'_, '_>) -> R) -> Option<R> {
     Some(f(&mut r))
 }
 
+// The patched Lua's read-only tables (vendor/lua-src/PATCHES.md).
+extern "C-unwind" {
+    fn lua_enablereadonlytable(
+        l: *mut mlua::ffi::lua_State,
+        idx: std::os::raw::c_int,
+        on: std::os::raw::c_int,
+    );
+}
+
+/// `P.readonly(t, on)`: marks a table read-only or writable again (the
+/// prelude's; scripts never see it).
+unsafe extern "C-unwind" fn set_readonly(l: *mut mlua::ffi::lua_State) -> std::os::raw::c_int {
+    // SAFETY: plain Lua C API calls on the running state; luaL_checktype
+    // raises (unwinding past this frame, which owns nothing) on a
+    // non-table.
+    unsafe {
+        mlua::ffi::luaL_checktype(l, 1, mlua::ffi::LUA_TTABLE);
+        let on = mlua::ffi::lua_toboolean(l, 2);
+        lua_enablereadonlytable(l, 1, on);
+    }
+    0
+}
+
+/// Sets a key in the (read-only) globals table at `idx` to a value: the
+/// key and the value on top of the stack (stack: -2).
+///
+/// # Safety
+/// The table at `idx` is a table; the limit is lifted (nothing raises).
+unsafe fn set_global(l: *mut mlua::ffi::lua_State, idx: i32) {
+    // SAFETY: as the caller guarantees; protection is restored at once.
+    unsafe {
+        lua_enablereadonlytable(l, idx, 0);
+        mlua::ffi::lua_rawset(l, idx);
+        lua_enablereadonlytable(l, idx, 1);
+    }
+}
+
 /// Pushes a table holding `items` as a Lua array (stack: +1).
 ///
 /// # Safety
@@ -736,6 +864,21 @@ unsafe fn exactly_array(l: *mut mlua::ffi::lua_State, idx: i32, n: usize) -> boo
     }
 }
 
+/// How long library code may run at FUNCTION LOAD (Redis's
+/// `LOAD_TIMEOUT_MS`).
+const LOAD_TIMEOUT: Duration = Duration::from_millis(500);
+
+thread_local! {
+    /// When the library code being loaded on this thread times out.
+    static LOAD_DEADLINE: std::cell::Cell<Option<Instant>> = const { std::cell::Cell::new(None) };
+}
+
+/// Whether library code being loaded ran past its time (then every count
+/// hook raises, and Redis's pcall does not catch it).
+fn load_timed_out() -> bool {
+    LOAD_DEADLINE.with(|d| d.get()).is_some_and(|t| Instant::now() > t)
+}
+
 thread_local! {
     /// The run the count hook reports for: the server and its entry in the
     /// running scripts (set only while `Vm::call` runs a script that may
@@ -749,6 +892,17 @@ thread_local! {
 /// clients ([`super::busy`]), and stops it when SCRIPT KILL asked (raising
 /// on every call from then on, so that pcall cannot keep it alive).
 unsafe extern "C-unwind" fn count_hook(l: *mut mlua::ffi::lua_State, _: *mut mlua::ffi::lua_Debug) {
+    if load_timed_out() {
+        // SAFETY: raising an error from a hook is what the Lua C API
+        // allows; nothing with a destructor lives in this frame. The
+        // error is a table, as Redis's luaPushError makes it.
+        unsafe {
+            mlua::ffi::lua_createtable(l, 0, 1);
+            mlua::ffi::lua_pushstring(l, c"ERR FUNCTION LOAD timeout".as_ptr());
+            mlua::ffi::lua_setfield(l, -2, c"err".as_ptr());
+            mlua::ffi::lua_error(l);
+        }
+    }
     let Some((shared, running)) = HOOKED.with(|h| h.get()) else { return };
     // SAFETY: HOOKED is set only while `Vm::run` holds both alive.
     let (shared, running) = unsafe { (&*shared, &*running) };
@@ -804,6 +958,19 @@ unsafe extern "C-unwind" fn trampoline(l: *mut mlua::ffi::lua_State) -> std::os:
         ffi::lua_remove(l, 1);
         nres - 1
     }
+}
+
+/// `P.wrap(f)`: `f` inside a [`trampoline`] (for what the prelude makes
+/// after start-up, such as `cjson.new()`'s modules).
+unsafe extern "C-unwind" fn wrap_raising(l: *mut mlua::ffi::lua_State) -> std::os::raw::c_int {
+    // SAFETY: plain Lua C API calls on the running state; luaL_checktype
+    // raises (past this frame, which owns nothing) on a non-function.
+    unsafe {
+        mlua::ffi::luaL_checktype(l, 1, mlua::ffi::LUA_TFUNCTION);
+        mlua::ffi::lua_settop(l, 1);
+        mlua::ffi::lua_pushcclosure(l, trampoline, 1);
+    }
+    1
 }
 
 /// LuaBitOp's `bit` library (the one Redis bundles): 32-bit operations on
@@ -909,11 +1076,19 @@ fn lua_error_text(e: &mlua::Error) -> String {
 
 /// The reply for a script that raised an error: Redis's
 /// `-<err> script: <name>, on <source>:<line>.`
-fn script_error(v: &Value, sha: &[u8], killed: bool, out: &mut ReplyBuf) {
+fn script_error(
+    v: &Value,
+    sha: &[u8],
+    killed: bool,
+    out: &mut ReplyBuf,
+    note: &mut dyn FnMut(&[u8], bool),
+) {
     let mut line = Vec::new();
+    let mut counted = false;
     match v {
         Value::Table(t) => {
             let msg = t.raw_get::<Option<mlua::String>>("err").ok().flatten();
+            counted = ignores_stats(t) && !killed;
             match msg {
                 _ if killed => {
                     line.extend_from_slice(b"ERR ");
@@ -954,7 +1129,14 @@ fn script_error(v: &Value, sha: &[u8], killed: bool, out: &mut ReplyBuf) {
             line.extend_from_slice(other.to_string().unwrap_or_default().as_bytes());
         }
     }
+    note(&line, counted);
     out.error(&line);
+}
+
+/// Whether an error table carries Redis's "already counted" marker.
+fn ignores_stats(t: &Table) -> bool {
+    let key = IGNORE_STATS.to_str().unwrap_or_default();
+    matches!(t.raw_get::<Value>(key), Ok(v) if !matches!(v, Value::Nil | Value::Boolean(false)))
 }
 
 /// Lua 5.1's `LUAI_MAXCSTACK`.
@@ -969,10 +1151,11 @@ const BASE_TOP: usize = 2;
 /// slots Redis's recursion would use counted, so that nesting (even a
 /// cyclic table) ends where Redis's does: with "reached lua stack limit"
 /// where `lua_checkstack` would fail.
-fn reply_from_lua(v: Value, resp3: bool, out: &mut ReplyBuf) {
+fn reply_from_lua(v: Value, resp3: bool, out: &mut ReplyBuf, note: &mut dyn FnMut(&[u8], bool)) {
     let mut work: Vec<(Value, usize)> = vec![(v, BASE_TOP)];
     while let Some((v, top)) = work.pop() {
         if top + 4 > MAX_CSTACK {
+            note(b"ERR reached lua stack limit", false);
             out.error(b"ERR reached lua stack limit");
             continue;
         }
@@ -989,7 +1172,7 @@ fn reply_from_lua(v: Value, resp3: bool, out: &mut ReplyBuf) {
             }
             Value::Integer(i) => out.int(i),
             Value::Number(n) => out.int(lua_number_to_i64(n)),
-            Value::Table(t) => table_reply(&t, top, out, &mut work),
+            Value::Table(t) => table_reply(&t, top, out, &mut work, note),
             _ => out.null(),
         }
     }
@@ -1007,12 +1190,19 @@ pub fn lua_number_to_i64(n: f64) -> i64 {
 
 /// One table: a reply of its own (error, status, double, …) or a header
 /// whose elements are pushed on `work` (in reverse, to come out in order).
-fn table_reply(t: &Table, top: usize, out: &mut ReplyBuf, work: &mut Vec<(Value, usize)>) {
+fn table_reply(
+    t: &Table,
+    top: usize,
+    out: &mut ReplyBuf,
+    work: &mut Vec<(Value, usize)>,
+    note: &mut dyn FnMut(&[u8], bool),
+) {
     let field = |name: &str| t.raw_get::<Value>(name).unwrap_or(Value::Nil);
     let clean = |b: &[u8]| -> Vec<u8> {
         b.iter().map(|&c| if c == b'\r' || c == b'\n' { b' ' } else { c }).collect()
     };
     if let Value::String(e) = field("err") {
+        note(&e.as_bytes(), ignores_stats(t));
         out.error(&e.as_bytes());
         return;
     }
@@ -1175,7 +1365,10 @@ unsafe fn call_primitive(l: *mut mlua::ffi::lua_State, raise: bool) -> std::os::
             }
         }
         if bad {
-            Some(Err(b"ERR Lua redis lib command arguments must be strings or integers".to_vec()))
+            Some(Err((
+                b"ERR Lua redis lib command arguments must be strings or integers".to_vec(),
+                false,
+            )))
         } else {
             let argv: SmallVec<[&[u8]; 8]> = pieces
                 .iter()
@@ -1195,7 +1388,9 @@ unsafe fn call_primitive(l: *mut mlua::ffi::lua_State, raise: bool) -> std::os::
                 Ok(Some(Ok(()))) => Some(Ok(buf)),
                 Ok(Some(Err(line))) => Some(Err(line)),
                 Ok(None) => None,
-                Err(_) => Some(Err(b"ERR internal error while running the command".to_vec())),
+                Err(_) => {
+                    Some(Err((b"ERR internal error while running the command".to_vec(), false)))
+                }
             }
         }
     };
@@ -1217,8 +1412,8 @@ unsafe fn call_primitive(l: *mut mlua::ffi::lua_State, raise: bool) -> std::os::
     let is_err = unsafe {
         ffi::lua_settop(l, 0);
         match outcome {
-            Err(line) => {
-                push_error_table(l, &line);
+            Err((line, counted)) => {
+                push_error_table(l, &line, counted);
                 true
             }
             Ok(buf) => {
@@ -1298,13 +1493,13 @@ unsafe fn push_reply(l: *mut mlua::ffi::lua_State, bytes: &[u8]) -> bool {
                 let is_err = matches!(frame, Frame::Error(_));
                 if !push_frame(l, frame) {
                     ffi::lua_settop(l, 0);
-                    push_error_table(l, b"ERR reached lua stack limit");
+                    push_error_table(l, b"ERR reached lua stack limit", false);
                     return true;
                 }
                 is_err
             }
             _ => {
-                push_error_table(l, b"ERR the command's reply could not be read");
+                push_error_table(l, b"ERR the command's reply could not be read", false);
                 true
             }
         }
@@ -1340,7 +1535,8 @@ unsafe fn push_frame(l: *mut mlua::ffi::lua_State, f: Frame) -> bool {
                 push_bytes(&s);
                 wrap(c"ok");
             }
-            Frame::Error(e) => push_error_table(l, &e),
+            // The command's error was counted when it was replied.
+            Frame::Error(e) => push_error_table(l, &e, true),
             Frame::Array(Some(items)) | Frame::Push(items) => {
                 ffi::lua_createtable(l, items.len().min(i32::MAX as usize) as i32, 0);
                 for (i, x) in items.into_iter().enumerate() {
@@ -1400,7 +1596,7 @@ unsafe fn push_frame(l: *mut mlua::ffi::lua_State, f: Frame) -> bool {
 ///
 /// # Safety
 /// On a running state, with the memory limit lifted and room for 3 slots.
-unsafe fn push_error_table(l: *mut mlua::ffi::lua_State, line: &[u8]) {
+unsafe fn push_error_table(l: *mut mlua::ffi::lua_State, line: &[u8], counted: bool) {
     let line = line.strip_prefix(b"-").unwrap_or(line);
     let (code, msg): (&[u8], &[u8]) = match line.iter().position(|&c| c == b' ') {
         Some(sp) => (&line[..sp], &line[sp + 1..]),
@@ -1413,11 +1609,20 @@ unsafe fn push_error_table(l: *mut mlua::ffi::lua_State, line: &[u8]) {
     text.extend_from_slice(&msg[start..end.max(start)]);
     // SAFETY: plain Lua C API calls, as the caller guarantees.
     unsafe {
-        mlua::ffi::lua_createtable(l, 0, 1);
+        mlua::ffi::lua_createtable(l, 0, 2);
         mlua::ffi::lua_pushlstring(l, text.as_ptr() as *const _, text.len());
         mlua::ffi::lua_setfield(l, -2, c"err".as_ptr());
+        if counted {
+            // Redis's marker (scripts see it): the error is in the error
+            // stats already, the script's reply must not count it again.
+            mlua::ffi::lua_pushboolean(l, 1);
+            mlua::ffi::lua_setfield(l, -2, IGNORE_STATS.as_ptr());
+        }
     }
 }
+
+/// The field of an error table that says its error was counted.
+const IGNORE_STATS: &std::ffi::CStr = c"ignore_error_stats_update";
 
 /// One script run's view of the engine: what `redis.call` needs.
 pub struct Run<'a, 'l> {
@@ -1448,10 +1653,35 @@ pub struct Run<'a, 'l> {
 }
 
 impl Run<'_, '_> {
+    /// `redis.acl_check_cmd`: whether the script's user may run `argv`
+    /// (the command, its keys and channels), as Redis's
+    /// ACLCheckAllUserCommandPerm answers; `None` when no such command
+    /// (or subcommand) exists. Arity is not checked, as Redis's
+    /// lookupCommand does not.
+    fn acl_check(&self, argv: &[&[u8]]) -> Option<bool> {
+        let top = crate::commands::find(argv[0])?;
+        let spec = if !top.subcommands.is_empty() && argv.len() >= 2 {
+            top.subcommands.iter().find(|s| argv[1].eq_ignore_ascii_case(s.name.as_bytes()))?
+        } else {
+            top
+        };
+        let id = crate::cmdstats::index_of(spec);
+        Some(self.sess.user.check(&crate::acl::Check::new(spec, id, argv)).is_ok())
+    }
+
     /// `redis.call`/`redis.pcall`: runs one command into `buf`; `Err` is
     /// the error line (without its `-`) a script sees instead of a reply.
-    fn command(&mut self, argv: &[&[u8]], buf: &mut ReplyBuf) -> Result<(), Vec<u8>> {
-        let fail = |text: &[u8]| -> Result<(), Vec<u8>> { Err(text.to_vec()) };
+    fn command(&mut self, argv: &[&[u8]], buf: &mut ReplyBuf) -> Result<(), (Vec<u8>, bool)> {
+        // The script's own errors (not counted; the script's reply may be).
+        let fail = |text: &[u8]| -> Result<(), (Vec<u8>, bool)> { Err((text.to_vec(), false)) };
+        // The command was refused: an error reply of the command's, counted
+        // in the error stats now (Redis's scriptCall), not again in the
+        // script's reply.
+        let shared = self.shared;
+        let refuse = |text: &[u8]| -> Result<(), (Vec<u8>, bool)> {
+            shared.cmdstats.error(text);
+            Err((text.to_vec(), true))
+        };
         if self.retry.is_some() {
             return fail(b"ERR script restarted");
         }
@@ -1461,15 +1691,16 @@ impl Run<'_, '_> {
         let spec = match dispatch::lookup(argv) {
             Lookup::Found(s) => s,
             Lookup::Rejected(CmdError::WrongArity(_)) => {
-                return fail(b"ERR Wrong number of args calling Redis command from script")
+                return refuse(b"ERR Wrong number of args calling Redis command from script")
             }
-            Lookup::Rejected(_) => return fail(b"ERR Unknown Redis command called from script"),
+            Lookup::Rejected(_) => return refuse(b"ERR Unknown Redis command called from script"),
         };
         let caller =
             Caller::Script { read_only: self.read_only, allow_oom: self.script.flags.allow_oom };
         if let Err(e) = dispatch::check(self.shared, self.sess, spec, argv, caller) {
             self.sess.stats.rejected_calls += 1;
-            return fail(&e.text());
+            dispatch::count_rejected(self.shared, self.sess, spec);
+            return refuse(&e.text());
         }
         let db = self.sess.db;
         // A command outside what the script locked before it started (keys
@@ -1522,7 +1753,7 @@ impl Run<'_, '_> {
         let walk = matches!(spec.keys, KeySpec::DbWalk) && self.keys.is_empty();
         if !walk {
             if let Err(e) = dispatch::lock_ids(self.shared, db, need, &mut ids, self.keys) {
-                return fail(&e.text());
+                return refuse(&e.text());
             }
         }
         if spec.flags.has(Flags::WRITE) {

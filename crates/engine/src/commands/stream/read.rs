@@ -106,6 +106,14 @@ fn read_with(cx: &mut Ctx, args: &mut Args, grouped: bool, out: &mut ReplyBuf) -
         let more = argv.len() - i - 1;
         let o = argv[i];
         if eq_ic(o, "BLOCK") && more > 0 {
+            // Refused from scripts before the timeout is read, naming the
+            // command as it was called (Redis's xreadCommand).
+            if matches!(cx.caller, Caller::Script { .. }) {
+                let mut m = b"ERR ".to_vec();
+                m.extend_from_slice(argv[0]);
+                m.extend_from_slice(b" command is not allowed with BLOCK option from scripts");
+                return Err(CmdError::Bytes(m));
+            }
             i += 1;
             let t = parse_i64(argv[i]).map_err(|_| CmdError::TimeoutNotInteger)?;
             if t < 0 {
