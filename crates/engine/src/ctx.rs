@@ -74,6 +74,19 @@ pub fn parse_i64(a: &[u8]) -> Result<i64, CmdError> {
     resp::parse_i64(a).ok_or(CmdError::NotInteger)
 }
 
+/// An integer argument in `min..=max`, as Redis's
+/// `getRangeLongFromObjectOrReply` checks it: not an integer is
+/// `NotInteger`, out of the range is the error that names the bounds.
+pub fn parse_range(a: &[u8], min: i64, max: i64) -> Result<i64, CmdError> {
+    let v = parse_i64(a)?;
+    if v < min || v > max {
+        return Err(CmdError::err(format!(
+            "value is out of range, value must between {min} and {max}"
+        )));
+    }
+    Ok(v)
+}
+
 /// Case-insensitive ASCII comparison with an upper-case literal.
 #[inline]
 pub fn eq_ic(a: &[u8], upper: &str) -> bool {
