@@ -63,6 +63,17 @@ impl<'a> Args<'a> {
         self.req()
     }
 
+    /// A container's subcommand takes at most `n` arguments after its
+    /// name: more is Redis's `addReplySubcommandSyntaxError`, checked
+    /// before anything else the subcommand parses.
+    pub fn at_most(&self, n: usize) -> Result<(), CmdError> {
+        let argv = self.argv;
+        if argv.len() > 2 + n {
+            return Err(CmdError::SubcommandSyntax { sub: argv[1].to_vec(), cmd: argv[0].to_vec() });
+        }
+        Ok(())
+    }
+
     /// Next argument as a strict 64-bit integer.
     pub fn i64(&mut self) -> Result<i64, CmdError> {
         parse_i64(self.req()?)

@@ -374,7 +374,14 @@ impl<S: Transport> Conn<S> {
                 // waiting: nothing else would wake us for it.
                 continue;
             }
-            self.wait_io(notify, None).await?;
+            // Over the soft output limit: woken when its seconds are up,
+            // so that a client that stopped reading (and is sent nothing
+            // more) is closed then, as Redis's clientsCron closes it.
+            let soft_wait = self.soft_since.map(|since| {
+                let end = since + self.obuf_class().soft_seconds as i64 * 1000;
+                Duration::from_millis((end - unix_ms()).clamp(10, 60_000) as u64)
+            });
+            self.wait_io(notify, soft_wait).await?;
         }
     }
 

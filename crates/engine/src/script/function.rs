@@ -289,16 +289,18 @@ fn parse_metadata(code: &[u8]) -> Result<(String, usize), CmdError> {
 }
 
 fn load(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    // As Redis parses it: every argument but the last is an option
+    // (REPLACE, any number of times), the last is the code.
+    let rest = args.rest();
+    let (&code, opts) = rest.split_last().ok_or_else(|| CmdError::err("Function code is missing"))?;
     let mut replace = false;
-    let mut code = args.req()?;
-    if eq_ic(code, "REPLACE") && args.remaining() > 0 {
+    for o in opts {
+        if !eq_ic(o, "REPLACE") {
+            return Err(CmdError::err(
+                "Unknown option given: ".to_string() + &String::from_utf8_lossy(o),
+            ));
+        }
         replace = true;
-        code = args.req()?;
-    }
-    if args.remaining() > 0 {
-        return Err(CmdError::err(
-            "Unknown option given: ".to_string() + &String::from_utf8_lossy(args.rest()[0]),
-        ));
     }
     let lib = compile(cx.shared, code, |name| {
         !replace && cx.shared.scripts.functions.read().libs.contains_key(name)
@@ -443,6 +445,13 @@ fn dump(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
 }
 
 fn restore(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    // Too many arguments before the policy's words (Redis's order).
+    if args.remaining() > 2 {
+        return Err(CmdError::SubcommandSyntax {
+            sub: args.argv()[1].to_vec(),
+            cmd: b"FUNCTION".to_vec(),
+        });
+    }
     let payload = args.req()?;
     let policy = match args.next() {
         None => Policy::Append,
@@ -455,12 +464,6 @@ fn restore(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
             ))
         }
     };
-    if args.remaining() > 0 {
-        return Err(CmdError::SubcommandSyntax {
-            sub: args.argv()[1].to_vec(),
-            cmd: b"FUNCTION".to_vec(),
-        });
-    }
     let snap = snapshots(cx)?;
     let cfg = cx.sess.conf(cx.shared).clone();
     let codes = snap.function_restore(payload, &cfg).map_err(CmdError::err)?;
@@ -507,6 +510,7 @@ fn delete(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
 }
 
 fn flush(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    args.at_most(1)?;
     match args.rest() {
         [] => {}
         [m] if eq_ic(m, "SYNC") || eq_ic(m, "ASYNC") => {}
@@ -612,13 +616,7 @@ fn fcall_ro(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
 fn fcall_generic(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf, ro: bool) -> CmdResult {
     let argv = args.argv();
     let name = String::from_utf8_lossy(argv[1]).into_owned();
-    let numkeys =
-        resp::parse_i64(argv[2]).ok_or_else(|| CmdError::err("Bad number of keys provided"))?;
-    if numkeys > (argv.len() - 3) as i64 {
-        return Err(CmdError::err("Number of keys can't be greater than number of args"));
-    } else if numkeys < 0 {
-        return Err(CmdError::err("Number of keys can't be negative"));
-    }
+    // Redis's order: the function, then numkeys.
     let (lib, unit) = {
         let reg = cx.shared.scripts.functions.read();
         let Some(lib) = reg.functions.get(&name).and_then(|l| reg.libs.get(l)).cloned() else {
@@ -628,6 +626,13 @@ fn fcall_generic(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf, ro: bool) ->
         let unit = lib.units[i].clone();
         (lib, unit)
     };
+    let numkeys =
+        resp::parse_i64(argv[2]).ok_or_else(|| CmdError::err("Bad number of keys provided"))?;
+    if numkeys > (argv.len() - 3) as i64 {
+        return Err(CmdError::err("Number of keys can't be greater than number of args"));
+    } else if numkeys < 0 {
+        return Err(CmdError::err("Number of keys can't be negative"));
+    }
     super::check_flags(cx, unit.flags, ro)?;
     let keys = &argv[3..3 + numkeys as usize];
     let fargs = &argv[3 + numkeys as usize..];
