@@ -104,33 +104,66 @@ fn answer(r: io::Result<Vec<u8>>) -> Answer {
 /// The reply of the marker command sent after each command.
 const MARKER: &[u8] = b"$6\r\nabuse!\r\n";
 
-/// Sends `argv` and a marker (`ECHO abuse!`) in one write; returns what
-/// the first reply was and how many replies came before the marker (a
-/// command such as UNSUBSCRIBE with several channels replies more than
-/// once).
-fn exchange(c: &mut Client, argv: &[Vec<u8>]) -> (Answer, usize) {
+/// What one command did: its first reply, how many replies it sent, and
+/// the keys of the selected database after it (sorted).
+struct Outcome {
+    answer: Answer,
+    replies: usize,
+    keys: Option<Vec<Vec<u8>>>,
+}
+
+/// The names in a `KEYS` reply, sorted.
+fn key_names(reply: &[u8]) -> Option<Vec<Vec<u8>>> {
+    let (frame, _) = resp::parse_frame(reply).ok()??;
+    let items = match frame {
+        resp::Frame::Array(Some(v)) | resp::Frame::Set(v) => v,
+        _ => return None,
+    };
+    let mut names: Vec<Vec<u8>> = items
+        .into_iter()
+        .filter_map(|f| match f {
+            resp::Frame::Bulk(Some(b)) => Some(b),
+            _ => None,
+        })
+        .collect();
+    names.sort();
+    Some(names)
+}
+
+/// Sends `argv`, `KEYS *` and a marker (`ECHO abuse!`) in one write and
+/// reads up to the marker. The keys tell when the two servers' data
+/// parted (an expiry taken on one side only, a write that did not
+/// happen) even where both replies look alike; the marker ends a command
+/// that replies more than once (UNSUBSCRIBE with several channels).
+fn exchange(c: &mut Client, argv: &[Vec<u8>]) -> Outcome {
+    let none = |answer| Outcome { answer, replies: 0, keys: None };
     let mut req = Vec::new();
     testkit::encode(argv, &mut req);
+    testkit::encode(&["KEYS", "*"], &mut req);
     testkit::encode(&["ECHO", "abuse!"], &mut req);
     if c.send_raw(&req).is_err() {
-        return (Answer::Closed, 0);
+        return none(Answer::Closed);
     }
-    let first = c.read_reply();
-    if matches!(&first, Ok(b) if b == MARKER) {
-        // Nothing came for the command itself (CLIENT REPLY-like).
-        return (Answer::Reply(0), 0);
-    }
-    let a = answer(first);
-    if matches!(a, Answer::Silent | Answer::Closed) {
-        return (a, 0);
-    }
-    let mut n = 1;
+    let mut replies: Vec<Vec<u8>> = Vec::new();
     loop {
         match c.read_reply() {
-            Ok(b) if b == MARKER => return (a, n),
-            Ok(_) => n += 1,
-            Err(e) => return (answer(Err(e)), n),
+            Ok(b) if b == MARKER => break,
+            Ok(b) => replies.push(b),
+            Err(e) => {
+                let first = replies.into_iter().next();
+                return match first {
+                    Some(b) => Outcome { answer: answer(Ok(b)), replies: 1, keys: None },
+                    None => none(answer(Err(e))),
+                };
+            }
         }
+    }
+    let keys = replies.pop().and_then(|k| key_names(&k));
+    let n = replies.len();
+    match replies.into_iter().next() {
+        // Nothing came for the command itself.
+        None => Outcome { answer: Answer::Reply(0), replies: 0, keys },
+        Some(b) => Outcome { answer: answer(Ok(b)), replies: n, keys },
     }
 }
 
@@ -196,6 +229,23 @@ impl Side {
     }
 }
 
+/// Whether keys present on one side only all have a time to live: a key
+/// that expires between the two servers' runs of a command is a race of
+/// the test, not a difference.
+fn expiry_race(r: &mut Side, s: &mut Side, x: &[Vec<u8>], y: &[Vec<u8>]) -> bool {
+    let only = |a: &[Vec<u8>], b: &[Vec<u8>]| -> Vec<Vec<u8>> {
+        a.iter().filter(|k| !b.contains(k)).cloned().collect()
+    };
+    // A time to live, or gone by now: either way it expires.
+    let ttl = |side: &mut Side, keys: Vec<Vec<u8>>| {
+        keys.iter().all(|k| {
+            let pttl = [b"PTTL".to_vec(), k.clone()];
+            matches!(side.conn.cmd(&pttl), Ok(b) if b.first() == Some(&b':') && b != b":-1\r\n")
+        })
+    };
+    ttl(r, only(x, y)) && ttl(s, only(y, x))
+}
+
 /// Mismatches, one line each, for the failure message.
 fn run(redis_port: u16, sluice: &mut TestServer, n: usize, seed: u64) -> (Vec<String>, u64) {
     let redis_wait = Duration::from_secs(3);
@@ -219,7 +269,7 @@ fn run(redis_port: u16, sluice: &mut TestServer, n: usize, seed: u64) -> (Vec<St
         let cmd = table[rng.below(table.len())];
         let argv = abuse::command(&mut rng, cmd);
         let t0 = Instant::now();
-        let (a, na) = exchange(&mut r.conn, &argv);
+        let Outcome { answer: a, replies: na, keys: ka } = exchange(&mut r.conn, &argv);
         if a == Answer::Silent {
             // Blocked in Redis after all: not a command this test can
             // compare (the generator keeps valid timeouts short).
@@ -229,7 +279,7 @@ fn run(redis_port: u16, sluice: &mut TestServer, n: usize, seed: u64) -> (Vec<St
             continue;
         }
         let t1 = Instant::now();
-        let (b, nb) = exchange(&mut s.conn, &argv);
+        let Outcome { answer: b, replies: nb, keys: kb } = exchange(&mut s.conn, &argv);
         slow.push((t1 - t0, t1.elapsed(), abuse::show(&argv)));
         slow.sort_by(|x, y| (y.0 + y.1).cmp(&(x.0 + x.1)));
         slow.truncate(5);
@@ -255,6 +305,24 @@ fn run(redis_port: u16, sluice: &mut TestServer, n: usize, seed: u64) -> (Vec<St
                 "{}\n    redis:  {a:?} ({na} replies)\n    sluice: {b:?} ({nb} replies)",
                 abuse::show(&argv)
             ));
+        } else if let (Some(x), Some(y)) = (&ka, &kb) {
+            if x != y && !expiry_race(&mut r, &mut s, x, y) {
+                let show = |k: &Vec<Vec<u8>>| {
+                    k.iter().map(|n| testkit::escape(n)).collect::<Vec<_>>().join(" ")
+                };
+                found.push(format!(
+                    "{}\n    keys after it differ: redis [{}], sluice [{}]",
+                    abuse::show(&argv),
+                    show(x),
+                    show(y)
+                ));
+            }
+            if x != y {
+                // Start again from the same data, or one difference
+                // shows as many.
+                r.reset();
+                s.reset();
+            }
         }
         if b == Answer::Silent {
             s.unblock();

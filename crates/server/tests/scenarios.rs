@@ -98,6 +98,7 @@ scenarios! {
     streams_groups => "streams_groups.txt",
     streams_blocking => "streams_blocking.txt",
     streams_claim => "streams_claim.txt",
+    extreme_arguments => "extreme_arguments.txt",
 }
 
 #[test]
