@@ -63,6 +63,17 @@ impl<'a> Args<'a> {
         self.req()
     }
 
+    /// A container's subcommand takes at most `n` arguments after its
+    /// name: more is Redis's `addReplySubcommandSyntaxError`, checked
+    /// before anything else the subcommand parses.
+    pub fn at_most(&self, n: usize) -> Result<(), CmdError> {
+        let argv = self.argv;
+        if argv.len() > 2 + n {
+            return Err(CmdError::SubcommandSyntax { sub: argv[1].to_vec(), cmd: argv[0].to_vec() });
+        }
+        Ok(())
+    }
+
     /// Next argument as a strict 64-bit integer.
     pub fn i64(&mut self) -> Result<i64, CmdError> {
         parse_i64(self.req()?)
@@ -72,6 +83,19 @@ impl<'a> Args<'a> {
 /// Parses an integer argument with Redis's rules.
 pub fn parse_i64(a: &[u8]) -> Result<i64, CmdError> {
     resp::parse_i64(a).ok_or(CmdError::NotInteger)
+}
+
+/// An integer argument in `min..=max`, as Redis's
+/// `getRangeLongFromObjectOrReply` checks it: not an integer is
+/// `NotInteger`, out of the range is the error that names the bounds.
+pub fn parse_range(a: &[u8], min: i64, max: i64) -> Result<i64, CmdError> {
+    let v = parse_i64(a)?;
+    if v < min || v > max {
+        return Err(CmdError::err(format!(
+            "value is out of range, value must between {min} and {max}"
+        )));
+    }
+    Ok(v)
 }
 
 /// Case-insensitive ASCII comparison with an upper-case literal.

@@ -31,6 +31,43 @@ impl Harness {
         execute(&self.shared, &mut self.sess, &argv, &mut out);
         String::from_utf8_lossy(&out.to_vec()).into_owned()
     }
+
+    /// Runs a command into a buffer limited to `limit` bytes (a client's
+    /// output buffer limit); returns whether it went over and the
+    /// buffer's allocated bytes.
+    pub fn run_limited(&mut self, argv: &[&str], limit: usize) -> (bool, usize) {
+        let argv: Vec<&[u8]> = argv.iter().map(|a| a.as_bytes()).collect();
+        let mut out = ReplyBuf::new();
+        out.set_limit(limit);
+        execute(&self.shared, &mut self.sess, &argv, &mut out);
+        (out.is_over(), out.allocated())
+    }
+}
+
+/// SRANDMEMBER, ZRANDMEMBER and HRANDFIELD with a huge negative count (a
+/// reply of 4.6e18 elements) grew until the machine ran out; the output
+/// limit now cuts the reply as it is built and the loop stops there.
+#[test]
+fn random_members_with_huge_negative_counts_stop_at_the_output_limit() {
+    let mut h = Harness::new();
+    h.run(&["SADD", "s", "a", "b"]);
+    h.run(&["ZADD", "z", "1", "a"]);
+    h.run(&["HSET", "h", "a", "1"]);
+    let start = std::time::Instant::now();
+    for argv in [
+        &["SRANDMEMBER", "s", "-4611686018427387904"][..],
+        &["ZRANDMEMBER", "z", "-4611686018427387904"],
+        &["ZRANDMEMBER", "z", "-4611686018427387903", "WITHSCORES"],
+        &["HRANDFIELD", "h", "-9223372036854775807"],
+        &["HRANDFIELD", "h", "-4611686018427387903", "WITHVALUES"],
+    ] {
+        let (over, allocated) = h.run_limited(argv, 1 << 20);
+        assert!(over, "{argv:?} did not reach the limit");
+        assert!(allocated < 2 << 20, "{argv:?} kept {allocated} bytes");
+    }
+    assert!(start.elapsed() < std::time::Duration::from_secs(20));
+    // Under the limit nothing changes.
+    assert_eq!(h.run_limited(&["SRANDMEMBER", "s", "-1000"], 1 << 20).0, false);
 }
 
 #[test]

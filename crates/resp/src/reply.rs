@@ -5,6 +5,15 @@
 //! about the size of their replies, never a doubling vector or an object
 //! per reply. Handlers write through the typed methods; the connection
 //! drains chunks to the socket with vectored writes.
+//!
+//! A buffer has a limit (a client's `client-output-buffer-limit`): the
+//! first chunk that would start past it marks the buffer *over*, and from
+//! then on the bytes written are counted but not kept, so a command whose
+//! reply grows with a number in the request (SRANDMEMBER with a huge
+//! negative count) costs at most the limit; it checks [`ReplyBuf::is_over`]
+//! to stop early, and the connection closes the client, as Redis does
+//! from `_addReplyProtoToList`. The check is made once per chunk, never
+//! per reply.
 
 use std::collections::VecDeque;
 use std::io::IoSlice;
@@ -30,8 +39,13 @@ pub struct Mark {
     total: usize,
 }
 
+/// A buffer's limit when none is set: bounded all the same, so that no
+/// request number can size the server's memory (2 GiB; Redis's normal
+/// clients default to no limit at all).
+pub const DEFAULT_LIMIT: usize = 2 << 30;
+
 /// Encoded replies waiting to be written.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct ReplyBuf {
     chunks: VecDeque<Vec<u8>>,
     /// Bytes of the front chunk already written to the socket.
@@ -39,6 +53,26 @@ pub struct ReplyBuf {
     /// Unwritten bytes in all chunks.
     total: usize,
     pub proto: Proto,
+    /// Unwritten bytes past which no new chunk is kept.
+    limit: usize,
+    /// Went past `limit`: what is written is counted, not kept.
+    over: bool,
+    /// Where writes go once over (reused, never grown past one write).
+    sink: Vec<u8>,
+}
+
+impl Default for ReplyBuf {
+    fn default() -> Self {
+        ReplyBuf {
+            chunks: VecDeque::new(),
+            head_sent: 0,
+            total: 0,
+            proto: Proto::default(),
+            limit: DEFAULT_LIMIT,
+            over: false,
+            sink: Vec::new(),
+        }
+    }
 }
 
 pub(crate) mod itoa_buf {
@@ -141,6 +175,18 @@ impl ReplyBuf {
         self.proto == Proto::Resp3
     }
 
+    /// Sets the limit in bytes (0: [`DEFAULT_LIMIT`]).
+    pub fn set_limit(&mut self, bytes: usize) {
+        self.limit = if bytes == 0 { DEFAULT_LIMIT } else { bytes };
+    }
+
+    /// Whether the buffer went past its limit: the reply being built is
+    /// lost and the client is to be closed.
+    #[inline]
+    pub fn is_over(&self) -> bool {
+        self.over
+    }
+
     #[inline]
     fn tail(&mut self, need: usize) -> &mut Vec<u8> {
         let fits = match self.chunks.back() {
@@ -148,9 +194,21 @@ impl ReplyBuf {
             None => false,
         };
         if !fits {
+            if self.total > self.limit {
+                return self.spill(need);
+            }
             self.chunks.push_back(Vec::with_capacity(CHUNK.max(need)));
         }
         self.chunks.back_mut().expect("a chunk was just ensured")
+    }
+
+    /// Past the limit: a scratch chunk to write into and forget.
+    #[cold]
+    fn spill(&mut self, need: usize) -> &mut Vec<u8> {
+        self.over = true;
+        self.sink.clear();
+        self.sink.reserve(need);
+        &mut self.sink
     }
 
     /// Appends encoded bytes as they are.
@@ -158,6 +216,10 @@ impl ReplyBuf {
     pub fn raw(&mut self, b: &[u8]) {
         self.total += b.len();
         if b.len() > CHUNK {
+            if self.total > self.limit {
+                self.over = true;
+                return;
+            }
             // Large payloads: fill the current chunk's room first so that
             // small replies around it stay packed, then one exact chunk.
             self.chunks.push_back(b.to_vec());
@@ -207,7 +269,8 @@ impl ReplyBuf {
     /// Removes and returns everything written after `m` (to put
     /// something before it). Same precondition as [`truncate`](Self::truncate).
     pub fn split_off(&mut self, m: Mark) -> Vec<u8> {
-        let mut v = Vec::with_capacity(self.total - m.total);
+        // Sized by the bytes kept: past the limit `total` counts more.
+        let mut v = Vec::with_capacity((self.total - m.total).min(self.kept()));
         if m.chunks == 0 {
             for (i, c) in self.chunks.iter().enumerate() {
                 v.extend_from_slice(if i == 0 { &c[self.head_sent..] } else { &c[..] });
@@ -222,13 +285,31 @@ impl ReplyBuf {
         v
     }
 
+    /// Unwritten bytes the chunks hold (`total` but for what went past
+    /// the limit).
+    fn kept(&self) -> usize {
+        self.chunks.iter().map(Vec::len).sum::<usize>() - self.head_sent
+    }
+
     /// Bytes written since `m`.
     pub fn since(&self, m: Mark) -> usize {
         self.total - m.total
     }
 
-    /// Moves all of `other`'s bytes to the end of this buffer.
+    /// An empty buffer for a reply built aside (its length goes first),
+    /// with this one's protocol and the room left under its limit.
+    pub fn side(&self) -> ReplyBuf {
+        ReplyBuf {
+            proto: self.proto,
+            limit: self.limit.saturating_sub(self.total).max(1),
+            ..ReplyBuf::default()
+        }
+    }
+
+    /// Moves all of `other`'s bytes to the end of this buffer (an `other`
+    /// that went past its limit puts this one over too).
     pub fn append(&mut self, other: &mut ReplyBuf) {
+        self.over |= other.over;
         while let Some(mut c) = other.chunks.pop_front() {
             if other.head_sent > 0 {
                 c.drain(..other.head_sent);
@@ -238,7 +319,11 @@ impl ReplyBuf {
                 self.raw(&c);
             } else {
                 self.total += c.len();
-                self.chunks.push_back(c);
+                if self.total > self.limit {
+                    self.over = true;
+                } else {
+                    self.chunks.push_back(c);
+                }
             }
         }
         other.total = 0;
@@ -290,7 +375,7 @@ impl ReplyBuf {
 
     /// Copies out all unwritten bytes (tests and in-process harnesses).
     pub fn to_vec(&self) -> Vec<u8> {
-        let mut v = Vec::with_capacity(self.total);
+        let mut v = Vec::with_capacity(self.total.min(self.kept()));
         for (i, c) in self.chunks.iter().enumerate() {
             v.extend_from_slice(if i == 0 { &c[self.head_sent..] } else { &c[..] });
         }
@@ -309,6 +394,8 @@ impl ReplyBuf {
         }
         self.head_sent = 0;
         self.total = 0;
+        self.over = false;
+        self.sink = Vec::new();
     }
 
     /// The unwritten bytes, when they are in one chunk.
@@ -325,6 +412,8 @@ impl ReplyBuf {
         self.chunks.clear();
         self.head_sent = 0;
         self.total = 0;
+        self.over = false;
+        self.sink = Vec::new();
     }
 
     // ---- typed replies -------------------------------------------------
@@ -574,6 +663,38 @@ mod tests {
                 assert_eq!(r.to_vec(), want, "len {len} pre {pre}");
             }
         }
+    }
+
+    /// A reply that grows without end (SRANDMEMBER with a huge negative
+    /// count) costs the limit and a chunk, not what it counts.
+    #[test]
+    fn writes_past_the_limit_are_counted_not_kept() {
+        let mut r = ReplyBuf::new();
+        r.set_limit(100_000);
+        r.int(1);
+        let big = vec![b'y'; CHUNK * 2];
+        let mut n = 0;
+        while !r.is_over() {
+            r.bulk(b"member");
+            n += 1;
+            assert!(n < 1_000_000, "never went over");
+        }
+        for _ in 0..1_000_000 {
+            r.bulk(b"member");
+            r.int(123_456);
+        }
+        r.bulk(&big);
+        let mut other = ReplyBuf::new();
+        other.raw(&big);
+        r.append(&mut other);
+        assert!(r.allocated() <= 100_000 + 2 * CHUNK, "{} allocated", r.allocated());
+        assert!(r.len() > 10_000_000);
+        assert!(r.to_vec().len() <= 100_000 + CHUNK);
+        // A buffer reused for the next caller starts under its limit.
+        r.clear();
+        assert!(!r.is_over());
+        r.ok();
+        assert_eq!(r.to_vec(), b"+OK\r\n");
     }
 
     #[test]

@@ -353,7 +353,14 @@ impl<S: Transport> Conn<S> {
                 // waiting: nothing else would wake us for it.
                 continue;
             }
-            self.wait_io(notify, None).await?;
+            // Over the soft output limit: woken when its seconds are up,
+            // so that a client that stopped reading (and is sent nothing
+            // more) is closed then, as Redis's clientsCron closes it.
+            let soft_wait = self.soft_since.map(|since| {
+                let end = since + self.obuf_class().soft_seconds as i64 * 1000;
+                Duration::from_millis((end - unix_ms()).clamp(10, 60_000) as u64)
+            });
+            self.wait_io(notify, soft_wait).await?;
         }
     }
 
@@ -484,10 +491,10 @@ impl<S: Transport> Conn<S> {
     fn over_output_limit(&mut self) -> bool {
         let used = (self.out.len() + self.sess.handle.outbox.pending()) as u64;
         self.sess.handle.omem.store(self.out.len(), Ordering::Relaxed);
-        let class =
-            if self.sess.subs.total() > 0 { self.limits.obuf_pubsub } else { self.limits.obuf };
-        let ObufLimit { hard, soft, soft_seconds } = class;
-        if hard > 0 && used > hard {
+        let ObufLimit { hard, soft, soft_seconds } = self.obuf_class();
+        // A reply that went past the hard limit (or the buffer's own cap)
+        // while it was built is incomplete: the client goes.
+        if self.out.is_over() || (hard > 0 && used > hard) {
             return true;
         }
         if soft > 0 && used > soft {
@@ -497,6 +504,16 @@ impl<S: Transport> Conn<S> {
         }
         self.soft_since = None;
         false
+    }
+
+    /// The output limit class of the client: pubsub while it is
+    /// subscribed, else normal.
+    fn obuf_class(&self) -> ObufLimit {
+        if self.sess.subs.total() > 0 {
+            self.limits.obuf_pubsub
+        } else {
+            self.limits.obuf
+        }
     }
 
     /// Whether unexecuted complete requests may be buffered.
@@ -597,6 +614,8 @@ impl<S: Transport> Conn<S> {
         if epoch != self.limits.epoch {
             self.limits = ConnLimits::load(&self.shared, self.sess.authenticated);
         }
+        // The hard limit holds while replies are built (`ReplyBuf`).
+        self.out.set_limit(self.obuf_class().hard as usize);
         let start_out = self.out.len();
         let mut budget_left = true;
         let mut executed = false;
@@ -653,7 +672,7 @@ impl<S: Transport> Conn<S> {
                 }
             }
             for i in 0..n {
-                if self.out.len() >= OUT_HIGH_WATER {
+                if self.out.len() >= OUT_HIGH_WATER || self.out.is_over() {
                     break 'batch;
                 }
                 if self.out.len() - start_out.min(self.out.len()) >= TURN_BUDGET {

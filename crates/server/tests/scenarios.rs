@@ -101,6 +101,7 @@ scenarios! {
     streams_claim => "streams_claim.txt",
     blocking_key_changes => "blocking_key_changes.txt",
     replica_stale => "replica_stale.txt",
+    extreme_arguments => "extreme_arguments.txt",
 }
 
 #[test]

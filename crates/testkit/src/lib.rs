@@ -13,8 +13,12 @@
 //! - [`transcript`] runs scripts over several connections against both
 //!   servers and compares the transcripts.
 //!
-//! Depends only on `resp`; never used by non-test code.
+//! - [`abuse`] generates hostile commands from Redis's command table.
+//!
+//! Depends on `resp` and `engine` (its command metadata); never used by
+//! non-test code.
 
+pub mod abuse;
 pub mod args;
 mod client;
 pub mod effects;

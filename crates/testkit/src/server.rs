@@ -63,6 +63,7 @@ impl ServerProc {
         args: &dyn Fn(u16) -> Vec<String>,
         cwd: Option<&Path>,
         env: &[(&str, &str)],
+        as_limit: Option<u64>,
     ) -> ServerProc {
         let (dir, own_dir) = match cwd {
             Some(d) => (d.to_path_buf(), false),
@@ -74,7 +75,22 @@ impl ServerProc {
             let log = dir.join(format!("{tag}-{port}-{attempt}.log"));
             let out = std::fs::File::create(&log).expect("create server log");
             let err = out.try_clone().expect("clone log handle");
-            let child = Command::new(bin)
+            let mut command = Command::new(bin);
+            if let Some(bytes) = as_limit {
+                use std::os::unix::process::CommandExt;
+                // SAFETY: only an async-signal-safe syscall runs between
+                // fork and exec.
+                unsafe {
+                    command.pre_exec(move || {
+                        let lim = libc::rlimit { rlim_cur: bytes, rlim_max: bytes };
+                        if libc::setrlimit(libc::RLIMIT_AS, &lim) != 0 {
+                            return Err(std::io::Error::last_os_error());
+                        }
+                        Ok(())
+                    });
+                }
+            }
+            let child = command
                 .args(args(port))
                 .envs(env.iter().copied())
                 .current_dir(&dir)
@@ -101,7 +117,7 @@ impl ServerProc {
     /// on 127.0.0.1. Used by the tests of process behaviour.
     pub fn spawn_raw(bin: &Path, args: &dyn Fn(u16) -> Vec<String>, cwd: &Path) -> ServerProc {
         let tag = if bin.ends_with("redis-server") { "redis" } else { "sluice" };
-        Self::spawn(tag, bin, args, Some(cwd), &[])
+        Self::spawn(tag, bin, args, Some(cwd), &[], None)
     }
 
     fn wait_ready(&mut self, limit: Duration) -> Result<(), String> {
@@ -213,6 +229,19 @@ impl TestServer {
         cwd: Option<&Path>,
         env: &[(&str, &str)],
     ) -> TestServer {
+        Self::start_limited(bin, extra, cwd, env, None)
+    }
+
+    /// [`start_with_env`](Self::start_with_env) under an address-space
+    /// limit (`RLIMIT_AS`, bytes) when `as_limit` is set: an allocation
+    /// past it fails instead of growing the machine's memory.
+    pub fn start_limited(
+        bin: &Path,
+        extra: &[&str],
+        cwd: Option<&Path>,
+        env: &[(&str, &str)],
+        as_limit: Option<u64>,
+    ) -> TestServer {
         let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
         let args = move |port: u16| {
             let mut v: Vec<String> = [
@@ -236,7 +265,7 @@ impl TestServer {
             v.extend(extra.iter().cloned());
             v
         };
-        TestServer(ServerProc::spawn("sluice", bin, &args, cwd, env))
+        TestServer(ServerProc::spawn("sluice", bin, &args, cwd, env, as_limit))
     }
 }
 
@@ -295,7 +324,14 @@ impl RedisServer {
             v.extend(extra.iter().cloned());
             v
         };
-        Some(RedisServer(ServerProc::spawn("redis", Path::new(REDIS_SERVER), &args, cwd, &[])))
+        Some(RedisServer(ServerProc::spawn(
+            "redis",
+            Path::new(REDIS_SERVER),
+            &args,
+            cwd,
+            &[],
+            None,
+        )))
     }
 }
 

@@ -258,6 +258,7 @@ fn whoami(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
 }
 
 fn cat(_cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    args.at_most(1)?;
     match args.next() {
         None => {
             out.array(crate::meta::CATEGORIES.len());
@@ -298,6 +299,7 @@ fn cat(_cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
 }
 
 fn genpass(_cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    args.at_most(1)?;
     let bits = match args.next() {
         None => 256,
         Some(a) => resp::parse_i64(a).ok_or(CmdError::NotInteger)?,
@@ -341,11 +343,9 @@ fn random_bytes(buf: &mut [u8]) {
 }
 
 fn log(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    args.at_most(1)?;
     let mut count = 10i64;
     if let Some(a) = args.next() {
-        if !args.is_empty() {
-            return Err(CmdError::WrongArity("acl|log".into()));
-        }
         if eq_ic(a, "RESET") {
             cx.shared.acl.log.lock().reset();
             out.ok();

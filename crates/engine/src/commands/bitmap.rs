@@ -567,7 +567,7 @@ fn bitfield_with(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf, read_only: b
     if read_only {
         return Err(CmdError::err("BITFIELD_RO only supports the GET subcommand"));
     }
-    let (p, _) = string_for_write(cx, key, highest)?;
+    let (p, grew) = string_for_write(cx, key, highest)?;
     out.array(ops.len());
     let mut changes = 0;
     for f in &ops {
@@ -598,8 +598,13 @@ fn bitfield_with(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf, read_only: b
         };
         match new {
             Some(n) => {
+                // Dirty only when the string was made or grew, or the
+                // field's bits changed (Redis 7.0).
+                let before = get_unsigned(p, f.offset, f.bits);
                 set_field(p, f.offset, f.bits, n);
-                changes += 1;
+                if grew || get_unsigned(p, f.offset, f.bits) != before {
+                    changes += 1;
+                }
                 out.int(ret);
             }
             None => out.null(),

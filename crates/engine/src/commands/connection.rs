@@ -128,7 +128,8 @@ fn echo(_cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
 }
 
 fn select(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
-    let n = resp::parse_i64(args.req()?).ok_or(CmdError::NotInteger)?;
+    // getIntFromObjectOrReply: an int first, then the index's range.
+    let n = crate::ctx::parse_range(args.req()?, i32::MIN.into(), i32::MAX.into())?;
     if n < 0 || n as usize >= cx.shared.store.databases() {
         return Err(CmdError::DbIndexOutOfRange);
     }

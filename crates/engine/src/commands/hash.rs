@@ -14,7 +14,7 @@ use store::value::parse_canonical_i64;
 use store::{Value, NO_EXPIRE};
 
 use crate::commands::keys::space::{parse_cursor, parse_scan_opts, ScanOpts};
-use crate::ctx::{eq_ic, parse_i64, Args, Ctx};
+use crate::ctx::{eq_ic, parse_i64, parse_range, Args, Ctx};
 use crate::effects::Class;
 use crate::error::{CmdError, CmdResult};
 use crate::glob;
@@ -402,14 +402,15 @@ fn hrandfield(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         }
         return Ok(());
     };
-    let count = parse_i64(count)?;
+    // Redis's order: the count's range, the syntax, then (with values)
+    // a count whose reply length (two per pair) would overflow.
+    let count = parse_range(count, -i64::MAX, i64::MAX)?;
     let withvalues = match args.next() {
         None => false,
         Some(a) if eq_ic(a, "WITHVALUES") && args.is_empty() => true,
         Some(_) => return Err(CmdError::Syntax),
     };
-    // Redis refuses counts whose reply length (two per pair) would overflow.
-    if withvalues && count < -(i64::MAX / 2) {
+    if withvalues && !(-(i64::MAX / 2)..=i64::MAX / 2).contains(&count) {
         return Err(CmdError::err("value is out of range"));
     }
     let store = &cx.shared.store;
@@ -448,7 +449,12 @@ fn hrandfield(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         // Repeats allowed: independent draws.
         let n = count.unsigned_abs() as usize;
         header(out, n);
+        // The count sizes nothing but the reply, which the output limit
+        // cuts short (the client is then closed).
         for _ in 0..n {
+            if out.is_over() {
+                break;
+            }
             let (f, v) = h.random(|| store.rand()).expect("hash is not empty");
             pair(out, f, v);
         }
@@ -491,8 +497,7 @@ fn hscan(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let ScanOpts { count, pattern, .. } = parse_scan_opts(args, false)?;
     // Matching pairs go straight into the reply body; `seen` counts every
     // visited pair, as Redis counts before filtering.
-    let mut body = ReplyBuf::new();
-    body.proto = out.proto;
+    let mut body = out.side();
     let (mut seen, mut kept) = (0i64, 0usize);
     let mut next = cursor;
     // Redis counts fields and values (two per pair) against COUNT, with a
@@ -580,6 +585,45 @@ mod tests {
         assert_eq!(
             h.run(&["HRANDFIELD", "r", "5", "WITHVALUES"]),
             "*2\r\n*2\r\n$1\r\nb\r\n$1\r\n1\r\n*2\r\n$1\r\na\r\n$1\r\n2\r\n"
+        );
+    }
+
+    /// HRANDFIELD with i64::MIN allocated until the kernel killed the
+    /// server; Redis 7.0.15 checks the count's range, then the syntax,
+    /// then (WITHVALUES) that twice the count fits, before the key.
+    #[test]
+    fn hrandfield_extreme_counts_get_redis_errors_in_redis_order() {
+        let mut h = Harness::new();
+        h.run(&["HSET", "h", "a", "1"]);
+        h.run(&["SET", "s", "x"]);
+        let full = "-ERR value is out of range, value must between -9223372036854775807 and \
+                    9223372036854775807\r\n";
+        let short = "-ERR value is out of range\r\n";
+        for key in ["h", "nokey", "s"] {
+            let run = |h: &mut Harness, rest: &[&str]| {
+                let mut argv = vec!["HRANDFIELD", key];
+                argv.extend_from_slice(rest);
+                h.run(&argv)
+            };
+            assert_eq!(run(&mut h, &["-9223372036854775808"]), full);
+            assert_eq!(run(&mut h, &["-9223372036854775808", "WITHVALUES"]), full);
+            assert_eq!(run(&mut h, &["-9223372036854775808", "foo"]), full);
+            assert_eq!(run(&mut h, &["9223372036854775807", "WITHVALUES"]), short);
+            assert_eq!(run(&mut h, &["-4611686018427387904", "WITHVALUES"]), short);
+            assert_eq!(run(&mut h, &["4611686018427387904", "WITHVALUES"]), short);
+            assert_eq!(run(&mut h, &["5", "foo"]), "-ERR syntax error\r\n");
+            assert_eq!(
+                run(&mut h, &["4611686018427387904", "WITHVALUES", "x"]),
+                "-ERR syntax error\r\n"
+            );
+            assert_eq!(
+                run(&mut h, &["abc", "WITHVALUES"]),
+                "-ERR value is not an integer or out of range\r\n"
+            );
+        }
+        assert_eq!(
+            h.run(&["HRANDFIELD", "h", "-4611686018427387903", "WITHVALUES", "x"]),
+            "-ERR syntax error\r\n"
         );
     }
 }

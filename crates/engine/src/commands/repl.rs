@@ -320,6 +320,10 @@ fn wait(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     };
     let offset = repl.offset();
     let acked = repl.acked(offset);
+    // Redis checks the count as a long, then waits for it as an int:
+    // 4611686018427387904 waits for 0 replicas (answered at once).
+    let wanted = numreplicas as i32 as i64;
+    let numreplicas = numreplicas.min(wanted);
     if acked as i64 >= numreplicas || !cx.may_block() {
         out.int(acked as i64);
         return Ok(());

@@ -543,7 +543,11 @@ fn srandmember_count(cx: &mut Ctx, key: &[u8], count: &[u8], out: &mut ReplyBuf)
     // Repetitions allowed (or one member): independent draws.
     if !uniq || count == 1 {
         out.array(count);
+        // The count sizes only the reply, which the output limit cuts.
         for _ in 0..count {
+            if out.is_over() {
+                break;
+            }
             if let Some(m) = s.random(&mut rand) {
                 reply_member(out, m);
             }

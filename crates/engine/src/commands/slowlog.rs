@@ -191,6 +191,7 @@ pub const COMMANDS: &[CommandSpec] = &[CommandSpec::new(
 ])];
 
 fn get(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    args.at_most(1)?;
     let count = match args.next() {
         None => 10,
         Some(a) => match resp::parse_i64(a) {
@@ -198,10 +199,6 @@ fn get(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
             _ => return Err(CmdError::err("count should be greater than or equal to -1")),
         },
     };
-    if !args.is_empty() {
-        let sub = args.argv()[1].to_vec();
-        return Err(CmdError::SubcommandSyntax { sub, cmd: b"SLOWLOG".to_vec() });
-    }
     let g = cx.shared.slowlog.inner.lock();
     let n = if count == -1 { g.entries.len() } else { g.entries.len().min(count as usize) };
     out.array(n);

@@ -306,16 +306,18 @@ fn parse_metadata(code: &[u8]) -> Result<(String, usize), CmdError> {
 }
 
 fn load(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    // As Redis parses it: every argument but the last is an option
+    // (REPLACE, any number of times), the last is the code.
+    let rest = args.rest();
+    let (&code, opts) = rest.split_last().ok_or_else(|| CmdError::err("Function code is missing"))?;
     let mut replace = false;
-    let mut code = args.req()?;
-    if eq_ic(code, "REPLACE") && args.remaining() > 0 {
+    for o in opts {
+        if !eq_ic(o, "REPLACE") {
+            return Err(CmdError::err(
+                "Unknown option given: ".to_string() + &String::from_utf8_lossy(o),
+            ));
+        }
         replace = true;
-        code = args.req()?;
-    }
-    if args.remaining() > 0 {
-        return Err(CmdError::err(
-            "Unknown option given: ".to_string() + &String::from_utf8_lossy(args.rest()[0]),
-        ));
     }
     let lib = compile(cx.shared, code, |name| {
         !replace && cx.shared.scripts.functions.read().libs.contains_key(name)
@@ -461,8 +463,8 @@ fn dump(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
 }
 
 fn restore(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
-    // More than a policy is refused before the policy is read (Redis).
-    if args.argv().len() > 4 {
+    // Too many arguments before the policy's words (Redis's order).
+    if args.remaining() > 2 {
         return Err(CmdError::SubcommandSyntax {
             sub: args.argv()[1].to_vec(),
             cmd: b"FUNCTION".to_vec(),
@@ -480,12 +482,6 @@ fn restore(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
             ))
         }
     };
-    if args.remaining() > 0 {
-        return Err(CmdError::SubcommandSyntax {
-            sub: args.argv()[1].to_vec(),
-            cmd: b"FUNCTION".to_vec(),
-        });
-    }
     let snap = snapshots(cx)?;
     let cfg = cx.sess.conf(cx.shared).clone();
     let codes = snap.function_restore(payload, &cfg).map_err(CmdError::err)?;
@@ -532,12 +528,7 @@ fn delete(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
 }
 
 fn flush(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
-    if args.argv().len() > 3 {
-        return Err(CmdError::SubcommandSyntax {
-            sub: args.argv()[1].to_vec(),
-            cmd: b"FUNCTION".to_vec(),
-        });
-    }
+    args.at_most(1)?;
     match args.rest() {
         [] => {}
         [m] if eq_ic(m, "SYNC") || eq_ic(m, "ASYNC") => {}
@@ -655,13 +646,7 @@ pub(crate) fn flags_of(shared: &crate::shared::Shared, name: &[u8]) -> Option<Sc
 fn fcall_generic(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf, ro: bool) -> CmdResult {
     let argv = args.argv();
     let name = String::from_utf8_lossy(argv[1]).into_owned();
-    let numkeys =
-        resp::parse_i64(argv[2]).ok_or_else(|| CmdError::err("Bad number of keys provided"))?;
-    if numkeys > (argv.len() - 3) as i64 {
-        return Err(CmdError::err("Number of keys can't be greater than number of args"));
-    } else if numkeys < 0 {
-        return Err(CmdError::err("Number of keys can't be negative"));
-    }
+    // Redis's order: the function, then numkeys.
     let (lib, unit, name) = {
         let reg = cx.shared.scripts.functions.read();
         // Function names are found whatever their case (Redis's functions
@@ -680,6 +665,13 @@ fn fcall_generic(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf, ro: bool) ->
         let name = lib.functions[i].name.clone();
         (lib, unit, name)
     };
+    let numkeys =
+        resp::parse_i64(argv[2]).ok_or_else(|| CmdError::err("Bad number of keys provided"))?;
+    if numkeys > (argv.len() - 3) as i64 {
+        return Err(CmdError::err("Number of keys can't be greater than number of args"));
+    } else if numkeys < 0 {
+        return Err(CmdError::err("Number of keys can't be negative"));
+    }
     super::check_flags(cx, unit.flags, ro)?;
     let keys = &argv[3..3 + numkeys as usize];
     let fargs = &argv[3 + numkeys as usize..];

@@ -649,6 +649,11 @@ fn eval_generic(
     ro: bool,
 ) -> CmdResult {
     let argv = args.argv();
+    // Redis's evalShaCommand refuses a SHA of the wrong length before
+    // anything else; a well-formed unknown one after numkeys.
+    if by_sha && argv[1].len() != 40 {
+        return Err(CmdError::Msg(NOSCRIPT.into()));
+    }
     let numkeys = crate::ctx::parse_i64(argv[2])?;
     if numkeys > (argv.len() - 3) as i64 {
         return Err(CmdError::err("Number of keys can't be greater than number of args"));
@@ -657,9 +662,6 @@ fn eval_generic(
     }
     let (sha, script) = if by_sha {
         let given = argv[1];
-        if given.len() != 40 {
-            return Err(CmdError::Msg(NOSCRIPT.into()));
-        }
         let mut sha = [0u8; 40];
         for (d, s) in sha.iter_mut().zip(given) {
             *d = s.to_ascii_lowercase();

@@ -51,12 +51,16 @@ pub(super) fn keys(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResu
     let now = cx.now();
     // Keys are written to a side buffer as they are found, so the count
     // can go first without a second matching pass.
-    let mut body = ReplyBuf::new();
+    let mut body = out.side();
     let mut n = 0;
     for id in stripe_ids(cx, cx.db) {
         let s = cx.keys.stripe_id(id);
         if s.is_empty() {
             continue;
+        }
+        if body.is_over() {
+            // Past the client's output limit: it is closed.
+            break;
         }
         // Expired keys are skipped, not deleted, as Redis's KEYS does.
         for (k, e) in s.iter() {
@@ -182,7 +186,7 @@ pub(super) fn scan(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResu
     // an expired key, which then reads as type "none" and is kept: Redis
     // answers `SCAN 0 TYPE none` with just-expired keys).
     let now = cx.now();
-    let mut body = ReplyBuf::new();
+    let mut body = out.side();
     let mut n = 0;
     for k in &found {
         if pattern.is_some_and(|p| !glob::matches(p, k, false)) {

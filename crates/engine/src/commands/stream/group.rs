@@ -204,11 +204,16 @@ fn setid(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let argv = args.argv();
     let (key, group, id_arg) = (argv[2], argv[3], argv[4]);
     let mut entries_read = ENTRIES_READ_INVALID;
-    if argv.len() == 7 {
-        if !eq_ic(argv[5], "ENTRIESREAD") {
+    // Redis's order: the options (ENTRIESREAD <n>, any number of times),
+    // then the key and group, then the argument count.
+    let mut i = 5;
+    while i < argv.len() {
+        if eq_ic(argv[i], "ENTRIESREAD") && i + 1 < argv.len() {
+            entries_read = entries_read_arg(argv[i + 1])?;
+            i += 2;
+        } else {
             return Err(sub_syntax(args));
         }
-        entries_read = entries_read_arg(argv[6])?;
     }
     existing(cx, key, group)?;
     if argv.len() != 5 && argv.len() != 7 {

@@ -103,6 +103,9 @@ fn stream(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let mut full = false;
     let mut count: i64 = 10;
     let bad = || CmdError::SubcommandSyntax { sub: argv[1].to_vec(), cmd: argv[0].to_vec() };
+    // Redis looks the key up (WRONGTYPE, "no such key") before it
+    // parses FULL and COUNT.
+    need(cx, key)?;
     if argv.len() > 3 {
         if argv.len() > 6 || !eq_ic(argv[3], "FULL") {
             return Err(bad());
@@ -115,7 +118,6 @@ fn stream(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
             count = parse_i64(argv[5])?.max(0);
         }
     }
-    need(cx, key)?;
     let now = cx.now();
     let s = read_stream(cx, key)?.expect("present");
     out.map(if full { 9 } else { 10 });

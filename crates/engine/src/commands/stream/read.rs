@@ -208,8 +208,7 @@ fn read_with(cx: &mut Ctx, args: &mut Args, grouped: bool, out: &mut ReplyBuf) -
     }
 
     // Serve what can be served now (only the ready key when served).
-    let mut body = ReplyBuf::new();
-    body.proto = out.proto;
+    let mut body = out.side();
     let mut served_keys = 0usize;
     for (j, key) in keys.iter().enumerate() {
         if only.is_some_and(|k| k != *key) {

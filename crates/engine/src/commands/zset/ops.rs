@@ -267,7 +267,11 @@ pub(super) fn zrandmember(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> 
     };
     if !uniq || count == 1 {
         head(out, count);
+        // The count sizes only the reply, which the output limit cuts.
         for _ in 0..count {
+            if out.is_over() {
+                break;
+            }
             if let Some(el) = z.get((rand() % size as u64) as usize) {
                 item(out, el);
             }
