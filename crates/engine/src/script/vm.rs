@@ -1388,7 +1388,7 @@ unsafe fn call_primitive(l: *mut mlua::ffi::lua_State, raise: bool) -> std::os::
                 // A reply past the buffer's cap (SRANDMEMBER with a huge
                 // negative count) is cut: an error, not half a reply.
                 Ok(Some(Ok(()))) if buf.is_over() => {
-                    Some(Err(b"ERR reply exceeds the output buffer limit".to_vec()))
+                    Some(Err((b"ERR reply exceeds the output buffer limit".to_vec(), false)))
                 }
                 Ok(Some(Ok(()))) => Some(Ok(buf)),
                 Ok(Some(Err(line))) => Some(Err(line)),
