@@ -69,7 +69,10 @@ impl<'a> Args<'a> {
     pub fn at_most(&self, n: usize) -> Result<(), CmdError> {
         let argv = self.argv;
         if argv.len() > 2 + n {
-            return Err(CmdError::SubcommandSyntax { sub: argv[1].to_vec(), cmd: argv[0].to_vec() });
+            return Err(CmdError::SubcommandSyntax {
+                sub: argv[1].to_vec(),
+                cmd: argv[0].to_vec(),
+            });
         }
         Ok(())
     }

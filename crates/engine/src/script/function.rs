@@ -309,7 +309,8 @@ fn load(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     // As Redis parses it: every argument but the last is an option
     // (REPLACE, any number of times), the last is the code.
     let rest = args.rest();
-    let (&code, opts) = rest.split_last().ok_or_else(|| CmdError::err("Function code is missing"))?;
+    let (&code, opts) =
+        rest.split_last().ok_or_else(|| CmdError::err("Function code is missing"))?;
     let mut replace = false;
     for o in opts {
         if !eq_ic(o, "REPLACE") {
