@@ -693,13 +693,11 @@ impl Config {
                         self.inert.insert("watchdog-period", min.to_string().into_bytes());
                     }
                 }
-                "oom-score-adj" | "oom-score-adj-values" => {
-                    if apply_oom_score(self).is_err() {
-                        return Err((
-                            *n,
-                            "Failed to set current oom_score_adj. Check server logs.".into(),
-                        ));
-                    }
+                "oom-score-adj" | "oom-score-adj-values" if !apply_oom_score(self) => {
+                    return Err((
+                        *n,
+                        "Failed to set current oom_score_adj. Check server logs.".into(),
+                    ));
                 }
                 _ => {}
             }
@@ -740,15 +738,15 @@ static OOM_STATE: parking_lot::Mutex<(bool, i64)> = parking_lot::Mutex::new((fal
 /// The server's role changed: the score follows its class.
 pub fn set_oom_role(cfg: &Config, replica: bool) {
     OOM_REPLICA.store(replica, std::sync::atomic::Ordering::Relaxed);
-    let _ = apply_oom_score(cfg);
+    apply_oom_score(cfg);
 }
 
 /// Redis's setOOMScoreAdj: with `oom-score-adj` on, writes this role's
 /// value to `/proc/self/oom_score_adj` (added to the score the process
 /// had when it was turned on, for `relative`/`yes`); turning it off
-/// restores that score. `Err` when the file cannot be read or written
+/// restores that score. False when the file cannot be read or written
 /// (logged, as Redis does).
-pub fn apply_oom_score(cfg: &Config) -> Result<(), ()> {
+pub fn apply_oom_score(cfg: &Config) -> bool {
     const PATH: &str = "/proc/self/oom_score_adj";
     let mode = cfg.get_by_name("oom-score-adj").unwrap_or_default();
     let mut st = OOM_STATE.lock();
@@ -761,7 +759,7 @@ pub fn apply_oom_score(cfg: &Config) -> Result<(), ()> {
                         "Unable to read oom_score_adj: {}",
                         special::os_error_text(&e)
                     ));
-                    return Err(());
+                    return false;
                 }
             }
             st.0 = true;
@@ -779,16 +777,16 @@ pub fn apply_oom_score(cfg: &Config) -> Result<(), ()> {
         st.0 = false;
         st.1
     } else {
-        return Ok(());
+        return true;
     };
     if let Err(e) = std::fs::write(PATH, format!("{score}\n")) {
         crate::log::warning(&format!(
             "Unable to write oom_score_adj: {}",
             special::os_error_text(&e)
         ));
-        return Err(());
+        return false;
     }
-    Ok(())
+    true
 }
 
 #[cfg(test)]

@@ -149,7 +149,7 @@ fn main() {
         0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
         n => n,
     };
-    let _ = engine::config::apply_oom_score(&config);
+    engine::config::apply_oom_score(&config);
     process::disable_thp(&config);
     for w in config.no_effect_warnings() {
         log::warning(&w);
@@ -366,18 +366,16 @@ pub fn poll_signals(shared: &Arc<Shared>) {
     log::warning("User requested shutdown...");
     let flags = shutdown_flags(shared, sig);
     let points = !shared.config.read().save.is_empty();
-    if flags.save || (points && !flags.nosave) {
-        if let Err(()) = persistence::save_on_signal(shared) {
-            if !flags.force {
-                log::warning("Error trying to save the DB, can't exit.");
-                log::warning(
-                    "Errors trying to shut down the server. Check the logs for more information.",
-                );
-                SHUTTING_DOWN.store(false, Ordering::SeqCst);
-                return;
-            }
-            log::warning("Error trying to save the DB. Exit anyway.");
+    if (flags.save || (points && !flags.nosave)) && !persistence::save_on_signal(shared) {
+        if !flags.force {
+            log::warning("Error trying to save the DB, can't exit.");
+            log::warning(
+                "Errors trying to shut down the server. Check the logs for more information.",
+            );
+            SHUTTING_DOWN.store(false, Ordering::SeqCst);
+            return;
         }
+        log::warning("Error trying to save the DB. Exit anyway.");
     }
     shared.shutdown.store(true, Ordering::Relaxed);
 }

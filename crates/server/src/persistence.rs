@@ -775,13 +775,11 @@ pub fn start_save_points(sh: &Arc<Shared>) {
 
 /// The final save of a shutdown that a signal started (`main.rs` decides
 /// whether there is one, from the save points and `shutdown-on-*`).
-pub fn save_on_signal(sh: &Shared) -> Result<(), ()> {
+/// False when the save failed.
+pub fn save_on_signal(sh: &Shared) -> bool {
     log::notice("Saving the final RDB snapshot before exiting.");
     let dirty = sh.stats.dirty.load(Ordering::Relaxed);
-    match sh.snapshots.get() {
-        Some(s) => s.save(dirty).map_err(|_| ()),
-        None => Ok(()),
-    }
+    sh.snapshots.get().is_none_or(|s| s.save(dirty).is_ok())
 }
 
 /// Removes this process's temporary RDB files (a save cut short by a

@@ -305,8 +305,18 @@ fn parameters_without_effect_are_named_at_start_up() {
         &dir,
     );
     let text = p.text();
-    assert!(text.contains("'activerehashing' is set to 'no' but has no effect"), "{text}");
-    assert!(text.contains("'cluster-node-timeout' is set to '5000' but has no effect"), "{text}");
+    // Each with its reason (config/effect.rs).
+    assert!(
+        text.contains("'activerehashing' is set to 'no' but Sluice does not act on it: Sluice's"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "'cluster-node-timeout' is set to '5000' but Sluice does not act on it: Sluice has no \
+             cluster mode yet"
+        ),
+        "{text}"
+    );
     assert!(!text.contains("'maxmemory' is set"), "{text}");
     let _ = std::fs::remove_dir_all(&dir);
 }

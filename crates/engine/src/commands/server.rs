@@ -239,7 +239,7 @@ fn config_set(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let names: Vec<Named> = chosen.iter().map(|(n, _)| *n).collect();
     if let Err((n, why)) = next.apply_set(&names) {
         // What the apply functions did for the new values is undone.
-        let _ = config::apply_oom_score(&cx.shared.config.read());
+        config::apply_oom_score(&cx.shared.config.read());
         crate::log::warning(&format!(
             "Failed applying new configuration. Possibly related to new {} setting. Restoring \
              previous settings.",
@@ -281,7 +281,7 @@ fn config_set(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     if next.port != old_port || next.bind != old_bind {
         if let Some(rebind) = cx.shared.rebind.get() {
             if let Err(why) = rebind(&next.bind, next.port, next.tcp_backlog) {
-                let _ = config::apply_oom_score(&cx.shared.config.read());
+                config::apply_oom_score(&cx.shared.config.read());
                 let (name, why): (&[u8], &str) = if next.port != old_port {
                     (b"port", &why)
                 } else {

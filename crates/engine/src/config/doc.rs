@@ -42,7 +42,8 @@ pub fn markdown() -> String {
          Every parameter of redis-server 7.0.15 is accepted with Redis's name, alias, type, \
          bounds, default and error texts, in a config file, as a `--name value` flag and \
          through `CONFIG GET/SET/REWRITE`. **In effect** says whether Sluice acts on it: a \
-         parameter marked *no* (with the reason) is stored and reported exactly as Redis does, \
+         parameter marked *no* (Sluice has no such mechanism) or *not yet* (a later issue builds \
+         it), with the reason, is stored and reported exactly as Redis does, \
          and setting it to a value other than its default (at start-up or by CONFIG SET) logs \
          a warning that Sluice does not act on it, with the same reason \
          (`crates/engine/src/config/effect.rs` holds the list; a test checks it against the \
@@ -83,7 +84,10 @@ pub fn markdown() -> String {
             kind(&param.ty),
             match super::effect::not_in_effect(param.name) {
                 None => "yes".to_string(),
-                Some(why) => format!("no: {why}"),
+                Some(why) => match why.strip_prefix("not yet in effect: ") {
+                    Some(rest) => format!("not yet: {rest}"),
+                    None => format!("no: {why}"),
+                },
             },
         ));
     }

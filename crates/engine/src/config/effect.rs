@@ -60,7 +60,6 @@ pub fn not_in_effect(name: &str) -> Option<&'static str> {
              refuses one that fails Redis's deep integrity checks whatever this says (as with \
              `yes`); `no` cannot turn the checks off"
         }
-        "replica-serve-stale-data" => "not yet in effect: a replica always serves its data",
         "replica-lazy-flush" => {
             "a replica frees its old dataset as a lazy FLUSHALL does whatever this says"
         }
