@@ -471,7 +471,9 @@ pub fn check(
             }
         }
         Caller::Script { read_only, allow_oom } => {
-            if flags.has(Flags::NOSCRIPT) {
+            if flags.has(Flags::NOSCRIPT)
+                && !shared.scripts.deny_disabled.load(std::sync::atomic::Ordering::Relaxed)
+            {
                 return Err(CmdError::err("This Redis command is not allowed from script"));
             }
             if !sess.acl_free {

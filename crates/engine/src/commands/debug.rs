@@ -216,6 +216,12 @@ fn debug(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
                 }
             }
         }
+        3 if eq_ic(sub, "SET-DISABLE-DENY-SCRIPTS") => {
+            // Scripts may then call `noscript` commands (Redis's
+            // script_disable_deny_script, a testing aid its HELP omits).
+            cx.shared.scripts.deny_disabled.store(atoi(argv[2]) != 0, Ordering::Relaxed);
+            out.ok();
+        }
         3 if eq_ic(sub, "SET-SKIP-CHECKSUM-VALIDATION") => {
             cx.shared.persist.skip_checksum.store(atoi(argv[2]) != 0, Ordering::Relaxed);
             out.ok();

@@ -149,6 +149,9 @@ pub struct Cache {
     /// The global `cjson` module's settings: one set for the server, as
     /// Redis has one Lua state, back to the defaults at SCRIPT FLUSH.
     pub(crate) cjson: Arc<Mutex<cjson::Config>>,
+    /// `DEBUG SET-DISABLE-DENY-SCRIPTS 1`: scripts may call `noscript`
+    /// commands.
+    pub deny_disabled: AtomicBool,
     running: Mutex<Vec<Arc<Running>>>,
     /// Running scripts past their threshold.
     busy: AtomicUsize,
@@ -771,8 +774,8 @@ pub(crate) fn run_loop(
 /// runs, in Redis's order (processCommand sees a script that may write as
 /// a write command, then scriptPrepareForRun checks the rest): over
 /// `maxmemory`, a script that may write without `allow-oom`; without
-/// enough good replicas (`min-replicas-to-write`), one that may write;
-/// writing from an `_RO` command. (Scripts without a shebang line are
+/// enough good replicas (`min-replicas-to-write`), or on a read-only
+/// replica, one that may write; writing from an `_RO` command. (Scripts without a shebang line are
 /// checked command by command instead; what a master or the AOF replays
 /// is not checked.)
 pub(crate) fn check_flags(cx: &mut Ctx, flags: ScriptFlags, ro: bool) -> CmdResult {
@@ -790,6 +793,10 @@ pub(crate) fn check_flags(cx: &mut Ctx, flags: ScriptFlags, ro: bool) -> CmdResu
         if good < cx.sess.min_replicas {
             return Err(CmdError::NoReplicas);
         }
+    }
+    if !flags.no_writes && cx.shared.store.is_replica() && cx.sess.conf(cx.shared).replica_read_only
+    {
+        return Err(CmdError::ReadOnlyReplica);
     }
     if ro && !flags.no_writes {
         return Err(CmdError::err("Can not execute a script with write flag using *_ro command."));

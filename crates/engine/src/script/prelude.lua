@@ -9,7 +9,7 @@ local getinfo = debug.getinfo
 local getmetatable_raw = debug.getmetatable
 local lua_pcall, error, type, tostring, select, unpack, rawget, setmetatable =
     pcall, error, type, tostring, select, unpack, rawget, setmetatable
-local tonumber = tonumber
+local tonumber, setfenv, loadstring, load = tonumber, setfenv, loadstring, load
 local SOURCE = '=sluice'
 
 -- redis.*
@@ -378,6 +378,23 @@ setmetatable(fn_globals, { __index = nonexistent })
 -- as Redis switches its functions' globals.
 local libmeta = { __index = fn_globals }
 local libenv = setmetatable({}, libmeta)
+-- Code a function loads runs with the functions' globals (in Redis the
+-- functions' Lua state has those as its globals), not with the scripts'
+-- (whose KEYS and ARGV are another client's).
+fn_globals.loadstring = function(...)
+    local f, e = loadstring(...)
+    if f then
+        setfenv(f, libenv)
+    end
+    return f, e
+end
+fn_globals.load = function(...)
+    local f, e = load(...)
+    if f then
+        setfenv(f, libenv)
+    end
+    return f, e
+end
 local function switch(to)
     P.readonly(libmeta, false)
     libmeta.__index = to

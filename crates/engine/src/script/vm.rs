@@ -1493,7 +1493,15 @@ unsafe fn push_reply(l: *mut mlua::ffi::lua_State, bytes: &[u8]) -> bool {
             }
             _ => {}
         }
-        match resp::parse_frame(bytes) {
+        // Attributes are not shown to scripts (as in Redis): the reply is
+        // what follows them.
+        let mut at = 0;
+        let mut parsed = resp::parse_frame(bytes);
+        while let Ok(Some((Frame::Attribute(_), used))) = parsed {
+            at += used;
+            parsed = resp::parse_frame(&bytes[at..]);
+        }
+        match parsed {
             Ok(Some((frame, _))) => {
                 let is_err = matches!(frame, Frame::Error(_));
                 if !push_frame(l, frame) {
