@@ -140,8 +140,18 @@ fn run(shared: &Shared, sess: &mut engine::Session, argv: &[Vec<u8>]) {
 fuzz_target!(|data: &[u8]| {
     let shared = shared();
     let mut sess = shared.connect("127.0.0.1:1".into(), "127.0.0.1:6379".into(), -1);
-    for f in [&["FLUSHALL"][..], &["SELECT", "0"]].into_iter().map(|c| c.to_vec()).chain(abuse::fixtures())
-    {
+    // The generator's key names are the only keys commands make in
+    // database 0: deleting them is a cheap reset. FLUSHALL (every
+    // stripe of every database) now and then clears what went elsewhere.
+    static RUNS: AtomicUsize = AtomicUsize::new(0);
+    let mut reset: Vec<Vec<&str>> = Vec::new();
+    if RUNS.fetch_add(1, Ordering::Relaxed) % 256 == 0 {
+        reset.push(vec!["FLUSHALL"]);
+    }
+    let mut del = vec!["DEL"];
+    del.extend_from_slice(abuse::KEYS);
+    reset.push(del);
+    for f in reset.into_iter().chain(abuse::fixtures()) {
         let f: Vec<Vec<u8>> = f.iter().map(|a| a.as_bytes().to_vec()).collect();
         run(shared, &mut sess, &f);
     }
@@ -159,7 +169,8 @@ fuzz_target!(|data: &[u8]| {
             }
             v
         } else {
-            abuse::command(&mut src, table[src.below(table.len())])
+            let cmd = table[src.below(table.len())];
+            abuse::command(&mut src, cmd)
         };
         if sess.in_multi() && src.one_in(2) {
             run(shared, &mut sess, &[b"EXEC".to_vec()]);
