@@ -9,8 +9,8 @@
 //! A command answers or fails with an error, never a panic, a hang or an
 //! unbounded allocation: a counting allocator aborts the run when one
 //! command's live allocations grow past [`BOUND`] (the reply buffer has
-//! a 64 MiB limit as a client with `client-output-buffer-limit normal
-//! 64mb` would: what is built past it is dropped, so a reply that grows
+//! a 4 MiB limit as a client with `client-output-buffer-limit normal
+//! 4mb` would: what is built past it is dropped, so a reply that grows
 //! with a request number stays inside the bound too).
 #![no_main]
 
@@ -24,9 +24,14 @@ use resp::ReplyBuf;
 use testkit::abuse::{self, Bytes, Source};
 
 /// What one command may hold on top of what it started with.
-const BOUND: usize = 192 << 20;
-/// The reply buffer's limit, as a client's output buffer limit.
-const REPLY_LIMIT: usize = 64 << 20;
+const BOUND: usize = 64 << 20;
+/// The reply buffer's limit, as a client's output buffer limit (small:
+/// a reply that grows with a request number runs until it is reached).
+const REPLY_LIMIT: usize = 4 << 20;
+/// `proto-max-bulk-len`: strings SETRANGE, SETBIT, BITFIELD and APPEND
+/// may grow to (Redis's minimum; the default 512 MiB is a legitimate
+/// allocation past the bound).
+const MAX_BULK: i64 = 1 << 20;
 
 /// Live bytes, and the mark a command started at (while `ARMED`).
 static LIVE: AtomicUsize = AtomicUsize::new(0);
@@ -124,7 +129,7 @@ fn table() -> &'static [&'static engine::meta::Meta] {
 
 fn shared() -> &'static Arc<Shared> {
     static S: OnceLock<Arc<Shared>> = OnceLock::new();
-    S.get_or_init(|| Shared::new(Config::default()))
+    S.get_or_init(|| Shared::new(Config { proto_max_bulk_len: MAX_BULK, ..Config::default() }))
 }
 
 fn run(shared: &Shared, sess: &mut engine::Session, argv: &[Vec<u8>]) {
@@ -140,8 +145,18 @@ fn run(shared: &Shared, sess: &mut engine::Session, argv: &[Vec<u8>]) {
 fuzz_target!(|data: &[u8]| {
     let shared = shared();
     let mut sess = shared.connect("127.0.0.1:1".into(), "127.0.0.1:6379".into(), -1);
-    for f in [&["FLUSHALL"][..], &["SELECT", "0"]].into_iter().map(|c| c.to_vec()).chain(abuse::fixtures())
-    {
+    // The generator's key names are the only keys commands make in
+    // database 0: deleting them is a cheap reset. FLUSHALL (every
+    // stripe of every database) now and then clears what went elsewhere.
+    static RUNS: AtomicUsize = AtomicUsize::new(0);
+    let mut reset: Vec<Vec<&str>> = Vec::new();
+    if RUNS.fetch_add(1, Ordering::Relaxed) % 256 == 0 {
+        reset.push(vec!["FLUSHALL"]);
+    }
+    let mut del = vec!["DEL"];
+    del.extend_from_slice(abuse::KEYS);
+    reset.push(del);
+    for f in reset.into_iter().chain(abuse::fixtures()) {
         let f: Vec<Vec<u8>> = f.iter().map(|a| a.as_bytes().to_vec()).collect();
         run(shared, &mut sess, &f);
     }
@@ -159,7 +174,8 @@ fuzz_target!(|data: &[u8]| {
             }
             v
         } else {
-            abuse::command(&mut src, table[src.below(table.len())])
+            let cmd = table[src.below(table.len())];
+            abuse::command(&mut src, cmd)
         };
         if sess.in_multi() && src.one_in(2) {
             run(shared, &mut sess, &[b"EXEC".to_vec()]);
