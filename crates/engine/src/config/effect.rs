@@ -36,9 +36,6 @@ pub fn not_in_effect(name: &str) -> Option<&'static str> {
             "Sluice writes a snapshot or a rewrite through one buffer and fsyncs the file once, \
              when it is complete"
         }
-        "aof-disable-auto-gc" => {
-            "Sluice deletes history AOF files as soon as a rewrite has replaced them"
-        }
         "activerehashing" => {
             "Sluice's hash tables are split by lock stripe and resize at once (microseconds \
              each); there is no incremental rehashing to drive"
@@ -59,7 +56,6 @@ pub fn not_in_effect(name: &str) -> Option<&'static str> {
             "not yet in effect: Sluice's shutdown does not wait for lagging replicas to catch up"
         }
         "sanitize-dump-payload" => "not yet in effect: RESTORE checks a payload's framing only",
-        "replica-serve-stale-data" => "not yet in effect: a replica always serves its data",
         "replica-lazy-flush" => {
             "a replica frees its old dataset as a lazy FLUSHALL does whatever this says"
         }
