@@ -281,7 +281,7 @@ fn run(redis_port: u16, sluice: &mut TestServer, n: usize, seed: u64) -> (Vec<St
         let t1 = Instant::now();
         let Outcome { answer: b, replies: nb, keys: kb } = exchange(&mut s.conn, &argv);
         slow.push((t1 - t0, t1.elapsed(), abuse::show(&argv)));
-        slow.sort_by(|x, y| (y.0 + y.1).cmp(&(x.0 + x.1)));
+        slow.sort_by_key(|x| std::cmp::Reverse(x.0 + x.1));
         slow.truncate(5);
         assert!(
             sluice.is_running(),
