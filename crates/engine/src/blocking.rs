@@ -307,6 +307,8 @@ fn serve_key(shared: &Shared, id: u32, key: &[u8], ready: &mut Vec<(u32, Box<[u8
         out.proto = w.proto;
         let mut sess = Session::served(w.handle.clone(), w.db, key);
         sess.fx.sync(&shared.effects);
+        // The slow log sees a served command as Redis's does.
+        sess.slow_us = crate::commands::slowlog::slow_threshold(&shared.config.read());
         // The same checks as any caller's (a permission revoked while it
         // waited ends the wait with the error).
         let waiting = match dispatch::check(shared, &mut sess, w.spec, &argv, Caller::Served) {

@@ -35,6 +35,9 @@ pub struct ClientHandle {
     /// state in bytes, as of the last batch (CLIENT LIST's `qbuf-free`,
     /// `tot-mem`).
     pub qbuf_free: AtomicUsize,
+    /// Set by the server's cron: the connection should look at its query
+    /// buffer's size (Redis's clientsCronResizeQueryBuffer).
+    pub qbuf_resize: AtomicBool,
     pub tot_mem: AtomicUsize,
     /// Set by `CLIENT KILL`; the connection closes at its next turn.
     pub killed: AtomicBool,
@@ -87,6 +90,7 @@ impl ClientHandle {
             qbuf: AtomicUsize::new(0),
             omem: AtomicUsize::new(0),
             qbuf_free: AtomicUsize::new(0),
+            qbuf_resize: AtomicBool::new(false),
             tot_mem: AtomicUsize::new(0),
             killed: AtomicBool::new(false),
             waker: Mutex::new(None),

@@ -108,6 +108,10 @@ pub struct Pause {
     pub writes_only: bool,
 }
 
+/// A query buffer bigger than this shrinks towards its recent peak
+/// (Redis's `PROTO_RESIZE_THRESHOLD`).
+pub const QUERY_RESIZE_THRESHOLD: usize = 32 * 1024;
+
 /// Memory figures for `INFO memory`, as the allocator reports them.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct MemStats {
@@ -371,6 +375,7 @@ impl Shared {
         self.update_stamp(lfu);
         self.pubsub.set_hard_limit(hard);
         self.tracker.max_keys.store(max_keys as usize, Ordering::Relaxed);
+        self.tracker.enforce_limit();
         let mut n = self.notifier.lock();
         match (&*n, flags != 0) {
             (Some(x), true) => x.set_flags(flags),
@@ -553,6 +558,30 @@ impl Shared {
         let lfu = self.stamp.load(Ordering::Relaxed) & crate::evict::LFU_BIT != 0;
         self.update_stamp(lfu);
         crate::evict::evict_clients(self);
+        self.resize_query_buffers();
+    }
+
+    /// Asks the connections whose query buffer wastes room to resize it
+    /// (Redis's clientsCronResizeQueryBuffer, decided by the connection,
+    /// which knows its recent peak): an idle one past 2 s frees it, a big
+    /// one shrinks towards what it recently held.
+    fn resize_query_buffers(&self) {
+        let now = unix_ms();
+        for h in self.clients.lock().values() {
+            let used = h.qbuf.load(Ordering::Relaxed);
+            let size = used + h.qbuf_free.load(Ordering::Relaxed);
+            if size.saturating_sub(used) <= 4096 {
+                continue;
+            }
+            let idle = now - h.last_interaction_ms.load(Ordering::Relaxed) > 2000;
+            if (idle || size > QUERY_RESIZE_THRESHOLD)
+                && !h.qbuf_resize.swap(true, Ordering::AcqRel)
+            {
+                if let Some(w) = &*h.waker.lock() {
+                    w();
+                }
+            }
+        }
     }
 
     fn update_stamp(&self, lfu: bool) {

@@ -259,6 +259,16 @@ impl Tracker {
                 inner.items += 1;
             }
         }
+        self.limit(inner);
+    }
+
+    /// Keeps the table within `tracking-table-max-keys` (after a read adds
+    /// keys, and when the limit is lowered, as Redis's cron does).
+    pub fn enforce_limit(&self) {
+        self.limit(self.inner.lock());
+    }
+
+    fn limit(&self, mut inner: parking_lot::MutexGuard<'_, Inner>) {
         let max = self.max_keys.load(Ordering::Relaxed);
         if max > 0 && inner.table.len() > max {
             // Over `tracking-table-max-keys`: forget keys (the table's

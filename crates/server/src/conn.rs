@@ -38,8 +38,6 @@ pub const OUT_HIGH_WATER: usize = 1 << 20;
 const TURN_BUDGET: usize = 256 * 1024;
 /// Read at least this much per read call.
 const READ_CHUNK: usize = 16 * 1024;
-/// Read buffers above this, when empty, are shrunk back.
-const READ_KEEP: usize = 64 * 1024;
 /// Unexecuted input past which reading stops until it is executed.
 const READ_AHEAD: usize = 64 * 1024;
 
@@ -236,6 +234,9 @@ struct Conn<S> {
     rpos: usize,
     /// Don't parse again before `rbuf.len() >= need`.
     need: usize,
+    /// The most input `rbuf` held at once since the server's cron last
+    /// looked (what a shrunk buffer keeps room for).
+    qbuf_peak: usize,
     out: ReplyBuf,
     window: Vec<Pending>,
     eof: bool,
@@ -279,6 +280,7 @@ impl<S: Transport> Conn<S> {
             rbuf: Vec::with_capacity(READ_CHUNK),
             rpos: 0,
             need: 0,
+            qbuf_peak: 0,
             out: ReplyBuf::new(),
             window: (0..WINDOW).map(|_| Pending::default()).collect(),
             eof: false,
@@ -313,6 +315,9 @@ impl<S: Transport> Conn<S> {
             }
             if self.sess.handle.outbox.pending() > 0 {
                 self.drain_outbox();
+            }
+            if self.sess.handle.qbuf_resize.load(Ordering::Relaxed) {
+                self.resize_query_buffer();
             }
             let budget_left = self.execute_batch().await;
             // Checked before writing: the limit is on replies the batch
@@ -939,16 +944,42 @@ impl<S: Transport> Conn<S> {
         h.tot_mem.store(total, Ordering::Relaxed);
     }
 
-    /// Drops consumed input, once per batch.
+    /// Resizes the query buffer when the server's cron asks (Redis 7.0's
+    /// clientsCronResizeQueryBuffer): when it wastes more than 4 KiB, an
+    /// empty one idle for over 2 s is freed, and one over 32 KiB more than
+    /// twice its recent peak shrinks to that peak (never below what it
+    /// holds or the bulk it is reading).
+    #[cold]
+    fn resize_query_buffer(&mut self) {
+        let h = &self.sess.handle;
+        h.qbuf_resize.store(false, Ordering::Relaxed);
+        let cap = self.rbuf.capacity();
+        if cap - self.rbuf.len() > 4096 {
+            let idle = unix_ms() - h.last_interaction_ms.load(Ordering::Relaxed) > 2000;
+            if idle && self.rbuf.len() == self.rpos {
+                self.rbuf = Vec::new();
+                self.rpos = 0;
+                self.need = 0;
+            } else if cap > engine::shared::QUERY_RESIZE_THRESHOLD && cap / 2 > self.qbuf_peak {
+                self.compact();
+                let keep = self.rbuf.len().max(self.qbuf_peak).max(self.need);
+                self.rbuf.shrink_to(keep);
+            }
+        }
+        self.qbuf_peak = self.rbuf.len();
+        self.sess.handle.qbuf.store(self.rbuf.len() - self.rpos, Ordering::Relaxed);
+        self.publish_memory();
+    }
+
+    /// Drops consumed input, once per batch. The buffer keeps its size:
+    /// the server's cron shrinks it ([`Self::resize_query_buffer`]).
     fn compact(&mut self) {
+        self.qbuf_peak = self.qbuf_peak.max(self.rbuf.len());
         if self.rpos == 0 {
             return;
         }
         if self.rpos == self.rbuf.len() {
             self.rbuf.clear();
-            if self.rbuf.capacity() > READ_KEEP {
-                self.rbuf = Vec::with_capacity(READ_CHUNK);
-            }
         } else {
             self.rbuf.copy_within(self.rpos.., 0);
             self.rbuf.truncate(self.rbuf.len() - self.rpos);

@@ -373,7 +373,20 @@ impl Master {
     /// This server turns into a replica: its own replicas are dropped (a
     /// Sluice replica serves none) and the backlog with them.
     pub fn detach_replicas(&self, sh: &Shared) {
+        // What was propagated before goes out first, as in Redis, where it
+        // was written to the replicas before this command ran: the stream
+        // threads get a bounded moment to send it.
+        let until = std::time::Instant::now() + Duration::from_millis(200);
         let mut g = self.inner.lock();
+        while std::time::Instant::now() < until
+            && g.replicas.iter().any(|s| {
+                s.r.streaming.load(Ordering::Acquire) && s.sent.is_some_and(|x| x < g.offset)
+            })
+        {
+            drop(g);
+            std::thread::sleep(Duration::from_millis(1));
+            g = self.inner.lock();
+        }
         for s in &g.replicas {
             s.r.kill();
         }

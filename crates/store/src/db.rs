@@ -142,7 +142,10 @@ pub struct Stripe {
     /// samples. Hashes with the same seed as `map`, so a key's hash serves
     /// both.
     ttl: Table<i64>,
-    watchers: Option<Box<Table<Vec<WatchFlag>>>>,
+    /// WATCHes per key: the client's flag, and whether the key was expired
+    /// (not yet deleted) when watched or since (Redis's `wk->expired`): its
+    /// deletion is then no logical change.
+    watchers: Option<Box<Table<Vec<(WatchFlag, bool)>>>>,
     /// Clients blocked on keys of this stripe, per key in arrival order.
     /// Kept here, under the stripe's lock, so that checking "is anyone
     /// waiting for this key" costs one branch on the write path and a push
@@ -385,28 +388,44 @@ impl Stripe {
     /// Marks the watchers of `key`, as Redis's `signalModifiedKey`.
     #[inline]
     pub fn touch(&mut self, key: &[u8]) {
-        if let Some(w) = &self.watchers {
-            if let Some(flags) = w.get(key) {
-                for f in flags {
-                    f.store(true, Ordering::Release);
+        if let Some(w) = &mut self.watchers {
+            if let Some(flags) = w.get_mut(key) {
+                let gone = !self.map.contains_key(key);
+                for (f, expired) in flags {
+                    if *expired && gone {
+                        // An expired key deleted: no logical change.
+                        *expired = false;
+                    } else {
+                        f.store(true, Ordering::Release);
+                    }
                 }
             }
         }
     }
 
-    /// Registers `flag` as watching `key`.
-    pub fn watch(&mut self, key: &[u8], flag: &WatchFlag) {
+    /// Registers `flag` as watching `key`; `expired`: the key exists but
+    /// its deadline passed.
+    pub fn watch(&mut self, key: &[u8], flag: &WatchFlag, expired: bool) {
         let w = self.watchers.get_or_insert_with(Default::default);
         match w.get_mut(key) {
             Some(v) => {
-                if !v.iter().any(|f| Arc::ptr_eq(f, flag)) {
-                    v.push(flag.clone());
+                if !v.iter().any(|(f, _)| Arc::ptr_eq(f, flag)) {
+                    v.push((flag.clone(), expired));
                 }
             }
             None => {
-                w.insert(key, vec![flag.clone()]);
+                w.insert(key, vec![(flag.clone(), expired)]);
             }
         }
+    }
+
+    /// Whether `flag`'s WATCH of `key` counts the key as expired (an EXEC
+    /// then does not fail for its deadline having passed).
+    pub fn watched_expired(&self, key: &[u8], flag: &WatchFlag) -> bool {
+        self.watchers
+            .as_ref()
+            .and_then(|w| w.get(key))
+            .is_some_and(|v| v.iter().any(|(f, e)| *e && Arc::ptr_eq(f, flag)))
     }
 
     /// Removes `flag` from `key`'s watchers.
@@ -414,7 +433,7 @@ impl Stripe {
         let Some(w) = &mut self.watchers else { return };
         let empty = match w.get_mut(key) {
             Some(v) => {
-                v.retain(|f| !Arc::ptr_eq(f, flag));
+                v.retain(|(f, _)| !Arc::ptr_eq(f, flag));
                 v.is_empty()
             }
             None => false,
@@ -429,13 +448,34 @@ impl Stripe {
 
     /// Marks the watchers of every watched key that exists here or in
     /// `other` (FLUSHDB, FLUSHALL, SWAPDB).
-    pub fn touch_existing_watched(&mut self, other: Option<&Stripe>) {
-        let Some(w) = &self.watchers else { return };
-        for (k, flags) in w.iter() {
-            if self.map.contains_key(k) || other.is_some_and(|o| o.map.contains_key(k)) {
-                for f in flags {
-                    f.store(true, Ordering::Release);
+    ///
+    /// As Redis's touchAllWatchedKeysInDb: a key that was expired when
+    /// watched and is now gone, or replaced by another expired key, is no
+    /// change; nor is a missing key replaced by an expired one (which
+    /// counts as expired from then on). `now` tells expired keys.
+    pub fn touch_existing_watched(&mut self, other: Option<&Stripe>, now: i64) {
+        let Some(w) = &mut self.watchers else { return };
+        for (k, flags) in w.iter_mut() {
+            let here = self.map.contains_key(k);
+            let there = other.is_some_and(|o| o.map.contains_key(k));
+            if !here && !there {
+                continue;
+            }
+            let there_expired = there && other.is_some_and(|o| o.is_expired(k, now));
+            for (f, expired) in flags.iter_mut() {
+                if *expired {
+                    if !there {
+                        *expired = false;
+                        continue;
+                    }
+                    if there_expired {
+                        continue;
+                    }
+                } else if !here && there_expired {
+                    *expired = true;
+                    continue;
                 }
+                f.store(true, Ordering::Release);
             }
         }
     }
@@ -445,7 +485,7 @@ impl Stripe {
     /// error, as Redis 7.0 signals deleted streams on a flush).
     pub fn clear(&mut self) -> usize {
         let n = self.map.len();
-        self.touch_existing_watched(None);
+        self.touch_existing_watched(None, 0);
         self.signal_existing_waited();
         self.map.clear();
         self.ttl.clear();
@@ -457,9 +497,9 @@ impl Stripe {
     /// they wait for that arrive with the swap become ready, and so do
     /// the ones that leave with it (a group reader whose stream went ends
     /// with an error, as in Redis 7.0); serving finds out which.
-    pub fn swap_data(&mut self, other: &mut Stripe) {
-        self.touch_existing_watched(Some(other));
-        other.touch_existing_watched(Some(self));
+    pub fn swap_data(&mut self, other: &mut Stripe, now: i64) {
+        self.touch_existing_watched(Some(other), now);
+        other.touch_existing_watched(Some(self), now);
         self.signal_existing_waited();
         other.signal_existing_waited();
         std::mem::swap(&mut self.map, &mut other.map);
@@ -1622,7 +1662,7 @@ mod tests {
         let store = Store::new(2, 64);
         let mut l = Locks::new(&store, 1000);
         let flag: WatchFlag = Arc::new(AtomicBool::new(false));
-        l.stripe(0, b"k").watch(b"k", &flag);
+        l.stripe(0, b"k").watch(b"k", &flag, false);
         l.insert(0, b"k", Value::from_arg(b"v"), 1500, 0);
         assert!(flag.swap(false, Ordering::AcqRel));
         assert!(l.get(0, b"k").is_some());
@@ -1699,7 +1739,7 @@ mod tests {
         l.acquire(&mut ids).unwrap();
         let (a, b) = l.pair(store.global_id(0, 5), store.global_id(1, 3));
         a.insert(b"x", Value::Int(1), NO_EXPIRE, 0);
-        b.swap_data(a);
+        b.swap_data(a, 0);
         assert_eq!(b.len(), 1);
         assert_eq!(a.len(), 0);
     }

@@ -181,7 +181,7 @@ fn config_set(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     // Redis checks every name first and reports the first problem; an
     // unknown name wins only if nothing failed before it.
     let mut failure: Option<CmdError> = None;
-    for pair in rest.chunks(2) {
+    for (i, pair) in rest.chunks(2).enumerate() {
         let (name, value) = (pair[0], pair[1]);
         let Some(n) = config::lookup(name) else {
             if failure.is_none() {
@@ -193,6 +193,12 @@ fn config_set(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
             }
             continue;
         };
+        // A sensitive value (masterauth, requirepass) never reaches the
+        // slow log or a monitor, even when the command fails (Redis
+        // redacts every one it finds before any other check).
+        if n.param.flags & pflags::SENSITIVE != 0 {
+            cx.sess.redact |= 1u64 << (3 + 2 * i).min(63);
+        }
         if failure.is_some() {
             continue;
         }

@@ -205,11 +205,13 @@ fn watched_touched(cx: &mut Ctx) -> bool {
         return true;
     }
     let now = cx.now();
-    for (db, key, was_expired) in &cx.sess.watched {
-        if *was_expired {
+    for (db, key, _) in &cx.sess.watched {
+        let s = cx.keys.stripe(*db, key);
+        // The stripe's WATCH knows whether the key counts as expired (at
+        // WATCH time, or since a SWAPDB brought an expired one).
+        if s.watched_expired(key, &cx.sess.watch_flag) {
             continue;
         }
-        let s = cx.keys.stripe(*db, key);
         if s.peek(key).is_some_and(|e| e.has_ttl()) && s.is_expired(key, now) {
             return true;
         }
@@ -229,7 +231,7 @@ fn watch(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         }
         let stripe = cx.keys.stripe(db, key);
         let expired = stripe.peek(key).is_some_and(|e| e.has_ttl()) && stripe.is_expired(key, now);
-        stripe.watch(key, &cx.sess.watch_flag);
+        stripe.watch(key, &cx.sess.watch_flag, expired);
         cx.sess.watched.push((db, key.into(), expired));
     }
     cx.sess.handle.watching.store(cx.sess.watched.len(), Ordering::Relaxed);

@@ -339,11 +339,12 @@ pub(super) fn swapdb(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdRe
         return Err(CmdError::DbIndexOutOfRange);
     }
     if a != b {
+        let now = cx.now();
         let (ia, ib) = (stripe_ids(cx, a as usize), stripe_ids(cx, b as usize));
         for (x, y) in ia.zip(ib) {
             // Marks watchers of keys that exist on either side.
             let (sx, sy) = cx.keys.pair(x, y);
-            sx.swap_data(sy);
+            sx.swap_data(sy, now);
         }
     }
     cx.dirty(1);
