@@ -59,7 +59,6 @@ pub fn not_in_effect(name: &str) -> Option<&'static str> {
             "not yet in effect: Sluice's shutdown does not wait for lagging replicas to catch up"
         }
         "sanitize-dump-payload" => "not yet in effect: RESTORE checks a payload's framing only",
-        "replica-serve-stale-data" => "not yet in effect: a replica always serves its data",
         "replica-lazy-flush" => {
             "a replica frees its old dataset as a lazy FLUSHALL does whatever this says"
         }
