@@ -622,7 +622,9 @@ fn corrupt_files_are_refused_with_offset_and_reason() {
         let file = format!("{name}.rdb");
         std::fs::write(dir.join(&file), &bytes).unwrap();
         let out = std::process::Command::new(TestServer::default_bin())
-            .args(["--port", "0", "--bind", "127.0.0.1", "--save", "", "--dbfilename", &file])
+            // No TCP listener (`--port 0`); a Unix socket so that the
+            // server has somewhere to listen and gets as far as loading.
+            .args(["--port", "0", "--unixsocket", "s.sock", "--save", "", "--dbfilename", &file])
             .current_dir(&dir)
             .output()
             .expect("run sluice-server");
