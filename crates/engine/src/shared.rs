@@ -196,6 +196,11 @@ pub struct Shared {
     pub port: AtomicU32,
     /// Number of event-loop threads.
     pub threads: AtomicU32,
+    /// CPU time of each event-loop thread (thread id, system µs, user
+    /// µs), as of its last tick or INFO: Redis's "main thread" figures
+    /// are the sum over the threads that run commands
+    /// ([`Shared::note_loop_cpu`]).
+    pub loop_cpu: Mutex<Vec<(i32, u64, u64)>>,
     /// Executable path and config file (INFO server).
     pub executable: Mutex<String>,
     pub config_file: Mutex<String>,
@@ -319,6 +324,7 @@ impl Shared {
             evictor: Default::default(),
             thread_mem_probe: OnceLock::new(),
             pause: Mutex::new(Pause::default()),
+            loop_cpu: Mutex::new(Vec::new()),
             unwatch_later: Mutex::new(Vec::new()),
             pause_epoch: AtomicI64::new(0),
             shutdown: AtomicBool::new(false),
@@ -365,6 +371,30 @@ impl Shared {
     /// Applies what the configuration says to the parts that do not read
     /// it per command: the pub/sub output limit, the keyspace notifier.
     /// Called at start and after every CONFIG SET.
+    /// Records the calling thread's CPU time in [`Shared::loop_cpu`]: an
+    /// event loop calls it on every tick (`add`), INFO on the thread it
+    /// runs on so that thread's figure is current (only when listed).
+    /// Returns the sums over the listed threads (system, user), in µs.
+    pub fn note_loop_cpu(&self, add: bool) -> (u64, u64) {
+        // SAFETY: gettid has no preconditions.
+        let tid = unsafe { libc::gettid() };
+        // SAFETY: getrusage fills the zeroed struct we own.
+        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: a valid pointer; RUSAGE_THREAD is the caller's thread.
+        let ok = unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) } == 0;
+        let us = |tv: libc::timeval| tv.tv_sec as u64 * 1_000_000 + tv.tv_usec as u64;
+        let mut v = self.loop_cpu.lock();
+        if ok {
+            let now = (tid, us(ru.ru_stime), us(ru.ru_utime));
+            match v.iter_mut().find(|e| e.0 == tid) {
+                Some(e) => *e = now,
+                None if add => v.push(now),
+                None => {}
+            }
+        }
+        v.iter().fold((0, 0), |(s, u), e| (s + e.1, u + e.2))
+    }
+
     pub fn config_applied(&self) {
         let (flags, hard, max_keys, lfu) = {
             let c = self.config.read();

@@ -408,6 +408,7 @@ fn event_loop(
         let sh = shared.clone();
         tokio::task::spawn_local(async move {
             let mut fx = engine::effects::Effects::default();
+            sh.note_loop_cpu(true);
             loop {
                 let (hz, effort) = {
                     let c = sh.config.read();
@@ -415,6 +416,7 @@ fn event_loop(
                 };
                 let period = Duration::from_millis(1000 / u64::from(hz));
                 tokio::time::sleep(period).await;
+                sh.note_loop_cpu(true);
                 // Redis's slow cycle may take 25% of the period, 2% more
                 // per step of `active-expire-effort`.
                 sh.store.active_expire_effort.store(effort, Ordering::Relaxed);
