@@ -4,8 +4,12 @@
 //! (and the stripe it holds) does not wait for it. INFO reports
 //! `lazyfree_pending_objects` and `lazyfreed_objects`.
 //!
+//! FLUSHALL and FLUSHDB with ASYNC (or `lazyfree-lazy-user-flush yes`)
+//! hand each stripe's whole key table over, counted as its keys, as
+//! Redis's `emptyDbAsync` does.
+//!
 //! The other lazy-free points of Redis (expiry, eviction, implicit
-//! deletes, FLUSHALL) free in place in Sluice: see `config/effect.rs`.
+//! deletes) free in place in Sluice: see `config/effect.rs`.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{channel, Sender};
@@ -17,10 +21,17 @@ use store::Value;
 /// at once (handing them over would cost more).
 pub const THRESHOLD: usize = 64;
 
+/// What the background thread frees: one value, or a detached key
+/// table counted as the keys it held.
+enum Job {
+    Value(Value),
+    Keys(#[allow(dead_code)] Box<dyn Send>, u64),
+}
+
 /// The background freer and its counters.
 #[derive(Default)]
 pub struct LazyFree {
-    tx: Mutex<Option<Sender<Value>>>,
+    tx: Mutex<Option<Sender<Job>>>,
     pending: std::sync::Arc<AtomicU64>,
     freed: std::sync::Arc<AtomicU64>,
 }
@@ -32,28 +43,47 @@ impl LazyFree {
         if !lazy || effort(&v) <= THRESHOLD {
             return drop(v);
         }
+        self.hand_over(Job::Value(v), 1);
+    }
+
+    /// Frees a stripe's detached key table (`keys` keys) on the
+    /// background thread, whatever its size.
+    pub fn free_keys(&self, table: Box<dyn Send>, keys: u64) {
+        self.hand_over(Job::Keys(table, keys), keys);
+    }
+
+    fn hand_over(&self, job: Job, count: u64) {
         let mut tx = self.tx.lock();
         if tx.is_none() {
             *tx = self.start();
         }
-        let Some(sender) = tx.as_ref() else { return drop(v) };
-        self.pending.fetch_add(1, Ordering::Relaxed);
-        if let Err(e) = sender.send(v) {
-            self.pending.fetch_sub(1, Ordering::Relaxed);
+        let Some(sender) = tx.as_ref() else { return drop(job) };
+        self.pending.fetch_add(count, Ordering::Relaxed);
+        if let Err(e) = sender.send(job) {
+            self.pending.fetch_sub(count, Ordering::Relaxed);
             drop(e.0);
         }
     }
 
-    fn start(&self) -> Option<Sender<Value>> {
-        let (tx, rx) = channel::<Value>();
+    fn start(&self) -> Option<Sender<Job>> {
+        let (tx, rx) = channel::<Job>();
         let (pending, freed) = (self.pending.clone(), self.freed.clone());
         std::thread::Builder::new()
             .name("lazyfree".into())
             .spawn(move || {
-                for v in rx {
-                    drop(v);
-                    pending.fetch_sub(1, Ordering::Relaxed);
-                    freed.fetch_add(1, Ordering::Relaxed);
+                for job in rx {
+                    let n = match job {
+                        Job::Value(v) => {
+                            drop(v);
+                            1
+                        }
+                        Job::Keys(t, n) => {
+                            drop(t);
+                            n
+                        }
+                    };
+                    pending.fetch_sub(n, Ordering::Relaxed);
+                    freed.fetch_add(n, Ordering::Relaxed);
                 }
             })
             .ok()?;

@@ -417,3 +417,50 @@ fn info_fields_operators_read_are_filled_as_redis_fills_them() {
     assert_eq!(seen[1], seen[3], "after CONFIG RESETSTAT");
     assert!(seen[2].iter().all(|&b| b), "{:?}", seen[2]);
 }
+
+/// FLUSHALL/FLUSHDB ASYNC, and neither with `lazyfree-lazy-user-flush
+/// yes`, free the keys in the background and count them in
+/// `lazyfreed_objects`; SYNC frees them at once and counts nothing.
+#[test]
+fn lazyfree_lazy_user_flush_frees_in_the_background_as_redis_does() {
+    let Some(r) = RedisServer::start() else { return };
+    let s = TestServer::start();
+    let mut seen = Vec::new();
+    for port in [r.port(), s.port()] {
+        let mut c = testkit::Client::connect(port).unwrap();
+        let mut counts = Vec::new();
+        let fill = |c: &mut testkit::Client| {
+            for db in ["0", "1"] {
+                let _ = cmd(c, &["SELECT", db]);
+                for i in 0..50 {
+                    let _ = cmd(c, &["SET", &format!("k{i}"), "v"]);
+                }
+            }
+        };
+        let mut run = |c: &mut testkit::Client, flush: &[&str]| {
+            let _ = cmd(c, &["CONFIG", "RESETSTAT"]);
+            fill(c);
+            let reply = text(&cmd(c, flush));
+            let start = Instant::now();
+            while info(c, "memory", "lazyfree_pending_objects").as_deref() != Some("0") {
+                assert!(start.elapsed() < Duration::from_secs(10), "lazy free never ended");
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            let freed =
+                info(c, "memory", "lazyfreed_objects").or(info(c, "stats", "lazyfreed_objects"));
+            let size = text(&cmd(c, &["DBSIZE"]));
+            counts.push(format!("{} {reply} freed={freed:?} dbsize={size}", flush.join(" ")));
+        };
+        run(&mut c, &["FLUSHALL", "ASYNC"]);
+        run(&mut c, &["FLUSHALL", "SYNC"]);
+        run(&mut c, &["FLUSHALL"]);
+        run(&mut c, &["FLUSHDB", "ASYNC"]);
+        let _ = cmd(&mut c, &["CONFIG", "SET", "lazyfree-lazy-user-flush", "yes"]);
+        run(&mut c, &["FLUSHALL"]);
+        run(&mut c, &["FLUSHDB"]);
+        run(&mut c, &["FLUSHDB", "SYNC"]);
+        seen.push(counts);
+    }
+    assert_eq!(seen[0], seen[1]);
+    assert!(seen[1][0].contains("freed=Some(\"100\")"), "{:?}", seen[1]);
+}

@@ -492,6 +492,18 @@ impl Stripe {
         n
     }
 
+    /// [`clear`](Self::clear) that hands the keys back instead of freeing
+    /// them (FLUSHALL ASYNC frees them on another thread): the count and
+    /// the detached tables.
+    pub fn detach_all(&mut self) -> (usize, Box<dyn Send>) {
+        let n = self.map.len();
+        self.touch_existing_watched(None, 0);
+        self.signal_existing_waited();
+        let map = self.map.take_all();
+        let ttl = self.ttl.take();
+        (n, Box::new((map, ttl)))
+    }
+
     /// Exchanges keys (not watchers, waiters or stats) with another stripe
     /// (SWAPDB). Blocked clients stay with their database number, so keys
     /// they wait for that arrive with the swap become ready, and so do

@@ -253,6 +253,11 @@ impl KeyTable {
         *self = KeyTable::with_hasher(self.hasher.clone());
     }
 
+    /// Moves the keys out, leaving an empty table with the same hasher.
+    pub fn take_all(&mut self) -> KeyTable {
+        std::mem::replace(self, KeyTable::with_hasher(self.hasher.clone()))
+    }
+
     pub fn iter(&self) -> impl Iterator<Item = (&[u8], &Entry)> {
         self.slots.iter().filter_map(|s| match s {
             Slot::Used(k, e) => Some((&**k, e)),

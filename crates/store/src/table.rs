@@ -332,6 +332,11 @@ impl<V> Table<V> {
         *self = Table { hasher: self.hasher.clone(), ..Table::new() };
     }
 
+    /// Moves the entries out, leaving an empty table with the same hasher.
+    pub fn take(&mut self) -> Table<V> {
+        std::mem::replace(self, Table { hasher: self.hasher.clone(), ..Table::new() })
+    }
+
     /// Iterates over all entries in slab order.
     pub fn iter(&self) -> impl Iterator<Item = (&[u8], &V)> {
         self.nodes.iter().filter_map(|n| n.kv.as_ref().map(|(k, v)| (&**k, v)))

@@ -40,13 +40,10 @@ pub fn not_in_effect(name: &str) -> Option<&'static str> {
             "Sluice's hash tables are split by lock stripe and resize at once (microseconds \
              each); there is no incremental rehashing to drive"
         }
-        "lazyfree-lazy-eviction"
-        | "lazyfree-lazy-expire"
-        | "lazyfree-lazy-server-del"
-        | "lazyfree-lazy-user-flush" => {
-            "not yet in effect: Sluice frees evicted, expired and overwritten values, and \
-             flushed databases, in place (UNLINK, and DEL with `lazyfree-lazy-user-del`, free \
-             in the background)"
+        "lazyfree-lazy-eviction" | "lazyfree-lazy-expire" | "lazyfree-lazy-server-del" => {
+            "not yet in effect: Sluice frees evicted, expired and overwritten values in place \
+             (UNLINK, DEL with `lazyfree-lazy-user-del`, and FLUSHALL/FLUSHDB with ASYNC or \
+             `lazyfree-lazy-user-flush` free in the background)"
         }
         "list-compress-depth" => {
             "not yet in effect: Sluice does not LZF-compress list chunks (OBJECT ENCODING is \

@@ -272,30 +272,47 @@ pub(super) fn dbsize(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResul
     Ok(())
 }
 
-/// FLUSHDB/FLUSHALL take one optional SYNC or ASYNC (both free memory
-/// synchronously here); anything else is a syntax error.
-fn flush_args(args: &mut Args) -> CmdResult {
+/// FLUSHDB/FLUSHALL take one optional SYNC or ASYNC; anything else is a
+/// syntax error. Returns whether to free in the background: ASYNC, or
+/// neither with `lazyfree-lazy-user-flush yes` (Redis's
+/// `getFlushCommandFlags`).
+fn flush_args(cx: &mut Ctx, args: &mut Args) -> Result<bool, CmdError> {
     match args.rest() {
-        [] => Ok(()),
-        [m] if eq_ic(m, "SYNC") || eq_ic(m, "ASYNC") => Ok(()),
+        [] => Ok(cx
+            .sess
+            .conf(cx.shared)
+            .get_by_name("lazyfree-lazy-user-flush")
+            .is_some_and(|v| v == b"yes")),
+        [m] if eq_ic(m, "SYNC") => Ok(false),
+        [m] if eq_ic(m, "ASYNC") => Ok(true),
         _ => Err(CmdError::Syntax),
     }
 }
 
-/// Empties database `db`; returns how many keys it held.
-fn flush_db(cx: &mut Ctx, db: usize) -> u64 {
+/// Empties database `db`; returns how many keys it held. `lazy`: the
+/// key tables go to the background freer instead of being freed here.
+fn flush_db(cx: &mut Ctx, db: usize, lazy: bool) -> u64 {
     let mut n = 0;
     for id in stripe_ids(cx, db) {
         // Marks the watchers of keys that existed, as Redis's
         // `signalFlushedDb`.
-        n += cx.keys.stripe_id(id).clear() as u64;
+        let s = cx.keys.stripe_id(id);
+        if lazy {
+            let (k, table) = s.detach_all();
+            if k > 0 {
+                cx.shared.lazyfree.free_keys(table, k as u64);
+            }
+            n += k as u64;
+        } else {
+            n += s.clear() as u64;
+        }
     }
     n
 }
 
 pub(super) fn flushdb(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
-    flush_args(args)?;
-    let n = flush_db(cx, cx.db);
+    let lazy = flush_args(cx, args)?;
+    let n = flush_db(cx, cx.db, lazy);
     cx.flushed();
     // Redis counts the keys removed and propagates the flush even when
     // there were none.
@@ -306,10 +323,10 @@ pub(super) fn flushdb(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdR
 }
 
 pub(super) fn flushall(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
-    flush_args(args)?;
+    let lazy = flush_args(cx, args)?;
     let mut n = 0;
     for db in 0..cx.shared.store.databases() {
-        n += flush_db(cx, db);
+        n += flush_db(cx, db, lazy);
     }
     cx.flushed();
     // A BGSAVE in progress would save what FLUSHALL just removed: Redis
