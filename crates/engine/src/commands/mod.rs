@@ -38,8 +38,12 @@ pub mod zset_blocking;
 
 pub use command::markdown;
 
-/// Every family's declarations.
-pub const FAMILIES: &[&[CommandSpec]] = &[
+/// Every family's declarations. A `static`, not a `const`: specs are
+/// compared by address (`dispatch::full_name`, the ACL and COMMAND
+/// tables), and every use of a `const` may get its own copy of the
+/// data; with optimisation, code inlined into two codegen units saw two
+/// different addresses for one command.
+pub static FAMILIES: &[&[CommandSpec]] = &[
     string::COMMANDS,
     acl::COMMANDS,
     set::COMMANDS,
