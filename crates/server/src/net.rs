@@ -417,6 +417,7 @@ fn event_loop(
                 let period = Duration::from_millis(1000 / u64::from(hz));
                 tokio::time::sleep(period).await;
                 sh.note_loop_cpu(true);
+                engine::script::vm::release_flushed(&sh);
                 // Redis's slow cycle may take 25% of the period, 2% more
                 // per step of `active-expire-effort`.
                 sh.store.active_expire_effort.store(effort, Ordering::Relaxed);

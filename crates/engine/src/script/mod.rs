@@ -311,7 +311,9 @@ impl Cache {
     }
 
     fn flush(&self) {
-        self.map.write().clear();
+        // A new table, not `clear`: a million cached scripts leave a
+        // table of that capacity behind.
+        *self.map.write() = HashMap::default();
         self.epoch.fetch_add(1, Ordering::AcqRel);
         self.lua_memory.store(0, Ordering::Relaxed);
         *self.cjson.lock() = cjson::Config::default();

@@ -118,6 +118,20 @@ pub fn with_vm<R>(shared: &Shared, f: impl FnOnce(&mut Vm) -> R) -> R {
     })
 }
 
+/// Frees this thread's Lua state if SCRIPT FLUSH dropped it: event loops
+/// call this on their tick, so a flush gives the memory back within a
+/// tick on every thread, not when each thread next runs a script. Not
+/// while the state is in use (a busy script's hook runs the loop).
+pub fn release_flushed(shared: &Shared) {
+    VM.with(|cell| {
+        if let Ok(mut slot) = cell.try_borrow_mut() {
+            if slot.as_ref().is_some_and(|vm| vm.epoch != shared.scripts.epoch()) {
+                drop(slot.take());
+            }
+        }
+    })
+}
+
 /// What a run calls: an EVAL script (KEYS and ARGV as globals) or a
 /// library's function (keys and args as its arguments).
 enum Callable {
