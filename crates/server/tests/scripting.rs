@@ -511,3 +511,31 @@ fn script_flush_gives_the_memory_back_on_every_thread() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// Regression: `redis.log` wrote nothing (the engine's script logger was
+/// never installed). Its lines reach the server log at their level, with
+/// the arguments joined by spaces, as redis-server writes them; a level
+/// under `loglevel` writes nothing.
+#[test]
+fn redis_log_lines_reach_the_server_log_as_redis_writes_them() {
+    let Some(r) = testkit::RedisServer::start() else { return };
+    let s = start();
+    let mut seen = Vec::new();
+    for (port, log) in [(r.port(), 0), (s.port(), 1)] {
+        let mut c = Client::connect(port).unwrap();
+        let script = "redis.log(redis.LOG_WARNING, 'script-says', 'hello', 42) \
+                      redis.log(redis.LOG_DEBUG, 'script-debug-line') return 1";
+        assert_eq!(c.cmd(&["EVAL", script, "0"]).unwrap(), b":1\r\n");
+        std::thread::sleep(Duration::from_millis(100));
+        let text = if log == 0 { r.log_text() } else { s.log_text() };
+        let lines: Vec<String> = text
+            .lines()
+            .filter(|l| l.contains("script-"))
+            .map(|l| l.split_once(' ').map_or("", |(_, rest)| rest).to_string())
+            .map(|rest| rest.splitn(5, ' ').nth(4).unwrap_or("").to_string())
+            .collect();
+        seen.push(lines);
+    }
+    assert_eq!(seen[0], seen[1]);
+    assert_eq!(seen[1], vec!["# script-says hello 42".to_string()]);
+}

@@ -331,13 +331,17 @@ pub fn sha1_hex(data: &[u8]) -> [u8; 40] {
     out
 }
 
-/// Where `redis.log` lines go; the server installs its logger.
-pub static LOGGER: std::sync::OnceLock<fn(i64, &[u8])> = std::sync::OnceLock::new();
-
+/// `redis.log(level, msg)`: a line in the server log at Redis's level
+/// (LOG_DEBUG 0 … LOG_WARNING 3), as Redis's `serverLogRaw` writes it.
 pub(crate) fn log(level: i64, msg: &[u8]) {
-    if let Some(f) = LOGGER.get() {
-        f(level, msg);
-    }
+    use crate::log::Level;
+    let level = match level {
+        0 => Level::Debug,
+        1 => Level::Verbose,
+        2 => Level::Notice,
+        _ => Level::Warning,
+    };
+    crate::log::log(level, &String::from_utf8_lossy(msg));
 }
 
 /// The flags a script runner's call has (Redis's `getCommandFlags`): a
