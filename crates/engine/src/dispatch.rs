@@ -1,5 +1,5 @@
 //! The dispatcher: every policy between "a request was parsed" and "a
-//! handler runs", in three layers (DESIGN §3a):
+//! handler runs", in three layers (`docs/architecture.md`, *The seams*):
 //!
 //! 1. the connection layer, [`execute`]: lookup and arity, `CLIENT PAUSE`,
 //!    `MULTI` queueing, reply modes, serving the clients a write made

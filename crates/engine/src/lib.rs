@@ -1,7 +1,10 @@
 //! Commands: the table, the dispatcher, the context handlers run in, and
 //! one file per command family. Argument vector in, reply bytes out.
 //!
-//! Synchronous and socket-free; depends on `resp` and `store` only.
+//! Synchronous and socket-free; depends on `resp`, `store` and `queue` (the
+//! job model) only. Must not depend on `persist` or `server`: the codec,
+//! the files, the network and the allocator reach it through interfaces
+//! the server installs (`docs/architecture.md`, *What the server plugs in*).
 
 pub mod acl;
 pub mod blocking;

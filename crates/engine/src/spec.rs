@@ -148,7 +148,7 @@ pub enum KeySpec {
     /// Every stripe of every database (FLUSHALL, SWAPDB).
     AllDbs,
     /// No key: the job namespace's one stripe, above every database's
-    /// (the job queue's commands, DESIGN §7).
+    /// (the job queue's commands, `docs/jobs.md`).
     Jobs,
     /// Keys found by a function of the arguments (with their databases).
     Custom {

@@ -143,7 +143,7 @@ fn effects_record_reaches_a_consumer() {
     assert_eq!(r.events[6].0, Class::EXPIRED);
 }
 
-/// The table's flags are applied for each kind of caller (DESIGN §3a):
+/// The table's flags are applied for each kind of caller (`docs/architecture.md`, *The seams*):
 /// scripts get Redis's refusals for noscript commands and writes in
 /// read-only scripts; every caller gets LOADING while a dataset loads.
 #[test]

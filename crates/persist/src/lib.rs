@@ -1,9 +1,12 @@
-//! Persistence formats: the RDB codec (values, DUMP payloads, whole
-//! files), compatible with Redis 7.0 both ways.
+//! Persistence formats, compatible with Redis 7.0 both ways: the RDB codec
+//! (values, DUMP payloads, whole files, function libraries), the
+//! append-only file's manifest, command base and command reader, and the
+//! CRC64 and LZF they use.
 //!
 //! Pure encoding and decoding over bytes; files, threads and commands are
-//! the server's (except `sluice-check-rdb`, the file checker in `src/bin`). Depends on `resp` (number formatting) and `store` (the
-//! values it encodes); must not depend on the engine.
+//! the server's (except the file checkers in `src/bin`, `sluice-check-rdb`
+//! and `sluice-check-aof`). Depends on `resp` (number formatting) and
+//! `store` (the values it encodes); must not depend on the engine.
 
 pub mod aof;
 pub mod aof_base;

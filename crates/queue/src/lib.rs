@@ -9,7 +9,8 @@
 //! namespace's lock and turns its results into replies and effects.
 //! Must not depend on any other Sluice crate.
 //!
-//! `../shared/spec/disque.md` is the specification (single-node parts).
+//! `docs/jobs.md` describes the commands and their semantics: Disque's
+//! single-node parts (<https://github.com/antirez/disque>).
 
 mod id;
 mod job;

@@ -7,7 +7,8 @@
 //! initialized", "Ready to accept connections", supervisor readiness), so
 //! process managers and scripts written for Redis work unchanged.
 //!
-//! Depends on every other Sluice crate; nothing depends on it.
+//! Depends on `resp`, `store`, `engine` and `persist` (the job model only
+//! through the engine); nothing depends on it.
 
 mod aof;
 mod aof_load;

@@ -2,7 +2,7 @@
 //! with the `persist` codec over the process's files. SAVE, BGSAVE (on a
 //! thread of its own), DEBUG RELOAD and loading at start-up.
 //!
-//! Saves are point-in-time without `fork()` (DESIGN §6): the store locks
+//! Saves are point-in-time without `fork()` (`docs/architecture.md`, *Durability*): the store locks
 //! every stripe for an instant to mark them all pending, then the saver
 //! walks them while clients keep reading and writing; the first lock of a
 //! pending stripe, by the saver or by a command about to change it,

@@ -165,7 +165,7 @@ fn a_client_that_never_reads_does_not_hold_others() {
         assert!(field(&f, "tot-mem") >= pending, "{name}: {f:?}");
         if name == "sluice" {
             // Sluice stops executing the client's input once 1 MB of its
-            // replies waits (DESIGN §5): its memory stays bounded. (Redis
+            // replies waits (docs/architecture.md, *Memory*): its memory stays bounded. (Redis
             // keeps executing; an output limit or maxmemory-clients ends
             // it.)
             assert!(pending < 2 << 20, "{name}: {pending} bytes pending");

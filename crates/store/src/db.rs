@@ -732,7 +732,7 @@ impl Prefetch {
     }
 }
 
-/// The serialiser of a point-in-time snapshot (DESIGN §6), supplied by
+/// The serialiser of a point-in-time snapshot (`docs/architecture.md`, *Durability*), supplied by
 /// the persistence layer so that the store does not depend on it.
 pub trait SnapshotHook: Send + Sync {
     /// Called once per stripe and snapshot, with the stripe locked and
@@ -748,7 +748,7 @@ struct Snapshot {
 }
 
 /// The whole keyspace: `databases` databases of `stripes` stripes each,
-/// then one stripe of its own for the job queue's namespace (DESIGN §7):
+/// then one stripe of its own for the job queue's namespace (`docs/jobs.md`):
 /// its lock id, [`Store::jobs_id`], is above every database stripe's, so
 /// EXEC, scripts and the snapshot order it with everything else, and
 /// clients blocked on job queues wait in its waiter table. It holds no

@@ -449,7 +449,7 @@ mod tests {
         }
     }
 
-    /// Per-element memory depends on these (bench/memory, README).
+    /// Per-element memory depends on these (bench/memory, docs/benchmarks.md).
     #[test]
     fn node_sizes() {
         use std::mem::size_of;

@@ -1,4 +1,6 @@
-//! Server diagnostics: TIME and DEBUG (SLEEP, SET-ACTIVE-EXPIRE, OBJECT, HELP).
+//! Server diagnostics: TIME and DEBUG (the subcommands Redis's test suites
+//! use: SLEEP, RELOAD, OBJECT, POPULATE, PROTOCOL, DIGEST, SET-ACTIVE-EXPIRE,
+//! LOG, PAUSE-CRON, …, and Sluice's EFFECTS for the effects tests).
 //!
 //! `DEBUG SLEEP` blocks the calling thread, as it blocks Redis's only one.
 

@@ -1,4 +1,4 @@
-//! The job queue's commands (Disque's, `../shared/spec/disque.md`): ADDJOB
+//! The job queue's commands (Disque's, `docs/jobs.md`): ADDJOB
 //! and GETJOB here, acknowledgements and state changes in [`ack`], the
 //! inspection commands and PAUSE in [`admin`], the tick, snapshots and
 //! INFO in [`tick`].
