@@ -130,6 +130,19 @@ pub struct MallocHooks {
     pub stats: fn() -> String,
     /// Returns unused dirty pages to the system.
     pub purge: fn(),
+    /// DEBUG MALLCTL / MALLCTL-STR: reads (and with a value, writes) an
+    /// allocator control, as an integer or as a string.
+    pub mallctl: fn(name: &[u8], value: Option<&[u8]>, string: bool) -> Mallctl,
+}
+
+/// What an allocator control answered (DEBUG MALLCTL).
+pub enum Mallctl {
+    Int(i64),
+    Str(Vec<u8>),
+    /// Written, nothing to read (a write-only control).
+    Done,
+    /// The C library's text for the error number.
+    Err(String),
 }
 
 /// The fallback probe: resident set size from `/proc/self/statm`.

@@ -169,9 +169,11 @@ fn main() {
         std::process::exit(1);
     }
     let _ = shared.mem_probe.set(jemalloc_probe);
-    let _ = shared
-        .malloc
-        .set(engine::shared::MallocHooks { stats: jemalloc_stats, purge: jemalloc_purge });
+    let _ = shared.malloc.set(engine::shared::MallocHooks {
+        stats: jemalloc_stats,
+        purge: jemalloc_purge,
+        mallctl: jemalloc_mallctl,
+    });
     let _ = shared.thread_mem_probe.set(jemalloc_thread_net);
     *shared.config_file.lock() = config_file;
     if let Ok(exe) = std::env::current_exe() {
@@ -445,6 +447,85 @@ fn jemalloc_purge() {
             0,
         );
     }
+}
+
+/// The C library's text for an error number (Redis replies `strerror`).
+fn strerror(e: i32) -> String {
+    // SAFETY: strerror returns a NUL-terminated static (or thread) string.
+    unsafe { std::ffi::CStr::from_ptr(libc::strerror(e)) }.to_string_lossy().into_owned()
+}
+
+/// DEBUG MALLCTL / MALLCTL-STR, as Redis's `mallctl_int` and
+/// `mallctl_string`: an integer control is tried at 8, 4, 2 and 1 bytes
+/// until jemalloc accepts the size; a write-only control is written.
+fn jemalloc_mallctl(name: &[u8], value: Option<&[u8]>, string: bool) -> engine::shared::Mallctl {
+    use engine::shared::Mallctl;
+    use std::ffi::{c_char, c_void, CString};
+    let Ok(cname) = CString::new(name) else { return Mallctl::Err(strerror(libc::ENOENT)) };
+    let ctl = |old: *mut c_void, oldlen: *mut usize, new: *mut c_void, newlen: usize| {
+        // SAFETY: a NUL-terminated name; the pointers are null or point
+        // at live locals of the sizes given.
+        unsafe { tikv_jemalloc_sys::mallctl(cname.as_ptr(), old, oldlen, new, newlen) }
+    };
+    if string {
+        let mut old: *const c_char = std::ptr::null();
+        let mut sz = std::mem::size_of::<*const c_char>();
+        let rret = ctl((&raw mut old).cast(), &mut sz, std::ptr::null_mut(), 0);
+        if rret != 0 && !(rret == libc::EPERM && value.is_some()) {
+            return Mallctl::Err(strerror(rret));
+        }
+        let mut wret = 0;
+        if let Some(v) = value {
+            let cv = CString::new(v).unwrap_or_default();
+            let mut p = cv.as_ptr();
+            wret = if v == b"VOID" {
+                ctl(std::ptr::null_mut(), std::ptr::null_mut(), std::ptr::null_mut(), 0)
+            } else {
+                ctl(std::ptr::null_mut(), std::ptr::null_mut(), (&raw mut p).cast(), sz)
+            };
+        }
+        return if rret == 0 {
+            let text = if old.is_null() {
+                Vec::new()
+            } else {
+                // SAFETY: jemalloc returned a NUL-terminated string it owns.
+                unsafe { std::ffi::CStr::from_ptr(old) }.to_bytes().to_vec()
+            };
+            Mallctl::Str(text)
+        } else if wret != 0 {
+            Mallctl::Err(strerror(wret))
+        } else {
+            Mallctl::Done
+        };
+    }
+    // Redis 7.0 hands its size variable to jemalloc, which on a size
+    // mismatch sets it to the smaller of the two sizes: halved after that,
+    // a 4-byte or 1-byte control never matches, and Redis 7.0 answers
+    // "Invalid argument" for those. The same here.
+    let mut val: i64 = value.and_then(resp::parse_i64).unwrap_or(0);
+    let mut old: i64 = 0;
+    let mut sz = std::mem::size_of::<i64>();
+    while sz > 0 {
+        let (newp, newlen) = match value {
+            Some(_) => ((&raw mut val).cast::<c_void>(), sz),
+            None => (std::ptr::null_mut(), 0),
+        };
+        let ret = ctl((&raw mut old).cast(), &mut sz, newp, newlen);
+        if ret == 0 {
+            return Mallctl::Int(old);
+        }
+        if ret == libc::EPERM
+            && value.is_some()
+            && ctl(std::ptr::null_mut(), std::ptr::null_mut(), newp, newlen) == 0
+        {
+            return Mallctl::Done;
+        }
+        if ret != libc::EINVAL {
+            return Mallctl::Err(strerror(ret));
+        }
+        sz /= 2;
+    }
+    Mallctl::Err(strerror(libc::EINVAL))
 }
 
 /// This thread's bytes allocated minus freed (wrapping), from jemalloc's

@@ -102,6 +102,7 @@ scenarios! {
     blocking_key_changes => "blocking_key_changes.txt",
     replica_stale => "replica_stale.txt",
     extreme_arguments => "extreme_arguments.txt",
+    debug_mallctl => "debug_mallctl.txt",
 }
 
 #[test]

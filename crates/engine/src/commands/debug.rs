@@ -178,6 +178,24 @@ const HELP: &[&str] = &[
     "    Prints this help.",
 ];
 
+/// DEBUG MALLCTL <name> [int] and MALLCTL-STR <name> [str|VOID]: Redis's
+/// `mallctl_int` / `mallctl_string` (arguments past the value ignored).
+fn mallctl(cx: &mut Ctx, args: &[&[u8]], string: bool, out: &mut ReplyBuf) -> CmdResult {
+    let Some(h) = cx.shared.malloc.get() else { return Err(CmdError::Syntax) };
+    if !string {
+        if let Some(v) = args.get(1) {
+            resp::parse_i64(v).ok_or(CmdError::NotInteger)?;
+        }
+    }
+    match (h.mallctl)(args[0], args.get(1).copied(), string) {
+        crate::shared::Mallctl::Int(v) => out.int(v),
+        crate::shared::Mallctl::Str(v) => out.bulk(&v),
+        crate::shared::Mallctl::Done => out.ok(),
+        crate::shared::Mallctl::Err(e) => return Err(CmdError::Msg(format!("ERR {e}").into())),
+    }
+    Ok(())
+}
+
 fn debug(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let argv = args.argv();
     let sub = argv[1];
@@ -186,6 +204,13 @@ fn debug(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         3 if eq_ic(sub, "SLEEP") => {
             sleep_seconds(strtod(argv[2]));
             out.ok();
+        }
+        // Only with an allocator that has controls (jemalloc), as Redis.
+        n if n >= 3
+            && (eq_ic(sub, "MALLCTL") || eq_ic(sub, "MALLCTL-STR"))
+            && cx.shared.malloc.get().is_some() =>
+        {
+            mallctl(cx, &argv[2..], eq_ic(sub, "MALLCTL-STR"), out)?
         }
         3 if eq_ic(sub, "SET-ACTIVE-EXPIRE") => {
             cx.shared.store.active_expire.store(atoi(argv[2]) != 0, Ordering::Relaxed);
