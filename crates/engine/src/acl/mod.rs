@@ -748,6 +748,12 @@ impl User {
         Err(worst)
     }
 
+    /// Whether any selector allows `key` for a key spec with `spec_flags`
+    /// (Redis's `ACLUserCheckKeyPerm`).
+    pub fn key_allowed(&self, key: &[u8], spec_flags: u16) -> bool {
+        self.selectors.iter().any(|s| s.check_key(key, spec_flags))
+    }
+
     /// Whether a channel (or, `literal`, a pattern) is allowed by any
     /// selector (`ACLUserCheckChannelPerm`).
     pub fn channel_allowed(&self, ch: &[u8], literal: bool) -> bool {

@@ -66,16 +66,34 @@ pub trait Migrator: Send + Sync {
     fn transfer(&self, t: &Transfer<'_>) -> Transferred;
 }
 
-/// MIGRATE's keys: the key argument, or those after `KEYS` (Redis's
-/// `migrateGetKeys`; locking one more key than needed is harmless).
+/// MIGRATE's keys, as Redis's `migrateGetKeys` finds them (ACL checks
+/// and locks): past the fifth argument, `AUTH` and `AUTH2` skip their
+/// arguments, and `KEYS` makes every later argument a key, and no key at
+/// all when the key argument is not empty (the command then fails);
+/// without `KEYS` the key argument, even empty.
 fn migrate_keys<'a>(argv: &[&'a [u8]], db: usize, keys: &mut KeyList<'a>) {
-    if let Some(k) = argv.get(3).filter(|k| !k.is_empty()) {
-        keys.push((db, k));
-    }
-    if let Some(i) = argv.iter().skip(6).position(|a| eq_ic(a, "KEYS")) {
-        for k in &argv[6 + i + 1..] {
-            keys.push((db, k));
+    let mut i = 6;
+    while i < argv.len() {
+        let a = argv[i];
+        if eq_ic(a, "KEYS") {
+            if !argv[3].is_empty() {
+                return;
+            }
+            for k in &argv[i + 1..] {
+                keys.push((db, k));
+            }
+            return;
         }
+        i += if eq_ic(a, "AUTH") {
+            2
+        } else if eq_ic(a, "AUTH2") {
+            3
+        } else {
+            1
+        };
+    }
+    if let Some(k) = argv.get(3) {
+        keys.push((db, k));
     }
 }
 

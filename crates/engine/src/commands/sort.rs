@@ -112,7 +112,16 @@ struct Opts<'a> {
 }
 
 /// Parses the options in order; the first bad one decides the error.
-fn parse_opts<'a>(args: &mut Args<'a>, readonly: bool) -> Result<Opts<'a>, CmdError> {
+fn parse_opts<'a>(
+    args: &mut Args<'a>,
+    readonly: bool,
+    full_access: bool,
+) -> Result<Opts<'a>, CmdError> {
+    let denied = |opt: &str| {
+        CmdError::Msg(
+            format!("ERR {opt} option of SORT denied due to insufficient ACL permissions.").into(),
+        )
+    };
     let mut o = Opts {
         desc: false,
         alpha: false,
@@ -141,9 +150,14 @@ fn parse_opts<'a>(args: &mut Args<'a>, readonly: bool) -> Result<Opts<'a>, CmdEr
             // Tested as a C string; a later BY with a `*` does not undo it.
             if !cstr(p).contains(&b'*') {
                 o.dontsort = true;
+            } else if !full_access {
+                return Err(denied("BY"));
             }
             o.by = Some(Pattern::compile(p));
         } else if eq_ic(a, "GET") && left >= 1 {
+            if !full_access {
+                return Err(denied("GET"));
+            }
             o.gets.push(Pattern::compile(args.req()?));
         } else {
             return Err(CmdError::Syntax);
@@ -311,7 +325,11 @@ fn sort_ro(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
 /// Redis's `sortCommandGeneric`.
 fn sort_generic(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf, readonly: bool) -> CmdResult {
     let key = args.key()?;
-    let mut o = parse_opts(args, readonly)?;
+    // Redis's `user_has_full_key_access`: BY with a pattern and GET read
+    // keys no key spec names, so they need a selector that may read every
+    // key (one whose pattern matches the string "*").
+    let full_access = cx.sess.user.key_allowed(b"*", crate::meta::k::ACCESS);
+    let mut o = parse_opts(args, readonly, full_access)?;
     let from_script = matches!(cx.caller, crate::dispatch::Caller::Script { .. });
 
     // Load the source: the whole of it, or for BY nosort on a list (or
