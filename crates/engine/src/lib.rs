@@ -28,6 +28,7 @@ pub mod rates;
 pub mod script;
 pub mod session;
 pub mod shared;
+pub mod shutdown;
 pub mod snapshot;
 pub mod spec;
 pub mod tracking;

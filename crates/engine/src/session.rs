@@ -374,7 +374,10 @@ impl Session {
         self.update_acl(shared);
         self.slow_us = crate::commands::slowlog::slow_threshold(&self.conf);
         self.fx.sync(&shared.effects);
-        let paused = shared.pause.lock().until_ms > 0;
+        let paused = {
+            let p = shared.pause.lock();
+            p.until_ms > 0 || p.shutdown
+        };
         // A failed BGSAVE may refuse writes (stop-writes-on-bgsave-error);
         // its status changes move the epoch, as a busy script does.
         let bgsave_ok = shared.persist.last_bgsave_ok.load(Ordering::Relaxed);
@@ -431,10 +434,11 @@ impl Session {
             self.pause = (epoch, *shared.pause.lock());
         }
         let p = self.pause.1;
-        if p.until_ms <= 0 || now >= p.until_ms {
+        let client_pause = p.until_ms > 0 && now < p.until_ms;
+        if !client_pause && !p.shutdown {
             return false;
         }
-        if !p.writes_only {
+        if client_pause && !p.writes_only {
             return true;
         }
         let writes = Flags::WRITE.union(Flags::MAY_REPLICATE);

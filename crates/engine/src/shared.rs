@@ -106,6 +106,9 @@ pub struct Pause {
     pub until_ms: i64,
     /// Only writes are paused (`WRITE` mode).
     pub writes_only: bool,
+    /// Writes are held while a shutdown waits for its replicas (Redis's
+    /// `PAUSE_DURING_SHUTDOWN`), whatever CLIENT PAUSE says.
+    pub shutdown: bool,
 }
 
 /// A query buffer bigger than this shrinks towards its recent peak
@@ -200,6 +203,8 @@ pub struct Shared {
     pub pause_epoch: AtomicI64,
     /// Set by SHUTDOWN (and signals): the server stops accepting and exits.
     pub shutdown: AtomicBool,
+    /// A shutdown waiting for its replicas (`crate::shutdown`).
+    pub shutdown_state: crate::shutdown::State,
     /// `DEBUG PAUSE-CRON 1`: the server's periodic tick (signals, idle
     /// clients, rates) does nothing until it is set back.
     pub cron_paused: AtomicBool,
@@ -341,6 +346,7 @@ impl Shared {
             unwatch_later: Mutex::new(Vec::new()),
             pause_epoch: AtomicI64::new(0),
             shutdown: AtomicBool::new(false),
+            shutdown_state: Default::default(),
             cron_paused: AtomicBool::new(false),
             lazyfree: Default::default(),
             port: AtomicU32::new(0),

@@ -117,6 +117,9 @@ pub struct AofInfo {
     pub base_size: u64,
     pub buffer_length: u64,
     pub delayed_fsync: u64,
+    /// Turned on and its first rewrite not yet done (Redis's
+    /// `AOF_WAIT_REWRITE`): no file holds the data set yet.
+    pub wait_rewrite: bool,
 }
 
 /// INFO persistence's numbers, kept by whoever saves and loads.

@@ -125,6 +125,9 @@ pub struct Aof {
     on: AtomicBool,
     rewriting: AtomicBool,
     rewrite_scheduled: AtomicBool,
+    /// Turned on, its first rewrite not done yet (Redis's
+    /// `AOF_WAIT_REWRITE`): a shutdown must not exit then.
+    wait_rewrite: AtomicBool,
     ctl: Mutex<Ctl>,
     /// INFO figures.
     current_size: AtomicU64,
@@ -183,6 +186,7 @@ pub fn install(shared: &Arc<Shared>) -> Arc<Aof> {
         on: AtomicBool::new(false),
         rewriting: AtomicBool::new(false),
         rewrite_scheduled: AtomicBool::new(false),
+        wait_rewrite: AtomicBool::new(false),
         ctl: Mutex::new(Ctl { manifest: Manifest::default(), rewrite_started: None }),
         current_size: AtomicU64::new(0),
         base_size: AtomicU64::new(0),
@@ -644,6 +648,9 @@ impl Aof {
         });
         match outcome {
             Ok(()) => {
+                if mode == Mode::TurningOn {
+                    self.wait_rewrite.store(false, Ordering::Release);
+                }
                 self.last_rewrite_ok.store(true, Ordering::Relaxed);
                 self.consecutive_failures.store(0, Ordering::Relaxed);
                 log::notice("Background AOF rewrite finished successfully");
@@ -664,6 +671,7 @@ impl Aof {
         if !self.on.swap(false, Ordering::AcqRel) {
             return;
         }
+        self.wait_rewrite.store(false, Ordering::Release);
         self.kill_rewrite();
         if let Some(c) = self.feed.lock().take() {
             sh.remove_consumer(&c);
@@ -772,6 +780,7 @@ impl AppendOnly for Aof {
         if want && !on {
             // Redis's startAppendOnly: a rewrite whose base is the data set
             // now; units before its instant are in the base.
+            me.wait_rewrite.store(true, Ordering::Release);
             me.activate(&sh, None, false);
             if me.rewriting.load(Ordering::Acquire) {
                 // A rewrite with the AOF off is running: the one that turns
@@ -847,6 +856,7 @@ impl AppendOnly for Aof {
             base_size: self.base_size.load(Ordering::Relaxed),
             buffer_length: self.state.lock().buf.len() as u64,
             delayed_fsync: self.delayed_fsync.load(Ordering::Relaxed),
+            wait_rewrite: enabled && self.wait_rewrite.load(Ordering::Relaxed),
         }
     }
 }

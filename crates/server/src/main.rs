@@ -26,7 +26,7 @@ mod tls;
 mod transport;
 mod unix;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use engine::config::ConfigError;
@@ -281,6 +281,9 @@ static PID_FILE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 /// The last steps of a shutdown, after the event loops stopped.
 fn finish_exit() {
     aof::flush_on_exit();
+    // A background save cut short by the shutdown leaves its temporary
+    // file; Redis removes its child's too.
+    persistence::remove_temp_files();
     unix::remove_at_exit();
     if let Some(p) = PID_FILE.get() {
         log::notice("Removing the pid file.");
@@ -298,17 +301,13 @@ pub fn exit_now() -> ! {
     std::process::exit(0);
 }
 
-/// Set while a signal's shutdown runs (its final save may be slow): a
-/// SIGINT then ends the process at once, from the handler.
-static SHUTTING_DOWN: AtomicBool = AtomicBool::new(false);
-
 extern "C" fn on_signal(sig: libc::c_int) {
     use engine::shared::PENDING_SIGNAL;
-    if sig == libc::SIGINT
-        && (SHUTTING_DOWN.load(Ordering::SeqCst) || PENDING_SIGNAL.load(Ordering::SeqCst) != 0)
-    {
+    use engine::shutdown::SIGNALLED;
+    if sig == libc::SIGINT && SIGNALLED.load(Ordering::SeqCst) {
         // Redis's sigShutdownHandler: a second SIGINT does not wait for
-        // the shutdown's save, whose temporary file goes.
+        // the shutdown (its save, its replicas); the save's temporary
+        // file goes.
         log::from_handler("You insist... exiting now.");
         persistence::remove_temp_files();
         // SAFETY: _exit ends the process without running atexit handlers
@@ -318,6 +317,7 @@ extern "C" fn on_signal(sig: libc::c_int) {
     let name = if sig == libc::SIGINT { "SIGINT" } else { "SIGTERM" };
     log::from_handler(&format!("Received {name} scheduling shutdown..."));
     PENDING_SIGNAL.store(sig, Ordering::SeqCst);
+    SIGNALLED.store(true, Ordering::SeqCst);
 }
 
 /// Installs the SIGTERM/SIGINT handlers before the server says it is
@@ -326,7 +326,7 @@ extern "C" fn on_signal(sig: libc::c_int) {
 fn install_signal_handlers() {
     for sig in [libc::SIGTERM, libc::SIGINT] {
         // SAFETY: a zeroed sigaction with a handler that logs and stores
-        // to an atomic (see `crash.rs` on logging from a handler).
+        // to atomics (see `crash.rs` on logging from a handler).
         unsafe {
             let mut sa: libc::sigaction = std::mem::zeroed();
             sa.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as usize;
@@ -337,50 +337,10 @@ fn install_signal_handlers() {
     }
 }
 
-/// What `shutdown-on-sigint` / `shutdown-on-sigterm` ask for.
-#[derive(Default)]
-struct ShutdownFlags {
-    save: bool,
-    nosave: bool,
-    force: bool,
-}
-
-fn shutdown_flags(shared: &Shared, sig: i32) -> ShutdownFlags {
-    let name = if sig == libc::SIGINT { "shutdown-on-sigint" } else { "shutdown-on-sigterm" };
-    let v = shared.config.read().get_by_name(name).unwrap_or_default();
-    let words: Vec<&[u8]> = v.split(|&c| c == b' ').collect();
-    ShutdownFlags {
-        save: words.contains(&&b"save"[..]),
-        nosave: words.contains(&&b"nosave"[..]),
-        force: words.contains(&&b"force"[..]),
-    }
-}
-
-/// Called from the server's tick: starts a clean shutdown after a signal,
-/// with Redis's log lines and the signal's `shutdown-on-*` flags. A final
-/// save that fails keeps the server running, unless `force`.
+/// Called from the server's tick: starts the shutdown a signal asked for
+/// and finishes one that waits for replicas ([`engine::shutdown`]).
 pub fn poll_signals(shared: &Arc<Shared>) {
-    let sig = engine::shared::PENDING_SIGNAL.load(Ordering::SeqCst);
-    if sig == 0 || shared.shutdown.load(Ordering::Relaxed) {
-        return;
-    }
-    SHUTTING_DOWN.store(true, Ordering::SeqCst);
-    engine::shared::PENDING_SIGNAL.store(0, Ordering::SeqCst);
-    log::warning("User requested shutdown...");
-    let flags = shutdown_flags(shared, sig);
-    let points = !shared.config.read().save.is_empty();
-    if (flags.save || (points && !flags.nosave)) && !persistence::save_on_signal(shared) {
-        if !flags.force {
-            log::warning("Error trying to save the DB, can't exit.");
-            log::warning(
-                "Errors trying to shut down the server. Check the logs for more information.",
-            );
-            SHUTTING_DOWN.store(false, Ordering::SeqCst);
-            return;
-        }
-        log::warning("Error trying to save the DB. Exit anyway.");
-    }
-    shared.shutdown.store(true, Ordering::Relaxed);
+    engine::shutdown::tick(shared);
 }
 
 /// jemalloc's statistics report (MEMORY MALLOC-STATS).

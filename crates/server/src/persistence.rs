@@ -773,15 +773,6 @@ pub fn start_save_points(sh: &Arc<Shared>) {
     }
 }
 
-/// The final save of a shutdown that a signal started (`main.rs` decides
-/// whether there is one, from the save points and `shutdown-on-*`).
-/// False when the save failed.
-pub fn save_on_signal(sh: &Shared) -> bool {
-    log::notice("Saving the final RDB snapshot before exiting.");
-    let dirty = sh.stats.dirty.load(Ordering::Relaxed);
-    sh.snapshots.get().is_none_or(|s| s.save(dirty).is_ok())
-}
-
 /// Removes this process's temporary RDB files (a save cut short by a
 /// second SIGINT), as Redis's rdbRemoveTempFile does from its handler.
 pub fn remove_temp_files() {

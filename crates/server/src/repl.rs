@@ -490,6 +490,12 @@ impl Replication for Master {
         self.feed_raw(GETACK);
     }
 
+    fn request_ack(&self) {
+        if !self.inner.lock().replicas.is_empty() {
+            self.feed_raw(GETACK);
+        }
+    }
+
     fn good_replicas(&self) -> usize {
         self.view().good_replicas
     }

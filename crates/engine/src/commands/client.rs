@@ -653,7 +653,7 @@ fn pause(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     // Redis 7.0 adds without an overflow check: a huge timeout wraps to a
     // past time, i.e. no pause.
     let until_ms = if t > 0 { t.wrapping_add(cx.now()) } else { 0 };
-    set_pause(cx, Pause { until_ms, writes_only });
+    set_pause(cx, Pause { until_ms, writes_only, shutdown: false });
     out.ok();
     Ok(())
 }
@@ -664,8 +664,13 @@ fn unpause(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     Ok(())
 }
 
-fn set_pause(cx: &Ctx, p: Pause) {
-    *cx.shared.pause.lock() = p;
+fn set_pause(cx: &Ctx, mut p: Pause) {
+    {
+        // A shutdown's hold on writes is not CLIENT PAUSE's to lift.
+        let mut cur = cx.shared.pause.lock();
+        p.shutdown = cur.shutdown;
+        *cur = p;
+    }
     // The data set holds still while paused: no key expires.
     cx.shared.store.hold_expiry(p.until_ms);
     cx.shared.pause_epoch.fetch_add(1, Ordering::Release);

@@ -230,6 +230,9 @@ fn section(cx: &mut Ctx, name: &str, t: &mut String, counts: &mut Counts) {
             line!("executable:{}", sh.executable.lock());
             line!("config_file:{config_file}");
             line!("io_threads_active:0");
+            if let Some(ms) = sh.shutdown_state.remaining_ms(crate::shared::unix_ms()) {
+                line!("shutdown_in_milliseconds:{ms}");
+            }
             line!("sluice_version:{}", env!("CARGO_PKG_VERSION"));
             line!("sluice_threads:{}", sh.threads.load(Ordering::Relaxed));
         }

@@ -288,65 +288,62 @@ fn lastsave(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     Ok(())
 }
 
-/// `SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT]`: saves when save points
-/// are configured (or SAVE is given, and NOSAVE is not), then stops the
-/// server; the client gets no reply, only the closed connection. Sluice
-/// does not wait for replicas, so NOW changes nothing; ABORT cancels a
-/// shutdown a signal asked for that has not started yet.
+/// `SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT]`, as Redis 7.0: the
+/// sequence itself (waiting for lagging replicas, the final save) is
+/// [`crate::shutdown`]'s. The client gets no reply when the server
+/// exits, only the closed connection; it waits blocked while the
+/// shutdown waits for replicas.
 fn shutdown(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
-    let (mut nosave, mut save, mut force, mut abort, mut now) = (false, false, false, false, false);
+    let mut flags = crate::shutdown::Flags::default();
+    let mut abort = false;
     while let Some(a) = args.next() {
         if eq_ic(a, "NOSAVE") {
-            nosave = true;
+            flags.nosave = true;
         } else if eq_ic(a, "SAVE") {
-            save = true;
+            flags.save = true;
         } else if eq_ic(a, "NOW") {
-            now = true;
+            flags.now = true;
         } else if eq_ic(a, "FORCE") {
-            force = true;
+            flags.force = true;
         } else if eq_ic(a, "ABORT") {
             abort = true;
         } else {
             return Err(CmdError::Syntax);
         }
     }
-    if (abort && (nosave || save || now || force)) || (nosave && save) {
+    if (abort && flags != crate::shutdown::Flags::default()) || (flags.nosave && flags.save) {
         return Err(CmdError::Syntax);
     }
     if abort {
-        // A signal's shutdown not started yet (the tick has not run, or
-        // DEBUG PAUSE-CRON holds it) is the one there can be in progress.
-        if crate::shared::PENDING_SIGNAL.swap(0, Ordering::SeqCst) == 0 {
+        if !crate::shutdown::abort(cx.shared) {
             return Err(CmdError::err("No shutdown in progress."));
         }
-        crate::log::warning("Shutdown manually aborted.");
         out.ok();
         return Ok(());
     }
+    if !flags.now && !cx.caller.may_block() {
+        return Err(CmdError::err(
+            "SHUTDOWN without NOW or ABORT isn't allowed for DENY BLOCKING client",
+        ));
+    }
     // While a script is busy only NOSAVE may stop the server (a save
     // would wait for the stripes the script holds), as in Redis.
-    if !nosave && cx.shared.scripts.is_busy() {
+    if !flags.nosave && cx.shared.scripts.is_busy() {
         return Err(cx.shared.scripts.busy_error());
     }
-    // Redis's prepareForShutdown, its log lines included.
-    crate::log::warning("User requested shutdown...");
-    let points = !cx.sess.conf(cx.shared).save.is_empty();
-    if save || (points && !nosave) {
-        crate::log::notice("Saving the final RDB snapshot before exiting.");
-        let dirty = dirty_now(cx);
-        let saved = snapshots(cx).and_then(|s| s.save(dirty).map_err(CmdError::err));
-        if saved.is_err() {
-            if !force {
-                crate::log::warning("Error trying to save the DB, can't exit.");
-                crate::log::warning(
-                    "Errors trying to shut down the server. Check the logs for more information.",
-                );
-                return Err(CmdError::err("Errors trying to SHUTDOWN. Check logs."));
-            }
-            crate::log::warning("Error trying to save the DB. Exit anyway.");
+    let dirty = dirty_now(cx);
+    let argv = args.argv();
+    let failed: crate::blocking::TimeoutReply =
+        Box::new(|| format!("-ERR {}\r\n", crate::shutdown::FAILED).into_bytes());
+    let shared = cx.shared;
+    match crate::shutdown::request(shared, flags, dirty, || {
+        crate::blocking::block_keyless(cx, &argv, 0, failed)
+    }) {
+        crate::shutdown::Outcome::Exit => cx.sess.handle.kill(),
+        crate::shutdown::Outcome::Waiting => {}
+        crate::shutdown::Outcome::Failed => {
+            return Err(CmdError::err(crate::shutdown::FAILED));
         }
     }
-    cx.shared.shutdown.store(true, Ordering::Release);
-    cx.sess.handle.kill();
     Ok(())
 }

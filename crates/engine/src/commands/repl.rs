@@ -39,6 +39,9 @@ pub trait Replication: Send + Sync {
     /// `offset`; the replicas are asked for an acknowledgement now
     /// (`REPLCONF GETACK *`).
     fn wait(&self, w: Arc<Waiter>, offset: i64, numreplicas: usize);
+    /// Asks every replica for an acknowledgement now (a shutdown waiting
+    /// for them, as Redis's `sendGetackToReplicas`).
+    fn request_ack(&self);
     /// `sync_full`, `sync_partial_ok`, `sync_partial_err` (INFO stats).
     fn sync_stats(&self) -> (u64, u64, u64);
     /// Online replicas that acknowledged within `min-replicas-max-lag`.
