@@ -168,8 +168,8 @@ pub struct Config {
     pub enable_module_command: String,
     /// Absolute path of the config file, empty when none (INFO, REWRITE).
     pub config_file: String,
-    /// `rename-command` directives from the file, in order (not applied by
-    /// the command table yet).
+    /// `rename-command` directives from the file, in order (applied at
+    /// start-up by `commands::install_renames`).
     pub rename_commands: Vec<(String, String)>,
     /// `user` directives (name, then rules), applied at start-up by
     /// [`crate::acl`].
@@ -474,12 +474,6 @@ impl Config {
             if differs {
                 out.push(no_effect_warning(param.name, &v));
             }
-        }
-        for (from, to) in &self.rename_commands {
-            out.push(format!(
-                "WARNING: 'rename-command {from} {to}' has no effect in Sluice yet (commands \
-                 keep their names)."
-            ));
         }
         out
     }

@@ -69,7 +69,7 @@ pub fn lookup(argv: &[&[u8]]) -> Lookup {
 pub fn lookup_full(
     argv: &[&[u8]],
 ) -> Result<(&'static CommandSpec, &'static CommandSpec), CmdError> {
-    let Some(top) = commands::find(argv[0]) else {
+    let Some(top) = commands::find_called(argv[0]) else {
         return Err(unknown_command(argv));
     };
     let spec = if !top.subcommands.is_empty() && argv.len() >= 2 {
@@ -174,7 +174,9 @@ pub fn execute_hinted(
     };
     let spec = match repeat.map(|s| Ok((s, s))).unwrap_or_else(|| lookup_full(argv)) {
         Ok((top, spec)) => {
-            sess.last_cmd = Some((top, spec));
+            // The repeat above matches by the command's own name, which a
+            // renamed command no longer answers to.
+            sess.last_cmd = if commands::is_renamed(top) { None } else { Some((top, spec)) };
             spec
         }
         Err(e) => {
@@ -274,6 +276,9 @@ pub fn execute_hinted(
         // Nothing is held before a client's command: unreachable, but a
         // refusal is the answer, not a panic.
         Err(e) => e.write(out),
+    }
+    if spec.flags.has(Flags::TOUCHES_ARBITRARY_KEYS) {
+        sess.fx.unwrap_unit();
     }
     sess.fx.finish_unit();
     drop(keys);
@@ -847,7 +852,8 @@ pub fn call<'a>(
     caller: Caller,
 ) -> bool {
     // A subcommand's own name is argv[1]; its arguments start after it.
-    let start = if is_name(argv[0], spec.name) { 1 } else { 2 };
+    // A command called by its `rename-command` name is not a subcommand.
+    let start = if is_name(argv[0], spec.name) || commands::is_renamed(spec) { 1 } else { 2 };
     let mut args = Args::new(argv, start);
     let mark = out.mark();
     let db = sess.db;

@@ -109,7 +109,7 @@ impl<'a> Unit<'a> {
         let fx = self.fx;
         // Wrapped by the count of all operations, as Redis 7.0 decides
         // before it sends each where it goes.
-        let wrap = fx.ops.len() > 1;
+        let wrap = fx.ops.len() > 1 && !fx.unwrapped;
         // MULTI goes out in the first operation's database (Redis 7.0
         // selects it before the MULTI).
         let first_db = fx.ops.first().map(|op| op.db as usize);
@@ -324,6 +324,9 @@ pub struct Effects {
     pub client: u64,
     /// A database was flushed in this unit.
     flushed: bool,
+    /// The unit's operations go out without MULTI/EXEC (a client's
+    /// SCAN or RANDOMKEY, see [`Effects::unwrap_unit`]).
+    unwrapped: bool,
     /// A consumer's position the replies so far must wait for (0: none);
     /// see [`Unit::hold_until`].
     hold: std::cell::Cell<u64>,
@@ -349,6 +352,7 @@ impl Default for Effects {
             epoch: u64::MAX,
             client: 0,
             flushed: false,
+            unwrapped: false,
             hold: std::cell::Cell::new(0),
         }
     }
@@ -581,10 +585,18 @@ impl Effects {
     /// Ends the unit: hands it to the consumers (call with its locks still
     /// held) and clears the record.
     #[inline]
+    /// The unit is a command that touches arbitrary keys, run directly:
+    /// its operations (the DELs of keys it found expired) propagate one
+    /// by one, as active expiry's do, not as a transaction.
+    pub fn unwrap_unit(&mut self) {
+        self.unwrapped = true;
+    }
+
     pub fn finish_unit(&mut self) {
         if self.consumers.is_some() && (self.pending() || self.unit_dirty > 0) {
             self.deliver();
         }
+        self.unwrapped = false;
         self.unit_dirty = 0;
         self.cmd_events = 0;
         self.cmd_ops = 0;

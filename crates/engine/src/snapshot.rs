@@ -138,6 +138,10 @@ pub struct PersistState {
     /// Seconds the last background save took (-1 before the first).
     pub last_bgsave_secs: AtomicI64,
     pub saves: AtomicU64,
+    /// Background snapshots started (BGSAVE, AOF rewrites, a replica's
+    /// full sync): where Redis forks a child, Sluice starts one of these,
+    /// so INFO's `total_forks` counts them.
+    pub background_jobs: AtomicU64,
     pub last_load_keys_loaded: AtomicU64,
     pub last_load_keys_expired: AtomicU64,
     /// `DEBUG SET-SKIP-CHECKSUM-VALIDATION 1`: RESTORE payloads and RDB
@@ -156,6 +160,7 @@ impl PersistState {
             last_bgsave_ok: AtomicBool::new(true),
             last_bgsave_secs: AtomicI64::new(-1),
             saves: AtomicU64::new(0),
+            background_jobs: AtomicU64::new(0),
             last_load_keys_loaded: AtomicU64::new(0),
             last_load_keys_expired: AtomicU64::new(0),
             skip_checksum: AtomicBool::new(false),

@@ -97,6 +97,11 @@ impl Flags {
     /// `local` for a loopback or Unix-socket client): DEBUG, as Redis
     /// 7.0's `CMD_PROTECTED`, checked right after arity, before NOAUTH.
     pub const PROTECTED: Flags = Flags(1 << 30);
+    /// Touches keys it was not given (SCAN, RANDOMKEY: the keys they find
+    /// expired are deleted): run directly by a client, its unit's
+    /// operations propagate without MULTI/EXEC, as Redis 7.0's
+    /// `CMD_TOUCHES_ARBITRARY_KEYS`.
+    pub const TOUCHES_ARBITRARY_KEYS: Flags = Flags(1 << 31);
 
     /// Names in the order Redis prints them.
     pub const NAMES: &'static [(Flags, &'static str)] = &[

@@ -571,6 +571,7 @@ impl Aof {
         self.ctl.lock().rewrite_started = Some(Instant::now());
         // Counted when it starts, as Redis counts a fork.
         self.rewrites.fetch_add(1, Ordering::Relaxed);
+        sh.persist.background_jobs.fetch_add(1, Ordering::Relaxed);
         log::notice("Background append only file rewriting started");
         let me = self.clone();
         let sh2 = sh.clone();

@@ -155,6 +155,10 @@ fn main() {
     for w in config.no_effect_warnings() {
         log::warning(&w);
     }
+    if let Err(e) = engine::commands::install_renames(&config.rename_commands) {
+        log::warning(&e);
+        std::process::exit(1);
+    }
     let pid_file = process::pid_file(&config, background);
     let config_file = config.config_file.clone();
     let banner_cfg = config.clone();

@@ -243,6 +243,10 @@ impl Net {
 }
 
 impl Migrator for Net {
+    fn cached_sockets(&self) -> usize {
+        self.cache.lock().len()
+    }
+
     fn transfer(&self, t: &Transfer<'_>) -> Transferred {
         let mut name = t.host.to_vec();
         name.push(b':');

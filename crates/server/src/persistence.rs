@@ -634,6 +634,7 @@ impl Snapshots for Rdb {
             busy: self.busy.clone(),
         };
         me.temp_seq.store(self.temp_seq.fetch_add(1 << 32, Ordering::Relaxed), Ordering::Relaxed);
+        ps.background_jobs.fetch_add(1, Ordering::Relaxed);
         log::notice("Background saving started");
         let spawned = std::thread::Builder::new().name("bgsave".into()).spawn(move || {
             let Ok(sh) = me.shared() else {

@@ -705,6 +705,8 @@ fn full_sync(
             }
         }
     };
+    // One background snapshot, where Redis forks (INFO's total_forks).
+    sh.persist.background_jobs.fetch_add(1, Ordering::Relaxed);
     if diskless {
         let mark = random_hex();
         r.state.store(SEND_BULK, Ordering::Relaxed);

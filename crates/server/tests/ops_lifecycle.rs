@@ -249,3 +249,72 @@ fn config_set_port_moves_the_listener_like_redis() {
     }
     assert_eq!(seen[1], seen[0]);
 }
+
+/// `rename-command` from the file: the old name is unknown to clients,
+/// MULTI and scripts, the new one runs the command, an empty name
+/// removes it, a pipeline repeating the old name after the new one is
+/// still refused, and CONFIG REWRITE keeps the lines so that a restart
+/// renames again.
+#[test]
+fn rename_command_renames_and_survives_rewrite_like_redis() {
+    if !have_redis() {
+        return;
+    }
+    let redis = Path::new("/usr/bin/redis-server");
+    let sluice = TestServer::default_bin();
+    let mut seen = Vec::new();
+    for bin in [redis, sluice.as_path()] {
+        let dir = scratch_dir("rename");
+        let main = dir.join("main.conf");
+        std::fs::write(
+            &main,
+            "rename-command flushdb badger\nrename-command randomkey \"\"\n\
+             rename-command badger otter\n",
+        )
+        .unwrap();
+        let main_arg = main.display().to_string();
+        let args = |port: u16| -> Vec<String> {
+            [&main_arg, "--port", &port.to_string(), "--bind", "127.0.0.1", "--save", ""]
+                .iter()
+                .map(|s| s.to_string())
+                .collect()
+        };
+        let mut log = Vec::new();
+        for round in 0..2 {
+            let p = ServerProc::spawn_raw(bin, &args, &dir);
+            let mut c = p.client();
+            let mut run = |c: &mut testkit::Client, a: &[&str]| {
+                let r = String::from_utf8_lossy(&c.cmd(a).unwrap()).into_owned();
+                log.push(format!("{round} {a:?} -> {r:?}"));
+            };
+            run(&mut c, &["SET", "k", "v"]);
+            for a in [
+                &["FLUSHDB"][..],
+                &["badger"],
+                &["RANDOMKEY"],
+                &["DBSIZE"],
+                &["OTTER"],
+                &["DBSIZE"],
+                &["flushdb"],
+                &["MULTI"],
+                &["flushdb"],
+                &["otter"],
+                &["EXEC"],
+                &["EVAL", "return redis.pcall('flushdb')", "0"],
+                &["EVAL", "return redis.pcall('otter')", "0"],
+            ] {
+                run(&mut c, a);
+            }
+            if round == 0 {
+                run(&mut c, &["CONFIG", "REWRITE"]);
+            }
+        }
+        let text = std::fs::read_to_string(&main).unwrap();
+        log.push(
+            text.lines().filter(|l| l.starts_with("rename-command")).collect::<Vec<_>>().join("|"),
+        );
+        seen.push(log);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    assert_eq!(seen[1], seen[0]);
+}

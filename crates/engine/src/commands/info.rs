@@ -427,10 +427,11 @@ fn section(cx: &mut Ctx, name: &str, t: &mut String, counts: &mut Counts) {
             line!("pubsub_channels:{}", ps.nchannels(false));
             line!("pubsub_patterns:{}", ps.numpat());
             line!("pubsubshard_channels:{}", ps.nchannels(true));
+            line!("latest_fork_usec:0");
+            line!("total_forks:{}", sh.persist.background_jobs.load(Ordering::Relaxed));
+            let cached = sh.migrator.get().map_or(0, |m| m.cached_sockets());
+            line!("migrate_cached_sockets:{cached}");
             for f in [
-                "latest_fork_usec",
-                "total_forks",
-                "migrate_cached_sockets",
                 "slave_expires_tracked_keys",
                 "active_defrag_hits",
                 "active_defrag_misses",

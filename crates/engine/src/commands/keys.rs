@@ -20,6 +20,8 @@ mod tests;
 const W: Flags = Flags::WRITE;
 const WF: Flags = Flags::WRITE.union(Flags::FAST);
 const R: Flags = Flags::READONLY;
+/// SCAN and RANDOMKEY: read-only, and they may delete keys they find expired.
+const R_ARBITRARY: Flags = R.union(Flags::TOUCHES_ARBITRARY_KEYS);
 const RF: Flags = Flags::READONLY.union(Flags::FAST);
 const K1: KeySpec = KeySpec::range(1, 1, 1);
 const KALL: KeySpec = KeySpec::range(1, -1, 1);
@@ -149,17 +151,24 @@ pub const COMMANDS: &[CommandSpec] = &[
             "O(N) with N being the number of keys in the database, under the assumption that \
              the key names in the database and the given pattern have limited length.",
         ),
-    spec("SCAN", -2, R, KeySpec::DbWalk, "Incrementally iterate the keys space", space::scan)
-        .since("2.8.0")
-        .complexity(
-            "O(1) for every call. O(N) for a complete iteration, including enough command \
+    spec(
+        "SCAN",
+        -2,
+        R_ARBITRARY,
+        KeySpec::DbWalk,
+        "Incrementally iterate the keys space",
+        space::scan,
+    )
+    .since("2.8.0")
+    .complexity(
+        "O(1) for every call. O(N) for a complete iteration, including enough command \
              calls for the cursor to return back to 0. N is the number of elements inside the \
              collection.",
-        ),
+    ),
     spec(
         "RANDOMKEY",
         1,
-        R,
+        R_ARBITRARY,
         KeySpec::DbWalk,
         "Return a random key from the keyspace",
         space::randomkey,

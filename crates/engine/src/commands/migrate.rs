@@ -64,6 +64,9 @@ pub trait Migrator: Send + Sync {
     /// connection where Redis does (a failure before any RESTORE reply
     /// that is not a timeout).
     fn transfer(&self, t: &Transfer<'_>) -> Transferred;
+    /// Connections kept open for later MIGRATEs (INFO's
+    /// `migrate_cached_sockets`).
+    fn cached_sockets(&self) -> usize;
 }
 
 /// MIGRATE's keys, as Redis's `migrateGetKeys` finds them (ACL checks

@@ -121,6 +121,93 @@ pub fn find(name: &[u8]) -> Option<&'static CommandSpec> {
         .copied()
 }
 
+/// `rename-command` from the configuration file, applied once at
+/// start-up ([`install_renames`]): the names clients (and scripts, EXEC,
+/// the AOF and a master's stream, as in Redis) call the commands by.
+/// The original table ([`find`]) keeps serving COMMAND, ACL and the
+/// configuration's own checks.
+static RENAMED: OnceLock<Renames> = OnceLock::new();
+
+#[derive(Default)]
+struct Renames {
+    /// New names (lower case) and their commands.
+    added: Vec<(Vec<u8>, &'static CommandSpec)>,
+    /// Commands no longer reachable under their original name.
+    removed: Vec<&'static CommandSpec>,
+}
+
+impl Renames {
+    fn find(&self, name: &[u8]) -> Option<&'static CommandSpec> {
+        if let Some((_, spec)) = self.added.iter().find(|(n, _)| name.eq_ignore_ascii_case(n)) {
+            return Some(spec);
+        }
+        find(name).filter(|s| !self.removed.iter().any(|r| std::ptr::eq(*r, *s)))
+    }
+}
+
+/// Applies the configuration's `rename-command` pairs in order, as Redis
+/// applies each line to its command table: the command goes from its
+/// current name to the new one, or away when the new name is empty.
+/// Only the first call (at start-up) counts. An error names the pair
+/// that cannot apply.
+pub fn install_renames(pairs: &[(String, String)]) -> Result<(), String> {
+    if pairs.is_empty() {
+        return Ok(());
+    }
+    let r = build_renames(pairs)?;
+    let _ = RENAMED.set(r);
+    Ok(())
+}
+
+/// Whether `pairs` apply in order, with Redis's error text for the first
+/// that does not (the configuration loader checks each line so).
+pub fn check_renames(pairs: &[(String, String)]) -> Result<(), &'static str> {
+    build_renames(pairs).map(|_| ()).map_err(|e| {
+        if e.starts_with("Target") {
+            "Target command name already exists"
+        } else {
+            "No such command in rename-command"
+        }
+    })
+}
+
+fn build_renames(pairs: &[(String, String)]) -> Result<Renames, String> {
+    let mut r = Renames::default();
+    for (from, to) in pairs {
+        let Some(spec) = r.find(from.as_bytes()) else {
+            return Err(format!("No such command in rename-command: {from}"));
+        };
+        if let Some(i) = r.added.iter().position(|(n, _)| from.as_bytes().eq_ignore_ascii_case(n)) {
+            r.added.remove(i);
+        } else {
+            r.removed.push(spec);
+        }
+        if !to.is_empty() {
+            if r.find(to.as_bytes()).is_some() {
+                return Err(format!("Target command name already exists: {to}"));
+            }
+            r.added.push((to.to_ascii_lowercase().into_bytes(), spec));
+        }
+    }
+    Ok(r)
+}
+
+/// Finds a top-level command by the name it is called by: [`find`], with
+/// `rename-command` applied.
+#[inline]
+pub fn find_called(name: &[u8]) -> Option<&'static CommandSpec> {
+    match RENAMED.get() {
+        None => find(name),
+        Some(r) => r.find(name),
+    }
+}
+
+/// Whether `rename-command` moved `spec` away from its own name (a
+/// connection then does not reuse it by name, see `dispatch`).
+pub fn is_renamed(spec: &'static CommandSpec) -> bool {
+    RENAMED.get().is_some_and(|r| r.removed.iter().any(|s| std::ptr::eq(*s, spec)))
+}
+
 #[cfg(test)]
 mod lookup_tests {
     #[test]
@@ -133,5 +220,19 @@ mod lookup_tests {
         assert!(super::find(b"").is_none());
         assert!(super::find(b"NOSUCHCOMMAND").is_none());
         assert!(super::find(&[0xff; 40]).is_none());
+    }
+
+    #[test]
+    fn renames_apply_in_order_as_redis_applies_its_lines() {
+        let flushdb = super::find(b"FLUSHDB").unwrap();
+        let get = super::find(b"GET").unwrap();
+        let mut r = super::Renames::default();
+        r.removed.push(flushdb);
+        r.added.push((b"badger".to_vec(), flushdb));
+        r.removed.push(get);
+        assert!(r.find(b"flushdb").is_none());
+        assert!(r.find(b"get").is_none());
+        assert!(std::ptr::eq(r.find(b"BADGER").unwrap(), flushdb));
+        assert!(r.find(b"set").is_some());
     }
 }

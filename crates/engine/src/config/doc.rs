@@ -50,8 +50,9 @@ pub fn markdown() -> String {
          code). *hidden* parameters are left out of `CONFIG GET` patterns, as in Redis.\n\n\
          Besides parameters, a config file may hold `user <name> <rules>…` lines (ACL users, \
          applied at start-up; not together with `aclfile`, as Redis refuses: see \
-         [acl.md](acl.md)), `include`, and `rename-command`, which Sluice accepts but does \
-         not act on yet.\n\n\
+         [acl.md](acl.md)), `include`, and `rename-command`, applied as Redis applies it: \
+         clients, scripts, MULTI, the AOF and a master's stream call the command by its new \
+         name (an empty one removes it); COMMAND and ACL keep the original names.\n\n\
          | parameter | alias | kind | default | CONFIG SET | in effect |\n\
          |---|---|---|---|---|---|\n",
     );

@@ -49,9 +49,6 @@ pub fn not_in_effect(name: &str) -> Option<&'static str> {
             "not yet in effect: Sluice does not LZF-compress list chunks (OBJECT ENCODING is \
              `quicklist` either way; memory is not reduced)"
         }
-        "shutdown-timeout" => {
-            "not yet in effect: Sluice's shutdown does not wait for lagging replicas to catch up"
-        }
         "sanitize-dump-payload" => {
             "Sluice decodes every RESTORE payload and every value of an RDB file in full and \
              refuses one that fails Redis's deep integrity checks whatever this says (as with \

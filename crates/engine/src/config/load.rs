@@ -186,11 +186,14 @@ fn load_text(cfg: &mut Config, text: &[u8], st: &mut LoadState) -> Result<(), Co
                 }
             }
             b"rename-command" if argc == 3 => {
-                if crate::commands::find(args[1]).is_none() {
-                    return Err(fail("No such command in rename-command"));
-                }
+                // Checked against the renames of the lines before, as Redis
+                // applies each line to its table as it reads it.
                 let w = words(&args[1..]);
                 cfg.rename_commands.push((w[0].clone(), w[1].clone()));
+                if let Err(e) = crate::commands::check_renames(&cfg.rename_commands) {
+                    cfg.rename_commands.pop();
+                    return Err(fail(e));
+                }
             }
             b"user" if argc >= 2 => cfg.users.push(words(&args[1..])),
             // Redis loads modules (and checks module parameters) after

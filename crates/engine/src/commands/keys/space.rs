@@ -242,7 +242,11 @@ pub(super) fn randomkey(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdRe
             .expect("r < total");
         if !in_exec {
             // One stripe at a time (draws are not in ascending order);
-            // inside EXEC every stripe is held already.
+            // inside EXEC every stripe is held already. The keys the last
+            // draw found expired are reported first: a released stripe
+            // would keep them for whichever command locks it next.
+            let crate::session::Session { fx, ready, .. } = &mut *cx.sess;
+            cx.keys.take_signals(ready, |db, k| fx.expired(db, k));
             cx.keys.release();
         }
         let s = cx.keys.stripe_id(ids.start + i as u32);
