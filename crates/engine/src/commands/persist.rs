@@ -337,7 +337,7 @@ fn shutdown(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         Box::new(|| format!("-ERR {}\r\n", crate::shutdown::FAILED).into_bytes());
     let shared = cx.shared;
     match crate::shutdown::request(shared, flags, dirty, || {
-        crate::blocking::block_keyless(cx, &argv, 0, failed)
+        crate::blocking::block_keyless(cx, argv, 0, failed)
     }) {
         crate::shutdown::Outcome::Exit => cx.sess.handle.kill(),
         crate::shutdown::Outcome::Waiting => {}
