@@ -27,6 +27,7 @@
 //! expiry does.
 
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 
 use crate::effects::Effects;
 use crate::shared::Shared;
@@ -349,34 +350,47 @@ pub fn perform(shared: &Shared, fx: &mut Effects, max: u64) -> Result<(), OutOfM
     }
 }
 
-/// `maxmemory-clients` (Redis 7.0's client eviction), run from the
-/// server's timer: while the clients' memory (CLIENT LIST's `tot-mem`,
-/// published by each connection per batch) passes the limit, the client
-/// using the most is closed, unless it set `CLIENT NO-EVICT on`. A
-/// negative setting is a percentage of `maxmemory` (none without one);
-/// the limit is at least 128 KB, as Redis's getClientEvictionLimit keeps
-/// a bad setting from cutting every client off.
-pub fn evict_clients(shared: &Shared) {
-    let limit = {
-        let c = shared.config.read();
-        match c.maxmemory_clients {
-            0 => return,
-            n if n < 0 => c.maxmemory.saturating_mul(n.unsigned_abs()) / 100,
-            n => n as u64,
-        }
+/// The `maxmemory-clients` limit in bytes (0: off). A negative setting
+/// is a percentage of `maxmemory` (off without one); a limit is at least
+/// 128 KB, as Redis's getClientEvictionLimit keeps a bad setting from
+/// cutting every client off.
+pub fn client_limit(c: &crate::config::Config) -> u64 {
+    let limit = match c.maxmemory_clients {
+        0 => return 0,
+        n if n < 0 => c.maxmemory.saturating_mul(n.unsigned_abs()) / 100,
+        n => n as u64,
     };
+    if limit == 0 {
+        0
+    } else {
+        limit.max(128 << 10)
+    }
+}
+
+/// `maxmemory-clients` (Redis 7.0's client eviction): while the clients'
+/// memory (the sum of CLIENT LIST's `tot-mem`) passes the limit, the
+/// client using the most is closed, unless it set `CLIENT NO-EVICT on`.
+/// Run by a connection whose memory grew while the running sum
+/// ([`Shared::clients_mem`]) is over the limit, by CONFIG SET, and from
+/// the server's timer; this walk over every client is the exact check.
+pub fn evict_clients(shared: &Shared) {
+    let limit = client_limit(&shared.config.read());
     if limit == 0 {
         return;
     }
-    let limit = limit.max(128 << 10);
     let clients: Vec<_> = shared.clients.lock().values().cloned().collect();
     let mem = |h: &crate::session::ClientHandle| h.tot_mem.load(Ordering::Relaxed) as u64;
-    let mut total: u64 =
-        clients.iter().filter(|h| !h.killed.load(Ordering::Relaxed)).map(|h| mem(h)).sum();
-    while total > limit {
+    // Replicas are neither counted nor evicted (Redis's
+    // clientEvictionAllowed: normal and pub/sub clients only).
+    let counted = |h: &&Arc<crate::session::ClientHandle>| {
+        !h.killed.load(Ordering::Relaxed) && !h.replica.load(Ordering::Relaxed)
+    };
+    let mut total: u64 = clients.iter().filter(counted).map(|h| mem(h)).sum();
+    while total >= limit {
         let Some(h) = clients
             .iter()
-            .filter(|h| !h.killed.load(Ordering::Relaxed) && !h.no_evict.load(Ordering::Relaxed))
+            .filter(counted)
+            .filter(|h| !h.no_evict.load(Ordering::Relaxed))
             .max_by_key(|h| mem(h))
         else {
             break;

@@ -214,11 +214,14 @@ impl KeyTable {
     }
 
     fn maybe_shrink(&mut self) {
-        if self.buckets.len() > MIN_BUCKETS && self.len * 10 < self.buckets.len() {
-            if self.len == 0 {
+        // Emptied: everything goes back (see `Table::maybe_shrink`).
+        if self.len == 0 {
+            if self.slots.capacity() > 0 {
                 self.clear();
-                return;
             }
+            return;
+        }
+        if self.buckets.len() > MIN_BUCKETS && self.len * 10 < self.buckets.len() {
             self.compact();
             self.resize(self.len.next_power_of_two().max(MIN_BUCKETS));
         } else if self.slots.len() >= MIN_COMPACT && self.len * 4 < self.slots.len() * 3 {

@@ -336,6 +336,11 @@ fn config_set(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         let mut fx = crate::effects::Effects::default();
         let _ = crate::evict::perform(cx.shared, &mut fx, max);
     }
+    if chosen.iter().any(|(n, _)| matches!(n.name(), "maxmemory" | "maxmemory-clients")) {
+        // A lower client limit closes clients at once (Redis's
+        // applyClientMaxMemoryUsage).
+        crate::evict::evict_clients(cx.shared);
+    }
     out.ok();
     Ok(())
 }
