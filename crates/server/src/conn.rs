@@ -546,7 +546,7 @@ impl<S: Transport> Conn<S> {
             // client that announces a huge bulk and stalls costs little.
             let want = self.need.saturating_sub(self.rbuf.len()).clamp(READ_CHUNK, 1 << 20);
             if self.rbuf.capacity() - self.rbuf.len() < want {
-                self.rbuf.reserve(want);
+                self.grow_input(want);
             }
             match self.stream.try_read_buf(&mut self.rbuf) {
                 Ok(0) => {
@@ -588,6 +588,26 @@ impl<S: Transport> Conn<S> {
                 Err(_) => return Err("read error"),
             }
         }
+    }
+
+    /// Makes room for `want` more input bytes: doubling (amortised), but
+    /// never past the request being read when its size is known, so that
+    /// a big argument's buffer is its size, not up to twice it (it counts
+    /// in `tot-mem` and `maxmemory-clients`). The client's memory is
+    /// published when the buffer grew, so that a client that passes
+    /// `maxmemory-clients` with the request it is sending is closed
+    /// before that request runs, as Redis closes it.
+    #[cold]
+    fn grow_input(&mut self, want: usize) {
+        let len = self.rbuf.len();
+        let mut cap = (self.rbuf.capacity() * 2).max(len + want);
+        if self.need > len + want {
+            cap = cap.min(self.need);
+        } else if self.need > len {
+            cap = cap.min(len + want);
+        }
+        self.rbuf.reserve_exact(cap - len);
+        self.publish_memory();
     }
 
     /// Writes as much pending output as the socket takes.
