@@ -282,7 +282,9 @@ pub struct OutOfMemory;
 /// `maxmemory` is set. `Err` means over the limit with nothing (more)
 /// to evict: DENYOOM commands are then refused.
 pub fn perform(shared: &Shared, fx: &mut Effects, max: u64) -> Result<(), OutOfMemory> {
-    let used = shared.used_memory_now();
+    // Messages on their way to another thread's client are left out (see
+    // `outbox::in_transit`); once in that client's reply buffer they count.
+    let used = shared.used_memory_now().saturating_sub(crate::outbox::in_transit() as u64);
     let now = shared.clock.now_ms();
     if used <= max {
         shared.evictor.over(now, false);
@@ -298,10 +300,9 @@ pub fn perform(shared: &Shared, fx: &mut Effects, max: u64) -> Result<(), OutOfM
         return Err(OutOfMemory);
     }
     let to_free = used - max;
-    let mark = shared.thread_allocated();
+    let probe = shared.thread_allocated().is_some();
     let start = std::time::Instant::now();
     let mut freed: u64 = 0;
-    let mut estimated: u64 = 0;
     let mut evicted = 0usize;
     fx.sync(&shared.effects);
     while freed < to_free {
@@ -309,21 +310,26 @@ pub fn perform(shared: &Shared, fx: &mut Effects, max: u64) -> Result<(), OutOfM
             break;
         };
         let mut g = shared.store.lock_stripe(db, shared.store.stripe_of(&key) as usize);
+        // What the deletion alone frees, as Redis measures
+        // zmalloc_used_memory around dbSyncDelete: not what reporting it
+        // costs (the propagated DEL, invalidation messages to tracking
+        // clients), which would otherwise make each eviction call for
+        // more (Redis's "eviction feedback loop").
+        let before = shared.thread_allocated();
         let Some(e) = g.remove(&key) else { continue };
+        let size = estimate(&key, &e);
+        drop(e);
+        let after = shared.thread_allocated();
         // Reported with the stripe held, so that the DEL is ordered
         // before any write to the key that follows.
         fx.begin_command();
         fx.evicted(db, &key);
         fx.finish_unit();
         drop(g);
-        estimated += estimate(&key, &e);
-        drop(e);
         evicted += 1;
-        freed = match (mark, shared.thread_allocated()) {
-            // Net of what the loop itself allocated (a key's copy, the
-            // record): small values may free less than that, never "-1".
+        freed += match (before, after) {
             (Some(a), Some(b)) => (a.wrapping_sub(b) as i64).max(0) as u64,
-            _ => estimated,
+            _ => size,
         };
         // Redis's time limit, looked at every 16 keys: the rest waits
         // for the next command.
@@ -334,7 +340,7 @@ pub fn perform(shared: &Shared, fx: &mut Effects, max: u64) -> Result<(), OutOfM
     shared.evictor.evicted_keys.fetch_add(evicted as u64, Ordering::Relaxed);
     // Brings the shared figure up to date with what this thread freed
     // (from the allocator's counters; the estimate without them).
-    if mark.is_some() {
+    if probe {
         shared.used_memory_now();
     } else {
         shared.used_memory_freed(freed.min(used));

@@ -324,6 +324,9 @@ fn config_set(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
             return Err(set_failed(b"appendonly", &why));
         }
     }
+    // Freed before a lower maxmemory evicts: the old configuration is
+    // not memory to make room for.
+    drop(prev);
     cx.shared.config_applied();
     if max > 0
         && cx.caller == crate::dispatch::Caller::Client
