@@ -285,8 +285,8 @@ fn default_conf() -> Arc<crate::config::Config> {
 /// dict node per subscription, not the names either).
 const SUB_MEM: usize = 16 + 24;
 /// One watched key: the session's record and the stripe's watcher entry.
-const WATCH_MEM: usize = std::mem::size_of::<(usize, Box<[u8]>, bool)>()
-    + std::mem::size_of::<(WatchFlag, bool)>();
+const WATCH_MEM: usize =
+    std::mem::size_of::<(usize, Box<[u8]>, bool)>() + std::mem::size_of::<(WatchFlag, bool)>();
 /// One BCAST prefix: the client's copy and the tracker's entry.
 const PREFIX_MEM: usize = 16 + 24;
 

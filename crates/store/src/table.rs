@@ -434,6 +434,19 @@ mod tests {
     use super::*;
     use std::collections::HashSet;
 
+    /// Regression: a table emptied from its smallest size kept its slab
+    /// and buckets (see `KeyTable`'s test of the same name).
+    #[test]
+    fn an_emptied_table_gives_its_memory_back() {
+        let mut t: Table<i64> = Table::new();
+        t.insert(b"k", 1);
+        assert!(t.nodes.capacity() > 0);
+        assert!(t.remove(b"k").is_some());
+        assert_eq!((t.nodes.capacity(), t.buckets.capacity()), (0, 0));
+        t.insert(b"k", 2);
+        assert_eq!(t.len(), 1);
+    }
+
     #[test]
     fn size_classes_are_jemallocs() {
         let classes: Vec<usize> = [1, 17, 33, 48, 49, 65, 81, 129, 160, 161, 4097, 57000, 57345]
