@@ -27,6 +27,7 @@
 //! expiry does.
 
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 
 use crate::effects::Effects;
 use crate::shared::Shared;
@@ -281,7 +282,9 @@ pub struct OutOfMemory;
 /// `maxmemory` is set. `Err` means over the limit with nothing (more)
 /// to evict: DENYOOM commands are then refused.
 pub fn perform(shared: &Shared, fx: &mut Effects, max: u64) -> Result<(), OutOfMemory> {
-    let used = shared.used_memory_now();
+    // Messages on their way to another thread's client are left out (see
+    // `outbox::in_transit`); once in that client's reply buffer they count.
+    let used = shared.used_memory_now().saturating_sub(crate::outbox::in_transit() as u64);
     let now = shared.clock.now_ms();
     if used <= max {
         shared.evictor.over(now, false);
@@ -297,10 +300,9 @@ pub fn perform(shared: &Shared, fx: &mut Effects, max: u64) -> Result<(), OutOfM
         return Err(OutOfMemory);
     }
     let to_free = used - max;
-    let mark = shared.thread_allocated();
+    let probe = shared.thread_allocated().is_some();
     let start = std::time::Instant::now();
     let mut freed: u64 = 0;
-    let mut estimated: u64 = 0;
     let mut evicted = 0usize;
     fx.sync(&shared.effects);
     while freed < to_free {
@@ -308,21 +310,26 @@ pub fn perform(shared: &Shared, fx: &mut Effects, max: u64) -> Result<(), OutOfM
             break;
         };
         let mut g = shared.store.lock_stripe(db, shared.store.stripe_of(&key) as usize);
+        // What the deletion alone frees, as Redis measures
+        // zmalloc_used_memory around dbSyncDelete: not what reporting it
+        // costs (the propagated DEL, invalidation messages to tracking
+        // clients), which would otherwise make each eviction call for
+        // more (Redis's "eviction feedback loop").
+        let before = shared.thread_allocated();
         let Some(e) = g.remove(&key) else { continue };
+        let size = estimate(&key, &e);
+        drop(e);
+        let after = shared.thread_allocated();
         // Reported with the stripe held, so that the DEL is ordered
         // before any write to the key that follows.
         fx.begin_command();
         fx.evicted(db, &key);
         fx.finish_unit();
         drop(g);
-        estimated += estimate(&key, &e);
-        drop(e);
         evicted += 1;
-        freed = match (mark, shared.thread_allocated()) {
-            // Net of what the loop itself allocated (a key's copy, the
-            // record): small values may free less than that, never "-1".
+        freed += match (before, after) {
             (Some(a), Some(b)) => (a.wrapping_sub(b) as i64).max(0) as u64,
-            _ => estimated,
+            _ => size,
         };
         // Redis's time limit, looked at every 16 keys: the rest waits
         // for the next command.
@@ -333,7 +340,7 @@ pub fn perform(shared: &Shared, fx: &mut Effects, max: u64) -> Result<(), OutOfM
     shared.evictor.evicted_keys.fetch_add(evicted as u64, Ordering::Relaxed);
     // Brings the shared figure up to date with what this thread freed
     // (from the allocator's counters; the estimate without them).
-    if mark.is_some() {
+    if probe {
         shared.used_memory_now();
     } else {
         shared.used_memory_freed(freed.min(used));
@@ -349,34 +356,47 @@ pub fn perform(shared: &Shared, fx: &mut Effects, max: u64) -> Result<(), OutOfM
     }
 }
 
-/// `maxmemory-clients` (Redis 7.0's client eviction), run from the
-/// server's timer: while the clients' memory (CLIENT LIST's `tot-mem`,
-/// published by each connection per batch) passes the limit, the client
-/// using the most is closed, unless it set `CLIENT NO-EVICT on`. A
-/// negative setting is a percentage of `maxmemory` (none without one);
-/// the limit is at least 128 KB, as Redis's getClientEvictionLimit keeps
-/// a bad setting from cutting every client off.
-pub fn evict_clients(shared: &Shared) {
-    let limit = {
-        let c = shared.config.read();
-        match c.maxmemory_clients {
-            0 => return,
-            n if n < 0 => c.maxmemory.saturating_mul(n.unsigned_abs()) / 100,
-            n => n as u64,
-        }
+/// The `maxmemory-clients` limit in bytes (0: off). A negative setting
+/// is a percentage of `maxmemory` (off without one); a limit is at least
+/// 128 KB, as Redis's getClientEvictionLimit keeps a bad setting from
+/// cutting every client off.
+pub fn client_limit(c: &crate::config::Config) -> u64 {
+    let limit = match c.maxmemory_clients {
+        0 => return 0,
+        n if n < 0 => c.maxmemory.saturating_mul(n.unsigned_abs()) / 100,
+        n => n as u64,
     };
+    if limit == 0 {
+        0
+    } else {
+        limit.max(128 << 10)
+    }
+}
+
+/// `maxmemory-clients` (Redis 7.0's client eviction): while the clients'
+/// memory (the sum of CLIENT LIST's `tot-mem`) passes the limit, the
+/// client using the most is closed, unless it set `CLIENT NO-EVICT on`.
+/// Run by a connection whose memory grew while the running sum
+/// ([`Shared::clients_mem`]) is over the limit, by CONFIG SET, and from
+/// the server's timer; this walk over every client is the exact check.
+pub fn evict_clients(shared: &Shared) {
+    let limit = client_limit(&shared.config.read());
     if limit == 0 {
         return;
     }
-    let limit = limit.max(128 << 10);
     let clients: Vec<_> = shared.clients.lock().values().cloned().collect();
     let mem = |h: &crate::session::ClientHandle| h.tot_mem.load(Ordering::Relaxed) as u64;
-    let mut total: u64 =
-        clients.iter().filter(|h| !h.killed.load(Ordering::Relaxed)).map(|h| mem(h)).sum();
-    while total > limit {
+    // Replicas are neither counted nor evicted (Redis's
+    // clientEvictionAllowed: normal and pub/sub clients only).
+    let counted = |h: &&Arc<crate::session::ClientHandle>| {
+        !h.killed.load(Ordering::Relaxed) && !h.replica.load(Ordering::Relaxed)
+    };
+    let mut total: u64 = clients.iter().filter(counted).map(|h| mem(h)).sum();
+    while total >= limit {
         let Some(h) = clients
             .iter()
-            .filter(|h| !h.killed.load(Ordering::Relaxed) && !h.no_evict.load(Ordering::Relaxed))
+            .filter(counted)
+            .filter(|h| !h.no_evict.load(Ordering::Relaxed))
             .max_by_key(|h| mem(h))
         else {
             break;

@@ -25,6 +25,19 @@ pub enum Kind {
     Early,
 }
 
+/// Bytes waiting in every outbox of the process: handed from one
+/// thread to another, not yet in the receiving connection's reply buffer.
+/// Redis writes what a command queued for other clients before it reads
+/// the next command; here those bytes wait for the receiver's thread, so
+/// the maxmemory check leaves them out (`evict::perform`) rather than
+/// evict keys for memory that is on its way out.
+static IN_TRANSIT: AtomicUsize = AtomicUsize::new(0);
+
+/// See [`IN_TRANSIT`].
+pub fn in_transit() -> usize {
+    IN_TRANSIT.load(Ordering::Relaxed)
+}
+
 /// The queue (see the module doc).
 #[derive(Default)]
 pub struct Outbox {
@@ -45,6 +58,7 @@ impl Outbox {
             self.early.store(true, Ordering::Release);
         }
         q.push_back((kind, msg));
+        IN_TRANSIT.fetch_add(n, Ordering::Relaxed);
         self.bytes.fetch_add(n, Ordering::AcqRel) + n
     }
 
@@ -74,6 +88,7 @@ impl Outbox {
                 true
             }
         });
+        IN_TRANSIT.fetch_sub(n, Ordering::Relaxed);
         self.bytes.fetch_sub(n, Ordering::AcqRel);
     }
 
@@ -89,7 +104,14 @@ impl Outbox {
             n += msg.len();
             each(*kind, msg);
         }
+        IN_TRANSIT.fetch_sub(n, Ordering::Relaxed);
         self.bytes.fetch_sub(n, Ordering::AcqRel);
+    }
+}
+
+impl Drop for Outbox {
+    fn drop(&mut self) {
+        IN_TRANSIT.fetch_sub(*self.bytes.get_mut(), Ordering::Relaxed);
     }
 }
 

@@ -280,7 +280,27 @@ fn default_conf() -> Arc<crate::config::Config> {
     DEFAULT.get_or_init(|| Arc::new(crate::config::Config::default())).clone()
 }
 
+/// What one subscription costs the client beyond its name: the session's
+/// boxed name and the registry's entry for it (Redis counts a list or
+/// dict node per subscription, not the names either).
+const SUB_MEM: usize = 16 + 24;
+/// One watched key: the session's record and the stripe's watcher entry.
+const WATCH_MEM: usize =
+    std::mem::size_of::<(usize, Box<[u8]>, bool)>() + std::mem::size_of::<(WatchFlag, bool)>();
+/// One BCAST prefix: the client's copy and the tracker's entry.
+const PREFIX_MEM: usize = 16 + 24;
+
 impl Session {
+    /// The memory of the client's subscriptions, watched keys and
+    /// tracking prefixes, for `tot-mem` (Redis's getClientMemoryUsage
+    /// adds the same structures' overhead). Counts, not a walk: read once
+    /// per batch.
+    pub fn state_mem(&self) -> usize {
+        self.subs.total() * SUB_MEM
+            + self.watched.len() * WATCH_MEM
+            + self.tracking.map_or(0, |m| m.prefixes) * PREFIX_MEM
+    }
+
     pub fn new(handle: Arc<ClientHandle>, authenticated: bool) -> Self {
         let mut fx = crate::effects::Effects::default();
         fx.client = handle.id;

@@ -179,6 +179,11 @@ pub struct Shared {
     /// command tells a connection its cached view still holds.
     pub config_epoch: AtomicU64,
     pub clients: Mutex<BTreeMap<u64, Arc<ClientHandle>>>,
+    /// The clients' memory (`tot-mem`) as the connections last added it,
+    /// kept while `maxmemory-clients` is set: when a connection's own
+    /// figure grows, one load tells it whether to run the exact check
+    /// (`evict::evict_clients`).
+    pub clients_mem: AtomicI64,
     next_client_id: AtomicU64,
     pub stats: Stats,
     /// Per-command and per-error statistics.
@@ -331,6 +336,7 @@ impl Shared {
             config: RwLock::new(config),
             config_epoch: AtomicU64::new(0),
             clients: Mutex::new(BTreeMap::new()),
+            clients_mem: AtomicI64::new(0),
             next_client_id: AtomicU64::new(1),
             stats: Stats::default(),
             cmdstats: Default::default(),

@@ -71,6 +71,8 @@ pub struct Mode {
     pub bcast: bool,
     pub optin: bool,
     pub optout: bool,
+    /// BCAST prefixes registered (what the client's memory counts).
+    pub prefixes: usize,
 }
 
 #[derive(Default)]
@@ -185,7 +187,12 @@ impl Tracker {
                 }
             }
         }
-        sess.tracking = Some(Mode { bcast: st.bcast, optin: st.optin, optout: st.optout });
+        sess.tracking = Some(Mode {
+            bcast: st.bcast,
+            optin: st.optin,
+            optout: st.optout,
+            prefixes: st.prefixes.len(),
+        });
         Ok(())
     }
 

@@ -67,6 +67,8 @@ struct ConnLimits {
     obuf: ObufLimit,
     /// The pub/sub class's limit, for a client while it is subscribed.
     obuf_pubsub: ObufLimit,
+    /// `maxmemory-clients` in bytes (0: off; `evict::client_limit`).
+    clients_limit: u64,
 }
 
 impl ConnLimits {
@@ -78,6 +80,7 @@ impl ConnLimits {
             query_limit: c.client_query_buffer_limit,
             obuf: c.obuf_normal,
             obuf_pubsub: c.obuf_pubsub,
+            clients_limit: engine::evict::client_limit(&c),
         }
     }
 }
@@ -164,6 +167,7 @@ async fn run_conn<S: Transport>(mut conn: Box<Conn<S>>) {
     let ended = conn.run(&notify).await;
     // Out of the busy pass's reach from here.
     conn.slot = None;
+    conn.uncount_memory();
     let shared = conn.shared.clone();
     if ended.is_ok() && conn.sess.replica.as_ref().is_some_and(|h| h.sync.is_some()) {
         let input = conn.rbuf[conn.rpos..].to_vec();
@@ -248,6 +252,9 @@ struct Conn<S> {
     /// A reply another thread produced (a served blocked command) was
     /// queued: it waits for the AOF like a write of its own.
     served_reply: bool,
+    /// What this connection's `tot-mem` added to `Shared::clients_mem`
+    /// (only while `maxmemory-clients` is set).
+    mem_counted: usize,
 }
 
 impl<S: Transport> Conn<S> {
@@ -271,7 +278,7 @@ impl<S: Transport> Conn<S> {
             return Err(Box::new((stream, sess, shared)));
         }
         let limits = ConnLimits::load(&shared, sess.authenticated);
-        let conn = Box::new(Conn {
+        let mut conn = Box::new(Conn {
             shared,
             stream,
             notify,
@@ -288,6 +295,7 @@ impl<S: Transport> Conn<S> {
             soft_since: None,
             published_cmd: &engine::commands::connection::COMMANDS[0],
             served_reply: false,
+            mem_counted: 0,
         });
         conn.publish_memory();
         Ok(conn)
@@ -333,6 +341,10 @@ impl<S: Transport> Conn<S> {
                 self.hold_for_aof().await;
             }
             self.flush()?;
+            // After the write: what stays unwritten is what the client
+            // costs (input read ahead, a big argument on its way, replies
+            // and pushes the socket did not take).
+            self.publish_memory();
             if self.sess.blocked.is_some() {
                 continue;
             }
@@ -351,7 +363,7 @@ impl<S: Transport> Conn<S> {
                 continue;
             }
             if self.has_complete_input()
-                && self.out.len() < OUT_HIGH_WATER
+                && self.out.len() < self.high_water()
                 && !self.sess.close_after_reply
             {
                 // The socket drained below the high-water mark and input is
@@ -534,7 +546,7 @@ impl<S: Transport> Conn<S> {
             // client that announces a huge bulk and stalls costs little.
             let want = self.need.saturating_sub(self.rbuf.len()).clamp(READ_CHUNK, 1 << 20);
             if self.rbuf.capacity() - self.rbuf.len() < want {
-                self.rbuf.reserve(want);
+                self.grow_input(want);
             }
             match self.stream.try_read_buf(&mut self.rbuf) {
                 Ok(0) => {
@@ -576,6 +588,26 @@ impl<S: Transport> Conn<S> {
                 Err(_) => return Err("read error"),
             }
         }
+    }
+
+    /// Makes room for `want` more input bytes: doubling (amortised), but
+    /// never past the request being read when its size is known, so that
+    /// a big argument's buffer is its size, not up to twice it (it counts
+    /// in `tot-mem` and `maxmemory-clients`). The client's memory is
+    /// published when the buffer grew, so that a client that passes
+    /// `maxmemory-clients` with the request it is sending is closed
+    /// before that request runs, as Redis closes it.
+    #[cold]
+    fn grow_input(&mut self, want: usize) {
+        let len = self.rbuf.len();
+        let mut cap = (self.rbuf.capacity() * 2).max(len + want);
+        if self.need > len + want {
+            cap = cap.min(self.need);
+        } else if self.need > len {
+            cap = cap.min(len + want);
+        }
+        self.rbuf.reserve_exact(cap - len);
+        self.publish_memory();
     }
 
     /// Writes as much pending output as the socket takes.
@@ -677,7 +709,7 @@ impl<S: Transport> Conn<S> {
                 }
             }
             for i in 0..n {
-                if self.out.len() >= OUT_HIGH_WATER || self.out.is_over() {
+                if self.out.len() >= self.high_water() || self.out.is_over() {
                     break 'batch;
                 }
                 if self.out.len() - start_out.min(self.out.len()) >= TURN_BUDGET {
@@ -796,9 +828,6 @@ impl<S: Transport> Conn<S> {
         {
             self.shared.flush_stats(&mut self.sess);
             self.sess.handle.last_interaction_ms.store(at, Ordering::Relaxed);
-            self.sess.handle.omem.store(self.out.len(), Ordering::Relaxed);
-            self.sess.handle.qbuf.store(self.rbuf.len() - self.rpos, Ordering::Relaxed);
-            self.publish_memory();
             if let Some((top, spec)) = self.sess.last_cmd {
                 if !std::ptr::eq(spec, self.published_cmd) {
                     self.published_cmd = spec;
@@ -840,6 +869,7 @@ impl<S: Transport> Conn<S> {
         if !self.served_reply && !self.sess.fx.holding() {
             self.write_while_busy();
         }
+        self.publish_memory();
         self.notify.raise();
     }
 
@@ -896,7 +926,7 @@ impl<S: Transport> Conn<S> {
         while !self.sess.close_after_reply
             && self.sess.blocked.is_none()
             && self.has_complete_input()
-            && self.out.len() < OUT_HIGH_WATER
+            && self.out.len() < self.high_water()
         {
             match resp::parse(&self.rbuf[self.rpos..], &self.limits.parse, &mut args) {
                 Parsed::Command { consumed } => {
@@ -931,17 +961,62 @@ impl<S: Transport> Conn<S> {
         executed
     }
 
-    /// CLIENT LIST's `qbuf-free` and `tot-mem` (Redis's
-    /// getClientMemoryUsage: the connection's own state, its buffers and
-    /// queued transaction), once per executed batch.
-    fn publish_memory(&self) {
+    /// CLIENT LIST's `qbuf`, `qbuf-free`, `omem` and `tot-mem` (Redis's
+    /// getClientMemoryUsage: the connection's own state, its buffers, its
+    /// queued transaction, subscriptions, watched keys and tracking
+    /// prefixes), once per turn of the connection's loop. While
+    /// `maxmemory-clients` is set, the change is added to the clients'
+    /// running sum, and a client that grew it past the limit runs the
+    /// exact check (`evict::evict_clients`) at once, as Redis evicts
+    /// clients before the next command runs.
+    fn publish_memory(&mut self) {
         let h = &self.sess.handle;
+        h.qbuf.store(self.rbuf.len() - self.rpos, Ordering::Relaxed);
         h.qbuf_free.store(self.rbuf.capacity() - self.rbuf.len(), Ordering::Relaxed);
+        h.omem.store(self.out.len(), Ordering::Relaxed);
         let own =
             std::mem::size_of::<Self>() + std::mem::size_of::<engine::session::ClientHandle>();
-        let total =
-            own + self.rbuf.capacity() + self.out.allocated() + h.multi_mem.load(Ordering::Relaxed);
+        let total = own
+            + self.rbuf.capacity()
+            + self.out.allocated()
+            + h.multi_mem.load(Ordering::Relaxed)
+            + self.sess.state_mem();
         h.tot_mem.store(total, Ordering::Relaxed);
+        let limit = self.limits.clients_limit;
+        if limit == 0 {
+            self.uncount_memory();
+            return;
+        }
+        if total == self.mem_counted {
+            return;
+        }
+        let delta = total as i64 - self.mem_counted as i64;
+        self.mem_counted = total;
+        let sum = self.shared.clients_mem.fetch_add(delta, Ordering::Relaxed) + delta;
+        if delta > 0 && sum >= limit as i64 {
+            engine::evict::evict_clients(&self.shared);
+        }
+    }
+
+    /// Takes this connection's share out of the clients' running sum.
+    fn uncount_memory(&mut self) {
+        if self.mem_counted != 0 {
+            self.shared.clients_mem.fetch_sub(self.mem_counted as i64, Ordering::Relaxed);
+            self.mem_counted = 0;
+        }
+    }
+
+    /// Unwritten reply bytes past which the connection stops executing
+    /// its input. With `maxmemory-clients` set, that limit bounds what a
+    /// client holds (it is closed past it, as in Redis), so replies may
+    /// grow as Redis's do; without it, the high-water mark does.
+    #[inline]
+    fn high_water(&self) -> usize {
+        if self.limits.clients_limit == 0 {
+            OUT_HIGH_WATER
+        } else {
+            usize::MAX
+        }
     }
 
     /// Resizes the query buffer when the server's cron asks (Redis 7.0's

@@ -214,11 +214,14 @@ impl KeyTable {
     }
 
     fn maybe_shrink(&mut self) {
-        if self.buckets.len() > MIN_BUCKETS && self.len * 10 < self.buckets.len() {
-            if self.len == 0 {
+        // Emptied: everything goes back (see `Table::maybe_shrink`).
+        if self.len == 0 {
+            if self.slots.capacity() > 0 {
                 self.clear();
-                return;
             }
+            return;
+        }
+        if self.buckets.len() > MIN_BUCKETS && self.len * 10 < self.buckets.len() {
             self.compact();
             self.resize(self.len.next_power_of_two().max(MIN_BUCKETS));
         } else if self.slots.len() >= MIN_COMPACT && self.len * 4 < self.slots.len() * 3 {
@@ -355,6 +358,22 @@ mod tests {
 
     /// The per-key cost of the keyspace (bench/memory `strings`,
     /// docs/memory.md) rests on this.
+    /// Regression: a stripe whose only key was deleted kept its slab and
+    /// buckets, so evicting keys spread one to a stripe freed nothing and
+    /// `maxmemory` was not honoured (Redis's "is the memory limit
+    /// honoured?" tests).
+    #[test]
+    fn an_emptied_table_gives_its_memory_back() {
+        let mut t = KeyTable::with_hasher(RandomState::new());
+        t.insert_hashed(b"k", t.hash_of(b"k"), entry(1));
+        assert!(t.slots.capacity() > 0 && !t.buckets.is_empty());
+        assert!(t.remove(b"k").is_some());
+        assert_eq!((t.slots.capacity(), t.buckets.capacity()), (0, 0));
+        // Usable again afterwards.
+        t.insert_hashed(b"k", t.hash_of(b"k"), entry(2));
+        assert_eq!(t.get(b"k").map(int), Some(2));
+    }
+
     #[test]
     fn slot_is_56_bytes() {
         assert_eq!(std::mem::size_of::<Slot>(), 56);

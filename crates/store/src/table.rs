@@ -280,12 +280,19 @@ impl<V> Table<V> {
     }
 
     fn maybe_shrink(&mut self) {
+        // An emptied table gives everything back, whatever its size: the
+        // keyspace is spread over a thousand stripes a database, and one
+        // key alone in its stripe costs its table's smallest slab and
+        // bucket array (what eviction must free for the key's room to be
+        // reused, as Redis frees a dict entry).
+        if self.len == 0 {
+            if self.nodes.capacity() > 0 {
+                *self = Table { hasher: self.hasher.clone(), ..Table::new() };
+            }
+            return;
+        }
         // Shrink when under 10% full, as Redis does (HASHTABLE_MIN_FILL).
         if self.buckets.len() > MIN_BUCKETS && self.len * 10 < self.buckets.len() {
-            if self.len == 0 {
-                *self = Table { hasher: self.hasher.clone(), ..Table::new() };
-                return;
-            }
             self.compact();
             self.resize(self.len.next_power_of_two().max(MIN_BUCKETS));
         } else if self.nodes.len() >= MIN_COMPACT && self.len * 4 < self.nodes.len() * 3 {
@@ -426,6 +433,19 @@ pub fn prefetch(p: *const u8) {
 mod tests {
     use super::*;
     use std::collections::HashSet;
+
+    /// Regression: a table emptied from its smallest size kept its slab
+    /// and buckets (see `KeyTable`'s test of the same name).
+    #[test]
+    fn an_emptied_table_gives_its_memory_back() {
+        let mut t: Table<i64> = Table::new();
+        t.insert(b"k", 1);
+        assert!(t.nodes.capacity() > 0);
+        assert!(t.remove(b"k").is_some());
+        assert_eq!((t.nodes.capacity(), t.buckets.capacity()), (0, 0));
+        t.insert(b"k", 2);
+        assert_eq!(t.len(), 1);
+    }
 
     #[test]
     fn size_classes_are_jemallocs() {

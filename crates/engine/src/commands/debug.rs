@@ -258,6 +258,25 @@ fn debug(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
                 .map_err(|_| CmdError::err("CONFIG-REWRITE-FORCE-ALL failed"))?;
             out.ok();
         }
+        4 if eq_ic(sub, "REPLYBUFFER") => {
+            // Sluice's reply buffer is a list of fixed 16 KB chunks
+            // (CLIENT LIST `rbs`): it has no size of its own to grow or
+            // shrink, so there is nothing for these to turn off; they are
+            // checked as Redis checks them.
+            let what = argv[2];
+            if eq_ic(what, "PEAK-RESET-TIME") {
+                let v = argv[3];
+                if !eq_ic(v, "NEVER") && !eq_ic(v, "RESET") {
+                    resp::parse_i64(v).ok_or(CmdError::NotInteger)?;
+                }
+            } else if !eq_ic(what, "RESIZING") {
+                return Err(CmdError::SubcommandSyntax {
+                    sub: argv[1].to_vec(),
+                    cmd: argv[0].to_vec(),
+                });
+            }
+            out.ok();
+        }
         3 if eq_ic(sub, "PAUSE-CRON") => {
             cx.shared.cron_paused.store(atoi(argv[2]) != 0, Ordering::Relaxed);
             out.ok();

@@ -324,6 +324,9 @@ fn config_set(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
             return Err(set_failed(b"appendonly", &why));
         }
     }
+    // Freed before a lower maxmemory evicts: the old configuration is
+    // not memory to make room for.
+    drop(prev);
     cx.shared.config_applied();
     if max > 0
         && cx.caller == crate::dispatch::Caller::Client
@@ -335,6 +338,11 @@ fn config_set(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         // the next command evicts then.
         let mut fx = crate::effects::Effects::default();
         let _ = crate::evict::perform(cx.shared, &mut fx, max);
+    }
+    if chosen.iter().any(|(n, _)| matches!(n.name(), "maxmemory" | "maxmemory-clients")) {
+        // A lower client limit closes clients at once (Redis's
+        // applyClientMaxMemoryUsage).
+        crate::evict::evict_clients(cx.shared);
     }
     out.ok();
     Ok(())
