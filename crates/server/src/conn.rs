@@ -258,6 +258,7 @@ impl<S: Transport> Conn<S> {
         let (peer, local) = stream.addrs();
         let fd = stream.fd();
         let sess = shared.connect(peer, local, fd);
+        sess.handle.raw_bytes.store(stream.raw_bytes(), Ordering::Relaxed);
         if log::enabled(log::Level::Verbose) {
             log::verbose(&format!("Accepted {}", sess.handle.addr));
         }

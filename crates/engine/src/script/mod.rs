@@ -34,6 +34,7 @@ pub mod busy;
 pub mod cjson;
 pub mod cmsgpack;
 pub mod function;
+pub mod ldb;
 pub mod lstruct;
 pub mod vm;
 
@@ -663,6 +664,44 @@ fn eval_generic(
     if by_sha && argv[1].len() != 40 {
         return Err(CmdError::Msg(NOSCRIPT.into()));
     }
+    if let Some(mode) = cx.sess.ldb {
+        if by_sha {
+            return Err(CmdError::err("Please use EVAL instead of EVALSHA for debugging"));
+        }
+        return eval_debugged(cx, args, out, mode, ro);
+    }
+    eval_run(cx, args, out, by_sha, ro, false)
+}
+
+/// An EVAL of a client in `SCRIPT DEBUG` mode: a debugging session
+/// ([`ldb`]) around the run; the connection closes after the reply.
+fn eval_debugged(
+    cx: &mut Ctx,
+    args: &mut Args,
+    out: &mut ReplyBuf,
+    mode: ldb::Mode,
+    ro: bool,
+) -> CmdResult {
+    let argv = args.argv();
+    let limit = cx.sess.conf(cx.shared).busy_reply_threshold.max(0) as u64;
+    ldb::start(&cx.sess.handle, mode, argv[1], limit)?;
+    cx.sess.close_after_reply = true;
+    let r = eval_run(cx, args, out, false, ro, true);
+    ldb::end(mode);
+    r
+}
+
+/// EVAL's body; `debug` runs it holding every database from the start
+/// (a debugged script never starts over).
+fn eval_run(
+    cx: &mut Ctx,
+    args: &mut Args,
+    out: &mut ReplyBuf,
+    by_sha: bool,
+    ro: bool,
+    debug: bool,
+) -> CmdResult {
+    let argv = args.argv();
     let numkeys = crate::ctx::parse_i64(argv[2])?;
     if numkeys > (argv.len() - 3) as i64 {
         return Err(CmdError::err("Number of keys can't be greater than number of args"));
@@ -687,7 +726,7 @@ fn eval_generic(
     let keys = &argv[3..3 + numkeys as usize];
     let sargs = &argv[3 + numkeys as usize..];
     let shared = cx.shared;
-    let scope = script.scope();
+    let scope = if debug { Scope::All } else { script.scope() };
     if scope > Scope::Keys {
         relock(cx, keys, scope)?;
     }
@@ -925,16 +964,24 @@ pub(crate) fn kill_running(cx: &mut Ctx, function: bool, out: &mut ReplyBuf) -> 
     Ok(())
 }
 
-fn script_debug(_: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+fn script_debug(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let mode = args.req()?;
-    if eq_ic(mode, "NO") {
-        out.ok();
-        Ok(())
-    } else if eq_ic(mode, "YES") || eq_ic(mode, "SYNC") {
-        Err(CmdError::err("The Lua debugger is not supported by this server"))
-    } else {
-        Err(CmdError::err("Use SCRIPT DEBUG YES/SYNC/NO"))
+    // Replies still unwritten would come after the debugger's own output,
+    // which goes straight to the socket.
+    if !out.is_empty() {
+        return Err(CmdError::err("SCRIPT DEBUG must be called outside a pipeline"));
     }
+    cx.sess.ldb = if eq_ic(mode, "NO") {
+        None
+    } else if eq_ic(mode, "YES") {
+        Some(ldb::Mode::Yes)
+    } else if eq_ic(mode, "SYNC") {
+        Some(ldb::Mode::Sync)
+    } else {
+        return Err(CmdError::err("Use SCRIPT DEBUG YES/SYNC/NO"));
+    };
+    out.ok();
+    Ok(())
 }
 
 #[cfg(test)]
