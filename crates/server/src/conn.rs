@@ -162,6 +162,11 @@ async fn refuse_full<S: Transport>(refused: Refused<S>) {
 async fn run_conn<S: Transport>(mut conn: Box<Conn<S>>) {
     let notify = conn.notify.clone();
     let ended = conn.run(&notify).await;
+    if conn.shared.shutdown.load(Ordering::Acquire) {
+        // SHUTDOWN closes its client's connection: nobody may connect
+        // once it sees that.
+        crate::busy::stop_listening();
+    }
     // Out of the busy pass's reach from here.
     conn.slot = None;
     let shared = conn.shared.clone();

@@ -296,6 +296,7 @@ fn finish_exit() {
 /// there, as Redis exits from its script hook. The script's writes so far
 /// are not propagated (they would be once it ended).
 pub fn exit_now() -> ! {
+    busy::stop_listening();
     finish_exit();
     std::process::exit(0);
 }

@@ -36,6 +36,7 @@ pub mod cmsgpack;
 pub mod function;
 pub mod ldb;
 pub mod lstruct;
+mod rollback;
 pub mod vm;
 
 /// A cached script (or a library function: its library's code and its
@@ -686,7 +687,12 @@ fn eval_debugged(
     let limit = cx.sess.conf(cx.shared).busy_reply_threshold.max(0) as u64;
     ldb::start(&cx.sess.handle, mode, argv[1], limit)?;
     cx.sess.close_after_reply = true;
+    if mode == ldb::Mode::Yes {
+        rollback::begin();
+    }
     let r = eval_run(cx, args, out, false, ro, true);
+    // Under the locks the run took (every database's).
+    rollback::finish(cx.shared, cx.sess, cx.keys);
     ldb::end(mode);
     r
 }

@@ -1769,8 +1769,11 @@ impl Run<'_, '_> {
             }
             Lookup::Rejected(_) => return refuse(b"ERR Unknown Redis command called from script"),
         };
-        let caller =
-            Caller::Script { read_only: self.read_only, allow_oom: self.script.flags.allow_oom };
+        let caller = Caller::Script {
+            read_only: self.read_only,
+            allow_oom: self.script.flags.allow_oom,
+            dirty: self.wrote,
+        };
         if let Err(e) = dispatch::check(self.shared, self.sess, spec, argv, caller) {
             self.sess.stats.rejected_calls += 1;
             dispatch::count_rejected(self.shared, self.sess, spec);
@@ -1830,6 +1833,13 @@ impl Run<'_, '_> {
                 return refuse(&e.text());
             }
         }
+        if spec.flags.has(Flags::WRITE) && super::rollback::active() {
+            // SCRIPT DEBUG YES: what it may write is saved to be put back.
+            if let Err(text) = super::rollback::save(self.shared, self.sess, self.keys, spec, argv)
+            {
+                return fail(text);
+            }
+        }
         if spec.flags.has(Flags::WRITE) {
             self.wrote = true;
             self.running.wrote.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -1847,10 +1857,13 @@ impl Run<'_, '_> {
         // The argument's bytes are the script's (a later string may take
         // their place): nothing of them is kept past the call.
         self.keys.forget();
-        if self.repl == 0 {
-            // redis.set_repl(redis.REPL_NONE). (REPL_AOF and REPL_REPLICA
-            // propagate to both: the consumers do not tell them apart yet.)
+        if self.repl == 0 || super::rollback::active() {
+            // redis.set_repl(redis.REPL_NONE), or a session whose writes
+            // are undone.
             self.sess.fx.drop_ops_from(ops);
+        } else if self.repl != 3 {
+            // REPL_AOF (1) or REPL_REPLICA (2).
+            self.sess.fx.target_ops_from(ops, self.repl == 1);
         }
         Ok(())
     }
