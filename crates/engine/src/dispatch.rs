@@ -348,6 +348,28 @@ pub fn replay(
     argv: &[&[u8]],
     out: &mut ReplyBuf,
 ) -> Result<(), CmdError> {
+    replay_with(shared, sess, argv, out, true)
+}
+
+/// [`replay`] for the AOF loader: what the file holds is not propagated
+/// again (Redis's loader runs commands outside `call()`), or DEBUG
+/// LOADAOF would append the whole file to itself.
+pub fn replay_loaded(
+    shared: &Shared,
+    sess: &mut Session,
+    argv: &[&[u8]],
+    out: &mut ReplyBuf,
+) -> Result<(), CmdError> {
+    replay_with(shared, sess, argv, out, false)
+}
+
+fn replay_with(
+    shared: &Shared,
+    sess: &mut Session,
+    argv: &[&[u8]],
+    out: &mut ReplyBuf,
+    propagate: bool,
+) -> Result<(), CmdError> {
     let (top, spec) = lookup_full(argv)?;
     sess.last_cmd = Some((top, spec));
     if let Some(m) = &mut sess.multi {
@@ -363,6 +385,9 @@ pub fn replay(
             call(shared, sess, &mut keys, spec, argv, out, Caller::Replay);
         }
         Err(e) => e.write(out),
+    }
+    if !propagate {
+        sess.fx.drop_ops_from(0);
     }
     sess.fx.finish_unit();
     Ok(())
@@ -485,7 +510,7 @@ pub fn check(
                 && !sess.conf(shared).replica_serve_stale_data
                 && crate::commands::repl::master_down(shared)
             {
-                return Err(CmdError::MasterDown);
+                return Err(CmdError::err("Can not execute the command on a stale replica"));
             }
             if !sess.acl_free {
                 crate::acl::gate::check(shared, sess, spec, argv, caller)?;

@@ -826,12 +826,19 @@ pub(crate) fn run_loop(
 /// a write command, then scriptPrepareForRun checks the rest): over
 /// `maxmemory`, a script that may write without `allow-oom`; without
 /// enough good replicas (`min-replicas-to-write`), or on a read-only
-/// replica, one that may write; writing from an `_RO` command. (Scripts without a shebang line are
-/// checked command by command instead; what a master or the AOF replays
-/// is not checked.)
+/// replica, one that may write; on a stale replica, one without
+/// `allow-stale`; writing from an `_RO` command. (Scripts without a
+/// shebang line are only refused on a stale replica, and are otherwise
+/// checked command by command; what a master or the AOF replays is not
+/// checked.)
 pub(crate) fn check_flags(cx: &mut Ctx, flags: ScriptFlags, ro: bool) -> CmdResult {
-    if !flags.shebang || cx.caller == Caller::Replay {
+    if cx.caller == Caller::Replay {
         return Ok(());
+    }
+    if !flags.shebang {
+        // EVAL's own flags let it run there, but a script without flags
+        // is refused (Redis's scriptPrepareForRun, compatibility mode).
+        return if running_stale(cx) { Err(CmdError::MasterDown) } else { Ok(()) };
     }
     if !flags.no_writes && !flags.allow_oom {
         let max = cx.sess.conf(cx.shared).maxmemory;
@@ -849,10 +856,22 @@ pub(crate) fn check_flags(cx: &mut Ctx, flags: ScriptFlags, ro: bool) -> CmdResu
     {
         return Err(CmdError::ReadOnlyReplica);
     }
+    // Without allow-stale the script is not a stale command (Redis's
+    // processCommand sees the flags the script declared).
+    if !flags.allow_stale && running_stale(cx) {
+        return Err(CmdError::MasterDown);
+    }
     if ro && !flags.no_writes {
         return Err(CmdError::err("Can not execute a script with write flag using *_ro command."));
     }
     Ok(())
+}
+
+/// A replica whose link is down, with `replica-serve-stale-data no`.
+fn running_stale(cx: &mut Ctx) -> bool {
+    cx.shared.store.is_replica()
+        && !cx.sess.conf(cx.shared).replica_serve_stale_data
+        && crate::commands::repl::master_down(cx.shared)
 }
 
 /// Drops the stripes held and takes the declared keys' plus `scope`, in
