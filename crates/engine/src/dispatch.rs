@@ -33,8 +33,10 @@ pub enum Caller {
     /// A command queued in `MULTI`, run by `EXEC`.
     Exec,
     /// `redis.call` from a script; `read_only` for `EVAL_RO`/`FCALL_RO`
-    /// (or a `no-writes` script), `allow_oom` for an `allow-oom` one.
-    Script { read_only: bool, allow_oom: bool },
+    /// (or a `no-writes` script), `allow_oom` for an `allow-oom` one;
+    /// `dirty` once the script wrote (the server's state no longer
+    /// refuses its writes: Redis's `SCRIPT_WRITE_DIRTY`).
+    Script { read_only: bool, allow_oom: bool, dirty: bool },
     /// A command read back from the AOF (or a master's stream).
     Replay,
     /// A blocked client's command, run again because a key it waits on is
@@ -351,6 +353,28 @@ pub fn replay(
     argv: &[&[u8]],
     out: &mut ReplyBuf,
 ) -> Result<(), CmdError> {
+    replay_with(shared, sess, argv, out, true)
+}
+
+/// [`replay`] for the AOF loader: what the file holds is not propagated
+/// again (Redis's loader runs commands outside `call()`), or DEBUG
+/// LOADAOF would append the whole file to itself.
+pub fn replay_loaded(
+    shared: &Shared,
+    sess: &mut Session,
+    argv: &[&[u8]],
+    out: &mut ReplyBuf,
+) -> Result<(), CmdError> {
+    replay_with(shared, sess, argv, out, false)
+}
+
+fn replay_with(
+    shared: &Shared,
+    sess: &mut Session,
+    argv: &[&[u8]],
+    out: &mut ReplyBuf,
+    propagate: bool,
+) -> Result<(), CmdError> {
     let (top, spec) = lookup_full(argv)?;
     sess.last_cmd = Some((top, spec));
     if let Some(m) = &mut sess.multi {
@@ -366,6 +390,9 @@ pub fn replay(
             call(shared, sess, &mut keys, spec, argv, out, Caller::Replay);
         }
         Err(e) => e.write(out),
+    }
+    if !propagate {
+        sess.fx.drop_ops_from(0);
     }
     sess.fx.finish_unit();
     Ok(())
@@ -475,11 +502,20 @@ pub fn check(
                 return Err(shared.scripts.busy_error());
             }
         }
-        Caller::Script { read_only, allow_oom } => {
+        Caller::Script { read_only, allow_oom, dirty } => {
+            // Redis's scriptCall order: NOSCRIPT, stale, ACL, writes, OOM.
             if flags.has(Flags::NOSCRIPT)
                 && !shared.scripts.deny_disabled.load(std::sync::atomic::Ordering::Relaxed)
             {
                 return Err(CmdError::err("This Redis command is not allowed from script"));
+            }
+            // Redis's scriptVerifyAllowStale.
+            if !flags.has(Flags::STALE)
+                && shared.store.is_replica()
+                && !sess.conf(shared).replica_serve_stale_data
+                && crate::commands::repl::master_down(shared)
+            {
+                return Err(CmdError::err("Can not execute the command on a stale replica"));
             }
             if !sess.acl_free {
                 crate::acl::gate::check(shared, sess, spec, argv, caller)?;
@@ -492,32 +528,33 @@ pub fn check(
                     "Write commands are not allowed from read-only scripts.",
                 ));
             }
-            // A script the AOF replays writes as its caller did (Redis's
-            // mustObeyClient).
-            if flags.has(Flags::WRITE)
-                && shared.store.is_replica()
-                && sess.conf(shared).replica_read_only
-                && !store::replaying()
-            {
-                return Err(CmdError::ReadOnlyReplica);
-            }
-            // A script without flags writes command by command: each write
-            // needs the good replicas (Redis's scriptVerifyWriteCommandAllow).
-            if flags.has(Flags::WRITE)
-                && sess.min_replicas > 0
-                && (crate::commands::repl::good_replicas(shared) as i64) < sess.min_replicas
-            {
-                return Err(CmdError::NoReplicas);
-            }
-            // Redis's scriptVerifyAllowStale.
-            if !flags.has(Flags::STALE)
-                && shared.store.is_replica()
-                && !sess.conf(shared).replica_serve_stale_data
-                && crate::commands::repl::master_down(shared)
-            {
-                return Err(CmdError::MasterDown);
+            // Once the script wrote, the server's state (a replica, disk
+            // errors, good replicas, memory) cannot fail it half-way.
+            if flags.has(Flags::WRITE) && !dirty {
+                // A script the AOF replays writes as its caller did
+                // (Redis's mustObeyClient).
+                if shared.store.is_replica()
+                    && sess.conf(shared).replica_read_only
+                    && !store::replaying()
+                {
+                    return Err(CmdError::ReadOnlyReplica);
+                }
+                if !shared.persist.last_bgsave_ok.load(std::sync::atomic::Ordering::Relaxed) {
+                    let cfg = sess.conf(shared);
+                    if cfg.stop_writes_on_bgsave_error && !cfg.save.is_empty() {
+                        return Err(CmdError::Misconf);
+                    }
+                }
+                // A script without flags writes command by command: each
+                // write needs the good replicas.
+                if sess.min_replicas > 0
+                    && (crate::commands::repl::good_replicas(shared) as i64) < sess.min_replicas
+                {
+                    return Err(CmdError::NoReplicas);
+                }
             }
             if !allow_oom
+                && !dirty
                 && flags.has(Flags::DENYOOM)
                 && shared.over_maxmemory(sess.conf(shared).maxmemory)
             {

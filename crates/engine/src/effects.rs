@@ -115,7 +115,9 @@ impl<'a> Unit<'a> {
         let first_db = fx.ops.first().map(|op| op.db as usize);
         let multi = wrap.then(|| (first_db, vec![&b"MULTI"[..]]));
         let exec = wrap.then(|| (None, vec![&b"EXEC"[..]]));
-        let ops = fx.ops.iter().filter(move |op| replicas || !op.repl_only).map(move |op| {
+        let ops =
+            fx.ops.iter().filter(move |op| if replicas { !op.aof_only } else { !op.repl_only });
+        let ops = ops.map(move |op| {
             let args = (op.first..op.first + op.argc).map(|i| fx.arena.get(i)).collect();
             (Some(op.db as usize), args)
         });
@@ -274,6 +276,9 @@ struct Op {
     /// Sent to replicas only, not written to the AOF (Redis's
     /// `PROPAGATE_REPL`: PUBLISH).
     repl_only: bool,
+    /// Written to the AOF only (`PROPAGATE_AOF`: a script's
+    /// `redis.set_repl(redis.REPL_AOF)`).
+    aof_only: bool,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -458,7 +463,13 @@ impl Effects {
             for a in argv {
                 self.arena.push(a);
             }
-            self.ops.push(Op { db: db as u32, first, argc: argv.len() as u32, repl_only: false });
+            self.ops.push(Op {
+                db: db as u32,
+                first,
+                argc: argv.len() as u32,
+                repl_only: false,
+                aof_only: false,
+            });
         }
     }
 
@@ -491,7 +502,7 @@ impl Effects {
         if self.want.propagate {
             let first = self.arena.push(b"DEL");
             self.arena.push(key);
-            let op = Op { db: db as u32, first, argc: 2, repl_only: false };
+            let op = Op { db: db as u32, first, argc: 2, repl_only: false, aof_only: false };
             self.ops.insert(self.cmd_ops, op);
             self.cmd_ops += 1;
         }
@@ -502,6 +513,18 @@ impl Effects {
     /// [`drop_ops_from`](Self::drop_ops_from)).
     pub fn ops_len(&self) -> usize {
         self.ops.len()
+    }
+
+    /// Sends the operations recorded since `mark` to the AOF only
+    /// (`aof`) or to replicas only (a script's `redis.set_repl`).
+    pub fn target_ops_from(&mut self, mark: usize, aof: bool) {
+        for op in self.ops.iter_mut().skip(mark) {
+            if aof {
+                op.aof_only = true;
+            } else {
+                op.repl_only = true;
+            }
+        }
     }
 
     /// Drops the operations recorded since `mark` (a script's
@@ -552,10 +575,22 @@ impl Effects {
                         self.arena.push(a);
                     }
                     let argc = argv.len() as u32;
-                    self.ops.push(Op { db: db as u32, first, argc, repl_only: self.repl_only });
+                    self.ops.push(Op {
+                        db: db as u32,
+                        first,
+                        argc,
+                        repl_only: self.repl_only,
+                        aof_only: false,
+                    });
                 }
                 Own::Rewritten { first, argc } => {
-                    self.ops.push(Op { db: db as u32, first, argc, repl_only: self.repl_only });
+                    self.ops.push(Op {
+                        db: db as u32,
+                        first,
+                        argc,
+                        repl_only: self.repl_only,
+                        aof_only: false,
+                    });
                 }
                 Own::Prevented => {}
             }

@@ -67,6 +67,9 @@ pub struct ClientHandle {
     /// The ACL user the client is authenticated as (CLIENT LIST's `user`,
     /// CLIENT KILL USER, and who a DELUSER disconnects).
     pub user: Mutex<Vec<u8>>,
+    /// The connection's bytes go over `fd` as they are (no TLS): what the
+    /// Lua debugger needs to talk to it directly (set by the server).
+    pub raw_bytes: AtomicBool,
 }
 
 impl ClientHandle {
@@ -105,6 +108,7 @@ impl ClientHandle {
             monitor: AtomicBool::new(false),
             replica: AtomicBool::new(false),
             user: Mutex::new(b"default".to_vec()),
+            raw_bytes: AtomicBool::new(false),
         }
     }
 
@@ -265,6 +269,8 @@ pub struct Session {
     /// What the client said with REPLCONF, and its SYNC/PSYNC request
     /// (the connection then becomes a replica).
     pub replica: Option<Box<crate::commands::repl::Handshake>>,
+    /// `SCRIPT DEBUG YES|SYNC`: the client's next EVAL is debugged.
+    pub ldb: Option<crate::script::ldb::Mode>,
 }
 
 /// The user of sessions that run without a client's identity (tests, the
@@ -341,6 +347,7 @@ impl Session {
             monitor: false,
             redact: 0,
             replica: None,
+            ldb: None,
         }
     }
 

@@ -167,7 +167,7 @@ pub fn load_file(sh: &Arc<Shared>, dirname: &str, name: &str) -> Result<Outcome,
                 if argv[0].eq_ignore_ascii_case(b"MULTI") {
                     valid_before_multi = valid_up_to;
                 }
-                if dispatch::replay(sh, &mut sess, &argv, &mut out).is_err() {
+                if dispatch::replay_loaded(sh, &mut sess, &argv, &mut out).is_err() {
                     return fail(format!(
                         "Unknown command '{}' reading the append only file {name}",
                         String::from_utf8_lossy(argv[0])
@@ -232,7 +232,7 @@ pub fn load_file(sh: &Arc<Shared>, dirname: &str, name: &str) -> Result<Outcome,
                 if sess.in_multi() {
                     // The queued commands of the torn transaction are dropped.
                     let mut o = ReplyBuf::new();
-                    let _ = dispatch::replay(sh, &mut sess, &[b"DISCARD"], &mut o);
+                    let _ = dispatch::replay_loaded(sh, &mut sess, &[b"DISCARD"], &mut o);
                 }
                 return Ok(Outcome::Truncated);
             }

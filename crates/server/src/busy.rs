@@ -103,9 +103,14 @@ pub fn set_handoff(senders: Arc<Vec<mpsc::UnboundedSender<Incoming>>>) {
 /// A listener this thread accepts on, while it is open.
 pub struct Listening(RawFd);
 
+/// Every open listener's socket, whatever its thread (for
+/// [`stop_listening`]).
+static OPEN_LISTENERS: parking_lot::Mutex<Vec<RawFd>> = parking_lot::Mutex::new(Vec::new());
+
 impl Listening {
     pub fn new(fd: RawFd, kind: Kind) -> Self {
         LOOP.with(|l| l.borrow_mut().listeners.push((fd, kind)));
+        OPEN_LISTENERS.lock().push(fd);
         Listening(fd)
     }
 }
@@ -113,6 +118,20 @@ impl Listening {
 impl Drop for Listening {
     fn drop(&mut self) {
         let _ = LOOP.try_with(|l| l.borrow_mut().listeners.retain(|&(f, _)| f != self.0));
+        OPEN_LISTENERS.lock().retain(|&f| f != self.0);
+    }
+}
+
+/// The server is going away: new connections are refused from now on
+/// (the listening sockets are shut down, which Linux turns into a
+/// refusal), before any client sees its connection close — as Redis
+/// closes its listeners before it exits. The descriptors themselves are
+/// closed by their owners.
+pub fn stop_listening() {
+    for &fd in OPEN_LISTENERS.lock().iter() {
+        // SAFETY: `fd` is a listening socket its `Listening` keeps open
+        // while it is in the list (removed under the same lock on drop).
+        unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
     }
 }
 

@@ -165,6 +165,11 @@ async fn refuse_full<S: Transport>(refused: Refused<S>) {
 async fn run_conn<S: Transport>(mut conn: Box<Conn<S>>) {
     let notify = conn.notify.clone();
     let ended = conn.run(&notify).await;
+    if conn.shared.shutdown.load(Ordering::Acquire) {
+        // SHUTDOWN closes its client's connection: nobody may connect
+        // once it sees that.
+        crate::busy::stop_listening();
+    }
     // Out of the busy pass's reach from here.
     conn.slot = None;
     conn.uncount_memory();
@@ -265,6 +270,7 @@ impl<S: Transport> Conn<S> {
         let (peer, local) = stream.addrs();
         let fd = stream.fd();
         let sess = shared.connect(peer, local, fd);
+        sess.handle.raw_bytes.store(stream.raw_bytes(), Ordering::Relaxed);
         if log::enabled(log::Level::Verbose) {
             log::verbose(&format!("Accepted {}", sess.handle.addr));
         }

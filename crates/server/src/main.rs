@@ -16,6 +16,7 @@ mod busy;
 mod conn;
 mod crash;
 mod follow;
+mod ldb;
 mod migrate;
 mod net;
 mod persistence;
@@ -125,6 +126,7 @@ fn main() {
         let facility = config.get_by_name("syslog-facility").unwrap_or_default();
         log::enable_syslog(&String::from_utf8_lossy(&ident), &String::from_utf8_lossy(&facility));
     }
+    ldb::install();
     let sup = process::supervisor(&config);
     let background = config.daemonize && sup == Supervisor::None;
     if background {
@@ -301,6 +303,7 @@ fn finish_exit() {
 /// there, as Redis exits from its script hook. The script's writes so far
 /// are not propagated (they would be once it ended).
 pub fn exit_now() -> ! {
+    busy::stop_listening();
     finish_exit();
     std::process::exit(0);
 }

@@ -325,6 +325,7 @@ fn event_loop(
                                 });
                                 let _ = senders[n].send((s.into(), Kind::Unix));
                             }
+                            Err(_) if shared.shutdown.load(Ordering::Relaxed) => break,
                             Err(e) => {
                                 log::warning(&format!("Accepting client connection: {e}"));
                                 tokio::time::sleep(Duration::from_millis(10)).await;
@@ -375,6 +376,7 @@ fn event_loop(
                                             });
                                         let _ = senders[n].send((s, kind));
                                     }
+                                    Err(_) if shared.shutdown.load(Ordering::Relaxed) => break,
                                     Err(e) => {
                                         log::warning(&format!("Accepting client connection: {e}"));
                                         tokio::time::sleep(Duration::from_millis(10)).await;

@@ -542,6 +542,10 @@ impl Transport for TlsStream {
         crate::transport::tcp_is_local(&self.tcp)
     }
 
+    fn raw_bytes(&self) -> bool {
+        false
+    }
+
     fn addrs(&self) -> (String, String) {
         crate::transport::tcp_addrs(&self.tcp)
     }

@@ -20,6 +20,11 @@ pub trait Transport {
     /// Whether the peer is on this host (protected mode lets it in): a
     /// loopback address, or any Unix socket client.
     fn is_local(&self) -> bool;
+    /// Whether the protocol's bytes go over the socket as they are (no
+    /// TLS): the Lua debugger may then talk on the descriptor directly.
+    fn raw_bytes(&self) -> bool {
+        true
+    }
     /// The peer's and the local address as CLIENT LIST shows them
     /// (`addr`, `laddr`).
     fn addrs(&self) -> (String, String);

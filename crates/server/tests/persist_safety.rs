@@ -512,3 +512,35 @@ fn restore_idletime_sets_idle_times_longer_than_the_uptime_as_redis() {
         assert_eq!(text(&line(&mut c, "GET foo")), "bar");
     }
 }
+
+/// DEBUG LOADAOF must not append what it replays to the AOF: the second
+/// reload then met each FUNCTION LOAD twice ("Library already exists")
+/// and the server stopped, and every reload doubled the file.
+#[test]
+fn debug_loadaof_does_not_append_what_it_replays() {
+    let Some(redis) = RedisServer::start_with(&aof_args(), None) else { return };
+    let sluice = TestServer::start_with(&TestServer::default_bin(), &aof_args(), None);
+    let lib = "#!lua name=test\nredis.register_function('test', function() return 'hello' end)";
+    let mut sizes = Vec::new();
+    for mut c in [redis.client(), sluice.client()] {
+        c.wait_loaded();
+        line(&mut c, "BGREWRITEAOF");
+        wait_for("the rewrite", Duration::from_secs(10), || {
+            info_field(&mut c, "aof_rewrite_in_progress") == "0"
+        });
+        cmd(&mut c, &[b"FUNCTION", b"LOAD", lib.as_bytes()]);
+        line(&mut c, "SET k v");
+        let before = info_field(&mut c, "aof_current_size");
+        for _ in 0..3 {
+            assert_eq!(text(&line(&mut c, "DEBUG LOADAOF")), "OK");
+        }
+        sizes.push((before, info_field(&mut c, "aof_current_size")));
+        assert_eq!(text(&line(&mut c, "FCALL test 0")), "hello");
+        line(&mut c, "FUNCTION DELETE test");
+        assert_eq!(text(&line(&mut c, "DEBUG LOADAOF")), "OK");
+        assert!(matches!(line(&mut c, "FUNCTION LIST"), Frame::Array(Some(v)) if v.is_empty()));
+    }
+    for (before, after) in sizes {
+        assert_eq!(after, before, "the reloads changed the AOF's size");
+    }
+}

@@ -8,6 +8,7 @@ use crate::spec::CommandSpec;
 pub mod acl;
 pub mod bitmap;
 pub mod client;
+pub mod cluster;
 pub mod command;
 pub mod connection;
 pub mod debug;
@@ -55,6 +56,7 @@ pub static FAMILIES: &[&[CommandSpec]] = &[
     tx::COMMANDS,
     connection::COMMANDS,
     client::COMMANDS,
+    cluster::COMMANDS,
     debug::COMMANDS,
     server::COMMANDS,
     info::COMMANDS,

@@ -64,7 +64,7 @@ pub fn stop(shared: &Shared, sess: &mut Session) {
 }
 
 /// Appends `a` quoted as Redis's `sdscatrepr` does.
-fn repr(line: &mut Vec<u8>, a: &[u8]) {
+pub(crate) fn repr(line: &mut Vec<u8>, a: &[u8]) {
     line.push(b'"');
     for &c in a {
         match c {

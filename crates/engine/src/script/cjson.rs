@@ -340,7 +340,7 @@ pub fn fmt_14g(n: f64) -> String {
 }
 
 /// `%.<precision>g` (precision 1 to 14).
-fn fmt_g(n: f64, precision: i64) -> String {
+pub(crate) fn fmt_g(n: f64, precision: i64) -> String {
     let mut buf = [0u8; 64];
     let p = precision.clamp(1, 14) as std::os::raw::c_int;
     // SAFETY: the buffer is 64 bytes and snprintf writes at most that.

@@ -34,7 +34,9 @@ pub mod busy;
 pub mod cjson;
 pub mod cmsgpack;
 pub mod function;
+pub mod ldb;
 pub mod lstruct;
+mod rollback;
 pub mod vm;
 
 /// A cached script (or a library function: its library's code and its
@@ -663,6 +665,49 @@ fn eval_generic(
     if by_sha && argv[1].len() != 40 {
         return Err(CmdError::Msg(NOSCRIPT.into()));
     }
+    if let Some(mode) = cx.sess.ldb {
+        if by_sha {
+            return Err(CmdError::err("Please use EVAL instead of EVALSHA for debugging"));
+        }
+        return eval_debugged(cx, args, out, mode, ro);
+    }
+    eval_run(cx, args, out, by_sha, ro, false)
+}
+
+/// An EVAL of a client in `SCRIPT DEBUG` mode: a debugging session
+/// ([`ldb`]) around the run; the connection closes after the reply.
+fn eval_debugged(
+    cx: &mut Ctx,
+    args: &mut Args,
+    out: &mut ReplyBuf,
+    mode: ldb::Mode,
+    ro: bool,
+) -> CmdResult {
+    let argv = args.argv();
+    let limit = cx.sess.conf(cx.shared).busy_reply_threshold.max(0) as u64;
+    ldb::start(&cx.sess.handle, mode, argv[1], limit)?;
+    cx.sess.close_after_reply = true;
+    if mode == ldb::Mode::Yes {
+        rollback::begin();
+    }
+    let r = eval_run(cx, args, out, false, ro, true);
+    // Under the locks the run took (every database's).
+    rollback::finish(cx.shared, cx.sess, cx.keys);
+    ldb::end(mode);
+    r
+}
+
+/// EVAL's body; `debug` runs it holding every database from the start
+/// (a debugged script never starts over).
+fn eval_run(
+    cx: &mut Ctx,
+    args: &mut Args,
+    out: &mut ReplyBuf,
+    by_sha: bool,
+    ro: bool,
+    debug: bool,
+) -> CmdResult {
+    let argv = args.argv();
     let numkeys = crate::ctx::parse_i64(argv[2])?;
     if numkeys > (argv.len() - 3) as i64 {
         return Err(CmdError::err("Number of keys can't be greater than number of args"));
@@ -687,7 +732,7 @@ fn eval_generic(
     let keys = &argv[3..3 + numkeys as usize];
     let sargs = &argv[3 + numkeys as usize..];
     let shared = cx.shared;
-    let scope = script.scope();
+    let scope = if debug { Scope::All } else { script.scope() };
     if scope > Scope::Keys {
         relock(cx, keys, scope)?;
     }
@@ -781,12 +826,19 @@ pub(crate) fn run_loop(
 /// a write command, then scriptPrepareForRun checks the rest): over
 /// `maxmemory`, a script that may write without `allow-oom`; without
 /// enough good replicas (`min-replicas-to-write`), or on a read-only
-/// replica, one that may write; writing from an `_RO` command. (Scripts without a shebang line are
-/// checked command by command instead; what a master or the AOF replays
-/// is not checked.)
+/// replica, one that may write; on a stale replica, one without
+/// `allow-stale`; writing from an `_RO` command. (Scripts without a
+/// shebang line are only refused on a stale replica, and are otherwise
+/// checked command by command; what a master or the AOF replays is not
+/// checked.)
 pub(crate) fn check_flags(cx: &mut Ctx, flags: ScriptFlags, ro: bool) -> CmdResult {
-    if !flags.shebang || cx.caller == Caller::Replay {
+    if cx.caller == Caller::Replay {
         return Ok(());
+    }
+    if !flags.shebang {
+        // EVAL's own flags let it run there, but a script without flags
+        // is refused (Redis's scriptPrepareForRun, compatibility mode).
+        return if running_stale(cx) { Err(CmdError::MasterDown) } else { Ok(()) };
     }
     if !flags.no_writes && !flags.allow_oom {
         let max = cx.sess.conf(cx.shared).maxmemory;
@@ -804,10 +856,22 @@ pub(crate) fn check_flags(cx: &mut Ctx, flags: ScriptFlags, ro: bool) -> CmdResu
     {
         return Err(CmdError::ReadOnlyReplica);
     }
+    // Without allow-stale the script is not a stale command (Redis's
+    // processCommand sees the flags the script declared).
+    if !flags.allow_stale && running_stale(cx) {
+        return Err(CmdError::MasterDown);
+    }
     if ro && !flags.no_writes {
         return Err(CmdError::err("Can not execute a script with write flag using *_ro command."));
     }
     Ok(())
+}
+
+/// A replica whose link is down, with `replica-serve-stale-data no`.
+fn running_stale(cx: &mut Ctx) -> bool {
+    cx.shared.store.is_replica()
+        && !cx.sess.conf(cx.shared).replica_serve_stale_data
+        && crate::commands::repl::master_down(cx.shared)
 }
 
 /// Drops the stripes held and takes the declared keys' plus `scope`, in
@@ -925,16 +989,24 @@ pub(crate) fn kill_running(cx: &mut Ctx, function: bool, out: &mut ReplyBuf) -> 
     Ok(())
 }
 
-fn script_debug(_: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+fn script_debug(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let mode = args.req()?;
-    if eq_ic(mode, "NO") {
-        out.ok();
-        Ok(())
-    } else if eq_ic(mode, "YES") || eq_ic(mode, "SYNC") {
-        Err(CmdError::err("The Lua debugger is not supported by this server"))
-    } else {
-        Err(CmdError::err("Use SCRIPT DEBUG YES/SYNC/NO"))
+    // Replies still unwritten would come after the debugger's own output,
+    // which goes straight to the socket.
+    if !out.is_empty() {
+        return Err(CmdError::err("SCRIPT DEBUG must be called outside a pipeline"));
     }
+    cx.sess.ldb = if eq_ic(mode, "NO") {
+        None
+    } else if eq_ic(mode, "YES") {
+        Some(ldb::Mode::Yes)
+    } else if eq_ic(mode, "SYNC") {
+        Some(ldb::Mode::Sync)
+    } else {
+        return Err(CmdError::err("Use SCRIPT DEBUG YES/SYNC/NO"));
+    };
+    out.ok();
+    Ok(())
 }
 
 #[cfg(test)]

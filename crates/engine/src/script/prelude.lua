@@ -35,6 +35,7 @@ end
 -- with the caller's position (luaL_error).
 local raising = {}
 local function raise(msg)
+    P.ldb_error(msg)
     return 1, { err = 'ERR ' .. msg }
 end
 -- redis.call and redis.pcall are C functions (call raises the error
@@ -44,16 +45,19 @@ redis.pcall = P.pcall
 redis.error_reply = function(...)
     local s = ...
     if select('#', ...) ~= 1 or type(s) ~= 'string' then
+        P.ldb_error('wrong number or type of arguments')
         return { err = 'ERR wrong number or type of arguments' }
     end
     if s:sub(1, 1) ~= '-' then
         s = '-' .. s
     end
+    P.ldb_error(s)
     return push_error(s)
 end
 redis.status_reply = function(...)
     local s = ...
     if select('#', ...) ~= 1 or type(s) ~= 'string' then
+        P.ldb_error('wrong number or type of arguments')
         return { err = 'ERR wrong number or type of arguments' }
     end
     return { ok = s }
@@ -117,10 +121,8 @@ redis.REPL_NONE, redis.REPL_AOF, redis.REPL_SLAVE, redis.REPL_REPLICA, redis.REP
 redis.replicate_commands = function()
     return true
 end
-redis.breakpoint = function()
-    return false
-end
-redis.debug = function() end
+redis.breakpoint = P.ldb_breakpoint
+redis.debug = P.ldb_debug
 redis.REDIS_VERSION = P.version
 redis.REDIS_VERSION_NUM = P.version_num
 G.redis = redis

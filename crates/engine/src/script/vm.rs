@@ -289,6 +289,12 @@ impl Vm {
                         .unwrap_or(false))
             })?,
         )?;
+        // SAFETY: the debugger's functions follow the Lua C API's rules.
+        unsafe {
+            p.set("ldb_debug", lua.create_c_function(super::ldb::redis_debug)?)?;
+            p.set("ldb_breakpoint", lua.create_c_function(super::ldb::redis_breakpoint)?)?;
+            p.set("ldb_error", lua.create_c_function(super::ldb::lua_log_error)?)?;
+        }
         // SAFETY: `set_readonly` follows the Lua C API's rules (see it).
         p.set("readonly", unsafe { lua.create_c_function(set_readonly)? })?;
         let (env, handler, raising, libenv, loader, freeze): (
@@ -569,9 +575,23 @@ impl Vm {
                     push_array(l, args);
                     2
                 };
+                // A debugging session (SCRIPT DEBUG) stops the script
+                // from its line hook; the count hook comes back after.
+                let debugging = super::ldb::live();
+                if debugging {
+                    ffi::lua_sethook(
+                        l,
+                        Some(super::ldb::line_hook),
+                        ffi::LUA_MASKLINE | ffi::LUA_MASKCOUNT,
+                        100_000,
+                    );
+                }
                 unlimited.limit();
                 let status = ffi::lua_pcall(l, nargs, 1, base + 1);
                 unlimited.lift();
+                if debugging {
+                    ffi::lua_sethook(l, Some(count_hook), ffi::LUA_MASKCOUNT, 100_000);
+                }
                 // Stack: the handler, `front`, the kept tables, the
                 // result or the error.
                 for i in 0..2 {
@@ -713,7 +733,16 @@ thread_local! {
 /// than the rest of a short script. Without the limit an allocation
 /// cannot fail, so the unprotected paths are sound; the limit holds again
 /// before any script code runs.
-struct Unlimited<'a>(&'a Lua);
+pub(super) struct Unlimited<'a>(&'a Lua);
+
+/// The limit lifted on the state of the run in progress (`None` outside
+/// a run): for the debugger's hook, which works on the state mid-run.
+pub(super) fn unlimited() -> Option<Unlimited<'static>> {
+    let lua = CURRENT_LUA.with(|c| c.get());
+    // SAFETY: set by `Current` for as long as the run lasts, and the hook
+    // (the only caller) runs within the run.
+    (!lua.is_null()).then(|| Unlimited::new(unsafe { &*lua }))
+}
 
 impl<'a> Unlimited<'a> {
     fn new(lua: &'a Lua) -> Unlimited<'a> {
@@ -722,12 +751,12 @@ impl<'a> Unlimited<'a> {
     }
 
     /// The limit holds again (while a script runs).
-    fn limit(&self) {
+    pub(super) fn limit(&self) {
         let _ = self.0.set_memory_limit(LUA_MEMORY_LIMIT);
     }
 
     /// Lifted again.
-    fn lift(&self) {
+    pub(super) fn lift(&self) {
         let _ = self.0.set_memory_limit(0);
     }
 }
@@ -1393,6 +1422,9 @@ unsafe fn call_primitive(l: *mut mlua::ffi::lua_State, raise: bool) -> std::os::
                 .collect();
             // One buffer per thread, kept between calls (taken, so that a
             // call reached from inside this one gets a fresh one).
+            if super::ldb::stepping() && !argv.is_empty() {
+                super::ldb::log_command(&argv);
+            }
             let mut buf = SCRATCH.with(|s| s.take());
             buf.reset();
             let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -1432,6 +1464,13 @@ unsafe fn call_primitive(l: *mut mlua::ffi::lua_State, raise: bool) -> std::os::
         ffi::lua_settop(l, 0);
         match outcome {
             Err((line, counted)) => {
+                if super::ldb::stepping() {
+                    // Redis's texts without a code are logged bare.
+                    match line.strip_prefix(b"ERR ") {
+                        Some(t) => super::ldb::log_error(t),
+                        None => super::ldb::log_error(&[b"-", &line[..]].concat()),
+                    }
+                }
                 push_error_table(l, &line, counted);
                 true
             }
@@ -1440,6 +1479,14 @@ unsafe fn call_primitive(l: *mut mlua::ffi::lua_State, raise: bool) -> std::os::
                     Some(b) => push_reply(l, b),
                     None => push_reply(l, &buf.to_vec()),
                 };
+                if super::ldb::stepping() {
+                    let bytes = buf.to_vec();
+                    if is_err {
+                        let end = bytes.iter().position(|&c| c == b'\r').unwrap_or(bytes.len());
+                        super::ldb::log_error(&bytes[..end]);
+                    }
+                    super::ldb::log_reply(&bytes);
+                }
                 SCRATCH.with(|s| s.replace(buf));
                 is_err
             }
@@ -1722,8 +1769,11 @@ impl Run<'_, '_> {
             }
             Lookup::Rejected(_) => return refuse(b"ERR Unknown Redis command called from script"),
         };
-        let caller =
-            Caller::Script { read_only: self.read_only, allow_oom: self.script.flags.allow_oom };
+        let caller = Caller::Script {
+            read_only: self.read_only,
+            allow_oom: self.script.flags.allow_oom,
+            dirty: self.wrote,
+        };
         if let Err(e) = dispatch::check(self.shared, self.sess, spec, argv, caller) {
             self.sess.stats.rejected_calls += 1;
             dispatch::count_rejected(self.shared, self.sess, spec);
@@ -1783,6 +1833,13 @@ impl Run<'_, '_> {
                 return refuse(&e.text());
             }
         }
+        if spec.flags.has(Flags::WRITE) && super::rollback::active() {
+            // SCRIPT DEBUG YES: what it may write is saved to be put back.
+            if let Err(text) = super::rollback::save(self.shared, self.sess, self.keys, spec, argv)
+            {
+                return fail(text);
+            }
+        }
         if spec.flags.has(Flags::WRITE) {
             self.wrote = true;
             self.running.wrote.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -1800,10 +1857,13 @@ impl Run<'_, '_> {
         // The argument's bytes are the script's (a later string may take
         // their place): nothing of them is kept past the call.
         self.keys.forget();
-        if self.repl == 0 {
-            // redis.set_repl(redis.REPL_NONE). (REPL_AOF and REPL_REPLICA
-            // propagate to both: the consumers do not tell them apart yet.)
+        if self.repl == 0 || super::rollback::active() {
+            // redis.set_repl(redis.REPL_NONE), or a session whose writes
+            // are undone.
             self.sess.fx.drop_ops_from(ops);
+        } else if self.repl != 3 {
+            // REPL_AOF (1) or REPL_REPLICA (2).
+            self.sess.fx.target_ops_from(ops, self.repl == 1);
         }
         Ok(())
     }
