@@ -103,14 +103,20 @@ pub fn set_handoff(senders: Arc<Vec<mpsc::UnboundedSender<Incoming>>>) {
 /// A listener this thread accepts on, while it is open.
 pub struct Listening(RawFd);
 
-/// Every open listener's socket, whatever its thread (for
+/// Every open TCP (and TLS) listener's socket, whatever its thread (for
 /// [`stop_listening`]).
 static OPEN_LISTENERS: parking_lot::Mutex<Vec<RawFd>> = parking_lot::Mutex::new(Vec::new());
 
 impl Listening {
     pub fn new(fd: RawFd, kind: Kind) -> Self {
         LOOP.with(|l| l.borrow_mut().listeners.push((fd, kind)));
-        OPEN_LISTENERS.lock().push(fd);
+        // Not the Unix socket: shut down, it answers accept() with EAGAIN
+        // while reporting itself ready for ever, and its accept loop spun
+        // inside tokio, so its event loop never saw the shutdown and the
+        // process never exited. Its file is removed at exit.
+        if kind != Kind::Unix {
+            OPEN_LISTENERS.lock().push(fd);
+        }
         Listening(fd)
     }
 }

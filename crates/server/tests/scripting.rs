@@ -320,16 +320,21 @@ fn caching_ten_thousand_scripts_and_libraries_keeps_the_server_up() {
     }
 }
 
-/// `used_memory_lua` from INFO memory.
-fn used_memory_lua(c: &mut Client) -> i64 {
+/// A number from INFO memory.
+fn memory_field(c: &mut Client, field: &str) -> i64 {
     let info = c.cmd(&["INFO", "memory"]).unwrap();
     let info = String::from_utf8_lossy(&info).into_owned();
     info.lines()
-        .find_map(|l| l.strip_prefix("used_memory_lua:"))
-        .unwrap_or_else(|| panic!("no used_memory_lua in {info}"))
+        .find_map(|l| l.strip_prefix(field).and_then(|r| r.strip_prefix(':')))
+        .unwrap_or_else(|| panic!("no {field} in {info}"))
         .trim()
         .parse()
         .unwrap()
+}
+
+/// `used_memory_lua` from INFO memory.
+fn used_memory_lua(c: &mut Client) -> i64 {
+    memory_field(c, "used_memory_lua")
 }
 
 /// Regression: `used_memory_lua` grew with every EVAL, and after SCRIPT
@@ -457,14 +462,7 @@ fn function_load_of_endless_code_times_out() {
 
 /// `used_memory` from INFO memory.
 fn used_memory(c: &mut Client) -> i64 {
-    let info = c.cmd(&["INFO", "memory"]).unwrap();
-    let info = String::from_utf8_lossy(&info).into_owned();
-    info.lines()
-        .find_map(|l| l.strip_prefix("used_memory:"))
-        .unwrap_or_else(|| panic!("no used_memory in {info}"))
-        .trim()
-        .parse()
-        .unwrap()
+    memory_field(c, "used_memory")
 }
 
 /// Regression: SCRIPT FLUSH dropped the Lua states, but each thread freed
