@@ -567,34 +567,24 @@ impl Effects {
 
     #[cold]
     fn propagate_own(&mut self, db: usize, argv: &[&[u8]]) {
-        {
-            match self.own {
-                Own::AsIs => {
-                    let first = self.arena.spans.len() as u32;
-                    for a in argv {
-                        self.arena.push(a);
-                    }
-                    let argc = argv.len() as u32;
-                    self.ops.push(Op {
-                        db: db as u32,
-                        first,
-                        argc,
-                        repl_only: self.repl_only,
-                        aof_only: false,
-                    });
+        let (first, argc) = match self.own {
+            Own::AsIs => {
+                let first = self.arena.spans.len() as u32;
+                for a in argv {
+                    self.arena.push(a);
                 }
-                Own::Rewritten { first, argc } => {
-                    self.ops.push(Op {
-                        db: db as u32,
-                        first,
-                        argc,
-                        repl_only: self.repl_only,
-                        aof_only: false,
-                    });
-                }
-                Own::Prevented => {}
+                (first, argv.len() as u32)
             }
-        }
+            Own::Rewritten { first, argc } => (first, argc),
+            Own::Prevented => return,
+        };
+        self.ops.push(Op {
+            db: db as u32,
+            first,
+            argc,
+            repl_only: self.repl_only,
+            aof_only: false,
+        });
     }
 
     /// The position consumers asked the replies so far to wait for, and
