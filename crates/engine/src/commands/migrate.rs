@@ -69,34 +69,11 @@ pub trait Migrator: Send + Sync {
     fn cached_sockets(&self) -> usize;
 }
 
-/// MIGRATE's keys, as Redis's `migrateGetKeys` finds them (ACL checks
-/// and locks): past the fifth argument, `AUTH` and `AUTH2` skip their
-/// arguments, and `KEYS` makes every later argument a key, and no key at
-/// all when the key argument is not empty (the command then fails);
-/// without `KEYS` the key argument, even empty.
+/// MIGRATE's keys for locking: [`crate::meta::migrate_key_positions`],
+/// the positions the ACL check and COMMAND GETKEYS use too.
 fn migrate_keys<'a>(argv: &[&'a [u8]], db: usize, keys: &mut KeyList<'a>) {
-    let mut i = 6;
-    while i < argv.len() {
-        let a = argv[i];
-        if eq_ic(a, "KEYS") {
-            if !argv[3].is_empty() {
-                return;
-            }
-            for k in &argv[i + 1..] {
-                keys.push((db, k));
-            }
-            return;
-        }
-        i += if eq_ic(a, "AUTH") {
-            2
-        } else if eq_ic(a, "AUTH2") {
-            3
-        } else {
-            1
-        };
-    }
-    if let Some(k) = argv.get(3) {
-        keys.push((db, k));
+    for pos in crate::meta::migrate_key_positions(argv) {
+        keys.push((db, argv[pos]));
     }
 }
 

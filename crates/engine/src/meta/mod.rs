@@ -726,19 +726,33 @@ fn native_keys(m: &Meta, argv: &[&[u8]]) -> Option<Vec<KeyRef>> {
         // migrateGetKeys: the key argument, or what follows KEYS (then the
         // key argument must be empty, else no key at all).
         "migrate" => {
-            let (mut first, mut num) = (3, 1);
-            if let Some(i) = argv.iter().skip(6).position(|a| eq(a, "keys")) {
-                if !argv[3].is_empty() {
-                    return Some(vec![]);
-                }
-                first = 6 + i + 1;
-                num = argv.len() - first;
-            }
             let flags = k::RW | k::ACCESS | k::DELETE;
-            Some((first..first + num).map(|pos| KeyRef { pos, flags }).collect())
+            Some(migrate_key_positions(argv).map(|pos| KeyRef { pos, flags }).collect())
         }
         _ => None,
     }
+}
+
+/// Where MIGRATE's keys are, as Redis's `migrateGetKeys` finds them: past
+/// the fifth argument, `AUTH` and `AUTH2` skip their arguments, and `KEYS`
+/// makes every later argument a key (none at all when the key argument is
+/// not empty: the command then fails); without `KEYS`, the key argument.
+pub fn migrate_key_positions(argv: &[&[u8]]) -> std::ops::Range<usize> {
+    let mut i = 6;
+    while i < argv.len() {
+        let a = argv[i];
+        if a.eq_ignore_ascii_case(b"keys") {
+            return if argv[3].is_empty() { i + 1..argv.len() } else { 0..0 };
+        }
+        i += if a.eq_ignore_ascii_case(b"auth") {
+            2
+        } else if a.eq_ignore_ascii_case(b"auth2") {
+            3
+        } else {
+            1
+        };
+    }
+    3..argv.len().min(4)
 }
 
 #[cfg(test)]
