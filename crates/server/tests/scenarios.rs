@@ -103,6 +103,7 @@ scenarios! {
     replica_stale => "replica_stale.txt",
     extreme_arguments => "extreme_arguments.txt",
     debug_mallctl => "debug_mallctl.txt",
+    acl_key_positions => "acl_key_positions.txt",
     scripting_stale_cluster => "scripting_stale_cluster.txt",
 }
 
