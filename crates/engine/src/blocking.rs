@@ -14,7 +14,7 @@
 //!    queues it as ready in its stripe. When the writing command — or the
 //!    whole EXEC — ends, the writer's thread serves the waiters of each
 //!    ready key in arrival order, before its own next command: the waiter's
-//!    command runs again through the dispatcher ([`dispatch::call`] with
+//!    command runs again through the door ([`crate::door::run`] with
 //!    [`Caller::Served`]) with its real table entry, limited to the ready
 //!    key, so its effects (a served `BLPOP` propagates as `LPOP`) and stats
 //!    are recorded like any command's. A waiter whose run finds nothing
@@ -160,7 +160,7 @@ fn park(
     jobs: bool,
     timeout_ms: i64,
 ) {
-    if cx.caller == Caller::Served {
+    if cx.caller.serves_waiter() {
         cx.still_waiting = true;
         return;
     }
@@ -309,24 +309,27 @@ fn serve_key(shared: &Shared, id: u32, key: &[u8], ready: &mut Vec<(u32, Box<[u8
         sess.fx.sync(&shared.effects);
         // The slow log sees a served command as Redis's does.
         sess.slow_us = crate::commands::slowlog::slow_threshold(&shared.config.read());
-        // The same checks as any caller's (a permission revoked while it
-        // waited ends the wait with the error).
-        let waiting = match dispatch::check(shared, &mut sess, w.spec, &argv, Caller::Served) {
-            Ok(()) => dispatch::call(
-                shared,
-                &mut sess,
-                &mut locks,
-                w.spec,
-                &argv,
-                &mut out,
-                Caller::Served,
-            ),
-            Err(e) => {
-                dispatch::count_rejected(shared, &mut sess, w.spec);
-                shared.cmdstats.error(&e.text());
+        // Through the door as any caller's, with the stripes held above.
+        let waiting = match crate::door::run(
+            shared,
+            &mut sess,
+            &mut locks,
+            w.spec,
+            &argv,
+            &mut out,
+            Caller::Served,
+            crate::door::Hold::Held,
+        ) {
+            crate::door::Ran::Waiting => true,
+            crate::door::Ran::Refused(e) => {
                 e.write(&mut out);
                 false
             }
+            crate::door::Ran::Stopped(text) => {
+                out.error(&text);
+                false
+            }
+            crate::door::Ran::Done | crate::door::Ran::Queued => false,
         };
         if waiting {
             sess.fx.finish_unit();

@@ -134,7 +134,7 @@ impl Ctx<'_, '_> {
     /// while a replica applies its master's stream.
     #[inline]
     pub fn already_expired(&self, when: i64) -> bool {
-        when <= self.keys.now && !self.shared.store.expiry_suspended()
+        when <= self.keys.now && !self.keys.expiry_suspended()
     }
 
     /// The access stamp (`evict::access` turns it into a key's access
@@ -321,7 +321,7 @@ impl Ctx<'_, '_> {
     /// [`blocking::block`](crate::blocking::block) again to keep waiting.
     #[inline]
     pub fn may_block(&self) -> bool {
-        self.caller.may_block() || self.caller == Caller::Served
+        self.caller.may_block() || self.caller.serves_waiter()
     }
 
     /// The keys a blocking command should look at: all of `keys`, or when

@@ -19,24 +19,30 @@ use store::Locks;
 
 use crate::commands;
 use crate::ctx::{Args, Ctx};
+use crate::door::{Hold, Ran};
 use crate::error::CmdError;
 use crate::session::{ReplyMode, Session};
 use crate::shared::Shared;
 use crate::spec::{CommandSpec, Flags, KeySpec};
 
-/// Who runs a command: the policies of [`check`] and the handler's
-/// behaviour (may it block?) depend on it.
+/// Who runs a command: the policies of [`check`] and what a handler may
+/// ask of its caller (the predicates below) depend on it. Handlers ask
+/// the predicates, never which caller it is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Caller {
     /// A client's own request.
     Client,
-    /// A command queued in `MULTI`, run by `EXEC`.
+    /// A command queued in a client's `MULTI`, run by `EXEC`. (A
+    /// replayed transaction's commands run as [`Caller::Replay`]: the
+    /// origin survives `EXEC`.)
     Exec,
     /// `redis.call` from a script; `read_only` for `EVAL_RO`/`FCALL_RO`
     /// (or a `no-writes` script), `allow_oom` for an `allow-oom` one;
     /// `dirty` once the script wrote (the server's state no longer
-    /// refuses its writes: Redis's `SCRIPT_WRITE_DIRTY`).
-    Script { read_only: bool, allow_oom: bool, dirty: bool },
+    /// refuses its writes: Redis's `SCRIPT_WRITE_DIRTY`); `obeys` when
+    /// the script itself was replayed (Redis's `mustObeyClient` of the
+    /// script's caller).
+    Script { read_only: bool, allow_oom: bool, dirty: bool, obeys: bool },
     /// A command read back from the AOF (or a master's stream).
     Replay,
     /// A blocked client's command, run again because a key it waits on is
@@ -47,8 +53,65 @@ pub enum Caller {
 impl Caller {
     /// Whether a blocking command may wait (only a client's own request
     /// may; the others run blocking commands as their non-blocking forms).
+    #[inline]
     pub fn may_block(self) -> bool {
         self == Caller::Client
+    }
+
+    /// Whether the caller expects one reply per command and may not be
+    /// left waiting or streaming (Redis's `CLIENT_DENY_BLOCKING`: EXEC,
+    /// scripts, the AOF's client): MONITOR, SHUTDOWN without NOW, and
+    /// subscribing refuse it.
+    #[inline]
+    pub fn denies_blocking(self) -> bool {
+        !matches!(self, Caller::Client | Caller::Served)
+    }
+
+    /// Whether the command must be applied as written, without the limits
+    /// a client gets (Redis's `mustObeyClient`: the AOF's client and a
+    /// master's): replay-only commands run, written-out bounds are taken
+    /// as they are.
+    #[inline]
+    pub fn must_obey(self) -> bool {
+        self == Caller::Replay
+    }
+
+    /// Whether the command runs from a client's `EXEC` (Redis's
+    /// `CLIENT_MULTI` during `execCommand`).
+    #[inline]
+    pub fn in_exec(self) -> bool {
+        self == Caller::Exec
+    }
+
+    /// Whether a script runs the command (Redis's `CLIENT_SCRIPT`).
+    #[inline]
+    pub fn in_script(self) -> bool {
+        matches!(self, Caller::Script { .. })
+    }
+
+    /// Whether this is a blocked client's command run again to serve it.
+    #[inline]
+    pub fn serves_waiter(self) -> bool {
+        self == Caller::Served
+    }
+
+    /// Whether the command is a client's own request, run alone: its
+    /// reply goes straight to the client and it holds no caller's locks.
+    #[inline]
+    pub fn is_request(self) -> bool {
+        self == Caller::Client
+    }
+
+    /// The caller a transaction's queued commands run as: a replayed
+    /// transaction obeys as the replay does; a client's runs as `EXEC`,
+    /// so what a client may not run alone it may not run queued either.
+    #[inline]
+    pub fn for_queued(self) -> Caller {
+        if self.must_obey() {
+            Caller::Replay
+        } else {
+            Caller::Exec
+        }
     }
 }
 
@@ -161,42 +224,10 @@ pub fn execute_hinted(
     debug_assert!(!argv.is_empty());
     sess.unpostpone(shared);
     let mark = out.mark();
-    // A pipeline mostly repeats its command: the previous one's spec is
-    // tried first (a top-level command without subcommands, same name).
-    let repeat = match sess.last_cmd {
-        Some((top, spec))
-            if std::ptr::eq(top, spec)
-                && top.subcommands.is_empty()
-                && is_name(argv[0], top.name)
-                && spec.arity.accepts(argv.len()) =>
-        {
-            Some(spec)
-        }
-        _ => None,
-    };
-    let spec = match repeat.map(|s| Ok((s, s))).unwrap_or_else(|| lookup_full(argv)) {
-        Ok((top, spec)) => {
-            // The repeat above matches by the command's own name, which a
-            // renamed command no longer answers to.
-            sess.last_cmd = if commands::is_renamed(top) { None } else { Some((top, spec)) };
-            spec
-        }
-        Err(e) => {
-            // A known command with the wrong arity is still itself (a bad
-            // EXEC aborts the transaction) and counts a rejected call; an
-            // unknown command or subcommand counts nowhere.
-            let spec = match &e {
-                CmdError::WrongArity(_) => commands::find(argv[0]).map(|top| {
-                    match top.subcommands.iter().find(|s| {
-                        argv.len() >= 2 && argv[1].eq_ignore_ascii_case(s.name.as_bytes())
-                    }) {
-                        Some(s) => s,
-                        None => top,
-                    }
-                }),
-                _ => None,
-            };
-            reject(shared, sess, spec, &e, out);
+    let spec = match crate::door::lookup_next(sess, argv) {
+        Ok(spec) => spec,
+        Err(nf) => {
+            reject(shared, sess, nf.spec, &nf.error, out);
             return Outcome::Done;
         }
     };
@@ -205,9 +236,12 @@ pub fn execute_hinted(
         return Outcome::Done;
     }
     let now = if hint.now != 0 { hint.now } else { shared.clock.now_ms() };
+    let mut hold = Hold::Take(hint.key);
     // One load tells whether anything calls for the checks (the common
     // case of an authenticated client outside MULTI on a server without
-    // maxmemory, loading or pause skips them).
+    // maxmemory, loading or pause skips them). A client's checks are made
+    // here rather than at the door: CLIENT PAUSE and the pushes eviction
+    // caused interleave with them.
     if sess.needs_checks(shared) {
         let checked = check(shared, sess, spec, argv, Caller::Client);
         if sess.handle.outbox.pending() > 0 && sess.conf(shared).maxmemory > 0 {
@@ -225,59 +259,22 @@ pub fn execute_hinted(
             return Outcome::Paused;
         }
         if shared.scripts.is_busy() && !matches!(spec.keys, KeySpec::None) {
-            let mut keys = Locks::new(&shared.store, now);
-            if !busy_keyed(shared, sess.db, spec, argv, &mut keys) {
-                reject(shared, sess, Some(spec), &shared.scripts.busy_error(), out);
-                return Outcome::Done;
-            }
-            call(shared, sess, &mut keys, spec, argv, out, Caller::Client);
-            sess.fx.finish_unit();
-            apply_reply_mode(sess, out, mark);
-            return Outcome::Done;
-        }
-    }
-    if let Some(m) = &mut sess.multi {
-        if !spec.flags.has(Flags::NO_QUEUE) {
-            // A script's declared flags count, not its command's.
-            let flags = crate::script::call_flags(shared, spec, argv);
-            m.flags = m.flags.union(flags);
-            m.inv_flags = m.inv_flags.union(Flags(!flags.0));
-            m.queued.push(argv.iter().map(|a| a.to_vec()).collect());
-            sess.handle
-                .multi_len
-                .store(m.queued.len() as i64, std::sync::atomic::Ordering::Relaxed);
-            // CLIENT LIST's multi-mem, counted as Redis's argv_len_sums.
-            let mem = argv.iter().map(|a| a.len() + 8).sum::<usize>();
-            sess.handle.multi_mem.fetch_add(mem, std::sync::atomic::Ordering::Relaxed);
-            out.simple(b"QUEUED");
-            apply_reply_mode(sess, out, mark);
-            return Outcome::Done;
+            hold = Hold::TakeIfFree;
         }
     }
     let mut keys = Locks::new(&shared.store, now);
-    let locked = match hint.key {
-        Some(t)
-            if argv.len() > 1
-                && matches!(spec.keys, KeySpec::Range { first: 1, .. })
-                && shared.store.db_of(t.id()) == sess.db =>
-        {
-            keys.remember(argv[1], t);
-            if single_key(spec, argv.len()) {
-                // GET, SET, INCR, LPUSH, ...: one stripe, nothing held yet.
-                keys.acquire_one(t.id()).map_err(|_| CmdError::LockOrder)
-            } else {
-                lock_keys_hinted(shared, sess.db, spec, argv, &mut keys, t.id())
-            }
+    match crate::door::run(shared, sess, &mut keys, spec, argv, out, Caller::Client, hold) {
+        Ran::Queued => {
+            apply_reply_mode(sess, out, mark);
+            return Outcome::Done;
         }
-        _ => lock_keys(shared, sess.db, spec, argv, &mut keys),
-    };
-    match locked {
-        Ok(()) => {
-            call(shared, sess, &mut keys, spec, argv, out, Caller::Client);
+        Ran::Refused(e) => {
+            // Counted at the door.
+            drop(keys);
+            write_refusal(sess, &e, out, mark);
+            return Outcome::Done;
         }
-        // Nothing is held before a client's command: unreachable, but a
-        // refusal is the answer, not a panic.
-        Err(e) => e.write(out),
+        Ran::Done | Ran::Waiting | Ran::Stopped(_) => {}
     }
     if spec.flags.has(Flags::TOUCHES_ARBITRARY_KEYS) {
         sess.fx.unwrap_unit();
@@ -314,7 +311,7 @@ pub fn execute_hinted(
 /// hold them until it ends (this thread would wait for it, or, on the
 /// script's own thread, for itself). False when not free: BUSY then.
 #[cold]
-fn busy_keyed<'a>(
+pub(crate) fn busy_keyed<'a>(
     shared: &'a Shared,
     db: usize,
     spec: &'static CommandSpec,
@@ -344,9 +341,11 @@ fn protected_allowed(shared: &Shared, sess: &mut Session) -> bool {
     }
 }
 
-/// Runs a command read back from the AOF (Redis's fake AOF client): no
-/// client checks, `MULTI` queueing as a client's, the reply discarded by
-/// the caller. An unknown command is the error (the loader stops there).
+/// Runs a command of a master's stream (Redis's master client), through
+/// the door as [`Caller::Replay`]: no client checks, `MULTI` queueing as a
+/// client's, keys past their deadline live on a replica (the master
+/// deletes them), the reply discarded by the caller. An unknown command is
+/// the error.
 pub fn replay(
     shared: &Shared,
     sess: &mut Session,
@@ -356,9 +355,10 @@ pub fn replay(
     replay_with(shared, sess, argv, out, true)
 }
 
-/// [`replay`] for the AOF loader: what the file holds is not propagated
-/// again (Redis's loader runs commands outside `call()`), or DEBUG
-/// LOADAOF would append the whole file to itself.
+/// [`replay`] for the AOF loader (Redis's fake AOF client): keys past
+/// their deadline stay live while loading, and what the file holds is
+/// not propagated again (Redis's loader runs commands outside `call()`),
+/// or DEBUG LOADAOF would append the whole file to itself.
 pub fn replay_loaded(
     shared: &Shared,
     sess: &mut Session,
@@ -375,21 +375,23 @@ fn replay_with(
     out: &mut ReplyBuf,
     propagate: bool,
 ) -> Result<(), CmdError> {
-    let (top, spec) = lookup_full(argv)?;
-    sess.last_cmd = Some((top, spec));
-    if let Some(m) = &mut sess.multi {
-        if !spec.flags.has(Flags::NO_QUEUE) {
-            m.flags = m.flags.union(spec.flags);
-            m.queued.push(argv.iter().map(|a| a.to_vec()).collect());
-            return Ok(());
-        }
-    }
+    let spec = crate::door::lookup_next(sess, argv).map_err(|nf| nf.error)?;
     let mut keys = Locks::new(&shared.store, shared.clock.now_ms());
-    match lock_keys(shared, sess.db, spec, argv, &mut keys) {
-        Ok(()) => {
-            call(shared, sess, &mut keys, spec, argv, out, Caller::Replay);
-        }
-        Err(e) => e.write(out),
+    // The store learns whose deadlines this replay obeys from its locks.
+    keys.obey(if propagate { store::Deadlines::Master } else { store::Deadlines::Loading });
+    match crate::door::run(
+        shared,
+        sess,
+        &mut keys,
+        spec,
+        argv,
+        out,
+        Caller::Replay,
+        Hold::Take(None),
+    ) {
+        Ran::Queued => return Ok(()),
+        Ran::Refused(e) => e.write(out),
+        Ran::Done | Ran::Waiting | Ran::Stopped(_) => {}
     }
     if !propagate {
         sess.fx.drop_ops_from(0);
@@ -502,7 +504,7 @@ pub fn check(
                 return Err(shared.scripts.busy_error());
             }
         }
-        Caller::Script { read_only, allow_oom, dirty } => {
+        Caller::Script { read_only, allow_oom, dirty, obeys } => {
             // Redis's scriptCall order: NOSCRIPT, stale, ACL, writes, OOM.
             if flags.has(Flags::NOSCRIPT)
                 && !shared.scripts.deny_disabled.load(std::sync::atomic::Ordering::Relaxed)
@@ -533,10 +535,7 @@ pub fn check(
             if flags.has(Flags::WRITE) && !dirty {
                 // A script the AOF replays writes as its caller did
                 // (Redis's mustObeyClient).
-                if shared.store.is_replica()
-                    && sess.conf(shared).replica_read_only
-                    && !store::replaying()
-                {
+                if shared.store.is_replica() && sess.conf(shared).replica_read_only && !obeys {
                     return Err(CmdError::ReadOnlyReplica);
                 }
                 if !shared.persist.last_bgsave_ok.load(std::sync::atomic::Ordering::Relaxed) {
@@ -647,6 +646,17 @@ fn reject(
         shared.cmdstats.error(&e.text());
         e.write(out);
     }
+    apply_reply_mode(sess, out, mark);
+}
+
+/// Writes a refusal the door already counted (a client's keyed command
+/// while a script is busy), honouring CLIENT REPLY.
+#[cold]
+fn write_refusal(sess: &mut Session, e: &CmdError, out: &mut ReplyBuf, mark: resp::Mark) {
+    if let Some(m) = &mut sess.multi {
+        m.dirty = true;
+    }
+    e.write(out);
     apply_reply_mode(sess, out, mark);
 }
 
@@ -808,7 +818,7 @@ pub fn range_ids_hinted(
 /// Whether `arg` is the command name `name` in any case (clients mostly
 /// send it as the table spells it: that is tried first).
 #[inline]
-fn is_name(arg: &[u8], name: &str) -> bool {
+pub(crate) fn is_name(arg: &[u8], name: &str) -> bool {
     // Two calls a command: word compares rather than memcmp calls.
     store::key_eq(arg, name.as_bytes()) || arg.eq_ignore_ascii_case(name.as_bytes())
 }
@@ -816,7 +826,7 @@ fn is_name(arg: &[u8], name: &str) -> bool {
 /// Whether a command whose keys are a range starting at `argv[1]` names
 /// only that one key with `argc` arguments.
 #[inline]
-fn single_key(spec: &CommandSpec, argc: usize) -> bool {
+pub(crate) fn single_key(spec: &CommandSpec, argc: usize) -> bool {
     let KeySpec::Range { last, step, .. } = spec.keys else { return false };
     let argc = argc as i32;
     let last = if last < 0 { argc + last } else { last.min(argc - 1) };
@@ -824,7 +834,7 @@ fn single_key(spec: &CommandSpec, argc: usize) -> bool {
 }
 
 /// Locks a range-keyed command's stripes when the first key's is known.
-fn lock_keys_hinted(
+pub(crate) fn lock_keys_hinted(
     shared: &Shared,
     db: usize,
     spec: &CommandSpec,
@@ -940,7 +950,7 @@ pub fn call<'a>(
     if sess.tracking.is_some()
         && spec.flags.has(Flags::READONLY)
         && !spec.flags.has(Flags::RUNS_SCRIPT)
-        && !matches!(caller, Caller::Script { .. })
+        && !caller.in_script()
     {
         shared.tracker.remember(sess, spec, argv, db);
     }

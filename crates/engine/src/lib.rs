@@ -13,6 +13,7 @@ pub mod commands;
 pub mod config;
 pub mod ctx;
 pub mod dispatch;
+pub mod door;
 pub mod effects;
 pub mod error;
 pub mod evict;

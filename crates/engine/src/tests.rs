@@ -160,7 +160,7 @@ fn policy_by_caller() {
     let text = |r: Result<(), crate::error::CmdError>| {
         String::from_utf8(r.unwrap_err().text().into_owned()).unwrap()
     };
-    let ro = Caller::Script { read_only: true, allow_oom: false, dirty: false };
+    let ro = Caller::Script { read_only: true, allow_oom: false, dirty: false, obeys: false };
     assert_eq!(
         text(check(&h.shared, &mut h.sess, spec(set), set, ro)),
         "ERR Write commands are not allowed from read-only scripts."
@@ -172,7 +172,7 @@ fn policy_by_caller() {
             &mut h.sess,
             spec(blpop),
             blpop,
-            Caller::Script { read_only: false, allow_oom: false, dirty: false }
+            Caller::Script { read_only: false, allow_oom: false, dirty: false, obeys: false }
         )),
         "ERR This Redis command is not allowed from script"
     );

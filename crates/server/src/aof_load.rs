@@ -133,15 +133,6 @@ pub fn load_file(sh: &Arc<Shared>, dirname: &str, name: &str) -> Result<Outcome,
             }
         }
     }
-    // Deadlines are not acted on while the file replays (Redis's loading).
-    struct Replaying;
-    impl Drop for Replaying {
-        fn drop(&mut self) {
-            store::set_replaying(false);
-        }
-    }
-    store::set_replaying(true);
-    let _replaying = Replaying;
     let truncate = sh.config.read().aof_load_truncated;
     let delay = u64::try_from(sh.config.read().key_load_delay).unwrap_or(0);
     let mut sess = Session::detached(u64::MAX);

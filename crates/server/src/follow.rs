@@ -171,7 +171,6 @@ impl Follower {
 
     /// The link thread: sessions with the master until REPLICAOF changes.
     fn run(self: Arc<Self>, gen: u64) {
-        store::set_obeys_master(true);
         let Some(sh) = self.shared.upgrade() else { return };
         // Start-up: the data set on disk loads first.
         while sh.is_loading() && self.current(gen) {

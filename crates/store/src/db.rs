@@ -22,35 +22,24 @@ use crate::value::Value;
 /// `expire_at` of a key without a TTL.
 pub const NO_EXPIRE: i64 = -1;
 
-thread_local! {
-    /// Set on the thread that applies a master's replication stream: on a
-    /// replica, that thread sees keys whose deadline passed as live (the
-    /// master decides when they expire and sends `DEL`), as Redis's
-    /// master client does.
-    static OBEYS_MASTER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-thread_local! {
-    /// Set on a thread replaying an append-only file: as Redis while
-    /// loading, keys whose deadline passed stay live and a deadline in
-    /// the past is stored, not acted on (the file's later commands were
-    /// written while the key lived; it expires once loading ends).
-    static REPLAYING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-/// Marks the calling thread as the one applying a master's stream.
-pub fn set_obeys_master(on: bool) {
-    OBEYS_MASTER.with(|c| c.set(on));
-}
-
-/// Marks the calling thread as replaying an append-only file.
-pub fn set_replaying(on: bool) {
-    REPLAYING.with(|c| c.set(on));
-}
-
-/// Whether the calling thread replays an append-only file.
-pub fn replaying() -> bool {
-    REPLAYING.with(|c| c.get())
+/// Whose deadlines a command's reader obeys: what a key past its deadline
+/// is to it. The caller says it when it locks ([`Locks::obey`]); the store
+/// has no other way to know who reads.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Deadlines {
+    /// A client's: a key past its deadline is gone (deleted, or on a
+    /// replica hidden until its master deletes it).
+    #[default]
+    Enforced,
+    /// A master's stream on a replica: the master decides when keys
+    /// expire and sends `DEL`, so they stay live, as for Redis's master
+    /// client.
+    Master,
+    /// An append-only file replaying: as Redis while loading, keys past
+    /// their deadline stay live and a deadline in the past is stored, not
+    /// acted on (the file's later commands were written while the key
+    /// lived; it expires once loading ends).
+    Loading,
 }
 
 /// What a key whose deadline passed is to its reader.
@@ -164,6 +153,9 @@ pub struct Stripe {
     replica: Arc<AtomicBool>,
     /// The store's expiry hold ([`Store::hold_expiry`]), read likewise.
     held_until: Arc<AtomicI64>,
+    /// Whose deadlines its holder obeys: set by a [`Locks`] that obeys
+    /// another's while it holds the stripe, `Enforced` otherwise.
+    deadlines: Deadlines,
 }
 
 impl Stripe {
@@ -182,6 +174,7 @@ impl Stripe {
             ready: Vec::new(),
             expired: Vec::new(),
             stats: StripeStats::default(),
+            deadlines: Deadlines::Enforced,
         }
     }
 
@@ -226,7 +219,7 @@ impl Stripe {
     /// What a key found past its deadline is to this thread.
     #[cold]
     fn on_expired(&self, now: i64) -> Expired {
-        if replaying() {
+        if self.deadlines == Deadlines::Loading {
             Expired::Live
         } else if !self.replica.load(Ordering::Relaxed) {
             // While clients are paused the data set holds still: expired
@@ -236,17 +229,21 @@ impl Stripe {
             } else {
                 Expired::Delete
             }
-        } else if OBEYS_MASTER.with(|c| c.get()) {
+        } else if self.deadlines == Deadlines::Master {
             Expired::Live
         } else {
             Expired::Hide
         }
     }
 
-    /// Whether deadlines are suspended for this thread: a replica applying
-    /// its master's stream.
+    /// Whether deadlines are suspended for the stripe's holder: a replica
+    /// applying its master's stream, or an append-only file loading.
     pub fn expiry_suspended(&self) -> bool {
-        self.replica.load(Ordering::Relaxed) && OBEYS_MASTER.with(|c| c.get()) || replaying()
+        match self.deadlines {
+            Deadlines::Enforced => false,
+            Deadlines::Master => self.replica.load(Ordering::Relaxed),
+            Deadlines::Loading => true,
+        }
     }
 
     /// The deadline of a key whose entry has the TTL bit.
@@ -788,7 +785,7 @@ pub struct Store {
     snapshot_on: AtomicBool,
     snapshot: parking_lot::RwLock<Option<Arc<Snapshot>>>,
     /// Set while the server follows a master: keys past their deadline
-    /// are not deleted (see [`set_obeys_master`]).
+    /// are not deleted (see [`Deadlines`]).
     replica: Arc<AtomicBool>,
     /// Until when (Unix ms) no key is deleted for its deadline, neither
     /// lazily nor by active expiry (CLIENT PAUSE).
@@ -852,12 +849,6 @@ impl Store {
     #[inline]
     pub fn is_replica(&self) -> bool {
         self.replica.load(Ordering::Relaxed)
-    }
-
-    /// Whether the calling thread applies a master's stream on a replica
-    /// (deadlines are then not enforced: Redis's `checkAlreadyExpired`).
-    pub fn expiry_suspended(&self) -> bool {
-        self.is_replica() && OBEYS_MASTER.with(|c| c.get()) || replaying()
     }
 
     pub fn databases(&self) -> usize {
@@ -1292,11 +1283,33 @@ pub struct Locks<'a> {
     memo: Option<(usize, usize, Prefetch)>,
     /// The command's clock, Unix milliseconds.
     pub now: i64,
+    /// Whose deadlines the holder obeys, given to every stripe it holds.
+    deadlines: Deadlines,
 }
 
 impl<'a> Locks<'a> {
     pub fn new(store: &'a Store, now: i64) -> Self {
-        Locks { store, held: SmallVec::new(), memo: None, now }
+        Locks { store, held: SmallVec::new(), memo: None, now, deadlines: Deadlines::Enforced }
+    }
+
+    /// Makes the holder obey `d`'s deadlines (a replay: the AOF's or a
+    /// master's), on the stripes held now and those taken later.
+    pub fn obey(&mut self, d: Deadlines) {
+        self.deadlines = d;
+        for (_, g) in self.held.iter_mut() {
+            g.deadlines = d;
+        }
+    }
+
+    /// Whether deadlines are suspended for this holder (Redis's
+    /// `checkAlreadyExpired` is false for the master and while loading).
+    #[inline]
+    pub fn expiry_suspended(&self) -> bool {
+        match self.deadlines {
+            Deadlines::Enforced => false,
+            Deadlines::Master => self.store.is_replica(),
+            Deadlines::Loading => true,
+        }
     }
 
     pub fn store(&self) -> &'a Store {
@@ -1373,7 +1386,10 @@ impl<'a> Locks<'a> {
                 return self.lock_out_of_order(id);
             }
         }
-        let g = self.store.lock_global(id);
+        let mut g = self.store.lock_global(id);
+        if self.deadlines != Deadlines::Enforced {
+            g.deadlines = self.deadlines;
+        }
         self.held.push((id, g));
         Ok(())
     }
@@ -1382,8 +1398,9 @@ impl<'a> Locks<'a> {
     /// without risking a deadlock.
     #[cold]
     fn lock_out_of_order(&mut self, id: u32) -> Result<(), LockOrder> {
-        let g = self.store.slot(id).stripe.try_lock().ok_or(LockOrder)?;
+        let mut g = self.store.slot(id).stripe.try_lock().ok_or(LockOrder)?;
         self.store.after_lock(id, &g);
+        g.deadlines = self.deadlines;
         let pos = self.held.partition_point(|(h, _)| *h < id);
         self.held.insert(pos, (id, g));
         Ok(())
@@ -1587,7 +1604,10 @@ impl<'a> Locks<'a> {
 
     /// Releases everything.
     pub fn release(&mut self) {
-        while let Some((id, g)) = self.held.pop() {
+        while let Some((id, mut g)) = self.held.pop() {
+            if self.deadlines != Deadlines::Enforced {
+                g.deadlines = Deadlines::Enforced;
+            }
             self.store.publish(id, &g);
             let slot = self.store.slot(id);
             let (base, mask) = g.map.bucket_base();
@@ -1686,6 +1706,41 @@ mod tests {
         assert_eq!(expired, vec![(0, b"k".to_vec())], "lazy expiry is reported");
         assert_eq!(l.stripe(0, b"k").stats.expired_keys, 1);
         assert_eq!(l.stripe(0, b"k").expires_len(), 0);
+    }
+
+    /// Whose deadlines a reader obeys comes from its locks, and only while
+    /// it holds them: the AOF's replay sees a key past its deadline live,
+    /// a master's stream sees it live on a replica only, and the next
+    /// client to lock the stripe finds it expired.
+    #[test]
+    fn deadlines_are_the_lock_holders_not_the_threads() {
+        let store = Store::new(1, 4);
+        let mut l = Locks::new(&store, 1000);
+        l.insert(0, b"k", Value::from_arg(b"v"), 1500, 0);
+        drop(l);
+        // (A replica's client only hides it: its master deletes it.)
+        for (d, replica, live) in [
+            (Deadlines::Loading, false, true),
+            (Deadlines::Master, true, true),
+            (Deadlines::Enforced, true, false),
+        ] {
+            store.set_replica(replica);
+            let mut l = Locks::new(&store, 2000);
+            l.obey(d);
+            assert_eq!(l.get(0, b"k").is_some(), live, "{d:?}, replica {replica}");
+            assert_eq!(l.expiry_suspended(), live, "{d:?}, replica {replica}");
+        }
+        // A master's stream on a server that is no longer a replica, then
+        // a client on the same thread: the key expired, and is deleted.
+        store.set_replica(false);
+        let mut l = Locks::new(&store, 2000);
+        l.obey(Deadlines::Master);
+        assert!(!l.expiry_suspended());
+        assert!(l.get(0, b"k").is_none());
+        assert_eq!(l.stripe(0, b"k").stats.expired_keys, 1);
+        drop(l);
+        let mut l = Locks::new(&store, 2000);
+        assert!(l.get(0, b"k").is_none());
     }
 
     /// The deadline lives in the TTL table and only a bit in the entry:

@@ -13,10 +13,9 @@ pub mod types;
 pub mod value;
 
 pub use bytes::SmallBytes;
-pub use db::{replaying, set_obeys_master, set_replaying};
 pub use db::{
-    Entry, LockOrder, Locks, Prefetch, Record, SnapshotHook, Store, Stripe, StripeCounts,
-    StripeStats, Waiter, WatchFlag, NO_EXPIRE,
+    Deadlines, Entry, LockOrder, Locks, Prefetch, Record, SnapshotHook, Store, Stripe,
+    StripeCounts, StripeStats, Waiter, WatchFlag, NO_EXPIRE,
 };
 pub use keytable::key_eq;
 pub use table::Table;

@@ -15,7 +15,6 @@ use store::{Kind, Stripe, Value, NO_EXPIRE};
 
 use crate::blocking;
 use crate::ctx::{eq_ic, parse_i64, Args, Ctx};
-use crate::dispatch::Caller;
 use crate::effects::Class;
 use crate::error::{CmdError, CmdResult};
 use crate::spec::{CommandSpec, Flags, Group, KeyList, KeySpec};
@@ -220,7 +219,7 @@ fn list_in<'s>(
 fn list_changed(cx: &mut Ctx, key: &[u8], event: &'static str, n: usize, emptied: bool) {
     // Redis 7.0 serves a client blocked on a list outside call(): the pop
     // is propagated but not counted in server.dirty (sorted sets differ).
-    let n = if cx.caller == Caller::Served {
+    let n = if cx.caller.serves_waiter() {
         cx.force_propagate();
         0
     } else {
@@ -886,7 +885,7 @@ fn bmove_with(
         move_with(cx, src, dst, from, to, out)?;
         // BLMOVE goes out as LMOVE, BRPOPLPUSH as RPOPLPUSH; served, with
         // Redis's own spelling of the ends.
-        if cx.caller == Caller::Served {
+        if cx.caller.serves_waiter() {
             let end = |e: ListEnd| -> &'static [u8] {
                 match e {
                     ListEnd::Head => b"left",

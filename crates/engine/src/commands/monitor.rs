@@ -33,7 +33,7 @@ pub const COMMANDS: &[CommandSpec] = &[CommandSpec::new(
 .complexity("")];
 
 fn monitor(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
-    if cx.caller != Caller::Client {
+    if cx.caller.denies_blocking() {
         return Err(CmdError::err("MONITOR isn't allowed for DENY BLOCKING client"));
     }
     if cx.sess.monitor {

@@ -321,7 +321,7 @@ fn shutdown(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         out.ok();
         return Ok(());
     }
-    if !flags.now && !cx.caller.may_block() {
+    if !flags.now && cx.caller.denies_blocking() {
         return Err(CmdError::err(
             "SHUTDOWN without NOW or ABORT isn't allowed for DENY BLOCKING client",
         ));

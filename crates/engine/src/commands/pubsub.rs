@@ -10,7 +10,6 @@ use resp::ReplyBuf;
 
 use crate::commands::client::help_reply;
 use crate::ctx::{Args, Ctx};
-use crate::dispatch::Caller;
 use crate::error::{CmdError, CmdResult};
 use crate::pubsub::Kind;
 use crate::spec::{CommandSpec, Flags, Group, Handler, KeySpec};
@@ -201,7 +200,7 @@ pub const COMMANDS: &[CommandSpec] = &[
 
 /// Everything written so far is pushes (see `Session::pushed`).
 fn pushed(cx: &mut Ctx, out: &ReplyBuf) {
-    if cx.caller == Caller::Client {
+    if cx.caller.is_request() {
         cx.sess.mark_pushed(out);
     }
 }
@@ -210,11 +209,7 @@ fn subscribe_with(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf, kind: Kind)
     // Redis refuses subscriptions to clients that expect one reply per
     // command (CLIENT_DENY_BLOCKING), except SUBSCRIBE and PSUBSCRIBE
     // inside EXEC, kept for backward compatibility.
-    let deny = match cx.caller {
-        Caller::Client => false,
-        Caller::Exec => kind == Kind::Shard,
-        _ => true,
-    };
+    let deny = cx.caller.denies_blocking() && (kind == Kind::Shard || !cx.caller.in_exec());
     if deny {
         let name = match kind {
             Kind::Channel => "SUBSCRIBE",

@@ -328,10 +328,7 @@ fn config_set(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     // not memory to make room for.
     drop(prev);
     cx.shared.config_applied();
-    if max > 0
-        && cx.caller == crate::dispatch::Caller::Client
-        && chosen.iter().any(|(n, _)| n.name() == "maxmemory")
-    {
+    if max > 0 && cx.caller.is_request() && chosen.iter().any(|(n, _)| n.name() == "maxmemory") {
         // A lower limit evicts at once, as Redis's updateMaxmemory (each
         // evicted key a unit of its own, outside this command's). Not
         // inside EXEC, which may hold the stripes eviction would lock:

@@ -330,7 +330,7 @@ fn sort_generic(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf, readonly: boo
     // key (one whose pattern matches the string "*").
     let full_access = cx.sess.user.key_allowed(b"*", crate::meta::k::ACCESS);
     let mut o = parse_opts(args, readonly, full_access)?;
-    let from_script = matches!(cx.caller, crate::dispatch::Caller::Script { .. });
+    let from_script = cx.caller.in_script();
 
     // Load the source: the whole of it, or for BY nosort on a list (or
     // zset) only the LIMIT range, in order, walking backwards for DESC.

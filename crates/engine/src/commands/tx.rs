@@ -10,7 +10,8 @@ use resp::ReplyBuf;
 use smallvec::SmallVec;
 
 use crate::ctx::{Args, Ctx};
-use crate::dispatch::{self, Caller, Lookup, Scope};
+use crate::dispatch::{self, Lookup, Scope};
+use crate::door::{self, Hold, Ran};
 use crate::error::{CmdError, CmdResult};
 use crate::session::{Multi, Session};
 use crate::shared::Shared;
@@ -158,39 +159,27 @@ fn exec(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         return Ok(());
     }
     out.array(argvs.len());
-    // The queue keeps its origin: a transaction read back from the AOF or
-    // a master's stream runs as the replay it is (replay-only commands
-    // such as LOADJOB, a trim's written-out bound); a client's runs as
-    // the EXEC caller, so what a client may not run alone it may not run
-    // queued either.
-    let inner = if cx.caller == Caller::Replay { Caller::Replay } else { Caller::Exec };
+    // The queue keeps its origin (`Caller::for_queued`): a transaction
+    // read back from the AOF or a master's stream runs as the replay it
+    // is; a client's as the EXEC caller.
+    let inner = cx.caller.for_queued();
     cx.sess.in_exec = true;
     for argv in &argvs {
-        // Each queued command goes through the same checks and call as a
-        // client's, as the EXEC caller (no blocking, checks of queue time
-        // not repeated); its locks are already held (checked, not waited
-        // for).
-        let spec = match dispatch::lookup(argv) {
-            Lookup::Found(spec) => spec,
-            Lookup::Rejected(e) => {
-                shared.cmdstats.error(&e.text());
-                e.write(out);
+        // Each queued command goes through the door as any caller's (no
+        // blocking, checks of queue time not repeated); its locks are
+        // already held (checked, not waited for).
+        let spec = match door::lookup(argv) {
+            Ok(spec) => spec,
+            Err(nf) => {
+                shared.cmdstats.error(&nf.error.text());
+                nf.error.write(out);
                 continue;
             }
         };
-        let db = cx.sess.db;
-        let ready = dispatch::check(shared, cx.sess, spec, argv, inner)
-            .and_then(|()| dispatch::lock_keys(shared, db, spec, argv, cx.keys));
-        match ready {
-            Ok(()) => {
-                dispatch::call(shared, cx.sess, cx.keys, spec, argv, out, inner);
-            }
-            Err(e) => {
-                cx.sess.stats.rejected_calls += 1;
-                dispatch::count_rejected(shared, cx.sess, spec);
-                shared.cmdstats.error(&e.text());
-                e.write(out);
-            }
+        match door::run(shared, cx.sess, cx.keys, spec, argv, out, inner, Hold::Held) {
+            Ran::Refused(e) => e.write(out),
+            Ran::Stopped(text) => out.error(&text),
+            Ran::Done | Ran::Waiting | Ran::Queued => {}
         }
     }
     cx.sess.in_exec = false;

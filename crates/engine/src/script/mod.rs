@@ -26,7 +26,7 @@ use resp::ReplyBuf;
 use smallvec::SmallVec;
 
 use crate::ctx::{eq_ic, Args, Ctx};
-use crate::dispatch::{self, Caller, Scope};
+use crate::dispatch::{self, Scope};
 use crate::error::{CmdError, CmdResult};
 use crate::spec::{CommandSpec, Flags, Group, KeyList, KeySpec};
 
@@ -786,6 +786,7 @@ pub(crate) fn run_loop(
             script: script.clone(),
             start_db: db,
             declared: keys,
+            obeys: cx.caller.must_obey(),
         };
         let outcome = vm::with_vm(shared, |vm| match *target {
             Target::Eval(sha) => {
@@ -832,7 +833,7 @@ pub(crate) fn run_loop(
 /// checked command by command; what a master or the AOF replays is not
 /// checked.)
 pub(crate) fn check_flags(cx: &mut Ctx, flags: ScriptFlags, ro: bool) -> CmdResult {
-    if cx.caller == Caller::Replay {
+    if cx.caller.must_obey() {
         return Ok(());
     }
     if !flags.shebang {

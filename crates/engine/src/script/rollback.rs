@@ -51,7 +51,8 @@ pub(crate) fn active() -> bool {
     UNDO.with(|u| u.borrow().is_some())
 }
 
-const SCRIPT: Caller = Caller::Script { read_only: false, allow_oom: true, dirty: true };
+const SCRIPT: Caller =
+    Caller::Script { read_only: false, allow_oom: true, dirty: true, obeys: false };
 
 /// Runs `argv` in database `db` (an internal call: its propagation is
 /// dropped); the reply as a frame.

@@ -17,11 +17,11 @@ use resp::{Frame, Proto, ReplyBuf};
 use smallvec::SmallVec;
 use store::Locks;
 
-use crate::dispatch::{self, Caller, Lookup, Scope};
+use crate::dispatch::{self, Caller, Scope};
 use crate::error::CmdError;
 use crate::session::Session;
 use crate::shared::Shared;
-use crate::spec::{Flags, KeySpec};
+use crate::spec::{CommandSpec, Flags};
 
 use super::{Running, Script};
 use std::sync::Arc;
@@ -1724,6 +1724,9 @@ pub struct Run<'a, 'l> {
     /// The keys the script declared: what a tracking client remembers
     /// when the script calls a read-only command.
     pub declared: &'l [&'l [u8]],
+    /// The script itself is applied as written (a replay): its writes
+    /// are not refused by a read-only replica.
+    pub obeys: bool,
 }
 
 impl Run<'_, '_> {
@@ -1762,101 +1765,49 @@ impl Run<'_, '_> {
         if argv.is_empty() {
             return fail(b"ERR Please specify at least one argument for this redis lib call");
         }
-        let spec = match dispatch::lookup(argv) {
-            Lookup::Found(s) => s,
-            Lookup::Rejected(CmdError::WrongArity(_)) => {
-                return refuse(b"ERR Wrong number of args calling Redis command from script")
+        let spec = match crate::door::lookup(argv) {
+            Ok(s) => s,
+            Err(nf) => {
+                // A known command's rejected call counts (Redis's
+                // scriptCall), under the script's own words.
+                if let Some(spec) = nf.spec {
+                    self.sess.stats.rejected_calls += 1;
+                    dispatch::count_rejected(shared, self.sess, spec);
+                }
+                return match nf.error {
+                    CmdError::WrongArity(_) => {
+                        refuse(b"ERR Wrong number of args calling Redis command from script")
+                    }
+                    _ => refuse(b"ERR Unknown Redis command called from script"),
+                };
             }
-            Lookup::Rejected(_) => return refuse(b"ERR Unknown Redis command called from script"),
         };
         let caller = Caller::Script {
             read_only: self.read_only,
             allow_oom: self.script.flags.allow_oom,
             dirty: self.wrote,
+            obeys: self.obeys,
         };
-        if let Err(e) = dispatch::check(self.shared, self.sess, spec, argv, caller) {
-            self.sess.stats.rejected_calls += 1;
-            dispatch::count_rejected(self.shared, self.sess, spec);
-            return refuse(&e.text());
-        }
-        let db = self.sess.db;
-        // A command outside what the script locked before it started (keys
-        // it did not declare, another database) widens what later runs
-        // take up front; this run starts over if it has not written yet,
-        // and otherwise adds the stripes if that can be done safely.
-        let mut ids: SmallVec<[u32; 8]> = SmallVec::new();
-        // The first key's stripe and hash, found once: the handler finds
-        // its entry through them (`Locks::remember`), as a client's
-        // command does with the connection's prefetch.
-        let token = match spec.keys {
-            KeySpec::Range { first: 1, .. } if argv.len() > 1 => {
-                self.shared.store.prefetch_token(db, argv[1])
-            }
-            _ => None,
-        };
-        let need = match token {
-            Some(t) => {
-                dispatch::range_ids_hinted(self.shared, db, spec, argv, t.id(), &mut ids);
-                Scope::Keys
-            }
-            None => dispatch::key_ids(self.shared, db, spec, argv, &mut ids),
-        };
-        // The job namespace's stripe is above every database's: taking it
-        // is always in order, so it never widens what the script locks.
-        let jobs_id = self.shared.store.jobs_id();
-        let stripes = self.shared.store.stripes() as u32;
-        let other_db = db != self.start_db
-            || ids.iter().any(|&id| id != jobs_id && (id / stripes) as usize != db);
-        let covered = match need {
-            _ if self.scope == Scope::All => true,
-            _ if other_db => false,
-            Scope::Keys => {
-                self.scope == Scope::Db
-                    || ids.iter().all(|&id| id == jobs_id || self.keys.holds(id))
-            }
-            Scope::Db => self.scope == Scope::Db,
-            Scope::All => false,
-        };
-        if !covered {
-            let wider = if other_db || need == Scope::All { Scope::All } else { Scope::Db };
-            self.script.widen(wider);
-            if !self.wrote {
-                self.retry = Some(wider);
-                return fail(b"ERR script restarted");
-            }
-        }
-        // The ids found above are the ones to lock (as `lock_keys` would
-        // find them again).
-        let walk = matches!(spec.keys, KeySpec::DbWalk) && self.keys.is_empty();
-        if !walk {
-            if let Err(e) = dispatch::lock_ids(self.shared, db, need, &mut ids, self.keys) {
-                return refuse(&e.text());
-            }
-        }
-        if spec.flags.has(Flags::WRITE) && super::rollback::active() {
-            // SCRIPT DEBUG YES: what it may write is saved to be put back.
-            if let Err(text) = super::rollback::save(self.shared, self.sess, self.keys, spec, argv)
-            {
-                return fail(text);
-            }
-        }
-        if spec.flags.has(Flags::WRITE) {
-            self.wrote = true;
-            self.running.wrote.store(true, std::sync::atomic::Ordering::Relaxed);
-        }
         buf.proto = if self.resp3 { Proto::Resp3 } else { Proto::Resp2 };
         let ops = self.sess.fx.ops_len();
-        match token {
-            Some(t) => self.keys.remember(argv[1], t),
-            None => self.keys.forget(),
+        let mut scope = ScriptScope {
+            scope: self.scope,
+            start_db: self.start_db,
+            wrote: &mut self.wrote,
+            retry: &mut self.retry,
+            script: &self.script,
+            running: &self.running,
+        };
+        let hold = crate::door::Hold::Widen(&mut scope);
+        match crate::door::run(shared, self.sess, self.keys, spec, argv, buf, caller, hold) {
+            // Counted at the door: not again in the script's reply.
+            crate::door::Ran::Refused(e) => return Err((e.text().into_owned(), true)),
+            crate::door::Ran::Stopped(text) => return fail(&text),
+            crate::door::Ran::Done | crate::door::Ran::Waiting | crate::door::Ran::Queued => {}
         }
-        dispatch::call(self.shared, self.sess, self.keys, spec, argv, buf, caller);
         if self.sess.tracking.is_some() && spec.flags.has(Flags::READONLY) {
             self.shared.tracker.remember_keys(self.sess, self.declared.iter().copied());
         }
-        // The argument's bytes are the script's (a later string may take
-        // their place): nothing of them is kept past the call.
-        self.keys.forget();
         if self.repl == 0 || super::rollback::active() {
             // redis.set_repl(redis.REPL_NONE), or a session whose writes
             // are undone.
@@ -1864,6 +1815,69 @@ impl Run<'_, '_> {
         } else if self.repl != 3 {
             // REPL_AOF (1) or REPL_REPLICA (2).
             self.sess.fx.target_ops_from(ops, self.repl == 1);
+        }
+        Ok(())
+    }
+}
+
+/// What a script run locked before it started, and how a command outside
+/// it widens that (the door's [`crate::door::Widen`]).
+struct ScriptScope<'r> {
+    scope: Scope,
+    start_db: usize,
+    wrote: &'r mut bool,
+    retry: &'r mut Option<Scope>,
+    script: &'r Arc<Script>,
+    running: &'r Arc<Running>,
+}
+
+impl crate::door::Widen for ScriptScope<'_> {
+    /// A command outside what the script locked before it started (keys
+    /// it did not declare, another database) widens what later runs take
+    /// up front; this run starts over if it has not written yet, and
+    /// otherwise adds the stripes if that can be done safely.
+    fn cover(&mut self, keys: &Locks, db: usize, need: Scope, ids: &[u32]) -> Result<(), Vec<u8>> {
+        // The job namespace's stripe is above every database's: taking it
+        // is always in order, so it never widens what the script locks.
+        let jobs_id = keys.store().jobs_id();
+        let stripes = keys.store().stripes() as u32;
+        let other_db = db != self.start_db
+            || ids.iter().any(|&id| id != jobs_id && (id / stripes) as usize != db);
+        let covered = match need {
+            _ if self.scope == Scope::All => true,
+            _ if other_db => false,
+            Scope::Keys => {
+                self.scope == Scope::Db || ids.iter().all(|&id| id == jobs_id || keys.holds(id))
+            }
+            Scope::Db => self.scope == Scope::Db,
+            Scope::All => false,
+        };
+        if !covered {
+            let wider = if other_db || need == Scope::All { Scope::All } else { Scope::Db };
+            self.script.widen(wider);
+            if !*self.wrote {
+                *self.retry = Some(wider);
+                return Err(b"ERR script restarted".to_vec());
+            }
+        }
+        Ok(())
+    }
+
+    fn locked<'a>(
+        &mut self,
+        shared: &'a Shared,
+        sess: &mut Session,
+        keys: &mut Locks<'a>,
+        spec: &'static CommandSpec,
+        argv: &[&[u8]],
+    ) -> Result<(), Vec<u8>> {
+        if spec.flags.has(Flags::WRITE) && super::rollback::active() {
+            // SCRIPT DEBUG YES: what it may write is saved to be put back.
+            super::rollback::save(shared, sess, keys, spec, argv).map_err(<[u8]>::to_vec)?;
+        }
+        if spec.flags.has(Flags::WRITE) {
+            *self.wrote = true;
+            self.running.wrote.store(true, std::sync::atomic::Ordering::Relaxed);
         }
         Ok(())
     }

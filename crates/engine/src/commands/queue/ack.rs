@@ -9,7 +9,6 @@ use smallvec::SmallVec;
 
 use super::{job_cmd, parse_ids, propagate_states, ready};
 use crate::ctx::{Args, Ctx};
-use crate::dispatch::Caller;
 use crate::error::{CmdError, CmdResult, JobError};
 use crate::spec::{CommandSpec, Flags};
 
@@ -179,7 +178,7 @@ pub(super) const LOADJOB: CommandSpec = job_cmd(
 /// client's call is refused alone, queued in its own MULTI, or from a
 /// script. Records whose TTL passed are dropped.
 fn loadjob(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
-    if cx.caller != Caller::Replay {
+    if !cx.caller.must_obey() {
         return Err(JobError::LoadJobFromClient.into());
     }
     let rest = args.rest();

@@ -21,7 +21,6 @@ use smallvec::SmallVec;
 
 use crate::blocking;
 use crate::ctx::{eq_ic, Args, Ctx};
-use crate::dispatch::Caller;
 use crate::error::{CmdError, CmdResult, JobError};
 use crate::spec::{CommandSpec, Flags, Group, KeySpec};
 
@@ -310,7 +309,7 @@ fn getjob(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     };
     let now = cx.now();
     // A served waiter takes one job, from the queue that became ready.
-    let served = cx.caller == Caller::Served;
+    let served = cx.caller.serves_waiter();
     let (look, count) = if served { (cx.waited_keys(queues), 1) } else { (queues, o.count) };
     let shared = cx.shared;
     let mut js = shared.jobs.lock();

@@ -14,7 +14,6 @@ use store::types::stream::{Entry, Stream, StreamId, Trim};
 use store::{Value, NO_EXPIRE};
 
 use crate::ctx::{eq_ic, parse_i64, Args, Ctx};
-use crate::dispatch::Caller;
 use crate::effects::Class;
 use crate::error::{CmdError, CmdResult};
 use crate::spec::{CommandSpec, Flags, Group, KeySpec};
@@ -309,8 +308,8 @@ fn parse_add_trim(cx: &mut Ctx, argv: &[&[u8]], xadd: bool) -> Result<AddTrim, C
     if !xadd && a.trim.is_none() {
         return Err(syntax("ERR syntax error, XTRIM must be called with a trimming strategy"));
     }
-    if cx.caller == Caller::Replay {
-        // The master rewrote the trim to what it did: no work limit.
+    if cx.caller.must_obey() {
+        // The master (or the AOF) rewrote the trim to what it did: no work limit.
         a.limit = 0;
     } else if limit_given {
         if !a.approx {

@@ -15,7 +15,6 @@ use store::{Kind, Value};
 
 use crate::blocking;
 use crate::ctx::{eq_ic, parse_i64, Args, Ctx};
-use crate::dispatch::Caller;
 use crate::effects::Class;
 use crate::error::{CmdError, CmdResult};
 use crate::spec::{CommandSpec, Flags, Group, KeyList, KeySpec};
@@ -108,7 +107,7 @@ fn read_with(cx: &mut Ctx, args: &mut Args, grouped: bool, out: &mut ReplyBuf) -
         if eq_ic(o, "BLOCK") && more > 0 {
             // Refused from scripts before the timeout is read, naming the
             // command as it was called (Redis's xreadCommand).
-            if matches!(cx.caller, Caller::Script { .. }) {
+            if cx.caller.in_script() {
                 let mut m = b"ERR ".to_vec();
                 m.extend_from_slice(argv[0]);
                 m.extend_from_slice(b" command is not allowed with BLOCK option from scripts");
@@ -162,7 +161,7 @@ fn read_with(cx: &mut Ctx, args: &mut Args, grouped: bool, out: &mut ReplyBuf) -
     let id_args = &argv[streams_arg + n..];
 
     // Resolve every id (and the groups) before serving anything.
-    let served = cx.caller == Caller::Served;
+    let served = cx.caller.serves_waiter();
     let mut ids: Vec<After> = Vec::with_capacity(n);
     let only = cx.waited_keys(keys).first().copied().filter(|_| served);
     for (key, a) in keys.iter().zip(id_args) {
