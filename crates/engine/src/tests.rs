@@ -241,3 +241,27 @@ fn replayed_transaction_runs_its_queue_as_replay() {
     }
     assert_eq!(h.run(&["XLEN", "s"]), ":2\r\n");
 }
+
+/// Regression: a script replayed from a master's stream on a read-only
+/// replica had its writes refused (READONLY): the script's check asked
+/// whether the thread was loading an AOF, not whether its caller must be
+/// obeyed (Redis's `mustObeyClient` of the script's caller).
+#[test]
+fn replayed_script_writes_on_a_read_only_replica() {
+    let mut h = Harness::new();
+    h.shared.store.set_replica(true);
+    let eval: &[&[u8]] = &[b"EVAL", b"return redis.call('SET', KEYS[1], 'v')", b"1", b"k"];
+    // A client's script may not write here.
+    let mut out = ReplyBuf::new();
+    crate::execute(&h.shared, &mut h.sess, eval, &mut out);
+    let refused = String::from_utf8(out.to_vec()).unwrap();
+    assert!(
+        refused.starts_with("-READONLY You can't write against a read only replica."),
+        "{refused}"
+    );
+    assert_eq!(h.run(&["EXISTS", "k"]), ":0\r\n");
+    // The master's is applied.
+    let mut out = ReplyBuf::new();
+    crate::dispatch::replay(&h.shared, &mut h.sess, eval, &mut out).unwrap();
+    assert_eq!(h.run(&["GET", "k"]), "$1\r\nv\r\n");
+}

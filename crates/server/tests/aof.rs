@@ -734,3 +734,60 @@ fn every_policy_appends_and_idles() {
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
+
+/// Regression: a transaction read back from the AOF ran its queue as a
+/// client's EXEC, so `XTRIM … LIMIT` without `~` (the exact trim a master
+/// or the AOF writes out) was refused inside MULTI/EXEC instead of taking
+/// the replay's exemption. The same appendonlydir loads into redis-server
+/// and into Sluice with the same data set.
+#[test]
+fn replayed_multi_with_xtrim_limit_loads_as_redis() {
+    let mut aof = Vec::new();
+    let mut put = |args: &[&str]| {
+        aof.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
+        for a in args {
+            aof.extend_from_slice(format!("${}\r\n{a}\r\n", a.len()).as_bytes());
+        }
+    };
+    put(&["SELECT", "0"]);
+    for i in 1..=6 {
+        put(&["XADD", "s", &format!("{i}-0"), "f", &format!("v{i}")]);
+    }
+    put(&["MULTI"]);
+    put(&["XTRIM", "s", "MAXLEN", "3", "LIMIT", "100"]);
+    put(&["XADD", "s", "MAXLEN", "2", "LIMIT", "100", "7-0", "f", "v7"]);
+    put(&["EXEC"]);
+    put(&["SET", "after", "1"]);
+    let write = |dir: &Path| {
+        let d = dir.join("appendonlydir");
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(
+            d.join("appendonly.aof.manifest"),
+            "file appendonly.aof.1.incr.aof seq 1 type i\n",
+        )
+        .unwrap();
+        std::fs::write(d.join("appendonly.aof.1.incr.aof"), &aof).unwrap();
+    };
+    let flags = ["--appendonly", "yes"];
+    let rdir = scratch_dir("aof-xtrim-r");
+    write(&rdir);
+    let rd = rdir.to_str().unwrap().to_string();
+    let Some(redis) = RedisServer::start_with(&[&flags[..], &["--dir", &rd]].concat(), Some(&rdir))
+    else {
+        return;
+    };
+    let mut r = redis.client();
+    let theirs = snapshot(&mut r);
+    // Redis applied the trims: two entries left, and the write after them.
+    assert_eq!(text(&line(&mut r, "XLEN s")), "2");
+    assert_eq!(text(&line(&mut r, "GET after")), "1");
+    drop(redis);
+    let sdir = scratch_dir("aof-xtrim-s");
+    write(&sdir);
+    let sluice = TestServer::start_with(&TestServer::default_bin(), &flags, Some(&sdir));
+    assert_eq!(snapshot(&mut sluice.client()), theirs, "the appendonlydir as Sluice loaded it");
+    drop(sluice);
+    for d in [rdir, sdir] {
+        let _ = std::fs::remove_dir_all(d);
+    }
+}

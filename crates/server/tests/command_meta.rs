@@ -513,6 +513,14 @@ fn command_and_error_stats() {
         &["SELECT", "99"],
         &["SET", "k", "v", "EX", "0"],
         &["SORT", "h"],
+        // redis.call's refusals count as the command's rejected calls
+        // (wrong arity included, which Sluice missed), its failures as
+        // the command's failed calls.
+        &["EVAL", "return redis.pcall('hlen')", "0"],
+        &["EVAL", "return redis.pcall('nosuchcmd')", "0"],
+        &["EVAL_RO", "return redis.pcall('append', 'k', 'v')", "0"],
+        &["EVAL", "return redis.pcall('hget', 'k', 'f')", "0"],
+        &["EVAL", "return redis.pcall('strlen', 'h')", "0"],
     ];
     for args in script {
         b.cmd(args);
