@@ -1,17 +1,17 @@
 //! The dispatcher: every policy between "a request was parsed" and "a
 //! handler runs", in three layers (`docs/architecture.md`, *The seams*):
 //!
-//! 1. the connection layer, [`execute`]: lookup and arity, `CLIENT PAUSE`,
-//!    `MULTI` queueing, reply modes, serving the clients a write made
-//!    ready — what only a client's own requests go through;
+//! 1. the connection layer, [`execute`]: a client's checks, `CLIENT
+//!    PAUSE`, reply modes, serving the clients a write made ready — what
+//!    only a client's own requests go through;
 //! 2. [`check`]: every table flag, for a given [`Caller`] (a client, an
 //!    `EXEC`, a script, an AOF replay, a served blocked client);
 //! 3. [`call`]: the handler with its locks held, its effects record
 //!    closed ([`crate::effects`]) and its stats counted.
 //!
-//! EXEC, scripts, replay and blocked-client serving go through `check` and
-//! `call`, never around them. Commands are told apart by their flags, not
-//! their names.
+//! Every caller reaches `check` and `call` through the one door,
+//! [`crate::door::run`], never around it. Commands are told apart by
+//! their flags, not their names; callers by their predicates.
 
 use resp::ReplyBuf;
 use smallvec::SmallVec;

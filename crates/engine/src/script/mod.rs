@@ -10,7 +10,7 @@
 //! before the script wrote anything, the script starts over holding its
 //! whole database (or every database), and the cache remembers that for
 //! its later runs; after a write it is the script's error. Commands run
-//! through `dispatch::check` and `dispatch::call` as `Caller::Script`,
+//! through the one door (`door::run`) as `Caller::Script`,
 //! so their effects join the EVAL's execution unit (propagated as the
 //! commands executed, in MULTI/EXEC when several), blocking commands do
 //! not block, and clients blocked on keys the script filled are served

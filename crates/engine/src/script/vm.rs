@@ -4,9 +4,9 @@
 //! Each event-loop thread keeps its own state (scripts cannot keep state
 //! between runs: their globals are read-only), with the functions of the
 //! scripts it has run, compiled on first use from the shared cache.
-//! `redis.call` reaches the engine through [`Run`]: the dispatcher's
-//! `check` and `call` as a `Caller::Script`, under the locks the script
-//! took before it started.
+//! `redis.call` reaches the engine through [`Run`]: the one door
+//! (`door::run`) as a `Caller::Script`, under the locks the script took
+//! before it started, which a command outside them widens.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
