@@ -89,7 +89,8 @@ pub struct NotFound {
 /// pipeline mostly repeats its command, so the session's previous one is
 /// tried first (a top-level command without subcommands, same name), and
 /// what is found becomes the session's last command.
-#[inline]
+// Inlined: on a client's pipeline this is the whole lookup.
+#[inline(always)]
 pub fn lookup_next(sess: &mut Session, argv: &[&[u8]]) -> Result<&'static CommandSpec, NotFound> {
     if let Some((top, spec)) = sess.last_cmd {
         if std::ptr::eq(top, spec)
@@ -137,8 +138,11 @@ fn lookup_full(argv: &[&[u8]]) -> Result<(&'static CommandSpec, &'static Command
 /// connection layer, where `CLIENT PAUSE` and its pushes interleave with
 /// them), `MULTI` queueing, locking as `hold` says, the handler and its
 /// accounting. The execution unit is the caller's to end.
+// Inlined into each caller, so that a client's request (the fast path:
+// caller and hold known there) pays for no call and no branch it does not
+// take.
 #[allow(clippy::too_many_arguments)]
-#[inline]
+#[inline(always)]
 pub fn run<'a>(
     shared: &'a Shared,
     sess: &mut Session,
