@@ -13,34 +13,13 @@ use crate::commands::client::help_reply;
 use crate::ctx::{eq_ic, Args, Ctx};
 use crate::error::{CmdError, CmdResult};
 use crate::shared::unix_us;
-use crate::spec::{CommandSpec, Flags, Group, KeyList, KeySpec};
+use crate::spec::{Command, Flags, KeyList, Lock};
 
-pub const COMMANDS: &[CommandSpec] = &[
-    CommandSpec::new(
-        "TIME",
-        1,
-        Flags::LOADING.union(Flags::STALE).union(Flags::FAST),
-        KeySpec::None,
-        Group::Server,
-        "Return the current server time",
-        time,
-    )
-    .since("2.6.0")
-    .complexity("O(1)"),
-    CommandSpec::new(
-        "DEBUG",
-        -2,
-        Flags::ADMIN
-            .union(Flags::NOSCRIPT)
-            .union(Flags::LOADING)
-            .union(Flags::STALE)
-            .union(Flags::PROTECTED),
-        KeySpec::CustomOrDb { legacy: (0, 0, 0), find: debug_keys, whole_db: debug_whole_db },
-        Group::Server,
-        "A container for debugging commands",
-        debug,
-    )
-    .complexity("Depends on subcommand."),
+pub const COMMANDS: &[Command] = &[
+    Command::redis("TIME", time),
+    Command::redis("DEBUG", debug)
+        .flags(Flags::PROTECTED)
+        .lock(Lock::CustomOrDb { find: debug_keys, whole_db: debug_whole_db }),
 ];
 
 /// `DEBUG OBJECT key` reads one key of the selected database,
