@@ -161,6 +161,13 @@ fn ptr_index() -> &'static PtrIndex {
 
 // Redis's histogram: hdr_init(1, 1_000_000_000, 2): 256 sub-buckets (half
 // 128), unit magnitude 0, 23 buckets.
+//
+// Ours, not the `hdrhistogram` crate's: its percentiles are the same (p0
+// to p100 over 20M samples), but its `Histogram` records through `&mut
+// self`, and these counts are shared by every connection thread. Measured
+// (release, 2 shared cores, best of 5, 20M records): these relaxed atomic
+// adds 0.297 s; the crate's histogram behind a mutex 0.808 s (0.193 s
+// unshared, which would mean a histogram per thread per command).
 const SUB_HALF_MAG: u32 = 7;
 const SUB_HALF: i64 = 1 << SUB_HALF_MAG;
 const SUB_MASK: i64 = 255;

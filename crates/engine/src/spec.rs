@@ -1,9 +1,12 @@
-//! Command declarations: one [`CommandSpec`] per command, beside its handler.
+//! Command declarations: one [`Command`] per command, beside its handler,
+//! carrying only what is Sluice's own; the built [`CommandSpec`] joins it
+//! with Redis's metadata ([`crate::meta`]) once, when the table is built.
 
 use resp::ReplyBuf;
 
 use crate::ctx::{Args, Ctx};
 use crate::error::CmdResult;
+use crate::meta::Meta;
 
 /// Handler signature: parse arguments, one keyspace operation, write the reply.
 pub type Handler = fn(&mut Ctx, &mut Args, &mut ReplyBuf) -> CmdResult;
@@ -136,12 +139,14 @@ impl Flags {
     }
 }
 
-/// Where a command's keys are, for locking and for `COMMAND INFO`.
+/// How the dispatcher finds and locks a command's keys, as built from
+/// its declaration ([`Lock`]) and Redis's metadata.
 #[derive(Clone, Copy, Debug)]
 pub enum KeySpec {
     /// No keys.
     None,
-    /// Redis's (first, last, step); `last` negative counts from the end.
+    /// Redis's legacy (first, last, step); `last` negative counts from the
+    /// end. Always taken from the metadata, never declared.
     Range { first: i32, last: i32, step: i32 },
     /// Every stripe of the selected database (KEYS, FLUSHDB, …).
     WholeDb,
@@ -156,39 +161,19 @@ pub enum KeySpec {
     /// (the job queue's commands, `docs/jobs.md`).
     Jobs,
     /// Keys found by a function of the arguments (with their databases).
-    Custom {
-        /// Reported in `COMMAND INFO` as (first, last, step).
-        legacy: (i32, i32, i32),
-        find: for<'a> fn(&[&'a [u8]], usize, &mut KeyList<'a>),
-    },
-    /// As `Custom` (and reported the same way), for a command that may also
-    /// read keys that only the data names (SORT's BY/GET patterns): when
-    /// `whole_db(args)` holds, every stripe of the selected database is
-    /// locked instead, since those keys cannot be known before the call.
-    CustomOrDb {
-        legacy: (i32, i32, i32),
-        find: for<'a> fn(&[&'a [u8]], usize, &mut KeyList<'a>),
-        whole_db: fn(&[&[u8]]) -> bool,
-    },
+    Custom { find: FindKeys },
+    /// As `Custom`, for a command that may also read keys that only the
+    /// data names (SORT's BY/GET patterns): when `whole_db(args)` holds,
+    /// every stripe of the selected database is locked instead, since
+    /// those keys cannot be known before the call.
+    CustomOrDb { find: FindKeys, whole_db: fn(&[&[u8]]) -> bool },
 }
+
+/// A key finder: pushes the (database, key) pairs of a command line.
+pub type FindKeys = for<'a> fn(&[&'a [u8]], usize, &mut KeyList<'a>);
 
 /// Keys of one command, as (database, key) pairs.
 pub type KeyList<'a> = smallvec::SmallVec<[(usize, &'a [u8]); 8]>;
-
-impl KeySpec {
-    pub const fn range(first: i32, last: i32, step: i32) -> KeySpec {
-        KeySpec::Range { first, last, step }
-    }
-
-    /// (first, last, step) as `COMMAND INFO` reports it.
-    pub fn legacy(&self) -> (i32, i32, i32) {
-        match *self {
-            KeySpec::Range { first, last, step } => (first, last, step),
-            KeySpec::Custom { legacy, .. } | KeySpec::CustomOrDb { legacy, .. } => legacy,
-            _ => (0, 0, 0),
-        }
-    }
-}
 
 /// Command groups, as `COMMAND DOCS` reports them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -236,63 +221,165 @@ impl Group {
     }
 }
 
-/// One command (or subcommand) declaration.
+/// How a declared command locks its keys: Sluice's own choice, beside
+/// Redis's metadata (which says where the keys are, not how to lock them).
 #[derive(Clone, Copy, Debug)]
-pub struct CommandSpec {
+pub enum Lock {
+    /// The keys at Redis's legacy (first, last, step) from the metadata;
+    /// none when the metadata has no range.
+    Range,
+    /// See [`KeySpec::WholeDb`].
+    WholeDb,
+    /// See [`KeySpec::DbWalk`].
+    DbWalk,
+    /// See [`KeySpec::AllDbs`].
+    AllDbs,
+    /// See [`KeySpec::Jobs`].
+    Jobs,
+    /// See [`KeySpec::Custom`].
+    Custom { find: FindKeys },
+    /// See [`KeySpec::CustomOrDb`].
+    CustomOrDb { find: FindKeys, whole_db: fn(&[&[u8]]) -> bool },
+}
+
+/// Where a declared command's Redis facts (arity, flags, key specs,
+/// group, docs) come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// Redis 7.0's own metadata ([`crate::meta::redis70`]).
+    Redis,
+    /// Sluice's additions, in the same shape ([`crate::meta::sluice`]).
+    Sluice,
+}
+
+/// One command (or subcommand) as a family declares it: its name, its
+/// handler and only what is Sluice's own. Everything Redis's metadata
+/// says (arity, Redis's flags, key range and key specs, group, summary,
+/// since, complexity) is looked up by name when the table is built, so
+/// this type has no place for it.
+#[derive(Clone, Copy, Debug)]
+pub struct Command {
     /// Upper-case name, e.g. `"GET"`; subcommands carry only their own
     /// part (`"GET"` under `CONFIG`).
     pub name: &'static str,
-    pub arity: Arity,
-    pub flags: Flags,
-    pub keys: KeySpec,
-    pub group: Group,
-    /// Version of Redis that introduced it, for `COMMAND DOCS`.
-    pub since: &'static str,
-    pub summary: &'static str,
-    pub complexity: &'static str,
     pub handler: Handler,
+    pub origin: Origin,
+    /// Sluice's own flags (bits 20 and up), and `MAY_REPLICATE`, which
+    /// Redis hides from `COMMAND` so the metadata cannot carry it.
+    pub own_flags: Flags,
+    pub lock: Lock,
     /// Subcommands; a container's own handler is used when the name is
     /// not one of them (it answers "unknown subcommand").
-    pub subcommands: &'static [CommandSpec],
+    pub subcommands: &'static [Command],
 }
 
-impl CommandSpec {
-    /// A container or plain command with defaults for the optional fields.
-    pub const fn new(
-        name: &'static str,
-        arity: i32,
-        flags: Flags,
-        keys: KeySpec,
-        group: Group,
-        summary: &'static str,
-        handler: Handler,
-    ) -> CommandSpec {
-        CommandSpec {
+impl Command {
+    /// A Redis command: its facts come from Redis 7.0's metadata.
+    pub const fn redis(name: &'static str, handler: Handler) -> Command {
+        Command {
             name,
-            arity: Arity(arity),
-            flags,
-            keys,
-            group,
-            since: "1.0.0",
-            summary,
-            complexity: "",
             handler,
+            origin: Origin::Redis,
+            own_flags: Flags::NONE,
+            lock: Lock::Range,
             subcommands: &[],
         }
     }
 
-    pub const fn since(mut self, v: &'static str) -> CommandSpec {
-        self.since = v;
+    /// A command Sluice adds: its facts come from `meta::sluice`.
+    pub const fn sluice(name: &'static str, handler: Handler) -> Command {
+        Command { origin: Origin::Sluice, ..Command::redis(name, handler) }
+    }
+
+    /// Sluice's own flags. Redis's flags come from the metadata: declaring
+    /// one here is a compile-time error (except `MAY_REPLICATE`, see
+    /// [`Command::own_flags`]).
+    ///
+    /// ```
+    /// # use engine::spec::{Command, Flags};
+    /// # use engine::{ctx::{Args, Ctx}, error::CmdResult};
+    /// # fn h(_: &mut Ctx, _: &mut Args, _: &mut resp::ReplyBuf) -> CmdResult { Ok(()) }
+    /// const PING: Command = Command::redis("PING", h).flags(Flags::PUBSUB_CONTEXT);
+    /// ```
+    ///
+    /// ```compile_fail
+    /// # use engine::spec::{Command, Flags};
+    /// # use engine::{ctx::{Args, Ctx}, error::CmdResult};
+    /// # fn h(_: &mut Ctx, _: &mut Args, _: &mut resp::ReplyBuf) -> CmdResult { Ok(()) }
+    /// const PING: Command = Command::redis("PING", h).flags(Flags::FAST);
+    /// ```
+    pub const fn flags(mut self, f: Flags) -> Command {
+        assert!(
+            f.0 & Flags::REDIS.0 & !Flags::MAY_REPLICATE.0 == 0,
+            "Redis's command flags come from the metadata"
+        );
+        self.own_flags = self.own_flags.union(f);
         self
     }
 
-    pub const fn complexity(mut self, c: &'static str) -> CommandSpec {
-        self.complexity = c;
+    pub const fn lock(mut self, l: Lock) -> Command {
+        self.lock = l;
         self
     }
 
-    pub const fn subs(mut self, s: &'static [CommandSpec]) -> CommandSpec {
+    pub const fn subs(mut self, s: &'static [Command]) -> Command {
         self.subcommands = s;
         self
+    }
+}
+
+/// One command (or subcommand) of the built table: its declaration joined
+/// with its metadata once, at start-up ([`CommandSpec::build`]). The
+/// dispatcher reads `arity`, `flags` and `keys` here, without a lookup.
+#[derive(Clone, Copy, Debug)]
+pub struct CommandSpec {
+    /// As declared ([`Command::name`]).
+    pub name: &'static str,
+    /// The metadata's.
+    pub arity: Arity,
+    /// The metadata's flags with the declaration's own.
+    pub flags: Flags,
+    /// The declared [`Lock`], with the metadata's range.
+    pub keys: KeySpec,
+    pub handler: Handler,
+    pub subcommands: &'static [CommandSpec],
+    /// Private, so that a spec is only made by [`CommandSpec::build`].
+    meta: &'static Meta,
+}
+
+impl CommandSpec {
+    /// Joins a declaration with its metadata; `subcommands` are the
+    /// declaration's own subcommands, already built.
+    pub fn build(
+        decl: &Command,
+        meta: &'static Meta,
+        subcommands: &'static [CommandSpec],
+    ) -> CommandSpec {
+        let keys = match decl.lock {
+            Lock::Range if meta.first != 0 => {
+                KeySpec::Range { first: meta.first, last: meta.last, step: meta.step }
+            }
+            Lock::Range => KeySpec::None,
+            Lock::WholeDb => KeySpec::WholeDb,
+            Lock::DbWalk => KeySpec::DbWalk,
+            Lock::AllDbs => KeySpec::AllDbs,
+            Lock::Jobs => KeySpec::Jobs,
+            Lock::Custom { find } => KeySpec::Custom { find },
+            Lock::CustomOrDb { find, whole_db } => KeySpec::CustomOrDb { find, whole_db },
+        };
+        CommandSpec {
+            name: decl.name,
+            arity: Arity(meta.arity),
+            flags: Flags(meta.flags).union(decl.own_flags),
+            keys,
+            handler: decl.handler,
+            subcommands,
+            meta,
+        }
+    }
+
+    /// Its metadata (Redis's, or Sluice's for a command Sluice adds).
+    pub fn meta(&self) -> &'static Meta {
+        self.meta
     }
 }

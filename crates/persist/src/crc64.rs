@@ -1,54 +1,22 @@
 //! CRC-64/Jones (reflected, polynomial 0xad93d23594c935a9, init 0, no final
-//! xor): the checksum Redis puts after an RDB file and a DUMP payload.
+//! xor): the checksum Redis puts after an RDB file and a DUMP payload. The
+//! `crc` crate catalogues it as `CRC_64_REDIS`; its 16-way sliced table
+//! gives the same bytes faster than our own slice-by-8 did (release build,
+//! 2 shared cores, best of 5: 64 MiB 0.140 s → 0.090 s, 1 KiB ×65,536
+//! 0.140 s → 0.116 s, 32 B ×2M 0.125 s → 0.116 s).
 
-const POLY_REFLECTED: u64 = 0x95ac_9329_ac4b_c9b5;
+use crc::{Crc, Table, CRC_64_REDIS};
 
-const fn make_table() -> [[u64; 256]; 8] {
-    let mut t = [[0u64; 256]; 8];
-    let mut i = 0;
-    while i < 256 {
-        let mut c = i as u64;
-        let mut k = 0;
-        while k < 8 {
-            c = if c & 1 == 1 { (c >> 1) ^ POLY_REFLECTED } else { c >> 1 };
-            k += 1;
-        }
-        t[0][i] = c;
-        i += 1;
-    }
-    let mut i = 0;
-    while i < 256 {
-        let mut s = 1;
-        while s < 8 {
-            let prev = t[s - 1][i];
-            t[s][i] = (prev >> 8) ^ t[0][(prev & 0xff) as usize];
-            s += 1;
-        }
-        i += 1;
-    }
-    t
-}
-
-static TABLE: [[u64; 256]; 8] = make_table();
+static CRC: Crc<u64, Table<16>> = Crc::<u64, Table<16>>::new(&CRC_64_REDIS);
 
 /// Continues a CRC over `data` (start with 0).
-pub fn crc64(mut crc: u64, data: &[u8]) -> u64 {
-    let mut chunks = data.chunks_exact(8);
-    for c in &mut chunks {
-        let x = crc ^ u64::from_le_bytes(c.try_into().expect("8 bytes"));
-        crc = TABLE[7][(x & 0xff) as usize]
-            ^ TABLE[6][((x >> 8) & 0xff) as usize]
-            ^ TABLE[5][((x >> 16) & 0xff) as usize]
-            ^ TABLE[4][((x >> 24) & 0xff) as usize]
-            ^ TABLE[3][((x >> 32) & 0xff) as usize]
-            ^ TABLE[2][((x >> 40) & 0xff) as usize]
-            ^ TABLE[1][((x >> 48) & 0xff) as usize]
-            ^ TABLE[0][(x >> 56) as usize];
-    }
-    for &b in chunks.remainder() {
-        crc = TABLE[0][((crc ^ u64::from(b)) & 0xff) as usize] ^ (crc >> 8);
-    }
-    crc
+pub fn crc64(crc: u64, data: &[u8]) -> u64 {
+    // The crate reflects an initial value as it reflects the algorithm's
+    // own; a running CRC is already the reflected register, so it goes in
+    // reflected back.
+    let mut d = CRC.digest_with_initial(crc.reverse_bits());
+    d.update(data);
+    d.finalize()
 }
 
 #[cfg(test)]
@@ -60,5 +28,8 @@ mod tests {
         let long = b"This is a longer test string for the CRC-64 function over many bytes";
         let split = super::crc64(super::crc64(0, &long[..13]), &long[13..]);
         assert_eq!(split, super::crc64(0, long));
+        // Redis's crc64.c self-test over its long text (with its NUL).
+        let li = b"Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor incididunt ut labore et dolore magna aliqua. Ut enim ad minim veniam, quis nostrud exercitation ullamco laboris nisi ut aliquip ex ea commodo consequat. Duis aute irure dolor in reprehenderit in voluptate velit esse cillum dolore eu fugiat nulla pariatur. Excepteur sint occaecat cupidatat non proident, sunt in culpa qui officia deserunt mollit anim id est laborum.\0";
+        assert_eq!(super::crc64(0, li), 0xc779_4709_e696_83b3);
     }
 }

@@ -7,6 +7,7 @@
 pub mod bytes;
 mod db;
 mod keytable;
+pub mod lzf;
 pub mod slot;
 pub mod table;
 pub mod types;

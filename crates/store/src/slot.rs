@@ -55,6 +55,12 @@ fn step1(crc: u16, b: u8) -> u16 {
 }
 
 /// CRC16-CCITT (XMODEM), the checksum Redis Cluster uses.
+///
+/// Ours, not the `crc` crate's (`CRC_16_XMODEM`, same values): this runs
+/// for every key a command touches (it picks the stripe), and on keys of
+/// typical length our 8-way table is faster (release, 2 shared cores,
+/// best of 5, 20M keys: 12 B 0.32 s vs the crate's 16-way table 0.64 s,
+/// 24 B 0.69 s vs 1.03 s; the crate wins from about 48 B, 1.46 s vs 0.97 s).
 pub fn crc16(data: &[u8]) -> u16 {
     let mut crc: u16 = 0;
     let mut eights = data.chunks_exact(8);

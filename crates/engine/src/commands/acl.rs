@@ -11,87 +11,24 @@ use crate::commands::server::reply_help;
 use crate::ctx::{eq_ic, Args, Ctx};
 use crate::dispatch;
 use crate::error::{CmdError, CmdResult};
-use crate::spec::{CommandSpec, Flags, Group, KeySpec};
+use crate::spec::Command;
 
-const ADM: Flags = Flags::ADMIN.union(Flags::NOSCRIPT).union(Flags::LOADING).union(Flags::STALE);
-const PLAIN: Flags = Flags::NOSCRIPT.union(Flags::LOADING).union(Flags::STALE);
-
-const fn sub(
-    name: &'static str,
-    arity: i32,
-    flags: Flags,
-    summary: &'static str,
-    handler: crate::spec::Handler,
-) -> CommandSpec {
-    CommandSpec::new(name, arity, flags, KeySpec::None, Group::Server, summary, handler)
-        .since("6.0.0")
-}
-
-pub const COMMANDS: &[CommandSpec] = &[CommandSpec::new(
-    "ACL",
-    -2,
-    Flags::NONE,
-    KeySpec::None,
-    Group::Server,
-    "A container for Access List Control commands ",
-    crate::commands::server::container,
-)
-.since("6.0.0")
-.complexity("Depends on subcommand.")
-.subs(&[
-    sub("CAT", -2, PLAIN, "List the ACL categories or the commands inside a category", cat)
-        .complexity("O(1) since the categories and commands are a fixed set."),
-    sub("DELUSER", -3, ADM, "Remove the specified ACL users and the associated rules", deluser)
-        .complexity("O(1) amortized time considering the typical user."),
-    sub(
-        "DRYRUN",
-        -4,
-        ADM,
-        "Returns whether the user can execute the given command without executing the command.",
-        dryrun,
-    )
-    .since("7.0.0")
-    .complexity("O(1)."),
-    sub(
-        "GENPASS",
-        -2,
-        PLAIN,
-        "Generate a pseudorandom secure password to use for ACL users",
-        genpass,
-    )
-    .complexity("O(1)"),
-    sub("GETUSER", 3, ADM, "Get the rules for a specific ACL user", getuser).complexity(
-        "O(N). Where N is the number of password, command and pattern rules that the user has.",
-    ),
-    sub(
-        "HELP",
-        2,
-        Flags::LOADING.union(Flags::STALE),
-        "Show helpful text about the different subcommands",
-        help,
-    )
-    .complexity("O(1)"),
-    sub("LIST", 2, ADM, "List the current ACL rules in ACL config file format", list)
-        .complexity("O(N). Where N is the number of configured users."),
-    sub("LOAD", 2, ADM, "Reload the ACLs from the configured ACL file", load)
-        .complexity("O(N). Where N is the number of configured users."),
-    sub("LOG", -2, ADM, "List latest events denied because of ACLs in place", log)
-        .complexity("O(N) with N being the number of entries shown."),
-    sub("SAVE", 2, ADM, "Save the current ACL rules in the configured ACL file", save)
-        .complexity("O(N). Where N is the number of configured users."),
-    sub("SETUSER", -3, ADM, "Modify or create the rules for a specific ACL user", setuser)
-        .complexity("O(N). Where N is the number of rules provided."),
-    sub("USERS", 2, ADM, "List the username of all the configured ACL rules", users)
-        .complexity("O(N). Where N is the number of configured users."),
-    sub(
-        "WHOAMI",
-        2,
-        PLAIN,
-        "Return the name of the user associated to the current connection",
-        whoami,
-    )
-    .complexity("O(1)"),
-])];
+pub const COMMANDS: &[Command] =
+    &[Command::redis("ACL", crate::commands::server::container).subs(&[
+        Command::redis("CAT", cat),
+        Command::redis("DELUSER", deluser),
+        Command::redis("DRYRUN", dryrun),
+        Command::redis("GENPASS", genpass),
+        Command::redis("GETUSER", getuser),
+        Command::redis("HELP", help),
+        Command::redis("LIST", list),
+        Command::redis("LOAD", load),
+        Command::redis("LOG", log),
+        Command::redis("SAVE", save),
+        Command::redis("SETUSER", setuser),
+        Command::redis("USERS", users),
+        Command::redis("WHOAMI", whoami),
+    ])];
 
 /// `acl-pubsub-default allchannels`: new users and selectors start with
 /// every channel.

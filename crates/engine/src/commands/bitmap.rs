@@ -13,75 +13,16 @@ use store::{Value, NO_EXPIRE};
 use crate::ctx::{eq_ic, parse_i64, Args, Ctx};
 use crate::effects::Class;
 use crate::error::{CmdError, CmdResult};
-use crate::spec::{CommandSpec, Flags, Group, KeySpec};
+use crate::spec::Command;
 
-const W: Flags = Flags::WRITE.union(Flags::DENYOOM);
-const R: Flags = Flags::READONLY;
-const K1: KeySpec = KeySpec::range(1, 1, 1);
-const B: Group = Group::Bitmap;
-
-pub const COMMANDS: &[CommandSpec] = &[
-    CommandSpec::new(
-        "SETBIT",
-        4,
-        W,
-        K1,
-        B,
-        "Sets or clears the bit at offset in the string value stored at key",
-        setbit,
-    )
-    .since("2.2.0")
-    .complexity("O(1)"),
-    CommandSpec::new(
-        "GETBIT",
-        3,
-        R.union(Flags::FAST),
-        K1,
-        B,
-        "Returns the bit value at offset in the string value stored at key",
-        getbit,
-    )
-    .since("2.2.0")
-    .complexity("O(1)"),
-    CommandSpec::new("BITCOUNT", -2, R, K1, B, "Count set bits in a string", bitcount)
-        .since("2.6.0")
-        .complexity("O(N)"),
-    CommandSpec::new("BITPOS", -3, R, K1, B, "Find first bit set or clear in a string", bitpos)
-        .since("2.8.7")
-        .complexity("O(N)"),
-    CommandSpec::new(
-        "BITOP",
-        -4,
-        W,
-        KeySpec::range(2, -1, 1),
-        B,
-        "Perform bitwise operations between strings",
-        bitop,
-    )
-    .since("2.6.0")
-    .complexity("O(N)"),
-    CommandSpec::new(
-        "BITFIELD",
-        -2,
-        W,
-        K1,
-        B,
-        "Perform arbitrary bitfield integer operations on strings",
-        bitfield,
-    )
-    .since("3.2.0")
-    .complexity("O(1) for each subcommand specified"),
-    CommandSpec::new(
-        "BITFIELD_RO",
-        -2,
-        R.union(Flags::FAST),
-        K1,
-        B,
-        "Perform arbitrary bitfield integer operations on strings. Read-only variant of BITFIELD",
-        bitfield_ro,
-    )
-    .since("6.0.0")
-    .complexity("O(1) for each subcommand specified"),
+pub const COMMANDS: &[Command] = &[
+    Command::redis("SETBIT", setbit),
+    Command::redis("GETBIT", getbit),
+    Command::redis("BITCOUNT", bitcount),
+    Command::redis("BITPOS", bitpos),
+    Command::redis("BITOP", bitop),
+    Command::redis("BITFIELD", bitfield),
+    Command::redis("BITFIELD_RO", bitfield_ro),
 ];
 
 const OFFSET_ERR: &str = "bit offset is not an integer or out of range";

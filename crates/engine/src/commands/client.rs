@@ -17,152 +17,29 @@ use crate::dispatch;
 use crate::error::{CmdError, CmdResult};
 use crate::session::{ClientHandle, ReplyMode};
 use crate::shared::Pause;
-use crate::spec::{CommandSpec, Flags, Group, Handler, KeySpec};
+use crate::spec::{Command, Flags};
 
-const CF: Flags = Flags::NOSCRIPT.union(Flags::LOADING).union(Flags::STALE);
-const CFA: Flags = CF.union(Flags::ADMIN);
-
-const fn sub(
-    name: &'static str,
-    arity: i32,
-    flags: Flags,
-    since: &'static str,
-    complexity: &'static str,
-    summary: &'static str,
-    handler: Handler,
-) -> CommandSpec {
-    CommandSpec::new(name, arity, flags, KeySpec::None, Group::Connection, summary, handler)
-        .since(since)
-        .complexity(complexity)
-}
-
-const SUBS: &[CommandSpec] = &[
-    sub(
-        "CACHING",
-        3,
-        CF,
-        "6.0.0",
-        "O(1)",
-        "Instruct the server about tracking or not keys in the next request",
-        caching,
-    ),
-    sub("GETNAME", 2, CF, "2.6.9", "O(1)", "Get the current connection name", getname),
-    sub(
-        "GETREDIR",
-        2,
-        CF,
-        "6.0.0",
-        "O(1)",
-        "Get tracking notifications redirection client ID if any",
-        getredir,
-    ),
-    sub(
-        "HELP",
-        2,
-        Flags::LOADING.union(Flags::STALE),
-        "5.0.0",
-        "O(1)",
-        "Show helpful text about the different subcommands",
-        help,
-    ),
-    sub("ID", 2, CF, "5.0.0", "O(1)", "Returns the client ID for the current connection", id),
-    sub(
-        "INFO",
-        2,
-        CF,
-        "6.2.0",
-        "O(1)",
-        "Returns information about the current client connection.",
-        info,
-    ),
-    sub(
-        "KILL",
-        -3,
-        CFA,
-        "2.4.0",
-        "O(N) where N is the number of client connections",
-        "Kill the connection of a client",
-        kill,
-    ),
-    sub(
-        "LIST",
-        -2,
-        CFA,
-        "2.4.0",
-        "O(N) where N is the number of client connections",
-        "Get the list of client connections",
-        list,
-    ),
-    sub(
-        "NO-EVICT",
-        3,
-        CFA,
-        "7.0.0",
-        "O(1)",
-        "Set client eviction mode for the current connection",
-        no_evict,
-    ),
-    sub(
-        "PAUSE",
-        -3,
-        CFA,
-        "2.9.50",
-        "O(1)",
-        "Stop processing commands from clients for some time",
-        pause,
-    ),
-    sub("REPLY", 3, CF, "3.2.0", "O(1)", "Instruct the server whether to reply to commands", reply),
-    sub("SETNAME", 3, CF, "2.6.9", "O(1)", "Set the current connection name", setname),
-    sub(
-        "TRACKING",
-        -3,
-        CF,
-        "6.0.0",
-        "O(1). Some options may introduce additional complexity.",
-        "Enable or disable server assisted client side caching support",
-        tracking,
-    ),
-    sub(
-        "TRACKINGINFO",
-        2,
-        CF,
-        "6.2.0",
-        "O(1)",
-        "Return information about server assisted client side caching for the current connection",
-        trackinginfo,
-    ),
-    sub(
-        "UNBLOCK",
-        -3,
-        CFA,
-        "5.0.0",
-        "O(log N) where N is the number of client connections",
-        "Unblock a client blocked in a blocking command from a different connection",
-        unblock,
-    ),
-    sub(
-        "UNPAUSE",
-        2,
-        CFA,
-        "6.2.0",
-        "O(N) Where N is the number of paused clients",
-        "Resume processing of clients that were paused",
-        unpause,
-    ),
+const SUBS: &[Command] = &[
+    Command::redis("CACHING", caching),
+    Command::redis("GETNAME", getname),
+    Command::redis("GETREDIR", getredir),
+    Command::redis("HELP", help),
+    Command::redis("ID", id),
+    Command::redis("INFO", info),
+    Command::redis("KILL", kill),
+    Command::redis("LIST", list),
+    Command::redis("NO-EVICT", no_evict),
+    Command::redis("PAUSE", pause),
+    Command::redis("REPLY", reply),
+    Command::redis("SETNAME", setname),
+    Command::redis("TRACKING", tracking),
+    Command::redis("TRACKINGINFO", trackinginfo),
+    Command::redis("UNBLOCK", unblock),
+    Command::redis("UNPAUSE", unpause),
 ];
 
-pub const COMMANDS: &[CommandSpec] = &[CommandSpec::new(
-    "CLIENT",
-    -2,
-    Flags::KEEPS_CACHING,
-    KeySpec::None,
-    Group::Connection,
-    "A container for client connection commands",
-    container,
-)
-.since("2.4.0")
-.complexity("Depends on subcommand.")
-.subs(SUBS)];
+pub const COMMANDS: &[Command] =
+    &[Command::redis("CLIENT", container).flags(Flags::KEEPS_CACHING).subs(SUBS)];
 
 /// Only reached if the dispatcher lets a bare container through.
 fn container(_: &mut Ctx, args: &mut Args, _: &mut ReplyBuf) -> CmdResult {

@@ -9,320 +9,39 @@ use resp::ReplyBuf;
 
 use crate::ctx::{Args, Ctx};
 use crate::error::{CmdError, CmdResult};
-use crate::spec::{CommandSpec, Flags, Group, KeySpec};
+use crate::spec::Command;
 
-pub const COMMANDS: &[CommandSpec] = &[CommandSpec::new(
-    "CLUSTER",
-    -2,
-    Flags::NONE,
-    KeySpec::None,
-    Group::Cluster,
-    "A container for cluster commands",
-    container,
-)
-.since("3.0.0")
-.complexity("Depends on subcommand.")
-.subs(SUBS)];
+pub const COMMANDS: &[Command] = &[Command::redis("CLUSTER", container).subs(SUBS)];
 
 /// Redis 7.0.15's subcommands, as its metadata declares them.
-const SUBS: &[CommandSpec] = &[
-    CommandSpec::new(
-        "ADDSLOTS",
-        -3,
-        Flags::ADMIN.union(Flags::STALE).union(Flags::NO_ASYNC_LOADING),
-        KeySpec::None,
-        Group::Cluster,
-        "Assign new hash slots to receiving node",
-        disabled,
-    )
-    .since("3.0.0")
-    .complexity("O(N) where N is the total number of hash slot arguments"),
-    CommandSpec::new(
-        "ADDSLOTSRANGE",
-        -4,
-        Flags::ADMIN.union(Flags::STALE).union(Flags::NO_ASYNC_LOADING),
-        KeySpec::None,
-        Group::Cluster,
-        "Assign new hash slots to receiving node",
-        disabled,
-    )
-    .since("7.0.0")
-    .complexity("O(N) where N is the total number of the slots between the start slot and end slot arguments."),
-    CommandSpec::new(
-        "BUMPEPOCH",
-        2,
-        Flags::ADMIN.union(Flags::STALE).union(Flags::NO_ASYNC_LOADING),
-        KeySpec::None,
-        Group::Cluster,
-        "Advance the cluster config epoch",
-        disabled,
-    )
-    .since("3.0.0")
-    .complexity("O(1)"),
-    CommandSpec::new(
-        "COUNT-FAILURE-REPORTS",
-        3,
-        Flags::ADMIN.union(Flags::STALE),
-        KeySpec::None,
-        Group::Cluster,
-        "Return the number of failure reports active for a given node",
-        disabled,
-    )
-    .since("3.0.0")
-    .complexity("O(N) where N is the number of failure reports"),
-    CommandSpec::new(
-        "COUNTKEYSINSLOT",
-        3,
-        Flags::STALE,
-        KeySpec::None,
-        Group::Cluster,
-        "Return the number of local keys in the specified hash slot",
-        disabled,
-    )
-    .since("3.0.0")
-    .complexity("O(1)"),
-    CommandSpec::new(
-        "DELSLOTS",
-        -3,
-        Flags::ADMIN.union(Flags::STALE).union(Flags::NO_ASYNC_LOADING),
-        KeySpec::None,
-        Group::Cluster,
-        "Set hash slots as unbound in receiving node",
-        disabled,
-    )
-    .since("3.0.0")
-    .complexity("O(N) where N is the total number of hash slot arguments"),
-    CommandSpec::new(
-        "DELSLOTSRANGE",
-        -4,
-        Flags::ADMIN.union(Flags::STALE).union(Flags::NO_ASYNC_LOADING),
-        KeySpec::None,
-        Group::Cluster,
-        "Set hash slots as unbound in receiving node",
-        disabled,
-    )
-    .since("7.0.0")
-    .complexity("O(N) where N is the total number of the slots between the start slot and end slot arguments."),
-    CommandSpec::new(
-        "FAILOVER",
-        -2,
-        Flags::ADMIN.union(Flags::STALE).union(Flags::NO_ASYNC_LOADING),
-        KeySpec::None,
-        Group::Cluster,
-        "Forces a replica to perform a manual failover of its master.",
-        disabled,
-    )
-    .since("3.0.0")
-    .complexity("O(1)"),
-    CommandSpec::new(
-        "FLUSHSLOTS",
-        2,
-        Flags::ADMIN.union(Flags::STALE).union(Flags::NO_ASYNC_LOADING),
-        KeySpec::None,
-        Group::Cluster,
-        "Delete a node's own slots information",
-        disabled,
-    )
-    .since("3.0.0")
-    .complexity("O(1)"),
-    CommandSpec::new(
-        "FORGET",
-        3,
-        Flags::ADMIN.union(Flags::STALE).union(Flags::NO_ASYNC_LOADING),
-        KeySpec::None,
-        Group::Cluster,
-        "Remove a node from the nodes table",
-        disabled,
-    )
-    .since("3.0.0")
-    .complexity("O(1)"),
-    CommandSpec::new(
-        "GETKEYSINSLOT",
-        4,
-        Flags::STALE,
-        KeySpec::None,
-        Group::Cluster,
-        "Return local key names in the specified hash slot",
-        disabled,
-    )
-    .since("3.0.0")
-    .complexity("O(log(N)) where N is the number of requested keys"),
-    CommandSpec::new(
-        "HELP",
-        2,
-        Flags::LOADING.union(Flags::STALE),
-        KeySpec::None,
-        Group::Cluster,
-        "Show helpful text about the different subcommands",
-        disabled,
-    )
-    .since("5.0.0")
-    .complexity("O(1)"),
-    CommandSpec::new(
-        "INFO",
-        2,
-        Flags::STALE,
-        KeySpec::None,
-        Group::Cluster,
-        "Provides info about Redis Cluster node state",
-        disabled,
-    )
-    .since("3.0.0")
-    .complexity("O(1)"),
-    CommandSpec::new(
-        "KEYSLOT",
-        3,
-        Flags::STALE,
-        KeySpec::None,
-        Group::Cluster,
-        "Returns the hash slot of the specified key",
-        disabled,
-    )
-    .since("3.0.0")
-    .complexity("O(N) where N is the number of bytes in the key"),
-    CommandSpec::new(
-        "LINKS",
-        2,
-        Flags::STALE,
-        KeySpec::None,
-        Group::Cluster,
-        "Returns a list of all TCP links to and from peer nodes in cluster",
-        disabled,
-    )
-    .since("7.0.0")
-    .complexity("O(N) where N is the total number of Cluster nodes"),
-    CommandSpec::new(
-        "MEET",
-        -4,
-        Flags::ADMIN.union(Flags::STALE).union(Flags::NO_ASYNC_LOADING),
-        KeySpec::None,
-        Group::Cluster,
-        "Force a node cluster to handshake with another node",
-        disabled,
-    )
-    .since("3.0.0")
-    .complexity("O(1)"),
-    CommandSpec::new(
-        "MYID",
-        2,
-        Flags::STALE,
-        KeySpec::None,
-        Group::Cluster,
-        "Return the node id",
-        disabled,
-    )
-    .since("3.0.0")
-    .complexity("O(1)"),
-    CommandSpec::new(
-        "NODES",
-        2,
-        Flags::STALE,
-        KeySpec::None,
-        Group::Cluster,
-        "Get Cluster config for the node",
-        disabled,
-    )
-    .since("3.0.0")
-    .complexity("O(N) where N is the total number of Cluster nodes"),
-    CommandSpec::new(
-        "REPLICAS",
-        3,
-        Flags::ADMIN.union(Flags::STALE),
-        KeySpec::None,
-        Group::Cluster,
-        "List replica nodes of the specified master node",
-        disabled,
-    )
-    .since("5.0.0")
-    .complexity("O(1)"),
-    CommandSpec::new(
-        "REPLICATE",
-        3,
-        Flags::ADMIN.union(Flags::STALE).union(Flags::NO_ASYNC_LOADING),
-        KeySpec::None,
-        Group::Cluster,
-        "Reconfigure a node as a replica of the specified master node",
-        disabled,
-    )
-    .since("3.0.0")
-    .complexity("O(1)"),
-    CommandSpec::new(
-        "RESET",
-        -2,
-        Flags::ADMIN.union(Flags::NOSCRIPT).union(Flags::STALE),
-        KeySpec::None,
-        Group::Cluster,
-        "Reset a Redis Cluster node",
-        disabled,
-    )
-    .since("3.0.0")
-    .complexity("O(N) where N is the number of known nodes. The command may execute a FLUSHALL as a side effect."),
-    CommandSpec::new(
-        "SAVECONFIG",
-        2,
-        Flags::ADMIN.union(Flags::STALE).union(Flags::NO_ASYNC_LOADING),
-        KeySpec::None,
-        Group::Cluster,
-        "Forces the node to save cluster state on disk",
-        disabled,
-    )
-    .since("3.0.0")
-    .complexity("O(1)"),
-    CommandSpec::new(
-        "SET-CONFIG-EPOCH",
-        3,
-        Flags::ADMIN.union(Flags::STALE).union(Flags::NO_ASYNC_LOADING),
-        KeySpec::None,
-        Group::Cluster,
-        "Set the configuration epoch in a new node",
-        disabled,
-    )
-    .since("3.0.0")
-    .complexity("O(1)"),
-    CommandSpec::new(
-        "SETSLOT",
-        -4,
-        Flags::ADMIN.union(Flags::STALE).union(Flags::NO_ASYNC_LOADING),
-        KeySpec::None,
-        Group::Cluster,
-        "Bind a hash slot to a specific node",
-        disabled,
-    )
-    .since("3.0.0")
-    .complexity("O(1)"),
-    CommandSpec::new(
-        "SHARDS",
-        2,
-        Flags::STALE,
-        KeySpec::None,
-        Group::Cluster,
-        "Get array of cluster slots to node mappings",
-        disabled,
-    )
-    .since("7.0.0")
-    .complexity("O(N) where N is the total number of cluster nodes"),
-    CommandSpec::new(
-        "SLAVES",
-        3,
-        Flags::ADMIN.union(Flags::STALE),
-        KeySpec::None,
-        Group::Cluster,
-        "List replica nodes of the specified master node",
-        disabled,
-    )
-    .since("3.0.0")
-    .complexity("O(1)"),
-    CommandSpec::new(
-        "SLOTS",
-        2,
-        Flags::STALE,
-        KeySpec::None,
-        Group::Cluster,
-        "Get array of Cluster slot to node mappings",
-        disabled,
-    )
-    .since("3.0.0")
-    .complexity("O(N) where N is the total number of Cluster nodes"),
+const SUBS: &[Command] = &[
+    Command::redis("ADDSLOTS", disabled),
+    Command::redis("ADDSLOTSRANGE", disabled),
+    Command::redis("BUMPEPOCH", disabled),
+    Command::redis("COUNT-FAILURE-REPORTS", disabled),
+    Command::redis("COUNTKEYSINSLOT", disabled),
+    Command::redis("DELSLOTS", disabled),
+    Command::redis("DELSLOTSRANGE", disabled),
+    Command::redis("FAILOVER", disabled),
+    Command::redis("FLUSHSLOTS", disabled),
+    Command::redis("FORGET", disabled),
+    Command::redis("GETKEYSINSLOT", disabled),
+    Command::redis("HELP", disabled),
+    Command::redis("INFO", disabled),
+    Command::redis("KEYSLOT", disabled),
+    Command::redis("LINKS", disabled),
+    Command::redis("MEET", disabled),
+    Command::redis("MYID", disabled),
+    Command::redis("NODES", disabled),
+    Command::redis("REPLICAS", disabled),
+    Command::redis("REPLICATE", disabled),
+    Command::redis("RESET", disabled),
+    Command::redis("SAVECONFIG", disabled),
+    Command::redis("SET-CONFIG-EPOCH", disabled),
+    Command::redis("SETSLOT", disabled),
+    Command::redis("SHARDS", disabled),
+    Command::redis("SLAVES", disabled),
+    Command::redis("SLOTS", disabled),
 ];
 
 /// Only reached if the dispatcher lets a bare container through.

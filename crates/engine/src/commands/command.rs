@@ -4,8 +4,8 @@
 //!
 //! Only what the table implements is listed (`COMMAND`, `COUNT`, `INFO`,
 //! `DOCS`, `LIST`, and a container's subcommands); each entry's content is
-//! Redis's own metadata for it. A command Redis does not have (none yet)
-//! gets metadata derived from its declaration ([`derived_meta`]).
+//! Redis's own metadata for it, or for a command Sluice adds (the job
+//! queue), Sluice's in the same shape ([`crate::meta::sluice`]).
 
 use resp::ReplyBuf;
 
@@ -13,102 +13,18 @@ use std::sync::OnceLock;
 
 use crate::commands;
 use crate::ctx::{eq_ic, Args, Ctx};
-use crate::dispatch;
 use crate::error::{CmdError, CmdResult};
-use crate::meta::{self, c, k, Begin, Find, KeySpecMeta, Meta};
-use crate::spec::{CommandSpec, Flags, Group, KeySpec};
+use crate::meta::{self, Meta};
+use crate::spec::{Command, CommandSpec, Flags};
 
-const LS: Flags = Flags::LOADING.union(Flags::STALE);
-
-pub const COMMANDS: &[CommandSpec] = &[CommandSpec::new(
-    "COMMAND",
-    -1,
-    LS,
-    KeySpec::None,
-    Group::Server,
-    "Get array of Redis command details",
-    command_all,
-)
-.since("2.8.13")
-.complexity("O(N) where N is the total number of Redis commands")
-.subs(&[
-    CommandSpec::new(
-        "COUNT",
-        2,
-        LS,
-        KeySpec::None,
-        Group::Server,
-        "Get total number of Redis commands",
-        command_count,
-    )
-    .since("2.8.13")
-    .complexity("O(1)"),
-    CommandSpec::new(
-        "DOCS",
-        -2,
-        LS,
-        KeySpec::None,
-        Group::Server,
-        "Get array of specific Redis command documentation",
-        command_docs,
-    )
-    .since("7.0.0")
-    .complexity("O(N) where N is the number of commands to look up"),
-    CommandSpec::new(
-        "GETKEYS",
-        -4,
-        LS,
-        KeySpec::None,
-        Group::Server,
-        "Extract keys given a full Redis command",
-        command_getkeys,
-    )
-    .since("2.8.13")
-    .complexity("O(N) where N is the number of arguments to the command"),
-    CommandSpec::new(
-        "GETKEYSANDFLAGS",
-        -4,
-        LS,
-        KeySpec::None,
-        Group::Server,
-        "Extract keys and access flags given a full Redis command",
-        command_getkeysandflags,
-    )
-    .since("7.0.0")
-    .complexity("O(N) where N is the number of arguments to the command"),
-    CommandSpec::new(
-        "HELP",
-        2,
-        LS,
-        KeySpec::None,
-        Group::Server,
-        "Show helpful text about the different subcommands",
-        command_help,
-    )
-    .since("5.0.0")
-    .complexity("O(1)"),
-    CommandSpec::new(
-        "INFO",
-        -2,
-        LS,
-        KeySpec::None,
-        Group::Server,
-        "Get array of specific Redis command details, or all when no argument is given.",
-        command_info,
-    )
-    .since("2.8.13")
-    .complexity("O(N) where N is the number of commands to look up"),
-    CommandSpec::new(
-        "LIST",
-        -2,
-        LS,
-        KeySpec::None,
-        Group::Server,
-        "Get an array of Redis command names",
-        command_list,
-    )
-    .since("7.0.0")
-    .complexity("O(N) where N is the total number of Redis commands"),
+pub const COMMANDS: &[Command] = &[Command::redis("COMMAND", command_all).subs(&[
+    Command::redis("COUNT", command_count),
+    Command::redis("DOCS", command_docs),
+    Command::redis("GETKEYS", command_getkeys),
+    Command::redis("GETKEYSANDFLAGS", command_getkeysandflags),
+    Command::redis("HELP", command_help),
+    Command::redis("INFO", command_info),
+    Command::redis("LIST", command_list),
 ])];
 
 /// One command or subcommand of the table, with its metadata; its
@@ -140,20 +56,15 @@ pub fn table() -> &'static [Entry] {
         let mut t = Vec::new();
         for top in commands::all() {
             let at = t.len();
-            t.push(Entry { top, spec: top, meta: meta_for(top, top), subs: vec![] });
+            t.push(Entry { top, spec: top, meta: top.meta(), subs: vec![] });
             for s in top.subcommands {
                 let i = t.len();
                 t[at].subs.push(i);
-                t.push(Entry { top, spec: s, meta: meta_for(top, s), subs: vec![] });
+                t.push(Entry { top, spec: s, meta: s.meta(), subs: vec![] });
             }
         }
         t
     })
-}
-
-fn meta_for(top: &'static CommandSpec, spec: &'static CommandSpec) -> &'static Meta {
-    let name = dispatch::full_name(top, spec);
-    meta::find(&name).unwrap_or_else(|| Box::leak(Box::new(derived_meta(name, spec))))
 }
 
 /// The table's entry for a command line's command (`name` or
@@ -184,85 +95,6 @@ pub fn entry_of(top: &CommandSpec, spec: &CommandSpec) -> Option<&'static Entry>
 /// Top-level entries.
 fn tops() -> impl Iterator<Item = &'static Entry> {
     table().iter().filter(|e| std::ptr::eq(e.top, e.spec))
-}
-
-/// Metadata for a command Redis 7.0 does not have, from its declaration:
-/// Redis's implicit ACL categories from the flags and group
-/// (`setImplicitACLCategories`), one key spec from the key range.
-pub fn derived_meta(name: String, spec: &CommandSpec) -> Meta {
-    let fl = spec.flags;
-    let mut acl = match spec.group {
-        Group::Generic => c::KEYSPACE,
-        Group::String => c::STRING,
-        Group::List => c::LIST,
-        Group::Set => c::SET,
-        Group::SortedSet => c::SORTEDSET,
-        Group::Hash => c::HASH,
-        Group::Pubsub => c::PUBSUB,
-        Group::Transactions => c::TRANSACTION,
-        Group::Connection => c::CONNECTION,
-        Group::Scripting => c::SCRIPTING,
-        Group::Hyperloglog => c::HYPERLOGLOG,
-        Group::Geo => c::GEO,
-        Group::Stream => c::STREAM,
-        Group::Bitmap => c::BITMAP,
-        Group::Server | Group::Cluster | Group::Queue => 0,
-    };
-    for (flag, cat) in [
-        (Flags::WRITE, c::WRITE),
-        (Flags::READONLY, c::READ),
-        (Flags::ADMIN, c::ADMIN | c::DANGEROUS),
-        (Flags::PUBSUB, c::PUBSUB),
-        (Flags::FAST, c::FAST),
-        (Flags::BLOCKING, c::BLOCKING),
-    ] {
-        if fl.has(flag) {
-            acl |= cat;
-        }
-    }
-    if !fl.has(Flags::FAST) {
-        acl |= c::SLOW;
-    }
-    let (first, last, step) = spec.keys.legacy();
-    let mut flags = fl.0 & Flags::REDIS.0;
-    let key_specs: &'static [KeySpecMeta] = match spec.keys {
-        KeySpec::Range { first, last, step } if first > 0 => {
-            let lastkey = if last < 0 { last } else { last - first };
-            let flags = if fl.has(Flags::WRITE) { k::RW | k::UPDATE } else { k::RO | k::ACCESS };
-            Box::leak(Box::new([KeySpecMeta {
-                notes: None,
-                flags,
-                begin: Begin::Index(first),
-                find: Find::Range { lastkey, keystep: step, limit: 0 },
-            }]))
-        }
-        KeySpec::Custom { .. } | KeySpec::CustomOrDb { .. } => {
-            flags |= Flags::MOVABLEKEYS.0;
-            Box::leak(Box::new([KeySpecMeta {
-                notes: None,
-                flags: if fl.has(Flags::WRITE) { k::RW | k::UPDATE } else { k::RO | k::ACCESS },
-                begin: Begin::Unknown,
-                find: Find::Unknown,
-            }]))
-        }
-        _ => &[],
-    };
-    Meta {
-        name: Box::leak(name.into_boxed_str()),
-        arity: spec.arity.0,
-        flags,
-        first,
-        last,
-        step,
-        acl,
-        key_specs,
-        summary: spec.summary,
-        since: spec.since,
-        group: spec.group,
-        complexity: (!spec.complexity.is_empty()).then_some(spec.complexity),
-        subcommands: if spec.subcommands.is_empty() { &[] } else { &[meta::META] },
-        ..meta::META
-    }
 }
 
 fn command_all(_: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
@@ -456,69 +288,49 @@ pub fn markdown() -> String {
 
 #[cfg(test)]
 mod tests {
-    use crate::meta;
-    use crate::spec::{Flags, KeySpec};
+    use crate::spec::{Flags, Group, KeySpec};
     use crate::tests::Harness;
 
-    /// The table drives dispatch; Redis's metadata says what it should
-    /// be. Every implemented command's arity, flags, legacy key range and
-    /// group equal Redis 7.0.15's.
+    /// What a declaration still says beside the metadata agrees with it:
+    /// every command Redis finds by a function of its arguments
+    /// (`movablekeys`) is declared with a key finder, and the locks that
+    /// take no key range (whole database, job namespace) are only
+    /// declared for commands whose metadata has none.
     #[test]
-    fn table_agrees_with_redis_metadata() {
+    fn declarations_agree_with_metadata() {
         let mut bad = vec![];
         for e in super::table() {
-            let Some(m) = meta::find(e.name()) else {
-                if e.spec.group == crate::spec::Group::Queue {
-                    // Disque's commands: not Redis's, by design.
-                    continue;
-                }
-                bad.push(format!("{}: not a Redis 7.0 command", e.name()));
-                continue;
-            };
-            let spec = e.spec;
-            // Redis derives `movablekeys` from its key specs; the table
-            // finds keys by a function for other reasons too (COPY's DB
-            // option), so only the converse must hold.
-            let custom = matches!(spec.keys, KeySpec::Custom { .. } | KeySpec::CustomOrDb { .. });
-            // Redis hides `may_replicate` from COMMAND on purpose, so the
-            // metadata cannot carry it: the table declares it (PUBLISH,
-            // SPUBLISH, PFCOUNT, EVAL, EVALSHA, FCALL, as 7.0's command
-            // files do) for CLIENT PAUSE WRITE and read-only scripts.
-            let shown = Flags::REDIS.0 & !Flags::MAY_REPLICATE.0;
-            let flags = spec.flags.0 & shown | (m.flags & Flags::MOVABLEKEYS.0);
-            if m.flags & Flags::MOVABLEKEYS.0 != 0 && !custom {
-                bad.push(format!("{}: movable keys declared as a fixed range", e.name()));
+            let (m, keys) = (e.meta, e.spec.keys);
+            let movable = m.flags & Flags::MOVABLEKEYS.0 != 0;
+            let custom = matches!(keys, KeySpec::Custom { .. } | KeySpec::CustomOrDb { .. });
+            if movable && !custom {
+                bad.push(format!("{}: movable keys locked as a fixed range", e.name()));
             }
-            let names = |f: u32| -> Vec<&str> {
-                Flags::NAMES.iter().filter(|(x, _)| Flags(f).has(*x)).map(|(_, n)| *n).collect()
-            };
-            if flags != m.flags {
-                bad.push(format!(
-                    "{}: flags {:?}, Redis {:?}",
-                    e.name(),
-                    names(flags),
-                    names(m.flags)
-                ));
+            let rangeless = matches!(
+                keys,
+                KeySpec::WholeDb | KeySpec::DbWalk | KeySpec::AllDbs | KeySpec::Jobs
+            );
+            if rangeless && (m.first, m.last, m.step) != (0, 0, 0) {
+                bad.push(format!("{}: its metadata has a key range", e.name()));
             }
-            if spec.arity.0 != m.arity {
-                bad.push(format!("{}: arity {}, Redis {}", e.name(), spec.arity.0, m.arity));
-            }
-            if spec.keys.legacy() != (m.first, m.last, m.step) {
-                bad.push(format!(
-                    "{}: keys {:?}, Redis {:?}",
-                    e.name(),
-                    spec.keys.legacy(),
-                    (m.first, m.last, m.step)
-                ));
-            }
-            if spec.group != m.group {
-                bad.push(format!("{}: group {:?}, Redis {:?}", e.name(), spec.group, m.group));
-            }
-            if !std::ptr::eq(e.meta, m) {
-                bad.push(format!("{}: entry not linked to Redis's metadata", e.name()));
+            if matches!(keys, KeySpec::Jobs) != (m.group == Group::Queue) {
+                bad.push(format!("{}: only the job queue locks the job namespace", e.name()));
             }
         }
         assert!(bad.is_empty(), "{} differences:\n{}", bad.len(), bad.join("\n"));
+    }
+
+    /// A built spec takes Redis 7.0.15's facts: `COMMAND INFO get` says
+    /// arity 2, readonly and fast, key range (1, 1, 1).
+    #[test]
+    fn built_specs_take_the_metadata() {
+        let get = crate::commands::find(b"get").unwrap();
+        assert_eq!(get.arity.0, 2);
+        assert_eq!(get.flags, Flags::READONLY.union(Flags::FAST));
+        assert!(matches!(get.keys, KeySpec::Range { first: 1, last: 1, step: 1 }));
+        let quit = crate::commands::find(b"quit").unwrap();
+        let own = Flags::NO_QUEUE.union(Flags::NO_PAUSE).union(Flags::PUBSUB_CONTEXT);
+        assert_eq!(quit.flags, Flags(quit.meta().flags).union(own));
     }
 
     // Replies below are redis-server 7.0.15's.

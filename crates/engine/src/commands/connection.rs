@@ -12,90 +12,22 @@ use crate::commands::{client, tx};
 use crate::ctx::{eq_ic, Args, Ctx};
 use crate::error::{CmdError, CmdResult};
 use crate::session::ReplyMode;
-use crate::spec::{CommandSpec, Flags, Group, KeySpec};
-
-const CONN: Flags = Flags::FAST.union(Flags::LOADING).union(Flags::STALE);
-/// HELLO, AUTH and RESET: allowed before authentication and while busy.
-const HANDSHAKE: Flags = CONN.union(Flags::NOSCRIPT).union(Flags::NO_AUTH).union(Flags::ALLOW_BUSY);
+use crate::spec::{Command, Flags};
 
 /// The Redis version HELLO (and INFO) announce.
 pub const REDIS_VERSION: &str = "7.0.15";
 
-pub const COMMANDS: &[CommandSpec] = &[
-    CommandSpec::new(
-        "PING",
-        -1,
-        Flags::FAST.union(Flags::PUBSUB_CONTEXT),
-        KeySpec::None,
-        Group::Connection,
-        "Returns the server's liveliness response.",
-        ping,
-    )
-    .complexity("O(1)"),
-    CommandSpec::new(
-        "ECHO",
-        2,
-        Flags::FAST.union(Flags::LOADING).union(Flags::STALE),
-        KeySpec::None,
-        Group::Connection,
-        "Returns the given string.",
-        echo,
-    )
-    .complexity("O(1)"),
-    CommandSpec::new(
-        "SELECT",
-        2,
-        CONN.union(Flags::CHANGES_DB),
-        KeySpec::None,
-        Group::Connection,
-        "Changes the selected database.",
-        select,
-    )
-    .complexity("O(1)"),
-    CommandSpec::new(
-        "HELLO",
-        -1,
-        HANDSHAKE,
-        KeySpec::None,
-        Group::Connection,
-        "Handshake with Redis",
-        hello,
-    )
-    .since("6.0.0")
-    .complexity("O(1)"),
-    CommandSpec::new(
-        "AUTH",
-        -2,
-        HANDSHAKE,
-        KeySpec::None,
-        Group::Connection,
-        "Authenticate to the server",
-        auth,
-    )
-    .complexity("O(N) where N is the number of passwords defined for the user"),
-    CommandSpec::new(
-        "RESET",
-        1,
-        HANDSHAKE.union(Flags::NO_QUEUE).union(Flags::PUBSUB_CONTEXT),
-        KeySpec::None,
-        Group::Connection,
-        "Reset the connection",
-        reset,
-    )
-    .since("6.2.0")
-    .complexity("O(1)"),
+pub const COMMANDS: &[Command] = &[
+    Command::redis("PING", ping).flags(Flags::PUBSUB_CONTEXT),
+    Command::redis("ECHO", echo),
+    Command::redis("SELECT", select).flags(Flags::CHANGES_DB),
+    Command::redis("HELLO", hello),
+    Command::redis("AUTH", auth),
+    Command::redis("RESET", reset).flags(Flags::NO_QUEUE.union(Flags::PUBSUB_CONTEXT)),
     // Redis 7.0 answers QUIT before anything else: before authentication,
     // queueing and CLIENT PAUSE, whatever its arguments.
-    CommandSpec::new(
-        "QUIT",
-        -1,
-        HANDSHAKE.union(Flags::NO_QUEUE).union(Flags::NO_PAUSE).union(Flags::PUBSUB_CONTEXT),
-        KeySpec::None,
-        Group::Connection,
-        "Close the connection",
-        quit,
-    )
-    .complexity("O(1)"),
+    Command::redis("QUIT", quit)
+        .flags(Flags::NO_QUEUE.union(Flags::NO_PAUSE).union(Flags::PUBSUB_CONTEXT)),
 ];
 
 fn quit(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {

@@ -13,34 +13,13 @@ use crate::commands::client::help_reply;
 use crate::ctx::{eq_ic, Args, Ctx};
 use crate::error::{CmdError, CmdResult};
 use crate::shared::unix_us;
-use crate::spec::{CommandSpec, Flags, Group, KeyList, KeySpec};
+use crate::spec::{Command, Flags, KeyList, Lock};
 
-pub const COMMANDS: &[CommandSpec] = &[
-    CommandSpec::new(
-        "TIME",
-        1,
-        Flags::LOADING.union(Flags::STALE).union(Flags::FAST),
-        KeySpec::None,
-        Group::Server,
-        "Return the current server time",
-        time,
-    )
-    .since("2.6.0")
-    .complexity("O(1)"),
-    CommandSpec::new(
-        "DEBUG",
-        -2,
-        Flags::ADMIN
-            .union(Flags::NOSCRIPT)
-            .union(Flags::LOADING)
-            .union(Flags::STALE)
-            .union(Flags::PROTECTED),
-        KeySpec::CustomOrDb { legacy: (0, 0, 0), find: debug_keys, whole_db: debug_whole_db },
-        Group::Server,
-        "A container for debugging commands",
-        debug,
-    )
-    .complexity("Depends on subcommand."),
+pub const COMMANDS: &[Command] = &[
+    Command::redis("TIME", time),
+    Command::redis("DEBUG", debug)
+        .flags(Flags::PROTECTED)
+        .lock(Lock::CustomOrDb { find: debug_keys, whole_db: debug_whole_db }),
 ];
 
 /// `DEBUG OBJECT key` reads one key of the selected database,
@@ -722,134 +701,11 @@ fn string_len(b: &[u8]) -> usize {
     }
     // Longer strings are stored LZF-compressed when that saves 4+ bytes.
     if b.len() > 20 {
-        if let Some(c) = lzf_compress(b, b.len() - 4) {
+        if let Some(c) = store::lzf::compress(b, b.len() - 4) {
             return 1 + rdb_len_size(c.len()) + rdb_len_size(b.len()) + c.len();
         }
     }
     rdb_len_size(b.len()) + b.len()
-}
-
-/// LZF compression as liblzf 3.6 does it in Redis's build (16-bit hash
-/// table, "very fast" rehashing after a match), so that lengths agree with
-/// Redis's. `None` when the output would not fit in `max_out` bytes.
-/// Output format: `000LLLLL` + L+1 literals; `LLLooooo oooooooo` a back
-/// reference of L+2 bytes; `111ooooo LLLLLLLL oooooooo` one of L+9 bytes.
-pub(crate) fn lzf_compress(input: &[u8], max_out: usize) -> Option<Vec<u8>> {
-    const HLOG: u32 = 16;
-    const HSIZE: u32 = 1 << HLOG;
-    const MAX_LIT: usize = 1 << 5;
-    const MAX_OFF: usize = 1 << 13;
-    const MAX_REF: usize = (1 << 8) + (1 << 3);
-    let n = input.len();
-    if n == 0 || max_out == 0 {
-        return None;
-    }
-    let slot = |h: u32| ((h >> (24 - HLOG)).wrapping_sub(h.wrapping_mul(5)) & (HSIZE - 1)) as usize;
-    // Positions + 1 of the last 3-byte sequence seen per hash (0: none).
-    let mut table = vec![0u32; HSIZE as usize];
-    let mut out: Vec<u8> = Vec::with_capacity(max_out + 1);
-    // `out[run]` is the header of the literal run being collected.
-    let close_run = |out: &mut Vec<u8>, lit: usize| {
-        let at = out.len() - lit - 1;
-        if lit == 0 {
-            out.truncate(at);
-        } else {
-            out[at] = (lit - 1) as u8;
-        }
-    };
-    out.push(0);
-    let mut lit = 0;
-    let mut ip = 0;
-    let mut h: u32 = if n > 1 { u32::from(input[0]) << 8 | u32::from(input[1]) } else { 0 };
-    while ip + 2 < n {
-        h = (h << 8) | u32::from(input[ip + 2]);
-        let s = slot(h);
-        let prev = table[s] as usize;
-        table[s] = ip as u32 + 1;
-        // liblzf never refers back to the very first byte.
-        let matched = prev > 1 && {
-            let r = prev - 1;
-            ip - r - 1 < MAX_OFF && input[r..r + 3] == input[ip..ip + 3]
-        };
-        if !matched {
-            if out.len() >= max_out {
-                return None;
-            }
-            lit += 1;
-            out.push(input[ip]);
-            ip += 1;
-            if lit == MAX_LIT {
-                close_run(&mut out, lit);
-                lit = 0;
-                out.push(0);
-            }
-            continue;
-        }
-        let r = prev - 1;
-        let off = ip - r - 1;
-        let maxlen = (n - ip - 2).min(MAX_REF);
-        close_run(&mut out, lit);
-        if out.len() + 4 >= max_out {
-            return None;
-        }
-        // liblzf's unrolled first 16 steps do not check `maxlen`, so a
-        // match may run to the very end of short inputs; keep that.
-        let mut len = 2;
-        let mut mismatch = false;
-        if maxlen > 16 {
-            for _ in 0..16 {
-                len += 1;
-                if input[r + len] != input[ip + len] {
-                    mismatch = true;
-                    break;
-                }
-            }
-        }
-        if !mismatch {
-            len += 1;
-            while len < maxlen && input[r + len] == input[ip + len] {
-                len += 1;
-            }
-        }
-        len -= 2;
-        ip += 1;
-        if len < 7 {
-            out.push(((off >> 8) + (len << 5)) as u8);
-        } else {
-            out.push(((off >> 8) + (7 << 5)) as u8);
-            out.push((len - 7) as u8);
-        }
-        out.push(off as u8);
-        lit = 0;
-        out.push(0);
-        ip += len + 1;
-        if ip + 2 >= n {
-            break;
-        }
-        // Hash the last two positions of the match.
-        ip -= 2;
-        h = u32::from(input[ip]) << 8 | u32::from(input[ip + 1]);
-        for _ in 0..2 {
-            h = (h << 8) | u32::from(input[ip + 2]);
-            table[slot(h)] = ip as u32 + 1;
-            ip += 1;
-        }
-    }
-    if out.len() + 3 > max_out {
-        return None;
-    }
-    while ip < n {
-        lit += 1;
-        out.push(input[ip]);
-        ip += 1;
-        if lit == MAX_LIT {
-            close_run(&mut out, lit);
-            lit = 0;
-            out.push(0);
-        }
-    }
-    close_run(&mut out, lit);
-    Some(out)
 }
 
 #[cfg(test)]

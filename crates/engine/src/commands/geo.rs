@@ -15,62 +15,21 @@ use crate::ctx::{eq_ic, parse_i64, Args, Ctx};
 use crate::effects::Class;
 use crate::error::{CmdError, CmdResult};
 use crate::ldouble::{self, LD_BUF};
-use crate::spec::{CommandSpec, Flags, Group, KeyList, KeySpec};
+use crate::spec::{Command, KeyList, Lock};
 
-const W: Flags = Flags::WRITE.union(Flags::DENYOOM);
-const R: Flags = Flags::READONLY;
-const K1: KeySpec = KeySpec::range(1, 1, 1);
-const G: Group = Group::Geo;
-const STORING: KeySpec = KeySpec::Custom { legacy: (1, 1, 1), find: georadius_keys };
+const STORING: Lock = Lock::Custom { find: georadius_keys };
 
-const RADIUS_COMPLEXITY: &str = "O(N+log(M)) where N is the number of elements inside the bounding box of the circular area delimited by center and radius and M is the number of items inside the index.";
-
-pub const COMMANDS: &[CommandSpec] = &[
-    CommandSpec::new("GEOADD", -5, W, K1, G,
-        "Add one or more geospatial items in the geospatial index represented using a sorted set",
-        geoadd)
-        .since("3.2.0")
-        .complexity("O(log(N)) for each item added, where N is the number of elements in the sorted set."),
-    CommandSpec::new("GEODIST", -4, R, K1, G,
-        "Returns the distance between two members of a geospatial index", geodist)
-        .since("3.2.0")
-        .complexity("O(log(N))"),
-    CommandSpec::new("GEOHASH", -2, R, K1, G,
-        "Returns members of a geospatial index as standard geohash strings", geohash)
-        .since("3.2.0")
-        .complexity("O(log(N)) for each member requested, where N is the number of elements in the sorted set."),
-    CommandSpec::new("GEOPOS", -2, R, K1, G,
-        "Returns longitude and latitude of members of a geospatial index", geopos)
-        .since("3.2.0")
-        .complexity("O(N) where N is the number of members requested."),
-    CommandSpec::new("GEORADIUS", -6, W.union(Flags::MOVABLEKEYS), STORING, G,
-        "Query a sorted set representing a geospatial index to fetch members matching a given maximum distance from a point",
-        georadius)
-        .since("3.2.0")
-        .complexity(RADIUS_COMPLEXITY),
-    CommandSpec::new("GEORADIUSBYMEMBER", -5, W.union(Flags::MOVABLEKEYS), STORING, G,
-        "Query a sorted set representing a geospatial index to fetch members matching a given maximum distance from a member",
-        georadiusbymember)
-        .since("3.2.0")
-        .complexity("O(N+log(M)) where N is the number of elements inside the bounding box of the circular area delimited by center and radius and M is the number of items inside the index."),
-    CommandSpec::new("GEORADIUS_RO", -6, R, K1, G,
-        "A read-only variant for GEORADIUS", georadius_ro)
-        .since("3.2.10")
-        .complexity(RADIUS_COMPLEXITY),
-    CommandSpec::new("GEORADIUSBYMEMBER_RO", -5, R, K1, G,
-        "A read-only variant for GEORADIUSBYMEMBER", georadiusbymember_ro)
-        .since("3.2.10")
-        .complexity("O(N+log(M)) where N is the number of elements inside the bounding box of the circular area delimited by center and radius and M is the number of items inside the index."),
-    CommandSpec::new("GEOSEARCH", -7, R, K1, G,
-        "Query a sorted set representing a geospatial index to fetch members inside an area of a box or a circle.",
-        geosearch)
-        .since("6.2.0")
-        .complexity("O(N+log(M)) where N is the number of elements in the grid-aligned bounding box area around the shape provided as the filter and M is the number of items inside the shape"),
-    CommandSpec::new("GEOSEARCHSTORE", -8, W, KeySpec::range(1, 2, 1), G,
-        "Query a sorted set representing a geospatial index to fetch members inside an area of a box or a circle, and store the result in another key.",
-        geosearchstore)
-        .since("6.2.0")
-        .complexity("O(N+log(M)) where N is the number of elements in the grid-aligned bounding box area around the shape provided as the filter and M is the number of items inside the shape"),
+pub const COMMANDS: &[Command] = &[
+    Command::redis("GEOADD", geoadd),
+    Command::redis("GEODIST", geodist),
+    Command::redis("GEOHASH", geohash),
+    Command::redis("GEOPOS", geopos),
+    Command::redis("GEORADIUS", georadius).lock(STORING),
+    Command::redis("GEORADIUSBYMEMBER", georadiusbymember).lock(STORING),
+    Command::redis("GEORADIUS_RO", georadius_ro),
+    Command::redis("GEORADIUSBYMEMBER_RO", georadiusbymember_ro),
+    Command::redis("GEOSEARCH", geosearch),
+    Command::redis("GEOSEARCHSTORE", geosearchstore),
 ];
 
 /// GEORADIUS's keys as Redis's key specs find them (the source, the key

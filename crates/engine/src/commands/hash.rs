@@ -19,72 +19,25 @@ use crate::effects::Class;
 use crate::error::{CmdError, CmdResult};
 use crate::glob;
 use crate::ldouble::{self, LdError};
-use crate::spec::{CommandSpec, Flags, Group, KeySpec};
+use crate::spec::Command;
 
-const W: Flags = Flags::WRITE.union(Flags::DENYOOM);
-const WF: Flags = W.union(Flags::FAST);
-const R: Flags = Flags::READONLY;
-const RF: Flags = R.union(Flags::FAST);
-const K1: KeySpec = KeySpec::range(1, 1, 1);
-const H: Group = Group::Hash;
-
-const ALL_N: &str = "O(N) where N is the size of the hash.";
-
-pub const COMMANDS: &[CommandSpec] = &[
-    CommandSpec::new("HSET", -4, WF, K1, H, "Set the string value of a hash field", hset)
-        .since("2.0.0")
-        .complexity("O(1) for each field/value pair added, so O(N) to add N field/value pairs when the command is called with multiple field/value pairs."),
-    CommandSpec::new("HSETNX", 4, WF, K1, H,
-        "Set the value of a hash field, only if the field does not exist", hsetnx)
-        .since("2.0.0")
-        .complexity("O(1)"),
-    CommandSpec::new("HMSET", -4, WF, K1, H, "Set multiple hash fields to multiple values", hmset)
-        .since("2.0.0")
-        .complexity("O(N) where N is the number of fields being set."),
-    CommandSpec::new("HGET", 3, RF, K1, H, "Get the value of a hash field", hget)
-        .since("2.0.0")
-        .complexity("O(1)"),
-    CommandSpec::new("HMGET", -3, RF, K1, H, "Get the values of all the given hash fields", hmget)
-        .since("2.0.0")
-        .complexity("O(N) where N is the number of fields being requested."),
-    CommandSpec::new("HDEL", -3, Flags::WRITE.union(Flags::FAST), K1, H,
-        "Delete one or more hash fields", hdel)
-        .since("2.0.0")
-        .complexity("O(N) where N is the number of fields to be removed."),
-    CommandSpec::new("HLEN", 2, RF, K1, H, "Get the number of fields in a hash", hlen)
-        .since("2.0.0")
-        .complexity("O(1)"),
-    CommandSpec::new("HEXISTS", 3, RF, K1, H, "Determine if a hash field exists", hexists)
-        .since("2.0.0")
-        .complexity("O(1)"),
-    CommandSpec::new("HKEYS", 2, R, K1, H, "Get all the fields in a hash", hkeys)
-        .since("2.0.0")
-        .complexity(ALL_N),
-    CommandSpec::new("HVALS", 2, R, K1, H, "Get all the values in a hash", hvals)
-        .since("2.0.0")
-        .complexity(ALL_N),
-    CommandSpec::new("HGETALL", 2, R, K1, H, "Get all the fields and values in a hash", hgetall)
-        .since("2.0.0")
-        .complexity(ALL_N),
-    CommandSpec::new("HINCRBY", 4, WF, K1, H,
-        "Increment the integer value of a hash field by the given number", hincrby)
-        .since("2.0.0")
-        .complexity("O(1)"),
-    CommandSpec::new("HINCRBYFLOAT", 4, WF, K1, H,
-        "Increment the float value of a hash field by the given amount", hincrbyfloat)
-        .since("2.6.0")
-        .complexity("O(1)"),
-    CommandSpec::new("HSTRLEN", 3, RF, K1, H, "Get the length of the value of a hash field", hstrlen)
-        .since("3.2.0")
-        .complexity("O(1)"),
-    CommandSpec::new("HRANDFIELD", -2, R, K1, H,
-        "Get one or multiple random fields from a hash", hrandfield)
-        .since("6.2.0")
-        .complexity("O(N) where N is the number of fields returned"),
-    CommandSpec::new("HSCAN", -3, R, K1, H,
-        "Incrementally iterate hash fields and associated values", hscan)
-        .since("2.8.0")
-        .complexity("O(1) for every call. O(N) for a complete iteration, including enough command calls for the cursor to return back to 0. N is the number of elements inside the collection."),
+pub const COMMANDS: &[Command] = &[
+    Command::redis("HSET", hset),
+    Command::redis("HSETNX", hsetnx),
+    Command::redis("HMSET", hmset),
+    Command::redis("HGET", hget),
+    Command::redis("HMGET", hmget),
+    Command::redis("HDEL", hdel),
+    Command::redis("HLEN", hlen),
+    Command::redis("HEXISTS", hexists),
+    Command::redis("HKEYS", hkeys),
+    Command::redis("HVALS", hvals),
+    Command::redis("HGETALL", hgetall),
+    Command::redis("HINCRBY", hincrby),
+    Command::redis("HINCRBYFLOAT", hincrbyfloat),
+    Command::redis("HSTRLEN", hstrlen),
+    Command::redis("HRANDFIELD", hrandfield),
+    Command::redis("HSCAN", hscan),
 ];
 
 // ---- helpers ---------------------------------------------------------------

@@ -14,33 +14,14 @@ use crate::ctx::{eq_ic, Args, Ctx};
 use crate::effects::Class;
 use crate::error::{CmdError, CmdResult};
 use crate::hll::{self, Corrupt, REGISTERS};
-use crate::spec::{CommandSpec, Flags, Group, KeySpec};
+use crate::spec::{Command, Flags};
 
-const W: Flags = Flags::WRITE.union(Flags::DENYOOM);
-const G: Group = Group::Hyperloglog;
-
-pub const COMMANDS: &[CommandSpec] = &[
-    CommandSpec::new("PFADD", -2, W.union(Flags::FAST), KeySpec::range(1, 1, 1), G,
-        "Adds the specified elements to the specified HyperLogLog.", pfadd)
-        .since("2.8.9")
-        .complexity("O(1) to add every element."),
-    CommandSpec::new("PFCOUNT", -2, Flags::READONLY.union(Flags::MAY_REPLICATE), KeySpec::range(1, -1, 1), G,
-        "Return the approximated cardinality of the set(s) observed by the HyperLogLog at key(s).",
-        pfcount)
-        .since("2.8.9")
-        .complexity("O(1) with a very small average constant time when called with a single key. O(N) with N being the number of keys, and much bigger constant times, when called with multiple keys."),
-    CommandSpec::new("PFMERGE", -2, W, KeySpec::range(1, -1, 1), G,
-        "Merge N different HyperLogLogs into a single one.", pfmerge)
-        .since("2.8.9")
-        .complexity("O(N) to merge N HyperLogLogs, but with high constant times."),
-    CommandSpec::new("PFDEBUG", 3, W.union(Flags::ADMIN), KeySpec::range(2, 2, 1), G,
-        "Internal commands for debugging HyperLogLog values", pfdebug)
-        .since("2.8.9")
-        .complexity("N/A"),
-    CommandSpec::new("PFSELFTEST", 1, Flags::ADMIN, KeySpec::None, G,
-        "An internal command for testing HyperLogLog values", pfselftest)
-        .since("2.8.9")
-        .complexity("N/A"),
+pub const COMMANDS: &[Command] = &[
+    Command::redis("PFADD", pfadd),
+    Command::redis("PFCOUNT", pfcount).flags(Flags::MAY_REPLICATE),
+    Command::redis("PFMERGE", pfmerge),
+    Command::redis("PFDEBUG", pfdebug),
+    Command::redis("PFSELFTEST", pfselftest),
 ];
 
 fn not_hll() -> CmdError {

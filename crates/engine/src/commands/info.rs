@@ -14,21 +14,11 @@ use crate::config::REDIS_VERSION;
 use crate::ctx::{Args, Ctx};
 use crate::error::CmdResult;
 use crate::shared::unix_us;
-use crate::spec::{CommandSpec, Flags, Group, KeySpec};
+use crate::spec::Command;
 
-pub const COMMANDS: &[CommandSpec] = &[CommandSpec::new(
-    "INFO",
-    -1,
-    Flags::LOADING.union(Flags::STALE),
-    // The keyspace and stats sections read the stripes' published counts,
-    // without locking them (16,384 stripes would stall every thread).
-    KeySpec::None,
-    Group::Server,
-    "Get information and statistics about the server",
-    info,
-)
-.since("1.0.0")
-.complexity("O(1)")];
+// No lock: the keyspace and stats sections read the stripes' published
+// counts, without locking them (16,384 stripes would stall every thread).
+pub const COMMANDS: &[Command] = &[Command::redis("INFO", info)];
 
 /// Sections in output order, and which selections include them.
 const SECTIONS: &[(&str, In)] = &[

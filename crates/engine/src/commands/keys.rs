@@ -10,274 +10,51 @@ use store::Entry;
 use crate::ctx::{eq_ic, parse_i64, Args, Ctx};
 use crate::effects::Class;
 use crate::error::{CmdError, CmdResult};
-use crate::spec::{CommandSpec, Flags, Group, KeyList, KeySpec};
+use crate::spec::{Command, Flags, KeyList, Lock};
 
 mod expire;
 pub(crate) mod space;
 #[cfg(test)]
 mod tests;
 
-const W: Flags = Flags::WRITE;
-const WF: Flags = Flags::WRITE.union(Flags::FAST);
-const R: Flags = Flags::READONLY;
-/// SCAN and RANDOMKEY: read-only, and they may delete keys they find expired.
-const R_ARBITRARY: Flags = R.union(Flags::TOUCHES_ARBITRARY_KEYS);
-const RF: Flags = Flags::READONLY.union(Flags::FAST);
-const K1: KeySpec = KeySpec::range(1, 1, 1);
-const KALL: KeySpec = KeySpec::range(1, -1, 1);
-const G: Group = Group::Generic;
-
-const fn spec(
-    name: &'static str,
-    arity: i32,
-    flags: Flags,
-    keys: KeySpec,
-    summary: &'static str,
-    handler: crate::spec::Handler,
-) -> CommandSpec {
-    CommandSpec::new(name, arity, flags, keys, G, summary, handler).complexity("O(1)")
-}
-
-pub const COMMANDS: &[CommandSpec] = &[
-    spec("DEL", -2, W, KALL, "Delete a key", del).complexity(
-        "O(N) where N is the number of keys that will be removed. When a key to remove holds \
-         a value other than a string, the individual complexity for this key is O(M) where M \
-         is the number of elements in the list, set, sorted set or hash. Removing a single key \
-         that holds a string value is O(1).",
-    ),
-    spec(
-        "UNLINK",
-        -2,
-        WF,
-        KALL,
-        "Delete a key asynchronously in another thread. Otherwise it is just as DEL, but non \
-         blocking.",
-        unlink,
-    )
-    .since("4.0.0")
-    .complexity(
-        "O(1) for each key removed regardless of its size. Then the command does O(N) work in \
-         a different thread in order to reclaim memory, where N is the number of allocations \
-         the deleted objects where composed of.",
-    ),
-    spec("EXISTS", -2, RF, KALL, "Determine if a key exists", exists)
-        .complexity("O(N) where N is the number of keys to check."),
-    spec("TYPE", 2, RF, K1, "Determine the type stored at key", type_),
-    spec(
-        "TOUCH",
-        -2,
-        RF,
-        KALL,
-        "Alters the last access time of a key(s). Returns the number of existing keys specified.",
-        touch,
-    )
-    .since("3.2.1")
-    .complexity("O(N) where N is the number of keys that will be touched."),
-    spec("EXPIRE", -3, WF, K1, "Set a key's time to live in seconds", expire::expire),
-    spec("PEXPIRE", -3, WF, K1, "Set a key's time to live in milliseconds", expire::pexpire)
-        .since("2.6.0"),
-    spec(
-        "EXPIREAT",
-        -3,
-        WF,
-        K1,
-        "Set the expiration for a key as a UNIX timestamp",
-        expire::expireat,
-    )
-    .since("1.2.0"),
-    spec(
-        "PEXPIREAT",
-        -3,
-        WF,
-        K1,
-        "Set the expiration for a key as a UNIX timestamp specified in milliseconds",
-        expire::pexpireat,
-    )
-    .since("2.6.0"),
-    spec("TTL", 2, RF, K1, "Get the time to live for a key in seconds", expire::ttl),
-    spec("PTTL", 2, RF, K1, "Get the time to live for a key in milliseconds", expire::pttl)
-        .since("2.6.0"),
-    spec(
-        "EXPIRETIME",
-        2,
-        RF,
-        K1,
-        "Get the expiration Unix timestamp for a key",
-        expire::expiretime,
-    )
-    .since("7.0.0"),
-    spec(
-        "PEXPIRETIME",
-        2,
-        RF,
-        K1,
-        "Get the expiration Unix timestamp for a key in milliseconds",
-        expire::pexpiretime,
-    )
-    .since("7.0.0"),
-    spec("PERSIST", 2, WF, K1, "Remove the expiration from a key", expire::persist).since("2.2.0"),
-    spec("RENAME", 3, W, KeySpec::range(1, 2, 1), "Rename a key", rename),
-    spec(
-        "RENAMENX",
-        3,
-        WF,
-        KeySpec::range(1, 2, 1),
-        "Rename a key, only if the new key does not exist",
-        renamenx,
-    ),
-    spec(
-        "COPY",
-        -3,
-        W.union(Flags::DENYOOM),
-        KeySpec::Custom { legacy: (1, 2, 1), find: copy_keys },
-        "Copy a key",
-        copy,
-    )
-    .since("6.2.0")
-    .complexity(
-        "O(N) worst case for collections, where N is the number of nested items. O(1) for \
-         string values.",
-    ),
-    spec(
-        "MOVE",
-        3,
-        WF,
-        KeySpec::Custom { legacy: (1, 1, 1), find: move_keys },
-        "Move a key to another database",
-        move_,
-    ),
-    spec("KEYS", 2, R, KeySpec::WholeDb, "Find all keys matching the given pattern", space::keys)
-        .complexity(
-            "O(N) with N being the number of keys in the database, under the assumption that \
-             the key names in the database and the given pattern have limited length.",
-        ),
-    spec(
-        "SCAN",
-        -2,
-        R_ARBITRARY,
-        KeySpec::DbWalk,
-        "Incrementally iterate the keys space",
-        space::scan,
-    )
-    .since("2.8.0")
-    .complexity(
-        "O(1) for every call. O(N) for a complete iteration, including enough command \
-             calls for the cursor to return back to 0. N is the number of elements inside the \
-             collection.",
-    ),
-    spec(
-        "RANDOMKEY",
-        1,
-        R_ARBITRARY,
-        KeySpec::DbWalk,
-        "Return a random key from the keyspace",
-        space::randomkey,
-    ),
-    spec(
-        "OBJECT",
-        -2,
-        Flags::NONE,
-        KeySpec::None,
-        "A container for object introspection commands",
-        object,
-    )
-    .since("2.2.3")
-    .complexity("Depends on subcommand.")
-    .subs(OBJECT_SUBS),
-    CommandSpec::new(
-        "DBSIZE",
-        1,
-        RF,
-        // Counted from the stripes' published sizes, without locking.
-        KeySpec::None,
-        Group::Server,
-        "Return the number of keys in the selected database",
-        space::dbsize,
-    )
-    .complexity("O(1)"),
-    CommandSpec::new(
-        "FLUSHDB",
-        -1,
-        W,
-        KeySpec::WholeDb,
-        Group::Server,
-        "Remove all keys from the current database",
-        space::flushdb,
-    )
-    .complexity("O(N) where N is the number of keys in the selected database"),
-    CommandSpec::new(
-        "FLUSHALL",
-        -1,
-        W,
-        KeySpec::AllDbs,
-        Group::Server,
-        "Remove all keys from all databases",
-        space::flushall,
-    )
-    .complexity("O(N) where N is the total number of keys in all databases"),
-    CommandSpec::new(
-        "SWAPDB",
-        3,
-        WF,
-        KeySpec::AllDbs,
-        Group::Server,
-        "Swaps two Redis databases",
-        space::swapdb,
-    )
-    .since("4.0.0")
-    .complexity(
-        "O(N) where N is the count of clients watching or blocking on keys from both databases.",
-    ),
+pub const COMMANDS: &[Command] = &[
+    Command::redis("DEL", del),
+    Command::redis("UNLINK", unlink),
+    Command::redis("EXISTS", exists),
+    Command::redis("TYPE", type_),
+    Command::redis("TOUCH", touch),
+    Command::redis("EXPIRE", expire::expire),
+    Command::redis("PEXPIRE", expire::pexpire),
+    Command::redis("EXPIREAT", expire::expireat),
+    Command::redis("PEXPIREAT", expire::pexpireat),
+    Command::redis("TTL", expire::ttl),
+    Command::redis("PTTL", expire::pttl),
+    Command::redis("EXPIRETIME", expire::expiretime),
+    Command::redis("PEXPIRETIME", expire::pexpiretime),
+    Command::redis("PERSIST", expire::persist),
+    Command::redis("RENAME", rename),
+    Command::redis("RENAMENX", renamenx),
+    Command::redis("COPY", copy).lock(Lock::Custom { find: copy_keys }),
+    Command::redis("MOVE", move_).lock(Lock::Custom { find: move_keys }),
+    Command::redis("KEYS", space::keys).lock(Lock::WholeDb),
+    Command::redis("SCAN", space::scan).flags(Flags::TOUCHES_ARBITRARY_KEYS).lock(Lock::DbWalk),
+    Command::redis("RANDOMKEY", space::randomkey)
+        .flags(Flags::TOUCHES_ARBITRARY_KEYS)
+        .lock(Lock::DbWalk),
+    Command::redis("OBJECT", object).subs(OBJECT_SUBS),
+    // No lock: counted from the stripes' published sizes.
+    Command::redis("DBSIZE", space::dbsize),
+    Command::redis("FLUSHDB", space::flushdb).lock(Lock::WholeDb),
+    Command::redis("FLUSHALL", space::flushall).lock(Lock::AllDbs),
+    Command::redis("SWAPDB", space::swapdb).lock(Lock::AllDbs),
 ];
 
-const OBJ_KEY: KeySpec = KeySpec::range(2, 2, 1);
-
-const OBJECT_SUBS: &[CommandSpec] = &[
-    spec(
-        "ENCODING",
-        3,
-        R,
-        OBJ_KEY,
-        "Inspect the internal encoding of a Redis object",
-        obj_encoding,
-    )
-    .since("2.2.3"),
-    spec(
-        "FREQ",
-        3,
-        R,
-        OBJ_KEY,
-        "Get the logarithmic access frequency counter of a Redis object",
-        obj_freq,
-    )
-    .since("4.0.0"),
-    spec(
-        "HELP",
-        2,
-        Flags::LOADING.union(Flags::STALE),
-        KeySpec::None,
-        "Show helpful text about the different subcommands",
-        obj_help,
-    )
-    .since("6.2.0"),
-    spec(
-        "IDLETIME",
-        3,
-        R,
-        OBJ_KEY,
-        "Get the time since a Redis object was last accessed",
-        obj_idletime,
-    )
-    .since("2.2.3"),
-    spec(
-        "REFCOUNT",
-        3,
-        R,
-        OBJ_KEY,
-        "Get the number of references to the value of the key",
-        obj_refcount,
-    )
-    .since("2.2.3"),
+const OBJECT_SUBS: &[Command] = &[
+    Command::redis("ENCODING", obj_encoding),
+    Command::redis("FREQ", obj_freq),
+    Command::redis("HELP", obj_help),
+    Command::redis("IDLETIME", obj_idletime),
+    Command::redis("REFCOUNT", obj_refcount),
 ];
 
 /// A live key read without updating its access time, but counted as a

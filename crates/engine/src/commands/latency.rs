@@ -14,7 +14,7 @@ use resp::ReplyBuf;
 use crate::commands::server::reply_help;
 use crate::ctx::{Args, Ctx};
 use crate::error::{CmdError, CmdResult};
-use crate::spec::{CommandSpec, Flags, Group, KeySpec};
+use crate::spec::Command;
 
 /// Redis's LATENCY_TS_LEN: samples kept per event.
 const TS_LEN: usize = 160;
@@ -80,98 +80,16 @@ impl Series {
     }
 }
 
-const ADM: Flags = Flags::ADMIN.union(Flags::NOSCRIPT).union(Flags::LOADING).union(Flags::STALE);
-
-pub const COMMANDS: &[CommandSpec] = &[CommandSpec::new(
-    "LATENCY",
-    -2,
-    Flags::NONE,
-    KeySpec::None,
-    Group::Server,
-    "A container for latency diagnostics commands",
-    crate::commands::server::container,
-)
-.since("2.8.13")
-.complexity("Depends on subcommand.")
-.subs(&[
-    CommandSpec::new(
-        "DOCTOR",
-        2,
-        ADM,
-        KeySpec::None,
-        Group::Server,
-        "Return a human readable latency analysis report.",
-        doctor,
-    )
-    .since("2.8.13")
-    .complexity("O(1)"),
-    CommandSpec::new(
-        "GRAPH",
-        3,
-        ADM,
-        KeySpec::None,
-        Group::Server,
-        "Return a latency graph for the event.",
-        graph,
-    )
-    .since("2.8.13")
-    .complexity("O(1)"),
-    CommandSpec::new(
-        "HELP",
-        2,
-        Flags::LOADING.union(Flags::STALE),
-        KeySpec::None,
-        Group::Server,
-        "Show helpful text about the different subcommands.",
-        help,
-    )
-    .since("2.8.13")
-    .complexity("O(1)"),
-    CommandSpec::new(
-        "HISTOGRAM",
-        -2,
-        ADM,
-        KeySpec::None,
-        Group::Server,
-        "Return the cumulative distribution of latencies of a subset of commands or all.",
-        histogram,
-    )
-    .since("7.0.0")
-    .complexity("O(N) where N is the number of commands with latency information being retrieved."),
-    CommandSpec::new(
-        "HISTORY",
-        3,
-        ADM,
-        KeySpec::None,
-        Group::Server,
-        "Return timestamp-latency samples for the event.",
-        history,
-    )
-    .since("2.8.13")
-    .complexity("O(1)"),
-    CommandSpec::new(
-        "LATEST",
-        2,
-        ADM,
-        KeySpec::None,
-        Group::Server,
-        "Return the latest latency samples for all events.",
-        latest,
-    )
-    .since("2.8.13")
-    .complexity("O(1)"),
-    CommandSpec::new(
-        "RESET",
-        -2,
-        ADM,
-        KeySpec::None,
-        Group::Server,
-        "Reset latency data for one or more events.",
-        reset,
-    )
-    .since("2.8.13")
-    .complexity("O(1)"),
-])];
+pub const COMMANDS: &[Command] = &[Command::redis("LATENCY", crate::commands::server::container)
+    .subs(&[
+        Command::redis("DOCTOR", doctor),
+        Command::redis("GRAPH", graph),
+        Command::redis("HELP", help),
+        Command::redis("HISTOGRAM", histogram),
+        Command::redis("HISTORY", history),
+        Command::redis("LATEST", latest),
+        Command::redis("RESET", reset),
+    ])];
 
 fn history(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let event = args.req()?;

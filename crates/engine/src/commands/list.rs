@@ -17,176 +17,31 @@ use crate::blocking;
 use crate::ctx::{eq_ic, parse_i64, Args, Ctx};
 use crate::effects::Class;
 use crate::error::{CmdError, CmdResult};
-use crate::spec::{CommandSpec, Flags, Group, KeyList, KeySpec};
+use crate::spec::{Command, KeyList, Lock};
 
-const W: Flags = Flags::WRITE;
-const WF: Flags = Flags::WRITE.union(Flags::FAST);
-const WD: Flags = Flags::WRITE.union(Flags::DENYOOM);
-const WDF: Flags = WD.union(Flags::FAST);
-const R: Flags = Flags::READONLY;
-const RF: Flags = Flags::READONLY.union(Flags::FAST);
-const WB: Flags = Flags::WRITE.union(Flags::NOSCRIPT).union(Flags::BLOCKING);
-const WDB: Flags = WB.union(Flags::DENYOOM);
-const K1: KeySpec = KeySpec::range(1, 1, 1);
-/// BLPOP/BRPOP: every argument but the name and the timeout.
-const KB: KeySpec = KeySpec::range(1, -2, 1);
-const K12: KeySpec = KeySpec::range(1, 2, 1);
-
-const fn spec(
-    name: &'static str,
-    arity: i32,
-    flags: Flags,
-    keys: KeySpec,
-    summary: &'static str,
-    handler: crate::spec::Handler,
-) -> CommandSpec {
-    CommandSpec::new(name, arity, flags, keys, Group::List, summary, handler)
-}
-
-const PUSH_O: &str = "O(1) for each element added, so O(N) to add N elements when the command \
-                      is called with multiple arguments.";
-
-pub const COMMANDS: &[CommandSpec] = &[
-    spec("LPUSH", -3, WDF, K1, "Prepend one or multiple elements to a list", lpush)
-        .complexity(PUSH_O),
-    spec("RPUSH", -3, WDF, K1, "Append one or multiple elements to a list", rpush)
-        .complexity(PUSH_O),
-    spec("LPUSHX", -3, WDF, K1, "Prepend an element to a list, only if the list exists", lpushx)
-        .since("2.2.0")
-        .complexity(PUSH_O),
-    spec("RPUSHX", -3, WDF, K1, "Append an element to a list, only if the list exists", rpushx)
-        .since("2.2.0")
-        .complexity(PUSH_O),
-    spec("LPOP", -2, WF, K1, "Remove and get the first elements in a list", lpop)
-        .complexity("O(N) where N is the number of elements returned"),
-    spec("RPOP", -2, WF, K1, "Remove and get the last elements in a list", rpop)
-        .complexity("O(N) where N is the number of elements returned"),
-    spec("LLEN", 2, RF, K1, "Get the length of a list", llen).complexity("O(1)"),
-    spec("LRANGE", 4, R, K1, "Get a range of elements from a list", lrange).complexity(
-        "O(S+N) where S is the distance of start offset from HEAD for small lists, from \
-         nearest end (HEAD or TAIL) for large lists; and N is the number of elements in the \
-         specified range.",
-    ),
-    spec("LINDEX", 3, R, K1, "Get an element from a list by its index", lindex).complexity(
-        "O(N) where N is the number of elements to traverse to get to the element at index. \
-         This makes asking for the first or the last element of the list O(1).",
-    ),
-    spec("LSET", 4, WD, K1, "Set the value of an element in a list by its index", lset).complexity(
-        "O(N) where N is the length of the list. Setting either the first or the last \
-             element of the list is O(1).",
-    ),
-    spec(
-        "LINSERT",
-        5,
-        WD,
-        K1,
-        "Insert an element before or after another element in a list",
-        linsert,
-    )
-    .since("2.2.0")
-    .complexity(
-        "O(N) where N is the number of elements to traverse before seeing the value pivot. \
-         This means that inserting somewhere on the left end on the list (head) can be \
-         considered O(1) and inserting somewhere on the right end (tail) is O(N).",
-    ),
-    spec("LREM", 4, W, K1, "Remove elements from a list", lrem).complexity(
-        "O(N+M) where N is the length of the list and M is the number of elements removed.",
-    ),
-    spec("LTRIM", 4, W, K1, "Trim a list to the specified range", ltrim)
-        .complexity("O(N) where N is the number of elements to be removed by the operation."),
-    spec("LPOS", -3, R, K1, "Return the index of matching elements on a list", lpos)
-        .since("6.0.6")
-        .complexity(
-            "O(N) where N is the number of elements in the list, for the average case. When \
-             searching for elements near the head or the tail of the list, or when the MAXLEN \
-             option is provided, the command may run in constant time.",
-        ),
-    spec(
-        "LMOVE",
-        5,
-        WD,
-        K12,
-        "Pop an element from a list, push it to another list and return it",
-        lmove,
-    )
-    .since("6.2.0")
-    .complexity("O(1)"),
-    spec(
-        "RPOPLPUSH",
-        3,
-        WD,
-        K12,
-        "Remove the last element in a list, prepend it to another list and return it",
-        rpoplpush,
-    )
-    .since("1.2.0")
-    .complexity("O(1)"),
-    spec(
-        "LMPOP",
-        -4,
-        W,
-        KeySpec::Custom { legacy: (0, 0, 0), find: lmpop_keys },
-        "Pop elements from a list",
-        lmpop,
-    )
-    .since("7.0.0")
-    .complexity(
-        "O(N+M) where N is the number of provided keys and M is the number of elements returned.",
-    ),
-    spec(
-        "BLPOP",
-        -3,
-        WB,
-        KB,
-        "Remove and get the first element in a list, or block until one is available",
-        blpop,
-    )
-    .since("2.0.0")
-    .complexity("O(N) where N is the number of provided keys."),
-    spec(
-        "BRPOP",
-        -3,
-        WB,
-        KB,
-        "Remove and get the last element in a list, or block until one is available",
-        brpop,
-    )
-    .since("2.0.0")
-    .complexity("O(N) where N is the number of provided keys."),
-    spec(
-        "BRPOPLPUSH",
-        4,
-        WDB,
-        K12,
-        "Pop an element from a list, push it to another list and return it; or block until one \
-         is available",
-        brpoplpush,
-    )
-    .since("2.2.0")
-    .complexity("O(1)"),
-    spec(
-        "BLMOVE",
-        6,
-        WDB,
-        K12,
-        "Pop an element from a list, push it to another list and return it; or block until one \
-         is available",
-        blmove,
-    )
-    .since("6.2.0")
-    .complexity("O(1)"),
-    spec(
-        "BLMPOP",
-        -5,
-        Flags::WRITE.union(Flags::BLOCKING),
-        KeySpec::Custom { legacy: (0, 0, 0), find: blmpop_keys },
-        "Pop elements from a list, or block until one is available",
-        blmpop,
-    )
-    .since("7.0.0")
-    .complexity(
-        "O(N+M) where N is the number of provided keys and M is the number of elements returned.",
-    ),
+pub const COMMANDS: &[Command] = &[
+    Command::redis("LPUSH", lpush),
+    Command::redis("RPUSH", rpush),
+    Command::redis("LPUSHX", lpushx),
+    Command::redis("RPUSHX", rpushx),
+    Command::redis("LPOP", lpop),
+    Command::redis("RPOP", rpop),
+    Command::redis("LLEN", llen),
+    Command::redis("LRANGE", lrange),
+    Command::redis("LINDEX", lindex),
+    Command::redis("LSET", lset),
+    Command::redis("LINSERT", linsert),
+    Command::redis("LREM", lrem),
+    Command::redis("LTRIM", ltrim),
+    Command::redis("LPOS", lpos),
+    Command::redis("LMOVE", lmove),
+    Command::redis("RPOPLPUSH", rpoplpush),
+    Command::redis("LMPOP", lmpop).lock(Lock::Custom { find: lmpop_keys }),
+    Command::redis("BLPOP", blpop),
+    Command::redis("BRPOP", brpop),
+    Command::redis("BRPOPLPUSH", brpoplpush),
+    Command::redis("BLMOVE", blmove),
+    Command::redis("BLMPOP", blmpop).lock(Lock::Custom { find: blmpop_keys }),
 ];
 
 const fn msg(m: &'static str) -> CmdError {

@@ -16,88 +16,18 @@ use store::Value;
 use crate::commands::server::reply_help;
 use crate::ctx::{eq_ic, Args, Ctx};
 use crate::error::{CmdError, CmdResult};
-use crate::spec::{CommandSpec, Flags, Group, KeySpec};
+use crate::spec::Command;
 
-pub const COMMANDS: &[CommandSpec] = &[CommandSpec::new(
-    "MEMORY",
-    -2,
-    Flags::NONE,
-    KeySpec::None,
-    Group::Server,
-    "A container for memory diagnostics commands",
-    crate::commands::server::container,
-)
-.since("4.0.0")
-.complexity("Depends on subcommand.")
-.subs(&[
-    CommandSpec::new(
-        "DOCTOR",
-        2,
-        Flags::NONE,
-        KeySpec::None,
-        Group::Server,
-        "Outputs memory problems report",
-        doctor,
-    )
-    .since("4.0.0")
-    .complexity("O(1)"),
-    CommandSpec::new(
-        "HELP",
-        2,
-        Flags::LOADING.union(Flags::STALE),
-        KeySpec::None,
-        Group::Server,
-        "Show helpful text about the different subcommands",
-        help,
-    )
-    .since("4.0.0")
-    .complexity("O(1)"),
-    CommandSpec::new(
-        "MALLOC-STATS",
-        2,
-        Flags::NONE,
-        KeySpec::None,
-        Group::Server,
-        "Show allocator internal stats",
-        malloc_stats,
-    )
-    .since("4.0.0")
-    .complexity("Depends on how much memory is allocated, could be slow"),
-    CommandSpec::new(
-        "PURGE",
-        2,
-        Flags::NONE,
-        KeySpec::None,
-        Group::Server,
-        "Ask the allocator to release memory",
-        purge,
-    )
-    .since("4.0.0")
-    .complexity("Depends on how much memory is allocated, could be slow"),
-    CommandSpec::new(
-        "STATS",
-        2,
-        Flags::NONE,
-        // Key counts from the stripes' published sizes, without locking.
-        KeySpec::None,
-        Group::Server,
-        "Show memory usage details",
-        stats,
-    )
-    .since("4.0.0")
-    .complexity("O(1)"),
-    CommandSpec::new(
-        "USAGE",
-        -3,
-        Flags::READONLY,
-        KeySpec::range(2, 2, 1),
-        Group::Server,
-        "Estimate the memory usage of a key",
-        usage,
-    )
-    .since("4.0.0")
-    .complexity("O(N) where N is the number of samples."),
-])];
+pub const COMMANDS: &[Command] = &[Command::redis("MEMORY", crate::commands::server::container)
+    .subs(&[
+        Command::redis("DOCTOR", doctor),
+        Command::redis("HELP", help),
+        Command::redis("MALLOC-STATS", malloc_stats),
+        Command::redis("PURGE", purge),
+        // No lock: key counts from the stripes' published sizes.
+        Command::redis("STATS", stats),
+        Command::redis("USAGE", usage),
+    ])];
 
 /// Redis's default `MEMORY USAGE` sample count.
 const DEFAULT_SAMPLES: usize = 5;

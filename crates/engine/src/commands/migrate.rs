@@ -15,7 +15,7 @@ use resp::ReplyBuf;
 
 use crate::ctx::{eq_ic, Args, Ctx};
 use crate::error::{CmdError, CmdResult};
-use crate::spec::{CommandSpec, Flags, Group, KeyList, KeySpec};
+use crate::spec::{Command, KeyList, Lock};
 
 /// One key to send: name, TTL in ms (0: none) and DUMP payload.
 pub struct Item<'a> {
@@ -77,21 +77,8 @@ fn migrate_keys<'a>(argv: &[&'a [u8]], db: usize, keys: &mut KeyList<'a>) {
     }
 }
 
-pub const COMMANDS: &[CommandSpec] = &[CommandSpec::new(
-    "MIGRATE",
-    -6,
-    Flags::WRITE.union(Flags::MOVABLEKEYS),
-    KeySpec::Custom { legacy: (3, 3, 1), find: migrate_keys },
-    Group::Generic,
-    "Atomically transfer a key from a Redis instance to another one.",
-    migrate,
-)
-.since("2.6.0")
-.complexity(
-    "This command actually executes a DUMP+DEL in the source instance, and a RESTORE in the \
-     target instance. See the pages of these commands for time complexity. Also an O(N) data \
-     transfer between the two instances is performed.",
-)];
+pub const COMMANDS: &[Command] =
+    &[Command::redis("MIGRATE", migrate).lock(Lock::Custom { find: migrate_keys })];
 
 struct Options<'a> {
     copy: bool,

@@ -1,9 +1,12 @@
-//! The command table: every family lists its declarations once; lookup is
+//! The command table: every family lists its declarations once
+//! ([`crate::spec::Command`]: name, handler, Sluice's own facts); the table
+//! joins them with Redis's metadata once, at first use, and lookup is
 //! ASCII case-insensitive and allocation-free.
 
 use std::sync::OnceLock;
 
-use crate::spec::CommandSpec;
+use crate::meta::{self, Meta};
+use crate::spec::{Command, CommandSpec, Origin};
 
 pub mod acl;
 pub mod bitmap;
@@ -39,12 +42,8 @@ pub mod zset_blocking;
 
 pub use command::markdown;
 
-/// Every family's declarations. A `static`, not a `const`: specs are
-/// compared by address (`dispatch::full_name`, the ACL and COMMAND
-/// tables), and every use of a `const` may get its own copy of the
-/// data; with optimisation, code inlined into two codegen units saw two
-/// different addresses for one command.
-pub static FAMILIES: &[&[CommandSpec]] = &[
+/// Every family's declarations, in the order `COMMAND` lists them.
+pub static FAMILIES: &[&[Command]] = &[
     string::COMMANDS,
     acl::COMMANDS,
     set::COMMANDS,
@@ -79,14 +78,19 @@ pub static FAMILIES: &[&[CommandSpec]] = &[
     queue::COMMANDS,
 ];
 
-/// All top-level commands.
+/// All top-level commands of the built table.
 pub fn all() -> impl Iterator<Item = &'static CommandSpec> {
-    FAMILIES.iter().flat_map(|f| f.iter())
+    table().tops.iter()
 }
 
-/// Commands bucketed by (name length, first letter): a lookup compares
-/// against one to three names, with no hashing and no copy.
-struct Index {
+/// The command table, built once from [`FAMILIES`] and the metadata:
+/// each declaration is joined with its metadata by name here, never per
+/// command. Specs live as long as the process and are compared by
+/// address (`dispatch::full_name`, the ACL and COMMAND tables).
+struct Table {
+    tops: &'static [CommandSpec],
+    /// Commands bucketed by (name length, first letter): a lookup
+    /// compares against one to three names, with no hashing and no copy.
     buckets: Vec<Vec<&'static CommandSpec>>,
 }
 
@@ -96,18 +100,42 @@ fn bucket(len: usize, first: u8) -> usize {
     len * 32 + (first.to_ascii_uppercase() & 31) as usize
 }
 
-fn index() -> &'static Index {
-    static INDEX: OnceLock<Index> = OnceLock::new();
-    INDEX.get_or_init(|| {
+/// The metadata of a declared command (`full` is `get` or `config|get`).
+fn meta_of(decl: &Command, full: &str) -> &'static Meta {
+    let found = match decl.origin {
+        Origin::Redis => meta::find(full),
+        Origin::Sluice => meta::find_sluice(full),
+    };
+    found.unwrap_or_else(|| panic!("{full}: declared as {:?} but has no metadata", decl.origin))
+}
+
+fn build(decl: &Command, full: &str, subs: &'static [CommandSpec]) -> CommandSpec {
+    CommandSpec::build(decl, meta_of(decl, full), subs)
+}
+
+fn table() -> &'static Table {
+    static TABLE: OnceLock<Table> = OnceLock::new();
+    TABLE.get_or_init(|| {
+        let mut tops = Vec::new();
+        for decl in FAMILIES.iter().flat_map(|f| f.iter()) {
+            let top = decl.name.to_ascii_lowercase();
+            let subs: Vec<CommandSpec> = decl
+                .subcommands
+                .iter()
+                .map(|s| build(s, &format!("{top}|{}", s.name.to_ascii_lowercase()), &[]))
+                .collect();
+            tops.push(build(decl, &top, Box::leak(subs.into_boxed_slice())));
+        }
+        let tops: &'static [CommandSpec] = Box::leak(tops.into_boxed_slice());
         let mut buckets = vec![Vec::new(); MAX_NAME * 32];
-        for spec in all() {
+        for spec in tops {
             let n = spec.name.as_bytes();
             assert!(!n.is_empty() && n.len() < MAX_NAME, "command name {} too long", spec.name);
             let b: &mut Vec<&'static CommandSpec> = &mut buckets[bucket(n.len(), n[0])];
             assert!(!b.iter().any(|s| s.name == spec.name), "command {} declared twice", spec.name);
             b.push(spec);
         }
-        Index { buckets }
+        Table { tops, buckets }
     })
 }
 
@@ -117,7 +145,7 @@ pub fn find(name: &[u8]) -> Option<&'static CommandSpec> {
     if name.is_empty() || name.len() >= MAX_NAME {
         return None;
     }
-    index().buckets[bucket(name.len(), name[0])]
+    table().buckets[bucket(name.len(), name[0])]
         .iter()
         .find(|s| name.eq_ignore_ascii_case(s.name.as_bytes()))
         .copied()

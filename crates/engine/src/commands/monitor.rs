@@ -19,18 +19,9 @@ use crate::dispatch::Caller;
 use crate::error::{CmdError, CmdResult};
 use crate::session::Session;
 use crate::shared::Shared;
-use crate::spec::{CommandSpec, Flags, Group, KeySpec};
+use crate::spec::{Command, CommandSpec, Flags};
 
-pub const COMMANDS: &[CommandSpec] = &[CommandSpec::new(
-    "MONITOR",
-    1,
-    Flags::ADMIN.union(Flags::NOSCRIPT).union(Flags::LOADING).union(Flags::STALE),
-    KeySpec::None,
-    Group::Server,
-    "Listen for all requests received by the server in real time",
-    monitor,
-)
-.complexity("")];
+pub const COMMANDS: &[Command] = &[Command::redis("MONITOR", monitor)];
 
 fn monitor(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     if cx.caller.denies_blocking() {

@@ -11,119 +11,19 @@ use crate::ctx::{eq_ic, parse_i64, Args, Ctx};
 use crate::effects::Class;
 use crate::error::{CmdError, CmdResult};
 use crate::snapshot::{RestoreError, Snapshots};
-use crate::spec::{CommandSpec, Flags, Group, KeySpec};
+use crate::spec::Command;
 
-const K1: KeySpec = KeySpec::range(1, 1, 1);
-const BGSAVE_FLAGS: Flags = Flags::ADMIN.union(Flags::NOSCRIPT).union(Flags::NO_ASYNC_LOADING);
-/// SAVE cannot run inside MULTI: it walks every stripe, which EXEC may hold.
-const SAVE_FLAGS: Flags = BGSAVE_FLAGS.union(Flags::NO_MULTI);
-
-/// RESTORE's and RESTORE-ASKING's complexity, as Redis words it.
-const RESTORE_COMPLEXITY: &str =
-    "O(1) to create the new key and additional O(N*M) to reconstruct the serialized value, \
-     where N is the number of Redis objects composing the value and M their average size. \
-     For small string values the time complexity is thus O(1)+O(1*M) where M is small, so \
-     simply O(1). However for sorted set values the complexity is O(N*M*log(N)) because \
-     inserting values into sorted sets is O(log(N)).";
-
-pub const COMMANDS: &[CommandSpec] = &[
-    CommandSpec::new(
-        "DUMP",
-        2,
-        Flags::READONLY,
-        K1,
-        Group::Generic,
-        "Return a serialized version of the value stored at the specified key.",
-        dump,
-    )
-    .since("2.6.0")
-    .complexity(
-        "O(1) to access the key and additional O(N*M) to serialize it, where N is the number of \
-         Redis objects composing the value and M their average size. For small string values \
-         the time complexity is thus O(1)+O(1*M) where M is small, so simply O(1).",
-    ),
-    CommandSpec::new(
-        "RESTORE",
-        -4,
-        Flags::WRITE.union(Flags::DENYOOM),
-        K1,
-        Group::Generic,
-        "Create a key using the provided serialized value, previously obtained using DUMP.",
-        restore,
-    )
-    .since("2.6.0")
-    .complexity(RESTORE_COMPLEXITY),
+pub const COMMANDS: &[Command] = &[
+    Command::redis("DUMP", dump),
+    Command::redis("RESTORE", restore),
     // What a cluster node's MIGRATE sends; outside a cluster it is RESTORE
     // (ASKING only matters to a cluster's slot checks), as in Redis.
-    CommandSpec::new(
-        "RESTORE-ASKING",
-        -4,
-        Flags::WRITE.union(Flags::DENYOOM).union(Flags::ASKING),
-        K1,
-        Group::Server,
-        "An internal command for migrating keys in a cluster",
-        restore,
-    )
-    .since("3.0.0")
-    .complexity(RESTORE_COMPLEXITY),
-    CommandSpec::new(
-        "SAVE",
-        1,
-        SAVE_FLAGS,
-        KeySpec::None,
-        Group::Server,
-        "Synchronously save the dataset to disk",
-        save,
-    )
-    .complexity("O(N) where N is the total number of keys in all databases"),
-    CommandSpec::new(
-        "BGSAVE",
-        -1,
-        BGSAVE_FLAGS,
-        KeySpec::None,
-        Group::Server,
-        "Asynchronously save the dataset to disk",
-        bgsave,
-    )
-    .complexity("O(1)"),
-    CommandSpec::new(
-        "BGREWRITEAOF",
-        1,
-        BGSAVE_FLAGS,
-        KeySpec::None,
-        Group::Server,
-        "Asynchronously rewrite the append-only file",
-        bgrewriteaof,
-    )
-    .complexity("O(1)"),
-    CommandSpec::new(
-        "SHUTDOWN",
-        -1,
-        Flags::ADMIN
-            .union(Flags::NOSCRIPT)
-            .union(Flags::LOADING)
-            .union(Flags::STALE)
-            .union(Flags::NO_MULTI)
-            .union(Flags::ALLOW_BUSY),
-        KeySpec::None,
-        Group::Server,
-        "Synchronously save the dataset to disk and then shut down the server",
-        shutdown,
-    )
-    .complexity(
-        "O(N) when saving, where N is the total number of keys in all databases when saving \
-         data, otherwise O(1)",
-    ),
-    CommandSpec::new(
-        "LASTSAVE",
-        1,
-        Flags::LOADING.union(Flags::STALE).union(Flags::FAST),
-        KeySpec::None,
-        Group::Server,
-        "Get the UNIX time stamp of the last successful save to disk",
-        lastsave,
-    )
-    .complexity("O(1)"),
+    Command::redis("RESTORE-ASKING", restore),
+    Command::redis("SAVE", save),
+    Command::redis("BGSAVE", bgsave),
+    Command::redis("BGREWRITEAOF", bgrewriteaof),
+    Command::redis("SHUTDOWN", shutdown),
+    Command::redis("LASTSAVE", lastsave),
 ];
 
 fn snapshots(cx: &Ctx) -> Result<std::sync::Arc<dyn Snapshots>, CmdError> {

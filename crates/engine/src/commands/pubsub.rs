@@ -12,190 +12,31 @@ use crate::commands::client::help_reply;
 use crate::ctx::{Args, Ctx};
 use crate::error::{CmdError, CmdResult};
 use crate::pubsub::Kind;
-use crate::spec::{CommandSpec, Flags, Group, Handler, KeySpec};
+use crate::spec::{Command, Flags};
 
-const PS: Flags = Flags::PUBSUB.union(Flags::LOADING).union(Flags::STALE);
-/// The (un)subscribe commands: no scripts, allowed in RESP2 pub/sub mode.
-const SUBF: Flags = PS.union(Flags::NOSCRIPT).union(Flags::PUBSUB_CONTEXT);
-
-const fn cmd(
-    name: &'static str,
-    arity: i32,
-    flags: Flags,
-    keys: KeySpec,
-    since: &'static str,
-    complexity: &'static str,
-    summary: &'static str,
-    handler: Handler,
-) -> CommandSpec {
-    CommandSpec::new(name, arity, flags, keys, Group::Pubsub, summary, handler)
-        .since(since)
-        .complexity(complexity)
-}
-
-const PUBSUB_SUBS: &[CommandSpec] = &[
-    cmd(
-        "CHANNELS",
-        -2,
-        PS,
-        KeySpec::None,
-        "2.8.0",
-        "O(N) where N is the number of active channels, and assuming constant time pattern \
-         matching (relatively short channels and patterns)",
-        "List active channels",
-        pubsub_channels,
-    ),
-    cmd(
-        "HELP",
-        2,
-        Flags::LOADING.union(Flags::STALE),
-        KeySpec::None,
-        "6.2.0",
-        "O(1)",
-        "Show helpful text about the different subcommands",
-        pubsub_help,
-    ),
-    cmd(
-        "NUMPAT",
-        2,
-        PS,
-        KeySpec::None,
-        "2.8.0",
-        "O(1)",
-        "Get the count of unique patterns pattern subscriptions",
-        pubsub_numpat,
-    ),
-    cmd(
-        "NUMSUB",
-        -2,
-        PS,
-        KeySpec::None,
-        "2.8.0",
-        "O(N) for the NUMSUB subcommand, where N is the number of requested channels",
-        "Get the count of subscribers for channels",
-        pubsub_numsub,
-    ),
-    cmd(
-        "SHARDCHANNELS",
-        -2,
-        PS,
-        KeySpec::None,
-        "7.0.0",
-        "O(N) where N is the number of active shard channels, and assuming constant time \
-         pattern matching (relatively short shard channels).",
-        "List active shard channels",
-        pubsub_shardchannels,
-    ),
-    cmd(
-        "SHARDNUMSUB",
-        -2,
-        PS,
-        KeySpec::None,
-        "7.0.0",
-        "O(N) for the SHARDNUMSUB subcommand, where N is the number of requested shard \
-         channels",
-        "Get the count of subscribers for shard channels",
-        pubsub_shardnumsub,
-    ),
+const PUBSUB_SUBS: &[Command] = &[
+    Command::redis("CHANNELS", pubsub_channels),
+    Command::redis("HELP", pubsub_help),
+    Command::redis("NUMPAT", pubsub_numpat),
+    Command::redis("NUMSUB", pubsub_numsub),
+    Command::redis("SHARDCHANNELS", pubsub_shardchannels),
+    Command::redis("SHARDNUMSUB", pubsub_shardnumsub),
 ];
 
-pub const COMMANDS: &[CommandSpec] = &[
-    cmd(
-        "SUBSCRIBE",
-        -2,
-        SUBF.union(Flags::CHANNEL_ARGS),
-        KeySpec::None,
-        "2.0.0",
-        "O(N) where N is the number of channels to subscribe to.",
-        "Listen for messages published to the given channels",
-        subscribe,
-    ),
-    cmd(
-        "UNSUBSCRIBE",
-        -1,
-        SUBF,
-        KeySpec::None,
-        "2.0.0",
-        "O(N) where N is the number of clients already subscribed to a channel.",
-        "Stop listening for messages posted to the given channels",
-        unsubscribe,
-    ),
-    cmd(
-        "PSUBSCRIBE",
-        -2,
-        SUBF.union(Flags::CHANNEL_PATTERNS),
-        KeySpec::None,
-        "2.0.0",
-        "O(N) where N is the number of patterns the client is already subscribed to.",
-        "Listen for messages published to channels matching the given patterns",
-        psubscribe,
-    ),
-    cmd(
-        "PUNSUBSCRIBE",
-        -1,
-        SUBF,
-        KeySpec::None,
-        "2.0.0",
-        "O(N+M) where N is the number of patterns the client is already subscribed and M is \
-         the number of total patterns subscribed in the system (by any client).",
-        "Stop listening for messages posted to channels matching the given patterns",
-        punsubscribe,
-    ),
+pub const COMMANDS: &[Command] = &[
+    Command::redis("SUBSCRIBE", subscribe).flags(Flags::CHANNEL_ARGS.union(Flags::PUBSUB_CONTEXT)),
+    Command::redis("UNSUBSCRIBE", unsubscribe).flags(Flags::PUBSUB_CONTEXT),
+    Command::redis("PSUBSCRIBE", psubscribe)
+        .flags(Flags::CHANNEL_PATTERNS.union(Flags::PUBSUB_CONTEXT)),
+    Command::redis("PUNSUBSCRIBE", punsubscribe).flags(Flags::PUBSUB_CONTEXT),
     // Shard channels are keys to Redis Cluster (their slot picks the
     // node); Redis declares them as key specs flagged not_key.
-    cmd(
-        "SSUBSCRIBE",
-        -2,
-        SUBF.union(Flags::CHANNEL_ARGS),
-        KeySpec::range(1, -1, 1),
-        "7.0.0",
-        "O(N) where N is the number of shard channels to subscribe to.",
-        "Listen for messages published to the given shard channels",
-        ssubscribe,
-    ),
-    cmd(
-        "SUNSUBSCRIBE",
-        -1,
-        SUBF,
-        KeySpec::range(1, -1, 1),
-        "7.0.0",
-        "O(N) where N is the number of clients already subscribed to a shard channel.",
-        "Stop listening for messages posted to the given shard channels",
-        sunsubscribe,
-    ),
-    cmd(
-        "PUBLISH",
-        3,
-        PS.union(Flags::FAST).union(Flags::CHANNEL_ARG1).union(Flags::MAY_REPLICATE),
-        KeySpec::None,
-        "2.0.0",
-        "O(N+M) where N is the number of clients subscribed to the receiving channel and M is \
-         the total number of subscribed patterns (by any client).",
-        "Post a message to a channel",
-        publish,
-    ),
-    cmd(
-        "SPUBLISH",
-        3,
-        PS.union(Flags::FAST).union(Flags::CHANNEL_ARG1).union(Flags::MAY_REPLICATE),
-        KeySpec::range(1, 1, 1),
-        "7.0.0",
-        "O(N) where N is the number of clients subscribed to the receiving shard channel.",
-        "Post a message to a shard channel",
-        spublish,
-    ),
-    CommandSpec::new(
-        "PUBSUB",
-        -2,
-        Flags::NONE,
-        KeySpec::None,
-        Group::Pubsub,
-        "A container for Pub/Sub commands",
-        container,
-    )
-    .since("2.8.0")
-    .complexity("Depends on subcommand.")
-    .subs(PUBSUB_SUBS),
+    Command::redis("SSUBSCRIBE", ssubscribe)
+        .flags(Flags::CHANNEL_ARGS.union(Flags::PUBSUB_CONTEXT)),
+    Command::redis("SUNSUBSCRIBE", sunsubscribe).flags(Flags::PUBSUB_CONTEXT),
+    Command::redis("PUBLISH", publish).flags(Flags::MAY_REPLICATE.union(Flags::CHANNEL_ARG1)),
+    Command::redis("SPUBLISH", spublish).flags(Flags::MAY_REPLICATE.union(Flags::CHANNEL_ARG1)),
+    Command::redis("PUBSUB", container).subs(PUBSUB_SUBS),
 ];
 
 /// Everything written so far is pushes (see `Session::pushed`).

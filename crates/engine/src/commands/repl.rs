@@ -25,7 +25,7 @@ use crate::ctx::{eq_ic, parse_i64, Args, Ctx};
 use crate::error::{CmdError, CmdResult};
 use crate::log;
 use crate::shared::Shared;
-use crate::spec::{CommandSpec, Flags, Group, KeySpec};
+use crate::spec::Command;
 
 /// What the server's replication does for the commands.
 pub trait Replication: Send + Sync {
@@ -138,86 +138,14 @@ fn handshake<'s>(cx: &'s mut Ctx) -> &'s mut Handshake {
     cx.sess.replica.get_or_insert_with(Default::default)
 }
 
-const ADMIN: Flags = Flags::ADMIN.union(Flags::NOSCRIPT);
-const SYNC_FLAGS: Flags = ADMIN.union(Flags::NO_ASYNC_LOADING).union(Flags::NO_MULTI);
-
-pub const COMMANDS: &[CommandSpec] = &[
-    CommandSpec::new(
-        "SYNC",
-        1,
-        SYNC_FLAGS,
-        KeySpec::None,
-        Group::Server,
-        "Internal command used for replication",
-        sync,
-    )
-    .since("1.0.0"),
-    CommandSpec::new(
-        "PSYNC",
-        -3,
-        SYNC_FLAGS,
-        KeySpec::None,
-        Group::Server,
-        "Internal command used for replication",
-        psync,
-    )
-    .since("2.8.0"),
-    CommandSpec::new(
-        "REPLCONF",
-        -1,
-        ADMIN.union(Flags::LOADING).union(Flags::STALE).union(Flags::ALLOW_BUSY),
-        KeySpec::None,
-        Group::Server,
-        "An internal command for configuring the replication stream",
-        replconf,
-    )
-    .since("3.0.0")
-    .complexity("O(1)"),
-    CommandSpec::new(
-        "WAIT",
-        3,
-        Flags::NOSCRIPT,
-        KeySpec::None,
-        Group::Generic,
-        "Wait for the synchronous replication of all the write commands sent in the context of \
-         the current connection",
-        wait,
-    )
-    .since("3.0.0")
-    .complexity("O(1)"),
-    CommandSpec::new(
-        "ROLE",
-        1,
-        Flags::NOSCRIPT.union(Flags::LOADING).union(Flags::STALE).union(Flags::FAST),
-        KeySpec::None,
-        Group::Server,
-        "Return the role of the instance in the context of replication",
-        role,
-    )
-    .since("2.8.12")
-    .complexity("O(1)"),
-    CommandSpec::new(
-        "REPLICAOF",
-        3,
-        ADMIN.union(Flags::STALE).union(Flags::NO_ASYNC_LOADING),
-        KeySpec::None,
-        Group::Server,
-        "Make the server a replica of another instance, or promote it as master.",
-        replicaof,
-    )
-    .since("5.0.0")
-    .complexity("O(1)"),
-    CommandSpec::new(
-        "SLAVEOF",
-        3,
-        ADMIN.union(Flags::STALE).union(Flags::NO_ASYNC_LOADING),
-        KeySpec::None,
-        Group::Server,
-        "Make the server a replica of another instance, or promote it as master.",
-        replicaof,
-    )
-    .since("1.0.0")
-    .complexity("O(1)"),
+pub const COMMANDS: &[Command] = &[
+    Command::redis("SYNC", sync),
+    Command::redis("PSYNC", psync),
+    Command::redis("REPLCONF", replconf),
+    Command::redis("WAIT", wait),
+    Command::redis("ROLE", role),
+    Command::redis("REPLICAOF", replicaof),
+    Command::redis("SLAVEOF", replicaof),
 ];
 
 fn replication(sh: &Shared) -> Option<Arc<dyn Replication>> {

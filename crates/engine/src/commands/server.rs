@@ -11,79 +11,15 @@ use resp::ReplyBuf;
 use crate::config::{self, pflags, Named};
 use crate::ctx::{Args, Ctx};
 use crate::error::{CmdError, CmdResult};
-use crate::spec::{CommandSpec, Flags, Group, KeySpec};
+use crate::spec::{Command, Lock};
 
-const ADM: Flags = Flags::ADMIN.union(Flags::NOSCRIPT).union(Flags::LOADING).union(Flags::STALE);
-const O_N: &str = "O(N) when N is the number of configuration parameters provided";
-
-pub const COMMANDS: &[CommandSpec] = &[CommandSpec::new(
-    "CONFIG",
-    -2,
-    Flags::NONE,
-    KeySpec::None,
-    Group::Server,
-    "A container for server configuration commands",
-    container,
-)
-.since("2.0.0")
-.complexity("Depends on subcommand.")
-.subs(&[
-    CommandSpec::new(
-        "GET",
-        -3,
-        ADM,
-        KeySpec::None,
-        Group::Server,
-        "Get the values of configuration parameters",
-        config_get,
-    )
-    .since("2.0.0")
-    .complexity(O_N),
-    CommandSpec::new(
-        "SET",
-        -4,
-        ADM,
-        KeySpec::None,
-        Group::Server,
-        "Set configuration parameters to the given values",
-        config_set,
-    )
-    .since("2.0.0")
-    .complexity(O_N),
-    CommandSpec::new(
-        "HELP",
-        2,
-        Flags::LOADING.union(Flags::STALE),
-        KeySpec::None,
-        Group::Server,
-        "Show helpful text about the different subcommands",
-        config_help,
-    )
-    .since("5.0.0")
-    .complexity("O(1)"),
-    CommandSpec::new(
-        "RESETSTAT",
-        2,
-        ADM,
-        // Reads the stripes' expiry counters under their locks.
-        KeySpec::AllDbs,
-        Group::Server,
-        "Reset the stats returned by INFO",
-        config_resetstat,
-    )
-    .since("2.0.0")
-    .complexity("O(1)"),
-    CommandSpec::new(
-        "REWRITE",
-        2,
-        ADM,
-        KeySpec::None,
-        Group::Server,
-        "Rewrite the configuration file with the in memory configuration",
-        config_rewrite,
-    )
-    .since("2.8.0")
-    .complexity("O(1)"),
+pub const COMMANDS: &[Command] = &[Command::redis("CONFIG", container).subs(&[
+    Command::redis("GET", config_get),
+    Command::redis("SET", config_set),
+    Command::redis("HELP", config_help),
+    // Reads the stripes' expiry counters under their locks.
+    Command::redis("RESETSTAT", config_resetstat).lock(Lock::AllDbs),
+    Command::redis("REWRITE", config_rewrite),
 ])];
 
 /// A container called without a known subcommand (the dispatcher already

@@ -22,143 +22,26 @@ use crate::ctx::{eq_ic, parse_i64, Args, Ctx};
 use crate::effects::Class;
 use crate::error::{CmdError, CmdResult};
 use crate::glob;
-use crate::spec::{CommandSpec, Flags, Group, KeyList, KeySpec};
+use crate::spec::{Command, KeyList, Lock};
 
-const W: Flags = Flags::WRITE.union(Flags::DENYOOM);
-const WF: Flags = W.union(Flags::FAST);
-const WFAST: Flags = Flags::WRITE.union(Flags::FAST);
-const R: Flags = Flags::READONLY;
-const RF: Flags = R.union(Flags::FAST);
-const K1: KeySpec = KeySpec::range(1, 1, 1);
-const KALL: KeySpec = KeySpec::range(1, -1, 1);
-const G: Group = Group::Set;
-
-const INTER_COMPLEXITY: &str = "O(N*M) worst case where N is the cardinality of the smallest set \
-                                and M is the number of sets.";
-const UNION_COMPLEXITY: &str = "O(N) where N is the total number of elements in all given sets.";
-
-pub const COMMANDS: &[CommandSpec] = &[
-    CommandSpec::new("SADD", -3, WF, K1, G, "Add one or more members to a set", sadd).complexity(
-        "O(1) for each element added, so O(N) to add N elements when the command is called \
-         with multiple arguments.",
-    ),
-    CommandSpec::new("SREM", -3, WFAST, K1, G, "Remove one or more members from a set", srem)
-        .complexity("O(N) where N is the number of members to be removed."),
-    CommandSpec::new("SMEMBERS", 2, R, K1, G, "Get all the members in a set", smembers)
-        .complexity("O(N) where N is the set cardinality."),
-    CommandSpec::new(
-        "SISMEMBER",
-        3,
-        RF,
-        K1,
-        G,
-        "Determine if a given value is a member of a set",
-        sismember,
-    )
-    .complexity("O(1)"),
-    CommandSpec::new(
-        "SMISMEMBER",
-        -3,
-        RF,
-        K1,
-        G,
-        "Returns the membership associated with the given elements for a set",
-        smismember,
-    )
-    .since("6.2.0")
-    .complexity("O(N) where N is the number of elements being checked for membership"),
-    CommandSpec::new("SCARD", 2, RF, K1, G, "Get the number of members in a set", scard)
-        .complexity("O(1)"),
-    CommandSpec::new(
-        "SPOP",
-        -2,
-        WFAST,
-        K1,
-        G,
-        "Remove and return one or multiple random members from a set",
-        spop,
-    )
-    .complexity(
-        "Without the count argument O(1), otherwise O(N) where N is the value of the passed \
-         count.",
-    ),
-    CommandSpec::new(
-        "SRANDMEMBER",
-        -2,
-        R,
-        K1,
-        G,
-        "Get one or multiple random members from a set",
-        srandmember,
-    )
-    .complexity(
-        "Without the count argument O(1), otherwise O(N) where N is the absolute value of the \
-         passed count.",
-    ),
-    CommandSpec::new(
-        "SMOVE",
-        4,
-        WFAST,
-        KeySpec::range(1, 2, 1),
-        G,
-        "Move a member from one set to another",
-        smove,
-    )
-    .complexity("O(1)"),
-    CommandSpec::new("SINTER", -2, R, KALL, G, "Intersect multiple sets", sinter)
-        .complexity(INTER_COMPLEXITY),
-    CommandSpec::new(
-        "SINTERCARD",
-        -3,
-        R,
-        KeySpec::Custom { legacy: (0, 0, 0), find: sintercard_keys },
-        G,
-        "Intersect multiple sets and return the cardinality of the result",
-        sintercard,
-    )
-    .since("7.0.0")
-    .complexity(INTER_COMPLEXITY),
-    CommandSpec::new(
-        "SINTERSTORE",
-        -3,
-        W,
-        KALL,
-        G,
-        "Intersect multiple sets and store the resulting set in a key",
-        sinterstore,
-    )
-    .complexity(INTER_COMPLEXITY),
-    CommandSpec::new("SUNION", -2, R, KALL, G, "Add multiple sets", sunion)
-        .complexity(UNION_COMPLEXITY),
-    CommandSpec::new(
-        "SUNIONSTORE",
-        -3,
-        W,
-        KALL,
-        G,
-        "Add multiple sets and store the resulting set in a key",
-        sunionstore,
-    )
-    .complexity(UNION_COMPLEXITY),
-    CommandSpec::new("SDIFF", -2, R, KALL, G, "Subtract multiple sets", sdiff)
-        .complexity(UNION_COMPLEXITY),
-    CommandSpec::new(
-        "SDIFFSTORE",
-        -3,
-        W,
-        KALL,
-        G,
-        "Subtract multiple sets and store the resulting set in a key",
-        sdiffstore,
-    )
-    .complexity(UNION_COMPLEXITY),
-    CommandSpec::new("SSCAN", -3, R, K1, G, "Incrementally iterate Set elements", sscan)
-        .since("2.8.0")
-        .complexity(
-            "O(1) for every call. O(N) for a complete iteration, including enough command \
-             calls for the cursor to return back to 0. N is the number of elements inside the \
-             collection..",
-        ),
+pub const COMMANDS: &[Command] = &[
+    Command::redis("SADD", sadd),
+    Command::redis("SREM", srem),
+    Command::redis("SMEMBERS", smembers),
+    Command::redis("SISMEMBER", sismember),
+    Command::redis("SMISMEMBER", smismember),
+    Command::redis("SCARD", scard),
+    Command::redis("SPOP", spop),
+    Command::redis("SRANDMEMBER", srandmember),
+    Command::redis("SMOVE", smove),
+    Command::redis("SINTER", sinter),
+    Command::redis("SINTERCARD", sintercard).lock(Lock::Custom { find: sintercard_keys }),
+    Command::redis("SINTERSTORE", sinterstore),
+    Command::redis("SUNION", sunion),
+    Command::redis("SUNIONSTORE", sunionstore),
+    Command::redis("SDIFF", sdiff),
+    Command::redis("SDIFFSTORE", sdiffstore),
+    Command::redis("SSCAN", sscan),
 ];
 
 // ---- helpers --------------------------------------------------------------

@@ -19,7 +19,7 @@ use crate::ctx::{Args, Ctx};
 use crate::error::{CmdError, CmdResult};
 use crate::session::Session;
 use crate::shared::Shared;
-use crate::spec::{CommandSpec, Flags, Group, KeySpec};
+use crate::spec::{Command, CommandSpec, Flags};
 
 /// Redis's SLOWLOG_ENTRY_MAX_ARGC and SLOWLOG_ENTRY_MAX_STRING.
 const MAX_ARGC: usize = 32;
@@ -138,57 +138,13 @@ impl SlowLog {
     }
 }
 
-const ADM: Flags = Flags::ADMIN.union(Flags::LOADING).union(Flags::STALE);
-
-pub const COMMANDS: &[CommandSpec] = &[CommandSpec::new(
-    "SLOWLOG",
-    -2,
-    Flags::NONE,
-    KeySpec::None,
-    Group::Server,
-    "A container for slow log commands",
-    crate::commands::server::container,
-)
-.since("2.2.12")
-.complexity("Depends on subcommand.")
-.subs(&[
-    CommandSpec::new(
-        "GET",
-        -2,
-        ADM,
-        KeySpec::None,
-        Group::Server,
-        "Get the slow log's entries",
-        get,
-    )
-    .since("2.2.12")
-    .complexity("O(N) where N is the number of entries returned"),
-    CommandSpec::new("LEN", 2, ADM, KeySpec::None, Group::Server, "Get the slow log's length", len)
-        .since("2.2.12")
-        .complexity("O(1)"),
-    CommandSpec::new(
-        "RESET",
-        2,
-        ADM,
-        KeySpec::None,
-        Group::Server,
-        "Clear all entries from the slow log",
-        reset,
-    )
-    .since("2.2.12")
-    .complexity("O(N) where N is the number of entries in the slowlog"),
-    CommandSpec::new(
-        "HELP",
-        2,
-        Flags::LOADING.union(Flags::STALE),
-        KeySpec::None,
-        Group::Server,
-        "Show helpful text about the different subcommands",
-        help,
-    )
-    .since("6.2.0")
-    .complexity("O(1)"),
-])];
+pub const COMMANDS: &[Command] = &[Command::redis("SLOWLOG", crate::commands::server::container)
+    .subs(&[
+        Command::redis("GET", get),
+        Command::redis("LEN", len),
+        Command::redis("RESET", reset),
+        Command::redis("HELP", help),
+    ])];
 
 fn get(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     args.at_most(1)?;

@@ -29,34 +29,13 @@ use store::{Value, NO_EXPIRE};
 use crate::ctx::{eq_ic, parse_i64, Args, Ctx};
 use crate::effects::Class;
 use crate::error::{CmdError, CmdResult};
-use crate::spec::{CommandSpec, Flags, Group, KeyList, KeySpec};
+use crate::spec::{Command, KeyList, Lock};
 
-const COMPLEXITY: &str = "O(N+M*log(M)) where N is the number of elements in the list or set to \
-                          sort, and M the number of returned elements. When the elements are not \
-                          sorted, complexity is O(N).";
-
-pub const COMMANDS: &[CommandSpec] = &[
-    CommandSpec::new(
-        "SORT",
-        -2,
-        Flags::WRITE.union(Flags::DENYOOM),
-        KeySpec::CustomOrDb { legacy: (1, 1, 1), find: sort_keys, whole_db: reads_patterns },
-        Group::Generic,
-        "Sort the elements in a list, set or sorted set",
-        sort,
-    )
-    .complexity(COMPLEXITY),
-    CommandSpec::new(
-        "SORT_RO",
-        -2,
-        Flags::READONLY,
-        KeySpec::CustomOrDb { legacy: (1, 1, 1), find: sort_ro_keys, whole_db: reads_patterns },
-        Group::Generic,
-        "Sort the elements in a list, set or sorted set. Read-only variant of SORT.",
-        sort_ro,
-    )
-    .since("7.0.0")
-    .complexity(COMPLEXITY),
+pub const COMMANDS: &[Command] = &[
+    Command::redis("SORT", sort)
+        .lock(Lock::CustomOrDb { find: sort_keys, whole_db: reads_patterns }),
+    Command::redis("SORT_RO", sort_ro)
+        .lock(Lock::CustomOrDb { find: sort_ro_keys, whole_db: reads_patterns }),
 ];
 
 // ---- keys -----------------------------------------------------------------

@@ -17,88 +17,31 @@ use crate::ctx::{eq_ic, expect_string, parse_i64, Args, Ctx};
 use crate::effects::Class;
 use crate::error::{CmdError, CmdResult};
 use crate::ldouble::{self, LdError};
-use crate::spec::{CommandSpec, Flags, Group, KeySpec};
+use crate::spec::Command;
 
-const W: Flags = Flags::WRITE.union(Flags::DENYOOM);
-const WF: Flags = W.union(Flags::FAST);
-const R: Flags = Flags::READONLY;
-const RF: Flags = R.union(Flags::FAST);
-const K1: KeySpec = KeySpec::range(1, 1, 1);
-const S: Group = Group::String;
-
-const RANGE_COMPLEXITY: &str = "O(N) where N is the length of the returned string. The complexity is ultimately determined by the returned length, but because creating a substring from an existing string is very cheap, it can be considered O(1) for small strings.";
-
-pub const COMMANDS: &[CommandSpec] = &[
-    CommandSpec::new("GET", 2, RF, K1, S, "Get the value of a key", get).complexity("O(1)"),
-    CommandSpec::new("SET", -3, W, K1, S, "Set the string value of a key", set)
-        .complexity("O(1)"),
-    CommandSpec::new("SETNX", 3, WF, K1, S,
-        "Set the value of a key, only if the key does not exist", setnx)
-        .complexity("O(1)"),
-    CommandSpec::new("SETEX", 4, W, K1, S, "Set the value and expiration of a key", setex)
-        .since("2.0.0")
-        .complexity("O(1)"),
-    CommandSpec::new("PSETEX", 4, W, K1, S,
-        "Set the value and expiration in milliseconds of a key", psetex)
-        .since("2.6.0")
-        .complexity("O(1)"),
-    CommandSpec::new("GETSET", 3, WF, K1, S,
-        "Set the string value of a key and return its old value", getset)
-        .complexity("O(1)"),
-    CommandSpec::new("GETDEL", 2, Flags::WRITE.union(Flags::FAST), K1, S,
-        "Get the value of a key and delete the key", getdel)
-        .since("6.2.0")
-        .complexity("O(1)"),
-    CommandSpec::new("GETEX", -2, Flags::WRITE.union(Flags::FAST), K1, S,
-        "Get the value of a key and optionally set its expiration", getex)
-        .since("6.2.0")
-        .complexity("O(1)"),
-    CommandSpec::new("MGET", -2, RF, KeySpec::range(1, -1, 1), S,
-        "Get the values of all the given keys", mget)
-        .complexity("O(N) where N is the number of keys to retrieve."),
-    CommandSpec::new("MSET", -3, W, KeySpec::range(1, -1, 2), S,
-        "Set multiple keys to multiple values", mset)
-        .since("1.0.1")
-        .complexity("O(N) where N is the number of keys to set."),
-    CommandSpec::new("MSETNX", -3, W, KeySpec::range(1, -1, 2), S,
-        "Set multiple keys to multiple values, only if none of the keys exist", msetnx)
-        .since("1.0.1")
-        .complexity("O(N) where N is the number of keys to set."),
-    CommandSpec::new("INCR", 2, WF, K1, S, "Increment the integer value of a key by one", incr)
-        .complexity("O(1)"),
-    CommandSpec::new("DECR", 2, WF, K1, S, "Decrement the integer value of a key by one", decr)
-        .complexity("O(1)"),
-    CommandSpec::new("INCRBY", 3, WF, K1, S,
-        "Increment the integer value of a key by the given amount", incrby)
-        .complexity("O(1)"),
-    CommandSpec::new("DECRBY", 3, WF, K1, S,
-        "Decrement the integer value of a key by the given number", decrby)
-        .complexity("O(1)"),
-    CommandSpec::new("INCRBYFLOAT", 3, WF, K1, S,
-        "Increment the float value of a key by the given amount", incrbyfloat)
-        .since("2.6.0")
-        .complexity("O(1)"),
-    CommandSpec::new("APPEND", 3, WF, K1, S, "Append a value to a key", append)
-        .since("2.0.0")
-        .complexity("O(1). The amortized time complexity is O(1) assuming the appended value is small and the already present value is of any size, since the dynamic string library used by Redis will double the free space available on every reallocation."),
-    CommandSpec::new("STRLEN", 2, RF, K1, S, "Get the length of the value stored in a key", strlen)
-        .since("2.2.0")
-        .complexity("O(1)"),
-    CommandSpec::new("GETRANGE", 4, R, K1, S, "Get a substring of the string stored at a key",
-        getrange)
-        .since("2.4.0")
-        .complexity(RANGE_COMPLEXITY),
-    CommandSpec::new("SETRANGE", 4, W, K1, S,
-        "Overwrite part of a string at key starting at the specified offset", setrange)
-        .since("2.2.0")
-        .complexity("O(1), not counting the time taken to copy the new string in place. Usually, this string is very small so the amortized complexity is O(1). Otherwise, complexity is O(M) with M being the length of the value argument."),
-    CommandSpec::new("SUBSTR", 4, R, K1, S, "Get a substring of the string stored at a key",
-        getrange)
-        .complexity(RANGE_COMPLEXITY),
-    CommandSpec::new("LCS", -3, R, KeySpec::range(1, 2, 1), S, "Find longest common substring",
-        lcs)
-        .since("7.0.0")
-        .complexity("O(N*M) where N and M are the lengths of s1 and s2, respectively"),
+pub const COMMANDS: &[Command] = &[
+    Command::redis("GET", get),
+    Command::redis("SET", set),
+    Command::redis("SETNX", setnx),
+    Command::redis("SETEX", setex),
+    Command::redis("PSETEX", psetex),
+    Command::redis("GETSET", getset),
+    Command::redis("GETDEL", getdel),
+    Command::redis("GETEX", getex),
+    Command::redis("MGET", mget),
+    Command::redis("MSET", mset),
+    Command::redis("MSETNX", msetnx),
+    Command::redis("INCR", incr),
+    Command::redis("DECR", decr),
+    Command::redis("INCRBY", incrby),
+    Command::redis("DECRBY", decrby),
+    Command::redis("INCRBYFLOAT", incrbyfloat),
+    Command::redis("APPEND", append),
+    Command::redis("STRLEN", strlen),
+    Command::redis("GETRANGE", getrange),
+    Command::redis("SETRANGE", setrange),
+    Command::redis("SUBSTR", getrange),
+    Command::redis("LCS", lcs),
 ];
 
 /// Writes a string entry's value as a bulk reply.

@@ -15,73 +15,14 @@ use crate::door::{self, Hold, Ran};
 use crate::error::{CmdError, CmdResult};
 use crate::session::{Multi, Session};
 use crate::shared::Shared;
-use crate::spec::{CommandSpec, Flags, Group, KeySpec};
+use crate::spec::{Command, Flags};
 
-const TXF: Flags = Flags::NOSCRIPT.union(Flags::LOADING).union(Flags::STALE).union(Flags::FAST);
-/// Runs at once inside MULTI.
-const NQ: Flags = Flags::NO_QUEUE;
-
-pub const COMMANDS: &[CommandSpec] = &[
-    CommandSpec::new(
-        "MULTI",
-        1,
-        TXF.union(Flags::ALLOW_BUSY).union(NQ),
-        KeySpec::None,
-        Group::Transactions,
-        "Starts a transaction.",
-        multi,
-    )
-    .since("1.2.0")
-    .complexity("O(1)"),
-    CommandSpec::new(
-        "EXEC",
-        1,
-        Flags::NOSCRIPT
-            .union(Flags::LOADING)
-            .union(Flags::STALE)
-            .union(Flags::SKIP_SLOWLOG)
-            .union(NQ)
-            .union(Flags::EXEC_TX),
-        KeySpec::None,
-        Group::Transactions,
-        "Executes all commands in a transaction.",
-        exec,
-    )
-    .since("1.2.0")
-    .complexity("Depends on commands in the transaction"),
-    CommandSpec::new(
-        "DISCARD",
-        1,
-        TXF.union(Flags::ALLOW_BUSY).union(NQ),
-        KeySpec::None,
-        Group::Transactions,
-        "Discards a transaction.",
-        discard,
-    )
-    .since("2.0.0")
-    .complexity("O(N), when N is the number of queued commands"),
-    CommandSpec::new(
-        "WATCH",
-        -2,
-        TXF.union(Flags::ALLOW_BUSY).union(NQ),
-        KeySpec::range(1, -1, 1),
-        Group::Transactions,
-        "Monitors changes to keys to determine the execution of a transaction.",
-        watch,
-    )
-    .since("2.2.0")
-    .complexity("O(1) for every key."),
-    CommandSpec::new(
-        "UNWATCH",
-        1,
-        TXF.union(Flags::ALLOW_BUSY),
-        KeySpec::None,
-        Group::Transactions,
-        "Forgets about watched keys of a transaction.",
-        unwatch,
-    )
-    .since("2.2.0")
-    .complexity("O(1)"),
+pub const COMMANDS: &[Command] = &[
+    Command::redis("MULTI", multi).flags(Flags::NO_QUEUE),
+    Command::redis("EXEC", exec).flags(Flags::NO_QUEUE.union(Flags::EXEC_TX)),
+    Command::redis("DISCARD", discard).flags(Flags::NO_QUEUE),
+    Command::redis("WATCH", watch).flags(Flags::NO_QUEUE),
+    Command::redis("UNWATCH", unwatch),
 ];
 
 fn multi(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {

@@ -10,49 +10,12 @@ use crate::blocking;
 use crate::commands::zset::ops::{numkeys_at_1, parse_mpop, pop_reply, PopReply};
 use crate::ctx::{Args, Ctx};
 use crate::error::{CmdError, CmdResult};
-use crate::spec::{CommandSpec, Flags, Group, KeyList, KeySpec};
+use crate::spec::{Command, KeyList, Lock};
 
-const WB: Flags = Flags::WRITE.union(Flags::NOSCRIPT).union(Flags::BLOCKING);
-
-pub const COMMANDS: &[CommandSpec] = &[
-    CommandSpec::new(
-        "BZPOPMIN",
-        -3,
-        WB.union(Flags::FAST),
-        KeySpec::range(1, -2, 1),
-        Group::SortedSet,
-        "Remove and return the member with the lowest score from one or more sorted sets, or \
-         block until one is available",
-        bzpopmin,
-    )
-    .since("5.0.0")
-    .complexity("O(log(N)) with N being the number of elements in the sorted set."),
-    CommandSpec::new(
-        "BZPOPMAX",
-        -3,
-        WB.union(Flags::FAST),
-        KeySpec::range(1, -2, 1),
-        Group::SortedSet,
-        "Remove and return the member with the highest score from one or more sorted sets, or \
-         block until one is available",
-        bzpopmax,
-    )
-    .since("5.0.0")
-    .complexity("O(log(N)) with N being the number of elements in the sorted set."),
-    CommandSpec::new(
-        "BZMPOP",
-        -5,
-        Flags::WRITE.union(Flags::BLOCKING),
-        KeySpec::Custom { legacy: (0, 0, 0), find: bzmpop_keys },
-        Group::SortedSet,
-        "Remove and return members with scores in a sorted set or block until one is available",
-        bzmpop,
-    )
-    .since("7.0.0")
-    .complexity(
-        "O(K) + O(M*log(N)) where K is the number of provided keys, N being the number of \
-         elements in the sorted set, and M being the number of elements popped.",
-    ),
+pub const COMMANDS: &[Command] = &[
+    Command::redis("BZPOPMIN", bzpopmin),
+    Command::redis("BZPOPMAX", bzpopmax),
+    Command::redis("BZMPOP", bzmpop).lock(Lock::Custom { find: bzmpop_keys }),
 ];
 
 /// BZPOP*'s reply: `[key, member, score]`.

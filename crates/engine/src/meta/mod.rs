@@ -10,8 +10,9 @@
 //! holds the types, lookup by full name, the key extraction Redis does from
 //! key specs (`COMMAND GETKEYS`, later ACL key permissions and client
 //! tracking), and the reply writers `COMMAND` uses. The command table
-//! (`spec.rs`) drives dispatch; a test checks that its arity, flags, key
-//! range and group agree with this data.
+//! (`commands/mod.rs`) takes every command's arity, flags, key range and
+//! group from here; [`sluice`] holds the same data for the commands
+//! Sluice adds.
 
 use resp::ReplyBuf;
 
@@ -19,6 +20,8 @@ use crate::spec::Group;
 
 #[rustfmt::skip]
 pub mod redis70;
+#[rustfmt::skip]
+pub mod sluice;
 
 /// Command flag bits: the same bits as [`crate::spec::Flags`].
 pub mod f {
@@ -313,6 +316,15 @@ pub const META: Meta = Meta {
 
 /// Redis's metadata for `name` (`get`, `config|get`; any case).
 pub fn find(name: &str) -> Option<&'static Meta> {
+    find_in(redis70::COMMANDS, name)
+}
+
+/// The metadata of a command Sluice adds ([`sluice`]), by name.
+pub fn find_sluice(name: &str) -> Option<&'static Meta> {
+    find_in(sluice::COMMANDS, name)
+}
+
+fn find_in(all: &'static [Meta], name: &str) -> Option<&'static Meta> {
     let lower = name.to_ascii_lowercase();
     let (top, sub) = match lower.split_once('|') {
         Some((t, _)) => (t, Some(lower.as_str())),
@@ -321,7 +333,7 @@ pub fn find(name: &str) -> Option<&'static Meta> {
     let by_name = |list: &'static [Meta], n: &str| -> Option<&'static Meta> {
         list.binary_search_by(|m| m.name.cmp(n)).ok().map(|i| &list[i])
     };
-    let m = by_name(redis70::COMMANDS, top)?;
+    let m = by_name(all, top)?;
     match sub {
         None => Some(m),
         Some(full) => by_name(m.subcommands, full),
@@ -774,6 +786,13 @@ mod tests {
         // Redis 7.0.15: COMMAND COUNT.
         assert_eq!(all.len(), 240);
         assert!(find("nosuch").is_none() && find("config|nosuch").is_none());
+        // Sluice's additions: sorted, found, and never a Redis name.
+        let own = sluice::COMMANDS;
+        assert!(own.windows(2).all(|w| w[0].name < w[1].name));
+        for m in own {
+            assert!(std::ptr::eq(find_sluice(m.name).unwrap(), m));
+            assert!(find(m.name).is_none(), "{} is Redis's", m.name);
+        }
     }
 
     #[test]

@@ -18,7 +18,7 @@ use resp::ReplyBuf;
 use super::{vm, Script, ScriptFlags, Target};
 use crate::ctx::{eq_ic, Args, Ctx};
 use crate::error::{CmdError, CmdResult};
-use crate::spec::{CommandSpec, Flags, Group, KeySpec};
+use crate::spec::{Command, Flags, Lock};
 use crate::Shared;
 
 /// A registered function, as FUNCTION LIST shows it.
@@ -51,158 +51,32 @@ pub struct Libraries {
     next_version: u64,
 }
 
-const FNF: Flags = Flags::NOSCRIPT
-    .union(Flags::STALE)
-    .union(Flags::SKIP_MONITOR)
-    .union(Flags::NO_MANDATORY_KEYS)
-    .union(Flags::MOVABLEKEYS)
-    .union(Flags::RUNS_SCRIPT);
-const FCALL_KEYS: KeySpec = KeySpec::Custom { legacy: (0, 0, 0), find: super::eval_keys };
+const FCALL_KEYS: Lock = Lock::Custom { find: super::eval_keys };
 
-pub const COMMANDS: &[CommandSpec] = &[
-    CommandSpec::new(
-        "FCALL",
-        -3,
-        FNF.union(Flags::MAY_REPLICATE),
-        FCALL_KEYS,
-        Group::Scripting,
-        "Invokes a function.",
-        fcall,
-    )
-    .since("7.0.0")
-    .complexity("Depends on the function that is executed."),
-    CommandSpec::new(
-        "FCALL_RO",
-        -3,
-        FNF.union(Flags::READONLY),
-        FCALL_KEYS,
-        Group::Scripting,
-        "Invokes a read-only function.",
-        fcall_ro,
-    )
-    .since("7.0.0")
-    .complexity("Depends on the function that is executed."),
-    CommandSpec::new(
-        "FUNCTION",
-        -2,
-        Flags::NONE,
-        KeySpec::None,
-        Group::Scripting,
-        "A container for function commands.",
-        container,
-    )
-    .since("7.0.0")
-    .complexity("Depends on subcommand.")
-    .subs(SUBS),
+pub const COMMANDS: &[Command] = &[
+    Command::redis("FCALL", fcall)
+        .flags(Flags::MAY_REPLICATE.union(Flags::RUNS_SCRIPT))
+        .lock(FCALL_KEYS),
+    Command::redis("FCALL_RO", fcall_ro).flags(Flags::RUNS_SCRIPT).lock(FCALL_KEYS),
+    Command::redis("FUNCTION", container).subs(SUBS),
 ];
 
-const W: Flags = Flags::WRITE.union(Flags::NOSCRIPT);
 /// The subcommands that change the registry hold every stripe, as FLUSHALL
 /// does (no key is reported): a snapshot's instant, which holds them all,
 /// then falls cleanly before or after them, so the libraries a snapshot
 /// takes agree with where the AOF and the replication stream switch.
-const WRITE_KEYS: KeySpec = KeySpec::AllDbs;
+const WRITE_KEYS: Lock = Lock::AllDbs;
 
-const SUBS: &[CommandSpec] = &[
-    CommandSpec::new(
-        "DUMP",
-        2,
-        Flags::NOSCRIPT,
-        KeySpec::None,
-        Group::Scripting,
-        "Dumps all libraries into a serialized binary payload.",
-        dump,
-    )
-    .since("7.0.0")
-    .complexity("O(N) where N is the number of functions"),
-    CommandSpec::new(
-        "RESTORE",
-        -3,
-        W.union(Flags::DENYOOM),
-        WRITE_KEYS,
-        Group::Scripting,
-        "Restores all libraries from a payload.",
-        restore,
-    )
-    .since("7.0.0")
-    .complexity("O(N) where N is the number of functions on the payload"),
-    CommandSpec::new(
-        "DELETE",
-        3,
-        W,
-        WRITE_KEYS,
-        Group::Scripting,
-        "Deletes a library and its functions.",
-        delete,
-    )
-    .since("7.0.0")
-    .complexity("O(1)"),
-    CommandSpec::new(
-        "FLUSH",
-        -2,
-        W,
-        WRITE_KEYS,
-        Group::Scripting,
-        "Deletes all libraries and functions.",
-        flush,
-    )
-    .since("7.0.0")
-    .complexity("O(N) where N is the number of functions deleted"),
-    CommandSpec::new(
-        "HELP",
-        2,
-        Flags::LOADING.union(Flags::STALE),
-        KeySpec::None,
-        Group::Scripting,
-        "Returns helpful text about the different subcommands.",
-        help,
-    )
-    .since("7.0.0")
-    .complexity("O(1)"),
-    CommandSpec::new(
-        "KILL",
-        2,
-        Flags::NOSCRIPT.union(Flags::ALLOW_BUSY),
-        KeySpec::None,
-        Group::Scripting,
-        "Terminates a function during execution.",
-        kill,
-    )
-    .since("7.0.0")
-    .complexity("O(1)"),
-    CommandSpec::new(
-        "LIST",
-        -2,
-        Flags::NOSCRIPT,
-        KeySpec::None,
-        Group::Scripting,
-        "Returns information about all libraries.",
-        list,
-    )
-    .since("7.0.0")
-    .complexity("O(N) where N is the number of functions"),
-    CommandSpec::new(
-        "LOAD",
-        -3,
-        W.union(Flags::DENYOOM),
-        WRITE_KEYS,
-        Group::Scripting,
-        "Creates a library.",
-        load,
-    )
-    .since("7.0.0")
-    .complexity("O(1) (considering compilation time is redundant)"),
-    CommandSpec::new(
-        "STATS",
-        2,
-        Flags::NOSCRIPT.union(Flags::ALLOW_BUSY),
-        KeySpec::None,
-        Group::Scripting,
-        "Returns information about a function during execution.",
-        stats,
-    )
-    .since("7.0.0")
-    .complexity("O(1)"),
+const SUBS: &[Command] = &[
+    Command::redis("DUMP", dump),
+    Command::redis("RESTORE", restore).lock(WRITE_KEYS),
+    Command::redis("DELETE", delete).lock(WRITE_KEYS),
+    Command::redis("FLUSH", flush).lock(WRITE_KEYS),
+    Command::redis("HELP", help),
+    Command::redis("KILL", kill),
+    Command::redis("LIST", list),
+    Command::redis("LOAD", load).lock(WRITE_KEYS),
+    Command::redis("STATS", stats),
 ];
 
 fn container(_: &mut Ctx, args: &mut Args, _: &mut ReplyBuf) -> CmdResult {

@@ -28,7 +28,7 @@ use smallvec::SmallVec;
 use crate::ctx::{eq_ic, Args, Ctx};
 use crate::dispatch::{self, Scope};
 use crate::error::{CmdError, CmdResult};
-use crate::spec::{CommandSpec, Flags, Group, KeyList, KeySpec};
+use crate::spec::{Command, CommandSpec, Flags, KeyList, Lock};
 
 pub mod busy;
 pub mod cjson;
@@ -467,140 +467,27 @@ impl ScriptFlags {
 
 // ---- commands ---------------------------------------------------------
 
-const EVF: Flags = Flags::NOSCRIPT
-    .union(Flags::STALE)
-    .union(Flags::SKIP_MONITOR)
-    .union(Flags::NO_MANDATORY_KEYS)
-    .union(Flags::MOVABLEKEYS)
-    .union(Flags::RUNS_SCRIPT);
-const EVAL_KEYS: KeySpec = KeySpec::Custom { legacy: (0, 0, 0), find: eval_keys };
+const EVAL_KEYS: Lock = Lock::Custom { find: eval_keys };
 
-pub const COMMANDS: &[CommandSpec] = &[
-    CommandSpec::new(
-        "EVAL",
-        -3,
-        EVF.union(Flags::MAY_REPLICATE),
-        EVAL_KEYS,
-        Group::Scripting,
-        "Executes a server-side Lua script.",
-        eval,
-    )
-    .since("2.6.0")
-    .complexity("Depends on the script that is executed."),
-    CommandSpec::new(
-        "EVALSHA",
-        -3,
-        EVF.union(Flags::MAY_REPLICATE),
-        EVAL_KEYS,
-        Group::Scripting,
-        "Executes a server-side Lua script by SHA1 digest.",
-        evalsha,
-    )
-    .since("2.6.0")
-    .complexity("Depends on the script that is executed."),
-    CommandSpec::new(
-        "EVAL_RO",
-        -3,
-        EVF.union(Flags::READONLY),
-        EVAL_KEYS,
-        Group::Scripting,
-        "Executes a read-only server-side Lua script.",
-        eval_ro,
-    )
-    .since("7.0.0")
-    .complexity("Depends on the script that is executed."),
-    CommandSpec::new(
-        "EVALSHA_RO",
-        -3,
-        EVF.union(Flags::READONLY),
-        EVAL_KEYS,
-        Group::Scripting,
-        "Executes a read-only server-side Lua script by SHA1 digest.",
-        evalsha_ro,
-    )
-    .since("7.0.0")
-    .complexity("Depends on the script that is executed."),
-    CommandSpec::new(
-        "SCRIPT",
-        -2,
-        Flags::NONE,
-        KeySpec::None,
-        Group::Scripting,
-        "A container for Lua scripts management commands.",
-        container,
-    )
-    .since("2.6.0")
-    .complexity("Depends on subcommand.")
-    .subs(SCRIPT_SUBS),
+pub const COMMANDS: &[Command] = &[
+    Command::redis("EVAL", eval)
+        .flags(Flags::MAY_REPLICATE.union(Flags::RUNS_SCRIPT))
+        .lock(EVAL_KEYS),
+    Command::redis("EVALSHA", evalsha)
+        .flags(Flags::MAY_REPLICATE.union(Flags::RUNS_SCRIPT))
+        .lock(EVAL_KEYS),
+    Command::redis("EVAL_RO", eval_ro).flags(Flags::RUNS_SCRIPT).lock(EVAL_KEYS),
+    Command::redis("EVALSHA_RO", evalsha_ro).flags(Flags::RUNS_SCRIPT).lock(EVAL_KEYS),
+    Command::redis("SCRIPT", container).subs(SCRIPT_SUBS),
 ];
 
-const SCRIPT_SUBS: &[CommandSpec] = &[
-    CommandSpec::new(
-        "DEBUG",
-        3,
-        Flags::NOSCRIPT,
-        KeySpec::None,
-        Group::Scripting,
-        "Sets the debug mode of server-side Lua scripts.",
-        script_debug,
-    )
-    .since("3.2.0")
-    .complexity("O(1)"),
-    CommandSpec::new(
-        "EXISTS",
-        -3,
-        Flags::NOSCRIPT,
-        KeySpec::None,
-        Group::Scripting,
-        "Determines whether server-side Lua scripts exist in the script cache.",
-        script_exists,
-    )
-    .since("2.6.0")
-    .complexity("O(N) with N being the number of scripts to check (so checking a single script is an O(1) operation)."),
-    CommandSpec::new(
-        "FLUSH",
-        -2,
-        Flags::NOSCRIPT,
-        KeySpec::None,
-        Group::Scripting,
-        "Removes all server-side Lua scripts from the script cache.",
-        script_flush,
-    )
-    .since("2.6.0")
-    .complexity("O(N) with N being the number of scripts in cache"),
-    CommandSpec::new(
-        "HELP",
-        2,
-        Flags::LOADING.union(Flags::STALE),
-        KeySpec::None,
-        Group::Scripting,
-        "Returns helpful text about the different subcommands.",
-        script_help,
-    )
-    .since("5.0.0")
-    .complexity("O(1)"),
-    CommandSpec::new(
-        "KILL",
-        2,
-        Flags::NOSCRIPT.union(Flags::ALLOW_BUSY),
-        KeySpec::None,
-        Group::Scripting,
-        "Terminates a server-side Lua script during execution.",
-        script_kill,
-    )
-    .since("2.6.0")
-    .complexity("O(1)"),
-    CommandSpec::new(
-        "LOAD",
-        3,
-        Flags::NOSCRIPT.union(Flags::STALE),
-        KeySpec::None,
-        Group::Scripting,
-        "Loads a server-side Lua script to the script cache.",
-        script_load,
-    )
-    .since("2.6.0")
-    .complexity("O(N) with N being the length in bytes of the script body."),
+const SCRIPT_SUBS: &[Command] = &[
+    Command::redis("DEBUG", script_debug),
+    Command::redis("EXISTS", script_exists),
+    Command::redis("FLUSH", script_flush),
+    Command::redis("HELP", script_help),
+    Command::redis("KILL", script_kill),
+    Command::redis("LOAD", script_load),
 ];
 
 /// The declared keys: `numkeys` names after the script (locked before the

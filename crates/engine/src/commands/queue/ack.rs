@@ -7,34 +7,16 @@ use queue::{Job, JobId, State};
 use resp::ReplyBuf;
 use smallvec::SmallVec;
 
-use super::{job_cmd, parse_ids, propagate_states, ready};
+use super::{parse_ids, propagate_states, ready};
 use crate::ctx::{Args, Ctx};
 use crate::error::{CmdError, CmdResult, JobError};
-use crate::spec::{CommandSpec, Flags};
+use crate::spec::{Command, Lock};
 
-pub(super) const ACKJOB: CommandSpec = job_cmd(
-    "ACKJOB",
-    -1,
-    Flags::WRITE.union(Flags::FAST),
-    "Acknowledges jobs: they are done and forgotten (Disque).",
-    ackjob,
-);
+pub(super) const ACKJOB: Command = Command::sluice("ACKJOB", ackjob).lock(Lock::Jobs);
 
-pub(super) const FASTACK: CommandSpec = job_cmd(
-    "FASTACK",
-    -1,
-    Flags::WRITE.union(Flags::FAST),
-    "Acknowledges jobs by deleting them at once (Disque).",
-    ackjob,
-);
+pub(super) const FASTACK: Command = Command::sluice("FASTACK", ackjob).lock(Lock::Jobs);
 
-pub(super) const DELJOB: CommandSpec = job_cmd(
-    "DELJOB",
-    -1,
-    Flags::WRITE.union(Flags::FAST),
-    "Deletes jobs, whatever their state (Disque).",
-    ackjob,
-);
+pub(super) const DELJOB: Command = Command::sluice("DELJOB", ackjob).lock(Lock::Jobs);
 
 /// ACKJOB, FASTACK and DELJOB are one thing on a single node: a known job
 /// is deleted at once (an ACK needs no retention when no other node may
@@ -69,21 +51,9 @@ fn propagate_deletions(cx: &mut Ctx, gone: &[JobId]) {
     }
 }
 
-pub(super) const NACK: CommandSpec = job_cmd(
-    "NACK",
-    -1,
-    Flags::WRITE.union(Flags::DENYOOM).union(Flags::FAST),
-    "Puts fetched jobs back in their queues now, counting a NACK (Disque).",
-    nack,
-);
+pub(super) const NACK: Command = Command::sluice("NACK", nack).lock(Lock::Jobs);
 
-pub(super) const ENQUEUE: CommandSpec = job_cmd(
-    "ENQUEUE",
-    -1,
-    Flags::WRITE.union(Flags::DENYOOM).union(Flags::FAST),
-    "Puts active jobs in their queues now (Disque).",
-    enqueue,
-);
+pub(super) const ENQUEUE: Command = Command::sluice("ENQUEUE", enqueue).lock(Lock::Jobs);
 
 fn nack(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     requeue(cx, args, true, out)
@@ -114,13 +84,7 @@ fn requeue(cx: &mut Ctx, args: &mut Args, nack: bool, out: &mut ReplyBuf) -> Cmd
     Ok(())
 }
 
-pub(super) const DEQUEUE: CommandSpec = job_cmd(
-    "DEQUEUE",
-    -1,
-    Flags::WRITE.union(Flags::FAST),
-    "Takes queued jobs out of their queues, leaving them active (Disque).",
-    dequeue,
-);
+pub(super) const DEQUEUE: Command = Command::sluice("DEQUEUE", dequeue).lock(Lock::Jobs);
 
 fn dequeue(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let ids = parse_ids(args.rest())?;
@@ -137,13 +101,7 @@ fn dequeue(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     Ok(())
 }
 
-pub(super) const WORKING: CommandSpec = job_cmd(
-    "WORKING",
-    2,
-    Flags::WRITE.union(Flags::FAST),
-    "Postpones a job's next delivery by its retry period (Disque).",
-    working,
-);
+pub(super) const WORKING: Command = Command::sluice("WORKING", working).lock(Lock::Jobs);
 
 /// WORKING: replies the job's retry period, after which the worker should
 /// call again; refused past half of the job's life (spec §2.7).
@@ -160,13 +118,7 @@ fn working(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     Ok(())
 }
 
-pub(super) const LOADJOB: CommandSpec = job_cmd(
-    "LOADJOB",
-    -2,
-    Flags::WRITE.union(Flags::LOADING),
-    "Restores jobs as recorded in the AOF or a replication stream (internal).",
-    loadjob,
-);
+pub(super) const LOADJOB: Command = Command::sluice("LOADJOB", loadjob).lock(Lock::Jobs);
 
 /// `LOADJOB <record> [<record> ...]` registers whole jobs from their
 /// binary records (ADDJOB's propagated form; a record starts with its

@@ -4,18 +4,12 @@
 use queue::{Job, JobId, Pause, State};
 use resp::ReplyBuf;
 
-use super::{job_cmd, jobs, ready, write_job};
+use super::{jobs, ready, write_job};
 use crate::ctx::{eq_ic, parse_i64, Args, Ctx};
 use crate::error::{CmdError, CmdResult, JobError};
-use crate::spec::{CommandSpec, Flags};
+use crate::spec::{Command, Lock};
 
-pub(super) const SHOW: CommandSpec = job_cmd(
-    "SHOW",
-    2,
-    Flags::READONLY.union(Flags::FAST),
-    "Shows a job: its state, counters, schedule and body (Disque).",
-    show,
-);
+pub(super) const SHOW: Command = Command::sluice("SHOW", show).lock(Lock::Jobs);
 
 fn show(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let id = JobId::parse(args.req()?).ok_or(JobError::BadId)?;
@@ -72,13 +66,7 @@ fn write_show(out: &mut ReplyBuf, j: &Job, awake: Option<i64>, node: &str, now: 
     out.bulk(&j.body);
 }
 
-pub(super) const QLEN: CommandSpec = job_cmd(
-    "QLEN",
-    2,
-    Flags::READONLY.union(Flags::FAST),
-    "Number of jobs queued in a queue (Disque).",
-    qlen,
-);
+pub(super) const QLEN: Command = Command::sluice("QLEN", qlen).lock(Lock::Jobs);
 
 fn qlen(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let name = args.req()?;
@@ -87,13 +75,7 @@ fn qlen(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     Ok(())
 }
 
-pub(super) const QPEEK: CommandSpec = job_cmd(
-    "QPEEK",
-    3,
-    Flags::READONLY,
-    "Queued jobs without taking them: oldest first, or newest with a negative count (Disque).",
-    qpeek,
-);
+pub(super) const QPEEK: Command = Command::sluice("QPEEK", qpeek).lock(Lock::Jobs);
 
 fn qpeek(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let name = args.req()?;
@@ -113,13 +95,7 @@ fn qpeek(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     Ok(())
 }
 
-pub(super) const QSTAT: CommandSpec = job_cmd(
-    "QSTAT",
-    2,
-    Flags::READONLY.union(Flags::FAST),
-    "A queue's length, age, idle time, waiting clients, counters and pause state (Disque).",
-    qstat,
-);
+pub(super) const QSTAT: Command = Command::sluice("QSTAT", qstat).lock(Lock::Jobs);
 
 fn qstat(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let name = args.req()?;
@@ -161,13 +137,7 @@ fn waiting(cx: &mut Ctx, name: &[u8]) -> usize {
     cx.keys.stripe_id(id).waiters.as_ref().and_then(|t| t.get(name)).map_or(0, |q| q.len())
 }
 
-pub(super) const QSCAN: CommandSpec = job_cmd(
-    "QSCAN",
-    -1,
-    Flags::READONLY,
-    "Iterates over queues with a cursor, filtered by length (Disque).",
-    qscan,
-);
+pub(super) const QSCAN: Command = Command::sluice("QSCAN", qscan).lock(Lock::Jobs);
 
 /// QSCAN/JSCAN's common options: the cursor (any word that is no
 /// option), COUNT and BUSYLOOP.
@@ -231,13 +201,7 @@ fn qscan(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     Ok(())
 }
 
-pub(super) const JSCAN: CommandSpec = job_cmd(
-    "JSCAN",
-    -1,
-    Flags::READONLY,
-    "Iterates over jobs with a cursor, filtered by queue and state (Disque).",
-    jscan,
-);
+pub(super) const JSCAN: Command = Command::sluice("JSCAN", jscan).lock(Lock::Jobs);
 
 fn jscan(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let mut s = Scan::new();
@@ -281,13 +245,7 @@ fn jscan(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     Ok(())
 }
 
-pub(super) const PAUSE: CommandSpec = job_cmd(
-    "PAUSE",
-    -3,
-    Flags::WRITE.union(Flags::FAST),
-    "Pauses a queue's input, output or both, or reports its pause state (Disque).",
-    pause,
-);
+pub(super) const PAUSE: Command = Command::sluice("PAUSE", pause).lock(Lock::Jobs);
 
 /// PAUSE: `in`, `out`, `all` and `none` accumulate into the new state,
 /// which replaces the old one if any of them is given; `state` only

@@ -22,7 +22,7 @@ use smallvec::SmallVec;
 use crate::blocking;
 use crate::ctx::{eq_ic, Args, Ctx};
 use crate::error::{CmdError, CmdResult, JobError};
-use crate::spec::{CommandSpec, Flags, Group, KeySpec};
+use crate::spec::{Command, Lock};
 
 mod ack;
 mod admin;
@@ -30,18 +30,7 @@ mod tick;
 
 pub use tick::{clear, load_records, records, tick};
 
-const fn job_cmd(
-    name: &'static str,
-    arity: i32,
-    flags: Flags,
-    summary: &'static str,
-    handler: crate::spec::Handler,
-) -> CommandSpec {
-    CommandSpec::new(name, arity, flags, KeySpec::Jobs, Group::Queue, summary, handler)
-        .since("sluice-0.1")
-}
-
-pub const COMMANDS: &[CommandSpec] = &[
+pub const COMMANDS: &[Command] = &[
     ADDJOB,
     GETJOB,
     ack::ACKJOB,
@@ -136,14 +125,7 @@ fn parse_timeout_ms(a: &[u8]) -> Result<i64, CmdError> {
 
 // ---- ADDJOB ----------------------------------------------------------------
 
-const ADDJOB: CommandSpec = job_cmd(
-    "ADDJOB",
-    -4,
-    Flags::WRITE.union(Flags::DENYOOM),
-    "Adds a job to a queue (Disque).",
-    addjob,
-)
-.complexity("O(log N)");
+const ADDJOB: Command = Command::sluice("ADDJOB", addjob).lock(Lock::Jobs);
 
 /// ADDJOB's options, parsed before anything is touched.
 struct AddOpts {
@@ -261,14 +243,7 @@ fn addjob(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
 
 // ---- GETJOB ----------------------------------------------------------------
 
-const GETJOB: CommandSpec = job_cmd(
-    "GETJOB",
-    -2,
-    Flags::WRITE.union(Flags::BLOCKING),
-    "Fetches jobs from queues, waiting for one if there are none (Disque).",
-    getjob,
-)
-.complexity("O(log N) per job");
+const GETJOB: Command = Command::sluice("GETJOB", getjob).lock(Lock::Jobs);
 
 struct GetOpts {
     nohang: bool,

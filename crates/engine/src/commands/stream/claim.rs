@@ -12,34 +12,14 @@ use store::Value;
 use crate::ctx::{eq_ic, Args, Ctx};
 use crate::effects::Class;
 use crate::error::{CmdError, CmdResult};
-use crate::spec::{CommandSpec, Flags, KeySpec};
+use crate::spec::Command;
 
 use super::read::{setid_argv, xclaim_argv};
 use super::{parse_id_with, parse_interval_id, reply_entry, reply_id, IdRules};
 
-pub const XCLAIM: CommandSpec = CommandSpec::new(
-    "XCLAIM",
-    -6,
-    Flags::WRITE.union(Flags::FAST),
-    KeySpec::range(1, 1, 1),
-    crate::spec::Group::Stream,
-    "Changes (or acquires) ownership of a message in a consumer group, as if the message was delivered to the specified consumer.",
-    xclaim,
-)
-.since("5.0.0")
-.complexity("O(log N) with N being the number of messages in the PEL of the consumer group.");
+pub const XCLAIM: Command = Command::redis("XCLAIM", xclaim);
 
-pub const XAUTOCLAIM: CommandSpec = CommandSpec::new(
-    "XAUTOCLAIM",
-    -6,
-    Flags::WRITE.union(Flags::FAST),
-    KeySpec::range(1, 1, 1),
-    crate::spec::Group::Stream,
-    "Changes (or acquires) ownership of messages in a consumer group, as if the messages were delivered to the specified consumer.",
-    xautoclaim,
-)
-.since("6.2.0")
-.complexity("O(1) if COUNT is small.");
+pub const XAUTOCLAIM: Command = Command::redis("XAUTOCLAIM", xautoclaim);
 
 fn msg(m: &'static str) -> CmdError {
     CmdError::Msg(Cow::Borrowed(m))

@@ -11,113 +11,24 @@ use crate::commands::server::reply_help;
 use crate::ctx::{eq_ic, parse_i64, Args, Ctx};
 use crate::effects::Class;
 use crate::error::{CmdError, CmdResult};
-use crate::spec::{CommandSpec, Flags, Group, KeySpec};
+use crate::spec::Command;
 
 use super::{parse_interval_id, parse_strict_id, read_stream, reply_id, write_stream};
 
-const G: Group = Group::Stream;
-const K1: KeySpec = KeySpec::range(1, 1, 1);
-const K2: KeySpec = KeySpec::range(2, 2, 1);
+pub const XACK: Command = Command::redis("XACK", xack);
 
-pub const XACK: CommandSpec = CommandSpec::new(
-    "XACK",
-    -4,
-    Flags::WRITE.union(Flags::FAST),
-    K1,
-    G,
-    "Marks a pending message as correctly processed, effectively removing it from the pending entries list of the consumer group. Return value of the command is the number of messages successfully acknowledged, that is, the IDs we were actually able to resolve in the PEL.",
-    xack,
-)
-.since("5.0.0")
-.complexity("O(1) for each message ID processed.");
+pub const XPENDING: Command = Command::redis("XPENDING", xpending);
 
-pub const XPENDING: CommandSpec = CommandSpec::new(
-    "XPENDING",
-    -3,
-    Flags::READONLY,
-    K1,
-    G,
-    "Return information and entries from a stream consumer group pending entries list, that are messages fetched but never acknowledged.",
-    xpending,
-)
-.since("5.0.0")
-.complexity("O(N) with N being the number of elements returned, so asking for a small fixed number of entries per call is O(1). O(M), where M is the total number of entries scanned when used with the IDLE filter. When the command returns just the summary and the list of consumers is small, it runs in O(1) time; otherwise, an additional O(N) time for iterating every consumer.");
-
-const SUBS: &[CommandSpec] = &[
-    CommandSpec::new(
-        "CREATE",
-        -5,
-        Flags::WRITE.union(Flags::DENYOOM),
-        K2,
-        G,
-        "Create a consumer group.",
-        create,
-    )
-    .since("5.0.0")
-    .complexity("O(1)"),
-    CommandSpec::new(
-        "SETID",
-        -5,
-        Flags::WRITE,
-        K2,
-        G,
-        "Set a consumer group to an arbitrary last delivered ID value.",
-        setid,
-    )
-    .since("5.0.0")
-    .complexity("O(1)"),
-    CommandSpec::new("DESTROY", 4, Flags::WRITE, K2, G, "Destroy a consumer group.", destroy)
-        .since("5.0.0")
-        .complexity(
-            "O(N) where N is the number of entries in the group's pending entries list (PEL).",
-        ),
-    CommandSpec::new(
-        "CREATECONSUMER",
-        5,
-        Flags::WRITE.union(Flags::DENYOOM),
-        K2,
-        G,
-        "Create a consumer in a consumer group.",
-        createconsumer,
-    )
-    .since("6.2.0")
-    .complexity("O(1)"),
-    CommandSpec::new(
-        "DELCONSUMER",
-        5,
-        Flags::WRITE,
-        K2,
-        G,
-        "Delete a consumer from a consumer group.",
-        delconsumer,
-    )
-    .since("5.0.0")
-    .complexity("O(1)"),
-    CommandSpec::new(
-        "HELP",
-        2,
-        Flags::LOADING.union(Flags::STALE),
-        KeySpec::None,
-        G,
-        "Show helpful text about the different subcommands",
-        help,
-    )
-    .since("5.0.0")
-    .complexity("O(1)"),
+const SUBS: &[Command] = &[
+    Command::redis("CREATE", create),
+    Command::redis("SETID", setid),
+    Command::redis("DESTROY", destroy),
+    Command::redis("CREATECONSUMER", createconsumer),
+    Command::redis("DELCONSUMER", delconsumer),
+    Command::redis("HELP", help),
 ];
 
-pub const XGROUP: CommandSpec = CommandSpec::new(
-    "XGROUP",
-    -2,
-    Flags::NONE,
-    KeySpec::None,
-    G,
-    "A container for consumer groups commands",
-    crate::commands::server::container,
-)
-.since("5.0.0")
-.complexity("Depends on subcommand.")
-.subs(SUBS);
+pub const XGROUP: Command = Command::redis("XGROUP", crate::commands::server::container).subs(SUBS);
 
 fn msg(m: &'static str) -> CmdError {
     CmdError::Msg(Cow::Borrowed(m))

@@ -11,72 +11,18 @@ use store::types::stream::{Group, Stream, StreamId, ENTRIES_READ_INVALID};
 use crate::commands::server::reply_help;
 use crate::ctx::{eq_ic, parse_i64, Args, Ctx};
 use crate::error::{CmdError, CmdResult};
-use crate::spec::{CommandSpec, Flags, KeySpec};
+use crate::spec::Command;
 
 use super::{read_stream, reply_entry, reply_id};
 
-const G: crate::spec::Group = crate::spec::Group::Stream;
-const K2: KeySpec = KeySpec::range(2, 2, 1);
-
-const SUBS: &[CommandSpec] = &[
-    CommandSpec::new(
-        "STREAM",
-        -3,
-        Flags::READONLY,
-        K2,
-        G,
-        "Get information about a stream",
-        stream,
-    )
-    .since("5.0.0")
-    .complexity("O(1)"),
-    CommandSpec::new(
-        "GROUPS",
-        3,
-        Flags::READONLY,
-        K2,
-        G,
-        "List the consumer groups of a stream",
-        groups,
-    )
-    .since("5.0.0")
-    .complexity("O(1)"),
-    CommandSpec::new(
-        "CONSUMERS",
-        4,
-        Flags::READONLY,
-        K2,
-        G,
-        "List the consumers in a consumer group",
-        consumers,
-    )
-    .since("5.0.0")
-    .complexity("O(1)"),
-    CommandSpec::new(
-        "HELP",
-        2,
-        Flags::LOADING.union(Flags::STALE),
-        KeySpec::None,
-        G,
-        "Show helpful text about the different subcommands",
-        help,
-    )
-    .since("5.0.0")
-    .complexity("O(1)"),
+const SUBS: &[Command] = &[
+    Command::redis("STREAM", stream),
+    Command::redis("GROUPS", groups),
+    Command::redis("CONSUMERS", consumers),
+    Command::redis("HELP", help),
 ];
 
-pub const XINFO: CommandSpec = CommandSpec::new(
-    "XINFO",
-    -2,
-    Flags::NONE,
-    KeySpec::None,
-    G,
-    "A container for stream introspection commands",
-    crate::commands::server::container,
-)
-.since("5.0.0")
-.complexity("Depends on subcommand.")
-.subs(SUBS);
+pub const XINFO: Command = Command::redis("XINFO", crate::commands::server::container).subs(SUBS);
 
 fn need(cx: &mut Ctx, key: &[u8]) -> Result<(), CmdError> {
     read_stream(cx, key)?.ok_or(CmdError::NoSuchKey).map(|_| ())

@@ -16,47 +16,21 @@ use store::{Value, NO_EXPIRE};
 use crate::ctx::{eq_ic, parse_i64, Args, Ctx};
 use crate::effects::Class;
 use crate::error::{CmdError, CmdResult};
-use crate::spec::{CommandSpec, Flags, Group, KeySpec};
+use crate::spec::Command;
 
 pub mod claim;
 pub mod group;
 pub mod info;
 pub mod read;
 
-const W: Flags = Flags::WRITE;
-const WD: Flags = W.union(Flags::DENYOOM);
-const K1: KeySpec = KeySpec::range(1, 1, 1);
-const G: Group = Group::Stream;
-
-pub const COMMANDS: &[CommandSpec] = &[
-    CommandSpec::new("XADD", -5, WD.union(Flags::FAST), K1, G,
-        "Appends a new entry to a stream", xadd)
-        .since("5.0.0")
-        .complexity("O(1) when adding a new entry, O(N) when trimming where N being the number of entries evicted."),
-    CommandSpec::new("XRANGE", -4, Flags::READONLY, K1, G,
-        "Return a range of elements in a stream, with IDs matching the specified IDs interval", xrange)
-        .since("5.0.0")
-        .complexity("O(N) with N being the number of elements being returned. If N is constant (e.g. always asking for the first 10 elements with COUNT), you can consider it O(1)."),
-    CommandSpec::new("XREVRANGE", -4, Flags::READONLY, K1, G,
-        "Return a range of elements in a stream, with IDs matching the specified IDs interval, in reverse order (from greater to smaller IDs) compared to XRANGE", xrevrange)
-        .since("5.0.0")
-        .complexity("O(N) with N being the number of elements returned. If N is constant (e.g. always asking for the first 10 elements with COUNT), you can consider it O(1)."),
-    CommandSpec::new("XLEN", 2, Flags::READONLY.union(Flags::FAST), K1, G,
-        "Return the number of entries in a stream", xlen)
-        .since("5.0.0")
-        .complexity("O(1)"),
-    CommandSpec::new("XDEL", -3, W.union(Flags::FAST), K1, G,
-        "Removes the specified entries from the stream. Returns the number of items actually deleted, that may be different from the number of IDs passed in case certain IDs do not exist.", xdel)
-        .since("5.0.0")
-        .complexity("O(1) for each single item to delete in the stream, regardless of the stream size."),
-    CommandSpec::new("XTRIM", -4, W, K1, G,
-        "Trims the stream to (approximately if '~' is passed) a certain size", xtrim)
-        .since("5.0.0")
-        .complexity("O(N), with N being the number of evicted entries. Constant times are very small however, since entries are organized in macro nodes containing multiple entries that can be released with a single deallocation."),
-    CommandSpec::new("XSETID", -3, WD.union(Flags::FAST), K1, G,
-        "An internal command for replicating stream values", xsetid)
-        .since("5.0.0")
-        .complexity("O(1)"),
+pub const COMMANDS: &[Command] = &[
+    Command::redis("XADD", xadd),
+    Command::redis("XRANGE", xrange),
+    Command::redis("XREVRANGE", xrevrange),
+    Command::redis("XLEN", xlen),
+    Command::redis("XDEL", xdel),
+    Command::redis("XTRIM", xtrim),
+    Command::redis("XSETID", xsetid),
     read::XREAD,
     read::XREADGROUP,
     group::XACK,

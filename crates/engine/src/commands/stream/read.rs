@@ -17,36 +17,17 @@ use crate::blocking;
 use crate::ctx::{eq_ic, parse_i64, Args, Ctx};
 use crate::effects::Class;
 use crate::error::{CmdError, CmdResult};
-use crate::spec::{CommandSpec, Flags, Group, KeyList, KeySpec};
+use crate::spec::{Command, KeyList, Lock};
 
 use super::{parse_strict_id, reply_entry, reply_id};
 
 /// Without COUNT, a served blocked reader gets at most this many entries.
 const BLOCKED_DEFAULT_COUNT: i64 = 1000;
 
-pub const XREAD: CommandSpec = CommandSpec::new(
-    "XREAD",
-    -4,
-    Flags::READONLY.union(Flags::BLOCKING).union(Flags::MOVABLEKEYS),
-    KeySpec::Custom { legacy: (0, 0, 0), find: xread_keys },
-    Group::Stream,
-    "Return never seen elements in multiple streams, with IDs greater than the ones reported by the caller for each stream. Can block.",
-    xread,
-)
-.since("5.0.0")
-.complexity("For each stream mentioned: O(N) with N being the number of elements being returned, it means that XREAD-ing with a fixed COUNT is O(1). Note that when the BLOCK option is used, XADD will pay O(M) time in order to serve the M clients blocked on the stream getting new data.");
+pub const XREAD: Command = Command::redis("XREAD", xread).lock(Lock::Custom { find: xread_keys });
 
-pub const XREADGROUP: CommandSpec = CommandSpec::new(
-    "XREADGROUP",
-    -7,
-    Flags::WRITE.union(Flags::BLOCKING).union(Flags::MOVABLEKEYS),
-    KeySpec::Custom { legacy: (0, 0, 0), find: xread_keys },
-    Group::Stream,
-    "Return new entries from a stream using a consumer group, or access the history of the pending entries for a given consumer. Can block.",
-    xreadgroup,
-)
-.since("5.0.0")
-.complexity("For each stream mentioned: O(M) with M being the number of elements returned. If M is constant (e.g. always asking for the first 10 elements with COUNT), you can consider it O(1). On the other side when XREADGROUP blocks, XADD will pay the O(N) time in order to serve the N clients blocked on the stream getting new data.");
+pub const XREADGROUP: Command =
+    Command::redis("XREADGROUP", xreadgroup).lock(Lock::Custom { find: xread_keys });
 
 /// Keys of XREAD/XREADGROUP: the first half of what follows STREAMS,
 /// found by walking the options as the handler does (a group or consumer

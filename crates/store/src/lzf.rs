@@ -1,10 +1,16 @@
-//! LZF, the compression RDB strings use: a decompressor that validates
+//! LZF, the compression RDB strings use (here, below both the RDB codec in
+//! `persist` and DEBUG OBJECT's `serializedlength` in the engine, so that
+//! there is one): a decompressor that validates
 //! every back reference and length, and a compressor that makes the same
 //! choices as the liblzf 3.6 build inside Redis 7.0 (16-bit hash table,
 //! "very fast" mode, and no `ip + 4 < in_end` guard: later liblzf versions
 //! added it, and a match in the last four bytes is what 7.0.15 writes), so
 //! that a DUMP payload of a compressible value is byte-identical to
 //! Redis's (tests/rdb.rs compares them).
+//!
+//! Ours, not a crate's: the one LZF crate (`lzf` 1.0) is deprecated by its
+//! author and keeps that `+ 4 < in_len` guard, so its output differs from
+//! Redis 7.0's for a match in the last four bytes.
 //!
 //! Format: `000LLLLL` + L+1 literal bytes; `LLLooooo oooooooo` a back
 //! reference of L+2 bytes at distance o+1; `111ooooo LLLLLLLL oooooooo` a
