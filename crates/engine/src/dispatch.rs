@@ -60,8 +60,8 @@ pub enum Lookup {
 }
 
 /// Finds the command (or subcommand) for `argv` and checks its arity.
-pub fn lookup(argv: &[&[u8]]) -> Lookup {
-    match lookup_full(argv) {
+pub fn lookup(shared: &Shared, argv: &[&[u8]]) -> Lookup {
+    match lookup_full(shared, argv) {
         Ok((_, spec)) => Lookup::Found(spec),
         Err(e) => Lookup::Rejected(e),
     }
@@ -69,9 +69,10 @@ pub fn lookup(argv: &[&[u8]]) -> Lookup {
 
 /// Like [`lookup`], also returning the top-level command of a subcommand.
 pub fn lookup_full(
+    shared: &Shared,
     argv: &[&[u8]],
 ) -> Result<(&'static CommandSpec, &'static CommandSpec), CmdError> {
-    let Some(top) = commands::find_called(argv[0]) else {
+    let Some(top) = commands::find_called(shared, argv[0]) else {
         return Err(unknown_command(argv));
     };
     let spec = if !top.subcommands.is_empty() && argv.len() >= 2 {
@@ -174,11 +175,11 @@ pub fn execute_hinted(
         }
         _ => None,
     };
-    let spec = match repeat.map(|s| Ok((s, s))).unwrap_or_else(|| lookup_full(argv)) {
+    let spec = match repeat.map(|s| Ok((s, s))).unwrap_or_else(|| lookup_full(shared, argv)) {
         Ok((top, spec)) => {
             // The repeat above matches by the command's own name, which a
             // renamed command no longer answers to.
-            sess.last_cmd = if commands::is_renamed(top) { None } else { Some((top, spec)) };
+            sess.last_cmd = if commands::is_renamed(shared, top) { None } else { Some((top, spec)) };
             spec
         }
         Err(e) => {
@@ -375,7 +376,7 @@ fn replay_with(
     out: &mut ReplyBuf,
     propagate: bool,
 ) -> Result<(), CmdError> {
-    let (top, spec) = lookup_full(argv)?;
+    let (top, spec) = lookup_full(shared, argv)?;
     sess.last_cmd = Some((top, spec));
     if let Some(m) = &mut sess.multi {
         if !spec.flags.has(Flags::NO_QUEUE) {
@@ -890,7 +891,7 @@ pub fn call<'a>(
 ) -> bool {
     // A subcommand's own name is argv[1]; its arguments start after it.
     // A command called by its `rename-command` name is not a subcommand.
-    let start = if is_name(argv[0], spec.name) || commands::is_renamed(spec) { 1 } else { 2 };
+    let start = if is_name(argv[0], spec.name) || commands::is_renamed(shared, spec) { 1 } else { 2 };
     let mut args = Args::new(argv, start);
     let mark = out.mark();
     let db = sess.db;

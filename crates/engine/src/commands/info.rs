@@ -353,7 +353,7 @@ fn section(cx: &mut Ctx, name: &str, t: &mut String, counts: &mut Counts) {
             let expired = ps.last_load_keys_expired.load(Ordering::Relaxed);
             line!("rdb_last_load_keys_expired:{}", expired);
             line!("rdb_last_load_keys_loaded:{}", ps.last_load_keys_loaded.load(Ordering::Relaxed));
-            let aof = sh.aof.get().map(|a| a.info()).unwrap_or_else(|| crate::snapshot::AofInfo {
+            let aof = sh.host.aof.as_ref().map(|a| a.info()).unwrap_or_else(|| crate::snapshot::AofInfo {
                 enabled: cfg.appendonly,
                 last_rewrite_time_sec: -1,
                 current_rewrite_time_sec: -1,
@@ -429,7 +429,7 @@ fn section(cx: &mut Ctx, name: &str, t: &mut String, counts: &mut Counts) {
             line!("pubsubshard_channels:{}", ps.nchannels(true));
             line!("latest_fork_usec:0");
             line!("total_forks:{}", sh.persist.background_jobs.load(Ordering::Relaxed));
-            let cached = sh.migrator.get().map_or(0, |m| m.cached_sockets());
+            let cached = sh.host.migrator.as_ref().map_or(0, |m| m.cached_sockets());
             line!("migrate_cached_sockets:{cached}");
             for f in [
                 "slave_expires_tracked_keys",

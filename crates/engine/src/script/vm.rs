@@ -1762,7 +1762,7 @@ impl Run<'_, '_> {
         if argv.is_empty() {
             return fail(b"ERR Please specify at least one argument for this redis lib call");
         }
-        let spec = match dispatch::lookup(argv) {
+        let spec = match dispatch::lookup(shared, argv) {
             Lookup::Found(s) => s,
             Lookup::Rejected(CmdError::WrongArity(_)) => {
                 return refuse(b"ERR Wrong number of args calling Redis command from script")
