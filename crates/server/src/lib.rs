@@ -11,25 +11,19 @@
 //! through the engine); nothing depends on it but its binary and tests.
 
 mod alloc;
-mod aof;
-mod aof_load;
-mod busy;
-mod conn;
 pub mod crash;
-mod durability;
-mod follow;
 pub mod host;
 pub mod landing;
 mod ldb;
-mod migrate;
-mod net;
+mod network;
 pub mod persistence;
 pub mod process;
-mod repl;
-mod signal;
-mod tls;
-mod transport;
-mod unix;
+mod replication;
+
+// The modules by their own names, wherever their folder is.
+use network::{busy, conn, net, signal, tls, transport, unix};
+use persistence::{aof, aof_load, durability};
+use replication::{follow, migrate, repl};
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -191,8 +185,10 @@ impl Server {
     }
 }
 
-/// The last steps of a shutdown, after the event loops stopped.
+/// The last steps of a shutdown, after the event loops stopped, logged
+/// to this server's log (the calling thread's from now on).
 fn finish_exit(shared: &Shared) {
+    log::bind(shared.host.log.clone());
     let node = host::node(shared);
     aof::flush_on_exit(&node.aof);
     // A background save cut short by the shutdown leaves its temporary

@@ -1,6 +1,8 @@
-//! Wiring of RDB persistence: the engine's [`Snapshots`] seam implemented
-//! with the `persist` codec over the process's files. SAVE, BGSAVE (on a
-//! thread of its own), DEBUG RELOAD and loading at start-up.
+//! A server's persistence: here the RDB side, the engine's [`Snapshots`]
+//! seam implemented with the `persist` codec over the server's files
+//! (SAVE, BGSAVE on a thread of its own, DEBUG RELOAD, loading at
+//! start-up); the append-only file in [`aof`] (loading in [`aof_load`]);
+//! the durability position a connection waits on in [`durability`].
 //!
 //! Saves are point-in-time without `fork()` (`docs/architecture.md`, *Durability*): the store locks
 //! every stripe for an instant to mark them all pending, then the saver
@@ -8,6 +10,10 @@
 //! pending stripe, by the saver or by a command about to change it,
 //! serialises it as it was. Serialising happens under the stripe's lock,
 //! file I/O outside any lock.
+
+pub mod aof;
+pub mod aof_load;
+pub mod durability;
 
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
