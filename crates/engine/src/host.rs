@@ -81,6 +81,10 @@ pub struct Host {
     pub busy: Option<Hooks>,
     /// The Lua debugger's channel.
     pub debugger: Option<OpenChannel>,
+    /// Takes the process signals (SIGTERM, SIGINT) this server has not
+    /// seen yet into `Shared::pending_signal` (SHUTDOWN ABORT and the
+    /// tick look first).
+    pub signals: Option<fn(&crate::Shared)>,
     /// The server's log (standard output at notice by default).
     pub log: Arc<Logger>,
     /// The server's own state, for its code that starts from `&Shared`

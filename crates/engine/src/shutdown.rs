@@ -120,6 +120,9 @@ pub fn request(
 
 /// `SHUTDOWN ABORT`: false when there is nothing to abort.
 pub fn abort(sh: &Shared) -> bool {
+    if let Some(take) = sh.host.signals {
+        take(sh);
+    }
     let mut g = sh.shutdown_state.inner.lock();
     if g.deadline_ms != 0 {
         cancel(sh, &mut g);

@@ -103,6 +103,7 @@ pub fn build(weak: &Weak<Shared>, log: Arc<Logger>) -> Host {
         memory: crate::alloc::memory(),
         busy: Some(crate::busy::HOOKS),
         debugger: Some(crate::ldb::open),
+        signals: Some(crate::landing::take),
         log,
         server: Some(node),
     }

@@ -154,7 +154,7 @@ fn main() {
         process::write_pid_file(p);
         let _ = server::host::node(bound.shared()).pid_file.set(p.clone());
     }
-    server::landing::install(logger);
+    server::landing::install(bound.shared());
     server::crash::install(bound.shared());
     process::banner(&banner_cfg, port, VERSION);
     log::warning("Server initialized");

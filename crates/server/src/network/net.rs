@@ -359,6 +359,7 @@ fn event_loop(
                 loop {
                     iv.tick().await;
                     if sh.cron_paused.load(Ordering::Relaxed) {
+                        crate::landing::take(&sh);
                         continue;
                     }
                     crate::landing::poll(&sh);
