@@ -179,7 +179,8 @@ pub fn execute_hinted(
         Ok((top, spec)) => {
             // The repeat above matches by the command's own name, which a
             // renamed command no longer answers to.
-            sess.last_cmd = if commands::is_renamed(shared, top) { None } else { Some((top, spec)) };
+            sess.last_cmd =
+                if commands::is_renamed(shared, top) { None } else { Some((top, spec)) };
             spec
         }
         Err(e) => {
@@ -891,7 +892,8 @@ pub fn call<'a>(
 ) -> bool {
     // A subcommand's own name is argv[1]; its arguments start after it.
     // A command called by its `rename-command` name is not a subcommand.
-    let start = if is_name(argv[0], spec.name) || commands::is_renamed(shared, spec) { 1 } else { 2 };
+    let start =
+        if is_name(argv[0], spec.name) || commands::is_renamed(shared, spec) { 1 } else { 2 };
     let mut args = Args::new(argv, start);
     let mark = out.mark();
     let db = sess.db;

@@ -174,10 +174,8 @@ impl Default for LfuParams {
 impl LfuParams {
     /// Sets `lfu-log-factor` and `lfu-decay-time` for [`access`].
     pub fn set(&self, log_factor: i64, decay_time: i64) {
-        self.log_factor
-            .store(log_factor.clamp(0, i64::from(u32::MAX)) as u32, Ordering::Relaxed);
-        self.decay_time
-            .store(decay_time.clamp(0, i64::from(u32::MAX)) as u32, Ordering::Relaxed);
+        self.log_factor.store(log_factor.clamp(0, i64::from(u32::MAX)) as u32, Ordering::Relaxed);
+        self.decay_time.store(decay_time.clamp(0, i64::from(u32::MAX)) as u32, Ordering::Relaxed);
     }
 
     /// `lfu-decay-time`.
@@ -310,7 +308,8 @@ pub struct OutOfMemory;
 pub fn perform(shared: &Shared, fx: &mut Effects, max: u64) -> Result<(), OutOfMemory> {
     // Messages on their way to another thread's client are left out (see
     // `outbox::in_transit`); once in that client's reply buffer they count.
-    let used = shared.used_memory_now().saturating_sub(shared.in_transit.load(Ordering::Relaxed) as u64);
+    let used =
+        shared.used_memory_now().saturating_sub(shared.in_transit.load(Ordering::Relaxed) as u64);
     let now = shared.clock.now_ms();
     if used <= max {
         shared.evictor.over(now, false);

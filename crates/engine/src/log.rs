@@ -151,8 +151,7 @@ impl Logger {
             let mut out = std::io::stdout().lock();
             let _ = out.write_all(text.as_bytes());
             let _ = out.flush();
-        } else if let Ok(mut f) =
-            std::fs::OpenOptions::new().create(true).append(true).open(&*file)
+        } else if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(&*file)
         {
             let _ = f.write_all(text.as_bytes());
         }

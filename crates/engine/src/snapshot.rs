@@ -25,7 +25,8 @@ pub(crate) fn installed(
     shared: &crate::Shared,
 ) -> Result<std::sync::Arc<dyn Snapshots>, crate::error::CmdError> {
     shared
-        .host.snapshots
+        .host
+        .snapshots
         .as_ref()
         .cloned()
         .ok_or_else(|| crate::error::CmdError::err("persistence is not available in this process"))

@@ -17,9 +17,7 @@ impl Harness {
     }
 
     /// A harness whose server plugs `host` in.
-    pub fn with_host(
-        host: impl FnOnce(&std::sync::Weak<Shared>) -> crate::host::Host,
-    ) -> Self {
+    pub fn with_host(host: impl FnOnce(&std::sync::Weak<Shared>) -> crate::host::Host) -> Self {
         // The in-process tests use DEBUG as the TCP tests' servers do.
         let config = Config { enable_debug_command: "yes".into(), ..Config::default() };
         let shared = Shared::with_host(config, host);

@@ -51,7 +51,11 @@ fn text(b: Vec<u8>) -> String {
 /// The `i`th element of an array reply of bulk strings, as text.
 fn bulk_at(reply: &[u8], i: usize) -> String {
     let t = String::from_utf8_lossy(reply);
-    t.split("\r\n").filter(|l| !l.starts_with('*') && !l.starts_with('$')).nth(i).unwrap_or("").to_string()
+    t.split("\r\n")
+        .filter(|l| !l.starts_with('*') && !l.starts_with('$'))
+        .nth(i)
+        .unwrap_or("")
+        .to_string()
 }
 
 /// Everything in the incremental AOF files under `dir`.
@@ -73,16 +77,40 @@ fn two_servers_in_one_process_keep_their_own_data_config_and_aof() {
     std::env::set_current_dir(&scratch).expect("chdir");
 
     let a = start(&[
-        "--appendonly", "yes", "--appenddirname", "aof-a", "--appendfsync", "always",
-        "--dbfilename", "a.rdb", "--logfile", "a.log", "--save", "",
-        "--rename-command", "KEYS", "",
-        "--maxmemory-policy", "allkeys-lfu",
+        "--appendonly",
+        "yes",
+        "--appenddirname",
+        "aof-a",
+        "--appendfsync",
+        "always",
+        "--dbfilename",
+        "a.rdb",
+        "--logfile",
+        "a.log",
+        "--save",
+        "",
+        "--rename-command",
+        "KEYS",
+        "",
+        "--maxmemory-policy",
+        "allkeys-lfu",
     ]);
     let mut ca = client(&a);
     let b = start(&[
-        "--appendonly", "yes", "--appenddirname", "aof-b", "--appendfsync", "no",
-        "--dbfilename", "b.rdb", "--logfile", "b.log", "--save", "",
-        "--maxmemory-policy", "allkeys-lfu",
+        "--appendonly",
+        "yes",
+        "--appenddirname",
+        "aof-b",
+        "--appendfsync",
+        "no",
+        "--dbfilename",
+        "b.rdb",
+        "--logfile",
+        "b.log",
+        "--save",
+        "",
+        "--maxmemory-policy",
+        "allkeys-lfu",
     ]);
     assert_ne!(a.port(), b.port());
     let mut cb = client(&b);

@@ -308,7 +308,8 @@ fn debug(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
             out.ok();
         }
         2 if eq_ic(sub, "LOADAOF") => {
-            let aof = cx.shared.host.aof.as_ref().cloned().ok_or_else(|| CmdError::err("no AOF"))?;
+            let aof =
+                cx.shared.host.aof.as_ref().cloned().ok_or_else(|| CmdError::err("no AOF"))?;
             aof.reload().map_err(|e| CmdError::err(&e))?;
             out.ok();
         }
@@ -646,7 +647,8 @@ fn object(cx: &mut Ctx, key: &[u8], out: &mut ReplyBuf) -> CmdResult {
     };
     // With the server's RDB codec installed, the length is the value's
     // real RDB form (aggregates included); else strings are estimated here.
-    let codec = cx.shared.host.snapshots.as_ref().cloned().map(|s| (s, cx.sess.conf(cx.shared).clone()));
+    let codec =
+        cx.shared.host.snapshots.as_ref().cloned().map(|s| (s, cx.sess.conf(cx.shared).clone()));
     let db = cx.db;
     let Some(e) = cx.keys.stripe(db, key).peek(key) else {
         return Err(CmdError::NoSuchKey);

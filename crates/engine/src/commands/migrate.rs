@@ -160,7 +160,8 @@ fn migrate(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let snap = crate::snapshot::installed(cx.shared)?;
     let net = cx
         .shared
-        .host.migrator
+        .host
+        .migrator
         .as_ref()
         .cloned()
         .ok_or_else(|| CmdError::err("MIGRATE is not available in this process"))?;

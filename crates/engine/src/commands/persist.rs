@@ -249,7 +249,8 @@ fn save(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
 fn bgrewriteaof(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let aof = cx
         .shared
-        .host.aof
+        .host
+        .aof
         .as_ref()
         .cloned()
         .ok_or_else(|| CmdError::err("persistence is not available in this process"))?;

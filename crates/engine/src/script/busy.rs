@@ -98,7 +98,6 @@ mod tests {
         ENDED.with(|e| e.set(e.get() + 1));
     }
 
-
     /// The hooks run only past the threshold: a script under it never
     /// calls them; one past it does, from its own thread, and what the
     /// other client sends there is answered without waiting for the

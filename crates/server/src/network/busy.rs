@@ -346,7 +346,10 @@ fn open_here(shared: &Arc<Shared>, sock: std::os::fd::OwnedFd, kind: Kind) {
             crate::conn::open_while_busy(shared.clone(), s);
         }
         Kind::Tls => {
-            if let Some(h) = crate::tls::Handshake::new(sock.into(), crate::host::node(shared).tls.read().clone()) {
+            if let Some(h) = crate::tls::Handshake::new(
+                sock.into(),
+                crate::host::node(shared).tls.read().clone(),
+            ) {
                 LOOP.with(|l| l.borrow_mut().handshakes.push(h));
                 handshakes(shared);
             }

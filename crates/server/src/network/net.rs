@@ -208,7 +208,7 @@ pub fn run(
             log::spawn(&format!("sluice-loop-{i}"), move || {
                 event_loop(i, threads, shared, rx, accept, busy)
             })
-                .expect("spawn event loop thread")
+            .expect("spawn event loop thread")
         })
         .collect();
     for j in joins {
@@ -276,7 +276,8 @@ fn event_loop(
                     (senders.clone(), next.clone(), shared.clone(), busy.clone());
                 tokio::task::spawn_local(async move {
                     let Ok(l) = tokio::net::UnixListener::from_std(ul) else { return };
-                    let _listening = crate::busy::Listening::new(&shared, l.as_raw_fd(), Kind::Unix);
+                    let _listening =
+                        crate::busy::Listening::new(&shared, l.as_raw_fd(), Kind::Unix);
                     loop {
                         match l.accept().await {
                             Ok((s, _)) => {
@@ -319,7 +320,8 @@ fn event_loop(
                         let mut gen = gen_tx.subscribe();
                         tokio::task::spawn_local(async move {
                             // A busy script of this thread accepts on it too.
-                            let _listening = crate::busy::Listening::new(&shared, l.as_raw_fd(), kind);
+                            let _listening =
+                                crate::busy::Listening::new(&shared, l.as_raw_fd(), kind);
                             loop {
                                 let got = tokio::select! {
                                     got = l.accept() => got,

@@ -30,7 +30,6 @@ use tokio::net::TcpStream;
 
 use crate::transport::Transport;
 
-
 fn param(c: &Config, name: &str) -> String {
     String::from_utf8_lossy(&c.get_by_name(name).unwrap_or_default()).into_owned()
 }

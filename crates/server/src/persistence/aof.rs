@@ -294,8 +294,7 @@ impl Aof {
             return;
         }
         let me = self.clone();
-        let spawned =
-            log::spawn("aof-writer", move || me.writer(file));
+        let spawned = log::spawn("aof-writer", move || me.writer(file));
         if let Err(e) = spawned {
             log::warning(&format!("Can't start the AOF writer thread: {e}"));
             std::process::exit(1);

@@ -457,8 +457,10 @@ pub fn load_bytes_at(
     // Redis's objectSetLRUOrLFU: the counter under an LFU policy, the
     // idle time under any other.
     let lfu = engine::evict::Policy::parse(&cfg.maxmemory_policy).lfu();
-    let stamp =
-        engine::evict::Stamp { bits: engine::evict::stamp(lfu, lru, sh.clock.now_ms()), lfu: &sh.lfu };
+    let stamp = engine::evict::Stamp {
+        bits: engine::evict::stamp(lfu, lru, sh.clock.now_ms()),
+        lfu: &sh.lfu,
+    };
     let delay = u64::try_from(cfg.key_load_delay).unwrap_or(0);
     // Libraries first, as Redis meets them at the head of the file: one
     // that fails stops the load before any key is touched.

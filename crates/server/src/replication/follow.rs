@@ -149,8 +149,7 @@ impl Follower {
         drop(st);
         log::notice(&format!("Connecting to MASTER {host}:{port}"));
         let me = self.clone();
-        let spawned =
-            log::spawn("repl-follow", move || me.run(gen));
+        let spawned = log::spawn("repl-follow", move || me.run(gen));
         if let Err(e) = spawned {
             log::warning(&format!("Can't start the replication link: {e}"));
         }
