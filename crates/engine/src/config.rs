@@ -169,7 +169,7 @@ pub struct Config {
     /// Absolute path of the config file, empty when none (INFO, REWRITE).
     pub config_file: String,
     /// `rename-command` directives from the file, in order (applied at
-    /// start-up by `commands::install_renames`).
+    /// a server builds its `Shared`, `Shared::renames`).
     pub rename_commands: Vec<(String, String)>,
     /// `user` directives (name, then rules), applied at start-up by
     /// [`crate::acl`].
@@ -668,7 +668,7 @@ impl Config {
     /// What Redis's apply functions do after CONFIG SET stored new
     /// values: adjust values the way Redis's apply does, and act on the
     /// process (`oom-score-adj`). (TLS is applied by the server, through
-    /// `Shared::tls_apply`.)
+    /// `Host::network`.)
     /// `Err` names the parameter and Redis's error; the caller keeps the
     /// old configuration then.
     pub fn apply_set(&mut self, set: &[Named], oom: &OomState) -> Result<(), (Named, String)> {

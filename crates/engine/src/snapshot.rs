@@ -80,7 +80,7 @@ pub struct Reload {
 }
 
 /// The append-only file, as the engine's commands reach it (the server
-/// installs it in [`crate::Shared::aof`]).
+/// hands it in `Host::aof`).
 pub trait AppendOnly: Send + Sync {
     /// BGREWRITEAOF: the status reply (`Background append only file
     /// rewriting started` or `… scheduled`), or the error's text. A

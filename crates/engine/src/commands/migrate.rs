@@ -4,7 +4,7 @@
 //! propagate that as one `DEL`.
 //!
 //! The handler never sees a socket: the network side is the [`Migrator`]
-//! the server installs in [`Shared::migrator`](crate::Shared) (a cached
+//! the server installs in `Host::migrator` (`crate::host::Host`) (a cached
 //! connection per `host:port`, blocking I/O bounded by the timeout). The
 //! handler holds the keys' stripes for the whole round trip, so nothing
 //! changes a key between its DUMP and its deletion; Redis blocks the

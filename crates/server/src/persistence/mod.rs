@@ -33,7 +33,7 @@ use store::{SnapshotHook, Stripe, Value};
 
 use crate::log;
 
-/// The server's persistence, installed into [`Shared::snapshots`].
+/// The server's persistence, handed to the engine as `Host::snapshots`.
 pub struct Rdb {
     shared: Weak<Shared>,
     temp_seq: AtomicU64,

@@ -39,7 +39,7 @@ use resp::{ArgBuf, Limits, Parsed, ReplyBuf};
 use crate::persistence;
 use crate::repl;
 
-/// The replica side, installed into `Shared::follow`.
+/// The replica side, handed to the engine as `Host::follow`.
 pub struct Follower {
     /// Itself, for the link thread it starts from `&self`.
     me: Weak<Follower>,

@@ -58,7 +58,7 @@ const WAIT_BGSAVE: u8 = 0;
 const SEND_BULK: u8 = 1;
 const ONLINE: u8 = 2;
 
-/// The server's replication, installed into `Shared::replication`.
+/// The server's replication, handed to the engine as `Host::replication`.
 pub struct Master {
     shared: Weak<Shared>,
     inner: Mutex<Inner>,
