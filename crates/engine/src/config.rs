@@ -169,7 +169,7 @@ pub struct Config {
     /// Absolute path of the config file, empty when none (INFO, REWRITE).
     pub config_file: String,
     /// `rename-command` directives from the file, in order (applied at
-    /// start-up by `commands::install_renames`).
+    /// a server builds its `Shared`, `Shared::renames`).
     pub rename_commands: Vec<(String, String)>,
     /// `user` directives (name, then rules), applied at start-up by
     /// [`crate::acl`].
@@ -668,10 +668,10 @@ impl Config {
     /// What Redis's apply functions do after CONFIG SET stored new
     /// values: adjust values the way Redis's apply does, and act on the
     /// process (`oom-score-adj`). (TLS is applied by the server, through
-    /// `Shared::tls_apply`.)
+    /// `Host::network`.)
     /// `Err` names the parameter and Redis's error; the caller keeps the
     /// old configuration then.
-    pub fn apply_set(&mut self, set: &[Named]) -> Result<(), (Named, String)> {
+    pub fn apply_set(&mut self, set: &[Named], oom: &OomState) -> Result<(), (Named, String)> {
         let inert = |c: &Config, k: &str| c.get_by_name(k).unwrap_or_default();
         for n in set {
             match n.param.name {
@@ -687,7 +687,7 @@ impl Config {
                         self.inert.insert("watchdog-period", min.to_string().into_bytes());
                     }
                 }
-                "oom-score-adj" | "oom-score-adj-values" if !apply_oom_score(self) => {
+                "oom-score-adj" | "oom-score-adj-values" if !apply_oom_score(oom, self) => {
                     return Err((
                         *n,
                         "Failed to set current oom_score_adj. Check server logs.".into(),
@@ -720,19 +720,24 @@ impl Config {
     }
 }
 
-/// Whether the process is a replica: `oom-score-adj-values` has a value
-/// per role (master, replica; the third is for a fork child, which Sluice
-/// does not make).
-static OOM_REPLICA: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// Whether Sluice changed `oom_score_adj`, and the score from before it
-/// did (Redis's `oom_score_adjusted_by_redis` and `oom_score_adj_base`).
-static OOM_STATE: parking_lot::Mutex<(bool, i64)> = parking_lot::Mutex::new((false, 0));
+/// What a server did to the process's `oom_score_adj` (the score is the
+/// process's; with two servers in one process the last to write wins).
+#[derive(Default)]
+pub struct OomState {
+    /// Whether the server is a replica: `oom-score-adj-values` has a
+    /// value per role (master, replica; the third is for a fork child,
+    /// which Sluice does not make).
+    replica: std::sync::atomic::AtomicBool,
+    /// Whether Sluice changed `oom_score_adj`, and the score from before
+    /// it did (Redis's `oom_score_adjusted_by_redis` and
+    /// `oom_score_adj_base`).
+    adjusted: parking_lot::Mutex<(bool, i64)>,
+}
 
 /// The server's role changed: the score follows its class.
-pub fn set_oom_role(cfg: &Config, replica: bool) {
-    OOM_REPLICA.store(replica, std::sync::atomic::Ordering::Relaxed);
-    apply_oom_score(cfg);
+pub fn set_oom_role(oom: &OomState, cfg: &Config, replica: bool) {
+    oom.replica.store(replica, std::sync::atomic::Ordering::Relaxed);
+    apply_oom_score(oom, cfg);
 }
 
 /// Redis's setOOMScoreAdj: with `oom-score-adj` on, writes this role's
@@ -740,10 +745,10 @@ pub fn set_oom_role(cfg: &Config, replica: bool) {
 /// had when it was turned on, for `relative`/`yes`); turning it off
 /// restores that score. False when the file cannot be read or written
 /// (logged, as Redis does).
-pub fn apply_oom_score(cfg: &Config) -> bool {
+pub fn apply_oom_score(oom: &OomState, cfg: &Config) -> bool {
     const PATH: &str = "/proc/self/oom_score_adj";
     let mode = cfg.get_by_name("oom-score-adj").unwrap_or_default();
-    let mut st = OOM_STATE.lock();
+    let mut st = oom.adjusted.lock();
     let score = if mode != b"no" {
         if !st.0 {
             match std::fs::read_to_string(PATH) {
@@ -759,7 +764,7 @@ pub fn apply_oom_score(cfg: &Config) -> bool {
             st.0 = true;
         }
         let values = cfg.get_by_name("oom-score-adj-values").unwrap_or_default();
-        let class = usize::from(OOM_REPLICA.load(std::sync::atomic::Ordering::Relaxed));
+        let class = usize::from(oom.replica.load(std::sync::atomic::Ordering::Relaxed));
         let v: i64 = String::from_utf8_lossy(&values)
             .split(' ')
             .nth(class)

@@ -122,7 +122,7 @@ pub struct Ctx<'a, 'l> {
     pub still_waiting: bool,
 }
 
-impl Ctx<'_, '_> {
+impl<'a> Ctx<'a, '_> {
     /// The command's clock, Unix milliseconds.
     #[inline]
     pub fn now(&self) -> i64 {
@@ -140,7 +140,7 @@ impl Ctx<'_, '_> {
     /// The access stamp (`evict::access` turns it into a key's access
     /// field; `evict::fresh` into a new key's).
     #[inline]
-    pub fn lru(&self) -> u32 {
+    pub fn lru(&self) -> crate::evict::Stamp<'a> {
         self.shared.access_stamp()
     }
 
@@ -346,14 +346,14 @@ impl Ctx<'_, '_> {
             None => self.sess.fx.event(Class::NEW, "new", self.db, key),
             // Under LFU an overwritten key keeps its (touched) counter, as
             // Redis's dbSetValue.
-            Some(o) if stamp & crate::evict::LFU_BIT != 0 => self.keep_lfu(key, o.lru, stamp),
+            Some(o) if stamp.bits & crate::evict::LFU_BIT != 0 => self.keep_lfu(key, o.lru, stamp),
             Some(_) => {}
         }
         old
     }
 
     #[cold]
-    fn keep_lfu(&mut self, key: &[u8], old: u32, stamp: u32) {
+    fn keep_lfu(&mut self, key: &[u8], old: u32, stamp: crate::evict::Stamp<'_>) {
         if let Some(e) = self.keys.get(self.db, key) {
             e.lru = crate::evict::access(stamp, old);
         }

@@ -123,8 +123,8 @@ pub enum Lookup {
 }
 
 /// Finds the command (or subcommand) for `argv` and checks its arity.
-pub fn lookup(argv: &[&[u8]]) -> Lookup {
-    match lookup_full(argv) {
+pub fn lookup(shared: &Shared, argv: &[&[u8]]) -> Lookup {
+    match lookup_full(shared, argv) {
         Ok((_, spec)) => Lookup::Found(spec),
         Err(e) => Lookup::Rejected(e),
     }
@@ -132,9 +132,10 @@ pub fn lookup(argv: &[&[u8]]) -> Lookup {
 
 /// Like [`lookup`], also returning the top-level command of a subcommand.
 pub fn lookup_full(
+    shared: &Shared,
     argv: &[&[u8]],
 ) -> Result<(&'static CommandSpec, &'static CommandSpec), CmdError> {
-    let Some(top) = commands::find_called(argv[0]) else {
+    let Some(top) = commands::find_called(shared, argv[0]) else {
         return Err(unknown_command(argv));
     };
     let spec = if !top.subcommands.is_empty() && argv.len() >= 2 {
@@ -224,7 +225,7 @@ pub fn execute_hinted(
     debug_assert!(!argv.is_empty());
     sess.unpostpone(shared);
     let mark = out.mark();
-    let spec = match crate::door::lookup_next(sess, argv) {
+    let spec = match crate::door::lookup_next(shared, sess, argv) {
         Ok(spec) => spec,
         Err(nf) => {
             reject(shared, sess, nf.spec, &nf.error, out);
@@ -375,7 +376,7 @@ fn replay_with(
     out: &mut ReplyBuf,
     propagate: bool,
 ) -> Result<(), CmdError> {
-    let spec = crate::door::lookup_next(sess, argv).map_err(|nf| nf.error)?;
+    let spec = crate::door::lookup_next(shared, sess, argv).map_err(|nf| nf.error)?;
     let mut keys = Locks::new(&shared.store, shared.clock.now_ms());
     // The store learns whose deadlines this replay obeys from its locks.
     keys.obey(if propagate { store::Deadlines::Master } else { store::Deadlines::Loading });
@@ -900,7 +901,8 @@ pub fn call<'a>(
 ) -> bool {
     // A subcommand's own name is argv[1]; its arguments start after it.
     // A command called by its `rename-command` name is not a subcommand.
-    let start = if is_name(argv[0], spec.name) || commands::is_renamed(spec) { 1 } else { 2 };
+    let start =
+        if is_name(argv[0], spec.name) || commands::is_renamed(shared, spec) { 1 } else { 2 };
     let mut args = Args::new(argv, start);
     let mark = out.mark();
     let db = sess.db;

@@ -91,7 +91,11 @@ pub struct NotFound {
 /// what is found becomes the session's last command.
 // Inlined: on a client's pipeline this is the whole lookup.
 #[inline(always)]
-pub fn lookup_next(sess: &mut Session, argv: &[&[u8]]) -> Result<&'static CommandSpec, NotFound> {
+pub fn lookup_next(
+    shared: &Shared,
+    sess: &mut Session,
+    argv: &[&[u8]],
+) -> Result<&'static CommandSpec, NotFound> {
     if let Some((top, spec)) = sess.last_cmd {
         if std::ptr::eq(top, spec)
             && top.subcommands.is_empty()
@@ -101,20 +105,23 @@ pub fn lookup_next(sess: &mut Session, argv: &[&[u8]]) -> Result<&'static Comman
             return Ok(spec);
         }
     }
-    let (top, spec) = lookup_full(argv)?;
+    let (top, spec) = lookup_full(shared, argv)?;
     // The repeat above matches by the command's own name, which a
     // renamed command no longer answers to.
-    sess.last_cmd = if crate::commands::is_renamed(top) { None } else { Some((top, spec)) };
+    sess.last_cmd = if crate::commands::is_renamed(shared, top) { None } else { Some((top, spec)) };
     Ok(spec)
 }
 
 /// Finds the command (or subcommand) for `argv` and checks its arity.
-pub fn lookup(argv: &[&[u8]]) -> Result<&'static CommandSpec, NotFound> {
-    lookup_full(argv).map(|(_, spec)| spec)
+pub fn lookup(shared: &Shared, argv: &[&[u8]]) -> Result<&'static CommandSpec, NotFound> {
+    lookup_full(shared, argv).map(|(_, spec)| spec)
 }
 
-fn lookup_full(argv: &[&[u8]]) -> Result<(&'static CommandSpec, &'static CommandSpec), NotFound> {
-    dispatch::lookup_full(argv).map_err(|error| {
+fn lookup_full(
+    shared: &Shared,
+    argv: &[&[u8]],
+) -> Result<(&'static CommandSpec, &'static CommandSpec), NotFound> {
+    dispatch::lookup_full(shared, argv).map_err(|error| {
         // A known command with the wrong arity is still itself (a bad
         // EXEC aborts the transaction) and counts a rejected call; an
         // unknown command or subcommand counts nowhere.

@@ -158,29 +158,53 @@ pub fn lfu_decayed(field: u32, now_min: u32, decay_time: u32) -> u32 {
     counter.saturating_sub(periods)
 }
 
-/// LFU parameters, copied from the configuration when it changes
-/// ([`set_lfu_params`]): read on every access under an LFU policy.
-static LFU_LOG_FACTOR: AtomicU32 = AtomicU32::new(10);
-static LFU_DECAY_TIME: AtomicU32 = AtomicU32::new(1);
+/// A server's LFU parameters, copied from its configuration when it
+/// changes ([`LfuParams::set`]): read by an access under an LFU policy.
+pub struct LfuParams {
+    log_factor: AtomicU32,
+    decay_time: AtomicU32,
+}
 
-/// Sets `lfu-log-factor` and `lfu-decay-time` for [`access`].
-pub fn set_lfu_params(log_factor: i64, decay_time: i64) {
-    LFU_LOG_FACTOR.store(log_factor.clamp(0, i64::from(u32::MAX)) as u32, Ordering::Relaxed);
-    LFU_DECAY_TIME.store(decay_time.clamp(0, i64::from(u32::MAX)) as u32, Ordering::Relaxed);
+impl Default for LfuParams {
+    fn default() -> Self {
+        LfuParams { log_factor: AtomicU32::new(10), decay_time: AtomicU32::new(1) }
+    }
+}
+
+impl LfuParams {
+    /// Sets `lfu-log-factor` and `lfu-decay-time` for [`access`].
+    pub fn set(&self, log_factor: i64, decay_time: i64) {
+        self.log_factor.store(log_factor.clamp(0, i64::from(u32::MAX)) as u32, Ordering::Relaxed);
+        self.decay_time.store(decay_time.clamp(0, i64::from(u32::MAX)) as u32, Ordering::Relaxed);
+    }
+
+    /// `lfu-decay-time`.
+    pub fn decay_time(&self) -> u32 {
+        self.decay_time.load(Ordering::Relaxed)
+    }
+}
+
+/// What an access stores in a key's access field: the stamp's bits (the
+/// LRU clock, or the LFU flag and minute) and, for LFU, where the
+/// server's parameters are (read only under LFU).
+#[derive(Clone, Copy)]
+pub struct Stamp<'a> {
+    pub bits: u32,
+    pub lfu: &'a LfuParams,
 }
 
 /// The access field of a new key, from the access stamp.
 #[inline]
-pub fn fresh(stamp: u32) -> u32 {
-    stamp & !LFU_BIT
+pub fn fresh(stamp: Stamp<'_>) -> u32 {
+    stamp.bits & !LFU_BIT
 }
 
 /// The access field of a key read or written now (`old` is its field):
 /// the LRU clock, or under LFU the counter decayed and incremented.
 #[inline]
-pub fn access(stamp: u32, old: u32) -> u32 {
-    if stamp & LFU_BIT == 0 {
-        stamp
+pub fn access(stamp: Stamp<'_>, old: u32) -> u32 {
+    if stamp.bits & LFU_BIT == 0 {
+        stamp.bits
     } else {
         lfu_touch(old, stamp)
     }
@@ -189,10 +213,10 @@ pub fn access(stamp: u32, old: u32) -> u32 {
 /// An access under LFU (Redis's `updateLFU`): decay, then a logarithmic
 /// increment (`LFULogIncr`), stamped with the current minute.
 #[cold]
-fn lfu_touch(field: u32, stamp: u32) -> u32 {
-    let now_min = (stamp >> 8) & 0xffff;
-    let decay = LFU_DECAY_TIME.load(Ordering::Relaxed);
-    let factor = LFU_LOG_FACTOR.load(Ordering::Relaxed);
+fn lfu_touch(field: u32, stamp: Stamp<'_>) -> u32 {
+    let now_min = (stamp.bits >> 8) & 0xffff;
+    let decay = stamp.lfu.decay_time.load(Ordering::Relaxed);
+    let factor = stamp.lfu.log_factor.load(Ordering::Relaxed);
     let mut counter = lfu_decayed(field, now_min, decay);
     if counter < 255 {
         let r = random_unit();
@@ -284,7 +308,8 @@ pub struct OutOfMemory;
 pub fn perform(shared: &Shared, fx: &mut Effects, max: u64) -> Result<(), OutOfMemory> {
     // Messages on their way to another thread's client are left out (see
     // `outbox::in_transit`); once in that client's reply buffer they count.
-    let used = shared.used_memory_now().saturating_sub(crate::outbox::in_transit() as u64);
+    let used =
+        shared.used_memory_now().saturating_sub(shared.in_transit.load(Ordering::Relaxed) as u64);
     let now = shared.clock.now_ms();
     if used <= max {
         shared.evictor.over(now, false);
@@ -447,7 +472,7 @@ fn pick(shared: &Shared, policy: Policy, samples: usize) -> Option<(usize, Vec<u
         return None;
     }
     let clock = shared.lru_clock();
-    let decay = LFU_DECAY_TIME.load(Ordering::Relaxed);
+    let decay = shared.lfu.decay_time();
     let now_min = lfu_minutes(shared.clock.now_ms());
     let mut pool = shared.evictor.pool.lock();
     loop {

@@ -19,6 +19,7 @@ pub mod error;
 pub mod evict;
 pub mod glob;
 pub mod hll;
+pub mod host;
 pub mod lazyfree;
 pub mod ldouble;
 pub mod log;

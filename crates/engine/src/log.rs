@@ -5,12 +5,19 @@
 //! output, or to `logfile` (opened for each line, as Redis does, so
 //! rotated files are picked up), and to syslog when enabled.
 //!
-//! A process-wide sink: the engine logs from CONFIG SET, the server from
-//! start-up, signals and shutdown. Depends on std and libc only.
+//! Each server has its own [`Logger`] (its level, file, role), handed to
+//! the engine in its [`Host`](crate::host::Host). The free functions
+//! (`log::warning`, …) write to the logger bound to the calling thread
+//! ([`bind`]): every thread a server starts serves that one server, so a
+//! thread-local is the thread's own state, not the process's. A thread
+//! with none bound (a test's, a tool's) writes at notice to standard
+//! output. Depends on std and libc only.
 
+use std::cell::RefCell;
 use std::ffi::CString;
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::Arc;
 
 use parking_lot::Mutex;
 
@@ -35,56 +42,180 @@ impl Level {
     }
 }
 
-static LEVEL: AtomicU8 = AtomicU8::new(Level::Notice as u8);
-static ROLE: AtomicU8 = AtomicU8::new(b'C');
-static SYSLOG: AtomicBool = AtomicBool::new(false);
-/// The log file; empty means standard output.
-static FILE: Mutex<String> = Mutex::new(String::new());
-
-/// Sets the minimum level (`loglevel`, also at CONFIG SET).
-pub fn set_level(name: &str) {
-    LEVEL.store(Level::from_name(name) as u8, Ordering::Relaxed);
+/// One server's log: where its lines go and which it keeps.
+pub struct Logger {
+    level: AtomicU8,
+    role: AtomicU8,
+    syslog: AtomicBool,
+    /// The log file; empty means standard output.
+    file: Mutex<String>,
 }
 
-/// Whether a line of this level would be written.
-pub fn enabled(level: Level) -> bool {
-    level as u8 >= LEVEL.load(Ordering::Relaxed)
-}
-
-/// Sends lines to `path` (empty: standard output). Fails, as Redis's
-/// start-up check does, when the file cannot be opened for appending.
-pub fn set_file(path: &str) -> std::io::Result<()> {
-    if !path.is_empty() {
-        std::fs::OpenOptions::new().create(true).append(true).open(path)?;
+impl Default for Logger {
+    fn default() -> Self {
+        Logger {
+            level: AtomicU8::new(Level::Notice as u8),
+            role: AtomicU8::new(b'C'),
+            syslog: AtomicBool::new(false),
+            file: Mutex::new(String::new()),
+        }
     }
-    *FILE.lock() = path.to_string();
-    Ok(())
 }
 
-/// The role letter from now on (`M` once the server is initialised).
-pub fn set_role(role: u8) {
-    ROLE.store(role, Ordering::Relaxed);
+impl Logger {
+    /// Sets the minimum level (`loglevel`, also at CONFIG SET).
+    pub fn set_level(&self, name: &str) {
+        self.level.store(Level::from_name(name) as u8, Ordering::Relaxed);
+    }
+
+    /// Whether a line of this level would be written.
+    pub fn enabled(&self, level: Level) -> bool {
+        level as u8 >= self.level.load(Ordering::Relaxed)
+    }
+
+    /// Sends lines to `path` (empty: standard output). Fails, as Redis's
+    /// start-up check does, when the file cannot be opened for appending.
+    pub fn set_file(&self, path: &str) -> std::io::Result<()> {
+        if !path.is_empty() {
+            std::fs::OpenOptions::new().create(true).append(true).open(path)?;
+        }
+        *self.file.lock() = path.to_string();
+        Ok(())
+    }
+
+    /// The role letter from now on (`M` once the server is initialised,
+    /// `S` while it follows a master).
+    pub fn set_role(&self, role: u8) {
+        self.role.store(role, Ordering::Relaxed);
+    }
+
+    /// Also sends lines to syslog, as `syslog-enabled yes` does (syslog
+    /// is the process's: the last server to enable it names it).
+    pub fn enable_syslog(&self, ident: &str, facility: &str) {
+        let facility = match facility {
+            "user" => libc::LOG_USER,
+            "local1" => libc::LOG_LOCAL1,
+            "local2" => libc::LOG_LOCAL2,
+            "local3" => libc::LOG_LOCAL3,
+            "local4" => libc::LOG_LOCAL4,
+            "local5" => libc::LOG_LOCAL5,
+            "local6" => libc::LOG_LOCAL6,
+            "local7" => libc::LOG_LOCAL7,
+            _ => libc::LOG_LOCAL0,
+        };
+        // openlog keeps the pointer: the ident must live for the process.
+        let ident: &'static CString =
+            Box::leak(Box::new(CString::new(ident.replace('\0', "")).unwrap_or_default()));
+        // SAFETY: a NUL-terminated string that is never freed.
+        unsafe { libc::openlog(ident.as_ptr(), libc::LOG_PID | libc::LOG_NDELAY, facility) };
+        self.syslog.store(true, Ordering::Relaxed);
+    }
+
+    /// Writes one log line if `level` is enabled.
+    pub fn log(&self, level: Level, msg: &str) {
+        if !self.enabled(level) {
+            return;
+        }
+        let c = match level {
+            Level::Debug => '.',
+            Level::Verbose => '-',
+            Level::Notice => '*',
+            Level::Warning => '#',
+        };
+        let role = self.role.load(Ordering::Relaxed) as char;
+        self.write_out(&format!("{}:{role} {} {c} {msg}\n", std::process::id(), stamp()));
+        self.to_syslog(level, msg);
+    }
+
+    /// Writes text as it is (Redis's `LL_RAW`: the start-up logo).
+    pub fn raw(&self, level: Level, text: &str) {
+        if self.enabled(level) {
+            self.write_out(text);
+            self.to_syslog(level, text);
+        }
+    }
+
+    /// A line about a signal, in Redis's form for lines its signal
+    /// handler writes (`pid:signal-handler (unix time) message`).
+    pub fn from_handler(&self, msg: &str) {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        self.write_out(&format!("{}:signal-handler ({now}) {msg}\n", std::process::id()));
+        self.to_syslog(Level::Warning, msg);
+    }
+
+    fn write_out(&self, text: &str) {
+        let file = self.file.lock();
+        if file.is_empty() {
+            let mut out = std::io::stdout().lock();
+            let _ = out.write_all(text.as_bytes());
+            let _ = out.flush();
+        } else if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(&*file)
+        {
+            let _ = f.write_all(text.as_bytes());
+        }
+    }
+
+    fn to_syslog(&self, level: Level, msg: &str) {
+        if !self.syslog.load(Ordering::Relaxed) {
+            return;
+        }
+        let prio = match level {
+            Level::Debug => libc::LOG_DEBUG,
+            Level::Verbose => libc::LOG_INFO,
+            Level::Notice => libc::LOG_NOTICE,
+            Level::Warning => libc::LOG_WARNING,
+        };
+        if let Ok(m) = CString::new(msg.replace('\0', "")) {
+            // SAFETY: constant format string with one NUL-terminated argument.
+            unsafe { libc::syslog(prio, c"%s".as_ptr(), m.as_ptr()) };
+        }
+    }
 }
 
-/// Also sends lines to syslog, as `syslog-enabled yes` does.
-pub fn enable_syslog(ident: &str, facility: &str) {
-    let facility = match facility {
-        "user" => libc::LOG_USER,
-        "local1" => libc::LOG_LOCAL1,
-        "local2" => libc::LOG_LOCAL2,
-        "local3" => libc::LOG_LOCAL3,
-        "local4" => libc::LOG_LOCAL4,
-        "local5" => libc::LOG_LOCAL5,
-        "local6" => libc::LOG_LOCAL6,
-        "local7" => libc::LOG_LOCAL7,
-        _ => libc::LOG_LOCAL0,
-    };
-    // openlog keeps the pointer: the ident must live for the process.
-    let ident: &'static CString =
-        Box::leak(Box::new(CString::new(ident.replace('\0', "")).unwrap_or_default()));
-    // SAFETY: a NUL-terminated string that is never freed.
-    unsafe { libc::openlog(ident.as_ptr(), libc::LOG_PID | libc::LOG_NDELAY, facility) };
-    SYSLOG.store(true, Ordering::Relaxed);
+thread_local! {
+    /// The logger of the server this thread works for.
+    static CURRENT: RefCell<Option<Arc<Logger>>> = const { RefCell::new(None) };
+}
+
+/// Makes `logger` this thread's log (a server's threads call it first).
+pub fn bind(logger: Arc<Logger>) {
+    CURRENT.with(|c| *c.borrow_mut() = Some(logger));
+}
+
+/// This thread's logger, to hand to a thread it starts.
+pub fn current() -> Option<Arc<Logger>> {
+    CURRENT.try_with(|c| c.borrow().clone()).ok().flatten()
+}
+
+/// Starts a named thread that logs where this one does (the threads a
+/// server starts keep writing to its log).
+pub fn spawn<F, T>(name: &str, f: F) -> std::io::Result<std::thread::JoinHandle<T>>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    let logger = current();
+    std::thread::Builder::new().name(name.into()).spawn(move || {
+        if let Some(l) = logger {
+            bind(l);
+        }
+        f()
+    })
+}
+
+/// Runs `f` with this thread's logger (a default one when none is bound).
+fn with<R>(f: impl FnOnce(&Logger) -> R) -> R {
+    match current() {
+        Some(l) => f(&l),
+        None => f(&Logger::default()),
+    }
+}
+
+/// Whether a line of this level would be written to this thread's log.
+pub fn enabled(level: Level) -> bool {
+    with(|l| l.enabled(level))
 }
 
 fn stamp() -> String {
@@ -110,65 +241,20 @@ fn stamp() -> String {
     )
 }
 
-fn write_out(text: &str) {
-    let file = FILE.lock();
-    if file.is_empty() {
-        let mut out = std::io::stdout().lock();
-        let _ = out.write_all(text.as_bytes());
-        let _ = out.flush();
-    } else if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(&*file) {
-        let _ = f.write_all(text.as_bytes());
-    }
-}
-
-fn to_syslog(level: Level, msg: &str) {
-    if !SYSLOG.load(Ordering::Relaxed) {
-        return;
-    }
-    let prio = match level {
-        Level::Debug => libc::LOG_DEBUG,
-        Level::Verbose => libc::LOG_INFO,
-        Level::Notice => libc::LOG_NOTICE,
-        Level::Warning => libc::LOG_WARNING,
-    };
-    if let Ok(m) = CString::new(msg.replace('\0', "")) {
-        // SAFETY: constant format string with one NUL-terminated argument.
-        unsafe { libc::syslog(prio, c"%s".as_ptr(), m.as_ptr()) };
-    }
-}
-
-/// Writes one log line if `level` is enabled.
+/// Writes one line to this thread's log if `level` is enabled.
 pub fn log(level: Level, msg: &str) {
-    if !enabled(level) {
-        return;
-    }
-    let c = match level {
-        Level::Debug => '.',
-        Level::Verbose => '-',
-        Level::Notice => '*',
-        Level::Warning => '#',
-    };
-    let role = ROLE.load(Ordering::Relaxed) as char;
-    write_out(&format!("{}:{role} {} {c} {msg}\n", std::process::id(), stamp()));
-    to_syslog(level, msg);
+    with(|l| l.log(level, msg));
 }
 
-/// Writes text as it is (Redis's `LL_RAW`: the start-up logo).
-pub fn raw(level: Level, text: &str) {
-    if enabled(level) {
-        write_out(text);
-        to_syslog(level, text);
-    }
-}
-
-/// A line from a signal handler, in Redis's form for those
-/// (`pid:signal-handler (unix time) message`).
+/// A line about a signal that landed on this thread (a crash), to this
+/// thread's log in Redis's signal-handler form.
 pub fn from_handler(msg: &str) {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    write_out(&format!("{}:signal-handler ({now}) {msg}\n", std::process::id()));
-    to_syslog(Level::Warning, msg);
+    with(|l| l.from_handler(msg));
+}
+
+/// Writes text as it is to this thread's log.
+pub fn raw(level: Level, text: &str) {
+    with(|l| l.raw(level, text));
 }
 
 pub fn warning(msg: &str) {

@@ -8,6 +8,7 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use parking_lot::Mutex;
 
@@ -25,22 +26,17 @@ pub enum Kind {
     Early,
 }
 
-/// Bytes waiting in every outbox of the process: handed from one
-/// thread to another, not yet in the receiving connection's reply buffer.
-/// Redis writes what a command queued for other clients before it reads
-/// the next command; here those bytes wait for the receiver's thread, so
-/// the maxmemory check leaves them out (`evict::perform`) rather than
-/// evict keys for memory that is on its way out.
-static IN_TRANSIT: AtomicUsize = AtomicUsize::new(0);
-
-/// See [`IN_TRANSIT`].
-pub fn in_transit() -> usize {
-    IN_TRANSIT.load(Ordering::Relaxed)
-}
-
 /// The queue (see the module doc).
 #[derive(Default)]
 pub struct Outbox {
+    /// Bytes waiting in every outbox of the server (`Shared::in_transit`):
+    /// handed from one thread to another, not yet in the receiving
+    /// connection's reply buffer. Redis writes what a command queued for
+    /// other clients before it reads the next command; here those bytes
+    /// wait for the receiver's thread, so the maxmemory check leaves them
+    /// out (`evict::perform`) rather than evict keys for memory that is on
+    /// its way out.
+    transit: Arc<AtomicUsize>,
     queue: Mutex<VecDeque<(Kind, Vec<u8>)>>,
     /// Bytes queued, readable without the lock.
     bytes: AtomicUsize,
@@ -49,6 +45,16 @@ pub struct Outbox {
 }
 
 impl Outbox {
+    /// An outbox that counts its bytes into its server's `transit`.
+    pub fn counting_in(transit: Arc<AtomicUsize>) -> Self {
+        Outbox {
+            transit,
+            queue: Mutex::default(),
+            bytes: AtomicUsize::new(0),
+            early: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
     /// Queues `msg`; returns the bytes now waiting. The caller wakes the
     /// connection.
     pub fn push(&self, kind: Kind, msg: Vec<u8>) -> usize {
@@ -58,7 +64,7 @@ impl Outbox {
             self.early.store(true, Ordering::Release);
         }
         q.push_back((kind, msg));
-        IN_TRANSIT.fetch_add(n, Ordering::Relaxed);
+        self.transit.fetch_add(n, Ordering::Relaxed);
         self.bytes.fetch_add(n, Ordering::AcqRel) + n
     }
 
@@ -88,7 +94,7 @@ impl Outbox {
                 true
             }
         });
-        IN_TRANSIT.fetch_sub(n, Ordering::Relaxed);
+        self.transit.fetch_sub(n, Ordering::Relaxed);
         self.bytes.fetch_sub(n, Ordering::AcqRel);
     }
 
@@ -104,14 +110,14 @@ impl Outbox {
             n += msg.len();
             each(*kind, msg);
         }
-        IN_TRANSIT.fetch_sub(n, Ordering::Relaxed);
+        self.transit.fetch_sub(n, Ordering::Relaxed);
         self.bytes.fetch_sub(n, Ordering::AcqRel);
     }
 }
 
 impl Drop for Outbox {
     fn drop(&mut self) {
-        IN_TRANSIT.fetch_sub(*self.bytes.get_mut(), Ordering::Relaxed);
+        self.transit.fetch_sub(*self.bytes.get_mut(), Ordering::Relaxed);
     }
 }
 

@@ -4,8 +4,9 @@
 //! epoch-checked copy.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::AtomicI32;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Weak};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use parking_lot::{Mutex, RwLock};
@@ -41,11 +42,6 @@ pub struct Stats {
     /// Redis's `server.dirty`: changes since start, in Redis's numbers.
     pub dirty: AtomicU64,
 }
-
-/// The SIGTERM or SIGINT received and not acted on yet (0: none), as
-/// Redis's `shutdown_asap`: the server's signal handler sets it, its tick
-/// starts the shutdown, SHUTDOWN ABORT clears it.
-pub static PENDING_SIGNAL: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
 
 /// What the connections hold in memory (see [`Shared::clients_memory`]).
 #[derive(Default, Clone, Copy)]
@@ -128,6 +124,7 @@ pub struct MemStats {
 }
 
 /// What the allocator offers MEMORY MALLOC-STATS and MEMORY PURGE.
+#[derive(Clone, Copy)]
 pub struct MallocHooks {
     /// The allocator's statistics report, as text.
     pub stats: fn() -> String,
@@ -196,9 +193,6 @@ pub struct Shared {
     stamp: AtomicU32,
     /// Eviction state and counters (`maxmemory`).
     pub evictor: crate::evict::Evictor,
-    /// This thread's bytes allocated minus freed, from the allocator the
-    /// server installs (jemalloc's per-thread counters).
-    pub thread_mem_probe: OnceLock<fn() -> u64>,
     pub pause: Mutex<Pause>,
     /// WATCHes dropped while a busy script held their stripe (global id,
     /// key, the dropped flag): taken off the stripe once it is free
@@ -227,31 +221,10 @@ pub struct Shared {
     /// Executable path and config file (INFO server).
     pub executable: Mutex<String>,
     pub config_file: Mutex<String>,
-    /// Memory probe the server installs (jemalloc); [`statm_probe`] when unset.
-    pub mem_probe: OnceLock<fn() -> MemStats>,
     /// Highest `used_memory` seen by INFO.
     pub mem_peak: AtomicU64,
     /// `used_memory` once the server had started (`used_memory_startup`).
     pub mem_startup: AtomicU64,
-    /// The allocator's own reports and controls (MEMORY MALLOC-STATS,
-    /// PURGE), when the server's allocator has them.
-    pub malloc: OnceLock<MallocHooks>,
-    /// Binds the listeners anew on another port (CONFIG SET port): the
-    /// bind addresses, the port, the backlog. Installed by the server.
-    #[allow(clippy::type_complexity)]
-    pub rebind: OnceLock<Box<dyn Fn(&[String], u16, u32) -> Result<(), String> + Send + Sync>>,
-    /// Applies CONFIG SET of `tls-*` parameters (previous and new
-    /// configuration): rebuilds the TLS context, moves the TLS listeners.
-    /// `Err((listening, why))`: `listening` when binding failed, else the
-    /// context could not be built. Installed by the server.
-    #[allow(clippy::type_complexity)]
-    pub tls_apply: OnceLock<
-        Box<
-            dyn Fn(&crate::config::Config, &crate::config::Config) -> Result<(), (bool, String)>
-                + Send
-                + Sync,
-        >,
-    >,
     /// INFO's instantaneous rates, sampled by [`tick`](Shared::tick).
     pub rates: crate::rates::Rates,
     /// SLOWLOG's entries.
@@ -267,18 +240,11 @@ pub struct Shared {
     /// The recorder `DEBUG EFFECTS` installed, if any (a test hook).
     pub debug_recorder: Mutex<Option<Arc<crate::effects::Recorder>>>,
     pub clock: Clock,
-    /// The persistence the server installed (DUMP, RESTORE, SAVE, …).
-    pub snapshots: OnceLock<std::sync::Arc<dyn crate::snapshot::Snapshots>>,
-    /// The append-only file (installed by the server).
-    pub aof: OnceLock<std::sync::Arc<dyn crate::snapshot::AppendOnly>>,
+    /// What the server plugged in (persistence, replication, network,
+    /// allocator, log), fixed when it built this.
+    pub host: crate::host::Host,
     /// What INFO persistence reports.
     pub persist: crate::snapshot::PersistState,
-    /// MIGRATE's network side, installed by the server.
-    pub migrator: OnceLock<Arc<dyn crate::commands::migrate::Migrator>>,
-    /// The replication stream the server installed (SYNC, PSYNC, WAIT…).
-    pub replication: OnceLock<Arc<dyn crate::commands::repl::Replication>>,
-    /// Following a master (REPLICAOF host port), installed by the server.
-    pub follow: OnceLock<Arc<dyn crate::commands::repl::Follow>>,
     /// The script cache (EVAL, SCRIPT LOAD).
     pub scripts: crate::script::Cache,
     /// Pub/sub channels, patterns and shard channels.
@@ -301,6 +267,25 @@ pub struct Shared {
     /// maxmemory check (measured at most once per millisecond).
     used_memory: AtomicU64,
     used_memory_at: AtomicI64,
+    /// Bytes waiting in the clients' outboxes (see `outbox::Outbox`).
+    pub in_transit: Arc<AtomicUsize>,
+    /// The SIGTERM or SIGINT received and not acted on yet (0: none), as
+    /// Redis's `shutdown_asap`: the server hands a signal to each of its
+    /// servers here, the tick starts the shutdown, SHUTDOWN ABORT clears
+    /// it.
+    pub pending_signal: AtomicI32,
+    /// A signal asked for a shutdown that has not finished (a second
+    /// SIGINT then exits at once).
+    pub signalled: AtomicBool,
+    /// `lfu-log-factor` and `lfu-decay-time`, read by every LFU stamp
+    /// without the configuration's lock (`evict::stamp`).
+    pub lfu: crate::evict::LfuParams,
+    /// The OOM score this server last wrote (`config::apply_oom_score`).
+    pub oom: crate::config::OomState,
+    /// `rename-command` from the configuration, applied at start-up: the
+    /// names clients (and scripts, EXEC, the AOF, a master) call commands
+    /// by (`commands::find_called`).
+    pub renames: Option<crate::commands::Renames>,
 }
 
 /// Unix time in milliseconds.
@@ -314,7 +299,18 @@ pub fn unix_us() -> i64 {
 }
 
 impl Shared {
+    /// Shared state with no host (the engine's tests and tools).
     pub fn new(config: Config) -> Arc<Shared> {
+        Shared::with_host(config, |_| crate::host::Host::none())
+    }
+
+    /// Shared state for a server: `host` builds what the server plugs in
+    /// (given the state it will belong to, not yet usable), once. Fails
+    /// when the configuration's `rename-command` lines do not apply.
+    pub fn with_host(
+        config: Config,
+        host: impl FnOnce(&Weak<Shared>) -> crate::host::Host,
+    ) -> Arc<Shared> {
         let store = Store::new(config.databases, 1024);
         let seed = unix_us() as u64 ^ (std::process::id() as u64) << 32;
         let mut x = seed | 1;
@@ -329,7 +325,16 @@ impl Shared {
         let jobs = queue::Jobs::new(run_id.as_bytes(), seed);
         let acl = crate::acl::Registry::default();
         acl.set_default_password(config.requirepass.as_deref().filter(|p| !p.is_empty()));
-        let shared = Arc::new(Shared {
+        // Checked when the configuration was read (`check_renames`).
+        let renames = crate::commands::Renames::build(&config.rename_commands).ok().flatten();
+        let shared = Arc::new_cyclic(|weak| Shared {
+            host: host(weak),
+            in_transit: Arc::default(),
+            pending_signal: AtomicI32::new(0),
+            signalled: AtomicBool::new(false),
+            lfu: Default::default(),
+            oom: Default::default(),
+            renames,
             store,
             acl,
             jobs: Mutex::new(jobs),
@@ -346,7 +351,6 @@ impl Shared {
             lru: AtomicU32::new(crate::evict::lru_clock_at(unix_ms())),
             stamp: AtomicU32::new(0),
             evictor: Default::default(),
-            thread_mem_probe: OnceLock::new(),
             pause: Mutex::new(Pause::default()),
             loop_cpu: Mutex::new(Vec::new()),
             unwatch_later: Mutex::new(Vec::new()),
@@ -359,12 +363,8 @@ impl Shared {
             threads: AtomicU32::new(1),
             executable: Mutex::new(String::new()),
             config_file: Mutex::new(String::new()),
-            mem_probe: OnceLock::new(),
             mem_peak: AtomicU64::new(0),
             mem_startup: AtomicU64::new(0),
-            malloc: OnceLock::new(),
-            rebind: OnceLock::new(),
-            tls_apply: OnceLock::new(),
             rates: Default::default(),
             slowlog: Default::default(),
             latency: Default::default(),
@@ -373,12 +373,7 @@ impl Shared {
             effects: crate::effects::Hub::default(),
             debug_recorder: Mutex::new(None),
             clock: Clock::default(),
-            snapshots: OnceLock::new(),
-            aof: OnceLock::new(),
             persist: crate::snapshot::PersistState::new(unix_ms() / 1000),
-            replication: OnceLock::new(),
-            follow: OnceLock::new(),
-            migrator: OnceLock::new(),
             scripts: crate::script::Cache::default(),
             pubsub: Arc::default(),
             tracker: Arc::default(),
@@ -423,7 +418,7 @@ impl Shared {
     pub fn config_applied(&self) {
         let (flags, hard, max_keys, lfu) = {
             let c = self.config.read();
-            crate::evict::set_lfu_params(c.lfu_log_factor, c.lfu_decay_time);
+            self.lfu.set(c.lfu_log_factor, c.lfu_decay_time);
             let lfu = crate::evict::Policy::parse(&c.maxmemory_policy).lfu();
             (c.notify_keyspace_events, c.obuf_pubsub.hard, c.tracking_table_max_keys, lfu)
         };
@@ -538,7 +533,7 @@ impl Shared {
     /// server installed the allocator's probe.
     #[inline]
     pub fn thread_allocated(&self) -> Option<u64> {
-        self.thread_mem_probe.get().map(|p| p())
+        self.host.memory.thread_net.map(|p| p())
     }
 
     /// One active-expiry pass over the stripes `part` of `parts` owns
@@ -647,8 +642,8 @@ impl Shared {
     /// What an access stores in a key's access field (see
     /// `evict::access`): the LRU clock, or the LFU flag and minute.
     #[inline]
-    pub fn access_stamp(&self) -> u32 {
-        self.stamp.load(Ordering::Relaxed)
+    pub fn access_stamp(&self) -> crate::evict::Stamp<'_> {
+        crate::evict::Stamp { bits: self.stamp.load(Ordering::Relaxed), lfu: &self.lfu }
     }
 
     /// `total_net_input_bytes` and `total_net_output_bytes`: the closed
@@ -726,7 +721,9 @@ impl Shared {
     /// Registers a new connection and returns its session.
     pub fn connect(&self, addr: String, laddr: String, fd: i32) -> Session {
         let id = self.next_client_id();
-        let handle = Arc::new(ClientHandle::new(id, addr, laddr, fd, unix_ms()));
+        let mut handle = ClientHandle::new(id, addr, laddr, fd, unix_ms());
+        handle.outbox = crate::outbox::Outbox::counting_in(self.in_transit.clone());
+        let handle = Arc::new(handle);
         self.clients.lock().insert(id, handle.clone());
         self.stats.connections_received.fetch_add(1, Ordering::Relaxed);
         let mut sess = Session::new(handle, false);
@@ -787,7 +784,7 @@ impl Shared {
 
     /// Current memory figures, from the installed probe.
     pub fn mem_stats(&self) -> MemStats {
-        let m = self.mem_probe.get().map_or_else(statm_probe, |p| p());
+        let m = (self.host.memory.probe)();
         self.mem_peak.fetch_max(m.used_memory, Ordering::Relaxed);
         m
     }

@@ -22,18 +22,14 @@
 //! Lock order: the state mutex is taken before anything the save takes
 //! (stripes); no stripe is held while taking it (SHUTDOWN declares no key).
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 
 use crate::blocking::{self, Waiter};
 use crate::log;
-use crate::shared::{Shared, PENDING_SIGNAL};
-
-/// A signal asked for a shutdown and it is neither done nor cancelled
-/// (Redis's `shutdown_asap`): a second SIGINT then exits at once.
-pub static SIGNALLED: AtomicBool = AtomicBool::new(false);
+use crate::shared::Shared;
 
 /// The reply of a `SHUTDOWN` that could not complete.
 pub const FAILED: &str = "Errors trying to SHUTDOWN. Check logs.";
@@ -124,12 +120,15 @@ pub fn request(
 
 /// `SHUTDOWN ABORT`: false when there is nothing to abort.
 pub fn abort(sh: &Shared) -> bool {
+    if let Some(take) = sh.host.signals {
+        take(sh);
+    }
     let mut g = sh.shutdown_state.inner.lock();
     if g.deadline_ms != 0 {
         cancel(sh, &mut g);
-    } else if SIGNALLED.swap(false, Ordering::SeqCst) {
+    } else if sh.signalled.swap(false, Ordering::SeqCst) {
         // Asked by a signal, not started yet: forgetting it is enough.
-        PENDING_SIGNAL.store(0, Ordering::SeqCst);
+        sh.pending_signal.store(0, Ordering::SeqCst);
     } else {
         return false;
     }
@@ -146,10 +145,10 @@ pub fn tick(sh: &Shared) {
     }
     let mut g = sh.shutdown_state.inner.lock();
     if g.deadline_ms == 0 {
-        if !SIGNALLED.load(Ordering::SeqCst) {
+        if !sh.signalled.load(Ordering::SeqCst) {
             return;
         }
-        let sig = PENDING_SIGNAL.load(Ordering::SeqCst);
+        let sig = sh.pending_signal.load(Ordering::SeqCst);
         let name = if sig == libc::SIGINT { "shutdown-on-sigint" } else { "shutdown-on-sigterm" };
         let words = sh.config.read().get_by_name(name).unwrap_or_default();
         let dirty = sh.stats.dirty.load(Ordering::Relaxed);
@@ -176,7 +175,7 @@ fn prepare(sh: &Shared, g: &mut Inner, mut flags: Flags, dirty: u64) -> Outcome 
     });
     if !flags.now && timeout_s != 0 && !replicas_in_sync(sh) {
         g.deadline_ms = crate::shared::unix_ms() + timeout_s * 1000;
-        if let Some(r) = sh.replication.get() {
+        if let Some(r) = sh.host.replication.as_ref() {
             r.request_ack();
         }
         set_write_pause(sh, true);
@@ -189,7 +188,7 @@ fn prepare(sh: &Shared, g: &mut Inner, mut flags: Flags, dirty: u64) -> Outcome 
 /// Redis's `isReadyToShutdown`: every replica (in any state) acknowledged
 /// the whole stream.
 fn replicas_in_sync(sh: &Shared) -> bool {
-    let Some(r) = sh.replication.get() else { return true };
+    let Some(r) = sh.host.replication.as_ref() else { return true };
     let v = r.view();
     v.replicas.iter().all(|x| x.ack_offset == v.offset)
 }
@@ -197,7 +196,7 @@ fn replicas_in_sync(sh: &Shared) -> bool {
 /// Redis's `finishShutdown`, its log lines included.
 fn finish(sh: &Shared, g: &mut Inner, dirty: u64) -> Outcome {
     let flags = g.flags;
-    if let Some(r) = sh.replication.get() {
+    if let Some(r) = sh.host.replication.as_ref() {
         let v = r.view();
         let mut lagging = 0;
         for x in v.replicas.iter().filter(|x| x.ack_offset != v.offset) {
@@ -223,11 +222,11 @@ fn finish(sh: &Shared, g: &mut Inner, dirty: u64) -> Outcome {
     // it its temporary file.
     if sh.persist.bgsave_in_progress.load(Ordering::Acquire) {
         log::warning("There is a child saving an .rdb. Killing it!");
-        if let Some(s) = sh.snapshots.get() {
+        if let Some(s) = sh.host.snapshots.as_ref() {
             s.abort_bgsave();
         }
     }
-    if let Some(aof) = sh.aof.get() {
+    if let Some(aof) = sh.host.aof.as_ref() {
         let info = aof.info();
         if info.enabled && info.wait_rewrite {
             // The AOF's first rewrite holds the only complete copy it will
@@ -242,7 +241,7 @@ fn finish(sh: &Shared, g: &mut Inner, dirty: u64) -> Outcome {
     let points = !sh.config.read().save.is_empty();
     if (points && !flags.nosave) || flags.save {
         log::notice("Saving the final RDB snapshot before exiting.");
-        let saved = sh.snapshots.get().is_none_or(|s| s.save(dirty).is_ok());
+        let saved = sh.host.snapshots.as_ref().is_none_or(|s| s.save(dirty).is_ok());
         if !saved {
             if !flags.force {
                 log::warning("Error trying to save the DB, can't exit.");
@@ -264,8 +263,8 @@ fn fail(sh: &Shared, g: &mut Inner) -> Outcome {
 /// Redis's `cancelShutdown`: the waiting clients get the error, writes
 /// resume, a signal's request is forgotten.
 fn cancel(sh: &Shared, g: &mut Inner) {
-    SIGNALLED.store(false, Ordering::SeqCst);
-    PENDING_SIGNAL.store(0, Ordering::SeqCst);
+    sh.signalled.store(false, Ordering::SeqCst);
+    sh.pending_signal.store(0, Ordering::SeqCst);
     let was_waiting = g.deadline_ms != 0;
     g.deadline_ms = 0;
     g.flags = Flags::default();

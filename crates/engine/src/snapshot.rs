@@ -25,8 +25,9 @@ pub(crate) fn installed(
     shared: &crate::Shared,
 ) -> Result<std::sync::Arc<dyn Snapshots>, crate::error::CmdError> {
     shared
+        .host
         .snapshots
-        .get()
+        .as_ref()
         .cloned()
         .ok_or_else(|| crate::error::CmdError::err("persistence is not available in this process"))
 }
@@ -79,7 +80,7 @@ pub struct Reload {
 }
 
 /// The append-only file, as the engine's commands reach it (the server
-/// installs it in [`crate::Shared::aof`]).
+/// hands it in `Host::aof`).
 pub trait AppendOnly: Send + Sync {
     /// BGREWRITEAOF: the status reply (`Background append only file
     /// rewriting started` or `… scheduled`), or the error's text. A

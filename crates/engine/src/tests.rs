@@ -13,9 +13,14 @@ pub(crate) struct Harness {
 
 impl Harness {
     pub fn new() -> Self {
+        Harness::with_host(|_| crate::host::Host::none())
+    }
+
+    /// A harness whose server plugs `host` in.
+    pub fn with_host(host: impl FnOnce(&std::sync::Weak<Shared>) -> crate::host::Host) -> Self {
         // The in-process tests use DEBUG as the TCP tests' servers do.
         let config = Config { enable_debug_command: "yes".into(), ..Config::default() };
-        let shared = Shared::new(config);
+        let shared = Shared::with_host(config, host);
         let sess = shared.connect("127.0.0.1:1".into(), "127.0.0.1:6379".into(), -1);
         Harness { shared, sess }
     }
@@ -150,7 +155,7 @@ fn effects_record_reaches_a_consumer() {
 fn policy_by_caller() {
     use crate::dispatch::{check, lookup, Caller, Lookup};
     let mut h = Harness::new();
-    let spec = |argv: &[&[u8]]| match lookup(argv) {
+    let spec = |argv: &[&[u8]]| match lookup(&h.shared, argv) {
         Lookup::Found(s) => s,
         Lookup::Rejected(e) => panic!("{e:?}"),
     };
@@ -209,7 +214,7 @@ fn lock_order_is_refused_not_a_panic() {
     held.acquire(&mut ids).unwrap();
     let other = store.lock_stripe(0, store.stripe_of(&lo) as usize);
     let argv: Vec<&[u8]> = vec![b"GET", &lo];
-    let Lookup::Found(spec) = lookup(&argv) else { unreachable!() };
+    let Lookup::Found(spec) = lookup(&h.shared, &argv) else { unreachable!() };
     assert_eq!(
         lock_keys(&h.shared, 0, spec, &argv, &mut held),
         Err(crate::error::CmdError::LockOrder)

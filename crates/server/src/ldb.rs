@@ -23,12 +23,8 @@ struct Socket {
     handle: Arc<ClientHandle>,
 }
 
-/// Installs the channel opener (once, at start-up).
-pub fn install() {
-    let _ = engine::script::ldb::OPEN.set(open);
-}
-
-fn open(handle: &Arc<ClientHandle>) -> Option<Box<dyn Channel>> {
+/// Opens the debugger's channel on a client's socket (`Host::debugger`).
+pub fn open(handle: &Arc<ClientHandle>) -> Option<Box<dyn Channel>> {
     if handle.fd < 0 || !handle.raw_bytes.load(Ordering::Relaxed) {
         return None;
     }

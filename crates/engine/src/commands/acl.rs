@@ -304,7 +304,7 @@ fn dryrun(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         return Err(CmdError::Bytes(e));
     };
     let argv = args.rest();
-    let spec = match dispatch::lookup_full(argv) {
+    let spec = match dispatch::lookup_full(cx.shared, argv) {
         Ok((_, spec)) => spec,
         Err(CmdError::WrongArity(n)) => return Err(CmdError::WrongArity(n)),
         Err(_) => {

@@ -160,7 +160,7 @@ const HELP: &[&str] = &[
 /// DEBUG MALLCTL <name> [int] and MALLCTL-STR <name> [str|VOID]: Redis's
 /// `mallctl_int` / `mallctl_string` (arguments past the value ignored).
 fn mallctl(cx: &mut Ctx, args: &[&[u8]], string: bool, out: &mut ReplyBuf) -> CmdResult {
-    let Some(h) = cx.shared.malloc.get() else { return Err(CmdError::Syntax) };
+    let Some(h) = cx.shared.host.memory.malloc.as_ref() else { return Err(CmdError::Syntax) };
     if !string {
         if let Some(v) = args.get(1) {
             resp::parse_i64(v).ok_or(CmdError::NotInteger)?;
@@ -187,7 +187,7 @@ fn debug(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         // Only with an allocator that has controls (jemalloc), as Redis.
         n if n >= 3
             && (eq_ic(sub, "MALLCTL") || eq_ic(sub, "MALLCTL-STR"))
-            && cx.shared.malloc.get().is_some() =>
+            && cx.shared.host.memory.malloc.as_ref().is_some() =>
         {
             mallctl(cx, &argv[2..], eq_ic(sub, "MALLCTL-STR"), out)?
         }
@@ -281,13 +281,14 @@ fn debug(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         3 if eq_ic(sub, "EFFECTS") => effects(cx, argv[2], out)?,
         _ if eq_ic(sub, "RELOAD") => reload(cx, &argv[2..], out)?,
         3 if eq_ic(sub, "AOF-FLUSH-SLEEP") => {
-            if let Some(aof) = cx.shared.aof.get() {
+            if let Some(aof) = cx.shared.host.aof.as_ref() {
                 aof.set_flush_sleep(atoi(argv[2]).clamp(0, i64::from(i32::MAX)) as u64);
             }
             out.ok();
         }
         2 if eq_ic(sub, "LOADAOF") => {
-            let aof = cx.shared.aof.get().cloned().ok_or_else(|| CmdError::err("no AOF"))?;
+            let aof =
+                cx.shared.host.aof.as_ref().cloned().ok_or_else(|| CmdError::err("no AOF"))?;
             aof.reload().map_err(|e| CmdError::err(&e))?;
             out.ok();
         }
@@ -625,7 +626,8 @@ fn object(cx: &mut Ctx, key: &[u8], out: &mut ReplyBuf) -> CmdResult {
     };
     // With the server's RDB codec installed, the length is the value's
     // real RDB form (aggregates included); else strings are estimated here.
-    let codec = cx.shared.snapshots.get().cloned().map(|s| (s, cx.sess.conf(cx.shared).clone()));
+    let codec =
+        cx.shared.host.snapshots.as_ref().cloned().map(|s| (s, cx.sess.conf(cx.shared).clone()));
     let db = cx.db;
     let Some(e) = cx.keys.stripe(db, key).peek(key) else {
         return Err(CmdError::NoSuchKey);

@@ -343,13 +343,15 @@ fn section(cx: &mut Ctx, name: &str, t: &mut String, counts: &mut Counts) {
             let expired = ps.last_load_keys_expired.load(Ordering::Relaxed);
             line!("rdb_last_load_keys_expired:{}", expired);
             line!("rdb_last_load_keys_loaded:{}", ps.last_load_keys_loaded.load(Ordering::Relaxed));
-            let aof = sh.aof.get().map(|a| a.info()).unwrap_or_else(|| crate::snapshot::AofInfo {
-                enabled: cfg.appendonly,
-                last_rewrite_time_sec: -1,
-                current_rewrite_time_sec: -1,
-                last_bgrewrite_ok: true,
-                last_write_ok: true,
-                ..Default::default()
+            let aof = sh.host.aof.as_ref().map(|a| a.info()).unwrap_or_else(|| {
+                crate::snapshot::AofInfo {
+                    enabled: cfg.appendonly,
+                    last_rewrite_time_sec: -1,
+                    current_rewrite_time_sec: -1,
+                    last_bgrewrite_ok: true,
+                    last_write_ok: true,
+                    ..Default::default()
+                }
             });
             let status = |ok: bool| if ok { "ok" } else { "err" };
             line!("aof_enabled:{}", u8::from(aof.enabled));
@@ -419,7 +421,7 @@ fn section(cx: &mut Ctx, name: &str, t: &mut String, counts: &mut Counts) {
             line!("pubsubshard_channels:{}", ps.nchannels(true));
             line!("latest_fork_usec:0");
             line!("total_forks:{}", sh.persist.background_jobs.load(Ordering::Relaxed));
-            let cached = sh.migrator.get().map_or(0, |m| m.cached_sockets());
+            let cached = sh.host.migrator.as_ref().map_or(0, |m| m.cached_sockets());
             line!("migrate_cached_sockets:{cached}");
             for f in [
                 "slave_expires_tracked_keys",

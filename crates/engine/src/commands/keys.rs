@@ -318,7 +318,7 @@ fn obj_refcount(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult 
 }
 
 fn lfu_policy(cx: &Ctx) -> bool {
-    cx.lru() & crate::evict::LFU_BIT != 0
+    cx.lru().bits & crate::evict::LFU_BIT != 0
 }
 
 fn obj_idletime(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
@@ -339,7 +339,7 @@ fn obj_idletime(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult 
 }
 
 fn obj_freq(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
-    let stamp = cx.lru();
+    let stamp = cx.lru().bits;
     let decay = cx.sess.conf(cx.shared).lfu_decay_time.clamp(0, i64::from(u32::MAX)) as u32;
     let Some(e) = read_notouch(cx, args.key()?) else {
         out.null();

@@ -55,7 +55,7 @@ fn list_in<'s>(
     s: &'s mut Stripe,
     key: &[u8],
     now: i64,
-    lru: u32,
+    lru: crate::evict::Stamp<'_>,
 ) -> Result<Option<&'s mut List>, CmdError> {
     match s.get(key, now) {
         None => Ok(None),

@@ -244,7 +244,7 @@ pub(crate) fn overhead(cx: &mut Ctx) -> Overhead {
     let mut keys = 0u64;
     let clients = sh.clients_memory();
     let backlog = crate::commands::repl::view(sh).backlog.map_or(0, |(_, len)| len.max(0) as u64);
-    let aof_buffer = sh.aof.get().map_or(0, |a| a.info().buffer_length);
+    let aof_buffer = sh.host.aof.as_ref().map_or(0, |a| a.info().buffer_length);
     let mut overhead = startup
         + sh.scripts.body_bytes() as u64
         + clients.normal
@@ -390,7 +390,7 @@ fn doctor(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
 }
 
 fn malloc_stats(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
-    match cx.shared.malloc.get() {
+    match cx.shared.host.memory.malloc.as_ref() {
         Some(h) => out.verbatim((h.stats)().as_bytes()),
         None => out.verbatim(b"Stats not supported for the current allocator"),
     }
@@ -398,7 +398,7 @@ fn malloc_stats(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
 }
 
 fn purge(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
-    if let Some(h) = cx.shared.malloc.get() {
+    if let Some(h) = cx.shared.host.memory.malloc.as_ref() {
         (h.purge)();
     }
     out.ok();

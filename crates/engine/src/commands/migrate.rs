@@ -4,7 +4,7 @@
 //! propagate that as one `DEL`.
 //!
 //! The handler never sees a socket: the network side is the [`Migrator`]
-//! the server installs in [`Shared::migrator`](crate::Shared) (a cached
+//! the server installs in `Host::migrator` (`crate::host::Host`) (a cached
 //! connection per `host:port`, blocking I/O bounded by the timeout). The
 //! handler holds the keys' stripes for the whole round trip, so nothing
 //! changes a key between its DUMP and its deletion; Redis blocks the
@@ -147,8 +147,9 @@ fn migrate(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let snap = crate::snapshot::installed(cx.shared)?;
     let net = cx
         .shared
+        .host
         .migrator
-        .get()
+        .as_ref()
         .cloned()
         .ok_or_else(|| CmdError::err("MIGRATE is not available in this process"))?;
     let cfg = cx.sess.conf(cx.shared).clone();

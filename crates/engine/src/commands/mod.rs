@@ -151,15 +151,13 @@ pub fn find(name: &[u8]) -> Option<&'static CommandSpec> {
         .copied()
 }
 
-/// `rename-command` from the configuration file, applied once at
-/// start-up ([`install_renames`]): the names clients (and scripts, EXEC,
-/// the AOF and a master's stream, as in Redis) call the commands by.
-/// The original table ([`find`]) keeps serving COMMAND, ACL and the
-/// configuration's own checks.
-static RENAMED: OnceLock<Renames> = OnceLock::new();
-
+/// `rename-command` from the configuration file, applied once when a
+/// server builds its shared state (`Shared::renames`): the names clients
+/// (and scripts, EXEC, the AOF and a master's stream, as in Redis) call
+/// the commands by. The original table ([`find`]) keeps serving COMMAND,
+/// ACL and the configuration's own checks.
 #[derive(Default)]
-struct Renames {
+pub struct Renames {
     /// New names (lower case) and their commands.
     added: Vec<(Vec<u8>, &'static CommandSpec)>,
     /// Commands no longer reachable under their original name.
@@ -175,18 +173,18 @@ impl Renames {
     }
 }
 
-/// Applies the configuration's `rename-command` pairs in order, as Redis
-/// applies each line to its command table: the command goes from its
-/// current name to the new one, or away when the new name is empty.
-/// Only the first call (at start-up) counts. An error names the pair
-/// that cannot apply.
-pub fn install_renames(pairs: &[(String, String)]) -> Result<(), String> {
-    if pairs.is_empty() {
-        return Ok(());
+impl Renames {
+    /// Applies the configuration's `rename-command` pairs in order, as
+    /// Redis applies each line to its command table: the command goes
+    /// from its current name to the new one, or away when the new name is
+    /// empty. `None` when there are none; an error names the pair that
+    /// cannot apply.
+    pub fn build(pairs: &[(String, String)]) -> Result<Option<Renames>, String> {
+        if pairs.is_empty() {
+            return Ok(None);
+        }
+        build_renames(pairs).map(Some)
     }
-    let r = build_renames(pairs)?;
-    let _ = RENAMED.set(r);
-    Ok(())
 }
 
 /// Whether `pairs` apply in order, with Redis's error text for the first
@@ -225,8 +223,8 @@ fn build_renames(pairs: &[(String, String)]) -> Result<Renames, String> {
 /// Finds a top-level command by the name it is called by: [`find`], with
 /// `rename-command` applied.
 #[inline]
-pub fn find_called(name: &[u8]) -> Option<&'static CommandSpec> {
-    match RENAMED.get() {
+pub fn find_called(shared: &crate::Shared, name: &[u8]) -> Option<&'static CommandSpec> {
+    match &shared.renames {
         None => find(name),
         Some(r) => r.find(name),
     }
@@ -234,8 +232,8 @@ pub fn find_called(name: &[u8]) -> Option<&'static CommandSpec> {
 
 /// Whether `rename-command` moved `spec` away from its own name (a
 /// connection then does not reuse it by name, see `dispatch`).
-pub fn is_renamed(spec: &'static CommandSpec) -> bool {
-    RENAMED.get().is_some_and(|r| r.removed.iter().any(|s| std::ptr::eq(*s, spec)))
+pub fn is_renamed(shared: &crate::Shared, spec: &'static CommandSpec) -> bool {
+    shared.renames.as_ref().is_some_and(|r| r.removed.iter().any(|s| std::ptr::eq(*s, spec)))
 }
 
 #[cfg(test)]

@@ -109,7 +109,7 @@ fn restore(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     // Redis's objectSetLRUOrLFU: FREQ counts under an LFU policy, IDLETIME
     // under any other.
     let stamp = cx.lru();
-    let field = if stamp & crate::evict::LFU_BIT != 0 {
+    let field = if stamp.bits & crate::evict::LFU_BIT != 0 {
         (freq >= 0).then(|| crate::evict::fresh(stamp) & !0xff | freq as u32)
     } else {
         let clock = cx.shared.lru_clock();
@@ -149,8 +149,9 @@ fn save(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
 fn bgrewriteaof(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let aof = cx
         .shared
+        .host
         .aof
-        .get()
+        .as_ref()
         .cloned()
         .ok_or_else(|| CmdError::err("persistence is not available in this process"))?;
     match aof.rewrite(!cx.keys.is_empty()) {

@@ -149,7 +149,7 @@ pub const COMMANDS: &[Command] = &[
 ];
 
 fn replication(sh: &Shared) -> Option<Arc<dyn Replication>> {
-    sh.replication.get().cloned()
+    sh.host.replication.as_ref().cloned()
 }
 
 fn sync(cx: &mut Ctx, _args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
@@ -291,7 +291,7 @@ pub fn master_down(sh: &Shared) -> bool {
 }
 
 fn follow_view(sh: &Shared) -> Option<FollowView> {
-    sh.follow.get().and_then(|f| f.view())
+    sh.host.follow.as_ref().and_then(|f| f.view())
 }
 
 fn role(cx: &mut Ctx, _args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
@@ -321,7 +321,7 @@ fn role(cx: &mut Ctx, _args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
 
 fn replicaof(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let (host, port) = (args.req()?, args.req()?);
-    let follow = cx.shared.follow.get().cloned();
+    let follow = cx.shared.host.follow.as_ref().cloned();
     if eq_ic(host, "NO") && eq_ic(port, "ONE") {
         if let Some(f) = follow {
             if f.promote() {

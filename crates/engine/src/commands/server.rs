@@ -179,9 +179,9 @@ fn config_set(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         next.set(*n, &words).map_err(|e| set_failed(n.name().as_bytes(), &e))?;
     }
     let names: Vec<Named> = chosen.iter().map(|(n, _)| *n).collect();
-    if let Err((n, why)) = next.apply_set(&names) {
+    if let Err((n, why)) = next.apply_set(&names, &cx.shared.oom) {
         // What the apply functions did for the new values is undone.
-        config::apply_oom_score(&cx.shared.config.read());
+        config::apply_oom_score(&cx.shared.oom, &cx.shared.config.read());
         crate::log::warning(&format!(
             "Failed applying new configuration. Possibly related to new {} setting. Restoring \
              previous settings.",
@@ -192,9 +192,9 @@ fn config_set(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     // TLS: the server rebuilds its context and moves the TLS listeners
     // (Redis's applyTlsCfg, applyTLSPort); a failure restores everything.
     if let (Some(apply), Some((first, _))) =
-        (cx.shared.tls_apply.get(), chosen.iter().find(|(n, _)| n.name().starts_with("tls-")))
+        (cx.shared.host.network.as_ref(), chosen.iter().find(|(n, _)| n.name().starts_with("tls-")))
     {
-        let result = apply(&cx.shared.config.read(), &next);
+        let result = apply.tls_apply(&cx.shared.config.read(), &next);
         if let Err((listening, why)) = result {
             // Redis names the parameter whose apply function failed.
             let name = if listening {
@@ -221,9 +221,9 @@ fn config_set(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         (c.port, c.bind.clone())
     };
     if next.port != old_port || next.bind != old_bind {
-        if let Some(rebind) = cx.shared.rebind.get() {
-            if let Err(why) = rebind(&next.bind, next.port, next.tcp_backlog) {
-                config::apply_oom_score(&cx.shared.config.read());
+        if let Some(net) = &cx.shared.host.network {
+            if let Err(why) = net.rebind(&next.bind, next.port, next.tcp_backlog) {
+                config::apply_oom_score(&cx.shared.oom, &cx.shared.config.read());
                 let (name, why): (&[u8], &str) = if next.port != old_port {
                     (b"port", &why)
                 } else {
@@ -238,7 +238,7 @@ fn config_set(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
             }
         }
     }
-    crate::log::set_level(&next.loglevel);
+    cx.shared.host.log.set_level(&next.loglevel);
     for (n, _) in &chosen {
         if !n.param.has_effect() {
             crate::log::warning(&config::no_effect_warning(n.name(), &next.get(*n)));
@@ -251,7 +251,7 @@ fn config_set(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     }
     let prev = std::mem::replace(&mut *cx.shared.config.write(), next);
     cx.shared.config_epoch.fetch_add(1, Ordering::Release);
-    if let Some(aof) = cx.shared.aof.get() {
+    if let Some(aof) = cx.shared.host.aof.as_ref() {
         // Turning the AOF on starts a rewrite, which may fail (Redis's
         // startAppendOnly): the change is then undone.
         if let Err(why) = aof.config_changed(!cx.keys.is_empty()) {

@@ -750,7 +750,7 @@ mod tests {
         let h = Harness::new();
         let scope = |line: &str| {
             let argv: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
-            let Lookup::Found(spec) = lookup(&argv) else { panic!("{line}") };
+            let Lookup::Found(spec) = lookup(&h.shared, &argv) else { panic!("{line}") };
             let mut ids = smallvec::SmallVec::new();
             (key_ids(&h.shared, 0, spec, &argv, &mut ids), ids.len())
         };

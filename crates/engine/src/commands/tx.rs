@@ -76,7 +76,7 @@ fn exec(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let argvs: Vec<Vec<&[u8]>> =
         m.queued.iter().map(|q| q.iter().map(|a| &a[..]).collect()).collect();
     for argv in &argvs {
-        if let Lookup::Found(spec) = dispatch::lookup(argv) {
+        if let Lookup::Found(spec) = dispatch::lookup(shared, argv) {
             scope = scope.max(dispatch::key_ids(shared, db, spec, argv, &mut ids));
             if spec.flags.has(Flags::CHANGES_DB) {
                 if let Some(n) = resp::parse_i64(argv[1]) {
@@ -109,7 +109,7 @@ fn exec(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         // Each queued command goes through the door as any caller's (no
         // blocking, checks of queue time not repeated); its locks are
         // already held (checked, not waited for).
-        let spec = match door::lookup(argv) {
+        let spec = match door::lookup(shared, argv) {
             Ok(spec) => spec,
             Err(nf) => {
                 shared.cmdstats.error(&nf.error.text());

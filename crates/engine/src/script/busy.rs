@@ -3,11 +3,12 @@
 //! Redis does with `processEventsWhileBlocked` from the Lua count hook).
 //!
 //! The engine owns no sockets and must not depend on the server: the
-//! server installs, per event-loop thread, a [`Hooks`] pair. The script's
+//! server hands a [`Hooks`] pair in its host (`Host::busy`). The script's
 //! count hook (every 100,000 Lua instructions, as Redis's) calls
 //! [`Hooks::during`] once the script is busy; the script's end calls
-//! [`Hooks::ended`]. Threads without hooks (tests, tools) just run the
-//! script, as before.
+//! [`Hooks::ended`]. The server's hooks serve the calling thread's own
+//! loop, and do nothing on a thread that runs none; without hooks
+//! (tests, tools) the script just runs.
 //!
 //! What `during` may run is bounded by the dispatcher, not here: every
 //! client command without `allow-busy` is answered BUSY by `check` before
@@ -20,6 +21,7 @@ use std::cell::Cell;
 use crate::Shared;
 
 /// What an event-loop thread does while a script of its own is busy.
+#[derive(Clone, Copy)]
 pub struct Hooks {
     /// Serve the thread's other connections (read, answer, accept),
     /// without waiting; called from the script's count hook.
@@ -30,14 +32,8 @@ pub struct Hooks {
 }
 
 thread_local! {
-    static HOOKS: Cell<Option<&'static Hooks>> = const { Cell::new(None) };
-    /// Set while `during` runs: it is never entered twice.
+    /// Set while `during` runs on this thread: it is never entered twice.
     static SERVING: Cell<bool> = const { Cell::new(false) };
-}
-
-/// Installs this thread's hooks (the server does, once per event loop).
-pub fn install(hooks: &'static Hooks) {
-    HOOKS.with(|h| h.set(Some(hooks)));
 }
 
 /// From a busy script's count hook: lets the thread serve its other
@@ -45,7 +41,7 @@ pub fn install(hooks: &'static Hooks) {
 /// Lua's C frames): the connection being served is dropped by its own
 /// task later, the script carries on.
 pub(crate) fn during(shared: &Shared) {
-    let Some(hooks) = HOOKS.with(|h| h.get()) else { return };
+    let Some(hooks) = shared.host.busy else { return };
     if SERVING.with(|s| s.replace(true)) {
         return;
     }
@@ -58,7 +54,7 @@ pub(crate) fn during(shared: &Shared) {
 
 /// A busy script of this thread ended.
 pub(crate) fn ended(shared: &Shared) {
-    if let Some(hooks) = HOOKS.with(|h| h.get()) {
+    if let Some(hooks) = shared.host.busy {
         (hooks.ended)(shared);
     }
 }
@@ -102,8 +98,6 @@ mod tests {
         ENDED.with(|e| e.set(e.get() + 1));
     }
 
-    static HOOKS: Hooks = Hooks { during, ended };
-
     /// The hooks run only past the threshold: a script under it never
     /// calls them; one past it does, from its own thread, and what the
     /// other client sends there is answered without waiting for the
@@ -111,8 +105,10 @@ mod tests {
     /// WATCH of a free key works) and SCRIPT KILL stops it.
     #[test]
     fn hooks_serve_the_thread_only_past_the_threshold() {
-        install(&HOOKS);
-        let mut h = Harness::new();
+        let mut h = Harness::with_host(|_| crate::host::Host {
+            busy: Some(Hooks { during, ended }),
+            ..Default::default()
+        });
         let other = h.shared.connect(String::new(), String::new(), -1);
         OTHER.with(|o| *o.borrow_mut() = Some(other));
         assert_eq!(h.run(&["EVAL", "for i = 1, 1e6 do end return 1", "1", "k"]), ":1\r\n");

@@ -287,7 +287,7 @@ fn install(reg: &mut Libraries, libs: Vec<Compiled>, replace: bool) -> CmdResult
 
 // ---- Snapshots and FUNCTION DUMP / RESTORE --------------------------------
 // The encoding (RDB strings, LZF, version and CRC64) is the persistence
-// codec's, reached through `Shared::snapshots`.
+// codec's, reached through `Host::snapshots`.
 
 /// The libraries' codes, as a snapshot saves them (`rdbSaveFunctions`).
 /// Call it at the snapshot's instant: the writing subcommands hold every

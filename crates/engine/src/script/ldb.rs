@@ -4,8 +4,8 @@
 //!
 //! A session talks to its client directly on the client's socket, from
 //! inside the running script (the line hook), as Redis's does: the
-//! engine owns no sockets, so the server installs [`OPEN`], which gives a
-//! blocking [`Channel`] over a client's connection. The `EVAL`'s own
+//! engine owns no sockets, so the server's host opens (`Host::debugger`)
+//! a blocking [`Channel`] over a client's connection. The `EVAL`'s own
 //! reply goes out the ordinary way after `<endsession>`, and the
 //! connection closes after it (the session's end, for redis-cli). As in
 //! Redis, replies the client pipelined before the `EVAL` are not ordered
@@ -22,7 +22,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::ffi::CStr;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Instant;
 
 use mlua::ffi;
@@ -37,10 +37,6 @@ pub trait Channel {
     /// client closed (or is gone).
     fn read(&mut self, buf: &mut [u8]) -> usize;
 }
-
-/// Opens a channel on a client's connection (installed by the server;
-/// `None` when its transport cannot be talked to directly, e.g. TLS).
-pub static OPEN: OnceLock<fn(&Arc<ClientHandle>) -> Option<Box<dyn Channel>>> = OnceLock::new();
 
 /// A client's `SCRIPT DEBUG` mode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -328,12 +324,13 @@ fn is_cmd(arg: &[u8], names: &[&str]) -> bool {
 /// Starts a session for `sess`'s EVAL of `body`: `Err` with the reply
 /// when the client's connection cannot be talked to directly.
 pub(crate) fn start(
+    shared: &crate::Shared,
     handle: &Arc<ClientHandle>,
     mode: Mode,
     body: &[u8],
     limit_ms: u64,
 ) -> Result<(), crate::error::CmdError> {
-    let chan = OPEN.get().and_then(|open| open(handle));
+    let chan = shared.host.debugger.and_then(|open| open(handle));
     let Some(chan) = chan else {
         return Err(crate::error::CmdError::err(
             "The Lua debugger needs a plain TCP or Unix socket connection",

@@ -572,7 +572,7 @@ fn eval_debugged(
 ) -> CmdResult {
     let argv = args.argv();
     let limit = cx.sess.conf(cx.shared).busy_reply_threshold.max(0) as u64;
-    ldb::start(&cx.sess.handle, mode, argv[1], limit)?;
+    ldb::start(cx.shared, &cx.sess.handle, mode, argv[1], limit)?;
     cx.sess.close_after_reply = true;
     if mode == ldb::Mode::Yes {
         rollback::begin();

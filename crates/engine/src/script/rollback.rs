@@ -63,7 +63,7 @@ fn run<'a>(
     db: usize,
     argv: &[&[u8]],
 ) -> Option<Frame> {
-    let Lookup::Found(spec) = dispatch::lookup(argv) else { return None };
+    let Lookup::Found(spec) = dispatch::lookup(shared, argv) else { return None };
     let saved_db = std::mem::replace(&mut sess.db, db);
     let ops = sess.fx.ops_len();
     let mut buf = ReplyBuf::new();

@@ -1765,7 +1765,7 @@ impl Run<'_, '_> {
         if argv.is_empty() {
             return fail(b"ERR Please specify at least one argument for this redis lib call");
         }
-        let spec = match crate::door::lookup(argv) {
+        let spec = match crate::door::lookup(shared, argv) {
             Ok(s) => s,
             Err(nf) => {
                 // A known command's rejected call counts (Redis's

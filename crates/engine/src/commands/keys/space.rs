@@ -335,7 +335,7 @@ pub(super) fn flushall(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> Cmd
     cx.flushed();
     // A BGSAVE in progress would save what FLUSHALL just removed: Redis
     // kills its child here.
-    if let Some(s) = cx.shared.snapshots.get() {
+    if let Some(s) = cx.shared.host.snapshots.as_ref() {
         s.abort_bgsave();
     }
     // The keys removed (with save points configured Redis 7.0 also saves

@@ -458,7 +458,7 @@ fn jobs_in_transactions_and_scripts() {
 fn replay(h: &mut Harness, cmds: &[Vec<Vec<u8>>]) {
     for c in cmds {
         let argv: Vec<&[u8]> = c.iter().map(|a| &a[..]).collect();
-        let Lookup::Found(spec) = dispatch::lookup(&argv) else { panic!("{argv:?}") };
+        let Lookup::Found(spec) = dispatch::lookup(&h.shared, &argv) else { panic!("{argv:?}") };
         let mut keys = store::Locks::new(&h.shared.store, h.shared.clock.now_ms());
         dispatch::lock_keys(&h.shared, h.sess.db, spec, &argv, &mut keys).unwrap();
         let mut out = resp::ReplyBuf::new();
@@ -542,7 +542,7 @@ fn loadjob_rejects_bad_records() {
     let mut h = Harness::new();
     let cmds = [vec![b"LOADJOB".to_vec(), b"\x01garbage".to_vec()]];
     let argv: Vec<&[u8]> = cmds[0].iter().map(|a| &a[..]).collect();
-    let Lookup::Found(spec) = dispatch::lookup(&argv) else { unreachable!() };
+    let Lookup::Found(spec) = dispatch::lookup(&h.shared, &argv) else { unreachable!() };
     let mut keys = store::Locks::new(&h.shared.store, h.shared.clock.now_ms());
     dispatch::lock_keys(&h.shared, 0, spec, &argv, &mut keys).unwrap();
     let mut out = resp::ReplyBuf::new();

@@ -276,7 +276,7 @@ fn upgrade(dirname: &str, filename: &str, m: &mut Manifest) -> Result<(), String
 pub fn load_at_startup(sh: &Arc<Shared>, aof: Arc<crate::aof::Aof>) {
     sh.set_loading(true);
     let sh2 = sh.clone();
-    let spawned = std::thread::Builder::new().name("aof-load".into()).spawn(move || {
+    let spawned = log::spawn("aof-load", move || {
         let (dirname, filename) = {
             let c = sh2.config.read();
             (c.appenddirname.clone(), c.appendfilename.clone())

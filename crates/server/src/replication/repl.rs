@@ -58,7 +58,7 @@ const WAIT_BGSAVE: u8 = 0;
 const SEND_BULK: u8 = 1;
 const ONLINE: u8 = 2;
 
-/// The server's replication, installed into `Shared::replication`.
+/// The server's replication, handed to the engine as `Host::replication`.
 pub struct Master {
     shared: Weak<Shared>,
     inner: Mutex<Inner>,
@@ -166,10 +166,10 @@ fn random_hex() -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Installs the replication into `shared` and starts its cron.
-pub fn install(shared: &Arc<Shared>) {
-    let m = Arc::new(Master {
-        shared: Arc::downgrade(shared),
+/// The master side of a server being built.
+pub fn new(shared: &Weak<Shared>) -> Arc<Master> {
+    Arc::new(Master {
+        shared: shared.clone(),
         inner: Mutex::new(Inner {
             replid: random_hex(),
             replid2: "0".repeat(40),
@@ -189,11 +189,13 @@ pub fn install(shared: &Arc<Shared>) {
         sync_partial_err: AtomicU64::new(0),
         next_id: AtomicU64::new(0),
         rdb_by_replication: AtomicBool::new(false),
-    });
-    let _ = shared.replication.set(m.clone());
-    let _ = MASTER.set(Arc::downgrade(&m));
-    let weak = Arc::downgrade(&m);
-    let spawned = std::thread::Builder::new().name("repl-cron".into()).spawn(move || cron(weak));
+    })
+}
+
+/// Starts the replication's cron.
+pub fn start_cron(m: &Arc<Master>) {
+    let weak = Arc::downgrade(m);
+    let spawned = log::spawn("repl-cron", move || cron(weak));
     if let Err(e) = spawned {
         log::warning(&format!("Can't start the replication cron: {e}"));
     }
@@ -361,9 +363,9 @@ impl Master {
     }
 }
 
-/// The server's replication, once installed.
-pub fn master() -> Option<Arc<Master>> {
-    MASTER.get().and_then(Weak::upgrade)
+/// The server's replication (master side).
+pub fn master(sh: &Shared) -> Option<Arc<Master>> {
+    Some(crate::host::node(sh).master.clone())
 }
 
 /// What the replica side (`crate::follow`) changes of the master's state:
@@ -518,7 +520,7 @@ pub fn take_over(
     hs: Handshake,
     input: Vec<u8>,
 ) {
-    let Some(master) = MASTER.get().and_then(Weak::upgrade) else {
+    let Some(master) = master(&shared) else {
         shared.disconnect(&mut sess);
         return;
     };
@@ -562,10 +564,8 @@ pub fn take_over(
     sess.handle.replica.store(true, Ordering::Relaxed);
     master.inner.lock().replicas.push(Slot { r: r.clone(), sent: None, soft_since: None });
     let (m2, r2, sh2) = (master.clone(), r.clone(), shared.clone());
-    let read = std::thread::Builder::new()
-        .name("repl-ack".into())
-        .spawn(move || read_acks(&sh2, &m2, &r2, reader, input));
-    let send = std::thread::Builder::new().name("repl-send".into()).spawn(move || {
+    let read = log::spawn("repl-ack", move || read_acks(&sh2, &m2, &r2, reader, input));
+    let send = log::spawn("repl-send", move || {
         let why = serve(&shared, &master, &r, &hs, sock);
         log::notice(&format!("Connection with replica {} lost{why}.", r.name));
         r.kill();
@@ -578,10 +578,6 @@ pub fn take_over(
         log::warning("Can't start a replica's threads");
     }
 }
-
-/// The `Master` behind `Shared::replication` (the trait object does not
-/// give back its concrete type).
-static MASTER: std::sync::OnceLock<Weak<Master>> = std::sync::OnceLock::new();
 
 /// Synchronises one replica, then sends it the stream until it goes.
 /// Returns why it ended (for the log line).
@@ -673,7 +669,7 @@ fn full_sync(
     req: &SyncRequest,
     sock: &mut TcpStream,
 ) -> Result<(), String> {
-    let snaps = sh.snapshots.get().cloned().ok_or("no persistence")?;
+    let snaps = sh.host.snapshots.clone().ok_or("no persistence")?;
     let diskless = conf_yes(sh, "repl-diskless-sync") && hs.capa_eof;
     if diskless {
         let delay = conf_num(sh, "repl-diskless-sync-delay");

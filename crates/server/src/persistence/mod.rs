@@ -1,6 +1,8 @@
-//! Wiring of RDB persistence: the engine's [`Snapshots`] seam implemented
-//! with the `persist` codec over the process's files. SAVE, BGSAVE (on a
-//! thread of its own), DEBUG RELOAD and loading at start-up.
+//! A server's persistence: here the RDB side, the engine's [`Snapshots`]
+//! seam implemented with the `persist` codec over the server's files
+//! (SAVE, BGSAVE on a thread of its own, DEBUG RELOAD, loading at
+//! start-up); the append-only file in [`aof`] (loading in [`aof_load`]);
+//! the durability position a connection waits on in [`durability`].
 //!
 //! Saves are point-in-time without `fork()` (`docs/architecture.md`, *Durability*): the store locks
 //! every stripe for an instant to mark them all pending, then the saver
@@ -8,6 +10,10 @@
 //! pending stripe, by the saver or by a command about to change it,
 //! serialises it as it was. Serialising happens under the stripe's lock,
 //! file I/O outside any lock.
+
+pub mod aof;
+pub mod aof_load;
+pub mod durability;
 
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
@@ -27,7 +33,7 @@ use store::{SnapshotHook, Stripe, Value};
 
 use crate::log;
 
-/// The server's persistence, installed into [`Shared::snapshots`].
+/// The server's persistence, handed to the engine as `Host::snapshots`.
 pub struct Rdb {
     shared: Weak<Shared>,
     temp_seq: AtomicU64,
@@ -50,31 +56,39 @@ pub fn limits(cfg: &Config) -> Limits {
     }
 }
 
-/// Installs the RDB persistence into `shared`.
-pub fn install(shared: &Arc<Shared>) {
-    let rdb =
-        Rdb { shared: Arc::downgrade(shared), temp_seq: AtomicU64::new(0), busy: busy_flag() };
-    let _ = shared.snapshots.set(Arc::new(rdb));
+impl Rdb {
+    /// The RDB persistence of a server being built.
+    pub fn new(shared: &Weak<Shared>) -> Rdb {
+        Rdb {
+            shared: shared.clone(),
+            temp_seq: AtomicU64::new(0),
+            busy: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// The flag that one snapshot at a time holds (the store has one
+    /// pending snapshot at most): BGSAVE, SAVE and the AOF rewrite share
+    /// it (`Node::snapshot_busy`).
+    pub fn busy_flag(&self) -> Arc<AtomicBool> {
+        self.busy.clone()
+    }
 }
 
-/// The flag that one snapshot at a time holds (the store has one pending
-/// snapshot at most): BGSAVE, SAVE and the AOF rewrite share it.
-pub fn busy_flag() -> Arc<AtomicBool> {
-    static BUSY: OnceLock<Arc<AtomicBool>> = OnceLock::new();
-    BUSY.get_or_init(|| Arc::new(AtomicBool::new(false))).clone()
+/// The flag that one snapshot at a time holds (see [`Rdb::busy_flag`]).
+pub fn busy_flag(sh: &Shared) -> Arc<AtomicBool> {
+    crate::host::node(sh).snapshot_busy.clone()
 }
 
 /// Set to stop the running snapshot (Redis kills its child: `CONFIG SET
 /// appendonly no` during a rewrite, FLUSHALL during a BGSAVE); cleared
 /// when a snapshot begins. One snapshot runs at a time, so one flag.
-fn cancel_flag() -> &'static AtomicBool {
-    static CANCEL: AtomicBool = AtomicBool::new(false);
-    &CANCEL
+fn cancel_flag(sh: &Shared) -> &AtomicBool {
+    &crate::host::node(sh).snapshot_cancel
 }
 
 /// Asks the running snapshot to stop; its writer ends with [`cancelled`].
-pub fn cancel_running() {
-    cancel_flag().store(true, Ordering::Release);
+pub fn cancel_running(sh: &Shared) {
+    cancel_flag(sh).store(true, Ordering::Release);
 }
 
 /// The error a cancelled snapshot's writer ends with.
@@ -83,9 +97,9 @@ pub fn cancelled(e: &io::Error) -> bool {
 }
 
 /// `rdb-key-save-delay` between keys, cut short by a cancel.
-fn delay_keys(us: u64) {
+fn delay_keys(sh: &Shared, us: u64) {
     let end = Instant::now() + std::time::Duration::from_micros(us);
-    while !cancel_flag().load(Ordering::Acquire) {
+    while !cancel_flag(sh).load(Ordering::Acquire) {
         let now = Instant::now();
         if now >= end {
             return;
@@ -175,7 +189,7 @@ fn begin(sh: &Shared) -> Started {
 /// [`begin`], calling `at_instant` at the snapshot's instant (every
 /// stripe held).
 pub fn begin_then(sh: &Shared, at_instant: &mut dyn FnMut()) -> Started {
-    cancel_flag().store(false, Ordering::Release);
+    cancel_flag(sh).store(false, Ordering::Release);
     let cfg = sh.config.read().clone();
     let lru_clock = cfg.maxmemory_policy.contains("lru").then(|| sh.lru_clock());
     let lfu = engine::evict::Policy::parse(&cfg.maxmemory_policy).lfu().then(|| {
@@ -314,7 +328,7 @@ fn write_rdb<W: Write>(sh: &Shared, started: Started, out: W, aof_base: bool) ->
     let _ = cap.saver.set(std::thread::current().id());
     let mut id = 0;
     while id < store.total_stripes() {
-        if cancel_flag().load(Ordering::Acquire) {
+        if cancel_flag(sh).load(Ordering::Acquire) {
             result = Err(io::Error::new(io::ErrorKind::Interrupted, "cancelled"));
             break;
         }
@@ -348,7 +362,7 @@ fn write_rdb<W: Write>(sh: &Shared, started: Started, out: W, aof_base: bool) ->
                 w.encoded(&c.bytes)
             })();
             if delay > 0 {
-                delay_keys(delay.saturating_mul(c.keys));
+                delay_keys(sh, delay.saturating_mul(c.keys));
             }
         }
         if result.is_err() {
@@ -443,7 +457,10 @@ pub fn load_bytes_at(
     // Redis's objectSetLRUOrLFU: the counter under an LFU policy, the
     // idle time under any other.
     let lfu = engine::evict::Policy::parse(&cfg.maxmemory_policy).lfu();
-    let stamp = engine::evict::stamp(lfu, lru, sh.clock.now_ms());
+    let stamp = engine::evict::Stamp {
+        bits: engine::evict::stamp(lfu, lru, sh.clock.now_ms()),
+        lfu: &sh.lfu,
+    };
     let delay = u64::try_from(cfg.key_load_delay).unwrap_or(0);
     // Libraries first, as Redis meets them at the head of the file: one
     // that fails stops the load before any key is touched.
@@ -512,7 +529,7 @@ pub fn load_at_startup(sh: &Arc<Shared>) {
     }
     sh.set_loading(true);
     let sh2 = sh.clone();
-    let spawned = std::thread::Builder::new().name("rdb-load".into()).spawn(move || {
+    let spawned = log::spawn("rdb-load", move || {
         let start = Instant::now();
         match load(&sh2, false) {
             Ok(None) => {}
@@ -636,7 +653,7 @@ impl Snapshots for Rdb {
         me.temp_seq.store(self.temp_seq.fetch_add(1 << 32, Ordering::Relaxed), Ordering::Relaxed);
         ps.background_jobs.fetch_add(1, Ordering::Relaxed);
         log::notice("Background saving started");
-        let spawned = std::thread::Builder::new().name("bgsave".into()).spawn(move || {
+        let spawned = log::spawn("bgsave", move || {
             let Ok(sh) = me.shared() else {
                 me.release();
                 return;
@@ -680,7 +697,7 @@ impl Snapshots for Rdb {
     fn abort_bgsave(&self) {
         if let Ok(sh) = self.shared() {
             if sh.persist.bgsave_in_progress.load(Ordering::Acquire) {
-                cancel_running();
+                cancel_running(&sh);
             }
         }
     }
@@ -732,7 +749,7 @@ const BGSAVE_RETRY_SECS: i64 = 5;
 /// does.
 pub fn start_save_points(sh: &Arc<Shared>) {
     let weak = Arc::downgrade(sh);
-    let spawned = std::thread::Builder::new().name("save-points".into()).spawn(move || loop {
+    let spawned = log::spawn("save-points", move || loop {
         std::thread::sleep(std::time::Duration::from_millis(100));
         let Some(sh) = weak.upgrade() else { return };
         if sh.shutdown.load(Ordering::Relaxed) {
@@ -744,7 +761,7 @@ pub fn start_save_points(sh: &Arc<Shared>) {
         }
         if ps.bgsave_scheduled.swap(false, Ordering::AcqRel) {
             log::notice("Background saving scheduled by BGSAVE SCHEDULE is starting");
-            if let Some(s) = sh.snapshots.get() {
+            if let Some(s) = &sh.host.snapshots {
                 let _ = s.bgsave(sh.stats.dirty.load(Ordering::Relaxed), false);
             }
             continue;
@@ -764,7 +781,7 @@ pub fn start_save_points(sh: &Arc<Shared>) {
         let due = points.iter().find(|(secs, ch)| changes >= *ch as u64 && elapsed >= *secs);
         if let Some((secs, _)) = due {
             log::notice(&format!("{changes} changes in {secs} seconds. Saving..."));
-            if let Some(s) = sh.snapshots.get() {
+            if let Some(s) = &sh.host.snapshots {
                 let _ = s.bgsave(dirty, false);
             }
         }

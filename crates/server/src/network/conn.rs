@@ -168,7 +168,7 @@ async fn run_conn<S: Transport>(mut conn: Box<Conn<S>>) {
     if conn.shared.shutdown.load(Ordering::Acquire) {
         // SHUTDOWN closes its client's connection: nobody may connect
         // once it sees that.
-        crate::busy::stop_listening();
+        crate::busy::stop_listening(&conn.shared);
     }
     // Out of the busy pass's reach from here.
     conn.slot = None;
@@ -232,6 +232,9 @@ fn become_replica(
 
 struct Conn<S> {
     shared: Arc<Shared>,
+    /// The server's durability position, which replies to writes wait on
+    /// (group commit).
+    durable: Arc<crate::durability::Position>,
     stream: S,
     /// Wakes the connection's task (kept here for the busy pass).
     notify: Arc<Signal>,
@@ -284,7 +287,9 @@ impl<S: Transport> Conn<S> {
             return Err(Box::new((stream, sess, shared)));
         }
         let limits = ConnLimits::load(&shared, sess.authenticated);
+        let durable = crate::host::node(&shared).durable.clone();
         let mut conn = Box::new(Conn {
+            durable,
             shared,
             stream,
             notify,
@@ -483,10 +488,10 @@ impl<S: Transport> Conn<S> {
     async fn hold_for_aof(&mut self) {
         let mut hold = self.sess.fx.take_hold();
         if std::mem::take(&mut self.served_reply) {
-            hold = hold.max(crate::aof::appended());
+            hold = hold.max(self.durable.last());
         }
         if hold > 0 {
-            crate::aof::wait_acked(hold).await;
+            self.durable.wait(hold).await;
         }
     }
 

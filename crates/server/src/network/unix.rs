@@ -8,19 +8,21 @@
 use std::io::{self, IoSlice};
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixListener;
-use std::sync::OnceLock;
 use std::task::{Context, Poll};
 
 use tokio::net::{TcpStream, UnixStream};
 
 use crate::transport::Transport;
 
-/// The socket's path, once it is listening (removed at exit).
-static PATH: OnceLock<String> = OnceLock::new();
-
 /// Binds the configured Unix socket, or `Ok(None)` when none is.
 /// The error is Redis's log line.
-pub fn bind(path: &str, perm: u32, backlog: u32) -> Result<Option<UnixListener>, String> {
+/// The server's node keeps the path, to remove the file at exit.
+pub fn bind(
+    node: &crate::host::Node,
+    path: &str,
+    perm: u32,
+    backlog: u32,
+) -> Result<Option<UnixListener>, String> {
     if path.is_empty() {
         return Ok(None);
     }
@@ -48,21 +50,22 @@ pub fn bind(path: &str, perm: u32, backlog: u32) -> Result<Option<UnixListener>,
         )
     })?;
     sock.set_nonblocking(true).map_err(fail)?;
-    let _ = PATH.set(path.to_string());
+    let _ = node.unix_path.set(path.to_string());
     Ok(Some(sock.into()))
 }
 
 /// Removes the socket file at exit, with Redis's log line.
-pub fn remove_at_exit() {
-    if let Some(p) = PATH.get() {
+pub fn remove_at_exit(node: &crate::host::Node) {
+    if let Some(p) = node.unix_path.get() {
         engine::log::notice("Removing the unix socket file.");
         let _ = std::fs::remove_file(p);
     }
 }
 
 /// The path clients of the socket show as their addresses.
-fn shown_addr() -> String {
-    format!("{}:0", PATH.get().map_or("", String::as_str))
+fn shown_addr(s: &UnixStream) -> String {
+    let path = s.local_addr().ok().and_then(|a| a.as_pathname().map(|p| p.display().to_string()));
+    format!("{}:0", path.unwrap_or_default())
 }
 
 impl Transport for UnixStream {
@@ -75,7 +78,10 @@ impl Transport for UnixStream {
     }
 
     fn addrs(&self) -> (String, String) {
-        (shown_addr(), shown_addr())
+        // The listening socket's path (the accepted socket's own address
+        // is that path too).
+        let a = shown_addr(self);
+        (a.clone(), a)
     }
 
     fn tune(&self, _keepalive_secs: u64) {}

@@ -16,7 +16,6 @@ use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use engine::commands::migrate::{Failure, Migrator, Transfer, Transferred};
-use engine::Shared;
 use parking_lot::Mutex;
 
 const CACHE_ITEMS: usize = 64;
@@ -35,14 +34,16 @@ pub struct Net {
     cache: Mutex<HashMap<Vec<u8>, Cached>>,
 }
 
-/// Installs MIGRATE's network side into `shared`, with the thread that
-/// closes idle connections (Redis's `migrateCloseTimedoutSockets`, once a
-/// second).
-pub fn install(shared: &Arc<Shared>) {
-    let net = Arc::new(Net::default());
-    let _ = shared.migrator.set(net.clone());
-    let weak: Weak<Net> = Arc::downgrade(&net);
-    let _ = std::thread::Builder::new().name("migrate-cache".into()).spawn(move || loop {
+/// MIGRATE's network side of a server being built.
+pub fn new() -> Arc<Net> {
+    Arc::new(Net::default())
+}
+
+/// The thread that closes idle cached connections (Redis's
+/// `migrateCloseTimedoutSockets`, once a second).
+pub fn start_cron(net: &Arc<Net>) {
+    let weak: Weak<Net> = Arc::downgrade(net);
+    let _ = engine::log::spawn("migrate-cache", move || loop {
         std::thread::sleep(Duration::from_secs(1));
         let Some(net) = weak.upgrade() else { return };
         net.cache.lock().retain(|_, c| c.last_use.elapsed() <= CACHE_TTL);

@@ -17,7 +17,6 @@ use std::task::{Context, Poll};
 
 use engine::config::Config;
 use engine::log;
-use parking_lot::RwLock;
 use rustls::crypto::ring as provider;
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::{self, PemObject};
@@ -30,19 +29,6 @@ use rustls::{
 use tokio::net::TcpStream;
 
 use crate::transport::Transport;
-
-/// The context new TLS connections are accepted with.
-static CURRENT: RwLock<Option<Arc<ServerConfig>>> = RwLock::new(None);
-
-/// The context for a new connection, if TLS is configured.
-pub fn current() -> Option<Arc<ServerConfig>> {
-    CURRENT.read().clone()
-}
-
-/// Installs a context built by [`configure`].
-pub fn set_current(cfg: Arc<ServerConfig>) {
-    *CURRENT.write() = Some(cfg);
-}
 
 fn param(c: &Config, name: &str) -> String {
     String::from_utf8_lossy(&c.get_by_name(name).unwrap_or_default()).into_owned()
@@ -361,8 +347,8 @@ pub struct Handshake {
 impl Handshake {
     /// Starts the handshake of a new socket (`None`: no TLS context, or
     /// rustls refused, logged as [`TlsStream::accept`] logs it).
-    pub fn new(sock: std::net::TcpStream) -> Option<Handshake> {
-        let cfg = current()?;
+    pub fn new(sock: std::net::TcpStream, cfg: Option<Arc<ServerConfig>>) -> Option<Handshake> {
+        let cfg = cfg?;
         match ServerConnection::new(cfg) {
             Ok(tls) => Some(Handshake { sock, tls, plain: 0 }),
             Err(e) => {

@@ -75,7 +75,8 @@ thread_local! {
     static LOOP: RefCell<Loop> = RefCell::new(Loop::default());
 }
 
-static HOOKS: engine::script::busy::Hooks = engine::script::busy::Hooks { during, ended };
+/// The engine's hooks (`Host::busy`).
+pub const HOOKS: engine::script::busy::Hooks = engine::script::busy::Hooks { during, ended };
 
 /// Sets this event-loop thread up (its index, every loop's busy flags,
 /// its incoming sockets) and installs the engine's hooks.
@@ -92,7 +93,6 @@ pub fn install(
         l.busy = Some(busy);
         l.incoming = Some(incoming);
     });
-    engine::script::busy::install(&HOOKS);
 }
 
 /// Thread 0: the senders to every loop, to hand new sockets on.
@@ -101,30 +101,31 @@ pub fn set_handoff(senders: Arc<Vec<mpsc::UnboundedSender<Incoming>>>) {
 }
 
 /// A listener this thread accepts on, while it is open.
-pub struct Listening(RawFd);
-
-/// Every open TCP (and TLS) listener's socket, whatever its thread (for
-/// [`stop_listening`]).
-static OPEN_LISTENERS: parking_lot::Mutex<Vec<RawFd>> = parking_lot::Mutex::new(Vec::new());
+pub struct Listening(RawFd, std::sync::Weak<Shared>);
 
 impl Listening {
-    pub fn new(fd: RawFd, kind: Kind) -> Self {
+    /// Lists `fd` in this thread's loop and, but for the Unix socket, in
+    /// the server's open listeners (`Node::open_listeners`, for
+    /// [`stop_listening`]).
+    pub fn new(shared: &Arc<Shared>, fd: RawFd, kind: Kind) -> Self {
         LOOP.with(|l| l.borrow_mut().listeners.push((fd, kind)));
         // Not the Unix socket: shut down, it answers accept() with EAGAIN
         // while reporting itself ready for ever, and its accept loop spun
         // inside tokio, so its event loop never saw the shutdown and the
         // process never exited. Its file is removed at exit.
         if kind != Kind::Unix {
-            OPEN_LISTENERS.lock().push(fd);
+            crate::host::node(shared).open_listeners.lock().push(fd);
         }
-        Listening(fd)
+        Listening(fd, Arc::downgrade(shared))
     }
 }
 
 impl Drop for Listening {
     fn drop(&mut self) {
         let _ = LOOP.try_with(|l| l.borrow_mut().listeners.retain(|&(f, _)| f != self.0));
-        OPEN_LISTENERS.lock().retain(|&f| f != self.0);
+        if let Some(sh) = self.1.upgrade() {
+            crate::host::node(&sh).open_listeners.lock().retain(|&f| f != self.0);
+        }
     }
 }
 
@@ -133,8 +134,8 @@ impl Drop for Listening {
 /// refusal), before any client sees its connection close — as Redis
 /// closes its listeners before it exits. The descriptors themselves are
 /// closed by their owners.
-pub fn stop_listening() {
-    for &fd in OPEN_LISTENERS.lock().iter() {
+pub fn stop_listening(shared: &Shared) {
+    for &fd in crate::host::node(shared).open_listeners.lock().iter() {
         // SAFETY: `fd` is a listening socket its `Listening` keeps open
         // while it is in the list (removed under the same lock on drop).
         unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
@@ -219,8 +220,12 @@ impl Drop for Parked {
 
 /// The engine's hook, from a busy script of this thread.
 fn during(shared: &Shared) {
+    // Only an event-loop thread has other clients to serve.
+    if !LOOP.with(|l| l.borrow().shared.is_some()) {
+        return;
+    }
     if shared.shutdown.load(Ordering::Acquire) {
-        crate::exit_now();
+        crate::exit_now(shared);
     }
     let pass = LOOP.with(|l| {
         let mut l = l.borrow_mut();
@@ -241,7 +246,7 @@ fn during(shared: &Shared) {
     handshakes(&shared);
     serve_parked(&parked);
     if shared.shutdown.load(Ordering::Acquire) {
-        crate::exit_now();
+        crate::exit_now(&shared);
     }
 }
 
@@ -307,9 +312,7 @@ fn accept(shared: &Arc<Shared>, listeners: &[(RawFd, Kind)]) {
             }
             let to = match (&handoff, &busy) {
                 (Some(senders), Some(b)) => {
-                    static NEXT: std::sync::atomic::AtomicUsize =
-                        std::sync::atomic::AtomicUsize::new(0);
-                    pick(b, &NEXT).map(|i| &senders[i])
+                    pick(b, &crate::host::node(shared).busy_next).map(|i| &senders[i])
                 }
                 _ => None,
             };
@@ -343,7 +346,10 @@ fn open_here(shared: &Arc<Shared>, sock: std::os::fd::OwnedFd, kind: Kind) {
             crate::conn::open_while_busy(shared.clone(), s);
         }
         Kind::Tls => {
-            if let Some(h) = crate::tls::Handshake::new(sock.into()) {
+            if let Some(h) = crate::tls::Handshake::new(
+                sock.into(),
+                crate::host::node(shared).tls.read().clone(),
+            ) {
                 LOOP.with(|l| l.borrow_mut().handshakes.push(h));
                 handshakes(shared);
             }

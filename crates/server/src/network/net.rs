@@ -17,7 +17,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use engine::config::Config;
 use engine::shared::unix_ms;
 use engine::Shared;
 use tokio::sync::mpsc;
@@ -49,20 +48,21 @@ pub fn bind_all(shared: &Shared) -> Result<Vec<ListenerSet>, String> {
     };
     let mark = shared.config.read().get_by_name("socket-mark-id").unwrap_or_default();
     let mark = String::from_utf8_lossy(&mark).parse().unwrap_or(0);
-    SOCKET_MARK.store(mark, Ordering::Relaxed);
+    crate::host::node(shared).socket_mark.store(mark, Ordering::Relaxed);
     let mut sets = Vec::new();
     if port != 0 {
-        sets.push((Kind::Tcp, bind_addrs(&addrs, port, backlog, Kind::Tcp)?));
+        sets.push((Kind::Tcp, bind_addrs(shared, &addrs, port, backlog, Kind::Tcp)?));
     }
     if tls_port != 0 {
-        sets.push((Kind::Tls, bind_addrs(&addrs, tls_port, backlog, Kind::Tls)?));
+        sets.push((Kind::Tls, bind_addrs(shared, &addrs, tls_port, backlog, Kind::Tls)?));
     }
     Ok(sets)
 }
 
 /// Binds `addrs` on `port` (see [`bind_all`]); port 0 binds nothing (a
 /// CONFIG SET to 0 closes the listeners of its kind, as in Redis).
-fn bind_addrs(
+pub fn bind_addrs(
+    shared: &Shared,
     addrs: &[String],
     port: u16,
     backlog: u32,
@@ -85,7 +85,8 @@ fn bind_addrs(
             Err(_) => return Err(format!("Invalid bind address '{host}'")),
         };
         let p = port;
-        match listen(SocketAddr::new(ip, p), backlog) {
+        let mark = crate::host::node(shared).socket_mark.load(Ordering::Relaxed);
+        match listen(SocketAddr::new(ip, p), backlog, mark) {
             Ok(l) => out.push(l),
             Err(e) if optional => {
                 log::verbose(&format!("Could not bind optional address {host}: {e}"));
@@ -106,14 +107,11 @@ fn bind_addrs(
     Ok(out)
 }
 
-/// `socket-mark-id` (immutable, so read once at start-up; 0: none).
-static SOCKET_MARK: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-
-fn listen(addr: SocketAddr, backlog: u32) -> std::io::Result<StdListener> {
+/// A listening socket; `mark` is `socket-mark-id` (0: none).
+fn listen(addr: SocketAddr, backlog: u32, mark: u32) -> std::io::Result<StdListener> {
     use socket2::{Domain, Socket, Type};
     let s = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
     s.set_reuse_address(true)?;
-    let mark = SOCKET_MARK.load(Ordering::Relaxed);
     if mark != 0 {
         // Redis's anetSetSockMarkId: the listening socket's SO_MARK, which
         // its accepted sockets inherit (needs CAP_NET_ADMIN).
@@ -185,41 +183,7 @@ pub fn run(
     for set in listeners {
         let _ = ltx.send(set);
     }
-    let hook_tx = ltx.clone();
-    let _ = shared.rebind.set(Box::new(move |addrs: &[String], port: u16, backlog: u32| {
-        let ls = bind_addrs(addrs, port, backlog, Kind::Tcp)
-            .map_err(|_| "Unable to listen on this port. Check server logs.".to_string())?;
-        hook_tx
-            .send((Kind::Tcp, ls))
-            .map_err(|_| "Unable to listen on this port. Check server logs.".to_string())
-    }));
-    // CONFIG SET tls-*: Redis's applyTlsCfg and applyTLSPort. The
-    // context is rebuilt whenever TLS is wanted; a new tls-port moves
-    // (or closes, for 0) the TLS listeners.
-    let tls_tx = ltx.clone();
-    let _ = shared.tls_apply.set(Box::new(move |prev: &Config, next: &Config| {
-        const CTX_ERR: &str = "Unable to update TLS configuration. Check server logs.";
-        const PORT_ERR: &str = "Unable to listen on this port. Check server logs.";
-        let ctx = if crate::tls::wanted(next) {
-            Some(crate::tls::configure(next).map_err(|()| (false, CTX_ERR.to_string()))?)
-        } else {
-            None
-        };
-        let port = crate::tls::port(next);
-        if port != crate::tls::port(prev) {
-            let ls = if port == 0 {
-                Vec::new()
-            } else {
-                bind_addrs(&next.bind, port, next.tcp_backlog, Kind::Tls)
-                    .map_err(|_| (true, PORT_ERR.to_string()))?
-            };
-            tls_tx.send((Kind::Tls, ls)).map_err(|_| (true, PORT_ERR.to_string()))?;
-        }
-        if let Some(ctx) = ctx {
-            crate::tls::set_current(ctx);
-        }
-        Ok(())
-    }));
+    let _ = crate::host::node(&shared).listener_tx.set(ltx);
     let listeners = lrx;
     let threads = threads.max(1);
     shared.threads.store(threads as u32, Ordering::Relaxed);
@@ -241,10 +205,10 @@ pub fn run(
                 senders,
             });
             let busy = busy.clone();
-            std::thread::Builder::new()
-                .name(format!("sluice-loop-{i}"))
-                .spawn(move || event_loop(i, threads, shared, rx, accept, busy))
-                .expect("spawn event loop thread")
+            log::spawn(&format!("sluice-loop-{i}"), move || {
+                event_loop(i, threads, shared, rx, accept, busy)
+            })
+            .expect("spawn event loop thread")
         })
         .collect();
     for j in joins {
@@ -265,7 +229,7 @@ pub fn spawn_conn(shared: Arc<Shared>, s: std::os::fd::OwnedFd, kind: Kind) {
         }
         Kind::Tls => {
             let Ok(s) = tokio::net::TcpStream::from_std(s.into()) else { return };
-            let Some(cfg) = crate::tls::current() else { return };
+            let Some(cfg) = crate::host::node(&shared).tls.read().clone() else { return };
             tokio::task::spawn_local(async move {
                 if let Some(s) = crate::tls::TlsStream::accept(s, cfg).await {
                     conn::serve(shared, s).await
@@ -312,7 +276,8 @@ fn event_loop(
                     (senders.clone(), next.clone(), shared.clone(), busy.clone());
                 tokio::task::spawn_local(async move {
                     let Ok(l) = tokio::net::UnixListener::from_std(ul) else { return };
-                    let _listening = crate::busy::Listening::new(l.as_raw_fd(), Kind::Unix);
+                    let _listening =
+                        crate::busy::Listening::new(&shared, l.as_raw_fd(), Kind::Unix);
                     loop {
                         match l.accept().await {
                             Ok((s, _)) => {
@@ -355,7 +320,8 @@ fn event_loop(
                         let mut gen = gen_tx.subscribe();
                         tokio::task::spawn_local(async move {
                             // A busy script of this thread accepts on it too.
-                            let _listening = crate::busy::Listening::new(l.as_raw_fd(), kind);
+                            let _listening =
+                                crate::busy::Listening::new(&shared, l.as_raw_fd(), kind);
                             loop {
                                 let got = tokio::select! {
                                     got = l.accept() => got,
@@ -395,9 +361,10 @@ fn event_loop(
                 loop {
                     iv.tick().await;
                     if sh.cron_paused.load(Ordering::Relaxed) {
+                        crate::landing::take(&sh);
                         continue;
                     }
-                    crate::poll_signals(&sh);
+                    crate::landing::poll(&sh);
                     sh.tick();
                     ticks += 1;
                     if ticks.is_multiple_of(10) {

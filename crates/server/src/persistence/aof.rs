@@ -29,7 +29,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock, Weak};
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use engine::effects::{Consumer, Unit, Want};
@@ -41,10 +41,6 @@ use persist::aof::{self, Manifest};
 
 use crate::log;
 use crate::persistence;
-
-/// The process's AOF (connections wait on it without going through the
-/// engine's seam).
-static AOF: OnceLock<Arc<Aof>> = OnceLock::new();
 
 /// The fsync policy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -117,10 +113,9 @@ pub struct Aof {
     wake: Condvar,
     /// The writer thread signals a completed sync request here.
     synced: Condvar,
-    /// The largest sequence number written (and fsynced, under `always`).
-    acked: AtomicU64,
-    /// Connections waiting for `acked`.
-    notify: tokio::sync::Notify,
+    /// The durability position: the largest sequence number written (and
+    /// fsynced, under `always`), which connections wait on.
+    durable: Arc<crate::durability::Position>,
     /// The consumer is installed (appendonly is on).
     on: AtomicBool,
     rewriting: AtomicBool,
@@ -164,11 +159,11 @@ impl Consumer for Feed {
     }
 }
 
-/// Installs the AOF object (inactive until [`Aof::open_on_start`] or `CONFIG SET
-/// appendonly yes`).
-pub fn install(shared: &Arc<Shared>) -> Arc<Aof> {
-    let aof = Arc::new(Aof {
-        shared: Arc::downgrade(shared),
+/// The AOF of a server being built (inactive until [`Aof::open_on_start`]
+/// or `CONFIG SET appendonly yes`); it advances `durable`.
+pub fn new(shared: &Weak<Shared>, durable: Arc<crate::durability::Position>) -> Arc<Aof> {
+    Arc::new(Aof {
+        shared: shared.clone(),
         state: Mutex::new(State {
             buf: Vec::new(),
             seq: 0,
@@ -181,8 +176,7 @@ pub fn install(shared: &Arc<Shared>) -> Arc<Aof> {
         }),
         wake: Condvar::new(),
         synced: Condvar::new(),
-        acked: AtomicU64::new(0),
-        notify: tokio::sync::Notify::new(),
+        durable,
         on: AtomicBool::new(false),
         rewriting: AtomicBool::new(false),
         rewrite_scheduled: AtomicBool::new(false),
@@ -200,40 +194,15 @@ pub fn install(shared: &Arc<Shared>) -> Arc<Aof> {
         feed: Mutex::new(None),
         timestamps: AtomicBool::new(false),
         flush_sleep_us: AtomicU64::new(0),
-    });
-    let _ = AOF.set(aof.clone());
-    let _ = shared.aof.set(aof.clone());
-    aof
+    })
 }
 
-/// Waits until the AOF acknowledged sequence number `seq` (a connection
-/// holding its replies for group commit).
-pub async fn wait_acked(seq: u64) {
-    let Some(aof) = AOF.get() else { return };
-    loop {
-        let n = aof.notify.notified();
-        tokio::pin!(n);
-        n.as_mut().enable();
-        if aof.acked.load(Ordering::Acquire) >= seq || !aof.on.load(Ordering::Acquire) {
-            return;
-        }
-        n.await;
-    }
-}
-
-/// The last sequence number appended (a connection delivering a reply
-/// that another thread's write produced waits for everything so far).
-pub fn appended() -> u64 {
-    match AOF.get() {
-        Some(a) if a.on.load(Ordering::Relaxed) => a.state.lock().seq,
-        _ => 0,
-    }
-}
+/// The engine's view of the AOF (`Host::aof`).
+pub struct Seam(pub Arc<Aof>);
 
 /// Writes and fsyncs what is pending (shutdown: "Calling fsync() on the
 /// AOF file.").
-pub fn flush_on_exit() {
-    let Some(aof) = AOF.get() else { return };
+pub fn flush_on_exit(aof: &Aof) {
     if !aof.on.load(Ordering::Acquire) || !aof.writer_running.load(Ordering::Acquire) {
         return;
     }
@@ -297,6 +266,7 @@ impl Aof {
         }
         st.seq += 1;
         let seq = st.seq;
+        self.durable.appended(seq);
         self.wake.notify_one();
         unit.hold_until(seq);
     }
@@ -312,6 +282,7 @@ impl Aof {
             st.close = false;
         }
         self.on.store(true, Ordering::Release);
+        self.durable.set_active(true);
         self.spawn_writer(file);
         let feed: Arc<dyn Consumer> = Arc::new(Feed(self.clone()));
         *self.feed.lock() = Some(feed.clone());
@@ -323,8 +294,7 @@ impl Aof {
             return;
         }
         let me = self.clone();
-        let spawned =
-            std::thread::Builder::new().name("aof-writer".into()).spawn(move || me.writer(file));
+        let spawned = log::spawn("aof-writer", move || me.writer(file));
         if let Err(e) = spawned {
             log::warning(&format!("Can't start the AOF writer thread: {e}"));
             std::process::exit(1);
@@ -399,8 +369,7 @@ impl Aof {
                 unsynced = false;
                 last_fsync = Instant::now();
             }
-            self.acked.store(hi, Ordering::Release);
-            self.notify.notify_waiters();
+            self.durable.advance(hi);
             if sync_req || close {
                 let mut st = self.state.lock();
                 st.sync_requested = false;
@@ -493,7 +462,7 @@ impl Aof {
         if self.rewriting.load(Ordering::Acquire) {
             return Err("Background append only file rewriting already in progress".into());
         }
-        let busy = persistence::busy_flag();
+        let busy = persistence::busy_flag(sh);
         if holding_stripes || busy.load(Ordering::Acquire) {
             self.rewrite_scheduled.store(true, Ordering::Release);
             return Ok(false);
@@ -575,11 +544,11 @@ impl Aof {
         log::notice("Background append only file rewriting started");
         let me = self.clone();
         let sh2 = sh.clone();
-        let spawned = std::thread::Builder::new().name("aof-rewrite".into()).spawn(move || {
+        let spawned = log::spawn("aof-rewrite", move || {
             let tmp = PathBuf::from(format!("temp-rewriteaof-bg-{}.aof", std::process::id()));
             let cfg = sh2.config.read().clone();
             let res = write_base(&sh2, started, &tmp, &cfg);
-            persistence::busy_flag().store(false, Ordering::Release);
+            persistence::busy_flag(&sh2).store(false, Ordering::Release);
             me.rewrite_done(&sh2, res, &tmp, mode, cfg.aof_use_rdb_preamble);
         });
         spawned.map(|_| ()).map_err(|e| e.to_string())
@@ -685,7 +654,7 @@ impl Aof {
             self.synced.wait_for(&mut st, Duration::from_millis(100));
         }
         drop(st);
-        self.notify.notify_waiters();
+        self.durable.set_active(false);
     }
 
     /// Stops a running rewrite and waits for it to end, as Redis's
@@ -696,7 +665,9 @@ impl Aof {
             return;
         }
         log::notice(&format!("Killing running AOF rewrite child: {}", std::process::id()));
-        persistence::cancel_running();
+        if let Some(sh) = self.shared() {
+            persistence::cancel_running(&sh);
+        }
         // The writer checks the flag between stripes and while it delays;
         // bounded in case it waits on stripes the caller (EXEC) holds.
         let end = Instant::now() + Duration::from_secs(5);
@@ -723,7 +694,7 @@ impl Aof {
     /// a BGSAVE (Redis's serverCron).
     fn cron(self: &Arc<Self>, sh: &Arc<Shared>) {
         if self.rewriting.load(Ordering::Acquire)
-            || persistence::busy_flag().load(Ordering::Acquire)
+            || persistence::busy_flag(sh).load(Ordering::Acquire)
         {
             return;
         }
@@ -751,10 +722,10 @@ impl Aof {
     }
 }
 
-impl AppendOnly for Aof {
+impl AppendOnly for Seam {
     fn rewrite(&self, holding_stripes: bool) -> Result<&'static str, String> {
-        let me = AOF.get().cloned().ok_or("no AOF")?;
-        let sh = self.shared().ok_or("server is stopping")?;
+        let me = self.0.clone();
+        let sh = me.shared().ok_or("server is stopping")?;
         match me.start_rewrite(&sh, holding_stripes)? {
             true => Ok("Background append only file rewriting started"),
             false => Ok("Background append only file rewriting scheduled"),
@@ -762,8 +733,8 @@ impl AppendOnly for Aof {
     }
 
     fn config_changed(&self, holding_stripes: bool) -> Result<(), String> {
-        let me = AOF.get().cloned().ok_or("no AOF")?;
-        let sh = self.shared().ok_or("server is stopping")?;
+        let me = self.0.clone();
+        let sh = me.shared().ok_or("server is stopping")?;
         let want = sh.config.read().appendonly;
         me.timestamps.store(sh.config.read().aof_timestamp_enabled, Ordering::Relaxed);
         if !sh.config.read().aof_disable_auto_gc && !me.rewriting.load(Ordering::Acquire) {
@@ -808,12 +779,12 @@ impl AppendOnly for Aof {
     }
 
     fn set_flush_sleep(&self, us: u64) {
-        self.flush_sleep_us.store(us, Ordering::Relaxed);
+        self.0.flush_sleep_us.store(us, Ordering::Relaxed);
     }
 
     fn reload(&self) -> Result<(), String> {
-        let me = AOF.get().cloned().ok_or("no AOF")?;
-        let sh = self.shared().ok_or("server is stopping")?;
+        let me = self.0.clone();
+        let sh = me.shared().ok_or("server is stopping")?;
         me.sync_pending();
         // The files the running AOF writes, else those on disk.
         let m = if me.on.load(Ordering::Acquire) {
@@ -841,23 +812,24 @@ impl AppendOnly for Aof {
     }
 
     fn info(&self) -> AofInfo {
-        let enabled = self.on.load(Ordering::Acquire);
-        let current = self.ctl.lock().rewrite_started.map_or(-1, |s| s.elapsed().as_secs() as i64);
+        let a = &self.0;
+        let enabled = a.on.load(Ordering::Acquire);
+        let current = a.ctl.lock().rewrite_started.map_or(-1, |s| s.elapsed().as_secs() as i64);
         AofInfo {
             enabled,
-            rewrite_in_progress: self.rewriting.load(Ordering::Relaxed),
-            rewrite_scheduled: self.rewrite_scheduled.load(Ordering::Relaxed),
-            last_rewrite_time_sec: self.last_rewrite_secs.load(Ordering::Relaxed),
+            rewrite_in_progress: a.rewriting.load(Ordering::Relaxed),
+            rewrite_scheduled: a.rewrite_scheduled.load(Ordering::Relaxed),
+            last_rewrite_time_sec: a.last_rewrite_secs.load(Ordering::Relaxed),
             current_rewrite_time_sec: current,
-            last_bgrewrite_ok: self.last_rewrite_ok.load(Ordering::Relaxed),
-            rewrites: self.rewrites.load(Ordering::Relaxed),
-            rewrites_consecutive_failures: self.consecutive_failures.load(Ordering::Relaxed),
-            last_write_ok: self.last_write_ok.load(Ordering::Relaxed),
-            current_size: self.current_size.load(Ordering::Relaxed),
-            base_size: self.base_size.load(Ordering::Relaxed),
-            buffer_length: self.state.lock().buf.len() as u64,
-            delayed_fsync: self.delayed_fsync.load(Ordering::Relaxed),
-            wait_rewrite: enabled && self.wait_rewrite.load(Ordering::Relaxed),
+            last_bgrewrite_ok: a.last_rewrite_ok.load(Ordering::Relaxed),
+            rewrites: a.rewrites.load(Ordering::Relaxed),
+            rewrites_consecutive_failures: a.consecutive_failures.load(Ordering::Relaxed),
+            last_write_ok: a.last_write_ok.load(Ordering::Relaxed),
+            current_size: a.current_size.load(Ordering::Relaxed),
+            base_size: a.base_size.load(Ordering::Relaxed),
+            buffer_length: a.state.lock().buf.len() as u64,
+            delayed_fsync: a.delayed_fsync.load(Ordering::Relaxed),
+            wait_rewrite: enabled && a.wait_rewrite.load(Ordering::Relaxed),
         }
     }
 }
@@ -933,9 +905,10 @@ fn write_base(
 }
 
 /// The cron thread: automatic and scheduled rewrites.
-pub fn start_cron(sh: &Arc<Shared>) {
+pub fn start_cron(sh: &Arc<Shared>, aof: &Arc<Aof>) {
     let weak = Arc::downgrade(sh);
-    let spawned = std::thread::Builder::new().name("aof-cron".into()).spawn(move || loop {
+    let a = Arc::downgrade(aof);
+    let spawned = log::spawn("aof-cron", move || loop {
         std::thread::sleep(Duration::from_millis(100));
         let Some(sh) = weak.upgrade() else { return };
         if sh.shutdown.load(Ordering::Relaxed) {
@@ -944,7 +917,7 @@ pub fn start_cron(sh: &Arc<Shared>) {
         if sh.is_loading() {
             continue;
         }
-        if let Some(a) = AOF.get() {
+        if let Some(a) = a.upgrade() {
             a.cron(&sh);
         }
     });

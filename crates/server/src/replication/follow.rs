@@ -39,8 +39,10 @@ use resp::{ArgBuf, Limits, Parsed, ReplyBuf};
 use crate::persistence;
 use crate::repl;
 
-/// The replica side, installed into `Shared::follow`.
+/// The replica side, handed to the engine as `Host::follow`.
 pub struct Follower {
+    /// Itself, for the link thread it starts from `&self`.
+    me: Weak<Follower>,
     shared: Weak<Shared>,
     st: Mutex<State>,
     /// Held while the stream (or a payload) is applied: a promotion or a
@@ -75,10 +77,11 @@ struct State {
     session: Option<Session>,
 }
 
-/// Installs the replica side into `shared`.
-pub fn install(shared: &Arc<Shared>) -> Arc<Follower> {
-    let f = Arc::new(Follower {
-        shared: Arc::downgrade(shared),
+/// The replica side of a server being built.
+pub fn new(shared: &Weak<Shared>) -> Arc<Follower> {
+    Arc::new_cyclic(|me| Follower {
+        me: me.clone(),
+        shared: shared.clone(),
         st: Mutex::new(State {
             target: None,
             gen: 0,
@@ -94,10 +97,7 @@ pub fn install(shared: &Arc<Shared>) -> Arc<Follower> {
         read_off: AtomicI64::new(1),
         applied_off: AtomicI64::new(1),
         last_io: AtomicI64::new(0),
-    });
-    let _ = shared.follow.set(f.clone());
-    let _ = FOLLOWER.set(Arc::downgrade(&f));
-    f
+    })
 }
 
 impl Follower {
@@ -124,11 +124,11 @@ impl Follower {
         st.linked = false;
         st.transfer = None;
         if was_master {
-            log::set_role(b'S');
+            sh.host.log.set_role(b'S');
             sh.store.set_replica(true);
-            engine::config::set_oom_role(&sh.config.read(), true);
+            engine::config::set_oom_role(&sh.oom, &sh.config.read(), true);
             sh.state_changed();
-            if let Some(m) = repl::master() {
+            if let Some(m) = repl::master(&sh) {
                 m.detach_replicas(&sh);
                 if from_master {
                     // As Redis's replicationCacheMasterUsingMyself.
@@ -149,8 +149,7 @@ impl Follower {
         drop(st);
         log::notice(&format!("Connecting to MASTER {host}:{port}"));
         let me = self.clone();
-        let spawned =
-            std::thread::Builder::new().name("repl-follow".into()).spawn(move || me.run(gen));
+        let spawned = log::spawn("repl-follow", move || me.run(gen));
         if let Err(e) = spawned {
             log::warning(&format!("Can't start the replication link: {e}"));
         }
@@ -302,7 +301,7 @@ impl Follower {
         }
         let (replid, want) = {
             let st = self.st.lock();
-            match (st.has_position, repl::master()) {
+            match (st.has_position, repl::master(&sh)) {
                 (true, Some(m)) => (m.position().0, self.applied_off.load(Ordering::Relaxed) + 1),
                 _ => ("?".to_string(), -1),
             }
@@ -330,7 +329,7 @@ impl Follower {
             let rest = lossy(rest);
             let new = rest.trim();
             log::notice("Successful partial resynchronization with master.");
-            if let Some(m) = repl::master() {
+            if let Some(m) = repl::master(&sh) {
                 if new.len() == 40 && m.position().0 != new {
                     m.shift_id(Some(new));
                     log::notice(&format!("Master replication ID changed to {new}"));
@@ -439,7 +438,7 @@ impl Follower {
                 return Err("MASTER <-> REPLICA sync: the payload did not load".into());
             }
         }
-        if let Some(m) = repl::master() {
+        if let Some(m) = repl::master(&sh) {
             m.set_position(replid, offset);
         }
         self.read_off.store(offset, Ordering::Relaxed);
@@ -452,7 +451,7 @@ impl Follower {
         // As Redis's restartAOFAfterSYNC: the AOF is rebuilt from the new
         // data set (the stream then appends to it as usual).
         if sh.config.read().appendonly {
-            if let Some(aof) = sh.aof.get() {
+            if let Some(aof) = &sh.host.aof {
                 if let Err(e) = aof.rewrite(false) {
                     log::warning(&format!("Can't rewrite the AOF after the sync: {e}"));
                 }
@@ -536,7 +535,7 @@ impl Follower {
                     }
                 }
                 link.buf.drain(..pos);
-                if let Some(m) = repl::master() {
+                if let Some(m) = repl::master(&sh) {
                     m.set_offset(self.applied_off.load(Ordering::Relaxed));
                 }
                 if let Some(e) = failed {
@@ -580,8 +579,8 @@ impl Follower {
 
 impl Follow for Follower {
     fn follow(&self, host: &str, port: u16) -> bool {
-        // The link thread needs an Arc of us: the one installed.
-        match FOLLOWER.get().and_then(Weak::upgrade) {
+        // The link thread needs an Arc of us.
+        match self.me.upgrade() {
             Some(f) => f.start(host, port, true),
             None => false,
         }
@@ -608,10 +607,10 @@ impl Follow for Follower {
             log::warning("Connection with master lost.");
         }
         sh.store.set_replica(false);
-        engine::config::set_oom_role(&sh.config.read(), false);
+        engine::config::set_oom_role(&sh.oom, &sh.config.read(), false);
         sh.state_changed();
-        log::set_role(b'M');
-        if let Some(m) = repl::master() {
+        sh.host.log.set_role(b'M');
+        if let Some(m) = repl::master(&sh) {
             m.set_offset(self.applied_off.load(Ordering::Relaxed));
             m.shift_id(None);
         }
@@ -641,7 +640,6 @@ impl Follow for Follower {
 }
 
 /// The installed follower, for the trait's `follow` (which needs an Arc).
-static FOLLOWER: std::sync::OnceLock<Weak<Follower>> = std::sync::OnceLock::new();
 
 /// The socket to the master and what was read but not yet used.
 struct Link {
