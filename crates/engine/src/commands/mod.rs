@@ -6,6 +6,7 @@ use std::sync::OnceLock;
 use crate::spec::CommandSpec;
 
 pub mod acl;
+pub(crate) mod algebra;
 pub mod bitmap;
 pub mod client;
 pub mod cluster;
