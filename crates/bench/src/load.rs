@@ -26,7 +26,7 @@ impl Workload {
     /// A request from its arguments, noting the placeholders.
     pub fn command(args: &[&[u8]]) -> Workload {
         let mut bytes = Vec::new();
-        resp::Frame::encode_command(args, &mut bytes);
+        resp::write_command(&mut bytes, args);
         let rand = find_all(&bytes, PLACEHOLDER);
         Workload::Fixed { bytes, rand }
     }
@@ -227,9 +227,9 @@ async fn client_loop(
                     let mut key = *b"key:000000000000";
                     put_digits(&mut key[4..], rng.next() % space.max(1));
                     if (rng.next() % 100) < *get_pct as u64 {
-                        resp::Frame::encode_command(&[b"GET".as_slice(), &key], &mut batch);
+                        resp::write_command(&mut batch, &[b"GET".as_slice(), &key]);
                     } else {
-                        resp::Frame::encode_command(&[b"SET".as_slice(), &key, value], &mut batch);
+                        resp::write_command(&mut batch, &[b"SET".as_slice(), &key, value]);
                     }
                 }
                 &batch

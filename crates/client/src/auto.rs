@@ -65,7 +65,7 @@ impl AutoClient {
     /// `Err(Error::Server)`.
     pub async fn cmd<A: AsRef<[u8]>>(&self, args: &[A]) -> Result<Frame> {
         let mut bytes = Vec::with_capacity(64);
-        Frame::encode_command(args, &mut bytes);
+        resp::write_command(&mut bytes, args);
         let (reply, rx) = oneshot::channel();
         self.tx.send(Req { bytes, reply }).map_err(|_| Error::Closed)?;
         let f = limit(self.timeout, async { rx.await.map_err(|_| Error::Closed)? }).await?;

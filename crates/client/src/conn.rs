@@ -109,7 +109,7 @@ impl Connection {
     /// `Err(Error::Server)`.
     pub async fn cmd<A: AsRef<[u8]>>(&mut self, args: &[A]) -> Result<Frame> {
         self.wbuf.clear();
-        Frame::encode_command(args, &mut self.wbuf);
+        resp::write_command(&mut self.wbuf, args);
         let t = self.timeout;
         let f = limit(t, async {
             let w = std::mem::take(&mut self.wbuf);

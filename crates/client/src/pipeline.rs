@@ -20,7 +20,7 @@ impl Pipeline {
 
     /// Queues one command.
     pub fn cmd<A: AsRef<[u8]>>(&mut self, args: &[A]) -> &mut Self {
-        Frame::encode_command(args, &mut self.buf);
+        resp::write_command(&mut self.buf, args);
         self.n += 1;
         self
     }

@@ -648,34 +648,36 @@ impl Effects {
 
 /// Turns units into the command stream a replica reads: a `SELECT` before
 /// a command whose database differs from the stream's, `MULTI`/`EXEC`
-/// selecting nothing. The AOF and the replication stream each keep one.
-#[derive(Debug, Default)]
+/// selecting nothing. The AOF and the replication stream each keep one
+/// (the one place a stream's selected database is tracked).
+#[derive(Debug, Default, Clone)]
 pub struct StreamWriter {
     selected: Option<usize>,
 }
 
 impl StreamWriter {
-    /// Appends a unit's commands to `out` as owned argument vectors.
-    pub fn write(&mut self, unit: &Unit<'_>, out: &mut Vec<Vec<Vec<u8>>>) {
-        self.write_cmds(unit.commands(), out);
+    /// Forgets the selected database: the next command selects its own
+    /// (a new file, a new replica stream).
+    pub fn reset(&mut self) {
+        self.selected = None;
     }
 
-    /// [`write`](Self::write) as replicas get the unit.
+    /// The database to `SELECT` before a command in `db`, if the stream
+    /// has another one selected (and notes it selected).
+    fn switch(&mut self, db: Option<usize>) -> Option<usize> {
+        let db = db?;
+        (self.selected != Some(db)).then(|| {
+            self.selected = Some(db);
+            db
+        })
+    }
+
+    /// Appends a unit's commands to `out` as owned argument vectors, as
+    /// replicas get them (for tests that read the stream as arguments).
     pub fn write_for_replicas(&mut self, unit: &Unit<'_>, out: &mut Vec<Vec<Vec<u8>>>) {
-        self.write_cmds(unit.replica_commands(), out);
-    }
-
-    fn write_cmds<'a>(
-        &mut self,
-        cmds: impl Iterator<Item = (Option<usize>, Vec<&'a [u8]>)>,
-        out: &mut Vec<Vec<Vec<u8>>>,
-    ) {
-        for (db, argv) in cmds {
-            if let Some(db) = db {
-                if self.selected != Some(db) {
-                    self.selected = Some(db);
-                    out.push(vec![b"SELECT".to_vec(), db.to_string().into_bytes()]);
-                }
+        for (db, argv) in unit.replica_commands() {
+            if let Some(db) = self.switch(db) {
+                out.push(vec![b"SELECT".to_vec(), db.to_string().into_bytes()]);
             }
             out.push(argv.iter().map(|a| a.to_vec()).collect());
         }
@@ -683,31 +685,25 @@ impl StreamWriter {
 
     /// Appends a unit's commands to `out` in RESP, as the AOF holds them.
     pub fn write_resp(&mut self, unit: &Unit<'_>, out: &mut Vec<u8>) {
-        let mut cmds = Vec::new();
-        self.write(unit, &mut cmds);
-        resp_into(cmds, out);
+        self.resp_into(unit.commands(), out);
     }
 
     /// Appends a unit's commands to `out` in RESP, as replicas get them.
     pub fn write_resp_for_replicas(&mut self, unit: &Unit<'_>, out: &mut Vec<u8>) {
-        let mut cmds = Vec::new();
-        self.write_for_replicas(unit, &mut cmds);
-        resp_into(cmds, out);
+        self.resp_into(unit.replica_commands(), out);
     }
-}
 
-/// Commands in RESP, as a replica or the AOF reads them.
-fn resp_into(cmds: Vec<Vec<Vec<u8>>>, out: &mut Vec<u8>) {
-    for argv in cmds {
-        out.push(b'*');
-        out.extend_from_slice(argv.len().to_string().as_bytes());
-        out.extend_from_slice(b"\r\n");
-        for a in argv {
-            out.push(b'$');
-            out.extend_from_slice(a.len().to_string().as_bytes());
-            out.extend_from_slice(b"\r\n");
-            out.extend_from_slice(&a);
-            out.extend_from_slice(b"\r\n");
+    fn resp_into<'a>(
+        &mut self,
+        cmds: impl Iterator<Item = (Option<usize>, Vec<&'a [u8]>)>,
+        out: &mut Vec<u8>,
+    ) {
+        for (db, argv) in cmds {
+            if let Some(db) = self.switch(db) {
+                let mut n = resp::IntBuf::new();
+                resp::write_command(out, &[b"SELECT", n.format(db as i64)]);
+            }
+            resp::write_command(out, &argv);
         }
     }
 }
@@ -730,7 +726,7 @@ pub struct Recorded {
     pub keys: Vec<(usize, Vec<u8>)>,
     /// Sum of the units' dirty counts.
     pub dirty: u64,
-    writer_db: Option<usize>,
+    writer: StreamWriter,
 }
 
 impl Recorder {
@@ -742,9 +738,9 @@ impl Recorder {
     /// kept, as a replica's connection keeps it).
     pub fn take(&self) -> Recorded {
         let mut g = self.inner.lock();
-        let db = g.writer_db;
+        let writer = std::mem::take(&mut g.writer);
         let r = std::mem::take(&mut *g);
-        g.writer_db = db;
+        g.writer = writer;
         r
     }
 }
@@ -756,11 +752,8 @@ impl Consumer for Recorder {
 
     fn unit(&self, unit: &Unit<'_>) {
         let mut g = self.inner.lock();
-        let mut w = StreamWriter { selected: g.writer_db };
-        let mut cmds = Vec::new();
-        w.write_for_replicas(unit, &mut cmds);
-        g.writer_db = w.selected;
-        g.stream.extend(cmds);
+        let g = &mut *g;
+        g.writer.write_for_replicas(unit, &mut g.stream);
         for e in unit.events() {
             g.events.push((e.class, e.name, e.db, e.key.to_vec()));
         }

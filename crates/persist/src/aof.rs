@@ -447,23 +447,12 @@ pub fn is_rdb(buf: &[u8]) -> bool {
     buf.len() >= 5 && &buf[..5] == b"REDIS"
 }
 
-/// Appends `argv` to `out` as a RESP array of bulk strings.
+/// Appends `argv` to `out` as the AOF holds a command: [`resp::write_command`]
+/// typed for byte-string arguments, so that `&[b"SELECT", db]` needs no
+/// annotation at the call.
+#[inline]
 pub fn write_command(out: &mut Vec<u8>, argv: &[&[u8]]) {
-    let _ = write!(Counted(out), "*{}\r\n", argv.len());
-    for a in argv {
-        let _ = write!(Counted(out), "${}\r\n", a.len());
-        out.extend_from_slice(a);
-        out.extend_from_slice(b"\r\n");
-    }
-}
-
-struct Counted<'a>(&'a mut Vec<u8>);
-
-impl std::fmt::Write for Counted<'_> {
-    fn write_str(&mut self, s: &str) -> std::fmt::Result {
-        self.0.extend_from_slice(s.as_bytes());
-        Ok(())
-    }
+    resp::write_command(out, argv);
 }
 
 #[cfg(test)]

@@ -161,23 +161,6 @@ fn parse_at(buf: &[u8], pos: usize, depth: usize) -> Result<Option<(Frame, usize
     }))
 }
 
-impl Frame {
-    /// Encodes a command as a RESP array of bulk strings.
-    pub fn encode_command<A: AsRef<[u8]>>(args: &[A], out: &mut Vec<u8>) {
-        out.push(b'*');
-        out.extend_from_slice(args.len().to_string().as_bytes());
-        out.extend_from_slice(b"\r\n");
-        for a in args {
-            let a = a.as_ref();
-            out.push(b'$');
-            out.extend_from_slice(a.len().to_string().as_bytes());
-            out.extend_from_slice(b"\r\n");
-            out.extend_from_slice(a);
-            out.extend_from_slice(b"\r\n");
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

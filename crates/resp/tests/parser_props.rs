@@ -4,7 +4,7 @@
 //! split across reads.
 
 use proptest::prelude::*;
-use resp::{parse, ArgBuf, Frame, Limits, Parsed};
+use resp::{parse, ArgBuf, Limits, Parsed};
 
 type Requests = Vec<Vec<Vec<u8>>>;
 
@@ -56,7 +56,7 @@ proptest! {
     ) {
         let mut wire = Vec::new();
         for c in &cmds {
-            Frame::encode_command(c, &mut wire);
+            resp::write_command(&mut wire, c);
         }
         let (all, used, err) = parse_all(&wire);
         prop_assert!(!err);

@@ -297,13 +297,13 @@ fn caching_ten_thousand_scripts_and_libraries_keeps_the_server_up() {
     const N: usize = 10_000;
     let mut batch = Vec::new();
     for i in 0..N {
-        resp::Frame::encode_command(&["SCRIPT", "LOAD", &format!("return {i}")], &mut batch);
+        resp::write_command(&mut batch, &["SCRIPT", "LOAD", &format!("return {i}")]);
     }
     for i in 0..N {
         let code = format!(
             "#!lua name=lib{i}\nredis.register_function('f{i}', function() return {i} end)"
         );
-        resp::Frame::encode_command(&["FUNCTION", "LOAD", &code], &mut batch);
+        resp::write_command(&mut batch, &["FUNCTION", "LOAD", &code]);
     }
     c.send_raw(&batch).unwrap();
     for _ in 0..2 * N {
@@ -356,7 +356,7 @@ fn used_memory_lua_stays_flat_across_evals_once_flushed() {
         let mut batch = Vec::new();
         for i in 0..N {
             let body = format!("return redis.call('incr', KEYS[1]) + {i}");
-            resp::Frame::encode_command(&["EVAL", &body, "1", "x"], &mut batch);
+            resp::write_command(&mut batch, &["EVAL", &body, "1", "x"]);
         }
         c.send_raw(&batch).unwrap();
         for _ in 0..N {
@@ -369,10 +369,7 @@ fn used_memory_lua_stays_flat_across_evals_once_flushed() {
     // The suite's check: one script run 10,000 times after the flush.
     let mut batch = Vec::new();
     for _ in 0..10_000 {
-        resp::Frame::encode_command(
-            &["EVAL", "return redis.call('incr', KEYS[1])", "1", "x"],
-            &mut batch,
-        );
+        resp::write_command(&mut batch, &["EVAL", "return redis.call('incr', KEYS[1])", "1", "x"]);
     }
     a.send_raw(&batch).unwrap();
     for _ in 0..10_000 {
@@ -390,7 +387,7 @@ fn used_memory_lua_stays_flat_across_evals_once_flushed() {
     let before = used_memory_lua(&mut a);
     let mut batch = Vec::new();
     for _ in 0..20_000 {
-        resp::Frame::encode_command(&["EVALSHA", &sha, "1", "x"], &mut batch);
+        resp::write_command(&mut batch, &["EVALSHA", &sha, "1", "x"]);
     }
     a.send_raw(&batch).unwrap();
     for _ in 0..20_000 {
@@ -485,7 +482,7 @@ fn script_flush_gives_the_memory_back_on_every_thread() {
         let mut batch = Vec::new();
         for i in 0..N {
             let body = format!("return {{{n}, {i}, 'a string to keep'}}");
-            resp::Frame::encode_command(&["EVAL", &body, "0"], &mut batch);
+            resp::write_command(&mut batch, &["EVAL", &body, "0"]);
         }
         c.send_raw(&batch).unwrap();
         for _ in 0..N {

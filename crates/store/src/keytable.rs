@@ -9,19 +9,18 @@
 //! keys again (amortised: once per key per doubling). A slot is
 //! 24 (key) + 32 (entry) = 56 bytes, a free slot reusing the key's tag.
 //!
-//! The SCAN guarantee, the slab and the shrinking rules are the general
-//! table's (see its module doc); the slab grows to fill jemalloc size
+//! The SCAN walk, the random pick and the shrinking rules are shared with
+//! the general table ([`crate::chain`]); the slab grows to fill jemalloc size
 //! classes exactly ([`crate::table::grow_slab`]).
 
 use ahash::RandomState;
 
 use crate::bytes::SmallBytes;
+use crate::chain::{self, Shrink, Slab, MIN_BUCKETS};
 use crate::db::{Entry, LINK_NIL};
 use crate::table::{grow_slab, prefetch};
 
 const NIL: u32 = LINK_NIL;
-const MIN_BUCKETS: usize = 4;
-const MIN_COMPACT: usize = 16;
 
 enum Slot {
     Used(SmallBytes, Entry),
@@ -214,21 +213,13 @@ impl KeyTable {
     }
 
     fn maybe_shrink(&mut self) {
-        // Emptied: everything goes back (see `Table::maybe_shrink`).
-        if self.len == 0 {
-            if self.slots.capacity() > 0 {
-                self.clear();
+        match chain::shrink(self.len, self.buckets.len(), self.slots.len(), self.slots.capacity()) {
+            Shrink::Keep => {}
+            Shrink::Free => self.clear(),
+            Shrink::Compact(size) => {
+                self.compact();
+                self.resize(size);
             }
-            return;
-        }
-        if self.buckets.len() > MIN_BUCKETS && self.len * 10 < self.buckets.len() {
-            self.compact();
-            self.resize(self.len.next_power_of_two().max(MIN_BUCKETS));
-        } else if self.slots.len() >= MIN_COMPACT && self.len * 4 < self.slots.len() * 3 {
-            // As the general table: a quarter free is given back.
-            self.compact();
-            let size = self.buckets.len();
-            self.resize(size);
         }
     }
 
@@ -268,51 +259,36 @@ impl KeyTable {
         })
     }
 
-    /// Visits one bucket at `cursor` (reverse-binary order, as Redis's
-    /// `dictScan`) and returns the next cursor; 0 when complete.
+    /// Visits one bucket at `cursor` and returns the next cursor; 0 when
+    /// complete (see [`chain::scan`]).
     pub fn scan(&self, cursor: u64, mut visit: impl FnMut(&[u8], &Entry)) -> u64 {
-        if self.buckets.is_empty() {
-            return 0;
-        }
-        let mask = (self.buckets.len() - 1) as u64;
-        let mut i = self.buckets[(cursor & mask) as usize];
-        while i != NIL {
-            let Slot::Used(k, e) = &self.slots[i as usize] else { break };
-            visit(k, e);
-            i = e.next();
-        }
-        let mut v = cursor | !mask;
-        v = v.reverse_bits();
-        v = v.wrapping_add(1);
-        v.reverse_bits()
+        chain::scan(self, &self.buckets, cursor, |i| {
+            if let Slot::Used(k, e) = &self.slots[i as usize] {
+                visit(k, e);
+            }
+        })
     }
 
-    /// A random used slab index (random bucket, then random chain element,
-    /// as Redis's `dictGetRandomKey`).
-    pub fn random_index(&self, mut rand: impl FnMut() -> u64) -> Option<u32> {
-        if self.len == 0 {
-            return None;
-        }
-        let mask = self.buckets.len() - 1;
-        loop {
-            let head = self.buckets[(rand() as usize) & mask];
-            if head == NIL {
-                continue;
-            }
-            let mut chain = 0;
-            let mut i = head;
-            while i != NIL {
-                chain += 1;
-                i = self.next_of(i);
-            }
-            let mut pick = (rand() % chain) as usize;
-            let mut i = head;
-            while pick > 0 {
-                i = self.next_of(i);
-                pick -= 1;
-            }
-            return Some(i);
-        }
+    /// A random used slab index, uniform over the keys (see
+    /// [`chain::random_slot`]; RANDOMKEY is Redis's fair pick).
+    pub fn random_index(&self, rand: impl FnMut() -> u64) -> Option<u32> {
+        chain::random_slot(self, self.len, rand)
+    }
+}
+
+impl Slab for KeyTable {
+    const NIL: u32 = NIL;
+
+    fn slots(&self) -> usize {
+        self.slots.len()
+    }
+
+    fn used(&self, i: u32) -> bool {
+        matches!(self.slots[i as usize], Slot::Used(..))
+    }
+
+    fn next(&self, i: u32) -> u32 {
+        self.next_of(i)
     }
 }
 
@@ -477,5 +453,40 @@ mod tests {
         for i in 0..500 {
             assert!(seen.contains(format!("stay{i}").as_bytes()), "missed stay{i}");
         }
+    }
+
+    /// The keyspace's random pick is uniform over the keys (it was a
+    /// random bucket then a random chain element, which favours keys in
+    /// short chains), also with free slots left by removals.
+    #[test]
+    fn random_index_is_uniform_over_keys() {
+        let mut t = KeyTable::with_hasher(RandomState::new());
+        for i in 0..300 {
+            let k = format!("k{i}");
+            let h = t.hash_of(k.as_bytes());
+            t.insert_hashed(k.as_bytes(), h, entry(i));
+        }
+        for i in (0..300).step_by(5) {
+            t.remove(format!("k{i}").as_bytes());
+        }
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut rnd = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut hits = vec![0u32; 300];
+        for _ in 0..200 * t.len() {
+            let i = t.random_index(&mut rnd).unwrap();
+            hits[int(t.at(i).unwrap().1) as usize] += 1;
+        }
+        let chi: f64 = (0..300)
+            .filter(|i| i % 5 != 0)
+            .map(|i| (f64::from(hits[i]) - 200.0).powi(2) / 200.0)
+            .sum();
+        assert!((0..300).step_by(5).all(|i| hits[i] == 0));
+        // df = 239: its 99.99th percentile is about 330.
+        assert!(chi < 330.0, "chi-square {chi}");
     }
 }

@@ -5,6 +5,7 @@
 //! other Sluice crate.
 
 pub mod bytes;
+mod chain;
 mod db;
 mod keytable;
 pub mod lzf;

@@ -12,13 +12,11 @@
 use ahash::RandomState;
 
 use crate::bytes::SmallBytes;
+use crate::chain::{self, Shrink, Slab, MIN_BUCKETS};
 use crate::keytable::key_eq;
 use crate::types::list::size_class;
 
 const NIL: u32 = u32::MAX;
-const MIN_BUCKETS: usize = 4;
-/// Smallest slab [`Table::maybe_shrink`] compacts for free slots alone.
-const MIN_COMPACT: usize = 16;
 
 struct Node<V> {
     /// The low 32 bits of the key's hash: enough to pick a bucket (tables
@@ -280,30 +278,13 @@ impl<V> Table<V> {
     }
 
     fn maybe_shrink(&mut self) {
-        // An emptied table gives everything back, whatever its size: the
-        // keyspace is spread over a thousand stripes a database, and one
-        // key alone in its stripe costs its table's smallest slab and
-        // bucket array (what eviction must free for the key's room to be
-        // reused, as Redis frees a dict entry).
-        if self.len == 0 {
-            if self.nodes.capacity() > 0 {
-                *self = Table { hasher: self.hasher.clone(), ..Table::new() };
+        match chain::shrink(self.len, self.buckets.len(), self.nodes.len(), self.nodes.capacity()) {
+            Shrink::Keep => {}
+            Shrink::Free => self.clear(),
+            Shrink::Compact(size) => {
+                self.compact();
+                self.resize(size);
             }
-            return;
-        }
-        // Shrink when under 10% full, as Redis does (HASHTABLE_MIN_FILL).
-        if self.buckets.len() > MIN_BUCKETS && self.len * 10 < self.buckets.len() {
-            self.compact();
-            self.resize(self.len.next_power_of_two().max(MIN_BUCKETS));
-        } else if self.nodes.len() >= MIN_COMPACT && self.len * 4 < self.nodes.len() * 3 {
-            // Free slots are only reused by this table's inserts: when
-            // keys move between tables (eviction under maxmemory deletes
-            // here while writes insert elsewhere) each slab would keep the
-            // most it ever held. A quarter free is given back, at a copy
-            // of the rest (at least a quarter of the slab's removals ago).
-            self.compact();
-            let size = self.buckets.len();
-            self.resize(size);
         }
     }
 
@@ -354,51 +335,36 @@ impl<V> Table<V> {
         self.nodes.iter_mut().filter_map(|n| n.kv.as_mut().map(|(k, v)| (&**k, v)))
     }
 
-    /// Visits one bucket at `cursor` (reverse-binary order) and returns the
-    /// next cursor; 0 means the scan is complete.
+    /// Visits one bucket at `cursor` and returns the next cursor; 0 means
+    /// the scan is complete (see [`chain::scan`]).
     pub fn scan(&self, cursor: u64, mut visit: impl FnMut(&[u8], &V)) -> u64 {
-        if self.buckets.is_empty() {
-            return 0;
-        }
-        let mask = (self.buckets.len() - 1) as u64;
-        let mut i = self.buckets[(cursor & mask) as usize];
-        while i != NIL {
-            let n = &self.nodes[i as usize];
-            if let Some((k, v)) = &n.kv {
+        chain::scan(self, &self.buckets, cursor, |i| {
+            if let Some((k, v)) = &self.nodes[i as usize].kv {
                 visit(k, v);
             }
-            i = n.next;
-        }
-        let mut v = cursor | !mask;
-        v = v.reverse_bits();
-        v = v.wrapping_add(1);
-        v.reverse_bits()
+        })
     }
 
-    /// A random occupied slab index, using `rand` as the source of
-    /// randomness: uniform over the entries (a uniform slab slot, drawn
-    /// again while it is free). A random bucket then a random element of
-    /// its chain, as Redis's `dictGetRandomKey`, favours the entries of
-    /// short chains: Redis's own SRANDMEMBER/HRANDFIELD distribution tests
-    /// fail on it. The slab is kept at least three quarters occupied
-    /// (`maybe_shrink`), so a draw takes 4/3 tries on average.
-    pub fn random_index(&self, mut rand: impl FnMut() -> u64) -> Option<u32> {
-        if self.len == 0 {
-            return None;
-        }
-        let n = self.nodes.len() as u64;
-        for _ in 0..64 {
-            let i = (rand() % n) as usize;
-            if self.nodes[i].kv.is_some() {
-                return Some(i as u32);
-            }
-        }
-        // Vanishingly rare: the next occupied slot after a random one.
-        let start = (rand() % n) as usize;
-        (0..self.nodes.len())
-            .map(|k| (start + k) % self.nodes.len())
-            .find(|&i| self.nodes[i].kv.is_some())
-            .map(|i| i as u32)
+    /// A random occupied slab index, uniform over the entries, using
+    /// `rand` as the source of randomness (see [`chain::random_slot`]).
+    pub fn random_index(&self, rand: impl FnMut() -> u64) -> Option<u32> {
+        chain::random_slot(self, self.len, rand)
+    }
+}
+
+impl<V> Slab for Table<V> {
+    const NIL: u32 = NIL;
+
+    fn slots(&self) -> usize {
+        self.nodes.len()
+    }
+
+    fn used(&self, i: u32) -> bool {
+        self.nodes[i as usize].kv.is_some()
+    }
+
+    fn next(&self, i: u32) -> u32 {
+        self.nodes[i as usize].next
     }
 }
 

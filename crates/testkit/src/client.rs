@@ -49,7 +49,7 @@ impl Client {
     /// Writes one command as a RESP array of bulk strings.
     pub fn send<A: AsRef<[u8]>>(&mut self, args: &[A]) -> io::Result<()> {
         let mut v = Vec::new();
-        Frame::encode_command(args, &mut v);
+        resp::write_command(&mut v, args);
         self.send_raw(&v)
     }
 

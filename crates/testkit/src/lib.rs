@@ -31,7 +31,7 @@ pub use client::{escape, Client};
 
 /// Appends `args` as a RESP array of bulk strings (a request) to `out`.
 pub fn encode<A: AsRef<[u8]>>(args: &[A], out: &mut Vec<u8>) {
-    resp::Frame::encode_command(args, out)
+    resp::write_command(out, args)
 }
 pub use server::{
     free_port, oracle_required, scratch_dir, RedisServer, ServerProc, TestServer, REDIS_SERVER,

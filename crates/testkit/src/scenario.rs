@@ -120,7 +120,7 @@ pub fn parse(name: &str, text: &str) -> Result<Scenario, String> {
             return Err(bad("no command"));
         }
         let mut bytes = Vec::new();
-        Frame::encode_command(&argv, &mut bytes);
+        resp::write_command(&mut bytes, &argv);
         steps.push(Step::Send { line, text: t.to_string(), bytes, check, deferred });
     }
     Ok(Scenario { name: name.to_string(), steps })

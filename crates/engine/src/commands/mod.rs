@@ -9,6 +9,7 @@ use crate::meta::{self, Meta};
 use crate::spec::{Command, CommandSpec, Origin};
 
 pub mod acl;
+pub(crate) mod algebra;
 pub mod bitmap;
 pub mod client;
 pub mod cluster;

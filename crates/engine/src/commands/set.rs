@@ -8,15 +8,15 @@
 //! converts as members are added), so `OBJECT ENCODING` of a stored result
 //! and the ascending order of intset replies agree with Redis.
 //!
-//! Multi-key commands read several sets at once. The handler context hands
-//! out one entry at a time, so [`gather`] moves each source set out of its
-//! entry (a pointer move; the stripes are locked, nobody else can look)
-//! and [`restore`] puts them back before any key is written.
+//! Multi-key commands read several sets at once through
+//! [`Sources`](crate::commands::algebra::Sources), as the sorted-set
+//! algebra does.
 
 use resp::ReplyBuf;
 use store::types::set::{Member, Set};
 use store::{Table, Value, NO_EXPIRE};
 
+use crate::commands::algebra::{self, Operand, Sources};
 use crate::commands::keys::space::{parse_cursor, parse_scan_opts};
 use crate::ctx::{eq_ic, parse_i64, Args, Ctx};
 use crate::effects::Class;
@@ -83,85 +83,26 @@ fn reply_set(out: &mut ReplyBuf, s: &Set) {
     }
 }
 
-/// Stores a computed result in `dst` (replacing it and its TTL) or, when
-/// empty, deletes `dst`; replies with the cardinality. `event` is the
-/// command's (`sinterstore`, …).
-fn store_result(cx: &mut Ctx, dst: &[u8], result: Set, event: &'static str, out: &mut ReplyBuf) {
+/// Stores a computed result in `dst`, or deletes `dst` when it is empty.
+fn store_set(cx: &mut Ctx, dst: &[u8], result: Set, event: &'static str, out: &mut ReplyBuf) {
     let n = result.len();
-    if n > 0 {
-        cx.set(dst, Value::Set(result), NO_EXPIRE);
-        cx.changed(dst, Class::SET, event, 1);
-    } else if cx.delete(dst).is_some() {
-        cx.changed(dst, Class::GENERIC, "del", 1);
-    }
-    out.int(n as i64);
+    algebra::store_result(cx, dst, Value::Set(result), n, Class::SET, event, out);
 }
 
-// ---- sources of the multi-key commands ------------------------------------
-
-/// One source key of a multi-key command.
-enum Src {
-    Missing,
-    /// The set, moved out of its entry until [`restore`].
-    Own(Set),
-    /// The same key as an earlier argument (its index).
-    Same(usize),
-}
-
-/// Looks every key up as Redis's `lookupKeyRead` does (hits, misses, lazy
-/// expiry, in argument order) and moves the sets out of their entries. On
-/// WRONGTYPE everything taken so far is put back.
-fn gather(cx: &mut Ctx, keys: &[&[u8]]) -> Result<Vec<Src>, CmdError> {
-    let mut srcs = Vec::with_capacity(keys.len());
-    for (j, &k) in keys.iter().enumerate() {
-        if let Some(i) = keys[..j].iter().position(|&p| p == k) {
-            // Counted again, as Redis looks a repeated key up again.
-            cx.lookup_read(k);
-            srcs.push(Src::Same(i));
-            continue;
-        }
-        let src = match cx.lookup_read(k) {
-            None => Src::Missing,
-            Some(e) => match std::mem::replace(&mut e.value, Value::Int(0)) {
-                Value::Set(s) => Src::Own(s),
-                other => {
-                    e.value = other;
-                    restore(cx, keys, srcs);
-                    return Err(CmdError::WrongType);
-                }
-            },
-        };
-        srcs.push(src);
-    }
-    Ok(srcs)
-}
-
-/// Puts the sets taken by [`gather`] back into their entries.
-fn restore(cx: &mut Ctx, keys: &[&[u8]], srcs: Vec<Src>) {
-    let db = cx.db;
-    for (k, src) in keys.iter().zip(srcs) {
-        if let Src::Own(s) = src {
-            if let Some(e) = cx.keys.get(db, k) {
-                e.value = Value::Set(s);
-            }
+impl Operand for Set {
+    fn take(v: Value) -> Result<Set, Value> {
+        match v {
+            Value::Set(s) => Ok(s),
+            other => Err(other),
         }
     }
-}
 
-/// The set of source `j` (`None` for a missing key).
-fn src(srcs: &[Src], j: usize) -> Option<&Set> {
-    match &srcs[j] {
-        Src::Missing => None,
-        Src::Own(s) => Some(s),
-        Src::Same(i) => src(srcs, *i),
+    fn into_value(self) -> Value {
+        Value::Set(self)
     }
-}
 
-/// The argument index that owns source `j` (identity of the key).
-fn origin(srcs: &[Src], j: usize) -> usize {
-    match srcs[j] {
-        Src::Same(i) => i,
-        _ => j,
+    fn len(&self) -> usize {
+        Set::len(self)
     }
 }
 
@@ -596,8 +537,8 @@ fn sintercard(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
 /// member tested against the others.
 fn inter(cx: &mut Ctx, keys: &[&[u8]], to: InterTo, out: &mut ReplyBuf) -> CmdResult {
     let max = max_intset(cx);
-    let srcs = gather(cx, keys)?;
-    let any_missing = (0..keys.len()).any(|j| src(&srcs, j).is_none());
+    let srcs = Sources::<Set>::gather(cx, keys)?;
+    let any_missing = (0..keys.len()).any(|j| srcs.get(j).is_none());
     let mut result: Option<Set> = None;
     if any_missing {
         match to {
@@ -606,14 +547,13 @@ fn inter(cx: &mut Ctx, keys: &[&[u8]], to: InterTo, out: &mut ReplyBuf) -> CmdRe
             InterTo::Store(_) => result = Some(Set::new_ints()),
         }
     } else {
-        let mut order: Vec<usize> = (0..keys.len()).collect();
-        order.sort_by_key(|&j| src(&srcs, j).map_or(0, Set::len));
+        let order = srcs.by_size();
         let first = order[0];
-        let smallest = src(&srcs, first).expect("present");
+        let smallest = srcs.get(first).expect("present");
         let others: Vec<&Set> = order[1..]
             .iter()
-            .filter(|&&j| origin(&srcs, j) != origin(&srcs, first))
-            .filter_map(|&j| src(&srcs, j))
+            .filter(|&&j| srcs.origin(j) != srcs.origin(first))
+            .filter_map(|&j| srcs.get(j))
             .collect();
         let members = smallest.iter().filter(|&m| others.iter().all(|o| o.contains_member(m)));
         match to {
@@ -643,9 +583,9 @@ fn inter(cx: &mut Ctx, keys: &[&[u8]], to: InterTo, out: &mut ReplyBuf) -> CmdRe
             }
         }
     }
-    restore(cx, keys, srcs);
+    srcs.restore(cx);
     if let (InterTo::Store(dst), Some(r)) = (to, result) {
-        store_result(cx, dst, r, "sinterstore", out);
+        store_set(cx, dst, r, "sinterstore", out);
     }
     Ok(())
 }
@@ -689,15 +629,15 @@ fn union_diff(
     out: &mut ReplyBuf,
 ) -> CmdResult {
     let max = max_intset(cx);
-    let srcs = gather(cx, keys)?;
+    let srcs = Sources::<Set>::gather(cx, keys)?;
     let mut r = Set::new_ints();
-    let first = src(&srcs, 0);
+    let first = srcs.get(0);
     // A later argument naming the first key makes the difference empty.
-    let same = (1..keys.len()).any(|j| origin(&srcs, j) == 0) && first.is_some();
+    let same = srcs.first_repeated() && first.is_some();
     match op {
         Op::Union => {
             for j in 0..keys.len() {
-                if let Some(s) = src(&srcs, j) {
+                if let Some(s) = srcs.get(j) {
                     for m in s.iter() {
                         r.add_member(m, max);
                     }
@@ -707,10 +647,10 @@ fn union_diff(
         Op::Diff if same => {}
         Op::Diff => {
             if let Some(first) = first {
-                let present = (0..keys.len()).filter(|&j| src(&srcs, j).is_some());
+                let present = (0..keys.len()).filter(|&j| srcs.get(j).is_some());
                 let algo_one = present.clone().count() * first.len() / 2;
-                let algo_two: usize = present.map(|j| src(&srcs, j).map_or(0, Set::len)).sum();
-                let rest: Vec<&Set> = (1..keys.len()).filter_map(|j| src(&srcs, j)).collect();
+                let algo_two: usize = present.map(|j| srcs.len_of(j)).sum();
+                let rest: Vec<&Set> = (1..keys.len()).filter_map(|j| srcs.get(j)).collect();
                 if algo_one <= algo_two {
                     for m in first.iter() {
                         if !rest.iter().any(|s| s.contains_member(m)) {
@@ -733,12 +673,12 @@ fn union_diff(
             }
         }
     }
-    restore(cx, keys, srcs);
+    srcs.restore(cx);
     match dst {
         None => reply_set(out, &r),
         Some(dst) => {
             let event = if matches!(op, Op::Union) { "sunionstore" } else { "sdiffstore" };
-            store_result(cx, dst, r, event, out)
+            store_set(cx, dst, r, event, out)
         }
     }
     Ok(())

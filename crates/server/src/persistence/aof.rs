@@ -32,7 +32,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use engine::effects::{Consumer, Unit, Want};
+use engine::effects::{Consumer, StreamWriter, Unit, Want};
 use engine::shared::unix_ms;
 use engine::snapshot::{AofInfo, AppendOnly};
 use engine::Shared;
@@ -87,8 +87,8 @@ struct State {
     /// Whether units are appended (off before the rewrite's instant when
     /// the AOF is being turned on: the snapshot holds those).
     accepting: bool,
-    /// The database the stream has selected (`None` at a new file's start).
-    selected: Option<usize>,
+    /// The stream's selected database (none at a new file's start).
+    writer: StreamWriter,
     /// Last `#TS:` annotation written (unix seconds).
     last_ts: i64,
     /// At a rewrite's instant: what was appended before it (for the old
@@ -168,7 +168,7 @@ pub fn new(shared: &Weak<Shared>, durable: Arc<crate::durability::Position>) -> 
             buf: Vec::new(),
             seq: 0,
             accepting: false,
-            selected: None,
+            writer: StreamWriter::default(),
             last_ts: 0,
             switch: None,
             close: false,
@@ -254,16 +254,7 @@ impl Aof {
                 st.buf.extend_from_slice(format!("#TS:{now}\r\n").as_bytes());
             }
         }
-        for (db, argv) in unit.commands() {
-            if let Some(db) = db {
-                if st.selected != Some(db) {
-                    st.selected = Some(db);
-                    let d = db.to_string();
-                    aof::write_command(&mut st.buf, &[b"SELECT", d.as_bytes()]);
-                }
-            }
-            aof::write_command(&mut st.buf, &argv);
-        }
+        st.writer.write_resp(unit, &mut st.buf);
         st.seq += 1;
         let seq = st.seq;
         self.durable.appended(seq);
@@ -278,7 +269,7 @@ impl Aof {
         {
             let mut st = self.state.lock();
             st.accepting = accepting;
-            st.selected = None;
+            st.writer.reset();
             st.close = false;
         }
         self.on.store(true, Ordering::Release);
@@ -532,7 +523,7 @@ impl Aof {
                 let mut st = self.state.lock();
                 let tail = std::mem::take(&mut st.buf);
                 st.switch = Some((tail, f));
-                st.selected = None;
+                st.writer.reset();
                 st.accepting = true;
             }
         });

@@ -651,12 +651,8 @@ struct Link {
 
 impl Link {
     fn send(&mut self, argv: &[&[u8]]) -> Result<(), String> {
-        let mut b = format!("*{}\r\n", argv.len()).into_bytes();
-        for a in argv {
-            b.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
-            b.extend_from_slice(a);
-            b.extend_from_slice(b"\r\n");
-        }
+        let mut b = Vec::new();
+        resp::write_command(&mut b, argv);
         self.sock.write_all(&b).map_err(|e| format!("Error writing to MASTER: {e}"))
     }
 

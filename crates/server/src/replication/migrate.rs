@@ -75,12 +75,6 @@ fn connect(host: &[u8], port: &[u8], timeout: Duration) -> io::Result<TcpStream>
     Err(last)
 }
 
-fn bulk(out: &mut Vec<u8>, b: &[u8]) {
-    out.extend_from_slice(format!("${}\r\n", b.len()).as_bytes());
-    out.extend_from_slice(b);
-    out.extend_from_slice(b"\r\n");
-}
-
 /// One reply line without its CRLF (Redis's `connSyncReadLine`).
 fn read_line(r: &mut BufReader<TcpStream>) -> Result<Vec<u8>, io::Error> {
     let mut line = Vec::new();
@@ -155,28 +149,19 @@ impl Net {
         }
         let mut cmd = Vec::new();
         if let Some((user, pass)) = t.auth {
-            cmd.extend_from_slice(if user.is_some() { b"*3\r\n" } else { b"*2\r\n" });
-            bulk(&mut cmd, b"AUTH");
-            if let Some(u) = user {
-                bulk(&mut cmd, u);
+            match user {
+                Some(u) => resp::write_command(&mut cmd, &[b"AUTH", u, pass]),
+                None => resp::write_command(&mut cmd, &[b"AUTH", pass]),
             }
-            bulk(&mut cmd, pass);
         }
         let select = c.last_db != t.db;
         if select {
-            cmd.extend_from_slice(b"*2\r\n");
-            bulk(&mut cmd, b"SELECT");
-            bulk(&mut cmd, t.db.to_string().as_bytes());
+            resp::write_command(&mut cmd, &[b"SELECT", t.db.to_string().as_bytes()]);
         }
         for it in t.items {
-            cmd.extend_from_slice(if t.replace { b"*5\r\n" } else { b"*4\r\n" });
-            bulk(&mut cmd, b"RESTORE");
-            bulk(&mut cmd, it.key);
-            bulk(&mut cmd, it.ttl.to_string().as_bytes());
-            bulk(&mut cmd, &it.payload);
-            if t.replace {
-                bulk(&mut cmd, b"REPLACE");
-            }
+            let ttl = it.ttl.to_string();
+            let argv: [&[u8]; 5] = [b"RESTORE", it.key, ttl.as_bytes(), &it.payload, b"REPLACE"];
+            resp::write_command(&mut cmd, &argv[..if t.replace { 5 } else { 4 }]);
         }
         // In 64 KiB pieces, each within the timeout, as Redis writes.
         let sock = c.conn.get_mut();

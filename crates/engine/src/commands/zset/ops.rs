@@ -2,18 +2,18 @@
 //! the algebra (ZUNION ZINTER ZDIFF, their STORE forms, ZINTERCARD),
 //! ZRANDMEMBER and ZSCAN.
 //!
-//! The algebra reads several keys at once; as in the set family each
-//! source value is moved out of its entry while the command works (the
-//! stripes are locked) and put back before anything is written. Plain
-//! sets are accepted as inputs with every score 1, as Redis does.
+//! The algebra reads several keys at once through
+//! [`Sources`](crate::commands::algebra::Sources), as the set family does.
+//! Plain sets are accepted as inputs with every score 1, as Redis does.
 
 use resp::{Proto, ReplyBuf};
 use store::types::set::Set;
 use store::types::zset::{Limits, ZSet};
-use store::{Table, Value, NO_EXPIRE};
+use store::{Table, Value};
 
 use super::range::reply_scored;
 use super::{as_zset, limits, string2d, zset_changed};
+use crate::commands::algebra::{self, Operand, Sources};
 use crate::commands::keys::space::{parse_cursor, parse_scan_opts};
 use crate::ctx::{eq_ic, parse_i64, Args, Ctx};
 use crate::effects::Class;
@@ -358,13 +358,40 @@ fn aggregate(target: &mut f64, v: f64, agg: Agg) {
     }
 }
 
-/// One input of the algebra.
-enum Src {
-    Missing,
+/// One input of the algebra: a sorted set, or a set (every score 1).
+enum Input {
     Z(Box<ZSet>),
     S(Set),
-    /// The same key as an earlier argument.
-    Same(usize),
+}
+
+impl Operand for Input {
+    fn take(v: Value) -> Result<Input, Value> {
+        match v {
+            Value::ZSet(z) => Ok(Input::Z(z)),
+            Value::Set(s) => Ok(Input::S(s)),
+            other => Err(other),
+        }
+    }
+
+    fn into_value(self) -> Value {
+        match self {
+            Input::Z(z) => Value::ZSet(z),
+            Input::S(s) => Value::Set(s),
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.view().len()
+    }
+}
+
+impl Input {
+    fn view(&self) -> In<'_> {
+        match self {
+            Input::Z(z) => In::Z(z),
+            Input::S(s) => In::S(s),
+        }
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -411,65 +438,10 @@ impl In<'_> {
     }
 }
 
-fn get(srcs: &[Src], j: usize) -> Option<In<'_>> {
-    match &srcs[j] {
-        Src::Missing => None,
-        Src::Z(z) => Some(In::Z(z)),
-        Src::S(s) => Some(In::S(s)),
-        Src::Same(i) => get(srcs, *i),
-    }
-}
+type Srcs<'k> = Sources<'k, Input>;
 
-fn origin(srcs: &[Src], j: usize) -> usize {
-    match srcs[j] {
-        Src::Same(i) => i,
-        _ => j,
-    }
-}
-
-fn len_of(srcs: &[Src], j: usize) -> usize {
-    get(srcs, j).map_or(0, In::len)
-}
-
-/// Looks every key up (hits, misses, lazy expiry, in argument order) and
-/// moves sorted sets and sets out of their entries; WRONGTYPE otherwise.
-fn gather(cx: &mut Ctx, keys: &[&[u8]]) -> Result<Vec<Src>, CmdError> {
-    let mut srcs = Vec::with_capacity(keys.len());
-    for (j, &k) in keys.iter().enumerate() {
-        if let Some(i) = keys[..j].iter().position(|&p| p == k) {
-            cx.lookup_read(k);
-            srcs.push(Src::Same(i));
-            continue;
-        }
-        let src = match cx.lookup_read(k) {
-            None => Src::Missing,
-            Some(e) => match std::mem::replace(&mut e.value, Value::Int(0)) {
-                Value::ZSet(z) => Src::Z(z),
-                Value::Set(s) => Src::S(s),
-                other => {
-                    e.value = other;
-                    restore(cx, keys, srcs);
-                    return Err(CmdError::WrongType);
-                }
-            },
-        };
-        srcs.push(src);
-    }
-    Ok(srcs)
-}
-
-fn restore(cx: &mut Ctx, keys: &[&[u8]], srcs: Vec<Src>) {
-    let db = cx.db;
-    for (k, src) in keys.iter().zip(srcs) {
-        let v = match src {
-            Src::Z(z) => Value::ZSet(z),
-            Src::S(s) => Value::Set(s),
-            _ => continue,
-        };
-        if let Some(e) = cx.keys.get(db, k) {
-            e.value = v;
-        }
-    }
+fn get<'a>(srcs: &'a Srcs<'_>, j: usize) -> Option<In<'a>> {
+    srcs.get(j).map(Input::view)
 }
 
 pub(super) fn zunion(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
@@ -579,11 +551,11 @@ fn setop(
     let (keys, opts) = rest.split_at(n as usize);
     let n = n as usize;
     let lim = limits(cx);
-    let srcs = gather(cx, keys)?;
+    let srcs = Srcs::gather(cx, keys)?;
     let o = match parse_setop_opts(opts, n, op, dst.is_some(), card) {
         Ok(o) => o,
         Err(e) => {
-            restore(cx, keys, srcs);
+            srcs.restore(cx);
             return Err(e);
         }
     };
@@ -595,8 +567,7 @@ fn setop(
     let mut cardinality = 0usize;
     match op {
         Op::Inter => {
-            let mut order: Vec<usize> = (0..n).collect();
-            order.sort_by_key(|&j| len_of(&srcs, j));
+            let order = srcs.by_size();
             let first = order[0];
             if let Some(src0) = get(&srcs, first).filter(|s| s.len() > 0) {
                 src0.each(|m, s0| {
@@ -605,7 +576,7 @@ fn setop(
                         score = 0.0;
                     }
                     for &j in &order[1..] {
-                        let v = if origin(&srcs, j) == origin(&srcs, first) {
+                        let v = if srcs.origin(j) == srcs.origin(first) {
                             Some(s0)
                         } else {
                             get(&srcs, j).and_then(|s| s.find(m))
@@ -626,8 +597,7 @@ fn setop(
             }
         }
         Op::Union => {
-            let mut order: Vec<usize> = (0..n).collect();
-            order.sort_by_key(|&j| len_of(&srcs, j));
+            let order = srcs.by_size();
             let mut acc: Table<f64> = Table::new();
             for &j in &order {
                 let Some(src) = get(&srcs, j) else { continue };
@@ -652,24 +622,18 @@ fn setop(
         }
         Op::Diff => diff(&srcs, &mut r, &mut maxlen),
     }
-    restore(cx, keys, srcs);
+    srcs.restore(cx);
     if card {
         out.int(cardinality as i64);
     } else if let Some(dst) = dst {
         let len = r.len();
-        if len > 0 {
-            r.shrink_if_small(maxlen, lim);
-            cx.set(dst, Value::ZSet(Box::new(r)), NO_EXPIRE);
-            let event = match op {
-                Op::Union => "zunionstore",
-                Op::Inter => "zinterstore",
-                Op::Diff => "zdiffstore",
-            };
-            cx.changed(dst, Class::ZSET, event, 1);
-        } else if cx.delete(dst).is_some() {
-            cx.changed(dst, Class::GENERIC, "del", 1);
-        }
-        out.int(len as i64);
+        r.shrink_if_small(maxlen, lim);
+        let event = match op {
+            Op::Union => "zunionstore",
+            Op::Inter => "zinterstore",
+            Op::Diff => "zdiffstore",
+        };
+        algebra::store_result(cx, dst, Value::ZSet(Box::new(r)), len, Class::ZSET, event, out);
     } else {
         let found: Vec<(&[u8], f64)> = r.iter().collect();
         reply_scored(out, &found, o.withscores, out.proto == Proto::Resp3);
@@ -679,22 +643,22 @@ fn setop(
 
 /// Redis's `zdiff`, with its choice between its two algorithms (which
 /// decides the longest member seen, and so a stored result's encoding).
-fn diff(srcs: &[Src], r: &mut ZSet, maxlen: &mut usize) {
+fn diff(srcs: &Srcs<'_>, r: &mut ZSet, maxlen: &mut usize) {
     let unbounded = Limits { max_entries: usize::MAX, max_value: usize::MAX };
     let Some(first) = get(srcs, 0).filter(|s| s.len() > 0) else { return };
-    let n = srcs.len();
+    let n = srcs.count();
     let (mut one, mut two) = (0usize, 0usize);
     for j in 0..n {
-        if j > 0 && origin(srcs, j) == 0 {
+        if j > 0 && srcs.origin(j) == 0 {
             return;
         }
         one += first.len();
-        two += len_of(srcs, j);
+        two += srcs.len_of(j);
     }
     if one / 2 <= two {
         // Algorithm 1: keep each element of the first set found in no other.
         let mut others: Vec<usize> = (1..n).collect();
-        others.sort_by_key(|&j| std::cmp::Reverse(len_of(srcs, j)));
+        others.sort_by_key(|&j| std::cmp::Reverse(srcs.len_of(j)));
         first.each(|m, s| {
             if !others.iter().any(|&j| get(srcs, j).is_some_and(|o| o.find(m).is_some())) {
                 *maxlen = (*maxlen).max(m.len());
