@@ -301,7 +301,7 @@ impl Follower {
         }
         let (replid, want) = {
             let st = self.st.lock();
-            match (st.has_position, repl::master(&sh)) {
+            match (st.has_position, repl::master(sh)) {
                 (true, Some(m)) => (m.position().0, self.applied_off.load(Ordering::Relaxed) + 1),
                 _ => ("?".to_string(), -1),
             }
@@ -329,7 +329,7 @@ impl Follower {
             let rest = lossy(rest);
             let new = rest.trim();
             log::notice("Successful partial resynchronization with master.");
-            if let Some(m) = repl::master(&sh) {
+            if let Some(m) = repl::master(sh) {
                 if new.len() == 40 && m.position().0 != new {
                     m.shift_id(Some(new));
                     log::notice(&format!("Master replication ID changed to {new}"));
@@ -438,7 +438,7 @@ impl Follower {
                 return Err("MASTER <-> REPLICA sync: the payload did not load".into());
             }
         }
-        if let Some(m) = repl::master(&sh) {
+        if let Some(m) = repl::master(sh) {
             m.set_position(replid, offset);
         }
         self.read_off.store(offset, Ordering::Relaxed);
@@ -535,7 +535,7 @@ impl Follower {
                     }
                 }
                 link.buf.drain(..pos);
-                if let Some(m) = repl::master(&sh) {
+                if let Some(m) = repl::master(sh) {
                     m.set_offset(self.applied_off.load(Ordering::Relaxed));
                 }
                 if let Some(e) = failed {
@@ -638,8 +638,6 @@ impl Follow for Follower {
         })
     }
 }
-
-/// The installed follower, for the trait's `follow` (which needs an Arc).
 
 /// The socket to the master and what was read but not yet used.
 struct Link {
