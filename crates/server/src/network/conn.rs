@@ -385,7 +385,7 @@ impl<S: Transport> Conn<S> {
             // so that a client that stopped reading (and is sent nothing
             // more) is closed then, as Redis's clientsCron closes it.
             let soft_wait = self.soft_since.map(|since| {
-                let end = since + self.obuf_class().soft_seconds as i64 * 1000;
+                let end = (since / 1000 + self.obuf_class().soft_seconds as i64 + 1) * 1000;
                 Duration::from_millis((end - unix_ms()).clamp(10, 60_000) as u64)
             });
             self.wait_io(notify, soft_wait).await?;
@@ -528,7 +528,9 @@ impl<S: Transport> Conn<S> {
         if soft > 0 && used > soft {
             let now = unix_ms();
             let since = *self.soft_since.get_or_insert(now);
-            return now - since >= (soft_seconds as i64) * 1000;
+            // Redis counts whole seconds of its clock and closes only once
+            // more than `soft_seconds` of them have passed.
+            return now / 1000 - since / 1000 > soft_seconds as i64;
         }
         self.soft_since = None;
         false

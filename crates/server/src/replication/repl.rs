@@ -997,7 +997,7 @@ fn cron(m: Weak<Master>) {
                 let lag = s.sent.map_or(0, |sent| (offset - sent) as u64);
                 if soft.soft > 0 && lag > soft.soft {
                     let since = *s.soft_since.get_or_insert(now_ms);
-                    if now_ms - since >= soft.soft_seconds as i64 * 1000 {
+                    if now_ms / 1000 - since / 1000 > soft.soft_seconds as i64 {
                         log::warning(&format!(
                             "Client id={} addr={} scheduled to be closed ASAP for overcoming of \
                              output buffer limits.",
