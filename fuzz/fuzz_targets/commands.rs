@@ -122,14 +122,19 @@ const OWN: &[&str] = &[
     "SHOW", "QLEN", "QPEEK", "QSTAT", "QSCAN", "JSCAN", "PAUSE",
 ];
 
-fn table() -> &'static [&'static engine::meta::Meta] {
-    static T: OnceLock<Vec<&'static engine::meta::Meta>> = OnceLock::new();
+fn table() -> &'static [&'static engine::core::meta::Meta] {
+    static T: OnceLock<Vec<&'static engine::core::meta::Meta>> = OnceLock::new();
     T.get_or_init(|| abuse::commands(&skip))
 }
 
 fn shared() -> &'static Arc<Shared> {
     static S: OnceLock<Arc<Shared>> = OnceLock::new();
-    S.get_or_init(|| Shared::new(Config { proto_max_bulk_len: MAX_BULK, ..Config::default() }))
+    S.get_or_init(|| {
+        Shared::new(
+            Config { proto_max_bulk_len: MAX_BULK, ..Config::default() },
+            engine::commands::table(),
+        )
+    })
 }
 
 fn run(shared: &Shared, sess: &mut engine::Session, argv: &[Vec<u8>]) {

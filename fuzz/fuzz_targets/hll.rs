@@ -9,6 +9,6 @@ fuzz_target!(|data: &[u8]| {
     // Most inputs should get past the header check.
     let mut v = b"HYLL\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x80".to_vec();
     v.extend_from_slice(data);
-    engine::hll::exercise(&v);
-    engine::hll::exercise(data);
+    engine::subsystems::hll::exercise(&v);
+    engine::subsystems::hll::exercise(data);
 });

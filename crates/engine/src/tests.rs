@@ -13,14 +13,16 @@ pub(crate) struct Harness {
 
 impl Harness {
     pub fn new() -> Self {
-        Harness::with_host(|_| crate::host::Host::none())
+        Harness::with_host(|_| crate::core::host::Host::none())
     }
 
     /// A harness whose server plugs `host` in.
-    pub fn with_host(host: impl FnOnce(&std::sync::Weak<Shared>) -> crate::host::Host) -> Self {
+    pub fn with_host(
+        host: impl FnOnce(&std::sync::Weak<Shared>) -> crate::core::host::Host,
+    ) -> Self {
         // The in-process tests use DEBUG as the TCP tests' servers do.
         let config = Config { enable_debug_command: "yes".into(), ..Config::default() };
-        let shared = Shared::with_host(config, host);
+        let shared = Shared::with_host(config, crate::commands::table(), host);
         let sess = shared.connect("127.0.0.1:1".into(), "127.0.0.1:6379".into(), -1);
         Harness { shared, sess }
     }
@@ -120,7 +122,7 @@ fn multi_exec_watch() {
 /// differential tests compare whole scenarios with redis-server's.)
 #[test]
 fn effects_record_reaches_a_consumer() {
-    use crate::effects::{Class, Recorder};
+    use crate::core::effects::{Class, Recorder};
     let mut h = Harness::new();
     let rec = Recorder::new();
     h.shared.add_consumer(rec.clone());
@@ -153,7 +155,7 @@ fn effects_record_reaches_a_consumer() {
 /// read-only scripts; every caller gets LOADING while a dataset loads.
 #[test]
 fn policy_by_caller() {
-    use crate::dispatch::{check, lookup, Caller, Lookup};
+    use crate::core::dispatch::{check, lookup, Caller, Lookup};
     let mut h = Harness::new();
     let spec = |argv: &[&[u8]]| match lookup(&h.shared, argv) {
         Lookup::Found(s) => s,
@@ -162,7 +164,7 @@ fn policy_by_caller() {
     let set: &[&[u8]] = &[b"SET", b"k", b"v"];
     let blpop: &[&[u8]] = &[b"BLPOP", b"k", b"0"];
     let get: &[&[u8]] = &[b"GET", b"k"];
-    let text = |r: Result<(), crate::error::CmdError>| {
+    let text = |r: Result<(), crate::core::error::CmdError>| {
         String::from_utf8(r.unwrap_err().text().into_owned()).unwrap()
     };
     let ro = Caller::Script { read_only: true, allow_oom: false, dirty: false, obeys: false };
@@ -198,7 +200,7 @@ fn policy_by_caller() {
 /// panic or a deadlock.
 #[test]
 fn lock_order_is_refused_not_a_panic() {
-    use crate::dispatch::{lock_keys, lookup, Lookup};
+    use crate::core::dispatch::{lock_keys, lookup, Lookup};
     let h = Harness::new();
     let store = &h.shared.store;
     // Two keys in different stripes, `lo` in the lower one.
@@ -217,7 +219,7 @@ fn lock_order_is_refused_not_a_panic() {
     let Lookup::Found(spec) = lookup(&h.shared, &argv) else { unreachable!() };
     assert_eq!(
         lock_keys(&h.shared, 0, spec, &argv, &mut held),
-        Err(crate::error::CmdError::LockOrder)
+        Err(crate::core::error::CmdError::LockOrder)
     );
     drop(other);
     assert_eq!(lock_keys(&h.shared, 0, spec, &argv, &mut held), Ok(()));
@@ -242,7 +244,7 @@ fn replayed_transaction_runs_its_queue_as_replay() {
     );
     for argv in [&[&b"MULTI"[..]][..], trim, &[b"EXEC"]] {
         let mut out = ReplyBuf::new();
-        crate::dispatch::replay(&h.shared, &mut h.sess, argv, &mut out).unwrap();
+        crate::core::dispatch::replay(&h.shared, &mut h.sess, argv, &mut out).unwrap();
     }
     assert_eq!(h.run(&["XLEN", "s"]), ":2\r\n");
 }
@@ -267,6 +269,6 @@ fn replayed_script_writes_on_a_read_only_replica() {
     assert_eq!(h.run(&["EXISTS", "k"]), ":0\r\n");
     // The master's is applied.
     let mut out = ReplyBuf::new();
-    crate::dispatch::replay(&h.shared, &mut h.sess, eval, &mut out).unwrap();
+    crate::core::dispatch::replay(&h.shared, &mut h.sess, eval, &mut out).unwrap();
     assert_eq!(h.run(&["GET", "k"]), "$1\r\nv\r\n");
 }

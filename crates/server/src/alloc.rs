@@ -1,13 +1,13 @@
 //! The allocator as the engine sees it: jemalloc's statistics, purge,
 //! controls and per-thread counters, handed to the engine in the host
-//! (`engine::host::Memory`), and the start-up tuning.
+//! (`engine::core::host::Memory`), and the start-up tuning.
 
 /// The engine's view of the allocator.
-pub fn memory() -> engine::host::Memory {
-    engine::host::Memory {
+pub fn memory() -> engine::core::host::Memory {
+    engine::core::host::Memory {
         probe: jemalloc_probe,
         thread_net: Some(jemalloc_thread_net),
-        malloc: Some(engine::shared::MallocHooks {
+        malloc: Some(engine::core::shared::MallocHooks {
             stats: jemalloc_stats,
             purge: jemalloc_purge,
             mallctl: jemalloc_mallctl,
@@ -90,8 +90,12 @@ fn strerror(e: i32) -> String {
 /// DEBUG MALLCTL / MALLCTL-STR, as Redis's `mallctl_int` and
 /// `mallctl_string`: an integer control is tried at 8, 4, 2 and 1 bytes
 /// until jemalloc accepts the size; a write-only control is written.
-fn jemalloc_mallctl(name: &[u8], value: Option<&[u8]>, string: bool) -> engine::shared::Mallctl {
-    use engine::shared::Mallctl;
+fn jemalloc_mallctl(
+    name: &[u8],
+    value: Option<&[u8]>,
+    string: bool,
+) -> engine::core::shared::Mallctl {
+    use engine::core::shared::Mallctl;
     use std::ffi::{c_char, c_void, CString};
     let Ok(cname) = CString::new(name) else { return Mallctl::Err(strerror(libc::ENOENT)) };
     let ctl = |old: *mut c_void, oldlen: *mut usize, new: *mut c_void, newlen: usize| {
@@ -174,7 +178,7 @@ fn jemalloc_thread_net() -> u64 {
 
 /// Memory figures for INFO from jemalloc's statistics (`used_memory` is
 /// what the allocator has handed out, as Redis reports it).
-fn jemalloc_probe() -> engine::shared::MemStats {
+fn jemalloc_probe() -> engine::core::shared::MemStats {
     use tikv_jemalloc_ctl::{epoch, stats};
     let _ = epoch::advance();
     let allocated = stats::allocated::read().unwrap_or(0) as u64;
@@ -188,8 +192,8 @@ fn jemalloc_probe() -> engine::shared::MemStats {
     let used = allocated.saturating_sub(cached);
     let active = stats::active::read().unwrap_or(0) as u64;
     let resident = stats::resident::read().unwrap_or(0) as u64;
-    let rss = engine::shared::statm_probe().used_memory_rss;
-    engine::shared::MemStats {
+    let rss = engine::core::shared::statm_probe().used_memory_rss;
+    engine::core::shared::MemStats {
         used_memory: used,
         used_memory_rss: rss,
         allocator_allocated: allocated,

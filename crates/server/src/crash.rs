@@ -13,7 +13,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use engine::log;
+use engine::subsystems::log;
 use engine::Shared;
 
 /// The server, for the handler to read `crash-log-enabled` (without
@@ -82,7 +82,7 @@ fn report(sig: libc::c_int, info: *mut libc::siginfo_t) {
     log::from_handler(&format!(
         "Sluice {} (redis_version {}) crashed by signal: {sig}, si_code: {code}",
         env!("CARGO_PKG_VERSION"),
-        engine::config::REDIS_VERSION
+        engine::subsystems::config::REDIS_VERSION
     ));
     if code == libc::SI_USER || code == libc::SI_TKILL {
         log::from_handler(&format!("Killed by PID: {pid}, UID: {uid}"));

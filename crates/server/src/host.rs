@@ -10,9 +10,9 @@ use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
 use std::sync::{Arc, OnceLock, Weak};
 
-use engine::config::Config;
-use engine::host::{Host, Network};
-use engine::log::Logger;
+use engine::core::host::{Host, Network};
+use engine::subsystems::config::Config;
+use engine::subsystems::log::Logger;
 use engine::Shared;
 use parking_lot::{Mutex, RwLock};
 use rustls::ServerConfig;

@@ -83,10 +83,10 @@ pub fn take(sh: &Shared) {
 }
 
 /// From a server's tick (not while DEBUG PAUSE-CRON holds it): takes a
-/// new signal and starts or finishes the shutdown ([`engine::shutdown`]).
+/// new signal and starts or finishes the shutdown ([`engine::subsystems::shutdown`]).
 pub fn poll(sh: &Shared) {
     take(sh);
-    engine::shutdown::tick(sh);
+    engine::subsystems::shutdown::tick(sh);
 }
 
 /// How many signals the process has received (a new server starts past

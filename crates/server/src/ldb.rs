@@ -1,4 +1,4 @@
-//! The Lua debugger's channel to its client (`engine::script::ldb`): the
+//! The Lua debugger's channel to its client (`engine::subsystems::script::ldb`): the
 //! client's socket itself, read and written with blocking waits from
 //! inside the debugged script, as Redis's debugger does (`connBlock`).
 //!
@@ -10,8 +10,8 @@ use std::os::fd::RawFd;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use engine::script::ldb::Channel;
-use engine::session::ClientHandle;
+use engine::core::session::ClientHandle;
+use engine::subsystems::script::ldb::Channel;
 
 /// Redis's `connSendTimeout(ldb.conn, 5000)`.
 const SEND_TIMEOUT_MS: i32 = 5000;

@@ -29,8 +29,8 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 pub use alloc::jemalloc_tune;
-use engine::config::Config;
-use engine::log::{self, Logger};
+use engine::subsystems::config::Config;
+use engine::subsystems::log::{self, Logger};
 use engine::Shared;
 
 /// A server whose listeners are bound and whose data set is not loaded
@@ -56,9 +56,11 @@ impl Bound {
     /// on). `Err` is the reason, already logged where Redis logs it.
     pub fn new(config: Config, log: Arc<Logger>) -> Result<Bound, String> {
         log::bind(log.clone());
-        engine::commands::Renames::build(&config.rename_commands)?;
+        engine::core::table::Renames::build(engine::commands::table(), &config.rename_commands)?;
         let config_file = config.config_file.clone();
-        let shared = Shared::with_host(config, |weak| host::build(weak, log.clone()));
+        let shared = Shared::with_host(config, engine::commands::table(), |weak| {
+            host::build(weak, log.clone())
+        });
         // Users from `user` lines or the ACL file (Redis loads them once
         // the server is initialized, and stops on any error).
         engine::commands::acl::load_at_startup(&shared)?;

@@ -13,8 +13,8 @@
 
 use std::sync::Arc;
 
-use engine::config::ConfigError;
-use engine::log::{self, Logger};
+use engine::subsystems::config::ConfigError;
+use engine::subsystems::log::{self, Logger};
 use server::process::{self, Supervisor};
 use server::Bound;
 
@@ -53,7 +53,7 @@ fn main() {
         Some("-v" | "--version") => {
             println!(
                 "Sluice server v={} sha=00000000:0 malloc=jemalloc-5.3.0 bits=64 build=sluice-{VERSION}",
-                engine::config::REDIS_VERSION
+                engine::subsystems::config::REDIS_VERSION
             );
             return;
         }
@@ -82,7 +82,7 @@ fn main() {
         }
         _ => {}
     }
-    let config = match engine::config::from_args(&args) {
+    let config = match engine::subsystems::config::from_args(&args) {
         Ok(c) => c,
         Err(e @ ConfigError::Open { .. }) => {
             log::warning(&e.to_string());
@@ -120,7 +120,7 @@ fn main() {
     log::warning(&format!(
         "Sluice version={VERSION}, redis_version={}, bits=64, commit=00000000, modified=0, \
          pid={}, just started",
-        engine::config::REDIS_VERSION,
+        engine::subsystems::config::REDIS_VERSION,
         std::process::id()
     ));
     if args.is_empty() {
@@ -148,7 +148,7 @@ fn main() {
             std::process::exit(1);
         }
     };
-    engine::config::apply_oom_score(&bound.shared().oom, &banner_cfg);
+    engine::subsystems::config::apply_oom_score(&bound.shared().oom, &banner_cfg);
     let port = bound.port();
     if let Some(p) = &pid_file {
         process::write_pid_file(p);

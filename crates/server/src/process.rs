@@ -6,7 +6,7 @@
 
 use std::io::Write;
 
-use engine::log::{self, Level};
+use engine::subsystems::log::{self, Level};
 use engine::Config;
 
 /// Redis's `CONFIG_DEFAULT_PID_FILE`, used when daemonized without one.
@@ -166,7 +166,7 @@ pub fn banner(cfg: &Config, port: u16, version: &str) {
         String::new(),
         "            ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~".to_string(),
         "       .~~~~   |  |  |  |  |  |  |   ~~~~.  ".to_string(),
-        format!("     ~~~  ~~~~|~~|~~|~~|~~|~~|~~|~~~~   ~~~     Sluice {version} (Redis {} compatible) 64 bit", engine::config::REDIS_VERSION),
+        format!("     ~~~  ~~~~|~~|~~|~~|~~|~~|~~|~~~~   ~~~     Sluice {version} (Redis {} compatible) 64 bit", engine::subsystems::config::REDIS_VERSION),
         "   ~~~  ~~~~  |  |  |  |  |  |  |  ~~~~  ~~~ ".to_string(),
         "  |~~~~~~~~~~~|  |  |  |  |  |  |~~~~~~~~~~~|     Running in standalone mode".to_string(),
         format!("  |  ~~~~~~   |==|==|==|==|==|==|   ~~~~~~  |     Port: {port}"),
@@ -196,7 +196,7 @@ pub fn disable_thp(cfg: &Config) {
         // SAFETY: prctl with integer arguments only.
         let ret = unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) };
         if ret != 0 {
-            engine::log::warning(
+            engine::subsystems::log::warning(
                 "WARNING You have Transparent Huge Pages (THP) support enabled in your kernel. \
                  This will create latency and memory usage issues with Redis. To fix this issue \
                  run the command 'echo madvise > /sys/kernel/mm/transparent_hugepage/enabled' \

@@ -11,7 +11,7 @@
 //! (choices from a seeded PRNG). Fixtures create one key of every type
 //! under the names the generator uses.
 
-use engine::meta::{a, redis70, Arg, ArgKind, Meta};
+use engine::core::meta::{a, redis70, Arg, ArgKind, Meta};
 
 /// A stream of choices.
 pub trait Source {
@@ -189,7 +189,7 @@ fn number(src: &mut dyn Source) -> String {
 
 /// Argument names that are a blocking command's timeout.
 fn is_timeout(cmd: &Meta, arg: &Arg) -> bool {
-    let blocking = cmd.flags & engine::meta::f::BLOCKING != 0 || cmd.name == "wait";
+    let blocking = cmd.flags & engine::core::meta::f::BLOCKING != 0 || cmd.name == "wait";
     blocking && (arg.name == "timeout" || arg.token == Some("BLOCK"))
 }
 

@@ -1,17 +1,17 @@
 //! The ACL command: SETUSER, GETUSER, DELUSER, LIST, USERS, WHOAMI, CAT,
 //! GENPASS, LOG, DRYRUN, LOAD, SAVE, HELP (the rules themselves and the
-//! check live in [`crate::acl`]).
+//! check live in [`crate::subsystems::acl`]).
 
 use std::sync::atomic::Ordering;
 
 use resp::ReplyBuf;
 
-use crate::acl::{self, ids, User};
 use crate::commands::server::reply_help;
-use crate::ctx::{eq_ic, Args, Ctx};
-use crate::dispatch;
-use crate::error::{CmdError, CmdResult};
-use crate::spec::Command;
+use crate::core::ctx::{eq_ic, Args, Ctx};
+use crate::core::dispatch;
+use crate::core::error::{CmdError, CmdResult};
+use crate::core::spec::Command;
+use crate::subsystems::acl::{self, ids, User};
 
 pub const COMMANDS: &[Command] =
     &[Command::redis("ACL", crate::commands::server::container).subs(&[
@@ -198,8 +198,8 @@ fn cat(_cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     args.at_most(1)?;
     match args.next() {
         None => {
-            out.array(crate::meta::CATEGORIES.len());
-            for c in crate::meta::CATEGORIES {
+            out.array(crate::core::meta::CATEGORIES.len());
+            for c in crate::core::meta::CATEGORIES {
                 out.bulk(c.as_bytes());
             }
         }
@@ -269,7 +269,7 @@ fn random_bytes(buf: &mut [u8]) {
     use std::io::Read;
     if std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(buf)).is_err() {
         // No /dev/urandom: a time-seeded xorshift, as a last resort.
-        let mut x = crate::shared::unix_us() as u64 | 1;
+        let mut x = crate::core::shared::unix_us() as u64 | 1;
         for b in buf {
             x ^= x << 13;
             x ^= x >> 7;
@@ -290,7 +290,7 @@ fn log(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         }
         count = resp::parse_i64(a).ok_or(CmdError::NotInteger)?.max(0);
     }
-    let now = crate::shared::unix_ms();
+    let now = crate::core::shared::unix_ms();
     cx.shared.acl.log.lock().reply(count as usize, now, out);
     Ok(())
 }
@@ -314,7 +314,7 @@ fn dryrun(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
             return Err(CmdError::Bytes(e));
         }
     };
-    let id = crate::cmdstats::index_of(spec);
+    let id = crate::core::cmdstats::index_of(spec);
     match u.check(&acl::Check::new(spec, id, argv)) {
         Ok(()) => out.ok(),
         Err((d, pos)) => {
@@ -365,7 +365,10 @@ pub fn load_file(
     pubsub_all: bool,
 ) -> Result<std::collections::BTreeMap<Vec<u8>, User>, String> {
     let text = std::fs::read(file).map_err(|e| {
-        format!("Error loading ACLs, opening file '{file}': {}", crate::config::os_error_text(&e))
+        format!(
+            "Error loading ACLs, opening file '{file}': {}",
+            crate::subsystems::config::os_error_text(&e)
+        )
     })?;
     acl::parse_file(&text, file, pubsub_all)
 }
@@ -376,11 +379,11 @@ fn save(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         return Err(CmdError::err(NO_FILE));
     }
     let text = acl::file_text(&cx.shared.acl.users());
-    let tmp = format!("{file}.tmp-{}-{}", std::process::id(), crate::shared::unix_ms());
+    let tmp = format!("{file}.tmp-{}-{}", std::process::id(), crate::core::shared::unix_ms());
     let r = std::fs::write(&tmp, &text).and_then(|()| std::fs::rename(&tmp, &file));
     if let Err(e) = r {
         let _ = std::fs::remove_file(&tmp);
-        crate::log::warning(&format!("Writing ACL file for ACL SAVE: {e}"));
+        crate::subsystems::log::warning(&format!("Writing ACL file for ACL SAVE: {e}"));
         return Err(CmdError::err(
             "There was an error trying to save the ACLs. Please check the server logs for more \
              information",

@@ -13,9 +13,9 @@
 use resp::ReplyBuf;
 use store::{Value, NO_EXPIRE};
 
-use crate::ctx::Ctx;
-use crate::effects::Class;
-use crate::error::CmdError;
+use crate::core::ctx::Ctx;
+use crate::core::effects::Class;
+use crate::core::error::CmdError;
 
 /// A value a family's algebra takes as input.
 pub(crate) trait Operand: Sized {

@@ -5,19 +5,20 @@
 //! `Shared::clients`; killing one sets its flag and wakes it, and its own
 //! loop closes it. Killing yourself closes after this reply.
 
-use std::io::Write;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use resp::ReplyBuf;
 
 use crate::commands;
-use crate::ctx::{eq_ic, Args, Ctx};
-use crate::dispatch;
-use crate::error::{CmdError, CmdResult};
-use crate::session::{ClientHandle, ReplyMode};
-use crate::shared::Pause;
-use crate::spec::{Command, Flags};
+use crate::core::ctx::help_reply;
+use crate::core::ctx::{eq_ic, Args, Ctx};
+use crate::core::dispatch;
+use crate::core::error::{CmdError, CmdResult};
+use crate::core::session::{ClientHandle, ReplyMode};
+use crate::core::shared::Pause;
+use crate::core::spec::{Command, Flags};
+use crate::subsystems::client_list::{client_line, Me};
 
 const SUBS: &[Command] = &[
     Command::redis("CACHING", caching),
@@ -101,14 +102,6 @@ const HELP: &[&str] = &[
     "HELP",
     "    Prints this help.",
 ];
-
-/// Writes a HELP reply: one status line per text line.
-pub(crate) fn help_reply(lines: &[&str], out: &mut ReplyBuf) {
-    out.array(lines.len());
-    for l in lines {
-        out.simple(l.as_bytes());
-    }
-}
 
 fn help(_: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     help_reply(HELP, out);
@@ -209,7 +202,7 @@ fn parse_type(name: &[u8]) -> Result<ClientType, CmdError> {
 /// The class of a client: a replica is one; pub/sub does not report
 /// through the handle yet, so every other client is normal.
 fn client_type(h: &ClientHandle) -> ClientType {
-    if crate::commands::repl::is_replica(h) {
+    if crate::subsystems::repl::is_replica(h) {
         ClientType::Replica
     } else {
         ClientType::Normal
@@ -217,22 +210,6 @@ fn client_type(h: &ClientHandle) -> ClientType {
 }
 
 // ---- CLIENT LIST / INFO ---------------------------------------------------
-
-/// What only the calling connection knows about itself.
-struct Me {
-    id: u64,
-    /// Full name of the running command (`client|list`).
-    cmd: String,
-    /// Bytes of the current command's arguments (`argv-mem`).
-    argv_mem: usize,
-    /// Reply bytes pending before this command's reply (`obl`).
-    obl: usize,
-    /// The running request's bytes, as it came (`qbuf`: Redis trims the
-    /// query buffer after the command).
-    qbuf: usize,
-    /// A watched key was touched (flag `d`).
-    dirty_cas: bool,
-}
 
 fn me(cx: &Ctx, args: &Args, out: &ReplyBuf) -> Me {
     let argv = args.argv();
@@ -253,113 +230,6 @@ fn me(cx: &Ctx, args: &Args, out: &ReplyBuf) -> Me {
 /// Decimal digits of `n`.
 fn digits(n: usize) -> usize {
     n.checked_ilog10().map_or(1, |d| d as usize + 1)
-}
-
-/// Appends one `CLIENT LIST` line (with its `\n`), fields in 7.0's order.
-fn client_line(buf: &mut Vec<u8>, h: &ClientHandle, now_ms: i64, me: &Me) {
-    let is_me = h.id == me.id;
-    let mut flags = String::new();
-    if crate::commands::repl::is_replica(h) {
-        flags.push('S');
-    }
-    if h.monitor.load(Ordering::Relaxed) {
-        flags.push('O');
-    }
-    if h.subscribed() {
-        flags.push('P');
-    }
-    if h.in_multi.load(Ordering::Relaxed) {
-        flags.push('x');
-    }
-    if crate::blocking::is_blocked(h) {
-        flags.push('b');
-    }
-    let redir = {
-        let st = h.tracking.lock();
-        if st.on {
-            flags.push('t');
-        }
-        if st.broken_redirect {
-            flags.push('R');
-        }
-        if st.bcast {
-            flags.push('B');
-        }
-        if st.on {
-            st.redirect as i64
-        } else {
-            -1
-        }
-    };
-    if is_me && me.dirty_cas {
-        flags.push('d');
-    }
-    if h.no_evict.load(Ordering::Relaxed) {
-        flags.push('e');
-    }
-    if flags.is_empty() {
-        flags.push('N');
-    }
-    let age = (now_ms - h.created_ms).max(0) / 1000;
-    let idle = if is_me {
-        0
-    } else {
-        (now_ms - h.last_interaction_ms.load(Ordering::Relaxed)).max(0) / 1000
-    };
-    let name = h.name.lock().clone().unwrap_or_default();
-    let multi =
-        if h.in_multi.load(Ordering::Relaxed) { h.multi_len.load(Ordering::Relaxed) } else { -1 };
-    let cmd: String = if is_me { me.cmd.clone() } else { h.last_cmd.lock().clone() };
-    // Redis's static reply buffer (`obl`) then its list of blocks
-    // (`oll`, `omem`); Sluice's pending output is chunks of the same size.
-    let pending = h.omem.load(Ordering::Relaxed);
-    let obl = if is_me { me.obl } else { pending.min(resp::CHUNK) };
-    let rest = if is_me { 0 } else { pending - obl };
-    let oll = rest.div_ceil(resp::CHUNK);
-    let qbuf = if is_me { me.qbuf } else { h.qbuf.load(Ordering::Relaxed) };
-    let argv_mem = if is_me { me.argv_mem } else { 0 };
-    let qbuf_free =
-        h.qbuf_free.load(Ordering::Relaxed).saturating_sub(if is_me { qbuf } else { 0 });
-    let events = if rest + obl > 0 && !is_me { "rw" } else { "r" };
-    let multi_mem = h.multi_mem.load(Ordering::Relaxed);
-    let tot_mem = h.tot_mem.load(Ordering::Relaxed) + argv_mem;
-    let _ = write!(buf, "id={} addr={} laddr={} fd={} name=", h.id, h.addr, h.laddr, h.fd);
-    buf.extend_from_slice(&name);
-    let _ = writeln!(
-        buf,
-        " age={age} idle={idle} flags={flags} db={} sub={} psub={} ssub={} multi={multi} \
-         qbuf={qbuf} qbuf-free={qbuf_free} argv-mem={argv_mem} multi-mem={multi_mem} rbs={} rbp={obl} \
-         obl={obl} oll={oll} omem={rest} tot-mem={tot_mem} events={events} cmd={cmd} \
-         user={} redir={redir} resp={}",
-        h.db.load(Ordering::Relaxed),
-        h.subs[0].load(Ordering::Relaxed),
-        h.subs[1].load(Ordering::Relaxed),
-        h.subs[2].load(Ordering::Relaxed),
-        resp::CHUNK,
-        String::from_utf8_lossy(&h.user.lock()),
-        h.resp.load(Ordering::Relaxed),
-    );
-}
-
-/// The client's `CLIENT LIST` line, without its newline, as of its
-/// running command (the client info of an ACL LOG entry).
-pub(crate) fn info_line(_shared: &crate::Shared, sess: &crate::session::Session) -> Vec<u8> {
-    let cmd = match sess.last_cmd {
-        Some((top, spec)) => dispatch::full_name(top, spec),
-        None => "NULL".into(),
-    };
-    let me = Me {
-        id: sess.handle.id,
-        cmd,
-        argv_mem: 0,
-        obl: 0,
-        qbuf: 0,
-        dirty_cas: sess.watch_flag.load(Ordering::Relaxed),
-    };
-    let mut buf = Vec::new();
-    client_line(&mut buf, &sess.handle, crate::shared::unix_ms(), &me);
-    buf.pop();
-    buf
 }
 
 /// Live clients in connection order (ids ascend), without those already
@@ -577,11 +447,12 @@ fn unblock(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         }
     }
     let id = resp::parse_i64(id).ok_or(CmdError::NotInteger)?;
-    let done = u64::try_from(id).is_ok_and(|id| crate::blocking::unblock(cx.shared, id, error));
+    let done =
+        u64::try_from(id).is_ok_and(|id| crate::core::blocking::unblock(cx.shared, id, error));
     if done && error {
         // Redis counts CLIENT UNBLOCK … ERROR as failed: an error reply
         // (the unblocked client's) was produced while it ran.
-        crate::dispatch::count_failed(cx.shared, cx.sess, cx.spec);
+        crate::core::dispatch::count_failed(cx.shared, cx.sess, cx.spec);
     }
     out.int(i64::from(done));
     Ok(())
@@ -598,7 +469,7 @@ fn getredir(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
 /// error whatever the mode), then checked as Redis does.
 fn tracking(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let mode = args.req()?;
-    let mut opts = crate::tracking::Options::default();
+    let mut opts = crate::subsystems::tracking::Options::default();
     while let Some(o) = args.next() {
         let more = args.remaining() > 0;
         if eq_ic(o, "REDIRECT") && more {
@@ -979,7 +850,7 @@ mod tests {
             h.run(&["CLIENT", "PAUSE", "10", "WRITE", "x"]),
             "-ERR unknown subcommand or wrong number of arguments for 'PAUSE'. Try CLIENT HELP.\r\n"
         );
-        let before = crate::shared::unix_ms();
+        let before = crate::core::shared::unix_ms();
         assert_eq!(h.run(&["CLIENT", "PAUSE", "5000", "write"]), "+OK\r\n");
         let p = *h.shared.pause.lock();
         assert!(p.writes_only && p.until_ms >= before + 5000 && p.until_ms < before + 6000);

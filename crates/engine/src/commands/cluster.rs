@@ -7,9 +7,9 @@
 
 use resp::ReplyBuf;
 
-use crate::ctx::{Args, Ctx};
-use crate::error::{CmdError, CmdResult};
-use crate::spec::Command;
+use crate::core::ctx::{Args, Ctx};
+use crate::core::error::{CmdError, CmdResult};
+use crate::core::spec::Command;
 
 pub const COMMANDS: &[Command] = &[Command::redis("CLUSTER", container).subs(SUBS)];
 

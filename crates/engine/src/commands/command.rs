@@ -1,21 +1,20 @@
 //! COMMAND and its subcommands, and `docs/commands.md`, generated from the
-//! command table and Redis 7.0's metadata ([`crate::meta`]), in Redis
+//! command table and Redis 7.0's metadata ([`crate::core::meta`]), in Redis
 //! 7.0's reply shapes.
 //!
 //! Only what the table implements is listed (`COMMAND`, `COUNT`, `INFO`,
 //! `DOCS`, `LIST`, and a container's subcommands); each entry's content is
 //! Redis's own metadata for it, or for a command Sluice adds (the job
-//! queue), Sluice's in the same shape ([`crate::meta::sluice`]).
+//! queue), Sluice's in the same shape ([`crate::core::meta::sluice`]).
 
 use resp::ReplyBuf;
 
-use std::sync::OnceLock;
-
 use crate::commands;
-use crate::ctx::{eq_ic, Args, Ctx};
-use crate::error::{CmdError, CmdResult};
-use crate::meta::{self, Meta};
-use crate::spec::{Command, CommandSpec, Flags};
+use crate::core::ctx::{eq_ic, Args, Ctx};
+use crate::core::error::{CmdError, CmdResult};
+use crate::core::meta;
+use crate::core::spec::{Command, CommandSpec, Flags};
+use crate::core::table::Entry;
 
 pub const COMMANDS: &[Command] = &[Command::redis("COMMAND", command_all).subs(&[
     Command::redis("COUNT", command_count),
@@ -27,69 +26,20 @@ pub const COMMANDS: &[Command] = &[Command::redis("COMMAND", command_all).subs(&
     Command::redis("LIST", command_list),
 ])];
 
-/// One command or subcommand of the table, with its metadata; its
-/// position in [`table`] is its stable index (commandstats, ACL bitmaps).
-pub struct Entry {
-    pub top: &'static CommandSpec,
-    pub spec: &'static CommandSpec,
-    pub meta: &'static Meta,
-    /// Indices of the implemented subcommands' entries.
-    pub subs: Vec<usize>,
-}
-
-impl Entry {
-    /// Lower-case full name: `get`, `config|get`.
-    pub fn name(&self) -> &'static str {
-        self.meta.name
-    }
-
-    /// Metadata of the subcommands the table implements.
-    fn sub_metas(&self) -> Vec<&'static Meta> {
-        self.subs.iter().map(|&i| table()[i].meta).collect()
-    }
-}
-
 /// Every command, each followed by its subcommands, in table order.
 pub fn table() -> &'static [Entry] {
-    static TABLE: OnceLock<Vec<Entry>> = OnceLock::new();
-    TABLE.get_or_init(|| {
-        let mut t = Vec::new();
-        for top in commands::all() {
-            let at = t.len();
-            t.push(Entry { top, spec: top, meta: top.meta(), subs: vec![] });
-            for s in top.subcommands {
-                let i = t.len();
-                t[at].subs.push(i);
-                t.push(Entry { top, spec: s, meta: s.meta(), subs: vec![] });
-            }
-        }
-        t
-    })
+    commands::table().entries()
 }
 
 /// The table's entry for a command line's command (`name` or
 /// `container|sub`), ignoring case.
 pub fn entry_by_name(name: &[u8]) -> Option<&'static Entry> {
-    let (top, spec) = match name.iter().position(|&c| c == b'|') {
-        None => {
-            let t = commands::find(name)?;
-            (t, t)
-        }
-        Some(i) => {
-            let top = commands::find(&name[..i])?;
-            let sub = &name[i + 1..];
-            (top, top.subcommands.iter().find(|s| sub.eq_ignore_ascii_case(s.name.as_bytes()))?)
-        }
-    };
-    entry_of(top, spec)
+    commands::table().entry_by_name(name)
 }
 
 /// The entry of a (top, spec) pair from the table.
 pub fn entry_of(top: &CommandSpec, spec: &CommandSpec) -> Option<&'static Entry> {
-    table()
-        .iter()
-        .find(|e| std::ptr::eq(e.top, top) && std::ptr::eq(e.spec, spec))
-        .or_else(|| table().iter().find(|e| e.top.name == top.name && e.spec.name == spec.name))
+    commands::table().entry_of(top, spec)
 }
 
 /// Top-level entries.
@@ -158,7 +108,7 @@ fn command_list(_: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
             // No modules: nothing belongs to one.
             Some((kind, _)) if eq_ic(kind, "MODULE") => false,
             Some((kind, arg)) if eq_ic(kind, "ACLCAT") => e.meta.in_category(arg),
-            Some((_, arg)) => crate::glob::matches(arg, e.name().as_bytes(), true),
+            Some((_, arg)) => crate::subsystems::glob::matches(arg, e.name().as_bytes(), true),
         })
         .map(|e| e.name())
         .collect();
@@ -288,7 +238,7 @@ pub fn markdown() -> String {
 
 #[cfg(test)]
 mod tests {
-    use crate::spec::{Flags, Group, KeySpec};
+    use crate::core::spec::{Flags, Group, KeySpec};
     use crate::tests::Harness;
 
     /// What a declaration still says beside the metadata agrees with it:

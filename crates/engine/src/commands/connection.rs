@@ -8,11 +8,12 @@ use std::sync::atomic::Ordering;
 
 use resp::{Proto, ReplyBuf};
 
-use crate::commands::{client, tx};
-use crate::ctx::{eq_ic, Args, Ctx};
-use crate::error::{CmdError, CmdResult};
-use crate::session::ReplyMode;
-use crate::spec::{Command, Flags};
+use crate::commands::client;
+use crate::core::ctx::{eq_ic, Args, Ctx};
+use crate::core::error::{CmdError, CmdResult};
+use crate::core::multi;
+use crate::core::session::ReplyMode;
+use crate::core::spec::{Command, Flags};
 
 /// The Redis version HELLO (and INFO) announce.
 pub const REDIS_VERSION: &str = "7.0.15";
@@ -61,7 +62,7 @@ fn echo(_cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
 
 fn select(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     // getIntFromObjectOrReply: an int first, then the index's range.
-    let n = crate::ctx::parse_range(args.req()?, i32::MIN.into(), i32::MAX.into())?;
+    let n = crate::core::ctx::parse_range(args.req()?, i32::MIN.into(), i32::MAX.into())?;
     if n < 0 || n as usize >= cx.shared.store.databases() {
         return Err(CmdError::DbIndexOutOfRange);
     }
@@ -82,7 +83,7 @@ fn authenticate(cx: &mut Ctx, cmd: &[u8], user: &[u8], pass: &[u8]) -> CmdResult
     let ok = match cx.shared.acl.get(user) {
         Some(u) if u.enabled() => {
             u.nopass() || {
-                let h = crate::acl::sha256::hex(pass);
+                let h = crate::subsystems::acl::sha256::hex(pass);
                 // Compared in constant time, as Redis's time_independent_strcmp.
                 u.passwords.iter().any(|p| {
                     p.len() == h.len()
@@ -101,11 +102,18 @@ fn authenticate(cx: &mut Ctx, cmd: &[u8], user: &[u8], pass: &[u8]) -> CmdResult
         }
         None => {
             let context = if cx.sess.multi.is_some() {
-                crate::acl::log::Context::Multi
+                crate::subsystems::acl::log::Context::Multi
             } else {
-                crate::acl::log::Context::Toplevel
+                crate::subsystems::acl::log::Context::Toplevel
             };
-            crate::acl::gate::log(cx.shared, cx.sess, crate::acl::Denied::Auth, context, cmd, user);
+            crate::subsystems::acl::gate::log(
+                cx.shared,
+                cx.sess,
+                crate::subsystems::acl::Denied::Auth,
+                context,
+                cmd,
+                user,
+            );
             Err(CmdError::Msg(WRONGPASS.into()))
         }
     }
@@ -206,7 +214,7 @@ fn reset(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     cx.sess.handle.multi_len.store(-1, Ordering::Relaxed);
     cx.sess.handle.multi_mem.store(0, Ordering::Relaxed);
     // RESET declares no keys, so it holds no stripes here.
-    tx::unwatch_all(cx.shared, cx.sess);
+    multi::unwatch_all(cx.shared, cx.sess);
     cx.sess.db = 0;
     cx.db = 0;
     cx.sess.handle.db.store(0, Ordering::Relaxed);
@@ -215,7 +223,7 @@ fn reset(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     cx.shared.pubsub.leave(&mut cx.sess.subs, &cx.sess.handle);
     cx.sess.update_modal();
     cx.shared.tracker.disable(cx.sess);
-    crate::commands::monitor::stop(cx.shared, cx.sess);
+    crate::subsystems::monitor::stop(cx.shared, cx.sess);
     *cx.sess.handle.name.lock() = None;
     cx.sess.handle.no_evict.store(false, Ordering::Relaxed);
     cx.sess.reply_mode = ReplyMode::On;
@@ -239,8 +247,10 @@ mod tests {
     }
 
     fn with_password() -> Harness {
-        let shared =
-            Shared::new(Config { requirepass: Some(b"secret".to_vec()), ..Config::default() });
+        let shared = Shared::new(
+            Config { requirepass: Some(b"secret".to_vec()), ..Config::default() },
+            crate::commands::table(),
+        );
         let sess = shared.connect("127.0.0.1:2".into(), "127.0.0.1:6379".into(), -1);
         Harness { shared, sess }
     }

@@ -9,11 +9,11 @@ use std::sync::atomic::Ordering;
 use resp::ReplyBuf;
 use store::Value;
 
-use crate::commands::client::help_reply;
-use crate::ctx::{eq_ic, Args, Ctx};
-use crate::error::{CmdError, CmdResult};
-use crate::shared::unix_us;
-use crate::spec::{Command, Flags, KeyList, Lock};
+use crate::core::ctx::help_reply;
+use crate::core::ctx::{eq_ic, Args, Ctx};
+use crate::core::error::{CmdError, CmdResult};
+use crate::core::shared::unix_us;
+use crate::core::spec::{Command, Flags, KeyList, Lock};
 
 pub const COMMANDS: &[Command] = &[
     Command::redis("TIME", time),
@@ -167,10 +167,12 @@ fn mallctl(cx: &mut Ctx, args: &[&[u8]], string: bool, out: &mut ReplyBuf) -> Cm
         }
     }
     match (h.mallctl)(args[0], args.get(1).copied(), string) {
-        crate::shared::Mallctl::Int(v) => out.int(v),
-        crate::shared::Mallctl::Str(v) => out.bulk(&v),
-        crate::shared::Mallctl::Done => out.ok(),
-        crate::shared::Mallctl::Err(e) => return Err(CmdError::Msg(format!("ERR {e}").into())),
+        crate::core::shared::Mallctl::Int(v) => out.int(v),
+        crate::core::shared::Mallctl::Str(v) => out.bulk(&v),
+        crate::core::shared::Mallctl::Done => out.ok(),
+        crate::core::shared::Mallctl::Err(e) => {
+            return Err(CmdError::Msg(format!("ERR {e}").into()))
+        }
     }
     Ok(())
 }
@@ -201,7 +203,10 @@ fn debug(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         3 if eq_ic(sub, "PROTOCOL") => protocol(cx, argv[2], out)?,
         3..=5 if eq_ic(sub, "POPULATE") => populate(cx, &argv[2..], out)?,
         3 if eq_ic(sub, "LOG") => {
-            crate::log::warning(&format!("DEBUG LOG: {}", String::from_utf8_lossy(argv[2])));
+            crate::subsystems::log::warning(&format!(
+                "DEBUG LOG: {}",
+                String::from_utf8_lossy(argv[2])
+            ));
             out.ok();
         }
         3 if eq_ic(sub, "ERROR") => {
@@ -213,7 +218,7 @@ fn debug(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         3 if eq_ic(sub, "QUICKLIST-PACKED-THRESHOLD") => {
             // Accepted as Redis validates it; Sluice's list chunks have no
             // plain nodes, so the threshold changes nothing.
-            match crate::config::parse_memory(argv[2]) {
+            match crate::subsystems::config::parse_memory(argv[2]) {
                 Some(sz) if sz <= (1u64 << 32) - (1 << 20) => out.ok(),
                 _ => {
                     return Err(CmdError::err(
@@ -269,7 +274,10 @@ fn debug(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         2 if eq_ic(sub, "PANIC") => {
             let exit = cx.sess.conf(cx.shared).get_by_name("use-exit-on-panic");
             panic_now(
-                &format!("DEBUG PANIC called at Unix time {}", crate::shared::unix_ms() / 1000),
+                &format!(
+                    "DEBUG PANIC called at Unix time {}",
+                    crate::core::shared::unix_ms() / 1000
+                ),
                 exit.is_some_and(|v| v == b"yes"),
             );
         }
@@ -302,13 +310,13 @@ fn debug(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
 /// gives the server's crash report). DEBUG PANIC and
 /// `propagation-error-behavior` end the process here.
 pub fn panic_now(why: &str, exit_on_panic: bool) -> ! {
-    crate::log::warning("------------------------------------------------");
-    crate::log::warning("!!! Software Failure. Press left mouse button to continue");
-    crate::log::warning(&format!("Guru Meditation: {why}"));
+    crate::subsystems::log::warning("------------------------------------------------");
+    crate::subsystems::log::warning("!!! Software Failure. Press left mouse button to continue");
+    crate::subsystems::log::warning(&format!("Guru Meditation: {why}"));
     if exit_on_panic {
         let trace = std::backtrace::Backtrace::force_capture();
-        crate::log::raw(
-            crate::log::Level::Warning,
+        crate::subsystems::log::raw(
+            crate::subsystems::log::Level::Warning,
             &format!("\n------ STACK TRACE ------\n{trace}\n"),
         );
         std::process::exit(1);
@@ -321,7 +329,7 @@ pub fn panic_now(why: &str, exit_on_panic: bool) -> ! {
 /// libraries replacing those of the same name with MERGE (through the
 /// server's persistence).
 fn reload(cx: &mut Ctx, opts: &[&[u8]], out: &mut ReplyBuf) -> CmdResult {
-    let mut o = crate::snapshot::Reload { save: true, flush: true, merge: false };
+    let mut o = crate::subsystems::snapshot::Reload { save: true, flush: true, merge: false };
     for a in opts {
         if eq_ic(a, "NOSAVE") {
             o.save = false;
@@ -335,7 +343,7 @@ fn reload(cx: &mut Ctx, opts: &[&[u8]], out: &mut ReplyBuf) -> CmdResult {
             ));
         }
     }
-    let snap = crate::snapshot::installed(cx.shared)?;
+    let snap = crate::subsystems::snapshot::installed(cx.shared)?;
     let dirty =
         cx.shared.stats.dirty.load(Ordering::Relaxed) + cx.sess.stats.dirty + cx.sess.fx.dirty;
     match snap.reload(o, dirty) {
@@ -354,7 +362,7 @@ fn reload(cx: &mut Ctx, opts: &[&[u8]], out: &mut ReplyBuf) -> CmdResult {
 /// differential tests compare these with redis-server's replica stream,
 /// notifications and `rdb_changes_since_last_save`.
 fn effects(cx: &mut Ctx, what: &[u8], out: &mut ReplyBuf) -> CmdResult {
-    use crate::effects::{Consumer, Recorder};
+    use crate::core::effects::{Consumer, Recorder};
     let shared = cx.shared;
     let take_old = || shared.debug_recorder.lock().take();
     if eq_ic(what, "START") || eq_ic(what, "STOP") {
@@ -573,7 +581,7 @@ fn stringmatch_test() {
         const TEXT: &[u8] = b"ab*?[]\\";
         pat.extend((0..rnd() % 10).map(|_| PAT[(rnd() % PAT.len() as u64) as usize]));
         text.extend((0..rnd() % 10).map(|_| TEXT[(rnd() % TEXT.len() as u64) as usize]));
-        let _ = crate::glob::matches(&pat, &text, false);
+        let _ = crate::subsystems::glob::matches(&pat, &text, false);
     }
 }
 

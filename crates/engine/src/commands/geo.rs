@@ -11,11 +11,11 @@ use store::types::ZSet;
 use store::{Value, NO_EXPIRE};
 
 use super::zset::{as_zset, limits, string2d};
-use crate::ctx::{eq_ic, parse_i64, Args, Ctx};
-use crate::effects::Class;
-use crate::error::{CmdError, CmdResult};
-use crate::ldouble::{self, LD_BUF};
-use crate::spec::{Command, KeyList, Lock};
+use crate::core::ctx::{eq_ic, parse_i64, Args, Ctx};
+use crate::core::effects::Class;
+use crate::core::error::{CmdError, CmdResult};
+use crate::core::spec::{Command, KeyList, Lock};
+use crate::subsystems::ldouble::{self, LD_BUF};
 
 const STORING: Lock = Lock::Custom { find: georadius_keys };
 

@@ -14,12 +14,12 @@ use store::value::parse_canonical_i64;
 use store::{Value, NO_EXPIRE};
 
 use crate::commands::keys::space::{parse_cursor, parse_scan_opts, ScanOpts};
-use crate::ctx::{eq_ic, parse_i64, parse_range, Args, Ctx};
-use crate::effects::Class;
-use crate::error::{CmdError, CmdResult};
-use crate::glob;
-use crate::ldouble::{self, LdError};
-use crate::spec::Command;
+use crate::core::ctx::{eq_ic, parse_i64, parse_range, Args, Ctx};
+use crate::core::effects::Class;
+use crate::core::error::{CmdError, CmdResult};
+use crate::core::spec::Command;
+use crate::subsystems::glob;
+use crate::subsystems::ldouble::{self, LdError};
 
 pub const COMMANDS: &[Command] = &[
     Command::redis("HSET", hset),

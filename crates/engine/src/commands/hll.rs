@@ -1,5 +1,5 @@
 //! HyperLogLog commands: PFADD, PFCOUNT, PFMERGE, PFDEBUG and PFSELFTEST,
-//! over string values in Redis's representation ([`crate::hll`]).
+//! over string values in Redis's representation ([`crate::subsystems::hll`]).
 //!
 //! As in Redis, PFCOUNT of one key stores the cardinality it computed in
 //! the value's header: a read-only command that dirties the key (watchers
@@ -10,11 +10,11 @@ use std::borrow::Cow;
 use resp::ReplyBuf;
 use store::{Value, NO_EXPIRE};
 
-use crate::ctx::{eq_ic, Args, Ctx};
-use crate::effects::Class;
-use crate::error::{CmdError, CmdResult};
-use crate::hll::{self, Corrupt, REGISTERS};
-use crate::spec::{Command, Flags};
+use crate::core::ctx::{eq_ic, Args, Ctx};
+use crate::core::effects::Class;
+use crate::core::error::{CmdError, CmdResult};
+use crate::core::spec::{Command, Flags};
+use crate::subsystems::hll::{self, Corrupt, REGISTERS};
 
 pub const COMMANDS: &[Command] = &[
     Command::redis("PFADD", pfadd),

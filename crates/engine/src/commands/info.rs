@@ -10,11 +10,11 @@ use std::sync::atomic::Ordering;
 
 use resp::ReplyBuf;
 
-use crate::config::REDIS_VERSION;
-use crate::ctx::{Args, Ctx};
-use crate::error::CmdResult;
-use crate::shared::unix_us;
-use crate::spec::Command;
+use crate::core::ctx::{Args, Ctx};
+use crate::core::error::CmdResult;
+use crate::core::shared::unix_us;
+use crate::core::spec::Command;
+use crate::subsystems::config::REDIS_VERSION;
 
 // No lock: the keyspace and stats sections read the stripes' published
 // counts, without locking them (16,384 stripes would stall every thread).
@@ -220,7 +220,7 @@ fn section(cx: &mut Ctx, name: &str, t: &mut String, counts: &mut Counts) {
             line!("executable:{}", sh.executable.lock());
             line!("config_file:{config_file}");
             line!("io_threads_active:0");
-            if let Some(ms) = sh.shutdown_state.remaining_ms(crate::shared::unix_ms()) {
+            if let Some(ms) = sh.shutdown_state.remaining_ms(crate::core::shared::unix_ms()) {
                 line!("shutdown_in_milliseconds:{ms}");
             }
             line!("sluice_version:{}", env!("CARGO_PKG_VERSION"));
@@ -229,7 +229,7 @@ fn section(cx: &mut Ctx, name: &str, t: &mut String, counts: &mut Counts) {
         "clients" => {
             line!("# Clients");
             // Replicas are not counted here (Redis: clients - slaves).
-            let replicas = crate::commands::repl::view(sh).replicas.len();
+            let replicas = crate::subsystems::repl::view(sh).replicas.len();
             line!("connected_clients:{}", sh.connected_clients().saturating_sub(replicas));
             line!("cluster_connections:0");
             line!("maxclients:{}", cfg.maxclients);
@@ -333,7 +333,8 @@ fn section(cx: &mut Ctx, name: &str, t: &mut String, counts: &mut Counts) {
             line!("rdb_last_bgsave_status:{}", if ok { "ok" } else { "err" });
             line!("rdb_last_bgsave_time_sec:{}", ps.last_bgsave_secs.load(Ordering::Relaxed));
             let current = if running {
-                (crate::shared::unix_ms() - ps.bgsave_started_ms.load(Ordering::Relaxed)) / 1000
+                (crate::core::shared::unix_ms() - ps.bgsave_started_ms.load(Ordering::Relaxed))
+                    / 1000
             } else {
                 -1
             };
@@ -344,7 +345,7 @@ fn section(cx: &mut Ctx, name: &str, t: &mut String, counts: &mut Counts) {
             line!("rdb_last_load_keys_expired:{}", expired);
             line!("rdb_last_load_keys_loaded:{}", ps.last_load_keys_loaded.load(Ordering::Relaxed));
             let aof = sh.host.aof.as_ref().map(|a| a.info()).unwrap_or_else(|| {
-                crate::snapshot::AofInfo {
+                crate::subsystems::snapshot::AofInfo {
                     enabled: cfg.appendonly,
                     last_rewrite_time_sec: -1,
                     current_rewrite_time_sec: -1,
@@ -396,7 +397,7 @@ fn section(cx: &mut Ctx, name: &str, t: &mut String, counts: &mut Counts) {
             line!("instantaneous_input_repl_kbps:0.00");
             line!("instantaneous_output_repl_kbps:0.00");
             line!("rejected_connections:{}", ld(&st.rejected_connections));
-            let (full, ok, err) = crate::commands::repl::sync_stats(sh);
+            let (full, ok, err) = crate::subsystems::repl::sync_stats(sh);
             line!("sync_full:{full}");
             line!("sync_partial_ok:{ok}");
             line!("sync_partial_err:{err}");

@@ -7,10 +7,10 @@
 use resp::ReplyBuf;
 use store::Entry;
 
-use crate::ctx::{eq_ic, parse_i64, Args, Ctx};
-use crate::effects::Class;
-use crate::error::{CmdError, CmdResult};
-use crate::spec::{Command, Flags, KeyList, Lock};
+use crate::core::ctx::{eq_ic, parse_i64, Args, Ctx};
+use crate::core::effects::Class;
+use crate::core::error::{CmdError, CmdResult};
+use crate::core::spec::{Command, Flags, KeyList, Lock};
 
 mod expire;
 pub(crate) mod space;
@@ -82,7 +82,7 @@ fn del(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
 }
 
 /// UNLINK: a costly value is freed by the background thread
-/// (`crate::lazyfree`).
+/// (`crate::subsystems::lazyfree`).
 fn unlink(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     del_with(cx, args, out, true)
 }
@@ -272,7 +272,7 @@ fn copy(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         out.int(0);
         return Ok(());
     }
-    let lru = crate::evict::fresh(cx.lru());
+    let lru = crate::subsystems::evict::fresh(cx.lru());
     cx.keys.insert(o.db, dst, value, expire_at, lru);
     cx.sess.fx.event(Class::NEW, "new", o.db, dst);
     cx.changed_in(o.db, dst, Class::GENERIC, "copy_to", 1);
@@ -318,7 +318,7 @@ fn obj_refcount(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult 
 }
 
 fn lfu_policy(cx: &Ctx) -> bool {
-    cx.lru().bits & crate::evict::LFU_BIT != 0
+    cx.lru().bits & crate::subsystems::evict::LFU_BIT != 0
 }
 
 fn obj_idletime(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
@@ -334,7 +334,7 @@ fn obj_idletime(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult 
              switching between policies at runtime LRU and LFU data will take some time to adjust.",
         ));
     }
-    out.int(i64::from(crate::evict::lru_idle(clock, e.lru)));
+    out.int(i64::from(crate::subsystems::evict::lru_idle(clock, e.lru)));
     Ok(())
 }
 
@@ -345,7 +345,7 @@ fn obj_freq(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         out.null();
         return Ok(());
     };
-    if stamp & crate::evict::LFU_BIT == 0 {
+    if stamp & crate::subsystems::evict::LFU_BIT == 0 {
         return Err(CmdError::err(
             "An LFU maxmemory policy is not selected, access frequency not tracked. Please note \
              that when switching between policies at runtime LRU and LFU data will take some \
@@ -353,7 +353,7 @@ fn obj_freq(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         ));
     }
     let now_min = (stamp >> 8) & 0xffff;
-    out.int(i64::from(crate::evict::lfu_decayed(e.lru, now_min, decay)));
+    out.int(i64::from(crate::subsystems::evict::lfu_decayed(e.lru, now_min, decay)));
     Ok(())
 }
 

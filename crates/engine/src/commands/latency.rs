@@ -1,84 +1,19 @@
-//! The latency monitor (`LATENCY LATEST | HISTORY | RESET | GRAPH | DOCTOR
-//! | HISTOGRAM | HELP`), as Redis 7.0's `latency.c`.
-//!
-//! Events are named sources of latency (`command`, `fast-command`,
-//! `expire-cycle`, …). Each keeps the last 160 per-second maxima at or
-//! above `latency-monitor-threshold` and its all-time maximum; the callers
-//! that measure (the dispatcher through `slowlog::record`, active expiry)
-//! add samples only when the threshold is set. HISTOGRAM reads the
-//! per-command HDR histograms `INFO latencystats` also prints.
+//! The latency monitor's commands (`LATENCY LATEST | HISTORY | RESET |
+//! GRAPH | DOCTOR | HISTOGRAM | HELP`), as Redis 7.0's `latency.c`. The
+//! events and their samples are the `subsystems::latency` subsystem.
+//! HISTOGRAM reads the per-command HDR histograms `INFO latencystats` also
+//! prints.
 
-use parking_lot::Mutex;
 use resp::ReplyBuf;
 
 use crate::commands::server::reply_help;
-use crate::ctx::{Args, Ctx};
-use crate::error::{CmdError, CmdResult};
-use crate::spec::Command;
+use crate::core::ctx::{Args, Ctx};
+use crate::core::error::{CmdError, CmdResult};
+use crate::core::spec::Command;
+use crate::subsystems::latency::{Sample, Series, TS_LEN};
 
-/// Redis's LATENCY_TS_LEN: samples kept per event.
-const TS_LEN: usize = 160;
 /// Columns of `LATENCY GRAPH`.
 const GRAPH_COLS: usize = 80;
-
-#[derive(Clone, Copy, Default)]
-struct Sample {
-    /// Unix seconds; 0 for an unused slot.
-    time: i64,
-    ms: u64,
-}
-
-struct Series {
-    idx: usize,
-    max: u64,
-    samples: [Sample; TS_LEN],
-}
-
-/// The server's latency events, in the order they first occurred.
-#[derive(Default)]
-pub struct Monitor {
-    events: Mutex<Vec<(String, Box<Series>)>>,
-}
-
-impl Monitor {
-    /// `latencyAddSample`: one sample of `ms` for `event` at unix second
-    /// `now`; samples of the same second keep their maximum.
-    pub fn add(&self, event: &str, ms: u64, now: i64) {
-        let mut g = self.events.lock();
-        let i = match g.iter().position(|(n, _)| n == event) {
-            Some(i) => i,
-            None => {
-                let s = Series { idx: 0, max: 0, samples: [Sample::default(); TS_LEN] };
-                g.push((event.to_string(), Box::new(s)));
-                g.len() - 1
-            }
-        };
-        let ts = &mut g[i].1;
-        ts.max = ts.max.max(ms);
-        let prev = (ts.idx + TS_LEN - 1) % TS_LEN;
-        if ts.samples[prev].time == now {
-            ts.samples[prev].ms = ts.samples[prev].ms.max(ms);
-            return;
-        }
-        ts.samples[ts.idx] = Sample { time: now, ms };
-        ts.idx = (ts.idx + 1) % TS_LEN;
-    }
-
-    /// Forgets `event` (case-insensitive), or every event: how many went.
-    fn reset(&self, event: Option<&[u8]>) -> usize {
-        let mut g = self.events.lock();
-        let before = g.len();
-        g.retain(|(n, _)| event.is_some_and(|e| !e.eq_ignore_ascii_case(n.as_bytes())));
-        before - g.len()
-    }
-}
-
-impl Series {
-    /// Used samples, oldest first.
-    fn iter(&self) -> impl Iterator<Item = Sample> + '_ {
-        (0..TS_LEN).map(|j| self.samples[(self.idx + j) % TS_LEN]).filter(|s| s.time != 0)
-    }
-}
 
 pub const COMMANDS: &[Command] = &[Command::redis("LATENCY", crate::commands::server::container)
     .subs(&[
@@ -480,19 +415,6 @@ fn help(_: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn samples_of_one_second_keep_their_maximum() {
-        let m = Monitor::default();
-        m.add("command", 5, 100);
-        m.add("command", 9, 100);
-        m.add("command", 3, 100);
-        m.add("command", 2, 101);
-        let g = m.events.lock();
-        let s: Vec<(i64, u64)> = g[0].1.iter().map(|s| (s.time, s.ms)).collect();
-        assert_eq!(s, vec![(100, 9), (101, 2)]);
-        assert_eq!(g[0].1.max, 9);
-    }
 
     #[test]
     fn sparkline_matches_redis_rendering() {

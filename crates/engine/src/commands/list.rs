@@ -1,7 +1,7 @@
 //! List commands: pushes, pops (with counts), LLEN, LRANGE, LINDEX, LSET,
 //! LINSERT, LREM, LTRIM, LPOS, LMOVE, RPOPLPUSH, LMPOP, and the blocking
 //! pops BLPOP, BRPOP, BRPOPLPUSH, BLMOVE and BLMPOP (their waiting is in
-//! `crate::blocking`). The value type is `store::types::List`.
+//! `crate::core::blocking`). The value type is `store::types::List`.
 //!
 //! Write paths look the key up once in its stripe, check its type, change
 //! the list in place and then mark the key modified; an emptied list is
@@ -13,11 +13,11 @@ use resp::ReplyBuf;
 use store::types::{List, ListEnd};
 use store::{Kind, Stripe, Value, NO_EXPIRE};
 
-use crate::blocking;
-use crate::ctx::{eq_ic, parse_i64, Args, Ctx};
-use crate::effects::Class;
-use crate::error::{CmdError, CmdResult};
-use crate::spec::{Command, KeyList, Lock};
+use crate::core::blocking;
+use crate::core::ctx::{eq_ic, parse_i64, Args, Ctx};
+use crate::core::effects::Class;
+use crate::core::error::{CmdError, CmdResult};
+use crate::core::spec::{Command, KeyList, Lock};
 
 pub const COMMANDS: &[Command] = &[
     Command::redis("LPUSH", lpush),
@@ -55,12 +55,12 @@ fn list_in<'s>(
     s: &'s mut Stripe,
     key: &[u8],
     now: i64,
-    lru: crate::evict::Stamp<'_>,
+    lru: crate::subsystems::evict::Stamp<'_>,
 ) -> Result<Option<&'s mut List>, CmdError> {
     match s.get(key, now) {
         None => Ok(None),
         Some(e) => {
-            e.lru = crate::evict::access(lru, e.lru);
+            e.lru = crate::subsystems::evict::access(lru, e.lru);
             match &mut e.value {
                 Value::List(l) => Ok(Some(l)),
                 _ => Err(CmdError::WrongType),
@@ -185,7 +185,12 @@ fn push_with(
                 l.push(end, v);
             }
             let n = l.len();
-            s.insert(key, Value::List(Box::new(l)), NO_EXPIRE, crate::evict::fresh(lru));
+            s.insert(
+                key,
+                Value::List(Box::new(l)),
+                NO_EXPIRE,
+                crate::subsystems::evict::fresh(lru),
+            );
             (n, true)
         }
     };
@@ -555,7 +560,12 @@ fn move_with(
         None => {
             let mut l = List::new(fill);
             l.push(to, &v);
-            d.insert(dst, Value::List(Box::new(l)), NO_EXPIRE, crate::evict::fresh(lru));
+            d.insert(
+                dst,
+                Value::List(Box::new(l)),
+                NO_EXPIRE,
+                crate::subsystems::evict::fresh(lru),
+            );
             true
         }
     };

@@ -14,9 +14,9 @@ use store::types::stream::lp_str_size;
 use store::Value;
 
 use crate::commands::server::reply_help;
-use crate::ctx::{eq_ic, Args, Ctx};
-use crate::error::{CmdError, CmdResult};
-use crate::spec::Command;
+use crate::core::ctx::{eq_ic, Args, Ctx};
+use crate::core::error::{CmdError, CmdResult};
+use crate::core::spec::Command;
 
 pub const COMMANDS: &[Command] = &[Command::redis("MEMORY", crate::commands::server::container)
     .subs(&[
@@ -39,7 +39,7 @@ fn usage(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         match args.peek() {
             Some(n) if eq_ic(a, "SAMPLES") => {
                 args.next();
-                let n = crate::ctx::parse_i64(n)?;
+                let n = crate::core::ctx::parse_i64(n)?;
                 if n < 0 {
                     return Err(CmdError::Syntax);
                 }
@@ -228,10 +228,10 @@ pub(crate) struct Overhead {
     keys: u64,
     per_db: Vec<(usize, usize, usize)>,
     pub overhead: u64,
-    pub clients: crate::shared::ClientsMemory,
+    pub clients: crate::core::shared::ClientsMemory,
     pub backlog: u64,
     pub aof_buffer: u64,
-    m: crate::shared::MemStats,
+    m: crate::core::shared::MemStats,
 }
 
 pub(crate) fn overhead(cx: &mut Ctx) -> Overhead {
@@ -243,7 +243,7 @@ pub(crate) fn overhead(cx: &mut Ctx) -> Overhead {
     let mut per_db = Vec::new();
     let mut keys = 0u64;
     let clients = sh.clients_memory();
-    let backlog = crate::commands::repl::view(sh).backlog.map_or(0, |(_, len)| len.max(0) as u64);
+    let backlog = crate::subsystems::repl::view(sh).backlog.map_or(0, |(_, len)| len.max(0) as u64);
     let aof_buffer = sh.host.aof.as_ref().map_or(0, |a| a.info().buffer_length);
     let mut overhead = startup
         + sh.scripts.body_bytes() as u64

@@ -3,9 +3,10 @@
 //! read its replies, delete the keys it acknowledged (unless COPY) and
 //! propagate that as one `DEL`.
 //!
-//! The handler never sees a socket: the network side is the [`Migrator`]
-//! the server installs in `Host::migrator` (`crate::host::Host`) (a cached
-//! connection per `host:port`, blocking I/O bounded by the timeout). The
+//! The handler never sees a socket: the network side is the
+//! [`Migrator`](crate::subsystems::migrate::Migrator) the server installs
+//! in `Host::migrator` (a cached connection per `host:port`, blocking I/O
+//! bounded by the timeout). The
 //! handler holds the keys' stripes for the whole round trip, so nothing
 //! changes a key between its DUMP and its deletion; Redis blocks the
 //! whole server meanwhile, Sluice the keys' stripes and the connection's
@@ -13,66 +14,15 @@
 
 use resp::ReplyBuf;
 
-use crate::ctx::{eq_ic, Args, Ctx};
-use crate::error::{CmdError, CmdResult};
-use crate::spec::{Command, KeyList, Lock};
+use crate::core::ctx::{eq_ic, Args, Ctx};
+use crate::core::error::{CmdError, CmdResult};
+use crate::core::spec::{Command, KeyList, Lock};
+use crate::subsystems::migrate::{Failure, Item, Transfer};
 
-/// One key to send: name, TTL in ms (0: none) and DUMP payload.
-pub struct Item<'a> {
-    pub key: &'a [u8],
-    pub ttl: i64,
-    pub payload: Vec<u8>,
-}
-
-/// What MIGRATE asks of the network.
-pub struct Transfer<'a> {
-    pub host: &'a [u8],
-    pub port: &'a [u8],
-    /// Milliseconds, for the connection and for each write and read.
-    pub timeout_ms: u64,
-    /// `AUTH [username] password` first.
-    pub auth: Option<(Option<&'a [u8]>, &'a [u8])>,
-    pub db: i64,
-    pub items: &'a [Item<'a>],
-    pub replace: bool,
-}
-
-/// Why the transfer stopped short.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Failure {
-    Connect,
-    Write,
-    Read,
-}
-
-/// What came back: the reply lines read (without CRLF), in order.
-#[derive(Debug, Default)]
-pub struct Transferred {
-    /// AUTH's reply, when AUTH was sent and its reply read.
-    pub auth: Option<Vec<u8>>,
-    /// SELECT's reply, when SELECT was sent (the cached connection had
-    /// another database selected) and its reply read.
-    pub select: Option<Vec<u8>>,
-    /// One line per RESTORE read, possibly fewer than the items.
-    pub restores: Vec<Vec<u8>>,
-    pub failure: Option<Failure>,
-}
-
-/// The network side of MIGRATE (the server's).
-pub trait Migrator: Send + Sync {
-    /// Sends the commands and reads the replies, retrying once on a fresh
-    /// connection where Redis does (a failure before any RESTORE reply
-    /// that is not a timeout).
-    fn transfer(&self, t: &Transfer<'_>) -> Transferred;
-    /// Connections kept open for later MIGRATEs (INFO's
-    /// `migrate_cached_sockets`).
-    fn cached_sockets(&self) -> usize;
-}
-
-/// MIGRATE's keys for locking: [`crate::meta::migrate_key_positions`],
+/// MIGRATE's keys for locking: [`crate::core::meta::migrate_key_positions`],
 /// the positions the ACL check and COMMAND GETKEYS use too.
 fn migrate_keys<'a>(argv: &[&'a [u8]], db: usize, keys: &mut KeyList<'a>) {
-    for pos in crate::meta::migrate_key_positions(argv) {
+    for pos in crate::core::meta::migrate_key_positions(argv) {
         keys.push((db, argv[pos]));
     }
 }
@@ -139,12 +89,12 @@ fn migrate(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     // As Redis's redactClientCommandArgument, for MONITOR.
     cx.sess.redact |= o.redact;
     // Redis reads the timeout first, then the database.
-    let mut timeout = crate::ctx::parse_i64(argv[5])?;
-    let db = crate::ctx::parse_i64(argv[4])?;
+    let mut timeout = crate::core::ctx::parse_i64(argv[5])?;
+    let db = crate::core::ctx::parse_i64(argv[4])?;
     if timeout <= 0 {
         timeout = 1000;
     }
-    let snap = crate::snapshot::installed(cx.shared)?;
+    let snap = crate::subsystems::snapshot::installed(cx.shared)?;
     let net = cx
         .shared
         .host
@@ -212,7 +162,7 @@ fn migrate(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
             }
         } else if !o.copy {
             cx.delete(item.key);
-            cx.changed(item.key, crate::effects::Class::GENERIC, "del", 1);
+            cx.changed(item.key, crate::core::effects::Class::GENERIC, "del", 1);
             deleted.push(item.key);
         }
     }

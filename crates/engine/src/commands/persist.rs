@@ -1,17 +1,17 @@
 //! Persistence commands: DUMP and RESTORE (payloads byte-compatible with
 //! Redis 7.0.15), SAVE, BGSAVE, LASTSAVE, BGREWRITEAOF. The codec and the files are
-//! behind [`crate::snapshot::Snapshots`], which the server installs.
+//! behind [`crate::subsystems::snapshot::Snapshots`], which the server installs.
 
 use std::sync::atomic::Ordering;
 
 use resp::ReplyBuf;
 use store::NO_EXPIRE;
 
-use crate::ctx::{eq_ic, parse_i64, Args, Ctx};
-use crate::effects::Class;
-use crate::error::{CmdError, CmdResult};
-use crate::snapshot::{RestoreError, Snapshots};
-use crate::spec::Command;
+use crate::core::ctx::{eq_ic, parse_i64, Args, Ctx};
+use crate::core::effects::Class;
+use crate::core::error::{CmdError, CmdResult};
+use crate::core::spec::Command;
+use crate::subsystems::snapshot::{RestoreError, Snapshots};
 
 pub const COMMANDS: &[Command] = &[
     Command::redis("DUMP", dump),
@@ -27,7 +27,7 @@ pub const COMMANDS: &[Command] = &[
 ];
 
 fn snapshots(cx: &Ctx) -> Result<std::sync::Arc<dyn Snapshots>, CmdError> {
-    crate::snapshot::installed(cx.shared)
+    crate::subsystems::snapshot::installed(cx.shared)
 }
 
 /// `server.dirty` as this command sees it (the INFO figure).
@@ -109,11 +109,11 @@ fn restore(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     // Redis's objectSetLRUOrLFU: FREQ counts under an LFU policy, IDLETIME
     // under any other.
     let stamp = cx.lru();
-    let field = if stamp.bits & crate::evict::LFU_BIT != 0 {
-        (freq >= 0).then(|| crate::evict::fresh(stamp) & !0xff | freq as u32)
+    let field = if stamp.bits & crate::subsystems::evict::LFU_BIT != 0 {
+        (freq >= 0).then(|| crate::subsystems::evict::fresh(stamp) & !0xff | freq as u32)
     } else {
         let clock = cx.shared.lru_clock();
-        (idle >= 0).then(|| crate::evict::lru_idle_stamp(clock, idle as u64))
+        (idle >= 0).then(|| crate::subsystems::evict::lru_idle_stamp(clock, idle as u64))
     };
     if let Some(field) = field {
         if let Some(e) = cx.keys.get(cx.db, key) {
@@ -191,11 +191,11 @@ fn lastsave(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
 
 /// `SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT]`, as Redis 7.0: the
 /// sequence itself (waiting for lagging replicas, the final save) is
-/// [`crate::shutdown`]'s. The client gets no reply when the server
+/// [`crate::subsystems::shutdown`]'s. The client gets no reply when the server
 /// exits, only the closed connection; it waits blocked while the
 /// shutdown waits for replicas.
 fn shutdown(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
-    let mut flags = crate::shutdown::Flags::default();
+    let mut flags = crate::subsystems::shutdown::Flags::default();
     let mut abort = false;
     while let Some(a) = args.next() {
         if eq_ic(a, "NOSAVE") {
@@ -212,11 +212,13 @@ fn shutdown(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
             return Err(CmdError::Syntax);
         }
     }
-    if (abort && flags != crate::shutdown::Flags::default()) || (flags.nosave && flags.save) {
+    if (abort && flags != crate::subsystems::shutdown::Flags::default())
+        || (flags.nosave && flags.save)
+    {
         return Err(CmdError::Syntax);
     }
     if abort {
-        if !crate::shutdown::abort(cx.shared) {
+        if !crate::subsystems::shutdown::abort(cx.shared) {
             return Err(CmdError::err("No shutdown in progress."));
         }
         out.ok();
@@ -234,16 +236,16 @@ fn shutdown(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     }
     let dirty = dirty_now(cx);
     let argv = args.argv();
-    let failed: crate::blocking::TimeoutReply =
-        Box::new(|| format!("-ERR {}\r\n", crate::shutdown::FAILED).into_bytes());
+    let failed: crate::core::blocking::TimeoutReply =
+        Box::new(|| format!("-ERR {}\r\n", crate::subsystems::shutdown::FAILED).into_bytes());
     let shared = cx.shared;
-    match crate::shutdown::request(shared, flags, dirty, || {
-        crate::blocking::block_keyless(cx, argv, 0, failed)
+    match crate::subsystems::shutdown::request(shared, flags, dirty, || {
+        crate::core::blocking::block_keyless(cx, argv, 0, failed)
     }) {
-        crate::shutdown::Outcome::Exit => cx.sess.handle.kill(),
-        crate::shutdown::Outcome::Waiting => {}
-        crate::shutdown::Outcome::Failed => {
-            return Err(CmdError::err(crate::shutdown::FAILED));
+        crate::subsystems::shutdown::Outcome::Exit => cx.sess.handle.kill(),
+        crate::subsystems::shutdown::Outcome::Waiting => {}
+        crate::subsystems::shutdown::Outcome::Failed => {
+            return Err(CmdError::err(crate::subsystems::shutdown::FAILED));
         }
     }
     Ok(())

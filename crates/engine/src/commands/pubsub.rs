@@ -1,18 +1,18 @@
 //! Pub/sub commands: SUBSCRIBE, UNSUBSCRIBE, PSUBSCRIBE, PUNSUBSCRIBE,
 //! SSUBSCRIBE, SUNSUBSCRIBE, PUBLISH, SPUBLISH and PUBSUB's introspection.
 //!
-//! The registry and delivery are [`crate::pubsub`]. What a RESP2 client in
+//! The registry and delivery are [`crate::subsystems::pubsub`]. What a RESP2 client in
 //! pub/sub mode may run is the table's `PUBSUB_CONTEXT` flag (checked by
 //! the dispatcher); subscribe and unsubscribe confirmations are pushes,
 //! which CLIENT REPLY does not suppress (`Session::pushed`).
 
 use resp::ReplyBuf;
 
-use crate::commands::client::help_reply;
-use crate::ctx::{Args, Ctx};
-use crate::error::{CmdError, CmdResult};
-use crate::pubsub::Kind;
-use crate::spec::{Command, Flags};
+use crate::core::ctx::help_reply;
+use crate::core::ctx::{Args, Ctx};
+use crate::core::error::{CmdError, CmdResult};
+use crate::core::spec::{Command, Flags};
+use crate::subsystems::pubsub::Kind;
 
 const PUBSUB_SUBS: &[Command] = &[
     Command::redis("CHANNELS", pubsub_channels),

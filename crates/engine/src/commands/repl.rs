@@ -4,134 +4,29 @@
 //!
 //! The stream itself — the backlog fed from the effects record, full and
 //! partial resynchronisation, the replica connections — is the server's
-//! (`crates/server/src/repl.rs`), behind the [`Replication`] seam, as the
-//! RDB codec is behind [`crate::snapshot::Snapshots`]. The commands here
-//! only parse, answer what they can, and hand over: `SYNC`/`PSYNC` record
-//! the request in the session's [`Handshake`] and end the connection's
-//! command loop; the connection layer then gives the socket to the
-//! server's replication, which answers `+FULLRESYNC` or `+CONTINUE`.
+//! (`crates/server/src/replication/`), behind the
+//! [`Replication`](crate::subsystems::repl::Replication) seam, as the RDB
+//! codec is behind [`crate::subsystems::snapshot::Snapshots`]. The
+//! commands here only parse, answer what they can, and hand over:
+//! `SYNC`/`PSYNC` record the request in the session's [`Handshake`] and
+//! end the connection's command loop; the connection layer then gives the
+//! socket to the server's replication, which answers `+FULLRESYNC` or
+//! `+CONTINUE`.
 //!
-//! `REPLICAOF host port` hands over to the server's [`Follow`] (the
-//! replica side, `crates/server/src/follow.rs`); ROLE and INFO show the
-//! replica's view while it follows a master.
-
-use std::sync::atomic::Ordering;
-use std::sync::Arc;
+//! `REPLICAOF host port` hands over to the server's
+//! [`Follow`](crate::subsystems::repl::Follow) (the replica side); ROLE
+//! and INFO show the replica's view while it follows a master.
 
 use resp::ReplyBuf;
 
-use crate::blocking::Waiter;
-use crate::ctx::{eq_ic, parse_i64, Args, Ctx};
-use crate::error::{CmdError, CmdResult};
-use crate::log;
-use crate::shared::Shared;
-use crate::spec::Command;
-
-/// What the server's replication does for the commands.
-pub trait Replication: Send + Sync {
-    /// The state INFO replication and ROLE report.
-    fn view(&self) -> View;
-    /// `master_repl_offset` now.
-    fn offset(&self) -> i64;
-    /// How many online replicas acknowledged `offset` or more.
-    fn acked(&self, offset: i64) -> usize;
-    /// Parks a WAIT: `w` is served once `numreplicas` replicas acknowledged
-    /// `offset`; the replicas are asked for an acknowledgement now
-    /// (`REPLCONF GETACK *`).
-    fn wait(&self, w: Arc<Waiter>, offset: i64, numreplicas: usize);
-    /// Asks every replica for an acknowledgement now (a shutdown waiting
-    /// for them, as Redis's `sendGetackToReplicas`).
-    fn request_ack(&self);
-    /// `sync_full`, `sync_partial_ok`, `sync_partial_err` (INFO stats).
-    fn sync_stats(&self) -> (u64, u64, u64);
-    /// Online replicas that acknowledged within `min-replicas-max-lag`.
-    fn good_replicas(&self) -> usize;
-}
-
-/// What the server's replica side does for the commands.
-pub trait Follow: Send + Sync {
-    /// Starts following `host:port` (dropping any current master). `false`
-    /// when that master is already the one followed.
-    fn follow(&self, host: &str, port: u16) -> bool;
-    /// Stops following and promotes this server to a master, keeping its
-    /// data (`REPLICAOF NO ONE`). `false` when it was a master already.
-    fn promote(&self) -> bool;
-    /// The replica's state while it follows a master.
-    fn view(&self) -> Option<FollowView>;
-}
-
-/// A replica's link to its master, as INFO replication and ROLE show it.
-#[derive(Clone, Debug)]
-pub struct FollowView {
-    pub host: String,
-    pub port: u16,
-    /// ROLE's state: `connect`, `connecting`, `handshake`, `sync` or
-    /// `connected`.
-    pub state: &'static str,
-    /// Seconds since the master last sent something, while linked.
-    pub last_io: Option<i64>,
-    /// While an RDB payload arrives: (total bytes, or -1 when not known,
-    /// bytes read, seconds since the last read).
-    pub transfer: Option<(i64, i64, i64)>,
-    /// Unix seconds since when the link is down (0: never was up).
-    pub down_since: i64,
-    /// Stream bytes read and applied (the master's offsets), when known.
-    pub read_offset: i64,
-    pub applied_offset: i64,
-}
-
-/// One replica as INFO (`slaveN:`) and ROLE show it.
-#[derive(Clone, Debug)]
-pub struct ReplicaView {
-    pub ip: String,
-    pub port: u16,
-    /// `wait_bgsave`, `send_bulk` or `online`.
-    pub state: &'static str,
-    /// The offset it last acknowledged.
-    pub ack_offset: i64,
-    /// Seconds since its last acknowledgement.
-    pub lag: i64,
-}
-
-/// The replication state as INFO replication reports it.
-#[derive(Clone, Debug)]
-pub struct View {
-    pub replid: String,
-    pub replid2: String,
-    pub offset: i64,
-    pub second_offset: i64,
-    /// The backlog while one exists: (first byte's offset, bytes held).
-    pub backlog: Option<(i64, i64)>,
-    pub replicas: Vec<ReplicaView>,
-    /// Replicas whose lag is within `min-replicas-max-lag` (reported when
-    /// `min-replicas-to-write` is set).
-    pub good_replicas: usize,
-}
-
-/// What a client said with REPLCONF before it asked to SYNC, and the
-/// request that turns its connection into a replica.
-#[derive(Clone, Debug, Default)]
-pub struct Handshake {
-    /// `REPLCONF listening-port`.
-    pub listening_port: u16,
-    /// `REPLCONF ip-address` (else the peer's address is shown).
-    pub ip: Option<String>,
-    /// `REPLCONF capa eof`: can read a diskless (EOF-marked) payload.
-    pub capa_eof: bool,
-    /// `REPLCONF capa psync2`: understands `+CONTINUE <replid>`.
-    pub capa_psync2: bool,
-    /// Set by SYNC/PSYNC: the connection becomes a replica.
-    pub sync: Option<SyncRequest>,
-}
-
-/// How the replica asked to synchronise.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum SyncRequest {
-    /// The old `SYNC`: a full resynchronisation, no `+FULLRESYNC` line.
-    Sync,
-    /// `PSYNC replid offset` (`?` and `-1` ask for a full one).
-    Psync { replid: Vec<u8>, offset: i64 },
-}
+use crate::core::ctx::{eq_ic, parse_i64, Args, Ctx};
+use crate::core::error::{CmdError, CmdResult};
+use crate::core::shared::Shared;
+use crate::core::spec::Command;
+use crate::subsystems::log;
+use crate::subsystems::repl::{
+    follow_view, min_replicas, replication, view, Handshake, SyncRequest,
+};
 
 /// The session's handshake, created by its first REPLCONF.
 fn handshake<'s>(cx: &'s mut Ctx) -> &'s mut Handshake {
@@ -147,10 +42,6 @@ pub const COMMANDS: &[Command] = &[
     Command::redis("REPLICAOF", replicaof),
     Command::redis("SLAVEOF", replicaof),
 ];
-
-fn replication(sh: &Shared) -> Option<Arc<dyn Replication>> {
-    sh.host.replication.as_ref().cloned()
-}
 
 fn sync(cx: &mut Ctx, _args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     request_sync(cx, out, SyncRequest::Sync)
@@ -261,7 +152,7 @@ fn wait(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     }
     let r = repl.clone();
     let argv = args.argv();
-    let w = crate::blocking::block_keyless(
+    let w = crate::core::blocking::block_keyless(
         cx,
         argv,
         timeout,
@@ -282,16 +173,6 @@ fn parse_timeout_ms(a: &[u8]) -> Result<i64, CmdError> {
         return Err(CmdError::err("timeout is negative"));
     }
     Ok(ms)
-}
-
-/// Whether this server follows a master and its link is not up (Redis's
-/// `repl_state != REPL_STATE_CONNECTED` with a master set).
-pub fn master_down(sh: &Shared) -> bool {
-    follow_view(sh).is_some_and(|f| f.state != "connected")
-}
-
-fn follow_view(sh: &Shared) -> Option<FollowView> {
-    sh.host.follow.as_ref().and_then(|f| f.view())
 }
 
 fn role(cx: &mut Ctx, _args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
@@ -327,7 +208,7 @@ fn replicaof(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
             if f.promote() {
                 log::notice(&format!(
                     "MASTER MODE enabled (user request from '{}')",
-                    String::from_utf8_lossy(&crate::commands::client::info_line(
+                    String::from_utf8_lossy(&crate::subsystems::client_list::info_line(
                         cx.shared, cx.sess
                     ))
                 ));
@@ -357,38 +238,10 @@ fn replicaof(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     }
     log::notice(&format!(
         "REPLICAOF {host}:{port} enabled (user request from '{}')",
-        String::from_utf8_lossy(&crate::commands::client::info_line(cx.shared, cx.sess))
+        String::from_utf8_lossy(&crate::subsystems::client_list::info_line(cx.shared, cx.sess))
     ));
     out.ok();
     Ok(())
-}
-
-/// The replication state, or a master's with no replica ever attached
-/// when the process installed no replication (engine tests).
-pub fn view(sh: &Shared) -> View {
-    match replication(sh) {
-        Some(r) => r.view(),
-        None => View {
-            replid: sh.run_id.chars().rev().collect(),
-            replid2: "0".repeat(40),
-            offset: 0,
-            second_offset: -1,
-            backlog: None,
-            replicas: Vec::new(),
-            good_replicas: 0,
-        },
-    }
-}
-
-/// Replicas that count for `min-replicas-to-write` (none without
-/// replication).
-pub fn good_replicas(sh: &Shared) -> usize {
-    replication(sh).map_or(0, |r| r.good_replicas())
-}
-
-/// `sync_full`, `sync_partial_ok`, `sync_partial_err`.
-pub fn sync_stats(sh: &Shared) -> (u64, u64, u64) {
-    replication(sh).map_or((0, 0, 0), |r| r.sync_stats())
 }
 
 /// INFO's `# Replication` section, master side, in Redis 7.0's order.
@@ -415,7 +268,7 @@ pub fn info_section(sh: &Shared, t: &mut String) {
                 f.read_offset,
                 f.applied_offset,
             );
-            let now = crate::shared::unix_ms() / 1000;
+            let now = crate::core::shared::unix_ms() / 1000;
             if let Some((size, read, last)) = f.transfer {
                 let perc = if size > 0 { read as f64 / size as f64 * 100.0 } else { 0.0 };
                 let _ = write!(
@@ -470,19 +323,4 @@ pub fn info_section(sh: &Shared, t: &mut String) {
         v.second_offset,
         u8::from(v.backlog.is_some()),
     );
-}
-
-/// `min-replicas-to-write` and `min-replicas-max-lag`.
-pub fn min_replicas(cfg: &crate::config::Config) -> (i64, i64) {
-    let num = |n: &str| {
-        cfg.get_by_name(n)
-            .and_then(|v| std::str::from_utf8(&v).ok().and_then(|s| s.parse().ok()))
-            .unwrap_or(0)
-    };
-    (num("min-replicas-to-write"), num("min-replicas-max-lag"))
-}
-
-/// Whether the client is a replica (CLIENT LIST flag `S`, type `replica`).
-pub fn is_replica(h: &crate::session::ClientHandle) -> bool {
-    h.replica.load(Ordering::Relaxed)
 }

@@ -1,17 +1,17 @@
 //! Server administration: CONFIG GET/SET/RESETSTAT/REWRITE/HELP.
 //!
 //! The parameters, their parsing and their error texts live in
-//! `crate::config`; this file is the command surface: 7.0's multi-pattern
+//! `crate::subsystems::config`; this file is the command surface: 7.0's multi-pattern
 //! GET, atomic multi-parameter SET, and the statistics reset.
 
 use std::sync::atomic::Ordering;
 
 use resp::ReplyBuf;
 
-use crate::config::{self, pflags, Named};
-use crate::ctx::{Args, Ctx};
-use crate::error::{CmdError, CmdResult};
-use crate::spec::{Command, Lock};
+use crate::core::ctx::{Args, Ctx};
+use crate::core::error::{CmdError, CmdResult};
+use crate::core::spec::{Command, Lock};
+use crate::subsystems::config::{self, pflags, Named};
 
 pub const COMMANDS: &[Command] = &[Command::redis("CONFIG", container).subs(&[
     Command::redis("GET", config_get),
@@ -80,7 +80,7 @@ fn config_get(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
             if seen(&found, n.name().as_bytes()) {
                 continue;
             }
-            if crate::glob::matches(pat, n.name().as_bytes(), true) {
+            if crate::subsystems::glob::matches(pat, n.name().as_bytes(), true) {
                 found.push((n.name().as_bytes().to_vec(), n));
             }
         }
@@ -182,7 +182,7 @@ fn config_set(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     if let Err((n, why)) = next.apply_set(&names, &cx.shared.oom) {
         // What the apply functions did for the new values is undone.
         config::apply_oom_score(&cx.shared.oom, &cx.shared.config.read());
-        crate::log::warning(&format!(
+        crate::subsystems::log::warning(&format!(
             "Failed applying new configuration. Possibly related to new {} setting. Restoring \
              previous settings.",
             n.param.name
@@ -206,7 +206,7 @@ fn config_set(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
                     .find(|n| n.starts_with("tls-") && *n != "tls-port")
                     .unwrap_or(first.name())
             };
-            crate::log::warning(&format!(
+            crate::subsystems::log::warning(&format!(
                 "Failed applying new configuration. Possibly related to new {name} setting. \
                  Restoring previous settings."
             ));
@@ -229,7 +229,7 @@ fn config_set(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
                 } else {
                     (b"bind", "Failed to bind to specified addresses.")
                 };
-                crate::log::warning(&format!(
+                crate::subsystems::log::warning(&format!(
                     "Failed applying new configuration. Possibly related to new {} setting. \
                      Restoring previous settings.",
                     String::from_utf8_lossy(name)
@@ -241,7 +241,7 @@ fn config_set(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     cx.shared.host.log.set_level(&next.loglevel);
     for (n, _) in &chosen {
         if !n.param.has_effect() {
-            crate::log::warning(&config::no_effect_warning(n.name(), &next.get(*n)));
+            crate::subsystems::log::warning(&config::no_effect_warning(n.name(), &next.get(*n)));
         }
     }
     let max = next.maxmemory;
@@ -269,13 +269,13 @@ fn config_set(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         // evicted key a unit of its own, outside this command's). Not
         // inside EXEC, which may hold the stripes eviction would lock:
         // the next command evicts then.
-        let mut fx = crate::effects::Effects::default();
-        let _ = crate::evict::perform(cx.shared, &mut fx, max);
+        let mut fx = crate::core::effects::Effects::default();
+        let _ = crate::subsystems::evict::perform(cx.shared, &mut fx, max);
     }
     if chosen.iter().any(|(n, _)| matches!(n.name(), "maxmemory" | "maxmemory-clients")) {
         // A lower client limit closes clients at once (Redis's
         // applyClientMaxMemoryUsage).
-        crate::evict::evict_clients(cx.shared);
+        crate::subsystems::evict::evict_clients(cx.shared);
     }
     out.ok();
     Ok(())

@@ -18,11 +18,11 @@ use store::{Table, Value, NO_EXPIRE};
 
 use crate::commands::algebra::{self, Operand, Sources};
 use crate::commands::keys::space::{parse_cursor, parse_scan_opts};
-use crate::ctx::{eq_ic, parse_i64, Args, Ctx};
-use crate::effects::Class;
-use crate::error::{CmdError, CmdResult};
-use crate::glob;
-use crate::spec::{Command, KeyList, Lock};
+use crate::core::ctx::{eq_ic, parse_i64, Args, Ctx};
+use crate::core::effects::Class;
+use crate::core::error::{CmdError, CmdResult};
+use crate::core::spec::{Command, KeyList, Lock};
+use crate::subsystems::glob;
 
 pub const COMMANDS: &[Command] = &[
     Command::redis("SADD", sadd),

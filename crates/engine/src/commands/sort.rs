@@ -26,10 +26,10 @@ use store::types::set::Member;
 use store::types::{List, ZSet};
 use store::{Value, NO_EXPIRE};
 
-use crate::ctx::{eq_ic, parse_i64, Args, Ctx};
-use crate::effects::Class;
-use crate::error::{CmdError, CmdResult};
-use crate::spec::{Command, KeyList, Lock};
+use crate::core::ctx::{eq_ic, parse_i64, Args, Ctx};
+use crate::core::effects::Class;
+use crate::core::error::{CmdError, CmdResult};
+use crate::core::spec::{Command, KeyList, Lock};
 
 pub const COMMANDS: &[Command] = &[
     Command::redis("SORT", sort)
@@ -307,7 +307,7 @@ fn sort_generic(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf, readonly: boo
     // Redis's `user_has_full_key_access`: BY with a pattern and GET read
     // keys no key spec names, so they need a selector that may read every
     // key (one whose pattern matches the string "*").
-    let full_access = cx.sess.user.key_allowed(b"*", crate::meta::k::ACCESS);
+    let full_access = cx.sess.user.key_allowed(b"*", crate::core::meta::k::ACCESS);
     let mut o = parse_opts(args, readonly, full_access)?;
     let from_script = cx.caller.in_script();
 
@@ -746,7 +746,7 @@ mod tests {
 
     #[test]
     fn patterns_lock_the_whole_database() {
-        use crate::dispatch::{key_ids, lookup, Lookup, Scope};
+        use crate::core::dispatch::{key_ids, lookup, Lookup, Scope};
         let h = Harness::new();
         let scope = |line: &str| {
             let argv: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();

@@ -13,11 +13,11 @@ use std::borrow::Cow;
 use resp::ReplyBuf;
 use store::{Value, NO_EXPIRE};
 
-use crate::ctx::{eq_ic, expect_string, parse_i64, Args, Ctx};
-use crate::effects::Class;
-use crate::error::{CmdError, CmdResult};
-use crate::ldouble::{self, LdError};
-use crate::spec::Command;
+use crate::core::ctx::{eq_ic, expect_string, parse_i64, Args, Ctx};
+use crate::core::effects::Class;
+use crate::core::error::{CmdError, CmdResult};
+use crate::core::spec::Command;
+use crate::subsystems::ldouble::{self, LdError};
 
 pub const COMMANDS: &[Command] = &[
     Command::redis("GET", get),
@@ -444,11 +444,11 @@ fn incr_with(cx: &mut Ctx, key: &[u8], by: i64, out: &mut ReplyBuf) -> CmdResult
             expect_string(e)?;
             let v = int_of(&e.value)?.checked_add(by).ok_or(CmdError::Overflow)?;
             e.value = Value::Int(v);
-            e.lru = crate::evict::access(lru, e.lru);
+            e.lru = crate::subsystems::evict::access(lru, e.lru);
             (v, false)
         }
         None => {
-            s.insert(key, Value::Int(by), NO_EXPIRE, crate::evict::fresh(lru));
+            s.insert(key, Value::Int(by), NO_EXPIRE, crate::subsystems::evict::fresh(lru));
             (by, true)
         }
     };
@@ -474,12 +474,17 @@ fn incrbyfloat(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
             let n = ldouble::incr_by(Some(cur), by, &mut buf).map_err(ld_error)?;
             // Stored as Redis's createStringObject: embstr or raw by size.
             e.value = Value::str_exact(&buf[..n]);
-            e.lru = crate::evict::access(lru, e.lru);
+            e.lru = crate::subsystems::evict::access(lru, e.lru);
             (n, false)
         }
         None => {
             let n = ldouble::incr_by(None, by, &mut buf).map_err(ld_error)?;
-            s.insert(key, Value::str_exact(&buf[..n]), NO_EXPIRE, crate::evict::fresh(lru));
+            s.insert(
+                key,
+                Value::str_exact(&buf[..n]),
+                NO_EXPIRE,
+                crate::subsystems::evict::fresh(lru),
+            );
             (n, true)
         }
     };
@@ -530,11 +535,11 @@ fn append(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
                 v.extend_from_slice(val);
                 total = v.len();
             }
-            e.lru = crate::evict::access(lru, e.lru);
+            e.lru = crate::subsystems::evict::access(lru, e.lru);
             (total, false)
         }
         None => {
-            s.insert(key, Value::from_arg(val), NO_EXPIRE, crate::evict::fresh(lru));
+            s.insert(key, Value::from_arg(val), NO_EXPIRE, crate::subsystems::evict::fresh(lru));
             (val.len(), true)
         }
     };
@@ -793,7 +798,7 @@ mod tests {
     use resp::{Proto, ReplyBuf};
     use store::NO_EXPIRE;
 
-    use crate::shared::unix_ms;
+    use crate::core::shared::unix_ms;
     use crate::tests::Harness;
 
     trait Resp3 {

@@ -1,16 +1,16 @@
 //! The blocking sorted-set pops: BZPOPMIN, BZPOPMAX and BZMPOP. They pop
 //! at once like ZPOPMIN/ZPOPMAX/ZMPOP when a key holds a sorted set, and
-//! otherwise wait through `crate::blocking` (as BLPOP does for lists).
+//! otherwise wait through `crate::core::blocking` (as BLPOP does for lists).
 
 use resp::ReplyBuf;
 
 use store::Kind;
 
-use crate::blocking;
 use crate::commands::zset::ops::{numkeys_at_1, parse_mpop, pop_reply, PopReply};
-use crate::ctx::{Args, Ctx};
-use crate::error::{CmdError, CmdResult};
-use crate::spec::{Command, KeyList, Lock};
+use crate::core::blocking;
+use crate::core::ctx::{Args, Ctx};
+use crate::core::error::{CmdError, CmdResult};
+use crate::core::spec::{Command, KeyList, Lock};
 
 pub const COMMANDS: &[Command] = &[
     Command::redis("BZPOPMIN", bzpopmin),

@@ -3,7 +3,7 @@
 //! A script runs to completion on its connection's thread, inside that
 //! thread's event loop: while it runs, the loop does not turn. Once the
 //! script passes `busy-reply-threshold`, its count hook calls
-//! [`during`] (through `engine::script::busy`), which does here, without
+//! [`during`] (through `engine::subsystems::script::busy`), which does here, without
 //! waiting, what the loop would do — as Redis's `processEventsWhileBlocked`
 //! does from its Lua hook:
 //!
@@ -76,7 +76,8 @@ thread_local! {
 }
 
 /// The engine's hooks (`Host::busy`).
-pub const HOOKS: engine::script::busy::Hooks = engine::script::busy::Hooks { during, ended };
+pub const HOOKS: engine::subsystems::script::busy::Hooks =
+    engine::subsystems::script::busy::Hooks { during, ended };
 
 /// Sets this event-loop thread up (its index, every loop's busy flags,
 /// its incoming sockets) and installs the engine's hooks.

@@ -21,16 +21,16 @@ use std::task::Poll;
 use std::time::Duration;
 
 use crate::signal::Signal;
-use engine::config::ObufLimit;
-use engine::dispatch;
-use engine::shared::unix_ms;
+use engine::core::dispatch;
+use engine::core::shared::unix_ms;
+use engine::subsystems::config::ObufLimit;
 use engine::{Session, Shared};
 use resp::{ArgBuf, Limits, Parsed, ReplyBuf};
 use smallvec::SmallVec;
 
 use crate::transport::Transport;
 
-use engine::log;
+use engine::subsystems::log;
 
 /// Stop executing input while this many reply bytes are unwritten.
 pub const OUT_HIGH_WATER: usize = 1 << 20;
@@ -80,7 +80,7 @@ impl ConnLimits {
             query_limit: c.client_query_buffer_limit,
             obuf: c.obuf_normal,
             obuf_pubsub: c.obuf_pubsub,
-            clients_limit: engine::evict::client_limit(&c),
+            clients_limit: engine::subsystems::evict::client_limit(&c),
         }
     }
 }
@@ -256,7 +256,7 @@ struct Conn<S> {
     /// When the output buffer went over the soft limit (unix ms).
     soft_since: Option<i64>,
     /// The command last published to `handle.last_cmd`.
-    published_cmd: &'static engine::spec::CommandSpec,
+    published_cmd: &'static engine::core::spec::CommandSpec,
     /// A reply another thread produced (a served blocked command) was
     /// queued: it waits for the AOF like a write of its own.
     served_reply: bool,
@@ -453,7 +453,7 @@ impl<S: Transport> Conn<S> {
     /// once, as Redis frees a blocked client whose peer closed.
     async fn wait_blocked(&mut self, notify: &Signal) -> Result<(), Closed> {
         let now = self.shared.clock.now_ms();
-        if let Some(reply) = engine::blocking::resolve(&self.shared, &mut self.sess, now) {
+        if let Some(reply) = engine::core::blocking::resolve(&self.shared, &mut self.sess, now) {
             if !reply.is_empty() {
                 dispatch::deliver_blocked(&mut self.sess, &mut self.out, &reply);
             }
@@ -501,11 +501,13 @@ impl<S: Transport> Conn<S> {
     fn drain_outbox(&mut self) {
         let handle = self.sess.handle.clone();
         handle.outbox.drain(|kind, msg| match kind {
-            engine::outbox::Kind::Reply => {
+            engine::core::outbox::Kind::Reply => {
                 self.served_reply = true;
                 dispatch::deliver_blocked(&mut self.sess, &mut self.out, msg)
             }
-            engine::outbox::Kind::Push | engine::outbox::Kind::Early => self.out.raw(msg),
+            engine::core::outbox::Kind::Push | engine::core::outbox::Kind::Early => {
+                self.out.raw(msg)
+            }
         });
     }
 
@@ -646,7 +648,7 @@ impl<S: Transport> Conn<S> {
             self.stream.flush_pending().map_err(|_| "write error")?;
         }
         // What is still unwritten counts against the output limit that
-        // publishers check (`engine::pubsub`).
+        // publishers check (`engine::subsystems::pubsub`).
         self.sess.handle.omem.store(self.out.len(), Ordering::Relaxed);
         Ok(())
     }
@@ -987,8 +989,8 @@ impl<S: Transport> Conn<S> {
         h.qbuf.store(self.rbuf.len() - self.rpos, Ordering::Relaxed);
         h.qbuf_free.store(self.rbuf.capacity() - self.rbuf.len(), Ordering::Relaxed);
         h.omem.store(self.out.len(), Ordering::Relaxed);
-        let own =
-            std::mem::size_of::<Self>() + std::mem::size_of::<engine::session::ClientHandle>();
+        let own = std::mem::size_of::<Self>()
+            + std::mem::size_of::<engine::core::session::ClientHandle>();
         let total = own
             + self.rbuf.capacity()
             + self.out.allocated()
@@ -1007,7 +1009,7 @@ impl<S: Transport> Conn<S> {
         self.mem_counted = total;
         let sum = self.shared.clients_mem.fetch_add(delta, Ordering::Relaxed) + delta;
         if delta > 0 && sum >= limit as i64 {
-            engine::evict::evict_clients(&self.shared);
+            engine::subsystems::evict::evict_clients(&self.shared);
         }
     }
 
@@ -1048,7 +1050,8 @@ impl<S: Transport> Conn<S> {
                 self.rbuf = Vec::new();
                 self.rpos = 0;
                 self.need = 0;
-            } else if cap > engine::shared::QUERY_RESIZE_THRESHOLD && cap / 2 > self.qbuf_peak {
+            } else if cap > engine::core::shared::QUERY_RESIZE_THRESHOLD && cap / 2 > self.qbuf_peak
+            {
                 self.compact();
                 let keep = self.rbuf.len().max(self.qbuf_peak).max(self.need);
                 self.rbuf.shrink_to(keep);

@@ -17,12 +17,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use engine::shared::unix_ms;
+use engine::core::shared::unix_ms;
 use engine::Shared;
 use tokio::sync::mpsc;
 
 use crate::conn;
-use engine::log;
+use engine::subsystems::log;
 
 /// Which protocol a listener speaks.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -157,7 +157,7 @@ fn close_idle_clients(shared: &Shared) {
             // As Redis's clientsCronHandleTimeout: blocked, subscribed
             // and MONITOR clients wait for others to talk, not idle.
             now - h.last_interaction_ms.load(Ordering::Relaxed) > limit
-                && !engine::blocking::is_blocked(h)
+                && !engine::core::blocking::is_blocked(h)
                 && !h.subscribed()
                 && !h.monitor.load(Ordering::Relaxed)
         })
@@ -376,7 +376,7 @@ fn event_loop(
         // Active expiry over this thread's share of the stripes.
         let sh = shared.clone();
         tokio::task::spawn_local(async move {
-            let mut fx = engine::effects::Effects::default();
+            let mut fx = engine::core::effects::Effects::default();
             sh.note_loop_cpu(true);
             loop {
                 let (hz, effort) = {
@@ -386,7 +386,7 @@ fn event_loop(
                 let period = Duration::from_millis(1000 / u64::from(hz));
                 tokio::time::sleep(period).await;
                 sh.note_loop_cpu(true);
-                engine::script::vm::release_flushed(&sh);
+                engine::subsystems::script::vm::release_flushed(&sh);
                 // Redis's slow cycle may take 25% of the period, 2% more
                 // per step of `active-expire-effort`.
                 sh.store.active_expire_effort.store(effort, Ordering::Relaxed);

@@ -15,8 +15,8 @@ use std::io::{self, IoSlice, Read, Write};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use engine::config::Config;
-use engine::log;
+use engine::subsystems::config::Config;
+use engine::subsystems::log;
 use rustls::crypto::ring as provider;
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::{self, PemObject};

@@ -57,7 +57,7 @@ pub fn bind(
 /// Removes the socket file at exit, with Redis's log line.
 pub fn remove_at_exit(node: &crate::host::Node) {
     if let Some(p) = node.unix_path.get() {
-        engine::log::notice("Removing the unix socket file.");
+        engine::subsystems::log::notice("Removing the unix socket file.");
         let _ = std::fs::remove_file(p);
     }
 }

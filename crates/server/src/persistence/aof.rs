@@ -13,7 +13,7 @@
 //! stream valid).
 //!
 //! **Group commit.** Each appended unit takes the next sequence number and
-//! asks its connection ([`engine::effects::Unit::hold_until`]) to hold its
+//! asks its connection ([`engine::core::effects::Unit::hold_until`]) to hold its
 //! replies until that number is acknowledged. The writer thread takes
 //! everything appended since its last turn, writes it in one `write(2)`,
 //! fsyncs it when the policy is `always`, then advances the acknowledged
@@ -32,9 +32,9 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use engine::effects::{Consumer, StreamWriter, Unit, Want};
-use engine::shared::unix_ms;
-use engine::snapshot::{AofInfo, AppendOnly};
+use engine::core::effects::{Consumer, StreamWriter, Unit, Want};
+use engine::core::shared::unix_ms;
+use engine::subsystems::snapshot::{AofInfo, AppendOnly};
 use engine::Shared;
 use parking_lot::{Condvar, Mutex};
 use persist::aof::{self, Manifest};
@@ -847,7 +847,7 @@ fn write_base(
     sh: &Shared,
     started: persistence::Started,
     tmp: &Path,
-    cfg: &engine::config::Config,
+    cfg: &engine::subsystems::config::Config,
 ) -> io::Result<()> {
     let functions =
         if cfg.aof_use_rdb_preamble { Vec::new() } else { started.functions().to_vec() };

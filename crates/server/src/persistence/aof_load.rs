@@ -12,7 +12,8 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
-use engine::{dispatch, Session, Shared};
+use engine::core::dispatch;
+use engine::{Session, Shared};
 use persist::aof::{self, CommandReader, Item, Manifest, StreamError};
 use resp::ReplyBuf;
 
@@ -303,7 +304,7 @@ pub fn load_at_startup(sh: &Arc<Shared>, aof: Arc<crate::aof::Aof>) {
             log::warning(&format!("Can't open the append-only file: {e}"));
             std::process::exit(1);
         }
-        sh2.persist.last_save.store(engine::shared::unix_ms() / 1000, Ordering::Relaxed);
+        sh2.persist.last_save.store(engine::core::shared::unix_ms() / 1000, Ordering::Relaxed);
         sh2.set_loading(false);
     });
     if let Err(e) = spawned {

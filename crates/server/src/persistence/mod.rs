@@ -22,9 +22,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::Instant;
 
-use engine::config::Config;
-use engine::shared::unix_ms;
-use engine::snapshot::{RestoreError, Snapshots};
+use engine::core::shared::unix_ms;
+use engine::subsystems::config::Config;
+use engine::subsystems::snapshot::{RestoreError, Snapshots};
 use engine::Shared;
 use parking_lot::{Condvar, Mutex};
 use persist::file::{self, Aux, Writer};
@@ -192,8 +192,8 @@ pub fn begin_then(sh: &Shared, at_instant: &mut dyn FnMut()) -> Started {
     cancel_flag(sh).store(false, Ordering::Release);
     let cfg = sh.config.read().clone();
     let lru_clock = cfg.maxmemory_policy.contains("lru").then(|| sh.lru_clock());
-    let lfu = engine::evict::Policy::parse(&cfg.maxmemory_policy).lfu().then(|| {
-        let now_min = engine::evict::lfu_minutes(sh.clock.now_ms());
+    let lfu = engine::subsystems::evict::Policy::parse(&cfg.maxmemory_policy).lfu().then(|| {
+        let now_min = engine::subsystems::evict::lfu_minutes(sh.clock.now_ms());
         (now_min, cfg.lfu_decay_time.clamp(0, i64::from(u32::MAX)) as u32)
     });
     let limit = std::env::var("SLUICE_SNAPSHOT_QUEUE_LIMIT")
@@ -215,10 +215,10 @@ pub fn begin_then(sh: &Shared, at_instant: &mut dyn FnMut()) -> Started {
     // read at the instant is the one the keyspace's instant goes with.
     let mut functions = Vec::new();
     let sizes = sh.store.begin_snapshot_then(cap.clone(), &mut || {
-        functions = engine::script::function::library_codes(sh);
+        functions = engine::subsystems::script::function::library_codes(sh);
         at_instant();
     });
-    let jobs = engine::commands::queue::records(sh);
+    let jobs = engine::subsystems::jobs::records(sh);
     Started { cap, sizes, cfg, jobs, functions }
 }
 
@@ -265,10 +265,12 @@ impl SnapshotHook for Capture {
         let mut keys = 0;
         for (k, e, expire_at) in stripe.iter_expiring() {
             let access = match (self.lru_clock, self.lfu) {
-                (Some(c), _) => file::Access::Idle(u64::from(engine::evict::lru_idle(c, e.lru))),
-                (None, Some((now_min, decay))) => {
-                    file::Access::Freq(engine::evict::lfu_decayed(e.lru, now_min, decay) as u8)
+                (Some(c), _) => {
+                    file::Access::Idle(u64::from(engine::subsystems::evict::lru_idle(c, e.lru)))
                 }
+                (None, Some((now_min, decay))) => file::Access::Freq(
+                    engine::subsystems::evict::lfu_decayed(e.lru, now_min, decay) as u8,
+                ),
                 (None, None) => file::Access::None,
             };
             file::encode_key_with(&mut bytes, k, &e.value, expire_at, access, self.compress);
@@ -312,7 +314,7 @@ fn write_rdb<W: Write>(sh: &Shared, started: Started, out: W, aof_base: bool) ->
     let now = unix_ms();
     let used = sh.mem_stats().used_memory as i64;
     let mut aux = vec![
-        ("redis-ver", Aux::Str(engine::config::REDIS_VERSION)),
+        ("redis-ver", Aux::Str(engine::subsystems::config::REDIS_VERSION)),
         ("redis-bits", Aux::Int(64)),
         ("ctime", Aux::Int(now / 1000)),
         ("used-mem", Aux::Int(used)),
@@ -456,16 +458,17 @@ pub fn load_bytes_at(
     let lru = sh.lru_clock();
     // Redis's objectSetLRUOrLFU: the counter under an LFU policy, the
     // idle time under any other.
-    let lfu = engine::evict::Policy::parse(&cfg.maxmemory_policy).lfu();
-    let stamp = engine::evict::Stamp {
-        bits: engine::evict::stamp(lfu, lru, sh.clock.now_ms()),
+    let lfu = engine::subsystems::evict::Policy::parse(&cfg.maxmemory_policy).lfu();
+    let stamp = engine::subsystems::evict::Stamp {
+        bits: engine::subsystems::evict::stamp(lfu, lru, sh.clock.now_ms()),
         lfu: &sh.lfu,
     };
     let delay = u64::try_from(cfg.key_load_delay).unwrap_or(0);
     // Libraries first, as Redis meets them at the head of the file: one
     // that fails stops the load before any key is touched.
     let leading = file::leading_functions(bytes);
-    engine::script::function::load_libraries(sh, &leading, merge).map_err(LoadError::Library)?;
+    engine::subsystems::script::function::load_libraries(sh, &leading, merge)
+        .map_err(LoadError::Library)?;
     let crc = cfg.rdbchecksum && !sh.persist.skip_checksum.load(Ordering::Relaxed);
     let loaded = file::load(bytes, &lim, store.databases(), keys_now, crc, |k| {
         if delay > 0 {
@@ -474,9 +477,11 @@ pub fn load_bytes_at(
         let mut g = store.lock_stripe(k.db, store.stripe_of(k.key) as usize);
         // Redis's objectSetLRUOrLFU: the idle time, or the counter.
         let lru = match (k.idle, k.freq) {
-            (_, Some(freq)) if lfu => engine::evict::fresh(stamp) & !0xff | u32::from(freq),
-            (Some(idle), _) if !lfu => engine::evict::lru_idle_stamp(lru, idle),
-            _ => engine::evict::fresh(stamp),
+            (_, Some(freq)) if lfu => {
+                engine::subsystems::evict::fresh(stamp) & !0xff | u32::from(freq)
+            }
+            (Some(idle), _) if !lfu => engine::subsystems::evict::lru_idle_stamp(lru, idle),
+            _ => engine::subsystems::evict::fresh(stamp),
         };
         // The file's key replaces one already there only when merging
         // (DEBUG RELOAD MERGE; Redis's RDBFLAGS_ALLOW_DUP).
@@ -488,13 +493,14 @@ pub fn load_bytes_at(
     })?;
     // Jobs ride in AUX fields (redis-server skips them).
     let jobs = loaded.aux.iter().filter(|(k, _)| k == JOB_AUX.as_bytes()).map(|(_, v)| &v[..]);
-    engine::commands::queue::load_records(sh, jobs, jobs_now).map_err(|_| persist::Error {
+    engine::subsystems::jobs::load_records(sh, jobs, jobs_now).map_err(|_| persist::Error {
         offset: bytes.len(),
         reason: "bad job record in an AUX field",
     })?;
     // Any library the head did not hold (none, in the files Redis writes).
     let rest = loaded.functions.get(leading.len()..).unwrap_or_default();
-    engine::script::function::load_libraries(sh, rest, merge).map_err(LoadError::Library)?;
+    engine::subsystems::script::function::load_libraries(sh, rest, merge)
+        .map_err(LoadError::Library)?;
     sh.persist.last_load_keys_loaded.store(loaded.keys_loaded, Ordering::Relaxed);
     sh.persist.last_load_keys_expired.store(loaded.keys_expired, Ordering::Relaxed);
     Ok(loaded)
@@ -562,8 +568,8 @@ pub fn load_at_startup(sh: &Arc<Shared>) {
 /// Empties every database and the function libraries (DEBUG RELOAD
 /// before loading, as Redis's emptyData).
 pub fn flush_all(sh: &Shared) {
-    engine::commands::queue::clear(sh);
-    engine::script::function::clear_libraries(sh);
+    engine::subsystems::jobs::clear(sh);
+    engine::subsystems::script::function::clear_libraries(sh);
     let store = &sh.store;
     for db in 0..store.databases() {
         for s in 0..store.stripes() {
@@ -712,7 +718,7 @@ impl Snapshots for Rdb {
         res.map_err(|e| e.to_string())
     }
 
-    fn reload(&self, opts: engine::snapshot::Reload, dirty: u64) -> Result<(), String> {
+    fn reload(&self, opts: engine::subsystems::snapshot::Reload, dirty: u64) -> Result<(), String> {
         let sh = self.shared()?;
         if opts.save {
             self.save(dirty)?;

@@ -29,10 +29,11 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use engine::commands::repl::{Follow, FollowView};
-use engine::log;
-use engine::shared::unix_ms;
-use engine::{dispatch, Session, Shared};
+use engine::core::dispatch;
+use engine::core::shared::unix_ms;
+use engine::subsystems::log;
+use engine::subsystems::repl::{Follow, FollowView};
+use engine::{Session, Shared};
 use parking_lot::Mutex;
 use resp::{ArgBuf, Limits, Parsed, ReplyBuf};
 
@@ -126,7 +127,7 @@ impl Follower {
         if was_master {
             sh.host.log.set_role(b'S');
             sh.store.set_replica(true);
-            engine::config::set_oom_role(&sh.oom, &sh.config.read(), true);
+            engine::subsystems::config::set_oom_role(&sh.oom, &sh.config.read(), true);
             sh.state_changed();
             if let Some(m) = repl::master(&sh) {
                 m.detach_replicas(&sh);
@@ -607,7 +608,7 @@ impl Follow for Follower {
             log::warning("Connection with master lost.");
         }
         sh.store.set_replica(false);
-        engine::config::set_oom_role(&sh.oom, &sh.config.read(), false);
+        engine::subsystems::config::set_oom_role(&sh.oom, &sh.config.read(), false);
         sh.state_changed();
         sh.host.log.set_role(b'M');
         if let Some(m) = repl::master(&sh) {

@@ -1,4 +1,4 @@
-//! MIGRATE's network side ([`engine::commands::migrate::Migrator`]): one
+//! MIGRATE's network side ([`engine::subsystems::migrate::Migrator`]): one
 //! cached connection per `host:port`, as Redis's `migrateGetSocket` —
 //! at most 64, each closed after 10 s unused (Redis's
 //! `MIGRATE_SOCKET_CACHE_ITEMS` and `_TTL`), each remembering the database
@@ -15,7 +15,7 @@ use std::net::{TcpStream, ToSocketAddrs};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use engine::commands::migrate::{Failure, Migrator, Transfer, Transferred};
+use engine::subsystems::migrate::{Failure, Migrator, Transfer, Transferred};
 use parking_lot::Mutex;
 
 const CACHE_ITEMS: usize = 64;
@@ -43,7 +43,7 @@ pub fn new() -> Arc<Net> {
 /// `migrateCloseTimedoutSockets`, once a second).
 pub fn start_cron(net: &Arc<Net>) {
     let weak: Weak<Net> = Arc::downgrade(net);
-    let _ = engine::log::spawn("migrate-cache", move || loop {
+    let _ = engine::subsystems::log::spawn("migrate-cache", move || loop {
         std::thread::sleep(Duration::from_secs(1));
         let Some(net) = weak.upgrade() else { return };
         net.cache.lock().retain(|_, c| c.last_use.elapsed() <= CACHE_TTL);

@@ -37,11 +37,11 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use engine::blocking::Waiter;
-use engine::commands::repl::{Handshake, ReplicaView, Replication, SyncRequest, View};
-use engine::effects::{Consumer, StreamWriter, Unit, Want};
-use engine::log;
-use engine::shared::unix_ms;
+use engine::core::blocking::Waiter;
+use engine::core::effects::{Consumer, StreamWriter, Unit, Want};
+use engine::core::shared::unix_ms;
+use engine::subsystems::log;
+use engine::subsystems::repl::{Handshake, ReplicaView, Replication, SyncRequest, View};
 use engine::{Session, Shared};
 use parking_lot::{Condvar, Mutex};
 use resp::{ArgBuf, Limits, Parsed, ReplyBuf};
@@ -114,7 +114,7 @@ struct Replica {
     ack_time: AtomicI64,
     /// The stream flows (after a diskless payload: from the first ACK).
     streaming: AtomicBool,
-    handle: Arc<engine::session::ClientHandle>,
+    handle: Arc<engine::core::session::ClientHandle>,
     sock: TcpStream,
 }
 
@@ -155,7 +155,8 @@ fn random_hex() -> String {
     let mut bytes = [0u8; 20];
     let ok = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes));
     if ok.is_err() {
-        let mut x = (engine::shared::unix_us() as u64) ^ (u64::from(std::process::id()) << 32);
+        let mut x =
+            (engine::core::shared::unix_us() as u64) ^ (u64::from(std::process::id()) << 32);
         for b in &mut bytes {
             x ^= x << 13;
             x ^= x >> 7;
@@ -337,14 +338,14 @@ impl Master {
         };
         let mut pending = Vec::new();
         for w in waits {
-            if !engine::blocking::still_waiting(&w.w) {
+            if !engine::core::blocking::still_waiting(&w.w) {
                 continue;
             }
             let n = acks.iter().filter(|&&a| a >= w.offset).count();
             if n >= w.numreplicas {
                 let mut b = ReplyBuf::new();
                 b.int(n as i64);
-                engine::blocking::serve_keyless(&w.w, b.to_vec());
+                engine::core::blocking::serve_keyless(&w.w, b.to_vec());
             } else {
                 pending.push(w);
             }

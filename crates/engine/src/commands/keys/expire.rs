@@ -5,9 +5,9 @@ use resp::ReplyBuf;
 use store::NO_EXPIRE;
 
 use super::read_notouch;
-use crate::ctx::{eq_ic, parse_i64, Args, Ctx};
-use crate::effects::Class;
-use crate::error::{CmdError, CmdResult};
+use crate::core::ctx::{eq_ic, parse_i64, Args, Ctx};
+use crate::core::effects::Class;
+use crate::core::error::{CmdError, CmdResult};
 
 /// The NX/XX/GT/LT options of the EXPIRE family.
 #[derive(Clone, Copy, Debug, Default)]

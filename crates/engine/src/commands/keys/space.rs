@@ -27,9 +27,9 @@
 use resp::ReplyBuf;
 use store::Stripe;
 
-use crate::ctx::{eq_ic, parse_i64, Args, Ctx};
-use crate::error::{CmdError, CmdResult};
-use crate::glob;
+use crate::core::ctx::{eq_ic, parse_i64, Args, Ctx};
+use crate::core::error::{CmdError, CmdResult};
+use crate::subsystems::glob;
 
 /// Whether `key` (with entry `e`, in stripe `s`) is logically expired at
 /// `now`.
@@ -245,7 +245,7 @@ pub(super) fn randomkey(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdRe
             // inside EXEC every stripe is held already. The keys the last
             // draw found expired are reported first: a released stripe
             // would keep them for whichever command locks it next.
-            let crate::session::Session { fx, ready, .. } = &mut *cx.sess;
+            let crate::core::session::Session { fx, ready, .. } = &mut *cx.sess;
             cx.keys.take_signals(ready, |db, k| fx.expired(db, k));
             cx.keys.release();
         }

@@ -8,9 +8,9 @@ use resp::ReplyBuf;
 use smallvec::SmallVec;
 
 use super::{parse_ids, propagate_states, ready};
-use crate::ctx::{Args, Ctx};
-use crate::error::{CmdError, CmdResult, JobError};
-use crate::spec::{Command, Lock};
+use crate::core::ctx::{Args, Ctx};
+use crate::core::error::{CmdError, CmdResult, JobError};
+use crate::core::spec::{Command, Lock};
 
 pub(super) const ACKJOB: Command = Command::sluice("ACKJOB", ackjob).lock(Lock::Jobs);
 

@@ -5,9 +5,9 @@ use queue::{Job, JobId, Pause, State};
 use resp::ReplyBuf;
 
 use super::{jobs, ready, write_job};
-use crate::ctx::{eq_ic, parse_i64, Args, Ctx};
-use crate::error::{CmdError, CmdResult, JobError};
-use crate::spec::{Command, Lock};
+use crate::core::ctx::{eq_ic, parse_i64, Args, Ctx};
+use crate::core::error::{CmdError, CmdResult, JobError};
+use crate::core::spec::{Command, Lock};
 
 pub(super) const SHOW: Command = Command::sluice("SHOW", show).lock(Lock::Jobs);
 

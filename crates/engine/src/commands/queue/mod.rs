@@ -19,16 +19,14 @@ use queue::{AddError, Job, JobId, Jobs, NewJob};
 use resp::ReplyBuf;
 use smallvec::SmallVec;
 
-use crate::blocking;
-use crate::ctx::{eq_ic, Args, Ctx};
-use crate::error::{CmdError, CmdResult, JobError};
-use crate::spec::{Command, Lock};
+use crate::core::blocking;
+use crate::core::ctx::{eq_ic, Args, Ctx};
+use crate::core::error::{CmdError, CmdResult, JobError};
+use crate::core::spec::{Command, Lock};
+use crate::subsystems::jobs::state_args;
 
 mod ack;
 mod admin;
-mod tick;
-
-pub use tick::{clear, load_records, records, tick};
 
 pub const COMMANDS: &[Command] = &[
     ADDJOB,
@@ -82,17 +80,6 @@ fn write_job(out: &mut ReplyBuf, j: &Job, counters: bool) {
         out.bulk(b"additional-deliveries");
         out.int(i64::from(j.deliveries));
     }
-}
-
-/// The arguments of `LOADJOB`'s state form for one job: id, state,
-/// qtime, nacks, additional deliveries, flags.
-fn state_args(j: &Job, argv: &mut Vec<Vec<u8>>) {
-    argv.push(j.id.0.to_vec());
-    argv.push(j.state.name().as_bytes().to_vec());
-    argv.push(j.qtime.to_string().into_bytes());
-    argv.push(j.nacks.to_string().into_bytes());
-    argv.push(j.deliveries.to_string().into_bytes());
-    argv.push(j.flags.to_string().into_bytes());
 }
 
 /// Records a change of state of `changed` jobs: dirty, and propagated as

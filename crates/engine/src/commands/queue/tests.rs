@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use crate::dispatch::{self, Caller, Lookup};
-use crate::effects::{Effects, Recorder};
+use crate::core::dispatch::{self, Caller, Lookup};
+use crate::core::effects::{Effects, Recorder};
 use crate::tests::Harness;
 
 /// Runs the server's tick (active expiry, which drives the job timers).

@@ -9,10 +9,10 @@ use resp::ReplyBuf;
 use store::types::stream::{Group, Nack, Stream, StreamId};
 use store::Value;
 
-use crate::ctx::{eq_ic, Args, Ctx};
-use crate::effects::Class;
-use crate::error::{CmdError, CmdResult};
-use crate::spec::Command;
+use crate::core::ctx::{eq_ic, Args, Ctx};
+use crate::core::effects::Class;
+use crate::core::error::{CmdError, CmdResult};
+use crate::core::spec::Command;
 
 use super::read::{setid_argv, xclaim_argv};
 use super::{parse_id_with, parse_interval_id, reply_entry, reply_id, IdRules};

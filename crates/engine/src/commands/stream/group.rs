@@ -8,10 +8,10 @@ use store::types::stream::{StreamId, ENTRIES_READ_INVALID};
 use store::{Value, NO_EXPIRE};
 
 use crate::commands::server::reply_help;
-use crate::ctx::{eq_ic, parse_i64, Args, Ctx};
-use crate::effects::Class;
-use crate::error::{CmdError, CmdResult};
-use crate::spec::Command;
+use crate::core::ctx::{eq_ic, parse_i64, Args, Ctx};
+use crate::core::effects::Class;
+use crate::core::error::{CmdError, CmdResult};
+use crate::core::spec::Command;
 
 use super::{parse_interval_id, parse_strict_id, read_stream, reply_id, write_stream};
 

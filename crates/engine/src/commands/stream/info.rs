@@ -9,9 +9,9 @@ use resp::ReplyBuf;
 use store::types::stream::{Group, Stream, StreamId, ENTRIES_READ_INVALID};
 
 use crate::commands::server::reply_help;
-use crate::ctx::{eq_ic, parse_i64, Args, Ctx};
-use crate::error::{CmdError, CmdResult};
-use crate::spec::Command;
+use crate::core::ctx::{eq_ic, parse_i64, Args, Ctx};
+use crate::core::error::{CmdError, CmdResult};
+use crate::core::spec::Command;
 
 use super::{read_stream, reply_entry, reply_id};
 

@@ -13,10 +13,10 @@ use resp::ReplyBuf;
 use store::types::stream::{Entry, Stream, StreamId, Trim};
 use store::{Value, NO_EXPIRE};
 
-use crate::ctx::{eq_ic, parse_i64, Args, Ctx};
-use crate::effects::Class;
-use crate::error::{CmdError, CmdResult};
-use crate::spec::Command;
+use crate::core::ctx::{eq_ic, parse_i64, Args, Ctx};
+use crate::core::effects::Class;
+use crate::core::error::{CmdError, CmdResult};
+use crate::core::spec::Command;
 
 pub mod claim;
 pub mod group;

@@ -1,5 +1,5 @@
 //! XREAD and XREADGROUP (Redis's `xreadCommand`), blocking through
-//! [`crate::blocking`]: a reader that finds nothing parks on its keys with
+//! [`crate::core::blocking`]: a reader that finds nothing parks on its keys with
 //! its `$` ids resolved (and, without COUNT, Redis's blocked count of
 //! 1000), and is run again as a served waiter when a key changes.
 //!
@@ -13,11 +13,11 @@ use resp::{Proto, ReplyBuf};
 use store::types::stream::{Nack, Stream, StreamId, ENTRIES_READ_INVALID};
 use store::{Kind, Value};
 
-use crate::blocking;
-use crate::ctx::{eq_ic, parse_i64, Args, Ctx};
-use crate::effects::Class;
-use crate::error::{CmdError, CmdResult};
-use crate::spec::{Command, KeyList, Lock};
+use crate::core::blocking;
+use crate::core::ctx::{eq_ic, parse_i64, Args, Ctx};
+use crate::core::effects::Class;
+use crate::core::error::{CmdError, CmdResult};
+use crate::core::spec::{Command, KeyList, Lock};
 
 use super::{parse_strict_id, reply_entry, reply_id};
 

@@ -18,10 +18,10 @@ use resp::ReplyBuf;
 use store::types::zset::{Limits, ZSet};
 use store::{Value, NO_EXPIRE};
 
-use crate::ctx::{eq_ic, Args, Ctx};
-use crate::effects::Class;
-use crate::error::{CmdError, CmdResult};
-use crate::spec::{Command, Lock};
+use crate::core::ctx::{eq_ic, Args, Ctx};
+use crate::core::effects::Class;
+use crate::core::error::{CmdError, CmdResult};
+use crate::core::spec::{Command, Lock};
 
 pub const COMMANDS: &[Command] = &[
     Command::redis("ZADD", zadd),

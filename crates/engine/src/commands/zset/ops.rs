@@ -15,11 +15,11 @@ use super::range::reply_scored;
 use super::{as_zset, limits, string2d, zset_changed};
 use crate::commands::algebra::{self, Operand, Sources};
 use crate::commands::keys::space::{parse_cursor, parse_scan_opts};
-use crate::ctx::{eq_ic, parse_i64, Args, Ctx};
-use crate::effects::Class;
-use crate::error::{CmdError, CmdResult};
-use crate::glob;
-use crate::spec::KeyList;
+use crate::core::ctx::{eq_ic, parse_i64, Args, Ctx};
+use crate::core::effects::Class;
+use crate::core::error::{CmdError, CmdResult};
+use crate::core::spec::KeyList;
+use crate::subsystems::glob;
 
 // ---- key finders --------------------------------------------------------------
 

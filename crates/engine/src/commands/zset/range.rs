@@ -12,9 +12,9 @@ use store::types::zset::{score_gte_min, score_lte_max, LexBound as Lex, ZSet};
 use store::{Value, NO_EXPIRE};
 
 use super::{as_zset, c_strtod, limits, zset_changed};
-use crate::ctx::{eq_ic, parse_i64, Args, Ctx};
-use crate::effects::Class;
-use crate::error::{CmdError, CmdResult};
+use crate::core::ctx::{eq_ic, parse_i64, Args, Ctx};
+use crate::core::effects::Class;
+use crate::core::error::{CmdError, CmdResult};
 
 /// A parsed score or lex range.
 #[derive(Clone, Copy)]

@@ -1,0 +1,406 @@
+//! What a handler sees: its arguments and a context with the locked keyspace.
+
+use store::{Entry, Locks, Record, Value};
+
+use crate::core::dispatch::Caller;
+use crate::core::effects::Class;
+use crate::core::error::{CmdError, CmdResult};
+use crate::core::session::Session;
+use crate::core::shared::Shared;
+use crate::core::spec::CommandSpec;
+
+/// A command's arguments after the name (and subcommand), with a cursor.
+pub struct Args<'a> {
+    argv: &'a [&'a [u8]],
+    pos: usize,
+}
+
+impl<'a> Args<'a> {
+    /// `start` is the index of the first argument after the name(s).
+    pub fn new(argv: &'a [&'a [u8]], start: usize) -> Self {
+        Args { argv, pos: start }
+    }
+
+    /// The whole argument vector, command name included.
+    pub fn argv(&self) -> &'a [&'a [u8]] {
+        self.argv
+    }
+
+    /// Arguments not yet consumed.
+    pub fn remaining(&self) -> usize {
+        self.argv.len() - self.pos
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.remaining() == 0
+    }
+
+    /// The rest, unconsumed.
+    pub fn rest(&self) -> &'a [&'a [u8]] {
+        &self.argv[self.pos..]
+    }
+
+    /// Next argument, if any.
+    #[allow(clippy::should_implement_trait)]
+    pub fn next(&mut self) -> Option<&'a [u8]> {
+        let a = self.argv.get(self.pos)?;
+        self.pos += 1;
+        Some(a)
+    }
+
+    pub fn peek(&self) -> Option<&'a [u8]> {
+        self.argv.get(self.pos).copied()
+    }
+
+    /// Next argument, required (a syntax error if missing; arity checks
+    /// normally make that impossible).
+    pub fn req(&mut self) -> Result<&'a [u8], CmdError> {
+        self.next().ok_or(CmdError::Syntax)
+    }
+
+    /// Next argument as a key.
+    pub fn key(&mut self) -> Result<&'a [u8], CmdError> {
+        self.req()
+    }
+
+    /// A container's subcommand takes at most `n` arguments after its
+    /// name: more is Redis's `addReplySubcommandSyntaxError`, checked
+    /// before anything else the subcommand parses.
+    pub fn at_most(&self, n: usize) -> Result<(), CmdError> {
+        let argv = self.argv;
+        if argv.len() > 2 + n {
+            return Err(CmdError::SubcommandSyntax {
+                sub: argv[1].to_vec(),
+                cmd: argv[0].to_vec(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Next argument as a strict 64-bit integer.
+    pub fn i64(&mut self) -> Result<i64, CmdError> {
+        parse_i64(self.req()?)
+    }
+}
+
+/// Parses an integer argument with Redis's rules.
+pub fn parse_i64(a: &[u8]) -> Result<i64, CmdError> {
+    resp::parse_i64(a).ok_or(CmdError::NotInteger)
+}
+
+/// An integer argument in `min..=max`, as Redis's
+/// `getRangeLongFromObjectOrReply` checks it: not an integer is
+/// `NotInteger`, out of the range is the error that names the bounds.
+pub fn parse_range(a: &[u8], min: i64, max: i64) -> Result<i64, CmdError> {
+    let v = parse_i64(a)?;
+    if v < min || v > max {
+        return Err(CmdError::err(format!(
+            "value is out of range, value must between {min} and {max}"
+        )));
+    }
+    Ok(v)
+}
+
+/// Case-insensitive ASCII comparison with an upper-case literal.
+#[inline]
+pub fn eq_ic(a: &[u8], upper: &str) -> bool {
+    a.eq_ignore_ascii_case(upper.as_bytes())
+}
+
+/// Everything a handler may touch.
+pub struct Ctx<'a, 'l> {
+    pub shared: &'a Shared,
+    pub sess: &'l mut Session,
+    pub keys: &'l mut Locks<'a>,
+    /// The selected database.
+    pub db: usize,
+    pub spec: &'static CommandSpec,
+    /// Who runs the command (a client, EXEC, a script, …).
+    pub caller: Caller,
+    /// Set by a served blocked command that found nothing it can take:
+    /// the client keeps waiting (see [`crate::core::blocking`]).
+    pub still_waiting: bool,
+}
+
+impl<'a> Ctx<'a, '_> {
+    /// The command's clock, Unix milliseconds.
+    #[inline]
+    pub fn now(&self) -> i64 {
+        self.keys.now
+    }
+
+    /// Whether an absolute expiry time `when` is already past, so that
+    /// setting it deletes the key (Redis's `checkAlreadyExpired`): never
+    /// while a replica applies its master's stream.
+    #[inline]
+    pub fn already_expired(&self, when: i64) -> bool {
+        when <= self.keys.now && !self.keys.expiry_suspended()
+    }
+
+    /// The access stamp (`evict::access` turns it into a key's access
+    /// field; `evict::fresh` into a new key's).
+    #[inline]
+    pub fn lru(&self) -> crate::subsystems::evict::Stamp<'a> {
+        self.shared.access_stamp()
+    }
+
+    /// A live key of the selected database (counts a hit or miss).
+    #[inline]
+    pub fn lookup_read(&mut self, key: &[u8]) -> Option<&mut Entry> {
+        let stamp = self.shared.access_stamp();
+        match self.keys.get(self.db, key) {
+            Some(e) => {
+                self.sess.stats.hits += 1;
+                e.lru = crate::subsystems::evict::access(stamp, e.lru);
+                Some(e)
+            }
+            None => {
+                self.sess.stats.misses += 1;
+                self.sess.fx.event(Class::KEY_MISS, "keymiss", self.db, key);
+                None
+            }
+        }
+    }
+
+    /// Whether `key` could be a key whose TTL has passed (its stripe
+    /// holds keys with a TTL): when not, a lookup would expire nothing.
+    #[inline]
+    pub fn may_have_expired(&mut self, key: &[u8]) -> bool {
+        self.keys.stripe(self.db, key).expires_len() > 0
+    }
+
+    /// The expiry (Unix ms) of `key` in the selected database, or
+    /// [`store::NO_EXPIRE`]: a second lookup, for keys whose entry says
+    /// they have a TTL ([`Entry::has_ttl`]).
+    pub fn expire_of(&mut self, key: &[u8]) -> i64 {
+        let db = self.db;
+        self.keys.expire_of(db, key)
+    }
+
+    /// A live key, without touching hit/miss counters (write paths).
+    #[inline]
+    pub fn lookup(&mut self, key: &[u8]) -> Option<&mut Entry> {
+        let stamp = self.shared.access_stamp();
+        let e = self.keys.get(self.db, key)?;
+        e.lru = crate::subsystems::evict::access(stamp, e.lru);
+        Some(e)
+    }
+
+    /// A live key about to be modified in place; the handler reports the
+    /// change with [`changed`](Self::changed) once it is made.
+    #[inline]
+    pub fn lookup_write(&mut self, key: &[u8]) -> Option<&mut Entry> {
+        self.lookup(key)
+    }
+
+    // ---- the effects record (crate::core::effects) ---------------------------
+
+    /// Reports that `key` of the selected database changed: marks its
+    /// watchers, makes it ready for clients blocked on it, adds `dirty` to
+    /// the dirty count (Redis's numbers: HSET adds the fields it set) and
+    /// records the keyspace event. Call once per key and event, with the
+    /// locks held (i.e. from the handler).
+    #[inline]
+    pub fn changed(&mut self, key: &[u8], class: Class, event: &'static str, dirty: u64) {
+        let db = self.db;
+        self.changed_in(db, key, class, event, dirty);
+    }
+
+    /// [`changed`](Self::changed) for a key of database `db` (MOVE, COPY …
+    /// DB, SWAPDB).
+    #[inline]
+    pub fn changed_in(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        class: Class,
+        event: &'static str,
+        dirty: u64,
+    ) {
+        self.keys.modified(db, key);
+        let fx = &mut self.sess.fx;
+        fx.add_dirty(dirty);
+        fx.event(class, event, db, key);
+        fx.key(db, key);
+    }
+
+    /// Reports a change that Redis makes without a keyspace event (PFCOUNT
+    /// storing the cardinality it computed): watchers, readiness, tracking
+    /// and the dirty count, as [`changed`](Self::changed).
+    #[inline]
+    pub fn changed_silently(&mut self, key: &[u8], dirty: u64) {
+        let db = self.db;
+        self.keys.modified(db, key);
+        let fx = &mut self.sess.fx;
+        fx.add_dirty(dirty);
+        fx.key(db, key);
+    }
+
+    /// Records a change Redis makes without `signalModifiedKey` (a stream's
+    /// consumer-group state: XGROUP, XREADGROUP, XACK, XCLAIM, and XSETID):
+    /// the dirty count and the event, while WATCH and tracking are left
+    /// alone. `ready` still wakes the key's blocked clients (XGROUP
+    /// DESTROY, for its group's readers).
+    pub fn changed_unwatched(
+        &mut self,
+        key: &[u8],
+        event: Option<(Class, &'static str)>,
+        dirty: u64,
+        ready: bool,
+    ) {
+        let db = self.db;
+        if ready {
+            self.keys.stripe(db, key).readied(key);
+        }
+        let fx = &mut self.sess.fx;
+        fx.add_dirty(dirty);
+        if let Some((class, name)) = event {
+            fx.event(class, name, db, key);
+        }
+    }
+
+    /// Records a further keyspace event for a key already reported
+    /// changed (`del` after a pop emptied a list, `new`, `rename_to` …).
+    #[inline]
+    pub fn notify(&mut self, class: Class, event: &'static str, key: &[u8]) {
+        let db = self.db;
+        self.sess.fx.event(class, event, db, key);
+    }
+
+    /// [`notify`](Self::notify) in database `db`.
+    pub fn notify_in(&mut self, db: usize, class: Class, event: &'static str, key: &[u8]) {
+        self.sess.fx.event(class, event, db, key);
+    }
+
+    /// Reports that the databases' keys were all removed (FLUSHDB,
+    /// FLUSHALL): client-side caches are told to drop everything.
+    pub fn flushed(&mut self) {
+        self.sess.fx.flushed();
+    }
+
+    /// Adds to the dirty count without a key (FLUSHALL's extra one, …).
+    #[inline]
+    pub fn dirty(&mut self, n: u64) {
+        self.sess.fx.add_dirty(n);
+    }
+
+    /// Whether the propagated form is recorded: check before building a
+    /// rewrite that costs something (formatting a timestamp).
+    #[inline]
+    pub fn propagating(&self) -> bool {
+        self.sess.fx.propagating()
+    }
+
+    /// Propagates this command as `argv` (Redis's rewrite: `SET … EX` as
+    /// `SET … PXAT`, a served `BLPOP` as `LPOP`, …).
+    #[inline]
+    pub fn propagate_as(&mut self, argv: &[&[u8]]) {
+        self.sess.fx.rewrite(argv);
+    }
+
+    /// Propagates `argv` besides (before) this command's own form.
+    pub fn also_propagate(&mut self, argv: &[&[u8]]) {
+        let db = self.db;
+        self.sess.fx.also(db, argv);
+    }
+
+    /// This command is not propagated as itself.
+    pub fn no_propagate(&mut self) {
+        self.sess.fx.prevent();
+    }
+
+    /// This command is propagated even if it changed nothing (FLUSHDB and
+    /// FLUSHALL, as Redis's `forceCommandPropagation`).
+    pub fn force_propagate(&mut self) {
+        self.sess.fx.force();
+    }
+
+    /// Whether a blocking command may wait here (not inside EXEC or a
+    /// script, where blocking commands act as their non-blocking forms).
+    /// A served command that cannot take anything calls
+    /// [`blocking::block`](crate::core::blocking::block) again to keep waiting.
+    #[inline]
+    pub fn may_block(&self) -> bool {
+        self.caller.may_block() || self.caller.serves_waiter()
+    }
+
+    /// The keys a blocking command should look at: all of `keys`, or when
+    /// it runs again to be served, only the one that became ready (Redis
+    /// 7.0 serves a waiter from the key that was signalled).
+    pub fn waited_keys<'k>(&self, keys: &'k [&'k [u8]]) -> &'k [&'k [u8]] {
+        match &self.sess.serving {
+            Some(k) => keys.iter().position(|x| **x == **k).map_or(keys, |i| &keys[i..=i]),
+            None => keys,
+        }
+    }
+
+    /// Sets a key's value with an expiry (or [`store::NO_EXPIRE`]);
+    /// returns the live entry it replaced. A key that did not exist (or
+    /// had expired) is reported `new`, as Redis's `dbAdd`; the command
+    /// reports its own change with [`changed`](Self::changed).
+    #[inline]
+    pub fn set(&mut self, key: &[u8], value: Value, expire_at: i64) -> Option<Record> {
+        let stamp = self.shared.access_stamp();
+        let old = self.keys.insert(
+            self.db,
+            key,
+            value,
+            expire_at,
+            crate::subsystems::evict::fresh(stamp),
+        );
+        match &old {
+            None => self.sess.fx.event(Class::NEW, "new", self.db, key),
+            // Under LFU an overwritten key keeps its (touched) counter, as
+            // Redis's dbSetValue.
+            Some(o) if stamp.bits & crate::subsystems::evict::LFU_BIT != 0 => {
+                self.keep_lfu(key, o.lru, stamp)
+            }
+            Some(_) => {}
+        }
+        old
+    }
+
+    #[cold]
+    fn keep_lfu(&mut self, key: &[u8], old: u32, stamp: crate::subsystems::evict::Stamp<'_>) {
+        if let Some(e) = self.keys.get(self.db, key) {
+            e.lru = crate::subsystems::evict::access(stamp, old);
+        }
+    }
+
+    /// Reports a key the command created without [`set`](Self::set)
+    /// (through the stripe): Redis's `new` event.
+    #[inline]
+    pub fn created(&mut self, key: &[u8]) {
+        let db = self.db;
+        self.sess.fx.event(Class::NEW, "new", db, key);
+    }
+
+    /// Deletes a live key.
+    #[inline]
+    pub fn delete(&mut self, key: &[u8]) -> Option<Record> {
+        self.keys.remove(self.db, key)
+    }
+
+    /// Whether a live key exists.
+    #[inline]
+    pub fn exists(&mut self, key: &[u8]) -> bool {
+        self.keys.contains(self.db, key)
+    }
+}
+
+/// Requires a string value.
+pub fn expect_string(e: &Entry) -> CmdResult {
+    if e.value.is_string() {
+        Ok(())
+    } else {
+        Err(CmdError::WrongType)
+    }
+}
+
+/// Writes a HELP reply: one status line per text line.
+pub fn help_reply(lines: &[&str], out: &mut resp::ReplyBuf) {
+    out.array(lines.len());
+    for l in lines {
+        out.simple(l.as_bytes());
+    }
+}

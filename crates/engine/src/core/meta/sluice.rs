@@ -1,0 +1,204 @@
+//! The metadata of the commands Sluice adds to Redis's (the job queue,
+//! Disque's commands, `docs/jobs.md`), in the shape of the generated
+//! [`super::redis70`], so that `COMMAND` and the ACL treat them as they
+//! treat Redis's. Written by hand; keep it sorted by name.
+//!
+//! ACL categories follow Redis's implicit ones (`setImplicitACLCategories`:
+//! `@write`, `@read`, `@fast` or `@slow`, `@blocking`, `@admin` and
+//! `@dangerous` from the flags); the queue has no category of its own.
+
+use super::{c, f, Meta, META};
+use crate::core::spec::Group;
+
+/// Every command Sluice adds, by name.
+pub static COMMANDS: &[Meta] = &[
+    Meta {
+        name: "ackjob",
+        arity: -1,
+        flags: f::WRITE | f::FAST,
+        first: 0, last: 0, step: 0,
+        acl: c::WRITE | c::FAST,
+        summary: "Acknowledges jobs: they are done and forgotten (Disque).",
+        since: "sluice-0.1",
+        group: Group::Queue,
+        ..META
+    },
+    Meta {
+        name: "addjob",
+        arity: -4,
+        flags: f::WRITE | f::DENYOOM,
+        first: 0, last: 0, step: 0,
+        acl: c::WRITE | c::SLOW,
+        summary: "Adds a job to a queue (Disque).",
+        since: "sluice-0.1",
+        group: Group::Queue,
+        complexity: Some("O(log N)"),
+        ..META
+    },
+    Meta {
+        name: "deljob",
+        arity: -1,
+        flags: f::WRITE | f::FAST,
+        first: 0, last: 0, step: 0,
+        acl: c::WRITE | c::FAST,
+        summary: "Deletes jobs, whatever their state (Disque).",
+        since: "sluice-0.1",
+        group: Group::Queue,
+        ..META
+    },
+    Meta {
+        name: "dequeue",
+        arity: -1,
+        flags: f::WRITE | f::FAST,
+        first: 0, last: 0, step: 0,
+        acl: c::WRITE | c::FAST,
+        summary: "Takes queued jobs out of their queues, leaving them active (Disque).",
+        since: "sluice-0.1",
+        group: Group::Queue,
+        ..META
+    },
+    Meta {
+        name: "enqueue",
+        arity: -1,
+        flags: f::WRITE | f::DENYOOM | f::FAST,
+        first: 0, last: 0, step: 0,
+        acl: c::WRITE | c::FAST,
+        summary: "Puts active jobs in their queues now (Disque).",
+        since: "sluice-0.1",
+        group: Group::Queue,
+        ..META
+    },
+    Meta {
+        name: "fastack",
+        arity: -1,
+        flags: f::WRITE | f::FAST,
+        first: 0, last: 0, step: 0,
+        acl: c::WRITE | c::FAST,
+        summary: "Acknowledges jobs by deleting them at once (Disque).",
+        since: "sluice-0.1",
+        group: Group::Queue,
+        ..META
+    },
+    Meta {
+        name: "getjob",
+        arity: -2,
+        flags: f::WRITE | f::BLOCKING,
+        first: 0, last: 0, step: 0,
+        acl: c::WRITE | c::SLOW | c::BLOCKING,
+        summary: "Fetches jobs from queues, waiting for one if there are none (Disque).",
+        since: "sluice-0.1",
+        group: Group::Queue,
+        complexity: Some("O(log N) per job"),
+        ..META
+    },
+    Meta {
+        name: "jscan",
+        arity: -1,
+        flags: f::READONLY,
+        first: 0, last: 0, step: 0,
+        acl: c::READ | c::SLOW,
+        summary: "Iterates over jobs with a cursor, filtered by queue and state (Disque).",
+        since: "sluice-0.1",
+        group: Group::Queue,
+        ..META
+    },
+    Meta {
+        name: "loadjob",
+        arity: -2,
+        flags: f::WRITE | f::LOADING,
+        first: 0, last: 0, step: 0,
+        acl: c::WRITE | c::SLOW,
+        summary: "Restores jobs as recorded in the AOF or a replication stream (internal).",
+        since: "sluice-0.1",
+        group: Group::Queue,
+        ..META
+    },
+    Meta {
+        name: "nack",
+        arity: -1,
+        flags: f::WRITE | f::DENYOOM | f::FAST,
+        first: 0, last: 0, step: 0,
+        acl: c::WRITE | c::FAST,
+        summary: "Puts fetched jobs back in their queues now, counting a NACK (Disque).",
+        since: "sluice-0.1",
+        group: Group::Queue,
+        ..META
+    },
+    Meta {
+        name: "pause",
+        arity: -3,
+        flags: f::WRITE | f::FAST,
+        first: 0, last: 0, step: 0,
+        acl: c::WRITE | c::FAST,
+        summary: "Pauses a queue's input, output or both, or reports its pause state (Disque).",
+        since: "sluice-0.1",
+        group: Group::Queue,
+        ..META
+    },
+    Meta {
+        name: "qlen",
+        arity: 2,
+        flags: f::READONLY | f::FAST,
+        first: 0, last: 0, step: 0,
+        acl: c::READ | c::FAST,
+        summary: "Number of jobs queued in a queue (Disque).",
+        since: "sluice-0.1",
+        group: Group::Queue,
+        ..META
+    },
+    Meta {
+        name: "qpeek",
+        arity: 3,
+        flags: f::READONLY,
+        first: 0, last: 0, step: 0,
+        acl: c::READ | c::SLOW,
+        summary: "Queued jobs without taking them: oldest first, or newest with a negative count (Disque).",
+        since: "sluice-0.1",
+        group: Group::Queue,
+        ..META
+    },
+    Meta {
+        name: "qscan",
+        arity: -1,
+        flags: f::READONLY,
+        first: 0, last: 0, step: 0,
+        acl: c::READ | c::SLOW,
+        summary: "Iterates over queues with a cursor, filtered by length (Disque).",
+        since: "sluice-0.1",
+        group: Group::Queue,
+        ..META
+    },
+    Meta {
+        name: "qstat",
+        arity: 2,
+        flags: f::READONLY | f::FAST,
+        first: 0, last: 0, step: 0,
+        acl: c::READ | c::FAST,
+        summary: "A queue's length, age, idle time, waiting clients, counters and pause state (Disque).",
+        since: "sluice-0.1",
+        group: Group::Queue,
+        ..META
+    },
+    Meta {
+        name: "show",
+        arity: 2,
+        flags: f::READONLY | f::FAST,
+        first: 0, last: 0, step: 0,
+        acl: c::READ | c::FAST,
+        summary: "Shows a job: its state, counters, schedule and body (Disque).",
+        since: "sluice-0.1",
+        group: Group::Queue,
+        ..META
+    },
+    Meta {
+        name: "working",
+        arity: 2,
+        flags: f::WRITE | f::FAST,
+        first: 0, last: 0, step: 0,
+        acl: c::WRITE | c::FAST,
+        summary: "Postpones a job's next delivery by its retry period (Disque).",
+        since: "sluice-0.1",
+        group: Group::Queue,
+        ..META
+    },
+];

@@ -1,0 +1,135 @@
+//! The job queue's clockwork and persistence glue: the tick that runs
+//! retries, delays and TTLs from the server's active-expiry timer, and
+//! the whole-job records snapshots carry. The job queue's commands are the
+//! `commands::queue` family; the job model is the `queue` crate.
+
+use queue::{Job, Tick};
+use store::Locks;
+
+use crate::core::effects::Effects;
+use crate::core::shared::Shared;
+
+/// Wake-ups handled per tick at most (the rest wait for the next tick,
+/// 1000/hz ms later), so a mass expiry cannot stall the timer's thread.
+const TICK_BUDGET: usize = 10_000;
+/// Queues looked at per tick by the idle-queue collector.
+const GC_VISIT: usize = 100;
+
+/// Runs every job wake-up due at `now` (expiry, re-queue after RETRY or
+/// DELAY) and collects idle queues, holding the job namespace's stripe.
+/// Each changed job is one unit of the effects record (`DELJOB` for an
+/// expired job, `LOADJOB`'s state form for a re-queued one), as active
+/// expiry makes one per key; clients blocked on a queue that received a
+/// job are served afterwards. Does nothing while a dataset loads.
+pub fn tick(shared: &Shared, fx: &mut Effects, now: i64) {
+    if shared.is_loading() {
+        return;
+    }
+    let store = &shared.store;
+    let jid = store.jobs_id();
+    let mut locks = Locks::new(store, now);
+    if locks.acquire(&mut [jid]).is_err() {
+        return;
+    }
+    let mut events = Vec::new();
+    let mut js = shared.jobs.lock();
+    if js.next_wake().is_some_and(|t| t <= now) {
+        js.tick(now, TICK_BUDGET, &mut events);
+    }
+    if js.queues_len() > 0 {
+        let stripe = locks.stripe_id(jid);
+        let waiters = stripe.waiters.as_ref();
+        js.collect_queues(now, GC_VISIT, |q| waiters.is_some_and(|t| t.get(q).is_some()));
+    }
+    if events.is_empty() {
+        return;
+    }
+    let mut argv: Vec<Vec<u8>> = Vec::new();
+    for ev in &events {
+        fx.begin_command();
+        argv.clear();
+        match ev {
+            Tick::Expired(job) => {
+                argv.push(b"DELJOB".to_vec());
+                argv.push(job.id.0.to_vec());
+            }
+            Tick::Requeued(id, queue) => {
+                locks.stripe_id(jid).readied(queue);
+                argv.push(b"LOADJOB".to_vec());
+                if let Some(j) = js.get(id) {
+                    state_args(j, &mut argv);
+                }
+            }
+        }
+        if fx.propagating() {
+            let refs: Vec<&[u8]> = argv.iter().map(|a| &a[..]).collect();
+            fx.also(0, &refs);
+        }
+        fx.finish_unit();
+    }
+    drop(js);
+    shared.stats.dirty.fetch_add(events.len() as u64, std::sync::atomic::Ordering::Relaxed);
+    let mut ready = Vec::new();
+    locks.take_signals(&mut ready, |_, _| {});
+    drop(locks);
+    if !ready.is_empty() {
+        crate::core::blocking::serve_ready(shared, &mut ready);
+    }
+}
+
+/// Every job as a record ([`Job::encode`]), for a snapshot: taken under
+/// the job namespace's stripe, so no job command is half done in it. The
+/// caller holds no stripe.
+pub fn records(shared: &Shared) -> Vec<Vec<u8>> {
+    let store = &shared.store;
+    let _held = store.lock_stripe(store.databases(), 0);
+    let js = shared.jobs.lock();
+    js.iter()
+        .map(|j| {
+            let mut r = Vec::new();
+            j.encode(&mut r);
+            r
+        })
+        .collect()
+}
+
+/// Registers jobs read back from a snapshot, dropping the expired ones.
+/// Returns (loaded, expired), or the error of the first bad record.
+pub fn load_records<'a>(
+    shared: &Shared,
+    recs: impl Iterator<Item = &'a [u8]>,
+    now: i64,
+) -> Result<(usize, usize), queue::DecodeError> {
+    let store = &shared.store;
+    let _held = store.lock_stripe(store.databases(), 0);
+    let mut js = shared.jobs.lock();
+    let (mut loaded, mut expired) = (0, 0);
+    for r in recs {
+        let job = Job::decode(r)?;
+        if job.etime <= now {
+            expired += 1;
+            continue;
+        }
+        js.insert(job, now);
+        loaded += 1;
+    }
+    Ok((loaded, expired))
+}
+
+/// Drops every job and queue (DEBUG RELOAD, before loading a file).
+pub fn clear(shared: &Shared) {
+    let store = &shared.store;
+    let _held = store.lock_stripe(store.databases(), 0);
+    shared.jobs.lock().clear();
+}
+
+/// The arguments of `LOADJOB`'s state form for one job: id, state,
+/// qtime, nacks, additional deliveries, flags.
+pub(crate) fn state_args(j: &Job, argv: &mut Vec<Vec<u8>>) {
+    argv.push(j.id.0.to_vec());
+    argv.push(j.state.name().as_bytes().to_vec());
+    argv.push(j.qtime.to_string().into_bytes());
+    argv.push(j.nacks.to_string().into_bytes());
+    argv.push(j.deliveries.to_string().into_bytes());
+    argv.push(j.flags.to_string().into_bytes());
+}

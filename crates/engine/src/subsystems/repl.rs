@@ -1,0 +1,177 @@
+//! The replication seam and the engine's replication state: what the
+//! server's replication ([`Replication`], the master side) and replica
+//! side ([`Follow`]) do for the engine, what a client's REPLCONF/SYNC
+//! handshake recorded ([`Handshake`]), and the views INFO, ROLE and the
+//! dispatcher's `min-replicas-to-write` and stale-replica checks read.
+//! The commands (SYNC, PSYNC, REPLCONF, WAIT, ROLE, REPLICAOF) are the
+//! `commands::repl` family; the stream itself is the server's
+//! (`crates/server/src/replication/`).
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use crate::core::blocking::Waiter;
+use crate::core::shared::Shared;
+
+/// What the server's replication does for the commands.
+pub trait Replication: Send + Sync {
+    /// The state INFO replication and ROLE report.
+    fn view(&self) -> View;
+    /// `master_repl_offset` now.
+    fn offset(&self) -> i64;
+    /// How many online replicas acknowledged `offset` or more.
+    fn acked(&self, offset: i64) -> usize;
+    /// Parks a WAIT: `w` is served once `numreplicas` replicas acknowledged
+    /// `offset`; the replicas are asked for an acknowledgement now
+    /// (`REPLCONF GETACK *`).
+    fn wait(&self, w: Arc<Waiter>, offset: i64, numreplicas: usize);
+    /// Asks every replica for an acknowledgement now (a shutdown waiting
+    /// for them, as Redis's `sendGetackToReplicas`).
+    fn request_ack(&self);
+    /// `sync_full`, `sync_partial_ok`, `sync_partial_err` (INFO stats).
+    fn sync_stats(&self) -> (u64, u64, u64);
+    /// Online replicas that acknowledged within `min-replicas-max-lag`.
+    fn good_replicas(&self) -> usize;
+}
+
+/// What the server's replica side does for the commands.
+pub trait Follow: Send + Sync {
+    /// Starts following `host:port` (dropping any current master). `false`
+    /// when that master is already the one followed.
+    fn follow(&self, host: &str, port: u16) -> bool;
+    /// Stops following and promotes this server to a master, keeping its
+    /// data (`REPLICAOF NO ONE`). `false` when it was a master already.
+    fn promote(&self) -> bool;
+    /// The replica's state while it follows a master.
+    fn view(&self) -> Option<FollowView>;
+}
+
+/// A replica's link to its master, as INFO replication and ROLE show it.
+#[derive(Clone, Debug)]
+pub struct FollowView {
+    pub host: String,
+    pub port: u16,
+    /// ROLE's state: `connect`, `connecting`, `handshake`, `sync` or
+    /// `connected`.
+    pub state: &'static str,
+    /// Seconds since the master last sent something, while linked.
+    pub last_io: Option<i64>,
+    /// While an RDB payload arrives: (total bytes, or -1 when not known,
+    /// bytes read, seconds since the last read).
+    pub transfer: Option<(i64, i64, i64)>,
+    /// Unix seconds since when the link is down (0: never was up).
+    pub down_since: i64,
+    /// Stream bytes read and applied (the master's offsets), when known.
+    pub read_offset: i64,
+    pub applied_offset: i64,
+}
+
+/// One replica as INFO (`slaveN:`) and ROLE show it.
+#[derive(Clone, Debug)]
+pub struct ReplicaView {
+    pub ip: String,
+    pub port: u16,
+    /// `wait_bgsave`, `send_bulk` or `online`.
+    pub state: &'static str,
+    /// The offset it last acknowledged.
+    pub ack_offset: i64,
+    /// Seconds since its last acknowledgement.
+    pub lag: i64,
+}
+
+/// The replication state as INFO replication reports it.
+#[derive(Clone, Debug)]
+pub struct View {
+    pub replid: String,
+    pub replid2: String,
+    pub offset: i64,
+    pub second_offset: i64,
+    /// The backlog while one exists: (first byte's offset, bytes held).
+    pub backlog: Option<(i64, i64)>,
+    pub replicas: Vec<ReplicaView>,
+    /// Replicas whose lag is within `min-replicas-max-lag` (reported when
+    /// `min-replicas-to-write` is set).
+    pub good_replicas: usize,
+}
+
+/// What a client said with REPLCONF before it asked to SYNC, and the
+/// request that turns its connection into a replica.
+#[derive(Clone, Debug, Default)]
+pub struct Handshake {
+    /// `REPLCONF listening-port`.
+    pub listening_port: u16,
+    /// `REPLCONF ip-address` (else the peer's address is shown).
+    pub ip: Option<String>,
+    /// `REPLCONF capa eof`: can read a diskless (EOF-marked) payload.
+    pub capa_eof: bool,
+    /// `REPLCONF capa psync2`: understands `+CONTINUE <replid>`.
+    pub capa_psync2: bool,
+    /// Set by SYNC/PSYNC: the connection becomes a replica.
+    pub sync: Option<SyncRequest>,
+}
+
+/// How the replica asked to synchronise.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SyncRequest {
+    /// The old `SYNC`: a full resynchronisation, no `+FULLRESYNC` line.
+    Sync,
+    /// `PSYNC replid offset` (`?` and `-1` ask for a full one).
+    Psync { replid: Vec<u8>, offset: i64 },
+}
+
+pub(crate) fn replication(sh: &Shared) -> Option<Arc<dyn Replication>> {
+    sh.host.replication.as_ref().cloned()
+}
+
+/// Whether this server follows a master and its link is not up (Redis's
+/// `repl_state != REPL_STATE_CONNECTED` with a master set).
+pub fn master_down(sh: &Shared) -> bool {
+    follow_view(sh).is_some_and(|f| f.state != "connected")
+}
+
+pub(crate) fn follow_view(sh: &Shared) -> Option<FollowView> {
+    sh.host.follow.as_ref().and_then(|f| f.view())
+}
+
+/// The replication state, or a master's with no replica ever attached
+/// when the process installed no replication (engine tests).
+pub fn view(sh: &Shared) -> View {
+    match replication(sh) {
+        Some(r) => r.view(),
+        None => View {
+            replid: sh.run_id.chars().rev().collect(),
+            replid2: "0".repeat(40),
+            offset: 0,
+            second_offset: -1,
+            backlog: None,
+            replicas: Vec::new(),
+            good_replicas: 0,
+        },
+    }
+}
+
+/// Replicas that count for `min-replicas-to-write` (none without
+/// replication).
+pub fn good_replicas(sh: &Shared) -> usize {
+    replication(sh).map_or(0, |r| r.good_replicas())
+}
+
+/// `sync_full`, `sync_partial_ok`, `sync_partial_err`.
+pub fn sync_stats(sh: &Shared) -> (u64, u64, u64) {
+    replication(sh).map_or((0, 0, 0), |r| r.sync_stats())
+}
+
+/// `min-replicas-to-write` and `min-replicas-max-lag`.
+pub fn min_replicas(cfg: &crate::subsystems::config::Config) -> (i64, i64) {
+    let num = |n: &str| {
+        cfg.get_by_name(n)
+            .and_then(|v| std::str::from_utf8(&v).ok().and_then(|s| s.parse().ok()))
+            .unwrap_or(0)
+    };
+    (num("min-replicas-to-write"), num("min-replicas-max-lag"))
+}
+
+/// Whether the client is a replica (CLIENT LIST flag `S`, type `replica`).
+pub fn is_replica(h: &crate::core::session::ClientHandle) -> bool {
+    h.replica.load(Ordering::Relaxed)
+}
