@@ -5,7 +5,7 @@
 //! the core. The families' table reaches the core only as a value handed
 //! to it (`Shared::with_host`, `core::table::install`).
 //!
-//! A file is read up to its first `#[cfg(test)]`: unit tests sit at the
+//! A file is read up to its `#[cfg(test)] mod …`: unit tests sit at the
 //! bottom of their module and may build the real table
 //! (`crate::commands::table()`).
 
@@ -37,9 +37,14 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
 /// commands` or a `use` spread over lines reads as one path).
 fn code_of(text: &str) -> String {
     let mut code = String::new();
-    for line in text.lines() {
+    let mut lines = text.lines().peekable();
+    while let Some(line) = lines.next() {
         let t = line.trim_start();
-        if t.starts_with("#[cfg(test)]") {
+        // The tests module, not any `#[cfg(test)]` item (a test-only
+        // function in the middle of a file is code like any other).
+        if t.starts_with("#[cfg(test)]")
+            && lines.peek().is_some_and(|n| n.trim_start().starts_with("mod "))
+        {
             break;
         }
         if t.starts_with("//") {
@@ -155,4 +160,5 @@ fn the_check_catches_what_it_must() {
     assert!(!caught("use crate::core::ctx::Ctx;\nuse crate::subsystems::acl;", 2));
     assert!(!caught("//! The `crate::commands` family.\nuse crate::core::spec;", 2));
     assert!(!caught("use crate::core::spec;\n#[cfg(test)]\nmod t { use crate::commands; }", 2));
+    assert!(caught("#[cfg(test)]\nfn f() {}\nuse crate::commands::tx;", 2));
 }

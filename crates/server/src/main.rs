@@ -82,7 +82,7 @@ fn main() {
         }
         _ => {}
     }
-    let config = match engine::subsystems::config::from_args(&args) {
+    let config = match engine::subsystems::config::from_args(&args, engine::commands::table()) {
         Ok(c) => c,
         Err(e @ ConfigError::Open { .. }) => {
             log::warning(&e.to_string());

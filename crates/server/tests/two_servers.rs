@@ -26,7 +26,8 @@ fn start(args: &[&str]) -> Server {
         let port = testkit::free_port().to_string();
         let mut a = vec!["--port".to_string(), port];
         a.extend(args.iter().cloned());
-        let config = engine::subsystems::config::from_args(&a).expect("config");
+        let config =
+            engine::subsystems::config::from_args(&a, engine::commands::table()).expect("config");
         let log = Arc::new(Logger::default());
         log.set_level(&config.loglevel);
         log.set_file(&config.logfile).expect("log file");

@@ -5,9 +5,10 @@
 //! declaration is joined with its metadata by name here, once, never per
 //! command; lookup is ASCII case-insensitive and allocation-free.
 //!
-//! What runs before any `Shared` exists and has none at hand (the
-//! configuration file's `rename-command` checks, the ACL's command ids)
-//! reads the table the families' layer [`install`]ed when it built it.
+//! The configuration loader is handed the table too (its `rename-command`
+//! checks). What has no `Shared` at hand deep inside (the ACL's command
+//! ids, built once) reads the table [`install`]ed when it was built or
+//! handed to a `Shared`.
 
 use std::sync::OnceLock;
 
@@ -73,20 +74,20 @@ impl Table {
     /// fixed at build time, so these are programming errors.
     pub fn build(families: &[&[Command]]) -> Table {
         let mut tops = Vec::new();
-        let mut index = 0u32;
+        // Stable indices in the flattened order: a command, then its
+        // subcommands.
+        let mut next = 0u32;
         for decl in families.iter().flat_map(|f| f.iter()) {
             let top = decl.name.to_ascii_lowercase();
-            let top_index = index;
-            let subs: Vec<CommandSpec> = decl
-                .subcommands
-                .iter()
-                .map(|s| {
-                    index += 1;
+            let top_index = next;
+            next += 1 + decl.subcommands.len() as u32;
+            let subs: Vec<CommandSpec> = (top_index + 1..)
+                .zip(decl.subcommands)
+                .map(|(index, s)| {
                     let full = format!("{top}|{}", s.name.to_ascii_lowercase());
                     CommandSpec::build(s, meta_of(s, &full), &[], index)
                 })
                 .collect();
-            index += 1;
             let subs: &'static [CommandSpec] = Box::leak(subs.into_boxed_slice());
             tops.push(CommandSpec::build(decl, meta_of(decl, &top), subs, top_index));
         }
@@ -226,11 +227,14 @@ impl Renames {
     }
 }
 
-/// Whether `pairs` apply in order to the installed table, with Redis's
-/// error text for the first that does not (the configuration loader
-/// checks each line so).
-pub fn check_renames(pairs: &[(String, String)]) -> Result<(), &'static str> {
-    build_renames(installed(), pairs).map(|_| ()).map_err(|e| {
+/// Whether `pairs` apply in order to `table`, with Redis's error text for
+/// the first that does not (the configuration loader checks each line
+/// so).
+pub fn check_renames(
+    table: &'static Table,
+    pairs: &[(String, String)],
+) -> Result<(), &'static str> {
+    build_renames(table, pairs).map(|_| ()).map_err(|e| {
         if e.starts_with("Target") {
             "Target command name already exists"
         } else {

@@ -1108,8 +1108,20 @@ pub fn file_text(users: &[Arc<User>]) -> Vec<u8> {
 mod tests {
     use super::*;
 
+    /// A user with no rules; the ACL's command ids come from the
+    /// installed table, which building the families' table installs.
+    fn new_user() -> User {
+        crate::commands::table();
+        User::new(b"u", false)
+    }
+
+    fn default_user() -> User {
+        crate::commands::table();
+        User::default_user()
+    }
+
     fn user(rules: &[&str]) -> User {
-        let mut u = User::new(b"u", false);
+        let mut u = new_user();
         for r in rules {
             u.apply(r.as_bytes(), false).unwrap();
         }
@@ -1121,7 +1133,7 @@ mod tests {
     // hash order).
     #[test]
     fn describes_as_redis() {
-        assert_eq!(User::default_user().describe(), "on nopass ~* &* +@all");
+        assert_eq!(default_user().describe(), "on nopass ~* &* +@all");
         assert_eq!(user(&["reset"]).describe(), "off sanitize-payload resetchannels -@all");
         assert_eq!(
             user(&["-@all", "+@hash", "+@string", "-hset"]).describe(),
@@ -1139,7 +1151,7 @@ mod tests {
 
     #[test]
     fn rule_errors() {
-        let mut u = User::new(b"u", false);
+        let mut u = new_user();
         assert_eq!(u.apply(b"bogus", false), Err(RuleError::Inval));
         assert_eq!(u.apply(b"+nosuch", false), Err(RuleError::NoEnt));
         assert_eq!(u.apply(b"+config|get|x", false), Err(RuleError::Child));

@@ -8,6 +8,7 @@ use std::path::Path;
 use super::pflags::*;
 use super::special::{os_error_text, words};
 use super::{lookup, Config, Named, Ty, Val, REDIS_VERSION};
+use crate::core::table::Table;
 
 // ---------------------------------------------------------------------------
 // Loading: files and command-line flags.
@@ -68,11 +69,18 @@ pub fn repr(s: &[u8]) -> String {
 }
 
 /// State carried across the texts of one load (file, includes, flags).
-#[derive(Default)]
 struct LoadState {
+    /// The command table `rename-command` lines apply to.
+    table: &'static Table,
     /// The first `save` of a load replaces the defaults; later ones add.
     save_loaded: bool,
     depth: usize,
+}
+
+impl LoadState {
+    fn new(table: &'static Table) -> LoadState {
+        LoadState { table, save_loaded: false, depth: 0 }
+    }
 }
 
 fn read_file(path: &str) -> Result<Vec<u8>, ConfigError> {
@@ -190,7 +198,7 @@ fn load_text(cfg: &mut Config, text: &[u8], st: &mut LoadState) -> Result<(), Co
                 // applies each line to its table as it reads it.
                 let w = words(&args[1..]);
                 cfg.rename_commands.push((w[0].clone(), w[1].clone()));
-                if let Err(e) = crate::core::table::check_renames(&cfg.rename_commands) {
+                if let Err(e) = crate::core::table::check_renames(st.table, &cfg.rename_commands) {
                     cfg.rename_commands.pop();
                     return Err(fail(e));
                 }
@@ -258,11 +266,12 @@ fn final_checks(cfg: &Config) -> Result<(), ConfigError> {
     Ok(())
 }
 
-/// Loads a redis.conf-syntax file over the defaults.
-pub fn load_file(path: &str) -> Result<Config, ConfigError> {
+/// Loads a redis.conf-syntax file over the defaults; `rename-command`
+/// lines are checked against `table`.
+pub fn load_file(path: &str, table: &'static Table) -> Result<Config, ConfigError> {
     let text = read_file(path)?;
     let mut cfg = Config { config_file: absolute(path), ..Config::default() };
-    load_text(&mut cfg, &text, &mut LoadState::default())?;
+    load_text(&mut cfg, &text, &mut LoadState::new(table))?;
     final_checks(&cfg)?;
     Ok(cfg)
 }
@@ -271,8 +280,9 @@ pub fn load_file(path: &str) -> Result<Config, ConfigError> {
 /// program name), exactly as `redis-server [file|-] [--name value ...]`:
 /// an optional file (or `-` for stdin), then the flags, which are turned
 /// into one more text appended after the file's (so error line numbers
-/// count on from the file's lines, plus one).
-pub fn from_args(args: &[String]) -> Result<Config, ConfigError> {
+/// count on from the file's lines, plus one). `rename-command` lines are
+/// checked against `table`.
+pub fn from_args(args: &[String], table: &'static Table) -> Result<Config, ConfigError> {
     let mut cfg = Config::default();
     let mut text: Vec<u8> = Vec::new();
     let mut j = 0;
@@ -328,7 +338,7 @@ pub fn from_args(args: &[String]) -> Result<Config, ConfigError> {
     }
     text.push(b'\n');
     text.extend_from_slice(options.as_bytes());
-    load_text(&mut cfg, &text, &mut LoadState::default())?;
+    load_text(&mut cfg, &text, &mut LoadState::new(table))?;
     final_checks(&cfg)?;
     Ok(cfg)
 }
@@ -563,7 +573,8 @@ mod tests {
 
     fn bad_line(text: &str) -> ConfigError {
         let mut c = Config::default();
-        load_text(&mut c, text.as_bytes(), &mut LoadState::default()).unwrap_err()
+        load_text(&mut c, text.as_bytes(), &mut LoadState::new(crate::commands::table()))
+            .unwrap_err()
     }
 
     // Texts from `redis-server /tmp/bad.conf` (7.0.15).
@@ -590,7 +601,8 @@ mod tests {
     #[test]
     fn flags_follow_the_file() {
         // `redis-server --port 7001 --foo bar` reports line 3 as 'foo "bar"'.
-        let e = from_args(&args(&["--port", "7001", "--foo", "bar"])).unwrap_err();
+        let e = from_args(&args(&["--port", "7001", "--foo", "bar"]), crate::commands::table())
+            .unwrap_err();
         assert_eq!(
             e,
             ConfigError::Line {
@@ -599,19 +611,30 @@ mod tests {
                 msg: "Bad directive or wrong number of arguments".into()
             }
         );
-        let e = from_args(&args(&["--port", "7001", "--maxmemory", "1x"])).unwrap_err();
+        let e =
+            from_args(&args(&["--port", "7001", "--maxmemory", "1x"]), crate::commands::table())
+                .unwrap_err();
         assert!(e.to_string().contains(">>> 'maxmemory \"1x\"'"));
-        let c = from_args(&args(&["--port", "7001", "--save", "", "--appendonly", "yes"])).unwrap();
+        let c = from_args(
+            &args(&["--port", "7001", "--save", "", "--appendonly", "yes"]),
+            crate::commands::table(),
+        )
+        .unwrap();
         assert_eq!((c.port, c.save.is_empty(), c.appendonly), (7001, true, true));
-        let c = from_args(&args(&["--save", "--port", "1"])).unwrap();
+        let c = from_args(&args(&["--save", "--port", "1"]), crate::commands::table()).unwrap();
         assert!(c.save.is_empty());
         assert_eq!(c.port, 1);
-        let c = from_args(&args(&["--save", "60", "1", "--maxmemory", "1gb"])).unwrap();
+        let c = from_args(
+            &args(&["--save", "60", "1", "--maxmemory", "1gb"]),
+            crate::commands::table(),
+        )
+        .unwrap();
         assert_eq!(c.save, vec![(60, 1)]);
         assert_eq!(c.maxmemory, 1 << 30);
-        let c = from_args(&args(&["--bind", "127.0.0.1", "::1"])).unwrap();
+        let c =
+            from_args(&args(&["--bind", "127.0.0.1", "::1"]), crate::commands::table()).unwrap();
         assert_eq!(c.bind, vec!["127.0.0.1".to_string(), "::1".to_string()]);
-        let c = from_args(&args(&["--port 7002"])).unwrap();
+        let c = from_args(&args(&["--port 7002"]), crate::commands::table()).unwrap();
         assert_eq!(c.port, 7002);
     }
 
@@ -631,7 +654,7 @@ mod tests {
             ),
         )
         .unwrap();
-        let c = load_file(main.to_str().unwrap()).unwrap();
+        let c = load_file(main.to_str().unwrap(), crate::commands::table()).unwrap();
         assert_eq!(c.port, 7100);
         assert_eq!(c.save, vec![(900, 1), (300, 10)]);
         assert_eq!(c.maxmemory, 100 << 20);
@@ -639,7 +662,7 @@ mod tests {
         assert_eq!(c.requirepass.as_deref(), Some(&b"p w"[..]));
         assert_eq!(c.obuf_pubsub, ObufLimit { hard: 1 << 20, soft: 2 << 20, soft_seconds: 3 });
         assert_eq!(c.config_file, main.to_str().unwrap());
-        let missing = load_file("/nonexistent/x.conf").unwrap_err();
+        let missing = load_file("/nonexistent/x.conf", crate::commands::table()).unwrap_err();
         assert_eq!(
             missing.to_string(),
             "Fatal error, can't open config file '/nonexistent/x.conf': No such file or directory"
@@ -662,7 +685,7 @@ mod tests {
         )
         .unwrap();
         let p = path.to_str().unwrap();
-        let mut c = load_file(p).unwrap();
+        let mut c = load_file(p, crate::commands::table()).unwrap();
         c.maxmemory = 200 << 20;
         c.timeout = 5;
         c.obuf_pubsub = ObufLimit { hard: 1 << 20, soft: 2 << 20, soft_seconds: 3 };
@@ -674,7 +697,7 @@ mod tests {
              replica-read-only yes\n\n# Generated by CONFIG REWRITE\n\
              timeout 5\nclient-output-buffer-limit pubsub 1mb 2mb 3\n"
         );
-        assert_eq!(load_file(p).unwrap().maxmemory, 200 << 20);
+        assert_eq!(load_file(p, crate::commands::table()).unwrap().maxmemory, 200 << 20);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
