@@ -16,7 +16,7 @@
 //!
 //! Active expiry is off on both (`DEBUG SET-ACTIVE-EXPIRE 0`), so keys only
 //! expire when the scenario touches them. To add a scenario, drop a file
-//! in `tests/effects/` and a line in `crates/server/tests/effects.rs`.
+//! in `tests/effects/` and a line in `crates/server/tests/it/effects.rs`.
 
 use std::time::{Duration, Instant};
 
