@@ -49,3 +49,4 @@ mod scripting;
 mod shutdown_replicas;
 mod tls;
 mod tracking;
+mod two_servers;
