@@ -49,7 +49,10 @@ extern "C" fn on_signal(sig: libc::c_int) {
             // for the shutdown (its save, its replicas); the save's
             // temporary file goes.
             sh.host.log.from_handler("You insist... exiting now.");
-            crate::persistence::remove_temp_files();
+            // The lock is not waited for in a signal handler.
+            if let Some(c) = sh.config.try_read() {
+                crate::persistence::remove_temp_files(&c.dir);
+            }
             // SAFETY: _exit ends the process without running atexit
             // handlers or unwinding, which a signal handler must not start.
             unsafe { libc::_exit(1) };

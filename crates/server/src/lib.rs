@@ -54,7 +54,17 @@ impl Bound {
     /// Builds the server's state from `config` and binds its listeners.
     /// Its threads log to `log` (and so does the calling thread from now
     /// on). `Err` is the reason, already logged where Redis logs it.
-    pub fn new(config: Config, log: Arc<Logger>) -> Result<Bound, String> {
+    pub fn new(mut config: Config, log: Arc<Logger>) -> Result<Bound, String> {
+        // The server's own directory, absolute from now on: every file it
+        // names is joined with it, and the process's working directory
+        // (which other servers in the process share) is never changed.
+        if !std::path::Path::new(&config.dir).is_absolute() {
+            let cwd = std::env::current_dir().map_err(|e| format!("Can't get cwd: {e}"))?;
+            let dir = std::fs::canonicalize(cwd.join(&config.dir))
+                .map_err(|e| format!("Can't chdir to '{}': {e}", config.dir))?;
+            config.dir = dir.to_string_lossy().into_owned();
+        }
+        log.set_dir(&config.dir);
         log::bind(log.clone());
         engine::core::table::Renames::build(engine::commands::table(), &config.rename_commands)?;
         let config_file = config.config_file.clone();
@@ -195,7 +205,7 @@ fn finish_exit(shared: &Shared) {
     aof::flush_on_exit(&node.aof);
     // A background save cut short by the shutdown leaves its temporary
     // file; Redis removes its child's too.
-    persistence::remove_temp_files();
+    persistence::remove_temp_files(&shared.config.read().dir);
     unix::remove_at_exit(node);
     if let Some(p) = node.pid_file.get() {
         log::notice("Removing the pid file.");

@@ -93,8 +93,11 @@ fn main() {
             std::process::exit(1);
         }
     };
-    // Redis changes to `dir` while reading the configuration, so relative
-    // `logfile` and `pidfile` paths are under it.
+    // Redis changes to `dir` while reading the configuration. The server
+    // joins the files it names with its `dir` itself (and CONFIG SET dir
+    // changes only that); the process moves there too, as Redis's does,
+    // for what is the process's: a relative `pidfile`, `unixsocket` or
+    // TLS file, core dumps.
     if let Err(e) = std::env::set_current_dir(&config.dir) {
         log::warning(&format!("Can't chdir to '{}': {e}", config.dir));
         std::process::exit(1);

@@ -1,7 +1,8 @@
 //! The effects record proved against Redis: a scenario (the format of
 //! [`crate::scenario`], with `@async`/`@await` for blocking commands) is
-//! played on a fresh redis-server and a fresh Sluice, replies compared as
-//! usual, and then what each server did besides replying:
+//! played by [`crate::diff`] with [`crate::diff::Options::EFFECTS`] on a
+//! fresh redis-server and a fresh Sluice, replies compared as usual, and
+//! [`Watch`] compares what each server did besides replying:
 //!
 //! - the propagated commands: on redis-server, the stream a replica reads
 //!   after `SYNC` (see [`ReplicaStream`]); on Sluice, what `DEBUG EFFECTS
@@ -16,13 +17,13 @@
 //!
 //! Active expiry is off on both (`DEBUG SET-ACTIVE-EXPIRE 0`), so keys only
 //! expire when the scenario touches them. To add a scenario, drop a file
-//! in `tests/effects/` and a line in `crates/server/tests/effects.rs`.
+//! in `tests/effects/` and a line in `crates/server/tests/it/effects.rs`.
 
 use std::time::{Duration, Instant};
 
 use resp::{parse_frame, Frame};
 
-use crate::scenario::{Scenario, Side, Step};
+use crate::diff::Step;
 use crate::{escape, Client};
 
 /// One propagated command.
@@ -232,115 +233,92 @@ fn show(c: &Cmd) -> String {
     c.iter().map(|a| escape(a)).collect::<Vec<_>>().join(" ")
 }
 
-/// Plays `sc` on both servers and returns every difference found, in
-/// replies, propagated stream, events or dirty counts.
-pub fn run(sc: &Scenario, redis_port: u16, sluice_port: u16) -> Vec<String> {
-    let mut problems = Vec::new();
-    let mut rctl = Client::connect(redis_port).expect("redis control connection");
-    let mut sctl = Client::connect(sluice_port).expect("sluice control connection");
-    for c in [&mut rctl, &mut sctl] {
-        c.cmd(&["DEBUG", "SET-ACTIVE-EXPIRE", "0"]).expect("DEBUG SET-ACTIVE-EXPIRE");
-    }
-    sctl.cmd(&["DEBUG", "EFFECTS", "START"]).expect("DEBUG EFFECTS START");
-    let mut replica = ReplicaStream::connect(redis_port).expect("SYNC with redis-server");
-    let mut events = EventStream::connect(redis_port).expect("subscribe to redis events");
-    let timeout = Duration::from_secs(3);
-    let mut redis = Side::new(redis_port, timeout);
-    let mut sluice = Side::new(sluice_port, timeout);
-    let mut conn = "default".to_string();
-    let mut mismatch = |line: usize, text: &str, what: String| {
-        problems.push(format!("{}:{line}: {text}\n  {what}", sc.name));
-    };
-    for step in &sc.steps {
-        let (line, text) = match step {
-            Step::Conn { name } => {
-                conn = name.clone();
-                continue;
-            }
-            Step::Sleep(ms) => {
-                std::thread::sleep(Duration::from_millis(*ms));
-                continue;
-            }
-            Step::Send { deferred: true, bytes, line, text, .. } => {
-                redis.send_only(&conn, bytes);
-                sluice.send_only(&conn, bytes);
-                std::thread::sleep(Duration::from_millis(50));
-                (*line, text)
-            }
-            Step::Await { line, text } => {
-                let (a, b) = (redis.await_reply(&conn), sluice.await_reply(&conn));
-                if a != b {
-                    mismatch(
-                        *line,
-                        text,
-                        format!("redis:  {}\n  sluice: {}", escape(&a), escape(&b)),
-                    );
-                }
-                (*line, text)
-            }
-            Step::Send { line, text, bytes, check, .. } => {
-                let (a, b) = (redis.exchange(&conn, bytes), sluice.exchange(&conn, bytes));
-                if !crate::scenario::same(&a, &b, *check) {
-                    mismatch(
-                        *line,
-                        text,
-                        format!("redis:  {}\n  sluice: {}", escape(&a), escape(&b)),
-                    );
-                }
-                (*line, text)
-            }
-        };
-        let (a, b) = (dirty(&mut rctl), dirty(&mut sctl));
-        if a != b {
-            mismatch(line, text, format!("rdb_changes_since_last_save: redis {a:?}, sluice {b:?}"));
+/// The effects side of a run ([`crate::diff::Options::EFFECTS`]): control
+/// connections to both servers, redis-server's replica stream and keyevent
+/// notifications, and Sluice's effects record.
+pub struct Watch {
+    rctl: Client,
+    sctl: Client,
+    replica: ReplicaStream,
+    events: EventStream,
+}
+
+impl Watch {
+    /// Turns active expiry off on both, starts Sluice's effects record,
+    /// and attaches to redis-server as a replica and a subscriber.
+    pub fn start(redis_port: u16, sluice_port: u16) -> Watch {
+        let mut rctl = Client::connect(redis_port).expect("redis control connection");
+        let mut sctl = Client::connect(sluice_port).expect("sluice control connection");
+        for c in [&mut rctl, &mut sctl] {
+            c.cmd(&["DEBUG", "SET-ACTIVE-EXPIRE", "0"]).expect("DEBUG SET-ACTIVE-EXPIRE");
         }
+        sctl.cmd(&["DEBUG", "EFFECTS", "START"]).expect("DEBUG EFFECTS START");
+        let replica = ReplicaStream::connect(redis_port).expect("SYNC with redis-server");
+        let events = EventStream::connect(redis_port).expect("subscribe to redis events");
+        Watch { rctl, sctl, replica, events }
     }
-    let quiet = Duration::from_millis(300);
-    let rstream = replica.drain(quiet);
-    let revents = events.drain(quiet);
-    match take(&mut sctl) {
-        Err(e) => problems.push(format!("{}: {e}", sc.name)),
-        Ok(t) => {
-            let n = rstream.len().max(t.stream.len());
-            if let Some(i) = (0..n).find(|&i| match (rstream.get(i), t.stream.get(i)) {
-                (Some(a), Some(b)) => !same_cmd(a, b),
-                _ => true,
-            }) {
-                let ctx = |s: &[Cmd]| {
-                    s[i.saturating_sub(2)..(i + 3).min(s.len())]
-                        .iter()
-                        .map(show)
-                        .collect::<Vec<_>>()
-                        .join(" | ")
-                };
-                problems.push(format!(
-                    "{}: propagated stream differs at command {i}:\n  redis:  {}\n  sluice: {}",
-                    sc.name,
-                    ctx(&rstream),
-                    ctx(&t.stream)
-                ));
-            }
-            if revents != t.events {
-                let i = (0..revents.len().max(t.events.len()))
-                    .find(|&i| revents.get(i) != t.events.get(i))
-                    .unwrap_or(0);
-                let ctx = |s: &[(Vec<u8>, usize, Vec<u8>)]| {
-                    s[i.saturating_sub(2)..(i + 3).min(s.len())]
-                        .iter()
-                        .map(|(n, db, k)| format!("{}@{db}:{}", escape(n), escape(k)))
-                        .collect::<Vec<_>>()
-                        .join(" | ")
-                };
-                problems.push(format!(
-                    "{}: keyspace events differ at event {i}:\n  redis:  {}\n  sluice: {}",
-                    sc.name,
-                    ctx(&revents),
-                    ctx(&t.events)
-                ));
+
+    /// After a step: the dirty counts must agree.
+    pub fn after_step(&mut self, name: &str, step: &Step) -> Option<String> {
+        let (a, b) = (dirty(&mut self.rctl), dirty(&mut self.sctl));
+        (a != b).then(|| {
+            format!(
+                "{name}:{}: {}\n  rdb_changes_since_last_save: redis {a:?}, sluice {b:?}",
+                step.line, step.text
+            )
+        })
+    }
+
+    /// At the end: the propagated streams and the events must agree.
+    pub fn finish(mut self, name: &str) -> Vec<String> {
+        let mut problems = Vec::new();
+        let quiet = Duration::from_millis(300);
+        let rstream = self.replica.drain(quiet);
+        let revents = self.events.drain(quiet);
+        match take(&mut self.sctl) {
+            Err(e) => problems.push(format!("{}: {e}", name)),
+            Ok(t) => {
+                let n = rstream.len().max(t.stream.len());
+                if let Some(i) = (0..n).find(|&i| match (rstream.get(i), t.stream.get(i)) {
+                    (Some(a), Some(b)) => !same_cmd(a, b),
+                    _ => true,
+                }) {
+                    let ctx = |s: &[Cmd]| {
+                        s[i.saturating_sub(2)..(i + 3).min(s.len())]
+                            .iter()
+                            .map(show)
+                            .collect::<Vec<_>>()
+                            .join(" | ")
+                    };
+                    problems.push(format!(
+                        "{}: propagated stream differs at command {i}:\n  redis:  {}\n  sluice: {}",
+                        name,
+                        ctx(&rstream),
+                        ctx(&t.stream)
+                    ));
+                }
+                if revents != t.events {
+                    let i = (0..revents.len().max(t.events.len()))
+                        .find(|&i| revents.get(i) != t.events.get(i))
+                        .unwrap_or(0);
+                    let ctx = |s: &[(Vec<u8>, usize, Vec<u8>)]| {
+                        s[i.saturating_sub(2)..(i + 3).min(s.len())]
+                            .iter()
+                            .map(|(n, db, k)| format!("{}@{db}:{}", escape(n), escape(k)))
+                            .collect::<Vec<_>>()
+                            .join(" | ")
+                    };
+                    problems.push(format!(
+                        "{}: keyspace events differ at event {i}:\n  redis:  {}\n  sluice: {}",
+                        name,
+                        ctx(&revents),
+                        ctx(&t.events)
+                    ));
+                }
             }
         }
+        problems
     }
-    problems
 }
 
 #[cfg(test)]

@@ -6,12 +6,13 @@
 //!   killed on drop.
 //! - [`Client`] is a blocking client that sends raw bytes or commands and
 //!   reads back exactly one reply's bytes.
-//! - [`pair`] runs the oracle and Sluice side by side for randomized
-//!   differential tests.
-//! - [`scenario`] parses and runs the text scenarios that are replayed
-//!   against both servers, comparing reply bytes.
-//! - [`transcript`] runs scripts over several connections against both
-//!   servers and compares the transcripts.
+//! - [`diff`] is the one differential runner: steps played on the oracle
+//!   and on Sluice, answers compared; its [`diff::Servers`] also serve the
+//!   randomized differential tests.
+//! - [`scenario`] parses the text scenarios (`tests/scenarios`,
+//!   `tests/effects`) and says how two replies are compared; [`effects`]
+//!   watches what both servers do besides replying; [`transcript`] parses
+//!   the multi-connection scripts.
 //!
 //! - [`abuse`] generates hostile commands from Redis's command table.
 //!
@@ -21,8 +22,8 @@
 pub mod abuse;
 pub mod args;
 mod client;
+pub mod diff;
 pub mod effects;
-pub mod pair;
 pub mod scenario;
 mod server;
 pub mod transcript;

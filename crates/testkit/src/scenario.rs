@@ -25,13 +25,10 @@
 //! out is reopened by the next line sent on it, as `redis-cli` does.
 //! After `QUIT` the next line always starts a new connection.
 
-use std::collections::HashMap;
-use std::fmt;
-use std::time::Duration;
-
 use resp::{parse_frame, Frame};
 
-use crate::{args, escape, Client};
+use crate::args;
+use crate::diff::{Action, Request, Step};
 
 /// How a reply is compared.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,28 +39,6 @@ pub enum Check {
     Pairs,
 }
 
-/// One line of a scenario.
-#[derive(Clone, Debug)]
-pub enum Step {
-    /// Send `bytes`, read one reply (unless `deferred`), compare it.
-    Send {
-        line: usize,
-        text: String,
-        bytes: Vec<u8>,
-        check: Check,
-        deferred: bool,
-    },
-    /// Read and compare the reply of the connection's deferred command.
-    Await {
-        line: usize,
-        text: String,
-    },
-    Conn {
-        name: String,
-    },
-    Sleep(u64),
-}
-
 /// A parsed scenario file.
 #[derive(Clone, Debug)]
 pub struct Scenario {
@@ -71,9 +46,11 @@ pub struct Scenario {
     pub steps: Vec<Step>,
 }
 
-/// Parses a scenario; `name` is used in messages.
+/// Parses a scenario; `name` is used in messages. Lines run on the
+/// connection the last `@conn` named (`default` before any).
 pub fn parse(name: &str, text: &str) -> Result<Scenario, String> {
     let mut steps = Vec::new();
+    let mut conn = "default".to_string();
     for (i, raw) in text.lines().enumerate() {
         let line = i + 1;
         let t = raw.trim();
@@ -81,17 +58,20 @@ pub fn parse(name: &str, text: &str) -> Result<Scenario, String> {
             continue;
         }
         let bad = |why: &str| format!("{name}:{line}: {why}: {t}");
+        let mut push = |action: Action| {
+            steps.push(Step { line, text: t.to_string(), conn: conn.clone(), action })
+        };
         let (check, cmd) = match t.split_once(char::is_whitespace).unwrap_or((t, "")) {
             ("@conn", n) if !n.trim().is_empty() => {
-                steps.push(Step::Conn { name: n.trim().to_string() });
+                conn = n.trim().to_string();
                 continue;
             }
             ("@sleep", ms) => {
-                steps.push(Step::Sleep(ms.trim().parse().map_err(|_| bad("bad @sleep"))?));
+                push(Action::Sleep(ms.trim().parse().map_err(|_| bad("bad @sleep"))?));
                 continue;
             }
             ("@await", "") => {
-                steps.push(Step::Await { line, text: t.to_string() });
+                push(Action::Read);
                 continue;
             }
             ("@resp3", "") => (Check::Shape, "HELLO 3"),
@@ -100,210 +80,28 @@ pub fn parse(name: &str, text: &str) -> Result<Scenario, String> {
             ("@pairs", rest) => (Check::Pairs, rest),
             ("@raw", rest) => {
                 let parts = args::split(rest.as_bytes()).ok_or_else(|| bad("unbalanced quotes"))?;
-                let bytes = parts.concat();
-                steps.push(Step::Send {
-                    line,
-                    text: t.to_string(),
-                    bytes,
-                    check: Check::Exact,
-                    deferred: false,
-                });
+                push(Action::Call { req: Request::Bytes(parts.concat()), check: Check::Exact });
                 continue;
             }
             ("@async", rest) => (Check::Exact, rest),
             (d, _) if d.starts_with('@') => return Err(bad("unknown directive")),
             _ => (Check::Exact, t),
         };
-        let deferred = t.starts_with("@async");
         let argv = args::split(cmd.as_bytes()).ok_or_else(|| bad("unbalanced quotes"))?;
         if argv.is_empty() {
             return Err(bad("no command"));
         }
         let mut bytes = Vec::new();
         resp::write_command(&mut bytes, &argv);
-        steps.push(Step::Send { line, text: t.to_string(), bytes, check, deferred });
+        let req = Request::Bytes(bytes);
+        if t.starts_with("@async") {
+            // Both servers see the command before the next line.
+            push(Action::Send { req, pause_ms: 50 });
+        } else {
+            push(Action::Call { req, check });
+        }
     }
     Ok(Scenario { name: name.to_string(), steps })
-}
-
-/// A line whose replies differ.
-#[derive(Clone, Debug)]
-pub struct Mismatch {
-    pub scenario: String,
-    pub line: usize,
-    pub text: String,
-    pub redis: Vec<u8>,
-    pub sluice: Vec<u8>,
-}
-
-impl Mismatch {
-    /// The command name (upper case) of the line, for grouping.
-    pub fn command(&self) -> String {
-        let mut words = self.text.split_whitespace().peekable();
-        if matches!(words.peek(), Some(&"@any") | Some(&"@sorted") | Some(&"@pairs")) {
-            words.next();
-        }
-        let first = words.next().unwrap_or("").to_ascii_uppercase();
-        match first.as_str() {
-            "CLIENT" | "CONFIG" | "OBJECT" => {
-                format!("{first} {}", words.next().unwrap_or("").to_ascii_uppercase())
-            }
-            _ => first,
-        }
-    }
-}
-
-impl fmt::Display for Mismatch {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "{}:{}: {}", self.scenario, self.line, self.text)?;
-        writeln!(f, "  redis:  {}", clip(&self.redis))?;
-        write!(f, "  sluice: {}", clip(&self.sluice))
-    }
-}
-
-/// A reply for a message: escaped, long ones cut short.
-fn clip(b: &[u8]) -> String {
-    const MAX: usize = 300;
-    if b.len() <= MAX {
-        escape(b)
-    } else {
-        format!("{}... ({} bytes)", escape(&b[..MAX]), b.len())
-    }
-}
-
-/// One server's side of a run: its named connections.
-pub(crate) struct Side {
-    port: u16,
-    conns: HashMap<String, Client>,
-    timeout: Duration,
-}
-
-impl Side {
-    pub(crate) fn new(port: u16, timeout: Duration) -> Side {
-        Side { port, conns: HashMap::new(), timeout }
-    }
-
-    /// Sends and reads one reply; failures become a `<...>` marker and drop
-    /// the connection so the next line starts afresh.
-    pub(crate) fn exchange(&mut self, conn: &str, bytes: &[u8]) -> Vec<u8> {
-        self.io(conn, Some(bytes), true)
-    }
-
-    /// Sends without reading the reply (`@async`).
-    pub(crate) fn send_only(&mut self, conn: &str, bytes: &[u8]) -> Vec<u8> {
-        self.io(conn, Some(bytes), false)
-    }
-
-    /// Reads the reply of a command sent earlier (`@await`).
-    pub(crate) fn await_reply(&mut self, conn: &str) -> Vec<u8> {
-        self.io(conn, None, true)
-    }
-
-    fn io(&mut self, conn: &str, bytes: Option<&[u8]>, read: bool) -> Vec<u8> {
-        if !self.conns.contains_key(conn) {
-            match Client::connect(self.port) {
-                Ok(mut c) => {
-                    c.set_timeout(self.timeout);
-                    self.conns.insert(conn.to_string(), c);
-                }
-                Err(e) => return format!("<connect failed: {e}>").into_bytes(),
-            }
-        }
-        let c = self.conns.get_mut(conn).expect("connection just made");
-        let sent = match bytes {
-            Some(b) => c.send_raw(b),
-            None => Ok(()),
-        };
-        if !read {
-            return match sent {
-                Ok(()) => Vec::new(),
-                Err(e) => format!("<{e}>").into_bytes(),
-            };
-        }
-        let bytes = bytes.unwrap_or(b"");
-        let r = sent.and_then(|_| c.read_reply());
-        match r {
-            Ok(b) => {
-                if is_quit(bytes) {
-                    self.conns.remove(conn);
-                }
-                b
-            }
-            Err(e) => {
-                self.conns.remove(conn);
-                use std::io::ErrorKind as K;
-                let why = match e.kind() {
-                    K::UnexpectedEof | K::ConnectionReset | K::BrokenPipe => "closed".to_string(),
-                    std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock => {
-                        "timeout".to_string()
-                    }
-                    _ => e.to_string(),
-                };
-                format!("<{why}>").into_bytes()
-            }
-        }
-    }
-}
-
-/// Whether `bytes` is a `QUIT` request (the server closes after replying).
-fn is_quit(bytes: &[u8]) -> bool {
-    let b = bytes.strip_prefix(b"*").unwrap_or(bytes);
-    let name = b.split(|&c| c == b'\n').nth(2).unwrap_or(b"");
-    name.strip_suffix(b"\r").unwrap_or(name).eq_ignore_ascii_case(b"QUIT")
-}
-
-/// Runs `sc` against the oracle on `redis_port` and Sluice on
-/// `sluice_port`; returns the lines whose replies differ.
-pub fn run(sc: &Scenario, redis_port: u16, sluice_port: u16) -> Vec<Mismatch> {
-    let timeout = Duration::from_secs(3);
-    let mut redis = Side::new(redis_port, timeout);
-    let mut sluice = Side::new(sluice_port, timeout);
-    let mut conn = "default".to_string();
-    let mut out = Vec::new();
-    // SCENARIO_DUMP=1 prints the oracle's transcript, to review a scenario.
-    let dump = std::env::var_os("SCENARIO_DUMP").is_some();
-    for step in &sc.steps {
-        match step {
-            Step::Conn { name } => conn = name.clone(),
-            Step::Sleep(ms) => std::thread::sleep(Duration::from_millis(*ms)),
-            Step::Send { deferred: true, bytes, .. } => {
-                redis.send_only(&conn, bytes);
-                sluice.send_only(&conn, bytes);
-                // Both servers see the command before the next line.
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            Step::Await { line, text } => {
-                let a = redis.await_reply(&conn);
-                let b = sluice.await_reply(&conn);
-                if a != b {
-                    out.push(Mismatch {
-                        scenario: sc.name.clone(),
-                        line: *line,
-                        text: text.clone(),
-                        redis: a,
-                        sluice: b,
-                    });
-                }
-            }
-            Step::Send { line, text, bytes, check, .. } => {
-                let a = redis.exchange(&conn, bytes);
-                let b = sluice.exchange(&conn, bytes);
-                if dump {
-                    eprintln!("{}:{line}: {text}\n  => {}", sc.name, escape(&a));
-                }
-                if !same(&a, &b, *check) {
-                    out.push(Mismatch {
-                        scenario: sc.name.clone(),
-                        line: *line,
-                        text: text.clone(),
-                        redis: a,
-                        sluice: b,
-                    });
-                }
-            }
-        }
-    }
-    out
 }
 
 /// Whether two replies agree under `check`.
@@ -443,18 +241,20 @@ mod tests {
     #[test]
     fn parses_directives() {
         let sc = parse("t", "# c\n\nSET k \"a b\"\n@conn two\n@any TIME\n@sorted KEYS *\n@resp3\n@raw \"PING\\r\\n\"\n@sleep 5\n").unwrap();
-        assert_eq!(sc.steps.len(), 7);
-        match &sc.steps[0] {
-            Step::Send { line, bytes, check, .. } => {
-                assert_eq!(*line, 3);
+        assert_eq!(sc.steps.len(), 6);
+        let s = &sc.steps[0];
+        assert_eq!((s.line, s.conn.as_str()), (3, "default"));
+        match &s.action {
+            Action::Call { req: Request::Bytes(bytes), check } => {
                 assert_eq!(bytes, b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$3\r\na b\r\n");
                 assert_eq!(*check, Check::Exact);
             }
-            s => panic!("{s:?}"),
+            a => panic!("{a:?}"),
         }
-        match &sc.steps[5] {
-            Step::Send { bytes, .. } => assert_eq!(bytes, b"PING\r\n"),
-            s => panic!("{s:?}"),
+        assert!(sc.steps[1..].iter().all(|s| s.conn == "two"), "@conn switches");
+        match &sc.steps[4].action {
+            Action::Call { req: Request::Bytes(bytes), .. } => assert_eq!(bytes, b"PING\r\n"),
+            a => panic!("{a:?}"),
         }
         assert!(parse("t", "@nope x").is_err());
         assert!(parse("t", "SET \"k").is_err());
@@ -483,7 +283,5 @@ mod tests {
         let swapped = b"*4\r\n$1\r\na\r\n$1\r\n2\r\n$1\r\nb\r\n$1\r\n1\r\n";
         assert!(same(ab, ba, Check::Pairs));
         assert!(!same(ab, swapped, Check::Pairs));
-        assert!(is_quit(b"*1\r\n$4\r\nquit\r\n"));
-        assert!(!is_quit(b"*1\r\n$4\r\nPING\r\n"));
     }
 }

@@ -344,12 +344,15 @@ const NO_FILE: &str = "This Redis instance is not configured to use an ACL file.
                        in the Redis configuration.";
 
 fn load(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
-    let file = cx.sess.conf(cx.shared).aclfile.clone();
+    let (file, path) = {
+        let c = cx.sess.conf(cx.shared);
+        (c.aclfile.clone(), c.path(&c.aclfile))
+    };
     if file.is_empty() {
         return Err(CmdError::err(NO_FILE));
     }
     let all = pubsub_all(cx);
-    let users = load_file(&file, all).map_err(CmdError::err)?;
+    let users = load_file(&path, &file, all).map_err(CmdError::err)?;
     cx.shared.acl.replace_all(users);
     // Every client of a user other than `default` goes (Redis frees the
     // old users and their clients; the default user is updated in place).
@@ -359,28 +362,31 @@ fn load(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     Ok(())
 }
 
-/// Reads and parses an ACL file (ACL LOAD, start-up).
+/// Reads and parses an ACL file (ACL LOAD, start-up): `path` is `file`
+/// in the server's `dir`; messages name `file`, as Redis's do.
 pub fn load_file(
+    path: &std::path::Path,
     file: &str,
     pubsub_all: bool,
 ) -> Result<std::collections::BTreeMap<Vec<u8>, User>, String> {
-    let text = std::fs::read(file).map_err(|e| {
-        format!(
-            "Error loading ACLs, opening file '{file}': {}",
-            crate::subsystems::config::os_error_text(&e)
-        )
+    let text = std::fs::read(path).map_err(|e| {
+        format!("Error loading ACLs, opening file '{file}': {}", crate::subsystems::config::os_error_text(&e))
     })?;
     acl::parse_file(&text, file, pubsub_all)
 }
 
 fn save(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
-    let file = cx.sess.conf(cx.shared).aclfile.clone();
+    let (file, path) = {
+        let c = cx.sess.conf(cx.shared);
+        (c.aclfile.clone(), c.path(&c.aclfile))
+    };
     if file.is_empty() {
         return Err(CmdError::err(NO_FILE));
     }
     let text = acl::file_text(&cx.shared.acl.users());
-    let tmp = format!("{file}.tmp-{}-{}", std::process::id(), crate::core::shared::unix_ms());
-    let r = std::fs::write(&tmp, &text).and_then(|()| std::fs::rename(&tmp, &file));
+    let mut tmp = path.clone().into_os_string();
+    tmp.push(format!(".tmp-{}-{}", std::process::id(), crate::core::shared::unix_ms()));
+    let r = std::fs::write(&tmp, &text).and_then(|()| std::fs::rename(&tmp, &path));
     if let Err(e) = r {
         let _ = std::fs::remove_file(&tmp);
         crate::subsystems::log::warning(&format!("Writing ACL file for ACL SAVE: {e}"));
@@ -432,9 +438,10 @@ fn help(_: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
 /// Applies the configuration's users at start-up (Redis's
 /// `ACLLoadUsersAtStartup`): `user` lines, or the ACL file, not both.
 pub fn load_at_startup(shared: &crate::Shared) -> Result<(), String> {
-    let (users, file, all) = {
+    let (users, file, path, all) = {
         let c = shared.config.read();
-        (c.users.clone(), c.aclfile.clone(), c.acl_pubsub_default == "allchannels")
+        let path = c.path(&c.aclfile);
+        (c.users.clone(), c.aclfile.clone(), path, c.acl_pubsub_default == "allchannels")
     };
     if !file.is_empty() && !users.is_empty() {
         return Err("Configuring Redis with users defined in redis.conf and at the same setting \
@@ -480,7 +487,7 @@ pub fn load_at_startup(shared: &crate::Shared) -> Result<(), String> {
         shared.acl.put(u);
     }
     if !file.is_empty() {
-        let users = load_file(&file, all)
+        let users = load_file(&path, &file, all)
             .map_err(|e| format!("Aborting Redis startup because of ACL errors: {e}"))?;
         shared.acl.replace_all(users);
     }

@@ -71,7 +71,10 @@ pub struct Config {
     pub io_threads: u32,
     pub requirepass: Option<Vec<u8>>,
     pub maxclients: usize,
-    /// Working directory for RDB/AOF files (absolute once set).
+    /// The server's own directory: every file it names by a relative path
+    /// (`dbfilename`, `appenddirname`, temporary files, a relative
+    /// `logfile` or `aclfile`) is in it, as in Redis, which `chdir`s
+    /// there. Absolute once a server starts or CONFIG SET changes it.
     pub dir: String,
     pub dbfilename: String,
     /// `save` points as (seconds, changes).
@@ -657,9 +660,27 @@ impl Config {
         }
     }
 
+    /// `name` in the server's own `dir` (an absolute `name` stays as it
+    /// is): where Redis, having changed into `dir`, opens it.
+    pub fn path(&self, name: impl AsRef<std::path::Path>) -> std::path::PathBuf {
+        std::path::Path::new(&self.dir).join(name)
+    }
+
     /// Parses, validates and stores one parameter's value; the error is
     /// Redis's text (without the "CONFIG SET failed" framing).
     pub fn set(&mut self, n: Named, args: &[&[u8]]) -> Result<(), String> {
+        // A relative `dir` is relative to the current one, as Redis's
+        // chdir makes it (a second `dir` line, CONFIG SET dir sub).
+        let (path, joined);
+        let args = match args {
+            [d] if n.param.name == "dir" && !d.is_empty() && !d.starts_with(b"/") => {
+                use std::os::unix::ffi::{OsStrExt, OsStringExt};
+                path = self.path(std::ffi::OsStr::from_bytes(d)).into_os_string().into_vec();
+                joined = [&path[..]];
+                &joined[..]
+            }
+            _ => args,
+        };
         let v = n.param.ty.parse(args)?;
         self.store(n.param, v);
         Ok(())

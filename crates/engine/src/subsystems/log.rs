@@ -47,8 +47,12 @@ pub struct Logger {
     level: AtomicU8,
     role: AtomicU8,
     syslog: AtomicBool,
-    /// The log file; empty means standard output.
+    /// The log file; empty means standard output. A relative one is in
+    /// the server's `dir` (`path` is the two joined): Redis opens it
+    /// afresh for every line, relative to the directory it is in now.
     file: Mutex<String>,
+    dir: Mutex<String>,
+    path: Mutex<std::path::PathBuf>,
 }
 
 impl Default for Logger {
@@ -58,6 +62,8 @@ impl Default for Logger {
             role: AtomicU8::new(b'C'),
             syslog: AtomicBool::new(false),
             file: Mutex::new(String::new()),
+            dir: Mutex::new(String::new()),
+            path: Mutex::new(std::path::PathBuf::new()),
         }
     }
 }
@@ -76,11 +82,21 @@ impl Logger {
     /// Sends lines to `path` (empty: standard output). Fails, as Redis's
     /// start-up check does, when the file cannot be opened for appending.
     pub fn set_file(&self, path: &str) -> std::io::Result<()> {
+        let full = std::path::Path::new(&*self.dir.lock()).join(path);
         if !path.is_empty() {
-            std::fs::OpenOptions::new().create(true).append(true).open(path)?;
+            std::fs::OpenOptions::new().create(true).append(true).open(&full)?;
         }
         *self.file.lock() = path.to_string();
+        *self.path.lock() = full;
         Ok(())
+    }
+
+    /// The server's directory (`dir`, at start-up and CONFIG SET): a
+    /// relative log file is there from now on.
+    pub fn set_dir(&self, dir: &str) {
+        *self.dir.lock() = dir.to_string();
+        let full = std::path::Path::new(dir).join(&*self.file.lock());
+        *self.path.lock() = full;
     }
 
     /// The role letter from now on (`M` once the server is initialised,
@@ -147,11 +163,12 @@ impl Logger {
 
     fn write_out(&self, text: &str) {
         let file = self.file.lock();
+        let path = self.path.lock();
         if file.is_empty() {
             let mut out = std::io::stdout().lock();
             let _ = out.write_all(text.as_bytes());
             let _ = out.flush();
-        } else if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(&*file)
+        } else if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(&*path)
         {
             let _ = f.write_all(text.as_bytes());
         }

@@ -210,14 +210,19 @@ pub fn flush_on_exit(aof: &Aof) {
     aof.sync_pending();
 }
 
-/// `appenddirname/name`.
-fn in_dir(dirname: &str, name: &str) -> PathBuf {
-    Path::new(dirname).join(name)
+/// `appenddirname` in the server's `dir`.
+pub fn dir_of(cfg: &engine::subsystems::config::Config) -> PathBuf {
+    cfg.path(&cfg.appenddirname)
+}
+
+/// `name` in the AOF directory `dirname` (see [`dir_of`]).
+fn in_dir(dirname: &Path, name: &str) -> PathBuf {
+    dirname.join(name)
 }
 
 /// Writes the manifest atomically: a temporary file, fsynced, renamed
 /// over the manifest, and the directory fsynced.
-pub fn persist_manifest(dirname: &str, filename: &str, m: &Manifest) -> io::Result<()> {
+pub fn persist_manifest(dirname: &Path, filename: &str, m: &Manifest) -> io::Result<()> {
     let tmp = in_dir(dirname, &aof::temp_manifest_name(filename));
     {
         let mut f = File::create(&tmp)?;
@@ -228,7 +233,7 @@ pub fn persist_manifest(dirname: &str, filename: &str, m: &Manifest) -> io::Resu
     File::open(dirname)?.sync_all()
 }
 
-fn file_size(dirname: &str, name: &str) -> u64 {
+fn file_size(dirname: &Path, name: &str) -> u64 {
     std::fs::metadata(in_dir(dirname, name)).map_or(0, |m| m.len())
 }
 
@@ -400,7 +405,7 @@ impl Aof {
     }
 
     /// Opens (creating) an incremental file for appending.
-    fn open_incr(dirname: &str, name: &str) -> io::Result<File> {
+    fn open_incr(dirname: &Path, name: &str) -> io::Result<File> {
         OpenOptions::new().create(true).append(true).open(in_dir(dirname, name))
     }
 
@@ -408,13 +413,13 @@ impl Aof {
     /// incremental file (or creates the files), then starts appending.
     pub fn open_on_start(self: &Arc<Self>, sh: &Arc<Shared>, mut m: Manifest) -> io::Result<()> {
         let cfg = sh.config.read().clone();
-        let (dirname, filename) = (cfg.appenddirname.clone(), cfg.appendfilename.clone());
+        let (dirname, filename) = (dir_of(&cfg), cfg.appendfilename.clone());
         std::fs::create_dir_all(&dirname)?;
         if m.base.is_none() && m.incr.is_empty() {
             // A fresh directory: a base of the (empty) data set first.
             let name = m.new_base(&filename, cfg.aof_use_rdb_preamble);
             log::notice(&format!("Creating AOF base file {name} on server start"));
-            let tmp = PathBuf::from(format!("temp-rewriteaof-{}.aof", std::process::id()));
+            let tmp = cfg.path(format!("temp-rewriteaof-{}.aof", std::process::id()));
             let started = persistence::begin_then(sh, &mut || {});
             write_base(sh, started, &tmp, &cfg)?;
             std::fs::rename(&tmp, in_dir(&dirname, &name))?;
@@ -478,7 +483,7 @@ impl Aof {
 
     fn begin_rewrite(self: &Arc<Self>, sh: &Arc<Shared>) -> Result<(), String> {
         let cfg = sh.config.read().clone();
-        let (dirname, filename) = (cfg.appenddirname.clone(), cfg.appendfilename.clone());
+        let (dirname, filename) = (dir_of(&cfg), cfg.appendfilename.clone());
         std::fs::create_dir_all(&dirname).map_err(|e| e.to_string())?;
         let mode = if !self.on.load(Ordering::Acquire) {
             Mode::Off
@@ -536,8 +541,8 @@ impl Aof {
         let me = self.clone();
         let sh2 = sh.clone();
         let spawned = log::spawn("aof-rewrite", move || {
-            let tmp = PathBuf::from(format!("temp-rewriteaof-bg-{}.aof", std::process::id()));
             let cfg = sh2.config.read().clone();
+            let tmp = cfg.path(format!("temp-rewriteaof-bg-{}.aof", std::process::id()));
             let res = write_base(&sh2, started, &tmp, &cfg);
             persistence::busy_flag(&sh2).store(false, Ordering::Release);
             me.rewrite_done(&sh2, res, &tmp, mode, cfg.aof_use_rdb_preamble);
@@ -550,7 +555,7 @@ impl Aof {
     /// persist the manifest, delete the history files.
     fn rewrite_done(&self, sh: &Shared, res: io::Result<()>, tmp: &Path, mode: Mode, rdb: bool) {
         let cfg = sh.config.read().clone();
-        let (dirname, filename) = (cfg.appenddirname.clone(), cfg.appendfilename.clone());
+        let (dirname, filename) = (dir_of(&cfg), cfg.appendfilename.clone());
         let started = self.ctl.lock().rewrite_started.take();
         let secs = started.map_or(0, |s| s.elapsed().as_secs() as i64);
         self.last_rewrite_secs.store(secs, Ordering::Relaxed);
@@ -570,18 +575,16 @@ impl Aof {
             if mode != Mode::Off && !self.on.load(Ordering::Acquire) {
                 return Err(io::Error::other("the AOF was turned off"));
             }
-            log::notice(&format!(
-                "Successfully created the temporary AOF base file {}",
-                tmp.display()
-            ));
+            // Named as Redis names it, without the directory.
+            let tmp_name = tmp.file_name().unwrap_or_default().to_string_lossy().into_owned();
+            log::notice(&format!("Successfully created the temporary AOF base file {tmp_name}"));
             let mut ctl = self.ctl.lock();
             let mut m = ctl.manifest.clone();
             let base = m.new_base(&filename, rdb);
             std::fs::rename(tmp, in_dir(&dirname, &base))?;
             log::notice("Background AOF rewrite terminated with success");
             log::notice(&format!(
-                "Successfully renamed the temporary AOF base file {} into {base}",
-                tmp.display()
+                "Successfully renamed the temporary AOF base file {tmp_name} into {base}"
             ));
             match mode {
                 Mode::On => m.mark_rewritten_incr_as_history(),
@@ -732,7 +735,7 @@ impl AppendOnly for Seam {
             // Garbage collection turned back on: what it kept goes now.
             let (dirname, filename) = {
                 let c = sh.config.read();
-                (c.appenddirname.clone(), c.appendfilename.clone())
+                (dir_of(&c), c.appendfilename.clone())
             };
             let mut ctl = me.ctl.lock();
             if !ctl.manifest.history.is_empty() {
@@ -782,14 +785,14 @@ impl AppendOnly for Seam {
             me.ctl.lock().manifest.clone()
         } else {
             let c = sh.config.read();
-            crate::aof_load::read_manifest(&c.appenddirname, &c.appendfilename)
+            crate::aof_load::read_manifest(&dir_of(&c), &c.appendfilename)
                 .map_err(|l| l.concat())?
                 .unwrap_or_default()
         };
         if !sh.config.read().aof_disable_auto_gc && me.on.load(Ordering::Acquire) {
             let (dirname, filename) = {
                 let c = sh.config.read();
-                (c.appenddirname.clone(), c.appendfilename.clone())
+                (dir_of(&c), c.appendfilename.clone())
             };
             let _ = delete_history(&dirname, &filename, &mut me.ctl.lock().manifest);
         }
@@ -827,7 +830,7 @@ impl AppendOnly for Seam {
 
 /// Deletes the history files the manifest lists and drops them from it
 /// (Redis's `aofDelHistoryFiles`).
-fn delete_history(dirname: &str, filename: &str, m: &mut Manifest) -> io::Result<()> {
+fn delete_history(dirname: &Path, filename: &str, m: &mut Manifest) -> io::Result<()> {
     if m.history.is_empty() {
         return Ok(());
     }

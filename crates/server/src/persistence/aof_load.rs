@@ -7,7 +7,7 @@
 //! Redis's log lines; anything else wrong stops the server saying where
 //! and why.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
@@ -29,17 +29,20 @@ pub enum Outcome {
     Empty,
 }
 
-/// Reads the manifest of `appenddirname`, if there is one. `Err` carries
-/// Redis's fatal lines.
-pub fn read_manifest(dirname: &str, filename: &str) -> Result<Option<Manifest>, Vec<String>> {
-    let path = Path::new(dirname).join(aof::manifest_name(filename));
+/// Reads the manifest in the AOF directory `dirname` (in the server's
+/// `dir`), if there is one. `Err` carries Redis's fatal lines, which name
+/// the file relative to `dir`.
+pub fn read_manifest(dirname: &Path, filename: &str) -> Result<Option<Manifest>, Vec<String>> {
+    let path = dirname.join(aof::manifest_name(filename));
     let text = match std::fs::read(&path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => {
             return Err(vec![format!(
                 "Fatal error: can't open the AOF manifest file {} for reading: {e}",
-                path.display()
+                Path::new(dirname.file_name().unwrap_or_default())
+                    .join(aof::manifest_name(filename))
+                    .display()
             )])
         }
     };
@@ -57,12 +60,12 @@ pub fn read_manifest(dirname: &str, filename: &str) -> Result<Option<Manifest>, 
 /// Loads every file the manifest names. `Err` is the last log line of
 /// the failure (the others are logged on the way).
 pub fn load_all(sh: &Arc<Shared>, m: &Manifest) -> Result<(), String> {
-    let dirname = sh.config.read().appenddirname.clone();
+    let dirname = crate::aof::dir_of(&sh.config.read());
     let files: Vec<_> = m.load_order().collect();
     let total = files.len();
     let mut sizes = 0u64;
     for f in &files {
-        match std::fs::metadata(Path::new(&dirname).join(&f.name)) {
+        match std::fs::metadata(dirname.join(&f.name)) {
             Ok(md) => sizes += md.len(),
             Err(e) => {
                 let msg = format!("The append log file {} doesn't exist: {e}", f.name);
@@ -99,8 +102,8 @@ pub fn load_all(sh: &Arc<Shared>, m: &Manifest) -> Result<(), String> {
 }
 
 /// Loads one file (Redis's `loadSingleAppendOnlyFile`).
-pub fn load_file(sh: &Arc<Shared>, dirname: &str, name: &str) -> Result<Outcome, String> {
-    let path = Path::new(dirname).join(name);
+pub fn load_file(sh: &Arc<Shared>, dirname: &Path, name: &str) -> Result<Outcome, String> {
+    let path = dirname.join(name);
     let bytes = std::fs::read(&path).map_err(|e| {
         let m = format!("Fatal error: can't open the append log file {name} for reading: {e}");
         log::warning(&m);
@@ -243,26 +246,28 @@ pub fn load_file(sh: &Arc<Shared>, dirname: &str, name: &str) -> Result<Outcome,
 /// working directory) is to move into `appenddirname` as the base, in
 /// Redis's three cases: no directory, no manifest, or a manifest naming
 /// only that file as its base while the directory lacks it.
-fn needs_upgrade(dirname: &str, filename: &str, m: &Manifest) -> bool {
-    if !Path::new(filename).is_file() {
+fn needs_upgrade(dir: &Path, dirname: &str, filename: &str, m: &Manifest) -> bool {
+    if !dir.join(filename).is_file() {
         return false;
     }
+    let aofdir = dir.join(dirname);
     let only_old_base = m.incr.is_empty()
         && m.base.as_ref().is_some_and(|b| b.name == filename)
-        && !Path::new(dirname).join(filename).exists();
-    !Path::new(dirname).is_dir() || (m.base.is_none() && m.incr.is_empty()) || only_old_base
+        && !aofdir.join(filename).exists();
+    !aofdir.is_dir() || (m.base.is_none() && m.incr.is_empty()) || only_old_base
 }
 
 /// Redis's `aofUpgradePrepare`: the old file becomes base number 1 of a
 /// new manifest, and moves into the directory.
-fn upgrade(dirname: &str, filename: &str, m: &mut Manifest) -> Result<(), String> {
-    std::fs::create_dir_all(dirname)
+fn upgrade(dir: &Path, dirname: &str, filename: &str, m: &mut Manifest) -> Result<(), String> {
+    let aofdir = dir.join(dirname);
+    std::fs::create_dir_all(&aofdir)
         .map_err(|e| format!("Can't open or create append-only dir {dirname}: {e}"))?;
     m.base = Some(aof::Info { name: filename.to_string(), seq: 1, kind: aof::Kind::Base });
     m.base_seq = 1;
-    crate::aof::persist_manifest(dirname, filename, m)
+    crate::aof::persist_manifest(&aofdir, filename, m)
         .map_err(|e| format!("Can't persist the AOF manifest: {e}"))?;
-    std::fs::rename(filename, Path::new(dirname).join(filename)).map_err(|e| {
+    std::fs::rename(dir.join(filename), aofdir.join(filename)).map_err(|e| {
         format!("Error trying to rename the existing AOF to the new directory: {e}.")
     })?;
     log::notice(&format!(
@@ -278,11 +283,11 @@ pub fn load_at_startup(sh: &Arc<Shared>, aof: Arc<crate::aof::Aof>) {
     sh.set_loading(true);
     let sh2 = sh.clone();
     let spawned = log::spawn("aof-load", move || {
-        let (dirname, filename) = {
+        let (dir, dirname, filename) = {
             let c = sh2.config.read();
-            (c.appenddirname.clone(), c.appendfilename.clone())
+            (PathBuf::from(&c.dir), c.appenddirname.clone(), c.appendfilename.clone())
         };
-        let mut m = match read_manifest(&dirname, &filename) {
+        let mut m = match read_manifest(&dir.join(&dirname), &filename) {
             Ok(m) => m.unwrap_or_default(),
             Err(lines) => {
                 for l in lines {
@@ -291,8 +296,8 @@ pub fn load_at_startup(sh: &Arc<Shared>, aof: Arc<crate::aof::Aof>) {
                 std::process::exit(1);
             }
         };
-        if needs_upgrade(&dirname, &filename, &m) {
-            if let Err(e) = upgrade(&dirname, &filename, &mut m) {
+        if needs_upgrade(&dir, &dirname, &filename, &m) {
+            if let Err(e) = upgrade(&dir, &dirname, &filename, &mut m) {
                 log::warning(&e);
                 std::process::exit(1);
             }

@@ -108,9 +108,9 @@ fn delay_keys(sh: &Shared, us: u64) {
     }
 }
 
-/// `dbfilename`, relative to the working directory (which is `dir`).
+/// `dbfilename` in the server's `dir`.
 fn db_path(cfg: &Config) -> PathBuf {
-    PathBuf::from(&cfg.dbfilename)
+    cfg.path(&cfg.dbfilename)
 }
 
 impl Rdb {
@@ -141,10 +141,10 @@ impl Rdb {
     fn write(&self, sh: &Shared, started: Option<Started>, foreground: bool) -> io::Result<()> {
         let started = started.unwrap_or_else(|| begin(sh));
         let tmp = if foreground {
-            PathBuf::from(format!("temp-{}.rdb", std::process::id()))
+            started.cfg.path(format!("temp-{}.rdb", std::process::id()))
         } else {
             let seq = self.temp_seq.fetch_add(1, Ordering::Relaxed);
-            PathBuf::from(format!("temp-{}-{seq}.rdb", std::process::id()))
+            started.cfg.path(format!("temp-{}-{seq}.rdb", std::process::id()))
         };
         let path = db_path(&started.cfg);
         match write_file(sh, started, &tmp, false) {
@@ -392,9 +392,7 @@ pub fn load(sh: &Shared, merge: bool) -> Result<Option<file::Loaded>, String> {
         LoadError::Rdb(e) => format!(
             "Internal error in RDB reading offset {} -> {}\nShort read or corrupt RDB file \
              '{}': {e}",
-            e.offset,
-            e.reason,
-            path.display()
+            e.offset, e.reason, cfg.dbfilename
         ),
         LoadError::Library(_) => e.to_string(),
     })?;
@@ -797,11 +795,12 @@ pub fn start_save_points(sh: &Arc<Shared>) {
     }
 }
 
-/// Removes this process's temporary RDB files (a save cut short by a
-/// second SIGINT), as Redis's rdbRemoveTempFile does from its handler.
-pub fn remove_temp_files() {
+/// Removes this process's temporary RDB files in `dir` (a save cut short
+/// by a second SIGINT), as Redis's rdbRemoveTempFile does from its
+/// handler.
+pub fn remove_temp_files(dir: &str) {
     let prefix = format!("temp-{}", std::process::id());
-    if let Ok(dir) = std::fs::read_dir(".") {
+    if let Ok(dir) = std::fs::read_dir(dir) {
         for e in dir.flatten() {
             let name = e.file_name();
             let name = name.to_string_lossy();

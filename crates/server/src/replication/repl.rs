@@ -728,8 +728,10 @@ fn full_sync(
     // (it counts as a save: LASTSAVE, the change count); the payload is
     // read back through the handle that wrote it, so a save renamed over
     // the file meanwhile cannot change what this replica gets.
-    let tmp = std::path::PathBuf::from(format!("temp-repl-{}-{}.rdb", std::process::id(), r.id));
-    let dbfile = std::path::PathBuf::from(&sh.config.read().dbfilename);
+    let (tmp, dbfile) = {
+        let c = sh.config.read();
+        (c.path(format!("temp-repl-{}-{}.rdb", std::process::id(), r.id)), c.path(&c.dbfilename))
+    };
     let dirty = AtomicU64::new(0);
     let mut at_instant_disk = || {
         dirty.store(sh.stats.dirty.load(Ordering::Relaxed), Ordering::Relaxed);
@@ -952,7 +954,7 @@ impl Master {
         }
         let (no_persistence, dbfile) = {
             let cfg = sh.config.read();
-            (cfg.save.is_empty() && !cfg.appendonly, cfg.dbfilename.clone())
+            (cfg.save.is_empty() && !cfg.appendonly, cfg.path(&cfg.dbfilename))
         };
         if !no_persistence || !self.rdb_by_replication.load(Ordering::Relaxed) {
             return;

@@ -14,9 +14,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::common::{
+    cmd, info, info_keys, pipelined, s, sorted, text, wait_for, wait_synced, writers,
+};
 use resp::Frame;
-mod common;
-use common::{cmd, info, info_keys, pipelined, s, sorted, text, wait_for, wait_synced, writers};
 use testkit::{free_port, scratch_dir, Client, RedisServer, TestServer};
 
 fn ok() -> Frame {

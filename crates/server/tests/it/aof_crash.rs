@@ -12,7 +12,7 @@
 //!
 //! Trials: `SLUICE_AOF_CRASH_TRIALS` (default 4 per policy, about 1 s
 //! each in a debug build; the full run is 100:
-//! `SLUICE_AOF_CRASH_TRIALS=100 cargo test -p server --test aof_crash`).
+//! `SLUICE_AOF_CRASH_TRIALS=100 cargo test -p server --test it aof_crash::`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

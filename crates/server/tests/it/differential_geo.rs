@@ -11,8 +11,8 @@
 
 use std::path::Path;
 
+use testkit::diff::Servers;
 use testkit::escape;
-use testkit::pair::Servers;
 
 struct Rng(u64);
 

@@ -7,7 +7,8 @@
 
 use std::path::{Path, PathBuf};
 
-use testkit::{scenario, scratch_dir, RedisServer, TestServer};
+use testkit::diff::{self, Options};
+use testkit::scenario;
 
 fn scenario_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/scenarios")
@@ -18,28 +19,8 @@ fn check(file: &str) {
     let text =
         std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
     let sc = scenario::parse(&format!("tests/scenarios/{file}"), &text).unwrap();
-    let dir = scratch_dir("pair");
-    let mismatches = {
-        let Some(redis) = RedisServer::start_with(&[], Some(&dir)) else { return };
-        if std::env::var_os("SCENARIO_SELF_CHECK").is_some() {
-            let other = RedisServer::start_with(&[], Some(&dir)).expect("second oracle");
-            scenario::run(&sc, redis.port(), other.port())
-        } else {
-            let bin = Path::new(env!("CARGO_BIN_EXE_sluice-server"));
-            let sluice = TestServer::start_with(bin, &[], Some(&dir));
-            scenario::run(&sc, redis.port(), sluice.port())
-        }
-    };
-    let _ = std::fs::remove_dir_all(&dir);
-    if !mismatches.is_empty() {
-        let lines = sc.steps.iter().filter(|s| matches!(s, scenario::Step::Send { .. })).count();
-        let report: Vec<String> = mismatches.iter().map(|m| m.to_string()).collect();
-        panic!(
-            "{file}: {} of {lines} replies differ from redis-server:\n{}",
-            mismatches.len(),
-            report.join("\n")
-        );
-    }
+    let bin = Path::new(env!("CARGO_BIN_EXE_sluice-server"));
+    diff::check(bin, &sc.name, &sc.steps, &Options::SCENARIO);
 }
 
 macro_rules! scenarios {
@@ -117,4 +98,20 @@ fn every_scenario_file_is_listed() {
         }
     }
     assert!(missing.is_empty(), "add these to the scenarios! list: {missing:?}");
+}
+
+/// The runner is not blind: each server answers `CONFIG GET port` with
+/// its own port, and that one difference is found, in lockstep and one
+/// run after the other.
+#[test]
+fn the_runner_reports_what_differs() {
+    let bin = Path::new(env!("CARGO_BIN_EXE_sluice-server"));
+    let steps = scenario::parse("self", "PING\nCONFIG GET port\nPING\n").unwrap().steps;
+    for opts in [Options::SCENARIO, Options::TRANSCRIPT] {
+        let Some(servers) = diff::Servers::start_with(bin, &opts) else { return };
+        let out = diff::run("self", &steps, servers.redis_port(), servers.sluice_port(), &opts);
+        assert_eq!(out.compared, 3, "{:?}", opts.order);
+        let lines: Vec<usize> = out.mismatches.iter().map(|m| m.line).collect();
+        assert_eq!(lines, [2], "{:?}", opts.order);
+    }
 }

@@ -6,14 +6,12 @@
 //! the INFO fields operators read (`total_reads_processed`,
 //! `mem_clients_normal`, `avg_ttl`, …) that used to print 0.
 
-mod common;
-
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use common::{cmd, info, text};
+use crate::common::{cmd, info, text};
 use testkit::{scratch_dir, RedisServer, ServerProc, TestServer, REDIS_SERVER};
 
 fn have_redis() -> bool {

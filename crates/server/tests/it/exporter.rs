@@ -10,8 +10,6 @@
 //! `/usr/bin/prometheus-redis-exporter` (scripts/test unpacks Debian's
 //! package without installing its service and sets the variable).
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -19,7 +17,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::cmd;
+use crate::common::cmd;
 use testkit::{free_port, oracle_required, Client, RedisServer, TestServer};
 
 /// Series that Redis reports non-zero and Sluice may report as 0, and why.

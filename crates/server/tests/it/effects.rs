@@ -6,7 +6,8 @@
 
 use std::path::{Path, PathBuf};
 
-use testkit::{effects, scenario, scratch_dir, RedisServer, TestServer};
+use testkit::diff::{self, Options};
+use testkit::scenario;
 
 fn dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/effects")
@@ -17,17 +18,8 @@ fn check(file: &str) {
     let text =
         std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
     let sc = scenario::parse(&format!("tests/effects/{file}"), &text).unwrap();
-    let scratch = scratch_dir("effects");
-    let problems = {
-        // Diskless full syncs start at once (the default waits 5 s).
-        let flags = ["--enable-debug-command", "yes", "--repl-diskless-sync-delay", "0"];
-        let Some(redis) = RedisServer::start_with(&flags, Some(&scratch)) else { return };
-        let bin = Path::new(env!("CARGO_BIN_EXE_sluice-server"));
-        let sluice = TestServer::start_with(bin, &[], Some(&scratch));
-        effects::run(&sc, redis.port(), sluice.port())
-    };
-    let _ = std::fs::remove_dir_all(&scratch);
-    assert!(problems.is_empty(), "{} differences:\n{}", problems.len(), problems.join("\n"));
+    let bin = Path::new(env!("CARGO_BIN_EXE_sluice-server"));
+    diff::check(bin, &sc.name, &sc.steps, &Options::EFFECTS);
 }
 
 macro_rules! files {

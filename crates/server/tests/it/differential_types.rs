@@ -14,8 +14,8 @@ use std::path::Path;
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
+use testkit::diff::Servers;
 use testkit::escape;
-use testkit::pair::Servers;
 use testkit::scenario::{same, Check};
 
 const KEYS: &[&str] = &["k0", "k1", "k2", "k3", "k4", "{k}5"];

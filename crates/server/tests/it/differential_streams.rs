@@ -17,8 +17,8 @@ use std::path::Path;
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
+use testkit::diff::Servers;
 use testkit::escape;
-use testkit::pair::Servers;
 use testkit::scenario::{same, Check};
 
 const KEYS: &[&str] = &["s0", "s1", "{s}2"];
