@@ -134,34 +134,22 @@ fn watched_touched(cx: &mut Ctx) -> bool {
     if cx.sess.watch_flag.load(Ordering::Acquire) {
         return true;
     }
-    let now = cx.now();
-    for (db, key, _) in &cx.sess.watched {
-        let s = cx.keys.stripe(*db, key);
-        // The stripe's WATCH knows whether the key counts as expired (at
-        // WATCH time, or since a SWAPDB brought an expired one).
-        if s.watched_expired(key, &cx.sess.watch_flag) {
-            continue;
-        }
-        if s.peek(key).is_some_and(|e| e.has_ttl()) && s.is_expired(key, now) {
-            return true;
-        }
-    }
-    false
+    // The stripe's WATCH knows whether the key counts as expired (at WATCH
+    // time, or since a SWAPDB brought an expired one).
+    let flag = &cx.sess.watch_flag;
+    cx.sess.watched.iter().any(|(db, key, _)| cx.keys.watch_lapsed(*db, key, flag))
 }
 
 fn watch(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     if cx.sess.in_multi() {
         return Err(CmdError::err("WATCH inside MULTI is not allowed"));
     }
-    let now = cx.now();
     while let Some(key) = args.next() {
         let db = cx.db;
         if cx.sess.watched.iter().any(|(d, k, _)| *d == db && **k == *key) {
             continue;
         }
-        let stripe = cx.keys.stripe(db, key);
-        let expired = stripe.peek(key).is_some_and(|e| e.has_ttl()) && stripe.is_expired(key, now);
-        stripe.watch(key, &cx.sess.watch_flag, expired);
+        let expired = cx.keys.watch(db, key, &cx.sess.watch_flag);
         cx.sess.watched.push((db, key.into(), expired));
     }
     cx.sess.handle.watching.store(cx.sess.watched.len(), Ordering::Relaxed);
@@ -190,11 +178,11 @@ pub fn unwatch_all_with(shared: &Shared, sess: &mut Session, mut keys: Option<&m
         let stripe = shared.store.stripe_of(&key);
         let id = shared.store.global_id(db, stripe);
         match keys.as_deref_mut() {
-            Some(l) if l.holds(id) => l.stripe_id(id).unwatch(&key, &sess.watch_flag),
+            Some(l) if l.holds(id) => l.unwatch(id, &key, &sess.watch_flag),
             _ if busy => {
                 let mut l = store::Locks::new(&shared.store, 0);
                 if l.try_acquire(&mut [id]).is_ok() {
-                    l.stripe_id(id).unwatch(&key, &sess.watch_flag);
+                    l.unwatch(id, &key, &sess.watch_flag);
                 } else {
                     shared.unwatch_later.lock().push((id, key, sess.watch_flag.clone()));
                 }
@@ -215,12 +203,12 @@ pub fn unwatch_deferred(shared: &Shared, keys: &mut store::Locks) {
     let mut left = Vec::new();
     for (id, key, flag) in later {
         if keys.holds(id) {
-            keys.stripe_id(id).unwatch(&key, &flag);
+            keys.unwatch(id, &key, &flag);
             continue;
         }
         let mut l = store::Locks::new(&shared.store, 0);
         if l.try_acquire(&mut [id]).is_ok() {
-            l.stripe_id(id).unwatch(&key, &flag);
+            l.unwatch(id, &key, &flag);
         } else {
             left.push((id, key, flag));
         }
