@@ -108,6 +108,44 @@ pub struct Record {
     pub lru: u32,
 }
 
+/// A key looked up for writing ([`Locks::entry`]): the live entry, or
+/// the place where it would go.
+pub enum Lookup<'s> {
+    Live(&'s mut Entry),
+    Absent(Absent<'s>),
+}
+
+/// No live key: [`insert`](Absent::insert) puts one where the lookup
+/// ended, reusing the key's hash.
+pub struct Absent<'s> {
+    stripe: &'s mut Stripe,
+    key: &'s [u8],
+    h: u64,
+    now: i64,
+}
+
+impl<'s> Absent<'s> {
+    /// The key that was looked up.
+    #[inline]
+    pub fn key(&self) -> &'s [u8] {
+        self.key
+    }
+
+    /// Inserts the key, marking watchers and readiness as
+    /// [`Stripe::insert`] does. A key its reader saw as expired but that
+    /// was only hidden (a replica's, or while clients are paused) is
+    /// overwritten and reported expired, as [`Locks::insert`] does.
+    #[inline]
+    pub fn insert(self, value: Value, expire_at: i64, lru: u32) {
+        let Absent { stripe, key, h, now } = self;
+        if let Some(old) = stripe.insert_hashed(key, h, value, expire_at, lru) {
+            if old.expire_at != NO_EXPIRE && old.expire_at <= now && !stripe.expiry_suspended() {
+                stripe.note_expired(key);
+            }
+        }
+    }
+}
+
 /// A flag a client watches; set when a watched key is modified.
 pub type WatchFlag = Arc<AtomicBool>;
 
@@ -202,6 +240,28 @@ impl Stripe {
     /// a TTL costs one lookup; one with a TTL a second, for its deadline.
     #[inline]
     pub fn get_hashed(&mut self, key: &[u8], h: u64, now: i64) -> Option<&mut Entry> {
+        let i = self.live_index(key, h, now)?;
+        self.map.at_mut(i).map(|(_, e)| e)
+    }
+
+    /// Looks up `key` for writing: the live entry, or the place to insert
+    /// it with its hash already known (an expired key is deleted on the
+    /// way, as [`get`](Self::get) does).
+    #[inline]
+    pub fn entry_hashed<'s>(&'s mut self, key: &'s [u8], h: u64, now: i64) -> Lookup<'s> {
+        match self.live_index(key, h, now) {
+            Some(i) => match self.map.at_mut(i) {
+                Some((_, e)) => Lookup::Live(e),
+                None => unreachable!("a live index holds an entry"),
+            },
+            None => Lookup::Absent(Absent { stripe: self, key, h, now }),
+        }
+    }
+
+    /// The key table index of a live `key`; a key past its deadline is
+    /// deleted (or hidden) on the way, as its reader's deadlines say.
+    #[inline]
+    fn live_index(&mut self, key: &[u8], h: u64, now: i64) -> Option<u32> {
         let i = self.map.index_of_hashed(key, h)?;
         if self.map.at(i).is_some_and(|(_, e)| e.has_ttl()) && self.deadline(key, h) <= now {
             match self.on_expired(now) {
@@ -213,7 +273,7 @@ impl Stripe {
                 Expired::Live => {}
             }
         }
-        self.map.at_mut(i).map(|(_, e)| e)
+        Some(i)
     }
 
     /// What a key found past its deadline is to this thread.
@@ -1631,6 +1691,21 @@ impl<'a> Locks<'a> {
         self.stripe(db, key).contains(key, now)
     }
 
+    /// Looks up `key` of `db` for writing ([`Stripe::entry_hashed`]), with
+    /// the connection's prefetched stripe and hash when it has them.
+    #[inline]
+    pub fn entry<'s>(&'s mut self, db: usize, key: &'s [u8]) -> Lookup<'s> {
+        let now = self.now;
+        match self.memo_for(db, key) {
+            Some(t) => self.stripe_id(t.id).entry_hashed(key, t.hash, now),
+            None => {
+                let s = self.stripe(db, key);
+                let h = s.map.hash_of(key);
+                s.entry_hashed(key, h, now)
+            }
+        }
+    }
+
     pub fn insert(
         &mut self,
         db: usize,
@@ -1672,6 +1747,32 @@ impl<'a> Locks<'a> {
         self.stripe(db, key).set_expire(key, expire_at)
     }
 
+    /// Registers `flag` as watching `key` of `db`; returns whether the
+    /// key counts as expired (there, past its deadline, not deleted).
+    pub fn watch(&mut self, db: usize, key: &[u8], flag: &WatchFlag) -> bool {
+        let now = self.now;
+        let s = self.stripe(db, key);
+        let expired = s.peek(key).is_some_and(Entry::has_ttl) && s.is_expired(key, now);
+        s.watch(key, flag, expired);
+        expired
+    }
+
+    /// Whether `flag`'s WATCH of `key` lapsed by expiry: the key counted
+    /// as live (when watched, or since a SWAPDB brought it) and its
+    /// deadline has passed since.
+    pub fn watch_lapsed(&mut self, db: usize, key: &[u8], flag: &WatchFlag) -> bool {
+        let now = self.now;
+        let s = self.stripe(db, key);
+        !s.watched_expired(key, flag)
+            && s.peek(key).is_some_and(Entry::has_ttl)
+            && s.is_expired(key, now)
+    }
+
+    /// Removes `flag` from the watchers of `key` in stripe `id`.
+    pub fn unwatch(&mut self, id: u32, key: &[u8], flag: &WatchFlag) {
+        self.stripe_id(id).unwatch(key, flag);
+    }
+
     /// The expiry of `key` in `db` (Unix ms), or [`NO_EXPIRE`] when it has
     /// none or does not exist. Does not expire it.
     pub fn expire_of(&mut self, db: usize, key: &[u8]) -> i64 {
@@ -1706,6 +1807,54 @@ mod tests {
         assert_eq!(expired, vec![(0, b"k".to_vec())], "lazy expiry is reported");
         assert_eq!(l.stripe(0, b"k").stats.expired_keys, 1);
         assert_eq!(l.stripe(0, b"k").expires_len(), 0);
+    }
+
+    /// `Locks::entry` finds a live key, misses a missing one, and an
+    /// insert through the vacant entry is found afterwards with its hash
+    /// reused (the same entry a plain `get` finds).
+    #[test]
+    fn entry_finds_live_keys_and_inserts_where_it_missed() {
+        let store = Store::new(1, 64);
+        let mut l = Locks::new(&store, 1000);
+        l.insert(0, b"a", Value::from_arg(b"1"), NO_EXPIRE, 7);
+        match l.entry(0, b"a") {
+            Lookup::Live(e) => assert_eq!(e.lru, 7),
+            Lookup::Absent(_) => panic!("a is live"),
+        }
+        match l.entry(0, b"b") {
+            Lookup::Live(_) => panic!("b is missing"),
+            Lookup::Absent(place) => {
+                assert_eq!(place.key(), b"b");
+                place.insert(Value::from_arg(b"2"), NO_EXPIRE, 9);
+            }
+        }
+        let e = l.get(0, b"b").expect("inserted");
+        assert_eq!(e.lru, 9);
+        assert!(!e.has_ttl());
+    }
+
+    /// A key past its deadline while expiry is held (clients paused) is
+    /// hidden, not deleted: the entry is vacant, and inserting over the
+    /// hidden key reports it expired, as `Locks::insert` does (the engine
+    /// turns that into the `expired` event and a propagated DEL).
+    #[test]
+    fn entry_over_a_hidden_expired_key_reports_it_expired() {
+        let store = Store::new(1, 64);
+        let mut l = Locks::new(&store, 1000);
+        l.insert(0, b"k", Value::from_arg(b"v"), 1500, 0);
+        drop(l);
+        store.hold_expiry(3000);
+        let mut l = Locks::new(&store, 2000);
+        match l.entry(0, b"k") {
+            Lookup::Live(_) => panic!("k is past its deadline"),
+            Lookup::Absent(place) => place.insert(Value::from_arg(b"w"), NO_EXPIRE, 0),
+        }
+        let (mut ready, mut expired) = (Vec::new(), Vec::new());
+        l.take_signals(&mut ready, |db, k| expired.push((db, k.to_vec())));
+        assert_eq!(expired, vec![(0, b"k".to_vec())]);
+        assert_eq!(l.stripe(0, b"k").stats.expired_keys, 1);
+        assert_eq!(l.stripe(0, b"k").expires_len(), 0, "the new key has no TTL");
+        assert!(l.get(0, b"k").is_some());
     }
 
     /// Whose deadlines a reader obeys comes from its locks, and only while

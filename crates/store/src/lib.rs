@@ -16,8 +16,8 @@ pub mod value;
 
 pub use bytes::SmallBytes;
 pub use db::{
-    Deadlines, Entry, LockOrder, Locks, Prefetch, Record, SnapshotHook, Store, Stripe,
-    StripeCounts, StripeStats, Waiter, WatchFlag, NO_EXPIRE,
+    Absent, Deadlines, Entry, LockOrder, Locks, Lookup, Prefetch, Record, SnapshotHook, Store,
+    Stripe, StripeCounts, StripeStats, Waiter, WatchFlag, NO_EXPIRE,
 };
 pub use keytable::key_eq;
 pub use table::Table;

@@ -370,7 +370,10 @@ pub fn load_file(
     pubsub_all: bool,
 ) -> Result<std::collections::BTreeMap<Vec<u8>, User>, String> {
     let text = std::fs::read(path).map_err(|e| {
-        format!("Error loading ACLs, opening file '{file}': {}", crate::subsystems::config::os_error_text(&e))
+        format!(
+            "Error loading ACLs, opening file '{file}': {}",
+            crate::subsystems::config::os_error_text(&e)
+        )
     })?;
     acl::parse_file(&text, file, pubsub_all)
 }

@@ -636,8 +636,7 @@ fn object(cx: &mut Ctx, key: &[u8], out: &mut ReplyBuf) -> CmdResult {
     // real RDB form (aggregates included); else strings are estimated here.
     let codec =
         cx.shared.host.snapshots.as_ref().cloned().map(|s| (s, cx.sess.conf(cx.shared).clone()));
-    let db = cx.db;
-    let Some(e) = cx.keys.stripe(db, key).peek(key) else {
+    let Some(e) = cx.peek(key) else {
         return Err(CmdError::NoSuchKey);
     };
     let serialized = match &codec {

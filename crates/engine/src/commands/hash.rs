@@ -11,10 +11,10 @@ use std::borrow::Cow;
 use resp::{Proto, ReplyBuf};
 use store::types::Hash;
 use store::value::parse_canonical_i64;
-use store::{Value, NO_EXPIRE};
+use store::Value;
 
 use crate::commands::keys::space::{parse_cursor, parse_scan_opts, ScanOpts};
-use crate::core::ctx::{eq_ic, parse_i64, parse_range, Args, Ctx};
+use crate::core::ctx::{eq_ic, parse_i64, parse_range, Args, Ctx, KeyEntry};
 use crate::core::effects::Class;
 use crate::core::error::{CmdError, CmdResult};
 use crate::core::spec::Command;
@@ -71,28 +71,28 @@ fn peek_hash<'c>(cx: &'c mut Ctx<'_, '_>, key: &[u8]) -> Result<Option<&'c Hash>
 }
 
 /// Runs `f` on the hash at `key`, creating it when missing (it is stored
-/// only if `f` left it non-empty) and deleting it when `f` empties it. An
+/// only if `f` left it non-empty). `f` only sets fields (a write that may
+/// empty the hash reports it with `Ctx::changed_or_emptied`, as HDEL). An
 /// error from `f` must leave the hash unchanged.
 fn write_hash<T>(
     cx: &mut Ctx,
     key: &[u8],
     f: impl FnOnce(&mut Hash) -> Result<T, CmdError>,
 ) -> Result<T, CmdError> {
-    if cx.exists(key) {
-        let e = cx.lookup_write(key).ok_or(CmdError::WrongType)?;
-        let Value::Hash(h) = &mut e.value else { return Err(CmdError::WrongType) };
-        let r = f(h)?;
-        if h.is_empty() {
-            cx.delete(key);
+    match cx.entry(key) {
+        KeyEntry::Occupied(e) => {
+            let Value::Hash(h) = &mut e.value else { return Err(CmdError::WrongType) };
+            f(h)
         }
-        return Ok(r);
+        KeyEntry::Vacant(place) => {
+            let mut h = Hash::new();
+            let r = f(&mut h)?;
+            if !h.is_empty() {
+                place.insert(Value::Hash(Box::new(h)));
+            }
+            Ok(r)
+        }
     }
-    let mut h = Hash::new();
-    let r = f(&mut h)?;
-    if !h.is_empty() {
-        cx.set(key, Value::Hash(Box::new(h)), NO_EXPIRE);
-    }
-    Ok(r)
 }
 
 /// Type check before the write path, so a wrong type is reported even when
@@ -122,14 +122,17 @@ fn set_pairs(cx: &mut Ctx, args: &mut Args, name: &str) -> Result<i64, CmdError>
     // One keyspace lookup (not a type check, an existence check and a
     // write lookup): setting fields never empties a hash, and the change
     // is signalled only once the type is known to be right.
-    let added = if let Some(e) = cx.lookup(key) {
-        let Value::Hash(h) = &mut e.value else { return Err(CmdError::WrongType) };
-        set_all(h)
-    } else {
-        let mut h = Hash::new();
-        let added = set_all(&mut h);
-        cx.set(key, Value::Hash(Box::new(h)), NO_EXPIRE);
-        added
+    let added = match cx.entry(key) {
+        KeyEntry::Occupied(e) => {
+            let Value::Hash(h) = &mut e.value else { return Err(CmdError::WrongType) };
+            set_all(h)
+        }
+        KeyEntry::Vacant(place) => {
+            let mut h = Hash::new();
+            let added = set_all(&mut h);
+            place.insert(Value::Hash(Box::new(h)));
+            added
+        }
     };
     // Redis counts every pair set, new or not.
     cx.changed(key, Class::HASH, "hset", (pairs.len() / 2) as u64);
@@ -257,19 +260,16 @@ fn hgetall(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
 fn hdel(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let key = args.key()?;
     let fields = args.rest();
-    // Only a real deletion touches the key (WATCH, dirty), as in Redis.
-    let any = match peek_hash(cx, key)? {
-        Some(h) => fields.iter().any(|f| h.contains(f)),
-        None => false,
-    };
-    if !any {
+    let Some(e) = cx.lookup_write(key) else {
         out.int(0);
         return Ok(());
-    }
-    let n = write_hash(cx, key, |h| Ok(fields.iter().filter(|f| h.remove(f)).count()))?;
-    cx.changed(key, Class::HASH, "hdel", n as u64);
-    if !cx.exists(key) {
-        cx.notify(Class::GENERIC, "del", key);
+    };
+    let Value::Hash(h) = &mut e.value else { return Err(CmdError::WrongType) };
+    let n = fields.iter().filter(|f| h.remove(f)).count();
+    // Only a real deletion touches the key (WATCH, dirty), as in Redis.
+    if n > 0 {
+        let emptied = h.is_empty();
+        cx.changed_or_emptied(key, Class::HASH, "hdel", n as u64, emptied);
     }
     out.int(n as i64);
     Ok(())

@@ -272,9 +272,7 @@ fn copy(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         out.int(0);
         return Ok(());
     }
-    let lru = crate::subsystems::evict::fresh(cx.lru());
-    cx.keys.insert(o.db, dst, value, expire_at, lru);
-    cx.sess.fx.event(Class::NEW, "new", o.db, dst);
+    cx.add_in(o.db, dst, value, expire_at);
     cx.changed_in(o.db, dst, Class::GENERIC, "copy_to", 1);
     out.int(1);
     Ok(())

@@ -3,18 +3,19 @@
 //! pops BLPOP, BRPOP, BRPOPLPUSH, BLMOVE and BLMPOP (their waiting is in
 //! `crate::core::blocking`). The value type is `store::types::List`.
 //!
-//! Write paths look the key up once in its stripe, check its type, change
-//! the list in place and then mark the key modified; an emptied list is
-//! deleted, as Redis never keeps empty aggregates.
+//! Write paths look the key up once (`Ctx::entry`, or `Ctx::lookup_write`
+//! when they do not create it), check its type, change the list in place
+//! and then report the change; an emptied list is deleted there
+//! (`Ctx::changed_or_emptied`), as Redis never keeps empty aggregates.
 
 use std::borrow::Cow;
 
 use resp::ReplyBuf;
 use store::types::{List, ListEnd};
-use store::{Kind, Stripe, Value, NO_EXPIRE};
+use store::{Entry, Kind, Value};
 
 use crate::core::blocking;
-use crate::core::ctx::{eq_ic, parse_i64, Args, Ctx};
+use crate::core::ctx::{eq_ic, parse_i64, Args, Ctx, KeyEntry};
 use crate::core::effects::Class;
 use crate::core::error::{CmdError, CmdResult};
 use crate::core::spec::{Command, KeyList, Lock};
@@ -48,25 +49,19 @@ const fn msg(m: &'static str) -> CmdError {
     CmdError::Msg(Cow::Borrowed(m))
 }
 
-/// The list at `key` for a change in place: `None` when missing,
-/// WRONGTYPE for another type. The caller marks the change with
-/// [`changed`] once done.
-fn list_in<'s>(
-    s: &'s mut Stripe,
-    key: &[u8],
-    now: i64,
-    lru: crate::subsystems::evict::Stamp<'_>,
-) -> Result<Option<&'s mut List>, CmdError> {
-    match s.get(key, now) {
-        None => Ok(None),
-        Some(e) => {
-            e.lru = crate::subsystems::evict::access(lru, e.lru);
-            match &mut e.value {
-                Value::List(l) => Ok(Some(l)),
-                _ => Err(CmdError::WrongType),
-            }
-        }
+/// The list of an entry, or WRONGTYPE.
+fn as_list(e: &mut Entry) -> Result<&mut List, CmdError> {
+    match &mut e.value {
+        Value::List(l) => Ok(l),
+        _ => Err(CmdError::WrongType),
     }
+}
+
+/// The list at `key` for a change in place: `None` when missing,
+/// WRONGTYPE for another type. The caller reports the change with
+/// [`list_changed`] once done.
+fn list_in<'c>(cx: &'c mut Ctx, key: &[u8]) -> Result<Option<&'c mut List>, CmdError> {
+    cx.lookup_write(key).map(as_list).transpose()
 }
 
 /// Reports a change of the list at `key` (Redis's event and dirty count);
@@ -80,11 +75,7 @@ fn list_changed(cx: &mut Ctx, key: &[u8], event: &'static str, n: usize, emptied
     } else {
         n
     };
-    cx.changed(key, Class::LIST, event, n as u64);
-    if emptied {
-        cx.delete(key);
-        cx.notify(Class::GENERIC, "del", key);
-    }
+    cx.changed_or_emptied(key, Class::LIST, event, n as u64, emptied);
 }
 
 fn push_event(end: ListEnd) -> &'static str {
@@ -169,34 +160,25 @@ fn push_with(
     let key = args.key()?;
     let vals = args.rest();
     let fill = cx.sess.conf(cx.shared).list_max_listpack_size;
-    let (db, now, lru) = (cx.db, cx.now(), cx.lru());
-    let s = cx.keys.stripe(db, key);
-    let (len, created) = match list_in(s, key, now, lru)? {
-        Some(l) => {
+    let len = match cx.entry(key) {
+        KeyEntry::Occupied(e) => {
+            let l = as_list(e)?;
             for v in vals {
                 l.push(end, v);
             }
-            (l.len(), false)
+            l.len()
         }
-        None if xx => (0, false),
-        None => {
+        KeyEntry::Vacant(_) if xx => 0,
+        KeyEntry::Vacant(place) => {
             let mut l = List::new(fill);
             for v in vals {
                 l.push(end, v);
             }
             let n = l.len();
-            s.insert(
-                key,
-                Value::List(Box::new(l)),
-                NO_EXPIRE,
-                crate::subsystems::evict::fresh(lru),
-            );
-            (n, true)
+            place.insert(Value::List(Box::new(l)));
+            n
         }
     };
-    if created {
-        cx.created(key);
-    }
     if len > 0 {
         list_changed(cx, key, push_event(end), vals.len(), false);
     }
@@ -225,9 +207,7 @@ fn pop_with(cx: &mut Ctx, args: &mut Args, end: ListEnd, out: &mut ReplyBuf) -> 
         Some(a) => Some(parse_at_least(a, 0, "ERR value is out of range, must be positive")?),
         None => None,
     };
-    let (db, now, lru) = (cx.db, cx.now(), cx.lru());
-    let s = cx.keys.stripe(db, key);
-    let Some(l) = list_in(s, key, now, lru)? else {
+    let Some(l) = list_in(cx, key)? else {
         if count.is_some() {
             out.null_array();
         } else {
@@ -427,10 +407,8 @@ fn lset(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let key = args.key()?;
     let idx = args.req()?;
     let val = args.req()?;
-    let (db, now, lru) = (cx.db, cx.now(), cx.lru());
-    let s = cx.keys.stripe(db, key);
     // Redis looks the key up before it parses the index.
-    let Some(l) = list_in(s, key, now, lru)? else {
+    let Some(l) = list_in(cx, key)? else {
         return Err(CmdError::NoSuchKey);
     };
     let i = resolve(parse_i64(idx)?, l.len()).ok_or(CmdError::OutOfRange)?;
@@ -452,9 +430,7 @@ fn linsert(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     };
     let pivot = args.req()?;
     let val = args.req()?;
-    let (db, now, lru) = (cx.db, cx.now(), cx.lru());
-    let s = cx.keys.stripe(db, key);
-    let Some(l) = list_in(s, key, now, lru)? else {
+    let Some(l) = list_in(cx, key)? else {
         out.int(0);
         return Ok(());
     };
@@ -473,9 +449,7 @@ fn lrem(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let key = args.key()?;
     let count = args.i64()?;
     let val = args.req()?;
-    let (db, now, lru) = (cx.db, cx.now(), cx.lru());
-    let s = cx.keys.stripe(db, key);
-    let Some(l) = list_in(s, key, now, lru)? else {
+    let Some(l) = list_in(cx, key)? else {
         out.int(0);
         return Ok(());
     };
@@ -492,9 +466,7 @@ fn ltrim(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let key = args.key()?;
     let start = args.i64()?;
     let end = args.i64()?;
-    let (db, now, lru) = (cx.db, cx.now(), cx.lru());
-    let s = cx.keys.stripe(db, key);
-    if let Some(l) = list_in(s, key, now, lru)? {
+    if let Some(l) = list_in(cx, key)? {
         let len = l.len();
         let (front, back) = match clamp_range(start, end, len) {
             None => (len, 0),
@@ -535,48 +507,30 @@ fn move_with(
     out: &mut ReplyBuf,
 ) -> CmdResult {
     let fill = cx.sess.conf(cx.shared).list_max_listpack_size;
-    let (db, now, lru) = (cx.db, cx.now(), cx.lru());
-    match list_in(cx.keys.stripe(db, src), src, now, lru)? {
+    match list_in(cx, src)? {
         Some(l) if !l.is_empty() => {}
         _ => {
             out.null();
             return Ok(());
         }
     }
-    if let Some(e) = cx.keys.stripe(db, dst).get(dst, now) {
-        if !matches!(e.value, Value::List(_)) {
-            return Err(CmdError::WrongType);
-        }
+    if let Some(e) = cx.lookup_write(dst) {
+        as_list(e)?;
     }
-    let s = cx.keys.stripe(db, src);
-    let Some(l) = list_in(s, src, now, lru)? else { unreachable!("source was just found") };
+    let Some(l) = list_in(cx, src)? else { unreachable!("source was just found") };
     let v = l.pop(from).expect("source is not empty");
-    let d = cx.keys.stripe(db, dst);
-    let created = match list_in(d, dst, now, lru)? {
-        Some(l) => {
-            l.push(to, &v);
-            false
-        }
-        None => {
-            let mut l = List::new(fill);
-            l.push(to, &v);
-            d.insert(
-                dst,
-                Value::List(Box::new(l)),
-                NO_EXPIRE,
-                crate::subsystems::evict::fresh(lru),
-            );
-            true
-        }
-    };
     // Redis's order: the push (and the destination's creation), then the
     // pop and, if it emptied the source, its deletion; one change counted.
-    if created {
-        cx.created(dst);
+    match cx.entry(dst) {
+        KeyEntry::Occupied(e) => as_list(e)?.push(to, &v),
+        KeyEntry::Vacant(place) => {
+            let mut l = List::new(fill);
+            l.push(to, &v);
+            place.insert(Value::List(Box::new(l)));
+        }
     }
     cx.changed(dst, Class::LIST, push_event(to), 0);
-    let s = cx.keys.stripe(db, src);
-    let emptied = list_in(s, src, now, lru)?.is_some_and(|l| l.is_empty());
+    let emptied = list_in(cx, src)?.is_some_and(|l| l.is_empty());
     list_changed(cx, src, pop_event(from), 1, emptied);
     out.bulk(&v);
     Ok(())
@@ -633,10 +587,8 @@ fn mpop_first(
     count: i64,
     out: &mut ReplyBuf,
 ) -> Result<bool, CmdError> {
-    let (db, now, lru) = (cx.db, cx.now(), cx.lru());
     for &key in keys {
-        let s = cx.keys.stripe(db, key);
-        let Some(l) = list_in(s, key, now, lru)? else { continue };
+        let Some(l) = list_in(cx, key)? else { continue };
         if l.is_empty() {
             continue;
         }
@@ -701,10 +653,8 @@ fn pop_first(
     end: ListEnd,
     out: &mut ReplyBuf,
 ) -> Result<bool, CmdError> {
-    let (db, now, lru) = (cx.db, cx.now(), cx.lru());
     for &key in keys {
-        let s = cx.keys.stripe(db, key);
-        let Some(l) = list_in(s, key, now, lru)? else { continue };
+        let Some(l) = list_in(cx, key)? else { continue };
         out.array(2);
         out.bulk(key);
         l.pop_with(end, |v| out.bulk(v));
@@ -745,8 +695,7 @@ fn bmove_with(
     timeout: i64,
     out: &mut ReplyBuf,
 ) -> CmdResult {
-    let (db, now, lru) = (cx.db, cx.now(), cx.lru());
-    if list_in(cx.keys.stripe(db, src), src, now, lru)?.is_some() {
+    if list_in(cx, src)?.is_some() {
         move_with(cx, src, dst, from, to, out)?;
         // BLMOVE goes out as LMOVE, BRPOPLPUSH as RPOPLPUSH; served, with
         // Redis's own spelling of the ends.

@@ -106,20 +106,7 @@ fn restore(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         return Ok(());
     }
     cx.set(key, value, if ttl != 0 { ttl } else { NO_EXPIRE });
-    // Redis's objectSetLRUOrLFU: FREQ counts under an LFU policy, IDLETIME
-    // under any other.
-    let stamp = cx.lru();
-    let field = if stamp.bits & crate::subsystems::evict::LFU_BIT != 0 {
-        (freq >= 0).then(|| crate::subsystems::evict::fresh(stamp) & !0xff | freq as u32)
-    } else {
-        let clock = cx.shared.lru_clock();
-        (idle >= 0).then(|| crate::subsystems::evict::lru_idle_stamp(clock, idle as u64))
-    };
-    if let Some(field) = field {
-        if let Some(e) = cx.keys.get(cx.db, key) {
-            e.lru = field;
-        }
-    }
+    cx.set_access(key, idle, freq);
     cx.changed(key, Class::GENERIC, "restore", 1);
     if ttl != 0 && !absttl && cx.propagating() {
         // Propagated with the absolute time, as Redis rewrites it.

@@ -18,7 +18,7 @@ use store::{Table, Value, NO_EXPIRE};
 
 use crate::commands::algebra::{self, Operand, Sources};
 use crate::commands::keys::space::{parse_cursor, parse_scan_opts};
-use crate::core::ctx::{eq_ic, parse_i64, Args, Ctx};
+use crate::core::ctx::{eq_ic, parse_i64, Args, Ctx, KeyEntry};
 use crate::core::effects::Class;
 use crate::core::error::{CmdError, CmdResult};
 use crate::core::spec::{Command, KeyList, Lock};
@@ -52,12 +52,9 @@ fn max_intset(cx: &mut Ctx) -> usize {
 }
 
 /// Reports a change of the set at `key` (Redis's event and dirty count);
-/// with `removed` it was emptied and deleted (`del` after the event).
+/// with `removed` it was emptied, and is deleted (`del` after the event).
 fn set_changed(cx: &mut Ctx, key: &[u8], event: &'static str, n: usize, removed: bool) {
-    cx.changed(key, Class::SET, event, n as u64);
-    if removed {
-        cx.notify(Class::GENERIC, "del", key);
-    }
+    cx.changed_or_emptied(key, Class::SET, event, n as u64, removed);
 }
 
 /// The set of an entry, or WRONGTYPE.
@@ -113,19 +110,19 @@ fn sadd(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let members = args.rest();
     let max = max_intset(cx);
     let mut added = 0;
-    match cx.lookup(key) {
-        Some(e) => {
+    match cx.entry(key) {
+        KeyEntry::Occupied(e) => {
             let s = as_set(&mut e.value)?;
             for m in members {
                 added += usize::from(s.add(m, max));
             }
         }
-        None => {
+        KeyEntry::Vacant(place) => {
             let mut s = Set::new_for(members[0]);
             for m in members {
                 added += usize::from(s.add(m, max));
             }
-            cx.set(key, Value::Set(s), NO_EXPIRE);
+            place.insert(Value::Set(s));
         }
     }
     if added > 0 {
@@ -152,9 +149,6 @@ fn srem(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         }
     }
     let emptied = s.is_empty();
-    if emptied {
-        cx.delete(key);
-    }
     if deleted > 0 {
         set_changed(cx, key, "srem", deleted, emptied);
     }
@@ -226,9 +220,6 @@ fn spop(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     };
     reply_member(out, m.as_member());
     let emptied = s.is_empty();
-    if emptied {
-        cx.delete(key);
-    }
     set_changed(cx, key, "spop", 1, emptied);
     // Replicas remove the member that was drawn.
     let mut buf = [0u8; 24];
@@ -266,7 +257,6 @@ fn spop_count(cx: &mut Ctx, key: &[u8], count: &[u8], out: &mut ReplyBuf) -> Cmd
             all.add_member(m, max);
         }
         reply_set(out, &all);
-        cx.delete(key);
         // Redis 7.0: the whole set goes (each member counted), propagated
         // as DEL.
         set_changed(cx, key, "spop", size, true);
@@ -450,9 +440,6 @@ fn smove(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     // creation, then its sadd; one change for the move, one more when the
     // member was new to the destination.
     let emptied = s.is_empty();
-    if emptied {
-        cx.delete(src_key);
-    }
     set_changed(cx, src_key, "srem", 1, emptied);
     let added = if dst_exists {
         let e = cx.lookup(dst_key).ok_or(CmdError::NoSuchKey)?;

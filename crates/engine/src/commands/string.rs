@@ -13,7 +13,7 @@ use std::borrow::Cow;
 use resp::ReplyBuf;
 use store::{Value, NO_EXPIRE};
 
-use crate::core::ctx::{eq_ic, expect_string, parse_i64, Args, Ctx};
+use crate::core::ctx::{eq_ic, expect_string, parse_i64, Args, Ctx, KeyEntry};
 use crate::core::effects::Class;
 use crate::core::error::{CmdError, CmdResult};
 use crate::core::spec::Command;
@@ -437,24 +437,18 @@ fn int_of(v: &Value) -> Result<i64, CmdError> {
 /// Redis's `incrDecrCommand`: the result is stored as `int`, keeping the
 /// key's TTL.
 fn incr_with(cx: &mut Ctx, key: &[u8], by: i64, out: &mut ReplyBuf) -> CmdResult {
-    let (db, now, lru) = (cx.db, cx.now(), cx.lru());
-    let s = cx.keys.stripe(db, key);
-    let (v, created) = match s.get(key, now) {
-        Some(e) => {
+    let v = match cx.entry(key) {
+        KeyEntry::Occupied(e) => {
             expect_string(e)?;
             let v = int_of(&e.value)?.checked_add(by).ok_or(CmdError::Overflow)?;
             e.value = Value::Int(v);
-            e.lru = crate::subsystems::evict::access(lru, e.lru);
-            (v, false)
+            v
         }
-        None => {
-            s.insert(key, Value::Int(by), NO_EXPIRE, crate::subsystems::evict::fresh(lru));
-            (by, true)
+        KeyEntry::Vacant(place) => {
+            place.insert(Value::Int(by));
+            by
         }
     };
-    if created {
-        cx.created(key);
-    }
     cx.changed(key, Class::STRING, "incrby", 1);
     out.int(v);
     Ok(())
@@ -463,34 +457,23 @@ fn incr_with(cx: &mut Ctx, key: &[u8], by: i64, out: &mut ReplyBuf) -> CmdResult
 fn incrbyfloat(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let key = args.key()?;
     let by = args.req()?;
-    let (db, now, lru) = (cx.db, cx.now(), cx.lru());
     let mut buf = [0u8; ldouble::LD_BUF];
-    let s = cx.keys.stripe(db, key);
-    let (n, created) = match s.get(key, now) {
-        Some(e) => {
+    let n = match cx.entry(key) {
+        KeyEntry::Occupied(e) => {
             expect_string(e)?;
             let mut ib = [0u8; 24];
             let cur = e.value.as_bytes(&mut ib).ok_or(CmdError::WrongType)?;
             let n = ldouble::incr_by(Some(cur), by, &mut buf).map_err(ld_error)?;
             // Stored as Redis's createStringObject: embstr or raw by size.
             e.value = Value::str_exact(&buf[..n]);
-            e.lru = crate::subsystems::evict::access(lru, e.lru);
-            (n, false)
+            n
         }
-        None => {
+        KeyEntry::Vacant(place) => {
             let n = ldouble::incr_by(None, by, &mut buf).map_err(ld_error)?;
-            s.insert(
-                key,
-                Value::str_exact(&buf[..n]),
-                NO_EXPIRE,
-                crate::subsystems::evict::fresh(lru),
-            );
-            (n, true)
+            place.insert(Value::str_exact(&buf[..n]));
+            n
         }
     };
-    if created {
-        cx.created(key);
-    }
     cx.changed(key, Class::STRING, "incrbyfloat", 1);
     // Replicas get the result, not the float arithmetic (which could
     // round differently there).
@@ -523,10 +506,8 @@ fn append(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let key = args.key()?;
     let val = args.req()?;
     let limit = cx.sess.conf(cx.shared).proto_max_bulk_len;
-    let (db, now, lru) = (cx.db, cx.now(), cx.lru());
-    let s = cx.keys.stripe(db, key);
-    let (total, created) = match s.get(key, now) {
-        Some(e) => {
+    let total = match cx.entry(key) {
+        KeyEntry::Occupied(e) => {
             expect_string(e)?;
             check_string_length(limit, e.value.str_len().unwrap_or(0), val.len())?;
             // Appending makes the value `raw`, even when nothing is appended.
@@ -535,17 +516,13 @@ fn append(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
                 v.extend_from_slice(val);
                 total = v.len();
             }
-            e.lru = crate::subsystems::evict::access(lru, e.lru);
-            (total, false)
+            total
         }
-        None => {
-            s.insert(key, Value::from_arg(val), NO_EXPIRE, crate::subsystems::evict::fresh(lru));
-            (val.len(), true)
+        KeyEntry::Vacant(place) => {
+            place.insert(Value::from_arg(val));
+            val.len()
         }
     };
-    if created {
-        cx.created(key);
-    }
     cx.changed(key, Class::STRING, "append", 1);
     out.int(total as i64);
     Ok(())

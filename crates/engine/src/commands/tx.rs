@@ -121,34 +121,22 @@ fn watched_touched(cx: &mut Ctx) -> bool {
     if cx.sess.watch_flag.load(Ordering::Acquire) {
         return true;
     }
-    let now = cx.now();
-    for (db, key, _) in &cx.sess.watched {
-        let s = cx.keys.stripe(*db, key);
-        // The stripe's WATCH knows whether the key counts as expired (at
-        // WATCH time, or since a SWAPDB brought an expired one).
-        if s.watched_expired(key, &cx.sess.watch_flag) {
-            continue;
-        }
-        if s.peek(key).is_some_and(|e| e.has_ttl()) && s.is_expired(key, now) {
-            return true;
-        }
-    }
-    false
+    // The stripe's WATCH knows whether the key counts as expired (at WATCH
+    // time, or since a SWAPDB brought an expired one).
+    let flag = &cx.sess.watch_flag;
+    cx.sess.watched.iter().any(|(db, key, _)| cx.keys.watch_lapsed(*db, key, flag))
 }
 
 fn watch(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     if cx.sess.in_multi() {
         return Err(CmdError::err("WATCH inside MULTI is not allowed"));
     }
-    let now = cx.now();
     while let Some(key) = args.next() {
         let db = cx.db;
         if cx.sess.watched.iter().any(|(d, k, _)| *d == db && **k == *key) {
             continue;
         }
-        let stripe = cx.keys.stripe(db, key);
-        let expired = stripe.peek(key).is_some_and(|e| e.has_ttl()) && stripe.is_expired(key, now);
-        stripe.watch(key, &cx.sess.watch_flag, expired);
+        let expired = cx.keys.watch(db, key, &cx.sess.watch_flag);
         cx.sess.watched.push((db, key.into(), expired));
     }
     cx.sess.handle.watching.store(cx.sess.watched.len(), Ordering::Relaxed);

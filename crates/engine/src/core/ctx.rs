@@ -1,9 +1,16 @@
 //! What a handler sees: its arguments and a context with the locked keyspace.
+//!
+//! Handlers reach keys only through [`Ctx`]: its lookups expire keys
+//! lazily and stamp the LRU/LFU access field, [`Ctx::entry`] looks a key
+//! up for writing (occupied, or vacant with the place to insert it), and
+//! its effects calls ([`Ctx::changed`], [`Ctx::changed_or_emptied`], …)
+//! record what a write owes WATCH, blocked clients, notifications and
+//! propagation. Stripes are the store's and the dispatcher's business.
 
-use store::{Entry, Locks, Record, Value};
+use store::{Entry, Locks, Lookup, Record, Value};
 
 use crate::core::dispatch::Caller;
-use crate::core::effects::Class;
+use crate::core::effects::{Class, Effects};
 use crate::core::error::{CmdError, CmdResult};
 use crate::core::session::Session;
 use crate::core::shared::Shared;
@@ -193,6 +200,32 @@ impl<'a> Ctx<'a, '_> {
         self.lookup(key)
     }
 
+    /// Looks `key` up for writing: the live entry (its access stamped, as
+    /// [`lookup`](Self::lookup)), or a vacant one whose
+    /// [`insert`](Vacant::insert) adds the key where the lookup ended
+    /// (Redis's `dbAdd`: a fresh access stamp and the `new` event). One
+    /// lookup either way, with the connection's prefetched hash when it
+    /// has one. The handler reports the change afterwards
+    /// ([`changed`](Self::changed) or
+    /// [`changed_or_emptied`](Self::changed_or_emptied)).
+    #[inline]
+    pub fn entry<'c>(&'c mut self, key: &'c [u8]) -> KeyEntry<'c> {
+        let stamp = self.shared.access_stamp();
+        let db = self.db;
+        match self.keys.entry(db, key) {
+            Lookup::Live(e) => {
+                e.lru = crate::subsystems::evict::access(stamp, e.lru);
+                KeyEntry::Occupied(e)
+            }
+            Lookup::Absent(place) => KeyEntry::Vacant(Vacant {
+                place,
+                fx: &mut self.sess.fx,
+                db,
+                lru: crate::subsystems::evict::fresh(stamp),
+            }),
+        }
+    }
+
     // ---- the effects record (crate::core::effects) ---------------------------
 
     /// Reports that `key` of the selected database changed: marks its
@@ -256,6 +289,27 @@ impl<'a> Ctx<'a, '_> {
         fx.add_dirty(dirty);
         if let Some((class, name)) = event {
             fx.event(class, name, db, key);
+        }
+    }
+
+    /// Reports a write to the list, hash, set or sorted set at `key`, as
+    /// [`changed`](Self::changed); when the write left it `emptied`, the
+    /// key is deleted and Redis's `del` event follows the command's own
+    /// (Redis never keeps an empty aggregate). The one place the families
+    /// end a write that may empty a collection.
+    #[inline]
+    pub fn changed_or_emptied(
+        &mut self,
+        key: &[u8],
+        class: Class,
+        event: &'static str,
+        dirty: u64,
+        emptied: bool,
+    ) {
+        self.changed(key, class, event, dirty);
+        if emptied {
+            self.delete(key);
+            self.notify(Class::GENERIC, "del", key);
         }
     }
 
@@ -375,16 +429,131 @@ impl<'a> Ctx<'a, '_> {
         self.sess.fx.event(Class::NEW, "new", db, key);
     }
 
+    /// Adds `key` to database `db` as Redis's `dbAdd` after a
+    /// `dbDelete` (COPY … REPLACE): whatever was there is replaced, the
+    /// key gets a fresh access field and the `new` event is recorded.
+    pub fn add_in(&mut self, db: usize, key: &[u8], value: Value, expire_at: i64) {
+        let lru = crate::subsystems::evict::fresh(self.shared.access_stamp());
+        self.keys.insert(db, key, value, expire_at, lru);
+        self.sess.fx.event(Class::NEW, "new", db, key);
+    }
+
+    /// Sets a key's access field from RESTORE's `IDLETIME` or `FREQ`, as
+    /// Redis's `objectSetLRUOrLFU`: the frequency counts under an LFU
+    /// policy, the idle time under any other; a negative one is not given.
+    pub fn set_access(&mut self, key: &[u8], idle: i64, freq: i64) {
+        let stamp = self.shared.access_stamp();
+        let field = if stamp.bits & crate::subsystems::evict::LFU_BIT != 0 {
+            (freq >= 0).then(|| crate::subsystems::evict::fresh(stamp) & !0xff | freq as u32)
+        } else {
+            let clock = self.shared.lru_clock();
+            (idle >= 0).then(|| crate::subsystems::evict::lru_idle_stamp(clock, idle as u64))
+        };
+        if let Some(field) = field {
+            if let Some(e) = self.keys.get(self.db, key) {
+                e.lru = field;
+            }
+        }
+    }
+
     /// Deletes a live key.
     #[inline]
     pub fn delete(&mut self, key: &[u8]) -> Option<Record> {
         self.keys.remove(self.db, key)
     }
 
+    /// A key's entry as it is: not expired, not stamped, no hit or miss
+    /// counted (DEBUG OBJECT's view).
+    pub fn peek(&mut self, key: &[u8]) -> Option<&Entry> {
+        let db = self.db;
+        self.keys.stripe(db, key).peek(key)
+    }
+
+    /// Whether `key` is there but past its deadline; it is then deleted,
+    /// as Redis's `expireIfNeeded` (SCAN's last filter). A missing key is
+    /// not expired.
+    pub fn expire_if_due(&mut self, key: &[u8]) -> bool {
+        let (db, now) = (self.db, self.keys.now);
+        let s = self.keys.stripe(db, key);
+        if s.peek(key).is_some_and(Entry::has_ttl) && s.is_expired(key, now) {
+            s.get(key, now);
+            return true;
+        }
+        false
+    }
+
+    /// Stripe `id` of the keyspace as a whole, for the commands that walk
+    /// or empty a database stripe by stripe (KEYS, SCAN, RANDOMKEY,
+    /// FLUSHDB): they see keys in bulk, not one by one, so they get the
+    /// stripe itself. Every other handler goes through the key lookups
+    /// above.
+    #[inline]
+    pub fn stripe_at(&mut self, id: u32) -> &mut store::Stripe {
+        self.keys.stripe_id(id)
+    }
+
+    // ---- the job queue's readiness -----------------------------------
+
+    /// Makes the clients blocked on job queue `queue` ready (a job was
+    /// queued there); the job namespace's stripe is held.
+    pub fn queue_ready(&mut self, queue: &[u8]) {
+        let id = self.shared.store.jobs_id();
+        self.keys.stripe_id(id).readied(queue);
+    }
+
+    /// How many clients wait on job queue `queue` (the job namespace's
+    /// stripe is held).
+    pub fn queue_waiters(&mut self, queue: &[u8]) -> usize {
+        let id = self.shared.store.jobs_id();
+        let s = self.keys.stripe_id(id);
+        s.waiters.as_ref().and_then(|t| t.get(queue)).map_or(0, |q| q.len())
+    }
+
     /// Whether a live key exists.
     #[inline]
     pub fn exists(&mut self, key: &[u8]) -> bool {
         self.keys.contains(self.db, key)
+    }
+}
+
+/// A key looked up for writing ([`Ctx::entry`]).
+pub enum KeyEntry<'c> {
+    /// The live key, its access already stamped.
+    Occupied(&'c mut Entry),
+    /// No live key (an expired one was deleted on the way).
+    Vacant(Vacant<'c>),
+}
+
+impl<'c> KeyEntry<'c> {
+    /// The live entry, if any (a handler that does not create the key).
+    #[inline]
+    pub fn occupied(self) -> Option<&'c mut Entry> {
+        match self {
+            KeyEntry::Occupied(e) => Some(e),
+            KeyEntry::Vacant(_) => None,
+        }
+    }
+}
+
+/// Where a missing key goes: [`insert`](Vacant::insert) adds it.
+pub struct Vacant<'c> {
+    place: store::Absent<'c>,
+    fx: &'c mut Effects,
+    db: usize,
+    /// The new key's access field (`evict::fresh`).
+    lru: u32,
+}
+
+impl Vacant<'_> {
+    /// Adds the key without a TTL (watchers and readiness are marked) and
+    /// records Redis's `new` event; the handler reports its own change
+    /// after, as for an existing key.
+    #[inline]
+    pub fn insert(self, value: Value) {
+        let Vacant { place, fx, db, lru } = self;
+        let key = place.key();
+        place.insert(value, store::NO_EXPIRE, lru);
+        fx.event(Class::NEW, "new", db, key);
     }
 }
 

@@ -54,7 +54,7 @@ pub(super) fn keys(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResu
     let mut body = out.side();
     let mut n = 0;
     for id in stripe_ids(cx, cx.db) {
-        let s = cx.keys.stripe_id(id);
+        let s = cx.stripe_at(id);
         if s.is_empty() {
             continue;
         }
@@ -156,7 +156,7 @@ pub(super) fn scan(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResu
             // A stripe that was empty at its last release holds no key
             // present for the whole scan: skip it without locking it.
             if cx.keys.counts(base + stripe as u32).keys > 0 {
-                let s = cx.keys.stripe_id(base + stripe as u32);
+                let s = cx.stripe_at(base + stripe as u32);
                 if !s.is_empty() {
                     break s;
                 }
@@ -185,7 +185,6 @@ pub(super) fn scan(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResu
     // The type check is a real lookup (it counts a hit or miss and deletes
     // an expired key, which then reads as type "none" and is kept: Redis
     // answers `SCAN 0 TYPE none` with just-expired keys).
-    let now = cx.now();
     let mut body = out.side();
     let mut n = 0;
     for k in &found {
@@ -198,10 +197,7 @@ pub(super) fn scan(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResu
                 continue;
             }
         }
-        let s = cx.keys.stripe(db, k);
-        if s.peek(k).is_some_and(|e| expired(s, k, e, now)) {
-            // Deletes it, as Redis's `expireIfNeeded`.
-            s.get(k, now);
+        if cx.expire_if_due(k) {
             continue;
         }
         body.bulk(k);
@@ -249,7 +245,7 @@ pub(super) fn randomkey(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdRe
             cx.keys.take_signals(ready, |db, k| fx.expired(db, k));
             cx.keys.release();
         }
-        let s = cx.keys.stripe_id(ids.start + i as u32);
+        let s = cx.stripe_at(ids.start + i as u32);
         match s.random_key(|| store.rand()) {
             Some(k) => {
                 let k: Box<[u8]> = k.into();
@@ -300,7 +296,7 @@ fn flush_db(cx: &mut Ctx, db: usize, lazy: bool) -> u64 {
     for id in stripe_ids(cx, db) {
         // Marks the watchers of keys that existed, as Redis's
         // `signalFlushedDb`.
-        let s = cx.keys.stripe_id(id);
+        let s = cx.stripe_at(id);
         if lazy {
             let (k, table) = s.detach_all();
             if k > 0 {

@@ -133,8 +133,7 @@ fn qstat(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
 
 /// Clients waiting on queue `name` (its stripe is held).
 fn waiting(cx: &mut Ctx, name: &[u8]) -> usize {
-    let id = cx.shared.store.jobs_id();
-    cx.keys.stripe_id(id).waiters.as_ref().and_then(|t| t.get(name)).map_or(0, |q| q.len())
+    cx.queue_waiters(name)
 }
 
 pub(super) const QSCAN: Command = Command::sluice("QSCAN", qscan).lock(Lock::Jobs);

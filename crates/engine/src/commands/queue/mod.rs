@@ -57,8 +57,7 @@ fn jobs<'a>(cx: &Ctx<'a, '_>) -> MutexGuard<'a, Jobs> {
 
 /// Wakes the clients blocked on `queue` (a job was queued there).
 fn ready(cx: &mut Ctx, queue: &[u8]) {
-    let id = cx.shared.store.jobs_id();
-    cx.keys.stripe_id(id).readied(queue);
+    cx.queue_ready(queue);
 }
 
 /// Parses every id first: one invalid id fails the command before

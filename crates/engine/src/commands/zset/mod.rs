@@ -67,13 +67,10 @@ pub(crate) fn limits(cx: &mut Ctx) -> Limits {
 }
 
 /// Reports a change of the sorted set at `key` (Redis's event and dirty
-/// count); with `removed` the set was emptied and deleted, which Redis
+/// count); with `removed` the set was emptied, and is deleted, which Redis
 /// reports as `del` after the command's own event.
 pub(crate) fn zset_changed(cx: &mut Ctx, key: &[u8], event: &'static str, n: usize, removed: bool) {
-    cx.changed(key, Class::ZSET, event, n as u64);
-    if removed {
-        cx.notify(Class::GENERIC, "del", key);
-    }
+    cx.changed_or_emptied(key, Class::ZSET, event, n as u64, removed);
 }
 
 /// The sorted set of a value, or WRONGTYPE.
@@ -330,9 +327,6 @@ fn zrem(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         }
     }
     let emptied = z.is_empty();
-    if emptied {
-        cx.delete(key);
-    }
     if deleted > 0 {
         zset_changed(cx, key, "zrem", deleted, emptied);
     }

@@ -115,9 +115,6 @@ pub(crate) fn pop_reply(
         out.double(s);
     });
     let emptied = z.is_empty();
-    if emptied {
-        cx.delete(key);
-    }
     let name: &'static [u8] = if how.max { b"ZPOPMAX" } else { b"ZPOPMIN" };
     zset_changed(cx, key, if how.max { "zpopmax" } else { "zpopmin" }, n, emptied);
     // The blocking pops and ZMPOP go out as ZPOPMIN/ZPOPMAX.

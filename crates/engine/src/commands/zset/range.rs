@@ -378,9 +378,6 @@ fn remrange_with(
     };
     let n = z.remove_range(lo, lo + n);
     let emptied = z.is_empty();
-    if emptied {
-        cx.delete(key);
-    }
     if n > 0 {
         zset_changed(cx, key, event, n, emptied);
     }
