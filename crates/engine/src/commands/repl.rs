@@ -46,6 +46,23 @@ pub trait Replication: Send + Sync {
     fn sync_stats(&self) -> (u64, u64, u64);
     /// Online replicas that acknowledged within `min-replicas-max-lag`.
     fn good_replicas(&self) -> usize;
+    /// Starts a coordinated failover (FAILOVER), after Redis's checks in
+    /// its order (`replica`: this server follows a master); the error's
+    /// text when it cannot.
+    fn failover(&self, req: FailoverRequest, replica: bool) -> Result<(), String>;
+    /// FAILOVER ABORT; `false` when no failover is in progress.
+    fn abort_failover(&self) -> bool;
+}
+
+/// FAILOVER's arguments.
+#[derive(Clone, Debug, Default)]
+pub struct FailoverRequest {
+    /// `TO host port`: that replica, else the first one caught up.
+    pub target: Option<(String, i64)>,
+    /// `TIMEOUT ms` (0: none).
+    pub timeout_ms: i64,
+    /// `FORCE`: fail over at the timeout even if the target lags.
+    pub force: bool,
 }
 
 /// What the server's replica side does for the commands.
@@ -58,6 +75,12 @@ pub trait Follow: Send + Sync {
     fn promote(&self) -> bool;
     /// The replica's state while it follows a master.
     fn view(&self) -> Option<FollowView>;
+    /// The master's address (`ip:port`) while the link is up: the
+    /// master client's `addr`, which CLIENT KILL can name.
+    fn link_addr(&self) -> Option<String>;
+    /// Cuts the link to the master, which reconnects as after any drop
+    /// (`CLIENT KILL TYPE master`). `false` when no link is up.
+    fn kill_link(&self) -> bool;
 }
 
 /// A replica's link to its master, as INFO replication and ROLE show it.
@@ -106,6 +129,9 @@ pub struct View {
     /// Replicas whose lag is within `min-replicas-max-lag` (reported when
     /// `min-replicas-to-write` is set).
     pub good_replicas: usize,
+    /// `master_failover_state`: `no-failover`, `waiting-for-sync` or
+    /// `failover-in-progress`.
+    pub failover_state: &'static str,
 }
 
 /// What a client said with REPLCONF before it asked to SYNC, and the
@@ -146,6 +172,7 @@ pub const COMMANDS: &[Command] = &[
     Command::redis("ROLE", role),
     Command::redis("REPLICAOF", replicaof),
     Command::redis("SLAVEOF", replicaof),
+    Command::redis("FAILOVER", failover),
 ];
 
 fn replication(sh: &Shared) -> Option<Arc<dyn Replication>> {
@@ -158,8 +185,80 @@ fn sync(cx: &mut Ctx, _args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
 
 fn psync(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let replid = args.req()?.to_vec();
-    let offset = parse_i64(args.req()?)?;
+    let offset = args.req()?;
+    // `PSYNC replid offset FAILOVER`: a master handing over to us (its
+    // FAILOVER) asks us to take its place first, if we follow it.
+    if cx.sess.replica.as_ref().is_some_and(|h| h.sync.is_some()) {
+        return Ok(());
+    }
+    if args.next().is_some_and(|a| eq_ic(a, "FAILOVER")) {
+        if replid != view(cx.shared).replid.as_bytes() {
+            return Err(CmdError::err("PSYNC FAILOVER replid must match my replid."));
+        }
+        if let Some(f) = cx.shared.host.follow.as_ref() {
+            f.promote();
+        }
+        log::notice(&format!(
+            "MASTER MODE enabled (failover request from '{}')",
+            String::from_utf8_lossy(&crate::commands::client::info_line(cx.shared, cx.sess))
+        ));
+    }
+    if view(cx.shared).failover_state != "no-failover" {
+        return Err(CmdError::Bytes(b"NOMASTERLINK Can't SYNC while failing over".to_vec()));
+    }
+    let offset = parse_i64(offset)?;
     request_sync(cx, out, SyncRequest::Psync { replid, offset })
+}
+
+fn failover(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let argv = args.argv();
+    let repl = replication(cx.shared);
+    if argv.len() == 2 && eq_ic(argv[1], "ABORT") {
+        if !repl.is_some_and(|r| r.abort_failover()) {
+            return Err(CmdError::err("No failover in progress."));
+        }
+        out.ok();
+        return Ok(());
+    }
+    let mut req = FailoverRequest::default();
+    let mut j = 1;
+    while j < argv.len() {
+        if eq_ic(argv[j], "TIMEOUT") && j + 1 < argv.len() && req.timeout_ms == 0 {
+            req.timeout_ms = parse_i64(argv[j + 1])?;
+            if req.timeout_ms <= 0 {
+                return Err(CmdError::err("FAILOVER timeout must be greater than 0"));
+            }
+            j += 2;
+        } else if eq_ic(argv[j], "TO") && j + 2 < argv.len() && req.target.is_none() {
+            let port = parse_i64(argv[j + 2])?;
+            req.target = Some((String::from_utf8_lossy(argv[j + 1]).into_owned(), port));
+            j += 3;
+        } else if eq_ic(argv[j], "FORCE") && !req.force {
+            req.force = true;
+            j += 1;
+        } else {
+            return Err(CmdError::Syntax);
+        }
+    }
+    let Some(repl) = repl else {
+        return Err(CmdError::err("FAILOVER requires connected replicas."));
+    };
+    repl.failover(req, follow_view(cx.shared).is_some()).map_err(CmdError::err)?;
+    out.ok();
+    Ok(())
+}
+
+/// Holds writes while a FAILOVER waits for its target and hands over
+/// (Redis's `PAUSE_DURING_FAILOVER`), beside any CLIENT PAUSE.
+pub fn hold_writes_for_failover(sh: &Shared, on: bool) {
+    sh.pause.lock().failover = on;
+    sh.pause_epoch.fetch_add(1, Ordering::Release);
+    sh.state_changed();
+    for h in sh.clients.lock().values() {
+        if let Some(w) = &*h.waker.lock() {
+            w();
+        }
+    }
 }
 
 /// Turns the connection into a replica once this reply (none) is out.
@@ -170,12 +269,10 @@ fn request_sync(cx: &mut Ctx, out: &mut ReplyBuf, req: SyncRequest) -> CmdResult
     if replication(cx.shared).is_none() {
         return Err(CmdError::err("replication is not available in this process"));
     }
-    if cx.shared.store.is_replica() {
-        // Chained replication is not supported: a replica's own stream
-        // is not relayed (docs/replication.md).
-        return Err(CmdError::err(
-            "Sluice replicas do not serve replicas of their own (chained replication is not \
-             supported)",
+    if master_down(cx.shared) {
+        // A replica relays its master's stream: not without a link.
+        return Err(CmdError::Bytes(
+            b"NOMASTERLINK Can't SYNC while not connected with my master".to_vec(),
         ));
     }
     if !out.is_empty() {
@@ -376,6 +473,7 @@ pub fn view(sh: &Shared) -> View {
             backlog: None,
             replicas: Vec::new(),
             good_replicas: 0,
+            failover_state: "no-failover",
         },
     }
 }
@@ -460,10 +558,11 @@ pub fn info_section(sh: &Shared, t: &mut String) {
     let (first, histlen) = v.backlog.unwrap_or((0, 0));
     let _ = write!(
         t,
-        "master_failover_state:no-failover\r\nmaster_replid:{}\r\nmaster_replid2:{}\r\n\
+        "master_failover_state:{}\r\nmaster_replid:{}\r\nmaster_replid2:{}\r\n\
          master_repl_offset:{}\r\nsecond_repl_offset:{}\r\nrepl_backlog_active:{}\r\n\
          repl_backlog_size:{backlog_size}\r\nrepl_backlog_first_byte_offset:{first}\r\n\
          repl_backlog_histlen:{histlen}\r\n",
+        v.failover_state,
         v.replid,
         v.replid2,
         v.offset,
