@@ -207,3 +207,42 @@ fn redis_chained_under_sluice_master_promoted_keeps_partial_resyncs() {
 fn all_sluice_chain_promoted_keeps_partial_resyncs() {
     same_as_redis([true; 4]);
 }
+
+/// A replica restarted from the RDB file its shutdown saved (after
+/// CONFIG REWRITE wrote its `replicaof`): the file's `repl-id` and
+/// `repl-offset` let it resume with a partial resync. Returns the
+/// master's (sync_full, sync_partial_ok) and whether the data matched.
+fn restart_replica(bin: &std::path::Path) -> Option<(i64, i64, bool)> {
+    let master = RedisServer::start()?;
+    let mut m = master.client();
+    let dir = testkit::scratch_dir("psync2-restart");
+    let conf = dir.join("replica.conf");
+    std::fs::write(&conf, format!("dir {}\nsave 900 1\ndbfilename r.rdb\n", dir.display()))
+        .expect("config file");
+    let conf_s = conf.display().to_string();
+    let args = move |port: u16| vec![conf_s.clone(), "--port".into(), port.to_string()];
+    let mut replica = ServerProc::spawn_raw(bin, &args, &dir);
+    let mut r = replica.client();
+    follow(&mut r, master.port());
+    writes(&mut m, 0);
+    synced(&mut m, &mut r);
+    assert_eq!(text(&cmd(&mut r, &["CONFIG", "REWRITE"])), "OK");
+    r.send(&["SHUTDOWN"]).expect("send");
+    wait_for("the replica to exit", Duration::from_secs(20), || !replica.is_running());
+    let replica = ServerProc::spawn_raw(bin, &args, &dir);
+    let mut r = replica.client();
+    writes(&mut m, 1);
+    synced(&mut m, &mut r);
+    let same = values(&mut m) == values(&mut r);
+    let out = (num(&mut m, "stats", "sync_full"), num(&mut m, "stats", "sync_partial_ok"), same);
+    drop(replica);
+    let _ = std::fs::remove_dir_all(&dir);
+    Some(out)
+}
+
+#[test]
+fn replica_restarted_from_its_rdb_resumes_with_a_partial_resync() {
+    let Some(want) = restart_replica(std::path::Path::new(testkit::REDIS_SERVER)) else { return };
+    assert_eq!(want, (1, 1, true), "redis-server's replica");
+    assert_eq!(restart_replica(&TestServer::default_bin()), Some(want));
+}

@@ -44,6 +44,8 @@ pub trait Replication: Send + Sync {
     fn request_ack(&self);
     /// `sync_full`, `sync_partial_ok`, `sync_partial_err` (INFO stats).
     fn sync_stats(&self) -> (u64, u64, u64);
+    /// CONFIG RESETSTAT zeroes those three.
+    fn reset_sync_stats(&self);
     /// Online replicas that acknowledged within `min-replicas-max-lag`.
     fn good_replicas(&self) -> usize;
     /// Starts a coordinated failover (FAILOVER), after Redis's checks in
@@ -203,9 +205,6 @@ fn psync(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
             String::from_utf8_lossy(&crate::commands::client::info_line(cx.shared, cx.sess))
         ));
     }
-    if view(cx.shared).failover_state != "no-failover" {
-        return Err(CmdError::Bytes(b"NOMASTERLINK Can't SYNC while failing over".to_vec()));
-    }
     let offset = parse_i64(offset)?;
     request_sync(cx, out, SyncRequest::Psync { replid, offset })
 }
@@ -268,6 +267,9 @@ fn request_sync(cx: &mut Ctx, out: &mut ReplyBuf, req: SyncRequest) -> CmdResult
     }
     if replication(cx.shared).is_none() {
         return Err(CmdError::err("replication is not available in this process"));
+    }
+    if replication(cx.shared).is_some_and(|r| r.view().failover_state != "no-failover") {
+        return Err(CmdError::Bytes(b"NOMASTERLINK Can't SYNC while failing over".to_vec()));
     }
     if master_down(cx.shared) {
         // A replica relays its master's stream: not without a link.

@@ -498,6 +498,12 @@ impl Replication for Master {
         self.abort_failover_with("Failover manually aborted")
     }
 
+    fn reset_sync_stats(&self) {
+        for c in [&self.sync_full, &self.sync_partial_ok, &self.sync_partial_err] {
+            c.store(0, Ordering::Relaxed);
+        }
+    }
+
     fn sync_stats(&self) -> (u64, u64, u64) {
         (
             self.sync_full.load(Ordering::Relaxed),
