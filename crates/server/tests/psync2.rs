@@ -246,3 +246,34 @@ fn replica_restarted_from_its_rdb_resumes_with_a_partial_resync() {
     assert_eq!(want, (1, 1, true), "redis-server's replica");
     assert_eq!(restart_replica(&TestServer::default_bin()), Some(want));
 }
+
+/// The calls= figure of `cmdstat_<name>` in INFO commandstats.
+fn calls(c: &mut Client, name: &str) -> String {
+    let t = text(&cmd(c, &["INFO", "commandstats"]));
+    t.lines()
+        .find_map(|l| l.strip_prefix(&format!("cmdstat_{name}:")))
+        .and_then(|v| v.split(',').next().map(str::to_string))
+        .unwrap_or_default()
+}
+
+#[test]
+fn replica_counts_its_masters_commands_in_commandstats() {
+    let Some(master) = RedisServer::start() else { return };
+    let oracle = RedisServer::start().expect("redis-server");
+    let sluice = TestServer::start();
+    let mut m = master.client();
+    let (mut o, mut s) = (oracle.client(), sluice.client());
+    for c in [&mut o, &mut s] {
+        follow(c, master.port());
+    }
+    synced(&mut m, &mut o);
+    synced(&mut m, &mut s);
+    // After the full sync: these reach the replicas as a stream.
+    writes(&mut m, 0);
+    synced(&mut m, &mut o);
+    synced(&mut m, &mut s);
+    for name in ["set", "incr", "rpush", "exec", "select"] {
+        assert_eq!(calls(&mut s, name), calls(&mut o, name), "cmdstat_{name}");
+    }
+    assert_eq!(calls(&mut s, "set"), "calls=50");
+}

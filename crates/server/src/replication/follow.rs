@@ -119,10 +119,8 @@ impl Follower {
         self.read_off.store(offset, Ordering::Relaxed);
         self.applied_off.store(offset, Ordering::Relaxed);
         let mut sess = Session::detached(u64::MAX);
-        if db > 0 && db < sh.store.databases() {
-            let n = db.to_string();
-            let _ =
-                dispatch::replay(sh, &mut sess, &[b"SELECT", n.as_bytes()], &mut ReplyBuf::new());
+        if db < sh.store.databases() {
+            select_quietly(&mut sess, db);
         }
         let mut st = self.st.lock();
         st.has_position = true;
@@ -524,9 +522,7 @@ impl Follower {
             .filter(|&db| db < sh.store.databases());
         let mut sess = Session::detached(u64::MAX);
         if let Some(db) = stream_db {
-            let mut out = ReplyBuf::new();
-            let n = db.to_string();
-            let _ = dispatch::replay(sh, &mut sess, &[b"SELECT", n.as_bytes()], &mut out);
+            select_quietly(&mut sess, db);
         }
         let mut st = self.st.lock();
         st.has_position = true;
@@ -631,6 +627,10 @@ impl Follower {
                     }
                 }
                 link.buf.drain(..pos);
+                // The master's commands count on the replica as a
+                // client's do (commandstats, changes since the last save),
+                // once per batch as a connection flushes them.
+                sh.flush_stats(&mut sess);
                 if let Some(e) = failed {
                     break Err(e);
                 }
@@ -852,6 +852,13 @@ impl Link {
             t.2 = unix_ms() / 1000;
         }
     }
+}
+
+/// The master client's database, set as Redis's selectDb does for it
+/// (not a SELECT command: nothing is counted).
+fn select_quietly(sess: &mut Session, db: usize) {
+    sess.db = db;
+    sess.handle.db.store(db, Ordering::Relaxed);
 }
 
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
