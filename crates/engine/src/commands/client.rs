@@ -365,6 +365,21 @@ fn kill(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         }
         killed += 1;
     }
+    // The master client is the replica's link, not a registered
+    // connection: its type and its address (the master's) reach it.
+    if let Some(f) = &cx.shared.host.follow {
+        let by = ty.is_none_or(|t| t == ClientType::Master)
+            && laddr.is_none()
+            && id.is_none()
+            && user.is_none()
+            && (ty.is_some() || addr.is_some());
+        if by
+            && f.link_addr().is_some_and(|a| addr.is_none_or(|x| x == a.as_bytes()))
+            && f.kill_link()
+        {
+            killed += 1;
+        }
+    }
     if old {
         if killed == 0 {
             return Err(CmdError::err("No such client"));
@@ -400,7 +415,7 @@ fn pause(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     // Redis 7.0 adds without an overflow check: a huge timeout wraps to a
     // past time, i.e. no pause.
     let until_ms = if t > 0 { t.wrapping_add(cx.now()) } else { 0 };
-    set_pause(cx, Pause { until_ms, writes_only, shutdown: false });
+    set_pause(cx, Pause { until_ms, writes_only, ..Pause::default() });
     out.ok();
     Ok(())
 }
@@ -416,6 +431,7 @@ fn set_pause(cx: &Ctx, mut p: Pause) {
         // A shutdown's hold on writes is not CLIENT PAUSE's to lift.
         let mut cur = cx.shared.pause.lock();
         p.shutdown = cur.shutdown;
+        p.failover = cur.failover;
         *cur = p;
     }
     // The data set holds still while paused: no key expires.

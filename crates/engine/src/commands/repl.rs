@@ -25,7 +25,8 @@ use crate::core::shared::Shared;
 use crate::core::spec::Command;
 use crate::subsystems::log;
 use crate::subsystems::repl::{
-    follow_view, min_replicas, replication, view, Handshake, SyncRequest,
+    follow_view, master_down, min_replicas, replication, view, FailoverRequest, Handshake,
+    SyncRequest,
 };
 
 /// The session's handshake, created by its first REPLCONF.
@@ -41,6 +42,7 @@ pub const COMMANDS: &[Command] = &[
     Command::redis("ROLE", role),
     Command::redis("REPLICAOF", replicaof),
     Command::redis("SLAVEOF", replicaof),
+    Command::redis("FAILOVER", failover),
 ];
 
 fn sync(cx: &mut Ctx, _args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
@@ -49,8 +51,64 @@ fn sync(cx: &mut Ctx, _args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
 
 fn psync(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let replid = args.req()?.to_vec();
-    let offset = parse_i64(args.req()?)?;
+    let offset = args.req()?;
+    // `PSYNC replid offset FAILOVER`: a master handing over to us (its
+    // FAILOVER) asks us to take its place first, if we follow it.
+    if cx.sess.replica.as_ref().is_some_and(|h| h.sync.is_some()) {
+        return Ok(());
+    }
+    if args.next().is_some_and(|a| eq_ic(a, "FAILOVER")) {
+        if replid != view(cx.shared).replid.as_bytes() {
+            return Err(CmdError::err("PSYNC FAILOVER replid must match my replid."));
+        }
+        if let Some(f) = cx.shared.host.follow.as_ref() {
+            f.promote();
+        }
+        log::notice(&format!(
+            "MASTER MODE enabled (failover request from '{}')",
+            String::from_utf8_lossy(&crate::subsystems::client_list::info_line(cx.shared, cx.sess))
+        ));
+    }
+    let offset = parse_i64(offset)?;
     request_sync(cx, out, SyncRequest::Psync { replid, offset })
+}
+
+fn failover(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let argv = args.argv();
+    let repl = replication(cx.shared);
+    if argv.len() == 2 && eq_ic(argv[1], "ABORT") {
+        if !repl.is_some_and(|r| r.abort_failover()) {
+            return Err(CmdError::err("No failover in progress."));
+        }
+        out.ok();
+        return Ok(());
+    }
+    let mut req = FailoverRequest::default();
+    let mut j = 1;
+    while j < argv.len() {
+        if eq_ic(argv[j], "TIMEOUT") && j + 1 < argv.len() && req.timeout_ms == 0 {
+            req.timeout_ms = parse_i64(argv[j + 1])?;
+            if req.timeout_ms <= 0 {
+                return Err(CmdError::err("FAILOVER timeout must be greater than 0"));
+            }
+            j += 2;
+        } else if eq_ic(argv[j], "TO") && j + 2 < argv.len() && req.target.is_none() {
+            let port = parse_i64(argv[j + 2])?;
+            req.target = Some((String::from_utf8_lossy(argv[j + 1]).into_owned(), port));
+            j += 3;
+        } else if eq_ic(argv[j], "FORCE") && !req.force {
+            req.force = true;
+            j += 1;
+        } else {
+            return Err(CmdError::Syntax);
+        }
+    }
+    let Some(repl) = repl else {
+        return Err(CmdError::err("FAILOVER requires connected replicas."));
+    };
+    repl.failover(req, follow_view(cx.shared).is_some()).map_err(CmdError::err)?;
+    out.ok();
+    Ok(())
 }
 
 /// Turns the connection into a replica once this reply (none) is out.
@@ -61,12 +119,13 @@ fn request_sync(cx: &mut Ctx, out: &mut ReplyBuf, req: SyncRequest) -> CmdResult
     if replication(cx.shared).is_none() {
         return Err(CmdError::err("replication is not available in this process"));
     }
-    if cx.shared.store.is_replica() {
-        // Chained replication is not supported: a replica's own stream
-        // is not relayed (docs/replication.md).
-        return Err(CmdError::err(
-            "Sluice replicas do not serve replicas of their own (chained replication is not \
-             supported)",
+    if replication(cx.shared).is_some_and(|r| r.view().failover_state != "no-failover") {
+        return Err(CmdError::Bytes(b"NOMASTERLINK Can't SYNC while failing over".to_vec()));
+    }
+    if master_down(cx.shared) {
+        // A replica relays its master's stream: not without a link.
+        return Err(CmdError::Bytes(
+            b"NOMASTERLINK Can't SYNC while not connected with my master".to_vec(),
         ));
     }
     if !out.is_empty() {
@@ -313,10 +372,11 @@ pub fn info_section(sh: &Shared, t: &mut String) {
     let (first, histlen) = v.backlog.unwrap_or((0, 0));
     let _ = write!(
         t,
-        "master_failover_state:no-failover\r\nmaster_replid:{}\r\nmaster_replid2:{}\r\n\
+        "master_failover_state:{}\r\nmaster_replid:{}\r\nmaster_replid2:{}\r\n\
          master_repl_offset:{}\r\nsecond_repl_offset:{}\r\nrepl_backlog_active:{}\r\n\
          repl_backlog_size:{backlog_size}\r\nrepl_backlog_first_byte_offset:{first}\r\n\
          repl_backlog_histlen:{histlen}\r\n",
+        v.failover_state,
         v.replid,
         v.replid2,
         v.offset,

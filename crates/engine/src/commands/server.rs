@@ -324,6 +324,9 @@ fn config_resetstat(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult
     sh.expired_keys_base.store(expired, Ordering::Relaxed);
     sh.evictor.reset_stats();
     sh.lazyfree.reset_stats();
+    if let Some(r) = &sh.host.replication {
+        r.reset_sync_stats();
+    }
     let used = sh.mem_stats().used_memory;
     sh.mem_peak.store(used, Ordering::Relaxed);
     out.ok();
@@ -339,7 +342,12 @@ fn config_rewrite(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
 /// CONFIG REWRITE, and DEBUG CONFIG-REWRITE-FORCE-ALL (`force_all`: every
 /// parameter written, defaults included).
 pub(crate) fn rewrite_config(cx: &mut Ctx, force_all: bool) -> CmdResult {
-    let cfg = cx.shared.config.read().clone();
+    let mut cfg = cx.shared.config.read().clone();
+    // The master followed now, as Redis's rewriteConfigReplicaOfOption
+    // writes it (none on a master), whatever the file said at start-up.
+    if let Some(f) = &cx.shared.host.follow {
+        cfg.replicaof = f.view().map(|v| (v.host, v.port));
+    }
     if cfg.config_file.is_empty() {
         return Err(CmdError::err("The server is running without a config file"));
     }

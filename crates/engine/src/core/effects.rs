@@ -662,6 +662,12 @@ impl StreamWriter {
         self.selected = None;
     }
 
+    /// The database the stream has selected (`None` until its first
+    /// command, or after [`reset`](Self::reset)).
+    pub fn selected(&self) -> Option<usize> {
+        self.selected
+    }
+
     /// The database to `SELECT` before a command in `db`, if the stream
     /// has another one selected (and notes it selected).
     fn switch(&mut self, db: Option<usize>) -> Option<usize> {

@@ -406,7 +406,7 @@ impl Session {
         self.fx.sync(&shared.effects);
         let paused = {
             let p = shared.pause.lock();
-            p.until_ms > 0 || p.shutdown
+            p.until_ms > 0 || p.shutdown || p.failover
         };
         // A failed BGSAVE may refuse writes (stop-writes-on-bgsave-error);
         // its status changes move the epoch, as a busy script does.
@@ -469,7 +469,7 @@ impl Session {
         }
         let p = self.pause.1;
         let client_pause = p.until_ms > 0 && now < p.until_ms;
-        if !client_pause && !p.shutdown {
+        if !client_pause && !p.shutdown && !p.failover {
             return false;
         }
         if client_pause && !p.writes_only {

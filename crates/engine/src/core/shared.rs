@@ -107,6 +107,9 @@ pub struct Pause {
     /// Writes are held while a shutdown waits for its replicas (Redis's
     /// `PAUSE_DURING_SHUTDOWN`), whatever CLIENT PAUSE says.
     pub shutdown: bool,
+    /// Writes are held while a FAILOVER waits for its target and hands
+    /// over (Redis's `PAUSE_DURING_FAILOVER`).
+    pub failover: bool,
 }
 
 /// A query buffer bigger than this shrinks towards its recent peak

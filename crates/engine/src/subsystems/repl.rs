@@ -30,8 +30,27 @@ pub trait Replication: Send + Sync {
     fn request_ack(&self);
     /// `sync_full`, `sync_partial_ok`, `sync_partial_err` (INFO stats).
     fn sync_stats(&self) -> (u64, u64, u64);
+    /// CONFIG RESETSTAT zeroes those three.
+    fn reset_sync_stats(&self);
     /// Online replicas that acknowledged within `min-replicas-max-lag`.
     fn good_replicas(&self) -> usize;
+    /// Starts a coordinated failover (FAILOVER), after Redis's checks in
+    /// its order (`replica`: this server follows a master); the error's
+    /// text when it cannot.
+    fn failover(&self, req: FailoverRequest, replica: bool) -> Result<(), String>;
+    /// FAILOVER ABORT; `false` when no failover is in progress.
+    fn abort_failover(&self) -> bool;
+}
+
+/// FAILOVER's arguments.
+#[derive(Clone, Debug, Default)]
+pub struct FailoverRequest {
+    /// `TO host port`: that replica, else the first one caught up.
+    pub target: Option<(String, i64)>,
+    /// `TIMEOUT ms` (0: none).
+    pub timeout_ms: i64,
+    /// `FORCE`: fail over at the timeout even if the target lags.
+    pub force: bool,
 }
 
 /// What the server's replica side does for the commands.
@@ -44,6 +63,12 @@ pub trait Follow: Send + Sync {
     fn promote(&self) -> bool;
     /// The replica's state while it follows a master.
     fn view(&self) -> Option<FollowView>;
+    /// The master's address (`ip:port`) while the link is up: the
+    /// master client's `addr`, which CLIENT KILL can name.
+    fn link_addr(&self) -> Option<String>;
+    /// Cuts the link to the master, which reconnects as after any drop
+    /// (`CLIENT KILL TYPE master`). `false` when no link is up.
+    fn kill_link(&self) -> bool;
 }
 
 /// A replica's link to its master, as INFO replication and ROLE show it.
@@ -92,6 +117,9 @@ pub struct View {
     /// Replicas whose lag is within `min-replicas-max-lag` (reported when
     /// `min-replicas-to-write` is set).
     pub good_replicas: usize,
+    /// `master_failover_state`: `no-failover`, `waiting-for-sync` or
+    /// `failover-in-progress`.
+    pub failover_state: &'static str,
 }
 
 /// What a client said with REPLCONF before it asked to SYNC, and the
@@ -133,6 +161,19 @@ pub(crate) fn follow_view(sh: &Shared) -> Option<FollowView> {
     sh.host.follow.as_ref().and_then(|f| f.view())
 }
 
+/// Holds writes while a FAILOVER waits for its target and hands over
+/// (Redis's `PAUSE_DURING_FAILOVER`), beside any CLIENT PAUSE.
+pub fn hold_writes_for_failover(sh: &Shared, on: bool) {
+    sh.pause.lock().failover = on;
+    sh.pause_epoch.fetch_add(1, std::sync::atomic::Ordering::Release);
+    sh.state_changed();
+    for h in sh.clients.lock().values() {
+        if let Some(w) = &*h.waker.lock() {
+            w();
+        }
+    }
+}
+
 /// The replication state, or a master's with no replica ever attached
 /// when the process installed no replication (engine tests).
 pub fn view(sh: &Shared) -> View {
@@ -146,6 +187,7 @@ pub fn view(sh: &Shared) -> View {
             backlog: None,
             replicas: Vec::new(),
             good_replicas: 0,
+            failover_state: "no-failover",
         },
     }
 }

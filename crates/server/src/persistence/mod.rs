@@ -168,6 +168,10 @@ pub struct Started {
     jobs: Vec<Vec<u8>>,
     /// The function libraries' codes at the snapshot's instant.
     functions: Vec<Box<[u8]>>,
+    /// The replication's database, id and offset at the instant (AUX
+    /// fields `repl-stream-db`, `repl-id`, `repl-offset`, as Redis's
+    /// rdbPopulateSaveInfo), when there is a replication history.
+    repl: Option<(usize, String, i64)>,
 }
 
 impl Started {
@@ -214,12 +218,15 @@ pub fn begin_then(sh: &Shared, at_instant: &mut dyn FnMut()) -> Started {
     // The writing FUNCTION subcommands hold every stripe, so the registry
     // read at the instant is the one the keyspace's instant goes with.
     let mut functions = Vec::new();
+    let mut repl = None;
     let sizes = sh.store.begin_snapshot_then(cap.clone(), &mut || {
         functions = engine::subsystems::script::function::library_codes(sh);
         at_instant();
+        // After `at_instant`: a full sync's resets the stream's database.
+        repl = crate::replication::repl::master(sh).and_then(|m| m.save_info());
     });
     let jobs = engine::subsystems::jobs::records(sh);
-    Started { cap, sizes, cfg, jobs, functions }
+    Started { cap, sizes, cfg, jobs, functions, repl }
 }
 
 /// One stripe as it was when the snapshot began, encoded.
@@ -309,7 +316,7 @@ pub fn write_file(sh: &Shared, started: Started, tmp: &PathBuf, aof_base: bool) 
 /// Writes the snapshot `started` as an RDB to `out` and ends the snapshot
 /// (whatever happens); returns `out`.
 fn write_rdb<W: Write>(sh: &Shared, started: Started, out: W, aof_base: bool) -> io::Result<W> {
-    let Started { cap, sizes, cfg, jobs, functions } = started;
+    let Started { cap, sizes, cfg, jobs, functions, repl } = started;
     let store = &sh.store;
     let now = unix_ms();
     let used = sh.mem_stats().used_memory as i64;
@@ -318,8 +325,14 @@ fn write_rdb<W: Write>(sh: &Shared, started: Started, out: W, aof_base: bool) ->
         ("redis-bits", Aux::Int(64)),
         ("ctime", Aux::Int(now / 1000)),
         ("used-mem", Aux::Int(used)),
-        ("aof-base", Aux::Int(i64::from(aof_base))),
     ];
+    // An AOF's base carries none (Redis passes no save info there).
+    if let Some((db, id, offset)) = repl.as_ref().filter(|_| !aof_base) {
+        aux.push(("repl-stream-db", Aux::Int(*db as i64)));
+        aux.push(("repl-id", Aux::Str(id)));
+        aux.push(("repl-offset", Aux::Int(*offset)));
+    }
+    aux.push(("aof-base", Aux::Int(i64::from(aof_base))));
     aux.extend(jobs.iter().map(|j| (JOB_AUX, Aux::Bytes(j))));
     let mut w = Writer::new(out, &aux, cfg.rdbcompression, cfg.rdbchecksum);
     let mut result = functions.iter().try_for_each(|code| w.function(code));
@@ -543,6 +556,17 @@ pub fn load_at_startup(sh: &Arc<Shared>) {
                     "DB loaded from disk: {:.3} seconds",
                     start.elapsed().as_secs_f64()
                 ));
+                // The replication history the file recorded (before the
+                // link, which waits for the load, asks for a PSYNC).
+                if let Some((db, id, offset)) = crate::replication::repl::saved_info(&l.aux) {
+                    let node = crate::host::node(&sh2);
+                    if sh2.config.read().replicaof.is_some() {
+                        node.master.restore_as_replica(&id, offset);
+                        node.follower.restore_position(&sh2, db, offset);
+                    } else {
+                        node.master.restore_as_master(&sh2, &id, offset);
+                    }
+                }
             }
             Err(e) => {
                 for line in e.lines() {

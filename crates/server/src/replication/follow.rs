@@ -76,6 +76,9 @@ struct State {
     /// The master client's session, kept across a partial
     /// resynchronisation (its selected database).
     session: Option<Session>,
+    /// This server is handing over to the master it follows (its
+    /// FAILOVER): the PSYNC says `FAILOVER`.
+    failover: bool,
 }
 
 /// The replica side of a server being built.
@@ -93,6 +96,7 @@ pub fn new(shared: &Weak<Shared>) -> Arc<Follower> {
             sock: None,
             has_position: false,
             session: None,
+            failover: false,
         }),
         apply: Mutex::new(()),
         read_off: AtomicI64::new(1),
@@ -105,10 +109,32 @@ impl Follower {
     /// `replicaof` from the configuration: follows once the data set on
     /// disk is loaded, with no position of its own (`PSYNC ? -1`).
     pub fn start_from_config(self: &Arc<Self>, host: &str, port: u16) {
-        self.start(host, port, false);
+        self.start(host, port, false, false);
     }
 
-    fn start(self: &Arc<Self>, host: &str, port: u16, from_master: bool) -> bool {
+    /// A restart from an RDB file that recorded the master's id and
+    /// offset (set on the master side) and the stream's database: the
+    /// link asks for a partial resync from there (Redis's cached master
+    /// from the RDB's save info).
+    pub fn restore_position(&self, sh: &Shared, db: usize, offset: i64) {
+        self.read_off.store(offset, Ordering::Relaxed);
+        self.applied_off.store(offset, Ordering::Relaxed);
+        let mut sess = Session::detached(u64::MAX);
+        if db < sh.store.databases() {
+            select_quietly(&mut sess, db);
+        }
+        let mut st = self.st.lock();
+        st.has_position = true;
+        st.session = Some(sess);
+    }
+
+    /// FAILOVER hands over: this master follows its target, and asks it
+    /// with `PSYNC <replid> <offset> FAILOVER` to become the master.
+    pub fn follow_for_failover(self: &Arc<Self>, host: &str, port: u16) {
+        self.start(host, port, true, true);
+    }
+
+    fn start(self: &Arc<Self>, host: &str, port: u16, from_master: bool, failover: bool) -> bool {
         let Some(sh) = self.shared.upgrade() else { return false };
         let _apply = self.hold_apply();
         let mut st = self.st.lock();
@@ -121,6 +147,7 @@ impl Follower {
             let _ = s.shutdown(std::net::Shutdown::Both);
         }
         st.target = Some((host.to_string(), port));
+        st.failover = failover;
         st.state = "connect";
         st.linked = false;
         st.transfer = None;
@@ -130,7 +157,7 @@ impl Follower {
             engine::subsystems::config::set_oom_role(&sh.oom, &sh.config.read(), true);
             sh.state_changed();
             if let Some(m) = repl::master(&sh) {
-                m.detach_replicas(&sh);
+                m.become_replica(&sh);
                 if from_master {
                     // As Redis's replicationCacheMasterUsingMyself.
                     log::notice(
@@ -145,6 +172,10 @@ impl Follower {
                     st.session = None;
                 }
             }
+        } else if let Some(m) = repl::master(&sh) {
+            // Our replicas resync with us too (Redis's replicationSetMaster):
+            // they may partially, and they learn a new id that way.
+            m.disconnect_replicas();
         }
         let gen = st.gen;
         drop(st);
@@ -312,8 +343,34 @@ impl Follower {
         } else {
             log::notice("Partial resynchronization not possible (no cached master)");
         }
-        link.send(&[b"PSYNC", replid.as_bytes(), want.to_string().as_bytes()])?;
-        let r = link.line(self)?;
+        let failover = self.st.lock().failover;
+        let want_s = want.to_string();
+        if failover {
+            link.send(&[b"PSYNC", replid.as_bytes(), want_s.as_bytes(), b"FAILOVER"])?;
+        } else {
+            link.send(&[b"PSYNC", replid.as_bytes(), want_s.as_bytes()])?;
+        }
+        // A master preparing a full sync (its diskless delay) keeps the
+        // link alive with empty lines before it answers.
+        let r = loop {
+            let l = link.line(self)?;
+            if !l.is_empty() {
+                break l;
+            }
+        };
+        if failover {
+            self.st.lock().failover = false;
+            let accepted = r.starts_with(b"+FULLRESYNC") || r.starts_with(b"+CONTINUE");
+            if let Some(m) = repl::master(sh) {
+                if accepted {
+                    m.failover_done();
+                } else {
+                    // Back to a master (this link ends with it).
+                    m.abort_failover_with("Failover target rejected psync request");
+                    return Err(format!("Failover target rejected psync: {}", lossy(&r)));
+                }
+            }
+        }
         if let Some(rest) = r.strip_prefix(b"+FULLRESYNC") {
             let rest = lossy(rest);
             let mut it = rest.split_ascii_whitespace();
@@ -334,7 +391,11 @@ impl Follower {
                 if new.len() == 40 && m.position().0 != new {
                     m.shift_id(Some(new));
                     log::notice(&format!("Master replication ID changed to {new}"));
+                    // Sub-replicas learn the new id by reconnecting.
+                    m.disconnect_replicas();
                 }
+                // A restarted replica may have no backlog yet.
+                m.start_relay(sh);
             }
             log::notice("MASTER <-> REPLICA sync: Master accepted a Partial Resynchronization.");
         } else if r.starts_with(b"-NOMASTERLINK") || r.starts_with(b"-LOADING") {
@@ -418,6 +479,9 @@ impl Follower {
             return Err("REPLICAOF changed during the transfer".into());
         }
         log::notice("Discarding previously cached master state.");
+        if let Some(m) = repl::master(sh) {
+            m.attach_to_new_master(sh);
+        }
         log::notice("MASTER <-> REPLICA sync: Flushing old data");
         sh.set_loading(true);
         persistence::flush_all(sh);
@@ -425,11 +489,14 @@ impl Follower {
         // Expired keys are kept: the master deletes them (its DELs come).
         let loaded = persistence::load_bytes_at(sh, &payload, false, 0, sh.clock.now_ms());
         sh.set_loading(false);
-        match loaded {
-            Ok(l) => log::notice(&format!(
-                "Done loading RDB, keys loaded: {}, keys expired: {}.",
-                l.keys_loaded, l.keys_expired
-            )),
+        let loaded = match loaded {
+            Ok(l) => {
+                log::notice(&format!(
+                    "Done loading RDB, keys loaded: {}, keys expired: {}.",
+                    l.keys_loaded, l.keys_expired
+                ));
+                l
+            }
             Err(e) => {
                 log::warning(&format!(
                     "Failed trying to load the MASTER synchronization DB from socket: {e}"
@@ -438,15 +505,29 @@ impl Follower {
                 self.st.lock().has_position = false;
                 return Err("MASTER <-> REPLICA sync: the payload did not load".into());
             }
-        }
+        };
         if let Some(m) = repl::master(sh) {
             m.set_position(replid, offset);
+            m.start_relay(sh);
         }
         self.read_off.store(offset, Ordering::Relaxed);
         self.applied_off.store(offset, Ordering::Relaxed);
+        // The stream goes on in the database the payload says it had
+        // selected (`repl-stream-db`: a chained master relays its own
+        // master's stream, which selects nothing anew after a sync).
+        let stream_db = loaded
+            .aux
+            .iter()
+            .find(|(k, _)| k == b"repl-stream-db")
+            .and_then(|(_, v)| std::str::from_utf8(v).ok()?.parse::<usize>().ok())
+            .filter(|&db| db < sh.store.databases());
+        let mut sess = Session::detached(u64::MAX);
+        if let Some(db) = stream_db {
+            select_quietly(&mut sess, db);
+        }
         let mut st = self.st.lock();
         st.has_position = true;
-        st.session = None;
+        st.session = Some(sess);
         drop(st);
         log::notice("MASTER <-> REPLICA sync: Finished with success");
         // As Redis's restartAOFAfterSYNC: the AOF is rebuilt from the new
@@ -467,6 +548,7 @@ impl Follower {
         let mut args = ArgBuf::default();
         let mut out = ReplyBuf::new();
         let mut sess = self.st.lock().session.take().unwrap_or_else(|| Session::detached(u64::MAX));
+        let master = repl::master(sh);
         // Stream bytes parsed so far (what `applied_off` becomes once no
         // transaction is open).
         let mut parsed = self.applied_off.load(Ordering::Relaxed);
@@ -486,6 +568,9 @@ impl Follower {
                     match resp::parse(&link.buf[pos..], &limits, &mut args) {
                         Parsed::Command { consumed } => {
                             let input = &link.buf[pos..];
+                            // Relayed to our backlog and sub-replicas as
+                            // it came (see `repl::stage`).
+                            repl::stage(&input[..consumed]);
                             let argv: Vec<&[u8]> =
                                 (0..args.len()).map(|i| args.get(input, i)).collect();
                             if argv[0].eq_ignore_ascii_case(b"REPLCONF") {
@@ -519,13 +604,20 @@ impl Follower {
                             parsed += consumed as i64;
                             if !sess.in_multi() {
                                 self.applied_off.store(parsed, Ordering::Relaxed);
+                                if let Some(m) = &master {
+                                    m.proxy_staged(sess.db);
+                                }
                             }
                         }
                         Parsed::Empty { consumed } => {
+                            repl::stage(&link.buf[pos..pos + consumed]);
                             pos += consumed;
                             parsed += consumed as i64;
                             if !sess.in_multi() {
                                 self.applied_off.store(parsed, Ordering::Relaxed);
+                                if let Some(m) = &master {
+                                    m.proxy_staged(sess.db);
+                                }
                             }
                         }
                         Parsed::Incomplete { .. } => break,
@@ -536,9 +628,10 @@ impl Follower {
                     }
                 }
                 link.buf.drain(..pos);
-                if let Some(m) = repl::master(sh) {
-                    m.set_offset(self.applied_off.load(Ordering::Relaxed));
-                }
+                // The master's commands count on the replica as a
+                // client's do (commandstats, changes since the last save),
+                // once per batch as a connection flushes them.
+                sh.flush_stats(&mut sess);
                 if let Some(e) = failed {
                     break Err(e);
                 }
@@ -572,6 +665,7 @@ impl Follower {
         if sess.in_multi() {
             let _ = dispatch::replay(sh, &mut sess, &[b"DISCARD"], &mut out);
         }
+        repl::unstage();
         self.read_off.store(self.applied_off.load(Ordering::Relaxed), Ordering::Relaxed);
         self.st.lock().session = Some(sess);
         res
@@ -582,7 +676,7 @@ impl Follow for Follower {
     fn follow(&self, host: &str, port: u16) -> bool {
         // The link thread needs an Arc of us.
         match self.me.upgrade() {
-            Some(f) => f.start(host, port, true),
+            Some(f) => f.start(host, port, true, false),
             None => false,
         }
     }
@@ -607,15 +701,36 @@ impl Follow for Follower {
         if was_linked {
             log::warning("Connection with master lost.");
         }
+        // The stream feeds our own writes from now on, before a client can
+        // make one (Redis's replicationUnsetMaster: the old id and offset
+        // stay as the secondary id, so replicas partially resync).
+        if let Some(m) = repl::master(&sh) {
+            m.set_offset(self.applied_off.load(Ordering::Relaxed));
+            m.shift_id(None);
+            m.promote();
+        }
         sh.store.set_replica(false);
         engine::subsystems::config::set_oom_role(&sh.oom, &sh.config.read(), false);
         sh.state_changed();
         sh.host.log.set_role(b'M');
-        if let Some(m) = repl::master(&sh) {
-            m.set_offset(self.applied_off.load(Ordering::Relaxed));
-            m.shift_id(None);
-        }
         true
+    }
+
+    fn link_addr(&self) -> Option<String> {
+        let st = self.st.lock();
+        let peer = st.sock.as_ref().filter(|_| st.linked)?.peer_addr().ok()?;
+        Some(peer.to_string())
+    }
+
+    fn kill_link(&self) -> bool {
+        let st = self.st.lock();
+        match (&st.sock, st.linked) {
+            (Some(s), true) => {
+                let _ = s.shutdown(std::net::Shutdown::Both);
+                true
+            }
+            _ => false,
+        }
     }
 
     fn view(&self) -> Option<FollowView> {
@@ -738,6 +853,13 @@ impl Link {
             t.2 = unix_ms() / 1000;
         }
     }
+}
+
+/// The master client's database, set as Redis's selectDb does for it
+/// (not a SELECT command: nothing is counted).
+fn select_quietly(sess: &mut Session, db: usize) {
+    sess.db = db;
+    sess.handle.db.store(db, Ordering::Relaxed);
 }
 
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {

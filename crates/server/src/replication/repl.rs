@@ -26,9 +26,20 @@
 //! - **A replica connection** runs on two threads of its own, taken over
 //!   from the event loop after `SYNC`/`PSYNC`: one sends the payload and
 //!   then the stream, one reads `REPLCONF ACK`s (WAIT, lag, timeouts).
+//! - **On a replica** (Redis's chained replication) the buffer is fed
+//!   with the master's stream itself, byte for byte, as the link thread
+//!   applies it (`stage` then [`Master::proxy_staged`]): its sub-replicas
+//!   and its backlog hold exactly what its master sent, so offsets and
+//!   replication ids agree along the chain and a promotion keeps the
+//!   history (PSYNC2: the old id stays as `master_replid2`).
 //! - **The cron** (one thread) feeds a `PING` every
 //!   `repl-ping-replica-period`, applies the soft output limit, and frees
 //!   the backlog after `repl-backlog-ttl` without replicas.
+
+mod failover;
+mod relay;
+
+pub use relay::{saved_info, stage, unstage};
 
 use std::collections::VecDeque;
 use std::io::{Read, Seek, Write};
@@ -41,7 +52,9 @@ use engine::core::blocking::Waiter;
 use engine::core::effects::{Consumer, StreamWriter, Unit, Want};
 use engine::core::shared::unix_ms;
 use engine::subsystems::log;
-use engine::subsystems::repl::{Handshake, ReplicaView, Replication, SyncRequest, View};
+use engine::subsystems::repl::{
+    FailoverRequest, Handshake, ReplicaView, Replication, SyncRequest, View,
+};
 use engine::{Session, Shared};
 use parking_lot::{Condvar, Mutex};
 use resp::{ArgBuf, Limits, Parsed, ReplyBuf};
@@ -60,6 +73,8 @@ const ONLINE: u8 = 2;
 
 /// The server's replication, handed to the engine as `Host::replication`.
 pub struct Master {
+    /// Itself, for the threads it starts from `&self`.
+    me: Weak<Master>,
     shared: Weak<Shared>,
     inner: Mutex<Inner>,
     /// Signalled when the stream grows or a replica's state changes.
@@ -71,6 +86,12 @@ pub struct Master {
     /// `dbfilename` was last written for a disk-based full sync while
     /// `rdb-del-sync-files` was on (Redis's RDBGeneratedByReplication).
     rdb_by_replication: AtomicBool,
+    /// Following a master: the buffer is fed with its stream as applied
+    /// (`proxy_staged`), not with this server's own effects, and this
+    /// server feeds nothing of its own (PINGs, GETACKs).
+    proxy: AtomicBool,
+    /// A FAILOVER in progress.
+    failover: Mutex<Option<failover::Failover>>,
 }
 
 struct Inner {
@@ -90,6 +111,9 @@ struct Inner {
     waits: Vec<Wait>,
     /// Unix seconds since when no replica is connected.
     no_replicas_since: i64,
+    /// The database selected at the end of the proxied stream (what a
+    /// sub-replica's full sync tells it to select: `repl-stream-db`).
+    stream_db: usize,
 }
 
 /// A connected replica and how far it has been sent the stream.
@@ -119,6 +143,11 @@ struct Replica {
 }
 
 impl Replica {
+    /// Whether it announced this address (Redis's findReplica).
+    fn is_at(&self, host: &str, port: i64) -> bool {
+        self.ip.eq_ignore_ascii_case(host) && i64::from(self.port) == port
+    }
+
     fn kill(&self) {
         self.handle.killed.store(true, Ordering::Release);
         let _ = self.sock.shutdown(std::net::Shutdown::Both);
@@ -141,10 +170,16 @@ impl Consumer for Feed {
     }
 
     fn unit(&self, unit: &Unit<'_>) {
-        if !unit.propagates() {
+        let Some(m) = self.0.upgrade() else { return };
+        if m.proxy.load(Ordering::Acquire) {
+            // A replica: the stream command being applied (staged by the
+            // link thread) enters the backlog here, with its stripes
+            // held, so a snapshot's instant orders it as it orders the
+            // data. A replica's own writes are not propagated (Redis 4+).
+            m.append_staged(None);
             return;
         }
-        if let Some(m) = self.0.upgrade() {
+        if unit.propagates() {
             m.feed_unit(unit);
         }
     }
@@ -169,7 +204,8 @@ fn random_hex() -> String {
 
 /// The master side of a server being built.
 pub fn new(shared: &Weak<Shared>) -> Arc<Master> {
-    Arc::new(Master {
+    Arc::new_cyclic(|me| Master {
+        me: me.clone(),
         shared: shared.clone(),
         inner: Mutex::new(Inner {
             replid: random_hex(),
@@ -183,7 +219,10 @@ pub fn new(shared: &Weak<Shared>) -> Arc<Master> {
             replicas: Vec::new(),
             waits: Vec::new(),
             no_replicas_since: unix_ms() / 1000,
+            stream_db: 0,
         }),
+        proxy: AtomicBool::new(false),
+        failover: Mutex::new(None),
         grown: Condvar::new(),
         sync_full: AtomicU64::new(0),
         sync_partial_ok: AtomicU64::new(0),
@@ -231,8 +270,12 @@ impl Master {
         inner.scratch = bytes;
     }
 
-    /// Appends raw stream bytes (PING, GETACK), selecting nothing.
+    /// Appends raw stream bytes (PING, GETACK), selecting nothing. A
+    /// replica feeds nothing of its own: it relays its master's.
     fn feed_raw(&self, bytes: &[u8]) {
+        if self.proxy.load(Ordering::Acquire) {
+            return;
+        }
         let mut g = self.inner.lock();
         if g.buf.is_some() {
             self.append(&mut g, bytes);
@@ -275,34 +318,41 @@ impl Master {
         self.grown.notify_all();
     }
 
-    /// Creates the backlog (first replica): a new replication id, and the
-    /// consumer that feeds it.
-    fn ensure_backlog(self: &Arc<Self>, sh: &Shared) {
+    /// Creates the backlog (a master's first replica, a replica's sync, a
+    /// restart with a recorded history) and installs the consumer that
+    /// feeds it; `new_id`: a new replication id, as Redis's syncCommand
+    /// gives a master's first replica.
+    fn ensure_backlog(self: &Arc<Self>, sh: &Shared, new_id: bool) {
         let mut g = self.inner.lock();
         if g.buf.is_some() {
             return;
         }
-        g.replid = random_hex();
-        g.replid2 = "0".repeat(40);
-        g.second_offset = -1;
+        if new_id {
+            g.replid = random_hex();
+            g.replid2 = "0".repeat(40);
+            g.second_offset = -1;
+        }
         g.buf = Some(VecDeque::new());
         g.writer = StreamWriter::default();
         let feed: Arc<dyn Consumer> = Arc::new(Feed(Arc::downgrade(self)));
         g.feed = Some(feed.clone());
-        log::notice(&format!(
-            "Replication backlog created, my new replication IDs are '{}' and '{}'",
-            g.replid, g.replid2
-        ));
+        if new_id {
+            log::notice(&format!(
+                "Replication backlog created, my new replication IDs are '{}' and '{}'",
+                g.replid, g.replid2
+            ));
+        }
         drop(g);
         // Installed before any snapshot's instant: every write after that
         // instant reaches the stream (see `dispatch::call`).
         sh.add_consumer(feed);
     }
 
-    /// Frees the backlog (`repl-backlog-ttl` without replicas).
+    /// Frees the backlog (`repl-backlog-ttl` without replicas; a
+    /// replica keeps its own, as Redis's).
     fn free_backlog(&self, sh: &Shared, ttl: i64) {
         let mut g = self.inner.lock();
-        if !g.replicas.is_empty() || g.buf.is_none() {
+        if !g.replicas.is_empty() || g.buf.is_none() || self.proxy.load(Ordering::Acquire) {
             return;
         }
         g.buf = None;
@@ -369,78 +419,15 @@ pub fn master(sh: &Shared) -> Option<Arc<Master>> {
     Some(crate::host::node(sh).master.clone())
 }
 
-/// What the replica side (`crate::follow`) changes of the master's state:
-/// while following, `master_replid` and `master_repl_offset` are the
-/// master's, as in Redis.
-impl Master {
-    /// This server turns into a replica: its own replicas are dropped (a
-    /// Sluice replica serves none) and the backlog with them.
-    pub fn detach_replicas(&self, sh: &Shared) {
-        // What was propagated before goes out first, as in Redis, where it
-        // was written to the replicas before this command ran: the stream
-        // threads get a bounded moment to send it.
-        let until = std::time::Instant::now() + Duration::from_millis(200);
-        let mut g = self.inner.lock();
-        while std::time::Instant::now() < until
-            && g.replicas.iter().any(|s| {
-                s.r.streaming.load(Ordering::Acquire) && s.sent.is_some_and(|x| x < g.offset)
-            })
-        {
-            drop(g);
-            std::thread::sleep(Duration::from_millis(1));
-            g = self.inner.lock();
-        }
-        for s in &g.replicas {
-            s.r.kill();
-        }
-        g.buf = None;
-        let feed = g.feed.take();
-        drop(g);
-        if let Some(f) = feed {
-            sh.remove_consumer(&f);
-        }
-    }
-
-    /// (`master_replid`, `master_repl_offset`).
-    pub fn position(&self) -> (String, i64) {
-        let g = self.inner.lock();
-        (g.replid.clone(), g.offset)
-    }
-
-    /// After a full resynchronisation: the master's id and offset, no
-    /// secondary id.
-    pub fn set_position(&self, replid: &str, offset: i64) {
-        let mut g = self.inner.lock();
-        g.replid = replid.to_string();
-        g.replid2 = "0".repeat(40);
-        g.second_offset = -1;
-        g.offset = offset;
-    }
-
-    /// The offset applied so far, while following.
-    pub fn set_offset(&self, offset: i64) {
-        self.inner.lock().offset = offset;
-    }
-
-    /// Takes `new` as the replication id, keeping the current one as the
-    /// secondary, valid up to the next byte (Redis's shiftReplicationId):
-    /// a promotion (`new` is `None`: a random id) or a `+CONTINUE` with a
-    /// new id.
-    pub fn shift_id(&self, new: Option<&str>) {
-        let mut g = self.inner.lock();
-        let new = new.map_or_else(random_hex, str::to_string);
-        g.replid2 = std::mem::replace(&mut g.replid, new);
-        g.second_offset = g.offset + 1;
-        log::notice(&format!(
-            "Setting secondary replication ID to {}, valid up to offset: {}. New replication ID \
-             is {}",
-            g.replid2, g.second_offset, g.replid
-        ));
-    }
-}
-
 impl Replication for Master {
     fn view(&self) -> View {
+        // Taken before `inner` (the failover's order: its lock, then
+        // `inner`).
+        let failover_state = match &*self.failover.lock() {
+            None => "no-failover",
+            Some(f) if f.in_progress => "failover-in-progress",
+            Some(_) => "waiting-for-sync",
+        };
         let g = self.inner.lock();
         let now = unix_ms() / 1000;
         let max_lag = self.shared.upgrade().map_or(10, |sh| conf_num(&sh, "min-replicas-max-lag"));
@@ -468,6 +455,7 @@ impl Replication for Master {
             backlog: g.buf.as_ref().map(|b| (g.offset - b.len() as i64 + 1, b.len() as i64)),
             replicas,
             good_replicas: good,
+            failover_state,
         }
     }
 
@@ -501,6 +489,20 @@ impl Replication for Master {
 
     fn good_replicas(&self) -> usize {
         self.view().good_replicas
+    }
+
+    fn failover(&self, req: FailoverRequest, replica: bool) -> Result<(), String> {
+        self.start_failover(req, replica)
+    }
+
+    fn abort_failover(&self) -> bool {
+        self.abort_failover_with("Failover manually aborted")
+    }
+
+    fn reset_sync_stats(&self) {
+        for c in [&self.sync_full, &self.sync_partial_ok, &self.sync_partial_err] {
+            c.store(0, Ordering::Relaxed);
+        }
     }
 
     fn sync_stats(&self) -> (u64, u64, u64) {
@@ -618,7 +620,9 @@ fn serve(sh: &Shared, m: &Arc<Master>, r: &Replica, hs: &Handshake, mut sock: Tc
         }
     }
     m.sync_full.fetch_add(1, Ordering::Relaxed);
-    m.ensure_backlog(sh);
+    // A master's first replica gives it a new history; a replica relays
+    // its master's.
+    m.ensure_backlog(sh, !m.proxy.load(Ordering::Acquire));
     match full_sync(sh, m, r, hs, &req, &mut sock) {
         Ok(()) => stream(sh, m, r, sock),
         Err(e) => format!(" ({e})"),
@@ -673,9 +677,23 @@ fn full_sync(
     let snaps = sh.host.snapshots.clone().ok_or("no persistence")?;
     let diskless = conf_yes(sh, "repl-diskless-sync") && hs.capa_eof;
     if diskless {
-        let delay = conf_num(sh, "repl-diskless-sync-delay");
-        if delay > 0 {
-            std::thread::sleep(Duration::from_secs(delay as u64));
+        // `repl-diskless-sync-delay` lets more replicas arrive; it ends
+        // early once `repl-diskless-sync-max-replicas` of them wait.
+        let until = std::time::Instant::now()
+            + Duration::from_secs(conf_num(sh, "repl-diskless-sync-delay").max(0) as u64);
+        let max = conf_num(sh, "repl-diskless-sync-max-replicas");
+        while std::time::Instant::now() < until {
+            let waiting = m
+                .inner
+                .lock()
+                .replicas
+                .iter()
+                .filter(|s| s.r.state.load(Ordering::Relaxed) == WAIT_BGSAVE)
+                .count();
+            if (max > 0 && waiting as i64 >= max) || r.handle.killed.load(Ordering::Acquire) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
         }
     }
     log::notice(&format!(
@@ -988,7 +1006,10 @@ fn cron(m: Weak<Master>) {
         }
         let period = conf_num(&sh, "repl-ping-replica-period").max(1) as u64;
         let has_replicas = !m.inner.lock().replicas.is_empty();
-        if has_replicas && ticks.is_multiple_of(period) {
+        // No PING while a failover waits for a replica to match our
+        // offset (Redis skips it while a manual failover pauses clients).
+        let failing_over = m.failover.lock().is_some();
+        if has_replicas && ticks.is_multiple_of(period) && !failing_over {
             m.feed_raw(PING);
         }
         let soft = sh.config.read().obuf_replica;

@@ -39,6 +39,7 @@ mod output_limits;
 mod persist_safety;
 mod protected_mode;
 mod protocol;
+mod psync2;
 mod pubsub;
 mod rdb;
 mod replica;

@@ -58,7 +58,6 @@ pub fn not_in_effect(name: &str) -> Option<&'static str> {
             "a replica frees its old dataset as a lazy FLUSHALL does whatever this says"
         }
         "replica-ignore-maxmemory" => REPL_LATER,
-        "repl-diskless-sync-max-replicas" => REPL_LATER,
         "repl-diskless-load" => {
             "not yet in effect: a Sluice replica reads the whole RDB payload before loading it \
              (Redis's `disabled`)"
