@@ -430,10 +430,6 @@ pub struct LocalCmdStats {
     n_acc: usize,
     /// The accumulator used last (a batch repeats one command).
     last_acc: usize,
-    /// The last declaration seen and its index: [`index_of`] once per run
-    /// of the same command.
-    last_spec: usize,
-    last_idx: usize,
     samples: [(u32, u32, u32); SAMPLES],
     n_samples: usize,
 }
@@ -444,8 +440,6 @@ impl Default for LocalCmdStats {
             acc: [Acc::default(); ACCS],
             n_acc: 0,
             last_acc: 0,
-            last_spec: 0,
-            last_idx: 0,
             samples: [(0, 0, 0); SAMPLES],
             n_samples: 0,
         }
@@ -460,15 +454,11 @@ impl LocalCmdStats {
         self.n_acc == ACCS || self.n_samples == SAMPLES
     }
 
-    /// The stable index of `spec`, remembered for the next call.
+    /// The stable index of `spec` (a field of the spec since the table
+    /// numbers them: no lookup to remember between calls).
     #[inline]
     pub fn index(&mut self, spec: &CommandSpec) -> usize {
-        let key = spec as *const CommandSpec as usize;
-        if key != self.last_spec {
-            self.last_idx = index_of(spec);
-            self.last_spec = key;
-        }
-        self.last_idx
+        spec.index()
     }
 
     #[inline]
