@@ -327,7 +327,8 @@ fn section(cx: &mut Ctx, name: &str, t: &mut String, counts: &mut Counts) {
             let since = dirty.saturating_sub(ps.dirty_at_save.load(Ordering::Relaxed));
             line!("rdb_changes_since_last_save:{}", since);
             let running = ps.bgsave_in_progress.load(Ordering::Relaxed);
-            line!("rdb_bgsave_in_progress:{}", u8::from(running));
+            let for_replicas = ps.repl_snapshots.load(Ordering::Relaxed) > 0;
+            line!("rdb_bgsave_in_progress:{}", u8::from(running || for_replicas));
             line!("rdb_last_save_time:{}", ps.last_save.load(Ordering::Relaxed));
             let ok = ps.last_bgsave_ok.load(Ordering::Relaxed);
             line!("rdb_last_bgsave_status:{}", if ok { "ok" } else { "err" });

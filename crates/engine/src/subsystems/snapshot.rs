@@ -140,6 +140,9 @@ pub struct PersistState {
     /// full sync): where Redis forks a child, Sluice starts one of these,
     /// so INFO's `total_forks` counts them.
     pub background_jobs: AtomicU64,
+    /// Snapshots a replica's full sync is producing now: Redis makes them
+    /// in an RDB child too, so INFO's `rdb_bgsave_in_progress` shows them.
+    pub repl_snapshots: AtomicU64,
     pub last_load_keys_loaded: AtomicU64,
     pub last_load_keys_expired: AtomicU64,
     /// `DEBUG SET-SKIP-CHECKSUM-VALIDATION 1`: RESTORE payloads and RDB
@@ -159,6 +162,7 @@ impl PersistState {
             last_bgsave_secs: AtomicI64::new(-1),
             saves: AtomicU64::new(0),
             background_jobs: AtomicU64::new(0),
+            repl_snapshots: AtomicU64::new(0),
             last_load_keys_loaded: AtomicU64::new(0),
             last_load_keys_expired: AtomicU64::new(0),
             skip_checksum: AtomicBool::new(false),

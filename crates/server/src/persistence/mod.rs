@@ -565,6 +565,7 @@ pub fn load_at_startup(sh: &Arc<Shared>) {
                         node.follower.restore_position(&sh2, db, offset);
                     } else {
                         node.master.restore_as_master(&sh2, &id, offset);
+                        node.master.feed_expired_on_load(&sh2, &l.expired_names);
                     }
                 }
             }
@@ -734,6 +735,11 @@ impl Snapshots for Rdb {
         let sh = self.shared()?;
         self.acquire();
         let started = begin_then(&sh, at_instant);
+        // The instant is taken: a sink that announces it (replicas'
+        // `+FULLRESYNC <offset>`) does so before the payload is made. A
+        // failure shows again at the payload's first write, which ends
+        // the snapshot properly.
+        let _ = out.flush();
         let res = write_rdb(&sh, started, BufWriter::with_capacity(64 * 1024, out), false)
             .and_then(|mut w| w.flush());
         self.release();

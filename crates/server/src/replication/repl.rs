@@ -36,6 +36,7 @@
 //!   `repl-ping-replica-period`, applies the soft output limit, and frees
 //!   the backlog after `repl-backlog-ttl` without replicas.
 
+mod diskless;
 mod failover;
 mod relay;
 
@@ -92,6 +93,9 @@ pub struct Master {
     proxy: AtomicBool,
     /// A FAILOVER in progress.
     failover: Mutex<Option<failover::Failover>>,
+    /// Replicas waiting for a shared diskless snapshot, and its outcomes.
+    diskless: Mutex<diskless::Batches>,
+    diskless_done: Condvar,
 }
 
 struct Inner {
@@ -223,6 +227,8 @@ pub fn new(shared: &Weak<Shared>) -> Arc<Master> {
         }),
         proxy: AtomicBool::new(false),
         failover: Mutex::new(None),
+        diskless: Mutex::new(diskless::Batches::default()),
+        diskless_done: Condvar::new(),
         grown: Condvar::new(),
         sync_full: AtomicU64::new(0),
         sync_partial_ok: AtomicU64::new(0),
@@ -291,6 +297,9 @@ impl Master {
             let c = sh.config.read();
             (c.repl_backlog_size.max(16 * 1024) as usize, c.obuf_replica.hard)
         };
+        // A hard limit below the backlog's size counts as that size, as
+        // Redis's: a partial resync it allows must not cut the replica.
+        let hard = if hard > 0 { hard.max(size as u64) } else { 0 };
         // The slowest connected replica's unsent bytes stay, within its
         // output limit.
         let mut oldest = inner.offset;
@@ -310,11 +319,7 @@ impl Master {
             }
             oldest = oldest.min(sent);
         }
-        let keep = (size as i64).max(inner.offset - oldest) as usize;
-        if buf.len() > keep {
-            let excess = buf.len() - keep;
-            buf.drain(..excess);
-        }
+        trim(buf, size, inner.offset - oldest);
         self.grown.notify_all();
     }
 
@@ -405,11 +410,37 @@ impl Master {
         }
     }
 
+    /// Forgets a replica (its connection ended or was cut); what only it
+    /// kept of the stream beyond the backlog is freed.
     fn remove(&self, id: u64) {
         let mut g = self.inner.lock();
-        g.replicas.retain(|s| s.r.id != id);
-        if g.replicas.is_empty() {
-            g.no_replicas_since = unix_ms() / 1000;
+        let inner = &mut *g;
+        let before = inner.replicas.len();
+        inner.replicas.retain(|s| s.r.id != id);
+        if inner.replicas.len() == before {
+            return;
+        }
+        if inner.replicas.is_empty() {
+            inner.no_replicas_since = unix_ms() / 1000;
+        }
+        let oldest = inner.replicas.iter().filter_map(|s| s.sent).min().unwrap_or(inner.offset);
+        let size = self.shared.upgrade().map_or(0, |sh| sh.config.read().repl_backlog_size);
+        if let Some(buf) = inner.buf.as_mut() {
+            trim(buf, size.max(16 * 1024) as usize, inner.offset - oldest);
+        }
+    }
+}
+
+/// Drops the stream's oldest bytes beyond the backlog's `size` and the
+/// `unsent` bytes a replica still needs.
+fn trim(buf: &mut VecDeque<u8>, size: usize, unsent: i64) {
+    let keep = (size as i64).max(unsent) as usize;
+    if buf.len() > keep {
+        let excess = buf.len() - keep;
+        buf.drain(..excess);
+        // A burst's capacity goes back too (`mem_total_replication_buffers`).
+        if buf.capacity() > 2 * keep.max(16 * 1024) {
+            buf.shrink_to(keep);
         }
     }
 }
@@ -499,6 +530,12 @@ impl Replication for Master {
         self.abort_failover_with("Failover manually aborted")
     }
 
+    fn feed_command(&self, argv: &[&[u8]]) {
+        let mut bytes = Vec::new();
+        resp::write_command(&mut bytes, argv);
+        self.feed_raw(&bytes);
+    }
+
     fn reset_sync_stats(&self) {
         for c in [&self.sync_full, &self.sync_partial_ok, &self.sync_partial_err] {
             c.store(0, Ordering::Relaxed);
@@ -567,7 +604,13 @@ pub fn take_over(
     sess.handle.replica.store(true, Ordering::Relaxed);
     master.inner.lock().replicas.push(Slot { r: r.clone(), sent: None, soft_since: None });
     let (m2, r2, sh2) = (master.clone(), r.clone(), shared.clone());
-    let read = log::spawn("repl-ack", move || read_acks(&sh2, &m2, &r2, reader, input));
+    let read = log::spawn("repl-ack", move || {
+        read_acks(&sh2, &m2, &r2, reader, input);
+        // A replica that hung up or was cut stops counting now, as Redis
+        // frees the client at once, though its sender may still be busy
+        // (inside a shared snapshot's payload).
+        m2.remove(r2.id);
+    });
     let send = log::spawn("repl-send", move || {
         let why = serve(&shared, &master, &r, &hs, sock);
         log::notice(&format!("Connection with replica {} lost{why}.", r.name));
@@ -675,33 +718,14 @@ fn full_sync(
     sock: &mut TcpStream,
 ) -> Result<(), String> {
     let snaps = sh.host.snapshots.clone().ok_or("no persistence")?;
-    let diskless = conf_yes(sh, "repl-diskless-sync") && hs.capa_eof;
-    if diskless {
-        // `repl-diskless-sync-delay` lets more replicas arrive; it ends
-        // early once `repl-diskless-sync-max-replicas` of them wait.
-        let until = std::time::Instant::now()
-            + Duration::from_secs(conf_num(sh, "repl-diskless-sync-delay").max(0) as u64);
-        let max = conf_num(sh, "repl-diskless-sync-max-replicas");
-        while std::time::Instant::now() < until {
-            let waiting = m
-                .inner
-                .lock()
-                .replicas
-                .iter()
-                .filter(|s| s.r.state.load(Ordering::Relaxed) == WAIT_BGSAVE)
-                .count();
-            if (max > 0 && waiting as i64 >= max) || r.handle.killed.load(Ordering::Acquire) {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
+    if conf_yes(sh, "repl-diskless-sync") && hs.capa_eof {
+        let me = m.inner.lock().replicas.iter().find(|s| s.r.id == r.id).map(|s| s.r.clone());
+        let me = me.ok_or("replica gone")?;
+        return diskless::sync(sh, m, &me, matches!(req, SyncRequest::Psync { .. }), &snaps);
     }
-    log::notice(&format!(
-        "Starting BGSAVE for SYNC with target: {}",
-        if diskless { "replicas sockets" } else { "disk" }
-    ));
+    log::notice("Starting BGSAVE for SYNC with target: disk");
     let place = Arc::new(AtomicI64::new(-1));
-    let mut at_instant = || {
+    let at_instant = || {
         let mut g = m.inner.lock();
         let off = g.offset;
         // The replica's database after loading is 0: the stream selects
@@ -722,26 +746,7 @@ fn full_sync(
     };
     // One background snapshot, where Redis forks (INFO's total_forks).
     sh.persist.background_jobs.fetch_add(1, Ordering::Relaxed);
-    if diskless {
-        let mark = random_hex();
-        r.state.store(SEND_BULK, Ordering::Relaxed);
-        let mut sink =
-            Preambled { sock: &mut *sock, started: false, place: &place, fullresync, mark: &mark };
-        snaps.snapshot_to(&mut sink, &mut at_instant)?;
-        sink.start().map_err(|e| e.to_string())?;
-        sock.write_all(mark.as_bytes()).map_err(|e| e.to_string())?;
-        r.state.store(ONLINE, Ordering::Relaxed);
-        r.ack_time.store(unix_ms() / 1000, Ordering::Relaxed);
-        log::notice(&format!(
-            "Streamed RDB transfer with replica {} succeeded (socket). Waiting for REPLCONF ACK \
-             from replica to enable streaming",
-            r.name
-        ));
-        // The replica may read past the mark into its payload file: the
-        // stream waits for its first ACK (Redis's
-        // repl_start_cmd_stream_on_ack).
-        return Ok(());
-    }
+    let snapshotting = ReplSnapshot::start(sh);
     // As Redis, a disk-based sync is a background save to `dbfilename`
     // (it counts as a save: LASTSAVE, the change count); the payload is
     // read back through the handle that wrote it, so a save renamed over
@@ -767,6 +772,7 @@ fn full_sync(
         snaps.snapshot_to(&mut f, &mut at_instant_disk)?;
         f.flush().map_err(|e| e.to_string())?;
         f.sync_all().map_err(|e| e.to_string())?;
+        drop(snapshotting);
         std::fs::rename(&tmp, &dbfile).map_err(|e| e.to_string())?;
         sh.persist.saved(dirty.load(Ordering::Relaxed), unix_ms() / 1000);
         if conf_yes(sh, "rdb-del-sync-files") {
@@ -791,36 +797,20 @@ fn full_sync(
     Ok(())
 }
 
-/// The diskless payload's writer: `+FULLRESYNC` (which needs the
-/// snapshot's offset) and `$EOF:<mark>` go out before its first byte.
-struct Preambled<'a, F: Fn(i64) -> Vec<u8>> {
-    sock: &'a mut TcpStream,
-    started: bool,
-    place: &'a AtomicI64,
-    fullresync: F,
-    mark: &'a str,
-}
+/// A replica's snapshot in progress, counted for INFO's
+/// `rdb_bgsave_in_progress` until it is dropped (also on an error path).
+struct ReplSnapshot<'a>(&'a Shared);
 
-impl<F: Fn(i64) -> Vec<u8>> Preambled<'_, F> {
-    fn start(&mut self) -> std::io::Result<()> {
-        if !self.started {
-            self.started = true;
-            let mut head = (self.fullresync)(self.place.load(Ordering::Relaxed));
-            head.extend_from_slice(format!("$EOF:{}\r\n", self.mark).as_bytes());
-            self.sock.write_all(&head)?;
-        }
-        Ok(())
+impl<'a> ReplSnapshot<'a> {
+    fn start(sh: &'a Shared) -> Self {
+        sh.persist.repl_snapshots.fetch_add(1, Ordering::Relaxed);
+        ReplSnapshot(sh)
     }
 }
 
-impl<F: Fn(i64) -> Vec<u8>> Write for Preambled<'_, F> {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        self.start()?;
-        self.sock.write(b)
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.sock.flush()
+impl Drop for ReplSnapshot<'_> {
+    fn drop(&mut self) {
+        self.0.persist.repl_snapshots.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
