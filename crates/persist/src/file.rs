@@ -200,6 +200,10 @@ pub struct Loaded {
     pub keys_loaded: u64,
     /// Keys skipped because their TTL had passed.
     pub keys_expired: u64,
+    /// Their databases and names, in file order: a master restarting
+    /// feeds their deletion to its replicas (Redis's RDBFLAGS_FEED_REPL).
+    /// Bounded by the file, which the loader holds whole.
+    pub expired_names: Vec<(usize, Vec<u8>)>,
     /// Collections stored empty (skipped, as Redis does).
     pub empty_keys: u64,
     /// The names of the first [`EMPTY_NAMES_KEPT`] of those (Redis logs
@@ -353,6 +357,7 @@ pub fn load(
         };
         if expire_at != -1 && expire_at < now_ms {
             out.keys_expired += 1;
+            out.expired_names.push((db, key.into_owned()));
         } else {
             sink(LoadedKey { db, key: &key, value: v, expire_at, idle, freq })
                 .map_err(|reason| Error { offset: at, reason })?;

@@ -699,6 +699,12 @@ impl StreamWriter {
         self.resp_into(unit.replica_commands(), out);
     }
 
+    /// Appends one command run in `db` to `out` in RESP, selecting `db`
+    /// first when the stream has another one selected.
+    pub fn write_command(&mut self, db: usize, argv: &[&[u8]], out: &mut Vec<u8>) {
+        self.resp_into(std::iter::once((Some(db), argv.to_vec())), out);
+    }
+
     fn resp_into<'a>(
         &mut self,
         cmds: impl Iterator<Item = (Option<usize>, Vec<&'a [u8]>)>,

@@ -40,6 +40,10 @@ pub trait Replication: Send + Sync {
     fn failover(&self, req: FailoverRequest, replica: bool) -> Result<(), String>;
     /// FAILOVER ABORT; `false` when no failover is in progress.
     fn abort_failover(&self) -> bool;
+    /// DEBUG REPLICATE: `argv` enters the stream as is, with no SELECT
+    /// and nothing executed here (Redis's test hook for what a replica
+    /// does with a command it cannot run).
+    fn feed_command(&self, argv: &[&[u8]]);
 }
 
 /// FAILOVER's arguments.
@@ -189,6 +193,13 @@ pub fn view(sh: &Shared) -> View {
             good_replicas: 0,
             failover_state: "no-failover",
         },
+    }
+}
+
+/// DEBUG REPLICATE (nothing without replication).
+pub fn feed_command(sh: &Shared, argv: &[&[u8]]) {
+    if let Some(r) = replication(sh) {
+        r.feed_command(argv);
     }
 }
 

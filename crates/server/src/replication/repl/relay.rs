@@ -65,6 +65,24 @@ impl Master {
         self.ensure_backlog(sh, false);
     }
 
+    /// The keys a restarted master found expired in its file: their
+    /// deletion enters the stream after the restored offset, as Redis's
+    /// load feeds it (`DEL`, `UNLINK` with `lazyfree-lazy-expire`), so a
+    /// replica that partially resyncs deletes them too, and a backlog
+    /// they overflow sends it to a full resync.
+    pub fn feed_expired_on_load(&self, sh: &Shared, keys: &[(usize, Vec<u8>)]) {
+        let verb: &[u8] =
+            if super::conf_yes(sh, "lazyfree-lazy-expire") { b"UNLINK" } else { b"DEL" };
+        let mut g = self.inner.lock();
+        let inner = &mut *g;
+        let mut bytes = Vec::new();
+        for (db, key) in keys {
+            bytes.clear();
+            inner.writer.write_command(*db, &[verb, key], &mut bytes);
+            self.append(inner, &bytes);
+        }
+    }
+
     /// A replica restarted from an RDB file that recorded its master's
     /// id and offset: its cached master, for a partial resync.
     pub fn restore_as_replica(&self, id: &str, offset: i64) {
