@@ -194,6 +194,11 @@ pub struct Stripe {
     /// Whose deadlines its holder obeys: set by a [`Locks`] that obeys
     /// another's while it holds the stripe, `Enforced` otherwise.
     deadlines: Deadlines,
+    /// On a writable replica, the keys its own clients gave a TTL (Redis's
+    /// slaveKeysWithExpire): its master deletes the others through the
+    /// stream, these only the replica's own expiry can
+    /// ([`Store::expire_replica_keys`]).
+    own_ttl: Option<Box<std::collections::HashSet<Box<[u8]>>>>,
 }
 
 impl Stripe {
@@ -213,7 +218,43 @@ impl Stripe {
             expired: Vec::new(),
             stats: StripeStats::default(),
             deadlines: Deadlines::Enforced,
+            own_ttl: None,
         }
+    }
+
+    /// A TTL set on `key`: noted when a replica's own client set it.
+    #[inline]
+    fn ttl_set(&mut self, key: &[u8]) {
+        if self.deadlines == Deadlines::Enforced && self.replica.load(Ordering::Relaxed) {
+            self.own_ttl.get_or_insert_with(Default::default).insert(key.into());
+        }
+    }
+
+    /// Deletes the keys of [`own_ttl`](Self::own_ttl) whose deadline
+    /// passed, reporting each; forgets the ones gone or without a TTL.
+    fn expire_own(&mut self, now: i64, mut on_expired: impl FnMut(&[u8])) -> usize {
+        let Some(own) = self.own_ttl.take() else { return 0 };
+        let mut kept = std::collections::HashSet::new();
+        let mut n = 0;
+        for k in own.into_iter() {
+            let d = self.expire_of(&k);
+            if d == NO_EXPIRE {
+                continue;
+            }
+            if d <= now {
+                self.delete_expired(&k);
+                n += 1;
+            } else {
+                kept.insert(k);
+            }
+        }
+        for k in self.expired.drain(..) {
+            on_expired(&k);
+        }
+        if !kept.is_empty() {
+            self.own_ttl = Some(Box::new(kept));
+        }
+        n
     }
 
     /// Number of keys (expired ones not yet deleted included).
@@ -400,6 +441,7 @@ impl Stripe {
         // The TTL table is touched only when the new or the old key has a
         // TTL: overwriting a plain key with a plain value costs nothing here.
         let old_deadline = if ttl {
+            self.ttl_set(key);
             self.ttl.insert_hashed(key, h, expire_at).1
         } else if old.as_ref().is_some_and(Entry::has_ttl) {
             self.ttl.remove(key).map(|(_, d)| d)
@@ -434,6 +476,7 @@ impl Stripe {
         let had = e.has_ttl();
         e.set_ttl_bit(expire_at != NO_EXPIRE);
         if expire_at != NO_EXPIRE {
+            self.ttl_set(key);
             self.ttl.insert_hashed(key, h, expire_at);
         } else if had {
             self.ttl.remove(key);
@@ -546,6 +589,7 @@ impl Stripe {
         self.signal_existing_waited();
         self.map.clear();
         self.ttl.clear();
+        self.own_ttl = None;
         n
     }
 
@@ -1321,6 +1365,46 @@ impl Store {
                 drop(s);
                 if start.elapsed() > budget {
                     break 'words;
+                }
+            }
+        }
+        total
+    }
+}
+
+impl Store {
+    /// On a replica, what active expiry does (Redis's expireSlaveKeys):
+    /// the keys its own clients gave a TTL that passed are deleted, each
+    /// reported with `on_expired(db, key)`; its master's keys are left to
+    /// the master. Stripes `part` of `parts`, as the expiry threads share
+    /// them. Returns keys deleted.
+    pub fn expire_replica_keys(
+        &self,
+        part: usize,
+        parts: usize,
+        now: i64,
+        on_expired: &mut dyn FnMut(usize, &[u8]),
+    ) -> usize {
+        if !self.active_expire.load(Ordering::Relaxed)
+            || now < self.held_until.load(Ordering::Relaxed)
+        {
+            return 0;
+        }
+        let parts = parts.max(1);
+        let mut total = 0;
+        for (w, word) in self.ttl_stripes.iter().enumerate() {
+            let mut bits = word.load(Ordering::Relaxed);
+            while bits != 0 {
+                let id = w * 64 + bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                if id % parts != part {
+                    continue;
+                }
+                let mut s = self.lock_global(id as u32);
+                if s.own_ttl.is_some() {
+                    let db = id / self.stripes;
+                    total += s.expire_own(now, |k| on_expired(db, k));
+                    self.publish(id as u32, &s);
                 }
             }
         }

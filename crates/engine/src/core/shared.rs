@@ -563,9 +563,19 @@ impl Shared {
         budget: std::time::Duration,
     ) -> usize {
         // A replica leaves expiry, and the job queue's timers, to its
-        // master, whose stream brings the DELs and job changes.
+        // master, whose stream brings the DELs and job changes; only the
+        // keys its own clients gave a TTL (a writable replica) are its own
+        // to expire, as Redis's expireSlaveKeys.
         if self.store.is_replica() {
-            return 0;
+            fx.sync(&self.effects);
+            let now = self.clock.now_ms();
+            let on_expired = &mut |db, key: &[u8]| {
+                fx.sync(&self.effects);
+                fx.begin_command();
+                fx.expired(db, key);
+                fx.finish_unit();
+            };
+            return self.store.expire_replica_keys(part, parts, now, on_expired);
         }
         fx.sync(&self.effects);
         let now = self.clock.now_ms();
