@@ -131,6 +131,12 @@ fn request_sync(cx: &mut Ctx, out: &mut ReplyBuf, req: SyncRequest) -> CmdResult
     if !out.is_empty() {
         return Err(CmdError::err("SYNC and PSYNC are invalid with pending output"));
     }
+    // A filtered payload only goes to the socket (Redis never writes one
+    // to the snapshot file).
+    let hs = handshake(cx);
+    if hs.rdb_filter_only.is_some() && !hs.capa_eof {
+        return Err(CmdError::err("Filtered replica requires EOF capability"));
+    }
     handshake(cx).sync = Some(req);
     // The connection stops running commands; the server's replication
     // takes the socket over (see the module docs).
@@ -171,6 +177,20 @@ fn replconf(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
             // read by the server's replication), and GETACK on a master:
             // Redis answers nothing at all.
             return Ok(());
+        } else if eq_ic(opt, "rdb-filter-only") {
+            // Include filters; by default the payload holds neither keys
+            // nor functions. "functions" is the only filter there is.
+            let mut functions = false;
+            for f in val.split(|b| b.is_ascii_whitespace()).filter(|f| !f.is_empty()) {
+                if eq_ic(f, "functions") {
+                    functions = true;
+                } else {
+                    let mut e = b"ERR Unsupported rdb-filter-only option: ".to_vec();
+                    e.extend_from_slice(f);
+                    return Err(CmdError::Bytes(e));
+                }
+            }
+            handshake(cx).rdb_filter_only = Some(functions);
         } else if eq_ic(opt, "rdb-only") {
             // Accepted (redis-cli --rdb sends it); the replica is sent the
             // snapshot and the stream as any other.

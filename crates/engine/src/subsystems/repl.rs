@@ -138,6 +138,9 @@ pub struct Handshake {
     pub capa_eof: bool,
     /// `REPLCONF capa psync2`: understands `+CONTINUE <replid>`.
     pub capa_psync2: bool,
+    /// `REPLCONF rdb-filter-only`: the payload holds no keys, and the
+    /// function libraries only with the `functions` filter (`true`).
+    pub rdb_filter_only: Option<bool>,
     /// Set by SYNC/PSYNC: the connection becomes a replica.
     pub sync: Option<SyncRequest>,
 }

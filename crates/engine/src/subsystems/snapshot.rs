@@ -66,6 +66,12 @@ pub trait Snapshots: Send + Sync {
         let _ = (out, at_instant);
         Err("snapshots to a stream are not available in this process".into())
     }
+    /// An RDB without keys, holding the function libraries when
+    /// `functions` (a replica's `REPLCONF rdb-filter-only` payload).
+    fn filtered_rdb(&self, functions: bool) -> Result<Vec<u8>, String> {
+        let _ = functions;
+        Err("snapshots to a stream are not available in this process".into())
+    }
 }
 
 /// DEBUG RELOAD's options.

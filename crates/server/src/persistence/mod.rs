@@ -601,7 +601,34 @@ pub fn flush_all(sh: &Shared) {
     }
 }
 
+/// An RDB image with the header's AUX fields and no keys: the function
+/// libraries' codes when `functions`, else nothing.
+fn keyless_rdb(sh: &Shared, functions: bool) -> io::Result<Vec<u8>> {
+    let cfg = sh.config.read().clone();
+    let now = unix_ms();
+    let used = sh.mem_stats().used_memory as i64;
+    let aux = [
+        ("redis-ver", Aux::Str(engine::subsystems::config::REDIS_VERSION)),
+        ("redis-bits", Aux::Int(64)),
+        ("ctime", Aux::Int(now / 1000)),
+        ("used-mem", Aux::Int(used)),
+        ("aof-base", Aux::Int(0)),
+    ];
+    let mut w = Writer::new(Vec::new(), &aux, cfg.rdbcompression, cfg.rdbchecksum);
+    if functions {
+        for code in engine::subsystems::script::function::library_codes(sh) {
+            w.function(&code)?;
+        }
+    }
+    w.finish()
+}
+
 impl Snapshots for Rdb {
+    fn filtered_rdb(&self, functions: bool) -> Result<Vec<u8>, String> {
+        let sh = Rdb::shared(self)?;
+        keyless_rdb(&sh, functions).map_err(|e| e.to_string())
+    }
+
     fn dump(&self, v: &Value, cfg: &Config) -> Vec<u8> {
         persist::dump(v, cfg.rdbcompression)
     }

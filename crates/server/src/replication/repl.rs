@@ -718,6 +718,9 @@ fn full_sync(
     sock: &mut TcpStream,
 ) -> Result<(), String> {
     let snaps = sh.host.snapshots.clone().ok_or("no persistence")?;
+    if let Some(functions) = hs.rdb_filter_only {
+        return filtered_sync(m, r, req, functions, &snaps, sock);
+    }
     if conf_yes(sh, "repl-diskless-sync") && hs.capa_eof {
         let me = m.inner.lock().replicas.iter().find(|s| s.r.id == r.id).map(|s| s.r.clone());
         let me = me.ok_or("replica gone")?;
@@ -794,6 +797,51 @@ fn full_sync(
     r.ack_time.store(unix_ms() / 1000, Ordering::Relaxed);
     r.streaming.store(true, Ordering::Relaxed);
     log::notice(&format!("Synchronization with replica {} succeeded", r.name));
+    Ok(())
+}
+
+/// A replica that asked for a filtered payload (`REPLCONF
+/// rdb-filter-only`, redis-cli's `--functions-rdb` and `--replica`): an
+/// RDB without keys, over the socket (SYNC required `capa eof`), then the
+/// stream from the offset it was made at. No key is in it, so no
+/// snapshot of the keyspace is needed.
+fn filtered_sync(
+    m: &Master,
+    r: &Replica,
+    req: &SyncRequest,
+    functions: bool,
+    snaps: &Arc<dyn engine::subsystems::snapshot::Snapshots>,
+    sock: &mut TcpStream,
+) -> Result<(), String> {
+    log::notice("Starting BGSAVE for SYNC with target: replicas sockets");
+    let (replid, off) = {
+        let mut g = m.inner.lock();
+        let g = &mut *g;
+        g.writer = StreamWriter::default();
+        let off = g.offset;
+        if let Some(s) = g.replicas.iter_mut().find(|s| s.r.id == r.id) {
+            s.sent = Some(off);
+        }
+        (g.replid.clone(), off)
+    };
+    let payload = snaps.filtered_rdb(functions)?;
+    let mark = random_hex();
+    let mut head = Vec::new();
+    if matches!(req, SyncRequest::Psync { .. }) {
+        head.extend_from_slice(format!("+FULLRESYNC {replid} {off}\r\n").as_bytes());
+    }
+    head.extend_from_slice(format!("$EOF:{mark}\r\n").as_bytes());
+    r.state.store(SEND_BULK, Ordering::Relaxed);
+    for part in [&head[..], &payload, mark.as_bytes()] {
+        sock.write_all(part).map_err(|e| e.to_string())?;
+    }
+    r.state.store(ONLINE, Ordering::Relaxed);
+    r.ack_time.store(unix_ms() / 1000, Ordering::Relaxed);
+    log::notice(&format!(
+        "Streamed RDB transfer with replica {} succeeded (socket). Waiting for REPLCONF ACK from \
+         replica to enable streaming",
+        r.name
+    ));
     Ok(())
 }
 

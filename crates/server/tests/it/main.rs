@@ -42,6 +42,7 @@ mod protocol;
 mod psync2;
 mod pubsub;
 mod rdb;
+mod repl_sync;
 mod replica;
 mod replication;
 mod scan_guarantee;
