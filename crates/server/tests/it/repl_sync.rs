@@ -332,10 +332,18 @@ fn functions_rdb(sluice: bool) -> Option<(Vec<String>, i64, String)> {
         resp::Frame::Integer(n) => n,
         other => panic!("{other:?}"),
     };
-    let libs = format!("{:?}", cmd(&mut l, &["FUNCTION", "LIST"]));
+    let libs = flat(&cmd(&mut l, &["FUNCTION", "LIST"]));
     drop(loader);
     let _ = std::fs::remove_dir_all(&dir);
     Some((refusals, size, libs))
+}
+
+/// A reply's strings, nested arrays flattened, space-separated.
+fn flat(f: &resp::Frame) -> String {
+    match f {
+        resp::Frame::Array(Some(v)) => v.iter().map(flat).collect::<Vec<_>>().join(" "),
+        other => text(other),
+    }
 }
 
 #[test]
