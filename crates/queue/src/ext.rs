@@ -175,6 +175,12 @@ mod tests {
         assert_eq!(b.delay(0), 100);
     }
 
+    /// What a job with extensions costs beside its slot (docs/jobs.md).
+    #[test]
+    fn an_ext_is_112_bytes() {
+        assert_eq!(std::mem::size_of::<Ext>(), 112);
+    }
+
     #[test]
     fn next_run_is_on_the_schedule() {
         let e = Every { period_ms: 1000, ttl_ms: 5000, anchor: 10_000 };
