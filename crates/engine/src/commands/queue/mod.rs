@@ -132,7 +132,7 @@ fn span_ms(a: &[u8]) -> Option<i64> {
     resp::parse_i64(a).filter(|v| (1..=MAX_SPAN_MS).contains(v))
 }
 
-fn parse_add<'a>(args: &[&'a [u8]]) -> Result<AddOpts, CmdError> {
+fn parse_add(args: &[&[u8]]) -> Result<AddOpts, CmdError> {
     let mut o = AddOpts {
         replicate: 1,
         delay: 0,

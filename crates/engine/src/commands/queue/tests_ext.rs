@@ -255,7 +255,7 @@ fn propagated_extensions_rebuild_the_jobs() {
     for q in ["q", "p", "dead"] {
         assert_eq!(qlen(&mut fresh, q), qlen(&mut h, q), "{q}");
     }
-    assert_eq!(fresh.run(&["QSTAT", "r"]).ends_with("rate\r\n:7\r\n"), true);
+    assert!(fresh.run(&["QSTAT", "r"]).ends_with("rate\r\n:7\r\n"));
     // The unique keys came along.
     assert_eq!(add(&mut fresh, &["q", "x", "0", "UNIQUE", "ka"]), a);
 }
