@@ -103,3 +103,43 @@ def test_mruby_article_flow_through_a_generic_client(r):
     assert r.execute_command("SHOW", a) is None
     # The job queue is beside the keyspace, not in it.
     assert r.dbsize() == 0 or not r.exists("mruby:q")
+
+
+def test_extensions_through_the_clients(disque, r, server):  # noqa: F811
+    """Sluice's extensions (docs/jobs.md) through pydisque's and redis-py's
+    generic calls: UNIQUE, NACK with BACKOFF, DEADLETTER, WAITJOB, QSET."""
+    a = r.execute_command("ADDJOB", "ext:q", "once", 0, "UNIQUE", "ext-key")
+    assert r.execute_command("ADDJOB", "ext:q", "again", 0, "UNIQUE", "ext-key") == a
+    assert disque.qlen("ext:q") == 1
+    show = disque.show(a, return_dict=True)
+    assert show[b"unique"] == b"ext-key" and show[b"body"] == b"once"
+
+    b = r.execute_command("ADDJOB", "ext:b", "x", 0, "BACKOFF", 300, 1000)
+    assert disque.get_job(["ext:b"]) == [(b"ext:b", b, b"x")]
+    disque.nack_job(b)
+    assert disque.qlen("ext:b") == 0
+    assert disque.get_job(["ext:b"], timeout=3000) == [(b"ext:b", b, b"x")]
+
+    d = r.execute_command("ADDJOB", "ext:d", "y", 0, "DEADLETTER", "ext:dead", 1)
+    disque.get_job(["ext:d"])
+    disque.nack_job(d)
+    assert disque.qlen("ext:d") == 0 and disque.qlen("ext:dead") == 1
+
+    import threading
+
+    waiter = redis.Redis(host="127.0.0.1", port=server, socket_timeout=10)
+    done = []
+    t = threading.Thread(target=lambda: done.append(waiter.execute_command("WAITJOB", a)))
+    t.start()
+    time.sleep(0.2)
+    assert done == []
+    disque.ack_job(a)
+    t.join(10)
+    assert done == [1]
+    assert r.execute_command("WAITJOB", a) == 1
+    assert r.execute_command("WAITJOB", d, "TIMEOUT", 50) is None
+    waiter.close()
+
+    assert r.execute_command("QSET", "ext:r", "RATE", 3) == b"OK"
+    stat = r.execute_command("QSTAT", "ext:r")
+    assert dict(zip(stat[::2], stat[1::2]))[b"rate"] == 3

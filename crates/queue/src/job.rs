@@ -6,6 +6,7 @@ use std::borrow::Borrow;
 use std::ops::Deref;
 use std::sync::Arc;
 
+use crate::ext::Ext;
 use crate::id::{JobId, ID_LEN};
 
 /// A queue's name, shared by the queue and its jobs: one thin pointer,
@@ -132,6 +133,8 @@ pub enum DecodeError {
     /// A negative expiry or re-queue time.
     BadTime,
     TrailingBytes,
+    /// A malformed extension section (version 2).
+    BadExt,
 }
 
 impl std::fmt::Display for DecodeError {
@@ -143,11 +146,14 @@ impl std::fmt::Display for DecodeError {
             DecodeError::BadState => "invalid job state in record",
             DecodeError::BadTime => "invalid job time in record",
             DecodeError::TrailingBytes => "trailing bytes after job record",
+            DecodeError::BadExt => "invalid job extension in record",
         })
     }
 }
 
 const RECORD_VERSION: u8 = 1;
+/// A record with an extension section after the body (`ext.rs`).
+const RECORD_VERSION_EXT: u8 = 2;
 
 impl Job {
     /// Creation time in ms.
@@ -170,8 +176,16 @@ impl Job {
     /// name and the body, each after a u32 length. Times are absolute
     /// Unix ms, so a record read back restores the job's schedule.
     pub fn encode(&self, out: &mut Vec<u8>) {
+        self.encode_with(None, out);
+    }
+
+    /// [`encode`](Self::encode) with the job's extensions: version 2 and
+    /// the extension section after the body when there are any, else
+    /// exactly the version 1 record.
+    pub fn encode_with(&self, ext: Option<&Ext>, out: &mut Vec<u8>) {
+        let ext = ext.filter(|e| !e.is_empty());
         out.reserve(90 + self.queue.len() + self.body.len());
-        out.push(RECORD_VERSION);
+        out.push(if ext.is_some() { RECORD_VERSION_EXT } else { RECORD_VERSION });
         out.extend_from_slice(&self.id.0);
         out.push(self.state as u8);
         out.push(self.flags);
@@ -187,13 +201,26 @@ impl Job {
         out.extend_from_slice(&self.queue);
         out.extend_from_slice(&(self.body.len() as u32).to_le_bytes());
         out.extend_from_slice(&self.body);
+        if let Some(e) = ext {
+            e.encode(out);
+        }
     }
 
-    /// Reads a record written by [`encode`](Self::encode); any malformed
+    /// Reads a version 1 record ([`encode`](Self::encode)); any malformed
     /// input is an error, never a panic.
     pub fn decode(b: &[u8]) -> Result<Job, DecodeError> {
+        match Job::decode_with(b)? {
+            (j, None) => Ok(j),
+            (_, Some(_)) => Err(DecodeError::BadVersion),
+        }
+    }
+
+    /// Reads a record of either version ([`encode_with`](Self::encode_with)):
+    /// the job and its extensions, if any.
+    pub fn decode_with(b: &[u8]) -> Result<(Job, Option<Ext>), DecodeError> {
         let mut r = Reader { b, pos: 0 };
-        if r.take(1)?[0] != RECORD_VERSION {
+        let version = r.take(1)?[0];
+        if version != RECORD_VERSION && version != RECORD_VERSION_EXT {
             return Err(DecodeError::BadVersion);
         }
         let id = JobId::parse(r.take(ID_LEN)?).ok_or(DecodeError::BadId)?;
@@ -211,13 +238,20 @@ impl Job {
         let queue = QueueName::new(r.take(qlen)?);
         let blen = u32::from_le_bytes(r.arr()?) as usize;
         let body: Box<[u8]> = r.take(blen)?.into();
+        let ext = if version == RECORD_VERSION_EXT {
+            let e = Ext::decode(&b[r.pos..]).ok_or(DecodeError::BadExt)?;
+            r.pos = b.len();
+            Some(e)
+        } else {
+            None
+        };
         if r.pos != b.len() {
             return Err(DecodeError::TrailingBytes);
         }
         if etime < 0 || qtime < 0 {
             return Err(DecodeError::BadTime);
         }
-        Ok(Job {
+        let job = Job {
             id,
             queue,
             body,
@@ -231,7 +265,8 @@ impl Job {
             nacks,
             deliveries,
             flags,
-        })
+        };
+        Ok((job, ext))
     }
 }
 
@@ -301,9 +336,33 @@ mod tests {
         let mut s = b.clone();
         s[41] = 7;
         assert_eq!(Job::decode(&s), Err(DecodeError::BadState));
-        let mut huge = b;
+        let mut huge = b.clone();
         let at = 1 + 40 + 1 + 1 + 2 + 8 + 8 + 4 + 4 + 8 + 2 + 2;
         huge[at..at + 4].copy_from_slice(&u32::MAX.to_le_bytes());
         assert_eq!(Job::decode(&huge), Err(DecodeError::Truncated));
+        // A version 2 record needs a valid extension section.
+        let mut v2 = b;
+        v2[0] = 2;
+        v2.push(42);
+        assert_eq!(Job::decode_with(&v2), Err(DecodeError::BadExt));
+    }
+
+    /// A job without extensions keeps the version 1 record, byte for
+    /// byte; one with extensions carries them through version 2.
+    #[test]
+    fn extensions_ride_in_version_2_only() {
+        let j = sample();
+        let (mut plain, mut with_none) = (Vec::new(), Vec::new());
+        j.encode(&mut plain);
+        j.encode_with(Some(&Ext::default()), &mut with_none);
+        assert_eq!(plain, with_none);
+        assert_eq!(plain[0], 1);
+        let e = Ext { unique: Some(b"k".as_slice().into()), ..Ext::default() };
+        let mut v2 = Vec::new();
+        j.encode_with(Some(&e), &mut v2);
+        assert_eq!(v2[0], 2);
+        assert_eq!(Job::decode_with(&v2), Ok((j.clone(), Some(e))));
+        assert_eq!(Job::decode(&v2), Err(DecodeError::BadVersion));
+        assert_eq!(Job::decode_with(&plain), Ok((j, None)));
     }
 }

@@ -15,10 +15,15 @@ use std::collections::BTreeSet;
 use hashbrown::hash_map::EntryRef;
 use hashbrown::{HashMap, HashTable};
 
+use crate::ext::Ext;
 use crate::id::{mix, JobId};
 use crate::job::{Job, QueueName, State, FLAG_DELIVERED, FLAG_QUEUED_ONCE};
 use crate::order::Order;
 use crate::wake::Wake;
+
+mod extend;
+
+pub use extend::{Acked, Queued};
 
 /// A queue's pause flags (spec §1.8).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -57,6 +62,11 @@ pub struct Queue {
     pub pause: Pause,
     pub jobs_in: u64,
     pub jobs_out: u64,
+    /// Deliveries allowed per second (QSET RATE; 0: no limit), and the
+    /// current one-second window: its start and deliveries so far.
+    pub rate: u32,
+    window: i64,
+    taken: u32,
 }
 
 impl Queue {
@@ -69,6 +79,9 @@ impl Queue {
             pause: Pause::NONE,
             jobs_in: 0,
             jobs_out: 0,
+            rate: 0,
+            window: 0,
+            taken: 0,
         }
     }
 
@@ -88,6 +101,10 @@ pub enum Tick {
     Expired(Job),
     /// Its retry (or delay) passed: it is queued again in `queue`.
     Requeued(JobId, QueueName),
+    /// A periodic job's run outlived its TTL: it waits for its next run.
+    Rescheduled(JobId),
+    /// A rate-limited queue may deliver again: its waiters can be served.
+    Reopened(QueueName),
 }
 
 /// Why ADDJOB's queue refused a job.
@@ -109,6 +126,8 @@ pub struct NewJob<'a> {
     pub retry_secs: i64,
     /// Refuse the job when the queue holds this many (0: no limit).
     pub maxlen: usize,
+    /// Sluice's extensions (none by default).
+    pub ext: Ext,
 }
 
 struct Entry {
@@ -165,6 +184,9 @@ struct Registry {
     awake: Wake,
     /// Bytes of bodies held (INFO, memory estimates).
     body_bytes: usize,
+    /// The extensions of the jobs that have any, by handle (few jobs do,
+    /// so they cost nothing in the slot; `ext.rs`).
+    ext: HashMap<u32, Box<Ext>, ahash::RandomState>,
 }
 
 /// Hashes a job id: its five words folded (mostly random already).
@@ -204,6 +226,7 @@ impl Registry {
             foreign: HashTable::new(),
             awake: Wake::new(),
             body_bytes: 0,
+            ext: HashMap::with_hasher(ahash::RandomState::new()),
         }
     }
 
@@ -324,6 +347,9 @@ impl Registry {
             .take()
             .expect("live handle");
         self.live -= 1;
+        if !self.ext.is_empty() {
+            self.ext.remove(&h);
+        }
         if e.job.id.handle() != Some(h) {
             if let Ok(o) = self.foreign.find_entry(id_hash(&e.job.id), |&x| x == h) {
                 o.remove();
@@ -445,6 +471,11 @@ pub struct Jobs {
     /// collector's walk.
     qorder: BTreeSet<(u64, QueueName)>,
     gc_cursor: u64,
+    /// Idempotency keys of live jobs (ADDJOB UNIQUE).
+    unique: HashMap<Box<[u8]>, JobId, ahash::RandomState>,
+    /// Rate-limited queues that refused a delivery, by the time their
+    /// window ends (their waiters are served then).
+    reopen: BTreeSet<(i64, QueueName)>,
 }
 
 /// The scan key of a queue name (FNV-1a; odd, so never the 0 cursor).
@@ -494,6 +525,8 @@ impl Jobs {
             queues: HashMap::with_hasher(ahash::RandomState::new()),
             qorder: BTreeSet::new(),
             gc_cursor: 0,
+            unique: HashMap::with_hasher(ahash::RandomState::new()),
+            reopen: BTreeSet::new(),
         }
     }
 
@@ -635,34 +668,50 @@ impl Jobs {
             q.atime = now;
             q.jobs_in += 1;
         }
+        if !j.ext.is_empty() {
+            self.attach(h, j.ext.clone());
+        }
         Ok(id)
     }
 
     /// Registers `job` in the state it carries (a new job, or one read
     /// back from a record, replacing any job with its id): a queued job
     /// goes into its queue, every job into the wake-up index.
-    pub fn insert(&mut self, mut job: Job, now: i64) {
+    pub fn insert(&mut self, job: Job, now: i64) {
+        self.insert_with(job, None, now);
+    }
+
+    /// [`insert`](Self::insert) with the job's extensions.
+    pub fn insert_with(&mut self, mut job: Job, ext: Option<Ext>, now: i64) {
         self.delete(&job.id);
         let ctime = job.ctime;
         self.gen.last_ctime = self.gen.last_ctime.max(ctime);
-        if job.state == State::Queued {
+        let h = if job.state == State::Queued {
             let q = queue_in(&mut self.queues, &mut self.qorder, &job.queue, now);
             job.queue = q.name.clone();
             let h = self.reg.add(job);
             self.reg.reindex(h);
             q.jobs.insert(key(ctime, h));
+            h
         } else {
             if let Some(q) = self.queues.get(&job.queue[..]) {
                 job.queue = q.name.clone();
             }
             let h = self.reg.add(job);
             self.reg.reindex(h);
+            h
+        };
+        if let Some(e) = ext.filter(|e| !e.is_empty()) {
+            self.attach(h, e);
         }
     }
 
     /// Deletes a job wherever it is.
     pub fn delete(&mut self, id: &JobId) -> Option<Job> {
         let h = self.reg.find(id)?;
+        if !self.reg.ext.is_empty() {
+            self.forget_unique(h);
+        }
         let e = self.reg.remove(h);
         if e.job.state == State::Queued {
             if let Some(q) = self.queues.get_mut(&e.job.queue[..]) {
@@ -677,20 +726,34 @@ impl Jobs {
     /// a delivered at-most-once job. A NACK counts `nacks`; any other
     /// queueing after the first counts `additional-deliveries`.
     pub fn enqueue(&mut self, id: &JobId, nack: bool, now: i64) -> bool {
+        self.requeue(id, nack, now) == Queued::Now
+    }
+
+    /// [`enqueue`](Self::enqueue), saying whether the job was queued now
+    /// or, NACKed with a back-off, will be later.
+    pub fn requeue(&mut self, id: &JobId, nack: bool, now: i64) -> Queued {
         match self.reg.find(id) {
             Some(h) => self.enqueue_at(h, nack, now),
-            None => false,
+            None => Queued::Refused,
         }
     }
 
-    fn enqueue_at(&mut self, h: u32, nack: bool, now: i64) -> bool {
+    fn enqueue_at(&mut self, h: u32, nack: bool, now: i64) -> Queued {
         let j = &self.reg.at(h).job;
         if matches!(j.state, State::Queued | State::Acked)
             || j.qtime == 0
             || (j.retry == 0 && j.has(FLAG_DELIVERED))
         {
-            return false;
+            return Queued::Refused;
         }
+        if !self.reg.ext.is_empty() && self.reg.ext.contains_key(&h) {
+            // Counted queueings may go to the dead-letter queue, NACKs
+            // may wait for their back-off.
+            if let Some(later) = self.extended_requeue(h, nack, now) {
+                return later;
+            }
+        }
+        let j = &self.reg.at(h).job;
         let qtime = self.gen.requeue_at(j.retry, now);
         let j = &mut self.reg.at_mut(h).job;
         j.state = State::Queued;
@@ -714,7 +777,7 @@ impl Jobs {
         q.atime = now;
         q.jobs_in += 1;
         self.reg.reindex(h);
-        true
+        Queued::Now
     }
 
     /// Takes a queued job out of its queue, leaving it active (DEQUEUE,
@@ -744,6 +807,9 @@ impl Jobs {
     pub fn fetch(&mut self, name: &[u8], now: i64) -> Option<JobId> {
         let q = self.queues.get_mut(name)?;
         if q.pause.has(Pause::OUT) {
+            return None;
+        }
+        if q.rate > 0 && !q.jobs.is_empty() && !extend::take_rate(q, &mut self.reopen, now) {
             return None;
         }
         let h = handle(q.jobs.pop_first()?);
@@ -793,7 +859,8 @@ impl Jobs {
         job.flags = flags;
         let was_queued = old.state == State::Queued;
         let name = job.queue.clone();
-        self.insert(job, now);
+        let ext = self.ext(id).cloned();
+        self.insert_with(job, ext, now);
         if was_queued != (state == State::Queued) {
             if let Some(q) = self.queues.get_mut(&name[..]) {
                 if state == State::Queued {
@@ -813,6 +880,10 @@ impl Jobs {
     /// changed a job is reported in `out`.
     pub fn tick(&mut self, now: i64, max: usize, out: &mut Vec<Tick>) -> usize {
         let mut n = 0;
+        while self.reopen.first().is_some_and(|(t, _)| *t <= now) {
+            let (_, name) = self.reopen.pop_first().expect("first");
+            out.push(Tick::Reopened(name));
+        }
         while n < max {
             let Some(k) = self.reg.awake.first() else { break };
             if (k >> 64) as u64 > time_word(now) {
@@ -828,6 +899,12 @@ impl Jobs {
             let j = &self.reg.at(h).job;
             if now >= j.etime {
                 let id = j.id;
+                if self.is_periodic(h) {
+                    // A run that outlived its TTL is abandoned, not the job.
+                    self.next_run(h, now);
+                    out.push(Tick::Rescheduled(id));
+                    continue;
+                }
                 if let Some(job) = self.delete(&id) {
                     out.push(Tick::Expired(job));
                 }
@@ -848,7 +925,7 @@ impl Jobs {
                         if paused_in && retry > 0 {
                             let q = self.gen.requeue_at(retry, now);
                             self.reg.at_mut(h).job.qtime = q;
-                        } else if self.enqueue_at(h, false, now) {
+                        } else if self.enqueue_at(h, false, now) == Queued::Now {
                             let j = &self.reg.at(h).job;
                             out.push(Tick::Requeued(j.id, j.queue.clone()));
                         } else {
@@ -872,7 +949,12 @@ impl Jobs {
     /// The time of the next wake-up, if any, or earlier (a key left behind
     /// by a job that moved or went, which [`tick`](Self::tick) drops).
     pub fn next_wake(&self) -> Option<i64> {
-        self.reg.awake.first().map(|k| ((k >> 64) as u64 ^ (1 << 63)) as i64)
+        let job = self.reg.awake.first().map(|k| ((k >> 64) as u64 ^ (1 << 63)) as i64);
+        let queue = self.reopen.first().map(|(t, _)| *t);
+        match (job, queue) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// The job's wake-up time as indexed.
@@ -914,6 +996,7 @@ impl Jobs {
             let q = &self.queues[&name[..]];
             if q.is_empty()
                 && q.pause == Pause::NONE
+                && q.rate == 0
                 && now - q.atime >= QUEUE_IDLE_GC_MS
                 && !blocked(name)
             {
@@ -990,6 +1073,8 @@ impl Jobs {
         self.reg.clear();
         self.queues.clear();
         self.qorder.clear();
+        self.unique.clear();
+        self.reopen.clear();
     }
 }
 
@@ -1139,6 +1224,7 @@ mod tests {
             delay_secs: delay,
             retry_secs: 10,
             maxlen,
+            ext: Ext::default(),
         }
     }
 

@@ -12,12 +12,14 @@
 //! `docs/jobs.md` describes the commands and their semantics: Disque's
 //! single-node parts (<https://github.com/antirez/disque>).
 
+mod ext;
 mod id;
 mod job;
 mod jobs;
 mod order;
 mod wake;
 
+pub use ext::{Backoff, Every, Ext, MAX_SPAN_MS};
 pub use id::{JobId, ID_LEN};
 pub use job::{DecodeError, Job, QueueName, State, FLAG_DELIVERED, FLAG_QUEUED_ONCE};
-pub use jobs::{AddError, Jobs, NewJob, Pause, Queue, Tick};
+pub use jobs::{Acked, AddError, Jobs, NewJob, Pause, Queue, Queued, Tick};

@@ -92,6 +92,10 @@ pub enum JobError {
     ReplyType,
     LoadJobFromClient,
     BadRecord,
+    Backoff,
+    DeadLetter,
+    Every,
+    Rate,
 }
 
 impl JobError {
@@ -135,6 +139,14 @@ impl JobError {
                 "ERR LOADJOB is a special command only processed from AOF"
             }
             JobError::BadRecord => "ERR LOADJOB: malformed job record",
+            // Sluice's extensions, in the style of Disque's option errors.
+            JobError::Backoff => {
+                "ERR BACKOFF must be two numbers of milliseconds, base > 0 and max >= base, at \
+                 most a year"
+            }
+            JobError::DeadLetter => "ERR DEADLETTER max deliveries must be between 1 and 65535",
+            JobError::Every => "ERR EVERY must be a number of seconds > 0, at most a year",
+            JobError::Rate => "ERR RATE must be between 0 and 4294967295",
         }
     }
 }

@@ -3,7 +3,7 @@
 //! the whole-job records snapshots carry. The job queue's commands are the
 //! `commands::queue` family; the job model is the `queue` crate.
 
-use queue::{Job, Tick};
+use queue::{Job, JobId, Jobs, Tick};
 use store::Locks;
 
 use crate::core::effects::Effects;
@@ -45,22 +45,33 @@ pub fn tick(shared: &Shared, fx: &mut Effects, now: i64) {
         return;
     }
     let mut argv: Vec<Vec<u8>> = Vec::new();
+    let mut changed = 0;
     for ev in &events {
-        fx.begin_command();
         argv.clear();
         match ev {
             Tick::Expired(job) => {
+                // Its WAITJOB waiters are served.
+                locks.stripe_id(jid).readied(&job.id.0);
                 argv.push(b"DELJOB".to_vec());
                 argv.push(job.id.0.to_vec());
             }
             Tick::Requeued(id, queue) => {
                 locks.stripe_id(jid).readied(queue);
                 argv.push(b"LOADJOB".to_vec());
-                if let Some(j) = js.get(id) {
-                    state_args(j, &mut argv);
-                }
+                job_args(&js, id, &mut argv);
+            }
+            Tick::Rescheduled(id) => {
+                argv.push(b"LOADJOB".to_vec());
+                job_args(&js, id, &mut argv);
+            }
+            Tick::Reopened(queue) => {
+                // Only the waiters: nothing changed that a replica keeps.
+                locks.stripe_id(jid).readied(queue);
+                continue;
             }
         }
+        changed += 1;
+        fx.begin_command();
         if fx.propagating() {
             let refs: Vec<&[u8]> = argv.iter().map(|a| &a[..]).collect();
             fx.also(0, &refs);
@@ -68,7 +79,7 @@ pub fn tick(shared: &Shared, fx: &mut Effects, now: i64) {
         fx.finish_unit();
     }
     drop(js);
-    shared.stats.dirty.fetch_add(events.len() as u64, std::sync::atomic::Ordering::Relaxed);
+    shared.stats.dirty.fetch_add(changed, std::sync::atomic::Ordering::Relaxed);
     let mut ready = Vec::new();
     locks.take_signals(&mut ready, |_, _| {});
     drop(locks);
@@ -77,20 +88,46 @@ pub fn tick(shared: &Shared, fx: &mut Effects, now: i64) {
     }
 }
 
-/// Every job as a record ([`Job::encode`]), for a snapshot: taken under
-/// the job namespace's stripe, so no job command is half done in it. The
-/// caller holds no stripe.
+/// Every job as a record ([`Job::encode_with`]), for a snapshot: taken
+/// under the job namespace's stripe, so no job command is half done in
+/// it. The caller holds no stripe.
 pub fn records(shared: &Shared) -> Vec<Vec<u8>> {
+    records_and_queues(shared).0
+}
+
+/// [`records`], and the settings of the queues that have any (paused,
+/// rate-limited; `Jobs::queue_records`), taken together.
+pub fn records_and_queues(shared: &Shared) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
     let store = &shared.store;
     let _held = store.lock_stripe(store.databases(), 0);
     let js = shared.jobs.lock();
-    js.iter()
-        .map(|j| {
+    let jobs = js
+        .iter_with_ext()
+        .map(|(j, e)| {
             let mut r = Vec::new();
-            j.encode(&mut r);
+            j.encode_with(e, &mut r);
             r
         })
-        .collect()
+        .collect();
+    (jobs, js.queue_records())
+}
+
+/// Applies queue settings read back from a snapshot; false at the first
+/// malformed record.
+pub fn load_queue_records<'a>(
+    shared: &Shared,
+    recs: impl Iterator<Item = &'a [u8]>,
+    now: i64,
+) -> bool {
+    let store = &shared.store;
+    let _held = store.lock_stripe(store.databases(), 0);
+    let mut js = shared.jobs.lock();
+    for r in recs {
+        if !js.load_queue_record(r, now) {
+            return false;
+        }
+    }
+    true
 }
 
 /// Registers jobs read back from a snapshot, dropping the expired ones.
@@ -105,12 +142,12 @@ pub fn load_records<'a>(
     let mut js = shared.jobs.lock();
     let (mut loaded, mut expired) = (0, 0);
     for r in recs {
-        let job = Job::decode(r)?;
+        let (job, ext) = Job::decode_with(r)?;
         if job.etime <= now {
             expired += 1;
             continue;
         }
-        js.insert(job, now);
+        js.insert_with(job, ext, now);
         loaded += 1;
     }
     Ok((loaded, expired))
@@ -121,6 +158,20 @@ pub fn clear(shared: &Shared) {
     let store = &shared.store;
     let _held = store.lock_stripe(store.databases(), 0);
     shared.jobs.lock().clear();
+}
+
+/// A changed job in `LOADJOB`'s argument forms: its state, or its whole
+/// record when it has extensions (dead-lettering moves it to another
+/// queue, a periodic run changes its schedule: the state form cannot say).
+pub(crate) fn job_args(js: &Jobs, id: &JobId, argv: &mut Vec<Vec<u8>>) {
+    if js.ext(id).is_some() {
+        let mut rec = Vec::new();
+        if js.record(id, &mut rec) {
+            argv.push(rec);
+        }
+    } else if let Some(j) = js.get(id) {
+        state_args(j, argv);
+    }
 }
 
 /// The arguments of `LOADJOB`'s state form for one job: id, state,

@@ -166,6 +166,9 @@ pub struct Started {
     /// The job queue's jobs as records (AUX fields `sluice-job`), taken
     /// right after the keyspace's instant (docs/jobs.md).
     jobs: Vec<Vec<u8>>,
+    /// The settings of the queues that have any (AUX fields
+    /// `sluice-queue`), taken with the jobs.
+    queues: Vec<Vec<u8>>,
     /// The function libraries' codes at the snapshot's instant.
     functions: Vec<Box<[u8]>>,
     /// The replication's database, id and offset at the instant (AUX
@@ -184,6 +187,8 @@ impl Started {
 /// The AUX field that carries one job of the job queue. Redis 7.0 skips
 /// AUX fields it does not know, so the file stays loadable by it.
 const JOB_AUX: &str = "sluice-job";
+/// The AUX field that carries one queue's settings (pause, rate limit).
+const QUEUE_AUX: &str = "sluice-queue";
 
 /// Starts a point-in-time snapshot now (the caller must hold no stripe).
 fn begin(sh: &Shared) -> Started {
@@ -225,8 +230,8 @@ pub fn begin_then(sh: &Shared, at_instant: &mut dyn FnMut()) -> Started {
         // After `at_instant`: a full sync's resets the stream's database.
         repl = crate::replication::repl::master(sh).and_then(|m| m.save_info());
     });
-    let jobs = engine::subsystems::jobs::records(sh);
-    Started { cap, sizes, cfg, jobs, functions, repl }
+    let (jobs, queues) = engine::subsystems::jobs::records_and_queues(sh);
+    Started { cap, sizes, cfg, jobs, queues, functions, repl }
 }
 
 /// One stripe as it was when the snapshot began, encoded.
@@ -316,7 +321,7 @@ pub fn write_file(sh: &Shared, started: Started, tmp: &PathBuf, aof_base: bool) 
 /// Writes the snapshot `started` as an RDB to `out` and ends the snapshot
 /// (whatever happens); returns `out`.
 fn write_rdb<W: Write>(sh: &Shared, started: Started, out: W, aof_base: bool) -> io::Result<W> {
-    let Started { cap, sizes, cfg, jobs, functions, repl } = started;
+    let Started { cap, sizes, cfg, jobs, queues, functions, repl } = started;
     let store = &sh.store;
     let now = unix_ms();
     let used = sh.mem_stats().used_memory as i64;
@@ -334,6 +339,7 @@ fn write_rdb<W: Write>(sh: &Shared, started: Started, out: W, aof_base: bool) ->
     }
     aux.push(("aof-base", Aux::Int(i64::from(aof_base))));
     aux.extend(jobs.iter().map(|j| (JOB_AUX, Aux::Bytes(j))));
+    aux.extend(queues.iter().map(|q| (QUEUE_AUX, Aux::Bytes(q))));
     let mut w = Writer::new(out, &aux, cfg.rdbcompression, cfg.rdbchecksum);
     let mut result = functions.iter().try_for_each(|code| w.function(code));
     let delay = u64::try_from(cfg.rdb_key_save_delay).unwrap_or(0);
@@ -508,6 +514,14 @@ pub fn load_bytes_at(
         offset: bytes.len(),
         reason: "bad job record in an AUX field",
     })?;
+    let queues = loaded.aux.iter().filter(|(k, _)| k == QUEUE_AUX.as_bytes()).map(|(_, v)| &v[..]);
+    if !engine::subsystems::jobs::load_queue_records(sh, queues, jobs_now) {
+        return Err(persist::Error {
+            offset: bytes.len(),
+            reason: "bad queue record in an AUX field",
+        }
+        .into());
+    }
     // Any library the head did not hold (none, in the files Redis writes).
     let rest = loaded.functions.get(leading.len()..).unwrap_or_default();
     engine::subsystems::script::function::load_libraries(sh, rest, merge)

@@ -125,7 +125,7 @@ fn names_of(reply: &[u8]) -> BTreeSet<String> {
 /// of them, so the comparisons leave them out.
 const SLUICE_ONLY: &[&str] = &[
     "ackjob", "addjob", "deljob", "dequeue", "enqueue", "fastack", "getjob", "jscan", "loadjob",
-    "nack", "pause", "qlen", "qpeek", "qscan", "qstat", "show", "working",
+    "nack", "pause", "qlen", "qpeek", "qscan", "qset", "qstat", "show", "waitjob", "working",
 ];
 
 fn redis_names(all: BTreeSet<String>) -> BTreeSet<String> {

@@ -28,6 +28,7 @@ mod exporter;
 mod functions_persist;
 mod idle_timeout;
 mod jobs;
+mod jobs_ext;
 mod lazy_expire_stream;
 mod lua_debugger;
 mod migrate;

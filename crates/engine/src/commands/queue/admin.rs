@@ -1,7 +1,7 @@
 //! Looking at jobs and queues: SHOW, QLEN, QPEEK, QSTAT, QSCAN, JSCAN; and
-//! PAUSE, the one queue setting.
+//! the queue settings: PAUSE (Disque's) and QSET (Sluice's rate limit).
 
-use queue::{Job, JobId, Pause, State};
+use queue::{Ext, Job, JobId, Pause, State};
 use resp::ReplyBuf;
 
 use super::{jobs, ready, write_job};
@@ -16,15 +16,37 @@ fn show(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let now = cx.now();
     let js = jobs(cx);
     match js.get(&id) {
-        Some(j) => write_show(out, j, js.wake_time(&id), &cx.shared.run_id, now),
+        Some(j) => write_show(out, j, js.ext(&id), js.wake_time(&id), &cx.shared.run_id, now),
         None => out.null(),
     }
     Ok(())
 }
 
-/// SHOW's 30-element array (also JSCAN REPLY ALL's items).
-fn write_show(out: &mut ReplyBuf, j: &Job, awake: Option<i64>, node: &str, now: i64) {
-    out.array(30);
+/// SHOW's 30-element array (also JSCAN REPLY ALL's items), and after it
+/// the pairs of the job's extensions, if it has any (Disque's fields
+/// stay where Disque's clients expect them).
+fn write_show(
+    out: &mut ReplyBuf,
+    j: &Job,
+    ext: Option<&Ext>,
+    awake: Option<i64>,
+    node: &str,
+    now: i64,
+) {
+    let ext = ext.filter(|e| !e.is_empty());
+    let extra = ext.map_or(0, |e| {
+        [
+            e.backoff.is_some(),
+            e.dead_letter.is_some(),
+            e.dead_from.is_some(),
+            e.unique.is_some(),
+            e.every.is_some(),
+        ]
+        .iter()
+        .filter(|x| **x)
+        .count()
+    });
+    out.array(30 + 2 * extra);
     out.bulk(b"id");
     out.bulk(&j.id.0);
     out.bulk(b"queue");
@@ -64,6 +86,31 @@ fn write_show(out: &mut ReplyBuf, j: &Job, awake: Option<i64>, node: &str, now: 
     }
     out.bulk(b"body");
     out.bulk(&j.body);
+    let Some(e) = ext else { return };
+    if let Some(b) = e.backoff {
+        out.bulk(b"backoff");
+        out.array(2);
+        out.int(b.base_ms);
+        out.int(b.max_ms);
+    }
+    if let Some((q, max)) = &e.dead_letter {
+        out.bulk(b"dead-letter");
+        out.array(2);
+        out.bulk(q);
+        out.int(i64::from(*max));
+    }
+    if let Some(q) = &e.dead_from {
+        out.bulk(b"dead-lettered-from");
+        out.bulk(q);
+    }
+    if let Some(k) = &e.unique {
+        out.bulk(b"unique");
+        out.bulk(k);
+    }
+    if let Some(every) = e.every {
+        out.bulk(b"every");
+        out.int(every.period_ms / 1000);
+    }
 }
 
 pub(super) const QLEN: Command = Command::sluice("QLEN", qlen).lock(Lock::Jobs);
@@ -106,7 +153,8 @@ fn qstat(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         out.null_array();
         return Ok(());
     };
-    out.array(20);
+    // Disque's 20 elements, and the rate limit when one is set.
+    out.array(if q.rate > 0 { 22 } else { 20 });
     out.bulk(b"name");
     out.bulk(name);
     out.bulk(b"len");
@@ -128,6 +176,10 @@ fn qstat(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     out.int(q.jobs_out as i64);
     out.bulk(b"pause");
     out.bulk(q.pause.name().as_bytes());
+    if q.rate > 0 {
+        out.bulk(b"rate");
+        out.int(i64::from(q.rate));
+    }
     Ok(())
 }
 
@@ -236,7 +288,8 @@ fn jscan(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     out.array(ids.len());
     for id in &ids {
         if reply_all {
-            write_show(out, js.get(id).expect("scanned"), js.wake_time(id), &cx.shared.run_id, now);
+            let j = js.get(id).expect("scanned");
+            write_show(out, j, js.ext(id), js.wake_time(id), &cx.shared.run_id, now);
         } else {
             out.simple(&id.0);
         }
@@ -283,5 +336,37 @@ fn pause(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         }
     }
     out.simple(after.name().as_bytes());
+    Ok(())
+}
+
+pub(super) const QSET: Command = Command::sluice("QSET", qset).lock(Lock::Jobs);
+
+/// `QSET queue RATE n` (Sluice's): at most `n` deliveries a second from
+/// the queue, 0 for no limit. Replies OK; propagated as itself when the
+/// setting changes (snapshots carry it as the queue's record). A queue
+/// with a limit is kept while idle, as a paused one is.
+fn qset(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let name = args.req()?;
+    let mut rate = None;
+    while let Some(a) = args.next() {
+        if eq_ic(a, "RATE") && !args.is_empty() {
+            let n = resp::parse_i64(args.req()?).and_then(|n| u32::try_from(n).ok());
+            rate = Some(n.ok_or(JobError::Rate)?);
+        } else {
+            return Err(CmdError::Syntax);
+        }
+    }
+    let Some(rate) = rate else { return Err(CmdError::Syntax) };
+    let now = cx.now();
+    let shared = cx.shared;
+    let before = shared.jobs.lock().set_rate(name, rate, now);
+    if before != rate {
+        cx.dirty(1);
+        if rate == 0 || rate > before {
+            // More may be delivered now: the queue's waiters are tried.
+            ready(cx, name);
+        }
+    }
+    out.ok();
     Ok(())
 }

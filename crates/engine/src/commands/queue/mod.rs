@@ -15,7 +15,7 @@
 //! several jobs) or `DELJOB` (see [`ack::LOADJOB`] and docs/jobs.md).
 
 use parking_lot::MutexGuard;
-use queue::{AddError, Job, JobId, Jobs, NewJob};
+use queue::{AddError, Backoff, Every, Ext, Job, JobId, Jobs, NewJob, MAX_SPAN_MS};
 use resp::ReplyBuf;
 use smallvec::SmallVec;
 
@@ -23,7 +23,7 @@ use crate::core::blocking;
 use crate::core::ctx::{eq_ic, Args, Ctx};
 use crate::core::error::{CmdError, CmdResult, JobError};
 use crate::core::spec::{Command, Lock};
-use crate::subsystems::jobs::state_args;
+use crate::subsystems::jobs::job_args;
 
 mod ack;
 mod admin;
@@ -39,6 +39,7 @@ pub const COMMANDS: &[Command] = &[
     ack::DEQUEUE,
     ack::WORKING,
     ack::LOADJOB,
+    ack::WAITJOB,
     admin::SHOW,
     admin::QLEN,
     admin::QPEEK,
@@ -46,6 +47,7 @@ pub const COMMANDS: &[Command] = &[
     admin::QSCAN,
     admin::JSCAN,
     admin::PAUSE,
+    admin::QSET,
 ];
 
 // ---- shared by the job commands ------------------------------------------
@@ -82,7 +84,9 @@ fn write_job(out: &mut ReplyBuf, j: &Job, counters: bool) {
 }
 
 /// Records a change of state of `changed` jobs: dirty, and propagated as
-/// one `LOADJOB` of their states in place of the command.
+/// one `LOADJOB` of their states in place of the command (a job with
+/// extensions as its whole record: dead-lettering moves it to another
+/// queue, a periodic run changes its schedule).
 fn propagate_states(cx: &mut Ctx, js: &Jobs, changed: &[JobId]) {
     if changed.is_empty() {
         return;
@@ -91,9 +95,7 @@ fn propagate_states(cx: &mut Ctx, js: &Jobs, changed: &[JobId]) {
     if cx.propagating() {
         let mut argv = vec![b"LOADJOB".to_vec()];
         for id in changed {
-            if let Some(j) = js.get(id) {
-                state_args(j, &mut argv);
-            }
+            job_args(js, id, &mut argv);
         }
         let refs: Vec<&[u8]> = argv.iter().map(|a| &a[..]).collect();
         cx.propagate_as(&refs);
@@ -120,10 +122,26 @@ struct AddOpts {
     retry: Option<i64>,
     ttl: i64,
     maxlen: i64,
+    /// Sluice's extensions: BACKOFF, DEADLETTER, UNIQUE, EVERY (seconds).
+    ext: Ext,
+    every: i64,
+}
+
+/// A span in milliseconds within (0, a year].
+fn span_ms(a: &[u8]) -> Option<i64> {
+    resp::parse_i64(a).filter(|v| (1..=MAX_SPAN_MS).contains(v))
 }
 
 fn parse_add(args: &[&[u8]]) -> Result<AddOpts, CmdError> {
-    let mut o = AddOpts { replicate: 1, delay: 0, retry: None, ttl: 86400, maxlen: 0 };
+    let mut o = AddOpts {
+        replicate: 1,
+        delay: 0,
+        retry: None,
+        ttl: 86400,
+        maxlen: 0,
+        ext: Ext::default(),
+        every: 0,
+    };
     let mut i = 0;
     while i < args.len() {
         let opt = args[i];
@@ -166,6 +184,38 @@ fn parse_add(args: &[&[u8]]) -> Result<AddOpts, CmdError> {
                 i += 1;
                 continue;
             }
+            Some(_) if eq_ic(opt, "UNIQUE") => {
+                o.ext.unique = value.map(Into::into);
+            }
+            Some(_) if eq_ic(opt, "EVERY") => {
+                o.every = num(JobError::Every)?;
+                if !(1..=MAX_SPAN_MS / 1000).contains(&o.every) {
+                    return Err(JobError::Every.into());
+                }
+            }
+            // The two-value options: BACKOFF base-ms max-ms, DEADLETTER
+            // queue max-deliveries.
+            Some(_) if eq_ic(opt, "BACKOFF") => {
+                let (base, max) = match args.get(i + 2) {
+                    Some(m) => (span_ms(args[i + 1]), span_ms(m)),
+                    None => (None, None),
+                };
+                match (base, max) {
+                    (Some(base_ms), Some(max_ms)) if base_ms <= max_ms => {
+                        o.ext.backoff = Some(Backoff { base_ms, max_ms })
+                    }
+                    _ => return Err(JobError::Backoff.into()),
+                }
+                i += 1;
+            }
+            Some(q) if eq_ic(opt, "DEADLETTER") => {
+                let max = args.get(i + 2).and_then(|m| resp::parse_i64(m));
+                match max.and_then(|m| u16::try_from(m).ok()).filter(|&m| m > 0) {
+                    Some(m) => o.ext.dead_letter = Some((q.into(), m)),
+                    None => return Err(JobError::DeadLetter.into()),
+                }
+                i += 1;
+            }
             _ => return Err(CmdError::Syntax),
         }
         i += 2;
@@ -192,6 +242,14 @@ fn addjob(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         // One node: no other copy can be made.
         return Err(JobError::NoRepl.into());
     }
+    if let Some(k) = &o.ext.unique {
+        // Idempotent: the job this key made is the answer, whatever the
+        // rest of the request (nothing changes, nothing is propagated).
+        if let Some(id) = jobs(cx).unique_job(k) {
+            out.simple(&id.0);
+            return Ok(());
+        }
+    }
     let maxmemory = cx.sess.conf(cx.shared).maxmemory;
     if maxmemory > 0 && cx.shared.over_maxmemory(maxmemory / 4 * 3) {
         // Disque's memory warning level 1 (75 %): this node may not keep
@@ -199,6 +257,13 @@ fn addjob(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         return Err(JobError::NoReplOom.into());
     }
     let now = cx.now();
+    let mut ext = o.ext;
+    if o.every > 0 {
+        // Runs are due from the first queueing on, every period.
+        let first = now.saturating_add(o.delay.saturating_mul(1000));
+        let ttl_ms = o.ttl.saturating_mul(1000);
+        ext.every = Some(Every { period_ms: o.every * 1000, ttl_ms, anchor: first });
+    }
     let shared = cx.shared;
     let mut js = shared.jobs.lock();
     let job = NewJob {
@@ -209,6 +274,7 @@ fn addjob(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         delay_secs: o.delay,
         retry_secs: retry,
         maxlen: usize::try_from(o.maxlen).unwrap_or(usize::MAX),
+        ext,
     };
     let id = js.add(&job, now).map_err(|e| match e {
         AddError::MaxLen => JobError::MaxLen,
@@ -220,7 +286,7 @@ fn addjob(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     cx.dirty(1);
     if cx.propagating() {
         let mut rec = Vec::new();
-        js.get(&id).expect("just added").encode(&mut rec);
+        js.record(&id, &mut rec);
         cx.propagate_as(&[b"LOADJOB", &rec]);
     }
     out.simple(&id.0);
@@ -315,3 +381,5 @@ fn getjob(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_ext;

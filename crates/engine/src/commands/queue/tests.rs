@@ -9,30 +9,30 @@ use crate::core::effects::{Effects, Recorder};
 use crate::tests::Harness;
 
 /// Runs the server's tick (active expiry, which drives the job timers).
-fn tick(h: &Harness) {
+pub(super) fn tick(h: &Harness) {
     let mut fx = Effects::default();
     h.shared.active_expire(&mut fx, 0, 1, Duration::from_millis(5));
 }
 
-fn advance(h: &Harness, ms: i64) {
+pub(super) fn advance(h: &Harness, ms: i64) {
     h.shared.clock.advance(ms);
     tick(h);
 }
 
 /// The id in a `+D-...` reply.
-fn id_of(reply: &str) -> String {
+pub(super) fn id_of(reply: &str) -> String {
     assert!(reply.starts_with("+D-") && reply.len() == 43, "{reply:?}");
     reply[1..41].to_string()
 }
 
-fn add(h: &mut Harness, args: &[&str]) -> String {
+pub(super) fn add(h: &mut Harness, args: &[&str]) -> String {
     let mut argv = vec!["ADDJOB"];
     argv.extend_from_slice(args);
     id_of(&h.run(&argv))
 }
 
 /// A SHOW field's raw reply element (the line after its name).
-fn show_field(h: &mut Harness, id: &str, field: &str) -> String {
+pub(super) fn show_field(h: &mut Harness, id: &str, field: &str) -> String {
     let r = h.run(&["SHOW", id]);
     let lines: Vec<&str> = r.split("\r\n").collect();
     let i = lines.iter().position(|l| *l == field).unwrap_or_else(|| panic!("{field} in {r}"));
@@ -455,7 +455,7 @@ fn jobs_in_transactions_and_scripts() {
 }
 
 /// Runs recorded commands as an AOF replay would (the Replay caller).
-fn replay(h: &mut Harness, cmds: &[Vec<Vec<u8>>]) {
+pub(super) fn replay(h: &mut Harness, cmds: &[Vec<Vec<u8>>]) {
     for c in cmds {
         let argv: Vec<&[u8]> = c.iter().map(|a| &a[..]).collect();
         let Lookup::Found(spec) = dispatch::lookup(&h.shared, &argv) else { panic!("{argv:?}") };

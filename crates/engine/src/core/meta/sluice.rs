@@ -169,6 +169,17 @@ pub static COMMANDS: &[Meta] = &[
         ..META
     },
     Meta {
+        name: "qset",
+        arity: -4,
+        flags: f::WRITE | f::FAST,
+        first: 0, last: 0, step: 0,
+        acl: c::WRITE | c::FAST,
+        summary: "Sets a queue's delivery rate limit (Sluice's extension).",
+        since: "sluice-0.1",
+        group: Group::Queue,
+        ..META
+    },
+    Meta {
         name: "qstat",
         arity: 2,
         flags: f::READONLY | f::FAST,
@@ -186,6 +197,17 @@ pub static COMMANDS: &[Meta] = &[
         first: 0, last: 0, step: 0,
         acl: c::READ | c::FAST,
         summary: "Shows a job: its state, counters, schedule and body (Disque).",
+        since: "sluice-0.1",
+        group: Group::Queue,
+        ..META
+    },
+    Meta {
+        name: "waitjob",
+        arity: -2,
+        flags: f::READONLY | f::BLOCKING,
+        first: 0, last: 0, step: 0,
+        acl: c::READ | c::SLOW | c::BLOCKING,
+        summary: "Waits until a job is acknowledged or deleted (Sluice's extension).",
         since: "sluice-0.1",
         group: Group::Queue,
         ..META
