@@ -194,7 +194,7 @@ fn debug(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
             mallctl(cx, &argv[2..], eq_ic(sub, "MALLCTL-STR"), out)?
         }
         n if n >= 3 && eq_ic(sub, "REPLICATE") => {
-            crate::subsystems::repl::feed_command(&cx.shared, &argv[2..]);
+            crate::subsystems::repl::feed_command(cx.shared, &argv[2..]);
             out.ok();
         }
         3 if eq_ic(sub, "SET-ACTIVE-EXPIRE") => {
