@@ -141,15 +141,8 @@ fn seeds_and_mutations(name: &str) {
 
 #[test]
 fn every_target_has_a_test_and_seeds() {
-    let tested = [
-        "request_parser",
-        "rdb_load",
-        "dump_payload",
-        "aof_load",
-        "hll",
-        "job_record",
-        "commands",
-    ];
+    let tested =
+        ["request_parser", "rdb_load", "dump_payload", "aof_load", "hll", "job_record", "commands"];
     for (name, _) in sluice_fuzz::TARGETS {
         assert!(tested.contains(name), "target {name} has no test below");
         assert!(!seeds(name).is_empty());

@@ -220,8 +220,11 @@ pub fn markdown() -> String {
         }
         let name = e.name().replace('|', " ").to_ascii_uppercase();
         let cats: Vec<String> = m.categories().map(|c| format!("@{c}")).collect();
-        let flags: Vec<&str> =
-            Flags::NAMES.iter().filter(|(f, _)| Flags(u64::from(m.flags)).has(*f)).map(|(_, n)| *n).collect();
+        let flags: Vec<&str> = Flags::NAMES
+            .iter()
+            .filter(|(f, _)| Flags(u64::from(m.flags)).has(*f))
+            .map(|(_, n)| *n)
+            .collect();
         let esc = |t: &str| t.replace('|', "\\|");
         s.push_str(&format!(
             "| `{name}` | {} | {} | {} | {} | {} | {} |\n",

@@ -11,8 +11,8 @@ use resp::ReplyBuf;
 use crate::core::ctx::{eq_ic, help_reply, Args, Ctx};
 use crate::core::error::{CmdError, CmdResult};
 use crate::core::spec::{Command, Flags, Lock};
-use crate::subsystems::script::function::{self, Library};
 use crate::subsystems::script;
+use crate::subsystems::script::function::{self, Library};
 
 const FCALL_KEYS: Lock = Lock::Custom { find: super::scripting::eval_keys };
 

@@ -180,7 +180,11 @@ fn install(reg: &mut Libraries, libs: Vec<Compiled>, replace: bool) -> CmdResult
 
 /// FUNCTION LOAD: compiles `code` and adds its library (replacing one of
 /// the same name with `replace`); its name.
-pub(crate) fn load_library(shared: &Shared, code: &[u8], replace: bool) -> Result<String, CmdError> {
+pub(crate) fn load_library(
+    shared: &Shared,
+    code: &[u8],
+    replace: bool,
+) -> Result<String, CmdError> {
     let lib = compile(shared, code, |name| {
         !replace && shared.scripts.functions.read().libs.contains_key(name)
     })?;
