@@ -157,7 +157,7 @@ pub fn run(data: &[u8]) {
     // stripe of every database) now and then clears what went elsewhere.
     static RUNS: AtomicUsize = AtomicUsize::new(0);
     let mut reset: Vec<Vec<&str>> = Vec::new();
-    if RUNS.fetch_add(1, Ordering::Relaxed) % 256 == 0 {
+    if RUNS.fetch_add(1, Ordering::Relaxed).is_multiple_of(256) {
         reset.push(vec!["FLUSHALL"]);
     }
     let mut del = vec!["DEL"];
