@@ -1,21 +1,5 @@
-//! Fuzzes the job record decoder: `LOADJOB` records come from the AOF, a
-//! master's stream and RDB files (`sluice-job` AUX fields), so any bytes
-//! must decode to a job or an error, never a panic; a decoded job encodes
-//! back to the same bytes and registers in a job store.
+//! cargo-fuzz binary for `sluice_fuzz::job_record` (what it feeds and checks is
+//! said there).
 #![no_main]
 
-use libfuzzer_sys::fuzz_target;
-
-fuzz_target!(|data: &[u8]| {
-    if let Ok(job) = queue::Job::decode(data) {
-        let mut again = Vec::new();
-        job.encode(&mut again);
-        assert_eq!(again, data);
-        let mut jobs = queue::Jobs::new(b"00000000", 1);
-        let id = job.id;
-        jobs.insert(job, 0);
-        let mut out = Vec::new();
-        jobs.tick(i64::MAX, 10, &mut out);
-        jobs.delete(&id);
-    }
-});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| sluice_fuzz::job_record::run(data));

@@ -1,20 +1,5 @@
-//! The RDB loader (function library records included), the RESTORE
-//! payload decoder and FUNCTION RESTORE's payload decoder on arbitrary bytes:
-//! every input is either loaded or refused with an error, never a panic,
-//! a hang or an unbounded allocation. Checksums are not verified, so the
-//! mutations reach the value decoders.
+//! cargo-fuzz binary for `sluice_fuzz::rdb` (what it feeds and checks is
+//! said there).
 #![no_main]
 
-use libfuzzer_sys::fuzz_target;
-
-fuzz_target!(|data: &[u8]| {
-    let lim = persist::Limits::default();
-    let _ = persist::file::load(data, &lim, 16, 0, false, |_| Ok(()));
-    let _ = persist::restore(data, &lim, false);
-    let _ = persist::functions::restore_payload(data, false);
-    // The same bytes behind a valid header, so they are read as keys.
-    let mut file = b"REDIS0010".to_vec();
-    file.extend_from_slice(data);
-    let _ = persist::file::load(&file, &lim, 16, 0, false, |_| Ok(()));
-    let _ = persist::file::leading_functions(&file);
-});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| sluice_fuzz::rdb::run(data));

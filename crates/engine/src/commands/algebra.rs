@@ -11,7 +11,7 @@
 //! Redis's `t_set.c` and `t_zset.c` choose their algorithms differently.
 
 use resp::ReplyBuf;
-use store::{Value, NO_EXPIRE};
+use store::Value;
 
 use crate::core::ctx::Ctx;
 use crate::core::effects::Class;
@@ -137,11 +137,6 @@ pub(crate) fn store_result(
     event: &'static str,
     out: &mut ReplyBuf,
 ) {
-    if len > 0 {
-        cx.set(dst, result, NO_EXPIRE);
-        cx.changed(dst, class, event, 1);
-    } else if cx.delete(dst).is_some() {
-        cx.changed(dst, Class::GENERIC, "del", 1);
-    }
+    cx.store_or_delete(dst, (len > 0).then_some(result), class, event, 1);
     out.int(len as i64);
 }

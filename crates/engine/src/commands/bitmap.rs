@@ -295,9 +295,7 @@ fn bitop(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     }
     let maxlen = inputs.iter().map(Vec::len).max().unwrap_or(0);
     if maxlen == 0 {
-        if cx.delete(dst).is_some() {
-            cx.changed(dst, Class::GENERIC, "del", 1);
-        }
+        cx.store_or_delete(dst, None, Class::STRING, "set", 1);
         out.int(0);
         return Ok(());
     }
@@ -313,8 +311,7 @@ fn bitop(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
             Op::Xor => it.fold(first, |a, v| a ^ byte(v, i)),
         };
     }
-    cx.set(dst, Value::raw(res), NO_EXPIRE);
-    cx.changed(dst, Class::STRING, "set", 1);
+    cx.store_or_delete(dst, Some(Value::raw(res)), Class::STRING, "set", 1);
     out.int(maxlen as i64);
     Ok(())
 }

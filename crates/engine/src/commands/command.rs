@@ -220,8 +220,11 @@ pub fn markdown() -> String {
         }
         let name = e.name().replace('|', " ").to_ascii_uppercase();
         let cats: Vec<String> = m.categories().map(|c| format!("@{c}")).collect();
-        let flags: Vec<&str> =
-            Flags::NAMES.iter().filter(|(f, _)| Flags(m.flags).has(*f)).map(|(_, n)| *n).collect();
+        let flags: Vec<&str> = Flags::NAMES
+            .iter()
+            .filter(|(f, _)| Flags(u64::from(m.flags)).has(*f))
+            .map(|(_, n)| *n)
+            .collect();
         let esc = |t: &str| t.replace('|', "\\|");
         s.push_str(&format!(
             "| `{name}` | {} | {} | {} | {} | {} | {} |\n",
@@ -251,7 +254,7 @@ mod tests {
         let mut bad = vec![];
         for e in super::table() {
             let (m, keys) = (e.meta, e.spec.keys);
-            let movable = m.flags & Flags::MOVABLEKEYS.0 != 0;
+            let movable = u64::from(m.flags) & Flags::MOVABLEKEYS.0 != 0;
             let custom = matches!(keys, KeySpec::Custom { .. } | KeySpec::CustomOrDb { .. });
             if movable && !custom {
                 bad.push(format!("{}: movable keys locked as a fixed range", e.name()));
@@ -280,7 +283,7 @@ mod tests {
         assert!(matches!(get.keys, KeySpec::Range { first: 1, last: 1, step: 1 }));
         let quit = crate::commands::find(b"quit").unwrap();
         let own = Flags::NO_QUEUE.union(Flags::NO_PAUSE).union(Flags::PUBSUB_CONTEXT);
-        assert_eq!(quit.flags, Flags(quit.meta().flags).union(own));
+        assert_eq!(quit.flags, Flags(u64::from(quit.meta().flags)).union(own));
     }
 
     // Replies below are redis-server 7.0.15's.

@@ -8,7 +8,7 @@
 
 use resp::ReplyBuf;
 use store::types::ZSet;
-use store::{Value, NO_EXPIRE};
+use store::Value;
 
 use super::zset::{as_zset, limits, string2d};
 use crate::core::ctx::{eq_ic, parse_i64, Args, Ctx};
@@ -723,9 +723,8 @@ fn radius_generic(
     if !zexists {
         match store {
             Some(dst) => {
-                if cx.delete(dst).is_some() {
-                    cx.changed(dst, Class::GENERIC, "del", 1);
-                }
+                // No source: no result, so no event of the command's.
+                cx.store_or_delete(dst, None, Class::ZSET, "georadiusstore", 0);
                 out.int(0);
             }
             None => out.array(0),
@@ -804,11 +803,7 @@ fn radius_generic(
             }
         }
         Some(dst) => {
-            if points.is_empty() {
-                if cx.delete(dst).is_some() {
-                    cx.changed(dst, Class::GENERIC, "del", 1);
-                }
-            } else {
+            let result = (!points.is_empty()).then(|| {
                 let lim = limits(cx);
                 let mut z = ZSet::new_skiplist();
                 let mut maxlen = 0;
@@ -817,10 +812,10 @@ fn radius_generic(
                     z.set(&p.member, if storedist { p.dist } else { p.score }, lim);
                 }
                 z.shrink_if_small(maxlen, lim);
-                cx.set(dst, Value::ZSet(Box::new(z)), NO_EXPIRE);
-                let event = if flags & SEARCH != 0 { "geosearchstore" } else { "georadiusstore" };
-                cx.changed(dst, Class::ZSET, event, points.len() as u64);
-            }
+                Value::ZSet(Box::new(z))
+            });
+            let event = if flags & SEARCH != 0 { "geosearchstore" } else { "georadiusstore" };
+            cx.store_or_delete(dst, result, Class::ZSET, event, points.len() as u64);
             out.int(points.len() as i64);
         }
     }

@@ -20,6 +20,7 @@ pub mod command;
 pub mod connection;
 pub mod debug;
 pub mod digest;
+pub mod function;
 pub mod geo;
 pub mod hash;
 pub mod hll;
@@ -34,6 +35,7 @@ pub mod persist;
 pub mod pubsub;
 pub mod queue;
 pub mod repl;
+pub mod scripting;
 pub mod server;
 pub mod set;
 pub mod slowlog;
@@ -72,8 +74,8 @@ pub static FAMILIES: &[&[Command]] = &[
     hll::COMMANDS,
     geo::COMMANDS,
     persist::COMMANDS,
-    crate::subsystems::script::COMMANDS,
-    crate::subsystems::script::function::COMMANDS,
+    scripting::COMMANDS,
+    function::COMMANDS,
     stream::COMMANDS,
     slowlog::COMMANDS,
     latency::COMMANDS,

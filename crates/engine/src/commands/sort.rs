@@ -24,7 +24,7 @@
 use resp::ReplyBuf;
 use store::types::set::Member;
 use store::types::{List, ZSet};
-use store::{Value, NO_EXPIRE};
+use store::Value;
 
 use crate::core::ctx::{eq_ic, parse_i64, Args, Ctx};
 use crate::core::effects::Class;
@@ -437,12 +437,8 @@ fn sort_generic(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf, readonly: boo
                 }
             }
             // Redis counts one change per stored element.
-            if outputlen > 0 {
-                cx.set(dst, Value::List(Box::new(list)), NO_EXPIRE);
-                cx.changed(dst, Class::LIST, "sortstore", outputlen as u64);
-            } else if cx.delete(dst).is_some() {
-                cx.changed(dst, Class::GENERIC, "del", 1);
-            }
+            let list = (outputlen > 0).then(|| Value::List(Box::new(list)));
+            cx.store_or_delete(dst, list, Class::LIST, "sortstore", outputlen as u64);
             out.int(outputlen as i64);
         }
     }

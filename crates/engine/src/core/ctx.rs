@@ -313,6 +313,33 @@ impl<'a> Ctx<'a, '_> {
         }
     }
 
+    /// A `…STORE` command's result (SINTERSTORE and the other set and
+    /// sorted-set algebra, ZRANGESTORE, SORT … STORE, GEORADIUS … STORE,
+    /// GEOSEARCHSTORE, BITOP), as Redis writes it: a result replaces
+    /// `key`'s value and TTL (`new` when the key did not exist) and is
+    /// reported as `event` with `dirty` changes; no result (an empty one)
+    /// deletes `key`, reported as `del` with one change when it existed.
+    pub fn store_or_delete(
+        &mut self,
+        key: &[u8],
+        result: Option<Value>,
+        class: Class,
+        event: &'static str,
+        dirty: u64,
+    ) {
+        match result {
+            Some(value) => {
+                self.set(key, value, store::NO_EXPIRE);
+                self.changed(key, class, event, dirty);
+            }
+            None => {
+                if self.delete(key).is_some() {
+                    self.changed(key, Class::GENERIC, "del", 1);
+                }
+            }
+        }
+    }
+
     /// Records a further keyspace event for a key already reported
     /// changed (`del` after a pop emptied a list, `new`, `rename_to` …).
     #[inline]

@@ -170,6 +170,12 @@ pub fn run<'a>(
         queue(shared, sess, spec, argv, out);
         return Ran::Queued;
     }
+    // A replay-only command is refused to every other caller here, where
+    // all of them pass: alone, run by EXEC (queued, it is refused when
+    // the transaction runs, as it would be alone), from a script.
+    if spec.flags.has(Flags::REPLAY_ONLY) && !caller.must_obey() {
+        return refused(shared, sess, spec, CmdError::ReplayOnly(spec.name));
+    }
     let db = sess.db;
     let mut remembered = false;
     let locked = match hold {

@@ -59,6 +59,9 @@ pub enum CmdError {
     LockOrder,
     /// DEBUG refused by `enable-debug-command`.
     DebugNotAllowed,
+    /// A `REPLAY_ONLY` command (its name) from a caller that is not a
+    /// replay: Disque's words for LOADJOB.
+    ReplayOnly(&'static str),
     /// A complete error line without the leading `-` (it starts with its
     /// own code, e.g. `ERR ...` or `WRONGPASS ...`).
     Msg(Cow<'static, str>),
@@ -90,7 +93,6 @@ pub enum JobError {
     Cursor,
     State,
     ReplyType,
-    LoadJobFromClient,
     BadRecord,
     Backoff,
     DeadLetter,
@@ -135,9 +137,6 @@ impl JobError {
             JobError::Cursor => "ERR invalid cursor or option name",
             JobError::State => "ERR Invalid job state name",
             JobError::ReplyType => "ERR Invalid REPLY type, try ID or ALL",
-            JobError::LoadJobFromClient => {
-                "ERR LOADJOB is a special command only processed from AOF"
-            }
             JobError::BadRecord => "ERR LOADJOB: malformed job record",
             // Sluice's extensions, in the style of Disque's option errors.
             JobError::Backoff => {
@@ -213,6 +212,12 @@ impl CmdError {
             }
             CmdError::LockOrder => {
                 "ERR command needs keys outside those its caller locked beforehand"
+            }
+            CmdError::ReplayOnly(name) => {
+                return Cow::Owned(
+                    format!("ERR {name} is a special command only processed from AOF")
+                        .into_bytes(),
+                )
             }
             CmdError::InvalidExpire(cmd) => {
                 return Cow::Owned(

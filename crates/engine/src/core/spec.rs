@@ -29,7 +29,7 @@ impl Arity {
 
 /// Command flags, as `COMMAND INFO` reports them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub struct Flags(pub u32);
+pub struct Flags(pub u64);
 
 impl Flags {
     pub const NONE: Flags = Flags(0);
@@ -105,6 +105,10 @@ impl Flags {
     /// operations propagate without MULTI/EXEC, as Redis 7.0's
     /// `CMD_TOUCHES_ARBITRARY_KEYS`.
     pub const TOUCHES_ARBITRARY_KEYS: Flags = Flags(1 << 31);
+    /// Run only as a replay applies it (the AOF's or a master's stream,
+    /// a replayed transaction: `Caller::must_obey`), refused at the door
+    /// for every other caller, queued or not: LOADJOB, as Disque's.
+    pub const REPLAY_ONLY: Flags = Flags(1 << 32);
 
     /// Names in the order Redis prints them.
     pub const NAMES: &'static [(Flags, &'static str)] = &[
@@ -374,7 +378,7 @@ impl CommandSpec {
         CommandSpec {
             name: decl.name,
             arity: Arity(meta.arity),
-            flags: Flags(meta.flags).union(decl.own_flags),
+            flags: Flags(u64::from(meta.flags)).union(decl.own_flags),
             keys,
             handler: decl.handler,
             subcommands,

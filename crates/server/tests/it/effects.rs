@@ -52,6 +52,7 @@ files! {
     scripting => "scripting.txt",
     streams => "streams.txt",
     eviction => "eviction.txt",
+    store => "store.txt",
 }
 
 #[test]

@@ -251,3 +251,43 @@ fn redis_cli_ldb_session_matches_redis() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A `YES` session's undoing goes through the door as a replay: the
+/// session's ACL user may not run DUMP, PTTL, RESTORE or DEL, yet its
+/// writes are rolled back as Redis's forked session's are (checked as
+/// the user's own commands, the undoing would be refused and the writes
+/// kept).
+#[test]
+fn debugger_yes_rolls_back_for_a_user_without_dump_or_restore() {
+    let Some(redis) = RedisServer::start() else { return };
+    let sl = sluice();
+    let body = "redis.call('set','kept','new')\n\
+                redis.call('set','fresh','1')\n\
+                return redis.call('get','kept')";
+    for port in [redis.port(), sl.port()] {
+        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        for c in [
+            cmd(&["FLUSHALL"]),
+            cmd(&["SET", "kept", "old"]),
+            cmd(&[
+                "ACL", "SETUSER", "dbg", "on", "nopass", "~*", "+@all", "-dump", "-restore",
+                "-pttl", "-del",
+            ]),
+        ] {
+            exchange(&mut s, &c);
+        }
+    }
+    same_session(
+        redis.port(),
+        sl.port(),
+        &[
+            cmd(&["AUTH", "dbg", "x"]),
+            cmd(&["DUMP", "kept"]),
+            cmd(&["SCRIPT", "DEBUG", "YES"]),
+            cmd(&["EVAL", body, "0"]),
+            cmd(&["c"]),
+        ],
+    );
+    let after = [cmd(&["GET", "kept"]), cmd(&["EXISTS", "fresh"])];
+    same_session(redis.port(), sl.port(), &after);
+}

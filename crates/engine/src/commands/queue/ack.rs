@@ -12,7 +12,7 @@ use crate::core::blocking;
 use crate::core::ctx::eq_ic;
 use crate::core::ctx::{Args, Ctx};
 use crate::core::error::{CmdError, CmdResult, JobError};
-use crate::core::spec::{Command, Lock};
+use crate::core::spec::{Command, Flags, Lock};
 
 pub(super) const ACKJOB: Command = Command::sluice("ACKJOB", ackjob).lock(Lock::Jobs);
 
@@ -165,7 +165,8 @@ fn working(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     Ok(())
 }
 
-pub(super) const LOADJOB: Command = Command::sluice("LOADJOB", loadjob).lock(Lock::Jobs);
+pub(super) const LOADJOB: Command =
+    Command::sluice("LOADJOB", loadjob).flags(Flags::REPLAY_ONLY).lock(Lock::Jobs);
 
 /// `LOADJOB <record> [<record> ...]` registers whole jobs from their
 /// binary records (ADDJOB's propagated form; a record starts with its
@@ -173,13 +174,11 @@ pub(super) const LOADJOB: Command = Command::sluice("LOADJOB", loadjob).lock(Loc
 /// <flags> [...]` sets the state of known jobs (what GETJOB, NACK,
 /// ENQUEUE, DEQUEUE, WORKING and the retry timer propagate). Accepted only
 /// from a replay, as in Disque — including a replayed transaction, the
-/// form in which the effects record wraps units of several commands. A
-/// client's call is refused alone, queued in its own MULTI, or from a
-/// script. Records whose TTL passed are dropped.
+/// form in which the effects record wraps units of several commands: its
+/// `REPLAY_ONLY` flag has the door refuse a client's call, alone, queued
+/// in its own MULTI, or from a script. Records whose TTL passed are
+/// dropped.
 fn loadjob(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
-    if !cx.caller.must_obey() {
-        return Err(JobError::LoadJobFromClient.into());
-    }
     let rest = args.rest();
     let now = cx.now();
     let shared = cx.shared;

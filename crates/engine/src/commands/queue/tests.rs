@@ -605,3 +605,38 @@ fn loadjob_queued_by_a_client_is_refused_as_alone() {
     }
     assert_eq!(fresh.run(&["QLEN", "q"]), ":1\r\n");
 }
+
+/// LOADJOB's refusal is its table flag (`REPLAY_ONLY`), checked at the
+/// door every caller passes: a valid record is refused from a client
+/// alone and from a script (never reaching the handler, so nothing
+/// loads), and counted as a rejected call; a replay loads it.
+#[test]
+fn loadjob_is_refused_at_the_door_for_every_caller_but_a_replay() {
+    let mut h = Harness::new();
+    let rec = Recorder::new();
+    h.shared.add_consumer(rec.clone());
+    let id = add(&mut h, &["q", "body", "0"]);
+    let load: Vec<Vec<u8>> = rec
+        .take()
+        .stream
+        .into_iter()
+        .find(|c| c[0] == b"LOADJOB")
+        .expect("ADDJOB propagates as LOADJOB");
+    let refused = "-ERR LOADJOB is a special command only processed from AOF\r\n";
+
+    let mut fresh = Harness::new();
+    let argv: Vec<&[u8]> = load.iter().map(|a| &a[..]).collect();
+    let mut out = resp::ReplyBuf::new();
+    crate::execute(&fresh.shared, &mut fresh.sess, &argv, &mut out);
+    assert_eq!(String::from_utf8_lossy(&out.to_vec()), refused);
+    // (A record the handler would call malformed: the door answers first.)
+    let r = fresh.run(&["EVAL", "return redis.pcall('LOADJOB', 'x')", "0"]);
+    assert!(r.contains("LOADJOB is a special command only processed from AOF"), "{r}");
+    assert_eq!(fresh.run(&["SHOW", &id]), "$-1\r\n");
+    let stats = fresh.run(&["INFO", "commandstats"]);
+    let line = stats.lines().find(|l| l.starts_with("cmdstat_loadjob:")).expect(&stats);
+    assert!(line.contains("calls=0,") && line.contains("rejected_calls=2,"), "{line}");
+
+    replay(&mut fresh, &[load.clone()]);
+    assert_eq!(fresh.run(&["QLEN", "q"]), ":1\r\n");
+}

@@ -16,9 +16,9 @@ mod tests;
 
 use resp::ReplyBuf;
 use store::types::zset::{Limits, ZSet};
-use store::{Value, NO_EXPIRE};
+use store::Value;
 
-use crate::core::ctx::{eq_ic, Args, Ctx};
+use crate::core::ctx::{eq_ic, Args, Ctx, KeyEntry};
 use crate::core::effects::Class;
 use crate::core::error::{CmdError, CmdResult};
 use crate::core::spec::{Command, Lock};
@@ -236,48 +236,24 @@ fn zadd_with(cx: &mut Ctx, args: &mut Args, mut f: AddFlags, out: &mut ReplyBuf)
         scores.push(parse_score(pair[0])?);
     }
     let lim = limits(cx);
-    let (mut added, mut updated, mut processed) = (0usize, 0usize, 0usize);
-    let mut last = 0.0;
-    // A new key is created (and reported `new`) before the members go in.
-    match cx.lookup(key) {
-        Some(e) => {
-            as_zset(&mut e.value)?;
-        }
-        None if f.xx => {
+    // One lookup: the members go into the live set, or into a new one
+    // that is then added (`new` before the command's event, as Redis
+    // creates the key before adding to it).
+    let t = match cx.entry(key) {
+        KeyEntry::Occupied(e) => add_members(as_zset(&mut e.value)?, rest, &scores, f, lim),
+        KeyEntry::Vacant(_) if f.xx => {
             reply_add(out, f, 0, 0, 0, 0.0);
             return Ok(());
         }
-        None => {
-            let z = ZSet::new_for(rest[1].len(), lim);
-            cx.set(key, Value::ZSet(Box::new(z)), NO_EXPIRE);
+        KeyEntry::Vacant(place) => {
+            let mut z = ZSet::new_for(rest[1].len(), lim);
+            let t = add_members(&mut z, rest, &scores, f, lim);
+            place.insert(Value::ZSet(Box::new(z)));
+            t
         }
-    }
-    let e = cx.lookup(key).ok_or(CmdError::NoSuchKey)?;
-    let z = as_zset(&mut e.value)?;
-    let mut failed = None;
-    for (pair, &score) in rest.chunks(2).zip(&scores) {
-        match zset_add(z, pair[1], score, f, lim) {
-            Ok(AddOutcome::Added(s)) => {
-                added += 1;
-                processed += 1;
-                last = s;
-            }
-            Ok(AddOutcome::Updated(s)) => {
-                updated += 1;
-                processed += 1;
-                last = s;
-            }
-            Ok(AddOutcome::Same(s)) => {
-                processed += 1;
-                last = s;
-            }
-            Ok(AddOutcome::Nop) => {}
-            Err(err) => {
-                failed = Some(err);
-                break;
-            }
-        }
-    }
+    };
+    let (added, updated, processed, last, failed) =
+        (t.added, t.updated, t.processed, t.last, t.failed);
     let changes = added + updated;
     if changes > 0 {
         zset_changed(cx, key, if zincrby || f.incr { "zincr" } else { "zadd" }, changes, false);
@@ -287,6 +263,47 @@ fn zadd_with(cx: &mut Ctx, args: &mut Args, mut f: AddFlags, out: &mut ReplyBuf)
     }
     reply_add(out, f, added, updated, processed, last);
     Ok(())
+}
+
+/// What ZADD's members did to a set.
+struct Tally {
+    added: usize,
+    updated: usize,
+    processed: usize,
+    /// The last processed member's score (ZADD INCR's reply).
+    last: f64,
+    /// The error that stopped the adding (INCR's NaN).
+    failed: Option<CmdError>,
+}
+
+/// Adds `rest`'s members with their parsed `scores` as `f` says, until
+/// one fails.
+fn add_members(z: &mut ZSet, rest: &[&[u8]], scores: &[f64], f: AddFlags, lim: Limits) -> Tally {
+    let mut t = Tally { added: 0, updated: 0, processed: 0, last: 0.0, failed: None };
+    for (pair, &score) in rest.chunks(2).zip(scores) {
+        match zset_add(z, pair[1], score, f, lim) {
+            Ok(AddOutcome::Added(s)) => {
+                t.added += 1;
+                t.processed += 1;
+                t.last = s;
+            }
+            Ok(AddOutcome::Updated(s)) => {
+                t.updated += 1;
+                t.processed += 1;
+                t.last = s;
+            }
+            Ok(AddOutcome::Same(s)) => {
+                t.processed += 1;
+                t.last = s;
+            }
+            Ok(AddOutcome::Nop) => {}
+            Err(err) => {
+                t.failed = Some(err);
+                break;
+            }
+        }
+    }
+    t
 }
 
 fn reply_add(

@@ -9,7 +9,7 @@
 
 use resp::{Proto, ReplyBuf};
 use store::types::zset::{score_gte_min, score_lte_max, LexBound as Lex, ZSet};
-use store::{Value, NO_EXPIRE};
+use store::Value;
 
 use super::{as_zset, c_strtod, limits, zset_changed};
 use crate::core::ctx::{eq_ic, parse_i64, Args, Ctx};
@@ -281,20 +281,10 @@ pub(crate) fn reply_scored(
 /// ZRANGESTORE's result: stored (replacing `dst`) when non-empty, else
 /// `dst` is deleted; replies with the count.
 fn store_range(cx: &mut Ctx, dst: &[u8], r: Option<ZSet>, out: &mut ReplyBuf) {
-    match r {
-        Some(r) if !r.is_empty() => {
-            let n = r.len();
-            cx.set(dst, Value::ZSet(Box::new(r)), NO_EXPIRE);
-            cx.changed(dst, Class::ZSET, "zrangestore", 1);
-            out.int(n as i64);
-        }
-        _ => {
-            if cx.delete(dst).is_some() {
-                cx.changed(dst, Class::GENERIC, "del", 1);
-            }
-            out.int(0);
-        }
-    }
+    let r = r.filter(|r| !r.is_empty());
+    let n = r.as_ref().map_or(0, ZSet::len);
+    cx.store_or_delete(dst, r.map(|r| Value::ZSet(Box::new(r))), Class::ZSET, "zrangestore", 1);
+    out.int(n as i64);
 }
 
 // ---- ZCOUNT ZLEXCOUNT --------------------------------------------------------

@@ -26,26 +26,26 @@ pub mod sluice;
 /// Command flag bits: the same bits as [`crate::core::spec::Flags`].
 pub mod f {
     use crate::core::spec::Flags;
-    pub const WRITE: u32 = Flags::WRITE.0;
-    pub const READONLY: u32 = Flags::READONLY.0;
-    pub const DENYOOM: u32 = Flags::DENYOOM.0;
-    pub const ADMIN: u32 = Flags::ADMIN.0;
-    pub const PUBSUB: u32 = Flags::PUBSUB.0;
-    pub const NOSCRIPT: u32 = Flags::NOSCRIPT.0;
-    pub const BLOCKING: u32 = Flags::BLOCKING.0;
-    pub const LOADING: u32 = Flags::LOADING.0;
-    pub const STALE: u32 = Flags::STALE.0;
-    pub const SKIP_MONITOR: u32 = Flags::SKIP_MONITOR.0;
-    pub const SKIP_SLOWLOG: u32 = Flags::SKIP_SLOWLOG.0;
-    pub const ASKING: u32 = Flags::ASKING.0;
-    pub const FAST: u32 = Flags::FAST.0;
-    pub const NO_AUTH: u32 = Flags::NO_AUTH.0;
-    pub const MAY_REPLICATE: u32 = Flags::MAY_REPLICATE.0;
-    pub const NO_MANDATORY_KEYS: u32 = Flags::NO_MANDATORY_KEYS.0;
-    pub const NO_ASYNC_LOADING: u32 = Flags::NO_ASYNC_LOADING.0;
-    pub const NO_MULTI: u32 = Flags::NO_MULTI.0;
-    pub const MOVABLEKEYS: u32 = Flags::MOVABLEKEYS.0;
-    pub const ALLOW_BUSY: u32 = Flags::ALLOW_BUSY.0;
+    pub const WRITE: u32 = Flags::WRITE.0 as u32;
+    pub const READONLY: u32 = Flags::READONLY.0 as u32;
+    pub const DENYOOM: u32 = Flags::DENYOOM.0 as u32;
+    pub const ADMIN: u32 = Flags::ADMIN.0 as u32;
+    pub const PUBSUB: u32 = Flags::PUBSUB.0 as u32;
+    pub const NOSCRIPT: u32 = Flags::NOSCRIPT.0 as u32;
+    pub const BLOCKING: u32 = Flags::BLOCKING.0 as u32;
+    pub const LOADING: u32 = Flags::LOADING.0 as u32;
+    pub const STALE: u32 = Flags::STALE.0 as u32;
+    pub const SKIP_MONITOR: u32 = Flags::SKIP_MONITOR.0 as u32;
+    pub const SKIP_SLOWLOG: u32 = Flags::SKIP_SLOWLOG.0 as u32;
+    pub const ASKING: u32 = Flags::ASKING.0 as u32;
+    pub const FAST: u32 = Flags::FAST.0 as u32;
+    pub const NO_AUTH: u32 = Flags::NO_AUTH.0 as u32;
+    pub const MAY_REPLICATE: u32 = Flags::MAY_REPLICATE.0 as u32;
+    pub const NO_MANDATORY_KEYS: u32 = Flags::NO_MANDATORY_KEYS.0 as u32;
+    pub const NO_ASYNC_LOADING: u32 = Flags::NO_ASYNC_LOADING.0 as u32;
+    pub const NO_MULTI: u32 = Flags::NO_MULTI.0 as u32;
+    pub const MOVABLEKEYS: u32 = Flags::MOVABLEKEYS.0 as u32;
+    pub const ALLOW_BUSY: u32 = Flags::ALLOW_BUSY.0 as u32;
 }
 
 /// ACL category bits, in the order Redis prints them ([`CATEGORIES`]).
@@ -373,7 +373,7 @@ fn flag_set(out: &mut ReplyBuf, bits: u64, names: &[&str]) {
 /// `COMMAND INFO`'s command flags, in Redis's order.
 pub fn reply_command_flags(out: &mut ReplyBuf, flags: u32) {
     let names = crate::core::spec::Flags::NAMES;
-    let f = crate::core::spec::Flags(flags);
+    let f = crate::core::spec::Flags(u64::from(flags));
     out.set(names.iter().filter(|(fl, _)| f.has(*fl)).count());
     for (fl, n) in names {
         if f.has(*fl) {

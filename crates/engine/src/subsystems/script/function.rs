@@ -1,5 +1,7 @@
-//! Redis Functions: `FUNCTION LOAD | DELETE | FLUSH | LIST | STATS | KILL |
-//! DUMP | RESTORE | HELP`, `FCALL` and `FCALL_RO`.
+//! Redis Functions' registry and runs: the libraries and their functions,
+//! what `FUNCTION LOAD | RESTORE | DELETE | FLUSH` change in it, and an
+//! `FCALL`'s run. The commands themselves are declared with the other
+//! families (`commands/function.rs`).
 //!
 //! A library is its code (with a `#!lua name=<lib>` line) and the functions
 //! its code registers with `redis.register_function`. The registry is
@@ -16,9 +18,8 @@ use std::sync::Arc;
 use resp::ReplyBuf;
 
 use super::{vm, Script, ScriptFlags, Target};
-use crate::core::ctx::{eq_ic, Args, Ctx};
+use crate::core::ctx::{Args, Ctx};
 use crate::core::error::{CmdError, CmdResult};
-use crate::core::spec::{Command, Flags, Lock};
 use crate::Shared;
 
 /// A registered function, as FUNCTION LIST shows it.
@@ -49,89 +50,6 @@ pub struct Libraries {
     /// library name.
     functions: BTreeMap<String, String>,
     next_version: u64,
-}
-
-const FCALL_KEYS: Lock = Lock::Custom { find: super::eval_keys };
-
-pub const COMMANDS: &[Command] = &[
-    Command::redis("FCALL", fcall)
-        .flags(Flags::MAY_REPLICATE.union(Flags::RUNS_SCRIPT))
-        .lock(FCALL_KEYS),
-    Command::redis("FCALL_RO", fcall_ro).flags(Flags::RUNS_SCRIPT).lock(FCALL_KEYS),
-    Command::redis("FUNCTION", container).subs(SUBS),
-];
-
-/// The subcommands that change the registry hold every stripe, as FLUSHALL
-/// does (no key is reported): a snapshot's instant, which holds them all,
-/// then falls cleanly before or after them, so the libraries a snapshot
-/// takes agree with where the AOF and the replication stream switch.
-const WRITE_KEYS: Lock = Lock::AllDbs;
-
-const SUBS: &[Command] = &[
-    Command::redis("DUMP", dump),
-    Command::redis("RESTORE", restore).lock(WRITE_KEYS),
-    Command::redis("DELETE", delete).lock(WRITE_KEYS),
-    Command::redis("FLUSH", flush).lock(WRITE_KEYS),
-    Command::redis("HELP", help),
-    Command::redis("KILL", kill),
-    Command::redis("LIST", list),
-    Command::redis("LOAD", load).lock(WRITE_KEYS),
-    Command::redis("STATS", stats),
-];
-
-fn container(_: &mut Ctx, args: &mut Args, _: &mut ReplyBuf) -> CmdResult {
-    Err(CmdError::UnknownSubcommand {
-        sub: args.peek().unwrap_or_default().to_vec(),
-        cmd: b"FUNCTION".to_vec(),
-    })
-}
-
-const HELP: &[&str] = &[
-    "FUNCTION <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-    "LOAD [REPLACE] <FUNCTION CODE>",
-    "    Create a new library with the given library name and code.",
-    "DELETE <LIBRARY NAME>",
-    "    Delete the given library.",
-    "LIST [LIBRARYNAME PATTERN] [WITHCODE]",
-    "    Return general information on all the libraries:",
-    "    * Library name",
-    "    * The engine used to run the Library",
-    "    * Library description",
-    "    * Functions list",
-    "    * Library code (if WITHCODE is given)",
-    "    It also possible to get only function that matches a pattern using LIBRARYNAME argument.",
-    "STATS",
-    "    Return information about the current function running:",
-    "    * Function name",
-    "    * Command used to run the function",
-    "    * Duration in MS that the function is running",
-    "    If no function is running, return nil",
-    "    In addition, returns a list of available engines.",
-    "KILL",
-    "    Kill the current running function.",
-    "FLUSH [ASYNC|SYNC]",
-    "    Delete all the libraries.",
-    "    When called without the optional mode argument, the behavior is determined by the",
-    "    lazyfree-lazy-user-flush configuration directive. Valid modes are:",
-    "    * ASYNC: Asynchronously flush the libraries.",
-    "    * SYNC: Synchronously flush the libraries.",
-    "DUMP",
-    "    Return a serialized payload representing the current libraries, can be restored using FUNCTION RESTORE command",
-    "RESTORE <PAYLOAD> [FLUSH|APPEND|REPLACE]",
-    "    Restore the libraries represented by the given payload, it is possible to give a restore policy to",
-    "    control how to handle existing libraries (default APPEND):",
-    "    * FLUSH: delete all existing libraries.",
-    "    * APPEND: appends the restored libraries to the existing libraries. On collision, abort.",
-    "    * REPLACE: appends the restored libraries to the existing libraries, On collision, replace the old",
-    "      libraries with the new libraries (notice that even on this option there is a chance of failure",
-    "      in case of functions name collision with another library).",
-    "HELP",
-    "    Prints this help.",
-];
-
-fn help(_: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
-    crate::core::ctx::help_reply(HELP, out);
-    Ok(())
 }
 
 /// Parses `#!lua name=<lib>`: the library name and the line's length.
@@ -177,31 +95,6 @@ fn parse_metadata(code: &[u8]) -> Result<(String, usize), CmdError> {
         ));
     }
     Ok((String::from_utf8(name).expect("checked ASCII"), end))
-}
-
-fn load(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
-    // As Redis parses it: every argument but the last is an option
-    // (REPLACE, any number of times), the last is the code.
-    let rest = args.rest();
-    let (&code, opts) =
-        rest.split_last().ok_or_else(|| CmdError::err("Function code is missing"))?;
-    let mut replace = false;
-    for o in opts {
-        if !eq_ic(o, "REPLACE") {
-            return Err(CmdError::err(
-                "Unknown option given: ".to_string() + &String::from_utf8_lossy(o),
-            ));
-        }
-        replace = true;
-    }
-    let lib = compile(cx.shared, code, |name| {
-        !replace && cx.shared.scripts.functions.read().libs.contains_key(name)
-    })?;
-    let name = lib.name.clone();
-    install(&mut cx.shared.scripts.functions.write(), vec![lib], replace)?;
-    cx.dirty(1);
-    out.bulk(name.as_bytes());
-    Ok(())
 }
 
 /// A library checked and run once: its name and functions.
@@ -285,6 +178,74 @@ fn install(reg: &mut Libraries, libs: Vec<Compiled>, replace: bool) -> CmdResult
     Ok(())
 }
 
+/// FUNCTION LOAD: compiles `code` and adds its library (replacing one of
+/// the same name with `replace`); its name.
+pub(crate) fn load_library(
+    shared: &Shared,
+    code: &[u8],
+    replace: bool,
+) -> Result<String, CmdError> {
+    let lib = compile(shared, code, |name| {
+        !replace && shared.scripts.functions.read().libs.contains_key(name)
+    })?;
+    let name = lib.name.clone();
+    install(&mut shared.scripts.functions.write(), vec![lib], replace)?;
+    Ok(name)
+}
+
+/// What FUNCTION RESTORE does with the libraries already there.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Policy {
+    /// Keep them; a name taken is an error.
+    Append,
+    /// A restored library replaces one of the same name.
+    Replace,
+    /// Delete them all first.
+    Flush,
+}
+
+/// FUNCTION RESTORE: compiles every library of a payload, then installs
+/// them all or none as `policy` says.
+pub(crate) fn restore_libraries(shared: &Shared, codes: &[Vec<u8>], policy: Policy) -> CmdResult {
+    let mut libs = Vec::new();
+    for code in codes {
+        let lib = compile(shared, code, |_| false)?;
+        if libs.iter().any(|l: &Compiled| l.name == lib.name) {
+            return Err(CmdError::err(format!("Library '{}' already exists", lib.name)));
+        }
+        libs.push(lib);
+    }
+    let mut reg = shared.scripts.functions.write();
+    if policy == Policy::Flush {
+        reg.libs.clear();
+        reg.functions.clear();
+    }
+    install(&mut reg, libs, policy != Policy::Append)
+}
+
+/// FUNCTION DELETE: removes library `name` and its functions.
+pub(crate) fn delete_library(shared: &Shared, name: &str) -> CmdResult {
+    let mut reg = shared.scripts.functions.write();
+    let Some(lib) = reg.libs.remove(name) else {
+        return Err(CmdError::err("Library not found"));
+    };
+    for f in &lib.functions {
+        reg.functions.remove(&f.name.to_ascii_lowercase());
+    }
+    Ok(())
+}
+
+/// The libraries, by name, as FUNCTION LIST shows them.
+pub(crate) fn libraries(shared: &Shared) -> Vec<Arc<Library>> {
+    shared.scripts.functions.read().libs.values().cloned().collect()
+}
+
+/// How many libraries and functions there are (FUNCTION STATS).
+pub(crate) fn counts(shared: &Shared) -> (usize, usize) {
+    let reg = shared.scripts.functions.read();
+    (reg.libs.len(), reg.functions.len())
+}
+
 // ---- Snapshots and FUNCTION DUMP / RESTORE --------------------------------
 // The encoding (RDB strings, LZF, version and CRC64) is the persistence
 // codec's, reached through `Host::snapshots`.
@@ -325,189 +286,6 @@ pub fn clear_libraries(shared: &Shared) {
     reg.functions.clear();
 }
 
-fn snapshots(cx: &Ctx) -> Result<Arc<dyn crate::subsystems::snapshot::Snapshots>, CmdError> {
-    crate::subsystems::snapshot::installed(cx.shared)
-}
-
-fn dump(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
-    let snap = snapshots(cx)?;
-    let codes = library_codes(cx.shared);
-    let cfg = cx.sess.conf(cx.shared).clone();
-    out.bulk(&snap.function_dump(&codes, &cfg));
-    Ok(())
-}
-
-fn restore(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
-    // Too many arguments before the policy's words (Redis's order).
-    if args.remaining() > 2 {
-        return Err(CmdError::SubcommandSyntax {
-            sub: args.argv()[1].to_vec(),
-            cmd: b"FUNCTION".to_vec(),
-        });
-    }
-    let payload = args.req()?;
-    let policy = match args.next() {
-        None => Policy::Append,
-        Some(p) if eq_ic(p, "APPEND") => Policy::Append,
-        Some(p) if eq_ic(p, "REPLACE") => Policy::Replace,
-        Some(p) if eq_ic(p, "FLUSH") => Policy::Flush,
-        Some(_) => {
-            return Err(CmdError::err(
-                "Wrong restore policy given, value should be either FLUSH, APPEND or REPLACE.",
-            ))
-        }
-    };
-    let snap = snapshots(cx)?;
-    let cfg = cx.sess.conf(cx.shared).clone();
-    let codes = snap.function_restore(payload, &cfg).map_err(CmdError::err)?;
-    let mut libs = Vec::new();
-    for code in codes {
-        let lib = compile(cx.shared, &code, |_| false)?;
-        if libs.iter().any(|l: &Compiled| l.name == lib.name) {
-            return Err(CmdError::err(format!("Library '{}' already exists", lib.name)));
-        }
-        libs.push(lib);
-    }
-    let mut reg = cx.shared.scripts.functions.write();
-    if policy == Policy::Flush {
-        reg.libs.clear();
-        reg.functions.clear();
-    }
-    install(&mut reg, libs, policy != Policy::Append)?;
-    drop(reg);
-    cx.dirty(1);
-    out.ok();
-    Ok(())
-}
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Policy {
-    Append,
-    Replace,
-    Flush,
-}
-
-fn delete(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
-    let name = String::from_utf8_lossy(args.req()?).into_owned();
-    let mut reg = cx.shared.scripts.functions.write();
-    let Some(lib) = reg.libs.remove(&name) else {
-        return Err(CmdError::err("Library not found"));
-    };
-    for f in &lib.functions {
-        reg.functions.remove(&f.name.to_ascii_lowercase());
-    }
-    drop(reg);
-    cx.dirty(1);
-    out.ok();
-    Ok(())
-}
-
-fn flush(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
-    args.at_most(1)?;
-    match args.rest() {
-        [] => {}
-        [m] if eq_ic(m, "SYNC") || eq_ic(m, "ASYNC") => {}
-        _ => return Err(CmdError::err("FUNCTION FLUSH only supports SYNC|ASYNC option")),
-    }
-    let mut reg = cx.shared.scripts.functions.write();
-    reg.libs.clear();
-    reg.functions.clear();
-    drop(reg);
-    cx.dirty(1);
-    cx.force_propagate();
-    out.ok();
-    Ok(())
-}
-
-fn list(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
-    let mut pattern: Option<&[u8]> = None;
-    let mut with_code = false;
-    while let Some(a) = args.next() {
-        if eq_ic(a, "WITHCODE") && !with_code {
-            with_code = true;
-        } else if eq_ic(a, "LIBRARYNAME") && pattern.is_none() {
-            pattern = Some(
-                args.next().ok_or_else(|| CmdError::err("library name argument was not given"))?,
-            );
-        } else {
-            return Err(CmdError::err(format!("Unknown argument {}", String::from_utf8_lossy(a))));
-        }
-    }
-    let reg = cx.shared.scripts.functions.read();
-    let libs: Vec<&Arc<Library>> = reg
-        .libs
-        .values()
-        .filter(|l| {
-            pattern.is_none_or(|p| crate::subsystems::glob::matches(p, l.name.as_bytes(), false))
-        })
-        .collect();
-    out.array(libs.len());
-    for lib in libs {
-        out.map(if with_code { 4 } else { 3 });
-        out.bulk(b"library_name");
-        out.bulk(lib.name.as_bytes());
-        out.bulk(b"engine");
-        out.bulk(b"LUA");
-        out.bulk(b"functions");
-        out.array(lib.functions.len());
-        for f in &lib.functions {
-            out.map(3);
-            out.bulk(b"name");
-            out.bulk(f.name.as_bytes());
-            out.bulk(b"description");
-            match &f.description {
-                Some(d) => out.bulk(d),
-                None => out.null(),
-            }
-            out.bulk(b"flags");
-            let names = f.flags.names();
-            out.set(names.len());
-            for n in names {
-                out.simple(n.as_bytes());
-            }
-        }
-        if with_code {
-            out.bulk(b"library_code");
-            out.bulk(&lib.code);
-        }
-    }
-    Ok(())
-}
-
-fn stats(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
-    // While an EVAL script is busy, Redis answers its BUSY text.
-    if cx.shared.scripts.is_busy() {
-        if let e @ CmdError::Busy = cx.shared.scripts.busy_error() {
-            return Err(e);
-        }
-    }
-    let reg = cx.shared.scripts.functions.read();
-    out.map(2);
-    out.bulk(b"running_script");
-    cx.shared.scripts.reply_running_function(out);
-    out.bulk(b"engines");
-    out.map(1);
-    out.bulk(b"LUA");
-    out.map(2);
-    out.bulk(b"libraries_count");
-    out.int(reg.libs.len() as i64);
-    out.bulk(b"functions_count");
-    out.int(reg.functions.len() as i64);
-    Ok(())
-}
-
-fn kill(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
-    super::kill_running(cx, true, out)
-}
-
-fn fcall(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
-    fcall_generic(cx, args, out, false)
-}
-
-fn fcall_ro(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
-    fcall_generic(cx, args, out, true)
-}
-
 /// The flags of function `name`, when it exists (every function declares
 /// its flags).
 pub(crate) fn flags_of(shared: &crate::core::shared::Shared, name: &[u8]) -> Option<ScriptFlags> {
@@ -520,7 +298,9 @@ pub(crate) fn flags_of(shared: &crate::core::shared::Shared, name: &[u8]) -> Opt
     Some(flags)
 }
 
-fn fcall_generic(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf, ro: bool) -> CmdResult {
+/// FCALL and FCALL_RO (`ro`): finds the function, checks its flags and
+/// runs it as an EVAL script runs.
+pub(crate) fn fcall(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf, ro: bool) -> CmdResult {
     let argv = args.argv();
     let name = String::from_utf8_lossy(argv[1]).into_owned();
     // Redis's order: the function, then numkeys.

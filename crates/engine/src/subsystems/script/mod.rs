@@ -1,5 +1,8 @@
-//! Scripting: `EVAL`, `EVALSHA`, `EVAL_RO`, `EVALSHA_RO` and `SCRIPT`, as
-//! Redis 7.0 runs them (Lua 5.1, effects replication).
+//! Scripting: what runs `EVAL`, `EVALSHA`, `EVAL_RO`, `EVALSHA_RO` and
+//! `FCALL` as Redis 7.0 runs them (Lua 5.1, effects replication). The
+//! commands are declared with the other families (`commands/scripting.rs`,
+//! `commands/function.rs`); this subsystem holds the script cache, the
+//! function registry, the Lua states and a run.
 //!
 //! The script cache (body by SHA1, with its shebang flags) is shared by
 //! every thread; each thread compiles what it runs in its own Lua state
@@ -25,10 +28,10 @@ use parking_lot::{Mutex, RwLock};
 use resp::ReplyBuf;
 use smallvec::SmallVec;
 
-use crate::core::ctx::{eq_ic, Args, Ctx};
+use crate::core::ctx::{Args, Ctx};
 use crate::core::dispatch::{self, Scope};
 use crate::core::error::{CmdError, CmdResult};
-use crate::core::spec::{Command, CommandSpec, Flags, KeyList, Lock};
+use crate::core::spec::{CommandSpec, Flags};
 
 pub mod busy;
 pub mod cjson;
@@ -312,7 +315,7 @@ impl Cache {
         self.map.read().values().map(|s| s.body.len() + 40 + 64).sum()
     }
 
-    fn flush(&self) {
+    pub(crate) fn flush(&self) {
         // A new table, not `clear`: a million cached scripts leave a
         // table of that capacity behind.
         *self.map.write() = HashMap::default();
@@ -465,63 +468,11 @@ impl ScriptFlags {
     }
 }
 
-// ---- commands ---------------------------------------------------------
-
-const EVAL_KEYS: Lock = Lock::Custom { find: eval_keys };
-
-pub const COMMANDS: &[Command] = &[
-    Command::redis("EVAL", eval)
-        .flags(Flags::MAY_REPLICATE.union(Flags::RUNS_SCRIPT))
-        .lock(EVAL_KEYS),
-    Command::redis("EVALSHA", evalsha)
-        .flags(Flags::MAY_REPLICATE.union(Flags::RUNS_SCRIPT))
-        .lock(EVAL_KEYS),
-    Command::redis("EVAL_RO", eval_ro).flags(Flags::RUNS_SCRIPT).lock(EVAL_KEYS),
-    Command::redis("EVALSHA_RO", evalsha_ro).flags(Flags::RUNS_SCRIPT).lock(EVAL_KEYS),
-    Command::redis("SCRIPT", container).subs(SCRIPT_SUBS),
-];
-
-const SCRIPT_SUBS: &[Command] = &[
-    Command::redis("DEBUG", script_debug),
-    Command::redis("EXISTS", script_exists),
-    Command::redis("FLUSH", script_flush),
-    Command::redis("HELP", script_help),
-    Command::redis("KILL", script_kill),
-    Command::redis("LOAD", script_load),
-];
-
-/// The declared keys: `numkeys` names after the script (locked before the
-/// handler runs).
-pub(crate) fn eval_keys<'a>(argv: &[&'a [u8]], db: usize, keys: &mut KeyList<'a>) {
-    let Some(n) = argv.get(2).and_then(|a| resp::parse_i64(a)) else { return };
-    if n > 0 && (n as usize) <= argv.len().saturating_sub(3) {
-        for &k in &argv[3..3 + n as usize] {
-            keys.push((db, k));
-        }
-    }
-}
-
-fn eval(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
-    eval_generic(cx, args, out, false, false)
-}
-
-fn evalsha(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
-    eval_generic(cx, args, out, true, false)
-}
-
-fn eval_ro(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
-    eval_generic(cx, args, out, false, true)
-}
-
-fn evalsha_ro(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
-    eval_generic(cx, args, out, true, true)
-}
-
 const NOSCRIPT: &str = "NOSCRIPT No matching script. Please use EVAL.";
 
 /// Finds a script by body, adding it to the cache (compiled in this
 /// thread's state) if new.
-fn load(cx: &mut Ctx, body: &[u8]) -> Result<([u8; 40], Arc<Script>), CmdError> {
+pub(crate) fn load(cx: &mut Ctx, body: &[u8]) -> Result<([u8; 40], Arc<Script>), CmdError> {
     let sha = sha1_hex(body);
     let cache = &cx.shared.scripts;
     if let Some(s) = cache.get(&sha) {
@@ -539,7 +490,9 @@ fn load(cx: &mut Ctx, body: &[u8]) -> Result<([u8; 40], Arc<Script>), CmdError> 
     Ok((sha, s))
 }
 
-fn eval_generic(
+/// EVAL, EVALSHA and their `_RO` forms (`by_sha`, `ro`): the script's
+/// checks, its run (debugged in `SCRIPT DEBUG` mode) and what ends it.
+pub(crate) fn eval(
     cx: &mut Ctx,
     args: &mut Args,
     out: &mut ReplyBuf,
@@ -776,78 +729,6 @@ pub(crate) fn relock(cx: &mut Ctx, keys: &[&[u8]], scope: Scope) -> CmdResult {
     dispatch::lock_scope(shared, cx.keys, cx.sess.db, scope, &mut ids)
 }
 
-/// Only reached for a bare `SCRIPT`, which arity rejects first.
-fn container(_: &mut Ctx, args: &mut Args, _: &mut ReplyBuf) -> CmdResult {
-    Err(CmdError::UnknownSubcommand {
-        sub: args.peek().unwrap_or_default().to_vec(),
-        cmd: b"SCRIPT".to_vec(),
-    })
-}
-
-const HELP: &[&str] = &[
-    "SCRIPT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-    "DEBUG (YES|SYNC|NO)",
-    "    Set the debug mode for subsequent scripts executed.",
-    "EXISTS <sha1> [<sha1> ...]",
-    "    Return information about the existence of the scripts in the script cache.",
-    "FLUSH [ASYNC|SYNC]",
-    "    Flush the Lua scripts cache. Very dangerous on replicas.",
-    "    When called without the optional mode argument, the behavior is determined by the",
-    "    lazyfree-lazy-user-flush configuration directive. Valid modes are:",
-    "    * ASYNC: Asynchronously flush the scripts cache.",
-    "    * SYNC: Synchronously flush the scripts cache.",
-    "KILL",
-    "    Kill the currently executing Lua script.",
-    "LOAD <script>",
-    "    Load a script into the scripts cache without executing it.",
-    "HELP",
-    "    Prints this help.",
-];
-
-fn script_help(_: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
-    crate::core::ctx::help_reply(HELP, out);
-    Ok(())
-}
-
-fn script_load(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
-    let body = args.req()?;
-    let (sha, _) = load(cx, body)?;
-    out.bulk(&sha);
-    Ok(())
-}
-
-fn script_exists(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
-    let rest = args.rest();
-    out.array(rest.len());
-    let map = cx.shared.scripts.map.read();
-    for a in rest {
-        let found = a.len() == 40 && {
-            let mut sha = [0u8; 40];
-            for (d, s) in sha.iter_mut().zip(a.iter()) {
-                *d = s.to_ascii_lowercase();
-            }
-            map.contains_key(&sha)
-        };
-        out.int(found as i64);
-    }
-    Ok(())
-}
-
-fn script_flush(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
-    match args.rest() {
-        [] => {}
-        [m] if eq_ic(m, "SYNC") || eq_ic(m, "ASYNC") => {}
-        _ => return Err(CmdError::err("SCRIPT FLUSH only support SYNC|ASYNC option")),
-    }
-    cx.shared.scripts.flush();
-    out.ok();
-    Ok(())
-}
-
-fn script_kill(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
-    kill_running(cx, false, out)
-}
-
 /// `SCRIPT KILL` (`function` false) and `FUNCTION KILL`, as Redis's
 /// scriptKill: NOTBUSY, then UNKILLABLE, then the BUSY text of the other
 /// kind when the busy script is not of the command's kind.
@@ -873,26 +754,6 @@ pub(crate) fn kill_running(cx: &mut Ctx, function: bool, out: &mut ReplyBuf) -> 
     for r in busy {
         r.kill.store(true, Ordering::Relaxed);
     }
-    out.ok();
-    Ok(())
-}
-
-fn script_debug(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
-    let mode = args.req()?;
-    // Replies still unwritten would come after the debugger's own output,
-    // which goes straight to the socket.
-    if !out.is_empty() {
-        return Err(CmdError::err("SCRIPT DEBUG must be called outside a pipeline"));
-    }
-    cx.sess.ldb = if eq_ic(mode, "NO") {
-        None
-    } else if eq_ic(mode, "YES") {
-        Some(ldb::Mode::Yes)
-    } else if eq_ic(mode, "SYNC") {
-        Some(ldb::Mode::Sync)
-    } else {
-        return Err(CmdError::err("Use SCRIPT DEBUG YES/SYNC/NO"));
-    };
     out.ok();
     Ok(())
 }

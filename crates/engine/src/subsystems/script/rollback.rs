@@ -6,7 +6,10 @@
 //! specification's keys, in their databases) is saved once, as `DUMP`
 //! and `PTTL` see it. When the session ends every saved key is put back
 //! (`RESTORE … REPLACE`, or `DEL` for one that did not exist), through
-//! the dispatcher under the locks the script holds. Nothing of the
+//! the one door under the locks the script holds, as a replay: they are
+//! not the script's commands, so neither the session's ACL user nor the
+//! server's state (a read-only replica, memory) refuses them, and they
+//! are not fed to MONITOR. Nothing of the
 //! session is propagated (AOF, replicas): neither the script's writes nor
 //! their undoing. What is not undone, unlike a fork: the keyspace
 //! notifications the writes sent, their `WATCH` invalidations, their
@@ -20,7 +23,8 @@ use std::collections::HashSet;
 use resp::{Frame, ReplyBuf};
 use store::Locks;
 
-use crate::core::dispatch::{self, Caller, Lookup};
+use crate::core::dispatch::Caller;
+use crate::core::door::{self, Hold};
 use crate::core::session::Session;
 use crate::core::shared::Shared;
 use crate::core::spec::{CommandSpec, KeyList, KeySpec};
@@ -51,9 +55,6 @@ pub(crate) fn active() -> bool {
     UNDO.with(|u| u.borrow().is_some())
 }
 
-const SCRIPT: Caller =
-    Caller::Script { read_only: false, allow_oom: true, dirty: true, obeys: false };
-
 /// Runs `argv` in database `db` (an internal call: its propagation is
 /// dropped); the reply as a frame.
 fn run<'a>(
@@ -63,11 +64,12 @@ fn run<'a>(
     db: usize,
     argv: &[&[u8]],
 ) -> Option<Frame> {
-    let Lookup::Found(spec) = dispatch::lookup(shared, argv) else { return None };
+    let spec = door::lookup(shared, argv).ok()?;
     let saved_db = std::mem::replace(&mut sess.db, db);
     let ops = sess.fx.ops_len();
     let mut buf = ReplyBuf::new();
-    dispatch::call(shared, sess, keys, spec, argv, &mut buf, SCRIPT);
+    // The debugged run holds every database: the keys' stripes are held.
+    door::run(shared, sess, keys, spec, argv, &mut buf, Caller::Replay, Hold::Held);
     sess.fx.drop_ops_from(ops);
     sess.db = saved_db;
     let bytes = buf.to_vec();

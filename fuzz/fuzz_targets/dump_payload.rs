@@ -1,0 +1,5 @@
+//! cargo-fuzz binary for `sluice_fuzz::dump` (what it feeds and checks is
+//! said there).
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| sluice_fuzz::dump::run(data));
