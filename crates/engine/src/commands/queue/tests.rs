@@ -637,6 +637,6 @@ fn loadjob_is_refused_at_the_door_for_every_caller_but_a_replay() {
     let line = stats.lines().find(|l| l.starts_with("cmdstat_loadjob:")).expect(&stats);
     assert!(line.contains("calls=0,") && line.contains("rejected_calls=2,"), "{line}");
 
-    replay(&mut fresh, &[load.clone()]);
+    replay(&mut fresh, std::slice::from_ref(&load));
     assert_eq!(fresh.run(&["QLEN", "q"]), ":1\r\n");
 }
