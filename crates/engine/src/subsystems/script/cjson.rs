@@ -49,8 +49,9 @@ impl Default for Config {
 type Flagged = mlua::Result<MultiValue>;
 
 /// The prelude's `raising` protocol: 0 and the values, or 2 and a message
-/// that gets the caller's position.
-fn flagged(lua: &Lua, r: Result<Vec<Value>, String>) -> Flagged {
+/// that gets the caller's position (cjson, cmsgpack and struct all answer
+/// through it).
+pub(super) fn flagged(lua: &Lua, r: Result<Vec<Value>, String>) -> Flagged {
     Ok(match r {
         Ok(mut v) => {
             v.insert(0, Value::Integer(0));

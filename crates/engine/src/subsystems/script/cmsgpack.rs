@@ -20,17 +20,7 @@ const TOO_MANY: &str =
 /// first (2: an error message that gets the caller's position).
 pub fn library(lua: &Lua) -> mlua::Result<Table> {
     let t = lua.create_table()?;
-    let flagged = |lua: &Lua, r: Result<Vec<Value>, String>| -> mlua::Result<MultiValue> {
-        Ok(match r {
-            Ok(mut v) => {
-                v.insert(0, Value::Integer(0));
-                MultiValue::from_vec(v)
-            }
-            Err(m) => {
-                MultiValue::from_vec(vec![Value::Integer(2), Value::String(lua.create_string(m)?)])
-            }
-        })
-    };
+    let flagged = super::cjson::flagged;
     t.raw_set(
         "pack",
         lua.create_function(move |lua, args: MultiValue| {
