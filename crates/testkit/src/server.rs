@@ -30,7 +30,9 @@ pub fn free_port() -> u16 {
         .expect("bind 127.0.0.1:0")
 }
 
-/// A fresh directory under the system temp dir (the caller removes it).
+/// A fresh directory under the system temp dir. The caller may remove it;
+/// whatever is left is removed when the test process exits, so a test run
+/// leaves no data files behind (CI machines share their disk).
 pub fn scratch_dir(tag: &str) -> PathBuf {
     static N: AtomicUsize = AtomicUsize::new(0);
     let d = std::env::temp_dir().join(format!(
@@ -40,7 +42,32 @@ pub fn scratch_dir(tag: &str) -> PathBuf {
         N.fetch_add(1, Ordering::Relaxed)
     ));
     std::fs::create_dir_all(&d).expect("create scratch dir");
+    remove_at_exit(&d);
     d
+}
+
+/// Directories [`scratch_dir`] handed out, removed by an `atexit` hook.
+static AT_EXIT: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+fn remove_at_exit(d: &std::path::Path) {
+    extern "C" fn remove_all() {
+        let dirs = match AT_EXIT.lock() {
+            Ok(mut v) => std::mem::take(&mut *v),
+            Err(_) => return,
+        };
+        for d in dirs {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    // SAFETY: `remove_all` is a plain `extern "C" fn()` that neither
+    // unwinds nor calls `exit`; registering it once is what atexit expects.
+    HOOK.call_once(|| unsafe {
+        libc::atexit(remove_all);
+    });
+    if let Ok(mut v) = AT_EXIT.lock() {
+        v.push(d.to_path_buf());
+    }
 }
 
 /// A running server process; killed (and its scratch directory removed)
