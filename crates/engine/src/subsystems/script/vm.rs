@@ -79,11 +79,20 @@ pub struct Vm {
     in_front: [std::cell::Cell<bool>; 2],
     /// Runs since the last collection step.
     runs: std::cell::Cell<u32>,
+    /// Bytes in use when the last collection cycle ended, or `None` while
+    /// a cycle is under way (then every period steps it further).
+    gc_floor: std::cell::Cell<Option<usize>>,
 }
 
 /// Runs between two collection steps, and the step's size (Redis's
 /// `LUA_GC_CYCLE_PERIOD`).
 const GC_PERIOD: u32 = 50;
+
+/// Growth since the last finished cycle below which a period's step is
+/// skipped: on a heap this small the step is a whole cycle (every live
+/// object marked again), which cost EVALSHA about 2,000 instructions per
+/// run when taken every 50 runs whatever the garbage.
+const GC_SLACK: usize = 16 << 10;
 
 /// Most elements a kept KEYS or ARGV table is refilled with (a longer
 /// list gets a table of its own, as do functions' keys and args).
@@ -346,6 +355,7 @@ impl Vm {
             kept_len: Default::default(),
             in_front: Default::default(),
             runs: Default::default(),
+            gc_floor: Default::default(),
         })
     }
 
@@ -694,18 +704,36 @@ impl Vm {
         }
         // A collection step every `GC_PERIOD` runs, as Redis's
         // evalGenericCommand makes one: the garbage of short scripts is
-        // collected a little at a time instead of piling up to a full
-        // cycle (which keeps `used_memory_lua` near the live size).
+        // collected a little at a time instead of piling up until Lua's
+        // own collector doubles the heap (which keeps `used_memory_lua`
+        // near the live size). Unlike Redis, a period whose runs left
+        // less than `GC_SLACK` behind since the last finished cycle takes
+        // no step.
         let runs = self.runs.get() + 1;
         if runs >= GC_PERIOD {
             self.runs.set(0);
-            // The step may resize the string table: with the limit lifted
-            // that cannot fail (and raise outside a protected call).
-            let _unlimited = Unlimited::new(lua);
-            // SAFETY: a collection step on the main state, outside any
-            // run; the finalisers it may call are mlua's, which do not
-            // raise.
-            unsafe { mlua::ffi::lua_gc(self.state, mlua::ffi::LUA_GCSTEP, GC_PERIOD as i32) };
+            let used = lua.used_memory();
+            let due = match self.gc_floor.get() {
+                Some(floor) if used < floor + GC_SLACK => {
+                    // Lua's own collector may have finished a cycle since.
+                    self.gc_floor.set(Some(floor.min(used)));
+                    false
+                }
+                _ => true,
+            };
+            if due {
+                // The step may resize the string table: with the limit
+                // lifted that cannot fail (and raise outside a protected
+                // call).
+                let _unlimited = Unlimited::new(lua);
+                // SAFETY: a collection step on the main state, outside
+                // any run; the finalisers it may call are mlua's, which
+                // do not raise.
+                let ended = unsafe {
+                    mlua::ffi::lua_gc(self.state, mlua::ffi::LUA_GCSTEP, GC_PERIOD as i32)
+                };
+                self.gc_floor.set((ended == 1).then(|| lua.used_memory()));
+            }
         } else {
             self.runs.set(runs);
         }
