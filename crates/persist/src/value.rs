@@ -520,7 +520,7 @@ pub fn read_value(r: &mut Reader<'_>, t: u8, lim: &Limits) -> Result<Value, Erro
                 }
             }
             z.shrink_if_small(maxlen, lim.zset);
-            Value::ZSet(Box::new(z))
+            Value::ZSet(z)
         }
         ty::ZSET_ZIPLIST | ty::ZSET_LISTPACK => {
             let zset_corrupt = if t == ty::ZSET_LISTPACK {
@@ -557,7 +557,7 @@ pub fn read_value(r: &mut Reader<'_>, t: u8, lim: &Limits) -> Result<Value, Erro
             if z.len() > lim.zset.max_entries {
                 z.to_skiplist();
             }
-            Value::ZSet(Box::new(z))
+            Value::ZSet(z)
         }
         ty::HASH => {
             let n = r.len()?;
@@ -569,7 +569,7 @@ pub fn read_value(r: &mut Reader<'_>, t: u8, lim: &Limits) -> Result<Value, Erro
                     return Err(bad("Duplicate hash fields detected"));
                 }
             }
-            Value::Hash(Box::new(h))
+            Value::Hash(h)
         }
         ty::HASH_ZIPLIST | ty::HASH_LISTPACK => {
             let (corrupt, dup) = if t == ty::HASH_LISTPACK {
@@ -600,7 +600,7 @@ pub fn read_value(r: &mut Reader<'_>, t: u8, lim: &Limits) -> Result<Value, Erro
                     return Err(bad(dup));
                 }
             }
-            Value::Hash(Box::new(h))
+            Value::Hash(h)
         }
         ty::HASH_ZIPMAP => {
             let blob = r.bytes()?;
@@ -612,7 +612,7 @@ pub fn read_value(r: &mut Reader<'_>, t: u8, lim: &Limits) -> Result<Value, Erro
                     return Err(bad("Hash zipmap with dup elements"));
                 }
             }
-            Value::Hash(Box::new(h))
+            Value::Hash(h)
         }
         ty::STREAM_LISTPACKS | ty::STREAM_LISTPACKS_2 | ty::STREAM_LISTPACKS_3 => {
             Value::Stream(Box::new(crate::stream::read_stream(r, t)?))

@@ -91,7 +91,7 @@ fn value() -> impl Strategy<Value = Value> {
             for (f, x) in v {
                 h.set(&f, &x, lim.hash_max_entries, lim.hash_max_value);
             }
-            Value::Hash(Box::new(h))
+            Value::Hash(h)
         }),
         proptest::collection::vec(bytes(), 1..600).prop_map(move |v| {
             let mut s = Set::new_ints();
@@ -105,7 +105,7 @@ fn value() -> impl Strategy<Value = Value> {
             for (m, sc) in v {
                 z.set(&m, sc, lim.zset);
             }
-            Value::ZSet(Box::new(z))
+            Value::ZSet(z)
         }),
     ]
 }

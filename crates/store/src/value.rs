@@ -27,11 +27,11 @@ pub enum Value {
     /// pointer is cheap. Build one with [`Value::raw`].
     Raw(Box<Vec<u8>>),
     List(Box<List>),
-    Hash(Box<Hash>),
-    /// Not boxed: a set is 16 bytes, and a small one (an intset) then costs
-    /// its one allocation.
+    /// Hashes, sets and sorted sets are not boxed: each is 16 bytes, and a
+    /// small one (a listpack, an intset) then costs its one allocation.
+    Hash(Hash),
     Set(Set),
-    ZSet(Box<ZSet>),
+    ZSet(ZSet),
     Stream(Box<Stream>),
 }
 
@@ -246,9 +246,10 @@ mod size_tests {
     /// The per-key cost depends on these staying small.
     #[test]
     fn value_and_entry_sizes() {
+        // Held in the `Value` itself, beside its tag.
         assert_eq!(std::mem::size_of::<crate::types::Set>(), 16);
-        // Boxed in a `Value`: a 16-byte box is jemalloc's 16-byte class.
         assert_eq!(std::mem::size_of::<crate::types::ZSet>(), 16);
+        assert_eq!(std::mem::size_of::<crate::types::Hash>(), 16);
         assert_eq!(std::mem::size_of::<super::Value>(), 24);
         assert_eq!(std::mem::size_of::<crate::Entry>(), 32);
     }

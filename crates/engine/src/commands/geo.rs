@@ -812,7 +812,7 @@ fn radius_generic(
                     z.set(&p.member, if storedist { p.dist } else { p.score }, lim);
                 }
                 z.shrink_if_small(maxlen, lim);
-                Value::ZSet(Box::new(z))
+                Value::ZSet(z)
             });
             let event = if flags & SEARCH != 0 { "geosearchstore" } else { "georadiusstore" };
             cx.store_or_delete(dst, result, Class::ZSET, event, points.len() as u64);

@@ -88,7 +88,7 @@ fn write_hash<T>(
             let mut h = Hash::new();
             let r = f(&mut h)?;
             if !h.is_empty() {
-                place.insert(Value::Hash(Box::new(h)));
+                place.insert(Value::Hash(h));
             }
             Ok(r)
         }
@@ -130,7 +130,7 @@ fn set_pairs(cx: &mut Ctx, args: &mut Args, name: &str) -> Result<i64, CmdError>
         KeyEntry::Vacant(place) => {
             let mut h = Hash::new();
             let added = set_all(&mut h);
-            place.insert(Value::Hash(Box::new(h)));
+            place.insert(Value::Hash(h));
             added
         }
     };

@@ -13,6 +13,8 @@
 //! trusts it: every decoder is bounds-checked and reports corruption as
 //! [`Corrupt`], never a panic.
 
+use store::types::list::grow_exact;
+
 /// Registers index bits.
 pub const P: u32 = 14;
 /// Number of registers.
@@ -290,6 +292,12 @@ fn sparse_raise(
     let delta = seq.len() as isize - oplen as isize;
     if delta > 0 && v.len() + delta as usize > max_bytes {
         return promote(v, index, count);
+    }
+    if delta > 0 {
+        // To the next size class, not double: a sparse value grows by a
+        // few bytes at a time and most stay sparse for good, so doubling
+        // left a third of each one empty.
+        grow_exact(v, delta as usize);
     }
     v.splice(p..p + oplen, seq);
     merge_after(v, prev);

@@ -4,8 +4,11 @@
 //! back in one buffer, each string behind a varint length, in insertion
 //! order so HGETALL and friends reply in the order Redis's listpack would.
 //! A pair costs its bytes plus two (for strings under 128 bytes), as in
-//! Redis, and the buffer is sized to the allocator's size classes so that
-//! appends reallocate no more often than Redis's `lpInsert` does. Past the
+//! Redis. The buffer is one exact-size allocation and no count is kept
+//! (it is a walk of at most `hash-max-listpack-entries` pairs, as every
+//! listpack operation is), so a hash is 16 bytes and lives in its key's
+//! value without a box of its own; appends reallocate as Redis's
+//! `lpInsert` does, in place while the size class holds. Past the
 //! configured thresholds it becomes a `hashtable` ([`Table`]), as Redis
 //! converts, and never goes back.
 
@@ -13,7 +16,7 @@ use std::fmt;
 
 use crate::bytes::SmallBytes;
 use crate::table::Table;
-use crate::types::list::{grow_exact, read_varint, varint_len, write_varint};
+use crate::types::list::{read_varint, varint_len, write_varint};
 
 /// A hash value.
 #[derive(Default)]
@@ -22,16 +25,26 @@ pub struct Hash {
 }
 
 enum Repr {
-    /// Pairs as `len field len value`, `len` a LEB128 varint; `n` pairs.
-    Pack { buf: Vec<u8>, n: u32 },
-    /// Boxed: a small hash then costs 32 bytes, not a table header.
+    /// Pairs as `len field len value`, `len` a LEB128 varint.
+    Pack(Box<[u8]>),
+    /// Boxed: its pointer sits beside the packed buffer's, so a hash is
+    /// 16 bytes whichever its encoding.
     Table(Box<Table<SmallBytes>>),
 }
 
 impl Default for Repr {
     fn default() -> Self {
-        Repr::Pack { buf: Vec::new(), n: 0 }
+        Repr::Pack(Box::default())
     }
+}
+
+/// Runs `f` on the packed buffer as a vector, then stores it back at its
+/// exact length (jemalloc resizes in place within a size class).
+fn edit<R>(buf: &mut Box<[u8]>, f: impl FnOnce(&mut Vec<u8>) -> R) -> R {
+    let mut v = std::mem::take(buf).into_vec();
+    let r = f(&mut v);
+    *buf = v.into_boxed_slice();
+    r
 }
 
 /// Walks a packed buffer pair by pair.
@@ -112,31 +125,34 @@ impl Hash {
     /// Number of fields.
     pub fn len(&self) -> usize {
         match &self.repr {
-            Repr::Pack { n, .. } => *n as usize,
+            Repr::Pack(buf) => PackIter::new(buf).count(),
             Repr::Table(t) => t.len(),
         }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        match &self.repr {
+            Repr::Pack(buf) => buf.is_empty(),
+            Repr::Table(t) => t.len() == 0,
+        }
     }
 
     /// The name `OBJECT ENCODING` reports.
     pub fn encoding(&self) -> &'static str {
         match self.repr {
-            Repr::Pack { .. } => "listpack",
+            Repr::Pack(_) => "listpack",
             Repr::Table(_) => "hashtable",
         }
     }
 
     pub fn is_listpack(&self) -> bool {
-        matches!(self.repr, Repr::Pack { .. })
+        matches!(self.repr, Repr::Pack(_))
     }
 
     /// Approximate heap bytes owned.
     pub fn heap_size(&self) -> usize {
         match &self.repr {
-            Repr::Pack { buf, .. } => buf.capacity(),
+            Repr::Pack(buf) => buf.len(),
             Repr::Table(t) => {
                 let strings: usize = t.iter().map(|(f, x)| f.len() + x.heap_size()).sum();
                 strings + t.buckets() * 4 + t.len() * (8 + 2 * std::mem::size_of::<SmallBytes>())
@@ -147,7 +163,7 @@ impl Hash {
     /// The value of `field`.
     pub fn get(&self, field: &[u8]) -> Option<&[u8]> {
         match &self.repr {
-            Repr::Pack { buf, .. } => pack_find(buf, field).map(|(_, vstart, end)| {
+            Repr::Pack(buf) => pack_find(buf, field).map(|(_, vstart, end)| {
                 let (_, at) = read_varint(buf, vstart);
                 &buf[at..end]
             }),
@@ -173,7 +189,7 @@ impl Hash {
             self.convert();
         }
         let added = match &mut self.repr {
-            Repr::Pack { buf, n } => match pack_find(buf, field) {
+            Repr::Pack(buf) => match pack_find(buf, field) {
                 Some((_, vstart, end)) => {
                     let (vlen, at) = read_varint(buf, vstart);
                     if vlen == value.len() {
@@ -181,10 +197,9 @@ impl Hash {
                     } else {
                         let mut enc = Vec::with_capacity(varint_len(value.len()) + value.len());
                         pack_push(&mut enc, value);
-                        if enc.len() > end - vstart {
-                            grow_exact(buf, enc.len() - (end - vstart));
-                        }
-                        buf.splice(vstart..end, enc);
+                        edit(buf, |v| {
+                            v.splice(vstart..end, enc);
+                        });
                     }
                     false
                 }
@@ -193,17 +208,24 @@ impl Hash {
                         + field.len()
                         + varint_len(value.len())
                         + value.len();
-                    grow_exact(buf, need);
-                    pack_push(buf, field);
-                    pack_push(buf, value);
-                    *n += 1;
+                    edit(buf, |v| {
+                        v.reserve_exact(need);
+                        pack_push(v, field);
+                        pack_push(v, value);
+                    });
                     true
                 }
             },
             Repr::Table(t) => t.insert(field, SmallBytes::new(value)).1.is_none(),
         };
-        if self.is_listpack() && self.len() > max_entries {
-            self.convert();
+        // Redis checks the count after every listpack write (a lowered
+        // `hash-max-listpack-entries` converts on an update too). A pair
+        // takes at least two bytes, so only a buffer that could hold more
+        // than the limit is walked.
+        if let Repr::Pack(buf) = &self.repr {
+            if buf.len() / 2 > max_entries && PackIter::new(buf).count() > max_entries {
+                self.convert();
+            }
         }
         added
     }
@@ -211,10 +233,11 @@ impl Hash {
     /// Removes `field`; true if it was there.
     pub fn remove(&mut self, field: &[u8]) -> bool {
         match &mut self.repr {
-            Repr::Pack { buf, n } => match pack_find(buf, field) {
+            Repr::Pack(buf) => match pack_find(buf, field) {
                 Some((start, _, end)) => {
-                    buf.drain(start..end);
-                    *n -= 1;
+                    edit(buf, |v| {
+                        v.drain(start..end);
+                    });
                     true
                 }
                 None => false,
@@ -226,7 +249,7 @@ impl Hash {
     /// Pairs in encoding order (insertion order for listpacks).
     pub fn iter(&self) -> Iter<'_> {
         match &self.repr {
-            Repr::Pack { buf, .. } => Iter::Pack(PackIter::new(buf)),
+            Repr::Pack(buf) => Iter::Pack(PackIter::new(buf)),
             Repr::Table(t) => Iter::Table(Box::new(t.iter())),
         }
     }
@@ -235,7 +258,7 @@ impl Hash {
     /// listpack is visited whole and answers cursor 0, as Redis does.
     pub fn scan(&self, cursor: u64, mut visit: impl FnMut(&[u8], &[u8])) -> u64 {
         match &self.repr {
-            Repr::Pack { buf, .. } => {
+            Repr::Pack(buf) => {
                 for (f, x) in PackIter::new(buf) {
                     visit(f, x);
                 }
@@ -249,11 +272,12 @@ impl Hash {
     /// in Redis).
     pub fn random(&self, mut rand: impl FnMut() -> u64) -> Option<(&[u8], &[u8])> {
         match &self.repr {
-            Repr::Pack { buf, n } => {
-                if *n == 0 {
+            Repr::Pack(buf) => {
+                let n = PackIter::new(buf).count() as u64;
+                if n == 0 {
                     return None;
                 }
-                PackIter::new(buf).nth((rand() % u64::from(*n)) as usize)
+                PackIter::new(buf).nth((rand() % n) as usize)
             }
             Repr::Table(t) => {
                 let i = t.random_index(rand)?;
@@ -263,7 +287,7 @@ impl Hash {
     }
 
     fn convert(&mut self) {
-        if let Repr::Pack { buf, .. } = &self.repr {
+        if let Repr::Pack(buf) = &self.repr {
             let mut t = Table::new();
             for (f, x) in PackIter::new(buf) {
                 t.insert_owned(SmallBytes::new(f), SmallBytes::new(x));
@@ -276,7 +300,7 @@ impl Hash {
 impl Clone for Hash {
     fn clone(&self) -> Self {
         match &self.repr {
-            Repr::Pack { buf, n } => Hash { repr: Repr::Pack { buf: buf.clone(), n: *n } },
+            Repr::Pack(buf) => Hash { repr: Repr::Pack(buf.clone()) },
             Repr::Table(t) => {
                 let mut c = Table::new();
                 for (f, x) in t.iter() {

@@ -23,17 +23,28 @@ const SIZE_SAFETY_LIMIT: usize = 8192;
 /// Bytes a chunk may hold for the negative fills -1 … -5.
 const SIZE_LIMITS: [usize; 5] = [4096, 8192, 16384, 32768, 65536];
 
+/// The byte bound of a chunk under `fill`: what `Chunk::allows` lets its
+/// elements take, and so the most its front room ever needs to reach.
+#[inline]
+fn byte_limit(fill: i32) -> usize {
+    if fill >= 0 {
+        SIZE_SAFETY_LIMIT
+    } else {
+        SIZE_LIMITS[((-fill) as usize - 1).min(4)]
+    }
+}
+
 /// The allocation jemalloc would hand out for `n` bytes: four size classes
 /// per power of two above 64 bytes, 16-byte steps below. Growing a buffer
 /// to the class instead of doubling it wastes at most a quarter.
-pub(crate) fn size_class(n: usize) -> usize {
+pub fn size_class(n: usize) -> usize {
     let step = (n.next_power_of_two() / 8).max(16);
     n.div_ceil(step) * step
 }
 
 /// Makes room for `extra` more bytes, growing to a size class.
 #[inline]
-pub(crate) fn grow_exact(buf: &mut Vec<u8>, extra: usize) {
+pub fn grow_exact(buf: &mut Vec<u8>, extra: usize) {
     if buf.capacity() - buf.len() < extra {
         let want = size_class(buf.len() + extra);
         buf.reserve_exact(want - buf.len());
@@ -217,11 +228,7 @@ impl Chunk {
         }
         let used = if front { self.buf.len() - self.begin() } else { self.buf.len() };
         let sz = used + entry_size(n);
-        if fill >= 0 {
-            self.len() < fill.max(1) as usize && sz <= SIZE_SAFETY_LIMIT
-        } else {
-            sz <= SIZE_LIMITS[((-fill) as usize - 1).min(4)]
-        }
+        sz <= byte_limit(fill) && (fill < 0 || self.len() < fill.max(1) as usize)
     }
 
     fn push_back(&mut self, v: &[u8]) {
@@ -237,12 +244,18 @@ impl Chunk {
         self.n += 1;
     }
 
-    fn push_front(&mut self, v: &[u8]) {
+    /// Pushes at the front; `limit` is the chunk's byte bound
+    /// ([`byte_limit`]).
+    fn push_front(&mut self, v: &[u8], limit: usize) {
         let sz = entry_size(v.len());
         if self.begin() < sz {
-            // Grow the front room geometrically, as a Vec grows its back.
+            // Grow the front room geometrically, as a Vec grows its back,
+            // but never past what the chunk may hold: a chunk filled by
+            // LPUSH would otherwise end with up to half its buffer as
+            // room no element can take (100-byte elements cost 181 bytes
+            // each, against Redis's 105).
             let data = self.buf.len() - self.begin();
-            let room = sz.max(data).max(16);
+            let room = sz.max(data.max(16).min(limit.saturating_sub(data)));
             let mut nb = Vec::with_capacity(size_class(room + data));
             nb.resize(room, 0);
             nb.extend_from_slice(&self.buf[self.begin()..]);
@@ -284,9 +297,9 @@ impl Chunk {
     }
 
     /// Inserts before element `i` (`i < len`).
-    fn insert(&mut self, i: usize, v: &[u8]) {
+    fn insert(&mut self, i: usize, v: &[u8], limit: usize) {
         if i == 0 {
-            return self.push_front(v);
+            return self.push_front(v, limit);
         }
         let p = self.pos(i);
         let sz = entry_size(v.len());
@@ -449,7 +462,7 @@ impl List {
     pub fn push_front(&mut self, v: &[u8]) {
         let fill = self.fill;
         match self.chunks.front_mut() {
-            Some(c) if c.allows(v.len(), fill, true) => c.push_front(v),
+            Some(c) if c.allows(v.len(), fill, true) => c.push_front(v, byte_limit(fill)),
             _ => self.new_chunk(End::Head, v),
         }
         self.len += 1;
@@ -540,12 +553,13 @@ impl List {
             return false;
         }
         let (c, j) = self.locate(i);
+        let limit = byte_limit(self.fill);
         let ch = &mut self.chunks[c];
         ch.remove(j);
         if j == ch.len() {
             ch.push_back(v);
         } else {
-            ch.insert(j, v);
+            ch.insert(j, v, limit);
         }
         true
     }
@@ -561,7 +575,7 @@ impl List {
         let (c, j) = self.locate(i);
         let fill = self.fill;
         if self.chunks[c].allows(v.len(), fill, false) {
-            self.chunks[c].insert(j, v);
+            self.chunks[c].insert(j, v, byte_limit(fill));
         } else if j == 0 {
             // Between two chunks: join the previous one if it has room.
             match self.chunks.get_mut(c - 1) {
@@ -873,5 +887,22 @@ mod tests {
         }
         assert_eq!(l.len(), 10);
         assert!(l.heap_size() < 64 * 1024, "{}", l.heap_size());
+    }
+
+    /// Regression: a chunk filled at the front doubled its front room
+    /// past the chunk's byte bound, so an LPUSHed list of 100-byte
+    /// elements kept up to half of every 8 KB chunk empty (181 bytes an
+    /// element). Now only the last size class's rounding is left.
+    #[test]
+    fn lpush_chunks_do_not_keep_room_past_their_bound() {
+        for fill in [-1, -2, -5, 128] {
+            let mut l = List::new(fill);
+            for _ in 0..20_000 {
+                l.push_front(&[b'x'; 100]);
+            }
+            let per = l.heap_size() as f64 / l.len() as f64;
+            // 102 bytes of entry, a few percent of chunk slack.
+            assert!(per < 112.0, "fill {fill}: {per} bytes per element");
+        }
     }
 }

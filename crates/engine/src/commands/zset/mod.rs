@@ -248,7 +248,7 @@ fn zadd_with(cx: &mut Ctx, args: &mut Args, mut f: AddFlags, out: &mut ReplyBuf)
         KeyEntry::Vacant(place) => {
             let mut z = ZSet::new_for(rest[1].len(), lim);
             let t = add_members(&mut z, rest, &scores, f, lim);
-            place.insert(Value::ZSet(Box::new(z)));
+            place.insert(Value::ZSet(z));
             t
         }
     };

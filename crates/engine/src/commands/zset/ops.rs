@@ -357,7 +357,7 @@ fn aggregate(target: &mut f64, v: f64, agg: Agg) {
 
 /// One input of the algebra: a sorted set, or a set (every score 1).
 enum Input {
-    Z(Box<ZSet>),
+    Z(ZSet),
     S(Set),
 }
 
@@ -630,7 +630,7 @@ fn setop(
             Op::Inter => "zinterstore",
             Op::Diff => "zdiffstore",
         };
-        algebra::store_result(cx, dst, Value::ZSet(Box::new(r)), len, Class::ZSET, event, out);
+        algebra::store_result(cx, dst, Value::ZSet(r), len, Class::ZSET, event, out);
     } else {
         let found: Vec<(&[u8], f64)> = r.iter().collect();
         reply_scored(out, &found, o.withscores, out.proto == Proto::Resp3);
