@@ -283,7 +283,7 @@ pub(crate) fn reply_scored(
 fn store_range(cx: &mut Ctx, dst: &[u8], r: Option<ZSet>, out: &mut ReplyBuf) {
     let r = r.filter(|r| !r.is_empty());
     let n = r.as_ref().map_or(0, ZSet::len);
-    cx.store_or_delete(dst, r.map(|r| Value::ZSet(r)), Class::ZSET, "zrangestore", 1);
+    cx.store_or_delete(dst, r.map(Value::ZSet), Class::ZSET, "zrangestore", 1);
     out.int(n as i64);
 }
 
