@@ -1110,3 +1110,35 @@ LUA_API int lua_isreadonlytable (lua_State *L, int idx) {
   api_check(L, ttistable(o));
   return hvalue(o)->readonly;
 }
+
+
+/*
+** Sluice: drops the debug information (line numbers, local and upvalue
+** names) of the Lua function at idx and of the functions it defines.
+** Used on the sandbox's own prelude, which is built once per state and
+** stays alive as long as the state: its debug information was about a
+** sixth of an idle state's heap, and every collection cycle marks it.
+*/
+static void stripproto (lua_State *L, Proto *f) {
+  int i;
+  luaM_freearray(L, f->lineinfo, f->sizelineinfo, int);
+  f->lineinfo = NULL;
+  f->sizelineinfo = 0;
+  luaM_freearray(L, f->locvars, f->sizelocvars, LocVar);
+  f->locvars = NULL;
+  f->sizelocvars = 0;
+  luaM_freearray(L, f->upvalues, f->sizeupvalues, TString *);
+  f->upvalues = NULL;
+  f->sizeupvalues = 0;
+  for (i = 0; i < f->sizep; i++)
+    stripproto(L, f->p[i]);
+}
+
+
+LUA_API void lua_stripdebug (lua_State *L, int idx) {
+  const TValue *o = index2adr(L, idx);
+  api_check(L, ttisfunction(o) && !clvalue(o)->c.isC);
+  lua_lock(L);
+  stripproto(L, clvalue(o)->l.p);
+  lua_unlock(L);
+}

@@ -244,6 +244,7 @@ LUA_API lua_Alloc (lua_getallocf) (lua_State *L, void **ud);
 /* Sluice: read-only tables (lapi.c) */
 LUA_API void (lua_enablereadonlytable) (lua_State *L, int idx, int enabled);
 LUA_API int (lua_isreadonlytable) (lua_State *L, int idx);
+LUA_API void (lua_stripdebug) (lua_State *L, int idx);
 
 LUA_API void lua_setallocf (lua_State *L, lua_Alloc f, void *ud);
 
