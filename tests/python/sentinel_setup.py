@@ -407,6 +407,9 @@ class Group:
                                       > after["sync_partial_ok"] else "none")
         writer.stop()
         out["acked"] = [n for _, n in writer.acked]
+        # When each was acknowledged, in seconds from the kill (negative:
+        # by the old master).
+        out["acked_at"] = {n: t - t0 for t, n in writer.acked}
         out["errors"] = writer.errors
         self.master = new
         return out
