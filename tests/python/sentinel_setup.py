@@ -330,6 +330,20 @@ class Group:
         writes go on after it), so that it restarts from its own RDB."""
         writer = Writer(self.sentinel)
         writer.start()
+        try:
+            out = self._failover(writer, restart_old_master, writes_before, save_before_kill,
+                                 timeout)
+        finally:
+            writer.stop()
+        t0 = out["killed_at"]
+        out["acked"] = [n for _, n in writer.acked]
+        # When each was acknowledged, in seconds from the kill (negative:
+        # by the old master).
+        out["acked_at"] = {n: t - t0 for t, n in writer.acked}
+        out["errors"] = writer.errors
+        return out
+
+    def _failover(self, writer, restart_old_master, writes_before, save_before_kill, timeout):
         wait_for(f"{writes_before} acknowledged writes", lambda: len(writer.acked) >= writes_before,
                  30)
         old = self.master
@@ -350,7 +364,7 @@ class Group:
         t0 = time.monotonic()
         old.kill()
         acked_before_kill = len(writer.acked)
-        out = {"timeline": {}}
+        out = {"timeline": {}, "killed_at": t0}
         tl = out["timeline"]
 
         def promoted():
@@ -405,12 +419,6 @@ class Group:
             out["old_master_sync"] = ("full" if after2["sync_full"] > after["sync_full"]
                                       else "partial" if after2["sync_partial_ok"]
                                       > after["sync_partial_ok"] else "none")
-        writer.stop()
-        out["acked"] = [n for _, n in writer.acked]
-        # When each was acknowledged, in seconds from the kill (negative:
-        # by the old master).
-        out["acked_at"] = {n: t - t0 for t, n in writer.acked}
-        out["errors"] = writer.errors
         self.master = new
         return out
 
