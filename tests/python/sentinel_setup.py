@@ -76,6 +76,15 @@ def wait_for(what, cond, timeout, interval=0.02):
         time.sleep(interval)
 
 
+def replica_online(master_client):
+    """Whether the master's first replica acknowledged everything so far
+    (`master_client` decodes responses)."""
+    i = master_client.info("replication")
+    s0 = i.get("slave0")
+    return bool(s0 and s0.get("state") == "online"
+                and int(s0.get("offset", 0)) >= int(i["master_repl_offset"]) > 0)
+
+
 class Node:
     """One data server (Sluice or redis-server) with its own directory,
     configuration file and log."""

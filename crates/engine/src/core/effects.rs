@@ -173,6 +173,15 @@ impl<'a> Unit<'a> {
             self.fx.hold.set(seq);
         }
     }
+
+    /// Asks the connection to hand what this unit recorded on to its
+    /// consumer's sockets before it writes the replies (the replication
+    /// stream: a replica has a write before its client is told of it, as
+    /// Redis writes its replicas' output first); read with
+    /// [`Effects::take_push`].
+    pub fn push_before_replies(&self) {
+        self.fx.push.set(true);
+    }
 }
 
 /// A consumer of the effects record (the AOF, the replication stream,
@@ -335,6 +344,8 @@ pub struct Effects {
     /// A consumer's position the replies so far must wait for (0: none);
     /// see [`Unit::hold_until`].
     hold: std::cell::Cell<u64>,
+    /// A consumer asked for [`Unit::push_before_replies`].
+    push: std::cell::Cell<bool>,
 }
 
 impl Default for Effects {
@@ -359,6 +370,7 @@ impl Default for Effects {
             flushed: false,
             unwrapped: false,
             hold: std::cell::Cell::new(0),
+            push: std::cell::Cell::new(false),
         }
     }
 }
@@ -595,10 +607,18 @@ impl Effects {
         self.hold.replace(0)
     }
 
-    /// Whether a consumer asked the replies so far to wait.
+    /// Whether a consumer asked the replies so far to wait (for a
+    /// position, or for a push).
     #[inline]
     pub fn holding(&self) -> bool {
-        self.hold.get() != 0
+        self.hold.get() != 0 || self.push.get()
+    }
+
+    /// Whether a consumer asked for a push before the replies so far, and
+    /// forgets it.
+    #[inline]
+    pub fn take_push(&mut self) -> bool {
+        self.push.replace(false)
     }
 
     /// Whether the unit recorded anything a consumer may want.

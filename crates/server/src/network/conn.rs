@@ -235,6 +235,9 @@ struct Conn<S> {
     /// The server's durability position, which replies to writes wait on
     /// (group commit).
     durable: Arc<crate::durability::Position>,
+    /// The replication stream, pushed to the replicas' sockets before the
+    /// replies to the writes it carries.
+    master: Arc<crate::repl::Master>,
     stream: S,
     /// Wakes the connection's task (kept here for the busy pass).
     notify: Arc<Signal>,
@@ -287,9 +290,11 @@ impl<S: Transport> Conn<S> {
             return Err(Box::new((stream, sess, shared)));
         }
         let limits = ConnLimits::load(&shared, sess.authenticated);
-        let durable = crate::host::node(&shared).durable.clone();
+        let node = crate::host::node(&shared);
+        let (durable, master) = (node.durable.clone(), node.master.clone());
         let mut conn = Box::new(Conn {
             durable,
+            master,
             shared,
             stream,
             notify,
@@ -484,10 +489,16 @@ impl<S: Transport> Conn<S> {
     /// another thread's write produced (a served blocked command) waits
     /// for everything appended so far. The batch loop calls this only
     /// when there is something to wait for (a load and a test otherwise).
+    /// Before that, the replication stream the replies' writes appended
+    /// goes to the replicas' sockets ([`crate::repl::Master::push`]).
     #[cold]
     async fn hold_for_aof(&mut self) {
         let mut hold = self.sess.fx.take_hold();
-        if std::mem::take(&mut self.served_reply) {
+        let served = std::mem::take(&mut self.served_reply);
+        if self.sess.fx.take_push() || served {
+            self.master.push();
+        }
+        if served {
             hold = hold.max(self.durable.last());
         }
         if hold > 0 {

@@ -66,6 +66,8 @@ const GETACK: &[u8] = b"*3\r\n$8\r\nREPLCONF\r\n$6\r\nGETACK\r\n$1\r\n*\r\n";
 const PING: &[u8] = b"*1\r\n$4\r\nPING\r\n";
 /// Bytes of stream a sender copies out per lock.
 const CHUNK: usize = 256 * 1024;
+/// The longest a connection's push waits for a sender's write in progress.
+const PUSH_WAIT: Duration = Duration::from_millis(1);
 
 /// A replica's state as INFO shows it.
 const WAIT_BGSAVE: u8 = 0;
@@ -118,6 +120,8 @@ struct Inner {
     /// The database selected at the end of the proxied stream (what a
     /// sub-replica's full sync tells it to select: `repl-stream-db`).
     stream_db: usize,
+    /// Connections' pushes waiting for a sender's write to end.
+    push_waiters: usize,
 }
 
 /// A connected replica and how far it has been sent the stream.
@@ -128,6 +132,9 @@ struct Slot {
     sent: Option<i64>,
     /// Since when (unix ms) it is over the soft output limit.
     soft_since: Option<i64>,
+    /// Its sender thread is writing bytes past `sent` outside the lock:
+    /// nobody else may write to the socket meanwhile.
+    busy: bool,
 }
 
 /// What other threads read of a replica.
@@ -183,8 +190,8 @@ impl Consumer for Feed {
             m.append_staged(None);
             return;
         }
-        if unit.propagates() {
-            m.feed_unit(unit);
+        if unit.propagates() && m.feed_unit(unit) {
+            unit.push_before_replies();
         }
     }
 }
@@ -224,6 +231,7 @@ pub fn new(shared: &Weak<Shared>) -> Arc<Master> {
             waits: Vec::new(),
             no_replicas_since: unix_ms() / 1000,
             stream_db: 0,
+            push_waiters: 0,
         }),
         proxy: AtomicBool::new(false),
         failover: Mutex::new(None),
@@ -262,18 +270,70 @@ fn conf_yes(sh: &Shared, name: &str) -> bool {
 }
 
 impl Master {
-    /// Appends one unit's commands to the stream (under the unit's locks).
-    fn feed_unit(&self, unit: &Unit<'_>) {
+    /// Appends one unit's commands to the stream (under the unit's locks);
+    /// whether a replica is connected to be pushed to.
+    fn feed_unit(&self, unit: &Unit<'_>) -> bool {
         let mut g = self.inner.lock();
         let inner = &mut *g;
         if inner.buf.is_none() {
-            return;
+            return false;
         }
         inner.scratch.clear();
         inner.writer.write_resp_for_replicas(unit, &mut inner.scratch);
         let bytes = std::mem::take(&mut inner.scratch);
         self.append(inner, &bytes);
         inner.scratch = bytes;
+        !inner.replicas.is_empty()
+    }
+
+    /// Writes the stream a connection's batch appended to the sockets of
+    /// the replicas that keep up, before the connection writes the
+    /// batch's replies: a write's client hears of it only once its
+    /// replicas can (Redis writes replicas' output before clients' in one
+    /// event-loop pass), so a master killed right after a reply does not
+    /// take the write with it. One non-blocking send per replica per
+    /// batch, from the connection's thread; the sender threads still
+    /// write whatever this leaves (a socket that is full, a replica
+    /// catching up).
+    pub fn push(&self) {
+        let mut g = self.inner.lock();
+        // A sender in the middle of a write finishes it first (a few
+        // microseconds on a socket with room); one stuck on a full socket
+        // is a replica that does not keep up, which Redis does not wait
+        // for either.
+        if g.replicas.iter().any(|s| s.busy) {
+            let deadline = std::time::Instant::now() + PUSH_WAIT;
+            g.push_waiters += 1;
+            while g.replicas.iter().any(|s| s.busy) {
+                if self.grown.wait_until(&mut g, deadline).timed_out() {
+                    break;
+                }
+            }
+            g.push_waiters -= 1;
+        }
+        let inner = &mut *g;
+        let Some(buf) = inner.buf.as_ref() else { return };
+        let first = inner.offset - buf.len() as i64;
+        for s in inner.replicas.iter_mut() {
+            let Some(sent) = s.sent else { continue };
+            if s.busy
+                || sent >= inner.offset
+                || sent < first
+                || !s.r.streaming.load(Ordering::Acquire)
+            {
+                continue;
+            }
+            let from = (sent - first) as usize;
+            let (a, b) = buf.as_slices();
+            let (a, b) =
+                if from < a.len() { (&a[from..], b) } else { (&[][..], &b[from - a.len()..]) };
+            let parts = [std::io::IoSlice::new(a), std::io::IoSlice::new(b)];
+            let sock = socket2::SockRef::from(&s.r.sock);
+            if let Ok(n) = sock.send_vectored_with_flags(&parts, libc::MSG_DONTWAIT) {
+                s.sent = Some(sent + n as i64);
+                s.r.handle.net_out.fetch_add(n as u64, Ordering::Relaxed);
+            }
+        }
     }
 
     /// Appends raw stream bytes (PING, GETACK), selecting nothing. A
@@ -602,7 +662,12 @@ pub fn take_over(
         }));
     }
     sess.handle.replica.store(true, Ordering::Relaxed);
-    master.inner.lock().replicas.push(Slot { r: r.clone(), sent: None, soft_since: None });
+    master.inner.lock().replicas.push(Slot {
+        r: r.clone(),
+        sent: None,
+        soft_since: None,
+        busy: false,
+    });
     let (m2, r2, sh2) = (master.clone(), r.clone(), shared.clone());
     let read = log::spawn("repl-ack", move || {
         read_acks(&sh2, &m2, &r2, reader, input);
@@ -902,16 +967,29 @@ fn stream(sh: &Shared, m: &Master, r: &Replica, mut sock: TcpStream) -> String {
             if to > a.len() {
                 chunk.extend_from_slice(&b[from.saturating_sub(a.len())..to - a.len()]);
             }
+            if let Some(s) = g.replicas.iter_mut().find(|s| s.r.id == r.id) {
+                s.busy = true;
+            }
             sent
         };
-        if sock.write_all(&chunk).is_err() {
+        let ok = sock.write_all(&chunk).is_ok();
+        let mut g = m.inner.lock();
+        if let Some(s) = g.replicas.iter_mut().find(|s| s.r.id == r.id) {
+            s.busy = false;
+            if ok {
+                s.sent = Some(sent + chunk.len() as i64);
+            }
+        }
+        // A connection's push may be waiting for this write to end.
+        let wake = g.push_waiters > 0;
+        drop(g);
+        if wake {
+            m.grown.notify_all();
+        }
+        if !ok {
             return String::new();
         }
         r.handle.net_out.fetch_add(chunk.len() as u64, Ordering::Relaxed);
-        let mut g = m.inner.lock();
-        if let Some(s) = g.replicas.iter_mut().find(|s| s.r.id == r.id) {
-            s.sent = Some(sent + chunk.len() as i64);
-        }
     }
 }
 
