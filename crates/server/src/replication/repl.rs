@@ -132,9 +132,9 @@ struct Slot {
     sent: Option<i64>,
     /// Since when (unix ms) it is over the soft output limit.
     soft_since: Option<i64>,
-    /// Its sender thread is writing bytes past `sent` outside the lock:
-    /// nobody else may write to the socket meanwhile.
-    busy: bool,
+    /// Since when its sender thread is writing bytes past `sent` outside
+    /// the lock: nobody else may write to the socket meanwhile.
+    busy: Option<std::time::Instant>,
 }
 
 /// What other threads read of a replica.
@@ -301,22 +301,26 @@ impl Master {
         // microseconds on a socket with room); one stuck on a full socket
         // is a replica that does not keep up, which Redis does not wait
         // for either.
-        if g.replicas.iter().any(|s| s.busy) {
-            let deadline = std::time::Instant::now() + PUSH_WAIT;
-            g.push_waiters += 1;
-            while g.replicas.iter().any(|s| s.busy) {
-                if self.grown.wait_until(&mut g, deadline).timed_out() {
-                    break;
+        // The wait is counted from the write's start, so a sender stuck on
+        // a replica's full socket costs later batches nothing.
+        if let Some(deadline) = g.replicas.iter().filter_map(|s| s.busy).max() {
+            let deadline = deadline + PUSH_WAIT;
+            if std::time::Instant::now() < deadline {
+                g.push_waiters += 1;
+                while g.replicas.iter().any(|s| s.busy.is_some()) {
+                    if self.grown.wait_until(&mut g, deadline).timed_out() {
+                        break;
+                    }
                 }
+                g.push_waiters -= 1;
             }
-            g.push_waiters -= 1;
         }
         let inner = &mut *g;
         let Some(buf) = inner.buf.as_ref() else { return };
         let first = inner.offset - buf.len() as i64;
         for s in inner.replicas.iter_mut() {
             let Some(sent) = s.sent else { continue };
-            if s.busy
+            if s.busy.is_some()
                 || sent >= inner.offset
                 || sent < first
                 || !s.r.streaming.load(Ordering::Acquire)
@@ -666,7 +670,7 @@ pub fn take_over(
         r: r.clone(),
         sent: None,
         soft_since: None,
-        busy: false,
+        busy: None,
     });
     let (m2, r2, sh2) = (master.clone(), r.clone(), shared.clone());
     let read = log::spawn("repl-ack", move || {
@@ -968,14 +972,14 @@ fn stream(sh: &Shared, m: &Master, r: &Replica, mut sock: TcpStream) -> String {
                 chunk.extend_from_slice(&b[from.saturating_sub(a.len())..to - a.len()]);
             }
             if let Some(s) = g.replicas.iter_mut().find(|s| s.r.id == r.id) {
-                s.busy = true;
+                s.busy = Some(std::time::Instant::now());
             }
             sent
         };
         let ok = sock.write_all(&chunk).is_ok();
         let mut g = m.inner.lock();
         if let Some(s) = g.replicas.iter_mut().find(|s| s.r.id == r.id) {
-            s.busy = false;
+            s.busy = None;
             if ok {
                 s.sent = Some(sent + chunk.len() as i64);
             }
