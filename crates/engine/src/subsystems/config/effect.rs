@@ -8,7 +8,7 @@
 /// Why Sluice does not act on the parameter `name` (its primary name), or
 /// `None` when it does. The reason completes "Sluice does not act on it:".
 pub fn not_in_effect(name: &str) -> Option<&'static str> {
-    const NO_CLUSTER: &str = "Sluice has no cluster mode yet";
+    const NO_CLUSTER: &str = "not yet in effect: Sluice's cluster mode has no cluster bus yet";
     const NO_DEFRAG: &str = "Sluice has no active defragmenter (Redis refuses `activedefrag \
                              yes` too unless built with its own jemalloc; Debian's is not)";
     const RUSTLS: &str = "Sluice's TLS (rustls) reads unencrypted PEM keys only and does not \
@@ -63,20 +63,13 @@ pub fn not_in_effect(name: &str) -> Option<&'static str> {
              (Redis's `disabled`)"
         }
         "replica-ignore-disk-write-errors" => REPL_LATER,
-        "cluster-enabled"
-        | "cluster-config-file"
-        | "cluster-node-timeout"
-        | "cluster-port"
+        "cluster-node-timeout"
         | "cluster-replica-validity-factor"
         | "cluster-migration-barrier"
         | "cluster-allow-replica-migration"
-        | "cluster-require-full-coverage"
         | "cluster-replica-no-failover"
-        | "cluster-allow-reads-when-down"
-        | "cluster-allow-pubsubshard-when-down"
         | "cluster-link-sendbuf-limit"
         | "cluster-announce-hostname"
-        | "cluster-preferred-endpoint-type"
         | "cluster-announce-ip"
         | "cluster-announce-port"
         | "cluster-announce-bus-port"
@@ -130,8 +123,9 @@ mod tests {
     /// only for a check Redis makes on them, or for a part of their
     /// meaning (the reason in `not_in_effect` says what is missing).
     const READ_NOT_IN_EFFECT: &[&str] = &[
-        // load.rs: Redis refuses `replicaof` in cluster mode.
-        "cluster-enabled",
+        // cluster/mod.rs: the rejoin delay after a minority; failure
+        // detection, its main use, needs the bus.
+        "cluster-node-timeout",
         // load.rs: parsed as Redis parses it (refusing `yes`).
         "activedefrag",
         // config.rs: clamped on CONFIG SET as Redis does.

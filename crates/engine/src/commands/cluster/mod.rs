@@ -1,0 +1,174 @@
+//! `CLUSTER` and the client commands of Redis Cluster (`READONLY`,
+//! `READWRITE`, `ASKING`). With `cluster-enabled no` every one of them is
+//! refused with "This instance has cluster support disabled" after the
+//! dispatcher's usual checks (arity, unknown subcommand, the flags that
+//! keep `CLUSTER RESET` out of scripts), as Redis 7.0.15 standalone
+//! answers; the table lists every subcommand so that `COMMAND` shows what
+//! Redis shows. In cluster mode the handlers read and change the state in
+//! `subsystems::cluster`: `slots.rs` assigns slots and reads a slot's
+//! keys, `views.rs` prints the state.
+
+mod slots;
+mod views;
+
+use resp::ReplyBuf;
+
+use crate::core::ctx::{Args, Ctx};
+use crate::core::error::{CmdError, CmdResult};
+use crate::core::spec::{Command, Lock};
+use crate::subsystems::cluster::Cluster;
+
+pub const COMMANDS: &[Command] = &[
+    Command::redis("CLUSTER", container).subs(SUBS),
+    Command::redis("READONLY", readonly),
+    Command::redis("READWRITE", readwrite),
+    Command::redis("ASKING", asking),
+];
+
+/// Redis 7.0.15's subcommands, as its metadata declares them.
+const SUBS: &[Command] = &[
+    Command::redis("ADDSLOTS", slots::addslots),
+    Command::redis("ADDSLOTSRANGE", slots::addslotsrange),
+    Command::redis("BUMPEPOCH", slots::bumpepoch),
+    Command::redis("COUNT-FAILURE-REPORTS", views::count_failure_reports),
+    // A slot is a stripe in cluster mode: the handler locks that one.
+    Command::redis("COUNTKEYSINSLOT", slots::countkeysinslot).lock(Lock::DbWalk),
+    Command::redis("DELSLOTS", slots::delslots),
+    Command::redis("DELSLOTSRANGE", slots::delslotsrange),
+    Command::redis("FAILOVER", not_yet),
+    Command::redis("FLUSHSLOTS", slots::flushslots),
+    Command::redis("FORGET", views::forget),
+    Command::redis("GETKEYSINSLOT", slots::getkeysinslot).lock(Lock::DbWalk),
+    Command::redis("HELP", help),
+    Command::redis("INFO", views::info),
+    Command::redis("KEYSLOT", slots::keyslot),
+    Command::redis("LINKS", views::links),
+    Command::redis("MEET", not_yet),
+    Command::redis("MYID", views::myid),
+    Command::redis("NODES", views::nodes),
+    Command::redis("REPLICAS", views::replicas),
+    Command::redis("REPLICATE", not_yet),
+    Command::redis("RESET", slots::reset),
+    Command::redis("SAVECONFIG", views::saveconfig),
+    Command::redis("SET-CONFIG-EPOCH", slots::set_config_epoch),
+    Command::redis("SETSLOT", not_yet),
+    Command::redis("SHARDS", views::shards),
+    Command::redis("SLAVES", views::replicas),
+    Command::redis("SLOTS", views::slots),
+];
+
+/// Only reached if the dispatcher lets a bare container through.
+fn container(_: &mut Ctx, args: &mut Args, _: &mut ReplyBuf) -> CmdResult {
+    let argv = args.argv();
+    Err(CmdError::UnknownSubcommand {
+        sub: argv.get(1).map_or_else(Vec::new, |s| s.to_vec()),
+        cmd: argv[0].to_ascii_uppercase(),
+    })
+}
+
+fn disabled() -> CmdError {
+    CmdError::err("This instance has cluster support disabled")
+}
+
+/// The node's cluster state, or Redis's refusal on a standalone server.
+pub(super) fn cluster<'a>(cx: &Ctx<'a, '_>) -> Result<&'a Cluster, CmdError> {
+    cx.shared.cluster.get().ok_or_else(disabled)
+}
+
+/// Subcommands that need the cluster bus, which this node does not run
+/// yet: refused in words that say so (standalone: Redis's refusal).
+fn not_yet(cx: &mut Ctx, args: &mut Args, _: &mut ReplyBuf) -> CmdResult {
+    cluster(cx)?;
+    let sub = String::from_utf8_lossy(args.argv()[1]).to_ascii_uppercase();
+    Err(CmdError::err(format!("CLUSTER {sub} is not supported by Sluice yet")))
+}
+
+fn readonly(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    cluster(cx)?;
+    cx.sess.cluster_readonly = true;
+    out.ok();
+    Ok(())
+}
+
+fn readwrite(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    cluster(cx)?;
+    cx.sess.cluster_readonly = false;
+    out.ok();
+    Ok(())
+}
+
+fn asking(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    cluster(cx)?;
+    cx.sess.asking = true;
+    out.ok();
+    Ok(())
+}
+
+fn help(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    cluster(cx)?;
+    crate::commands::server::reply_help(
+        out,
+        "CLUSTER",
+        &[
+            "ADDSLOTS <slot> [<slot> ...]",
+            "    Assign slots to current node.",
+            "ADDSLOTSRANGE <start slot> <end slot> [<start slot> <end slot> ...]",
+            "    Assign slots which are between <start-slot> and <end-slot> to current node.",
+            "BUMPEPOCH",
+            "    Advance the cluster config epoch.",
+            "COUNT-FAILURE-REPORTS <node-id>",
+            "    Return number of failure reports for <node-id>.",
+            "COUNTKEYSINSLOT <slot>",
+            "    Return the number of keys in <slot>.",
+            "DELSLOTS <slot> [<slot> ...]",
+            "    Delete slots information from current node.",
+            "DELSLOTSRANGE <start slot> <end slot> [<start slot> <end slot> ...]",
+            "    Delete slots information which are between <start-slot> and <end-slot> from \
+             current node.",
+            "FAILOVER [FORCE|TAKEOVER]",
+            "    Promote current replica node to being a master.",
+            "FORGET <node-id>",
+            "    Remove a node from the cluster.",
+            "GETKEYSINSLOT <slot> <count>",
+            "    Return key names stored by current node in a slot.",
+            "FLUSHSLOTS",
+            "    Delete current node own slots information.",
+            "INFO",
+            "    Return information about the cluster.",
+            "KEYSLOT <key>",
+            "    Return the hash slot for <key>.",
+            "MEET <ip> <port> [<bus-port>]",
+            "    Connect nodes into a working cluster.",
+            "MYID",
+            "    Return the node id.",
+            "NODES",
+            "    Return cluster configuration seen by node. Output format:",
+            "    <id> <ip:port> <flags> <master> <pings> <pongs> <epoch> <link> <slot> ...",
+            "REPLICATE <node-id>",
+            "    Configure current node as replica to <node-id>.",
+            "RESET [HARD|SOFT]",
+            "    Reset current node (default: soft).",
+            "SET-CONFIG-EPOCH <epoch>",
+            "    Set config epoch of current node.",
+            "SETSLOT <slot> (IMPORTING <node-id>|MIGRATING <node-id>|STABLE|NODE <node-id>)",
+            "    Set slot state.",
+            "REPLICAS <node-id>",
+            "    Return <node-id> replicas.",
+            "SAVECONFIG",
+            "    Force saving cluster configuration on disk.",
+            "SLOTS",
+            "    Return information about slots range mappings. Each range is made of:",
+            "    start, end, master and replicas IP addresses, ports and ids",
+            "SHARDS",
+            "    Return information about slot range mappings and the nodes associated with them.",
+            "LINKS",
+            "    Return information about all network links between this node and its peers.",
+            "    Output format is an array where each array element is a map containing \
+             attributes of a link",
+        ],
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,238 @@
+//! Cluster mode against redis-server 7.0.15: the same command sequences
+//! sent to a standalone Redis and Sluice (`CLUSTER …`, READONLY, ASKING
+//! refused as Redis refuses them), and to a one-node cluster of each
+//! (`cluster-enabled yes`: the slot map, the views, key routing with
+//! `-CROSSSLOT`/`-CLUSTERDOWN`, transactions and scripts), compared byte
+//! for byte once each node's id and ports are masked; and `nodes.conf`
+//! moving between the two servers (Redis's file read by Sluice, Sluice's
+//! read back after a restart).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::common::wait_for;
+use testkit::{scratch_dir, Client, ServerProc, TestServer, REDIS_SERVER};
+
+fn have_redis() -> bool {
+    Path::new(REDIS_SERVER).is_file()
+}
+
+fn bins() -> [(&'static str, PathBuf); 2] {
+    [("redis", PathBuf::from(REDIS_SERVER)), ("sluice", TestServer::default_bin())]
+}
+
+/// Starts `bin` on a free port in `dir`, with `extra` flags.
+fn spawn(bin: &Path, dir: &Path, extra: &[&str]) -> ServerProc {
+    let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+    ServerProc::spawn_raw(
+        bin,
+        &move |port| {
+            let mut a: Vec<String> =
+                ["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", ""]
+                    .iter()
+                    .map(|s| s.to_string())
+                    .collect();
+            a.extend(extra.iter().cloned());
+            a
+        },
+        dir,
+    )
+}
+
+fn raw(c: &mut Client, args: &[&str]) -> String {
+    String::from_utf8_lossy(&c.cmd(args).expect("reply")).into_owned()
+}
+
+/// A cluster node's replies with its id and ports masked.
+fn masked(reply: &str, id: &str, port: u16) -> String {
+    reply
+        .replace(id, "<ID>")
+        .replace(&(u32::from(port) + 10000).to_string(), "<CPORT>")
+        .replace(&port.to_string(), "<PORT>")
+}
+
+#[test]
+fn standalone_refuses_cluster_commands_as_redis_does() {
+    if !have_redis() {
+        return;
+    }
+    let cmds: &[&[&str]] = &[
+        &["CLUSTER", "INFO"],
+        &["CLUSTER", "HELP"],
+        &["CLUSTER", "NODES"],
+        &["CLUSTER", "KEYSLOT", "foo"],
+        &["CLUSTER", "RESET", "HARD"],
+        &["CLUSTER", "nosuch"],
+        &["READONLY"],
+        &["READWRITE"],
+        &["ASKING"],
+        &["ASKING", "x"],
+        &["INFO", "cluster"],
+        &["MULTI"],
+        &["READONLY"],
+        &["ASKING"],
+        &["EXEC"],
+        &["EVAL", "return redis.call('readonly')", "0"],
+        &["EVAL", "return redis.call('cluster','info')", "0"],
+    ];
+    let mut seen = Vec::new();
+    for (tag, bin) in bins() {
+        let dir = scratch_dir(&format!("cluster-standalone-{tag}"));
+        let p = spawn(&bin, &dir, &[]);
+        let mut c = p.client();
+        seen.push(cmds.iter().map(|a| raw(&mut c, a)).collect::<Vec<_>>());
+    }
+    assert_eq!(seen[1], seen[0]);
+}
+
+/// A one-node cluster of `bin`: `(process, node id)`.
+fn one_node(tag: &str, bin: &Path) -> (ServerProc, String, PathBuf) {
+    let dir = scratch_dir(&format!("cluster-node-{tag}"));
+    let p = spawn(&bin, &dir, &["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"]);
+    let mut c = p.client();
+    let id = raw(&mut c, &["CLUSTER", "MYID"]);
+    let id = id.lines().nth(1).unwrap().to_string();
+    (p, id, dir)
+}
+
+/// The sequence both one-node clusters run, replies masked.
+fn session(p: &ServerProc, id: &str) -> Vec<String> {
+    let mut c = p.client();
+    let port = p.port();
+    let mut out = Vec::new();
+    let mut run = |c: &mut Client, args: &[&str]| out.push(masked(&raw(c, args), id, port));
+    for a in [
+        &["CLUSTER", "NODES"][..],
+        &["CLUSTER", "SLOTS"],
+        &["CLUSTER", "SHARDS"],
+        &["INFO", "cluster"],
+        &["READONLY"],
+        &["READWRITE"],
+        &["GET", "foo"],
+        &["MSET", "a", "1", "b", "2"],
+        &["CLUSTER", "ADDSLOTSRANGE", "0", "100", "200", "300"],
+        &["CLUSTER", "ADDSLOTS", "5000"],
+        &["CLUSTER", "ADDSLOTS", "1"],
+        &["CLUSTER", "DELSLOTS", "1", "1"],
+        &["CLUSTER", "DELSLOTS", "7000"],
+        &["CLUSTER", "ADDSLOTS", "16384"],
+        &["CLUSTER", "ADDSLOTS", "-1"],
+        &["CLUSTER", "ADDSLOTSRANGE", "5", "1"],
+        &["CLUSTER", "ADDSLOTSRANGE", "1", "2", "3"],
+        &["CLUSTER", "DELSLOTSRANGE", "0", "100"],
+        &["CLUSTER", "NODES"],
+        &["CLUSTER", "SLOTS"],
+        &["CLUSTER", "SHARDS"],
+        &["CLUSTER", "COUNTKEYSINSLOT", "16384"],
+        &["CLUSTER", "COUNTKEYSINSLOT", "x"],
+        &["CLUSTER", "GETKEYSINSLOT", "1", "-1"],
+        &["CLUSTER", "KEYSLOT", "{user1000}.following"],
+        &["CLUSTER", "REPLICAS", "0123456789012345678901234567890123456789"],
+        &["CLUSTER", "FORGET", id],
+        &["CLUSTER", "SET-CONFIG-EPOCH", "-1"],
+        &["CLUSTER", "SET-CONFIG-EPOCH", "3"],
+        &["CLUSTER", "SET-CONFIG-EPOCH", "4"],
+        &["CLUSTER", "BUMPEPOCH"],
+        &["CLUSTER", "RESET", "bogus"],
+        &["CLUSTER", "FLUSHSLOTS"],
+        &["CLUSTER", "ADDSLOTSRANGE", "0", "16383"],
+    ] {
+        run(&mut c, a);
+    }
+    // Both wait out Redis's delays before the state turns ok.
+    wait_for("cluster_state:ok", Duration::from_secs(30), || {
+        raw(&mut c, &["CLUSTER", "INFO"]).contains("cluster_state:ok")
+    });
+    for a in [
+        &["CLUSTER", "INFO"][..],
+        &["SET", "foo", "bar"],
+        &["SET", "{foo}x", "1"],
+        &["MSET", "a", "1", "b", "2"],
+        &["CLUSTER", "COUNTKEYSINSLOT", "12182"],
+        &["CLUSTER", "GETKEYSINSLOT", "12182", "0"],
+        &["CLUSTER", "GETKEYSINSLOT", "15495", "5"],
+        &["SELECT", "0"],
+        &["SELECT", "1"],
+        &["SELECT", "x"],
+        &["MOVE", "foo", "1"],
+        &["SWAPDB", "0", "1"],
+        &["COPY", "foo", "{foo}y", "DB", "1"],
+        &["COPY", "foo", "{foo}y", "DB", "16"],
+        &["COPY", "foo", "bar"],
+        &["CLUSTER", "FLUSHSLOTS"],
+        &["CLUSTER", "RESET"],
+        &["EVAL", "return redis.call('get',KEYS[1])", "2", "a", "foo"],
+        &["EVAL", "return redis.call('get','a')", "1", "foo"],
+        &["CLUSTER", "DELSLOTS", "15495"],
+        &["EVAL", "return redis.call('get','a')", "0"],
+        &["MULTI"],
+        &["SET", "a", "1"],
+        &["EXEC"],
+        &["MULTI"],
+        &["SET", "foo", "2"],
+        &["CLUSTER", "DELSLOTS", "12182"],
+        &["EXEC"],
+        &["MULTI"],
+        &["GET", "foo"],
+        &["EXEC"],
+        &["CLUSTER", "INFO"],
+        &["CLUSTER", "NODES"],
+    ] {
+        run(&mut c, a);
+    }
+    out
+}
+
+#[test]
+fn a_one_node_cluster_answers_as_redis_does() {
+    if !have_redis() {
+        return;
+    }
+    let mut seen = Vec::new();
+    for (tag, bin) in bins() {
+        let (p, id, _dir) = one_node(tag, &bin);
+        seen.push(session(&p, &id));
+    }
+    for (i, (r, s)) in seen[0].iter().zip(&seen[1]).enumerate() {
+        assert_eq!(s, r, "reply {i} differs");
+    }
+}
+
+/// The node's id and its line in `CLUSTER NODES`, masked.
+fn identity(p: &ServerProc) -> (String, String) {
+    let mut c = p.client();
+    let id = raw(&mut c, &["CLUSTER", "MYID"]);
+    let id = id.lines().nth(1).unwrap().to_string();
+    let nodes = raw(&mut c, &["CLUSTER", "NODES"]);
+    (id.clone(), masked(&nodes, &id, p.port()))
+}
+
+#[test]
+fn nodes_conf_moves_between_redis_and_sluice() {
+    if !have_redis() {
+        return;
+    }
+    let [(_, redis), (_, sluice)] = bins();
+    let flags = ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"];
+    // Redis writes the file; Sluice started on it is the same node.
+    let (p, id, dir) = one_node("conf-redis", &redis);
+    let mut c = p.client();
+    raw(&mut c, &["CLUSTER", "ADDSLOTSRANGE", "0", "99", "1000", "1000"]);
+    raw(&mut c, &["CLUSTER", "SET-CONFIG-EPOCH", "7"]);
+    raw(&mut c, &["CLUSTER", "SAVECONFIG"]);
+    let (_, want) = identity(&p);
+    drop(c);
+    drop(p);
+    let s = spawn(&sluice, &dir, &flags);
+    let (sid, got) = identity(&s);
+    assert_eq!(sid, id);
+    assert_eq!(got, want);
+    assert!(raw(&mut s.client(), &["CLUSTER", "INFO"]).contains("cluster_current_epoch:7\r\n"));
+    // Sluice writes it back; Redis reads it as the same node.
+    raw(&mut s.client(), &["CLUSTER", "ADDSLOTS", "2000"]);
+    raw(&mut s.client(), &["CLUSTER", "SAVECONFIG"]);
+    let (_, want) = identity(&s);
+    drop(s);
+    let r = spawn(&redis, &dir, &flags);
+    assert_eq!(identity(&r), (id, want));
+}
