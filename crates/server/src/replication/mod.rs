@@ -4,6 +4,7 @@
 //! connections (`migrate`). Each is a part of the engine's host. Cluster
 //! mode's start-up and thread (`cluster`) sit beside them.
 
+pub mod bus;
 pub mod cluster;
 pub mod follow;
 pub mod migrate;

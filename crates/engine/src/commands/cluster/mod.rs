@@ -43,7 +43,7 @@ const SUBS: &[Command] = &[
     Command::redis("INFO", views::info),
     Command::redis("KEYSLOT", slots::keyslot),
     Command::redis("LINKS", views::links),
-    Command::redis("MEET", not_yet),
+    Command::redis("MEET", meet),
     Command::redis("MYID", views::myid),
     Command::redis("NODES", views::nodes),
     Command::redis("REPLICAS", views::replicas),
@@ -81,6 +81,39 @@ fn not_yet(cx: &mut Ctx, args: &mut Args, _: &mut ReplyBuf) -> CmdResult {
     cluster(cx)?;
     let sub = String::from_utf8_lossy(args.argv()[1]).to_ascii_uppercase();
     Err(CmdError::err(format!("CLUSTER {sub} is not supported by Sluice yet")))
+}
+
+/// CLUSTER MEET: a handshake the bus starts (Redis's argument checks).
+fn meet(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let c = cluster(cx)?;
+    let argv = args.argv();
+    let quoted = |pre: &str, a: &[u8]| {
+        let mut l = format!("ERR {pre}").into_bytes();
+        l.extend_from_slice(a);
+        CmdError::Bytes(l)
+    };
+    let port = resp::parse_i64(argv[3])
+        .ok_or_else(|| quoted("Invalid TCP base port specified: ", argv[3]))?;
+    let cport = match argv.get(4) {
+        Some(a) => {
+            resp::parse_i64(a).ok_or_else(|| quoted("Invalid TCP bus port specified: ", a))?
+        }
+        None => port + 10000,
+    };
+    let ip = std::str::from_utf8(argv[2]).ok().and_then(|s| s.parse::<std::net::IpAddr>().ok());
+    let ok_port = |p: i64| (1..=65535).contains(&p);
+    let Some(ip) = ip.filter(|_| ok_port(port) && ok_port(cport)) else {
+        let mut l = b"ERR Invalid node address specified: ".to_vec();
+        l.extend_from_slice(argv[2]);
+        l.push(b':');
+        l.extend_from_slice(argv[3]);
+        return Err(CmdError::Bytes(l));
+    };
+    let seed = cx.shared.clock.now_ms() as u64 ^ port as u64;
+    c.state.write().start_handshake(&ip.to_string(), port as u16, cport as u16, seed);
+    c.changed();
+    out.ok();
+    Ok(())
 }
 
 fn readonly(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {

@@ -78,10 +78,14 @@ pub struct Node {
     pub numslots: u32,
     /// Its replication offset as last reported.
     pub repl_offset: i64,
+    /// The bus's outbound link to it (0: none), the bus's own number.
+    pub link: u64,
+    /// When it was created (Unix ms): a handshake times out from here.
+    pub ctime: i64,
 }
 
 impl Node {
-    fn new(id: NodeId, flags: u16) -> Node {
+    pub fn new(id: NodeId, flags: u16) -> Node {
         Node {
             id,
             ip: String::new(),
@@ -96,6 +100,8 @@ impl Node {
             connected: false,
             numslots: 0,
             repl_offset: 0,
+            link: 0,
+            ctime: crate::core::shared::unix_ms(),
         }
     }
 
@@ -454,6 +460,38 @@ impl State {
             s.push('\n');
         }
         s
+    }
+
+    /// Redis's `clusterStartHandshake` (CLUSTER MEET): a node in
+    /// handshake with a random name, which the bus will greet with MEET.
+    /// False when a handshake with that address is already under way.
+    pub fn start_handshake(&mut self, ip: &str, port: u16, cport: u16, seed: u64) -> bool {
+        let busy = self.nodes.iter().any(|n| {
+            n.flags & flag::HANDSHAKE != 0
+                && n.ip.eq_ignore_ascii_case(ip)
+                && n.port == port
+                && n.cport == cport
+        });
+        if busy {
+            return false;
+        }
+        let mut n = Node::new(random_id(seed), flag::HANDSHAKE | flag::MEET);
+        n.ip = ip.to_string();
+        n.port = port;
+        n.cport = cport;
+        self.nodes.push(n);
+        true
+    }
+
+    /// The slots node `n` serves, as the bus's bitmap.
+    pub fn bitmap_of(&self, n: usize) -> Vec<u8> {
+        let mut b = vec![0u8; SLOTS / 8];
+        for (s, &o) in self.slots.iter().enumerate() {
+            if o as usize == n {
+                b[s / 8] |= 1 << (s % 8);
+            }
+        }
+        b
     }
 
     /// The replicas of node `m`, in table order.
