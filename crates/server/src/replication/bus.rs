@@ -37,7 +37,6 @@ pub const MEET: u16 = 2;
 #[derive(Clone, Debug)]
 pub struct Gossip {
     pub id: NodeId,
-    pub ping_sent: u32,
     pub pong_received: u32,
     pub ip: String,
     pub port: u16,
@@ -104,7 +103,6 @@ pub fn decode(buf: &[u8]) -> Option<Msg> {
             let g = &buf[HEADER + i * GOSSIP..HEADER + (i + 1) * GOSSIP];
             gossip.push(Gossip {
                 id: name(g),
-                ping_sent: be32(g, 40),
                 pong_received: be32(g, 44),
                 ip: cstr(&g[48..94]),
                 port: be16(g, 94),

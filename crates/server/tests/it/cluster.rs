@@ -236,3 +236,85 @@ fn nodes_conf_moves_between_redis_and_sluice() {
     let r = spawn(&redis, &dir, &flags);
     assert_eq!(identity(&r), (id, want));
 }
+
+const REDIS_CLI: &str = "/usr/bin/redis-cli";
+
+/// A cluster node of `bin` with its bus on a free port of its own.
+fn bus_node(tag: &str, bin: &Path) -> ServerProc {
+    let dir = scratch_dir(&format!("cluster-bus-{tag}"));
+    let cport = testkit::free_port().to_string();
+    spawn(bin, &dir, &["--cluster-enabled", "yes", "--cluster-port", &cport])
+}
+
+fn cli(args: &[&str]) -> (bool, String) {
+    let out = std::process::Command::new(REDIS_CLI).args(args).output().expect("redis-cli");
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.success(), text)
+}
+
+/// `redis-cli --cluster create` over `nodes`, then `redis-cli -c`
+/// writing and reading keys through every node: each key lands on its
+/// slot's node, and every node agrees on the slots.
+fn create_and_use(nodes: &[ServerProc]) {
+    let addrs: Vec<String> = nodes.iter().map(|n| format!("127.0.0.1:{}", n.port())).collect();
+    let mut args = vec!["--cluster", "create"];
+    args.extend(addrs.iter().map(|s| s.as_str()));
+    args.extend(["--cluster-replicas", "0", "--cluster-yes"]);
+    let (ok, text) = cli(&args);
+    assert!(ok && text.contains("[OK] All 16384 slots covered."), "{text}");
+    for n in nodes {
+        let mut c = n.client();
+        wait_for("cluster_state:ok", Duration::from_secs(20), || {
+            raw(&mut c, &["CLUSTER", "INFO"]).contains("cluster_state:ok")
+        });
+    }
+    let keys: Vec<String> = (0..30).map(|i| format!("key:{i}")).collect();
+    for (i, k) in keys.iter().enumerate() {
+        let port = nodes[i % nodes.len()].port().to_string();
+        let (ok, text) = cli(&["-c", "-p", &port, "SET", k, &format!("v{i}")]);
+        assert!(ok && text.trim() == "OK", "{k}: {text}");
+    }
+    for (i, k) in keys.iter().enumerate() {
+        let port = nodes[(i + 1) % nodes.len()].port().to_string();
+        let (_, text) = cli(&["-c", "-p", &port, "GET", k]);
+        assert_eq!(text.trim(), format!("v{i}"), "{k}");
+    }
+    let mut total = 0;
+    for n in nodes {
+        let mut c = n.client();
+        let size: usize = raw(&mut c, &["DBSIZE"]).trim_start_matches(':').trim().parse().unwrap();
+        assert!(size > 0, "every master holds some of the keys");
+        total += size;
+        // A key a node does not hold is one of another node's slots.
+        for (i, k) in keys.iter().enumerate() {
+            let got = raw(&mut c, &["GET", k]);
+            let value = format!("${}\r\nv{i}\r\n", format!("v{i}").len());
+            assert!(got == value || got.starts_with("-MOVED "), "{k} on {}: {got}", n.port());
+        }
+    }
+    assert_eq!(total, keys.len());
+    let (ok, text) = cli(&["--cluster", "check", &addrs[0]]);
+    assert!(ok && text.contains("[OK] All nodes agree about slots configuration."), "{text}");
+}
+
+#[test]
+fn redis_cli_creates_a_sluice_cluster_and_follows_moved() {
+    if !have_redis() || !Path::new(REDIS_CLI).is_file() {
+        return;
+    }
+    let sluice = TestServer::default_bin();
+    let nodes: Vec<ServerProc> = (0..3).map(|i| bus_node(&format!("s{i}"), &sluice)).collect();
+    create_and_use(&nodes);
+}
+
+#[test]
+fn redis_cli_creates_a_mixed_sluice_and_redis_cluster() {
+    if !have_redis() || !Path::new(REDIS_CLI).is_file() {
+        return;
+    }
+    let sluice = TestServer::default_bin();
+    let redis = PathBuf::from(REDIS_SERVER);
+    let nodes = vec![bus_node("m0", &sluice), bus_node("m1", &redis), bus_node("m2", &sluice)];
+    create_and_use(&nodes);
+}

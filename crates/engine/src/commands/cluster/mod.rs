@@ -16,7 +16,7 @@ use resp::ReplyBuf;
 use crate::core::ctx::{Args, Ctx};
 use crate::core::error::{CmdError, CmdResult};
 use crate::core::spec::{Command, Lock};
-use crate::subsystems::cluster::Cluster;
+use crate::subsystems::cluster::{flag, Cluster};
 
 pub const COMMANDS: &[Command] = &[
     Command::redis("CLUSTER", container).subs(SUBS),
@@ -47,7 +47,7 @@ const SUBS: &[Command] = &[
     Command::redis("MYID", views::myid),
     Command::redis("NODES", views::nodes),
     Command::redis("REPLICAS", views::replicas),
-    Command::redis("REPLICATE", not_yet),
+    Command::redis("REPLICATE", replicate),
     Command::redis("RESET", slots::reset),
     Command::redis("SAVECONFIG", views::saveconfig),
     Command::redis("SET-CONFIG-EPOCH", slots::set_config_epoch),
@@ -112,6 +112,51 @@ fn meet(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let seed = cx.shared.clock.now_ms() as u64 ^ port as u64;
     c.state.write().start_handshake(&ip.to_string(), port as u16, cport as u16, seed);
     c.changed();
+    out.ok();
+    Ok(())
+}
+
+/// CLUSTER REPLICATE: this node becomes a replica of a master (Redis's
+/// clusterSetMaster): its slots go, replication follows the master.
+fn replicate(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let c = cluster(cx)?;
+    let arg = args.argv()[2];
+    let has_keys = cx.keys.db_counts(0).keys > 0;
+    let (ip, port) = {
+        let mut st = c.state.write();
+        let Some(n) = st.find(arg) else {
+            let mut l = b"ERR Unknown node ".to_vec();
+            l.extend_from_slice(arg);
+            return Err(CmdError::Bytes(l));
+        };
+        if n == st.myself {
+            return Err(CmdError::err("Can't replicate myself"));
+        }
+        if !st.nodes[n].is_master() {
+            return Err(CmdError::err("I can only replicate a master, not a replica."));
+        }
+        if st.me().is_master() && (st.me().numslots != 0 || has_keys) {
+            return Err(CmdError::err(
+                "To set a master the node must be empty and without assigned slots.",
+            ));
+        }
+        let me = st.myself;
+        for s in 0..crate::subsystems::cluster::SLOTS as u16 {
+            if st.owner(s) == Some(me) {
+                st.set_owner(s, None);
+            }
+        }
+        let master = st.nodes[n].id;
+        let (ip, port) = (st.nodes[n].ip.clone(), st.nodes[n].port);
+        let m = st.me_mut();
+        m.flags = (m.flags & !(flag::MASTER | flag::MIGRATE_TO)) | flag::SLAVE;
+        m.master = Some(master);
+        (ip, port)
+    };
+    c.changed();
+    if let Some(f) = cx.shared.host.follow.as_ref() {
+        f.follow(&ip, port);
+    }
     out.ok();
     Ok(())
 }
