@@ -439,6 +439,7 @@ impl Shared {
     }
 
     pub fn config_applied(&self) {
+        crate::subsystems::cluster::announce(self);
         let (flags, hard, max_keys, lfu) = {
             let c = self.config.read();
             self.lfu.set(c.lfu_log_factor, c.lfu_decay_time);

@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use engine::subsystems::cluster::{flag, Node, NodeId, State, SLOTS};
+use engine::subsystems::cluster::{flag, Moving, Node, NodeId, State, SLOTS};
 use engine::subsystems::log;
 use engine::Shared;
 use parking_lot::Mutex;
@@ -171,7 +171,8 @@ pub fn encode(st: &State, typ: u16, offset: i64, seed: u64) -> Vec<u8> {
     if let Some(m) = master {
         b[2128..2168].copy_from_slice(&st.nodes[m].id);
     }
-    // myip stays zeroed: the receiver takes the address of the link.
+    // myip stays zeroed (the receiver takes the address of the link)
+    // unless an address is announced.
     b[2248..2250].copy_from_slice(&me.cport.to_be_bytes());
     b[2250..2252].copy_from_slice(&me.flags.to_be_bytes());
     b[2252] = if st.ok { 0 } else { 1 };
@@ -335,6 +336,17 @@ fn process(sh: &Shared, link: u64, local_ip: &str, peer_ip: &str, m: &Msg) -> Af
     if let Some(s) = sender {
         let n = &mut st.nodes[s];
         n.flags = (n.flags & !flag::NOFAILOVER) | (m.flags & flag::NOFAILOVER);
+        // Redis's nodeUpdateAddressIfNeeded, on a PING: the address the
+        // node announces now.
+        if m.typ == PING {
+            let ip = if m.myip.is_empty() { peer_ip } else { &m.myip };
+            if n.ip != ip || n.port != m.port || n.cport != m.cport {
+                n.ip = ip.to_string();
+                n.port = m.port;
+                n.cport = m.cport;
+                changed = true;
+            }
+        }
         match m.slaveof {
             None => {
                 if !n.is_master() {
@@ -387,7 +399,8 @@ fn update_slots(st: &mut State, sender: usize, epoch: u64, slots: &[u8]) -> bool
         }
         let slot = s as u16;
         let owner = st.owner(slot);
-        if owner == Some(sender) || st.moving.contains_key(&slot) {
+        let importing = matches!(st.moving.get(&slot), Some(Moving::From(_)));
+        if owner == Some(sender) || importing {
             continue;
         }
         if owner.is_none_or(|o| st.nodes[o].config_epoch < epoch) {
@@ -562,11 +575,13 @@ pub fn cron(sh: &Arc<Shared>, links: &Arc<Links>, node_timeout: i64) {
             st.sent[counter(PING)] += 1;
             pings.push((st.nodes[i].link, encode(&st, PING, offset, now as u64 ^ i as u64)));
         }
-        // A link whose ping has waited past half the node timeout is
-        // dropped, to be opened again (Redis's link refresh).
+        // A link whose ping has waited past the node timeout (and two
+        // seconds) is dropped, to be opened again (Redis's link refresh,
+        // which also waits for the link to be that old).
         for i in 0..st.nodes.len() {
             let n = &mut st.nodes[i];
-            if i != me && n.link != 0 && n.ping_sent != 0 && now - n.ping_sent > node_timeout / 2 {
+            let late = now - n.ping_sent > node_timeout.max(2000);
+            if i != me && n.link != 0 && n.ping_sent != 0 && late {
                 links.close(n.link);
                 n.link = 0;
                 n.connected = false;

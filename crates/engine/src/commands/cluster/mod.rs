@@ -51,7 +51,8 @@ const SUBS: &[Command] = &[
     Command::redis("RESET", slots::reset),
     Command::redis("SAVECONFIG", views::saveconfig),
     Command::redis("SET-CONFIG-EPOCH", slots::set_config_epoch),
-    Command::redis("SETSLOT", not_yet),
+    // NODE counts the slot's keys: its one stripe.
+    Command::redis("SETSLOT", slots::setslot).lock(Lock::DbWalk),
     Command::redis("SHARDS", views::shards),
     Command::redis("SLAVES", views::replicas),
     Command::redis("SLOTS", views::slots),

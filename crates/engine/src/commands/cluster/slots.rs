@@ -256,3 +256,93 @@ pub(super) fn getkeysinslot(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -
     }
     Ok(())
 }
+
+/// CLUSTER SETSLOT <slot> MIGRATING|IMPORTING <node> | STABLE | NODE <node>,
+/// with Redis 7.0.15's checks in its order. A slot holds one of
+/// migrating and importing at a time here (Redis keeps both).
+pub(super) fn setslot(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    use crate::subsystems::cluster::Moving;
+    let c = cluster(cx)?;
+    let argv = args.argv();
+    if !c.state.read().me().is_master() {
+        return Err(CmdError::err("Please use SETSLOT only with masters."));
+    }
+    let slot = slot_arg(argv[2])?;
+    let action = argv[3].to_ascii_lowercase();
+    let node_arg = argv.get(4).copied();
+    // The slot's keys are counted before the state is locked (a stripe is
+    // never locked under the state's lock).
+    let id = cx.shared.store.global_id(0, slot as u32);
+    let keys = cx.stripe_at(id).len();
+    let mut st = c.state.write();
+    let me = st.myself;
+    // A node named by the action: known, and a master.
+    let target = |st: &State, unknown: &str| -> Result<usize, CmdError> {
+        let a = node_arg.unwrap_or_default();
+        let Some(n) = st.find(a) else {
+            let mut l = format!("ERR {unknown}").into_bytes();
+            l.extend_from_slice(a);
+            return Err(CmdError::Bytes(l));
+        };
+        if !st.nodes[n].is_master() {
+            return Err(CmdError::err("Target node is not a master"));
+        }
+        Ok(n)
+    };
+    match (action.as_slice(), argv.len()) {
+        (b"migrating", 5) => {
+            if st.owner(slot) != Some(me) {
+                return Err(CmdError::err(format!("I'm not the owner of hash slot {slot}")));
+            }
+            let n = target(&st, "I don't know about node ")?;
+            st.moving.insert(slot, Moving::To(n as u16));
+        }
+        (b"importing", 5) => {
+            if st.owner(slot) == Some(me) {
+                return Err(CmdError::err(format!("I'm already the owner of hash slot {slot}")));
+            }
+            let n = target(&st, "I don't know about node ")?;
+            st.moving.insert(slot, Moving::From(n as u16));
+        }
+        (b"stable", 4) => {
+            st.moving.remove(&slot);
+        }
+        (b"node", 5) => {
+            let n = target(&st, "Unknown node ")?;
+            if st.owner(slot) == Some(me) && n != me && keys != 0 {
+                return Err(CmdError::err(format!(
+                    "Can't assign hashslot {slot} to a different node while I still hold keys \
+                     for this hash slot."
+                )));
+            }
+            if keys == 0 && matches!(st.moving.get(&slot), Some(Moving::To(_))) {
+                st.moving.remove(&slot);
+            }
+            st.set_owner(slot, Some(n));
+            if n == me && matches!(st.moving.get(&slot), Some(Moving::From(_))) {
+                // A slot migrated by hand: a new epoch, so that the new
+                // owner wins when the bus spreads it.
+                let max = st.nodes.iter().map(|n| n.config_epoch).max().unwrap_or(0);
+                let mine = st.me().config_epoch;
+                if mine == 0 || mine != max.max(st.current_epoch) {
+                    st.current_epoch += 1;
+                    let e = st.current_epoch;
+                    st.me_mut().config_epoch = e;
+                    crate::subsystems::log::warning(&format!(
+                        "configEpoch updated after importing slot {slot}"
+                    ));
+                }
+                st.moving.remove(&slot);
+            }
+        }
+        _ => {
+            return Err(CmdError::err(
+                "Invalid CLUSTER SETSLOT action or number of arguments. Try CLUSTER HELP",
+            ))
+        }
+    }
+    drop(st);
+    c.changed();
+    out.ok();
+    Ok(())
+}

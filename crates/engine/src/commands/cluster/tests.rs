@@ -68,10 +68,10 @@ fn a_fresh_node_reports_itself_as_redis_does() {
     let id = h.run(&["CLUSTER", "MYID"]);
     let id = id.lines().nth(1).unwrap().to_string();
     assert_eq!(id.len(), 40);
-    assert_eq!(
-        h.run(&["CLUSTER", "NODES"]),
-        format!("${}\r\n{id} :7000@17000 myself,master - 0 0 0 connected\n\r\n", 40 + 50)
-    );
+    assert_eq!(h.run(&["CLUSTER", "NODES"]), {
+        let line = format!("{id} :7000@17000 myself,master - 0 0 0 connected\n");
+        format!("${}\r\n{line}\r\n", line.len())
+    });
     let info = h.run(&["CLUSTER", "INFO"]);
     assert!(info.contains("cluster_state:fail\r\ncluster_slots_assigned:0\r\n"), "{info}");
     assert!(info.contains("cluster_known_nodes:1\r\ncluster_size:1\r\n"), "{info}");

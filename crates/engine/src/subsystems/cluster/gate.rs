@@ -27,12 +27,30 @@ fn query(shared: &Shared, sess: &mut Session, asking: bool, writes: bool) -> Que
     }
 }
 
-/// Whether a key is in this node's database (a slot on the move).
-fn here(shared: &Shared, key: &[u8]) -> bool {
-    let st = shared.store.stripe_of(key);
+/// Which of the keys of `cmds` are in this node's database, asked only
+/// while some slot is on the move (Redis counts a migrating slot's
+/// missing keys). Read before the cluster state is locked: a stripe is
+/// never locked under the state's lock, so no lock order ties them.
+fn present<'a>(
+    shared: &Shared,
+    cmds: impl Iterator<Item = (&'static Meta, &'a [&'a [u8]])>,
+) -> Vec<Vec<u8>> {
     let now = shared.clock.now_ms();
-    let s = shared.store.lock_stripe(0, st as usize);
-    s.peek(key).is_some() && !s.is_expired(key, now)
+    let mut found = Vec::new();
+    let mut pos = Vec::new();
+    for (m, argv) in cmds {
+        pos.clear();
+        route::positions(m, argv, &mut pos);
+        for &p in &pos {
+            let Some(&key) = argv.get(p) else { continue };
+            let st = shared.store.stripe_of(key);
+            let s = shared.store.lock_stripe(0, st as usize);
+            if s.peek(key).is_some() && !s.is_expired(key, now) {
+                found.push(key.to_vec());
+            }
+        }
+    }
+    found
 }
 
 /// A client's command: served here, or the redirection Redis answers.
@@ -59,8 +77,11 @@ pub fn client(
         return Ok(());
     }
     let base = query(shared, sess, asking, flags.has(Flags::WRITE));
-    let st = c.state.read();
-    let r = if exec {
+    // While a script is busy its thread serves other clients here, and
+    // the script holds its stripes: no key is looked up then (the
+    // command gets BUSY after this anyway).
+    let moving = !c.state.read().moving.is_empty() && !shared.scripts.is_busy();
+    if exec {
         // EXEC without MULTI is the handler's error; with MULTI, the
         // queue is routed as one request.
         let Some(m) = sess.multi.as_ref() else { return Ok(()) };
@@ -73,13 +94,22 @@ pub fn client(
                 crate::core::door::lookup(shared, &argv).ok().map(|s| (s.meta(), argv))
             })
             .collect();
+        let cmds = || queued.iter().map(|(m, a)| (*m, &a[..]));
+        let here = if moving { present(shared, cmds()) } else { Vec::new() };
         let q = Query { writes, ..base };
-        route::route(&st, queued.iter().map(|(m, a)| (*m, &a[..])), &q, |k| here(shared, k))
+        let st = c.state.read();
+        route::route(&st, cmds(), &q, |k| here.iter().any(|h| h == k))
+            .map(|_| ())
+            .map_err(Redirect::into_error)
     } else {
+        let one = || std::iter::once((spec.meta(), argv));
+        let here = if moving { present(shared, one()) } else { Vec::new() };
         let q = Query { migrate: spec.meta().name == "migrate", ..base };
-        route::route(&st, std::iter::once((spec.meta(), argv)), &q, |k| here(shared, k))
-    };
-    r.map(|_| ()).map_err(Redirect::into_error)
+        let st = c.state.read();
+        route::route(&st, one(), &q, |k| here.iter().any(|h| h == k))
+            .map(|_| ())
+            .map_err(Redirect::into_error)
+    }
 }
 
 /// A script's command: refused when its keys are not this node's, in
@@ -97,7 +127,10 @@ pub fn script(
     let writes = spec.flags.has(Flags::WRITE);
     let q = query(shared, sess, sess.asking, writes);
     let st = c.state.read();
-    match route::route(&st, std::iter::once((spec.meta(), argv)), &q, |k| here(shared, k)) {
+    // The script holds its stripes: a key's presence in a slot on the
+    // move is not looked up here (it would lock a stripe under the state's
+    // lock), so a script's key counts as present.
+    match route::route(&st, std::iter::once((spec.meta(), argv)), &q, |_| true) {
         Ok(_) => Ok(()),
         Err(Redirect::DownReadOnly) => Err(CmdError::err(
             "Script attempted to execute a write command while the cluster is down and readonly",

@@ -597,6 +597,7 @@ pub fn enable(shared: &crate::Shared, port: u16) -> Result<(), String> {
     };
     let seed = shared.run_id.bytes().fold(0u64, |h, b| h.rotate_left(5) ^ b as u64);
     let c = Cluster::open(path, seed)?;
+    shared.port.store(u32::from(port), std::sync::atomic::Ordering::Relaxed);
     {
         let mut st = c.state.write();
         let me = st.me_mut();
@@ -604,12 +605,47 @@ pub fn enable(shared: &crate::Shared, port: u16) -> Result<(), String> {
         me.cport = if cport != 0 { cport } else { port.wrapping_add(10000) };
         me.connected = true;
     }
-    c.save().map_err(|e| format!("Can't save the cluster configuration: {e}"))?;
     if shared.cluster.set(c).is_err() {
         return Err("cluster mode enabled twice".into());
     }
+    announce(shared);
+    let c = shared.cluster.get().expect("just set");
+    c.save().map_err(|e| format!("Can't save the cluster configuration: {e}"))?;
     shared.state_changed();
     Ok(())
+}
+
+/// Applies the `cluster-announce-*` parameters to this node (at start,
+/// on CONFIG SET, as Redis's `clusterUpdateMyselfAnnouncedPorts`).
+pub fn announce(shared: &crate::Shared) {
+    let Some(c) = shared.cluster.get() else { return };
+    let port = shared.port.load(std::sync::atomic::Ordering::Relaxed) as u16;
+    let (p, cp, ip, host) = {
+        let cfg = shared.config.read();
+        let num = |n: &str| param(&cfg, n).parse::<u16>().unwrap_or(0);
+        let or = |v: u16, d: u16| if v == 0 { d } else { v };
+        let cport = or(num("cluster-port"), port.wrapping_add(10000));
+        (
+            or(num("cluster-announce-port"), port),
+            or(num("cluster-announce-bus-port"), cport),
+            param(&cfg, "cluster-announce-ip"),
+            param(&cfg, "cluster-announce-hostname"),
+        )
+    };
+    let mut st = c.state.write();
+    let me = st.me_mut();
+    let moved =
+        me.port != p || me.cport != cp || (!ip.is_empty() && me.ip != ip) || me.hostname != host;
+    if moved {
+        me.port = p;
+        me.cport = cp;
+        if !ip.is_empty() {
+            me.ip = ip;
+        }
+        me.hostname = host;
+        drop(st);
+        c.changed();
+    }
 }
 
 /// The cluster's periodic work that is not the bus's: the health

@@ -69,10 +69,6 @@ pub fn not_in_effect(name: &str) -> Option<&'static str> {
         | "cluster-allow-replica-migration"
         | "cluster-replica-no-failover"
         | "cluster-link-sendbuf-limit"
-        | "cluster-announce-hostname"
-        | "cluster-announce-ip"
-        | "cluster-announce-port"
-        | "cluster-announce-bus-port"
         | "cluster-announce-tls-port"
         | "tls-cluster" => NO_CLUSTER,
         "tls-key-file-pass"
