@@ -88,7 +88,7 @@ fn standalone_refuses_cluster_commands_as_redis_does() {
 /// A one-node cluster of `bin`: `(process, node id)`.
 fn one_node(tag: &str, bin: &Path) -> (ServerProc, String, PathBuf) {
     let dir = scratch_dir(&format!("cluster-node-{tag}"));
-    let p = spawn(&bin, &dir, &["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"]);
+    let p = spawn(bin, &dir, &["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"]);
     let mut c = p.client();
     let id = raw(&mut c, &["CLUSTER", "MYID"]);
     let id = id.lines().nth(1).unwrap().to_string();

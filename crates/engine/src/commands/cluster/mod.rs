@@ -67,6 +67,14 @@ fn container(_: &mut Ctx, args: &mut Args, _: &mut ReplyBuf) -> CmdResult {
     })
 }
 
+/// A command changed the cluster state: `nodes.conf` is saved by the
+/// next cron, and the cluster's health is computed now (Redis's
+/// beforeSleep does it before the next command).
+pub(super) fn changed(cx: &mut Ctx, c: &Cluster) {
+    c.changed();
+    crate::subsystems::cluster::update_state(c, cx.sess.conf(cx.shared));
+}
+
 fn disabled() -> CmdError {
     CmdError::err("This instance has cluster support disabled")
 }
@@ -112,7 +120,7 @@ fn meet(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     };
     let seed = cx.shared.clock.now_ms() as u64 ^ port as u64;
     c.state.write().start_handshake(&ip.to_string(), port as u16, cport as u16, seed);
-    c.changed();
+    changed(cx, c);
     out.ok();
     Ok(())
 }
@@ -154,7 +162,7 @@ fn replicate(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         m.master = Some(master);
         (ip, port)
     };
-    c.changed();
+    changed(cx, c);
     if let Some(f) = cx.shared.host.follow.as_ref() {
         f.follow(&ip, port);
     }

@@ -64,7 +64,7 @@ fn slots_list(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf, del: bool) -> C
     }
     apply(&mut st, &seen, del);
     drop(st);
-    c.changed();
+    super::changed(cx, c);
     out.ok();
     Ok(())
 }
@@ -90,7 +90,7 @@ fn slots_ranges(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf, del: bool) ->
     }
     apply(&mut st, &seen, del);
     drop(st);
-    c.changed();
+    super::changed(cx, c);
     out.ok();
     Ok(())
 }
@@ -130,7 +130,7 @@ pub(super) fn flushslots(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdR
         }
     }
     drop(st);
-    c.changed();
+    super::changed(cx, c);
     out.ok();
     Ok(())
 }
@@ -155,7 +155,7 @@ pub(super) fn set_config_epoch(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf
     crate::subsystems::log::warning(&format!(
         "configEpoch set to {epoch} via CLUSTER SET-CONFIG-EPOCH"
     ));
-    c.changed();
+    super::changed(cx, c);
     out.ok();
     Ok(())
 }
@@ -176,7 +176,7 @@ pub(super) fn bumpepoch(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdRe
     let line = format!("{} {}", if bumped { "BUMPED" } else { "STILL" }, st.me().config_epoch);
     drop(st);
     if bumped {
-        c.changed();
+        super::changed(cx, c);
     }
     out.simple(line.as_bytes());
     Ok(())
@@ -216,7 +216,7 @@ pub(super) fn reset(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdRes
     st.last_vote_epoch = vote;
     st.ok = was_ok;
     drop(st);
-    c.changed();
+    super::changed(cx, c);
     out.ok();
     Ok(())
 }
@@ -342,7 +342,7 @@ pub(super) fn setslot(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdR
         }
     }
     drop(st);
-    c.changed();
+    super::changed(cx, c);
     out.ok();
     Ok(())
 }

@@ -227,7 +227,7 @@ pub(super) fn forget(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdRe
     }
     st.remove(n);
     drop(st);
-    c.changed();
+    super::changed(cx, c);
     out.ok();
     Ok(())
 }

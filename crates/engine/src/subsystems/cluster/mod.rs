@@ -577,6 +577,11 @@ fn param(cfg: &crate::subsystems::config::Config, name: &str) -> String {
     String::from_utf8_lossy(&cfg.get_by_name(name).unwrap_or_default()).into_owned()
 }
 
+/// `cluster-node-timeout` (ms).
+pub fn node_timeout(cfg: &crate::subsystems::config::Config) -> i64 {
+    param(cfg, "cluster-node-timeout").parse().unwrap_or(15000)
+}
+
 /// A yes/no parameter.
 pub fn yes(cfg: &crate::subsystems::config::Config, name: &str) -> bool {
     cfg.get_by_name(name).is_some_and(|v| v == b"yes")
@@ -655,13 +660,16 @@ pub fn cron(shared: &crate::Shared) {
     let Some(c) = shared.cluster.get() else { return };
     let (full, timeout) = {
         let cfg = shared.config.read();
-        (
-            yes(&cfg, "cluster-require-full-coverage"),
-            param(&cfg, "cluster-node-timeout").parse().unwrap_or(15000),
-        )
+        (yes(&cfg, "cluster-require-full-coverage"), node_timeout(&cfg))
     };
     c.state.write().update(crate::core::shared::unix_ms(), full, timeout);
     c.save_if_changed();
+}
+
+/// Redis's `clusterUpdateState` now, with the configuration's settings.
+pub fn update_state(c: &Cluster, cfg: &crate::subsystems::config::Config) {
+    let (full, timeout) = (yes(cfg, "cluster-require-full-coverage"), node_timeout(cfg));
+    c.state.write().update(crate::core::shared::unix_ms(), full, timeout);
 }
 
 /// A random node id (40 hex characters), as Redis's `getRandomHexChars`.
