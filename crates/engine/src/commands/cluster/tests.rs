@@ -57,9 +57,11 @@ fn node(tag: &str) -> (Harness, std::path::PathBuf) {
 /// Lets the state be computed as the cron would, past Redis's delays.
 fn settle(h: &Harness) {
     let c = h.shared.cluster.get().unwrap();
+    // The state was first computed when the slots were added (a command
+    // that changes them computes it at once): past the writable and
+    // rejoin delays from then.
     let now = crate::core::shared::unix_ms();
-    c.state.write().update(now - 10_000, true, 15_000);
-    c.state.write().update(now, true, 15_000);
+    c.state.write().update(now + 10_000, true, 15_000);
 }
 
 #[test]
@@ -167,6 +169,16 @@ fn keys_route_by_slot_once_the_cluster_is_ok() {
         h.run(&["EXEC"]),
         "-EXECABORT Transaction discarded because of previous errors.\r\n"
     );
+    // A slot unassigned leaves the cluster down at once (full coverage),
+    // for every key (redis-server answers so: it/cluster.rs).
+    assert_eq!(h.run(&["MULTI"]), "+OK\r\n");
+    assert_eq!(h.run(&["SET", "foo", "1"]), "-CLUSTERDOWN The cluster is down\r\n");
+    assert_eq!(
+        h.run(&["EXEC"]),
+        "-EXECABORT Transaction discarded because of previous errors.\r\n"
+    );
+    assert_eq!(h.run(&["CLUSTER", "ADDSLOTS", "15495"]), "+OK\r\n");
+    settle(&h);
     // The slot goes away between queueing and EXEC: EXEC's reply is the
     // redirection, and the transaction is gone.
     assert_eq!(h.run(&["MULTI"]), "+OK\r\n");
@@ -177,6 +189,7 @@ fn keys_route_by_slot_once_the_cluster_is_ok() {
     assert_eq!(h.run(&["EXEC"]), "-ERR EXEC without MULTI\r\n");
     // A script touching a key of a slot nobody serves.
     assert_eq!(h.run(&["CLUSTER", "ADDSLOTS", "12182"]), "+OK\r\n");
+    assert_eq!(h.run(&["CLUSTER", "DELSLOTS", "15495"]), "+OK\r\n");
     assert_eq!(
         h.run(&["EVAL", "return redis.call('get','a')", "0"]),
         "-ERR Script attempted to access a non local key in a cluster node script: \
