@@ -35,7 +35,7 @@ const SUBS: &[Command] = &[
     Command::redis("COUNTKEYSINSLOT", slots::countkeysinslot).lock(Lock::DbWalk),
     Command::redis("DELSLOTS", slots::delslots),
     Command::redis("DELSLOTSRANGE", slots::delslotsrange),
-    Command::redis("FAILOVER", not_yet),
+    Command::redis("FAILOVER", failover),
     Command::redis("FLUSHSLOTS", slots::flushslots),
     Command::redis("FORGET", views::forget),
     Command::redis("GETKEYSINSLOT", slots::getkeysinslot).lock(Lock::DbWalk),
@@ -84,12 +84,38 @@ pub(super) fn cluster<'a>(cx: &Ctx<'a, '_>) -> Result<&'a Cluster, CmdError> {
     cx.shared.cluster.get().ok_or_else(disabled)
 }
 
-/// Subcommands that need the cluster bus, which this node does not run
-/// yet: refused in words that say so (standalone: Redis's refusal).
-fn not_yet(cx: &mut Ctx, args: &mut Args, _: &mut ReplyBuf) -> CmdResult {
-    cluster(cx)?;
-    let sub = String::from_utf8_lossy(args.argv()[1]).to_ascii_uppercase();
-    Err(CmdError::err(format!("CLUSTER {sub} is not supported by Sluice yet")))
+/// CLUSTER FAILOVER [FORCE|TAKEOVER] on a replica, with Redis's checks in
+/// its order; the bus runs what follows.
+fn failover(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let c = cluster(cx)?;
+    let argv = args.argv();
+    let (force, takeover) = match argv.get(2) {
+        None => (false, false),
+        Some(a) if argv.len() == 3 && a.eq_ignore_ascii_case(b"force") => (true, false),
+        Some(a) if argv.len() == 3 && a.eq_ignore_ascii_case(b"takeover") => (true, true),
+        Some(_) => return Err(CmdError::Syntax),
+    };
+    {
+        let st = c.state.read();
+        let me = st.me();
+        if me.is_master() {
+            return Err(CmdError::err("You should send CLUSTER FAILOVER to a replica"));
+        }
+        let Some(m) = me.master.and_then(|id| st.find(&id)) else {
+            return Err(CmdError::err("I'm a replica but my master is unknown to me"));
+        };
+        let master = &st.nodes[m];
+        if !force && (master.is_failed() || master.link == 0) {
+            return Err(CmdError::err(
+                "Master is down or failed, please use CLUSTER FAILOVER FORCE",
+            ));
+        }
+    }
+    if let Some(bus) = c.bus.get() {
+        bus.manual_failover(force, takeover);
+    }
+    out.ok();
+    Ok(())
 }
 
 /// CLUSTER MEET: a handshake the bus starts (Redis's argument checks).

@@ -200,17 +200,51 @@ pub(super) fn count_failure_reports(
     out: &mut ReplyBuf,
 ) -> CmdResult {
     let c = cluster(cx)?;
-    let st = c.state.read();
-    named(&st, args.argv()[2])?;
-    // No bus yet, so no failure reports.
-    out.int(0);
+    let mut st = c.state.write();
+    let n = named(&st, args.argv()[2])?;
+    let timeout = crate::subsystems::cluster::node_timeout(cx.sess.conf(cx.shared));
+    out.int(st.failure_reports(n, crate::core::shared::unix_ms(), timeout) as i64);
     Ok(())
 }
 
+/// One link of CLUSTER LINKS (Redis's `addReplyClusterLinkDescription`):
+/// the bus writes each message whole, so nothing waits in a buffer.
+fn link_reply(out: &mut ReplyBuf, n: &Node, inbound: bool) {
+    out.map(6);
+    out.bulk(b"direction");
+    out.bulk(if inbound { b"from" as &[u8] } else { b"to" });
+    out.bulk(b"node");
+    out.bulk(&n.id);
+    out.bulk(b"create-time");
+    out.int(if inbound { n.inbound_ctime } else { n.link_ctime });
+    out.bulk(b"events");
+    out.bulk(b"r");
+    out.bulk(b"send-buffer-allocated");
+    out.int(0);
+    out.bulk(b"send-buffer-used");
+    out.int(0);
+}
+
 pub(super) fn links(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
-    cluster(cx)?;
-    // No bus links yet.
-    out.array(0);
+    let c = cluster(cx)?;
+    let st = c.state.read();
+    let me = st.myself;
+    let mut all: Vec<(usize, bool)> = Vec::new();
+    for (i, n) in st.nodes.iter().enumerate() {
+        if i == me {
+            continue;
+        }
+        if n.link != 0 {
+            all.push((i, false));
+        }
+        if n.inbound != 0 {
+            all.push((i, true));
+        }
+    }
+    out.array(all.len());
+    for (i, inbound) in all {
+        link_reply(out, &st.nodes[i], inbound);
+    }
     Ok(())
 }
 

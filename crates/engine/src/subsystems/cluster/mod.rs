@@ -18,6 +18,7 @@
 //! Must not depend on a command family (`src/layering.rs`).
 
 pub mod conf;
+pub mod failure;
 pub mod gate;
 pub mod route;
 
@@ -82,6 +83,20 @@ pub struct Node {
     pub link: u64,
     /// When it was created (Unix ms): a handshake times out from here.
     pub ctime: i64,
+    /// When it was flagged FAIL (Unix ms).
+    pub fail_time: i64,
+    /// Masters that reported it failing or possibly failing, with when
+    /// (Redis's failure reports, valid twice the node timeout).
+    pub fail_reports: Vec<(NodeId, i64)>,
+    /// For a master: when this node last voted for one of its replicas.
+    pub voted_time: i64,
+    /// When any message from it last arrived (Unix ms).
+    pub data_received: i64,
+    /// The bus's inbound link from it (0: none), and when each of the
+    /// two links was made (CLUSTER LINKS).
+    pub inbound: u64,
+    pub link_ctime: i64,
+    pub inbound_ctime: i64,
 }
 
 impl Node {
@@ -102,6 +117,13 @@ impl Node {
             repl_offset: 0,
             link: 0,
             ctime: crate::core::shared::unix_ms(),
+            fail_time: 0,
+            fail_reports: Vec::new(),
+            voted_time: 0,
+            data_received: 0,
+            inbound: 0,
+            link_ctime: 0,
+            inbound_ctime: 0,
         }
     }
 
@@ -171,6 +193,9 @@ pub struct State {
     /// Messages sent and received over the bus, by type.
     pub sent: [u64; 11],
     pub received: [u64; 11],
+    /// A replica's election and a manual failover under way.
+    pub election: failure::Election,
+    pub manual: failure::Manual,
 }
 
 /// The names of the bus's message types, for INFO's per-type counters.
@@ -205,6 +230,8 @@ impl State {
             among_minority_ms: 0,
             sent: [0; 11],
             received: [0; 11],
+            election: Default::default(),
+            manual: Default::default(),
         }
     }
 
@@ -285,6 +312,8 @@ impl State {
             if n.master == Some(gone) {
                 n.master = None;
             }
+            // Its reports about others go with it (Redis's clusterDelNode).
+            n.fail_reports.retain(|(by, _)| *by != gone);
         }
     }
 
@@ -501,10 +530,27 @@ impl State {
     }
 }
 
+/// What the server's cluster bus does for the commands (installed once
+/// the bus runs).
+pub trait Bus: Send + Sync {
+    /// `CLUSTER FAILOVER` accepted on a replica: `force` elects at once,
+    /// `takeover` takes the slots with no election, else the master is
+    /// asked to pause first.
+    fn manual_failover(&self, force: bool, takeover: bool);
+    /// `PUBLISH` (to every node) or `SPUBLISH` (to the nodes of this
+    /// node's shard) over the bus.
+    fn publish(&self, shard: bool, channel: &[u8], message: &[u8]);
+    /// `DEBUG CLUSTERLINK KILL`: closes the outbound (`to`) and inbound
+    /// (`from`) links of the node with that id, now.
+    fn kill_links(&self, node: &NodeId, to: bool, from: bool);
+}
+
 /// A node's cluster state, shared by every connection (`Shared::cluster`)
 /// and the bus.
 pub struct Cluster {
     pub state: RwLock<State>,
+    /// The bus, once it runs.
+    pub bus: std::sync::OnceLock<std::sync::Arc<dyn Bus>>,
     /// Where `nodes.conf` is (`cluster-config-file` in `dir`).
     pub conf_path: PathBuf,
     /// Bumped on each change that must reach `nodes.conf`; the bus's cron
@@ -531,6 +577,7 @@ impl Cluster {
         };
         let c = Cluster {
             state: RwLock::new(state),
+            bus: std::sync::OnceLock::new(),
             conf_path,
             changes: AtomicU64::new(1),
             saved: AtomicU64::new(0),
