@@ -104,6 +104,7 @@ impl Bound {
             .and_then(|l| l.local_addr().ok())
             .map_or(0, |a| a.port());
         shared.port.store(u32::from(port), Ordering::Relaxed);
+        replication::cluster::start(&shared, port)?;
         Ok(Bound { shared, listeners, unix, port })
     }
 

@@ -157,8 +157,9 @@ pub fn banner(cfg: &Config, port: u16, version: &str) {
     let always = inert(cfg, "always-show-logo") == "yes";
     let syslog = inert(cfg, "syslog-enabled") == "yes";
     let show = always || (!syslog && cfg.logfile.is_empty() && std::io::stdout().is_terminal());
+    let mode = if inert(cfg, "cluster-enabled") == "yes" { "cluster" } else { "standalone" };
     if !show {
-        log::notice(&format!("Running mode=standalone, port={port}."));
+        log::notice(&format!("Running mode={mode}, port={port}."));
         return;
     }
     let pid = std::process::id();
@@ -168,7 +169,7 @@ pub fn banner(cfg: &Config, port: u16, version: &str) {
         "       .~~~~   |  |  |  |  |  |  |   ~~~~.  ".to_string(),
         format!("     ~~~  ~~~~|~~|~~|~~|~~|~~|~~|~~~~   ~~~     Sluice {version} (Redis {} compatible) 64 bit", engine::subsystems::config::REDIS_VERSION),
         "   ~~~  ~~~~  |  |  |  |  |  |  |  ~~~~  ~~~ ".to_string(),
-        "  |~~~~~~~~~~~|  |  |  |  |  |  |~~~~~~~~~~~|     Running in standalone mode".to_string(),
+        format!("  |~~~~~~~~~~~|  |  |  |  |  |  |~~~~~~~~~~~|     Running in {mode} mode"),
         format!("  |  ~~~~~~   |==|==|==|==|==|==|   ~~~~~~  |     Port: {port}"),
         format!("  |     ~~~~~~|  |  |  |  |  |  |~~~~~~     |     PID: {pid}"),
         "  |~~~~~~~~~~~|  |  |  |  |  |  |~~~~~~~~~~~|".to_string(),

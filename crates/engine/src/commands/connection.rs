@@ -63,6 +63,9 @@ fn echo(_cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
 fn select(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     // getIntFromObjectOrReply: an int first, then the index's range.
     let n = crate::core::ctx::parse_range(args.req()?, i32::MIN.into(), i32::MAX.into())?;
+    if n != 0 && cx.shared.cluster.get().is_some() {
+        return Err(CmdError::err("SELECT is not allowed in cluster mode"));
+    }
     if n < 0 || n as usize >= cx.shared.store.databases() {
         return Err(CmdError::DbIndexOutOfRange);
     }

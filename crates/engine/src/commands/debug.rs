@@ -177,6 +177,38 @@ fn mallctl(cx: &mut Ctx, args: &[&[u8]], string: bool, out: &mut ReplyBuf) -> Cm
     Ok(())
 }
 
+/// DEBUG CLUSTERLINK KILL TO|FROM|ALL <node-id>: the bus closes that
+/// node's links at once (Redis's `freeClusterLink`), to be made anew.
+fn clusterlink_kill(cx: &mut Ctx, dir: &[u8], node: &[u8]) -> CmdResult {
+    let Some(c) = cx.shared.cluster.get() else {
+        return Err(CmdError::err("Debug option only available for cluster mode enabled setup!"));
+    };
+    let found = {
+        let st = c.state.read();
+        st.find(node).map(|i| st.nodes[i].id)
+    };
+    let Some(n) = found else {
+        let mut l = b"ERR Unknown node ".to_vec();
+        l.extend_from_slice(node);
+        return Err(CmdError::Bytes(l));
+    };
+    let (to, from) = if eq_ic(dir, "FROM") {
+        (false, true)
+    } else if eq_ic(dir, "TO") {
+        (true, false)
+    } else if eq_ic(dir, "ALL") {
+        (true, true)
+    } else {
+        let mut l = b"ERR Unknown direction ".to_vec();
+        l.extend_from_slice(dir);
+        return Err(CmdError::Bytes(l));
+    };
+    if let Some(bus) = c.bus.get() {
+        bus.kill_links(&n, to, from);
+    }
+    Ok(())
+}
+
 fn debug(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let argv = args.argv();
     let sub = argv[1];
@@ -199,6 +231,10 @@ fn debug(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         }
         3 if eq_ic(sub, "SET-ACTIVE-EXPIRE") => {
             cx.shared.store.active_expire.store(atoi(argv[2]) != 0, Ordering::Relaxed);
+            out.ok();
+        }
+        5 if eq_ic(sub, "CLUSTERLINK") && eq_ic(argv[2], "KILL") => {
+            clusterlink_kill(cx, argv[3], argv[4])?;
             out.ok();
         }
         3 if eq_ic(sub, "OBJECT") => object(cx, argv[2], out)?,

@@ -500,7 +500,11 @@ fn section(cx: &mut Ctx, name: &str, t: &mut String, counts: &mut Counts) {
         }
         "cluster" => {
             line!("# Cluster");
-            line!("cluster_enabled:0");
+            if sh.cluster.get().is_some() {
+                line!("cluster_enabled:1");
+            } else {
+                line!("cluster_enabled:0");
+            }
         }
         "keyspace" => {
             let per_db = counted(cx, counts).0.clone();

@@ -177,7 +177,13 @@ fn parse_db(cx: &Ctx, a: &[u8]) -> Result<usize, CmdError> {
             "value is out of range, value must between -2147483648 and 2147483647",
         ));
     }
-    if v < 0 || v as usize >= cx.shared.store.databases() {
+    // In cluster mode the store has one database, but Redis checks the
+    // index against `databases` before it refuses any but 0.
+    let dbs = match cx.shared.cluster.get() {
+        Some(_) => cx.shared.config.read().databases,
+        None => cx.shared.store.databases(),
+    };
+    if v < 0 || v as usize >= dbs {
         return Err(CmdError::DbIndexOutOfRange);
     }
     Ok(v as usize)
@@ -196,6 +202,9 @@ fn move_keys<'a>(argv: &[&'a [u8]], db: usize, keys: &mut KeyList<'a>) {
 }
 
 fn move_(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    if cx.shared.cluster.get().is_some() {
+        return Err(CmdError::err("MOVE is not allowed in cluster mode"));
+    }
     let key = args.key()?;
     let dst = parse_db(cx, args.req()?)?;
     if dst == cx.db {
@@ -230,6 +239,9 @@ fn parse_copy(cx: &Ctx, args: &mut Args) -> Result<CopyOpts, CmdError> {
         } else {
             return Err(CmdError::Syntax);
         }
+    }
+    if cx.shared.cluster.get().is_some() && (cx.db != 0 || o.db != 0) {
+        return Err(CmdError::err("Copying to another database is not allowed in cluster mode"));
     }
     Ok(o)
 }

@@ -116,9 +116,19 @@ fn publish_with(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf, shard: bool) 
         pushed(cx, out);
     }
     out.int(n as i64);
-    // Replicas get it, so that their subscribers do (Redis 7.0 outside
-    // cluster mode; the AOF does not hold it).
-    cx.sess.fx.force_replicas_only();
+    match cx.shared.cluster.get() {
+        // In cluster mode the bus carries it: PUBLISH to every node,
+        // SPUBLISH to the nodes of this shard (Redis's
+        // clusterPropagatePublish), and replication does not.
+        Some(c) => {
+            if let Some(bus) = c.bus.get() {
+                bus.publish(shard, channel, msg);
+            }
+        }
+        // Replicas get it, so that their subscribers do (Redis 7.0
+        // outside cluster mode; the AOF does not hold it).
+        None => cx.sess.fx.force_replicas_only(),
+    }
     Ok(())
 }
 

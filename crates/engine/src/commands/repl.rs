@@ -280,6 +280,9 @@ fn role(cx: &mut Ctx, _args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
 }
 
 fn replicaof(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    if cx.shared.cluster.get().is_some() {
+        return Err(CmdError::err("REPLICAOF not allowed in cluster mode."));
+    }
     let (host, port) = (args.req()?, args.req()?);
     let follow = cx.shared.host.follow.as_ref().cloned();
     if eq_ic(host, "NO") && eq_ic(port, "ONE") {

@@ -425,6 +425,9 @@ pub fn check(
             if !sess.acl_free {
                 crate::subsystems::acl::gate::check(shared, sess, spec, argv, caller)?;
             }
+            if let Some(c) = shared.cluster.get() {
+                crate::subsystems::cluster::gate::client(shared, c, sess, spec, argv)?;
+            }
             let maxmemory = sess.conf(shared).maxmemory;
             // Not while a script is busy (Redis's processCommand skips
             // it too): eviction would wait for the stripes it holds.
@@ -561,6 +564,11 @@ pub fn check(
             {
                 return Err(CmdError::Oom);
             }
+            if let Some(c) = shared.cluster.get() {
+                if !obeys {
+                    crate::subsystems::cluster::gate::script(shared, c, sess, spec, argv)?;
+                }
+            }
         }
         // The ACL again at EXEC, in case the rules changed since the
         // command was queued (Redis's execCommand).
@@ -634,7 +642,14 @@ fn reject(
         m.dirty = true;
     }
     let mark = out.mark();
-    if spec.is_some_and(|s| s.flags.has(Flags::EXEC_TX)) {
+    if spec.is_some_and(|s| s.flags.has(Flags::EXEC_TX)) && matches!(e, CmdError::Cluster(_)) {
+        // A redirection of EXEC discards the transaction and is the
+        // reply (Redis's processCommand: discardTransaction, then
+        // clusterRedirectClient).
+        crate::core::multi::abort(shared, sess);
+        shared.cmdstats.error(&e.text());
+        e.write(out);
+    } else if spec.is_some_and(|s| s.flags.has(Flags::EXEC_TX)) {
         // Redis turns any rejection of EXEC into an abort of the
         // transaction (with or without MULTI) and drops the WATCHes.
         crate::core::multi::abort(shared, sess);

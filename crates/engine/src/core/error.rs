@@ -67,6 +67,10 @@ pub enum CmdError {
     Msg(Cow<'static, str>),
     /// Same, as bytes (when it quotes user input).
     Bytes(Vec<u8>),
+    /// A cluster redirection or refusal (`MOVED`, `ASK`, `CROSSSLOT`,
+    /// `TRYAGAIN`, `CLUSTERDOWN`), a complete line: refusing EXEC, it
+    /// discards the transaction and is the reply itself (no EXECABORT).
+    Cluster(Cow<'static, str>),
     /// The job queue's errors, Disque's words (spec §2).
     Job(JobError),
 }
@@ -247,7 +251,7 @@ impl CmdError {
                     format!("ERR wrong number of arguments for '{cmd}' command").into_bytes(),
                 )
             }
-            CmdError::Msg(m) => return Cow::Borrowed(m.as_bytes()),
+            CmdError::Msg(m) | CmdError::Cluster(m) => return Cow::Borrowed(m.as_bytes()),
             CmdError::Bytes(b) => return Cow::Borrowed(b),
             CmdError::Job(e) => e.text(),
         };

@@ -258,6 +258,11 @@ pub struct Session {
     /// Subscribed to anything, or monitoring: modes that the dispatcher's
     /// checks must see (kept by pub/sub, MONITOR and RESET).
     pub modal: bool,
+    /// Cluster mode: the client sent READONLY (reads served by a replica).
+    pub cluster_readonly: bool,
+    /// Cluster mode: the client sent ASKING, for its next command (or
+    /// transaction).
+    pub asking: bool,
     /// Tracking mode while `CLIENT TRACKING` is on.
     pub tracking: Option<crate::subsystems::tracking::Mode>,
     /// `CLIENT CACHING yes|no` was given for the next command.
@@ -345,6 +350,8 @@ impl Session {
             subs: crate::subsystems::pubsub::Subs::default(),
             pushed: None,
             modal: false,
+            cluster_readonly: false,
+            asking: false,
             tracking: None,
             caching: false,
             monitor: false,
@@ -419,6 +426,7 @@ impl Session {
             && !paused
             && bgsave_ok
             && !shared.scripts.is_busy()
+            && shared.cluster.get().is_none()
             && !(shared.store.is_replica()
                 && (self.conf.replica_read_only || !self.conf.replica_serve_stale_data));
     }

@@ -272,6 +272,9 @@ pub struct Shared {
     /// maxmemory check (measured at most once per millisecond).
     used_memory: AtomicU64,
     used_memory_at: AtomicI64,
+    /// The cluster state, set once at start-up with `cluster-enabled yes`
+    /// (`subsystems::cluster::enable`); unset on a standalone server.
+    pub cluster: std::sync::OnceLock<crate::subsystems::cluster::Cluster>,
     /// Bytes waiting in the clients' outboxes (see `outbox::Outbox`).
     pub in_transit: Arc<AtomicUsize>,
     /// The SIGTERM or SIGINT received and not acted on yet (0: none), as
@@ -323,7 +326,13 @@ impl Shared {
         host: impl FnOnce(&Weak<Shared>) -> crate::core::host::Host,
     ) -> Arc<Shared> {
         crate::core::table::install(table);
-        let store = Store::new(config.databases, 1024);
+        // In cluster mode a stripe is a slot (Redis Cluster has one
+        // database): a slot's keys are one stripe's.
+        let store = if crate::subsystems::cluster::configured(&config) {
+            Store::new(1, crate::subsystems::cluster::SLOTS)
+        } else {
+            Store::new(config.databases, 1024)
+        };
         let seed = unix_us() as u64 ^ (std::process::id() as u64) << 32;
         let mut x = seed | 1;
         let run_id: String = (0..40)
@@ -396,6 +405,7 @@ impl Shared {
             loading: AtomicBool::new(false),
             used_memory: AtomicU64::new(0),
             used_memory_at: AtomicI64::new(i64::MIN),
+            cluster: std::sync::OnceLock::new(),
         });
         shared.config_applied();
         shared
@@ -429,6 +439,7 @@ impl Shared {
     }
 
     pub fn config_applied(&self) {
+        crate::subsystems::cluster::announce(self);
         let (flags, hard, max_keys, lfu) = {
             let c = self.config.read();
             self.lfu.set(c.lfu_log_factor, c.lfu_decay_time);

@@ -10,6 +10,7 @@
 
 pub mod acl;
 pub mod client_list;
+pub mod cluster;
 pub mod config;
 pub mod evict;
 pub mod glob;

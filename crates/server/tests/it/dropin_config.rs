@@ -170,8 +170,8 @@ fn config_set_of_a_parameter_without_effect_is_logged() {
     let log = sluice.log_text();
     assert!(
         log.contains(
-            "'cluster-node-timeout' is set to '20000' but Sluice does not act on it: Sluice has \
-             no cluster mode yet"
+            "'cluster-node-timeout' is set to '20000' but Sluice does not act on it: not yet in \
+             effect: Sluice's cluster mode has no cluster bus yet"
         ),
         "{log}"
     );

@@ -312,8 +312,8 @@ fn parameters_without_effect_are_named_at_start_up() {
     );
     assert!(
         text.contains(
-            "'cluster-node-timeout' is set to '5000' but Sluice does not act on it: Sluice has no \
-             cluster mode yet"
+            "'cluster-node-timeout' is set to '5000' but Sluice does not act on it: not yet in \
+             effect: Sluice's cluster mode has no cluster bus yet"
         ),
         "{text}"
     );

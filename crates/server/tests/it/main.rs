@@ -13,6 +13,7 @@ mod aof_crash;
 mod blocking;
 mod busy_script;
 mod client_limits;
+mod cluster;
 mod command_meta;
 mod config_effect;
 mod deep_pipeline;

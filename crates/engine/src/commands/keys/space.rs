@@ -343,6 +343,9 @@ pub(super) fn flushall(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> Cmd
 }
 
 pub(super) fn swapdb(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    if cx.shared.cluster.get().is_some() {
+        return Err(CmdError::err("SWAPDB is not allowed in cluster mode"));
+    }
     let parse = |a: &[u8], msg: &'static str| {
         parse_i64(a)
             .ok()

@@ -8,7 +8,7 @@
 /// Why Sluice does not act on the parameter `name` (its primary name), or
 /// `None` when it does. The reason completes "Sluice does not act on it:".
 pub fn not_in_effect(name: &str) -> Option<&'static str> {
-    const NO_CLUSTER: &str = "Sluice has no cluster mode yet";
+    const NO_CLUSTER_TLS: &str = "not yet in effect: Sluice's cluster bus runs over plain TCP only";
     const NO_DEFRAG: &str = "Sluice has no active defragmenter (Redis refuses `activedefrag \
                              yes` too unless built with its own jemalloc; Debian's is not)";
     const RUSTLS: &str = "Sluice's TLS (rustls) reads unencrypted PEM keys only and does not \
@@ -63,25 +63,14 @@ pub fn not_in_effect(name: &str) -> Option<&'static str> {
              (Redis's `disabled`)"
         }
         "replica-ignore-disk-write-errors" => REPL_LATER,
-        "cluster-enabled"
-        | "cluster-config-file"
-        | "cluster-node-timeout"
-        | "cluster-port"
-        | "cluster-replica-validity-factor"
-        | "cluster-migration-barrier"
-        | "cluster-allow-replica-migration"
-        | "cluster-require-full-coverage"
-        | "cluster-replica-no-failover"
-        | "cluster-allow-reads-when-down"
-        | "cluster-allow-pubsubshard-when-down"
-        | "cluster-link-sendbuf-limit"
-        | "cluster-announce-hostname"
-        | "cluster-preferred-endpoint-type"
-        | "cluster-announce-ip"
-        | "cluster-announce-port"
-        | "cluster-announce-bus-port"
-        | "cluster-announce-tls-port"
-        | "tls-cluster" => NO_CLUSTER,
+        "cluster-migration-barrier" => {
+            "not yet in effect: Sluice's cluster does not move replicas to orphaned masters"
+        }
+        "cluster-link-sendbuf-limit" => {
+            "Sluice's cluster bus writes each message whole on its link and closes a link whose \
+             peer takes none for a second, so no send buffer grows"
+        }
+        "cluster-announce-tls-port" | "tls-cluster" => NO_CLUSTER_TLS,
         "tls-key-file-pass"
         | "tls-client-cert-file"
         | "tls-client-key-file"
@@ -130,8 +119,6 @@ mod tests {
     /// only for a check Redis makes on them, or for a part of their
     /// meaning (the reason in `not_in_effect` says what is missing).
     const READ_NOT_IN_EFFECT: &[&str] = &[
-        // load.rs: Redis refuses `replicaof` in cluster mode.
-        "cluster-enabled",
         // load.rs: parsed as Redis parses it (refusing `yes`).
         "activedefrag",
         // config.rs: clamped on CONFIG SET as Redis does.

@@ -1,0 +1,198 @@
+//! The CLUSTER family through the in-process harness: standalone
+//! refusals, and a cluster-mode node with no bus (replies checked
+//! against redis-server 7.0.15 started with `cluster-enabled yes`).
+
+use std::sync::Arc;
+
+use crate::subsystems::config::{lookup, Config};
+use crate::tests::Harness;
+use crate::Shared;
+
+// Replies below are redis-server 7.0.15's (cluster-enabled no).
+#[test]
+fn cluster_subcommands_answer_cluster_support_disabled() {
+    let mut h = Harness::new();
+    let disabled = "-ERR This instance has cluster support disabled\r\n";
+    for cmd in [&["CLUSTER", "HELP"][..], &["CLUSTER", "RESET", "HARD"], &["cluster", "info"]] {
+        assert_eq!(h.run(cmd), disabled);
+    }
+    assert_eq!(h.run(&["CLUSTER", "KEYSLOT", "foo"]), disabled);
+    for cmd in ["READONLY", "READWRITE", "ASKING"] {
+        assert_eq!(h.run(&[cmd]), disabled);
+    }
+    assert_eq!(h.run(&["ASKING", "x"]), "-ERR wrong number of arguments for 'asking' command\r\n");
+    assert_eq!(h.run(&["CLUSTER", "foo"]), "-ERR unknown subcommand 'foo'. Try CLUSTER HELP.\r\n");
+    assert_eq!(
+        h.run(&["CLUSTER", "INFO", "x"]),
+        "-ERR wrong number of arguments for 'cluster|info' command\r\n"
+    );
+    assert_eq!(h.run(&["CLUSTER"]), "-ERR wrong number of arguments for 'cluster' command\r\n");
+}
+
+#[test]
+fn cluster_reset_is_refused_inside_a_script() {
+    let mut h = Harness::new();
+    assert_eq!(
+        h.run(&["EVAL", "return redis.call('cluster','reset','hard')", "0"]),
+        "-ERR This Redis command is not allowed from script script: \
+         cc1ece19697daeb65ef8cb9c07a31814e0e3b28a, on @user_script:1.\r\n"
+    );
+}
+
+/// A node with `cluster-enabled yes`, its `nodes.conf` in a scratch
+/// directory, listening (as far as the state knows) on port 7000.
+fn node(tag: &str) -> (Harness, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("sluice-cluster-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut config = Config { enable_debug_command: "yes".into(), ..Config::default() };
+    config.dir = dir.display().to_string();
+    config.set(lookup(b"cluster-enabled").unwrap(), &[b"yes"]).unwrap();
+    let shared: Arc<Shared> = Shared::new(config, crate::commands::table());
+    crate::subsystems::cluster::enable(&shared, 7000).unwrap();
+    let sess = shared.connect("127.0.0.1:1".into(), "127.0.0.1:7000".into(), -1);
+    (Harness { shared, sess }, dir)
+}
+
+/// Lets the state be computed as the cron would, past Redis's delays.
+fn settle(h: &Harness) {
+    let c = h.shared.cluster.get().unwrap();
+    // The state was first computed when the slots were added (a command
+    // that changes them computes it at once): past the writable and
+    // rejoin delays from then.
+    let now = crate::core::shared::unix_ms();
+    c.state.write().update(now + 10_000, true, 15_000);
+}
+
+#[test]
+fn a_fresh_node_reports_itself_as_redis_does() {
+    let (mut h, dir) = node("fresh");
+    let id = h.run(&["CLUSTER", "MYID"]);
+    let id = id.lines().nth(1).unwrap().to_string();
+    assert_eq!(id.len(), 40);
+    assert_eq!(h.run(&["CLUSTER", "NODES"]), {
+        let line = format!("{id} :7000@17000 myself,master - 0 0 0 connected\n");
+        format!("${}\r\n{line}\r\n", line.len())
+    });
+    let info = h.run(&["CLUSTER", "INFO"]);
+    assert!(info.contains("cluster_state:fail\r\ncluster_slots_assigned:0\r\n"), "{info}");
+    assert!(info.contains("cluster_known_nodes:1\r\ncluster_size:1\r\n"), "{info}");
+    assert!(h.run(&["INFO", "cluster"]).contains("cluster_enabled:1"));
+    assert_eq!(h.run(&["READONLY"]), "+OK\r\n");
+    assert_eq!(h.run(&["ASKING"]), "+OK\r\n");
+    // Keys of unassigned slots.
+    assert_eq!(h.run(&["GET", "foo"]), "-CLUSTERDOWN Hash slot not served\r\n");
+    assert_eq!(h.run(&["SELECT", "1"]), "-ERR SELECT is not allowed in cluster mode\r\n");
+    // Written as Redis writes it, and read back as the same node.
+    let conf = std::fs::read_to_string(dir.join("nodes.conf")).unwrap();
+    assert!(conf.starts_with(&format!("{id} :7000@17000 myself,master - 0 0 0 connected\n")));
+    assert!(conf.ends_with("vars currentEpoch 0 lastVoteEpoch 0\n"), "{conf}");
+}
+
+#[test]
+fn slot_assignment_errors_in_redis_order() {
+    let (mut h, _dir) = node("assign");
+    assert_eq!(h.run(&["CLUSTER", "ADDSLOTSRANGE", "0", "100", "200", "300"]), "+OK\r\n");
+    assert_eq!(h.run(&["CLUSTER", "ADDSLOTS", "5000"]), "+OK\r\n");
+    assert_eq!(h.run(&["CLUSTER", "ADDSLOTS", "1"]), "-ERR Slot 1 is already busy\r\n");
+    assert_eq!(
+        h.run(&["CLUSTER", "DELSLOTS", "1", "1"]),
+        "-ERR Slot 1 specified multiple times\r\n"
+    );
+    assert_eq!(h.run(&["CLUSTER", "ADDSLOTS", "16384"]), "-ERR Invalid or out of range slot\r\n");
+    assert_eq!(h.run(&["CLUSTER", "ADDSLOTS", "x"]), "-ERR Invalid or out of range slot\r\n");
+    assert_eq!(
+        h.run(&["CLUSTER", "ADDSLOTSRANGE", "5", "1"]),
+        "-ERR start slot number 5 is greater than end slot number 1\r\n"
+    );
+    assert_eq!(
+        h.run(&["CLUSTER", "ADDSLOTSRANGE", "1", "2", "3"]),
+        "-ERR wrong number of arguments for 'cluster|addslotsrange' command\r\n"
+    );
+    assert_eq!(h.run(&["CLUSTER", "DELSLOTS", "6000"]), "-ERR Slot 6000 is already unassigned\r\n");
+    let nodes = h.run(&["CLUSTER", "NODES"]);
+    assert!(nodes.contains("connected 0-100 200-300 5000\n"), "{nodes}");
+    let info = h.run(&["CLUSTER", "INFO"]);
+    assert!(info.contains("cluster_slots_assigned:203\r\ncluster_slots_ok:203\r\n"), "{info}");
+    assert_eq!(
+        h.run(&["CLUSTER", "SET-CONFIG-EPOCH", "-1"]),
+        "-ERR Invalid config epoch specified: -1\r\n"
+    );
+    assert_eq!(h.run(&["CLUSTER", "SET-CONFIG-EPOCH", "5"]), "+OK\r\n");
+    assert_eq!(
+        h.run(&["CLUSTER", "SET-CONFIG-EPOCH", "7"]),
+        "-ERR Node config epoch is already non-zero\r\n"
+    );
+    assert_eq!(h.run(&["CLUSTER", "BUMPEPOCH"]), "+STILL 5\r\n");
+}
+
+#[test]
+fn keys_route_by_slot_once_the_cluster_is_ok() {
+    let (mut h, _dir) = node("route");
+    assert_eq!(h.run(&["CLUSTER", "ADDSLOTSRANGE", "0", "16383"]), "+OK\r\n");
+    // Covered, but the state is not computed yet: down.
+    assert_eq!(h.run(&["SET", "foo", "bar"]), "-CLUSTERDOWN The cluster is down\r\n");
+    // Cross-slot is found before the state is looked at.
+    assert_eq!(
+        h.run(&["MSET", "a", "1", "b", "2"]),
+        "-CROSSSLOT Keys in request don't hash to the same slot\r\n"
+    );
+    settle(&h);
+    assert_eq!(h.run(&["SET", "foo", "bar"]), "+OK\r\n");
+    assert_eq!(h.run(&["SET", "{foo}x", "1"]), "+OK\r\n");
+    assert_eq!(h.run(&["CLUSTER", "KEYSLOT", "foo"]), ":12182\r\n");
+    assert_eq!(h.run(&["CLUSTER", "COUNTKEYSINSLOT", "12182"]), ":2\r\n");
+    assert_eq!(h.run(&["CLUSTER", "COUNTKEYSINSLOT", "16384"]), "-ERR Invalid slot\r\n");
+    assert_eq!(
+        h.run(&["CLUSTER", "COUNTKEYSINSLOT", "x"]),
+        "-ERR value is not an integer or out of range\r\n"
+    );
+    assert_eq!(h.run(&["CLUSTER", "GETKEYSINSLOT", "12182", "1"]).matches('\n').count(), 3);
+    assert_eq!(
+        h.run(&["CLUSTER", "GETKEYSINSLOT", "12182", "-1"]),
+        "-ERR Invalid slot or number of keys\r\n"
+    );
+    assert_eq!(
+        h.run(&["CLUSTER", "FLUSHSLOTS"]),
+        "-ERR DB must be empty to perform CLUSTER FLUSHSLOTS.\r\n"
+    );
+    assert_eq!(
+        h.run(&["CLUSTER", "RESET"]),
+        "-ERR CLUSTER RESET can't be called with master nodes containing keys\r\n"
+    );
+    // A slot served by nobody inside a transaction: the queued command
+    // is refused, EXEC aborts.
+    assert_eq!(h.run(&["CLUSTER", "DELSLOTS", "15495"]), "+OK\r\n");
+    assert_eq!(h.run(&["MULTI"]), "+OK\r\n");
+    assert_eq!(h.run(&["SET", "a", "1"]), "-CLUSTERDOWN Hash slot not served\r\n");
+    assert_eq!(
+        h.run(&["EXEC"]),
+        "-EXECABORT Transaction discarded because of previous errors.\r\n"
+    );
+    // A slot unassigned leaves the cluster down at once (full coverage),
+    // for every key (redis-server answers so: it/cluster.rs).
+    assert_eq!(h.run(&["MULTI"]), "+OK\r\n");
+    assert_eq!(h.run(&["SET", "foo", "1"]), "-CLUSTERDOWN The cluster is down\r\n");
+    assert_eq!(
+        h.run(&["EXEC"]),
+        "-EXECABORT Transaction discarded because of previous errors.\r\n"
+    );
+    assert_eq!(h.run(&["CLUSTER", "ADDSLOTS", "15495"]), "+OK\r\n");
+    settle(&h);
+    // The slot goes away between queueing and EXEC: EXEC's reply is the
+    // redirection, and the transaction is gone.
+    assert_eq!(h.run(&["MULTI"]), "+OK\r\n");
+    assert_eq!(h.run(&["SET", "foo", "1"]), "+QUEUED\r\n");
+    assert_eq!(h.run(&["CLUSTER", "DELSLOTS", "12182"]), "+QUEUED\r\n");
+    h.shared.cluster.get().unwrap().state.write().set_owner(12182, None);
+    assert_eq!(h.run(&["EXEC"]), "-CLUSTERDOWN Hash slot not served\r\n");
+    assert_eq!(h.run(&["EXEC"]), "-ERR EXEC without MULTI\r\n");
+    // A script touching a key of a slot nobody serves.
+    assert_eq!(h.run(&["CLUSTER", "ADDSLOTS", "12182"]), "+OK\r\n");
+    assert_eq!(h.run(&["CLUSTER", "DELSLOTS", "15495"]), "+OK\r\n");
+    assert_eq!(
+        h.run(&["EVAL", "return redis.call('get','a')", "0"]),
+        "-ERR Script attempted to access a non local key in a cluster node script: \
+         eaeaa27fd219f13108fd9dea9f5ef7513173e803, on @user_script:1.\r\n"
+    );
+}

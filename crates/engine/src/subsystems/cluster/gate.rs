@@ -1,0 +1,145 @@
+//! Where the dispatcher meets the router: a client's command (Redis's
+//! `processCommand` cluster step, EXEC routing its whole queue) and a
+//! script's command (`scriptVerifyClusterState`), with ASKING's
+//! one-command lifetime. Only reached in cluster mode: a standalone
+//! session skips the checks altogether (`Session::needs_checks`).
+
+use crate::core::error::CmdError;
+use crate::core::meta::Meta;
+use crate::core::session::Session;
+use crate::core::spec::{CommandSpec, Flags};
+use crate::Shared;
+
+use super::route::{self, Query, Redirect};
+use super::Cluster;
+
+/// The router's view of the configuration and the client.
+fn query(shared: &Shared, sess: &mut Session, asking: bool, writes: bool) -> Query {
+    let readonly = sess.cluster_readonly;
+    let cfg = sess.conf(shared);
+    Query {
+        asking,
+        readonly,
+        writes,
+        migrate: false,
+        allow_reads_when_down: super::yes(cfg, "cluster-allow-reads-when-down"),
+        allow_pubsubshard_when_down: super::yes(cfg, "cluster-allow-pubsubshard-when-down"),
+    }
+}
+
+/// Which of the keys of `cmds` are in this node's database, asked only
+/// while some slot is on the move (Redis counts a migrating slot's
+/// missing keys). Read before the cluster state is locked: a stripe is
+/// never locked under the state's lock, so no lock order ties them.
+fn present<'a>(
+    shared: &Shared,
+    cmds: impl Iterator<Item = (&'static Meta, &'a [&'a [u8]])>,
+) -> Vec<Vec<u8>> {
+    let now = shared.clock.now_ms();
+    let mut found = Vec::new();
+    let mut pos = Vec::new();
+    for (m, argv) in cmds {
+        pos.clear();
+        route::positions(m, argv, &mut pos);
+        for &p in &pos {
+            let Some(&key) = argv.get(p) else { continue };
+            let st = shared.store.stripe_of(key);
+            let s = shared.store.lock_stripe(0, st as usize);
+            if s.peek(key).is_some() && !s.is_expired(key, now) {
+                found.push(key.to_vec());
+            }
+        }
+    }
+    found
+}
+
+/// A client's command: served here, or the redirection Redis answers.
+pub fn client(
+    shared: &Shared,
+    c: &Cluster,
+    sess: &mut Session,
+    spec: &'static CommandSpec,
+    argv: &[&[u8]],
+) -> Result<(), CmdError> {
+    let flags = spec.flags;
+    let asking = sess.asking || flags.has(Flags::ASKING);
+    // Redis's resetClient: ASKING lasts one command, or one transaction
+    // up to its EXEC (the ASKING command sets it again after this).
+    let exec = flags.has(Flags::EXEC_TX);
+    if sess.multi.is_none() {
+        if !flags.has(Flags::NO_QUEUE) || exec {
+            sess.asking = false;
+        }
+    } else if exec {
+        sess.asking = false;
+    }
+    if !route::wants(flags, spec.meta()) {
+        return Ok(());
+    }
+    let base = query(shared, sess, asking, flags.has(Flags::WRITE));
+    // While a script is busy its thread serves other clients here, and
+    // the script holds its stripes: no key is looked up then (the
+    // command gets BUSY after this anyway).
+    let moving = !c.state.read().moving.is_empty() && !shared.scripts.is_busy();
+    if exec {
+        // EXEC without MULTI is the handler's error; with MULTI, the
+        // queue is routed as one request.
+        let Some(m) = sess.multi.as_ref() else { return Ok(()) };
+        let writes = m.flags.has(Flags::WRITE);
+        let queued: Vec<(&'static Meta, Vec<&[u8]>)> = m
+            .queued
+            .iter()
+            .filter_map(|q| {
+                let argv: Vec<&[u8]> = q.iter().map(|a| a.as_slice()).collect();
+                crate::core::door::lookup(shared, &argv).ok().map(|s| (s.meta(), argv))
+            })
+            .collect();
+        let cmds = || queued.iter().map(|(m, a)| (*m, &a[..]));
+        let here = if moving { present(shared, cmds()) } else { Vec::new() };
+        let q = Query { writes, ..base };
+        let st = c.state.read();
+        route::route(&st, cmds(), &q, |k| here.iter().any(|h| h == k))
+            .map(|_| ())
+            .map_err(Redirect::into_error)
+    } else {
+        let one = || std::iter::once((spec.meta(), argv));
+        let here = if moving { present(shared, one()) } else { Vec::new() };
+        let q = Query { migrate: spec.meta().name == "migrate", ..base };
+        let st = c.state.read();
+        route::route(&st, one(), &q, |k| here.iter().any(|h| h == k))
+            .map(|_| ())
+            .map_err(Redirect::into_error)
+    }
+}
+
+/// A script's command: refused when its keys are not this node's, in
+/// Redis's words for scripts.
+pub fn script(
+    shared: &Shared,
+    c: &Cluster,
+    sess: &mut Session,
+    spec: &'static CommandSpec,
+    argv: &[&[u8]],
+) -> Result<(), CmdError> {
+    if !route::wants(spec.flags, spec.meta()) {
+        return Ok(());
+    }
+    let writes = spec.flags.has(Flags::WRITE);
+    let q = query(shared, sess, sess.asking, writes);
+    let st = c.state.read();
+    // The script holds its stripes: a key's presence in a slot on the
+    // move is not looked up here (it would lock a stripe under the state's
+    // lock), so a script's key counts as present.
+    match route::route(&st, std::iter::once((spec.meta(), argv)), &q, |_| true) {
+        Ok(_) => Ok(()),
+        Err(Redirect::DownReadOnly) => Err(CmdError::err(
+            "Script attempted to execute a write command while the cluster is down and readonly",
+        )),
+        Err(Redirect::Down) => {
+            Err(CmdError::err("Script attempted to execute a command while the cluster is down"))
+        }
+        Err(_) => {
+            Err(CmdError::err("Script attempted to access a non local key in a cluster node"))
+        }
+    }
+}
