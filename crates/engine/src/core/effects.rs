@@ -172,6 +172,9 @@ impl<'a> Unit<'a> {
         if seq > self.fx.hold.get() {
             self.fx.hold.set(seq);
         }
+        if seq > self.fx.last.get() {
+            self.fx.last.set(seq);
+        }
     }
 }
 
@@ -335,6 +338,9 @@ pub struct Effects {
     /// A consumer's position the replies so far must wait for (0: none);
     /// see [`Unit::hold_until`].
     hold: std::cell::Cell<u64>,
+    /// The largest position a consumer ever asked this session's replies
+    /// to wait for (never reset: WAITAOF's "this client's last write").
+    last: std::cell::Cell<u64>,
 }
 
 impl Default for Effects {
@@ -359,6 +365,7 @@ impl Default for Effects {
             flushed: false,
             unwrapped: false,
             hold: std::cell::Cell::new(0),
+            last: std::cell::Cell::new(0),
         }
     }
 }
@@ -593,6 +600,13 @@ impl Effects {
     #[inline]
     pub fn take_hold(&mut self) -> u64 {
         self.hold.replace(0)
+    }
+
+    /// The position of this session's last write a consumer numbered
+    /// (the AOF's sequence number; 0 before any), kept across batches.
+    #[inline]
+    pub fn last_position(&self) -> u64 {
+        self.last.get()
     }
 
     /// Whether a consumer asked the replies so far to wait.
