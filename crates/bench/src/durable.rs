@@ -103,7 +103,7 @@ fn workload(mode: &str, n: usize, value: &[u8]) -> Workload {
     let set: &[&[u8]] = &[b"SET", b"key:__rand_int__", value];
     let ns = n.to_string();
     let wait: &[&[u8]] = &[b"WAIT", ns.as_bytes(), b"0"];
-    let mut encoded = |args: &[&[u8]]| {
+    let encoded = |args: &[&[u8]]| {
         let mut b = Vec::new();
         resp::write_command(&mut b, args);
         b
