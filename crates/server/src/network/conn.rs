@@ -344,10 +344,12 @@ impl<S: Transport> Conn<S> {
             if self.sess.handle.qbuf_resize.load(Ordering::Relaxed) {
                 self.resize_query_buffer();
             }
-            // The one test a connection not in DURABLE mode pays for it.
+            // The one test a connection not in DURABLE mode pays for it;
+            // the durable path is boxed so that this loop's future stays
+            // its own size.
             let budget_left = match self.sess.durable {
                 None => self.execute_batch::<false>().await,
-                Some(mode) => self.execute_durable(mode, notify).await,
+                Some(mode) => Box::pin(self.execute_durable(mode, notify)).await,
             };
             // Checked before writing: the limit is on replies the batch
             // queued, as Redis checks it when replies are added.

@@ -577,11 +577,14 @@ impl Follower {
                             repl::stage(&input[..consumed]);
                             let argv: Vec<&[u8]> =
                                 (0..args.len()).map(|i| args.get(input, i)).collect();
+                            // What a GETACK ending the read is answered
+                            // with: the offset before it, as Redis.
+                            acks.before_getack = None;
                             if argv[0].eq_ignore_ascii_case(b"REPLCONF") {
                                 if argv.len() >= 2 && argv[1].eq_ignore_ascii_case(b"GETACK") {
-                                    // Answered once this read is applied,
-                                    // with the offset reached then.
+                                    // Answered once this read is applied.
                                     acks.asked = true;
+                                    acks.before_getack = Some(parsed);
                                 }
                             } else {
                                 let r = dispatch::replay(sh, &mut sess, &argv, &mut out);
@@ -641,11 +644,16 @@ impl Follower {
             // Each read applied is acknowledged at once (a master holding
             // a durable client's replies waits for it), and every second;
             // and when the AOF fsynced more (FACK, for WAITAOF).
+            // A read that ends with a GETACK is acknowledged up to the
+            // offset before it (Redis's answer); otherwise with all of it.
             let applied = self.applied_off.load(Ordering::Relaxed);
+            let answer = acks.before_getack.take().map_or(applied, |b| b.min(applied));
             let due = last_ack.elapsed() >= Duration::from_secs(1);
             if let Some(fack) = acks.due(applied, due) {
                 last_ack = Instant::now();
-                if let Err(e) = link.ack(applied, fack) {
+                // The periodic ACK says all that was applied, as Redis's.
+                let off = if due { applied } else { answer };
+                if let Err(e) = link.ack(off, fack) {
                     break Err(e);
                 }
             }
@@ -875,6 +883,8 @@ struct Acks {
     durable: Arc<crate::durability::Position>,
     /// The master asked (`REPLCONF GETACK`) in the read just applied.
     asked: bool,
+    /// The offset before that GETACK, when it was the read's last command.
+    before_getack: Option<i64>,
     /// The offset last acknowledged, and the FACK last sent.
     sent: i64,
     fack_sent: i64,
@@ -890,6 +900,7 @@ impl Acks {
         Acks {
             durable,
             asked: false,
+            before_getack: None,
             sent: applied,
             fack_sent: -1,
             pending: Default::default(),
