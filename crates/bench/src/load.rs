@@ -15,12 +15,25 @@ use client::{Config, Connection};
 pub enum Workload {
     /// Fixed request bytes; `rand` are offsets of 12-digit `__rand_int__`
     /// placeholders, rewritten per request when a keyspace is set.
-    Fixed { bytes: Vec<u8>, rand: Vec<usize> },
+    Fixed { bytes: Vec<u8>, rand: Vec<usize>, extra: Extra },
     /// GET or SET of `key:<rand>`, GET with probability `get_pct`/100.
     Mix { get_pct: u32, value: Vec<u8> },
 }
 
 const PLACEHOLDER: &[u8] = b"__rand_int__";
+
+/// What a fixed request carries besides itself (the durability
+/// scenario's modes, `crate::durable`).
+#[derive(Clone, Default)]
+pub struct Extra {
+    /// Replies to each request beyond its first (a `WAIT` after it).
+    pub more_replies: usize,
+    /// Sent once after each batch's requests (`WAIT` once per batch),
+    /// answered with one reply that is not counted as a request.
+    pub tail: Vec<u8>,
+    /// Sent once when a connection opens, its reply awaited (`DURABLE`).
+    pub setup: Vec<u8>,
+}
 
 impl Workload {
     /// A request from its arguments, noting the placeholders.
@@ -28,12 +41,34 @@ impl Workload {
         let mut bytes = Vec::new();
         resp::write_command(&mut bytes, args);
         let rand = find_all(&bytes, PLACEHOLDER);
-        Workload::Fixed { bytes, rand }
+        Workload::Fixed { bytes, rand, extra: Extra::default() }
+    }
+
+    /// A request made of several commands sent together (`SET` then
+    /// `WAIT`), noting the placeholders; each command beyond the first
+    /// adds a reply per request.
+    pub fn commands(cmds: &[&[&[u8]]]) -> Workload {
+        let mut bytes = Vec::new();
+        for c in cmds {
+            resp::write_command(&mut bytes, c);
+        }
+        let rand = find_all(&bytes, PLACEHOLDER);
+        let extra = Extra { more_replies: cmds.len().saturating_sub(1), ..Extra::default() };
+        Workload::Fixed { bytes, rand, extra }
     }
 
     /// Already-encoded bytes (inline PING).
     pub fn raw(bytes: &[u8]) -> Workload {
-        Workload::Fixed { bytes: bytes.to_vec(), rand: Vec::new() }
+        Workload::Fixed { bytes: bytes.to_vec(), rand: Vec::new(), extra: Extra::default() }
+    }
+
+    /// This workload with `extra` (a request made of several commands,
+    /// a batch's tail, a connection's setup).
+    pub fn with(self, extra: Extra) -> Workload {
+        match self {
+            Workload::Fixed { bytes, rand, .. } => Workload::Fixed { bytes, rand, extra },
+            other => other,
+        }
     }
 }
 
@@ -184,12 +219,23 @@ async fn client_loop(
     cfg.password = plan.password.clone();
     cfg.db = plan.db;
     let mut conn = Connection::connect(&cfg).await.map_err(|e| format!("connect: {e}"))?;
+    let none = Extra::default();
+    let extra = match work {
+        Workload::Fixed { extra, .. } => extra,
+        Workload::Mix { .. } => &none,
+    };
+    if !extra.setup.is_empty() {
+        conn.send_raw(&extra.setup).await.map_err(|e| e.to_string())?;
+        if conn.skip_replies(1).await.map_err(|e| e.to_string())? > 0 {
+            return Err("the connection's setup command failed".into());
+        }
+    }
     let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
     let p = plan.pipeline.max(1);
     // The batch: the request repeated `p` times (Fixed), rebuilt per batch
     // only where random keys or the mix require it.
     let (mut batch, per, rand) = match work {
-        Workload::Fixed { bytes, rand } => {
+        Workload::Fixed { bytes, rand, .. } => {
             let mut b = Vec::with_capacity(bytes.len() * p);
             let mut offs = Vec::new();
             for i in 0..p {
@@ -200,6 +246,7 @@ async fn client_loop(
         }
         Workload::Mix { .. } => (Vec::new(), 0, Vec::new()),
     };
+    let mut with_tail = Vec::new();
     let mut lat = Vec::new();
     let mut errors = 0;
     loop {
@@ -218,7 +265,15 @@ async fn client_loop(
                         put_digits(&mut batch[o..o + 12], rng.next() % space.max(1));
                     }
                 }
-                &batch[..per * k]
+                if extra.tail.is_empty() {
+                    &batch[..per * k]
+                } else {
+                    // The tail goes after this batch's requests.
+                    with_tail.clear();
+                    with_tail.extend_from_slice(&batch[..per * k]);
+                    with_tail.extend_from_slice(&extra.tail);
+                    &with_tail
+                }
             }
             Workload::Mix { get_pct, value } => {
                 batch.clear();
@@ -237,9 +292,19 @@ async fn client_loop(
         };
         let t0 = Instant::now();
         conn.send_raw(bytes).await.map_err(|e| e.to_string())?;
+        let each = 1 + extra.more_replies;
         for _ in 0..k {
-            errors += conn.skip_replies(1).await.map_err(|e| e.to_string())? as u64;
+            errors += conn.skip_replies(each).await.map_err(|e| e.to_string())? as u64;
             lat.push(t0.elapsed().as_micros().min(u32::MAX as u128) as u32);
+        }
+        if !extra.tail.is_empty() {
+            errors += conn.skip_replies(1).await.map_err(|e| e.to_string())? as u64;
+            // The requests' latency includes the wait the tail adds.
+            let end = t0.elapsed().as_micros().min(u32::MAX as u128) as u32;
+            let n = lat.len();
+            for l in &mut lat[n - k..] {
+                *l = end;
+            }
         }
         progress.done.fetch_add(k as u64, Ordering::Relaxed);
     }

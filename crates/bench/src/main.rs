@@ -6,6 +6,7 @@
 //! where they overlap, same `-q` and `--csv` lines and test names).
 
 mod chart;
+mod durable;
 mod jobs;
 mod load;
 mod proxy;
@@ -31,8 +32,11 @@ Round trips and sweeps:
   --pipeline 1,10,100,1000  pipeline depths to sweep (with --rtt and --clients)
   --clients 1,10,50         client counts to sweep
   --max-time 5s             stop each sweep point after this long (default 5s)
-  --scenario ping10k|records|mix|jobs   replay the articles' experiments; jobs:
-                            ADDJOB/GETJOB+ACKJOB vs LPUSH/BLMOVE+LREM
+  --scenario ping10k|records|mix|jobs|durable   replay the articles' experiments; jobs:
+                            ADDJOB/GETJOB+ACKJOB vs LPUSH/BLMOVE+LREM; durable: pipelined
+                            SET plain, WAIT after each, WAIT per batch and DURABLE mode, with
+                            1 and 2 of --replicas (--rtt: the master-replica round trip)
+  --replicas h:p,h:p        replicas the durable scenario attaches to the master
   --compare host:port       run the same plan against a second server, add ratios
   --out DIR                 write results.csv, results.json and SVG charts there
 ";
@@ -61,6 +65,8 @@ pub struct Opts {
     pub compare: Option<String>,
     pub out: Option<String>,
     pub get_pct: u32,
+    /// `--replicas`: servers the durable scenario makes replicas.
+    pub replicas: Vec<String>,
 }
 
 fn parse_dur(s: &str) -> Result<Duration, String> {
@@ -112,6 +118,7 @@ fn parse_args(args: &[String]) -> Result<Opts, String> {
         compare: None,
         out: None,
         get_pct: 80,
+        replicas: Vec::new(),
     };
     let mut i = 0;
     while i < args.len() {
@@ -141,6 +148,7 @@ fn parse_args(args: &[String]) -> Result<Opts, String> {
             "--scenario" => o.scenario = Some(val()?),
             "--compare" => o.compare = Some(val()?),
             "--out" => o.out = Some(val()?),
+            "--replicas" => o.replicas = list(&val()?, |s| Ok(s.to_string()))?,
             "--ratio" => {
                 let v = val()?;
                 let (g, s) = v.split_once(':').ok_or("--ratio is GET:SET")?;

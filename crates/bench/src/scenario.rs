@@ -9,6 +9,8 @@
 //! - `mix`: a GET/SET mix (`--ratio`, default 80:20) over the sweep axes.
 //! - `jobs`: the job queue against Redis's reliable-queue pattern (see
 //!   [`crate::jobs`]).
+//! - `durable`: replicated SETs plain, with WAIT, and in DURABLE mode
+//!   (see [`crate::durable`]).
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -31,7 +33,8 @@ pub fn run(o: &Opts, name: &str) -> Result<(), String> {
             crate::sweep::run(&o)
         }
         "jobs" => crate::jobs::run(o),
-        _ => Err(format!("unknown scenario {name:?} (ping10k, records, mix, jobs)")),
+        "durable" => crate::durable::run(o),
+        _ => Err(format!("unknown scenario {name:?} (ping10k, records, mix, jobs, durable)")),
     }
 }
 

@@ -229,6 +229,9 @@ fn reset(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     crate::subsystems::monitor::stop(cx.shared, cx.sess);
     *cx.sess.handle.name.lock() = None;
     cx.sess.handle.no_evict.store(false, Ordering::Relaxed);
+    // Sluice's DURABLE mode is connection state too.
+    cx.sess.durable = None;
+    *cx.sess.handle.durable.lock() = None;
     cx.sess.reply_mode = ReplyMode::On;
     out.simple(b"RESET");
     Ok(())

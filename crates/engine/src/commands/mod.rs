@@ -20,6 +20,7 @@ pub mod command;
 pub mod connection;
 pub mod debug;
 pub mod digest;
+pub mod durable;
 pub mod function;
 pub mod geo;
 pub mod hash;
@@ -82,6 +83,7 @@ pub static FAMILIES: &[&[Command]] = &[
     memory::COMMANDS,
     repl::COMMANDS,
     queue::COMMANDS,
+    durable::COMMANDS,
 ];
 
 /// The table of every family's commands, built once and installed for

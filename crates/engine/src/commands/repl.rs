@@ -39,6 +39,7 @@ pub const COMMANDS: &[Command] = &[
     Command::redis("PSYNC", psync),
     Command::redis("REPLCONF", replconf),
     Command::redis("WAIT", wait),
+    Command::sluice("WAITAOF", waitaof),
     Command::redis("ROLE", role),
     Command::redis("REPLICAOF", replicaof),
     Command::redis("SLAVEOF", replicaof),
@@ -244,6 +245,73 @@ fn wait(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     repl.wait(w, offset, numreplicas.max(0) as usize);
     Ok(())
 }
+
+/// WAITAOF (Redis 7.2's): blocks until this client's writes are fsynced
+/// by the local AOF (`numlocal`, 0 or 1) and by `numreplicas` replicas'
+/// AOFs (their `REPLCONF ACK … FACK`), or the timeout; answers both
+/// counts. The local part compares the AOF's fsynced sequence number with
+/// the client's last write's (exact, as Redis's `c->woff`); the replicas'
+/// part the stream offset now, as WAIT does.
+fn waitaof(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
+    let numlocal = parse_i64(args.req()?)?;
+    if !(0..=1).contains(&numlocal) {
+        return Err(CmdError::err("value is out of range, value must between 0 and 1"));
+    }
+    let numreplicas = parse_i64(args.req()?)?;
+    if numreplicas < 0 {
+        return Err(CmdError::err("value is out of range, must be positive"));
+    }
+    let timeout = parse_timeout_ms(args.req()?)?;
+    if cx.shared.store.is_replica() {
+        return Err(CmdError::err(
+            "WAITAOF cannot be used with replica instances. Please also note that writes to \
+             replicas are just local and are not propagated.",
+        ));
+    }
+    let aof = cx.shared.host.aof.clone();
+    let fsynced = || aof.as_ref().and_then(|a| a.fsynced());
+    if numlocal > 0 && fsynced().is_none() {
+        return Err(CmdError::err(WAITAOF_NO_AOF));
+    }
+    let seq = cx.sess.fx.last_position();
+    let local_now = fsynced().is_some_and(|f| f >= seq);
+    let repl = replication(cx.shared);
+    let offset = repl.as_ref().map_or(0, |r| r.offset());
+    let replicas_now = repl.as_ref().map_or(0, |r| r.aof_acked(offset));
+    let reply = |local: bool, replicas: usize| {
+        let mut b = ReplyBuf::new();
+        b.array(2);
+        b.int(i64::from(local));
+        b.int(replicas as i64);
+        b.to_vec()
+    };
+    let done = i64::from(local_now) >= numlocal && replicas_now as i64 >= numreplicas;
+    let Some(repl) = repl.filter(|_| !done && cx.may_block()) else {
+        out.raw(&reply(local_now, replicas_now));
+        return Ok(());
+    };
+    let r = repl.clone();
+    let w = crate::core::blocking::block_keyless(
+        cx,
+        args.argv(),
+        timeout,
+        Box::new(move || {
+            let local = aof.as_ref().and_then(|a| a.fsynced());
+            if numlocal > 0 && local.is_none() {
+                return format!("-ERR {WAITAOF_NO_AOF}\r\n").into_bytes();
+            }
+            reply(local.is_some_and(|f| f >= seq), r.aof_acked(offset))
+        }),
+    );
+    let numreplicas = numreplicas.min(i64::from(i32::MAX)) as usize;
+    repl.wait_aof(w, numlocal > 0, seq, offset, numreplicas);
+    Ok(())
+}
+
+/// WAITAOF's refusal while the AOF is off (also a blocked WAITAOF's
+/// reply when the AOF is turned off under it).
+pub const WAITAOF_NO_AOF: &str =
+    "WAITAOF cannot be used when numlocal is set but appendonly is disabled.";
 
 /// WAIT's timeout: milliseconds, with Redis's texts.
 fn parse_timeout_ms(a: &[u8]) -> Result<i64, CmdError> {

@@ -172,6 +172,9 @@ impl<'a> Unit<'a> {
         if seq > self.fx.hold.get() {
             self.fx.hold.set(seq);
         }
+        if seq > self.fx.last.get() {
+            self.fx.last.set(seq);
+        }
     }
 
     /// Asks the connection to hand what this unit recorded on to its
@@ -346,6 +349,9 @@ pub struct Effects {
     hold: std::cell::Cell<u64>,
     /// A consumer asked for [`Unit::push_before_replies`].
     push: std::cell::Cell<bool>,
+    /// The largest position a consumer ever asked this session's replies
+    /// to wait for (never reset: WAITAOF's "this client's last write").
+    last: std::cell::Cell<u64>,
 }
 
 impl Default for Effects {
@@ -371,6 +377,7 @@ impl Default for Effects {
             unwrapped: false,
             hold: std::cell::Cell::new(0),
             push: std::cell::Cell::new(false),
+            last: std::cell::Cell::new(0),
         }
     }
 }
@@ -607,6 +614,13 @@ impl Effects {
         self.hold.replace(0)
     }
 
+    /// The position of this session's last write a consumer numbered
+    /// (the AOF's sequence number; 0 before any), kept across batches.
+    #[inline]
+    pub fn last_position(&self) -> u64 {
+        self.last.get()
+    }
+
     /// Whether a consumer asked the replies so far to wait (for a
     /// position, or for a push).
     #[inline]
@@ -627,9 +641,6 @@ impl Effects {
         !self.ops.is_empty() || !self.events.is_empty() || !self.keys.is_empty() || self.flushed
     }
 
-    /// Ends the unit: hands it to the consumers (call with its locks still
-    /// held) and clears the record.
-    #[inline]
     /// The unit is a command that touches arbitrary keys, run directly:
     /// its operations (the DELs of keys it found expired) propagate one
     /// by one, as active expiry's do, not as a transaction.
@@ -637,6 +648,9 @@ impl Effects {
         self.unwrapped = true;
     }
 
+    /// Ends the unit: hands it to the consumers (call with its locks still
+    /// held) and clears the record.
+    #[inline]
     pub fn finish_unit(&mut self) {
         if self.consumers.is_some() && (self.pending() || self.unit_dirty > 0) {
             self.deliver();

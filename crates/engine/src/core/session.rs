@@ -28,6 +28,9 @@ pub struct ClientHandle {
     pub multi_mem: AtomicUsize,
     pub watching: AtomicUsize,
     pub no_evict: AtomicBool,
+    /// The durable-acknowledgement mode (`DURABLE`), as CLIENT LIST shows
+    /// it; the connection reads the session's copy.
+    pub durable: Mutex<Option<Durable>>,
     /// Pending input bytes and output bytes, updated per batch.
     pub qbuf: AtomicUsize,
     pub omem: AtomicUsize,
@@ -90,6 +93,7 @@ impl ClientHandle {
             multi_mem: AtomicUsize::new(0),
             watching: AtomicUsize::new(0),
             no_evict: AtomicBool::new(false),
+            durable: Mutex::new(None),
             qbuf: AtomicUsize::new(0),
             omem: AtomicUsize::new(0),
             qbuf_free: AtomicUsize::new(0),
@@ -277,6 +281,20 @@ pub struct Session {
     pub replica: Option<Box<crate::subsystems::repl::Handshake>>,
     /// `SCRIPT DEBUG YES|SYNC`: the client's next EVAL is debugged.
     pub ldb: Option<crate::subsystems::script::ldb::Mode>,
+    /// `DURABLE`: a batch's replies wait until its writes are on replicas
+    /// (and fsynced); the connection checks this once per batch.
+    pub durable: Option<Durable>,
+}
+
+/// A connection's durable-acknowledgement mode (the `DURABLE` command,
+/// Sluice's extension, `docs/durable.md`): replies to a batch that wrote
+/// are held until `replicas` replicas acknowledged its writes (and, with
+/// `fsync`, the local AOF fsynced them), at most `timeout_ms`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Durable {
+    pub replicas: u32,
+    pub timeout_ms: u64,
+    pub fsync: bool,
 }
 
 /// The user of sessions that run without a client's identity (tests, the
@@ -358,6 +376,7 @@ impl Session {
             redact: 0,
             replica: None,
             ldb: None,
+            durable: None,
         }
     }
 

@@ -107,6 +107,16 @@ pub(crate) fn client_line(buf: &mut Vec<u8>, h: &ClientHandle, now_ms: i64, me: 
         String::from_utf8_lossy(&h.user.lock()),
         h.resp.load(Ordering::Relaxed),
     );
+    // Sluice's extension, after Redis's fields (a parser of those keeps
+    // working) and only while it is on (the line is Redis's otherwise).
+    if let Some(d) = *h.durable.lock() {
+        buf.pop();
+        let _ = write!(buf, " durable={},{}", d.replicas, d.timeout_ms);
+        if d.fsync {
+            buf.extend_from_slice(b",fsync");
+        }
+        buf.push(b'\n');
+    }
 }
 
 /// The client's `CLIENT LIST` line, without its newline, as of its

@@ -25,6 +25,14 @@ pub trait Replication: Send + Sync {
     /// `offset`; the replicas are asked for an acknowledgement now
     /// (`REPLCONF GETACK *`).
     fn wait(&self, w: Arc<Waiter>, offset: i64, numreplicas: usize);
+    /// How many online replicas reported (`REPLCONF ACK … FACK <off>`)
+    /// their AOF fsynced `offset` or more.
+    fn aof_acked(&self, offset: i64) -> usize;
+    /// Parks a WAITAOF: `w` is served once `numreplicas` replicas fsynced
+    /// `offset` and, with `local`, the local AOF fsynced `seq` (the
+    /// client's last write); the replicas are asked for an
+    /// acknowledgement now.
+    fn wait_aof(&self, w: Arc<Waiter>, local: bool, seq: u64, offset: i64, numreplicas: usize);
     /// Asks every replica for an acknowledgement now (a shutdown waiting
     /// for them, as Redis's `sendGetackToReplicas`).
     fn request_ack(&self);

@@ -103,6 +103,14 @@ pub trait AppendOnly: Send + Sync {
     fn reload(&self) -> Result<(), String> {
         Err("no append-only file in this process".into())
     }
+    /// The sequence number of the last unit the AOF fsynced (compared
+    /// with a session's [`Effects::last_position`]), or `None` while the
+    /// AOF is off (WAITAOF).
+    ///
+    /// [`Effects::last_position`]: crate::core::effects::Effects::last_position
+    fn fsynced(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// INFO persistence's `aof_*` fields.

@@ -20,8 +20,10 @@ use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
 
+use crate::network::durable::{self, Held};
 use crate::signal::Signal;
 use engine::core::dispatch;
+use engine::core::session::Durable;
 use engine::core::shared::unix_ms;
 use engine::subsystems::config::ObufLimit;
 use engine::{Session, Shared};
@@ -266,6 +268,9 @@ struct Conn<S> {
     /// What this connection's `tot-mem` added to `Shared::clients_mem`
     /// (only while `maxmemory-clients` is set).
     mem_counted: usize,
+    /// In `DURABLE` mode: the batch's replies to writes, held until the
+    /// writes are acknowledged (`crate::network::durable`).
+    held: Held,
 }
 
 impl<S: Transport> Conn<S> {
@@ -312,6 +317,7 @@ impl<S: Transport> Conn<S> {
             published_cmd: engine::commands::find(b"PING").expect("PING is in the table"),
             served_reply: false,
             mem_counted: 0,
+            held: Held::default(),
         });
         conn.publish_memory();
         Ok(conn)
@@ -343,7 +349,13 @@ impl<S: Transport> Conn<S> {
             if self.sess.handle.qbuf_resize.load(Ordering::Relaxed) {
                 self.resize_query_buffer();
             }
-            let budget_left = self.execute_batch().await;
+            // The one test a connection not in DURABLE mode pays for it;
+            // the durable path is boxed so that this loop's future stays
+            // its own size.
+            let budget_left = match self.sess.durable {
+                None => self.execute_batch::<false>().await,
+                Some(mode) => Box::pin(self.execute_durable(mode, notify)).await,
+            };
             // Checked before writing: the limit is on replies the batch
             // queued, as Redis checks it when replies are added.
             if self.over_output_limit() {
@@ -672,7 +684,7 @@ impl<S: Transport> Conn<S> {
     /// stripe, then bucket, then first table node), so that a pipelined batch
     /// overlaps its cache misses instead of paying them one by one. This
     /// is what pipelining buys on the server side beyond fewer syscalls.
-    async fn execute_batch(&mut self) -> bool {
+    async fn execute_batch<const DURABLE: bool>(&mut self) -> bool {
         let epoch = self.shared.config_epoch.load(Ordering::Relaxed);
         if epoch != self.limits.epoch {
             self.limits = ConnLimits::load(&self.shared, self.sess.authenticated);
@@ -777,6 +789,7 @@ impl<S: Transport> Conn<S> {
                 let was_auth = self.sess.authenticated;
                 let next = w.start + w.len;
                 let hint = dispatch::Hint { now: batch_now, key: w.token };
+                let before = DURABLE.then(|| Held::before(&self.out, &self.sess));
                 let outcome = dispatch::execute_hinted(
                     &self.shared,
                     &mut self.sess,
@@ -784,6 +797,9 @@ impl<S: Transport> Conn<S> {
                     &mut self.out,
                     hint,
                 );
+                if let Some(b) = before {
+                    self.held.note(&self.out, &self.sess, b);
+                }
                 if outcome == dispatch::Outcome::Paused {
                     // CLIENT PAUSE: nothing ran; wait, then retry this request.
                     drop(argv);
@@ -825,6 +841,18 @@ impl<S: Transport> Conn<S> {
         self.compact();
         if executed {
             self.after_batch(self.shared.clock.system_ms(last_now));
+        }
+        budget_left
+    }
+
+    /// A batch in `DURABLE` mode: run as any other, noting the replies to
+    /// writes, then held until the writes are acknowledged (or the mode's
+    /// timeout rewrote those replies as errors).
+    async fn execute_durable(&mut self, mode: Durable, notify: &Signal) -> bool {
+        let budget_left = self.execute_batch::<true>().await;
+        if !self.held.is_empty() {
+            let held = std::mem::take(&mut self.held);
+            durable::wait(&self.shared, &self.sess, &mut self.out, held, mode, notify).await;
         }
         budget_left
     }
@@ -878,6 +906,7 @@ impl<S: Transport> Conn<S> {
             || self.eof
             || self.served_reply
             || self.sess.fx.holding()
+            || self.sess.durable.is_some()
             || self.sess.handle.killed.load(Ordering::Acquire)
         {
             return;

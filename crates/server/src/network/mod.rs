@@ -1,6 +1,7 @@
 //! The network side of a server: listeners and event-loop threads
 //! (`net`), a client connection's loop (`conn`) over any `transport`
 //! (plain TCP, TLS, Unix sockets), the connection's wake-up `signal`,
+//! the `DURABLE` mode's held replies (`durable`),
 //! and serving a thread's clients while its script is busy (`busy`).
 //! Depends on the engine for commands and on the server's `host` for its
 //! own state; never on persistence or replication but through the
@@ -8,6 +9,7 @@
 
 pub mod busy;
 pub mod conn;
+pub mod durable;
 pub mod net;
 pub mod signal;
 pub mod tls;

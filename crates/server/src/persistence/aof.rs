@@ -365,7 +365,12 @@ impl Aof {
                 unsynced = false;
                 last_fsync = Instant::now();
             }
-            self.durable.advance(hi);
+            // Nothing written is left unsynced: `hi` is fsynced too.
+            let fsynced = !unsynced;
+            self.durable.advance(hi, fsynced);
+            if fsynced {
+                self.fsync_progress();
+            }
             if sync_req || close {
                 let mut st = self.state.lock();
                 st.sync_requested = false;
@@ -376,6 +381,28 @@ impl Aof {
                     return;
                 }
             }
+        }
+    }
+
+    /// Whether the AOF is on (false from the moment it is being turned
+    /// off).
+    pub fn is_on(&self) -> bool {
+        self.on.load(Ordering::Acquire)
+    }
+
+    /// Asks the writer to fsync what it has at its next turn, whatever
+    /// the policy (`DURABLE … FSYNC`: that connection's writes are
+    /// acknowledged as under `appendfsync always`).
+    pub fn request_fsync(&self) {
+        let mut st = self.state.lock();
+        st.sync_requested = true;
+        self.wake.notify_one();
+    }
+
+    /// The fsynced position moved, or the AOF went off: WAITAOFs may end.
+    fn fsync_progress(&self) {
+        if let Some(sh) = self.shared() {
+            crate::host::node(&sh).master.aof_progress();
         }
     }
 
@@ -649,6 +676,8 @@ impl Aof {
         }
         drop(st);
         self.durable.set_active(false);
+        // A WAITAOF waiting for the local fsync is answered its error.
+        self.fsync_progress();
     }
 
     /// Stops a running rewrite and waits for it to end, as Redis's
@@ -717,6 +746,13 @@ impl Aof {
 }
 
 impl AppendOnly for Seam {
+    fn fsynced(&self) -> Option<u64> {
+        if !self.0.on.load(Ordering::Acquire) {
+            return None;
+        }
+        self.0.durable.fsynced()
+    }
+
     fn rewrite(&self, holding_stripes: bool) -> Result<&'static str, String> {
         let me = self.0.clone();
         let sh = me.shared().ok_or("server is stopping")?;

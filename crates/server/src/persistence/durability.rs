@@ -12,6 +12,9 @@ pub struct Position {
     appended: AtomicU64,
     /// The largest sequence number made durable.
     acked: AtomicU64,
+    /// The largest sequence number fsynced (WAITAOF, `DURABLE … FSYNC`);
+    /// `acked` under `appendfsync always`, behind it otherwise.
+    fsynced: AtomicU64,
     /// Something advances the position (the AOF is on); while not,
     /// nobody waits.
     active: AtomicBool,
@@ -26,10 +29,43 @@ impl Position {
         self.appended.store(seq, Ordering::Relaxed);
     }
 
-    /// Everything up to `seq` is durable: wakes the waiting connections.
-    pub fn advance(&self, seq: u64) {
+    /// Everything up to `seq` is durable (written; `fsynced` too when
+    /// the writer just fsynced it): wakes the waiting connections.
+    pub fn advance(&self, seq: u64, fsynced: bool) {
         self.acked.store(seq, Ordering::Release);
+        if fsynced {
+            self.fsynced.store(seq, Ordering::Release);
+        }
         self.notify.notify_waiters();
+    }
+
+    /// The largest sequence number fsynced, while writes are numbered.
+    pub fn fsynced(&self) -> Option<u64> {
+        self.active.load(Ordering::Acquire).then(|| self.fsynced.load(Ordering::Acquire))
+    }
+
+    /// Whether something numbers writes (the AOF is on).
+    pub fn is_active(&self) -> bool {
+        self.active.load(Ordering::Acquire)
+    }
+
+    /// Waits until `seq` is fsynced, the AOF is turned off (`false`), or
+    /// `deadline` passes (`false`).
+    pub async fn wait_fsynced(&self, seq: u64, deadline: tokio::time::Instant) -> bool {
+        loop {
+            let n = self.notify.notified();
+            tokio::pin!(n);
+            n.as_mut().enable();
+            if !self.active.load(Ordering::Acquire) {
+                return false;
+            }
+            if self.fsynced.load(Ordering::Acquire) >= seq {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, n).await.is_err() {
+                return self.fsynced.load(Ordering::Acquire) >= seq;
+            }
+        }
     }
 
     /// Whether writes are numbered at all; turning it off releases the

@@ -11,8 +11,11 @@
 //! command through `dispatch::replay`, as the AOF loader does, so stripes,
 //! locks, blocked clients and the effects record (a replica's own AOF)
 //! behave as for any write. Nothing is answered to the master but
-//! `REPLCONF GETACK` (with `REPLCONF ACK <offset>`), and an ACK goes out
-//! every second. `+CONTINUE` after a reconnect keeps the data and the
+//! `REPLCONF GETACK` (with `REPLCONF ACK <offset>`); an ACK also goes out
+//! as soon as a read of the stream is applied (a master holding a
+//! `DURABLE` client's replies waits for it), and every second. While the
+//! AOF is on, the ACK carries Redis 7.2's `FACK <offset>`: the stream
+//! offset whose writes the AOF fsynced (WAITAOF). `+CONTINUE` after a reconnect keeps the data and the
 //! offset. A dropped link is retried with a backoff (100 ms doubling to
 //! one second, Redis retries each second).
 //!
@@ -418,7 +421,7 @@ impl Follower {
         }
         // The first ACK puts us online (a diskless master starts the
         // stream on it).
-        link.ack(self.applied_off.load(Ordering::Relaxed))?;
+        link.ack(self.applied_off.load(Ordering::Relaxed), None)?;
         self.stream(sh, &mut link)
     }
 
@@ -555,6 +558,7 @@ impl Follower {
         // Stream bytes that came with the payload or the reply line.
         self.read_off.store(parsed + link.buf.len() as i64, Ordering::Relaxed);
         let mut last_ack = Instant::now();
+        let mut acks = Acks::new(crate::host::node(sh).durable.clone(), parsed);
         let mut chunk = vec![0u8; 64 * 1024];
         let res = loop {
             if !link.buf.is_empty() {
@@ -573,13 +577,14 @@ impl Follower {
                             repl::stage(&input[..consumed]);
                             let argv: Vec<&[u8]> =
                                 (0..args.len()).map(|i| args.get(input, i)).collect();
+                            // What a GETACK ending the read is answered
+                            // with: the offset before it, as Redis.
+                            acks.before_getack = None;
                             if argv[0].eq_ignore_ascii_case(b"REPLCONF") {
                                 if argv.len() >= 2 && argv[1].eq_ignore_ascii_case(b"GETACK") {
-                                    // The offset before this command, as Redis.
-                                    if let Err(e) = link.ack(parsed) {
-                                        failed = Some(e);
-                                        break;
-                                    }
+                                    // Answered once this read is applied.
+                                    acks.asked = true;
+                                    acks.before_getack = Some(parsed);
                                 }
                             } else {
                                 let r = dispatch::replay(sh, &mut sess, &argv, &mut out);
@@ -636,9 +641,19 @@ impl Follower {
                     break Err(e);
                 }
             }
-            if last_ack.elapsed() >= Duration::from_secs(1) {
+            // Each read applied is acknowledged at once (a master holding
+            // a durable client's replies waits for it), and every second;
+            // and when the AOF fsynced more (FACK, for WAITAOF).
+            // A read that ends with a GETACK is acknowledged up to the
+            // offset before it (Redis's answer); otherwise with all of it.
+            let applied = self.applied_off.load(Ordering::Relaxed);
+            let answer = acks.before_getack.take().map_or(applied, |b| b.min(applied));
+            let due = last_ack.elapsed() >= Duration::from_secs(1);
+            if let Some(fack) = acks.due(applied, due) {
                 last_ack = Instant::now();
-                if let Err(e) = link.ack(self.applied_off.load(Ordering::Relaxed)) {
+                // The periodic ACK says all that was applied, as Redis's.
+                let off = if due { applied } else { answer };
+                if let Err(e) = link.ack(off, fack) {
                     break Err(e);
                 }
             }
@@ -770,9 +785,17 @@ impl Link {
         self.sock.write_all(&b).map_err(|e| format!("Error writing to MASTER: {e}"))
     }
 
-    fn ack(&mut self, offset: i64) -> Result<(), String> {
+    /// `REPLCONF ACK <offset>`, with Redis 7.2's `FACK <aofoff>` (what
+    /// the AOF fsynced) while the AOF is on.
+    fn ack(&mut self, offset: i64, fack: Option<i64>) -> Result<(), String> {
         let off = offset.to_string();
-        self.send(&[b"REPLCONF", b"ACK", off.as_bytes()])
+        match fack {
+            None => self.send(&[b"REPLCONF", b"ACK", off.as_bytes()]),
+            Some(f) => {
+                let f = f.to_string();
+                self.send(&[b"REPLCONF", b"ACK", off.as_bytes(), b"FACK", f.as_bytes()])
+            }
+        }
     }
 
     /// Reads more bytes (waiting at most the read timeout); `Err` when the
@@ -852,6 +875,76 @@ impl Link {
             t.1 = read as i64;
             t.2 = unix_ms() / 1000;
         }
+    }
+}
+
+/// When the link acknowledges, and what its AOF fsynced (the FACK).
+struct Acks {
+    durable: Arc<crate::durability::Position>,
+    /// The master asked (`REPLCONF GETACK`) in the read just applied.
+    asked: bool,
+    /// The offset before that GETACK, when it was the read's last command.
+    before_getack: Option<i64>,
+    /// The offset last acknowledged, and the FACK last sent.
+    sent: i64,
+    fack_sent: i64,
+    /// (the AOF's sequence number after a read was applied, the stream
+    /// offset it reached), oldest first, until the AOF fsynced it.
+    pending: std::collections::VecDeque<(u64, i64)>,
+    /// The offset the AOF fsynced everything up to.
+    fack: i64,
+}
+
+impl Acks {
+    fn new(durable: Arc<crate::durability::Position>, applied: i64) -> Self {
+        Acks {
+            durable,
+            asked: false,
+            before_getack: None,
+            sent: applied,
+            fack_sent: -1,
+            pending: Default::default(),
+            // Nothing is claimed until a read is seen fsynced.
+            fack: -1,
+        }
+    }
+
+    /// Whether to acknowledge now (`Some(fack)`; `fack` is `None` while
+    /// the AOF is off): the master asked, this read applied more, the
+    /// AOF fsynced more, or `periodic`.
+    fn due(&mut self, applied: i64, periodic: bool) -> Option<Option<i64>> {
+        let fack = match self.durable.fsynced() {
+            None => {
+                self.pending.clear();
+                self.fack = applied;
+                None
+            }
+            Some(fsynced) => {
+                let seq = self.durable.last();
+                // Bounded: past 64 entries (an AOF that does not fsync)
+                // the newest absorbs the next, which only reports later.
+                let full = self.pending.len() >= 64;
+                match self.pending.back_mut() {
+                    Some(last) if last.0 == seq || full => *last = (seq, applied),
+                    _ => self.pending.push_back((seq, applied)),
+                }
+                while let Some(&(s, off)) = self.pending.front() {
+                    if s > fsynced {
+                        break;
+                    }
+                    self.fack = self.fack.max(off);
+                    self.pending.pop_front();
+                }
+                Some(self.fack)
+            }
+        };
+        let more_fsynced = fack.is_some_and(|f| f > self.fack_sent);
+        if !(std::mem::take(&mut self.asked) || applied > self.sent || more_fsynced || periodic) {
+            return None;
+        }
+        self.sent = applied;
+        self.fack_sent = fack.unwrap_or(-1);
+        Some(fack)
     }
 }
 

@@ -98,6 +98,11 @@ pub struct Master {
     /// Replicas waiting for a shared diskless snapshot, and its outcomes.
     diskless: Mutex<diskless::Batches>,
     diskless_done: Condvar,
+    /// Woken at every acknowledgement a replica sends: connections in
+    /// `DURABLE` mode wait on it (`crate::durable`).
+    acks: tokio::sync::Notify,
+    /// Parked WAITAOFs (a count, so that an fsync looks at one atomic).
+    aof_waits: std::sync::atomic::AtomicUsize,
 }
 
 struct Inner {
@@ -122,6 +127,10 @@ struct Inner {
     stream_db: usize,
     /// Connections' pushes waiting for a sender's write to end.
     push_waiters: usize,
+    /// The stream's offset right after the last `REPLCONF GETACK` fed
+    /// for durable connections: another is fed only once the stream
+    /// moved past it (one request covers every batch before it).
+    getack_at: i64,
 }
 
 /// A connected replica and how far it has been sent the stream.
@@ -145,6 +154,9 @@ struct Replica {
     port: u16,
     state: AtomicU8,
     ack_offset: AtomicI64,
+    /// The offset its AOF fsynced (`REPLCONF ACK <off> FACK <aofoff>`,
+    /// Redis 7.2's; -1 from a replica that sends no FACK).
+    fack_offset: AtomicI64,
     /// Unix seconds of the last acknowledgement.
     ack_time: AtomicI64,
     /// The stream flows (after a diskless payload: from the first ACK).
@@ -165,11 +177,14 @@ impl Replica {
     }
 }
 
-/// A parked WAIT.
+/// A parked WAIT or WAITAOF.
 struct Wait {
     w: Arc<Waiter>,
     offset: i64,
     numreplicas: usize,
+    /// A WAITAOF: replicas count by their FACK; (whether it waits for
+    /// the local AOF, the client's last write's sequence number).
+    aof: Option<(bool, u64)>,
 }
 
 /// The effects-record consumer that feeds the stream.
@@ -232,11 +247,14 @@ pub fn new(shared: &Weak<Shared>) -> Arc<Master> {
             no_replicas_since: unix_ms() / 1000,
             stream_db: 0,
             push_waiters: 0,
+            getack_at: -1,
         }),
         proxy: AtomicBool::new(false),
         failover: Mutex::new(None),
         diskless: Mutex::new(diskless::Batches::default()),
         diskless_done: Condvar::new(),
+        acks: tokio::sync::Notify::new(),
+        aof_waits: std::sync::atomic::AtomicUsize::new(0),
         grown: Condvar::new(),
         sync_full: AtomicU64::new(0),
         sync_partial_ok: AtomicU64::new(0),
@@ -447,23 +465,60 @@ impl Master {
             if g.waits.is_empty() {
                 return;
             }
-            let acks: Vec<i64> = g
+            let acks: Vec<(i64, i64)> = g
                 .replicas
                 .iter()
                 .filter(|s| s.r.state.load(Ordering::Relaxed) == ONLINE)
-                .map(|s| s.r.ack_offset.load(Ordering::Relaxed))
+                .map(|s| {
+                    (
+                        s.r.ack_offset.load(Ordering::Relaxed),
+                        s.r.fack_offset.load(Ordering::Relaxed),
+                    )
+                })
                 .collect();
             (std::mem::take(&mut g.waits), acks)
         };
+        // An AOF being turned off counts as off at once (as Redis's
+        // `aof_enabled`), though its writer still fsyncs what it has.
+        let fsynced = self.shared.upgrade().and_then(|sh| {
+            let node = crate::host::node(&sh);
+            node.aof.is_on().then(|| node.durable.fsynced()).flatten()
+        });
         let mut pending = Vec::new();
         for w in waits {
             if !engine::core::blocking::still_waiting(&w.w) {
+                if w.aof.is_some() {
+                    self.aof_waits.fetch_sub(1, Ordering::Relaxed);
+                }
                 continue;
             }
-            let n = acks.iter().filter(|&&a| a >= w.offset).count();
-            if n >= w.numreplicas {
-                let mut b = ReplyBuf::new();
-                b.int(n as i64);
+            let mut b = ReplyBuf::new();
+            let served = match w.aof {
+                None => {
+                    let n = acks.iter().filter(|&&(a, _)| a >= w.offset).count();
+                    b.int(n as i64);
+                    n >= w.numreplicas
+                }
+                Some((needs_local, seq)) => {
+                    let n = acks.iter().filter(|&&(_, f)| f >= w.offset).count();
+                    if needs_local && fsynced.is_none() {
+                        // The AOF went off under a WAITAOF that needs it.
+                        let text = engine::commands::repl::WAITAOF_NO_AOF;
+                        b.error(format!("ERR {text}").as_bytes());
+                        true
+                    } else {
+                        let here = fsynced.is_some_and(|f| f >= seq);
+                        b.array(2);
+                        b.int(i64::from(here));
+                        b.int(n as i64);
+                        n >= w.numreplicas && (here || !needs_local)
+                    }
+                }
+            };
+            if served {
+                if w.aof.is_some() {
+                    self.aof_waits.fetch_sub(1, Ordering::Relaxed);
+                }
                 engine::core::blocking::serve_keyless(&w.w, b.to_vec());
             } else {
                 pending.push(w);
@@ -472,6 +527,38 @@ impl Master {
         if !pending.is_empty() {
             self.inner.lock().waits.extend(pending);
         }
+    }
+
+    /// The local AOF fsynced more (or went off): parked WAITAOFs may end.
+    pub fn aof_progress(&self) {
+        if self.aof_waits.load(Ordering::Relaxed) > 0 {
+            self.serve_waits();
+        }
+    }
+
+    /// Online replicas that acknowledged `offset` or more.
+    pub fn acked_now(&self, offset: i64) -> usize {
+        Replication::acked(self, offset)
+    }
+
+    /// What a connection in `DURABLE` mode waits on for acknowledgements.
+    pub fn acks(&self) -> &tokio::sync::Notify {
+        &self.acks
+    }
+
+    /// Asks the replicas for an acknowledgement of everything fed so far
+    /// (`REPLCONF GETACK *`), unless the last thing fed is such a request:
+    /// concurrent durable batches share one.
+    pub fn ask_for_acks(&self) {
+        if self.proxy.load(Ordering::Acquire) {
+            return;
+        }
+        let mut g = self.inner.lock();
+        if g.buf.is_none() || g.replicas.is_empty() || g.getack_at == g.offset {
+            return;
+        }
+        self.append(&mut g, GETACK);
+        g.getack_at = g.offset;
     }
 
     /// Forgets a replica (its connection ended or was cut); what only it
@@ -571,9 +658,29 @@ impl Replication for Master {
     }
 
     fn wait(&self, w: Arc<Waiter>, offset: i64, numreplicas: usize) {
-        self.inner.lock().waits.push(Wait { w, offset, numreplicas });
+        self.inner.lock().waits.push(Wait { w, offset, numreplicas, aof: None });
         // As Redis's replicationRequestAckFromSlaves: ask now.
         self.feed_raw(GETACK);
+    }
+
+    fn aof_acked(&self, offset: i64) -> usize {
+        self.inner
+            .lock()
+            .replicas
+            .iter()
+            .filter(|s| {
+                s.r.state.load(Ordering::Relaxed) == ONLINE
+                    && s.r.fack_offset.load(Ordering::Relaxed) >= offset
+            })
+            .count()
+    }
+
+    fn wait_aof(&self, w: Arc<Waiter>, local: bool, seq: u64, offset: i64, numreplicas: usize) {
+        self.aof_waits.fetch_add(1, Ordering::Relaxed);
+        self.inner.lock().waits.push(Wait { w, offset, numreplicas, aof: Some((local, seq)) });
+        self.feed_raw(GETACK);
+        // The local part may be there already (an fsync in between).
+        self.serve_waits();
     }
 
     fn request_ack(&self) {
@@ -647,6 +754,7 @@ pub fn take_over(
         port: hs.listening_port,
         state: AtomicU8::new(WAIT_BGSAVE),
         ack_offset: AtomicI64::new(0),
+        fack_offset: AtomicI64::new(-1),
         ack_time: AtomicI64::new(unix_ms() / 1000),
         streaming: AtomicBool::new(false),
         handle: sess.handle.clone(),
@@ -1021,6 +1129,15 @@ fn read_acks(sh: &Shared, m: &Master, r: &Replica, mut sock: TcpStream, mut buf:
                             std::str::from_utf8(arg(2)).ok().and_then(|s| s.parse::<i64>().ok())
                         {
                             r.ack_offset.fetch_max(off, Ordering::Relaxed);
+                            // Redis 7.2's `FACK <aofoff>`: what its AOF fsynced.
+                            if n >= 5 && arg(3).eq_ignore_ascii_case(b"FACK") {
+                                if let Some(f) = std::str::from_utf8(arg(4))
+                                    .ok()
+                                    .and_then(|s| s.parse::<i64>().ok())
+                                {
+                                    r.fack_offset.fetch_max(f, Ordering::Relaxed);
+                                }
+                            }
                             r.ack_time.store(unix_ms() / 1000, Ordering::Relaxed);
                             if r.state.load(Ordering::Relaxed) == ONLINE
                                 && !r.streaming.swap(true, Ordering::AcqRel)
@@ -1032,6 +1149,7 @@ fn read_acks(sh: &Shared, m: &Master, r: &Replica, mut sock: TcpStream, mut buf:
                                 m.grown.notify_all();
                             }
                             m.serve_waits();
+                            m.acks.notify_waiters();
                         }
                     }
                     pos += consumed;

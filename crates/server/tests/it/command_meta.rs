@@ -121,11 +121,13 @@ fn names_of(reply: &[u8]) -> BTreeSet<String> {
     }
 }
 
-/// Sluice's own commands (the job queue, group `queue`): Redis has none
-/// of them, so the comparisons leave them out.
+/// Sluice's own commands (the job queue, group `queue`; DURABLE) and
+/// WAITAOF (Redis 7.2's): Redis 7.0 has none of them, so the comparisons
+/// leave them out.
 const SLUICE_ONLY: &[&str] = &[
-    "ackjob", "addjob", "deljob", "dequeue", "enqueue", "fastack", "getjob", "jscan", "loadjob",
-    "nack", "pause", "qlen", "qpeek", "qscan", "qset", "qstat", "show", "waitjob", "working",
+    "ackjob", "addjob", "deljob", "dequeue", "durable", "enqueue", "fastack", "getjob", "jscan",
+    "loadjob", "nack", "pause", "qlen", "qpeek", "qscan", "qset", "qstat", "show", "waitaof",
+    "waitjob", "working",
 ];
 
 fn redis_names(all: BTreeSet<String>) -> BTreeSet<String> {

@@ -23,6 +23,7 @@ mod differential_streams;
 mod differential_types;
 mod dropin_config;
 mod dropin_process;
+mod durable;
 mod effects;
 mod eviction;
 mod exporter;

@@ -7,7 +7,7 @@
 //! `@write`, `@read`, `@fast` or `@slow`, `@blocking`, `@admin` and
 //! `@dangerous` from the flags); the queue has no category of its own.
 
-use super::{c, f, Meta, META};
+use super::{a, c, f, Arg, ArgKind, Meta, ARG, META};
 use crate::core::spec::Group;
 
 /// Every command Sluice adds, by name.
@@ -55,6 +55,23 @@ pub static COMMANDS: &[Meta] = &[
         summary: "Takes queued jobs out of their queues, leaving them active (Disque).",
         since: "sluice-0.1",
         group: Group::Queue,
+        ..META
+    },
+    Meta {
+        name: "durable",
+        arity: -2,
+        flags: f::NOSCRIPT | f::LOADING | f::STALE,
+        first: 0, last: 0, step: 0,
+        acl: c::SLOW | c::CONNECTION,
+        summary: "Holds the connection's replies to writes until they are on N replicas (and fsynced), or turns that off (Sluice's extension).",
+        since: "sluice-0.1",
+        group: Group::Connection,
+        complexity: Some("O(1)"),
+        args: &[
+            Arg { name: "numreplicas", kind: ArgKind::Integer, ..ARG },
+            Arg { name: "timeout", kind: ArgKind::Integer, ..ARG },
+            Arg { name: "fsync", kind: ArgKind::PureToken, token: Some("FSYNC"), flags: a::OPTIONAL, ..ARG },
+        ],
         ..META
     },
     Meta {
@@ -199,6 +216,24 @@ pub static COMMANDS: &[Meta] = &[
         summary: "Shows a job: its state, counters, schedule and body (Disque).",
         since: "sluice-0.1",
         group: Group::Queue,
+        ..META
+    },
+    Meta {
+        name: "waitaof",
+        arity: 4,
+        flags: f::NOSCRIPT,
+        first: 0, last: 0, step: 0,
+        acl: c::SLOW | c::CONNECTION,
+        tips: &["request_policy:all_shards", "response_policy:agg_min"],
+        summary: "Blocks until all of the preceding write commands sent by the connection are written to the append-only file of the master and/or replicas (Redis 7.2's).",
+        since: "7.2.0",
+        group: Group::Generic,
+        complexity: Some("O(1)"),
+        args: &[
+            Arg { name: "numlocal", kind: ArgKind::Integer, ..ARG },
+            Arg { name: "numreplicas", kind: ArgKind::Integer, ..ARG },
+            Arg { name: "timeout", kind: ArgKind::Integer, ..ARG },
+        ],
         ..META
     },
     Meta {

@@ -1,0 +1,309 @@
+//! `DURABLE` (Sluice's extension, `docs/durable.md`) and WAITAOF (Redis
+//! 7.2's), over TCP against real replicas: Sluice replicas and a
+//! redis-server 7.0.15 replica (which acknowledges only when asked).
+//!
+//! - Ordering: a pipeline of write, read, write comes back in order, and
+//!   by the time it does the replica has every write (read straight from
+//!   the replica, without waiting).
+//! - A timeout: each held write's reply is the error that says how many
+//!   replicas had it; the read in the same pipeline is answered as is.
+//! - A replica stopped, then killed, under a held batch: the client gets
+//!   its errors at the timeout, not later.
+//! - `FSYNC` under `appendfsync everysec`: released once the AOF fsynced,
+//!   which the connection asks for (so well before the once-a-second
+//!   fsync).
+//! - WAITAOF: Redis 7.2's documented replies and errors (redis-server
+//!   7.0 has no WAITAOF to compare with): local fsync under always,
+//!   everysec and no, the AOF turned off under a blocked WAITAOF, a
+//!   replica's FACK.
+
+use std::time::{Duration, Instant};
+
+use crate::common::{cmd, text, wait_for, wait_synced};
+use resp::Frame;
+use testkit::{Client, RedisServer, TestServer};
+
+fn replica_of(master: &TestServer, extra: &[&str]) -> TestServer {
+    let port = master.port().to_string();
+    let mut args = vec!["--replicaof", "127.0.0.1", port.as_str()];
+    args.extend_from_slice(extra);
+    TestServer::start_with(&TestServer::default_bin(), &args, None)
+}
+
+fn online_replicas(m: &mut Client, n: usize) {
+    wait_for("the replicas to be online", Duration::from_secs(30), || {
+        let t = text(&cmd(m, &["INFO", "replication"]));
+        t.matches("state=online").count() == n
+    });
+}
+
+/// Sends `cmds` in one write and reads their replies as raw bytes.
+fn pipeline(c: &mut Client, cmds: &[&[&str]]) -> Vec<Vec<u8>> {
+    let mut bytes = Vec::new();
+    for a in cmds {
+        testkit::encode(a, &mut bytes);
+    }
+    c.send_raw(&bytes).expect("send");
+    cmds.iter().map(|_| c.read_reply().expect("reply")).collect()
+}
+
+fn s(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn durable_pipeline_is_answered_in_order_once_the_replica_has_every_write() {
+    let master = TestServer::start();
+    let replica = replica_of(&master, &[]);
+    let mut m = master.client();
+    online_replicas(&mut m, 1);
+    let mut r = replica.client();
+    assert_eq!(s(&m.cmd(&["DURABLE", "1", "5000"]).unwrap()), "+OK\r\n");
+    let line = s(&m.cmd(&["CLIENT", "INFO"]).unwrap());
+    assert!(line.trim_end().ends_with(" durable=1,5000"), "{line}");
+    for i in 0..50 {
+        let (a, b) = (format!("a{i}"), format!("b{i}"));
+        let v = format!("v{i}");
+        let replies =
+            pipeline(&mut m, &[&["SET", &a, &v], &["GET", &a], &["INCR", &b], &["GET", "missing"]]);
+        let want = [
+            "+OK\r\n".to_string(),
+            format!("${}\r\n{v}\r\n", v.len()),
+            ":1\r\n".to_string(),
+            "$-1\r\n".to_string(),
+        ];
+        assert_eq!(replies.iter().map(|r| s(r)).collect::<Vec<_>>(), want, "round {i}");
+        // Acknowledged means on the replica: read there at once.
+        assert_eq!(text(&cmd(&mut r, &["GET", &a])), v, "round {i}");
+        assert_eq!(text(&cmd(&mut r, &["GET", &b])), "1", "round {i}");
+    }
+    // A transaction and a script are held as one write each.
+    let replies = pipeline(
+        &mut m,
+        &[
+            &["MULTI"],
+            &["SET", "t", "1"],
+            &["EXEC"],
+            &["EVAL", "return redis.call('INCR','t')", "0"],
+        ],
+    );
+    let got: Vec<String> = replies.iter().map(|r| s(r)).collect();
+    assert_eq!(got, ["+OK\r\n", "+QUEUED\r\n", "*1\r\n+OK\r\n", ":2\r\n"]);
+    assert_eq!(text(&cmd(&mut r, &["GET", "t"])), "2");
+    assert_eq!(s(&m.cmd(&["DURABLE", "OFF"]).unwrap()), "+OK\r\n");
+    let line = s(&m.cmd(&["CLIENT", "INFO"]).unwrap());
+    assert!(!line.contains("durable="), "{line}");
+}
+
+#[test]
+fn durable_timeout_says_how_many_replicas_had_the_write() {
+    let master = TestServer::start();
+    let _replica = replica_of(&master, &[]);
+    let mut m = master.client();
+    online_replicas(&mut m, 1);
+    m.cmd(&["DURABLE", "2", "300"]).unwrap();
+    let t = Instant::now();
+    let replies = pipeline(&mut m, &[&["SET", "k", "v"], &["GET", "k"], &["DEL", "nothing"]]);
+    let waited = t.elapsed();
+    let err =
+        "-NOREPLICAS Write applied locally, acknowledged by 1 of 2 replicas within 300 ms\r\n";
+    // DEL of a missing key wrote nothing: not held, answered as is.
+    let got: Vec<String> = replies.iter().map(|r| s(r)).collect();
+    assert_eq!(got, [err, "$1\r\nv\r\n", ":0\r\n"]);
+    assert!(waited >= Duration::from_millis(290), "{waited:?}");
+    // The write was applied, here and on the one replica.
+    m.cmd(&["DURABLE", "OFF"]).unwrap();
+    assert_eq!(s(&m.cmd(&["GET", "k"]).unwrap()), "$1\r\nv\r\n");
+    // No replica at all: the count is 0, and reads alone are not held.
+    let lonely = TestServer::start();
+    let mut c = lonely.client();
+    c.cmd(&["DURABLE", "1", "100"]).unwrap();
+    let t = Instant::now();
+    assert_eq!(s(&c.cmd(&["GET", "k"]).unwrap()), "$-1\r\n");
+    assert!(t.elapsed() < Duration::from_millis(90));
+    assert_eq!(
+        s(&c.cmd(&["SET", "k", "v"]).unwrap()),
+        "-NOREPLICAS Write applied locally, acknowledged by 0 of 1 replicas within 100 ms\r\n"
+    );
+}
+
+#[test]
+fn durable_replica_killed_mid_batch_ends_at_the_timeout() {
+    let master = TestServer::start();
+    let mut replica = replica_of(&master, &[]);
+    let mut m = master.client();
+    online_replicas(&mut m, 1);
+    m.cmd(&["SET", "warm", "1"]).unwrap();
+    m.cmd(&["DURABLE", "1", "700"]).unwrap();
+    // Stopped: it reads nothing and acknowledges nothing.
+    let pid = replica.pid().to_string();
+    std::process::Command::new("kill").args(["-STOP", &pid]).status().unwrap();
+    let mut bytes = Vec::new();
+    for i in 0..100 {
+        testkit::encode(&["SET", &format!("k{i}"), "v"], &mut bytes);
+    }
+    let t = Instant::now();
+    m.send_raw(&bytes).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    // Killed while the batch is held.
+    std::process::Command::new("kill").args(["-KILL", &pid]).status().unwrap();
+    let _ = replica.is_running();
+    let want =
+        "-NOREPLICAS Write applied locally, acknowledged by 0 of 1 replicas within 700 ms\r\n";
+    for i in 0..100 {
+        assert_eq!(s(&m.read_reply().unwrap()), want, "reply {i}");
+    }
+    let waited = t.elapsed();
+    assert!(waited >= Duration::from_millis(690), "{waited:?}");
+    assert!(waited < Duration::from_millis(2500), "held past its timeout: {waited:?}");
+    // The connection goes on.
+    assert_eq!(s(&m.cmd(&["PING"]).unwrap()), "+PONG\r\n");
+}
+
+#[test]
+fn durable_with_a_redis_server_replica_asks_it_for_acknowledgements() {
+    let master = TestServer::start();
+    let port = master.port().to_string();
+    let Some(replica) = RedisServer::start_with(&["--replicaof", "127.0.0.1", &port], None) else {
+        return;
+    };
+    let mut m = master.client();
+    online_replicas(&mut m, 1);
+    let mut r = replica.client();
+    m.cmd(&["DURABLE", "1", "5000"]).unwrap();
+    // redis-server acknowledges once a second unless asked: each batch
+    // asks once (REPLCONF GETACK), so batches take far less than that.
+    let mut times = Vec::new();
+    for i in 0..20 {
+        let k = format!("k{i}");
+        let t = Instant::now();
+        let replies = pipeline(&mut m, &[&["SET", &k, "v"], &["INCR", "n"], &["GET", &k]]);
+        times.push(t.elapsed());
+        let got: Vec<String> = replies.iter().map(|r| s(r)).collect();
+        assert_eq!(got, ["+OK\r\n".to_string(), format!(":{}\r\n", i + 1), "$1\r\nv\r\n".into()]);
+        assert_eq!(text(&cmd(&mut r, &["GET", &k])), "v");
+    }
+    times.sort();
+    assert!(times[10] < Duration::from_millis(300), "median {:?}", times[10]);
+}
+
+#[test]
+fn durable_fsync_under_everysec_waits_for_an_fsync_it_asks_for() {
+    let server = TestServer::start_with(
+        &TestServer::default_bin(),
+        &["--appendonly", "yes", "--appendfsync", "everysec"],
+        None,
+    );
+    let mut c = server.client();
+    c.wait_loaded();
+    let mut times = Vec::new();
+    assert_eq!(s(&c.cmd(&["DURABLE", "0", "5000", "FSYNC"]).unwrap()), "+OK\r\n");
+    let line = s(&c.cmd(&["CLIENT", "INFO"]).unwrap());
+    assert!(line.trim_end().ends_with(" durable=0,5000,fsync"), "{line}");
+    for i in 0..10 {
+        let t = Instant::now();
+        let replies = pipeline(&mut c, &[&["SET", &format!("k{i}"), "v"], &["GET", "k0"]]);
+        times.push(t.elapsed());
+        assert_eq!(s(&replies[0]), "+OK\r\n");
+        assert_eq!(s(&replies[1]), "$1\r\nv\r\n");
+        // What the reply promised: WAITAOF finds it fsynced already.
+        let w = cmd(&mut c, &["WAITAOF", "1", "0", "1"]);
+        assert_eq!(w, Frame::Array(Some(vec![Frame::Integer(1), Frame::Integer(0)])));
+    }
+    times.sort();
+    assert!(times[5] < Duration::from_millis(300), "median {:?}", times[5]);
+    // The AOF turned off under the mode: held writes say so.
+    let mut admin = server.client();
+    admin.cmd(&["CONFIG", "SET", "appendonly", "no"]).unwrap();
+    assert_eq!(
+        s(&c.cmd(&["SET", "x", "1"]).unwrap()),
+        "-NOFSYNC Write applied locally and acknowledged by 0 of 0 replicas, but not fsynced: \
+         appendonly is off\r\n"
+    );
+    assert_eq!(
+        s(&c.cmd(&["DURABLE", "0", "10", "FSYNC"]).unwrap()),
+        "-ERR DURABLE FSYNC cannot be used when appendonly is disabled.\r\n"
+    );
+}
+
+fn pair(a: i64, b: i64) -> Frame {
+    Frame::Array(Some(vec![Frame::Integer(a), Frame::Integer(b)]))
+}
+
+#[test]
+fn waitaof_follows_redis_72() {
+    let server = TestServer::start();
+    let mut c = server.client();
+    let err = |c: &mut Client, args: &[&str]| s(&c.cmd(args).unwrap());
+    assert_eq!(
+        err(&mut c, &["WAITAOF", "2", "0", "0"]),
+        "-ERR value is out of range, value must between 0 and 1\r\n"
+    );
+    assert_eq!(
+        err(&mut c, &["WAITAOF", "0", "-1", "0"]),
+        "-ERR value is out of range, must be positive\r\n"
+    );
+    assert_eq!(err(&mut c, &["WAITAOF", "0", "0", "-1"]), "-ERR timeout is negative\r\n");
+    assert_eq!(
+        err(&mut c, &["WAITAOF", "x", "0", "0"]),
+        "-ERR value is not an integer or out of range\r\n"
+    );
+    assert_eq!(
+        err(&mut c, &["WAITAOF", "1", "0", "0"]),
+        "-ERR WAITAOF cannot be used when numlocal is set but appendonly is disabled.\r\n"
+    );
+    assert_eq!(cmd(&mut c, &["WAITAOF", "0", "0", "0"]), pair(0, 0));
+    // appendfsync no: nothing fsyncs, the wait ends at its timeout.
+    c.cmd(&["CONFIG", "SET", "appendonly", "yes"]).unwrap();
+    wait_for("the AOF rewrite", Duration::from_secs(20), || {
+        text(&cmd(&mut c, &["INFO", "persistence"])).contains("aof_rewrite_in_progress:0")
+    });
+    c.cmd(&["CONFIG", "SET", "appendfsync", "no"]).unwrap();
+    c.cmd(&["INCR", "foo"]).unwrap();
+    assert_eq!(cmd(&mut c, &["WAITAOF", "1", "0", "50"]), pair(0, 0));
+    // everysec: within a second.
+    c.cmd(&["CONFIG", "SET", "appendfsync", "everysec"]).unwrap();
+    c.cmd(&["INCR", "foo"]).unwrap();
+    assert_eq!(cmd(&mut c, &["WAITAOF", "1", "0", "0"]), pair(1, 0));
+    // always: at once.
+    c.cmd(&["CONFIG", "SET", "appendfsync", "always"]).unwrap();
+    c.cmd(&["INCR", "foo"]).unwrap();
+    assert_eq!(cmd(&mut c, &["WAITAOF", "1", "0", "0"]), pair(1, 0));
+    // Inside MULTI it does not block.
+    let replies = pipeline(&mut c, &[&["MULTI"], &["WAITAOF", "0", "1", "0"], &["EXEC"]]);
+    assert_eq!(s(&replies[2]), "*1\r\n*2\r\n:1\r\n:0\r\n");
+    // The AOF turned off under a blocked WAITAOF: its error.
+    c.cmd(&["CONFIG", "SET", "appendfsync", "no"]).unwrap();
+    c.cmd(&["INCR", "foo"]).unwrap();
+    let mut admin = server.client();
+    c.send(&["WAITAOF", "1", "0", "0"]).unwrap();
+    wait_for("WAITAOF to block", Duration::from_secs(10), || {
+        text(&cmd(&mut admin, &["INFO", "clients"])).contains("blocked_clients:1")
+    });
+    admin.cmd(&["CONFIG", "SET", "appendonly", "no"]).unwrap();
+    assert_eq!(
+        s(&c.read_reply().unwrap()),
+        "-ERR WAITAOF cannot be used when numlocal is set but appendonly is disabled.\r\n"
+    );
+}
+
+#[test]
+fn waitaof_counts_replicas_by_their_fack() {
+    let master = TestServer::start();
+    let with_aof = replica_of(&master, &["--appendonly", "yes", "--appendfsync", "always"]);
+    let _without = replica_of(&master, &[]);
+    let mut m = master.client();
+    online_replicas(&mut m, 2);
+    let mut r = with_aof.client();
+    r.wait_loaded();
+    m.cmd(&["SET", "k", "v"]).unwrap();
+    wait_synced(&mut m, &mut r);
+    // Only the replica whose AOF is on reports an fsynced offset.
+    assert_eq!(cmd(&mut m, &["WAITAOF", "0", "1", "5000"]), pair(0, 1));
+    assert_eq!(cmd(&mut m, &["WAITAOF", "0", "2", "300"]), pair(0, 1));
+    assert_eq!(
+        s(&r.cmd(&["WAITAOF", "0", "0", "0"]).unwrap()),
+        "-ERR WAITAOF cannot be used with replica instances. Please also note that writes to \
+         replicas are just local and are not propagated.\r\n"
+    );
+}
