@@ -772,12 +772,7 @@ pub fn lock_scope(
 ) -> Result<(), CmdError> {
     let r = match scope {
         Scope::Keys => keys.acquire(ids),
-        Scope::Db => {
-            let base = shared.store.global_id(db, 0);
-            let mut all: Vec<u32> = ids.to_vec();
-            all.extend(base..base + shared.store.stripes() as u32);
-            keys.acquire(&mut all)
-        }
+        Scope::Db => keys.acquire_with_db(ids, db),
         // Then what lies above the databases (the job namespace).
         Scope::All => (0..shared.store.databases())
             .try_for_each(|d| keys.acquire_db(d))

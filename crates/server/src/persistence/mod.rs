@@ -608,7 +608,7 @@ pub fn flush_all(sh: &Shared) {
     engine::subsystems::jobs::clear(sh);
     engine::subsystems::script::function::clear_libraries(sh);
     let store = &sh.store;
-    for db in 0..store.databases() {
+    for db in (0..store.databases()).filter(|&db| store.db_allocated(db)) {
         for s in 0..store.stripes() {
             store.lock_stripe(db, s).clear();
         }
