@@ -298,10 +298,9 @@ fn section(cx: &mut Ctx, name: &str, t: &mut String, counts: &mut Counts) {
             line!("rss_overhead_bytes:{}", rss as i64 - re as i64);
             line!("mem_fragmentation_ratio:{:.2}", ratio(rss, used));
             line!("mem_fragmentation_bytes:{}", rss as i64 - used as i64);
-            // Sluice's eviction counts all memory (docs/info.md).
-            line!("mem_not_counted_for_evict:0");
+            line!("mem_not_counted_for_evict:{}", o.not_counted);
             line!("mem_replication_backlog:{}", o.backlog);
-            line!("mem_total_replication_buffers:{}", o.backlog + o.clients.replicas);
+            line!("mem_total_replication_buffers:{}", o.repl.total);
             line!("mem_clients_slaves:{}", o.clients.replicas);
             line!("mem_clients_normal:{}", o.clients.normal);
             line!("mem_cluster_links:0");

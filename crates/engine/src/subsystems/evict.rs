@@ -308,9 +308,16 @@ pub struct OutOfMemory;
 pub fn perform(shared: &Shared, fx: &mut Effects, max: u64) -> Result<(), OutOfMemory> {
     // Messages on their way to another thread's client are left out (see
     // `outbox::in_transit`); once in that client's reply buffer they count.
-    let used =
+    let mut used =
         shared.used_memory_now().saturating_sub(shared.in_transit.load(Ordering::Relaxed) as u64);
     let now = shared.clock.now_ms();
+    if used > max {
+        // Replicas' part of the replication buffer and the AOF buffer are
+        // not counted (Redis's freeMemoryGetNotCountedMemory): looked at
+        // only when over the limit.
+        let aof = shared.host.aof.as_ref().map_or(0, |a| a.info().buffer_length);
+        used = used.saturating_sub(crate::subsystems::repl::not_counted(shared) + aof);
+    }
     if used <= max {
         shared.evictor.over(now, false);
         return Ok(());

@@ -96,6 +96,9 @@ pub struct Master {
     /// Replicas waiting for a shared diskless snapshot, and its outcomes.
     diskless: Mutex<diskless::Batches>,
     diskless_done: Condvar,
+    /// Bytes `Inner::buf` holds allocated, as of its last change (INFO
+    /// and eviction read it without the lock).
+    buf_mem: AtomicU64,
 }
 
 struct Inner {
@@ -107,6 +110,8 @@ struct Inner {
     /// The stream's retained bytes, ending at `offset`; `None` until the
     /// first replica (and after `repl-backlog-ttl` without one).
     buf: Option<VecDeque<u8>>,
+    /// `buf`'s capacity as last published in `Master::buf_mem`.
+    buf_cap: usize,
     /// The consumer feeding `buf`, while it exists.
     feed: Option<Arc<dyn Consumer>>,
     writer: StreamWriter,
@@ -217,6 +222,7 @@ pub fn new(shared: &Weak<Shared>) -> Arc<Master> {
             second_offset: -1,
             offset: 0,
             buf: None,
+            buf_cap: 0,
             feed: None,
             writer: StreamWriter::default(),
             scratch: Vec::new(),
@@ -235,6 +241,7 @@ pub fn new(shared: &Weak<Shared>) -> Arc<Master> {
         sync_partial_err: AtomicU64::new(0),
         next_id: AtomicU64::new(0),
         rdb_by_replication: AtomicBool::new(false),
+        buf_mem: AtomicU64::new(0),
     })
 }
 
@@ -320,6 +327,10 @@ impl Master {
             oldest = oldest.min(sent);
         }
         trim(buf, size, inner.offset - oldest);
+        if buf.capacity() != inner.buf_cap {
+            inner.buf_cap = buf.capacity();
+            self.buf_mem.store(crate::alloc::allocation_size(inner.buf_cap) as u64, Ordering::Relaxed);
+        }
         self.grown.notify_all();
     }
 
@@ -361,6 +372,8 @@ impl Master {
             return;
         }
         g.buf = None;
+        g.buf_cap = 0;
+        self.buf_mem.store(0, Ordering::Relaxed);
         g.replid = random_hex();
         g.replid2 = "0".repeat(40);
         g.second_offset = -1;
@@ -540,6 +553,14 @@ impl Replication for Master {
         for c in [&self.sync_full, &self.sync_partial_ok, &self.sync_partial_err] {
             c.store(0, Ordering::Relaxed);
         }
+    }
+
+    fn buffer_memory(&self) -> u64 {
+        self.buf_mem.load(Ordering::Relaxed)
+    }
+
+    fn has_replicas(&self) -> bool {
+        self.inner.lock().replicas.iter().any(|s| !s.r.handle.killed.load(Ordering::Relaxed))
     }
 
     fn sync_stats(&self) -> (u64, u64, u64) {

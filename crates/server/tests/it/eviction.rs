@@ -336,3 +336,97 @@ fn lfu_counters_travel_in_rdb_files_both_ways() {
     drop(redis);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `used_memory` after what a client does first (SELECT 9, a write,
+/// FLUSHALL), with nothing stored.
+fn empty_used(port: u16) -> i64 {
+    let mut c = Client::connect(port).unwrap();
+    ok(&mut c, &["SELECT", "9"]);
+    ok(&mut c, &["SET", "k", "v"]);
+    ok(&mut c, &["FLUSHALL"]);
+    info_field(&mut c, "used_memory")
+}
+
+/// Bug: an empty Sluice reported 6.5 MB used where Redis reports 1 MB
+/// (its 16 × 1,024 lock stripes were allocated at start-up, used or
+/// not), so keys that fit under a `maxmemory` sized from Redis's figures
+/// were evicted. A database's stripes now come with its first use.
+#[test]
+fn an_empty_server_uses_about_what_redis_does() {
+    let Some((redis, sluice)) = servers() else { return };
+    let (r, s) = (empty_used(redis.port()), empty_used(sluice.port()));
+    assert!(s <= r + 512 * 1024, "empty: sluice {s} bytes used, redis {r}");
+}
+
+/// What Redis's own maxmemory unit starts from: 50 values of 100 KB fit
+/// under `maxmemory 11mb` beside an empty server, none evicted.
+#[test]
+fn fifty_100kb_values_fit_under_11mb_as_in_redis() {
+    let Some((redis, sluice)) = servers() else { return };
+    for (name, port) in [("redis", redis.port()), ("sluice", sluice.port())] {
+        let mut c = Client::connect(port).unwrap();
+        ok(&mut c, &["SELECT", "9"]);
+        ok(&mut c, &["CONFIG", "SET", "maxmemory", "11mb"]);
+        ok(&mut c, &["CONFIG", "SET", "maxmemory-policy", "allkeys-lru"]);
+        ok(&mut c, &["CONFIG", "RESETSTAT"]);
+        for j in 0..50 {
+            let r = c.cmd(&["SETRANGE", &j.to_string(), "100000", "x"]).unwrap();
+            assert_eq!(r, b":100001\r\n", "{name}");
+        }
+        assert_eq!(c.cmd(&["DBSIZE"]).unwrap(), b":50\r\n", "{name}");
+        assert_eq!(info_field(&mut c, "evicted_keys"), 0, "{name}");
+    }
+}
+
+/// Bug: a replica that stops reading makes the master's shared
+/// replication buffer grow; Sluice counted that memory for eviction
+/// (evicting keys, whose deletions the replica then also has to be
+/// sent) and reported it nowhere. Redis reports what lies past
+/// `repl-backlog-size` as `mem_clients_slaves` and leaves it out of
+/// eviction (`mem_not_counted_for_evict`); both are checked on both
+/// servers, with a limit just above what the keys use.
+#[test]
+fn a_stalled_replica_s_buffer_is_reported_and_evicts_no_key() {
+    use std::io::Write;
+    let Some((redis, sluice)) = servers() else { return };
+    for (name, port) in [("redis", redis.port()), ("sluice", sluice.port())] {
+        let mut c = Client::connect(port).unwrap();
+        for j in 0..100 {
+            c.cmd(&["SETRANGE", &format!("key:{j}"), "100000", "asdf"]).unwrap();
+        }
+        ok(&mut c, &["CONFIG", "SET", "repl-diskless-sync", "no"]);
+        ok(&mut c, &["CONFIG", "SET", "client-output-buffer-limit", "replica 0 0 0"]);
+        // A replica that asks for the stream and never reads a byte.
+        let mut replica = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let mut req = Vec::new();
+        testkit::encode(&["PSYNC", "?", "-1"], &mut req);
+        replica.write_all(&req).unwrap();
+        let start = std::time::Instant::now();
+        while info_field(&mut c, "connected_slaves") != 1 {
+            assert!(start.elapsed().as_secs() < 10, "{name}: the replica did not connect");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let used =
+            info_field(&mut c, "used_memory") - info_field(&mut c, "mem_not_counted_for_evict");
+        let limit = used + 1024 * 1024;
+        ok(&mut c, &["CONFIG", "SET", "maxmemory", &limit.to_string()]);
+        ok(&mut c, &["CONFIG", "SET", "maxmemory-policy", "allkeys-random"]);
+        // About 13 MB of stream, which the replica's socket cannot take.
+        let value = "A".repeat(100);
+        for _ in 0..100 {
+            let batch: Vec<Vec<String>> =
+                (0..1000).map(|_| cmd(&["SETRANGE", "key:0", "0", &value])).collect();
+            for r in pipeline(&mut c, &batch) {
+                assert_eq!(r, b":100001\r\n", "{name}");
+            }
+        }
+        let slaves = info_field(&mut c, "mem_clients_slaves");
+        let not_counted = info_field(&mut c, "mem_not_counted_for_evict");
+        assert!(slaves > 2 * 1024 * 1024, "{name}: mem_clients_slaves {slaves}");
+        assert!(not_counted > 2 * 1024 * 1024, "{name}: mem_not_counted_for_evict {not_counted}");
+        assert_eq!(info_field(&mut c, "evicted_keys"), 0, "{name}");
+        assert_eq!(c.cmd(&["DBSIZE"]).unwrap(), b":100\r\n", "{name}");
+        ok(&mut c, &["CONFIG", "SET", "maxmemory", "0"]);
+        drop(replica);
+    }
+}
