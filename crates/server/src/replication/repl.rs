@@ -99,6 +99,9 @@ pub struct Master {
     /// Bytes `Inner::buf` holds allocated, as of its last change (INFO
     /// and eviction read it without the lock).
     buf_mem: AtomicU64,
+    /// Bytes of stream the senders hold copied out of `buf` (a chunk per
+    /// replica, until its thread ends): counted with the buffer.
+    sending: AtomicU64,
 }
 
 struct Inner {
@@ -242,6 +245,7 @@ pub fn new(shared: &Weak<Shared>) -> Arc<Master> {
         next_id: AtomicU64::new(0),
         rdb_by_replication: AtomicBool::new(false),
         buf_mem: AtomicU64::new(0),
+        sending: AtomicU64::new(0),
     })
 }
 
@@ -556,7 +560,7 @@ impl Replication for Master {
     }
 
     fn buffer_memory(&self) -> u64 {
-        self.buf_mem.load(Ordering::Relaxed)
+        self.buf_mem.load(Ordering::Relaxed) + self.sending.load(Ordering::Relaxed)
     }
 
     fn has_replicas(&self) -> bool {
@@ -888,6 +892,18 @@ fn stream(sh: &Shared, m: &Master, r: &Replica, mut sock: TcpStream) -> String {
     // Redis's `repl-disable-tcp-nodelay`: fewer, bigger packets to the
     // replica once it is online, at the cost of latency.
     let _ = sock.set_nodelay(!conf_yes(sh, "repl-disable-tcp-nodelay"));
+    // The chunk is replication buffer memory as long as it exists (a
+    // killed replica's is freed when this thread ends, after the kill);
+    // the guard is dropped after it.
+    struct Sending<'a>(&'a AtomicU64, u64);
+    impl Drop for Sending<'_> {
+        fn drop(&mut self) {
+            self.0.fetch_sub(self.1, Ordering::Relaxed);
+        }
+    }
+    let size = crate::alloc::allocation_size(CHUNK) as u64;
+    m.sending.fetch_add(size, Ordering::Relaxed);
+    let _sending = Sending(&m.sending, size);
     let mut chunk = Vec::with_capacity(CHUNK);
     loop {
         chunk.clear();
