@@ -50,6 +50,14 @@ pub trait Snapshots: Send + Sync {
     /// Stops a running BGSAVE without counting it a failure (FLUSHALL,
     /// as Redis kills its saving child).
     fn abort_bgsave(&self) {}
+    /// FLUSHALL's save when save points are set (Redis's
+    /// `flushAllDataAndResetRDB`): the caller holds every database's
+    /// stripes, all just emptied, so the file is written at once with no
+    /// keys (the function libraries and the jobs as they are).
+    fn save_flushed(&self, dirty: u64) -> Result<(), String> {
+        let _ = dirty;
+        Err("persistence is not available in this process".into())
+    }
     /// DEBUG RELOAD: save (unless NOSAVE), empty the keyspace and the
     /// function libraries (unless NOFLUSH), load the file (with MERGE, a
     /// key or library of the file replaces one of the same name).

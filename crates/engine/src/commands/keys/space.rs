@@ -339,9 +339,18 @@ pub(super) fn flushall(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> Cmd
     if let Some(s) = cx.shared.host.snapshots.as_ref() {
         s.abort_bgsave();
     }
-    // The keys removed (with save points configured Redis 7.0 also saves
-    // here, which resets the count: that comes with snapshots).
     cx.dirty(n);
+    // With save points set, Redis 7.0 saves the emptied data set here (in
+    // the foreground), which resets the change count.
+    if !cx.shared.config.read().save.is_empty() {
+        if let Some(s) = cx.shared.host.snapshots.as_ref() {
+            let dirty = cx.shared.stats.dirty.load(std::sync::atomic::Ordering::Relaxed)
+                + cx.sess.stats.dirty
+                + cx.sess.fx.dirty;
+            // A failed save is logged; FLUSHALL itself succeeded (Redis).
+            let _ = s.save_flushed(dirty);
+        }
+    }
     cx.force_propagate();
     out.ok();
     Ok(())
