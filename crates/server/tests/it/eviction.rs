@@ -437,7 +437,7 @@ fn a_stalled_replica_s_buffer_is_reported_and_evicts_no_key() {
 /// from a replica's socket.
 fn read_payload(sock: &mut std::net::TcpStream) {
     use std::io::Read;
-    let mut line = |sock: &mut std::net::TcpStream| {
+    let line = |sock: &mut std::net::TcpStream| {
         let mut l = Vec::new();
         let mut b = [0u8; 1];
         while !l.ends_with(b"\r\n") {
