@@ -156,16 +156,14 @@ impl ArgBuf {
 /// Parses one request from the start of `buf`.
 pub fn parse(buf: &[u8], limits: &Limits, out: &mut ArgBuf) -> Parsed {
     out.clear();
-    let parsed = match buf.first() {
-        None => Parsed::Incomplete { need: 1 },
-        Some(b'*') => return parse_multibulk(buf, limits, out),
+    match buf.first() {
+        None => {
+            out.unparsed = 0;
+            Parsed::Incomplete { need: 1 }
+        }
+        Some(b'*') => parse_multibulk(buf, limits, out),
         Some(_) => parse_inline(buf, out),
-    };
-    if let Parsed::Incomplete { .. } = parsed {
-        // An inline request is read as one line: nothing of it is parsed.
-        out.unparsed = 0;
     }
-    parsed
 }
 
 /// Finds the end of a `<prefix><number>\r\n` line. Returns the index of
@@ -291,7 +289,11 @@ fn parse_inline(buf: &[u8], out: &mut ArgBuf) -> Parsed {
     let nl = match memchr(b'\n', buf) {
         Some(i) => i,
         None if buf.len() > INLINE_MAX => return Parsed::Error(ProtocolError::TooBigInlineRequest),
-        None => return Parsed::Incomplete { need: buf.len() + 1 },
+        None => {
+            // An inline request is read as one line: nothing of it is parsed.
+            out.unparsed = 0;
+            return Parsed::Incomplete { need: buf.len() + 1 };
+        }
     };
     let mut line = &buf[..nl];
     if line.last() == Some(&b'\r') {

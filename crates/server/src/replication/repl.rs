@@ -333,7 +333,8 @@ impl Master {
         trim(buf, size, inner.offset - oldest);
         if buf.capacity() != inner.buf_cap {
             inner.buf_cap = buf.capacity();
-            self.buf_mem.store(crate::alloc::allocation_size(inner.buf_cap) as u64, Ordering::Relaxed);
+            self.buf_mem
+                .store(crate::alloc::allocation_size(inner.buf_cap) as u64, Ordering::Relaxed);
         }
         self.grown.notify_all();
     }
