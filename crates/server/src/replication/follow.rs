@@ -568,11 +568,18 @@ impl Follower {
                     match resp::parse(&link.buf[pos..], &limits, &mut args) {
                         Parsed::Command { consumed } => {
                             let input = &link.buf[pos..];
+                            let argv: Vec<&[u8]> =
+                                (0..args.len()).map(|i| args.get(input, i)).collect();
+                            if dispatch::replay_paused(sh, &mut sess, &argv) {
+                                // Left in the buffer, with all after it,
+                                // until the pause ends (the socket's read
+                                // timeout brings the loop back here); not
+                                // relayed before it is applied.
+                                break;
+                            }
                             // Relayed to our backlog and sub-replicas as
                             // it came (see `repl::stage`).
                             repl::stage(&input[..consumed]);
-                            let argv: Vec<&[u8]> =
-                                (0..args.len()).map(|i| args.get(input, i)).collect();
                             if argv[0].eq_ignore_ascii_case(b"REPLCONF") {
                                 if argv.len() >= 2 && argv[1].eq_ignore_ascii_case(b"GETACK") {
                                     // The offset before this command, as Redis.
