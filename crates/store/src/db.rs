@@ -234,9 +234,18 @@ impl Stripe {
         }
     }
 
-    /// A TTL set on `key`: noted when a replica's own client set it.
+    /// A TTL set on `key` (called before it enters the TTL table): noted
+    /// when a replica's own client set it.
     #[inline]
     fn ttl_set(&mut self, key: &[u8]) {
+        // No key of the stripe has a TTL, so none of those noted has: the
+        // replica's pass, which only visits stripes with TTLs, would have
+        // forgotten them all (as Redis's expireSlaveKeys forgets a key it
+        // finds without one); a key of the same name the master now gives
+        // a TTL must not be taken for the replica's own.
+        if self.ttl.is_empty() && self.own_ttl.is_some() {
+            self.own_ttl = None;
+        }
         if self.deadlines == Deadlines::Enforced && self.replica.load(Ordering::Relaxed) {
             self.own_ttl.get_or_insert_with(Default::default).insert(key.into());
         }
@@ -435,6 +444,16 @@ impl Stripe {
     pub fn insert(&mut self, key: &[u8], value: Value, expire_at: i64, lru: u32) -> Option<Record> {
         let h = self.map.hash_of(key);
         self.insert_hashed(key, h, value, expire_at, lru)
+    }
+
+    /// [`insert`](Self::insert) for a key read from a snapshot: on a
+    /// replica it is its master's (a full sync's payload) or its own
+    /// file's, never a TTL its own client set, so it is not noted for the
+    /// replica's expiry (Redis's loader has no client).
+    pub fn insert_loaded(&mut self, key: &[u8], value: Value, expire_at: i64, lru: u32) {
+        let holder = std::mem::replace(&mut self.deadlines, Deadlines::Loading);
+        self.insert(key, value, expire_at, lru);
+        self.deadlines = holder;
     }
 
     /// [`insert`](Self::insert) with the key's hash already known.
@@ -2176,6 +2195,10 @@ impl Drop for Locks<'_> {
 #[cfg(test)]
 #[path = "db_lazy_tests.rs"]
 mod lazy_tests;
+
+#[cfg(test)]
+#[path = "db_replica_ttl_tests.rs"]
+mod replica_ttl_tests;
 
 #[cfg(test)]
 mod tests {

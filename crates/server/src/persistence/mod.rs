@@ -558,7 +558,7 @@ pub fn load_bytes_at(
         if !merge && g.peek(k.key).is_some() {
             return Err("duplicate key found in RDB file");
         }
-        g.insert(k.key, k.value, k.expire_at, lru);
+        g.insert_loaded(k.key, k.value, k.expire_at, lru);
         Ok(())
     })?;
     // Jobs ride in AUX fields (redis-server skips them).
