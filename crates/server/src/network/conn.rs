@@ -681,9 +681,21 @@ impl<S: Transport> Conn<S> {
         self.sess.lap = 0;
         let mut last_now = 0;
         'batch: while !self.sess.close_after_reply && self.has_complete_input() {
+            if executed && self.limits.clients_limit != 0 {
+                // Redis counts a client's memory after each command
+                // (call()), so that what its replies grew closes clients
+                // over `maxmemory-clients` before the next command can
+                // evict keys for that memory: one request per window then.
+                self.publish_memory();
+                if self.sess.handle.killed.load(Ordering::Relaxed) {
+                    break 'batch;
+                }
+            }
             // Parse a window. Until the client is authenticated the limits
-            // change with AUTH, so parse one request at a time then.
-            let max = if self.sess.authenticated { WINDOW } else { 1 };
+            // change with AUTH, so parse one request at a time then; and
+            // while `maxmemory-clients` is set (above).
+            let max =
+                if self.sess.authenticated && self.limits.clients_limit == 0 { WINDOW } else { 1 };
             let mut n = 0;
             let mut off = self.rpos;
             let mut stop = None;

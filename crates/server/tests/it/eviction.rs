@@ -460,3 +460,57 @@ fn read_payload(sock: &mut std::net::TcpStream) {
         left -= n;
     }
 }
+
+/// Bug: with `maxmemory-clients` set, replies piling up for clients that
+/// do not read could make Sluice evict keys for memory the clients held.
+/// Redis's processCommand closes clients over `maxmemory-clients`
+/// (evictClients) before it evicts keys (performEvictions), so under
+/// `maxmemory 11mb` with 5 MB of keys and a 3 MB client limit, twenty
+/// clients that send `MGET` and never read get closed and no key goes
+/// (Redis's own maxmemory unit, "client eviction: true"). Checked on
+/// both servers.
+#[test]
+fn clients_over_maxmemory_clients_are_closed_before_keys_are_evicted() {
+    use std::io::Write;
+    let Some((redis, sluice)) = servers() else { return };
+    for (name, port) in [("redis", redis.port()), ("sluice", sluice.port())] {
+        let mut c = Client::connect(port).unwrap();
+        ok(&mut c, &["CONFIG", "SET", "maxmemory", "11mb"]);
+        ok(&mut c, &["CONFIG", "SET", "maxmemory-policy", "allkeys-lru"]);
+        ok(&mut c, &["CONFIG", "SET", "maxmemory-clients", "3mb"]);
+        ok(&mut c, &["CLIENT", "NO-EVICT", "on"]);
+        ok(&mut c, &["CONFIG", "RESETSTAT"]);
+        for j in 0..50 {
+            c.cmd(&["SETRANGE", &j.to_string(), "100000", "x"]).unwrap();
+        }
+        assert_eq!(c.cmd(&["DBSIZE"]).unwrap(), b":50\r\n", "{name}");
+        let mut req = Vec::new();
+        testkit::encode(&["MGET", "1"], &mut req);
+        let mut readers: Vec<Option<std::net::TcpStream>> = (0..20)
+            .map(|_| {
+                let s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+                s.set_write_timeout(Some(std::time::Duration::from_secs(2))).unwrap();
+                Some(s)
+            })
+            .collect();
+        let start = std::time::Instant::now();
+        loop {
+            for r in readers.iter_mut() {
+                // A closed client's writes fail: it is left alone.
+                if r.as_mut().is_some_and(|s| s.write_all(&req).is_err()) {
+                    *r = None;
+                }
+            }
+            let clients = info_field(&mut c, "evicted_clients");
+            let keys = info_field(&mut c, "evicted_keys");
+            if clients > 0 || keys > 0 || start.elapsed().as_secs() >= 20 {
+                break;
+            }
+        }
+        assert!(info_field(&mut c, "evicted_clients") > 0, "{name}: no client was evicted");
+        assert_eq!(info_field(&mut c, "evicted_keys"), 0, "{name}");
+        assert_eq!(c.cmd(&["DBSIZE"]).unwrap(), b":50\r\n", "{name}");
+        ok(&mut c, &["CONFIG", "SET", "maxmemory", "0"]);
+        drop(readers);
+    }
+}
