@@ -241,6 +241,7 @@ pub fn begin_then(sh: &Shared, at_instant: &mut dyn FnMut()) -> Started {
         drained: Condvar::new(),
         saver: OnceLock::new(),
         done: AtomicBool::new(false),
+        progress: sh.persist.progress.clone(),
     });
     // The writing FUNCTION subcommands hold every stripe, so the registry
     // read at the instant is the one the keyspace's instant goes with.
@@ -252,6 +253,7 @@ pub fn begin_then(sh: &Shared, at_instant: &mut dyn FnMut()) -> Started {
         // After `at_instant`: a full sync's resets the stream's database.
         repl = crate::replication::repl::master(sh).and_then(|m| m.save_info());
     });
+    sh.persist.progress.begin(sizes.iter().map(|&(keys, _)| keys as u64).sum());
     let (jobs, queues) = engine::subsystems::jobs::records_and_queues(sh);
     Started { cap, sizes, cfg, jobs, queues, functions, repl, walk: true }
 }
@@ -271,6 +273,7 @@ fn flushed(sh: &Shared) -> Started {
         drained: Condvar::new(),
         saver: OnceLock::new(),
         done: AtomicBool::new(false),
+        progress: sh.persist.progress.clone(),
     });
     let (jobs, queues) = engine::subsystems::jobs::records_now(sh);
     Started {
@@ -313,6 +316,9 @@ struct Capture {
     /// The saving thread: it never waits for itself.
     saver: OnceLock<std::thread::ThreadId>,
     done: AtomicBool,
+    /// Where the copies a writer forces count (INFO's
+    /// `current_cow_size`).
+    progress: Arc<engine::subsystems::snapshot::SaveProgress>,
 }
 
 /// Default bound of captured-but-unwritten bytes (the environment
@@ -340,10 +346,16 @@ impl SnapshotHook for Capture {
             keys += 1;
         }
         let n = bytes.len();
+        let by_writer = self.saver.get() != Some(&std::thread::current().id());
+        if by_writer {
+            // Copied ahead of the walk because a command came first: the
+            // snapshot's copy-on-write.
+            self.progress.copied(n as u64, unix_ms());
+        }
         let mut q = self.queue.lock();
         q.push(Captured { db, keys, bytes });
         let queued = self.queued.fetch_add(n, Ordering::AcqRel) + n;
-        if queued > self.limit && self.saver.get() != Some(&std::thread::current().id()) {
+        if queued > self.limit && by_writer {
             while self.queued.load(Ordering::Acquire) > self.limit
                 && !self.done.load(Ordering::Acquire)
             {
@@ -433,6 +445,9 @@ fn write_rdb<W: Write>(sh: &Shared, started: Started, out: W, aof_base: bool) ->
                 }
                 w.encoded(&c.bytes)
             })();
+            if walk {
+                sh.persist.progress.processed(c.keys);
+            }
             if delay > 0 {
                 delay_keys(sh, delay.saturating_mul(c.keys));
             }
@@ -445,6 +460,7 @@ fn write_rdb<W: Write>(sh: &Shared, started: Started, out: W, aof_base: bool) ->
     cap.drained.notify_all();
     if walk {
         store.end_snapshot();
+        sh.persist.progress.finish(aof_base);
     }
     result?;
     w.finish()
