@@ -175,6 +175,7 @@ mod tests {
 
     #[test]
     fn held_replies_are_replaced_in_place_and_the_rest_kept() {
+        engine::commands::table(); // a session reads the installed table
         let mut sess = engine::Session::detached(1);
         let mut out = ReplyBuf::new();
         out.raw(b"+before\r\n");
@@ -201,6 +202,7 @@ mod tests {
 
     #[test]
     fn a_write_without_a_reply_is_not_held() {
+        engine::commands::table(); // a session reads the installed table
         let mut sess = engine::Session::detached(1);
         let out = ReplyBuf::new();
         let mut held = Held::default();

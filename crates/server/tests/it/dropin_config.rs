@@ -165,13 +165,13 @@ fn config_set_answers_like_redis_for_every_parameter() {
 fn config_set_of_a_parameter_without_effect_is_logged() {
     let sluice = TestServer::start_bin(&sluice_bin());
     let mut c = sluice.client();
-    assert_eq!(c.cmd(&["CONFIG", "SET", "cluster-node-timeout", "20000"]).unwrap(), b"+OK\r\n");
+    assert_eq!(c.cmd(&["CONFIG", "SET", "list-compress-depth", "2"]).unwrap(), b"+OK\r\n");
     assert_eq!(c.cmd(&["CONFIG", "SET", "maxmemory", "1gb"]).unwrap(), b"+OK\r\n");
     let log = sluice.log_text();
     assert!(
         log.contains(
-            "'cluster-node-timeout' is set to '20000' but Sluice does not act on it: not yet in \
-             effect: Sluice's cluster mode has no cluster bus yet"
+            "'list-compress-depth' is set to '2' but Sluice does not act on it: not yet in \
+             effect: Sluice does not LZF-compress list chunks"
         ),
         "{log}"
     );
@@ -687,7 +687,7 @@ fn a_config_with_every_parameter_changed_loads_like_redis() {
             assert!(eventually(|| read().contains("Ready to accept connections")));
             let log = read();
             for name in [
-                "cluster-node-timeout",
+                "list-compress-depth",
                 "activerehashing",
                 "tls-session-cache-timeout",
                 "repl-diskless-load",

@@ -300,7 +300,7 @@ fn parameters_without_effect_are_named_at_start_up() {
     let dir = scratch_dir("noeffect");
     let p = Proc::start(
         &sluice_bin(),
-        &["--activerehashing", "no", "--cluster-node-timeout", "5000", "--maxmemory", "1mb"],
+        &["--activerehashing", "no", "--list-compress-depth", "1", "--maxmemory", "1mb"],
         &[],
         &dir,
     );
@@ -312,8 +312,8 @@ fn parameters_without_effect_are_named_at_start_up() {
     );
     assert!(
         text.contains(
-            "'cluster-node-timeout' is set to '5000' but Sluice does not act on it: not yet in \
-             effect: Sluice's cluster mode has no cluster bus yet"
+            "'list-compress-depth' is set to '1' but Sluice does not act on it: not yet in \
+             effect: Sluice does not LZF-compress list chunks"
         ),
         "{text}"
     );

@@ -173,6 +173,13 @@ fn times_out(bin: &Path) -> Vec<String> {
     out.push(format!("master exited: {exited}"));
     signal(replica.pid(), "-CONT");
     let mut r = replica.client();
+    // The INCR waits in the stopped replica's socket, before the master's
+    // hang-up: once the replica has seen the hang-up it has applied the
+    // INCR (a GET sent at once races the replica's read of its master).
+    let gone = wait_until(Duration::from_secs(10), || {
+        info_field(&mut r, "master_link_status").as_deref() == Some("down")
+    });
+    out.push(format!("replica saw the master go: {gone}"));
     out.push(format!("replica k: {:?}", text(&r.cmd(&["GET", "k"]).unwrap())));
     out.extend(shutdown_log(&master.log_text()));
     let _ = std::fs::remove_dir_all(&dir);
