@@ -106,7 +106,6 @@ pub fn build(weak: &Weak<Shared>, log: Arc<Logger>) -> Host {
         signals: Some(crate::landing::take),
         log,
         server: Some(node),
-        proc_title: crate::proctitle::hook(),
     }
 }
 

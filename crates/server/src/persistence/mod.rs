@@ -133,25 +133,6 @@ impl Rdb {
         self.busy.store(false, Ordering::Release);
     }
 
-    /// Records a foreground save's outcome (SAVE, FLUSHALL's save).
-    fn saved(&self, sh: &Shared, res: io::Result<()>, dirty: u64) -> Result<(), String> {
-        match res {
-            Ok(()) => {
-                sh.persist.saved(dirty, unix_ms() / 1000);
-                // As Redis's rdbSave, a good SAVE clears a failed BGSAVE.
-                if !sh.persist.last_bgsave_ok.swap(true, Ordering::Relaxed) {
-                    sh.state_changed();
-                }
-                log::notice("DB saved on disk");
-                Ok(())
-            }
-            Err(e) => {
-                log::warning(&format!("Failed saving the DB: {e}"));
-                Err(e.to_string())
-            }
-        }
-    }
-
     /// Writes the snapshot `started` (or one begun now) to a temporary
     /// file, then renames it over `dbfilename` (a crash never leaves half
     /// a file under that name). The caller holds `busy`. A foreground
@@ -194,9 +175,6 @@ pub struct Started {
     /// fields `repl-stream-db`, `repl-id`, `repl-offset`, as Redis's
     /// rdbPopulateSaveInfo), when there is a replication history.
     repl: Option<(usize, String, i64)>,
-    /// Whether a snapshot of the keyspace was begun (its stripes are to
-    /// be walked); not for FLUSHALL's save of an emptied one.
-    walk: bool,
 }
 
 impl Started {
@@ -241,7 +219,6 @@ pub fn begin_then(sh: &Shared, at_instant: &mut dyn FnMut()) -> Started {
         drained: Condvar::new(),
         saver: OnceLock::new(),
         done: AtomicBool::new(false),
-        progress: sh.persist.progress.clone(),
     });
     // The writing FUNCTION subcommands hold every stripe, so the registry
     // read at the instant is the one the keyspace's instant goes with.
@@ -253,39 +230,8 @@ pub fn begin_then(sh: &Shared, at_instant: &mut dyn FnMut()) -> Started {
         // After `at_instant`: a full sync's resets the stream's database.
         repl = crate::replication::repl::master(sh).and_then(|m| m.save_info());
     });
-    sh.persist.progress.begin(sizes.iter().map(|&(keys, _)| keys as u64).sum());
     let (jobs, queues) = engine::subsystems::jobs::records_and_queues(sh);
-    Started { cap, sizes, cfg, jobs, queues, functions, repl, walk: true }
-}
-
-/// What FLUSHALL's save writes: no keys (its caller holds every
-/// database's stripes, all emptied; no snapshot is begun), the function
-/// libraries and the jobs.
-fn flushed(sh: &Shared) -> Started {
-    let cfg = sh.config.read().clone();
-    let cap = Arc::new(Capture {
-        compress: cfg.rdbcompression,
-        lru_clock: None,
-        lfu: None,
-        queue: Mutex::new(Vec::new()),
-        queued: AtomicUsize::new(0),
-        limit: QUEUE_LIMIT,
-        drained: Condvar::new(),
-        saver: OnceLock::new(),
-        done: AtomicBool::new(false),
-        progress: sh.persist.progress.clone(),
-    });
-    let (jobs, queues) = engine::subsystems::jobs::records_now(sh);
-    Started {
-        cap,
-        sizes: vec![(0, 0); sh.store.databases()],
-        cfg,
-        jobs,
-        queues,
-        functions: engine::subsystems::script::function::library_codes(sh),
-        repl: crate::replication::repl::master(sh).and_then(|m| m.save_info()),
-        walk: false,
-    }
+    Started { cap, sizes, cfg, jobs, queues, functions, repl }
 }
 
 /// One stripe as it was when the snapshot began, encoded.
@@ -316,9 +262,6 @@ struct Capture {
     /// The saving thread: it never waits for itself.
     saver: OnceLock<std::thread::ThreadId>,
     done: AtomicBool,
-    /// Where the copies a writer forces count (INFO's
-    /// `current_cow_size`).
-    progress: Arc<engine::subsystems::snapshot::SaveProgress>,
 }
 
 /// Default bound of captured-but-unwritten bytes (the environment
@@ -346,16 +289,10 @@ impl SnapshotHook for Capture {
             keys += 1;
         }
         let n = bytes.len();
-        let by_writer = self.saver.get() != Some(&std::thread::current().id());
-        if by_writer {
-            // Copied ahead of the walk because a command came first: the
-            // snapshot's copy-on-write.
-            self.progress.copied(n as u64, unix_ms());
-        }
         let mut q = self.queue.lock();
         q.push(Captured { db, keys, bytes });
         let queued = self.queued.fetch_add(n, Ordering::AcqRel) + n;
-        if queued > self.limit && by_writer {
+        if queued > self.limit && self.saver.get() != Some(&std::thread::current().id()) {
             while self.queued.load(Ordering::Acquire) > self.limit
                 && !self.done.load(Ordering::Acquire)
             {
@@ -384,7 +321,7 @@ pub fn write_file(sh: &Shared, started: Started, tmp: &PathBuf, aof_base: bool) 
 /// Writes the snapshot `started` as an RDB to `out` and ends the snapshot
 /// (whatever happens); returns `out`.
 fn write_rdb<W: Write>(sh: &Shared, started: Started, out: W, aof_base: bool) -> io::Result<W> {
-    let Started { cap, sizes, cfg, jobs, queues, functions, repl, walk } = started;
+    let Started { cap, sizes, cfg, jobs, queues, functions, repl } = started;
     let store = &sh.store;
     let now = unix_ms();
     let used = sh.mem_stats().used_memory as i64;
@@ -410,7 +347,7 @@ fn write_rdb<W: Write>(sh: &Shared, started: Started, out: W, aof_base: bool) ->
     let mut current = usize::MAX;
     let mut drained = Vec::new();
     let _ = cap.saver.set(std::thread::current().id());
-    let mut id = if walk { 0 } else { store.total_stripes() };
+    let mut id = 0;
     while id < store.total_stripes() {
         if cancel_flag(sh).load(Ordering::Acquire) {
             result = Err(io::Error::new(io::ErrorKind::Interrupted, "cancelled"));
@@ -445,9 +382,6 @@ fn write_rdb<W: Write>(sh: &Shared, started: Started, out: W, aof_base: bool) ->
                 }
                 w.encoded(&c.bytes)
             })();
-            if walk {
-                sh.persist.progress.processed(c.keys);
-            }
             if delay > 0 {
                 delay_keys(sh, delay.saturating_mul(c.keys));
             }
@@ -458,10 +392,7 @@ fn write_rdb<W: Write>(sh: &Shared, started: Started, out: W, aof_base: bool) ->
     }
     cap.done.store(true, Ordering::Release);
     cap.drained.notify_all();
-    if walk {
-        store.end_snapshot();
-        sh.persist.progress.finish(aof_base);
-    }
+    store.end_snapshot();
     result?;
     w.finish()
 }
@@ -574,7 +505,7 @@ pub fn load_bytes_at(
         if !merge && g.peek(k.key).is_some() {
             return Err("duplicate key found in RDB file");
         }
-        g.insert_loaded(k.key, k.value, k.expire_at, lru);
+        g.insert(k.key, k.value, k.expire_at, lru);
         Ok(())
     })?;
     // Jobs ride in AUX fields (redis-server skips them).
@@ -677,7 +608,7 @@ pub fn flush_all(sh: &Shared) {
     engine::subsystems::jobs::clear(sh);
     engine::subsystems::script::function::clear_libraries(sh);
     let store = &sh.store;
-    for db in (0..store.databases()).filter(|&db| store.db_allocated(db)) {
+    for db in 0..store.databases() {
         for s in 0..store.stripes() {
             store.lock_stripe(db, s).clear();
         }
@@ -752,26 +683,21 @@ impl Snapshots for Rdb {
         self.acquire();
         let res = self.write(&sh, None, true);
         self.release();
-        self.saved(&sh, res, dirty)
-    }
-
-    fn save_flushed(&self, dirty: u64) -> Result<(), String> {
-        let sh = self.shared()?;
-        // A BGSAVE that FLUSHALL just stopped gives way within a few ms;
-        // a full sync's snapshot waits for the stripes the caller holds,
-        // so it is not waited for long: the save is skipped then.
-        let mut tries = 0;
-        while self.busy.swap(true, Ordering::AcqRel) {
-            tries += 1;
-            if tries == 200 {
-                log::warning("FLUSHALL did not save the DB: another snapshot is in progress");
-                return Err("Background save already in progress".into());
+        match res {
+            Ok(()) => {
+                sh.persist.saved(dirty, unix_ms() / 1000);
+                // As Redis's rdbSave, a good SAVE clears a failed BGSAVE.
+                if !sh.persist.last_bgsave_ok.swap(true, Ordering::Relaxed) {
+                    sh.state_changed();
+                }
+                log::notice("DB saved on disk");
+                Ok(())
             }
-            std::thread::sleep(std::time::Duration::from_millis(5));
+            Err(e) => {
+                log::warning(&format!("Failed saving the DB: {e}"));
+                Err(e.to_string())
+            }
         }
-        let res = self.write(&sh, Some(flushed(&sh)), true);
-        self.release();
-        self.saved(&sh, res, dirty)
     }
 
     fn bgsave(&self, dirty: u64, holding_stripes: bool) -> Result<(), String> {

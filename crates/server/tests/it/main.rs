@@ -48,7 +48,6 @@ mod rdb;
 mod repl_sync;
 mod replica;
 mod replication;
-mod save_progress;
 mod scan_guarantee;
 mod scenarios;
 mod scripting;
