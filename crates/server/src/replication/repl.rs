@@ -541,6 +541,20 @@ impl Master {
         Replication::acked(self, offset)
     }
 
+    /// Online replicas whose acknowledged position (`which`: the stream's,
+    /// or their AOF's fsynced one) has reached `offset`.
+    fn online_at(&self, offset: i64, which: impl Fn(&Replica) -> &AtomicI64) -> usize {
+        self.inner
+            .lock()
+            .replicas
+            .iter()
+            .filter(|s| {
+                s.r.state.load(Ordering::Relaxed) == ONLINE
+                    && which(&s.r).load(Ordering::Relaxed) >= offset
+            })
+            .count()
+    }
+
     /// What a connection in `DURABLE` mode waits on for acknowledgements.
     pub fn acks(&self) -> &tokio::sync::Notify {
         &self.acks
@@ -646,15 +660,7 @@ impl Replication for Master {
     }
 
     fn acked(&self, offset: i64) -> usize {
-        self.inner
-            .lock()
-            .replicas
-            .iter()
-            .filter(|s| {
-                s.r.state.load(Ordering::Relaxed) == ONLINE
-                    && s.r.ack_offset.load(Ordering::Relaxed) >= offset
-            })
-            .count()
+        self.online_at(offset, |r| &r.ack_offset)
     }
 
     fn wait(&self, w: Arc<Waiter>, offset: i64, numreplicas: usize) {
@@ -664,15 +670,7 @@ impl Replication for Master {
     }
 
     fn aof_acked(&self, offset: i64) -> usize {
-        self.inner
-            .lock()
-            .replicas
-            .iter()
-            .filter(|s| {
-                s.r.state.load(Ordering::Relaxed) == ONLINE
-                    && s.r.fack_offset.load(Ordering::Relaxed) >= offset
-            })
-            .count()
+        self.online_at(offset, |r| &r.fack_offset)
     }
 
     fn wait_aof(&self, w: Arc<Waiter>, local: bool, seq: u64, offset: i64, numreplicas: usize) {
