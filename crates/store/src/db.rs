@@ -1329,45 +1329,37 @@ impl Store {
         let effort = self.active_expire_effort.load(Ordering::Relaxed).clamp(1, 10) as usize - 1;
         let per_sample = 20 + 20 / 4 * effort;
         let stale_pct = 10 - effort;
-        'words: for (w, word) in self.ttl_stripes.iter().enumerate() {
-            let mut bits = word.load(Ordering::Relaxed);
-            while bits != 0 {
-                let id = w * 64 + bits.trailing_zeros() as usize;
-                bits &= bits - 1;
-                if id % parts != part {
-                    continue;
-                }
-                let mut s = self.lock_global(id as u32);
-                if s.expires_len() > 0 {
-                    loop {
-                        let db = id / self.stripes;
-                        let got =
-                            s.expire_sample(per_sample, now, || self.rand(), |k| on_expired(db, k));
-                        total += got.expired;
-                        if got.ttl_keys > 0 {
-                            // Redis's running average: 2% of each sample.
-                            let avg = got.ttl_sum / got.ttl_keys;
-                            let slot = &self.avg_ttl[db];
-                            let old = slot.load(Ordering::Relaxed);
-                            let new = if old == 0 { avg } else { old / 50 * 49 + avg / 50 };
-                            slot.store(new, Ordering::Relaxed);
-                        }
-                        if got.sampled == 0
-                            || got.expired * 100 <= got.sampled * stale_pct
-                            || start.elapsed() > budget
-                        {
-                            break;
-                        }
+        for id in self.ttl_stripe_ids(part, parts) {
+            let mut s = self.lock_global(id as u32);
+            if s.expires_len() > 0 {
+                loop {
+                    let db = id / self.stripes;
+                    let got =
+                        s.expire_sample(per_sample, now, || self.rand(), |k| on_expired(db, k));
+                    total += got.expired;
+                    if got.ttl_keys > 0 {
+                        // Redis's running average: 2% of each sample.
+                        let avg = got.ttl_sum / got.ttl_keys;
+                        let slot = &self.avg_ttl[db];
+                        let old = slot.load(Ordering::Relaxed);
+                        let new = if old == 0 { avg } else { old / 50 * 49 + avg / 50 };
+                        slot.store(new, Ordering::Relaxed);
                     }
-                    // Keys blocked clients wait for that expired (a group
-                    // reader's stream): the caller serves them.
-                    ready.extend(s.ready.drain(..).map(|k| (id as u32, k)));
+                    if got.sampled == 0
+                        || got.expired * 100 <= got.sampled * stale_pct
+                        || start.elapsed() > budget
+                    {
+                        break;
+                    }
                 }
-                self.publish(id as u32, &s);
-                drop(s);
-                if start.elapsed() > budget {
-                    break 'words;
-                }
+                // Keys blocked clients wait for that expired (a group
+                // reader's stream): the caller serves them.
+                ready.extend(s.ready.drain(..).map(|k| (id as u32, k)));
+            }
+            self.publish(id as u32, &s);
+            drop(s);
+            if start.elapsed() > budget {
+                break;
             }
         }
         total
@@ -1394,23 +1386,36 @@ impl Store {
         }
         let parts = parts.max(1);
         let mut total = 0;
-        for (w, word) in self.ttl_stripes.iter().enumerate() {
-            let mut bits = word.load(Ordering::Relaxed);
-            while bits != 0 {
-                let id = w * 64 + bits.trailing_zeros() as usize;
-                bits &= bits - 1;
-                if id % parts != part {
-                    continue;
-                }
-                let mut s = self.lock_global(id as u32);
-                if s.own_ttl.is_some() {
-                    let db = id / self.stripes;
-                    total += s.expire_own(now, |k| on_expired(db, k));
-                    self.publish(id as u32, &s);
-                }
+        for id in self.ttl_stripe_ids(part, parts) {
+            let mut s = self.lock_global(id as u32);
+            if s.own_ttl.is_some() {
+                let db = id / self.stripes;
+                total += s.expire_own(now, |k| on_expired(db, k));
+                self.publish(id as u32, &s);
             }
         }
         total
+    }
+
+    /// The global ids of the stripes whose bit in `ttl_stripes` is set
+    /// (they hold keys with a TTL) and that are `part` of `parts`; each
+    /// word of the bitmap is read when the walk reaches it.
+    fn ttl_stripe_ids(&self, part: usize, parts: usize) -> impl Iterator<Item = usize> + '_ {
+        self.ttl_stripes
+            .iter()
+            .enumerate()
+            .flat_map(|(w, word)| {
+                let mut bits = word.load(Ordering::Relaxed);
+                std::iter::from_fn(move || {
+                    if bits == 0 {
+                        return None;
+                    }
+                    let id = w * 64 + bits.trailing_zeros() as usize;
+                    bits &= bits - 1;
+                    Some(id)
+                })
+            })
+            .filter(move |id| id % parts == part)
     }
 }
 
