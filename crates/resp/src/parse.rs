@@ -101,6 +101,9 @@ pub struct ArgBuf {
     spans: Vec<(u32, u32)>,
     scratch: Vec<u8>,
     inline: bool,
+    /// After [`Parsed::Incomplete`]: where the part not parsed yet begins
+    /// (see [`unparsed_from`](Self::unparsed_from)).
+    unparsed: usize,
 }
 
 impl ArgBuf {
@@ -120,6 +123,14 @@ impl ArgBuf {
     /// Whether the request came in the inline form.
     pub fn is_inline(&self) -> bool {
         self.inline
+    }
+
+    /// After [`Parsed::Incomplete`], the offset (in the slice passed to
+    /// [`parse`]) where what is not parsed yet begins: past the arguments
+    /// and the bulk headers read so far. Redis moves those out of its query
+    /// buffer as it reads them, so this is where its `qbuf` starts.
+    pub fn unparsed_from(&self) -> usize {
+        self.unparsed
     }
 
     /// Argument `i`; `buf` must be the slice that was passed to [`parse`].
@@ -146,7 +157,10 @@ impl ArgBuf {
 pub fn parse(buf: &[u8], limits: &Limits, out: &mut ArgBuf) -> Parsed {
     out.clear();
     match buf.first() {
-        None => Parsed::Incomplete { need: 1 },
+        None => {
+            out.unparsed = 0;
+            Parsed::Incomplete { need: 1 }
+        }
         Some(b'*') => parse_multibulk(buf, limits, out),
         Some(_) => parse_inline(buf, out),
     }
@@ -204,7 +218,10 @@ fn parse_multibulk(buf: &[u8], limits: &Limits, out: &mut ArgBuf) -> Parsed {
             let cr = match line_end(buf, 0) {
                 Ok(i) => i,
                 Err(true) => return Parsed::Error(ProtocolError::TooBigMbulkCount),
-                Err(false) => return Parsed::Incomplete { need: buf.len() + 1 },
+                Err(false) => {
+                    out.unparsed = 0;
+                    return Parsed::Incomplete { need: buf.len() + 1 };
+                }
             };
             match parse_i64(&buf[1..cr]) {
                 Some(n) if n <= i64::from(i32::MAX) => (n, cr),
@@ -223,6 +240,7 @@ fn parse_multibulk(buf: &[u8], limits: &Limits, out: &mut ArgBuf) -> Parsed {
     out.spans.reserve((count as usize).min(1024));
     for _ in 0..count {
         if pos >= buf.len() {
+            out.unparsed = pos;
             return Parsed::Incomplete { need: pos + 1 };
         }
         let fast = if buf[pos] == b'$' { short_number(buf, pos + 1) } else { None };
@@ -232,7 +250,10 @@ fn parse_multibulk(buf: &[u8], limits: &Limits, out: &mut ArgBuf) -> Parsed {
                 let cr = match line_end(buf, pos) {
                     Ok(i) => i,
                     Err(true) => return Parsed::Error(ProtocolError::TooBigBulkCount),
-                    Err(false) => return Parsed::Incomplete { need: buf.len() + 1 },
+                    Err(false) => {
+                        out.unparsed = pos;
+                        return Parsed::Incomplete { need: buf.len() + 1 };
+                    }
                 };
                 if buf[pos] != b'$' {
                     return Parsed::Error(ProtocolError::ExpectedDollar(buf[pos]));
@@ -250,6 +271,7 @@ fn parse_multibulk(buf: &[u8], limits: &Limits, out: &mut ArgBuf) -> Parsed {
         // Redis skips the two bytes after the payload without checking them.
         let end = start + len;
         if buf.len() < end + 2 {
+            out.unparsed = start;
             return Parsed::Incomplete { need: end + 2 };
         }
         if end > u32::MAX as usize {
@@ -267,7 +289,11 @@ fn parse_inline(buf: &[u8], out: &mut ArgBuf) -> Parsed {
     let nl = match memchr(b'\n', buf) {
         Some(i) => i,
         None if buf.len() > INLINE_MAX => return Parsed::Error(ProtocolError::TooBigInlineRequest),
-        None => return Parsed::Incomplete { need: buf.len() + 1 },
+        None => {
+            // An inline request is read as one line: nothing of it is parsed.
+            out.unparsed = 0;
+            return Parsed::Incomplete { need: buf.len() + 1 };
+        }
     };
     let mut line = &buf[..nl];
     if line.last() == Some(&b'\r') {
@@ -395,6 +421,24 @@ fn split_into(line: &[u8], out: &mut ArgBuf) -> Result<(), ()> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn an_incomplete_request_says_where_its_unparsed_part_begins() {
+        let cases: [(&[u8], usize); 6] = [
+            (b"*2\r\n$3\r\nGET\r\n$100000\r\nabc", 22),
+            (b"*2\r\n$3\r\nGET\r\n$10", 13),
+            (b"*2\r\n$3\r\nGET\r\n", 13),
+            (b"*2\r\n$3\r\nGE", 8),
+            (b"*2", 0),
+            (b"GET k", 0),
+        ];
+        for (input, want) in cases {
+            let mut ab = ArgBuf::new();
+            let r = parse(input, &Limits::default(), &mut ab);
+            assert!(matches!(r, Parsed::Incomplete { .. }), "{input:?}: {r:?}");
+            assert_eq!(ab.unparsed_from(), want, "{input:?}");
+        }
+    }
+
     use super::*;
 
     fn args(input: &[u8]) -> (Parsed, Vec<Vec<u8>>) {

@@ -176,6 +176,17 @@ fn jemalloc_thread_net() -> u64 {
     COUNTERS.with(|c| c.map_or(0, |(a, d)| a.get().wrapping_sub(d.get())))
 }
 
+/// What the allocator really hands out for a request of `n` bytes (its
+/// size class): what `used_memory` counts for a buffer of capacity `n`.
+pub(crate) fn allocation_size(n: usize) -> usize {
+    if n == 0 {
+        return 0;
+    }
+    // SAFETY: nallocx only computes a size (no memory is touched); it is
+    // defined for any size but 0, excluded above.
+    unsafe { tikv_jemalloc_sys::nallocx(n, 0) }
+}
+
 /// Memory figures for INFO from jemalloc's statistics (`used_memory` is
 /// what the allocator has handed out, as Redis reports it).
 fn jemalloc_probe() -> engine::core::shared::MemStats {

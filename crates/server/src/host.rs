@@ -106,6 +106,7 @@ pub fn build(weak: &Weak<Shared>, log: Arc<Logger>) -> Host {
         signals: Some(crate::landing::take),
         log,
         server: Some(node),
+        proc_title: crate::proctitle::hook(),
     }
 }
 

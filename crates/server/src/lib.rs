@@ -18,6 +18,7 @@ mod ldb;
 mod network;
 pub mod persistence;
 pub mod process;
+pub mod proctitle;
 mod replication;
 
 // The modules by their own names, wherever their folder is.

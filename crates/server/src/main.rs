@@ -48,6 +48,9 @@ fn usage() -> ! {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    // Before any other thread: the title's room includes the environment
+    // strings, which move to the heap (`set-proc-title`).
+    server::proctitle::init();
     // As redis-server, only the first argument can be one of these.
     match args.first().map(String::as_str) {
         Some("-v" | "--version") => {
@@ -152,6 +155,7 @@ fn main() {
         }
     };
     engine::subsystems::config::apply_oom_score(&bound.shared().oom, &banner_cfg);
+    engine::subsystems::config::apply_proc_title(&bound.shared().host, &banner_cfg);
     let port = bound.port();
     if let Some(p) = &pid_file {
         process::write_pid_file(p);

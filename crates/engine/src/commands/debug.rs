@@ -454,7 +454,7 @@ fn digest(cx: &mut Ctx, out: &mut ReplyBuf) -> CmdResult {
     let store = &cx.shared.store;
     let now = cx.now();
     let mut total = [0u8; 20];
-    for db in 0..store.databases() {
+    for db in (0..store.databases()).filter(|&db| store.db_allocated(db)) {
         let mut mixed = false;
         for stripe in 0..store.stripes() {
             let g = store.lock_stripe(db, stripe);

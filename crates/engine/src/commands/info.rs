@@ -298,10 +298,9 @@ fn section(cx: &mut Ctx, name: &str, t: &mut String, counts: &mut Counts) {
             line!("rss_overhead_bytes:{}", rss as i64 - re as i64);
             line!("mem_fragmentation_ratio:{:.2}", ratio(rss, used));
             line!("mem_fragmentation_bytes:{}", rss as i64 - used as i64);
-            // Sluice's eviction counts all memory (docs/info.md).
-            line!("mem_not_counted_for_evict:0");
+            line!("mem_not_counted_for_evict:{}", o.not_counted);
             line!("mem_replication_backlog:{}", o.backlog);
-            line!("mem_total_replication_buffers:{}", o.backlog + o.clients.replicas);
+            line!("mem_total_replication_buffers:{}", o.repl.total);
             line!("mem_clients_slaves:{}", o.clients.replicas);
             line!("mem_clients_normal:{}", o.clients.normal);
             line!("mem_cluster_links:0");
@@ -314,15 +313,15 @@ fn section(cx: &mut Ctx, name: &str, t: &mut String, counts: &mut Counts) {
         "persistence" => {
             line!("# Persistence");
             line!("loading:{}", u8::from(sh.is_loading()));
-            for f in
-                ["async_loading", "current_cow_peak", "current_cow_size", "current_cow_size_age"]
-            {
-                line!("{f}:0");
-            }
-            line!("current_fork_perc:0.00");
-            line!("current_save_keys_processed:0");
-            line!("current_save_keys_total:0");
+            line!("async_loading:0");
             let ps = &sh.persist;
+            let pv = ps.progress.view(crate::core::shared::unix_ms());
+            line!("current_cow_peak:{}", pv.cow_size);
+            line!("current_cow_size:{}", pv.cow_size);
+            line!("current_cow_size_age:{}", pv.cow_size_age);
+            line!("current_fork_perc:{:.2}", pv.perc);
+            line!("current_save_keys_processed:{}", pv.keys_processed);
+            line!("current_save_keys_total:{}", pv.keys_total);
             let dirty = counted(cx, counts).2;
             let since = dirty.saturating_sub(ps.dirty_at_save.load(Ordering::Relaxed));
             line!("rdb_changes_since_last_save:{}", since);
@@ -341,7 +340,7 @@ fn section(cx: &mut Ctx, name: &str, t: &mut String, counts: &mut Counts) {
             };
             line!("rdb_current_bgsave_time_sec:{}", current);
             line!("rdb_saves:{}", ps.saves.load(Ordering::Relaxed));
-            line!("rdb_last_cow_size:0");
+            line!("rdb_last_cow_size:{}", pv.last_rdb_cow);
             let expired = ps.last_load_keys_expired.load(Ordering::Relaxed);
             line!("rdb_last_load_keys_expired:{}", expired);
             line!("rdb_last_load_keys_loaded:{}", ps.last_load_keys_loaded.load(Ordering::Relaxed));
@@ -365,7 +364,7 @@ fn section(cx: &mut Ctx, name: &str, t: &mut String, counts: &mut Counts) {
             line!("aof_rewrites:{}", aof.rewrites);
             line!("aof_rewrites_consecutive_failures:{}", aof.rewrites_consecutive_failures);
             line!("aof_last_write_status:{}", status(aof.last_write_ok));
-            line!("aof_last_cow_size:0");
+            line!("aof_last_cow_size:{}", pv.last_aof_cow);
             line!("module_fork_in_progress:0");
             line!("module_fork_last_cow_size:0");
             if aof.enabled {

@@ -230,7 +230,11 @@ pub(crate) struct Overhead {
     pub overhead: u64,
     pub clients: crate::core::shared::ClientsMemory,
     pub backlog: u64,
+    /// The shared replication buffer: backlog and replicas' parts.
+    pub repl: crate::subsystems::repl::BufferMemory,
     pub aof_buffer: u64,
+    /// What eviction leaves out (`mem_not_counted_for_evict`).
+    pub not_counted: u64,
     m: crate::core::shared::MemStats,
 }
 
@@ -242,9 +246,14 @@ pub(crate) fn overhead(cx: &mut Ctx) -> Overhead {
     let startup = sh.mem_startup.load(std::sync::atomic::Ordering::Relaxed).min(total);
     let mut per_db = Vec::new();
     let mut keys = 0u64;
-    let clients = sh.clients_memory();
-    let backlog = crate::subsystems::repl::view(sh).backlog.map_or(0, |(_, len)| len.max(0) as u64);
+    let mut clients = sh.clients_memory();
+    let repl = crate::subsystems::repl::buffer_memory(sh);
+    let backlog = repl.backlog;
+    // As Redis 7.0 reports it: the replicas' part of the shared buffer
+    // (their connections' own few buffers are left out, as in Redis).
+    clients.replicas = repl.replicas;
     let aof_buffer = sh.host.aof.as_ref().map_or(0, |a| a.info().buffer_length);
+    let not_counted = repl.not_counted + aof_buffer;
     let mut overhead = startup
         + sh.scripts.body_bytes() as u64
         + clients.normal
@@ -263,7 +272,20 @@ pub(crate) fn overhead(cx: &mut Ctx) -> Overhead {
         overhead += (main + exp) as u64;
         per_db.push((db, main, exp));
     }
-    Overhead { total, startup, peak, keys, per_db, overhead, clients, backlog, aof_buffer, m }
+    Overhead {
+        total,
+        startup,
+        peak,
+        keys,
+        per_db,
+        overhead,
+        clients,
+        backlog,
+        repl,
+        aof_buffer,
+        not_counted,
+        m,
+    }
 }
 
 fn stats(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {

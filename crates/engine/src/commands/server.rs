@@ -266,6 +266,9 @@ fn config_set(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     cx.shared.config_applied();
     // A relative log file follows `dir`, as Redis's does after chdir.
     cx.shared.host.log.set_dir(&cx.shared.config.read().dir);
+    if chosen.iter().any(|(n, _)| n.name() == "proc-title-template") {
+        config::apply_proc_title(&cx.shared.host, &cx.shared.config.read());
+    }
     if max > 0 && cx.caller.is_request() && chosen.iter().any(|(n, _)| n.name() == "maxmemory") {
         // A lower limit evicts at once, as Redis's updateMaxmemory (each
         // evicted key a unit of its own, outside this command's). Not

@@ -356,6 +356,22 @@ pub fn replay(
     replay_with(shared, sess, argv, out, true)
 }
 
+/// Whether CLIENT PAUSE holds back this command of a master's stream: a
+/// replica paused for writes stops applying its master's writes (and
+/// everything after them, in order) while it goes on reading the stream,
+/// as Redis 7.0 postpones its master client; `slave_repl_offset` then
+/// stays while `slave_read_repl_offset` grows. An unknown command is not
+/// held (its replay reports it).
+pub fn replay_paused(shared: &Shared, sess: &mut Session, argv: &[&[u8]]) -> bool {
+    match lookup(shared, argv) {
+        Lookup::Found(spec) => {
+            !spec.flags.has(Flags::NO_PAUSE)
+                && sess.paused(shared, spec, argv, shared.clock.now_ms())
+        }
+        Lookup::Rejected(_) => false,
+    }
+}
+
 /// [`replay`] for the AOF loader (Redis's fake AOF client): keys past
 /// their deadline stay live while loading, and what the file holds is
 /// not propagated again (Redis's loader runs commands outside `call()`),
@@ -787,12 +803,7 @@ pub fn lock_scope(
 ) -> Result<(), CmdError> {
     let r = match scope {
         Scope::Keys => keys.acquire(ids),
-        Scope::Db => {
-            let base = shared.store.global_id(db, 0);
-            let mut all: Vec<u32> = ids.to_vec();
-            all.extend(base..base + shared.store.stripes() as u32);
-            keys.acquire(&mut all)
-        }
+        Scope::Db => keys.acquire_with_db(ids, db),
         // Then what lies above the databases (the job namespace).
         Scope::All => (0..shared.store.databases())
             .try_for_each(|d| keys.acquire_db(d))

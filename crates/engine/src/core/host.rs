@@ -90,6 +90,19 @@ pub struct Host {
     /// The server's own state, for its code that starts from `&Shared`
     /// (the engine never looks inside).
     pub server: Option<Arc<dyn Any + Send + Sync>>,
+    /// The process title (`set-proc-title`, `proc-title-template`): off
+    /// without it (a server in another program's process).
+    pub proc_title: Option<ProcTitle>,
+}
+
+/// What the engine needs to retitle the process.
+#[derive(Clone)]
+pub struct ProcTitle {
+    /// The name the process was started as (its `argv[0]`): the
+    /// template's `{title}`.
+    pub exec_name: String,
+    /// Writes a title where `ps` and `/proc/PID/cmdline` read it.
+    pub set: fn(&str),
 }
 
 impl Host {

@@ -22,6 +22,7 @@ mod special;
 pub use doc::markdown;
 pub use load::{from_args, load_file, repr, rewrite, rewrite_with, split_args, ConfigError};
 pub use params::PARAMS;
+pub use special::expand_proc_title;
 pub use special::notify_to_string;
 pub(crate) use special::os_error_text;
 
@@ -753,6 +754,17 @@ pub struct OomState {
     /// it did (Redis's `oom_score_adjusted_by_redis` and
     /// `oom_score_adj_base`).
     adjusted: parking_lot::Mutex<(bool, i64)>,
+}
+
+/// Retitles the process from `cfg` (Redis's redisSetProcTitle): at
+/// start-up and when `proc-title-template` changes; not with
+/// `set-proc-title no`, nor for a server without the host's hook.
+pub fn apply_proc_title(host: &crate::core::host::Host, cfg: &Config) {
+    let Some(pt) = &host.proc_title else { return };
+    if cfg.get_by_name("set-proc-title").is_some_and(|v| v == b"no") {
+        return;
+    }
+    (pt.set)(&expand_proc_title(cfg, &pt.exec_name));
 }
 
 /// The server's role changed: the score follows its class.

@@ -308,9 +308,18 @@ pub struct OutOfMemory;
 pub fn perform(shared: &Shared, fx: &mut Effects, max: u64) -> Result<(), OutOfMemory> {
     // Messages on their way to another thread's client are left out (see
     // `outbox::in_transit`); once in that client's reply buffer they count.
-    let used =
+    let mut used =
         shared.used_memory_now().saturating_sub(shared.in_transit.load(Ordering::Relaxed) as u64);
     let now = shared.clock.now_ms();
+    if used > max {
+        // Replicas' part of the replication buffer and the AOF buffer are
+        // not counted (Redis's freeMemoryGetNotCountedMemory): looked at
+        // only when over the limit.
+        let aof = shared.host.aof.as_ref().map_or(0, |a| a.info().buffer_length);
+        used = used.saturating_sub(
+            crate::subsystems::repl::not_counted(shared) + aof + closing_clients_mem(shared),
+        );
+    }
     if used <= max {
         shared.evictor.over(now, false);
         return Ok(());
@@ -437,6 +446,21 @@ pub fn evict_clients(shared: &Shared) {
         h.kill();
         shared.evictor.evicted_clients.fetch_add(1, Ordering::Relaxed);
     }
+}
+
+/// What clients closed but not yet freed hold (their last `tot-mem`).
+/// Redis frees an evicted or killed client at once; here its connection's
+/// thread frees it when it next runs, so until then its memory is on its
+/// way out and must not make keys be evicted (client eviction closing
+/// clients over `maxmemory-clients` would otherwise evict keys too).
+fn closing_clients_mem(shared: &Shared) -> u64 {
+    shared
+        .clients
+        .lock()
+        .values()
+        .filter(|h| h.killed.load(Ordering::Relaxed))
+        .map(|h| h.tot_mem.load(Ordering::Relaxed) as u64)
+        .sum()
 }
 
 /// A key's footprint when the allocator cannot say (engine unit tests).

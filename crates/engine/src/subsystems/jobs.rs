@@ -100,16 +100,7 @@ pub fn records(shared: &Shared) -> Vec<Vec<u8>> {
 pub fn records_and_queues(shared: &Shared) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
     let store = &shared.store;
     let _held = store.lock_stripe(store.databases(), 0);
-    let js = shared.jobs.lock();
-    let jobs = js
-        .iter_with_ext()
-        .map(|(j, e)| {
-            let mut r = Vec::new();
-            j.encode_with(e, &mut r);
-            r
-        })
-        .collect();
-    (jobs, js.queue_records())
+    records_now(shared)
 }
 
 /// Applies queue settings read back from a snapshot; false at the first
@@ -128,6 +119,22 @@ pub fn load_queue_records<'a>(
         }
     }
     true
+}
+
+/// [`records_and_queues`] for a caller that may hold the job namespace's stripe
+/// itself (FLUSHALL's save, inside a transaction that touched jobs): the
+/// registry's own lock gives a consistent set.
+pub fn records_now(shared: &Shared) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
+    let js = shared.jobs.lock();
+    let jobs = js
+        .iter_with_ext()
+        .map(|(j, e)| {
+            let mut r = Vec::new();
+            j.encode_with(e, &mut r);
+            r
+        })
+        .collect();
+    (jobs, js.queue_records())
 }
 
 /// Registers jobs read back from a snapshot, dropping the expired ones.

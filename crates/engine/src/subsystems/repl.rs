@@ -52,6 +52,15 @@ pub trait Replication: Send + Sync {
     /// and nothing executed here (Redis's test hook for what a replica
     /// does with a command it cannot run).
     fn feed_command(&self, argv: &[&[u8]]);
+    /// Bytes the shared replication buffer (backlog and what replicas
+    /// have not been sent) holds allocated.
+    fn buffer_memory(&self) -> u64 {
+        0
+    }
+    /// Whether a replica is connected (and not being dropped).
+    fn has_replicas(&self) -> bool {
+        false
+    }
 }
 
 /// FAILOVER's arguments.
@@ -63,6 +72,55 @@ pub struct FailoverRequest {
     pub timeout_ms: i64,
     /// `FORCE`: fail over at the timeout even if the target lags.
     pub force: bool,
+}
+
+/// The shared replication buffer's memory, split as Redis 7.0 splits it
+/// (`getMemoryOverheadData`, `freeMemoryGetNotCountedMemory`): up to
+/// `repl-backlog-size` is the backlog's; what lies beyond is the
+/// replicas' (while one is connected), and is not counted for eviction:
+/// a slow replica's buffer must not evict keys, whose deletions it would
+/// then have to be sent too.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BufferMemory {
+    /// `mem_total_replication_buffers`.
+    pub total: u64,
+    /// `mem_replication_backlog`.
+    pub backlog: u64,
+    /// The replicas' part (`mem_clients_slaves`).
+    pub replicas: u64,
+    /// What eviction leaves out (`mem_not_counted_for_evict`, with the
+    /// AOF buffer).
+    pub not_counted: u64,
+}
+
+impl BufferMemory {
+    /// The split of `total` allocated bytes with a backlog of `size`.
+    pub fn split(total: u64, size: u64, replicas: bool) -> Self {
+        let excess = total.saturating_sub(size);
+        let (backlog, replicas) = if replicas && excess > 0 { (size, excess) } else { (total, 0) };
+        BufferMemory { total, backlog, replicas, not_counted: excess }
+    }
+}
+
+/// The replication buffer's memory now.
+pub fn buffer_memory(sh: &Shared) -> BufferMemory {
+    let Some(r) = replication(sh) else { return BufferMemory::default() };
+    let total = r.buffer_memory();
+    if total == 0 {
+        return BufferMemory::default();
+    }
+    let size = sh.config.read().repl_backlog_size.max(0) as u64;
+    BufferMemory::split(total, size, r.has_replicas())
+}
+
+/// The replicas' part of the replication buffer, which eviction leaves
+/// out (without a replica too: it is freed as the buffer is trimmed).
+pub fn not_counted(sh: &Shared) -> u64 {
+    let total = replication(sh).map_or(0, |r| r.buffer_memory());
+    if total == 0 {
+        return 0;
+    }
+    total.saturating_sub(sh.config.read().repl_backlog_size.max(0) as u64)
 }
 
 /// What the server's replica side does for the commands.

@@ -50,6 +50,14 @@ pub trait Snapshots: Send + Sync {
     /// Stops a running BGSAVE without counting it a failure (FLUSHALL,
     /// as Redis kills its saving child).
     fn abort_bgsave(&self) {}
+    /// FLUSHALL's save when save points are set (Redis's
+    /// `flushAllDataAndResetRDB`): the caller holds every database's
+    /// stripes, all just emptied, so the file is written at once with no
+    /// keys (the function libraries and the jobs as they are).
+    fn save_flushed(&self, dirty: u64) -> Result<(), String> {
+        let _ = dirty;
+        Err("persistence is not available in this process".into())
+    }
     /// DEBUG RELOAD: save (unless NOSAVE), empty the keyspace and the
     /// function libraries (unless NOFLUSH), load the file (with MERGE, a
     /// key or library of the file replaces one of the same name).
@@ -162,6 +170,95 @@ pub struct PersistState {
     /// `DEBUG SET-SKIP-CHECKSUM-VALIDATION 1`: RESTORE payloads and RDB
     /// files load without their CRC checked.
     pub skip_checksum: AtomicBool,
+    /// The running snapshot's progress and copy-on-write (INFO's
+    /// `current_*` fields), and the last ones' copy-on-write.
+    /// An `Arc`: the store's snapshot hook counts the copies into it.
+    pub progress: std::sync::Arc<SaveProgress>,
+}
+
+/// What Redis's forked child reports to its parent (sendChildInfo), from
+/// the snapshot walking the keyspace here. Sluice's copy-on-write is its
+/// own: a stripe a command is about to change before the saver reached
+/// it is serialised ahead of the walk (the capture queue), and the bytes
+/// so copied are the snapshot's copy-on-write size. They only grow while
+/// the snapshot runs (as a child's private pages do), so the peak is the
+/// size. A copy lives in the queue until the saver writes it out.
+#[derive(Debug, Default)]
+pub struct SaveProgress {
+    /// Keys in the keyspace at the snapshot's instant (0: none running).
+    keys_total: AtomicU64,
+    keys_processed: AtomicU64,
+    cow_bytes: AtomicU64,
+    /// Unix ms of the last copy-on-write (0: none in this snapshot).
+    cow_updated_ms: AtomicI64,
+    last_rdb_cow: AtomicU64,
+    last_aof_cow: AtomicU64,
+}
+
+/// INFO persistence's view of [`SaveProgress`] at one moment.
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+pub struct ProgressView {
+    pub cow_size: u64,
+    /// Seconds since the copy-on-write size last changed (0 when it has
+    /// not in this snapshot), as Redis's `current_cow_size_age`.
+    pub cow_size_age: i64,
+    pub keys_processed: u64,
+    pub keys_total: u64,
+    /// Keys processed as a percentage of the total (`current_fork_perc`).
+    pub perc: f64,
+    pub last_rdb_cow: u64,
+    pub last_aof_cow: u64,
+}
+
+impl SaveProgress {
+    /// A snapshot of `keys` keys began (copies may have been counted
+    /// since its instant; the last one's were cleared when it finished).
+    pub fn begin(&self, keys: u64) {
+        self.keys_processed.store(0, Ordering::Relaxed);
+        self.keys_total.store(keys, Ordering::Relaxed);
+    }
+
+    /// The saver wrote `keys` more keys.
+    pub fn processed(&self, keys: u64) {
+        self.keys_processed.fetch_add(keys, Ordering::Relaxed);
+    }
+
+    /// A writer made the snapshot copy `bytes` ahead of the walk.
+    pub fn copied(&self, bytes: u64, now_ms: i64) {
+        self.cow_bytes.fetch_add(bytes, Ordering::Relaxed);
+        self.cow_updated_ms.store(now_ms, Ordering::Relaxed);
+    }
+
+    /// The snapshot ended: its copy-on-write becomes the last one of its
+    /// kind (an AOF rewrite's base, or an RDB's), and the current figures
+    /// go back to 0, as Redis's resetChildState does.
+    pub fn finish(&self, aof: bool) {
+        let cow = self.cow_bytes.swap(0, Ordering::Relaxed);
+        if aof { &self.last_aof_cow } else { &self.last_rdb_cow }.store(cow, Ordering::Relaxed);
+        self.keys_total.store(0, Ordering::Relaxed);
+        self.keys_processed.store(0, Ordering::Relaxed);
+        self.cow_updated_ms.store(0, Ordering::Relaxed);
+    }
+
+    /// The figures now (`now_ms`: Unix ms).
+    pub fn view(&self, now_ms: i64) -> ProgressView {
+        let keys_total = self.keys_total.load(Ordering::Relaxed);
+        let keys_processed = self.keys_processed.load(Ordering::Relaxed);
+        let updated = self.cow_updated_ms.load(Ordering::Relaxed);
+        ProgressView {
+            cow_size: self.cow_bytes.load(Ordering::Relaxed),
+            cow_size_age: if updated == 0 { 0 } else { (now_ms - updated).max(0) / 1000 },
+            keys_processed,
+            keys_total,
+            perc: if keys_total == 0 {
+                0.0
+            } else {
+                keys_processed as f64 / keys_total as f64 * 100.0
+            },
+            last_rdb_cow: self.last_rdb_cow.load(Ordering::Relaxed),
+            last_aof_cow: self.last_aof_cow.load(Ordering::Relaxed),
+        }
+    }
 }
 
 impl PersistState {
@@ -180,6 +277,7 @@ impl PersistState {
             last_load_keys_loaded: AtomicU64::new(0),
             last_load_keys_expired: AtomicU64::new(0),
             skip_checksum: AtomicBool::new(false),
+            progress: Default::default(),
         }
     }
 

@@ -251,6 +251,9 @@ struct Conn<S> {
     rpos: usize,
     /// Don't parse again before `rbuf.len() >= need`.
     need: usize,
+    /// Where the unparsed part of an incomplete request begins in `rbuf`
+    /// (see `resp::ArgBuf::unparsed_from`); stale once below `rpos`.
+    unparsed: usize,
     /// The most input `rbuf` held at once since the server's cron last
     /// looked (what a shrunk buffer keeps room for).
     qbuf_peak: usize,
@@ -308,6 +311,7 @@ impl<S: Transport> Conn<S> {
             rbuf: Vec::with_capacity(READ_CHUNK),
             rpos: 0,
             need: 0,
+            unparsed: 0,
             qbuf_peak: 0,
             out: ReplyBuf::new(),
             window: (0..WINDOW).map(|_| Pending::default()).collect(),
@@ -700,9 +704,21 @@ impl<S: Transport> Conn<S> {
         self.sess.lap = 0;
         let mut last_now = 0;
         'batch: while !self.sess.close_after_reply && self.has_complete_input() {
+            if executed && self.limits.clients_limit != 0 {
+                // Redis counts a client's memory after each command
+                // (call()), so that what its replies grew closes clients
+                // over `maxmemory-clients` before the next command can
+                // evict keys for that memory: one request per window then.
+                self.publish_memory();
+                if self.sess.handle.killed.load(Ordering::Relaxed) {
+                    break 'batch;
+                }
+            }
             // Parse a window. Until the client is authenticated the limits
-            // change with AUTH, so parse one request at a time then.
-            let max = if self.sess.authenticated { WINDOW } else { 1 };
+            // change with AUTH, so parse one request at a time then; and
+            // while `maxmemory-clients` is set (above).
+            let max =
+                if self.sess.authenticated && self.limits.clients_limit == 0 { WINDOW } else { 1 };
             let mut n = 0;
             let mut off = self.rpos;
             let mut stop = None;
@@ -717,6 +733,7 @@ impl<S: Transport> Conn<S> {
                     Parsed::Incomplete { need } => {
                         // Absolute position in `rbuf` (`need` counts from `off`).
                         stop = Some(Parsed::Incomplete { need: off + need });
+                        self.unparsed = off + self.window[n].args.unparsed_from();
                         break;
                     }
                     Parsed::Error(e) => {
@@ -1004,6 +1021,7 @@ impl<S: Transport> Conn<S> {
                 Parsed::Empty { consumed } => self.rpos += consumed,
                 Parsed::Incomplete { need } => {
                     self.need = self.rpos + need;
+                    self.unparsed = self.rpos + args.unparsed_from();
                     break;
                 }
                 Parsed::Error(e) => {
@@ -1026,7 +1044,7 @@ impl<S: Transport> Conn<S> {
     /// clients before the next command runs.
     fn publish_memory(&mut self) {
         let h = &self.sess.handle;
-        h.qbuf.store(self.rbuf.len() - self.rpos, Ordering::Relaxed);
+        h.qbuf.store(self.qbuf(), Ordering::Relaxed);
         h.qbuf_free.store(self.rbuf.capacity() - self.rbuf.len(), Ordering::Relaxed);
         h.omem.store(self.out.len(), Ordering::Relaxed);
         let own = std::mem::size_of::<Self>()
@@ -1089,6 +1107,7 @@ impl<S: Transport> Conn<S> {
             if idle && self.rbuf.len() == self.rpos {
                 self.rbuf = Vec::new();
                 self.rpos = 0;
+                self.unparsed = 0;
                 self.need = 0;
             } else if cap > engine::core::shared::QUERY_RESIZE_THRESHOLD && cap / 2 > self.qbuf_peak
             {
@@ -1098,8 +1117,21 @@ impl<S: Transport> Conn<S> {
             }
         }
         self.qbuf_peak = self.rbuf.len();
-        self.sess.handle.qbuf.store(self.rbuf.len() - self.rpos, Ordering::Relaxed);
+        self.sess.handle.qbuf.store(self.qbuf(), Ordering::Relaxed);
         self.publish_memory();
+    }
+
+    /// CLIENT LIST's `qbuf`: the input not executed yet, less what of an
+    /// incomplete request is parsed already (its arguments and bulk
+    /// headers, which Redis moves out of its query buffer as it reads
+    /// them: a big argument being received counts its bytes only).
+    fn qbuf(&self) -> usize {
+        let from = if self.unparsed > self.rpos && self.unparsed <= self.rbuf.len() {
+            self.unparsed
+        } else {
+            self.rpos
+        };
+        self.rbuf.len() - from
     }
 
     /// Drops consumed input, once per batch. The buffer keeps its size:
@@ -1116,6 +1148,7 @@ impl<S: Transport> Conn<S> {
             self.rbuf.truncate(self.rbuf.len() - self.rpos);
         }
         self.need = self.need.saturating_sub(self.rpos);
+        self.unparsed = self.unparsed.saturating_sub(self.rpos);
         self.rpos = 0;
     }
 }

@@ -133,6 +133,25 @@ impl Rdb {
         self.busy.store(false, Ordering::Release);
     }
 
+    /// Records a foreground save's outcome (SAVE, FLUSHALL's save).
+    fn saved(&self, sh: &Shared, res: io::Result<()>, dirty: u64) -> Result<(), String> {
+        match res {
+            Ok(()) => {
+                sh.persist.saved(dirty, unix_ms() / 1000);
+                // As Redis's rdbSave, a good SAVE clears a failed BGSAVE.
+                if !sh.persist.last_bgsave_ok.swap(true, Ordering::Relaxed) {
+                    sh.state_changed();
+                }
+                log::notice("DB saved on disk");
+                Ok(())
+            }
+            Err(e) => {
+                log::warning(&format!("Failed saving the DB: {e}"));
+                Err(e.to_string())
+            }
+        }
+    }
+
     /// Writes the snapshot `started` (or one begun now) to a temporary
     /// file, then renames it over `dbfilename` (a crash never leaves half
     /// a file under that name). The caller holds `busy`. A foreground
@@ -175,6 +194,9 @@ pub struct Started {
     /// fields `repl-stream-db`, `repl-id`, `repl-offset`, as Redis's
     /// rdbPopulateSaveInfo), when there is a replication history.
     repl: Option<(usize, String, i64)>,
+    /// Whether a snapshot of the keyspace was begun (its stripes are to
+    /// be walked); not for FLUSHALL's save of an emptied one.
+    walk: bool,
 }
 
 impl Started {
@@ -219,6 +241,7 @@ pub fn begin_then(sh: &Shared, at_instant: &mut dyn FnMut()) -> Started {
         drained: Condvar::new(),
         saver: OnceLock::new(),
         done: AtomicBool::new(false),
+        progress: sh.persist.progress.clone(),
     });
     // The writing FUNCTION subcommands hold every stripe, so the registry
     // read at the instant is the one the keyspace's instant goes with.
@@ -230,8 +253,39 @@ pub fn begin_then(sh: &Shared, at_instant: &mut dyn FnMut()) -> Started {
         // After `at_instant`: a full sync's resets the stream's database.
         repl = crate::replication::repl::master(sh).and_then(|m| m.save_info());
     });
+    sh.persist.progress.begin(sizes.iter().map(|&(keys, _)| keys as u64).sum());
     let (jobs, queues) = engine::subsystems::jobs::records_and_queues(sh);
-    Started { cap, sizes, cfg, jobs, queues, functions, repl }
+    Started { cap, sizes, cfg, jobs, queues, functions, repl, walk: true }
+}
+
+/// What FLUSHALL's save writes: no keys (its caller holds every
+/// database's stripes, all emptied; no snapshot is begun), the function
+/// libraries and the jobs.
+fn flushed(sh: &Shared) -> Started {
+    let cfg = sh.config.read().clone();
+    let cap = Arc::new(Capture {
+        compress: cfg.rdbcompression,
+        lru_clock: None,
+        lfu: None,
+        queue: Mutex::new(Vec::new()),
+        queued: AtomicUsize::new(0),
+        limit: QUEUE_LIMIT,
+        drained: Condvar::new(),
+        saver: OnceLock::new(),
+        done: AtomicBool::new(false),
+        progress: sh.persist.progress.clone(),
+    });
+    let (jobs, queues) = engine::subsystems::jobs::records_now(sh);
+    Started {
+        cap,
+        sizes: vec![(0, 0); sh.store.databases()],
+        cfg,
+        jobs,
+        queues,
+        functions: engine::subsystems::script::function::library_codes(sh),
+        repl: crate::replication::repl::master(sh).and_then(|m| m.save_info()),
+        walk: false,
+    }
 }
 
 /// One stripe as it was when the snapshot began, encoded.
@@ -262,6 +316,9 @@ struct Capture {
     /// The saving thread: it never waits for itself.
     saver: OnceLock<std::thread::ThreadId>,
     done: AtomicBool,
+    /// Where the copies a writer forces count (INFO's
+    /// `current_cow_size`).
+    progress: Arc<engine::subsystems::snapshot::SaveProgress>,
 }
 
 /// Default bound of captured-but-unwritten bytes (the environment
@@ -289,10 +346,16 @@ impl SnapshotHook for Capture {
             keys += 1;
         }
         let n = bytes.len();
+        let by_writer = self.saver.get() != Some(&std::thread::current().id());
+        if by_writer {
+            // Copied ahead of the walk because a command came first: the
+            // snapshot's copy-on-write.
+            self.progress.copied(n as u64, unix_ms());
+        }
         let mut q = self.queue.lock();
         q.push(Captured { db, keys, bytes });
         let queued = self.queued.fetch_add(n, Ordering::AcqRel) + n;
-        if queued > self.limit && self.saver.get() != Some(&std::thread::current().id()) {
+        if queued > self.limit && by_writer {
             while self.queued.load(Ordering::Acquire) > self.limit
                 && !self.done.load(Ordering::Acquire)
             {
@@ -321,7 +384,7 @@ pub fn write_file(sh: &Shared, started: Started, tmp: &PathBuf, aof_base: bool) 
 /// Writes the snapshot `started` as an RDB to `out` and ends the snapshot
 /// (whatever happens); returns `out`.
 fn write_rdb<W: Write>(sh: &Shared, started: Started, out: W, aof_base: bool) -> io::Result<W> {
-    let Started { cap, sizes, cfg, jobs, queues, functions, repl } = started;
+    let Started { cap, sizes, cfg, jobs, queues, functions, repl, walk } = started;
     let store = &sh.store;
     let now = unix_ms();
     let used = sh.mem_stats().used_memory as i64;
@@ -347,7 +410,7 @@ fn write_rdb<W: Write>(sh: &Shared, started: Started, out: W, aof_base: bool) ->
     let mut current = usize::MAX;
     let mut drained = Vec::new();
     let _ = cap.saver.set(std::thread::current().id());
-    let mut id = 0;
+    let mut id = if walk { 0 } else { store.total_stripes() };
     while id < store.total_stripes() {
         if cancel_flag(sh).load(Ordering::Acquire) {
             result = Err(io::Error::new(io::ErrorKind::Interrupted, "cancelled"));
@@ -382,6 +445,9 @@ fn write_rdb<W: Write>(sh: &Shared, started: Started, out: W, aof_base: bool) ->
                 }
                 w.encoded(&c.bytes)
             })();
+            if walk {
+                sh.persist.progress.processed(c.keys);
+            }
             if delay > 0 {
                 delay_keys(sh, delay.saturating_mul(c.keys));
             }
@@ -392,7 +458,10 @@ fn write_rdb<W: Write>(sh: &Shared, started: Started, out: W, aof_base: bool) ->
     }
     cap.done.store(true, Ordering::Release);
     cap.drained.notify_all();
-    store.end_snapshot();
+    if walk {
+        store.end_snapshot();
+        sh.persist.progress.finish(aof_base);
+    }
     result?;
     w.finish()
 }
@@ -505,7 +574,7 @@ pub fn load_bytes_at(
         if !merge && g.peek(k.key).is_some() {
             return Err("duplicate key found in RDB file");
         }
-        g.insert(k.key, k.value, k.expire_at, lru);
+        g.insert_loaded(k.key, k.value, k.expire_at, lru);
         Ok(())
     })?;
     // Jobs ride in AUX fields (redis-server skips them).
@@ -608,7 +677,7 @@ pub fn flush_all(sh: &Shared) {
     engine::subsystems::jobs::clear(sh);
     engine::subsystems::script::function::clear_libraries(sh);
     let store = &sh.store;
-    for db in 0..store.databases() {
+    for db in (0..store.databases()).filter(|&db| store.db_allocated(db)) {
         for s in 0..store.stripes() {
             store.lock_stripe(db, s).clear();
         }
@@ -683,21 +752,26 @@ impl Snapshots for Rdb {
         self.acquire();
         let res = self.write(&sh, None, true);
         self.release();
-        match res {
-            Ok(()) => {
-                sh.persist.saved(dirty, unix_ms() / 1000);
-                // As Redis's rdbSave, a good SAVE clears a failed BGSAVE.
-                if !sh.persist.last_bgsave_ok.swap(true, Ordering::Relaxed) {
-                    sh.state_changed();
-                }
-                log::notice("DB saved on disk");
-                Ok(())
+        self.saved(&sh, res, dirty)
+    }
+
+    fn save_flushed(&self, dirty: u64) -> Result<(), String> {
+        let sh = self.shared()?;
+        // A BGSAVE that FLUSHALL just stopped gives way within a few ms;
+        // a full sync's snapshot waits for the stripes the caller holds,
+        // so it is not waited for long: the save is skipped then.
+        let mut tries = 0;
+        while self.busy.swap(true, Ordering::AcqRel) {
+            tries += 1;
+            if tries == 200 {
+                log::warning("FLUSHALL did not save the DB: another snapshot is in progress");
+                return Err("Background save already in progress".into());
             }
-            Err(e) => {
-                log::warning(&format!("Failed saving the DB: {e}"));
-                Err(e.to_string())
-            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
         }
+        let res = self.write(&sh, Some(flushed(&sh)), true);
+        self.release();
+        self.saved(&sh, res, dirty)
     }
 
     fn bgsave(&self, dirty: u64, holding_stripes: bool) -> Result<(), String> {

@@ -572,11 +572,18 @@ impl Follower {
                     match resp::parse(&link.buf[pos..], &limits, &mut args) {
                         Parsed::Command { consumed } => {
                             let input = &link.buf[pos..];
+                            let argv: Vec<&[u8]> =
+                                (0..args.len()).map(|i| args.get(input, i)).collect();
+                            if dispatch::replay_paused(sh, &mut sess, &argv) {
+                                // Left in the buffer, with all after it,
+                                // until the pause ends (the socket's read
+                                // timeout brings the loop back here); not
+                                // relayed before it is applied.
+                                break;
+                            }
                             // Relayed to our backlog and sub-replicas as
                             // it came (see `repl::stage`).
                             repl::stage(&input[..consumed]);
-                            let argv: Vec<&[u8]> =
-                                (0..args.len()).map(|i| args.get(input, i)).collect();
                             // What a GETACK ending the read is answered
                             // with: the offset before it, as Redis.
                             acks.before_getack = None;

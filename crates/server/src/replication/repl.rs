@@ -103,6 +103,12 @@ pub struct Master {
     acks: tokio::sync::Notify,
     /// Parked WAITAOFs (a count, so that an fsync looks at one atomic).
     aof_waits: std::sync::atomic::AtomicUsize,
+    /// Bytes `Inner::buf` holds allocated, as of its last change (INFO
+    /// and eviction read it without the lock).
+    buf_mem: AtomicU64,
+    /// Bytes of stream the senders hold copied out of `buf` (a chunk per
+    /// replica, until its thread ends): counted with the buffer.
+    sending: AtomicU64,
 }
 
 struct Inner {
@@ -114,6 +120,8 @@ struct Inner {
     /// The stream's retained bytes, ending at `offset`; `None` until the
     /// first replica (and after `repl-backlog-ttl` without one).
     buf: Option<VecDeque<u8>>,
+    /// `buf`'s capacity as last published in `Master::buf_mem`.
+    buf_cap: usize,
     /// The consumer feeding `buf`, while it exists.
     feed: Option<Arc<dyn Consumer>>,
     writer: StreamWriter,
@@ -239,6 +247,7 @@ pub fn new(shared: &Weak<Shared>) -> Arc<Master> {
             second_offset: -1,
             offset: 0,
             buf: None,
+            buf_cap: 0,
             feed: None,
             writer: StreamWriter::default(),
             scratch: Vec::new(),
@@ -261,6 +270,8 @@ pub fn new(shared: &Weak<Shared>) -> Arc<Master> {
         sync_partial_err: AtomicU64::new(0),
         next_id: AtomicU64::new(0),
         rdb_by_replication: AtomicBool::new(false),
+        buf_mem: AtomicU64::new(0),
+        sending: AtomicU64::new(0),
     })
 }
 
@@ -402,6 +413,11 @@ impl Master {
             oldest = oldest.min(sent);
         }
         trim(buf, size, inner.offset - oldest);
+        if buf.capacity() != inner.buf_cap {
+            inner.buf_cap = buf.capacity();
+            self.buf_mem
+                .store(crate::alloc::allocation_size(inner.buf_cap) as u64, Ordering::Relaxed);
+        }
         self.grown.notify_all();
     }
 
@@ -443,6 +459,8 @@ impl Master {
             return;
         }
         g.buf = None;
+        g.buf_cap = 0;
+        self.buf_mem.store(0, Ordering::Relaxed);
         g.replid = random_hex();
         g.replid2 = "0".repeat(40);
         g.second_offset = -1;
@@ -709,6 +727,14 @@ impl Replication for Master {
         for c in [&self.sync_full, &self.sync_partial_ok, &self.sync_partial_err] {
             c.store(0, Ordering::Relaxed);
         }
+    }
+
+    fn buffer_memory(&self) -> u64 {
+        self.buf_mem.load(Ordering::Relaxed) + self.sending.load(Ordering::Relaxed)
+    }
+
+    fn has_replicas(&self) -> bool {
+        self.inner.lock().replicas.iter().any(|s| !s.r.handle.killed.load(Ordering::Relaxed))
     }
 
     fn sync_stats(&self) -> (u64, u64, u64) {
@@ -1042,6 +1068,18 @@ fn stream(sh: &Shared, m: &Master, r: &Replica, mut sock: TcpStream) -> String {
     // Redis's `repl-disable-tcp-nodelay`: fewer, bigger packets to the
     // replica once it is online, at the cost of latency.
     let _ = sock.set_nodelay(!conf_yes(sh, "repl-disable-tcp-nodelay"));
+    // The chunk is replication buffer memory as long as it exists (a
+    // killed replica's is freed when this thread ends, after the kill);
+    // the guard is dropped after it.
+    struct Sending<'a>(&'a AtomicU64, u64);
+    impl Drop for Sending<'_> {
+        fn drop(&mut self) {
+            self.0.fetch_sub(self.1, Ordering::Relaxed);
+        }
+    }
+    let size = crate::alloc::allocation_size(CHUNK) as u64;
+    m.sending.fetch_add(size, Ordering::Relaxed);
+    let _sending = Sending(&m.sending, size);
     let mut chunk = Vec::with_capacity(CHUNK);
     loop {
         chunk.clear();

@@ -307,3 +307,40 @@ fn lowering_maxmemory_clients_evicts_at_once() {
         ok(&mut admin, &["CONFIG", "SET", "maxmemory-clients", "0"]);
     }
 }
+
+/// Bug: CLIENT LIST's `qbuf` counted the arguments and bulk headers of a
+/// request already read; Redis moves those out of its query buffer as
+/// it parses them, so for a request being received its `qbuf` is what
+/// is not parsed yet: for a big argument, the argument's bytes so far
+/// (Redis's client-eviction unit waits for exactly that figure).
+#[test]
+fn qbuf_of_a_request_being_received_counts_what_redis_counts() {
+    let Some((redis, sluice)) = servers() else { return };
+    let big = 6 * 1024 * 1024;
+    let mut one_big = format!("*1\r\n${big}\r\n").into_bytes();
+    one_big.extend(std::iter::repeat_n(b'v', big));
+    let mut third_big = b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$100000\r\n".to_vec();
+    third_big.extend(std::iter::repeat_n(b'x', 5000));
+    let cases: [(&[u8], i64); 4] = [
+        (&one_big, big as i64),
+        (&third_big, 5000),
+        (b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$5\r\nab", 2),
+        (b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$5", 2),
+    ];
+    for (name, port) in [("redis", redis.port()), ("sluice", sluice.port())] {
+        let mut admin = Client::connect(port).unwrap();
+        for (i, (req, want)) in cases.iter().enumerate() {
+            let mut c = Client::connect(port).unwrap();
+            let cname = format!("qb{i}");
+            ok(&mut c, &["CLIENT", "SETNAME", &cname]);
+            c.send_raw(req).unwrap();
+            let start = Instant::now();
+            let mut qbuf = field(&client_fields(&mut admin, &cname), "qbuf");
+            while qbuf != *want && start.elapsed() < Duration::from_secs(5) {
+                std::thread::sleep(Duration::from_millis(10));
+                qbuf = field(&client_fields(&mut admin, &cname), "qbuf");
+            }
+            assert_eq!(qbuf, *want, "{name}: case {i}");
+        }
+    }
+}

@@ -388,3 +388,48 @@ fn config_from_stdin_like_redis() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The process title (`set-proc-title yes`, the default): at start-up
+/// `{title} {listen-addr} {server-mode}`, and after CONFIG SET
+/// proc-title-template the new template's expansion, where
+/// /proc/PID/cmdline (and `ps`) read it; a bad template refused with
+/// Redis's error. Checked against redis-server started the same way
+/// (each title from the process's own name, port and files). Before,
+/// Sluice accepted the template and kept its command line.
+#[test]
+fn process_title_follows_the_template_as_redis() {
+    if !have_redis() {
+        return;
+    }
+    let cmdline = |pid: u32| {
+        let raw = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
+        String::from_utf8_lossy(&raw).trim_end_matches('\0').to_string()
+    };
+    let mut got = Vec::new();
+    for (name, bin) in both() {
+        let dir = scratch_dir(&format!("proctitle-{name}"));
+        let sock = dir.join("s.sock");
+        std::fs::write(
+            dir.join("t.conf"),
+            format!("bind 127.0.0.1\nsave \"\"\nunixsocket {}\n", sock.display()),
+        )
+        .unwrap();
+        let args = |port: u16| vec!["t.conf".to_string(), "--port".into(), port.to_string()];
+        let srv = testkit::ServerProc::spawn_raw(&bin, &args, &dir);
+        let (pid, port) = (srv.pid(), srv.port());
+        let exec = bin.display().to_string();
+        let conf = dir.canonicalize().unwrap().join("t.conf").display().to_string();
+        assert_eq!(cmdline(pid), format!("{exec} 127.0.0.1:{port}"), "{name} at start-up");
+        let mut c = Client::connect(port).unwrap();
+        let template = "TEST {title} {listen-addr} {port} {tls-port} {unixsocket} {config-file}";
+        let set = c.cmd(&["CONFIG", "SET", "proc-title-template", template]).unwrap();
+        let want = format!("TEST {exec} 127.0.0.1:{port} {port} 0 {} {conf}", sock.display());
+        assert_eq!(cmdline(pid), want, "{name}");
+        let bad = c.cmd(&["CONFIG", "SET", "proc-title-template", "{invalid-var}"]).unwrap();
+        assert_eq!(cmdline(pid), want, "{name}: a refused template changes nothing");
+        got.push((set, bad));
+        drop(srv);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    assert_eq!(got[0], got[1]);
+}

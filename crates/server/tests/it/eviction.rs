@@ -336,3 +336,181 @@ fn lfu_counters_travel_in_rdb_files_both_ways() {
     drop(redis);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `used_memory` after what a client does first (SELECT 9, a write,
+/// FLUSHALL), with nothing stored.
+fn empty_used(port: u16) -> i64 {
+    let mut c = Client::connect(port).unwrap();
+    ok(&mut c, &["SELECT", "9"]);
+    ok(&mut c, &["SET", "k", "v"]);
+    ok(&mut c, &["FLUSHALL"]);
+    info_field(&mut c, "used_memory")
+}
+
+/// Bug: an empty Sluice reported 6.5 MB used where Redis reports 1 MB
+/// (its 16 × 1,024 lock stripes were allocated at start-up, used or
+/// not), so keys that fit under a `maxmemory` sized from Redis's figures
+/// were evicted. A database's stripes now come with its first use.
+#[test]
+fn an_empty_server_uses_about_what_redis_does() {
+    let Some((redis, sluice)) = servers() else { return };
+    let (r, s) = (empty_used(redis.port()), empty_used(sluice.port()));
+    assert!(s <= r + 512 * 1024, "empty: sluice {s} bytes used, redis {r}");
+}
+
+/// What Redis's own maxmemory unit starts from: 50 values of 100 KB fit
+/// under `maxmemory 11mb` beside an empty server, none evicted.
+#[test]
+fn fifty_100kb_values_fit_under_11mb_as_in_redis() {
+    let Some((redis, sluice)) = servers() else { return };
+    for (name, port) in [("redis", redis.port()), ("sluice", sluice.port())] {
+        let mut c = Client::connect(port).unwrap();
+        ok(&mut c, &["SELECT", "9"]);
+        ok(&mut c, &["CONFIG", "SET", "maxmemory", "11mb"]);
+        ok(&mut c, &["CONFIG", "SET", "maxmemory-policy", "allkeys-lru"]);
+        ok(&mut c, &["CONFIG", "RESETSTAT"]);
+        for j in 0..50 {
+            let r = c.cmd(&["SETRANGE", &j.to_string(), "100000", "x"]).unwrap();
+            assert_eq!(r, b":100001\r\n", "{name}");
+        }
+        assert_eq!(c.cmd(&["DBSIZE"]).unwrap(), b":50\r\n", "{name}");
+        assert_eq!(info_field(&mut c, "evicted_keys"), 0, "{name}");
+    }
+}
+
+/// Bug: a replica that stops reading makes the master's shared
+/// replication buffer grow; Sluice counted that memory for eviction
+/// (evicting keys, whose deletions the replica then also has to be
+/// sent) and reported it nowhere. Redis reports what lies past
+/// `repl-backlog-size` as `mem_clients_slaves` and leaves it out of
+/// eviction (`mem_not_counted_for_evict`); both are checked on both
+/// servers, with a limit 4 MB above what the rest uses.
+#[test]
+fn a_stalled_replica_s_buffer_is_reported_and_evicts_no_key() {
+    use std::io::Write;
+    let Some((redis, sluice)) = servers() else { return };
+    for (name, port) in [("redis", redis.port()), ("sluice", sluice.port())] {
+        let mut c = Client::connect(port).unwrap();
+        for j in 0..100 {
+            c.cmd(&["SETRANGE", &format!("key:{j}"), "100000", "asdf"]).unwrap();
+        }
+        ok(&mut c, &["CONFIG", "SET", "repl-diskless-sync", "no"]);
+        ok(&mut c, &["CONFIG", "SET", "client-output-buffer-limit", "replica 0 0 0"]);
+        // A replica that reads its payload, then stops reading (as the
+        // unit's SIGSTOPped replica).
+        let mut replica = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let mut req = Vec::new();
+        testkit::encode(&["PSYNC", "?", "-1"], &mut req);
+        replica.write_all(&req).unwrap();
+        read_payload(&mut replica);
+        let start = std::time::Instant::now();
+        while info_field(&mut c, "connected_slaves") != 1 {
+            assert!(start.elapsed().as_secs() < 10, "{name}: the replica did not connect");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let used =
+            info_field(&mut c, "used_memory") - info_field(&mut c, "mem_not_counted_for_evict");
+        let limit = used + 4 * 1024 * 1024;
+        ok(&mut c, &["CONFIG", "SET", "maxmemory", &limit.to_string()]);
+        ok(&mut c, &["CONFIG", "SET", "maxmemory-policy", "allkeys-random"]);
+        // About 13 MB of stream, which the replica's socket cannot take.
+        let value = "A".repeat(100);
+        for _ in 0..1000 {
+            let batch: Vec<Vec<String>> =
+                (0..100).map(|_| cmd(&["SETRANGE", "key:0", "0", &value])).collect();
+            for r in pipeline(&mut c, &batch) {
+                assert_eq!(r, b":100004\r\n", "{name}");
+            }
+        }
+        let slaves = info_field(&mut c, "mem_clients_slaves");
+        let not_counted = info_field(&mut c, "mem_not_counted_for_evict");
+        assert!(slaves > 2 * 1024 * 1024, "{name}: mem_clients_slaves {slaves}");
+        assert!(not_counted > 2 * 1024 * 1024, "{name}: mem_not_counted_for_evict {not_counted}");
+        assert_eq!(info_field(&mut c, "evicted_keys"), 0, "{name}");
+        assert_eq!(c.cmd(&["DBSIZE"]).unwrap(), b":100\r\n", "{name}");
+        ok(&mut c, &["CONFIG", "SET", "maxmemory", "0"]);
+        drop(replica);
+    }
+}
+
+/// Reads `+FULLRESYNC …` and a disk-based payload (`$len` and the bytes)
+/// from a replica's socket.
+fn read_payload(sock: &mut std::net::TcpStream) {
+    use std::io::Read;
+    let line = |sock: &mut std::net::TcpStream| {
+        let mut l = Vec::new();
+        let mut b = [0u8; 1];
+        while !l.ends_with(b"\r\n") {
+            sock.read_exact(&mut b).unwrap();
+            // Keep-alive newlines before the payload.
+            if l.is_empty() && b[0] == b'\n' {
+                continue;
+            }
+            l.push(b[0]);
+        }
+        String::from_utf8_lossy(&l[..l.len() - 2]).into_owned()
+    };
+    assert!(line(sock).starts_with("+FULLRESYNC"));
+    let len: usize = line(sock).strip_prefix('$').unwrap().parse().unwrap();
+    let mut left = len;
+    let mut buf = vec![0u8; 64 * 1024];
+    while left > 0 {
+        let n = sock.read(&mut buf[..left.min(64 * 1024)]).unwrap();
+        assert!(n > 0);
+        left -= n;
+    }
+}
+
+/// Bug: with `maxmemory-clients` set, replies piling up for clients that
+/// do not read could make Sluice evict keys for memory the clients held.
+/// Redis's processCommand closes clients over `maxmemory-clients`
+/// (evictClients) before it evicts keys (performEvictions), so under
+/// `maxmemory 11mb` with 5 MB of keys and a 3 MB client limit, twenty
+/// clients that send `MGET` and never read get closed and no key goes
+/// (Redis's own maxmemory unit, "client eviction: true"). Checked on
+/// both servers.
+#[test]
+fn clients_over_maxmemory_clients_are_closed_before_keys_are_evicted() {
+    use std::io::Write;
+    let Some((redis, sluice)) = servers() else { return };
+    for (name, port) in [("redis", redis.port()), ("sluice", sluice.port())] {
+        let mut c = Client::connect(port).unwrap();
+        ok(&mut c, &["CONFIG", "SET", "maxmemory", "11mb"]);
+        ok(&mut c, &["CONFIG", "SET", "maxmemory-policy", "allkeys-lru"]);
+        ok(&mut c, &["CONFIG", "SET", "maxmemory-clients", "3mb"]);
+        ok(&mut c, &["CLIENT", "NO-EVICT", "on"]);
+        ok(&mut c, &["CONFIG", "RESETSTAT"]);
+        for j in 0..50 {
+            c.cmd(&["SETRANGE", &j.to_string(), "100000", "x"]).unwrap();
+        }
+        assert_eq!(c.cmd(&["DBSIZE"]).unwrap(), b":50\r\n", "{name}");
+        let mut req = Vec::new();
+        testkit::encode(&["MGET", "1"], &mut req);
+        let mut readers: Vec<Option<std::net::TcpStream>> = (0..20)
+            .map(|_| {
+                let s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+                s.set_write_timeout(Some(std::time::Duration::from_secs(2))).unwrap();
+                Some(s)
+            })
+            .collect();
+        let start = std::time::Instant::now();
+        loop {
+            for r in readers.iter_mut() {
+                // A closed client's writes fail: it is left alone.
+                if r.as_mut().is_some_and(|s| s.write_all(&req).is_err()) {
+                    *r = None;
+                }
+            }
+            let clients = info_field(&mut c, "evicted_clients");
+            let keys = info_field(&mut c, "evicted_keys");
+            if clients > 0 || keys > 0 || start.elapsed().as_secs() >= 20 {
+                break;
+            }
+        }
+        assert!(info_field(&mut c, "evicted_clients") > 0, "{name}: no client was evicted");
+        assert_eq!(info_field(&mut c, "evicted_keys"), 0, "{name}");
+        assert_eq!(c.cmd(&["DBSIZE"]).unwrap(), b":50\r\n", "{name}");
+        ok(&mut c, &["CONFIG", "SET", "maxmemory", "0"]);
+        drop(readers);
+    }
+}

@@ -1190,3 +1190,51 @@ fn debug_reload_merge_and_noflush_as_redis() {
         let _ = std::fs::remove_dir_all(d);
     }
 }
+
+/// `rdb_changes_since_last_save` as INFO reports it.
+fn changes(c: &mut Client) -> i64 {
+    let Frame::Bulk(Some(info)) = cmd(c, &[b"INFO", b"persistence"]) else { panic!("INFO") };
+    let text = String::from_utf8_lossy(&info).into_owned();
+    text.lines()
+        .find_map(|l| l.strip_prefix("rdb_changes_since_last_save:"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// Bug: with save points set, Redis 7.0's FLUSHALL saves the emptied
+/// data set in the foreground (the change count drops to 0 and the
+/// file on disk holds no keys); Sluice only counted the keys removed.
+/// Without save points it counts them, as before.
+#[test]
+fn flushall_saves_when_save_points_are_set() {
+    let bin = Path::new(env!("CARGO_BIN_EXE_sluice-server"));
+    for name in ["redis", "sluice"] {
+        let dir = scratch_dir(&format!("flushall-save-{name}"));
+        let no_save: &[&str] = &["--save", ""];
+        let (redis, sluice);
+        let mut c = if name == "redis" {
+            let Some(r) = RedisServer::start_with(no_save, Some(&dir)) else { return };
+            redis = r;
+            redis.client()
+        } else {
+            sluice = TestServer::start_with(bin, no_save, Some(&dir));
+            sluice.client()
+        };
+        ok(&mut c, &[b"SET", b"a", b"1"]);
+        ok(&mut c, &[b"FLUSHALL"]);
+        assert_eq!(changes(&mut c), 2, "{name}: the write and the key removed");
+        ok(&mut c, &[b"SAVE"]);
+        ok(&mut c, &[b"CONFIG", b"SET", b"save", b"3600 1 300 100 60 10000"]);
+        ok(&mut c, &[b"SET", b"key", b"value"]);
+        assert_eq!(changes(&mut c), 1, "{name}");
+        ok(&mut c, &[b"FLUSHALL"]);
+        assert_eq!(changes(&mut c), 0, "{name}: FLUSHALL saved");
+        // The file it wrote holds no keys: a restart from it finds none.
+        ok(&mut c, &[b"SET", b"unsaved", b"x"]);
+        ok(&mut c, &[b"DEBUG", b"RELOAD", b"NOSAVE"]);
+        assert_eq!(cmd(&mut c, &[b"DBSIZE"]), Frame::Integer(0), "{name}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

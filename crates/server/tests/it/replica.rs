@@ -608,6 +608,104 @@ fn master_restart_and_promotion() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A writable replica expires the keys its own clients gave a TTL (Redis
+/// 7.0's `slaveKeysWithExpire`), and only those: its master's keys wait
+/// for the master's DEL. Before, a Sluice replica never deleted a key for
+/// its TTL, so a writable replica's own keys with a TTL stayed forever
+/// (hidden from reads, counted in DBSIZE and memory).
+#[test]
+fn writable_replica_expires_keys_its_clients_gave_a_ttl() {
+    let Some(master) = RedisServer::start() else { return };
+    let mut m = master.client();
+    // The master keeps its own key past its deadline (no active expiry,
+    // never read): the replicas must not delete it themselves.
+    cmd(&mut m, &["DEBUG", "SET-ACTIVE-EXPIRE", "0"]);
+    cmd(&mut m, &["SET", "masters", "v", "PX", "100"]);
+    let sluice = TestServer::start();
+    let mut r = sluice.client();
+    let oracle = RedisServer::start().expect("redis-server");
+    let mut o = oracle.client();
+    let port = master.port().to_string();
+    for c in [&mut r, &mut o] {
+        assert_eq!(cmd(c, &["REPLICAOF", "127.0.0.1", &port]), ok());
+    }
+    wait_synced(&mut m, &mut r);
+    wait_synced(&mut m, &mut o);
+    for c in [&mut r, &mut o] {
+        assert_eq!(cmd(c, &["CONFIG", "SET", "replica-read-only", "no"]), ok());
+        let before: i64 = info(c, "stats", "expired_keys").unwrap().parse().unwrap();
+        assert_eq!(cmd(c, &["SET", "own", "v", "PX", "1"]), ok());
+        assert_eq!(cmd(c, &["SET", "later", "v"]), ok());
+        assert_eq!(cmd(c, &["PEXPIRE", "later", "50"]), Frame::Integer(1));
+        assert_eq!(cmd(c, &["SET", "kept", "v", "PX", "60"]), ok());
+        assert_eq!(cmd(c, &["PERSIST", "kept"]), Frame::Integer(1));
+        wait_for("the replica's own keys to expire", Duration::from_secs(10), || {
+            info(c, "stats", "expired_keys").unwrap().parse::<i64>().unwrap() == before + 2
+        });
+    }
+    // Past every deadline and a few expiry cycles later: the same keys
+    // left on both, the master's among them.
+    let until = Instant::now() + Duration::from_millis(400);
+    while Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for q in [s("DBSIZE"), s("GET own"), s("GET later"), s("GET kept"), s("PTTL masters")] {
+        assert_eq!(cmd(&mut o, &q), cmd(&mut r, &q), "{q:?}");
+    }
+    assert_eq!(cmd(&mut r, &["DBSIZE"]), Frame::Integer(2));
+    assert_eq!(info(&mut o, "stats", "expired_keys"), info(&mut r, "stats", "expired_keys"));
+}
+
+/// CLIENT PAUSE WRITE on a replica holds its master's writes back: it
+/// goes on reading the stream (`slave_read_repl_offset` reaches the
+/// master's offset) without applying it (`slave_repl_offset` stays, the
+/// key is not there) until the pause ends, as a redis-server replica
+/// does. Before, a Sluice replica applied its master's stream whatever
+/// the pause.
+#[test]
+fn paused_replica_reads_but_does_not_apply_its_masters_writes() {
+    let Some(master) = RedisServer::start() else { return };
+    let mut m = master.client();
+    let sluice = TestServer::start();
+    let mut r = sluice.client();
+    let oracle = RedisServer::start().expect("redis-server");
+    let mut o = oracle.client();
+    let port = master.port().to_string();
+    for c in [&mut r, &mut o] {
+        assert_eq!(cmd(c, &["REPLICAOF", "127.0.0.1", &port]), ok());
+    }
+    wait_synced(&mut m, &mut r);
+    wait_synced(&mut m, &mut o);
+    // A write after the sync, so that the stream's SELECT is behind us.
+    cmd(&mut m, &["SET", "foo", "bar"]);
+    wait_synced(&mut m, &mut r);
+    wait_synced(&mut m, &mut o);
+    let offset =
+        |c: &mut Client, f: &str| -> i64 { info(c, "replication", f).unwrap().parse().unwrap() };
+    let before = offset(&mut m, "master_repl_offset");
+    for c in [&mut r, &mut o] {
+        assert_eq!(cmd(c, &["CLIENT", "PAUSE", "100000", "WRITE"]), ok());
+    }
+    cmd(&mut m, &["SET", "foo2", "bar2"]);
+    let now = offset(&mut m, "master_repl_offset");
+    for c in [&mut r, &mut o] {
+        wait_for("the replica to read the write", Duration::from_secs(10), || {
+            offset(c, "slave_read_repl_offset") == now
+        });
+    }
+    for c in [&mut r, &mut o] {
+        assert_eq!(offset(c, "slave_repl_offset"), before);
+        assert_eq!(cmd(c, &["GET", "foo2"]), Frame::Bulk(None));
+        assert_eq!(cmd(c, &["CLIENT", "UNPAUSE"]), ok());
+    }
+    for c in [&mut r, &mut o] {
+        wait_for("the write to be applied", Duration::from_secs(10), || {
+            offset(c, "slave_repl_offset") == now
+        });
+        assert_eq!(cmd(c, &["GET", "foo2"]), Frame::Bulk(Some(b"bar2".to_vec())));
+    }
+}
+
 /// A frame's shape: arrays of their elements' kinds, values elsewhere.
 trait Kind {
     fn to_owned_kind(&self) -> String;

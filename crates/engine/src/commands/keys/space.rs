@@ -38,10 +38,15 @@ fn expired(s: &Stripe, key: &[u8], e: &store::Entry, now: i64) -> bool {
     e.has_ttl() && s.is_expired(key, now)
 }
 
-/// Global ids of the stripes of `db`.
+/// Global ids of the stripes of `db`: none while it has none (nothing
+/// in it; a command that locked it whole keeps it so, see
+/// `store::Locks::acquire_db`).
 fn stripe_ids(cx: &Ctx, db: usize) -> std::ops::Range<u32> {
     let store = &cx.shared.store;
     let base = store.global_id(db, 0);
+    if cx.keys.db_absent(db) {
+        return base..base;
+    }
     base..base + store.stripes() as u32
 }
 
@@ -334,9 +339,18 @@ pub(super) fn flushall(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> Cmd
     if let Some(s) = cx.shared.host.snapshots.as_ref() {
         s.abort_bgsave();
     }
-    // The keys removed (with save points configured Redis 7.0 also saves
-    // here, which resets the count: that comes with snapshots).
     cx.dirty(n);
+    // With save points set, Redis 7.0 saves the emptied data set here (in
+    // the foreground), which resets the change count.
+    if !cx.shared.config.read().save.is_empty() {
+        if let Some(s) = cx.shared.host.snapshots.as_ref() {
+            let dirty = cx.shared.stats.dirty.load(std::sync::atomic::Ordering::Relaxed)
+                + cx.sess.stats.dirty
+                + cx.sess.fx.dirty;
+            // A failed save is logged; FLUSHALL itself succeeded (Redis).
+            let _ = s.save_flushed(dirty);
+        }
+    }
     cx.force_propagate();
     out.ok();
     Ok(())
@@ -358,9 +372,14 @@ pub(super) fn swapdb(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdRe
     if !(0..dbs).contains(&a) || !(0..dbs).contains(&b) {
         return Err(CmdError::DbIndexOutOfRange);
     }
-    if a != b {
+    let (a, b) = (a as usize, b as usize);
+    if a != b && !(cx.keys.db_absent(a) && cx.keys.db_absent(b)) {
         let now = cx.now();
-        let (ia, ib) = (stripe_ids(cx, a as usize), stripe_ids(cx, b as usize));
+        // A side without stripes gets them, to take the other's keys.
+        for db in [a, b] {
+            cx.keys.allocate_db(db).map_err(|_| CmdError::LockOrder)?;
+        }
+        let (ia, ib) = (stripe_ids(cx, a), stripe_ids(cx, b));
         for (x, y) in ia.zip(ib) {
             // Marks watchers of keys that exist on either side.
             let (sx, sy) = cx.keys.pair(x, y);

@@ -24,9 +24,6 @@ pub fn not_in_effect(name: &str) -> Option<&'static str> {
         }
         "dynamic-hz" => "Sluice's timers run at the configured `hz` whatever the client count",
         "crash-memcheck-enabled" => "Sluice has no memory test to run after a crash",
-        "set-proc-title" | "proc-title-template" => {
-            "Sluice does not rewrite its process title (ps shows its command line)"
-        }
         "enable-module-command" => "Sluice loads no modules (MODULE LOAD is refused)",
         "ignore-warnings" => {
             "Sluice runs none of the system checks this silences (Redis 7.0's only one is \

@@ -51,6 +51,50 @@ pub(super) fn check_proc_title(t: &str) -> Result<(), &'static str> {
     Ok(())
 }
 
+/// `proc-title-template` expanded as Redis's expandProcTitleTemplate
+/// does (the template passed [`check_proc_title`]): `{title}` is the
+/// name the process was started as, `{listen-addr}` the first bind
+/// address (`*` without one) and the port (the TLS port without a plain
+/// one); the result is trimmed of spaces.
+pub fn expand_proc_title(cfg: &super::Config, title: &str) -> String {
+    let mut out = String::new();
+    let t = cfg.get_by_name("proc-title-template").unwrap_or_default();
+    let t = String::from_utf8_lossy(&t);
+    let mut rest: &str = &t;
+    while let Some(i) = rest.find('{') {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 1..];
+        if let Some(r) = after.strip_prefix('{') {
+            out.push('{');
+            rest = r;
+            continue;
+        }
+        let Some(end) = after.find('}') else { break };
+        let port = |p: i64| p.to_string();
+        match &after[..end] {
+            "title" => out.push_str(title),
+            "listen-addr" => {
+                let addr = cfg.bind.first().map_or("*", |b| b.trim_start_matches('-'));
+                let p = if cfg.port != 0 { i64::from(cfg.port) } else { tls_port(cfg) };
+                out.push_str(&format!("{addr}:{p}"));
+            }
+            "server-mode" => {}
+            "port" => out.push_str(&port(i64::from(cfg.port))),
+            "tls-port" => out.push_str(&port(tls_port(cfg))),
+            "unixsocket" => out.push_str(&cfg.unixsocket),
+            "config-file" => out.push_str(&cfg.config_file),
+            _ => {}
+        }
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    out.trim_matches(' ').to_string()
+}
+
+fn tls_port(cfg: &super::Config) -> i64 {
+    cfg.get_by_name("tls-port").and_then(|v| String::from_utf8_lossy(&v).parse().ok()).unwrap_or(0)
+}
+
 /// `oom-score-adj`: `relative` is another name for `yes`, and Redis
 /// reports it as `yes`.
 pub(super) fn parse_oom_mode(args: &[&[u8]]) -> Result<Val, String> {
