@@ -147,11 +147,35 @@ impl ArgBuf {
     }
 
     fn clear(&mut self) {
-        self.spans.clear();
+        // A request with many arguments leaves a big span table behind;
+        // Redis frees its argv array after every command, so one huge
+        // request does not pin its size for the connection's lifetime.
+        if self.spans.capacity() > KEEP_SPANS {
+            self.spans = Vec::new();
+        } else {
+            self.spans.clear();
+        }
         self.scratch.clear();
         self.inline = false;
     }
+
+    /// Gives back the memory a past request needed beyond the usual
+    /// (an idle connection's, on the server cron's request).
+    pub fn release(&mut self) {
+        if self.spans.capacity() > KEEP_SPANS {
+            self.spans = Vec::new();
+        }
+        if self.scratch.capacity() > KEEP_SCRATCH {
+            self.scratch = Vec::new();
+        }
+    }
 }
+
+/// The span table an [`ArgBuf`] keeps between requests (8 KiB); a bigger
+/// one is freed when the next request is parsed.
+const KEEP_SPANS: usize = 1024;
+/// The inline scratch kept between requests.
+const KEEP_SCRATCH: usize = 4096;
 
 /// Parses one request from the start of `buf`.
 pub fn parse(buf: &[u8], limits: &Limits, out: &mut ArgBuf) -> Parsed {

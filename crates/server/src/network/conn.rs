@@ -1116,6 +1116,9 @@ impl<S: Transport> Conn<S> {
                 self.rbuf.shrink_to(keep);
             }
         }
+        for w in &mut self.window {
+            w.args.release();
+        }
         self.qbuf_peak = self.rbuf.len();
         self.sess.handle.qbuf.store(self.qbuf(), Ordering::Relaxed);
         self.publish_memory();
