@@ -413,12 +413,17 @@ impl Master {
             oldest = oldest.min(sent);
         }
         trim(buf, size, inner.offset - oldest);
-        if buf.capacity() != inner.buf_cap {
-            inner.buf_cap = buf.capacity();
-            self.buf_mem
-                .store(crate::alloc::allocation_size(inner.buf_cap) as u64, Ordering::Relaxed);
-        }
+        self.publish_buf_mem(inner);
         self.grown.notify_all();
+    }
+
+    /// Publishes `buf`'s allocation in `buf_mem` when it changed.
+    fn publish_buf_mem(&self, inner: &mut Inner) {
+        let cap = inner.buf.as_ref().map_or(0, VecDeque::capacity);
+        if cap != inner.buf_cap {
+            inner.buf_cap = cap;
+            self.buf_mem.store(crate::alloc::allocation_size(cap) as u64, Ordering::Relaxed);
+        }
     }
 
     /// Creates the backlog (a master's first replica, a replica's sync, a
@@ -611,6 +616,7 @@ impl Master {
         if let Some(buf) = inner.buf.as_mut() {
             trim(buf, size.max(16 * 1024) as usize, inner.offset - oldest);
         }
+        self.publish_buf_mem(inner);
     }
 }
 

@@ -706,6 +706,61 @@ fn paused_replica_reads_but_does_not_apply_its_masters_writes() {
     }
 }
 
+/// When the only replica that still needed a burst of the stream goes,
+/// `mem_total_replication_buffers` falls back towards the backlog's size
+/// at once, as on redis-server. Before, a Sluice master trimmed the
+/// buffer then but went on reporting its old allocation until the next
+/// write.
+#[test]
+fn replication_buffer_memory_falls_when_the_replica_that_held_it_goes() {
+    let Some(oracle) = RedisServer::start() else { return };
+    let sluice = TestServer::start();
+    for master in [sluice.client(), oracle.client()] {
+        let mut m = master;
+        let port = info(&mut m, "server", "tcp_port").unwrap();
+        for (name, value) in [
+            ("save", ""),
+            ("repl-backlog-size", "16384"),
+            ("client-output-buffer-limit", "replica 0 0 0"),
+        ] {
+            assert_eq!(cmd(&mut m, &["CONFIG", "SET", name, value]), ok());
+        }
+        // One replica in sync, one waiting for an RDB that takes forever.
+        let fast = RedisServer::start().expect("redis-server");
+        let mut f = fast.client();
+        assert_eq!(cmd(&mut f, &["REPLICAOF", "127.0.0.1", &port]), ok());
+        wait_synced(&mut m, &mut f);
+        for i in 0..100 {
+            cmd(&mut m, &["SET", &format!("k{i}"), "v"]);
+        }
+        assert_eq!(cmd(&mut m, &["CONFIG", "SET", "rdb-key-save-delay", "1000000"]), ok());
+        let slow = RedisServer::start().expect("redis-server");
+        let mut w = slow.client();
+        assert_eq!(cmd(&mut w, &["REPLICAOF", "127.0.0.1", &port]), ok());
+        wait_for("the second replica to wait for its RDB", Duration::from_secs(10), || {
+            info(&mut m, "persistence", "rdb_bgsave_in_progress").as_deref() == Some("1")
+        });
+        let value = "x".repeat(1024);
+        for i in 0..1024 {
+            cmd(&mut m, &["SET", &format!("big{i}"), &value]);
+        }
+        wait_synced(&mut m, &mut f);
+        let mem = |m: &mut Client| -> i64 {
+            info(m, "memory", "mem_total_replication_buffers").unwrap().parse().unwrap()
+        };
+        let held = mem(&mut m);
+        assert!(held > 1024 * 1024, "the waiting replica holds the burst: {held}");
+        drop(w);
+        drop(slow);
+        wait_for("the waiting replica to go", Duration::from_secs(10), || {
+            info(&mut m, "replication", "connected_slaves").as_deref() == Some("1")
+        });
+        let now = mem(&mut m);
+        assert!(now < held - 1024 * 1024, "buffer memory {held} -> {now}");
+        assert_eq!(cmd(&mut m, &["CONFIG", "SET", "rdb-key-save-delay", "0"]), ok());
+    }
+}
+
 /// A frame's shape: arrays of their elements' kinds, values elsewhere.
 trait Kind {
     fn to_owned_kind(&self) -> String;
