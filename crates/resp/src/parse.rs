@@ -465,6 +465,27 @@ mod tests {
 
     use super::*;
 
+    /// A 100,000-argument request's span table (800 KB) is not kept for
+    /// the connection's lifetime: the next parse, or a release, frees it.
+    #[test]
+    fn a_huge_requests_span_table_is_freed_after_it() {
+        let mut big = format!("*{}\r\n", 100_000).into_bytes();
+        for _ in 0..100_000 {
+            big.extend_from_slice(b"$1\r\nx\r\n");
+        }
+        let mut ab = ArgBuf::new();
+        assert!(matches!(parse(&big, &Limits::default(), &mut ab), Parsed::Command { .. }));
+        assert!(ab.spans.capacity() >= 100_000);
+        assert!(matches!(
+            parse(b"*1\r\n$4\r\nPING\r\n", &Limits::default(), &mut ab),
+            Parsed::Command { .. }
+        ));
+        assert!(ab.spans.capacity() <= KEEP_SPANS, "{}", ab.spans.capacity());
+        assert!(matches!(parse(&big, &Limits::default(), &mut ab), Parsed::Command { .. }));
+        ab.release();
+        assert_eq!(ab.spans.capacity(), 0);
+    }
+
     fn args(input: &[u8]) -> (Parsed, Vec<Vec<u8>>) {
         let mut ab = ArgBuf::new();
         let r = parse(input, &Limits::default(), &mut ab);
