@@ -60,7 +60,8 @@ pub(crate) fn reply_string(v: &Value, out: &mut ReplyBuf) -> CmdResult {
 
 fn get(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let key = args.key()?;
-    get_with(cx, key, out).map(|_| ())
+    get_with(cx, key, out)?;
+    Ok(())
 }
 
 /// Redis's `getGenericCommand`: replies with the value or a null; returns
