@@ -1878,6 +1878,12 @@ impl crate::core::door::Widen for ScriptScope<'_> {
     /// up front; this run starts over if it has not written yet, and
     /// otherwise adds the stripes if that can be done safely.
     fn cover(&mut self, keys: &Locks, db: usize, need: Scope, ids: &[u32]) -> Result<(), Vec<u8>> {
+        // The usual case first: keys of the script's database whose
+        // stripes it holds already (a held stripe is one it locked, so it
+        // is covered whatever the scope).
+        if need == Scope::Keys && db == self.start_db && ids.iter().all(|&id| keys.holds(id)) {
+            return Ok(());
+        }
         // The job namespace's stripe is above every database's: taking it
         // is always in order, so it never widens what the script locks.
         let jobs_id = keys.store().jobs_id();
