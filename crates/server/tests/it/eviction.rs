@@ -438,11 +438,10 @@ fn a_stalled_replica_s_buffer_is_reported_and_evicts_no_key() {
             info_field(&mut c, "used_memory") - info_field(&mut c, "mem_not_counted_for_evict");
         let killed = c.cmd(&["CLIENT", "KILL", "TYPE", "replica"]).unwrap();
         assert_eq!(killed, b":1\r\n", "{name}");
-        let start = std::time::Instant::now();
-        while info_field(&mut c, "connected_slaves") != 0 {
-            assert!(start.elapsed().as_secs() < 10, "{name}: the replica was not dropped");
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
+        // Gone when CLIENT KILL answers (Redis frees the client at once;
+        // Sluice's replica threads ended after the reply, and the INFO
+        // below raced them).
+        assert_eq!(info_field(&mut c, "connected_slaves"), 0, "{name}");
         let after =
             info_field(&mut c, "used_memory") - info_field(&mut c, "mem_not_counted_for_evict");
         assert!(
