@@ -191,9 +191,11 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             port: 6379,
-            // As the issue and Debian's redis.conf ship it: loopback only. (A
-            // redis-server started without a file binds `* -::*`.)
-            bind: vec!["127.0.0.1".into(), "-::1".into()],
+            // Redis's own default: every interface, IPv6 optional. Protected
+            // mode (on by default) refuses non-loopback clients while the
+            // default user has no password, so this exposes nothing more
+            // than a redis-server started without a file does.
+            bind: vec!["*".into(), "-::*".into()],
             databases: 16,
             threads: 0,
             io_threads: 1,

@@ -78,7 +78,12 @@ pub fn bind_addrs(
             Some(h) => (true, h),
             None => (false, a.as_str()),
         };
-        let host = if host == "*" { "0.0.0.0" } else { host };
+        // Redis's anetTcpServer: `*` is IPv4's any address, `::*` IPv6's.
+        let host = match host {
+            "*" => "0.0.0.0",
+            "::*" => "::",
+            h => h,
+        };
         let ip: std::net::IpAddr = match host.parse() {
             Ok(ip) => ip,
             Err(_) if optional => continue,

@@ -420,10 +420,23 @@ impl Master {
     /// Publishes `buf`'s allocation in `buf_mem` when it changed.
     fn publish_buf_mem(&self, inner: &mut Inner) {
         let cap = inner.buf.as_ref().map_or(0, VecDeque::capacity);
-        if cap != inner.buf_cap {
-            inner.buf_cap = cap;
-            self.buf_mem.store(crate::alloc::allocation_size(cap) as u64, Ordering::Relaxed);
+        if cap == inner.buf_cap {
+            return;
         }
+        let old = crate::alloc::allocation_size(inner.buf_cap) as u64;
+        let new = crate::alloc::allocation_size(cap) as u64;
+        // Eviction reads `used_memory_now`, which other threads' frees
+        // reach only at its next measurement (within a millisecond): told
+        // of the shrink first, it never sees the uncounted part fall while
+        // the used figure still holds the freed bytes (which would count
+        // them and evict keys for memory that is free).
+        if new < old {
+            if let Some(sh) = self.shared.upgrade() {
+                sh.used_memory_freed(old - new);
+            }
+        }
+        inner.buf_cap = cap;
+        self.buf_mem.store(new, Ordering::Relaxed);
     }
 
     /// Creates the backlog (a master's first replica, a replica's sync, a
@@ -792,12 +805,16 @@ pub fn take_over(
     });
     {
         // CLIENT KILL: both threads stop at once (the sender may be in a
-        // write, or waiting for the stream to grow).
+        // write, or waiting for the stream to grow), and the replica is
+        // forgotten before the command answers, as Redis frees the client
+        // at once: what only it kept of the stream is given back then, so
+        // the INFO that follows does not race the threads' ends.
         let (r2, m2) = (r.clone(), Arc::downgrade(&master));
         *sess.handle.waker.lock() = Some(Box::new(move || {
             if r2.handle.killed.load(Ordering::Acquire) {
                 let _ = r2.sock.shutdown(std::net::Shutdown::Both);
                 if let Some(m) = m2.upgrade() {
+                    m.remove(r2.id);
                     m.grown.notify_all();
                 }
             }

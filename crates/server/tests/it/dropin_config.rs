@@ -353,14 +353,7 @@ fn command_line_flags_parse_like_redis() {
     let mut failures = Vec::new();
     for case in cases {
         let args: Vec<String> = case.iter().map(|s| s.to_string()).collect();
-        // Sluice's default `bind` is loopback only (docs/operations.md).
-        let bind_given = case.contains(&"--bind");
-        let skip: &[&str] = if bind_given {
-            &["port", "dir", "threads"]
-        } else {
-            &["port", "dir", "threads", "bind"]
-        };
-        let (r, s) = config_of_both(&args, skip);
+        let (r, s) = config_of_both(&args, &["port", "dir", "threads"]);
         if r != s {
             let diff: Vec<_> = r.iter().filter(|(k, v)| s.get(*k) != Some(v)).collect();
             failures.push(format!(
@@ -451,8 +444,7 @@ fn config_rewrite_round_trips_in_both_servers() {
         ("lfu-log-factor", "5"),
         ("tls-auth-clients", "optional"),
     ];
-    // Sluice's default `bind` is loopback only (docs/operations.md).
-    let skip = ["port", "dir", "threads", "bind"];
+    let skip = ["port", "dir", "threads"];
     let mut rewritten = Vec::new();
     for (tag, bin) in [("redis", PathBuf::from(REDIS_SERVER)), ("sluice", sluice_bin())] {
         let file = dir.join(format!("{tag}.conf"));

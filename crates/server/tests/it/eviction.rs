@@ -428,6 +428,27 @@ fn a_stalled_replica_s_buffer_is_reported_and_evicts_no_key() {
         assert!(not_counted > 2 * 1024 * 1024, "{name}: mem_not_counted_for_evict {not_counted}");
         assert_eq!(info_field(&mut c, "evicted_keys"), 0, "{name}");
         assert_eq!(c.cmd(&["DBSIZE"]).unwrap(), b":100\r\n", "{name}");
+        // Bug: when the replica went, Sluice freed its part of the buffer
+        // but went on reporting it (mem_total_replication_buffers and
+        // mem_not_counted_for_evict stayed ~13 MB until the next write),
+        // so the memory eviction counts fell by the buffer's size. As in
+        // Redis (its maxmemory unit, "replica buffer don't induce
+        // eviction"), what eviction counts does not move.
+        let counted =
+            info_field(&mut c, "used_memory") - info_field(&mut c, "mem_not_counted_for_evict");
+        let killed = c.cmd(&["CLIENT", "KILL", "TYPE", "replica"]).unwrap();
+        assert_eq!(killed, b":1\r\n", "{name}");
+        // Gone when CLIENT KILL answers (Redis frees the client at once;
+        // Sluice's replica threads ended after the reply, and the INFO
+        // below raced them).
+        assert_eq!(info_field(&mut c, "connected_slaves"), 0, "{name}");
+        let after =
+            info_field(&mut c, "used_memory") - info_field(&mut c, "mem_not_counted_for_evict");
+        assert!(
+            (after - counted).abs() < 512 * 1024,
+            "{name}: counted for eviction {counted} before the kill, {after} after"
+        );
+        assert_eq!(info_field(&mut c, "mem_clients_slaves"), 0, "{name}");
         ok(&mut c, &["CONFIG", "SET", "maxmemory", "0"]);
         drop(replica);
     }

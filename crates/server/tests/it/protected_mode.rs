@@ -125,11 +125,15 @@ fn have_tools() -> bool {
 }
 
 /// What the namespace's client gets from each server started with
-/// `flags` (after `--bind * -::*`, Redis's default), after `setup` ran
-/// on a loopback connection: (redis, sluice), and INFO's
+/// `flags` (after `--bind * -::*`, Redis's default, unless `flags` give
+/// `--bind`; the test servers otherwise bind loopback), after `setup`
+/// ran on a loopback connection: (redis, sluice), and INFO's
 /// rejected_connections of each afterwards.
 fn both(ns: &Netns, flags: &[&str], setup: &[&[&str]], input: &[u8]) -> [(Vec<u8>, String); 2] {
     let mut all = vec!["--bind", "*", "-::*"];
+    if flags.contains(&"--bind") {
+        all.clear();
+    }
     all.extend_from_slice(flags);
     let redis = RedisServer::start_with(&all, None).unwrap();
     let sluice = TestServer::start_with(&sluice_bin(), &all, None);
@@ -179,6 +183,17 @@ fn protected_mode_refuses_non_loopback_clients_as_redis_does() {
             "-DENIED",
         ),
         (vec!["--requirepass", "secret"], vec![&["CONFIG", "SET", "requirepass", ""]], "-DENIED"),
+        // A password given through the ACL lifts it as requirepass does
+        // (Redis tests the default user's nopass flag, not requirepass),
+        // and `nopass` again restores it.
+        (vec![], vec![&["ACL", "SETUSER", "default", ">secret"]], "-NOAUTH"),
+        (
+            vec!["--requirepass", "secret"],
+            vec![&["ACL", "SETUSER", "default", "nopass"]],
+            "-DENIED",
+        ),
+        // A disabled default user with no password is still protected.
+        (vec![], vec![&["ACL", "SETUSER", "default", "off"]], "-DENIED"),
     ];
     for (flags, setup, want) in cases {
         // A refused client sends nothing: the refusal comes at once, and
