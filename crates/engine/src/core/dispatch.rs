@@ -464,17 +464,16 @@ pub fn check(
                 }
             }
             // After a failed BGSAVE with save points set, writes (and an
-            // EXEC with writes queued) are refused (Redis's
-            // writeCommandsDeniedByDiskError).
-            if !shared.persist.last_bgsave_ok.load(std::sync::atomic::Ordering::Relaxed)
-                && (flags.has(Flags::WRITE)
-                    || (flags.has(Flags::EXEC_TX)
-                        && sess.multi.as_ref().is_some_and(|m| m.flags.has(Flags::WRITE))))
+            // EXEC with writes queued, and PING) are refused (Redis's
+            // writeCommandsDeniedByDiskError). A script that may write is
+            // refused by its flags (script::check_flags).
+            if (flags.has(Flags::WRITE)
+                || flags.has(Flags::DISK_ERROR_PROBE)
+                || (flags.has(Flags::EXEC_TX)
+                    && sess.multi.as_ref().is_some_and(|m| m.flags.has(Flags::WRITE))))
+                && shared.persist.writes_denied(sess.conf(shared))
             {
-                let cfg = sess.conf(shared);
-                if cfg.stop_writes_on_bgsave_error && !cfg.save.is_empty() {
-                    return Err(CmdError::Misconf);
-                }
+                return Err(CmdError::Misconf);
             }
             // min-replicas-to-write (Redis's checkGoodReplicasStatus).
             if sess.min_replicas > 0
@@ -559,11 +558,8 @@ pub fn check(
                 if shared.store.is_replica() && sess.conf(shared).replica_read_only && !obeys {
                     return Err(CmdError::ReadOnlyReplica);
                 }
-                if !shared.persist.last_bgsave_ok.load(std::sync::atomic::Ordering::Relaxed) {
-                    let cfg = sess.conf(shared);
-                    if cfg.stop_writes_on_bgsave_error && !cfg.save.is_empty() {
-                        return Err(CmdError::Misconf);
-                    }
+                if shared.persist.writes_denied(sess.conf(shared)) {
+                    return Err(CmdError::Misconf);
                 }
                 // A script without flags writes command by command: each
                 // write needs the good replicas.
