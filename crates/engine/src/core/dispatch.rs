@@ -430,6 +430,14 @@ pub fn check(
     let flags = spec.flags;
     match caller {
         Caller::Client => {
+            // A script's declared flags stand for its runner's (Redis's
+            // getCommandFlags): one that may write is a write command here,
+            // queued in MULTI or not.
+            let flags = if flags.has(Flags::RUNS_SCRIPT) {
+                crate::subsystems::script::call_flags(shared, spec, argv)
+            } else {
+                flags
+            };
             if !sess.authenticated && !flags.has(Flags::NO_AUTH) && !shared.acl.default_open() {
                 return Err(CmdError::NoAuth);
             }
@@ -465,8 +473,7 @@ pub fn check(
             }
             // After a failed BGSAVE with save points set, writes (and an
             // EXEC with writes queued, and PING) are refused (Redis's
-            // writeCommandsDeniedByDiskError). A script that may write is
-            // refused by its flags (script::check_flags).
+            // writeCommandsDeniedByDiskError).
             if (flags.has(Flags::WRITE)
                 || flags.has(Flags::DISK_ERROR_PROBE)
                 || (flags.has(Flags::EXEC_TX)
