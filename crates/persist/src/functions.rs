@@ -85,9 +85,11 @@ pub fn restore_payload(p: &[u8], check_crc: bool) -> Result<Vec<Vec<u8>>, Restor
             return Err(RestoreError::VersionOrChecksum);
         }
     }
-    let mut r = Reader::new(&p[..n - 10]);
+    // As for a key's payload, records are read from the whole payload
+    // (one may run on into the footer); a record starts only before it.
+    let mut r = Reader::new(p);
     let mut codes = Vec::new();
-    while !r.is_empty() {
+    while r.pos < n - 10 {
         // Redis 7.0.15 reads pre-GA records here too (7.2 refuses them).
         let t = r.byte().map_err(|_| RestoreError::Record("can not read data type"))?;
         if t != op::FUNCTION2 && t != op::FUNCTION {

@@ -139,6 +139,17 @@ fn backlen(l: usize) -> ([u8; 5], usize) {
 
 /// Decodes and validates a whole listpack.
 pub fn listpack_entries(lp: &[u8]) -> Option<Vec<Elem<'_>>> {
+    listpack_walk(lp, true)
+}
+
+/// [`listpack_entries`] without the header's element count: a stream
+/// node's listpack, whose count Redis's `streamValidateListpackIntegrity`
+/// does not check (it walks the entries the node's own counts announce).
+pub fn listpack_entries_uncounted(lp: &[u8]) -> Option<Vec<Elem<'_>>> {
+    listpack_walk(lp, false)
+}
+
+fn listpack_walk(lp: &[u8], counted: bool) -> Option<Vec<Elem<'_>>> {
     if lp.len() < 7 || u32::from_le_bytes(lp[..4].try_into().ok()?) as usize != lp.len() {
         return None;
     }
@@ -206,7 +217,7 @@ pub fn listpack_entries(lp: &[u8]) -> Option<Vec<Elem<'_>>> {
         out.push(elem);
         p += hdr_and_data + bl;
     }
-    if declared != 65535 && usize::from(declared) != out.len() {
+    if counted && declared != 65535 && usize::from(declared) != out.len() {
         return None;
     }
     Some(out)

@@ -159,7 +159,7 @@ fn read_node(
     lp: &[u8],
     prev: Option<StreamId>,
 ) -> Option<(NodeBuilder, StreamId)> {
-    let items = packed::listpack_entries(lp)?;
+    let items = packed::listpack_entries_uncounted(lp)?;
     let mut it = Items { items: &items, pos: 0 };
     let live = it.count()?;
     let deleted = it.count()?;
@@ -179,10 +179,9 @@ fn read_node(
     let (mut seen_live, mut seen_deleted) = (0usize, 0usize);
     let mut last = prev;
     while it.pos < items.len() {
+        // Other bits are ignored, as Redis's iterator and sanitizer ignore
+        // them (a DUMP writes the two that mean something).
         let flags = it.int()?;
-        if flags & !(FLAG_DELETED | FLAG_SAMEFIELDS) != 0 {
-            return None;
-        }
         let id = StreamId::new(
             master.ms.wrapping_add(it.int()? as u64),
             master.seq.wrapping_add(it.int()? as u64),
@@ -224,8 +223,10 @@ fn read_node(
     Some((b, last?))
 }
 
+/// An id of the stream's or a group's metadata: Redis checks these only
+/// for a short read, so an unknown length marker is `u64::MAX`.
 fn id(r: &mut Reader<'_>) -> Result<StreamId, Error> {
-    Ok(StreamId::new(r.len()?, r.len()?))
+    Ok(StreamId::new(r.len_unchecked()?, r.len_unchecked()?))
 }
 
 fn ms(r: &mut Reader<'_>) -> Result<i64, Error> {
@@ -266,7 +267,7 @@ pub fn read_stream(r: &mut Reader<'_>, t: u8) -> Result<Stream, Error> {
     } else {
         s.first_id = id(r)?;
         s.max_deleted = id(r)?;
-        s.entries_added = r.len()?;
+        s.entries_added = r.len_unchecked()?;
     }
     if length != s.len() {
         return Err(bad("stream length disagrees with its entries"));
@@ -281,14 +282,14 @@ pub fn read_stream(r: &mut Reader<'_>, t: u8) -> Result<Stream, Error> {
         let entries_read = if t == STREAM_LISTPACKS {
             s.estimate_distance(last_id).map_or(ENTRIES_READ_INVALID, |d| d as i64)
         } else {
-            r.len()? as i64
+            r.len_unchecked()? as i64
         };
         let mut g = Group { last_id, entries_read, ..Group::default() };
         let pel = r.len()?;
         for _ in 0..pel {
             let pid = id_of_raw(r.take(16)?);
             let delivery_time = ms(r)?;
-            let delivery_count = r.len()?;
+            let delivery_count = r.len_unchecked()?;
             let nack = Nack { delivery_time, delivery_count, consumer: Box::default() };
             if g.pel.insert(pid, nack).is_some() {
                 return Err(bad("Duplicated global PEL entry loading stream consumer group"));

@@ -84,6 +84,9 @@ impl std::fmt::Display for Error {
     }
 }
 
+/// Reason for a length marker that is no length (`0x82`–`0xBF`).
+const INVALID_LEN: &str = "invalid length encoding";
+
 /// Reason for a collection with no elements (Redis skips such keys when
 /// loading a file and refuses them in RESTORE).
 pub const EMPTY_KEY: &str = "empty key";
@@ -353,15 +356,31 @@ impl<'a> Reader<'a> {
             2 => match b {
                 0x80 => Ok(u64::from(u32::from_be_bytes(self.take(4)?.try_into().expect("4")))),
                 0x81 => Ok(u64::from_be_bytes(self.take(8)?.try_into().expect("8"))),
-                _ => return Err(self.err("invalid length encoding")),
+                _ => return Err(self.err(INVALID_LEN)),
             },
             _ => Err(u64::from(b & 0x3F)),
         })
     }
 
-    /// A plain length.
+    /// A plain length, read as Redis's `rdbLoadLen(rdb, NULL)` reads one:
+    /// a string-encoding marker where a length is due gives its low six
+    /// bits (Redis only tells the two apart when asked to).
     pub fn len(&mut self) -> Result<u64, Error> {
-        self.len_or_enc()?.map_err(|_| self.err("unexpected string encoding"))
+        Ok(self.len_or_enc()?.unwrap_or_else(|enc| enc))
+    }
+
+    /// A length where Redis does not check `rdbLoadLen`'s error value (a
+    /// stream's ids and counters, checked only for a short read): an
+    /// unknown length marker reads as `RDB_LENERR`, `u64::MAX`.
+    pub fn len_unchecked(&mut self) -> Result<u64, Error> {
+        let at = self.pos;
+        match self.len() {
+            Err(e) if e.reason == INVALID_LEN => {
+                self.pos = at + 1;
+                Ok(u64::MAX)
+            }
+            other => other,
+        }
     }
 
     /// A string in any of its RDB forms.
@@ -379,10 +398,15 @@ impl<'a> Reader<'a> {
                 let clen = self.len()?;
                 let len = self.len()?;
                 // LZF expands at most 264 bytes per 3-byte reference.
-                if len == 0 || len > clen.saturating_mul(90) {
+                if len > clen.saturating_mul(90) {
                     return Err(self.err("invalid LZF lengths"));
                 }
                 let z = self.take(clen)?;
+                if len == 0 {
+                    // Redis's lzf_decompress returns 0 for no room, which
+                    // is the length it wanted: the string is empty.
+                    return Ok(Str::Bytes(Vec::new().into()));
+                }
                 lzf::decompress(z, len as usize)
                     .map(|v| Str::Bytes(v.into()))
                     .ok_or_else(|| self.err("invalid LZF data"))
@@ -418,6 +442,21 @@ impl<'a> Reader<'a> {
             }
         }
     }
+}
+
+/// A listpack zset's score as Redis's `zzlStrtod` reads it: C's `strtod`
+/// over at most 127 bytes, taking the longest prefix that is a number (0
+/// when none is). Redis's deep sanitization does not look at scores, so
+/// whatever `strtod` makes of the bytes is what Redis serves.
+fn zzl_strtod(b: &[u8]) -> f64 {
+    let mut buf = [0u8; 128];
+    let n = b.len().min(127);
+    buf[..n].copy_from_slice(&b[..n]);
+    // libc's strtod, not a parser of ours: the same prefix rules, hex
+    // floats and rounding as the glibc Redis calls.
+    // SAFETY: `buf` is NUL-terminated (byte 127 at the latest) and outlives
+    // the call; a null end pointer is allowed.
+    unsafe { libc::strtod(buf.as_ptr().cast(), std::ptr::null_mut()) }
 }
 
 /// Reads a value of type `t`.
@@ -544,9 +583,7 @@ pub fn read_value(r: &mut Reader<'_>, t: u8, lim: &Limits) -> Result<Value, Erro
                 let m = pair[0].to_vec();
                 let s = match &pair[1] {
                     Elem::Int(i) => *i as f64,
-                    Elem::Str(b) => std::str::from_utf8(b)
-                        .ok()
-                        .and_then(|t| t.parse::<f64>().ok())
+                    Elem::Str(b) => Some(zzl_strtod(b))
                         .filter(|s| !s.is_nan())
                         .ok_or_else(|| bad("Zset ziplist integrity check failed: invalid score"))?,
                 };
@@ -679,7 +716,10 @@ pub fn restore_why(
             return Err((PayloadError::VersionOrChecksum, None));
         }
     }
-    let mut r = Reader::new(&p[..n - 10]);
+    // Redis reads the value from the whole payload (`rioInitWithBuffer`
+    // over all of it): a value may run on into the footer's bytes, and
+    // what is left after it is not looked at.
+    let mut r = Reader::new(p);
     let bad = |e| (PayloadError::BadFormat, Some(e));
     let t = r.byte().map_err(bad)?;
     read_value(&mut r, t, lim).map_err(bad)

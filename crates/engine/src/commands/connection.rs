@@ -19,7 +19,7 @@ use crate::core::spec::{Command, Flags};
 pub const REDIS_VERSION: &str = "7.0.15";
 
 pub const COMMANDS: &[Command] = &[
-    Command::redis("PING", ping).flags(Flags::PUBSUB_CONTEXT),
+    Command::redis("PING", ping).flags(Flags::PUBSUB_CONTEXT.union(Flags::DISK_ERROR_PROBE)),
     Command::redis("ECHO", echo),
     Command::redis("SELECT", select).flags(Flags::CHANGES_DB),
     Command::redis("HELLO", hello),

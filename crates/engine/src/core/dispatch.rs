@@ -430,6 +430,14 @@ pub fn check(
     let flags = spec.flags;
     match caller {
         Caller::Client => {
+            // A script's declared flags stand for its runner's (Redis's
+            // getCommandFlags): one that may write is a write command here,
+            // queued in MULTI or not.
+            let flags = if flags.has(Flags::RUNS_SCRIPT) {
+                crate::subsystems::script::call_flags(shared, spec, argv)
+            } else {
+                flags
+            };
             if !sess.authenticated && !flags.has(Flags::NO_AUTH) && !shared.acl.default_open() {
                 return Err(CmdError::NoAuth);
             }
@@ -464,17 +472,15 @@ pub fn check(
                 }
             }
             // After a failed BGSAVE with save points set, writes (and an
-            // EXEC with writes queued) are refused (Redis's
+            // EXEC with writes queued, and PING) are refused (Redis's
             // writeCommandsDeniedByDiskError).
-            if !shared.persist.last_bgsave_ok.load(std::sync::atomic::Ordering::Relaxed)
-                && (flags.has(Flags::WRITE)
-                    || (flags.has(Flags::EXEC_TX)
-                        && sess.multi.as_ref().is_some_and(|m| m.flags.has(Flags::WRITE))))
+            if (flags.has(Flags::WRITE)
+                || flags.has(Flags::DISK_ERROR_PROBE)
+                || (flags.has(Flags::EXEC_TX)
+                    && sess.multi.as_ref().is_some_and(|m| m.flags.has(Flags::WRITE))))
+                && shared.persist.writes_denied(sess.conf(shared))
             {
-                let cfg = sess.conf(shared);
-                if cfg.stop_writes_on_bgsave_error && !cfg.save.is_empty() {
-                    return Err(CmdError::Misconf);
-                }
+                return Err(CmdError::Misconf);
             }
             // min-replicas-to-write (Redis's checkGoodReplicasStatus).
             if sess.min_replicas > 0
@@ -559,11 +565,8 @@ pub fn check(
                 if shared.store.is_replica() && sess.conf(shared).replica_read_only && !obeys {
                     return Err(CmdError::ReadOnlyReplica);
                 }
-                if !shared.persist.last_bgsave_ok.load(std::sync::atomic::Ordering::Relaxed) {
-                    let cfg = sess.conf(shared);
-                    if cfg.stop_writes_on_bgsave_error && !cfg.save.is_empty() {
-                        return Err(CmdError::Misconf);
-                    }
+                if shared.persist.writes_denied(sess.conf(shared)) {
+                    return Err(CmdError::Misconf);
                 }
                 // A script without flags writes command by command: each
                 // write needs the good replicas.

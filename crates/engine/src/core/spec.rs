@@ -109,6 +109,10 @@ impl Flags {
     /// a replayed transaction: `Caller::must_obey`), refused at the door
     /// for every other caller, queued or not: LOADJOB, as Disque's.
     pub const REPLAY_ONLY: Flags = Flags(1 << 32);
+    /// Refused as a write is while writes are refused for a disk error
+    /// (`stop-writes-on-bgsave-error`): PING, so that a health check sees
+    /// the error, as Redis 7.0's processCommand refuses `pingCommand`.
+    pub const DISK_ERROR_PROBE: Flags = Flags(1 << 33);
 
     /// Names in the order Redis prints them.
     pub const NAMES: &'static [(Flags, &'static str)] = &[

@@ -262,6 +262,15 @@ impl SaveProgress {
 }
 
 impl PersistState {
+    /// Whether writes are refused with MISCONF: the last background save
+    /// failed, save points are set and `stop-writes-on-bgsave-error` is
+    /// on (the RDB half of Redis's `writeCommandsDeniedByDiskError`).
+    pub fn writes_denied(&self, cfg: &Config) -> bool {
+        !self.last_bgsave_ok.load(Ordering::Relaxed)
+            && cfg.stop_writes_on_bgsave_error
+            && !cfg.save.is_empty()
+    }
+
     pub fn new(now_secs: i64) -> Self {
         PersistState {
             last_save: AtomicI64::new(now_secs),

@@ -717,7 +717,10 @@ impl Snapshots for Rdb {
     }
 
     fn restore(&self, payload: &[u8], cfg: &Config) -> Result<Value, RestoreError> {
-        let crc = cfg.rdbchecksum && !self.skip_checksum();
+        // Redis's verifyDumpPayload checks a payload's CRC64 whatever
+        // `rdbchecksum` says (that parameter is about files); only DEBUG
+        // SET-SKIP-CHECKSUM-VALIDATION skips it.
+        let crc = !self.skip_checksum();
         persist::restore_why(payload, &limits(cfg), crc).map_err(|(e, why)| {
             if let Some(why) = why {
                 // Redis's rdbReportCorruptRDB in a RESTORE: logged at
@@ -738,8 +741,10 @@ impl Snapshots for Rdb {
         persist::functions::dump_payload(codes.iter().map(|c| &c[..]), cfg.rdbcompression)
     }
 
-    fn function_restore(&self, payload: &[u8], cfg: &Config) -> Result<Vec<Vec<u8>>, String> {
-        persist::functions::restore_payload(payload, cfg.rdbchecksum).map_err(|e| match e {
+    fn function_restore(&self, payload: &[u8], _cfg: &Config) -> Result<Vec<Vec<u8>>, String> {
+        // As a key's payload: the CRC64 is checked unless DEBUG
+        // SET-SKIP-CHECKSUM-VALIDATION says not to.
+        persist::functions::restore_payload(payload, !self.skip_checksum()).map_err(|e| match e {
             persist::functions::RestoreError::VersionOrChecksum => {
                 "DUMP payload version or checksum are wrong".to_string()
             }

@@ -48,6 +48,7 @@ mod rdb;
 mod repl_sync;
 mod replica;
 mod replication;
+mod restore_payloads;
 mod save_progress;
 mod scan_guarantee;
 mod scenarios;

@@ -2,7 +2,8 @@
 //! payloads are refused as Redis refuses them with `sanitize-dump-payload
 //! yes` (and logged with Redis's reasons), `DEBUG
 //! SET-SKIP-CHECKSUM-VALIDATION`, a corrupt RDB at start-up, empty keys in
-//! a file, FLUSHALL during a BGSAVE, turning the AOF off during a rewrite,
+//! a file, FLUSHALL during a BGSAVE, what a failed BGSAVE refuses (PING,
+//! scripts that may write), turning the AOF off during a rewrite,
 //! `DEBUG LOADAOF`, and the AOF loading cases Redis's suite found: a
 //! command cut at the end of the file, deadlines passed while replaying,
 //! and an old-style `appendonly.aof` migrated into `appenddirname`.
@@ -548,4 +549,89 @@ fn debug_loadaof_does_not_append_what_it_replays() {
     for (who, before, after) in sizes {
         assert_eq!(after, before, "the reloads changed {who}'s AOF size");
     }
+}
+
+#[test]
+fn a_failed_bgsave_refuses_ping_and_scripts_that_may_write_as_redis_does() {
+    // Redis's processCommand refuses PING with MISCONF, and a script whose
+    // shebang (or function) does not say no-writes before it runs, even
+    // one that would only read; a script without a shebang runs until a
+    // write it calls is refused (the error then names the script).
+    let rdir = scratch_dir("misconf-scripts-r");
+    let sdir = scratch_dir("misconf-scripts-s");
+    let Some(redis) = RedisServer::start_with(
+        &["--dir", rdir.to_str().unwrap(), "--save", "3600 1"],
+        Some(&rdir),
+    ) else {
+        return;
+    };
+    let sluice =
+        TestServer::start_with(&TestServer::default_bin(), &["--save", "3600 1"], Some(&sdir));
+    let lib: &[u8] = b"#!lua name=l\n\
+        redis.register_function('w', function(k) return redis.call('set', k[1], 1) end)\n\
+        redis.register_function('rw', function(k) return redis.call('get', k[1]) end)\n\
+        redis.register_function{function_name='r', flags={'no-writes'},\n\
+          callback=function(k) return redis.call('get', k[1]) end}";
+    let (mut r, mut s) = (redis.client(), sluice.client());
+    for (c, dir) in [(&mut r, &rdir), (&mut s, &sdir)] {
+        assert_eq!(text(&line(c, "SET x x")), "OK");
+        assert_eq!(text(&cmd(c, &[b"FUNCTION", b"LOAD", lib])), "l");
+        std::fs::remove_dir_all(dir).unwrap();
+        assert_eq!(text(&line(c, "BGSAVE")), "Background saving started");
+        wait_for("the BGSAVE to fail", Duration::from_secs(20), || {
+            info_field(c, "rdb_last_bgsave_status") == "err"
+        });
+    }
+    let eval = |script: &str, keys: &[&str]| -> Vec<Vec<u8>> {
+        let mut v = vec![b"EVAL".to_vec(), script.as_bytes().to_vec()];
+        v.push(keys.len().to_string().into_bytes());
+        v.extend(keys.iter().map(|k| k.as_bytes().to_vec()));
+        v
+    };
+    let words = |l: &str| -> Vec<Vec<u8>> { l.split(' ').map(|w| w.as_bytes().to_vec()).collect() };
+    let steps: Vec<Vec<Vec<u8>>> = vec![
+        words("PING"),
+        words("PING hello"),
+        words("GET x"),
+        words("SET x y"),
+        eval("return redis.call('set', KEYS[1], 1)", &["x"]),
+        eval("return redis.call('get', KEYS[1])", &["x"]),
+        eval("#!lua\nreturn redis.call('set', KEYS[1], 1)", &["x"]),
+        eval("#!lua\nreturn redis.call('get', KEYS[1])", &["x"]),
+        eval("#!lua flags=no-writes\nreturn redis.call('get', KEYS[1])", &["x"]),
+        eval("#!lua\nreturn 1", &[]),
+        words("FCALL w 1 x"),
+        words("FCALL rw 1 x"),
+        words("FCALL r 1 x"),
+        words("FCALL_RO r 1 x"),
+        words("MULTI"),
+        words("PING"),
+        words("EXEC"),
+        words("MULTI"),
+        words("GET x"),
+        words("EXEC"),
+        // Refused when queued, as a write command is: the EXEC aborts.
+        words("MULTI"),
+        eval("#!lua\nreturn redis.call('get', KEYS[1])", &["x"]),
+        words("EXEC"),
+        words("MULTI"),
+        words("FCALL rw 1 x"),
+        words("EXEC"),
+        words("MULTI"),
+        eval("#!lua flags=no-writes\nreturn redis.call('get', KEYS[1])", &["x"]),
+        words("FCALL r 1 x"),
+        eval("return redis.call('get', KEYS[1])", &["x"]),
+        words("EXEC"),
+        words("CONFIG SET stop-writes-on-bgsave-error no"),
+        words("PING"),
+        eval("#!lua\nreturn redis.call('get', KEYS[1])", &["x"]),
+        words("CONFIG SET stop-writes-on-bgsave-error yes"),
+        words("PING"),
+    ];
+    for step in &steps {
+        let args: Vec<&[u8]> = step.iter().map(Vec::as_slice).collect();
+        let want = cmd(&mut r, &args);
+        assert_eq!(cmd(&mut s, &args), want, "{}", String::from_utf8_lossy(&step.concat()));
+    }
+    assert!(text(&line(&mut s, "PING")).starts_with("MISCONF "));
 }

@@ -665,7 +665,8 @@ pub(crate) fn run_loop(
 /// What a script's shebang flags (a function's flags) refuse before it
 /// runs, in Redis's order (processCommand sees a script that may write as
 /// a write command, then scriptPrepareForRun checks the rest): over
-/// `maxmemory`, a script that may write without `allow-oom`; without
+/// `maxmemory`, a script that may write without `allow-oom`; after a
+/// failed BGSAVE (MISCONF), one that may write; without
 /// enough good replicas (`min-replicas-to-write`), or on a read-only
 /// replica, one that may write; on a stale replica, one without
 /// `allow-stale`; writing from an `_RO` command. (Scripts without a
@@ -686,6 +687,10 @@ pub(crate) fn check_flags(cx: &mut Ctx, flags: ScriptFlags, ro: bool) -> CmdResu
         if max > 0 && cx.shared.over_maxmemory(max) {
             return Err(CmdError::Oom);
         }
+    }
+    // Then, as for a write command, a failed BGSAVE (MISCONF).
+    if !flags.no_writes && cx.shared.persist.writes_denied(cx.sess.conf(cx.shared)) {
+        return Err(CmdError::Misconf);
     }
     if !flags.no_writes && cx.sess.min_replicas > 0 {
         let good = crate::subsystems::repl::good_replicas(cx.shared) as i64;
