@@ -248,6 +248,29 @@ fn jobs_survive_an_aof_rewrite_without_the_rdb_preamble() {
     }
 }
 
+/// DEBUG RELOAD (save, empty, load) keeps every job in its state and the
+/// queue settings; jobs left after the load are the file's, not copies.
+#[test]
+fn jobs_survive_debug_reload() {
+    let dir = scratch_dir("jobs-reload");
+    let s = TestServer::start_with(
+        &TestServer::default_bin(),
+        &["--enable-debug-command", "yes"],
+        Some(&dir),
+    );
+    let mut c = s.client();
+    let ids = extended_jobs(&mut c);
+    let before: Vec<String> = ids.iter().map(|id| show(&mut c, id)).collect();
+    let jobs = |c: &mut Client| text(&cmd(c, &["INFO", "jobs"]));
+    let count = jobs(&mut c);
+    assert_eq!(text(&cmd(&mut c, &["DEBUG", "RELOAD"])), "OK");
+    check_extended(&mut c, &ids, &before);
+    assert_eq!(jobs(&mut c), count);
+    drop(c);
+    drop(s);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A Sluice replica holds the same extended jobs and queue settings: the
 /// ones made before the sync (RDB) and after it (the stream).
 #[test]
