@@ -87,6 +87,9 @@ class Consumer(threading.Thread):
                 for _, jid, body in got:
                     prev = self.seen.get(jid, (body, 0))
                     self.seen[jid] = (body, prev[1] + 1)
+            # The work: jobs are in flight (taken, not acknowledged) for a
+            # while, so the kill finds some.
+            time.sleep(0.05)
             try:
                 self.master.execute_command("ACKJOB", *[j[1] for j in got])
             except (redis.ConnectionError, redis.TimeoutError, redis.ResponseError):
