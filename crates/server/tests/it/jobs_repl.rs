@@ -143,10 +143,13 @@ fn replicate_in_a_pipeline_with_the_durable_mode() {
     let mut m = master.client();
     online_replicas(&mut m, 2);
     let mut c1 = r1.client();
+    // One write, so that the server reads the pipeline as one batch.
     let send = |m: &mut Client, cmds: &[&[&str]]| -> Vec<Frame> {
+        let mut bytes = Vec::new();
         for a in cmds {
-            m.send(a).unwrap();
+            testkit::encode(a, &mut bytes);
         }
+        m.send_raw(&bytes).unwrap();
         cmds.iter().map(|_| m.read_frame().unwrap()).collect()
     };
     let replies = send(
