@@ -352,6 +352,27 @@ pub struct Effects {
     /// The largest position a consumer ever asked this session's replies
     /// to wait for (never reset: WAITAOF's "this client's last write").
     last: std::cell::Cell<u64>,
+    /// Replies a command asked to hold until replicas have its write
+    /// ([`Effects::hold_for_replicas`]); empty (no allocation) otherwise.
+    replica_holds: Vec<ReplicaHold>,
+}
+
+/// A reply held until enough replicas acknowledged the stream that holds
+/// its command's write (ADDJOB's `REPLICATE n`): the connection waits
+/// after the batch, and on the deadline replaces the reply by `error`.
+#[derive(Clone, Debug)]
+pub struct ReplicaHold {
+    /// Where the reply starts in the connection's reply buffer, and its
+    /// length.
+    pub at: resp::Mark,
+    pub len: usize,
+    /// Online replicas that must acknowledge.
+    pub replicas: usize,
+    /// The last moment (server clock, Unix ms) to wait.
+    pub deadline_ms: i64,
+    /// The reply's replacement when the deadline passes first (an error
+    /// line without its `-`).
+    pub error: &'static str,
 }
 
 impl Default for Effects {
@@ -378,6 +399,7 @@ impl Default for Effects {
             hold: std::cell::Cell::new(0),
             push: std::cell::Cell::new(false),
             last: std::cell::Cell::new(0),
+            replica_holds: Vec::new(),
         }
     }
 }
@@ -633,6 +655,26 @@ impl Effects {
     #[inline]
     pub fn take_push(&mut self) -> bool {
         self.push.replace(false)
+    }
+
+    /// Asks the connection to hold a reply until replicas acknowledged
+    /// this write (see [`ReplicaHold`]). The stream is pushed to the
+    /// replicas before the wait, so [`holding`](Self::holding) answers
+    /// true and the batch loop's one check for held replies covers it.
+    pub fn hold_for_replicas(&mut self, hold: ReplicaHold) {
+        self.push.set(true);
+        self.replica_holds.push(hold);
+    }
+
+    /// Whether a reply waits for replicas.
+    #[inline]
+    pub fn holds_for_replicas(&self) -> bool {
+        !self.replica_holds.is_empty()
+    }
+
+    /// The replies held for replicas, forgotten here.
+    pub fn take_replica_holds(&mut self) -> Vec<ReplicaHold> {
+        std::mem::take(&mut self.replica_holds)
     }
 
     /// Whether the unit recorded anything a consumer may want.

@@ -83,6 +83,8 @@ pub enum JobError {
     TooLate,
     NoRepl,
     NoReplOom,
+    NoReplTimeout,
+    NoReplExpired,
     MaxLen,
     Paused,
     Replicate,
@@ -119,6 +121,12 @@ impl JobError {
             JobError::NoReplOom => {
                 "NOREPL Not enough reachable nodes for the requested replication level, since I'm \
                  unable to hold a copy of the message for the following reason: I'm out of memory"
+            }
+            JobError::NoReplTimeout => {
+                "NOREPL Timeout reached before replicating to the requested number of nodes"
+            }
+            JobError::NoReplExpired => {
+                "NOREPL job removed (expired?) before the requested replication level was achieved"
             }
             JobError::MaxLen => "MAXLEN Queue is already longer than the specified MAXLEN count",
             JobError::Paused => "PAUSED Queue paused in input, try later",

@@ -160,6 +160,45 @@ pub fn load_records<'a>(
     Ok((loaded, expired))
 }
 
+/// Records (and queue settings) per `LOADJOB` in a base of commands, as
+/// Redis's rewrite puts 64 items in a command.
+const RECORDS_PER_LOADJOB: usize = 64;
+
+/// Appends to `out`, in RESP, the commands that rebuild the snapshot's
+/// jobs and queue settings: `LOADJOB` of their records, then `PAUSE` and
+/// `QSET` per queue that has a setting (the base of an AOF rewrite
+/// without the RDB preamble, which otherwise has no place for them).
+/// Ignores a queue record it cannot read (a snapshot writes only good ones).
+pub fn rewrite_commands<'a>(
+    jobs: impl Iterator<Item = &'a [u8]>,
+    queues: impl Iterator<Item = &'a [u8]>,
+    out: &mut Vec<u8>,
+) {
+    let mut argv: Vec<&[u8]> = Vec::with_capacity(RECORDS_PER_LOADJOB + 1);
+    for rec in jobs {
+        if argv.is_empty() {
+            argv.push(b"LOADJOB");
+        }
+        argv.push(rec);
+        if argv.len() > RECORDS_PER_LOADJOB {
+            resp::write_command(out, &argv);
+            argv.clear();
+        }
+    }
+    if !argv.is_empty() {
+        resp::write_command(out, &argv);
+    }
+    for rec in queues {
+        let Some((name, pause, rate)) = Jobs::decode_queue_record(rec) else { continue };
+        if pause != queue::Pause::NONE {
+            resp::write_command(out, &[b"PAUSE", name, pause.name().as_bytes()]);
+        }
+        if rate != 0 {
+            resp::write_command(out, &[b"QSET", name, b"RATE", rate.to_string().as_bytes()]);
+        }
+    }
+}
+
 /// Drops every job and queue (DEBUG RELOAD, before loading a file).
 pub fn clear(shared: &Shared) {
     let store = &shared.store;

@@ -278,6 +278,12 @@ pub fn good_replicas(sh: &Shared) -> usize {
     replication(sh).map_or(0, |r| r.good_replicas())
 }
 
+/// Online replicas (Disque's "reachable nodes" for ADDJOB's `REPLICATE`;
+/// none without replication).
+pub fn online_replicas(sh: &Shared) -> usize {
+    replication(sh).map_or(0, |r| r.acked(i64::MIN))
+}
+
 /// `sync_full`, `sync_partial_ok`, `sync_partial_err`.
 pub fn sync_stats(sh: &Shared) -> (u64, u64, u64) {
     replication(sh).map_or((0, 0, 0), |r| r.sync_stats())

@@ -204,14 +204,24 @@ impl Jobs {
     /// Applies a record of [`queue_records`](Self::queue_records); false
     /// when it is malformed.
     pub fn load_queue_record(&mut self, b: &[u8], now: i64) -> bool {
-        if b.len() < 6 || b[0] != QUEUE_RECORD_VERSION || b[1] > Pause::ALL.0 {
+        let Some((name, pause, rate)) = Jobs::decode_queue_record(b) else {
             return false;
-        }
-        let rate = u32::from_le_bytes(b[2..6].try_into().expect("4 bytes"));
-        let q = self.queue_entry(&b[6..], now);
-        q.pause = Pause(b[1]);
+        };
+        let q = self.queue_entry(name, now);
+        q.pause = pause;
         q.rate = rate;
         true
+    }
+
+    /// A record of [`queue_records`](Self::queue_records) read back:
+    /// the queue's name, pause flags and rate (an AOF rewrite without the
+    /// RDB preamble turns it into `PAUSE` and `QSET`).
+    pub fn decode_queue_record(b: &[u8]) -> Option<(&[u8], Pause, u32)> {
+        if b.len() < 6 || b[0] != QUEUE_RECORD_VERSION || b[1] > Pause::ALL.0 {
+            return None;
+        }
+        let rate = u32::from_le_bytes(b[2..6].try_into().expect("4 bytes"));
+        Some((&b[6..], Pause(b[1]), rate))
     }
 }
 

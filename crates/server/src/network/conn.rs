@@ -274,6 +274,9 @@ struct Conn<S> {
     /// In `DURABLE` mode: the batch's replies to writes, held until the
     /// writes are acknowledged (`crate::network::durable`).
     held: Held,
+    /// A DURABLE batch's held replies that timed out, with their error,
+    /// rewritten with the replies held for replicas once those are known.
+    refused: Option<(Held, String)>,
 }
 
 impl<S: Transport> Conn<S> {
@@ -322,6 +325,7 @@ impl<S: Transport> Conn<S> {
             served_reply: false,
             mem_counted: 0,
             held: Held::default(),
+            refused: None,
         });
         conn.publish_memory();
         Ok(conn)
@@ -370,7 +374,7 @@ impl<S: Transport> Conn<S> {
                 return Err("output buffer limit");
             }
             if self.sess.fx.holding() || self.served_reply {
-                self.hold_for_aof().await;
+                self.hold_for_aof(notify).await;
             }
             self.flush()?;
             // After the write: what stays unwritten is what the client
@@ -483,7 +487,7 @@ impl<S: Transport> Conn<S> {
             self.shared.flush_stats(&mut self.sess);
             // A served wait's reply is in the outbox.
             self.drain_outbox();
-            self.hold_for_aof().await;
+            self.hold_for_aof(notify).await;
             self.sess.handle.last_interaction_ms.store(now, Ordering::Relaxed);
             return Ok(());
         }
@@ -507,8 +511,10 @@ impl<S: Transport> Conn<S> {
     /// when there is something to wait for (a load and a test otherwise).
     /// Before that, the replication stream the replies' writes appended
     /// goes to the replicas' sockets ([`crate::repl::Master::push`]).
+    /// Then the replies a command held until replicas have its write
+    /// (ADDJOB's `REPLICATE n`, `durable::wait_for_copies`).
     #[cold]
-    async fn hold_for_aof(&mut self) {
+    async fn hold_for_aof(&mut self, notify: &Signal) {
         let mut hold = self.sess.fx.take_hold();
         let served = std::mem::take(&mut self.served_reply);
         if self.sess.fx.take_push() || served {
@@ -519,6 +525,19 @@ impl<S: Transport> Conn<S> {
         }
         if hold > 0 {
             self.durable.wait(hold).await;
+        }
+        if self.sess.fx.holds_for_replicas() {
+            let holds = self.sess.fx.take_replica_holds();
+            let refused = self.refused.take();
+            let wait = durable::wait_for_copies(
+                &self.shared,
+                &self.sess,
+                &mut self.out,
+                holds,
+                refused,
+                notify,
+            );
+            Box::pin(wait).await;
         }
     }
 
@@ -869,7 +888,15 @@ impl<S: Transport> Conn<S> {
         let budget_left = self.execute_batch::<true>().await;
         if !self.held.is_empty() {
             let held = std::mem::take(&mut self.held);
-            durable::wait(&self.shared, &self.sess, &mut self.out, held, mode, notify).await;
+            if let Some(line) = durable::wait(&self.shared, &self.sess, mode, notify).await {
+                if self.sess.fx.holds_for_replicas() {
+                    // Rewritten with the replies held for replicas, after
+                    // their wait: both count places in the buffer as is.
+                    self.refused = Some((held, line));
+                } else {
+                    durable::replace_held(&mut self.out, &held, line.as_bytes());
+                }
+            }
         }
         budget_left
     }

@@ -22,6 +22,7 @@
 use std::future::Future;
 use std::time::Duration;
 
+use engine::core::effects::ReplicaHold;
 use engine::core::session::Durable;
 use resp::{Mark, ReplyBuf};
 
@@ -73,17 +74,15 @@ impl Held {
 }
 
 /// Waits until the held writes are acknowledged as `mode` asks, or its
-/// timeout; on a timeout, rewrites their replies in `out` as errors. A
-/// kill or a wake-up of the connection (`notify`) ends the wait early
-/// only when the connection was killed.
+/// timeout; on a timeout, answers the line their replies become (see
+/// [`replace_held`]). A kill or a wake-up of the connection (`notify`)
+/// ends the wait early only when the connection was killed.
 pub async fn wait(
     shared: &engine::Shared,
     sess: &engine::Session,
-    out: &mut ReplyBuf,
-    held: Held,
     mode: Durable,
     notify: &Signal,
-) {
+) -> Option<String> {
     let node = crate::host::node(shared);
     let master = &node.master;
     let deadline = tokio::time::Instant::now() + Duration::from_millis(mode.timeout_ms);
@@ -124,10 +123,89 @@ pub async fn wait(
     let aof_on = node.durable.is_active();
     let fsynced = !mode.fsync || node.durable.wait_fsynced(seq, deadline).await;
     if got >= want && fsynced {
-        return;
+        return None;
     }
-    let why = refusal(got, want, mode, fsynced, aof_on);
-    replace_held(out, &held, why.as_bytes());
+    Some(refusal(got, want, mode, fsynced, aof_on))
+}
+
+/// Waits for the replies a command held for replicas (ADDJOB's
+/// `REPLICATE n`, [`ReplicaHold`]): each until its number of online
+/// replicas acknowledged the stream as it is now (it holds every write
+/// of the batch), or its deadline. The replicas are asked once
+/// (`REPLCONF GETACK *`). Then the replies whose deadline came first
+/// become their errors, in one rewrite of `out` with the DURABLE mode's
+/// `refused` replies, if any (both count their places from the buffer as
+/// the batch left it).
+pub async fn wait_for_copies(
+    shared: &engine::Shared,
+    sess: &engine::Session,
+    out: &mut ReplyBuf,
+    holds: Vec<ReplicaHold>,
+    refused: Option<(Held, String)>,
+    notify: &Signal,
+) {
+    let master = &crate::host::node(shared).master;
+    // A DURABLE wait before this one may have ended the stream with its
+    // GETACK: the batch's writes are before it.
+    let target = master.offset_before_getack();
+    let mut failed = vec![false; holds.len()];
+    if !holds.is_empty() {
+        master.ask_for_acks();
+    }
+    let mut pending: Vec<usize> = (0..holds.len()).collect();
+    while !pending.is_empty() {
+        let acked = master.acks().notified();
+        tokio::pin!(acked);
+        acked.as_mut().enable();
+        let got = master.acked_now(target);
+        let now = shared.clock.now_ms();
+        pending.retain(|&i| {
+            let h = &holds[i];
+            if got >= h.replicas {
+                return false;
+            }
+            failed[i] = now >= h.deadline_ms;
+            !failed[i]
+        });
+        let Some(next) = pending.iter().map(|&i| holds[i].deadline_ms).min() else { break };
+        if sess.handle.killed.load(std::sync::atomic::Ordering::Acquire) {
+            return;
+        }
+        // Looked at again at least hourly (a deadline can be a TTL years away).
+        let ms = u64::try_from(next.saturating_sub(now)).unwrap_or(0).min(3_600_000);
+        let sleep = tokio::time::sleep(Duration::from_millis(ms));
+        tokio::pin!(sleep);
+        std::future::poll_fn(|cx| {
+            if acked.as_mut().poll(cx).is_ready()
+                || notify.poll(cx).is_ready()
+                || sleep.as_mut().poll(cx).is_ready()
+            {
+                return std::task::Poll::Ready(());
+            }
+            std::task::Poll::Pending
+        })
+        .await;
+    }
+    // Replies counted from the earliest start among those to replace.
+    let mut starts: Vec<Mark> = holds.iter().map(|h| h.at).collect();
+    starts.extend(refused.as_ref().and_then(|(h, _)| h.first));
+    let Some(first) = starts.into_iter().max_by_key(|m| out.since(*m)) else { return };
+    let from = |m: Mark| out.since(first) - out.since(m);
+    // A reply both modes held gets the job's error (sorted first).
+    let mut lines: Vec<(usize, usize, &[u8])> = holds
+        .iter()
+        .zip(&failed)
+        .filter(|(h, f)| **f && h.len > 0)
+        .map(|(h, _)| (from(h.at), from(h.at) + h.len, h.error.as_bytes()))
+        .collect();
+    if let Some((held, line)) = &refused {
+        if let Some(base) = held.first.map(from) {
+            lines.extend(held.writes.iter().map(|&(s, e)| (base + s, base + e, line.as_bytes())));
+        }
+    }
+    lines.sort_by_key(|l| l.0);
+    lines.dedup_by_key(|l| l.0);
+    replace_lines(out, first, &lines);
 }
 
 /// The error a held write's reply becomes.
@@ -157,11 +235,22 @@ fn refusal(got: usize, want: usize, mode: Durable, fsynced: bool, aof_on: bool) 
 }
 
 /// Replaces each held reply in `out` by the error `line` (without `-`).
-fn replace_held(out: &mut ReplyBuf, held: &Held, line: &[u8]) {
+pub fn replace_held(out: &mut ReplyBuf, held: &Held, line: &[u8]) {
     let Some(first) = held.first else { return };
+    let lines: Vec<(usize, usize, &[u8])> =
+        held.writes.iter().map(|&(s, e)| (s, e, line)).collect();
+    replace_lines(out, first, &lines);
+}
+
+/// Replaces the replies at `(start, end)` (byte ranges counted from
+/// `first`, in order, not overlapping) by their error lines.
+fn replace_lines(out: &mut ReplyBuf, first: Mark, lines: &[(usize, usize, &[u8])]) {
+    if lines.is_empty() {
+        return;
+    }
     let tail = out.split_off(first);
     let mut prev = 0;
-    for &(start, end) in &held.writes {
+    for &(start, end, line) in lines {
         out.raw(&tail[prev..start]);
         out.error(line);
         prev = end;

@@ -927,7 +927,10 @@ fn write_base(
     if let Some(e) = failed {
         return Err(e);
     }
-    res.map_err(|e| io::Error::other(e.to_string()))?;
+    let loaded = res.map_err(|e| io::Error::other(e.to_string()))?;
+    // The jobs and queue settings, which the image keeps in AUX fields.
+    let (jobs, queues) = persistence::job_aux(&loaded.aux);
+    engine::subsystems::jobs::rewrite_commands(jobs, queues, &mut buf);
     w.write_all(&buf)?;
     let f = w.into_inner().map_err(|e| e.into_error())?;
     f.sync_all()?;

@@ -212,6 +212,17 @@ const JOB_AUX: &str = "sluice-job";
 /// The AUX field that carries one queue's settings (pause, rate limit).
 const QUEUE_AUX: &str = "sluice-queue";
 
+/// The job records and queue-setting records among an image's AUX
+/// fields, in the file's order.
+pub fn job_aux(
+    aux: &[(Vec<u8>, Vec<u8>)],
+) -> (impl Iterator<Item = &[u8]>, impl Iterator<Item = &[u8]>) {
+    let of = |name: &'static str| {
+        aux.iter().filter(move |(k, _)| k == name.as_bytes()).map(|(_, v)| &v[..])
+    };
+    (of(JOB_AUX), of(QUEUE_AUX))
+}
+
 /// Starts a point-in-time snapshot now (the caller must hold no stripe).
 fn begin(sh: &Shared) -> Started {
     begin_then(sh, &mut || {})
@@ -578,12 +589,11 @@ pub fn load_bytes_at(
         Ok(())
     })?;
     // Jobs ride in AUX fields (redis-server skips them).
-    let jobs = loaded.aux.iter().filter(|(k, _)| k == JOB_AUX.as_bytes()).map(|(_, v)| &v[..]);
+    let (jobs, queues) = job_aux(&loaded.aux);
     engine::subsystems::jobs::load_records(sh, jobs, jobs_now).map_err(|_| persist::Error {
         offset: bytes.len(),
         reason: "bad job record in an AUX field",
     })?;
-    let queues = loaded.aux.iter().filter(|(k, _)| k == QUEUE_AUX.as_bytes()).map(|(_, v)| &v[..]);
     if !engine::subsystems::jobs::load_queue_records(sh, queues, jobs_now) {
         return Err(persist::Error {
             offset: bytes.len(),

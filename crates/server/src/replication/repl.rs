@@ -572,6 +572,18 @@ impl Master {
         }
     }
 
+    /// The stream's offset, less a `REPLCONF GETACK *` it ends with: a
+    /// replica answers such a request with its offset before it, so a
+    /// write fed before the request is acknowledged at this offset.
+    pub fn offset_before_getack(&self) -> i64 {
+        let g = self.inner.lock();
+        if g.getack_at == g.offset {
+            g.offset - GETACK.len() as i64
+        } else {
+            g.offset
+        }
+    }
+
     /// Online replicas that acknowledged `offset` or more.
     pub fn acked_now(&self, offset: i64) -> usize {
         Replication::acked(self, offset)

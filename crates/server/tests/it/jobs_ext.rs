@@ -176,6 +176,101 @@ fn extensions_survive_a_restart_through_the_aof() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Regression: an AOF rewrite with `aof-use-rdb-preamble no` wrote its
+/// base of commands for the keys only, so the jobs and queue settings
+/// (which the snapshot keeps in AUX fields) were gone after a restart.
+/// Both preamble settings, through BGREWRITEAOF and through `CONFIG SET
+/// appendonly yes` (whose first base is a rewrite too); the server is
+/// killed after the rewrite, with nothing in the incremental file, so the
+/// restart reads every job from the rewritten base.
+#[test]
+fn jobs_survive_an_aof_rewrite_without_the_rdb_preamble() {
+    let bin = TestServer::default_bin();
+    for preamble in ["no", "yes"] {
+        for turn_on in [false, true] {
+            let dir = scratch_dir("jobs-aof-rewrite");
+            let mut args = vec!["--aof-use-rdb-preamble", preamble];
+            if !turn_on {
+                args.extend(["--appendonly", "yes"]);
+            }
+            let s = TestServer::start_with(&bin, &args, Some(&dir));
+            let mut c = s.client();
+            c.wait_loaded();
+            cmd(&mut c, &["SET", "plain", "key"]);
+            let mut ids = extended_jobs(&mut c);
+            ids.push(addjob(&mut c, &["plain", "queued", "0"]));
+            let active = addjob(&mut c, &["plain2", "active", "0", "RETRY", "600"]);
+            cmd(&mut c, &["GETJOB", "FROM", "plain2"]);
+            assert_eq!(cmd(&mut c, &["NACK", &active]), Frame::Integer(1));
+            cmd(&mut c, &["GETJOB", "FROM", "plain2"]);
+            ids.push(active);
+            ids.push(addjob(&mut c, &["plain3", "delayed", "0", "DELAY", "600"]));
+            let before: Vec<String> = ids.iter().map(|id| show(&mut c, id)).collect();
+            assert!(before[5].contains("state=active") && before[5].contains("nacks=1"));
+            if turn_on {
+                assert_eq!(text(&cmd(&mut c, &["CONFIG", "SET", "appendonly", "yes"])), "OK");
+            } else {
+                cmd(&mut c, &["BGREWRITEAOF"]);
+            }
+            wait_for("the rewrite", Duration::from_secs(20), || {
+                let f = |c: &mut Client, k| crate::common::info(c, "persistence", k);
+                f(&mut c, "aof_rewrite_in_progress").as_deref() == Some("0")
+                    && f(&mut c, "aof_rewrite_scheduled").as_deref() == Some("0")
+                    && f(&mut c, "aof_last_bgrewrite_status").as_deref() == Some("ok")
+                    && f(&mut c, "aof_enabled").as_deref() == Some("1")
+            });
+            drop(c);
+            drop(s); // SIGKILL: no shutdown save
+            let _ = std::fs::remove_file(dir.join("dump.rdb"));
+            let files: Vec<(String, u64)> = std::fs::read_dir(dir.join("appendonlydir"))
+                .unwrap()
+                .map(|e| {
+                    let e = e.unwrap();
+                    (e.file_name().to_string_lossy().into_owned(), e.metadata().unwrap().len())
+                })
+                .collect();
+            let base = if preamble == "yes" { ".base.rdb" } else { ".base.aof" };
+            assert!(files.iter().any(|(n, _)| n.ends_with(base)), "{files:?}");
+            assert!(files.iter().all(|(n, len)| !n.ends_with(".incr.aof") || *len == 0));
+            let s = TestServer::start_with(&bin, &["--appendonly", "yes"], Some(&dir));
+            let mut c = s.client();
+            c.wait_loaded();
+            let what = format!("preamble {preamble}, turned on: {turn_on}");
+            assert_eq!(text(&cmd(&mut c, &["GET", "plain"])), "key", "{what}");
+            check_extended(&mut c, &ids[..4], &before[..4]);
+            let after: Vec<String> = ids.iter().map(|id| show(&mut c, id)).collect();
+            assert_eq!(after, before, "{what}");
+            assert_eq!(cmd(&mut c, &["QLEN", "plain"]), Frame::Integer(1), "{what}");
+            drop(c);
+            drop(s);
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+    }
+}
+
+/// DEBUG RELOAD (save, empty, load) keeps every job in its state and the
+/// queue settings; jobs left after the load are the file's, not copies.
+#[test]
+fn jobs_survive_debug_reload() {
+    let dir = scratch_dir("jobs-reload");
+    let s = TestServer::start_with(
+        &TestServer::default_bin(),
+        &["--enable-debug-command", "yes"],
+        Some(&dir),
+    );
+    let mut c = s.client();
+    let ids = extended_jobs(&mut c);
+    let before: Vec<String> = ids.iter().map(|id| show(&mut c, id)).collect();
+    let jobs = |c: &mut Client| text(&cmd(c, &["INFO", "jobs"]));
+    let count = jobs(&mut c);
+    assert_eq!(text(&cmd(&mut c, &["DEBUG", "RELOAD"])), "OK");
+    check_extended(&mut c, &ids, &before);
+    assert_eq!(jobs(&mut c), count);
+    drop(c);
+    drop(s);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A Sluice replica holds the same extended jobs and queue settings: the
 /// ones made before the sync (RDB) and after it (the stream).
 #[test]

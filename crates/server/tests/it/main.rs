@@ -31,6 +31,7 @@ mod functions_persist;
 mod idle_timeout;
 mod jobs;
 mod jobs_ext;
+mod jobs_repl;
 mod lazy_expire_stream;
 mod lua_debugger;
 mod migrate;

@@ -125,6 +125,8 @@ struct AddOpts {
     /// Sluice's extensions: BACKOFF, DEADLETTER, UNIQUE, EVERY (seconds).
     ext: Ext,
     every: i64,
+    /// `ASYNC`: reply at once, the copies follow through the stream.
+    asynchronous: bool,
 }
 
 /// A span in milliseconds within (0, a year].
@@ -141,6 +143,7 @@ fn parse_add(args: &[&[u8]]) -> Result<AddOpts, CmdError> {
         maxlen: 0,
         ext: Ext::default(),
         every: 0,
+        asynchronous: false,
     };
     let mut i = 0;
     while i < args.len() {
@@ -180,7 +183,7 @@ fn parse_add(args: &[&[u8]]) -> Result<AddOpts, CmdError> {
                 }
             }
             _ if eq_ic(opt, "ASYNC") => {
-                // Replication is always local here: nothing to wait for.
+                o.asynchronous = true;
                 i += 1;
                 continue;
             }
@@ -230,7 +233,7 @@ fn addjob(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let body = args.req()?;
     let timeout = args.req()?;
     let o = parse_add(args.rest())?;
-    parse_timeout_ms(timeout)?;
+    let timeout_ms = parse_timeout_ms(timeout)?;
     if o.replicate > 1 && o.retry == Some(0) {
         return Err(JobError::RetryZeroReplicate.into());
     }
@@ -238,8 +241,12 @@ fn addjob(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         return Err(JobError::DelayOverTtl.into());
     }
     let retry = o.retry.unwrap_or_else(|| (o.ttl / 10).clamp(1, 300));
-    if o.replicate > 1 {
-        // One node: no other copy can be made.
+    // The copies beyond this node's are its online replicas' (Disque's
+    // reachable nodes): refused at once when there are too few.
+    let copies = o.replicate as usize - 1;
+    let reachable =
+        if copies > 0 { crate::subsystems::repl::online_replicas(cx.shared) } else { 0 };
+    if copies > reachable {
         return Err(JobError::NoRepl.into());
     }
     if let Some(k) = &o.ext.unique {
@@ -253,7 +260,8 @@ fn addjob(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let maxmemory = cx.sess.conf(cx.shared).maxmemory;
     if maxmemory > 0 && cx.shared.over_maxmemory(maxmemory / 4 * 3) {
         // Disque's memory warning level 1 (75 %): this node may not keep
-        // a copy, and there is no other node.
+        // a copy, and its replicas cannot hold one without it (they follow
+        // its stream), so it says why (too few replicas was refused above).
         return Err(JobError::NoReplOom.into());
     }
     let now = cx.now();
@@ -289,8 +297,50 @@ fn addjob(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         js.record(&id, &mut rec);
         cx.propagate_as(&[b"LOADJOB", &rec]);
     }
+    let etime = js.get(&id).map_or(now, |j| j.etime);
+    drop(js);
+    let at = out.mark();
     out.simple(&id.0);
+    if copies > 0 && !o.asynchronous {
+        hold_for_copies(cx, out, at, copies, timeout_ms, now, etime);
+    }
     Ok(())
+}
+
+/// Synchronous `REPLICATE n`: the reply (at `at`) waits until `copies`
+/// replicas acknowledged the stream that carries the job, or the ADDJOB
+/// timeout (0: none), or the job's TTL, whichever comes first; then it
+/// becomes Disque's error for the one that came. The job stays either
+/// way (as after Disque's best-effort cleanup, it may still be
+/// delivered). From MULTI/EXEC, a script or the AOF nothing can wait:
+/// it replies at once, as with `ASYNC`; with CLIENT REPLY OFF there is no
+/// reply to hold.
+fn hold_for_copies(
+    cx: &mut Ctx,
+    out: &ReplyBuf,
+    at: resp::Mark,
+    copies: usize,
+    timeout: i64,
+    now: i64,
+    etime: i64,
+) {
+    if !cx.caller.may_block() || cx.sess.reply_mode != crate::core::session::ReplyMode::On {
+        return;
+    }
+    let by_timeout = if timeout > 0 { now.saturating_add(timeout) } else { i64::MAX };
+    let (deadline_ms, error) = if by_timeout < etime {
+        (by_timeout, JobError::NoReplTimeout)
+    } else {
+        (etime, JobError::NoReplExpired)
+    };
+    let len = out.since(at);
+    cx.sess.fx.hold_for_replicas(crate::core::effects::ReplicaHold {
+        at,
+        len,
+        replicas: copies,
+        deadline_ms,
+        error: error.text(),
+    });
 }
 
 // ---- GETJOB ----------------------------------------------------------------
