@@ -34,6 +34,18 @@ fn online_replicas(m: &mut Client, n: usize) {
 fn signal(s: &TestServer, sig: &str) {
     let pid = s.pid().to_string();
     assert!(Command::new("kill").args([sig, &pid]).status().unwrap().success());
+    if sig == "-STOP" {
+        // `kill` returns once the signal is sent, not once every thread
+        // has stopped: until then the replica may still read and
+        // acknowledge what the master sends next.
+        wait_for("every thread of the replica to stop", Duration::from_secs(10), || {
+            let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return false };
+            tasks.flatten().all(|t| {
+                let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
+                stat.rsplit_once(") ").map(|(_, rest)| rest.as_bytes()[0]) == Some(b'T')
+            })
+        });
+    }
 }
 
 /// SHOW's state, or "gone".
