@@ -41,8 +41,10 @@ pub enum Caller {
     /// `dirty` once the script wrote (the server's state no longer
     /// refuses its writes: Redis's `SCRIPT_WRITE_DIRTY`); `obeys` when
     /// the script itself was replayed (Redis's `mustObeyClient` of the
-    /// script's caller).
-    Script { read_only: bool, allow_oom: bool, dirty: bool, obeys: bool },
+    /// script's caller); `cross_slot` when its commands may reach keys of
+    /// several slots in cluster mode (a script without a shebang, or one
+    /// flagged `allow-cross-slot-keys`).
+    Script { read_only: bool, allow_oom: bool, dirty: bool, obeys: bool, cross_slot: bool },
     /// A command read back from the AOF (or a master's stream).
     Replay,
     /// A blocked client's command, run again because a key it waits on is
@@ -525,7 +527,7 @@ pub fn check(
                 return Err(shared.scripts.busy_error());
             }
         }
-        Caller::Script { read_only, allow_oom, dirty, obeys } => {
+        Caller::Script { read_only, allow_oom, dirty, obeys, cross_slot } => {
             // Redis's scriptCall order: NOSCRIPT, stale, ACL, writes, OOM.
             if flags.has(Flags::NOSCRIPT)
                 && !shared.scripts.deny_disabled.load(std::sync::atomic::Ordering::Relaxed)
@@ -582,7 +584,9 @@ pub fn check(
             }
             if let Some(c) = shared.cluster.get() {
                 if !obeys {
-                    crate::subsystems::cluster::gate::script(shared, c, sess, spec, argv)?;
+                    crate::subsystems::cluster::gate::script(
+                        shared, c, sess, spec, argv, cross_slot,
+                    )?;
                 }
             }
         }

@@ -182,6 +182,9 @@ impl Follower {
         }
         let gen = st.gen;
         drop(st);
+        // Redis's replicationSetMaster: clients blocked here (on keys, on
+        // WAIT) are told the instance changed and let go.
+        engine::core::blocking::refuse_all_for_replica(&sh);
         log::notice(&format!("Connecting to MASTER {host}:{port}"));
         let me = self.clone();
         let spawned = log::spawn("repl-follow", move || me.run(gen));
