@@ -14,6 +14,7 @@ mod blocking;
 mod busy_script;
 mod client_limits;
 mod cluster;
+mod cluster_clients;
 mod command_meta;
 mod config_effect;
 mod deep_pipeline;
