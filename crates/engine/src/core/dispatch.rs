@@ -523,6 +523,12 @@ pub fn check(
             if shared.is_loading() && !flags.has(Flags::LOADING) {
                 return Err(CmdError::Loading);
             }
+            // While a replica loads asynchronously it serves the old data,
+            // but not what would disturb the load (Redis's
+            // `no-async-loading` commands).
+            if flags.has(Flags::NO_ASYNC_LOADING) && shared.is_async_loading() {
+                return Err(CmdError::Loading);
+            }
             if !flags.has(Flags::ALLOW_BUSY) && shared.scripts.is_busy() {
                 return Err(shared.scripts.busy_error());
             }

@@ -448,6 +448,7 @@ impl Session {
         self.plain = self.conf.maxmemory == 0
             && self.min_replicas == 0
             && !shared.is_loading()
+            && !shared.is_async_loading()
             && !paused
             && bgsave_ok
             && !shared.scripts.is_busy()
