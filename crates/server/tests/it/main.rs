@@ -22,6 +22,7 @@ mod differential_geo;
 mod differential_prop;
 mod differential_streams;
 mod differential_types;
+mod diskless_load;
 mod dropin_config;
 mod dropin_process;
 mod durable;
