@@ -957,7 +957,8 @@ impl Diskless {
             let locks = store::Locks::new(&sh.store, sh.clock.now_ms());
             (0..sh.store.databases()).all(|db| locks.db_counts(db).keys == 0)
         };
-        if !swapdb && !(mode == b"on-empty-db" && empty()) {
+        let on_empty = mode == b"on-empty-db" && empty();
+        if !swapdb && !on_empty {
             return None;
         }
         let asynchronous = swapdb && repl::master(sh).is_some_and(|m| m.position().0 == replid);
