@@ -167,7 +167,13 @@ fn policy_by_caller() {
     let text = |r: Result<(), crate::core::error::CmdError>| {
         String::from_utf8(r.unwrap_err().text().into_owned()).unwrap()
     };
-    let ro = Caller::Script { read_only: true, allow_oom: false, dirty: false, obeys: false };
+    let ro = Caller::Script {
+        read_only: true,
+        allow_oom: false,
+        dirty: false,
+        obeys: false,
+        cross_slot: true,
+    };
     assert_eq!(
         text(check(&h.shared, &mut h.sess, spec(set), set, ro)),
         "ERR Write commands are not allowed from read-only scripts."
@@ -179,7 +185,13 @@ fn policy_by_caller() {
             &mut h.sess,
             spec(blpop),
             blpop,
-            Caller::Script { read_only: false, allow_oom: false, dirty: false, obeys: false }
+            Caller::Script {
+                read_only: false,
+                allow_oom: false,
+                dirty: false,
+                obeys: false,
+                cross_slot: true
+            }
         )),
         "ERR This Redis command is not allowed from script"
     );

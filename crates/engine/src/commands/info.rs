@@ -313,7 +313,7 @@ fn section(cx: &mut Ctx, name: &str, t: &mut String, counts: &mut Counts) {
         "persistence" => {
             line!("# Persistence");
             line!("loading:{}", u8::from(sh.is_loading()));
-            line!("async_loading:0");
+            line!("async_loading:{}", u8::from(sh.is_async_loading()));
             let ps = &sh.persist;
             let pv = ps.progress.view(crate::core::shared::unix_ms());
             line!("current_cow_peak:{}", pv.cow_size);

@@ -131,6 +131,9 @@ fn migrate(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         db,
         items: &items,
         replace: o.replace,
+        // A cluster node's keys go to a node importing their slot, which
+        // serves them only under ASKING (Redis sends RESTORE-ASKING then).
+        asking: cx.shared.cluster.get().is_some(),
     };
     let got = net.transfer(&t);
     match got.failure {

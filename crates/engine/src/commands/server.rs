@@ -158,7 +158,8 @@ fn config_set(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     if let Some(e) = failure {
         return Err(e);
     }
-    if cx.shared.is_loading()
+    // Redis's server.loading is set during an asynchronous load too.
+    if (cx.shared.is_loading() || cx.shared.is_async_loading())
         && chosen.iter().any(|(n, _)| n.param.flags & pflags::DENY_LOADING != 0)
     {
         return Err(CmdError::Loading);

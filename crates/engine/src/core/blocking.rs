@@ -68,6 +68,15 @@ enum State {
     Unblocked {
         error: bool,
     },
+    /// Ended by the server with an error line (without its `-`): a key
+    /// whose slot moved away (Redis's
+    /// `clusterRedirectBlockedClientIfNeeded`), or this master becoming a
+    /// replica (`disconnectAllBlockedClients`, which also closes the
+    /// connection once the error is written: `close`).
+    Refused {
+        text: Box<str>,
+        close: bool,
+    },
     /// The client went away.
     Gone,
 }
@@ -94,6 +103,9 @@ pub struct Waiter {
     /// A wait on no key (WAIT): its reply when it times out or is
     /// unblocked, instead of a null.
     pub on_timeout: Option<TimeoutReply>,
+    /// The client had sent READONLY (cluster mode): a replica may keep
+    /// serving its read while its slot stays with this node's master.
+    pub readonly: bool,
     state: Mutex<State>,
 }
 
@@ -186,6 +198,7 @@ fn park(
             Proto::Resp2
         },
         on_timeout: None,
+        readonly: cx.sess.cluster_readonly,
         state: Mutex::new(State::Waiting),
     });
     for k in &w.keys {
@@ -223,6 +236,7 @@ pub fn block_keyless(
             Proto::Resp2
         },
         on_timeout: Some(on_timeout),
+        readonly: cx.sess.cluster_readonly,
         state: Mutex::new(State::Waiting),
     });
     let deadline = (timeout_ms > 0).then(|| cx.now().saturating_add(timeout_ms));
@@ -429,6 +443,14 @@ pub fn resolve(shared: &Shared, sess: &mut Session, now: i64) -> Option<Vec<u8>>
                 }
                 Vec::new()
             }
+            State::Refused { text, close } => {
+                // As Redis counts it: the error, and the call (not as a
+                // failed one: the reply was not the command's).
+                shared.cmdstats.error(text.as_bytes());
+                dispatch::count_call(shared, sess, w.spec, 0, false);
+                sess.close_after_reply |= close;
+                [&b"-"[..], text.as_bytes(), b"\r\n"].concat()
+            }
             State::Unblocked { error: true } => {
                 let text = b"UNBLOCKED client unblocked via CLIENT UNBLOCK";
                 shared.cmdstats.error(text);
@@ -489,6 +511,48 @@ pub fn unblock(shared: &Shared, id: u64, error: bool) -> bool {
     drop(st);
     wake(&h);
     true
+}
+
+/// Ends a wait with the error line `text` (without its `-`), the
+/// connection closed after it when `close`. False when the wait had
+/// already ended.
+pub fn refuse(w: &Waiter, text: &str, close: bool) -> bool {
+    let mut st = w.state.lock();
+    if !matches!(*st, State::Waiting) {
+        return false;
+    }
+    *st = State::Refused { text: text.into(), close };
+    drop(st);
+    wake(&w.handle);
+    true
+}
+
+/// Every client's current wait (cheap when nobody waits: one load).
+pub fn all_waiters(shared: &Shared) -> Vec<Arc<Waiter>> {
+    if shared.blocked_clients.load(Ordering::Relaxed) == 0 {
+        return Vec::new();
+    }
+    // The registry's lock is not held while a handle's wait is looked at.
+    let handles: Vec<Arc<ClientHandle>> = shared.clients.lock().values().cloned().collect();
+    handles.iter().filter_map(|h| h.blocked.lock().clone()).collect()
+}
+
+/// Redis's `disconnectAllBlockedClients`, when this server starts
+/// following a master (REPLICAOF, FAILOVER, a cluster node turned
+/// replica): every blocked client gets `-UNBLOCKED` and its connection
+/// closes after it. Returns how many.
+pub fn refuse_all_for_replica(shared: &Shared) -> usize {
+    all_waiters(shared)
+        .iter()
+        .filter(|w| {
+            refuse(
+                w,
+                "UNBLOCKED force unblock from blocking operation, instance state changed \
+                 (master -> replica?)",
+                true,
+            )
+        })
+        .count()
 }
 
 /// Whether a client is blocked (CLIENT LIST flag `b`).

@@ -41,8 +41,10 @@ pub enum Caller {
     /// `dirty` once the script wrote (the server's state no longer
     /// refuses its writes: Redis's `SCRIPT_WRITE_DIRTY`); `obeys` when
     /// the script itself was replayed (Redis's `mustObeyClient` of the
-    /// script's caller).
-    Script { read_only: bool, allow_oom: bool, dirty: bool, obeys: bool },
+    /// script's caller); `cross_slot` when its commands may reach keys of
+    /// several slots in cluster mode (a script without a shebang, or one
+    /// flagged `allow-cross-slot-keys`).
+    Script { read_only: bool, allow_oom: bool, dirty: bool, obeys: bool, cross_slot: bool },
     /// A command read back from the AOF (or a master's stream).
     Replay,
     /// A blocked client's command, run again because a key it waits on is
@@ -527,11 +529,17 @@ pub fn check(
             if shared.is_loading() && !flags.has(Flags::LOADING) {
                 return Err(CmdError::Loading);
             }
+            // While a replica loads asynchronously it serves the old data,
+            // but not what would disturb the load (Redis's
+            // `no-async-loading` commands).
+            if flags.has(Flags::NO_ASYNC_LOADING) && shared.is_async_loading() {
+                return Err(CmdError::Loading);
+            }
             if !flags.has(Flags::ALLOW_BUSY) && shared.scripts.is_busy() {
                 return Err(shared.scripts.busy_error());
             }
         }
-        Caller::Script { read_only, allow_oom, dirty, obeys } => {
+        Caller::Script { read_only, allow_oom, dirty, obeys, cross_slot } => {
             // Redis's scriptCall order: NOSCRIPT, stale, ACL, writes, OOM.
             if flags.has(Flags::NOSCRIPT)
                 && !shared.scripts.deny_disabled.load(std::sync::atomic::Ordering::Relaxed)
@@ -585,7 +593,9 @@ pub fn check(
             }
             if let Some(c) = shared.cluster.get() {
                 if !obeys {
-                    crate::subsystems::cluster::gate::script(shared, c, sess, spec, argv)?;
+                    crate::subsystems::cluster::gate::script(
+                        shared, c, sess, spec, argv, cross_slot,
+                    )?;
                 }
             }
         }

@@ -267,6 +267,11 @@ pub struct Session {
     /// Cluster mode: the client sent ASKING, for its next command (or
     /// transaction).
     pub asking: bool,
+    /// Cluster mode: the slot the current command's keys are in (Redis's
+    /// `client->slot`), set by routing; a script's commands without
+    /// `allow-cross-slot-keys` must stay in it, and the first one with
+    /// keys sets it when the script declared none.
+    pub cluster_slot: Option<u16>,
     /// Tracking mode while `CLIENT TRACKING` is on.
     pub tracking: Option<crate::subsystems::tracking::Mode>,
     /// `CLIENT CACHING yes|no` was given for the next command.
@@ -369,6 +374,7 @@ impl Session {
             pushed: None,
             modal: false,
             cluster_readonly: false,
+            cluster_slot: None,
             asking: false,
             tracking: None,
             caching: false,
@@ -442,6 +448,7 @@ impl Session {
         self.plain = self.conf.maxmemory == 0
             && self.min_replicas == 0
             && !shared.is_loading()
+            && !shared.is_async_loading()
             && !paused
             && bgsave_ok
             && !shared.scripts.is_busy()

@@ -268,6 +268,10 @@ pub struct Shared {
     pub jobs: Mutex<queue::Jobs>,
     /// Set while a dataset loads: commands without the LOADING flag wait.
     loading: AtomicBool,
+    /// Set while a replica receives a full sync it loads asynchronously
+    /// (`repl-diskless-load swapdb` from the master it already followed):
+    /// the old data is served, commands flagged `no-async-loading` wait.
+    async_loading: AtomicBool,
     /// `used_memory` as last measured, and when (unix ms), for the
     /// maxmemory check (measured at most once per millisecond).
     used_memory: AtomicU64,
@@ -403,6 +407,7 @@ impl Shared {
             nmonitors: AtomicUsize::new(0),
             notifier: Mutex::new(None),
             loading: AtomicBool::new(false),
+            async_loading: AtomicBool::new(false),
             used_memory: AtomicU64::new(0),
             used_memory_at: AtomicI64::new(i64::MIN),
             cluster: std::sync::OnceLock::new(),
@@ -477,6 +482,19 @@ impl Shared {
     /// Marks the start or end of loading a dataset.
     pub fn set_loading(&self, on: bool) {
         self.loading.store(on, Ordering::Release);
+        self.state_changed();
+    }
+
+    /// Whether a replica's full sync loads while the old data is served
+    /// (INFO's `async_loading`).
+    #[inline]
+    pub fn is_async_loading(&self) -> bool {
+        self.async_loading.load(Ordering::Relaxed)
+    }
+
+    /// Marks the start or end of an asynchronous load.
+    pub fn set_async_loading(&self, on: bool) {
+        self.async_loading.store(on, Ordering::Release);
         self.state_changed();
     }
 

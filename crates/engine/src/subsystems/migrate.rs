@@ -21,6 +21,8 @@ pub struct Transfer<'a> {
     pub db: i64,
     pub items: &'a [Item<'a>],
     pub replace: bool,
+    /// Send `RESTORE-ASKING` rather than `RESTORE` (cluster mode).
+    pub asking: bool,
 }
 
 /// Why the transfer stopped short.

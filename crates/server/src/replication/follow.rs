@@ -182,6 +182,9 @@ impl Follower {
         }
         let gen = st.gen;
         drop(st);
+        // Redis's replicationSetMaster: clients blocked here (on keys, on
+        // WAIT) are told the instance changed and let go.
+        engine::core::blocking::refuse_all_for_replica(&sh);
         log::notice(&format!("Connecting to MASTER {host}:{port}"));
         let me = self.clone();
         let spawned = log::spawn("repl-follow", move || me.run(gen));
@@ -211,6 +214,10 @@ impl Follower {
             std::thread::sleep(Duration::from_millis(20));
         }
         let mut backoff = Duration::from_millis(100);
+        // Redis reconnects from its once-a-second replicationCron: after
+        // the first quick retries, so does the link, on a 1 s tick of its
+        // own (a failed sync waits half a second on average, not a whole).
+        let cron = Instant::now();
         while self.current(gen) {
             log::notice("MASTER <-> REPLICA sync started");
             let res = self.session(&sh, gen);
@@ -232,7 +239,13 @@ impl Follower {
             if let Err(e) = res {
                 log::warning(&e);
             }
-            let until = Instant::now() + backoff;
+            let wait = if backoff < Duration::from_secs(1) {
+                backoff
+            } else {
+                let into = cron.elapsed().as_millis() as u64 % 1000;
+                Duration::from_millis(1000 - into)
+            };
+            let until = Instant::now() + wait;
             while Instant::now() < until && self.current(gen) {
                 std::thread::sleep(Duration::from_millis(20));
             }
@@ -456,26 +469,61 @@ impl Follower {
                 lossy(&head)
             ));
         };
-        let payload = if let Some(mark) = spec.strip_prefix(b"EOF:") {
-            if mark.len() != 40 {
+        let load = Diskless::decide(sh, replid);
+        let to = if load.is_some() { "to parser" } else { "to disk" };
+        let mark = spec.strip_prefix(b"EOF:");
+        let len = match mark {
+            Some(mark) if mark.len() != 40 => {
                 return Err(format!("Bad EOF mark from MASTER: '{}'", lossy(mark)));
             }
-            log::notice(
-                "MASTER <-> REPLICA sync: receiving streamed RDB from master with EOF to disk",
-            );
-            link.until_mark(self, mark)?
-        } else {
-            let len = std::str::from_utf8(spec)
-                .ok()
-                .and_then(|s| s.parse::<usize>().ok())
-                .ok_or_else(|| format!("Bad payload length from MASTER: '{}'", lossy(spec)))?;
-            log::notice(&format!(
-                "MASTER <-> REPLICA sync: receiving {len} bytes from master to disk"
-            ));
-            if let Some(t) = self.st.lock().transfer.as_mut() {
-                t.0 = len as i64;
+            Some(_) => {
+                log::notice(&format!(
+                    "MASTER <-> REPLICA sync: receiving streamed RDB from master with EOF {to}"
+                ));
+                None
             }
-            link.exactly(self, len)?
+            None => {
+                let len = std::str::from_utf8(spec)
+                    .ok()
+                    .and_then(|s| s.parse::<usize>().ok())
+                    .ok_or_else(|| format!("Bad payload length from MASTER: '{}'", lossy(spec)))?;
+                log::notice(&format!(
+                    "MASTER <-> REPLICA sync: receiving {len} bytes from master {to}"
+                ));
+                if let Some(t) = self.st.lock().transfer.as_mut() {
+                    t.0 = len as i64;
+                }
+                Some(len)
+            }
+        };
+        // With repl-diskless-load the load starts with the transfer, as
+        // Redis's: the server is loading (or, loading asynchronously,
+        // serves the old data) until the payload is in, and a payload cut
+        // short fails the load and leaves the old data in place.
+        let loading = load.map(|d| d.start(sh));
+        let read = match (mark, len) {
+            (Some(mark), _) => link.until_mark(self, mark),
+            (None, Some(len)) => link.exactly(self, len),
+            (None, None) => unreachable!("a payload is marked or sized"),
+        };
+        let payload = match read {
+            Ok(p) => p,
+            Err(e) if load.is_some() => {
+                let got = self.st.lock().transfer.map_or(0, |t| t.1);
+                log::warning(&format!(
+                    "Internal error in RDB reading offset {got}: the payload from the MASTER \
+                     ended early ({e})"
+                ));
+                log::warning(
+                    "Failed trying to load the MASTER synchronization DB from socket, check \
+                     server logs.",
+                );
+                if load.is_some_and(|d| d.swapdb) {
+                    log::notice("MASTER <-> REPLICA sync: Discarding the half-loaded data");
+                }
+                return Err(e);
+            }
+            Err(e) => return Err(e),
         };
         let _apply = self.apply.lock();
         if !self.current(link.gen) {
@@ -487,8 +535,13 @@ impl Follower {
         }
         log::notice("MASTER <-> REPLICA sync: Flushing old data");
         sh.set_loading(true);
+        if let Some(g) = loading {
+            g.into_load();
+        }
         persistence::flush_all(sh);
-        log::notice("MASTER <-> REPLICA sync: Loading DB in memory");
+        if load.is_none() {
+            log::notice("MASTER <-> REPLICA sync: Loading DB in memory");
+        }
         // Expired keys are kept: the master deletes them (its DELs come).
         let loaded = persistence::load_bytes_at(sh, &payload, false, 0, sh.clock.now_ms());
         sh.set_loading(false);
@@ -881,6 +934,73 @@ impl Link {
         if let Some(t) = f.st.lock().transfer.as_mut() {
             t.1 = read as i64;
             t.2 = unix_ms() / 1000;
+        }
+    }
+}
+
+/// A full sync loaded as the transfer arrives (`repl-diskless-load`
+/// `swapdb`, or `on-empty-db` with no key), as Redis's `useDisklessLoad`.
+#[derive(Clone, Copy)]
+struct Diskless {
+    swapdb: bool,
+    /// The master's replication id is ours already: the old data is a
+    /// point in time of the same data set, served while the new one
+    /// arrives (Redis's async loading, swapdb only).
+    asynchronous: bool,
+}
+
+impl Diskless {
+    fn decide(sh: &Shared, replid: &str) -> Option<Diskless> {
+        let mode = sh.config.read().get_by_name("repl-diskless-load").unwrap_or_default();
+        let swapdb = mode == b"swapdb";
+        let empty = || {
+            let locks = store::Locks::new(&sh.store, sh.clock.now_ms());
+            (0..sh.store.databases()).all(|db| locks.db_counts(db).keys == 0)
+        };
+        let on_empty = mode == b"on-empty-db" && empty();
+        if !swapdb && !on_empty {
+            return None;
+        }
+        let asynchronous = swapdb && repl::master(sh).is_some_and(|m| m.position().0 == replid);
+        Some(Diskless { swapdb, asynchronous })
+    }
+
+    /// Marks the load started (logged as Redis does); it ends when the
+    /// guard drops.
+    fn start(self, sh: &Arc<Shared>) -> LoadGuard {
+        log::notice("MASTER <-> REPLICA sync: Loading DB in memory");
+        if self.asynchronous {
+            sh.set_async_loading(true);
+        } else {
+            sh.set_loading(true);
+        }
+        LoadGuard { sh: sh.clone(), asynchronous: self.asynchronous }
+    }
+}
+
+/// Ends a diskless load's state when dropped (a failed transfer).
+struct LoadGuard {
+    sh: Arc<Shared>,
+    asynchronous: bool,
+}
+
+impl LoadGuard {
+    /// The payload is in: the load proper takes over (it sets and clears
+    /// `loading` itself).
+    fn into_load(self) {
+        if self.asynchronous {
+            self.sh.set_async_loading(false);
+        }
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for LoadGuard {
+    fn drop(&mut self) {
+        if self.asynchronous {
+            self.sh.set_async_loading(false);
+        } else {
+            self.sh.set_loading(false);
         }
     }
 }

@@ -160,7 +160,8 @@ impl Net {
         }
         for it in t.items {
             let ttl = it.ttl.to_string();
-            let argv: [&[u8]; 5] = [b"RESTORE", it.key, ttl.as_bytes(), &it.payload, b"REPLACE"];
+            let name: &[u8] = if t.asking { b"RESTORE-ASKING" } else { b"RESTORE" };
+            let argv: [&[u8]; 5] = [name, it.key, ttl.as_bytes(), &it.payload, b"REPLACE"];
             resp::write_command(&mut cmd, &argv[..if t.replace { 5 } else { 4 }]);
         }
         // In 64 KiB pieces, each within the timeout, as Redis writes.

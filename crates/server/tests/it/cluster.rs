@@ -13,16 +13,16 @@ use std::time::Duration;
 use crate::common::wait_for;
 use testkit::{scratch_dir, Client, ServerProc, TestServer, REDIS_SERVER};
 
-fn have_redis() -> bool {
+pub(crate) fn have_redis() -> bool {
     Path::new(REDIS_SERVER).is_file()
 }
 
-fn bins() -> [(&'static str, PathBuf); 2] {
+pub(crate) fn bins() -> [(&'static str, PathBuf); 2] {
     [("redis", PathBuf::from(REDIS_SERVER)), ("sluice", TestServer::default_bin())]
 }
 
 /// Starts `bin` on a free port in `dir`, with `extra` flags.
-fn spawn(bin: &Path, dir: &Path, extra: &[&str]) -> ServerProc {
+pub(crate) fn spawn(bin: &Path, dir: &Path, extra: &[&str]) -> ServerProc {
     let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
     ServerProc::spawn_raw(
         bin,
@@ -39,12 +39,12 @@ fn spawn(bin: &Path, dir: &Path, extra: &[&str]) -> ServerProc {
     )
 }
 
-fn raw(c: &mut Client, args: &[&str]) -> String {
+pub(crate) fn raw(c: &mut Client, args: &[&str]) -> String {
     String::from_utf8_lossy(&c.cmd(args).expect("reply")).into_owned()
 }
 
 /// A cluster node's replies with its id and ports masked.
-fn masked(reply: &str, id: &str, port: u16) -> String {
+pub(crate) fn masked(reply: &str, id: &str, port: u16) -> String {
     reply
         .replace(id, "<ID>")
         .replace(&(u32::from(port) + 10000).to_string(), "<CPORT>")
@@ -86,7 +86,7 @@ fn standalone_refuses_cluster_commands_as_redis_does() {
 }
 
 /// A one-node cluster of `bin`: `(process, node id)`.
-fn one_node(tag: &str, bin: &Path) -> (ServerProc, String, PathBuf) {
+pub(crate) fn one_node(tag: &str, bin: &Path) -> (ServerProc, String, PathBuf) {
     let dir = scratch_dir(&format!("cluster-node-{tag}"));
     let p = spawn(bin, &dir, &["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"]);
     let mut c = p.client();
@@ -237,16 +237,16 @@ fn nodes_conf_moves_between_redis_and_sluice() {
     assert_eq!(identity(&r), (id, want));
 }
 
-const REDIS_CLI: &str = "/usr/bin/redis-cli";
+pub(crate) const REDIS_CLI: &str = "/usr/bin/redis-cli";
 
 /// A cluster node of `bin` with its bus on a free port of its own.
-fn bus_node(tag: &str, bin: &Path) -> ServerProc {
+pub(crate) fn bus_node(tag: &str, bin: &Path) -> ServerProc {
     let dir = scratch_dir(&format!("cluster-bus-{tag}"));
     let cport = testkit::free_port().to_string();
     spawn(bin, &dir, &["--cluster-enabled", "yes", "--cluster-port", &cport])
 }
 
-fn cli(args: &[&str]) -> (bool, String) {
+pub(crate) fn cli(args: &[&str]) -> (bool, String) {
     let out = std::process::Command::new(REDIS_CLI).args(args).output().expect("redis-cli");
     let text =
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);

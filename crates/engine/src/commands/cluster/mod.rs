@@ -16,7 +16,7 @@ use resp::ReplyBuf;
 use crate::core::ctx::{Args, Ctx};
 use crate::core::error::{CmdError, CmdResult};
 use crate::core::spec::{Command, Lock};
-use crate::subsystems::cluster::{flag, Cluster};
+use crate::subsystems::cluster::Cluster;
 
 pub const COMMANDS: &[Command] = &[
     Command::redis("CLUSTER", container).subs(SUBS),
@@ -181,12 +181,7 @@ fn replicate(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
                 st.set_owner(s, None);
             }
         }
-        let master = st.nodes[n].id;
-        let (ip, port) = (st.nodes[n].ip.clone(), st.nodes[n].port);
-        let m = st.me_mut();
-        m.flags = (m.flags & !(flag::MASTER | flag::MIGRATE_TO)) | flag::SLAVE;
-        m.master = Some(master);
-        (ip, port)
+        st.become_replica_of(n)
     };
     changed(cx, c);
     if let Some(f) = cx.shared.host.follow.as_ref() {

@@ -274,6 +274,11 @@ pub(super) fn setslot(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdR
     // never locked under the state's lock).
     let id = cx.shared.store.global_id(0, slot as u32);
     let keys = cx.stripe_at(id).len();
+    let migration = crate::subsystems::cluster::yes(
+        &cx.shared.config.read(),
+        "cluster-allow-replica-migration",
+    );
+    let mut follow = None;
     let mut st = c.state.write();
     let me = st.myself;
     // A node named by the action: known, and a master.
@@ -318,7 +323,18 @@ pub(super) fn setslot(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdR
             if keys == 0 && matches!(st.moving.get(&slot), Some(Moving::To(_))) {
                 st.moving.remove(&slot);
             }
+            let was_mine = st.owner(slot) == Some(me);
             st.set_owner(slot, Some(n));
+            // A master that gave its last slot away follows the node that
+            // took it (Redis 7.0's SETSLOT NODE, with
+            // cluster-allow-replica-migration).
+            if was_mine && n != me && st.me().numslots == 0 && migration {
+                crate::subsystems::log::warning(&format!(
+                    "Configuration change detected. Reconfiguring myself as a replica of {}",
+                    st.nodes[n].name()
+                ));
+                follow = Some(st.become_replica_of(n));
+            }
             if n == me && matches!(st.moving.get(&slot), Some(Moving::From(_))) {
                 // A slot migrated by hand: a new epoch, so that the new
                 // owner wins when the bus spreads it.
@@ -343,6 +359,9 @@ pub(super) fn setslot(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdR
     }
     drop(st);
     super::changed(cx, c);
+    if let (Some((ip, port)), Some(f)) = (follow, cx.shared.host.follow.as_ref()) {
+        f.follow(&ip, port);
+    }
     out.ok();
     Ok(())
 }

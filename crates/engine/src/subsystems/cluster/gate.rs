@@ -73,6 +73,9 @@ pub fn client(
     } else if exec {
         sess.asking = false;
     }
+    // Redis's resetClient clears the slot after each command; routing
+    // sets it for the one about to run.
+    sess.cluster_slot = None;
     if !route::wants(flags, spec.meta()) {
         return Ok(());
     }
@@ -98,28 +101,59 @@ pub fn client(
         let here = if moving { present(shared, cmds()) } else { Vec::new() };
         let q = Query { writes, ..base };
         let st = c.state.read();
-        route::route(&st, cmds(), &q, |k| here.iter().any(|h| h == k))
-            .map(|_| ())
-            .map_err(Redirect::into_error)
+        sess.cluster_slot = route::route(&st, cmds(), &q, |k| here.iter().any(|h| h == k))
+            .map_err(Redirect::into_error)?;
     } else {
         let one = || std::iter::once((spec.meta(), argv));
         let here = if moving { present(shared, one()) } else { Vec::new() };
         let q = Query { migrate: spec.meta().name == "migrate", ..base };
         let st = c.state.read();
-        route::route(&st, one(), &q, |k| here.iter().any(|h| h == k))
-            .map(|_| ())
-            .map_err(Redirect::into_error)
+        sess.cluster_slot = route::route(&st, one(), &q, |k| here.iter().any(|h| h == k))
+            .map_err(Redirect::into_error)?;
+    }
+    Ok(())
+}
+
+/// The cluster's cron (Redis's `clientsCron` step): every client blocked
+/// on keys whose slot this node no longer serves (the slot moved, the
+/// node became a replica, the cluster went down) stops waiting with
+/// `-MOVED`, or `-CLUSTERDOWN`. Costs one load while nobody waits.
+pub fn redirect_blocked(shared: &Shared, c: &Cluster) {
+    let waiters = crate::core::blocking::all_waiters(shared);
+    if waiters.is_empty() {
+        return;
+    }
+    // Decided under the state's lock, ended after it (ending one wakes a
+    // connection; no lock is held across that).
+    let ends: Vec<_> = {
+        let st = c.state.read();
+        waiters
+            .into_iter()
+            // Job queues and keyless waits (WAIT) are not in a slot.
+            .filter(|w| !w.jobs && !w.keys.is_empty())
+            .filter_map(|w| {
+                let writes = w.spec.flags.has(Flags::WRITE);
+                route::blocked(&st, &w.keys[0], w.readonly, writes).map(|r| (w, r))
+            })
+            .collect()
+    };
+    for (w, r) in ends {
+        let e = r.into_error();
+        crate::core::blocking::refuse(&w, &String::from_utf8_lossy(&e.text()), false);
     }
 }
 
 /// A script's command: refused when its keys are not this node's, in
-/// Redis's words for scripts.
+/// Redis's words for scripts (`scriptVerifyClusterState`), or, unless
+/// `cross_slot`, when they are not in the slot of the script's other keys
+/// (those it declared, else those of its first command with keys).
 pub fn script(
     shared: &Shared,
     c: &Cluster,
     sess: &mut Session,
     spec: &'static CommandSpec,
     argv: &[&[u8]],
+    cross_slot: bool,
 ) -> Result<(), CmdError> {
     if !route::wants(spec.flags, spec.meta()) {
         return Ok(());
@@ -131,6 +165,16 @@ pub fn script(
     // move is not looked up here (it would lock a stripe under the state's
     // lock), so a script's key counts as present.
     match route::route(&st, std::iter::once((spec.meta(), argv)), &q, |_| true) {
+        Ok(Some(slot)) if !cross_slot => match sess.cluster_slot {
+            None => {
+                sess.cluster_slot = Some(slot);
+                Ok(())
+            }
+            Some(s) if s == slot => Ok(()),
+            Some(_) => Err(CmdError::err(
+                "Script attempted to access keys that do not hash to the same slot",
+            )),
+        },
         Ok(_) => Ok(()),
         Err(Redirect::DownReadOnly) => Err(CmdError::err(
             "Script attempted to execute a write command while the cluster is down and readonly",

@@ -523,6 +523,22 @@ impl State {
         b
     }
 
+    /// Redis's `clusterSetMaster` on the state: this node becomes a
+    /// replica of master `n` (a master's slots on the move are dropped, a
+    /// manual failover under way is forgotten). Returns where replication
+    /// must follow.
+    pub fn become_replica_of(&mut self, n: usize) -> (String, u16) {
+        let me = self.me_mut();
+        if me.is_master() {
+            me.flags = (me.flags & !(flag::MASTER | flag::MIGRATE_TO)) | flag::SLAVE;
+            self.moving.clear();
+        }
+        let id = self.nodes[n].id;
+        self.me_mut().master = Some(id);
+        self.manual = Default::default();
+        (self.nodes[n].ip.clone(), self.nodes[n].port)
+    }
+
     /// The replicas of node `m`, in table order.
     pub fn replicas_of(&self, m: usize) -> Vec<usize> {
         let id = self.nodes[m].id;
@@ -701,8 +717,9 @@ pub fn announce(shared: &crate::Shared) {
 }
 
 /// The cluster's periodic work that is not the bus's: the health
-/// (Redis's `clusterUpdateState` from its cron) and saving `nodes.conf`
-/// after a change. Run every 100 ms.
+/// (Redis's `clusterUpdateState` from its cron), blocked clients whose
+/// slot is no longer served here (Redis's `clientsCron` step), and saving
+/// `nodes.conf` after a change. Run every 100 ms.
 pub fn cron(shared: &crate::Shared) {
     let Some(c) = shared.cluster.get() else { return };
     let (full, timeout) = {
@@ -710,6 +727,7 @@ pub fn cron(shared: &crate::Shared) {
         (yes(&cfg, "cluster-require-full-coverage"), node_timeout(&cfg))
     };
     c.state.write().update(crate::core::shared::unix_ms(), full, timeout);
+    gate::redirect_blocked(shared, c);
     c.save_if_changed();
 }
 

@@ -185,6 +185,39 @@ pub fn route<'a>(
     Ok(Some(slot))
 }
 
+/// Redis's `clusterRedirectBlockedClientIfNeeded`: whether a client
+/// blocked on `key` (all its keys share its slot) must stop waiting here,
+/// and with which error. `readonly`: it sent READONLY; `writes`: its
+/// command writes (a replica keeps a READONLY client's read while its
+/// slot stays with its master). A slot being imported keeps its waiters.
+pub fn blocked(st: &State, key: &[u8], readonly: bool, writes: bool) -> Option<Redirect> {
+    if !st.ok {
+        // Even when reads are allowed while down: the write that would
+        // serve the client may never come.
+        return Some(Redirect::Down);
+    }
+    let slot = store::slot::key_slot(key);
+    let mut owner = st.owner(slot);
+    let me = st.me();
+    if readonly
+        && !writes
+        && !me.is_master()
+        && owner.is_some_and(|n| me.master.is_some_and(|m| st.nodes[n].id == m))
+    {
+        owner = Some(st.myself);
+    }
+    if owner == Some(st.myself) || matches!(st.moving.get(&slot), Some(Moving::From(_))) {
+        return None;
+    }
+    Some(match owner {
+        None => Redirect::Unbound,
+        Some(n) => {
+            let node = &st.nodes[n];
+            Redirect::Moved { slot, addr: format!("{}:{}", node.ip, node.port) }
+        }
+    })
+}
+
 /// Whether a command needs routing at all (Redis skips commands with no
 /// key specs that are not EXEC).
 #[inline]
@@ -248,5 +281,33 @@ mod tests {
         let argv = get("a");
         let r = route(&st, [(meta("GET"), &argv[..])].into_iter(), &q(), |_| false);
         assert_eq!(r, Err(Redirect::Unbound));
+    }
+
+    #[test]
+    fn a_blocked_client_is_redirected_as_redis_does() {
+        let mut st = two_nodes();
+        // a: slot 15495, on b; foo: 12182, on b; bar: 5061, here.
+        assert_eq!(blocked(&st, b"bar", false, true), None);
+        let moved = Some(Redirect::Moved { slot: 15495, addr: "10.0.0.2:7002".into() });
+        assert_eq!(blocked(&st, b"a", false, true), moved);
+        // A slot being imported keeps its waiters; one being migrated
+        // away is still this node's until it is given away.
+        st.moving.insert(15495, Moving::From(1));
+        assert_eq!(blocked(&st, b"a", false, true), None);
+        st.moving.clear();
+        st.moving.insert(5061, Moving::To(1));
+        assert_eq!(blocked(&st, b"bar", false, true), None);
+        st.set_owner(15495, None);
+        assert_eq!(blocked(&st, b"a", false, false), Some(Redirect::Unbound));
+        st.ok = false;
+        assert_eq!(blocked(&st, b"bar", false, true), Some(Redirect::Down));
+        // A replica of b keeps a READONLY client's read of b's slot.
+        let mut st = two_nodes();
+        let b = st.nodes[1].id;
+        st.me_mut().flags = flag::MYSELF | flag::SLAVE;
+        st.me_mut().master = Some(b);
+        assert_eq!(blocked(&st, b"foo", true, false), None);
+        assert!(matches!(blocked(&st, b"foo", true, true), Some(Redirect::Moved { .. })));
+        assert!(matches!(blocked(&st, b"foo", false, false), Some(Redirect::Moved { .. })));
     }
 }

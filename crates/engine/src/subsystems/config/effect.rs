@@ -55,10 +55,6 @@ pub fn not_in_effect(name: &str) -> Option<&'static str> {
             "a replica frees its old dataset as a lazy FLUSHALL does whatever this says"
         }
         "replica-ignore-maxmemory" => REPL_LATER,
-        "repl-diskless-load" => {
-            "not yet in effect: a Sluice replica reads the whole RDB payload before loading it \
-             (Redis's `disabled`)"
-        }
         "replica-ignore-disk-write-errors" => REPL_LATER,
         "cluster-migration-barrier" => {
             "not yet in effect: Sluice's cluster does not move replicas to orphaned masters"

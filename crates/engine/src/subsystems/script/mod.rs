@@ -669,7 +669,8 @@ pub(crate) fn run_loop(
 /// failed BGSAVE (MISCONF), one that may write; without
 /// enough good replicas (`min-replicas-to-write`), or on a read-only
 /// replica, one that may write; on a stale replica, one without
-/// `allow-stale`; writing from an `_RO` command. (Scripts without a
+/// `allow-stale`; in cluster mode, one flagged `no-cluster`; writing from
+/// an `_RO` command. (Scripts without a
 /// shebang line are only refused on a stale replica, and are otherwise
 /// checked command by command; what a master or the AOF replays is not
 /// checked.)
@@ -706,6 +707,10 @@ pub(crate) fn check_flags(cx: &mut Ctx, flags: ScriptFlags, ro: bool) -> CmdResu
     // processCommand sees the flags the script declared).
     if !flags.allow_stale && running_stale(cx) {
         return Err(CmdError::MasterDown);
+    }
+    // The rest is scriptPrepareForRun's, once processCommand let it run.
+    if flags.no_cluster && cx.shared.cluster.get().is_some() {
+        return Err(CmdError::err("Can not run script on cluster, 'no-cluster' flag is set."));
     }
     if ro && !flags.no_writes {
         return Err(CmdError::err("Can not execute a script with write flag using *_ro command."));

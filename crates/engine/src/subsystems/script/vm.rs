@@ -1826,6 +1826,7 @@ impl Run<'_, '_> {
             allow_oom: self.script.flags.allow_oom,
             dirty: self.wrote,
             obeys: self.obeys,
+            cross_slot: !self.script.flags.shebang || self.script.flags.allow_cross_slot_keys,
         };
         buf.proto = if self.resp3 { Proto::Resp3 } else { Proto::Resp2 };
         let ops = self.sess.fx.ops_len();

@@ -431,18 +431,10 @@ fn roles(st: &mut State, s: usize, m: &Msg, peer_ip: &str, _cf: Conf, out: &mut 
 
 /// Redis's `clusterSetMaster`: this node becomes a replica of node `n`.
 pub(crate) fn set_my_master(st: &mut State, n: usize, out: &mut Out) {
-    let me = st.me_mut();
-    if me.is_master() {
-        me.flags = (me.flags & !(flag::MASTER | flag::MIGRATE_TO)) | flag::SLAVE;
-        st.moving.clear();
-    }
-    let id = st.nodes[n].id;
-    st.me_mut().master = Some(id);
-    out.follow = Some((st.nodes[n].ip.clone(), st.nodes[n].port));
     if st.manual.replica.is_some() {
         out.hold_writes = Some(false);
     }
-    st.manual = Default::default();
+    out.follow = Some(st.become_replica_of(n));
     out.changed = true;
 }
 

@@ -1,0 +1,117 @@
+//! A replica's `repl-diskless-load swapdb` against reality: the same
+//! redis-server master feeds a redis-server replica (the oracle) and a
+//! Sluice replica in turn, with a slowed transfer (`rdb-key-save-delay`)
+//! cut short by `CLIENT KILL TYPE replica`. What each replica shows is
+//! compared: a first full sync from a new master loads (`loading:1`,
+//! `-LOADING`), a sync from the master whose replication id the replica
+//! has already loads asynchronously (`async_loading:1`, the old data
+//! served, `no-async-loading` commands refused), and a payload cut short
+//! leaves the old data in place with neither flag set.
+
+use std::time::Duration;
+
+use crate::common::{cmd, info, text, wait_for};
+use testkit::{Client, RedisServer, ServerProc, TestServer};
+
+fn field(c: &mut Client, section: &str, name: &str) -> String {
+    info(c, section, name).unwrap_or_default()
+}
+
+fn reply(c: &mut Client, args: &[&str]) -> String {
+    text(&cmd(c, args))
+}
+
+/// Waits until the master streams a full sync slowly to its replica.
+fn wait_flag(replica: &mut Client, flag: &str) {
+    wait_for(flag, Duration::from_secs(30), || field(replica, "persistence", flag) == "1");
+}
+
+/// Cuts the sync short on the master; the replica's flags drop.
+fn cut(master: &mut Client, replica: &mut Client) -> String {
+    // The next attempt waits, so the replica is seen between syncs.
+    reply(master, &["CONFIG", "SET", "repl-diskless-sync-delay", "5"]);
+    let killed = reply(master, &["CLIENT", "KILL", "TYPE", "replica"]);
+    wait_for("the load to stop", Duration::from_secs(30), || {
+        field(replica, "persistence", "loading") == "0"
+            && field(replica, "persistence", "async_loading") == "0"
+    });
+    killed
+}
+
+/// The scenario for a replica `r`, with a fresh redis-server master.
+fn scenario(r: &ServerProc) -> Vec<String> {
+    let m = RedisServer::start_with(&["--save", "", "--appendonly", "no"], None).expect("redis");
+    let (mut master, mut replica) = (m.client(), r.client());
+    let mut out = Vec::new();
+    for a in [
+        &["CONFIG", "SET", "repl-diskless-sync", "yes"][..],
+        &["CONFIG", "SET", "repl-diskless-sync-delay", "0"],
+        &["CONFIG", "SET", "rdbcompression", "no"],
+        &["DEBUG", "POPULATE", "100", "master", "100000"],
+    ] {
+        out.push(reply(&mut master, a));
+    }
+    for a in [
+        &["CONFIG", "SET", "repl-diskless-load", "swapdb"][..],
+        &["CONFIG", "SET", "replica-read-only", "no"],
+        &["DEBUG", "POPULATE", "20", "replica", "10"],
+        &["SET", "mykey", "old"],
+    ] {
+        out.push(reply(&mut replica, a));
+    }
+    // 1. A new master (another replication id): the replica loads.
+    reply(&mut master, &["CONFIG", "SET", "rdb-key-save-delay", "20000"]);
+    let port = m.port().to_string();
+    out.push(reply(&mut replica, &["REPLICAOF", "127.0.0.1", &port]));
+    wait_flag(&mut replica, "loading");
+    out.push(field(&mut replica, "persistence", "async_loading"));
+    out.push(reply(&mut replica, &["GET", "mykey"]));
+    out.push(cut(&mut master, &mut replica));
+    out.push(reply(&mut replica, &["GET", "mykey"]));
+    out.push(reply(&mut replica, &["DBSIZE"]));
+    // 2. The sync completes: the master's data set replaces the old one.
+    reply(&mut master, &["CONFIG", "SET", "rdb-key-save-delay", "0"]);
+    reply(&mut master, &["CONFIG", "SET", "repl-diskless-sync-delay", "0"]);
+    wait_for("the link", Duration::from_secs(30), || {
+        field(&mut replica, "replication", "master_link_status") == "up"
+    });
+    out.push(reply(&mut replica, &["GET", "mykey"]));
+    out.push(reply(&mut replica, &["DBSIZE"]));
+    // 3. A full sync from the same master (its backlog overrun while the
+    // link was down): loaded asynchronously, the old data served.
+    out.push(reply(&mut replica, &["SET", "mykey", "mine"]));
+    reply(&mut master, &["CONFIG", "SET", "rdb-key-save-delay", "20000"]);
+    reply(&mut master, &["CONFIG", "SET", "repl-backlog-size", "16384"]);
+    reply(&mut master, &["MULTI"]);
+    reply(&mut master, &["CLIENT", "KILL", "TYPE", "replica"]);
+    for i in 0..10 {
+        reply(&mut master, &["SET", &format!("big{i}"), &"A".repeat(16384)]);
+    }
+    reply(&mut master, &["EXEC"]);
+    wait_flag(&mut replica, "async_loading");
+    out.push(field(&mut replica, "persistence", "loading"));
+    out.push(reply(&mut replica, &["GET", "mykey"]));
+    out.push(reply(&mut replica, &["DBSIZE"]));
+    out.push(reply(&mut replica, &["CONFIG", "SET", "appendonly", "no"]));
+    out.push(reply(&mut replica, &["REPLICAOF", "NO", "ONE"]));
+    out.push(reply(&mut replica, &["PING"]));
+    out.push(cut(&mut master, &mut replica));
+    out.push(reply(&mut replica, &["GET", "mykey"]));
+    out.push(reply(&mut replica, &["DBSIZE"]));
+    reply(&mut master, &["CONFIG", "SET", "rdb-key-save-delay", "0"]);
+    out.push(reply(&mut replica, &["REPLICAOF", "NO", "ONE"]));
+    out
+}
+
+#[test]
+fn a_swapdb_replica_loads_and_loads_asynchronously_as_redis_does() {
+    let Some(redis) = RedisServer::start_with(&["--save", ""], None) else { return };
+    let want = scenario(&redis);
+    drop(redis);
+    let sluice = TestServer::start_with(&TestServer::default_bin(), &["--save", ""], None);
+    let got = scenario(&sluice);
+    assert_eq!(want[4 + 4 + 1], "0", "the oracle loaded synchronously first: {want:?}");
+    for (i, (w, g)) in want.iter().zip(&got).enumerate() {
+        assert_eq!(g, w, "step {i} differs: {got:?}");
+    }
+}
