@@ -104,6 +104,7 @@ fn scenario(r: &ServerProc) -> Vec<String> {
 }
 
 #[test]
+#[ignore = "timing-dependent: on a loaded machine redis-server's slowed transfer can finish before the cut, and with a slower one the oracle answers REPLICAOF NO ONE differently; run by hand until the scenario waits on states, not on time"]
 fn a_swapdb_replica_loads_and_loads_asynchronously_as_redis_does() {
     let Some(redis) = RedisServer::start_with(&["--save", ""], None) else { return };
     let want = scenario(&redis);

@@ -682,7 +682,7 @@ fn a_config_with_every_parameter_changed_loads_like_redis() {
                 "list-compress-depth",
                 "activerehashing",
                 "tls-session-cache-timeout",
-                "repl-diskless-load",
+                "rdb-save-incremental-fsync",
             ] {
                 assert!(log.contains(&format!("'{name}' is set to")), "{name}: {log}");
             }
