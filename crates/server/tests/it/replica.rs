@@ -608,6 +608,25 @@ fn master_restart_and_promotion() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A Sluice replica and, beside it, a redis-server replica (the oracle)
+/// of `master`, both synced.
+fn twin_replicas(
+    master: &RedisServer,
+    m: &mut Client,
+) -> (TestServer, Client, RedisServer, Client) {
+    let sluice = TestServer::start();
+    let mut r = sluice.client();
+    let oracle = RedisServer::start().expect("redis-server");
+    let mut o = oracle.client();
+    let port = master.port().to_string();
+    for c in [&mut r, &mut o] {
+        assert_eq!(cmd(c, &["REPLICAOF", "127.0.0.1", &port]), ok());
+    }
+    wait_synced(m, &mut r);
+    wait_synced(m, &mut o);
+    (sluice, r, oracle, o)
+}
+
 /// A writable replica expires the keys its own clients gave a TTL (Redis
 /// 7.0's `slaveKeysWithExpire`), and only those: its master's keys wait
 /// for the master's DEL. Before, a Sluice replica never deleted a key for
@@ -621,16 +640,7 @@ fn writable_replica_expires_keys_its_clients_gave_a_ttl() {
     // never read): the replicas must not delete it themselves.
     cmd(&mut m, &["DEBUG", "SET-ACTIVE-EXPIRE", "0"]);
     cmd(&mut m, &["SET", "masters", "v", "PX", "100"]);
-    let sluice = TestServer::start();
-    let mut r = sluice.client();
-    let oracle = RedisServer::start().expect("redis-server");
-    let mut o = oracle.client();
-    let port = master.port().to_string();
-    for c in [&mut r, &mut o] {
-        assert_eq!(cmd(c, &["REPLICAOF", "127.0.0.1", &port]), ok());
-    }
-    wait_synced(&mut m, &mut r);
-    wait_synced(&mut m, &mut o);
+    let (_sluice, mut r, _oracle, mut o) = twin_replicas(&master, &mut m);
     for c in [&mut r, &mut o] {
         assert_eq!(cmd(c, &["CONFIG", "SET", "replica-read-only", "no"]), ok());
         let before: i64 = info(c, "stats", "expired_keys").unwrap().parse().unwrap();
@@ -666,16 +676,7 @@ fn writable_replica_expires_keys_its_clients_gave_a_ttl() {
 fn paused_replica_reads_but_does_not_apply_its_masters_writes() {
     let Some(master) = RedisServer::start() else { return };
     let mut m = master.client();
-    let sluice = TestServer::start();
-    let mut r = sluice.client();
-    let oracle = RedisServer::start().expect("redis-server");
-    let mut o = oracle.client();
-    let port = master.port().to_string();
-    for c in [&mut r, &mut o] {
-        assert_eq!(cmd(c, &["REPLICAOF", "127.0.0.1", &port]), ok());
-    }
-    wait_synced(&mut m, &mut r);
-    wait_synced(&mut m, &mut o);
+    let (_sluice, mut r, _oracle, mut o) = twin_replicas(&master, &mut m);
     // A write after the sync, so that the stream's SELECT is behind us.
     cmd(&mut m, &["SET", "foo", "bar"]);
     wait_synced(&mut m, &mut r);

@@ -16,6 +16,7 @@
 //! disagree with their entries) is in docs/persistence.md.
 
 use resp::Frame;
+use testkit::abuse::{Rng, Source};
 use testkit::{Client, RedisServer, TestServer};
 
 fn cmd(c: &mut Client, args: &[&[u8]]) -> Frame {
@@ -262,40 +263,21 @@ fn restore_reads_stream_metadata_as_redis_does() {
     }
 }
 
-/// xorshift64*: a fixed sequence, so a failure names a payload that
-/// fails again.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
-
-/// Flips, overwrites, deletes, inserts or cuts a few bytes of a DUMP
-/// payload's body, then seals it with a valid footer.
 fn mutate(rng: &mut Rng, dump: &[u8]) -> Vec<u8> {
     let mut p = dump[..dump.len() - 10].to_vec();
     for _ in 0..[1, 1, 1, 2, 3, 5][rng.below(6)] {
         let op = rng.below(20);
         if p.is_empty() {
-            p.push(rng.next() as u8);
+            p.push(rng.below(256) as u8);
         } else if op < 12 {
             let i = rng.below(p.len());
             let b = p[i];
-            let choices = [rng.next() as u8, b ^ (1 << rng.below(8)), 0, 0xFF, 0x7F, 0x80];
+            let choices = [rng.below(256) as u8, b ^ (1 << rng.below(8)), 0, 0xFF, 0x7F, 0x80];
             p[i] = choices[rng.below(choices.len())];
         } else if op < 15 {
             p.remove(rng.below(p.len()));
         } else if op < 18 {
-            p.insert(rng.below(p.len() + 1), rng.next() as u8);
+            p.insert(rng.below(p.len() + 1), rng.below(256) as u8);
         } else {
             p.truncate(rng.below(p.len() + 1));
         }
