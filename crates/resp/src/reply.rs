@@ -23,6 +23,15 @@ use crate::num::fmt_double;
 /// Size of one output chunk. Replies larger than this get a chunk of their own.
 pub const CHUNK: usize = 16 * 1024;
 
+/// The allocation jemalloc hands out for `n` bytes: four size classes
+/// per power of two (16-byte steps below 128). [`CHUNK`] is a class of
+/// its own.
+#[inline]
+fn alloc_class(n: usize) -> usize {
+    let step = (n.next_power_of_two() / 8).max(16);
+    n.div_ceil(step) * step
+}
+
 /// Protocol version of a connection, switched by `HELLO`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Proto {
@@ -166,9 +175,13 @@ impl ReplyBuf {
         self.total == 0
     }
 
-    /// Bytes the buffer holds allocated (its chunks' capacities).
+    /// Bytes the buffer holds allocated: its chunks as the allocator
+    /// sizes them (a large reply's exact-size chunk is rounded up to its
+    /// size class, up to a quarter more, which `used_memory` sees and
+    /// `maxmemory-clients` must see too) and the queue that holds them.
     pub fn allocated(&self) -> usize {
-        self.chunks.iter().map(|c| c.capacity()).sum()
+        self.chunks.capacity() * std::mem::size_of::<Vec<u8>>()
+            + self.chunks.iter().map(|c| alloc_class(c.capacity())).sum::<usize>()
     }
 
     pub fn is_resp3(&self) -> bool {

@@ -313,6 +313,14 @@ pub fn unix_us() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_micros() as i64)
 }
 
+thread_local! {
+    /// This thread's net allocation when it last looked at the used
+    /// memory figure, and the millisecond of the measurement it added to
+    /// (`Shared::used_memory_now`).
+    static MEMORY_SEEN: std::cell::Cell<(Option<u64>, i64)> =
+        const { std::cell::Cell::new((None, i64::MIN)) };
+}
+
 impl Shared {
     /// Shared state with no host (the engine's tests and tools), running
     /// the commands of `table`.
@@ -541,27 +549,45 @@ impl Shared {
     /// Used memory as the maxmemory check sees it: the allocator's figure,
     /// asked at most once a millisecond, plus what this thread allocated
     /// (or minus what it freed) since it last looked.
+    ///
+    /// A thread's change is added only when its previous look was after
+    /// the current measurement: a change from before it is in that
+    /// measurement already. Frees by threads that do not look (a closed
+    /// client's buffers) still make the figure run ahead of the allocator
+    /// until the next measurement, so eviction measures before it acts
+    /// ([`used_memory_measured`](Self::used_memory_measured)).
     pub fn used_memory_now(&self) -> u64 {
-        thread_local! {
-            static SEEN: std::cell::Cell<Option<u64>> = const { std::cell::Cell::new(None) };
+        let now = unix_ms();
+        let at = self.used_memory_at.load(Ordering::Relaxed);
+        if at != now {
+            return self.measure_used_memory(now);
         }
         let net = self.thread_allocated();
-        let last = SEEN.with(|c| c.replace(net));
-        let now = unix_ms();
-        if self.used_memory_at.load(Ordering::Relaxed) != now {
-            self.used_memory_at.store(now, Ordering::Relaxed);
-            let used = self.mem_stats().used_memory;
-            self.used_memory.store(used, Ordering::Relaxed);
-            return used;
-        }
-        if let (Some(a), Some(b)) = (last, net) {
-            let d = b.wrapping_sub(a) as i64;
-            if d > 0 {
-                return self.used_memory.fetch_add(d as u64, Ordering::Relaxed) + d as u64;
+        let (last, seen_at) = MEMORY_SEEN.with(|c| c.replace((net, at)));
+        if seen_at == at {
+            if let (Some(a), Some(b)) = (last, net) {
+                let d = b.wrapping_sub(a) as i64;
+                if d > 0 {
+                    return self.used_memory.fetch_add(d as u64, Ordering::Relaxed) + d as u64;
+                }
+                self.used_memory_freed(d.unsigned_abs());
             }
-            self.used_memory_freed(d.unsigned_abs());
         }
         self.used_memory.load(Ordering::Relaxed)
+    }
+
+    /// Used memory asked of the allocator now, which
+    /// [`used_memory_now`](Self::used_memory_now) then builds on.
+    pub fn used_memory_measured(&self) -> u64 {
+        self.measure_used_memory(unix_ms())
+    }
+
+    fn measure_used_memory(&self, now: i64) -> u64 {
+        self.used_memory_at.store(now, Ordering::Relaxed);
+        let used = self.mem_stats().used_memory;
+        self.used_memory.store(used, Ordering::Relaxed);
+        MEMORY_SEEN.with(|c| c.set((self.thread_allocated(), now)));
+        used
     }
 
     /// Takes `n` freed bytes off the figure [`used_memory_now`]

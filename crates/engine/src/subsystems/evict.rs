@@ -308,9 +308,16 @@ pub struct OutOfMemory;
 pub fn perform(shared: &Shared, fx: &mut Effects, max: u64) -> Result<(), OutOfMemory> {
     // Messages on their way to another thread's client are left out (see
     // `outbox::in_transit`); once in that client's reply buffer they count.
-    let mut used =
-        shared.used_memory_now().saturating_sub(shared.in_transit.load(Ordering::Relaxed) as u64);
+    let transit = shared.in_transit.load(Ordering::Relaxed) as u64;
+    let mut used = shared.used_memory_now().saturating_sub(transit);
     let now = shared.clock.now_ms();
+    if used > max {
+        // Measured before keys go: the running figure can be ahead of the
+        // allocator by what other threads freed since the last
+        // measurement (clients closed by `maxmemory-clients` among them),
+        // and a key evicted on that account is lost for nothing.
+        used = shared.used_memory_measured().saturating_sub(transit);
+    }
     if used > max {
         // Replicas' part of the replication buffer and the AOF buffer are
         // not counted (Redis's freeMemoryGetNotCountedMemory): looked at
