@@ -84,14 +84,27 @@ pub fn bind_addrs(
             "::*" => "::",
             h => h,
         };
-        let ip: std::net::IpAddr = match host.parse() {
-            Ok(ip) => ip,
-            Err(_) if optional => continue,
-            Err(_) => return Err(format!("Invalid bind address '{host}'")),
-        };
         let p = port;
+        let ips = match resolve(host) {
+            Ok(ips) => ips,
+            Err(_) if optional => continue,
+            Err(why) => {
+                log::warning(&format!(
+                    "Warning: Could not create server TCP listening socket {host}:{p}: {why}"
+                ));
+                return Err(format!("Failed listening on port {port} ({proto}), aborting."));
+            }
+        };
         let mark = crate::host::node(shared).socket_mark.load(Ordering::Relaxed);
-        match listen(SocketAddr::new(ip, p), backlog, mark) {
+        // As anetTcpServer: the first of the name's addresses that binds.
+        let mut bound = Err(std::io::Error::from(std::io::ErrorKind::AddrNotAvailable));
+        for ip in ips {
+            bound = listen(SocketAddr::new(ip, p), backlog, mark);
+            if bound.is_ok() {
+                break;
+            }
+        }
+        match bound {
             Ok(l) => out.push(l),
             Err(e) if optional => {
                 log::verbose(&format!("Could not bind optional address {host}: {e}"));
@@ -110,6 +123,27 @@ pub fn bind_addrs(
         return Err(format!("Failed listening on port {port} ({proto}), aborting."));
     }
     Ok(out)
+}
+
+/// A bind address's IPs: a literal address, or a host name resolved as
+/// Redis's anetTcpServer resolves it (IPv6 addresses for a name with a
+/// colon, IPv4 ones otherwise). The error is the resolver's message.
+fn resolve(host: &str) -> Result<Vec<std::net::IpAddr>, String> {
+    if let Ok(ip) = host.parse() {
+        return Ok(vec![ip]);
+    }
+    use std::net::ToSocketAddrs;
+    let v6 = host.contains(':');
+    let ips: Vec<_> = (host, 0)
+        .to_socket_addrs()
+        .map_err(|_| "Name or service not known".to_string())?
+        .map(|a| a.ip())
+        .filter(|ip| ip.is_ipv6() == v6)
+        .collect();
+    if ips.is_empty() {
+        return Err("Name or service not known".into());
+    }
+    Ok(ips)
 }
 
 /// A listening socket; `mark` is `socket-mark-id` (0: none).

@@ -389,6 +389,50 @@ fn config_from_stdin_like_redis() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `bind` takes host names, resolved as redis-server resolves them
+/// (`bind localhost` listens on 127.0.0.1), and a name that does not
+/// resolve stops start-up with Redis's lines. Before, Sluice took only
+/// literal addresses and refused `localhost`.
+#[test]
+fn bind_resolves_host_names_like_redis() {
+    if !have_redis() {
+        return;
+    }
+    let dir = scratch_dir("bindname");
+    let mut failed = Vec::new();
+    // Nothing binds it: the same port for both, so the lines compare.
+    let unbound = free_port().to_string();
+    for (tag, bin) in both() {
+        let port = free_port();
+        let mut child = Command::new(&bin)
+            .args(["--port", &port.to_string(), "--bind", "localhost", "--save", ""])
+            .current_dir(&dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        assert!(wait_until(Duration::from_secs(10), || Client::connect(port).is_ok()), "{tag}");
+        let mut c = Client::connect(port).unwrap();
+        assert_eq!(c.cmd(&["PING"]).unwrap(), b"+PONG\r\n", "{tag}");
+        let _ = child.kill();
+        let _ = child.wait();
+        let (code, out, _) =
+            output(&bin, &["--port", &unbound, "--bind", "nosuch.invalid", "--save", ""]);
+        let lines: Vec<String> = out
+            .lines()
+            .filter_map(message)
+            .filter(|m| m.contains("listening"))
+            .map(str::to_string)
+            .collect();
+        failed.push((code, lines));
+    }
+    assert_eq!(failed[0], failed[1]);
+    assert_eq!(failed[0].0, Some(1), "{:?}", failed[0]);
+    assert!(failed[0].1.iter().any(|l| l.contains("Name or service not known")), "{:?}", failed[0]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// The process title (`set-proc-title yes`, the default): at start-up
 /// `{title} {listen-addr} {server-mode}`, and after CONFIG SET
 /// proc-title-template the new template's expansion, where
