@@ -23,13 +23,16 @@ use crate::num::fmt_double;
 /// Size of one output chunk. Replies larger than this get a chunk of their own.
 pub const CHUNK: usize = 16 * 1024;
 
-/// The allocation jemalloc hands out for `n` bytes: four size classes
-/// per power of two (16-byte steps below 128). [`CHUNK`] is a class of
-/// its own.
+/// The allocation jemalloc hands out for a chunk of `n` bytes: a
+/// [`CHUNK`] or smaller is taken as is (`CHUNK` is a size class), a
+/// larger one is rounded up to its class (four per power of two).
 #[inline]
 fn alloc_class(n: usize) -> usize {
-    let step = (n.next_power_of_two() / 8).max(16);
-    n.div_ceil(step) * step
+    if n <= CHUNK {
+        return n;
+    }
+    let step = n.next_power_of_two() >> 3;
+    (n + step - 1) & !(step - 1)
 }
 
 /// Protocol version of a connection, switched by `HELLO`.
@@ -179,6 +182,7 @@ impl ReplyBuf {
     /// sizes them (a large reply's exact-size chunk is rounded up to its
     /// size class, up to a quarter more, which `used_memory` sees and
     /// `maxmemory-clients` must see too) and the queue that holds them.
+    #[inline]
     pub fn allocated(&self) -> usize {
         self.chunks.capacity() * std::mem::size_of::<Vec<u8>>()
             + self.chunks.iter().map(|c| alloc_class(c.capacity())).sum::<usize>()
@@ -658,6 +662,25 @@ unsafe fn copy_short(src: &[u8], dst: *mut u8) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// jemalloc's classes above 16 KiB: four per power of two.
+    #[test]
+    fn big_chunks_count_at_their_size_class() {
+        for (n, class) in [
+            (CHUNK, CHUNK),
+            (CHUNK + 1, 20 << 10),
+            (100_008, 112 << 10),
+            (112 << 10, 112 << 10),
+            ((112 << 10) + 1, 128 << 10),
+            (1 << 20, 1 << 20),
+            ((1 << 20) + 1, 1280 << 10),
+        ] {
+            assert_eq!(alloc_class(n), class, "{n}");
+        }
+        let mut b = ReplyBuf::new();
+        b.raw(&vec![b'x'; 100_000]);
+        assert!(b.allocated() >= 112 << 10, "{}", b.allocated());
+    }
 
     #[test]
     fn bulk_of_every_short_length_wherever_the_chunk_ends() {
