@@ -480,9 +480,11 @@ pub fn check(
                 || flags.has(Flags::DISK_ERROR_PROBE)
                 || (flags.has(Flags::EXEC_TX)
                     && sess.multi.as_ref().is_some_and(|m| m.flags.has(Flags::WRITE))))
-                && shared.persist.writes_denied(sess.conf(shared))
+                && !shared.persist.disk_ok()
             {
-                return Err(CmdError::Misconf);
+                if let Some(e) = shared.persist.disk_error(sess.conf(shared)) {
+                    return Err(e);
+                }
             }
             // min-replicas-to-write (Redis's checkGoodReplicasStatus).
             if sess.min_replicas > 0
@@ -573,8 +575,10 @@ pub fn check(
                 if shared.store.is_replica() && sess.conf(shared).replica_read_only && !obeys {
                     return Err(CmdError::ReadOnlyReplica);
                 }
-                if shared.persist.writes_denied(sess.conf(shared)) {
-                    return Err(CmdError::Misconf);
+                if !shared.persist.disk_ok() {
+                    if let Some(e) = shared.persist.disk_error(sess.conf(shared)) {
+                        return Err(e);
+                    }
                 }
                 // A script without flags writes command by command: each
                 // write needs the good replicas.

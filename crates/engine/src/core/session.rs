@@ -440,9 +440,10 @@ impl Session {
             let p = shared.pause.lock();
             p.until_ms > 0 || p.shutdown || p.failover
         };
-        // A failed BGSAVE may refuse writes (stop-writes-on-bgsave-error);
-        // its status changes move the epoch, as a busy script does.
-        let bgsave_ok = shared.persist.last_bgsave_ok.load(Ordering::Relaxed);
+        // A failed BGSAVE (stop-writes-on-bgsave-error) or AOF write may
+        // refuse writes; their status changes move the epoch, as a busy
+        // script does.
+        let bgsave_ok = shared.persist.disk_ok();
         let (to_write, max_lag) = crate::subsystems::repl::min_replicas(&self.conf);
         self.min_replicas = if max_lag > 0 { to_write } else { 0 };
         self.plain = self.conf.maxmemory == 0

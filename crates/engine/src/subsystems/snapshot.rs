@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 
 use store::Value;
 
+use crate::core::error::CmdError;
 use crate::subsystems::config::Config;
 
 /// Why a RESTORE payload was refused.
@@ -155,6 +156,10 @@ pub struct PersistState {
     /// Unix ms the running background save started.
     pub bgsave_started_ms: AtomicI64,
     pub last_bgsave_ok: AtomicBool,
+    /// The errno of the AOF's last failed write or fsync, 0 once one
+    /// succeeds again: writes are refused meanwhile (Redis's
+    /// `aof_last_write_status`, `aof_bio_fsync_status`).
+    pub aof_errno: std::sync::atomic::AtomicI32,
     /// Seconds the last background save took (-1 before the first).
     pub last_bgsave_secs: AtomicI64,
     pub saves: AtomicU64,
@@ -265,10 +270,32 @@ impl PersistState {
     /// Whether writes are refused with MISCONF: the last background save
     /// failed, save points are set and `stop-writes-on-bgsave-error` is
     /// on (the RDB half of Redis's `writeCommandsDeniedByDiskError`).
-    pub fn writes_denied(&self, cfg: &Config) -> bool {
-        !self.last_bgsave_ok.load(Ordering::Relaxed)
+    /// Why writes (and PING) are refused after a disk error, as Redis's
+    /// writeCommandsDeniedByDiskError: a failed background save with
+    /// save points and `stop-writes-on-bgsave-error`, else, with the AOF
+    /// on, its last failed write or fsync.
+    pub fn disk_error(&self, cfg: &Config) -> Option<CmdError> {
+        if !self.last_bgsave_ok.load(Ordering::Relaxed)
             && cfg.stop_writes_on_bgsave_error
             && !cfg.save.is_empty()
+        {
+            return Some(CmdError::Misconf);
+        }
+        let errno = self.aof_errno.load(Ordering::Relaxed);
+        if errno != 0 && cfg.appendonly {
+            let why = std::io::Error::from_raw_os_error(errno).to_string();
+            let why = why.split(" (os error").next().unwrap_or_default();
+            return Some(CmdError::Msg(
+                format!("MISCONF Errors writing to the AOF file: {why}").into(),
+            ));
+        }
+        None
+    }
+
+    /// Whether no disk error refuses writes (one load each).
+    #[inline]
+    pub fn disk_ok(&self) -> bool {
+        self.last_bgsave_ok.load(Ordering::Relaxed) && self.aof_errno.load(Ordering::Relaxed) == 0
     }
 
     pub fn new(now_secs: i64) -> Self {
@@ -279,6 +306,7 @@ impl PersistState {
             bgsave_scheduled: AtomicBool::new(false),
             bgsave_started_ms: AtomicI64::new(-1),
             last_bgsave_ok: AtomicBool::new(true),
+            aof_errno: std::sync::atomic::AtomicI32::new(0),
             last_bgsave_secs: AtomicI64::new(-1),
             saves: AtomicU64::new(0),
             background_jobs: AtomicU64::new(0),

@@ -302,6 +302,10 @@ impl Aof {
     fn writer(self: Arc<Self>, mut file: Option<File>) {
         let mut last_fsync = Instant::now();
         let mut unsynced = false;
+        // What a failed write left unwritten: tried again first, once a
+        // second at least, as Redis keeps its aof_buf (nothing after it
+        // is written before it, so the file never has a hole).
+        let mut retry: Vec<u8> = Vec::new();
         let policy_now = |aof: &Aof| -> Option<(Fsync, bool)> {
             let sh = aof.shared()?;
             let c = sh.config.read();
@@ -320,6 +324,10 @@ impl Aof {
                     && !st.sync_requested
                     && !(timed && unsynced && last_fsync.elapsed() >= Duration::from_secs(1))
                 {
+                    if !retry.is_empty() {
+                        self.wake.wait_for(&mut st, Duration::from_secs(1));
+                        break;
+                    }
                     self.wake.wait_for(&mut st, Duration::from_millis(100));
                     if !timed {
                         // A policy changed to everysec meanwhile starts its clock.
@@ -334,11 +342,23 @@ impl Aof {
             let Some((policy, skip)) = policy_now(&self) else { return };
             if let Some((tail, next)) = switch {
                 if let Some(f) = &mut file {
-                    self.write_all(f, &tail, policy);
+                    // What waits to be retried belongs before the tail;
+                    // what still fails goes first into the next file.
+                    let mut t = std::mem::take(&mut retry);
+                    t.extend_from_slice(&tail);
+                    if let Err(written) = self.write_all(f, &t, policy) {
+                        t.drain(..written);
+                        retry = t;
+                    }
                     let _ = f.sync_data();
                 }
                 file = Some(next);
                 unsynced = false;
+            }
+            let mut bytes = bytes;
+            if !retry.is_empty() {
+                retry.extend_from_slice(&bytes);
+                bytes = std::mem::take(&mut retry);
             }
             if !bytes.is_empty() {
                 let pause = self.flush_sleep_us.load(Ordering::Relaxed);
@@ -347,8 +367,13 @@ impl Aof {
                     std::thread::sleep(Duration::from_micros(pause));
                 }
                 if let Some(f) = &mut file {
-                    self.write_all(f, &bytes, policy);
-                    unsynced = true;
+                    match self.write_all(f, &bytes, policy) {
+                        Ok(()) => unsynced = true,
+                        Err(written) => {
+                            retry = bytes;
+                            retry.drain(..written);
+                        }
+                    }
                 }
             }
             let due = match policy {
@@ -357,16 +382,26 @@ impl Aof {
                 Fsync::No => false,
             };
             if unsynced && (due || sync_req || close) {
+                let mut synced = true;
                 if let Some(f) = &file {
-                    if let Err(e) = f.sync_data() {
-                        self.write_failed(policy, &e);
+                    match f.sync_data() {
+                        Ok(()) if retry.is_empty() => self.write_ok(),
+                        Ok(()) => {}
+                        Err(e) => {
+                            self.write_failed(policy, &e);
+                            synced = false;
+                        }
                     }
                 }
-                unsynced = false;
+                unsynced = !synced;
                 last_fsync = Instant::now();
             }
-            // Nothing written is left unsynced: `hi` is fsynced too.
-            let fsynced = !unsynced;
+            // Nothing written is left unsynced: `hi` is fsynced too. The
+            // replies to writes a failed write left behind go out all the
+            // same, as Redis sends them after its failed write (only
+            // `always` promises more, and it exits on the error); the
+            // writes after them are refused until the retry succeeds.
+            let fsynced = !unsynced && retry.is_empty();
             self.durable.advance(hi, fsynced);
             if fsynced {
                 self.fsync_progress();
@@ -406,20 +441,54 @@ impl Aof {
         }
     }
 
-    fn write_all(&self, f: &mut File, bytes: &[u8], policy: Fsync) {
-        match f.write_all(bytes) {
-            Ok(()) => {
+    /// Writes `bytes` to the end of `f`. On an error, what a partial
+    /// write put in the file is truncated away, as Redis does, and the
+    /// error answered with how many bytes stay written (0, or all that
+    /// went in if the truncation failed too).
+    fn write_all(&self, f: &mut File, bytes: &[u8], policy: Fsync) -> Result<(), usize> {
+        let mut done = 0;
+        let err = loop {
+            if done == bytes.len() {
                 self.current_size.fetch_add(bytes.len() as u64, Ordering::Relaxed);
-                if !self.last_write_ok.swap(true, Ordering::Relaxed) {
-                    log::warning("AOF write error looks solved, Redis can write again.");
-                }
+                self.write_ok();
+                return Ok(());
             }
-            Err(e) => self.write_failed(policy, &e),
+            match f.write(&bytes[done..]) {
+                Ok(0) => break io::Error::from(io::ErrorKind::WriteZero),
+                Ok(n) => done += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => break e,
+            }
+        };
+        self.write_failed(policy, &err);
+        if done > 0 {
+            let cut = f.metadata().and_then(|m| f.set_len(m.len() - done as u64));
+            if cut.is_err() {
+                // The partial write stays: it is not written again.
+                self.current_size.fetch_add(done as u64, Ordering::Relaxed);
+                return Err(done);
+            }
+        }
+        Err(0)
+    }
+
+    /// A write or fsync succeeded: writes are allowed again if an error
+    /// had refused them.
+    fn write_ok(&self) {
+        if !self.last_write_ok.load(Ordering::Relaxed) {
+            self.last_write_ok.store(true, Ordering::Relaxed);
+            log::warning("AOF write error looks solved, Redis can write again.");
+            if let Some(sh) = self.shared() {
+                sh.persist.aof_errno.store(0, Ordering::Relaxed);
+                sh.state_changed();
+            }
         }
     }
 
     fn write_failed(&self, policy: Fsync, e: &io::Error) {
-        log::warning(&format!("Error writing to the AOF file: {e}"));
+        let why = e.to_string();
+        let why = why.split(" (os error").next().unwrap_or_default();
+        log::warning(&format!("Error writing to the AOF file: {why}"));
         self.last_write_ok.store(false, Ordering::Relaxed);
         if policy == Fsync::Always {
             // As Redis: an acknowledged write could not be made durable.
@@ -428,6 +497,11 @@ impl Aof {
                  Exiting...",
             );
             std::process::exit(1);
+        }
+        if let Some(sh) = self.shared() {
+            // Writes are refused until a write succeeds (MISCONF).
+            sh.persist.aof_errno.store(e.raw_os_error().unwrap_or(libc::EIO), Ordering::Relaxed);
+            sh.state_changed();
         }
     }
 
@@ -666,6 +740,10 @@ impl Aof {
         self.kill_rewrite();
         if let Some(c) = self.feed.lock().take() {
             sh.remove_consumer(&c);
+        }
+        // An AOF that is off refuses no write, whatever its last error.
+        if sh.persist.aof_errno.swap(0, Ordering::Relaxed) != 0 {
+            sh.state_changed();
         }
         let mut st = self.state.lock();
         st.accepting = false;

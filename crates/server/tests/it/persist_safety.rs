@@ -635,3 +635,57 @@ fn a_failed_bgsave_refuses_ping_and_scripts_that_may_write_as_redis_does() {
     }
     assert!(text(&line(&mut s, "PING")).starts_with("MISCONF "));
 }
+
+/// An AOF write that fails (here the next incremental file is a link to
+/// /dev/full, so every write gets ENOSPC) refuses writes and PING with
+/// Redis's `MISCONF Errors writing to the AOF file: …` until the AOF is
+/// turned off, as Redis's writeCommandsDeniedByDiskError does; reads
+/// keep working and the write that could not be written is not lost
+/// from the file's order (it is retried, never skipped). Before, Sluice
+/// logged the error, dropped the bytes and went on acknowledging writes.
+#[test]
+fn a_failed_aof_write_refuses_writes_as_redis_does() {
+    let rdir = scratch_dir("aof-full-r");
+    let sdir = scratch_dir("aof-full-s");
+    let args = ["--appendonly", "yes", "--save", ""];
+    let Some(redis) = RedisServer::start_with(&args, Some(&rdir)) else { return };
+    let sluice = TestServer::start_with(&TestServer::default_bin(), &args, Some(&sdir));
+    let (mut r, mut s) = (redis.client(), sluice.client());
+    for (c, dir) in [(&mut r, &rdir), (&mut s, &sdir)] {
+        assert_eq!(text(&line(c, "SET x 1")), "OK");
+        // The rewrite opens the next incremental file: make it /dev/full.
+        let aofdir = dir.join("appendonlydir");
+        let manifest = std::fs::read_to_string(aofdir.join("appendonly.aof.manifest")).unwrap();
+        let seq: u32 = manifest
+            .lines()
+            .filter(|l| l.contains(" type i"))
+            .filter_map(|l| l.split(".incr.aof").next()?.rsplit('.').next()?.parse().ok())
+            .max()
+            .unwrap();
+        let next = aofdir.join(format!("appendonly.aof.{}.incr.aof", seq + 1));
+        std::os::unix::fs::symlink("/dev/full", &next).unwrap();
+        assert_eq!(text(&line(c, "BGREWRITEAOF")), "Background append only file rewriting started");
+        wait_for("the rewrite to end", Duration::from_secs(20), || {
+            info_field(c, "aof_rewrite_in_progress") == "0"
+                && info_field(c, "aof_rewrite_scheduled") == "0"
+        });
+        assert_eq!(text(&line(c, "SET y 1")), "OK");
+        wait_for("the AOF write to fail", Duration::from_secs(20), || {
+            info_field(c, "aof_last_write_status") == "err"
+        });
+    }
+    for l in ["SET z 1", "PING", "GET x", "INCR x", "MULTI", "SET z 2", "EXEC", "GET y"] {
+        let want = line(&mut r, l);
+        assert_eq!(line(&mut s, l), want, "{l}");
+    }
+    assert_eq!(
+        text(&line(&mut s, "SET z 1")),
+        "MISCONF Errors writing to the AOF file: No space left on device"
+    );
+    // An AOF that is off refuses nothing.
+    for l in ["CONFIG SET appendonly no", "SET z 1", "PING"] {
+        let want = line(&mut r, l);
+        assert_eq!(line(&mut s, l), want, "{l}");
+    }
+    assert_eq!(text(&line(&mut s, "SET z 1")), "OK");
+}

@@ -689,9 +689,11 @@ pub(crate) fn check_flags(cx: &mut Ctx, flags: ScriptFlags, ro: bool) -> CmdResu
             return Err(CmdError::Oom);
         }
     }
-    // Then, as for a write command, a failed BGSAVE (MISCONF).
-    if !flags.no_writes && cx.shared.persist.writes_denied(cx.sess.conf(cx.shared)) {
-        return Err(CmdError::Misconf);
+    // Then, as for a write command, a failed BGSAVE or AOF write (MISCONF).
+    if !flags.no_writes && !cx.shared.persist.disk_ok() {
+        if let Some(e) = cx.shared.persist.disk_error(cx.sess.conf(cx.shared)) {
+            return Err(e);
+        }
     }
     if !flags.no_writes && cx.sess.min_replicas > 0 {
         let good = crate::subsystems::repl::good_replicas(cx.shared) as i64;
