@@ -17,8 +17,7 @@ use testkit::{ServerProc, TestServer};
 /// Three Sluice masters made a cluster by `redis-cli --cluster create`.
 fn three_masters(tag: &str) -> Vec<ServerProc> {
     let sluice = TestServer::default_bin();
-    let nodes: Vec<ServerProc> =
-        (0..3).map(|i| bus_node(&format!("{tag}{i}"), &sluice)).collect();
+    let nodes: Vec<ServerProc> = (0..3).map(|i| bus_node(&format!("{tag}{i}"), &sluice)).collect();
     let addrs: Vec<String> = nodes.iter().map(|n| format!("127.0.0.1:{}", n.port())).collect();
     let mut args = vec!["--cluster", "create"];
     args.extend(addrs.iter().map(|s| s.as_str()));
@@ -34,7 +33,9 @@ fn three_masters(tag: &str) -> Vec<ServerProc> {
 fn wait_agreed(nodes: &[ServerProc]) {
     let first = format!("127.0.0.1:{}", nodes[0].port());
     wait_for("the cluster to agree", Duration::from_secs(30), || {
-        nodes.iter().all(|n| raw(&mut n.client(), &["CLUSTER", "INFO"]).contains("cluster_state:ok"))
+        nodes
+            .iter()
+            .all(|n| raw(&mut n.client(), &["CLUSTER", "INFO"]).contains("cluster_state:ok"))
             && cli(&["--cluster", "check", &first]).1.contains("[OK] All nodes agree")
     });
 }
@@ -53,7 +54,10 @@ fn owner(nodes: &[ServerProc], queue: &str) -> usize {
 
 /// A queue name in `slot`: `q:<n>` for the first `n` that hashes there.
 fn slot_name(slot: u16) -> String {
-    (0u32..).map(|i| format!("q:{i}")).find(|q| store::slot::key_slot(q.as_bytes()) == slot).unwrap()
+    (0u32..)
+        .map(|i| format!("q:{i}"))
+        .find(|q| store::slot::key_slot(q.as_bytes()) == slot)
+        .unwrap()
 }
 
 fn status(reply: &str) -> String {
@@ -128,7 +132,9 @@ fn job_commands_are_routed_by_queue_and_by_job_id() {
     status(&raw(&mut t, &["ADDJOB", ta, "m", "0"]));
     status(&raw(&mut t, &["ADDJOB", tb, "s", "0"]));
     let got = raw(&mut t, &["GETJOB", "NOHANG", "COUNT", "2", "FROM", ta, tb]);
-    assert!(got.starts_with("*2\r\n") && got.contains("$1\r\nm\r\n") && got.contains("$1\r\ns\r\n"));
+    assert!(
+        got.starts_with("*2\r\n") && got.contains("$1\r\nm\r\n") && got.contains("$1\r\ns\r\n")
+    );
 
     // redis-cli -c follows the redirections for queue and id alike.
     let port = nodes[other].port().to_string();
@@ -161,7 +167,8 @@ fn a_slot_holding_jobs_is_not_resharded_away() {
     let (sid, did) = (myid(&nodes[src]), myid(&nodes[dst]));
     let f = first.to_string();
     let refused = raw(&mut s, &["CLUSTER", "SETSLOT", &f, "MIGRATING", &did]);
-    assert!(refused.starts_with(&format!("-ERR Can't migrate hashslot {first} while I still hold jobs")));
+    assert!(refused
+        .starts_with(&format!("-ERR Can't migrate hashslot {first} while I still hold jobs")));
     let refused = raw(&mut s, &["CLUSTER", "SETSLOT", &f, "NODE", &did]);
     assert_eq!(
         refused,
@@ -176,8 +183,16 @@ fn a_slot_holding_jobs_is_not_resharded_away() {
     let addr = format!("127.0.0.1:{}", nodes[src].port());
     let reshard = |n: &str| {
         cli(&[
-            "--cluster", "reshard", &addr, "--cluster-from", &sid, "--cluster-to", &did,
-            "--cluster-slots", n, "--cluster-yes",
+            "--cluster",
+            "reshard",
+            &addr,
+            "--cluster-from",
+            &sid,
+            "--cluster-to",
+            &did,
+            "--cluster-slots",
+            n,
+            "--cluster-yes",
         ])
     };
     let (ok, text) = reshard("10");
@@ -188,13 +203,21 @@ fn a_slot_holding_jobs_is_not_resharded_away() {
     // any reshard that stopped.
     assert_eq!(raw(&mut nodes[dst].client(), &["CLUSTER", "SETSLOT", &f, "STABLE"]), "+OK\r\n");
 
-    // Acknowledged, the slot moves.
+    // Acknowledged, the slot moves; a consumer blocked on the queue
+    // meanwhile is sent after it, as a client blocked on a key is.
     assert_eq!(raw(&mut s, &["ACKJOB", &id]), ":1\r\n");
+    let mut consumer = nodes[src].client();
+    consumer.send(&["GETJOB", "TIMEOUT", "0", "FROM", &queue]).unwrap();
+    wait_for("the consumer to block", Duration::from_secs(10), || {
+        raw(&mut s, &["INFO", "clients"]).contains("blocked_clients:1")
+    });
     let (ok, text) = reshard("10");
     assert!(ok, "{text}");
     wait_agreed(&nodes);
-    let moved = raw(&mut s, &["QLEN", &queue]);
-    assert_eq!(moved, format!("-MOVED {first} 127.0.0.1:{}\r\n", nodes[dst].port()));
+    let moved = format!("-MOVED {first} 127.0.0.1:{}\r\n", nodes[dst].port());
+    assert_eq!(raw(&mut s, &["QLEN", &queue]), moved);
+    consumer.set_timeout(Duration::from_secs(10));
+    assert_eq!(String::from_utf8_lossy(&consumer.read_reply().unwrap()), moved);
     let mut d = nodes[dst].client();
     let id = status(&raw(&mut d, &["ADDJOB", &queue, "new home", "0"]));
     assert_eq!(raw(&mut d, &["CLUSTER", "KEYSLOT", &id]), format!(":{first}\r\n"));
