@@ -206,6 +206,19 @@ fn a_slot_holding_jobs_is_not_resharded_away() {
     // Acknowledged, the slot moves; a consumer blocked on the queue
     // meanwhile is sent after it, as a client blocked on a key is.
     assert_eq!(raw(&mut s, &["ACKJOB", &id]), ":1\r\n");
+    // Without jobs the slot may migrate, and while it does a job command
+    // is sent on with -ASK, as a command on a missing key is.
+    let mut d = nodes[dst].client();
+    assert_eq!(raw(&mut d, &["CLUSTER", "SETSLOT", &f, "IMPORTING", &sid]), "+OK\r\n");
+    assert_eq!(raw(&mut s, &["CLUSTER", "SETSLOT", &f, "MIGRATING", &did]), "+OK\r\n");
+    let ask = format!("-ASK {first} 127.0.0.1:{}\r\n", nodes[dst].port());
+    assert_eq!(raw(&mut s, &["QLEN", &queue]), ask);
+    assert_eq!(raw(&mut s, &["ACKJOB", &id]), ask);
+    assert_eq!(raw(&mut d, &["ASKING"]), "+OK\r\n");
+    assert_eq!(raw(&mut d, &["QLEN", &queue]), ":0\r\n");
+    for n in [&mut s, &mut d] {
+        assert_eq!(raw(n, &["CLUSTER", "SETSLOT", &f, "STABLE"]), "+OK\r\n");
+    }
     let mut consumer = nodes[src].client();
     consumer.send(&["GETJOB", "TIMEOUT", "0", "FROM", &queue]).unwrap();
     wait_for("the consumer to block", Duration::from_secs(10), || {
@@ -218,7 +231,6 @@ fn a_slot_holding_jobs_is_not_resharded_away() {
     assert_eq!(raw(&mut s, &["QLEN", &queue]), moved);
     consumer.set_timeout(Duration::from_secs(10));
     assert_eq!(String::from_utf8_lossy(&consumer.read_reply().unwrap()), moved);
-    let mut d = nodes[dst].client();
     let id = status(&raw(&mut d, &["ADDJOB", &queue, "new home", "0"]));
     assert_eq!(raw(&mut d, &["CLUSTER", "KEYSLOT", &id]), format!(":{first}\r\n"));
 }
