@@ -186,3 +186,61 @@ def test_redis_py_cluster_client_follows_moved_after_a_reshard(kind):
         rc.close()
     finally:
         cluster.stop()
+
+
+def test_redis_py_cluster_client_routes_job_commands():
+    """The job queue through redis-py's RedisCluster, unchanged: the
+    client routes ADDJOB/QLEN by the queue's name, GETJOB by the queues
+    after FROM (movable keys: it asks COMMAND GETKEYS), and ACKJOB, SHOW,
+    FASTACK by the job id, which hashes to its queue's slot. Sluice only
+    (redis-server has no job commands)."""
+    _require(ss.REDIS_BIN)
+    _require(REDIS_CLI)
+    cluster = Cluster(_binary())
+    try:
+        cluster.start()
+        rc = RedisCluster(startup_nodes=[ClusterNode("127.0.0.1", cluster.nodes[0].port)],
+                          decode_responses=True, socket_timeout=10)
+        queues = [f"jobs:{i}" for i in range(30)]
+        ids = {q: rc.execute_command("ADDJOB", q, f"body of {q}", 0) for q in queues}
+        owners = {q: cluster.owner(q) for q in queues}
+        assert len({o.port for o in owners.values()}) == 3, "queues on every master"
+        for q in queues:
+            # The job is on its queue's master, and its id is in that slot.
+            assert owners[q].client().execute_command("QLEN", q) == 1
+            assert rc.keyslot(ids[q]) == rc.keyslot(q)
+            assert rc.execute_command("QLEN", q) == 1
+        for q in queues:
+            [[queue, jid, body]] = rc.execute_command("GETJOB", "NOHANG", "FROM", q)
+            assert (queue, jid, body) == (q, ids[q], f"body of {q}")
+        for q in queues:
+            assert ids[q] in rc.execute_command("SHOW", ids[q])
+            assert rc.execute_command("ACKJOB", ids[q]) == 1
+        assert all(rc.execute_command("QLEN", q) == 0 for q in queues)
+
+        # A cluster pipeline: ADDJOBs grouped per master, then their ids.
+        pipe = rc.pipeline()
+        for q in queues:
+            pipe.execute_command("ADDJOB", q, "p", 0)
+        pids = pipe.execute()
+        assert len(set(pids)) == len(queues)
+        pipe = rc.pipeline()
+        for jid in pids:
+            pipe.execute_command("FASTACK", jid)
+        assert pipe.execute() == [1] * len(pids)
+
+        # Queues of one hash tag are one slot: one GETJOB takes from both;
+        # queues of several slots are refused by the client itself.
+        rc.execute_command("ADDJOB", "{t1}:a", "a", 0)
+        rc.execute_command("ADDJOB", "{t1}:b", "b", 0)
+        got = rc.execute_command("GETJOB", "NOHANG", "COUNT", "2", "FROM", "{t1}:a", "{t1}:b")
+        assert sorted(j[2] for j in got) == ["a", "b"]
+        with pytest.raises(redis.exceptions.RedisClusterException, match="same key slot"):
+            rc.execute_command("GETJOB", "NOHANG", "FROM", "jobs:0", "jobs:1")
+        # The node itself says so to a client that asks it directly.
+        node = owners["jobs:0"].client()
+        with pytest.raises(redis.exceptions.ResponseError, match="^CROSSSLOT"):
+            node.execute_command("GETJOB", "NOHANG", "FROM", "jobs:0", "jobs:1")
+        rc.close()
+    finally:
+        cluster.stop()

@@ -11,6 +11,15 @@
 //! the id still reads as random; the mask is fixed (not per run), so an id
 //! read back from the AOF or an RDB file, or replayed on a replica, still
 //! names the slot its job had.
+//!
+//! In cluster mode an id also says which cluster slot its job is in:
+//! characters 22..27 are a Redis hash tag, `{` + 3 base64 characters +
+//! `}`, chosen by the caller so that the id's key slot (Redis Cluster's
+//! CRC16 rule) is its queue's ([`JobId::with_slot_tag`]). A cluster client
+//! routes `ACKJOB id` as it routes `GET key`, and a node answers `-MOVED`
+//! for a job of another node's slot without looking anything up. Disque's
+//! validation (the length and the dashes) still passes; the random part
+//! keeps 66 bits ahead of the tag, the first 64 of them the counter's.
 
 use std::cmp::Ordering;
 
@@ -131,6 +140,9 @@ const UNB64: [u8; 256] = {
     t
 };
 
+/// Where a cluster id's hash tag (`{abc}`) starts, and its length.
+const SLOT_TAG_AT: usize = 22;
+
 /// Where the handle field starts, and its length in characters (48 bits).
 const HANDLE_AT: usize = 27;
 const HANDLE_CHARS: usize = 8;
@@ -158,6 +170,16 @@ impl JobId {
     #[inline]
     fn handle_mask(&self) -> u64 {
         mix(self.word(11) ^ self.word(19).rotate_left(32) ^ 0x5D1C_E0B5_A7E5_10B5) & MASK48
+    }
+
+    /// This id with the hash tag `{tag}` in characters 22..27 (cluster
+    /// mode: the caller picks `tag` so the id hashes to its queue's slot).
+    /// Before [`with_handle`](Self::with_handle), whose mask reads them.
+    pub fn with_slot_tag(mut self, tag: [u8; 3]) -> JobId {
+        self.0[SLOT_TAG_AT] = b'{';
+        self.0[SLOT_TAG_AT + 1..SLOT_TAG_AT + 4].copy_from_slice(&tag);
+        self.0[SLOT_TAG_AT + 4] = b'}';
+        self
     }
 
     /// This id with slot handle `h` written in characters 27..35.
@@ -259,6 +281,17 @@ mod tests {
         let mut odd = JobId::build(b"00000000", &[1; 18], 60, 1).with_handle(7);
         odd.0[30] = b'!';
         assert_eq!(odd.handle(), None);
+    }
+
+    #[test]
+    fn a_slot_tag_keeps_the_handle_and_the_format() {
+        let id = JobId::build(b"dcb833cf", &[0x5a; 18], 86400, 30);
+        let tagged = id.with_slot_tag(*b"a+/").with_handle(4097);
+        assert_eq!(&tagged.0[22..27], b"{a+/}");
+        assert_eq!(tagged.handle(), Some(4097));
+        assert_eq!(JobId::parse(&tagged.0), Some(tagged));
+        assert_eq!(tagged.0[..22], id.0[..22]);
+        assert_eq!(tagged.0[35..], id.0[35..]);
     }
 
     #[test]

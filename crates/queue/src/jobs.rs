@@ -128,6 +128,9 @@ pub struct NewJob<'a> {
     pub maxlen: usize,
     /// Sluice's extensions (none by default).
     pub ext: Ext,
+    /// Cluster mode: the hash tag that makes the id hash to the queue's
+    /// slot ([`JobId::with_slot_tag`]); `None` on a standalone server.
+    pub slot_tag: Option<[u8; 3]>,
 }
 
 struct Entry {
@@ -636,7 +639,11 @@ impl Jobs {
         };
         let (gen, reg) = (&mut self.gen, &mut self.reg);
         let h = reg.alloc();
-        let id = gen.new_id(j.ttl_secs, j.retry_secs).with_handle(h);
+        let mut id = gen.new_id(j.ttl_secs, j.retry_secs);
+        if let Some(tag) = j.slot_tag {
+            id = id.with_slot_tag(tag);
+        }
+        let id = id.with_handle(h);
         let ctime = gen.next_ctime(now);
         let retry = j.retry_secs.min(i64::from(u32::MAX)) as u32;
         let queued = j.delay_secs == 0;
@@ -1225,6 +1232,7 @@ mod tests {
             retry_secs: 10,
             maxlen,
             ext: Ext::default(),
+            slot_tag: None,
         }
     }
 

@@ -9,6 +9,13 @@ use store::Locks;
 use crate::core::effects::Effects;
 use crate::core::shared::Shared;
 
+/// How many of `js`'s jobs are in cluster slot `slot` (their queue's
+/// name's slot): SETSLOT refuses to migrate or give away a slot that holds
+/// jobs. A walk of every job, for that rare administrative command.
+pub fn in_slot(js: &Jobs, slot: u16) -> usize {
+    js.iter().filter(|j| store::slot::key_slot(&j.queue) == slot).count()
+}
+
 /// Wake-ups handled per tick at most (the rest wait for the next tick,
 /// 1000/hz ms later), so a mass expiry cannot stall the timer's thread.
 const TICK_BUDGET: usize = 10_000;

@@ -243,6 +243,7 @@ mod tests {
             retry_secs: 100,
             maxlen: 0,
             ext,
+            slot_tag: None,
         }
     }
 

@@ -15,6 +15,7 @@ mod busy_script;
 mod client_limits;
 mod cluster;
 mod cluster_clients;
+mod cluster_jobs;
 mod command_meta;
 mod config_effect;
 mod deep_pipeline;

@@ -274,6 +274,14 @@ pub(super) fn setslot(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdR
     // never locked under the state's lock).
     let id = cx.shared.store.global_id(0, slot as u32);
     let keys = cx.stripe_at(id).len();
+    // Jobs do not move with their slot (MIGRATE moves keys only): a slot
+    // that holds jobs is not migrated nor given away, rather than strand
+    // them on a node that no longer serves their queue (docs/jobs.md).
+    let jobs = {
+        let jid = cx.shared.store.jobs_id();
+        cx.stripe_at(jid);
+        crate::subsystems::jobs::in_slot(&cx.shared.jobs.lock(), slot)
+    };
     let migration = crate::subsystems::cluster::yes(
         &cx.shared.config.read(),
         "cluster-allow-replica-migration",
@@ -300,6 +308,12 @@ pub(super) fn setslot(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdR
                 return Err(CmdError::err(format!("I'm not the owner of hash slot {slot}")));
             }
             let n = target(&st, "I don't know about node ")?;
+            if jobs != 0 {
+                return Err(CmdError::err(format!(
+                    "Can't migrate hashslot {slot} while I still hold jobs for this hash slot \
+                     (jobs do not move with their slot: acknowledge or delete them first)."
+                )));
+            }
             st.moving.insert(slot, Moving::To(n as u16));
         }
         (b"importing", 5) => {
@@ -317,6 +331,12 @@ pub(super) fn setslot(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdR
             if st.owner(slot) == Some(me) && n != me && keys != 0 {
                 return Err(CmdError::err(format!(
                     "Can't assign hashslot {slot} to a different node while I still hold keys \
+                     for this hash slot."
+                )));
+            }
+            if st.owner(slot) == Some(me) && n != me && jobs != 0 {
+                return Err(CmdError::err(format!(
+                    "Can't assign hashslot {slot} to a different node while I still hold jobs \
                      for this hash slot."
                 )));
             }

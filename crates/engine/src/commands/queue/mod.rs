@@ -23,6 +23,7 @@ use crate::core::blocking;
 use crate::core::ctx::{eq_ic, Args, Ctx};
 use crate::core::error::{CmdError, CmdResult, JobError};
 use crate::core::spec::{Command, Lock};
+use crate::subsystems::cluster::route;
 use crate::subsystems::jobs::job_args;
 
 mod ack;
@@ -241,6 +242,7 @@ fn addjob(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         return Err(JobError::DelayOverTtl.into());
     }
     let retry = o.retry.unwrap_or_else(|| (o.ttl / 10).clamp(1, 300));
+    let slot_tag = cluster_tag(cx, queue, &o.ext)?;
     // The copies beyond this node's are its online replicas' (Disque's
     // reachable nodes): refused at once when there are too few.
     let copies = o.replicate as usize - 1;
@@ -283,6 +285,7 @@ fn addjob(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         retry_secs: retry,
         maxlen: usize::try_from(o.maxlen).unwrap_or(usize::MAX),
         ext,
+        slot_tag,
     };
     let id = js.add(&job, now).map_err(|e| match e {
         AddError::MaxLen => JobError::MaxLen,
@@ -305,6 +308,21 @@ fn addjob(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         hold_for_copies(cx, out, at, copies, timeout_ms, now, etime);
     }
     Ok(())
+}
+
+/// In cluster mode, the hash tag that makes the new job's id hash to its
+/// queue's slot (the router sent the ADDJOB here by the queue's name); a
+/// dead-letter queue must be in that slot too, since a job never leaves
+/// its node: `-CROSSSLOT` as for keys. `None` on a standalone server.
+fn cluster_tag(cx: &Ctx, queue: &[u8], ext: &Ext) -> Result<Option<[u8; 3]>, CmdError> {
+    if cx.shared.cluster.get().is_none() {
+        return Ok(None);
+    }
+    let slot = store::slot::key_slot(queue);
+    if ext.dead_letter.as_ref().is_some_and(|(dead, _)| store::slot::key_slot(dead) != slot) {
+        return Err(route::Redirect::CrossSlot.into_error());
+    }
+    Ok(Some(route::job_tag(slot)))
 }
 
 /// Synchronous `REPLICATE n`: the reply (at `at`) waits until `copies`

@@ -7,8 +7,28 @@
 //! `@write`, `@read`, `@fast` or `@slow`, `@blocking`, `@admin` and
 //! `@dangerous` from the flags); the queue has no category of its own.
 
-use super::{a, c, f, Arg, ArgKind, Meta, ARG, META};
+use super::{a, c, f, k, Arg, ArgKind, Begin, Find, KeySpecMeta, Meta, ARG, META};
 use crate::core::spec::Group;
+
+// Key specs. A queue's name is its key (in cluster mode the queue lives in
+// its name's slot); a job id is a key too, since an id made in cluster
+// mode carries a hash tag of its queue's slot (`queue::id`), so cluster
+// clients route ACKJOB, SHOW, … by the id as they route GET by the key.
+const fn spec(flags: u16, begin: Begin, lastkey: i32) -> KeySpecMeta {
+    KeySpecMeta { notes: None, flags, begin, find: Find::Range { lastkey, keystep: 1, limit: 0 } }
+}
+const QUEUE_RO: &[KeySpecMeta] = &[spec(k::RO, Begin::Index(1), 0)];
+const QUEUE_RW: &[KeySpecMeta] = &[spec(k::RW | k::UPDATE, Begin::Index(1), 0)];
+const QUEUE_INSERT: &[KeySpecMeta] = &[spec(k::RW | k::INSERT, Begin::Index(1), 0)];
+const FROM_QUEUES: &[KeySpecMeta] = &[spec(
+    k::RW | k::ACCESS | k::DELETE,
+    Begin::Keyword { keyword: "FROM", startfrom: 1 },
+    -1,
+)];
+const ID_RO: &[KeySpecMeta] = &[spec(k::RO | k::ACCESS, Begin::Index(1), 0)];
+const ID_RW: &[KeySpecMeta] = &[spec(k::RW | k::UPDATE, Begin::Index(1), 0)];
+const IDS_RW: &[KeySpecMeta] = &[spec(k::RW | k::UPDATE, Begin::Index(1), -1)];
+const IDS_RM: &[KeySpecMeta] = &[spec(k::RM | k::DELETE, Begin::Index(1), -1)];
 
 /// Every command Sluice adds, by name.
 pub static COMMANDS: &[Meta] = &[
@@ -16,7 +36,8 @@ pub static COMMANDS: &[Meta] = &[
         name: "ackjob",
         arity: -1,
         flags: f::WRITE | f::FAST,
-        first: 0, last: 0, step: 0,
+        first: 1, last: -1, step: 1,
+        key_specs: IDS_RM,
         acl: c::WRITE | c::FAST,
         summary: "Acknowledges jobs: they are done and forgotten (Disque).",
         since: "sluice-0.1",
@@ -27,7 +48,8 @@ pub static COMMANDS: &[Meta] = &[
         name: "addjob",
         arity: -4,
         flags: f::WRITE | f::DENYOOM,
-        first: 0, last: 0, step: 0,
+        first: 1, last: 1, step: 1,
+        key_specs: QUEUE_INSERT,
         acl: c::WRITE | c::SLOW,
         summary: "Adds a job to a queue (Disque).",
         since: "sluice-0.1",
@@ -39,7 +61,8 @@ pub static COMMANDS: &[Meta] = &[
         name: "deljob",
         arity: -1,
         flags: f::WRITE | f::FAST,
-        first: 0, last: 0, step: 0,
+        first: 1, last: -1, step: 1,
+        key_specs: IDS_RM,
         acl: c::WRITE | c::FAST,
         summary: "Deletes jobs, whatever their state (Disque).",
         since: "sluice-0.1",
@@ -50,7 +73,8 @@ pub static COMMANDS: &[Meta] = &[
         name: "dequeue",
         arity: -1,
         flags: f::WRITE | f::FAST,
-        first: 0, last: 0, step: 0,
+        first: 1, last: -1, step: 1,
+        key_specs: IDS_RW,
         acl: c::WRITE | c::FAST,
         summary: "Takes queued jobs out of their queues, leaving them active (Disque).",
         since: "sluice-0.1",
@@ -78,7 +102,8 @@ pub static COMMANDS: &[Meta] = &[
         name: "enqueue",
         arity: -1,
         flags: f::WRITE | f::DENYOOM | f::FAST,
-        first: 0, last: 0, step: 0,
+        first: 1, last: -1, step: 1,
+        key_specs: IDS_RW,
         acl: c::WRITE | c::FAST,
         summary: "Puts active jobs in their queues now (Disque).",
         since: "sluice-0.1",
@@ -89,7 +114,8 @@ pub static COMMANDS: &[Meta] = &[
         name: "fastack",
         arity: -1,
         flags: f::WRITE | f::FAST,
-        first: 0, last: 0, step: 0,
+        first: 1, last: -1, step: 1,
+        key_specs: IDS_RM,
         acl: c::WRITE | c::FAST,
         summary: "Acknowledges jobs by deleting them at once (Disque).",
         since: "sluice-0.1",
@@ -99,8 +125,9 @@ pub static COMMANDS: &[Meta] = &[
     Meta {
         name: "getjob",
         arity: -2,
-        flags: f::WRITE | f::BLOCKING,
+        flags: f::WRITE | f::BLOCKING | f::MOVABLEKEYS,
         first: 0, last: 0, step: 0,
+        key_specs: FROM_QUEUES,
         acl: c::WRITE | c::SLOW | c::BLOCKING,
         summary: "Fetches jobs from queues, waiting for one if there are none (Disque).",
         since: "sluice-0.1",
@@ -134,7 +161,8 @@ pub static COMMANDS: &[Meta] = &[
         name: "nack",
         arity: -1,
         flags: f::WRITE | f::DENYOOM | f::FAST,
-        first: 0, last: 0, step: 0,
+        first: 1, last: -1, step: 1,
+        key_specs: IDS_RW,
         acl: c::WRITE | c::FAST,
         summary: "Puts fetched jobs back in their queues now, counting a NACK (Disque).",
         since: "sluice-0.1",
@@ -145,7 +173,8 @@ pub static COMMANDS: &[Meta] = &[
         name: "pause",
         arity: -3,
         flags: f::WRITE | f::FAST,
-        first: 0, last: 0, step: 0,
+        first: 1, last: 1, step: 1,
+        key_specs: QUEUE_RW,
         acl: c::WRITE | c::FAST,
         summary: "Pauses a queue's input, output or both, or reports its pause state (Disque).",
         since: "sluice-0.1",
@@ -156,7 +185,8 @@ pub static COMMANDS: &[Meta] = &[
         name: "qlen",
         arity: 2,
         flags: f::READONLY | f::FAST,
-        first: 0, last: 0, step: 0,
+        first: 1, last: 1, step: 1,
+        key_specs: QUEUE_RO,
         acl: c::READ | c::FAST,
         summary: "Number of jobs queued in a queue (Disque).",
         since: "sluice-0.1",
@@ -167,7 +197,8 @@ pub static COMMANDS: &[Meta] = &[
         name: "qpeek",
         arity: 3,
         flags: f::READONLY,
-        first: 0, last: 0, step: 0,
+        first: 1, last: 1, step: 1,
+        key_specs: QUEUE_RO,
         acl: c::READ | c::SLOW,
         summary: "Queued jobs without taking them: oldest first, or newest with a negative count (Disque).",
         since: "sluice-0.1",
@@ -189,7 +220,8 @@ pub static COMMANDS: &[Meta] = &[
         name: "qset",
         arity: -4,
         flags: f::WRITE | f::FAST,
-        first: 0, last: 0, step: 0,
+        first: 1, last: 1, step: 1,
+        key_specs: QUEUE_RW,
         acl: c::WRITE | c::FAST,
         summary: "Sets a queue's delivery rate limit (Sluice's extension).",
         since: "sluice-0.1",
@@ -200,7 +232,8 @@ pub static COMMANDS: &[Meta] = &[
         name: "qstat",
         arity: 2,
         flags: f::READONLY | f::FAST,
-        first: 0, last: 0, step: 0,
+        first: 1, last: 1, step: 1,
+        key_specs: QUEUE_RO,
         acl: c::READ | c::FAST,
         summary: "A queue's length, age, idle time, waiting clients, counters and pause state (Disque).",
         since: "sluice-0.1",
@@ -211,7 +244,8 @@ pub static COMMANDS: &[Meta] = &[
         name: "show",
         arity: 2,
         flags: f::READONLY | f::FAST,
-        first: 0, last: 0, step: 0,
+        first: 1, last: 1, step: 1,
+        key_specs: ID_RO,
         acl: c::READ | c::FAST,
         summary: "Shows a job: its state, counters, schedule and body (Disque).",
         since: "sluice-0.1",
@@ -240,7 +274,8 @@ pub static COMMANDS: &[Meta] = &[
         name: "waitjob",
         arity: -2,
         flags: f::READONLY | f::BLOCKING,
-        first: 0, last: 0, step: 0,
+        first: 1, last: 1, step: 1,
+        key_specs: ID_RO,
         acl: c::READ | c::SLOW | c::BLOCKING,
         summary: "Waits until a job is acknowledged or deleted (Sluice's extension).",
         since: "sluice-0.1",
@@ -251,7 +286,8 @@ pub static COMMANDS: &[Meta] = &[
         name: "working",
         arity: 2,
         flags: f::WRITE | f::FAST,
-        first: 0, last: 0, step: 0,
+        first: 1, last: 1, step: 1,
+        key_specs: ID_RW,
         acl: c::WRITE | c::FAST,
         summary: "Postpones a job's next delivery by its retry period (Disque).",
         since: "sluice-0.1",

@@ -129,8 +129,9 @@ pub fn redirect_blocked(shared: &Shared, c: &Cluster) {
         let st = c.state.read();
         waiters
             .into_iter()
-            // Job queues and keyless waits (WAIT) are not in a slot.
-            .filter(|w| !w.jobs && !w.keys.is_empty())
+            // Keyless waits (WAIT) are not in a slot; a job queue (GETJOB)
+            // or a job id (WAITJOB) is, as a key.
+            .filter(|w| !w.keys.is_empty())
             .filter_map(|w| {
                 let writes = w.spec.flags.has(Flags::WRITE);
                 route::blocked(&st, &w.keys[0], w.readonly, writes).map(|r| (w, r))
