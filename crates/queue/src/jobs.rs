@@ -1,10 +1,10 @@
 //! All jobs and queues of the node. Jobs sit in a slab of fixed slots
-//! (chunks of 4,096, so a job never moves and growing never copies the
+//! (chunks of 4,411, so a job never moves and growing never copies the
 //! slab), found by id from the slot handle the id carries (ids made here
 //! carry it; see `id.rs`; a job loaded with an id that names no free slot
 //! goes in a small hash table of such jobs instead), and scanned (JSCAN,
 //! snapshots) in slot order. The two ordered indexes hold
-//! 16-byte keys, a word and a handle, never ids: one sorted ring per
+//! 12-byte keys (`packed.rs`), a word and a handle, never ids: one sorted ring per
 //! queue (creation stamp, handle; [`Order`]) and the wake-up heap (time,
 //! handle; [`Wake`]) — the earliest of a job's expiry and its next
 //! re-queue — that [`Jobs::tick`] pops to run retries, delays and TTLs
@@ -140,10 +140,24 @@ struct Entry {
 /// collected.
 pub const QUEUE_IDLE_GC_MS: i64 = 300_000;
 
-/// 4,096 slots of 112 bytes: 448 KiB, one of jemalloc's size classes, so
-/// a chunk wastes nothing (120-byte slots took the 512 KiB class).
-const CHUNK_BITS: u32 = 12;
-const CHUNK: usize = 1 << CHUNK_BITS;
+/// 4,411 slots of 104 bytes: just under 448 KiB, one of jemalloc's size
+/// classes, so a chunk wastes under 104 bytes (4,096 slots of 104 bytes
+/// would take the same class and waste 8 bytes a slot). A handle is the
+/// slot's index in the slab ([`split`], [`join`]); ids carry it, so
+/// changing the chunk size changes no id's meaning.
+const CHUNK: usize = 458_752 / std::mem::size_of::<Option<Entry>>();
+
+/// A handle's chunk and index in the chunk.
+#[inline]
+fn split(h: u32) -> (usize, usize) {
+    (h as usize / CHUNK, h as usize % CHUNK)
+}
+
+/// The handle of index `i` of chunk `c`.
+#[inline]
+fn join(c: usize, i: usize) -> u32 {
+    (c * CHUNK + i) as u32
+}
 
 /// An ordered index's key: `word` then `handle`, one integer (compared
 /// in two instructions, where a tuple compares field by field).
@@ -166,7 +180,7 @@ fn time_word(t: i64) -> u64 {
 
 /// The jobs themselves and the indexes that name them by handle.
 struct Registry {
-    /// Slots; a handle is chunk << CHUNK_BITS | index. Every chunk but
+    /// Slots; a handle is chunk × CHUNK + index. Every chunk but
     /// the first is allocated whole; the first grows, so a server with
     /// a few jobs holds a few slots.
     chunks: Vec<Vec<Option<Entry>>>,
@@ -204,17 +218,18 @@ fn id_hash(id: &JobId) -> u64 {
 /// a job that moved or went).
 #[inline]
 fn live_wake(chunks: &[Vec<Option<Entry>>], k: u128) -> bool {
-    let h = handle(k);
+    let (c, i) = split(handle(k));
     chunks
-        .get((h >> CHUNK_BITS) as usize)
-        .and_then(|c| c.get(h as usize & (CHUNK - 1)))
+        .get(c)
+        .and_then(|c| c.get(i))
         .and_then(Option::as_ref)
         .is_some_and(|e| e.awake != i64::MAX && time_word(e.awake) == (k >> 64) as u64)
 }
 
 #[inline]
 fn slot(chunks: &[Vec<Option<Entry>>], h: u32) -> &Entry {
-    chunks[(h >> CHUNK_BITS) as usize][h as usize & (CHUNK - 1)].as_ref().expect("live handle")
+    let (c, i) = split(h);
+    chunks[c][i].as_ref().expect("live handle")
 }
 
 impl Registry {
@@ -237,7 +252,8 @@ impl Registry {
 
     #[inline]
     fn at_mut(&mut self, h: u32) -> &mut Entry {
-        self.chunks[(h >> CHUNK_BITS) as usize][h as usize & (CHUNK - 1)]
+        let (c, i) = split(h);
+        self.chunks[c][i]
             .as_mut()
             .expect("live handle")
     }
@@ -245,7 +261,8 @@ impl Registry {
     /// Slot `h` if it exists (empty or not).
     #[inline]
     fn slot_at(&self, h: u32) -> Option<&Option<Entry>> {
-        self.chunks.get((h >> CHUNK_BITS) as usize).and_then(|c| c.get(h as usize & (CHUNK - 1)))
+        let (c, i) = split(h);
+        self.chunks.get(c).and_then(|c| c.get(i))
     }
 
     #[inline]
@@ -276,8 +293,12 @@ impl Registry {
         }
         let n = self.chunks.len() - 1;
         let c = &mut self.chunks[n];
+        if c.len() == c.capacity() {
+            // The first chunk grows; doubling would pass CHUNK.
+            c.reserve_exact(c.len().max(4).min(CHUNK - c.len()));
+        }
         c.push(None);
-        ((n as u32) << CHUNK_BITS) | (c.len() - 1) as u32
+        join(n, c.len() - 1)
     }
 
     /// Makes slot `h` exist and reports whether it is empty, so that a job
@@ -285,16 +306,19 @@ impl Registry {
     /// `h` only within about twice its size (an id from elsewhere may name
     /// any slot); slots passed on the way are listed free.
     fn claim(&mut self, h: u32) -> bool {
-        let (c, i) = ((h >> CHUNK_BITS) as usize, h as usize & (CHUNK - 1));
-        if c >= 2 * self.chunks.len() + 16 {
+        let (c, i) = split(h);
+        // Handles stay below 2^31: the indexes keep a flag in the top bit
+        // (`packed.rs`).
+        if c >= 2 * self.chunks.len() + 16 || h >= 1 << 31 {
             return false;
         }
         while self.chunks.len() <= c {
             let n = self.chunks.len().wrapping_sub(1);
             if let Some(last) = self.chunks.last_mut() {
                 for j in last.len()..CHUNK {
-                    self.free.push(((n << CHUNK_BITS) | j) as u32);
+                    self.free.push(join(n, j));
                 }
+                last.reserve_exact(CHUNK - last.len());
                 last.resize_with(CHUNK, || None);
             }
             let cap = if self.chunks.is_empty() { 0 } else { CHUNK };
@@ -303,8 +327,9 @@ impl Registry {
         let chunk = &mut self.chunks[c];
         if chunk.len() <= i {
             for j in chunk.len()..i {
-                self.free.push(((c << CHUNK_BITS) | j) as u32);
+                self.free.push(join(c, j));
             }
+            chunk.reserve_exact(i + 1 - chunk.len());
             chunk.resize_with(i + 1, || None);
         }
         chunk[i].is_none()
@@ -319,7 +344,8 @@ impl Registry {
         self.body_bytes += job.body.len();
         self.live += 1;
         let hash = if foreign { id_hash(&job.id) } else { 0 };
-        let s = &mut self.chunks[(h >> CHUNK_BITS) as usize][h as usize & (CHUNK - 1)];
+        let (c, i) = split(h);
+        let s = &mut self.chunks[c][i];
         debug_assert!(s.is_none());
         *s = Some(Entry { job, awake: i64::MAX });
         if foreign {
@@ -343,7 +369,8 @@ impl Registry {
     /// Takes slot `h` out of the slab, the foreign table and the wake-up
     /// index (its queue is the caller's).
     fn remove(&mut self, h: u32) -> Entry {
-        let e = self.chunks[(h >> CHUNK_BITS) as usize][h as usize & (CHUNK - 1)]
+        let (c, i) = split(h);
+        let e = self.chunks[c][i]
             .take()
             .expect("live handle");
         self.live -= 1;
@@ -381,14 +408,14 @@ impl Registry {
 
     /// Live jobs from slot `from` on, in slot order, with their handles.
     fn from(&self, from: usize) -> impl Iterator<Item = (u32, &Entry)> {
-        let (c, i) = (from >> CHUNK_BITS, from & (CHUNK - 1));
+        let (c, i) = (from / CHUNK, from % CHUNK);
         self.chunks.iter().enumerate().skip(c).flat_map(move |(n, chunk)| {
             let skip = if n == c { i } else { 0 };
             chunk
                 .iter()
                 .enumerate()
                 .skip(skip)
-                .filter_map(move |(j, e)| e.as_ref().map(|e| (((n << CHUNK_BITS) | j) as u32, e)))
+                .filter_map(move |(j, e)| e.as_ref().map(|e| (join(n, j), e)))
         })
     }
 
@@ -1247,10 +1274,14 @@ mod tests {
         assert!(QueueName::ptr_eq(&js.get(&d).unwrap().queue, &js.get(&b).unwrap().queue));
     }
 
-    /// 4,096 slots fill one jemalloc size class (448 KiB) exactly.
+    /// A chunk of slots fills one jemalloc size class (448 KiB) to within
+    /// a slot.
     #[test]
-    fn a_slot_is_112_bytes() {
-        assert_eq!(std::mem::size_of::<Option<Entry>>(), 112);
+    fn a_slot_is_104_bytes_and_a_chunk_fills_448_kib() {
+        assert_eq!(std::mem::size_of::<Option<Entry>>(), 104);
+        assert_eq!(CHUNK, 4_411);
+        let bytes = CHUNK * std::mem::size_of::<Option<Entry>>();
+        assert!(bytes <= 458_752 && bytes + 104 > 458_752);
     }
 
     /// Jobs made here are found by the handle in their ids, without the

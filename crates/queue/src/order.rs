@@ -10,14 +10,18 @@
 
 use std::collections::VecDeque;
 
+use crate::packed::Packed;
+
 /// Set in a dead key: above any handle (the low word holds a `u32`), so
-/// the key still sorts by its creation stamp and never equals a live one.
+/// the key still sorts by its creation stamp and never equals a live one
+/// (stored in the handle's top bit, see `packed.rs`).
 const DEAD: u128 = 1 << 63;
 
 /// The queued keys of one queue, ascending, with tombstones.
 #[derive(Debug, Default)]
 pub(crate) struct Order {
-    keys: VecDeque<u128>,
+    /// 12 bytes a key (`packed.rs`).
+    keys: VecDeque<Packed>,
     live: usize,
 }
 
@@ -39,23 +43,23 @@ impl Order {
     pub(crate) fn insert(&mut self, k: u128) {
         self.live += 1;
         match self.keys.back() {
-            Some(&b) if b & !DEAD > k => {
-                let at = self.keys.partition_point(|&x| x & !DEAD < k);
-                self.keys.insert(at, k);
+            Some(&b) if b.get() & !DEAD > k => {
+                let at = self.keys.partition_point(|&x| x.get() & !DEAD < k);
+                self.keys.insert(at, Packed::new(k));
             }
-            _ => self.keys.push_back(k),
+            _ => self.keys.push_back(Packed::new(k)),
         }
     }
 
     /// Removes live key `k`; false when it is not there.
     pub(crate) fn remove(&mut self, k: u128) -> bool {
-        let at = self.keys.partition_point(|&x| x & !DEAD < k);
+        let at = self.keys.partition_point(|&x| x.get() & !DEAD < k);
         // Dead copies of `k` (the same job queued, then dequeued) sort
         // with it; the live one is among them.
         let mut i = at;
-        while i < self.keys.len() && self.keys[i] & !DEAD == k {
-            if self.keys[i] == k {
-                self.keys[i] |= DEAD;
+        while i < self.keys.len() && self.keys[i].get() & !DEAD == k {
+            if self.keys[i].get() == k {
+                self.keys[i] = Packed::new(k | DEAD);
                 self.live -= 1;
                 self.tidy();
                 return true;
@@ -68,6 +72,7 @@ impl Order {
     /// Takes the smallest live key.
     pub(crate) fn pop_first(&mut self) -> Option<u128> {
         while let Some(k) = self.keys.pop_front() {
+            let k = k.get();
             if k & DEAD == 0 {
                 self.live -= 1;
                 self.trim();
@@ -79,7 +84,7 @@ impl Order {
 
     /// Live keys, ascending.
     pub(crate) fn iter(&self) -> impl DoubleEndedIterator<Item = u128> + '_ {
-        self.keys.iter().copied().filter(|&k| k & DEAD == 0)
+        self.keys.iter().map(|k| k.get()).filter(|&k| k & DEAD == 0)
     }
 
     /// Drops dead keys at the ends, and every dead key once they are
@@ -87,15 +92,15 @@ impl Order {
     fn tidy(&mut self) {
         self.trim();
         if self.keys.len() > 2 * self.live + 16 {
-            self.keys.retain(|&k| k & DEAD == 0);
+            self.keys.retain(|&k| k.get() & DEAD == 0);
         }
     }
 
     fn trim(&mut self) {
-        while self.keys.front().is_some_and(|&k| k & DEAD != 0) {
+        while self.keys.front().is_some_and(|&k| k.get() & DEAD != 0) {
             self.keys.pop_front();
         }
-        while self.keys.back().is_some_and(|&k| k & DEAD != 0) {
+        while self.keys.back().is_some_and(|&k| k.get() & DEAD != 0) {
             self.keys.pop_back();
         }
     }
