@@ -3,10 +3,10 @@
 //! slab), found by id from the slot handle the id carries (ids made here
 //! carry it; see `id.rs`; a job loaded with an id that names no free slot
 //! goes in a small hash table of such jobs instead), and scanned (JSCAN,
-//! snapshots) in slot order. The two ordered indexes hold
-//! 12-byte keys (`packed.rs`), a word and a handle, never ids: one sorted ring per
-//! queue (creation stamp, handle; [`Order`]) and the wake-up heap (time,
-//! handle; [`Wake`]) — the earliest of a job's expiry and its next
+//! snapshots) in slot order. The two ordered indexes hold handles,
+//! never ids: one sorted ring of handles per queue (by creation stamp,
+//! read in the slots; [`Order`]) and the wake-up heap of 12-byte
+//! `(time, handle)` keys ([`Wake`]) — the earliest of a job's expiry and its next
 //! re-queue — that [`Jobs::tick`] pops to run retries, delays and TTLs
 //! (spec §1.4, §3.8).
 
@@ -54,7 +54,7 @@ impl Pause {
 pub struct Queue {
     /// Its name, shared by its jobs.
     name: QueueName,
-    /// [`key`]`(creation stamp, slot handle)` of each queued job.
+    /// The slot handles of its queued jobs, by creation stamp.
     jobs: Order,
     /// Unix ms it was created and last used (enqueue, fetch, block).
     pub ctime: i64,
@@ -253,9 +253,7 @@ impl Registry {
     #[inline]
     fn at_mut(&mut self, h: u32) -> &mut Entry {
         let (c, i) = split(h);
-        self.chunks[c][i]
-            .as_mut()
-            .expect("live handle")
+        self.chunks[c][i].as_mut().expect("live handle")
     }
 
     /// Slot `h` if it exists (empty or not).
@@ -307,8 +305,8 @@ impl Registry {
     /// any slot); slots passed on the way are listed free.
     fn claim(&mut self, h: u32) -> bool {
         let (c, i) = split(h);
-        // Handles stay below 2^31: the indexes keep a flag in the top bit
-        // (`packed.rs`).
+        // Handles stay below 2^31: a queue's order keeps its tombstone in
+        // the top bit (`order.rs`).
         if c >= 2 * self.chunks.len() + 16 || h >= 1 << 31 {
             return false;
         }
@@ -370,9 +368,7 @@ impl Registry {
     /// index (its queue is the caller's).
     fn remove(&mut self, h: u32) -> Entry {
         let (c, i) = split(h);
-        let e = self.chunks[c][i]
-            .take()
-            .expect("live handle");
+        let e = self.chunks[c][i].take().expect("live handle");
         self.live -= 1;
         if !self.ext.is_empty() {
             self.ext.remove(&h);
@@ -588,7 +584,7 @@ impl Jobs {
     /// The ids queued in `q` (one of this node's queues), oldest (next to
     /// be fetched) first.
     pub fn queued_ids<'a>(&'a self, q: &'a Queue) -> impl DoubleEndedIterator<Item = JobId> + 'a {
-        q.jobs.iter().map(|k| self.reg.at(handle(k)).job.id)
+        q.jobs.iter().map(|h| self.reg.at(h).job.id)
     }
 
     /// A fresh id (see `Gen::new_id`), bound to no slot (a job inserted
@@ -691,7 +687,8 @@ impl Jobs {
         reg.put(h, job, false);
         reg.reindex(h);
         if let (true, Some(q)) = (queued, q.as_mut()) {
-            q.jobs.insert(key(ctime, h));
+            let chunks = &reg.chunks;
+            q.jobs.insert(h, ctime, |x| slot(chunks, x).job.ctime);
             q.atime = now;
             q.jobs_in += 1;
         }
@@ -718,7 +715,8 @@ impl Jobs {
             job.queue = q.name.clone();
             let h = self.reg.add(job);
             self.reg.reindex(h);
-            q.jobs.insert(key(ctime, h));
+            let chunks = &self.reg.chunks;
+            q.jobs.insert(h, ctime, |x| slot(chunks, x).job.ctime);
             h
         } else {
             if let Some(q) = self.queues.get(&job.queue[..]) {
@@ -736,15 +734,19 @@ impl Jobs {
     /// Deletes a job wherever it is.
     pub fn delete(&mut self, id: &JobId) -> Option<Job> {
         let h = self.reg.find(id)?;
+        // Out of its queue first: the order reads the stamps of its
+        // queued jobs in their slots.
+        let j = &self.reg.at(h).job;
+        if j.state == State::Queued {
+            if let Some(q) = self.queues.get_mut(&j.queue[..]) {
+                let chunks = &self.reg.chunks;
+                q.jobs.remove(h, j.ctime, |x| slot(chunks, x).job.ctime);
+            }
+        }
         if !self.reg.ext.is_empty() {
             self.forget_unique(h);
         }
         let e = self.reg.remove(h);
-        if e.job.state == State::Queued {
-            if let Some(q) = self.queues.get_mut(&e.job.queue[..]) {
-                q.jobs.remove(key(e.job.ctime, h));
-            }
-        }
         Some(e.job)
     }
 
@@ -800,7 +802,8 @@ impl Jobs {
             // Delayed before its queue existed: share the queue's name.
             j.queue = q.name.clone();
         }
-        q.jobs.insert(key(ctime, h));
+        let chunks = &self.reg.chunks;
+        q.jobs.insert(h, ctime, |x| slot(chunks, x).job.ctime);
         q.atime = now;
         q.jobs_in += 1;
         self.reg.reindex(h);
@@ -822,8 +825,10 @@ impl Jobs {
             return false;
         }
         j.state = State::Active;
+        let j = &self.reg.at(h).job;
         if let Some(q) = self.queues.get_mut(&j.queue[..]) {
-            q.jobs.remove(key(j.ctime, h));
+            let chunks = &self.reg.chunks;
+            q.jobs.remove(h, j.ctime, |x| slot(chunks, x).job.ctime);
         }
         true
     }
@@ -839,7 +844,7 @@ impl Jobs {
         if q.rate > 0 && !q.jobs.is_empty() && !extend::take_rate(q, &mut self.reopen, now) {
             return None;
         }
-        let h = handle(q.jobs.pop_first()?);
+        let h = q.jobs.pop_first()?;
         q.atime = now;
         q.jobs_out += 1;
         let j = &mut self.reg.at_mut(h).job;
