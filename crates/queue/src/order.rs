@@ -263,7 +263,7 @@ mod tests {
                     // A new job (2 in 3), or an old one queued again.
                     let Some(h) = free.pop() else { continue };
                     stamp += 1;
-                    let s = if x % 3 == 0 { stamp - (x >> 40) % 200 } else { stamp };
+                    let s = if x.is_multiple_of(3) { stamp - (x >> 40) % 200 } else { stamp };
                     m.insert(s, h);
                 }
                 4 | 5 => {
