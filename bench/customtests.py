@@ -73,6 +73,12 @@ def _geosearch(n, size, keyspace):
         yield resp("GEOADD", "gs", *members)
 
 
+def _getjob(n, size, keyspace):
+    # One job per request, queued in creation order as ADDJOB makes them.
+    for _ in range(n):
+        yield resp("ADDJOB", "gq", "v" * size, "0")
+
+
 class Custom(namedtuple("Custom", "line load keyspace")):
     """`line`: the command; `load(n, size, keyspace)`: RESP commands run
     first, or None; `keyspace`: "n" when `-r` must be the request count."""
@@ -91,6 +97,9 @@ CUSTOM = {
     "evalsha_get": Custom(["EVALSHA", sha(GET_SCRIPT), "1", "key:__rand_int__"], _scripts, None),
     "evalsha_5w": Custom(["EVALSHA", sha(W5_SCRIPT), "5", "s:__rand_int__", "c:__rand_int__",
                           "l:__rand_int__", "h:__rand_int__", "t:__rand_int__", "__data__"], _scripts, None),
+    # Jobs (docs/jobs.md): one queue, TTL and RETRY left to their defaults.
+    "addjob": Custom(["ADDJOB", "aq", "__data__", "0"], None, None),
+    "getjob": Custom(["GETJOB", "NOHANG", "FROM", "gq"], _getjob, None),
     "xadd": Custom(["XADD", "xa", "*", "field", "__data__"], None, None),
     "xrange_10": Custom(["XRANGE", "xr", "-", "+", "COUNT", "10"], _xrange, None),
     "xreadgroup": Custom(["XREADGROUP", "GROUP", "g", "c", "COUNT", "1", "STREAMS", "xg", ">"],

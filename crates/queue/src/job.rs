@@ -6,13 +6,13 @@ use std::borrow::Borrow;
 use std::ops::Deref;
 use std::sync::Arc;
 
+use crate::body::Body;
 use crate::ext::Ext;
 use crate::id::{JobId, ID_LEN};
 
 /// A queue's name, shared by the queue and its jobs: one thin pointer,
-/// 8 bytes in each job where an `Arc<[u8]>` takes 16 (which makes a
-/// job's slot 112 bytes, so 4,096 slots fill a 448 KiB allocation class
-/// exactly). Hashes, compares and derefs as its bytes.
+/// 8 bytes in each job where an `Arc<[u8]>` takes 16 (a job's slot is
+/// 104 bytes with the thin body, see `jobs.rs`, `CHUNK`). Hashes, compares and derefs as its bytes.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[allow(clippy::redundant_allocation)]
 pub struct QueueName(Arc<Box<[u8]>>);
@@ -104,7 +104,8 @@ pub const FLAG_QUEUED_ONCE: u8 = 2;
 pub struct Job {
     pub id: JobId,
     pub queue: QueueName,
-    pub body: Box<[u8]>,
+    /// One thin pointer (`body.rs`).
+    pub body: Body,
     pub state: State,
     /// Requested replication factor (always 1 on one node).
     pub repl: u16,
@@ -237,7 +238,7 @@ impl Job {
         let qlen = u32::from_le_bytes(r.arr()?) as usize;
         let queue = QueueName::new(r.take(qlen)?);
         let blen = u32::from_le_bytes(r.arr()?) as usize;
-        let body: Box<[u8]> = r.take(blen)?.into();
+        let body = Body::new(r.take(blen)?);
         let ext = if version == RECORD_VERSION_EXT {
             let e = Ext::decode(&b[r.pos..]).ok_or(DecodeError::BadExt)?;
             r.pos = b.len();

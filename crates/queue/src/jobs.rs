@@ -1,12 +1,12 @@
 //! All jobs and queues of the node. Jobs sit in a slab of fixed slots
-//! (chunks of 4,096, so a job never moves and growing never copies the
+//! (chunks of 4,411, so a job never moves and growing never copies the
 //! slab), found by id from the slot handle the id carries (ids made here
 //! carry it; see `id.rs`; a job loaded with an id that names no free slot
 //! goes in a small hash table of such jobs instead), and scanned (JSCAN,
-//! snapshots) in slot order. The two ordered indexes hold
-//! 16-byte keys, a word and a handle, never ids: one sorted ring per
-//! queue (creation stamp, handle; [`Order`]) and the wake-up heap (time,
-//! handle; [`Wake`]) — the earliest of a job's expiry and its next
+//! snapshots) in slot order. The two ordered indexes hold handles,
+//! never ids: one sorted ring of handles per queue (by creation stamp,
+//! read in the slots; [`Order`]) and the wake-up heap of 12-byte
+//! `(time, handle)` keys ([`Wake`]) — the earliest of a job's expiry and its next
 //! re-queue — that [`Jobs::tick`] pops to run retries, delays and TTLs
 //! (spec §1.4, §3.8).
 
@@ -54,7 +54,7 @@ impl Pause {
 pub struct Queue {
     /// Its name, shared by its jobs.
     name: QueueName,
-    /// [`key`]`(creation stamp, slot handle)` of each queued job.
+    /// The slot handles of its queued jobs, by creation stamp.
     jobs: Order,
     /// Unix ms it was created and last used (enqueue, fetch, block).
     pub ctime: i64,
@@ -143,10 +143,24 @@ struct Entry {
 /// collected.
 pub const QUEUE_IDLE_GC_MS: i64 = 300_000;
 
-/// 4,096 slots of 112 bytes: 448 KiB, one of jemalloc's size classes, so
-/// a chunk wastes nothing (120-byte slots took the 512 KiB class).
-const CHUNK_BITS: u32 = 12;
-const CHUNK: usize = 1 << CHUNK_BITS;
+/// 4,411 slots of 104 bytes: just under 448 KiB, one of jemalloc's size
+/// classes, so a chunk wastes under 104 bytes (4,096 slots of 104 bytes
+/// would take the same class and waste 8 bytes a slot). A handle is the
+/// slot's index in the slab ([`split`], [`join`]); ids carry it, so
+/// changing the chunk size changes no id's meaning.
+const CHUNK: usize = 458_752 / std::mem::size_of::<Option<Entry>>();
+
+/// A handle's chunk and index in the chunk.
+#[inline]
+fn split(h: u32) -> (usize, usize) {
+    (h as usize / CHUNK, h as usize % CHUNK)
+}
+
+/// The handle of index `i` of chunk `c`.
+#[inline]
+fn join(c: usize, i: usize) -> u32 {
+    (c * CHUNK + i) as u32
+}
 
 /// An ordered index's key: `word` then `handle`, one integer (compared
 /// in two instructions, where a tuple compares field by field).
@@ -169,7 +183,7 @@ fn time_word(t: i64) -> u64 {
 
 /// The jobs themselves and the indexes that name them by handle.
 struct Registry {
-    /// Slots; a handle is chunk << CHUNK_BITS | index. Every chunk but
+    /// Slots; a handle is chunk × CHUNK + index. Every chunk but
     /// the first is allocated whole; the first grows, so a server with
     /// a few jobs holds a few slots.
     chunks: Vec<Vec<Option<Entry>>>,
@@ -207,17 +221,18 @@ fn id_hash(id: &JobId) -> u64 {
 /// a job that moved or went).
 #[inline]
 fn live_wake(chunks: &[Vec<Option<Entry>>], k: u128) -> bool {
-    let h = handle(k);
+    let (c, i) = split(handle(k));
     chunks
-        .get((h >> CHUNK_BITS) as usize)
-        .and_then(|c| c.get(h as usize & (CHUNK - 1)))
+        .get(c)
+        .and_then(|c| c.get(i))
         .and_then(Option::as_ref)
         .is_some_and(|e| e.awake != i64::MAX && time_word(e.awake) == (k >> 64) as u64)
 }
 
 #[inline]
 fn slot(chunks: &[Vec<Option<Entry>>], h: u32) -> &Entry {
-    chunks[(h >> CHUNK_BITS) as usize][h as usize & (CHUNK - 1)].as_ref().expect("live handle")
+    let (c, i) = split(h);
+    chunks[c][i].as_ref().expect("live handle")
 }
 
 impl Registry {
@@ -240,15 +255,15 @@ impl Registry {
 
     #[inline]
     fn at_mut(&mut self, h: u32) -> &mut Entry {
-        self.chunks[(h >> CHUNK_BITS) as usize][h as usize & (CHUNK - 1)]
-            .as_mut()
-            .expect("live handle")
+        let (c, i) = split(h);
+        self.chunks[c][i].as_mut().expect("live handle")
     }
 
     /// Slot `h` if it exists (empty or not).
     #[inline]
     fn slot_at(&self, h: u32) -> Option<&Option<Entry>> {
-        self.chunks.get((h >> CHUNK_BITS) as usize).and_then(|c| c.get(h as usize & (CHUNK - 1)))
+        let (c, i) = split(h);
+        self.chunks.get(c).and_then(|c| c.get(i))
     }
 
     #[inline]
@@ -279,8 +294,12 @@ impl Registry {
         }
         let n = self.chunks.len() - 1;
         let c = &mut self.chunks[n];
+        if c.len() == c.capacity() {
+            // The first chunk grows; doubling would pass CHUNK.
+            c.reserve_exact(c.len().max(4).min(CHUNK - c.len()));
+        }
         c.push(None);
-        ((n as u32) << CHUNK_BITS) | (c.len() - 1) as u32
+        join(n, c.len() - 1)
     }
 
     /// Makes slot `h` exist and reports whether it is empty, so that a job
@@ -288,16 +307,19 @@ impl Registry {
     /// `h` only within about twice its size (an id from elsewhere may name
     /// any slot); slots passed on the way are listed free.
     fn claim(&mut self, h: u32) -> bool {
-        let (c, i) = ((h >> CHUNK_BITS) as usize, h as usize & (CHUNK - 1));
-        if c >= 2 * self.chunks.len() + 16 {
+        let (c, i) = split(h);
+        // Handles stay below 2^31: a queue's order keeps its tombstone in
+        // the top bit (`order.rs`).
+        if c >= 2 * self.chunks.len() + 16 || h >= 1 << 31 {
             return false;
         }
         while self.chunks.len() <= c {
             let n = self.chunks.len().wrapping_sub(1);
             if let Some(last) = self.chunks.last_mut() {
                 for j in last.len()..CHUNK {
-                    self.free.push(((n << CHUNK_BITS) | j) as u32);
+                    self.free.push(join(n, j));
                 }
+                last.reserve_exact(CHUNK - last.len());
                 last.resize_with(CHUNK, || None);
             }
             let cap = if self.chunks.is_empty() { 0 } else { CHUNK };
@@ -306,8 +328,9 @@ impl Registry {
         let chunk = &mut self.chunks[c];
         if chunk.len() <= i {
             for j in chunk.len()..i {
-                self.free.push(((c << CHUNK_BITS) | j) as u32);
+                self.free.push(join(c, j));
             }
+            chunk.reserve_exact(i + 1 - chunk.len());
             chunk.resize_with(i + 1, || None);
         }
         chunk[i].is_none()
@@ -322,7 +345,8 @@ impl Registry {
         self.body_bytes += job.body.len();
         self.live += 1;
         let hash = if foreign { id_hash(&job.id) } else { 0 };
-        let s = &mut self.chunks[(h >> CHUNK_BITS) as usize][h as usize & (CHUNK - 1)];
+        let (c, i) = split(h);
+        let s = &mut self.chunks[c][i];
         debug_assert!(s.is_none());
         *s = Some(Entry { job, awake: i64::MAX });
         if foreign {
@@ -346,9 +370,8 @@ impl Registry {
     /// Takes slot `h` out of the slab, the foreign table and the wake-up
     /// index (its queue is the caller's).
     fn remove(&mut self, h: u32) -> Entry {
-        let e = self.chunks[(h >> CHUNK_BITS) as usize][h as usize & (CHUNK - 1)]
-            .take()
-            .expect("live handle");
+        let (c, i) = split(h);
+        let e = self.chunks[c][i].take().expect("live handle");
         self.live -= 1;
         if !self.ext.is_empty() {
             self.ext.remove(&h);
@@ -384,14 +407,14 @@ impl Registry {
 
     /// Live jobs from slot `from` on, in slot order, with their handles.
     fn from(&self, from: usize) -> impl Iterator<Item = (u32, &Entry)> {
-        let (c, i) = (from >> CHUNK_BITS, from & (CHUNK - 1));
+        let (c, i) = (from / CHUNK, from % CHUNK);
         self.chunks.iter().enumerate().skip(c).flat_map(move |(n, chunk)| {
             let skip = if n == c { i } else { 0 };
             chunk
                 .iter()
                 .enumerate()
                 .skip(skip)
-                .filter_map(move |(j, e)| e.as_ref().map(|e| (((n << CHUNK_BITS) | j) as u32, e)))
+                .filter_map(move |(j, e)| e.as_ref().map(|e| (join(n, j), e)))
         })
     }
 
@@ -564,7 +587,7 @@ impl Jobs {
     /// The ids queued in `q` (one of this node's queues), oldest (next to
     /// be fetched) first.
     pub fn queued_ids<'a>(&'a self, q: &'a Queue) -> impl DoubleEndedIterator<Item = JobId> + 'a {
-        q.jobs.iter().map(|k| self.reg.at(handle(k)).job.id)
+        q.jobs.iter().map(|h| self.reg.at(h).job.id)
     }
 
     /// A fresh id (see `Gen::new_id`), bound to no slot (a job inserted
@@ -671,7 +694,8 @@ impl Jobs {
         reg.put(h, job, false);
         reg.reindex(h);
         if let (true, Some(q)) = (queued, q.as_mut()) {
-            q.jobs.insert(key(ctime, h));
+            let chunks = &reg.chunks;
+            q.jobs.insert(h, ctime, |x| slot(chunks, x).job.ctime);
             q.atime = now;
             q.jobs_in += 1;
         }
@@ -698,7 +722,8 @@ impl Jobs {
             job.queue = q.name.clone();
             let h = self.reg.add(job);
             self.reg.reindex(h);
-            q.jobs.insert(key(ctime, h));
+            let chunks = &self.reg.chunks;
+            q.jobs.insert(h, ctime, |x| slot(chunks, x).job.ctime);
             h
         } else {
             if let Some(q) = self.queues.get(&job.queue[..]) {
@@ -716,15 +741,19 @@ impl Jobs {
     /// Deletes a job wherever it is.
     pub fn delete(&mut self, id: &JobId) -> Option<Job> {
         let h = self.reg.find(id)?;
+        // Out of its queue first: the order reads the stamps of its
+        // queued jobs in their slots.
+        let j = &self.reg.at(h).job;
+        if j.state == State::Queued {
+            if let Some(q) = self.queues.get_mut(&j.queue[..]) {
+                let chunks = &self.reg.chunks;
+                q.jobs.remove(h, j.ctime, |x| slot(chunks, x).job.ctime);
+            }
+        }
         if !self.reg.ext.is_empty() {
             self.forget_unique(h);
         }
         let e = self.reg.remove(h);
-        if e.job.state == State::Queued {
-            if let Some(q) = self.queues.get_mut(&e.job.queue[..]) {
-                q.jobs.remove(key(e.job.ctime, h));
-            }
-        }
         Some(e.job)
     }
 
@@ -780,7 +809,8 @@ impl Jobs {
             // Delayed before its queue existed: share the queue's name.
             j.queue = q.name.clone();
         }
-        q.jobs.insert(key(ctime, h));
+        let chunks = &self.reg.chunks;
+        q.jobs.insert(h, ctime, |x| slot(chunks, x).job.ctime);
         q.atime = now;
         q.jobs_in += 1;
         self.reg.reindex(h);
@@ -802,8 +832,10 @@ impl Jobs {
             return false;
         }
         j.state = State::Active;
+        let j = &self.reg.at(h).job;
         if let Some(q) = self.queues.get_mut(&j.queue[..]) {
-            q.jobs.remove(key(j.ctime, h));
+            let chunks = &self.reg.chunks;
+            q.jobs.remove(h, j.ctime, |x| slot(chunks, x).job.ctime);
         }
         true
     }
@@ -819,7 +851,7 @@ impl Jobs {
         if q.rate > 0 && !q.jobs.is_empty() && !extend::take_rate(q, &mut self.reopen, now) {
             return None;
         }
-        let h = handle(q.jobs.pop_first()?);
+        let h = q.jobs.pop_first()?;
         q.atime = now;
         q.jobs_out += 1;
         let j = &mut self.reg.at_mut(h).job;
@@ -1255,10 +1287,14 @@ mod tests {
         assert!(QueueName::ptr_eq(&js.get(&d).unwrap().queue, &js.get(&b).unwrap().queue));
     }
 
-    /// 4,096 slots fill one jemalloc size class (448 KiB) exactly.
+    /// A chunk of slots fills one jemalloc size class (448 KiB) to within
+    /// a slot.
     #[test]
-    fn a_slot_is_112_bytes() {
-        assert_eq!(std::mem::size_of::<Option<Entry>>(), 112);
+    fn a_slot_is_104_bytes_and_a_chunk_fills_448_kib() {
+        assert_eq!(std::mem::size_of::<Option<Entry>>(), 104);
+        assert_eq!(CHUNK, 4_411);
+        let bytes = CHUNK * std::mem::size_of::<Option<Entry>>();
+        assert!(bytes <= 458_752 && bytes + 104 > 458_752);
     }
 
     /// Jobs made here are found by the handle in their ids, without the

@@ -12,13 +12,16 @@
 //! `docs/jobs.md` describes the commands and their semantics: Disque's
 //! single-node parts (<https://github.com/antirez/disque>).
 
+mod body;
 mod ext;
 mod id;
 mod job;
 mod jobs;
 mod order;
+mod packed;
 mod wake;
 
+pub use body::Body;
 pub use ext::{Backoff, Every, Ext, MAX_SPAN_MS};
 pub use id::{JobId, ID_LEN};
 pub use job::{DecodeError, Job, QueueName, State, FLAG_DELIVERED, FLAG_QUEUED_ONCE};

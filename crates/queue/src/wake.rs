@@ -14,9 +14,12 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
+use crate::packed::Packed;
+
 #[derive(Debug, Default)]
 pub(crate) struct Wake {
-    heap: BinaryHeap<Reverse<u128>>,
+    /// 12 bytes a key (`packed.rs`).
+    heap: BinaryHeap<Reverse<Packed>>,
     /// Keys left behind (an estimate: a key pushed twice counts once).
     stale: usize,
 }
@@ -27,7 +30,7 @@ impl Wake {
     }
 
     pub(crate) fn push(&mut self, k: u128) {
-        self.heap.push(Reverse(k));
+        self.heap.push(Reverse(Packed::new(k)));
     }
 
     /// Notes that one pushed key is no longer live; rebuilds the heap from
@@ -35,7 +38,7 @@ impl Wake {
     pub(crate) fn left(&mut self, live: impl Fn(u128) -> bool) {
         self.stale += 1;
         if self.stale > self.heap.len() / 2 + 1024 {
-            self.heap.retain(|&Reverse(k)| live(k));
+            self.heap.retain(|&Reverse(k)| live(k.get()));
             self.stale = 0;
         }
     }
@@ -50,7 +53,7 @@ impl Wake {
     #[cfg(test)]
     pub(crate) fn settle(&mut self, live: impl Fn(u128) -> bool) {
         while let Some(&Reverse(k)) = self.heap.peek() {
-            if live(k) {
+            if live(k.get()) {
                 break;
             }
             self.heap.pop();
@@ -60,13 +63,13 @@ impl Wake {
 
     /// The smallest key, live or stale (no live key is smaller).
     pub(crate) fn first(&self) -> Option<u128> {
-        self.heap.peek().map(|&Reverse(k)| k)
+        self.heap.peek().map(|&Reverse(k)| k.get())
     }
 
     /// Takes the smallest key.
     #[cfg(test)]
     pub(crate) fn pop(&mut self) -> Option<u128> {
-        self.heap.pop().map(|Reverse(k)| k)
+        self.heap.pop().map(|Reverse(k)| k.get())
     }
 
     #[cfg(test)]
