@@ -175,11 +175,11 @@ impl Follower {
                     st.session = None;
                 }
             }
-        } else if let Some(m) = repl::master(&sh) {
-            // Our replicas resync with us too (Redis's replicationSetMaster):
-            // they may partially, and they learn a new id that way.
-            m.disconnect_replicas();
         }
+        // A replica that changes masters keeps its own replicas, as Redis
+        // 7.0's replicationSetMaster does: they go when the history
+        // changes (a full sync's payload is about to load, or a partial
+        // one gives a new replication id), not before.
         let gen = st.gen;
         drop(st);
         // Redis's replicationSetMaster: clients blocked here (on keys, on

@@ -1268,6 +1268,10 @@ fn read_acks(sh: &Shared, m: &Master, r: &Replica, mut sock: TcpStream, mut buf:
                             m.serve_waits();
                             m.acks.notify_waiters();
                         }
+                    } else if n > 0 && !arg(0).eq_ignore_ascii_case(b"REPLCONF") {
+                        let argv: Vec<&[u8]> = (0..n).map(arg).collect();
+                        refuse_command(sh, r, &argv);
+                        return;
                     }
                     pos += consumed;
                 }
@@ -1314,6 +1318,36 @@ fn read_acks(sh: &Shared, m: &Master, r: &Replica, mut sock: TcpStream, mut buf:
             }
         }
     }
+}
+
+/// A command other than REPLCONF on a replica's link. Redis runs it and,
+/// since the link carries no replies, the reply it makes gets the replica
+/// disconnected, an error being logged first as every error a master
+/// sends its replica is. Sluice does not run it (a rogue replica's admin
+/// command has no effect here), but answers the same way.
+fn refuse_command(sh: &Shared, r: &Replica, argv: &[&[u8]]) {
+    use engine::core::dispatch;
+    use engine::core::spec::Flags;
+    let keyspace = Flags::WRITE.0 | Flags::READONLY.0 | Flags::MAY_REPLICATE.0;
+    let (name, error) = match dispatch::lookup_full(sh, argv) {
+        Ok((top, spec)) => (
+            dispatch::full_name(top, spec),
+            (spec.flags.0 & keyspace != 0)
+                .then(|| "ERR Replica can't interact with the keyspace".to_string()),
+        ),
+        Err(e) => ("<unknown>".to_string(), Some(String::from_utf8_lossy(&e.text()).into_owned())),
+    };
+    if let Some(error) = error {
+        log::warning(&format!(
+            "== CRITICAL == This master is sending an error to its replica: '{error}' after \
+             processing the command '{name}'"
+        ));
+    }
+    log::warning(&format!(
+        "Replica generated a reply to command '{name}', disconnecting it: replica {}",
+        r.name
+    ));
+    r.kill();
 }
 
 impl Master {
