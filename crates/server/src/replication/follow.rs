@@ -226,7 +226,12 @@ impl Follower {
                 return;
             }
             st.sock = None;
-            st.transfer = None;
+            // A sync that failed while its payload was coming is tried
+            // again at once, as Redis's readSyncBulkPayload does
+            // (cancelReplicationHandshake with reconnect): the master
+            // serves the next attempt without waiting for a retry tick.
+            let in_transfer = st.transfer.take().is_some() && res.is_err();
+            let target = st.target.clone();
             st.state = "connect";
             if st.linked {
                 st.linked = false;
@@ -238,6 +243,10 @@ impl Follower {
             drop(st);
             if let Err(e) = res {
                 log::warning(&e);
+            }
+            if let (true, Some((host, port))) = (in_transfer, target) {
+                log::notice(&format!("Reconnecting to MASTER {host}:{port} after failure"));
+                continue;
             }
             let wait = if backoff < Duration::from_secs(1) {
                 backoff
