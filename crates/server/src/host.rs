@@ -43,8 +43,13 @@ pub struct Node {
     /// Set while a snapshot runs: one at a time (BGSAVE, SAVE and the AOF
     /// rewrite share it).
     pub snapshot_busy: Arc<AtomicBool>,
-    /// Set to stop the running snapshot (`persistence::cancel_running`).
-    pub snapshot_cancel: AtomicBool,
+    /// Set to stop the running snapshot (`persistence::cancel_running`);
+    /// its capture hook holds it too, so that a cancelled snapshot copies
+    /// no more stripes.
+    pub snapshot_cancel: Arc<AtomicBool>,
+    /// Which snapshot runs (`persistence::SnapshotRun`): what may be
+    /// cancelled is decided under this lock.
+    pub snapshot_run: Mutex<crate::persistence::SnapshotRun>,
     /// `socket-mark-id` (immutable, read once at start-up; 0: none).
     pub socket_mark: AtomicU32,
     /// The Unix socket's file, removed at exit.
@@ -86,7 +91,8 @@ pub fn build(weak: &Weak<Shared>, log: Arc<Logger>) -> Host {
         listener_tx: OnceLock::new(),
         open_listeners: Mutex::new(Vec::new()),
         snapshot_busy: snapshots.busy_flag(),
-        snapshot_cancel: AtomicBool::new(false),
+        snapshot_cancel: Arc::new(AtomicBool::new(false)),
+        snapshot_run: Mutex::new(Default::default()),
         socket_mark: AtomicU32::new(0),
         unix_path: OnceLock::new(),
         pid_file: OnceLock::new(),

@@ -45,7 +45,9 @@ pub const COMMANDS: &[Command] = &[
     // No lock: counted from the stripes' published sizes.
     Command::redis("DBSIZE", space::dbsize),
     Command::redis("FLUSHDB", space::flushdb).lock(Lock::WholeDb),
-    Command::redis("FLUSHALL", space::flushall).lock(Lock::AllDbs),
+    Command::redis("FLUSHALL", space::flushall)
+        .lock(Lock::AllDbs)
+        .before_lock(space::flushall_before_lock),
     Command::redis("SWAPDB", space::swapdb).lock(Lock::AllDbs),
 ];
 

@@ -70,8 +70,31 @@ fn psync(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
             String::from_utf8_lossy(&crate::subsystems::client_list::info_line(cx.shared, cx.sess))
         ));
     }
-    let offset = parse_i64(offset)?;
+    let Ok(offset) = parse_i64(offset) else {
+        log::warning(&format!(
+            "Replica {} asks for synchronization but with a wrong offset",
+            replica_name(cx)
+        ));
+        return Err(CmdError::NotInteger);
+    };
     request_sync(cx, out, SyncRequest::Psync { replid, offset })
+}
+
+/// How Redis names a replica in its log (`replicationGetSlaveName`): its
+/// announced or peer address and its `REPLCONF listening-port`.
+fn replica_name(cx: &Ctx) -> String {
+    let hs = cx.sess.replica.as_deref();
+    let ip = match hs.and_then(|h| h.ip.clone()) {
+        Some(ip) => ip,
+        None => {
+            let addr = &cx.sess.handle.addr;
+            addr.rsplit_once(':').map_or(addr.as_str(), |(ip, _)| ip).to_string()
+        }
+    };
+    match hs.map_or(0, |h| h.listening_port) {
+        0 => format!("{ip}:<unknown-replica-port>"),
+        port => format!("{ip}:{port}"),
+    }
 }
 
 fn failover(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {

@@ -910,6 +910,11 @@ pub fn lock_keys(
     }
     let mut ids = SmallVec::new();
     let need = key_ids(shared, db, spec, argv, &mut ids);
+    if need == Scope::All && keys.is_empty() {
+        if let Some(f) = spec.before_lock {
+            f(shared, argv);
+        }
+    }
     lock_ids(shared, db, need, &mut ids, keys)
 }
 

@@ -11,6 +11,10 @@ use crate::core::meta::Meta;
 /// Handler signature: parse arguments, one keyspace operation, write the reply.
 pub type Handler = fn(&mut Ctx, &mut Args, &mut ReplyBuf) -> CmdResult;
 
+/// What a command does before the dispatcher takes its locks, given its
+/// arguments, with nothing held (see [`Command::before_lock`]).
+pub type BeforeLock = fn(&crate::Shared, &[&[u8]]);
+
 /// Redis's arity: positive is exact, negative is "at least |n|" (counting
 /// the command name, and for subcommands the container name too).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -276,6 +280,10 @@ pub struct Command {
     /// Redis hides from `COMMAND` so the metadata cannot carry it.
     pub own_flags: Flags,
     pub lock: Lock,
+    /// Run before a client's call takes every database's stripes
+    /// ([`Lock::AllDbs`]); not by a caller that already holds its locks
+    /// (EXEC, a script).
+    pub before_lock: Option<BeforeLock>,
     /// Subcommands; a container's own handler is used when the name is
     /// not one of them (it answers "unknown subcommand").
     pub subcommands: &'static [Command],
@@ -290,6 +298,7 @@ impl Command {
             origin: Origin::Redis,
             own_flags: Flags::NONE,
             lock: Lock::Range,
+            before_lock: None,
             subcommands: &[],
         }
     }
@@ -330,6 +339,15 @@ impl Command {
         self
     }
 
+    /// What must happen before the command's stripes are locked: FLUSHALL
+    /// ends a running snapshot first, as Redis kills its saving child, so
+    /// that the snapshot does not copy every stripe FLUSHALL is about to
+    /// empty (a stripe is captured when a writer first locks it).
+    pub const fn before_lock(mut self, f: BeforeLock) -> Command {
+        self.before_lock = Some(f);
+        self
+    }
+
     pub const fn subs(mut self, s: &'static [Command]) -> Command {
         self.subcommands = s;
         self
@@ -350,6 +368,8 @@ pub struct CommandSpec {
     /// The declared [`Lock`], with the metadata's range.
     pub keys: KeySpec,
     pub handler: Handler,
+    /// As declared ([`Command::before_lock`]).
+    pub before_lock: Option<BeforeLock>,
     pub subcommands: &'static [CommandSpec],
     /// Private, so that a spec is only made by [`CommandSpec::build`].
     meta: &'static Meta,
@@ -385,6 +405,7 @@ impl CommandSpec {
             flags: Flags(u64::from(meta.flags)).union(decl.own_flags),
             keys,
             handler: decl.handler,
+            before_lock: decl.before_lock,
             subcommands,
             meta,
             index,

@@ -48,8 +48,9 @@ pub trait Snapshots: Send + Sync {
     /// is the call, unless the caller holds stripes (BGSAVE inside EXEC):
     /// then it is when the saving thread can lock them all.
     fn bgsave(&self, dirty: u64, holding_stripes: bool) -> Result<(), String>;
-    /// Stops a running BGSAVE without counting it a failure (FLUSHALL,
-    /// as Redis kills its saving child).
+    /// Stops a running BGSAVE, or a replica's full sync whose instant is
+    /// taken, without counting it a failure (FLUSHALL, as Redis kills its
+    /// RDB child: the replicas it fed sync again).
     fn abort_bgsave(&self) {}
     /// FLUSHALL's save when save points are set (Redis's
     /// `flushAllDataAndResetRDB`): the caller holds every database's

@@ -91,6 +91,40 @@ pub fn cancel_running(sh: &Shared) {
     cancel_flag(sh).store(true, Ordering::Release);
 }
 
+/// Which snapshot runs, so that one is cancelled only while it is the
+/// one meant: a snapshot's start (which clears the cancel flag) and its
+/// end change this under the node's lock, and a cancel decides under it.
+#[derive(Debug, Default)]
+pub struct SnapshotRun {
+    /// Counts the snapshots begun; the running one's number.
+    pub seq: u64,
+    pub running: bool,
+    /// It is a replica's full sync (`Snapshots::snapshot_to`).
+    pub for_replicas: bool,
+}
+
+/// The number of the snapshot begun last (read at its instant, it names
+/// the snapshot being made).
+pub fn snapshot_seq(sh: &Shared) -> u64 {
+    crate::host::node(sh).snapshot_run.lock().seq
+}
+
+/// Cancels snapshot `seq` if it is still running; whether it did.
+pub fn cancel_snapshot(sh: &Shared, seq: u64) -> bool {
+    let run = crate::host::node(sh).snapshot_run.lock();
+    let hit = run.running && run.seq == seq;
+    if hit {
+        cancel_running(sh);
+    }
+    hit
+}
+
+/// Ends the store's snapshot and marks none running.
+fn end_snapshot(sh: &Shared) {
+    sh.store.end_snapshot();
+    crate::host::node(sh).snapshot_run.lock().running = false;
+}
+
 /// The error a cancelled snapshot's writer ends with.
 pub fn cancelled(e: &io::Error) -> bool {
     e.kind() == io::ErrorKind::Interrupted
@@ -231,7 +265,13 @@ fn begin(sh: &Shared) -> Started {
 /// [`begin`], calling `at_instant` at the snapshot's instant (every
 /// stripe held).
 pub fn begin_then(sh: &Shared, at_instant: &mut dyn FnMut()) -> Started {
-    cancel_flag(sh).store(false, Ordering::Release);
+    {
+        let mut run = crate::host::node(sh).snapshot_run.lock();
+        run.seq += 1;
+        run.running = true;
+        run.for_replicas = false;
+        cancel_flag(sh).store(false, Ordering::Release);
+    }
     let cfg = sh.config.read().clone();
     let lru_clock = cfg.maxmemory_policy.contains("lru").then(|| sh.lru_clock());
     let lfu = engine::subsystems::evict::Policy::parse(&cfg.maxmemory_policy).lfu().then(|| {
@@ -252,6 +292,7 @@ pub fn begin_then(sh: &Shared, at_instant: &mut dyn FnMut()) -> Started {
         drained: Condvar::new(),
         saver: OnceLock::new(),
         done: AtomicBool::new(false),
+        cancel: crate::host::node(sh).snapshot_cancel.clone(),
         progress: sh.persist.progress.clone(),
     });
     // The writing FUNCTION subcommands hold every stripe, so the registry
@@ -284,6 +325,7 @@ fn flushed(sh: &Shared) -> Started {
         drained: Condvar::new(),
         saver: OnceLock::new(),
         done: AtomicBool::new(false),
+        cancel: crate::host::node(sh).snapshot_cancel.clone(),
         progress: sh.persist.progress.clone(),
     });
     let (jobs, queues) = engine::subsystems::jobs::records_now(sh);
@@ -327,6 +369,9 @@ struct Capture {
     /// The saving thread: it never waits for itself.
     saver: OnceLock<std::thread::ThreadId>,
     done: AtomicBool,
+    /// The server's cancel flag (`cancel_running`): once set, this
+    /// snapshot is abandoned and copies nothing more.
+    cancel: Arc<AtomicBool>,
     /// Where the copies a writer forces count (INFO's
     /// `current_cow_size`).
     progress: Arc<engine::subsystems::snapshot::SaveProgress>,
@@ -338,7 +383,9 @@ const QUEUE_LIMIT: usize = 64 << 20;
 
 impl SnapshotHook for Capture {
     fn capture(&self, db: usize, stripe: &Stripe) {
-        if stripe.is_empty() {
+        // A cancelled snapshot's file is never used: FLUSHALL, which ends
+        // it before it locks every stripe, copies none of them.
+        if stripe.is_empty() || self.cancel.load(Ordering::Acquire) {
             return;
         }
         let mut bytes = Vec::new();
@@ -369,6 +416,7 @@ impl SnapshotHook for Capture {
         if queued > self.limit && by_writer {
             while self.queued.load(Ordering::Acquire) > self.limit
                 && !self.done.load(Ordering::Acquire)
+                && !self.cancel.load(Ordering::Acquire)
             {
                 self.drained.wait_for(&mut q, std::time::Duration::from_millis(10));
             }
@@ -383,7 +431,7 @@ pub fn write_file(sh: &Shared, started: Started, tmp: &PathBuf, aof_base: bool) 
     let f = match File::create(tmp) {
         Ok(f) => f,
         Err(e) => {
-            sh.store.end_snapshot();
+            end_snapshot(sh);
             return Err(e);
         }
     };
@@ -470,7 +518,7 @@ fn write_rdb<W: Write>(sh: &Shared, started: Started, out: W, aof_base: bool) ->
     cap.done.store(true, Ordering::Release);
     cap.drained.notify_all();
     if walk {
-        store.end_snapshot();
+        end_snapshot(sh);
         sh.persist.progress.finish(aof_base);
     }
     result?;
@@ -845,7 +893,7 @@ impl Snapshots for Rdb {
         });
         if let Err(e) = spawned {
             // The thread (and the snapshot it owned) is gone.
-            sh.store.end_snapshot();
+            end_snapshot(&sh);
             self.release();
             sh.persist.bgsave_in_progress.store(false, Ordering::Release);
             return Err(e.to_string());
@@ -855,7 +903,10 @@ impl Snapshots for Rdb {
 
     fn abort_bgsave(&self) {
         if let Ok(sh) = self.shared() {
-            if sh.persist.bgsave_in_progress.load(Ordering::Acquire) {
+            let run = crate::host::node(&sh).snapshot_run.lock();
+            if sh.persist.bgsave_in_progress.load(Ordering::Acquire)
+                || (run.running && run.for_replicas)
+            {
                 cancel_running(&sh);
             }
         }
@@ -865,6 +916,7 @@ impl Snapshots for Rdb {
         let sh = self.shared()?;
         self.acquire();
         let started = begin_then(&sh, at_instant);
+        crate::host::node(&sh).snapshot_run.lock().for_replicas = true;
         // The instant is taken: a sink that announces it (replicas'
         // `+FULLRESYNC <offset>`) does so before the payload is made. A
         // failure shows again at the payload's first write, which ends

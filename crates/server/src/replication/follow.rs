@@ -175,11 +175,11 @@ impl Follower {
                     st.session = None;
                 }
             }
-        } else if let Some(m) = repl::master(&sh) {
-            // Our replicas resync with us too (Redis's replicationSetMaster):
-            // they may partially, and they learn a new id that way.
-            m.disconnect_replicas();
         }
+        // A replica that changes masters keeps its own replicas, as Redis
+        // 7.0's replicationSetMaster does: they go when the history
+        // changes (a full sync's payload is about to load, or a partial
+        // one gives a new replication id), not before.
         let gen = st.gen;
         drop(st);
         // Redis's replicationSetMaster: clients blocked here (on keys, on
@@ -226,7 +226,12 @@ impl Follower {
                 return;
             }
             st.sock = None;
-            st.transfer = None;
+            // A sync that failed while its payload was coming is tried
+            // again at once, as Redis's readSyncBulkPayload does
+            // (cancelReplicationHandshake with reconnect): the master
+            // serves the next attempt without waiting for a retry tick.
+            let in_transfer = st.transfer.take().is_some() && res.is_err();
+            let target = st.target.clone();
             st.state = "connect";
             if st.linked {
                 st.linked = false;
@@ -238,6 +243,10 @@ impl Follower {
             drop(st);
             if let Err(e) = res {
                 log::warning(&e);
+            }
+            if let (true, Some((host, port))) = (in_transfer, target) {
+                log::notice(&format!("Reconnecting to MASTER {host}:{port} after failure"));
+                continue;
             }
             let wait = if backoff < Duration::from_secs(1) {
                 backoff

@@ -98,6 +98,12 @@ pub struct Master {
     /// Replicas waiting for a shared diskless snapshot, and its outcomes.
     diskless: Mutex<diskless::Batches>,
     diskless_done: Condvar,
+    /// Replicas' disk-based snapshots are made one at a time: a replica
+    /// waiting for its turn here gives up when it goes.
+    disk_turn: Mutex<()>,
+    /// The disk-based sync whose snapshot runs: its replica's id and the
+    /// snapshot's number (`persistence::snapshot_seq`).
+    disk_sync: Mutex<Option<(u64, u64)>>,
     /// Woken at every acknowledgement a replica sends: connections in
     /// `DURABLE` mode wait on it (`crate::durable`).
     acks: tokio::sync::Notify,
@@ -262,6 +268,8 @@ pub fn new(shared: &Weak<Shared>) -> Arc<Master> {
         failover: Mutex::new(None),
         diskless: Mutex::new(diskless::Batches::default()),
         diskless_done: Condvar::new(),
+        disk_turn: Mutex::new(()),
+        disk_sync: Mutex::new(None),
         acks: tokio::sync::Notify::new(),
         aof_waits: std::sync::atomic::AtomicUsize::new(0),
         grown: Condvar::new(),
@@ -642,6 +650,27 @@ impl Master {
             trim(buf, size.max(16 * 1024) as usize, inner.offset - oldest);
         }
         self.publish_buf_mem(inner);
+        drop(g);
+        self.end_useless_disk_sync();
+    }
+
+    /// Ends the disk-based sync's snapshot once no replica waits for a
+    /// snapshot any more, unless save points make the file worth having:
+    /// Redis kills its RDB child then, so that the next sync or BGSAVE
+    /// starts at once.
+    fn end_useless_disk_sync(&self) {
+        let Some(sh) = self.shared.upgrade() else { return };
+        let Some((owner, seq)) = *self.disk_sync.lock() else { return };
+        if !sh.config.read().save.is_empty() {
+            return;
+        }
+        let waiting = self.inner.lock().replicas.iter().any(|s| {
+            !s.r.handle.killed.load(Ordering::Acquire)
+                && (s.r.id == owner || s.r.state.load(Ordering::Relaxed) == WAIT_BGSAVE)
+        });
+        if !waiting && crate::persistence::cancel_snapshot(&sh, seq) {
+            log::notice("Background saving terminated: no replica waits for it any more");
+        }
     }
 }
 
@@ -963,6 +992,17 @@ fn full_sync(
         return diskless::sync(sh, m, &me, matches!(req, SyncRequest::Psync { .. }), &snaps);
     }
     log::notice("Starting BGSAVE for SYNC with target: disk");
+    // Our turn among the replicas' disk-based snapshots; a replica that
+    // goes meanwhile gives up its place.
+    let _turn = loop {
+        let turn = m.disk_turn.try_lock_for(Duration::from_millis(20));
+        if r.handle.killed.load(Ordering::Acquire) {
+            return Err("the replica went before its snapshot began".into());
+        }
+        if let Some(g) = turn {
+            break g;
+        }
+    };
     let place = Arc::new(AtomicI64::new(-1));
     let at_instant = || {
         let mut g = m.inner.lock();
@@ -997,9 +1037,13 @@ fn full_sync(
     let dirty = AtomicU64::new(0);
     let mut at_instant_disk = || {
         dirty.store(sh.stats.dirty.load(Ordering::Relaxed), Ordering::Relaxed);
+        *m.disk_sync.lock() = Some((r.id, crate::persistence::snapshot_seq(sh)));
         at_instant();
+        // The replica may have gone since it took its turn.
+        m.end_useless_disk_sync();
     };
-    log::notice("Background saving started");
+    // Redis names its child here; the snapshot is made by this process.
+    log::notice(&format!("Background saving started by pid {}", std::process::id()));
     let written = (|| {
         let mut f = std::fs::OpenOptions::new()
             .read(true)
@@ -1008,7 +1052,9 @@ fn full_sync(
             .truncate(true)
             .open(&tmp)
             .map_err(|e| e.to_string())?;
-        snaps.snapshot_to(&mut f, &mut at_instant_disk)?;
+        let made = snaps.snapshot_to(&mut f, &mut at_instant_disk);
+        *m.disk_sync.lock() = None;
+        made?;
         f.flush().map_err(|e| e.to_string())?;
         f.sync_all().map_err(|e| e.to_string())?;
         drop(snapshotting);
@@ -1222,6 +1268,10 @@ fn read_acks(sh: &Shared, m: &Master, r: &Replica, mut sock: TcpStream, mut buf:
                             m.serve_waits();
                             m.acks.notify_waiters();
                         }
+                    } else if n > 0 && !arg(0).eq_ignore_ascii_case(b"REPLCONF") {
+                        let argv: Vec<&[u8]> = (0..n).map(arg).collect();
+                        refuse_command(sh, r, &argv);
+                        return;
                     }
                     pos += consumed;
                 }
@@ -1268,6 +1318,36 @@ fn read_acks(sh: &Shared, m: &Master, r: &Replica, mut sock: TcpStream, mut buf:
             }
         }
     }
+}
+
+/// A command other than REPLCONF on a replica's link. Redis runs it and,
+/// since the link carries no replies, the reply it makes gets the replica
+/// disconnected, an error being logged first as every error a master
+/// sends its replica is. Sluice does not run it (a rogue replica's admin
+/// command has no effect here), but answers the same way.
+fn refuse_command(sh: &Shared, r: &Replica, argv: &[&[u8]]) {
+    use engine::core::dispatch;
+    use engine::core::spec::Flags;
+    let keyspace = Flags::WRITE.0 | Flags::READONLY.0 | Flags::MAY_REPLICATE.0;
+    let (name, error) = match dispatch::lookup_full(sh, argv) {
+        Ok((top, spec)) => (
+            dispatch::full_name(top, spec),
+            (spec.flags.0 & keyspace != 0)
+                .then(|| "ERR Replica can't interact with the keyspace".to_string()),
+        ),
+        Err(e) => ("<unknown>".to_string(), Some(String::from_utf8_lossy(&e.text()).into_owned())),
+    };
+    if let Some(error) = error {
+        log::warning(&format!(
+            "== CRITICAL == This master is sending an error to its replica: '{error}' after \
+             processing the command '{name}'"
+        ));
+    }
+    log::warning(&format!(
+        "Replica generated a reply to command '{name}', disconnecting it: replica {}",
+        r.name
+    ));
+    r.kill();
 }
 
 impl Master {

@@ -7,6 +7,14 @@
 //! has already loads asynchronously (`async_loading:1`, the old data
 //! served, `no-async-loading` commands refused), and a payload cut short
 //! leaves the old data in place with neither flag set.
+//!
+//! The scenario waits on states (INFO's flags), never on time: the
+//! master's slowed payload takes far longer (`SLOW_SYNC`) than the steps
+//! made during it, and both replicas answer within a key's delay while
+//! they load (`loading-process-events-interval-bytes` at its minimum: a
+//! redis-server replica serves its clients only between reads of that
+//! many bytes, 2 MB by default, which once let a load end before the
+//! oracle answered a step meant to land inside it).
 
 use std::time::Duration;
 
@@ -23,7 +31,7 @@ fn reply(c: &mut Client, args: &[&str]) -> String {
 
 /// Waits until the master streams a full sync slowly to its replica.
 fn wait_flag(replica: &mut Client, flag: &str) {
-    wait_for(flag, Duration::from_secs(30), || field(replica, "persistence", flag) == "1");
+    wait_for(flag, Duration::from_secs(60), || field(replica, "persistence", flag) == "1");
 }
 
 /// Cuts the sync short on the master; the replica's flags drop.
@@ -38,6 +46,14 @@ fn cut(master: &mut Client, replica: &mut Client) -> String {
     killed
 }
 
+/// Keys and their size on the master: a slowed payload of `KEYS` keys
+/// at `SLOW_US` each.
+const KEYS: &str = "3000";
+const KEY_SIZE: &str = "1000";
+/// `rdb-key-save-delay` of a slowed sync: 3,000 keys × 10 ms = 30 s,
+/// which every step made during a load stays far inside.
+const SLOW_US: &str = "10000";
+
 /// The scenario for a replica `r`, with a fresh redis-server master.
 fn scenario(r: &ServerProc) -> Vec<String> {
     let m = RedisServer::start_with(&["--save", "", "--appendonly", "no"], None).expect("redis");
@@ -47,20 +63,21 @@ fn scenario(r: &ServerProc) -> Vec<String> {
         &["CONFIG", "SET", "repl-diskless-sync", "yes"][..],
         &["CONFIG", "SET", "repl-diskless-sync-delay", "0"],
         &["CONFIG", "SET", "rdbcompression", "no"],
-        &["DEBUG", "POPULATE", "100", "master", "100000"],
+        &["DEBUG", "POPULATE", KEYS, "master", KEY_SIZE],
     ] {
         out.push(reply(&mut master, a));
     }
     for a in [
         &["CONFIG", "SET", "repl-diskless-load", "swapdb"][..],
         &["CONFIG", "SET", "replica-read-only", "no"],
+        &["CONFIG", "SET", "loading-process-events-interval-bytes", "1024"],
         &["DEBUG", "POPULATE", "20", "replica", "10"],
         &["SET", "mykey", "old"],
     ] {
         out.push(reply(&mut replica, a));
     }
     // 1. A new master (another replication id): the replica loads.
-    reply(&mut master, &["CONFIG", "SET", "rdb-key-save-delay", "20000"]);
+    reply(&mut master, &["CONFIG", "SET", "rdb-key-save-delay", SLOW_US]);
     let port = m.port().to_string();
     out.push(reply(&mut replica, &["REPLICAOF", "127.0.0.1", &port]));
     wait_flag(&mut replica, "loading");
@@ -72,7 +89,7 @@ fn scenario(r: &ServerProc) -> Vec<String> {
     // 2. The sync completes: the master's data set replaces the old one.
     reply(&mut master, &["CONFIG", "SET", "rdb-key-save-delay", "0"]);
     reply(&mut master, &["CONFIG", "SET", "repl-diskless-sync-delay", "0"]);
-    wait_for("the link", Duration::from_secs(30), || {
+    wait_for("the link", Duration::from_secs(90), || {
         field(&mut replica, "replication", "master_link_status") == "up"
     });
     out.push(reply(&mut replica, &["GET", "mykey"]));
@@ -80,7 +97,7 @@ fn scenario(r: &ServerProc) -> Vec<String> {
     // 3. A full sync from the same master (its backlog overrun while the
     // link was down): loaded asynchronously, the old data served.
     out.push(reply(&mut replica, &["SET", "mykey", "mine"]));
-    reply(&mut master, &["CONFIG", "SET", "rdb-key-save-delay", "20000"]);
+    reply(&mut master, &["CONFIG", "SET", "rdb-key-save-delay", SLOW_US]);
     reply(&mut master, &["CONFIG", "SET", "repl-backlog-size", "16384"]);
     reply(&mut master, &["MULTI"]);
     reply(&mut master, &["CLIENT", "KILL", "TYPE", "replica"]);
@@ -104,14 +121,13 @@ fn scenario(r: &ServerProc) -> Vec<String> {
 }
 
 #[test]
-#[ignore = "timing-dependent: on a loaded machine redis-server's slowed transfer can finish before the cut, and with a slower one the oracle answers REPLICAOF NO ONE differently; run by hand until the scenario waits on states, not on time"]
 fn a_swapdb_replica_loads_and_loads_asynchronously_as_redis_does() {
     let Some(redis) = RedisServer::start_with(&["--save", ""], None) else { return };
     let want = scenario(&redis);
     drop(redis);
     let sluice = TestServer::start_with(&TestServer::default_bin(), &["--save", ""], None);
     let got = scenario(&sluice);
-    assert_eq!(want[4 + 4 + 1], "0", "the oracle loaded synchronously first: {want:?}");
+    assert_eq!(want[4 + 5 + 1], "0", "the oracle loaded synchronously first: {want:?}");
     for (i, (w, g)) in want.iter().zip(&got).enumerate() {
         assert_eq!(g, w, "step {i} differs: {got:?}");
     }

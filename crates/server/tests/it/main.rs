@@ -30,6 +30,7 @@ mod durable;
 mod effects;
 mod eviction;
 mod exporter;
+mod full_sync;
 mod functions_persist;
 mod idle_timeout;
 mod jobs;

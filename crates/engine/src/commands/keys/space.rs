@@ -327,6 +327,23 @@ pub(super) fn flushdb(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdR
     Ok(())
 }
 
+/// FLUSHALL ends a running RDB snapshot (a BGSAVE, a replica's full
+/// sync) before it locks every stripe, as Redis kills its RDB child: the
+/// snapshot, abandoned, then copies none of the stripes FLUSHALL empties
+/// (a writer that finds a stripe not yet saved copies it first, and waits
+/// for the saver once 64 MiB of copies are queued). A FLUSHALL that will
+/// fail its syntax check ends nothing.
+pub(super) fn flushall_before_lock(shared: &crate::Shared, argv: &[&[u8]]) {
+    let valid = match argv {
+        [_] => true,
+        [_, m] => eq_ic(m, "SYNC") || eq_ic(m, "ASYNC"),
+        _ => false,
+    };
+    if let (true, Some(s)) = (valid, shared.host.snapshots.as_ref()) {
+        s.abort_bgsave();
+    }
+}
+
 pub(super) fn flushall(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let lazy = flush_args(cx, args)?;
     let mut n = 0;
@@ -335,7 +352,8 @@ pub(super) fn flushall(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> Cmd
     }
     cx.flushed();
     // A BGSAVE in progress would save what FLUSHALL just removed: Redis
-    // kills its child here.
+    // kills its child here (a client's FLUSHALL did before it locked;
+    // inside EXEC or a script it is done here).
     if let Some(s) = cx.shared.host.snapshots.as_ref() {
         s.abort_bgsave();
     }

@@ -17,7 +17,7 @@ use engine::subsystems::log;
 use engine::subsystems::snapshot::Snapshots;
 use engine::Shared;
 
-use super::{conf_num, random_hex, Master, ReplSnapshot, Replica, ONLINE, SEND_BULK};
+use super::{conf_num, random_hex, Master, ReplSnapshot, Replica, ONLINE};
 
 /// The replicas waiting for the next diskless snapshot.
 #[derive(Default)]
@@ -99,6 +99,8 @@ fn send(
     snaps: &Arc<dyn Snapshots>,
 ) -> Vec<Result<(), String>> {
     log::notice("Starting BGSAVE for SYNC with target: replicas sockets");
+    // Redis names its child here; the snapshot is made by this process.
+    log::notice(&format!("Background RDB transfer started by pid {}", std::process::id()));
     let place = AtomicI64::new(-1);
     let mut at_instant = || {
         let mut g = m.inner.lock();
@@ -115,12 +117,12 @@ fn send(
     };
     // One background snapshot, where Redis forks (INFO's total_forks).
     sh.persist.background_jobs.fetch_add(1, Ordering::Relaxed);
+    // The members stay `wait_bgsave` until the payload is out, as
+    // Redis's replicas of a diskless child do (WAIT_BGSAVE_END).
     let snapshotting = ReplSnapshot::start(sh);
-    for mem in members {
-        mem.r.state.store(SEND_BULK, Ordering::Relaxed);
-    }
     let mark = random_hex();
     let mut fan = Fan {
+        sh,
         m,
         members,
         failed: vec![None; members.len()],
@@ -133,6 +135,17 @@ fn send(
     let res = res.and_then(|()| fan.start().map_err(|e| e.to_string()));
     if res.is_ok() {
         fan.each(mark.as_bytes());
+        let up = fan.failed.iter().filter(|f| f.is_none()).count();
+        log::notice(&format!(
+            "Diskless rdb transfer, done reading from pipe, {up} replicas still up."
+        ));
+    } else if let Err(e) = &res {
+        log::warning(&format!("Background RDB transfer terminated: {e}"));
+    }
+    // The stream that follows is written with `repl-timeout` again.
+    let timeout = Duration::from_secs(conf_num(sh, "repl-timeout").max(1) as u64);
+    for mem in members {
+        let _ = mem.r.sock.set_write_timeout(Some(timeout));
     }
     let Fan { failed, .. } = fan;
     members
@@ -165,6 +178,7 @@ fn send(
 /// preamble (`+FULLRESYNC <id> <offset>` for PSYNC, `$EOF:<mark>`); a
 /// member whose socket fails is dropped and the others go on.
 struct Fan<'a> {
+    sh: &'a Shared,
     m: &'a Master,
     members: &'a [Member],
     failed: Vec<Option<String>>,
@@ -187,20 +201,70 @@ impl Fan<'_> {
                 head.extend_from_slice(format!("+FULLRESYNC {replid} {off}\r\n").as_bytes());
             }
             head.extend_from_slice(format!("$EOF:{}\r\n", self.mark).as_bytes());
-            if let Err(e) = (&mem.r.sock).write_all(&head) {
-                self.failed[i] = Some(e.to_string());
-            }
+            // Short waits, so that a replica that stops reading is timed
+            // out by the `repl-timeout` in force (`write_to`).
+            let _ = mem.r.sock.set_write_timeout(Some(Duration::from_millis(100)));
+            self.write_to(i, &head);
         }
         self.live()
     }
 
     /// Writes `b` to every member still connected.
     fn each(&mut self, b: &[u8]) {
-        for (i, mem) in self.members.iter().enumerate() {
-            if self.failed[i].is_none() {
-                if let Err(e) = (&mem.r.sock).write_all(b) {
-                    self.failed[i] = Some(e.to_string());
+        for i in 0..self.members.len() {
+            self.write_to(i, b);
+        }
+    }
+
+    /// Writes `b` to member `i` unless it is gone already. A member that
+    /// takes no byte for `repl-timeout` is dropped, as Redis drops a
+    /// diskless replica whose last partial write is that old; when the
+    /// last one goes, the snapshot stops (`live`).
+    fn write_to(&mut self, i: usize, b: &[u8]) {
+        if self.failed[i].is_some() {
+            return;
+        }
+        let r = &self.members[i].r;
+        let mut off = 0;
+        let mut last = Instant::now();
+        let res = loop {
+            if off == b.len() {
+                break Ok(());
+            }
+            if r.handle.killed.load(Ordering::Acquire) {
+                break Err("connection closed".to_string());
+            }
+            match (&r.sock).write(&b[off..]) {
+                Ok(0) => break Err("connection closed".to_string()),
+                Ok(n) => {
+                    off += n;
+                    last = Instant::now();
                 }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock
+                            | std::io::ErrorKind::TimedOut
+                            | std::io::ErrorKind::Interrupted
+                    ) =>
+                {
+                    let timeout = conf_num(self.sh, "repl-timeout").max(1) as u64;
+                    if last.elapsed() > Duration::from_secs(timeout) {
+                        log::warning(&format!(
+                            "Disconnecting timedout replica (full sync): {}",
+                            r.name
+                        ));
+                        r.kill();
+                        break Err("timeout".to_string());
+                    }
+                }
+                Err(e) => break Err(e.to_string()),
+            }
+        };
+        if let Err(e) = res {
+            self.failed[i] = Some(e);
+            if self.failed.iter().all(Option::is_some) {
+                log::warning("Diskless rdb transfer, last replica dropped, killing fork child.");
             }
         }
     }
