@@ -1095,7 +1095,9 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).position(|w| w == needle)
 }
 
-fn is_timeout(e: &std::io::Error) -> bool {
+/// A read or write on a socket with a timeout that found nothing to do
+/// (yet): try again, as the replication loops do.
+pub(crate) fn is_timeout(e: &std::io::Error) -> bool {
     matches!(
         e.kind(),
         std::io::ErrorKind::WouldBlock

@@ -1305,13 +1305,7 @@ fn read_acks(sh: &Shared, m: &Master, r: &Replica, mut sock: TcpStream, mut buf:
                 r.handle.last_interaction_ms.store(unix_ms(), Ordering::Relaxed);
                 buf.extend_from_slice(&chunk[..n]);
             }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock
-                        | std::io::ErrorKind::TimedOut
-                        | std::io::ErrorKind::Interrupted
-                ) => {}
+            Err(e) if crate::replication::follow::is_timeout(&e) => {}
             Err(_) => {
                 r.kill();
                 return;

@@ -253,16 +253,22 @@ pub(crate) fn cli(args: &[&str]) -> (bool, String) {
     (out.status.success(), text)
 }
 
-/// `redis-cli --cluster create` over `nodes`, then `redis-cli -c`
-/// writing and reading keys through every node: each key lands on its
-/// slot's node, and every node agrees on the slots.
-fn create_and_use(nodes: &[ServerProc]) {
+/// `redis-cli --cluster create` over `nodes`, masters only: every slot
+/// is covered.
+pub(crate) fn create(nodes: &[ServerProc]) {
     let addrs: Vec<String> = nodes.iter().map(|n| format!("127.0.0.1:{}", n.port())).collect();
     let mut args = vec!["--cluster", "create"];
     args.extend(addrs.iter().map(|s| s.as_str()));
     args.extend(["--cluster-replicas", "0", "--cluster-yes"]);
     let (ok, text) = cli(&args);
     assert!(ok && text.contains("[OK] All 16384 slots covered."), "{text}");
+}
+
+/// `redis-cli --cluster create` over `nodes`, then `redis-cli -c`
+/// writing and reading keys through every node: each key lands on its
+/// slot's node, and every node agrees on the slots.
+fn create_and_use(nodes: &[ServerProc]) {
+    create(nodes);
     for n in nodes {
         let mut c = n.client();
         wait_for("cluster_state:ok", Duration::from_secs(20), || {
@@ -294,7 +300,8 @@ fn create_and_use(nodes: &[ServerProc]) {
         }
     }
     assert_eq!(total, keys.len());
-    let (ok, text) = cli(&["--cluster", "check", &addrs[0]]);
+    let first = format!("127.0.0.1:{}", nodes[0].port());
+    let (ok, text) = cli(&["--cluster", "check", &first]);
     assert!(ok && text.contains("[OK] All nodes agree about slots configuration."), "{text}");
 }
 

@@ -10,7 +10,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use crate::cluster::{bus_node, cli, have_redis, raw, REDIS_CLI};
+use crate::cluster::{bus_node, cli, create, have_redis, raw, REDIS_CLI};
 use crate::common::wait_for;
 use testkit::{ServerProc, TestServer};
 
@@ -18,12 +18,7 @@ use testkit::{ServerProc, TestServer};
 fn three_masters(tag: &str) -> Vec<ServerProc> {
     let sluice = TestServer::default_bin();
     let nodes: Vec<ServerProc> = (0..3).map(|i| bus_node(&format!("{tag}{i}"), &sluice)).collect();
-    let addrs: Vec<String> = nodes.iter().map(|n| format!("127.0.0.1:{}", n.port())).collect();
-    let mut args = vec!["--cluster", "create"];
-    args.extend(addrs.iter().map(|s| s.as_str()));
-    args.extend(["--cluster-replicas", "0", "--cluster-yes"]);
-    let (ok, text) = cli(&args);
-    assert!(ok && text.contains("[OK] All 16384 slots covered."), "{text}");
+    create(&nodes);
     wait_agreed(&nodes);
     nodes
 }

@@ -240,14 +240,7 @@ impl Fan<'_> {
                     off += n;
                     last = Instant::now();
                 }
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        std::io::ErrorKind::WouldBlock
-                            | std::io::ErrorKind::TimedOut
-                            | std::io::ErrorKind::Interrupted
-                    ) =>
-                {
+                Err(e) if crate::replication::follow::is_timeout(&e) => {
                     let timeout = conf_num(self.sh, "repl-timeout").max(1) as u64;
                     if last.elapsed() > Duration::from_secs(timeout) {
                         log::warning(&format!(
