@@ -217,5 +217,15 @@ fn shutdown_timeout_gives_up_on_a_lagging_replica_like_redis() {
     }
     let redis = Path::new("/usr/bin/redis-server");
     let sluice = TestServer::default_bin();
-    assert_eq!(times_out(&sluice), times_out(redis));
+    let mut got = times_out(&sluice);
+    let mut want = times_out(redis);
+    // The replica must hold the INCR the master acknowledged before it
+    // left. Redis's replica usually does too, but on a loaded machine it
+    // was once seen without it (k = 1), so Redis's value is not compared:
+    // Sluice's must be 2 every time.
+    const LAST_WRITE: &str = "replica k: \"$1\\r\\n2\\r\\n\"";
+    let k = got.iter().position(|l| l.starts_with("replica k:")).expect("k line");
+    assert_eq!(got.remove(k), LAST_WRITE, "{got:?}");
+    want.retain(|l| !l.starts_with("replica k:"));
+    assert_eq!(got, want);
 }
