@@ -48,7 +48,7 @@ extern "C" fn on_signal(sig: libc::c_int) {
             // Redis's sigShutdownHandler: a second SIGINT does not wait
             // for the shutdown (its save, its replicas); the save's
             // temporary file goes.
-            sh.host.log.from_handler("You insist... exiting now.");
+            sh.host.log.from_signal("You insist... exiting now.");
             // The lock is not waited for in a signal handler.
             if let Some(c) = sh.config.try_read() {
                 crate::persistence::remove_temp_files(&c.dir);
@@ -57,13 +57,24 @@ extern "C" fn on_signal(sig: libc::c_int) {
             // handlers or unwinding, which a signal handler must not start.
             unsafe { libc::_exit(1) };
         }
-        let name = if sig == libc::SIGINT { "SIGINT" } else { "SIGTERM" };
-        sh.host.log.from_handler(&format!("Received {name} scheduling shutdown..."));
     }
+    // Nothing here may allocate, block on a lock or touch std's thread
+    // handle: the handler can run on any thread, one being spawned too.
+    let logged = process.is_some_and(|sh| {
+        sh.host.log.from_signal(if sig == libc::SIGINT {
+            "Received SIGINT scheduling shutdown..."
+        } else {
+            "Received SIGTERM scheduling shutdown..."
+        })
+    });
     SIGNAL.store(sig, Ordering::SeqCst);
     let received = RECEIVED.fetch_add(1, Ordering::SeqCst) + 1;
     if let Some(sh) = process {
-        crate::host::node(sh).signal_seen.store(received, Ordering::SeqCst);
+        // A line the handler could not write is the tick's to write
+        // ([`take`] logs a signal its server has not seen).
+        if logged {
+            crate::host::node(sh).signal_seen.store(received, Ordering::SeqCst);
+        }
         sh.pending_signal.store(sig, Ordering::SeqCst);
         sh.signalled.store(true, Ordering::SeqCst);
     }

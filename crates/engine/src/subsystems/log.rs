@@ -161,6 +161,62 @@ impl Logger {
         self.to_syslog(Level::Warning, msg);
     }
 
+    /// [`from_handler`](Self::from_handler) from inside a signal handler:
+    /// async-signal-safe, so no allocation, no blocking lock, no std
+    /// stream (std's stdout lock reads the thread's handle, and a handler
+    /// that runs on a thread being spawned, before std has set that
+    /// handle, makes the spawn abort the process), no syslog (Redis's
+    /// `serverLogFromHandler` does not either). The line is built on the
+    /// stack and written with `write(2)`. Returns false, having written
+    /// nothing, when the log's settings are being changed at that moment
+    /// or the line does not fit: the caller then leaves the line to the
+    /// server's tick.
+    pub fn from_signal(&self, msg: &str) -> bool {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let mut line = StackBuf::<512>::new();
+        line.num(u64::from(std::process::id()));
+        line.push(b":signal-handler (");
+        line.num(now);
+        line.push(b") ");
+        line.push(msg.as_bytes());
+        line.push(b"\n");
+        if line.overflow {
+            return false;
+        }
+        let (Some(file), Some(path)) = (self.file.try_lock(), self.path.try_lock()) else {
+            return false;
+        };
+        if file.is_empty() {
+            // SAFETY: writes the initialised bytes of a stack buffer to
+            // standard output.
+            unsafe { libc::write(1, line.bytes().as_ptr().cast(), line.bytes().len()) };
+            return true;
+        }
+        let mut name = StackBuf::<4096>::new();
+        name.push(std::os::unix::ffi::OsStrExt::as_bytes(path.as_os_str()));
+        name.push(b"\0");
+        if name.overflow || name.bytes()[..name.len - 1].contains(&0) {
+            return false;
+        }
+        // SAFETY: a NUL-terminated path in a stack buffer; the descriptor
+        // is closed before returning.
+        unsafe {
+            let fd = libc::open(
+                name.bytes().as_ptr().cast(),
+                libc::O_WRONLY | libc::O_APPEND | libc::O_CREAT | libc::O_CLOEXEC,
+                0o644,
+            );
+            if fd < 0 {
+                return true;
+            }
+            libc::write(fd, line.bytes().as_ptr().cast(), line.bytes().len());
+            libc::close(fd);
+        }
+        true
+    }
+
     fn write_out(&self, text: &str) {
         let file = self.file.lock();
         let path = self.path.lock();
@@ -188,6 +244,48 @@ impl Logger {
             // SAFETY: constant format string with one NUL-terminated argument.
             unsafe { libc::syslog(prio, c"%s".as_ptr(), m.as_ptr()) };
         }
+    }
+}
+
+/// A fixed buffer on the stack, for lines built where nothing may
+/// allocate (a signal handler).
+struct StackBuf<const N: usize> {
+    buf: [u8; N],
+    len: usize,
+    overflow: bool,
+}
+
+impl<const N: usize> StackBuf<N> {
+    fn new() -> Self {
+        StackBuf { buf: [0; N], len: 0, overflow: false }
+    }
+
+    fn push(&mut self, b: &[u8]) {
+        match self.buf.get_mut(self.len..self.len + b.len()) {
+            Some(dst) => {
+                dst.copy_from_slice(b);
+                self.len += b.len();
+            }
+            None => self.overflow = true,
+        }
+    }
+
+    fn num(&mut self, mut n: u64) {
+        let mut digits = [0u8; 20];
+        let mut i = digits.len();
+        loop {
+            i -= 1;
+            digits[i] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        self.push(&digits[i..]);
+    }
+
+    fn bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
     }
 }
 
@@ -284,4 +382,31 @@ pub fn notice(msg: &str) {
 
 pub fn verbose(msg: &str) {
     log(Level::Verbose, msg);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The signal-safe line is Redis's `serverLogFromHandler` line and
+    /// reaches the log file; a line too long for its buffer is left to
+    /// the caller.
+    #[test]
+    fn from_signal_writes_redis_handler_lines_to_the_file() {
+        let dir = std::env::temp_dir().join(format!("sluice-log-signal-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let l = Logger::default();
+        l.set_dir(dir.to_str().unwrap());
+        l.set_file("s.log").unwrap();
+        assert!(l.from_signal("Received SIGTERM scheduling shutdown..."));
+        assert!(!l.from_signal(&"x".repeat(600)));
+        let text = std::fs::read_to_string(dir.join("s.log")).unwrap();
+        let pid = std::process::id();
+        let (head, rest) = text.split_once(") ").unwrap();
+        let secs: u64 =
+            head.strip_prefix(&format!("{pid}:signal-handler (")).unwrap().parse().unwrap();
+        assert!(secs > 1_700_000_000, "{text}");
+        assert_eq!(rest, "Received SIGTERM scheduling shutdown...\n");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

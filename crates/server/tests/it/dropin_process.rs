@@ -463,7 +463,11 @@ fn process_title_follows_the_template_as_redis() {
         let (pid, port) = (srv.pid(), srv.port());
         let exec = bin.display().to_string();
         let conf = dir.canonicalize().unwrap().join("t.conf").display().to_string();
-        assert_eq!(cmdline(pid), format!("{exec} 127.0.0.1:{port}"), "{name} at start-up");
+        // The listener accepts before the title is set (Redis listens in
+        // initServer and sets the title after it): wait for the title.
+        let title = format!("{exec} 127.0.0.1:{port}");
+        wait_until(Duration::from_secs(10), || cmdline(pid) == title);
+        assert_eq!(cmdline(pid), title, "{name} at start-up");
         let mut c = Client::connect(port).unwrap();
         let template = "TEST {title} {listen-addr} {port} {tls-port} {unixsocket} {config-file}";
         let set = c.cmd(&["CONFIG", "SET", "proc-title-template", template]).unwrap();
