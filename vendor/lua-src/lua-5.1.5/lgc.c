@@ -571,12 +571,22 @@ static l_mem singlestep (lua_State *L) {
     }
     case GCSsweepstring: {
       lu_mem old = g->totalbytes;
-      sweepwholelist(L, &g->strt.hash[g->sweepstrgc++]);
+      /* Sluice: up to GCSWEEPMAX buckets a step, empty ones not walked
+         (stock 5.1 sweeps one bucket a step); the step still counts
+         GCSWEEPCOST a bucket. The table is not resized meanwhile
+         (luaS_resize waits while gcstate is GCSsweepstring). */
+      int n = 0;
+      do {
+        GCObject **bucket = &g->strt.hash[g->sweepstrgc++];
+        if (*bucket != NULL)
+          sweepwholelist(L, bucket);
+        n++;
+      } while (n < GCSWEEPMAX && g->sweepstrgc < g->strt.size);
       if (g->sweepstrgc >= g->strt.size)  /* nothing more to sweep? */
         g->gcstate = GCSsweep;  /* end sweep-string phase */
       lua_assert(old >= g->totalbytes);
       g->estimate -= old - g->totalbytes;
-      return GCSWEEPCOST;
+      return n * GCSWEEPCOST;
     }
     case GCSsweep: {
       lu_mem old = g->totalbytes;

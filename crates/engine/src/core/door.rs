@@ -23,8 +23,11 @@ use crate::core::shared::Shared;
 use crate::core::spec::{CommandSpec, Flags, KeySpec};
 
 /// How a caller holds the stripes its command needs: the one thing the
-/// callers differ in once the command is found.
-pub enum Hold<'h> {
+/// callers differ in once the command is found. `W` is the widening
+/// caller's type: a script names its own ([`run_with`]), so that its
+/// checks are inlined into the door rather than called through a vtable
+/// on each `redis.call`.
+pub enum Hold<'h, W: Widen + ?Sized = dyn Widen> {
     /// Nothing is held yet: take what the command needs, in order. With
     /// the connection's prefetch of `argv[1]` a single-key command takes
     /// its one stripe without building a list.
@@ -39,7 +42,7 @@ pub enum Hold<'h> {
     Held,
     /// A script: what it locked before it started, which a command
     /// outside it widens (the run restarts if it has not written yet).
-    Widen(&'h mut dyn Widen),
+    Widen(&'h mut W),
 }
 
 /// What a caller that may widen its locks decides (a script run).
@@ -160,6 +163,24 @@ pub fn run<'a>(
     out: &mut ReplyBuf,
     caller: Caller,
     hold: Hold<'_>,
+) -> Ran {
+    run_with(shared, sess, keys, spec, argv, out, caller, hold)
+}
+
+/// [`run`] for a caller that widens its locks with a [`Widen`] of its own
+/// type (a script run): the same door, its `cover` and `locked` called
+/// directly.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+pub fn run_with<'a, W: Widen + ?Sized>(
+    shared: &'a Shared,
+    sess: &mut Session,
+    keys: &mut Locks<'a>,
+    spec: &'static CommandSpec,
+    argv: &[&[u8]],
+    out: &mut ReplyBuf,
+    caller: Caller,
+    hold: Hold<'_, W>,
 ) -> Ran {
     if caller != Caller::Client {
         if let Err(e) = dispatch::check(shared, sess, spec, argv, caller) {

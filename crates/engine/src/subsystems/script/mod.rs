@@ -492,6 +492,8 @@ pub(crate) fn load(cx: &mut Ctx, body: &[u8]) -> Result<([u8; 40], Arc<Script>),
 
 /// EVAL, EVALSHA and their `_RO` forms (`by_sha`, `ro`): the script's
 /// checks, its run (debugged in `SCRIPT DEBUG` mode) and what ends it.
+// Inlined into the four handlers: a call layer less per run.
+#[inline]
 pub(crate) fn eval(
     cx: &mut Ctx,
     args: &mut Args,
@@ -674,6 +676,9 @@ pub(crate) fn run_loop(
 /// shebang line are only refused on a stale replica, and are otherwise
 /// checked command by command; what a master or the AOF replays is not
 /// checked.)
+// Inlined up to the script's declared flags: a script without them (the
+// usual EVAL) is checked with a few loads per run.
+#[inline]
 pub(crate) fn check_flags(cx: &mut Ctx, flags: ScriptFlags, ro: bool) -> CmdResult {
     if cx.caller.must_obey() {
         return Ok(());
@@ -683,6 +688,12 @@ pub(crate) fn check_flags(cx: &mut Ctx, flags: ScriptFlags, ro: bool) -> CmdResu
         // is refused (Redis's scriptPrepareForRun, compatibility mode).
         return if running_stale(cx) { Err(CmdError::MasterDown) } else { Ok(()) };
     }
+    check_declared(cx, flags, ro)
+}
+
+/// [`check_flags`] for a script with a shebang line (or a function).
+#[inline(never)]
+fn check_declared(cx: &mut Ctx, flags: ScriptFlags, ro: bool) -> CmdResult {
     if !flags.no_writes && !flags.allow_oom {
         let max = cx.sess.conf(cx.shared).maxmemory;
         if max > 0 && cx.shared.over_maxmemory(max) {
@@ -721,9 +732,14 @@ pub(crate) fn check_flags(cx: &mut Ctx, flags: ScriptFlags, ro: bool) -> CmdResu
 }
 
 /// A replica whose link is down, with `replica-serve-stale-data no`.
+#[inline]
 fn running_stale(cx: &mut Ctx) -> bool {
-    cx.shared.store.is_replica()
-        && !cx.sess.conf(cx.shared).replica_serve_stale_data
+    cx.shared.store.is_replica() && stale_replica(cx)
+}
+
+#[inline(never)]
+fn stale_replica(cx: &mut Ctx) -> bool {
+    !cx.sess.conf(cx.shared).replica_serve_stale_data
         && crate::subsystems::repl::master_down(cx.shared)
 }
 

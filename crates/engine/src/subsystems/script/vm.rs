@@ -1464,7 +1464,7 @@ unsafe fn call_primitive(l: *mut mlua::ffi::lua_State, raise: bool) -> std::os::
             if super::ldb::stepping() && !argv.is_empty() {
                 super::ldb::log_command(&argv);
             }
-            let mut buf = SCRATCH.with(|s| s.take());
+            let mut buf = SCRATCH.with(|s| s.take()).unwrap_or_default();
             buf.reset();
             let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 with_current(|r| r.command(&argv, &mut buf))
@@ -1526,7 +1526,11 @@ unsafe fn call_primitive(l: *mut mlua::ffi::lua_State, raise: bool) -> std::os::
                     }
                     super::ldb::log_reply(&bytes);
                 }
-                SCRATCH.with(|s| s.replace(buf));
+                // Kept unless a call reached from inside this one put its
+                // own back first (no empty buffer is built or dropped).
+                SCRATCH.with(|s| {
+                    s.borrow_mut().get_or_insert(buf);
+                });
                 is_err
             }
         }
@@ -1839,7 +1843,9 @@ impl Run<'_, '_> {
             running: &self.running,
         };
         let hold = crate::core::door::Hold::Widen(&mut scope);
-        match crate::core::door::run(shared, self.sess, self.keys, spec, argv, buf, caller, hold) {
+        match crate::core::door::run_with(
+            shared, self.sess, self.keys, spec, argv, buf, caller, hold,
+        ) {
             // Counted at the door: not again in the script's reply.
             crate::core::door::Ran::Refused(e) => return Err((e.text().into_owned(), true)),
             crate::core::door::Ran::Stopped(text) => return fail(&text),
@@ -1878,6 +1884,9 @@ impl crate::core::door::Widen for ScriptScope<'_> {
     /// it did not declare, another database) widens what later runs take
     /// up front; this run starts over if it has not written yet, and
     /// otherwise adds the stripes if that can be done safely.
+    // Inlined (the door calls it statically): the usual case is a few
+    // compares on every `redis.call`.
+    #[inline]
     fn cover(&mut self, keys: &Locks, db: usize, need: Scope, ids: &[u32]) -> Result<(), Vec<u8>> {
         // The usual case first: keys of the script's database whose
         // stripes it holds already (a held stripe is one it locked, so it
@@ -1885,6 +1894,32 @@ impl crate::core::door::Widen for ScriptScope<'_> {
         if need == Scope::Keys && db == self.start_db && ids.iter().all(|&id| keys.holds(id)) {
             return Ok(());
         }
+        self.widen(keys, db, need, ids)
+    }
+
+    #[inline]
+    fn locked<'a>(
+        &mut self,
+        shared: &'a Shared,
+        sess: &mut Session,
+        keys: &mut Locks<'a>,
+        spec: &'static CommandSpec,
+        argv: &[&[u8]],
+    ) -> Result<(), Vec<u8>> {
+        if spec.flags.has(Flags::WRITE) {
+            self.on_write(shared, sess, keys, spec, argv)
+        } else {
+            Ok(())
+        }
+    }
+}
+
+impl ScriptScope<'_> {
+    /// [`Widen::cover`] past the usual case: a command outside what the
+    /// script holds.
+    #[cold]
+    #[inline(never)]
+    fn widen(&mut self, keys: &Locks, db: usize, need: Scope, ids: &[u32]) -> Result<(), Vec<u8>> {
         // The job namespace's stripe is above every database's: taking it
         // is always in order, so it never widens what the script locks.
         let jobs_id = keys.store().jobs_id();
@@ -1911,7 +1946,8 @@ impl crate::core::door::Widen for ScriptScope<'_> {
         Ok(())
     }
 
-    fn locked<'a>(
+    /// [`Widen::locked`] for a write command.
+    fn on_write<'a>(
         &mut self,
         shared: &'a Shared,
         sess: &mut Session,
@@ -1919,19 +1955,17 @@ impl crate::core::door::Widen for ScriptScope<'_> {
         spec: &'static CommandSpec,
         argv: &[&[u8]],
     ) -> Result<(), Vec<u8>> {
-        if spec.flags.has(Flags::WRITE) && super::rollback::active() {
+        if super::rollback::active() {
             // SCRIPT DEBUG YES: what it may write is saved to be put back.
             super::rollback::save(shared, sess, keys, spec, argv).map_err(<[u8]>::to_vec)?;
         }
-        if spec.flags.has(Flags::WRITE) {
-            *self.wrote = true;
-            self.running.wrote.store(true, std::sync::atomic::Ordering::Relaxed);
-        }
+        *self.wrote = true;
+        self.running.wrote.store(true, std::sync::atomic::Ordering::Relaxed);
         Ok(())
     }
 }
 
 thread_local! {
     /// The reply buffer `redis.call` runs commands into.
-    static SCRATCH: RefCell<ReplyBuf> = RefCell::new(ReplyBuf::new());
+    static SCRATCH: RefCell<Option<ReplyBuf>> = const { RefCell::new(None) };
 }
