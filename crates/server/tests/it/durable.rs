@@ -13,7 +13,7 @@
 //!   its errors at the timeout, not later.
 //! - `FSYNC` under `appendfsync everysec`: released once the AOF fsynced,
 //!   which the connection asks for (so well before the once-a-second
-//!   fsync).
+//!   fsync), also when it asks while the AOF fsyncs an earlier group.
 //! - WAITAOF: Redis 7.2's documented replies and errors (redis-server
 //!   7.0 has no WAITAOF to compare with): local fsync under always,
 //!   everysec and no, the AOF turned off under a blocked WAITAOF, a
@@ -292,6 +292,52 @@ fn durable_fsync_under_everysec_waits_for_an_fsync_it_asks_for() {
         s(&c.cmd(&["DURABLE", "0", "10", "FSYNC"]).unwrap()),
         "-ERR DURABLE FSYNC cannot be used when appendonly is disabled.\r\n"
     );
+}
+
+#[test]
+fn durable_fsync_asked_while_the_aof_fsyncs_an_earlier_group_is_not_left_for_everysec() {
+    // The regression: a request made while the writer wrote and fsynced
+    // an earlier group was cleared with that group's, so its writes
+    // waited for everysec's next fsync (a second; the bench's p99 of
+    // DURABLE FSYNC was ~1 s). The writer sleeps 200 ms before each
+    // write (DEBUG AOF-FLUSH-SLEEP) to hold that window open.
+    let server = TestServer::start_with(
+        &TestServer::default_bin(),
+        &["--appendonly", "yes", "--appendfsync", "everysec"],
+        None,
+    );
+    let mut admin = server.client();
+    admin.wait_loaded();
+    admin.cmd(&["DEBUG", "AOF-FLUSH-SLEEP", "200000"]).unwrap();
+    let mut clients: Vec<Client> = (0..3).map(|_| server.client()).collect();
+    for c in &mut clients {
+        assert_eq!(s(&c.cmd(&["DURABLE", "0", "5000", "FSYNC"]).unwrap()), "+OK\r\n");
+    }
+    let set = |c: &mut Client, key: &str| {
+        let mut bytes = Vec::new();
+        testkit::encode(&["SET", key, "1"], &mut bytes);
+        c.send_raw(&bytes).unwrap();
+    };
+    // At 0 ms A's write is taken (before its request) and the writer
+    // sleeps; at 50 ms B writes and asks; at ~200 ms B's group is taken
+    // with the request; at 250 ms C writes and asks while B's group is
+    // written and fsynced. The bug cleared C's request with B's: C's
+    // write was then written unsynced and waited for everysec.
+    let [a, b, c] = &mut clients[..] else { unreachable!() };
+    set(a, "a");
+    std::thread::sleep(Duration::from_millis(50));
+    set(b, "b");
+    std::thread::sleep(Duration::from_millis(200));
+    let t = Instant::now();
+    set(c, "c");
+    assert_eq!(s(&c.read_reply().unwrap()), "+OK\r\n");
+    let waited = t.elapsed();
+    assert_eq!(s(&a.read_reply().unwrap()), "+OK\r\n");
+    assert_eq!(s(&b.read_reply().unwrap()), "+OK\r\n");
+    // The rest of B's group and C's own (a 200 ms sleep each at most),
+    // not everysec's second.
+    assert!(waited < Duration::from_millis(800), "C waited {waited:?}");
+    admin.cmd(&["DEBUG", "AOF-FLUSH-SLEEP", "0"]).unwrap();
 }
 
 fn pair(a: i64, b: i64) -> Frame {
