@@ -14,6 +14,23 @@
 //! - (d) `durable`: the connection first sends `DURABLE <replicas>
 //!   <timeout>` and the batch's replies come once the replicas have it.
 //!
+//! With `--fsync` (the master's AOF on, `appendfsync everysec`) the
+//! modes are the ways to know a write is on disk as well:
+//!
+//! - (a) `plain`: the replies as they come (before any fsync);
+//! - (e) `always`: plain replies under `appendfsync always` (set on the
+//!   master for the point: its group commit fsyncs before it answers);
+//! - (f) `waitaof-batch`: one `WAITAOF 1 <replicas> 0` after each batch
+//!   (Redis 7.2's: the local AOF *and* the replicas' AOFs fsynced);
+//! - (g) `durable-fsync`: `DURABLE <replicas> <timeout> FSYNC` (on the
+//!   replicas, applied; fsynced by the master's AOF).
+//!
+//! `--clients 1,4,50` runs each point with each number of connections
+//! (the default is `-c`): with many clients one replica acknowledgement
+//! releases many connections' `WAIT`s, so (b) amortizes the replica
+//! round trip across clients; with one it pays it per SET.
+//! `--modes` and `--replica-counts` pick a subset (profiling).
+//!
 //! It prints throughput (SETs per second) and the p50/p99 latency of a
 //! SET (from its batch's write to its reply, or to its batch's WAIT reply
 //! in (c)), and each mode's throughput against (a) and (d) against (b).
@@ -30,8 +47,13 @@ use crate::load::{Extra, Outcome, Plan, Workload};
 use crate::sweep::via;
 use crate::{measure, resolve, Opts};
 
-/// The four modes, in the table's order.
-const MODES: [&str; 4] = ["plain", "wait-each", "wait-batch", "durable"];
+/// The four modes, in the table's order, with their letters.
+const MODES: [(char, &str); 4] =
+    [('a', "plain"), ('b', "wait-each"), ('c', "wait-batch"), ('d', "durable")];
+
+/// The modes of `--fsync` (the master's AOF on).
+const FSYNC_MODES: [(char, &str); 4] =
+    [('a', "plain"), ('e', "always"), ('f', "waitaof-batch"), ('g', "durable-fsync")];
 
 /// How long a durable batch may wait (long enough never to time out on a
 /// healthy loopback replica; a timeout would show as errors).
@@ -108,14 +130,22 @@ fn workload(mode: &str, n: usize, value: &[u8]) -> Workload {
         resp::write_command(&mut b, args);
         b
     };
+    let t = DURABLE_TIMEOUT_MS.to_string();
     match mode {
         "wait-each" => Workload::commands(&[set, wait]),
         "wait-batch" => {
             Workload::command(set).with(Extra { tail: encoded(wait), ..Extra::default() })
         }
+        "waitaof-batch" => {
+            let tail = encoded(&[b"WAITAOF", b"1", ns.as_bytes(), b"0"]);
+            Workload::command(set).with(Extra { tail, ..Extra::default() })
+        }
         "durable" => {
-            let t = DURABLE_TIMEOUT_MS.to_string();
             let setup = encoded(&[b"DURABLE", ns.as_bytes(), t.as_bytes()]);
+            Workload::command(set).with(Extra { setup, ..Extra::default() })
+        }
+        "durable-fsync" => {
+            let setup = encoded(&[b"DURABLE", ns.as_bytes(), t.as_bytes(), b"FSYNC"]);
             Workload::command(set).with(Extra { setup, ..Extra::default() })
         }
         _ => Workload::command(set),
@@ -126,9 +156,19 @@ fn workload(mode: &str, n: usize, value: &[u8]) -> Workload {
 struct Row {
     rtt: Duration,
     replicas: usize,
+    clients: usize,
     pipeline: usize,
+    letter: char,
     mode: &'static str,
     r: Outcome,
+}
+
+/// Sets the master's `appendfsync` (the `always` mode's points).
+fn appendfsync(o: &Opts, master: SocketAddr, policy: &str) -> Result<(), String> {
+    match cmd(&cfg(o, master), &["CONFIG", "SET", "appendfsync", policy])? {
+        Frame::Simple(_) => Ok(()),
+        other => Err(format!("CONFIG SET appendfsync {policy}: {other:?}")),
+    }
 }
 
 pub fn run(o: &Opts) -> Result<(), String> {
@@ -146,46 +186,77 @@ pub fn run(o: &Opts) -> Result<(), String> {
     }
     let rtts = o.rtts.clone().unwrap_or(vec![Duration::ZERO]);
     let pipes = o.pipelines.clone().unwrap_or(vec![1, 16, 64]);
+    let clients = o.client_list.clone().unwrap_or(vec![o.clients]);
+    let counts = o.replica_counts.clone().unwrap_or_else(|| (1..=replicas.len()).collect());
+    if let Some(&n) = counts.iter().find(|&&n| n == 0 || n > replicas.len()) {
+        return Err(format!(
+            "--replica-counts {n}: between 1 and the {} --replicas",
+            replicas.len()
+        ));
+    }
+    let all = if o.fsync { FSYNC_MODES } else { MODES };
+    let modes: Vec<(char, &'static str)> = all
+        .into_iter()
+        .filter(|(_, m)| o.modes.as_ref().is_none_or(|want| want.iter().any(|w| w == m)))
+        .collect();
     let value = vec![b'x'; o.data_size];
     let keyspace = o.keyspace.or(Some(100_000));
     println!(
-        "durable: SET of {} bytes over {} keys, {} clients, {} threads, {} requests or {:?} a point",
+        "durable: SET of {} bytes over {} keys, {:?} clients, {} threads, {} requests or {:?} a point{}",
         o.data_size,
         keyspace.unwrap_or(1),
-        o.clients,
+        clients,
         o.threads,
         o.requests,
-        o.max_time
+        o.max_time,
+        if o.fsync { ", master AOF on (appendfsync everysec)" } else { "" }
     );
     let mut rows = Vec::new();
     for &rtt in &rtts {
         // The replicas' way to the master, with the emulated delay.
         let upstream = via(master, rtt)?;
-        for n in 1..=replicas.len() {
+        for &n in &counts {
             attach(o, master, upstream, &replicas[..n], &replicas[n..])?;
-            for &p in &pipes {
-                for mode in MODES {
-                    let plan = Plan {
-                        addr: master,
-                        password: o.password.clone(),
-                        db: o.db,
-                        clients: o.clients,
-                        requests: o.requests,
-                        pipeline: p,
-                        threads: o.threads,
-                        keyspace,
-                        max_time: Some(o.max_time),
-                    };
-                    let label = format!("{mode} replicas={n} rtt={rtt:?} P={p}");
-                    let r = measure(&label, &plan, &workload(mode, n, &value))?;
-                    eprintln!(
-                        "{label:<44} {:>12.0} SET/s  p50={:.3} p99={:.3} ms  errors={}",
-                        r.rps(),
-                        r.pct_ms(50.0),
-                        r.pct_ms(99.0),
-                        r.errors
-                    );
-                    rows.push(Row { rtt, replicas: n, pipeline: p, mode, r });
+            for &c in &clients {
+                for &p in &pipes {
+                    for &(letter, mode) in &modes {
+                        let plan = Plan {
+                            addr: master,
+                            password: o.password.clone(),
+                            db: o.db,
+                            clients: c,
+                            requests: o.requests,
+                            pipeline: p,
+                            threads: o.threads,
+                            keyspace,
+                            max_time: Some(o.max_time),
+                        };
+                        let label = format!("{mode} replicas={n} rtt={rtt:?} c={c} P={p}");
+                        if mode == "always" {
+                            appendfsync(o, master, "always")?;
+                        }
+                        let r = measure(&label, &plan, &workload(mode, n, &value));
+                        if mode == "always" {
+                            appendfsync(o, master, "everysec")?;
+                        }
+                        let r = r?;
+                        eprintln!(
+                            "{label:<50} {:>12.0} SET/s  p50={:.3} p99={:.3} ms  errors={}",
+                            r.rps(),
+                            r.pct_ms(50.0),
+                            r.pct_ms(99.0),
+                            r.errors
+                        );
+                        rows.push(Row {
+                            rtt,
+                            replicas: n,
+                            clients: c,
+                            pipeline: p,
+                            letter,
+                            mode,
+                            r,
+                        });
+                    }
                 }
             }
         }
@@ -202,13 +273,14 @@ pub fn run(o: &Opts) -> Result<(), String> {
 fn table(rows: &[Row]) -> String {
     use std::fmt::Write as _;
     let mut s = String::from(
-        "| replica RTT | replicas | P | mode | SET/s | p50 ms | p99 ms | vs (a) | (d) vs (b) | errors |\n\
-         |---|---|---|---|---|---|---|---|---|---|\n",
+        "| replica RTT | replicas | clients | P | mode | SET/s | p50 ms | p99 ms | vs (a) | (d) vs (b) | errors |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     let find = |row: &Row, mode: &str| {
         rows.iter().find(|x| {
             x.rtt == row.rtt
                 && x.replicas == row.replicas
+                && x.clients == row.clients
                 && x.pipeline == row.pipeline
                 && x.mode == mode
         })
@@ -220,14 +292,14 @@ fn table(rows: &[Row]) -> String {
             ("durable", Some(b)) => format!("{:.1}x", rps / b.r.rps()),
             _ => String::new(),
         };
-        let idx = MODES.iter().position(|m| *m == row.mode).unwrap_or(0);
         let _ = writeln!(
             s,
-            "| {:.1} ms | {} | {} | ({}) {} | {:.0} | {:.3} | {:.3} | {} | {} | {} |",
+            "| {:.1} ms | {} | {} | {} | ({}) {} | {:.0} | {:.3} | {:.3} | {} | {} | {} |",
             row.rtt.as_secs_f64() * 1000.0,
             row.replicas,
+            row.clients,
             row.pipeline,
-            ['a', 'b', 'c', 'd'][idx],
+            row.letter,
             row.mode,
             rps,
             row.r.pct_ms(50.0),
@@ -261,6 +333,12 @@ mod tests {
         assert_eq!(e.tail, b"*3\r\n$4\r\nWAIT\r\n$1\r\n1\r\n$1\r\n0\r\n");
         let (_, e) = bytes(&workload("durable", 2, b"v"));
         assert_eq!(e.setup, b"*3\r\n$7\r\nDURABLE\r\n$1\r\n2\r\n$4\r\n5000\r\n");
+        let (_, e) = bytes(&workload("durable-fsync", 1, b"v"));
+        assert_eq!(e.setup, b"*4\r\n$7\r\nDURABLE\r\n$1\r\n1\r\n$4\r\n5000\r\n$5\r\nFSYNC\r\n");
+        let (_, e) = bytes(&workload("waitaof-batch", 2, b"v"));
+        assert_eq!(e.tail, b"*4\r\n$7\r\nWAITAOF\r\n$1\r\n1\r\n$1\r\n2\r\n$1\r\n0\r\n");
+        let (_, e) = bytes(&workload("always", 2, b"v"));
+        assert!(e.setup.is_empty() && e.tail.is_empty() && e.more_replies == 0);
         let (_, e) = bytes(&workload("plain", 2, b"v"));
         assert!(e.setup.is_empty() && e.tail.is_empty() && e.more_replies == 0);
     }

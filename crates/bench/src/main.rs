@@ -37,6 +37,10 @@ Round trips and sweeps:
                             SET plain, WAIT after each, WAIT per batch and DURABLE mode, with
                             1 and 2 of --replicas (--rtt: the master-replica round trip)
   --replicas h:p,h:p        replicas the durable scenario attaches to the master
+  --replica-counts 1,2      durable: how many of --replicas to attach (default 1..all)
+  --modes plain,durable     durable: run only these modes
+  --fsync                   durable: the ways to know a write is fsynced (plain, always,
+                            waitaof-batch, durable-fsync); the master's AOF must be on
   --compare host:port       run the same plan against a second server, add ratios
   --out DIR                 write results.csv, results.json and SVG charts there
 ";
@@ -67,6 +71,12 @@ pub struct Opts {
     pub get_pct: u32,
     /// `--replicas`: servers the durable scenario makes replicas.
     pub replicas: Vec<String>,
+    /// `--replica-counts`: how many of them the durable scenario attaches.
+    pub replica_counts: Option<Vec<usize>>,
+    /// `--modes`: the durable scenario's modes to run.
+    pub modes: Option<Vec<String>>,
+    /// `--fsync`: the durable scenario's fsync modes.
+    pub fsync: bool,
 }
 
 fn parse_dur(s: &str) -> Result<Duration, String> {
@@ -119,6 +129,9 @@ fn parse_args(args: &[String]) -> Result<Opts, String> {
         out: None,
         get_pct: 80,
         replicas: Vec::new(),
+        replica_counts: None,
+        modes: None,
+        fsync: false,
     };
     let mut i = 0;
     while i < args.len() {
@@ -149,6 +162,9 @@ fn parse_args(args: &[String]) -> Result<Opts, String> {
             "--compare" => o.compare = Some(val()?),
             "--out" => o.out = Some(val()?),
             "--replicas" => o.replicas = list(&val()?, |s| Ok(s.to_string()))?,
+            "--replica-counts" => o.replica_counts = Some(list(&val()?, num)?),
+            "--modes" => o.modes = Some(list(&val()?, |s| Ok(s.to_string()))?),
+            "--fsync" => o.fsync = true,
             "--ratio" => {
                 let v = val()?;
                 let (g, s) = v.split_once(':').ok_or("--ratio is GET:SET")?;

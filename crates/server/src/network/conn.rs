@@ -888,7 +888,13 @@ impl<S: Transport> Conn<S> {
         let budget_left = self.execute_batch::<true>().await;
         if !self.held.is_empty() {
             let held = std::mem::take(&mut self.held);
-            if let Some(line) = durable::wait(&self.shared, &self.sess, mode, notify).await {
+            let refused = durable::wait(&self.shared, &self.sess, mode, notify).await;
+            if refused.is_none() && mode.replicas > 0 && !self.sess.fx.holds_for_replicas() {
+                // Acknowledged by the replicas: nothing is left to push
+                // before the replies (the wait pushed, and they have it).
+                self.sess.fx.take_push();
+            }
+            if let Some(line) = refused {
                 if self.sess.fx.holds_for_replicas() {
                     // Rewritten with the replies held for replicas, after
                     // their wait: both count places in the buffer as is.

@@ -96,15 +96,19 @@ pub async fn wait(
     }
     let mut got = 0;
     if want > 0 && !replica {
-        master.ask_for_acks();
+        // The batch's stream and the request go out now, from this
+        // thread, rather than when a sender thread gets the CPU: the
+        // replica round trip starts before the wait, not after a wake-up.
+        master.ask_for_acks_and_push();
         loop {
-            let acked = master.acks().notified();
-            tokio::pin!(acked);
-            acked.as_mut().enable();
             got = master.acked_now(target);
             if got >= want || sess.handle.killed.load(std::sync::atomic::Ordering::Acquire) {
                 break;
             }
+            // Woken only once `want` replicas reached `target`, not at
+            // every acknowledgement (`repl::Acked`).
+            let acked = master.acked_by(target, want);
+            tokio::pin!(acked);
             let sleep = tokio::time::sleep_until(deadline);
             tokio::pin!(sleep);
             let timed_out = std::future::poll_fn(|cx| {

@@ -96,8 +96,14 @@ struct State {
     switch: Option<(Vec<u8>, File)>,
     /// Close the file after writing what is pending (the AOF turned off).
     close: bool,
-    /// A caller wants everything written and fsynced (shutdown).
-    sync_requested: bool,
+    /// Requests to write and fsync everything appended before them
+    /// (shutdown, `DURABLE … FSYNC`), numbered; `sync_done` is the last
+    /// one served. A count, not a flag: a request made while the writer
+    /// fsyncs an earlier group is served by the next group (a flag
+    /// cleared after the fsync dropped it, and its writes waited for
+    /// `everysec`'s next fsync, up to a second).
+    sync_asked: u64,
+    sync_done: u64,
 }
 
 /// Not on the request path: manifest, rewrite bookkeeping.
@@ -172,7 +178,8 @@ pub fn new(shared: &Weak<Shared>, durable: Arc<crate::durability::Position>) -> 
             last_ts: 0,
             switch: None,
             close: false,
-            sync_requested: false,
+            sync_asked: 0,
+            sync_done: 0,
         }),
         wake: Condvar::new(),
         synced: Condvar::new(),
@@ -321,7 +328,7 @@ impl Aof {
                 while st.buf.is_empty()
                     && st.switch.is_none()
                     && !st.close
-                    && !st.sync_requested
+                    && st.sync_asked == st.sync_done
                     && !(timed && unsynced && last_fsync.elapsed() >= Duration::from_secs(1))
                 {
                     if !retry.is_empty() {
@@ -334,7 +341,9 @@ impl Aof {
                         break;
                     }
                 }
-                (std::mem::take(&mut st.buf), st.seq, st.switch.take(), st.close, st.sync_requested)
+                // The requests made so far ask for what is taken now.
+                let asked = (st.sync_asked > st.sync_done).then_some(st.sync_asked);
+                (std::mem::take(&mut st.buf), st.seq, st.switch.take(), st.close, asked)
             };
             // Read again after the wait: what was taken is written under
             // the policy in force now (a CONFIG SET appendfsync always
@@ -381,7 +390,7 @@ impl Aof {
                 Fsync::EverySec => !skip && last_fsync.elapsed() >= Duration::from_secs(1),
                 Fsync::No => false,
             };
-            if unsynced && (due || sync_req || close) {
+            if unsynced && (due || sync_req.is_some() || close) {
                 let mut synced = true;
                 if let Some(f) = &file {
                     match f.sync_data() {
@@ -406,9 +415,11 @@ impl Aof {
             if fsynced {
                 self.fsync_progress();
             }
-            if sync_req || close {
+            if sync_req.is_some() || close {
                 let mut st = self.state.lock();
-                st.sync_requested = false;
+                if let Some(n) = sync_req {
+                    st.sync_done = st.sync_done.max(n);
+                }
                 self.synced.notify_all();
                 if close && st.buf.is_empty() {
                     st.close = false;
@@ -430,7 +441,7 @@ impl Aof {
     /// acknowledged as under `appendfsync always`).
     pub fn request_fsync(&self) {
         let mut st = self.state.lock();
-        st.sync_requested = true;
+        st.sync_asked += 1;
         self.wake.notify_one();
     }
 
@@ -784,9 +795,10 @@ impl Aof {
             return;
         }
         let mut st = self.state.lock();
-        st.sync_requested = true;
+        st.sync_asked += 1;
+        let mine = st.sync_asked;
         self.wake.notify_one();
-        while st.sync_requested && self.writer_running.load(Ordering::Acquire) {
+        while st.sync_done < mine && self.writer_running.load(Ordering::Acquire) {
             self.synced.wait_for(&mut st, Duration::from_millis(100));
         }
     }

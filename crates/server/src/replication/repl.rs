@@ -36,6 +36,7 @@
 //!   `repl-ping-replica-period`, applies the soft output limit, and frees
 //!   the backlog after `repl-backlog-ttl` without replicas.
 
+mod acks;
 mod diskless;
 mod failover;
 mod relay;
@@ -66,6 +67,8 @@ const GETACK: &[u8] = b"*3\r\n$8\r\nREPLCONF\r\n$6\r\nGETACK\r\n$1\r\n*\r\n";
 const PING: &[u8] = b"*1\r\n$4\r\nPING\r\n";
 /// Bytes of stream a sender copies out per lock.
 const CHUNK: usize = 256 * 1024;
+/// The longest a sender sleeps without looking at the stream.
+const SENDER_IDLE: Duration = Duration::from_millis(10);
 /// The longest a connection's push waits for a sender's write in progress.
 const PUSH_WAIT: Duration = Duration::from_millis(1);
 
@@ -104,9 +107,12 @@ pub struct Master {
     /// The disk-based sync whose snapshot runs: its replica's id and the
     /// snapshot's number (`persistence::snapshot_seq`).
     disk_sync: Mutex<Option<(u64, u64)>>,
-    /// Woken at every acknowledgement a replica sends: connections in
-    /// `DURABLE` mode wait on it (`crate::durable`).
+    /// Woken at every acknowledgement a replica sends: replies held for
+    /// replicas (ADDJOB's `REPLICATE n`) wait on it.
     acks: tokio::sync::Notify,
+    /// The offsets the online replicas acknowledged, and the `DURABLE`
+    /// batches waiting for theirs (woken only when satisfied).
+    ack_waits: acks::AckWaits,
     /// Parked WAITAOFs (a count, so that an fsync looks at one atomic).
     aof_waits: std::sync::atomic::AtomicUsize,
     /// Bytes `Inner::buf` holds allocated, as of its last change (INFO
@@ -271,6 +277,7 @@ pub fn new(shared: &Weak<Shared>) -> Arc<Master> {
         disk_turn: Mutex::new(()),
         disk_sync: Mutex::new(None),
         acks: tokio::sync::Notify::new(),
+        ack_waits: Default::default(),
         aof_waits: std::sync::atomic::AtomicUsize::new(0),
         grown: Condvar::new(),
         sync_full: AtomicU64::new(0),
@@ -318,7 +325,15 @@ impl Master {
         inner.scratch.clear();
         inner.writer.write_resp_for_replicas(unit, &mut inner.scratch);
         let bytes = std::mem::take(&mut inner.scratch);
-        self.append(inner, &bytes);
+        // A client's unit is pushed by its connection at the end of the
+        // batch (`push_before_replies`, then [`Master::push`]): the
+        // senders are not woken for it (they were at every write, and
+        // each wake-up took this lock and the CPU from the loop to send
+        // a few commands the push sent anyway). The server's own units
+        // (active expiry, eviction, the job queue's timer) and the
+        // detached sessions' (AOF loading) have no connection to push.
+        let client = unit.client();
+        self.append_with(inner, &bytes, client == 0 || client == u64::MAX);
         inner.scratch = bytes;
         !inner.replicas.is_empty()
     }
@@ -333,6 +348,18 @@ impl Master {
     /// write whatever this leaves (a socket that is full, a replica
     /// catching up).
     pub fn push(&self) {
+        self.push_with(true);
+    }
+
+    /// [`Master::push`] without waiting for a sender's write in progress:
+    /// its replica is skipped (its sender sends the rest when its write
+    /// ends). For a `DURABLE` batch, whose replies wait for the replicas'
+    /// acknowledgements anyway: the loop thread must not sleep here.
+    pub fn push_now(&self) {
+        self.push_with(false);
+    }
+
+    fn push_with(&self, wait: bool) {
         let mut g = self.inner.lock();
         // A sender in the middle of a write finishes it first (a few
         // microseconds on a socket with room); one stuck on a full socket
@@ -340,7 +367,7 @@ impl Master {
         // for either.
         // The wait is counted from the write's start, so a sender stuck on
         // a replica's full socket costs later batches nothing.
-        if let Some(deadline) = g.replicas.iter().filter_map(|s| s.busy).max() {
+        if let Some(deadline) = g.replicas.iter().filter_map(|s| s.busy).max().filter(|_| wait) {
             let deadline = deadline + PUSH_WAIT;
             if std::time::Instant::now() < deadline {
                 g.push_waiters += 1;
@@ -355,6 +382,7 @@ impl Master {
         let inner = &mut *g;
         let Some(buf) = inner.buf.as_ref() else { return };
         let first = inner.offset - buf.len() as i64;
+        let mut left = false;
         for s in inner.replicas.iter_mut() {
             let Some(sent) = s.sent else { continue };
             if s.busy.is_some()
@@ -374,6 +402,12 @@ impl Master {
                 s.sent = Some(sent + n as i64);
                 s.r.handle.net_out.fetch_add(n as u64, Ordering::Relaxed);
             }
+            // A full socket: its sender (not woken by the appends this
+            // push was for) writes the rest.
+            left |= s.sent.is_some_and(|n| n < inner.offset);
+        }
+        if left {
+            self.grown.notify_all();
         }
     }
 
@@ -390,6 +424,12 @@ impl Master {
     }
 
     fn append(&self, inner: &mut Inner, bytes: &[u8]) {
+        self.append_with(inner, bytes, true);
+    }
+
+    /// Appends stream bytes; `wake`: wakes the senders to send them
+    /// (else the caller pushes them).
+    fn append_with(&self, inner: &mut Inner, bytes: &[u8], wake: bool) {
         let Some(buf) = inner.buf.as_mut() else { return };
         buf.extend(bytes);
         inner.offset += bytes.len() as i64;
@@ -422,7 +462,9 @@ impl Master {
         }
         trim(buf, size, inner.offset - oldest);
         self.publish_buf_mem(inner);
-        self.grown.notify_all();
+        if wake {
+            self.grown.notify_all();
+        }
     }
 
     /// Publishes `buf`'s allocation in `buf_mem` when it changed.
@@ -611,15 +653,45 @@ impl Master {
             .count()
     }
 
-    /// What a connection in `DURABLE` mode waits on for acknowledgements.
+    /// What a reply held for replicas waits on for acknowledgements.
     pub fn acks(&self) -> &tokio::sync::Notify {
         &self.acks
+    }
+
+    /// Resolves once `want` online replicas acknowledged `offset` (a
+    /// `DURABLE` batch's wait; count again with [`Master::acked_now`]).
+    pub fn acked_by(&self, offset: i64, want: usize) -> acks::Acked<'_> {
+        self.ack_waits.acked(offset, want)
+    }
+
+    /// A replica acknowledged, came online or went: the waits the online
+    /// replicas' offsets now satisfy are woken.
+    fn ack_progress(&self, inner: &Inner) {
+        self.ack_waits.update(
+            inner
+                .replicas
+                .iter()
+                .filter(|s| s.r.state.load(Ordering::Relaxed) == ONLINE)
+                .map(|s| s.r.ack_offset.load(Ordering::Relaxed)),
+        );
     }
 
     /// Asks the replicas for an acknowledgement of everything fed so far
     /// (`REPLCONF GETACK *`), unless the last thing fed is such a request:
     /// concurrent durable batches share one.
     pub fn ask_for_acks(&self) {
+        self.ask_for_acks_with(true);
+    }
+
+    /// [`Master::ask_for_acks`], then [`Master::push_now`]: a `DURABLE`
+    /// batch's stream and the request go out from the connection's
+    /// thread, without waking the senders.
+    pub fn ask_for_acks_and_push(&self) {
+        self.ask_for_acks_with(false);
+        self.push_now();
+    }
+
+    fn ask_for_acks_with(&self, wake: bool) {
         if self.proxy.load(Ordering::Acquire) {
             return;
         }
@@ -627,7 +699,7 @@ impl Master {
         if g.buf.is_none() || g.replicas.is_empty() || g.getack_at == g.offset {
             return;
         }
-        self.append(&mut g, GETACK);
+        self.append_with(&mut g, GETACK, wake);
         g.getack_at = g.offset;
     }
 
@@ -644,6 +716,7 @@ impl Master {
         if inner.replicas.is_empty() {
             inner.no_replicas_since = unix_ms() / 1000;
         }
+        self.ack_progress(inner);
         let oldest = inner.replicas.iter().filter_map(|s| s.sent).min().unwrap_or(inner.offset);
         let size = self.shared.upgrade().map_or(0, |sh| sh.config.read().repl_backlog_size);
         if let Some(buf) = inner.buf.as_mut() {
@@ -1177,7 +1250,9 @@ fn stream(sh: &Shared, m: &Master, r: &Replica, mut sock: TcpStream) -> String {
                 if r.streaming.load(Ordering::Acquire) && sent < g.offset {
                     break;
                 }
-                m.grown.wait_for(&mut g, Duration::from_millis(100));
+                // Woken for what no connection pushes; the timeout bounds
+                // how late anything a push missed goes out.
+                m.grown.wait_for(&mut g, SENDER_IDLE);
             }
             let sent = g.replicas.iter().find(|s| s.r.id == r.id).and_then(|s| s.sent);
             let (Some(sent), Some(buf)) = (sent, g.buf.as_ref()) else {
@@ -1265,6 +1340,7 @@ fn read_acks(sh: &Shared, m: &Master, r: &Replica, mut sock: TcpStream, mut buf:
                                 ));
                                 m.grown.notify_all();
                             }
+                            m.ack_progress(&m.inner.lock());
                             m.serve_waits();
                             m.acks.notify_waiters();
                         }
