@@ -332,3 +332,158 @@ fn a_redis_node_joins_a_sluice_cluster_and_takes_slots_with_their_keys() {
     }
     join_and_reshard("s+r", &TestServer::default_bin(), Path::new(REDIS_SERVER));
 }
+
+/// A client of a cluster that follows `-MOVED` and `-ASK` (with ASKING)
+/// and retries `-TRYAGAIN` and `-CLUSTERDOWN`, as a cluster client
+/// library does; one connection per node.
+struct Follower {
+    conns: HashMap<u16, Client>,
+    first: u16,
+    /// Replies other than the command's own, before it succeeded.
+    retried: u64,
+}
+
+impl Follower {
+    fn conn(&mut self, port: u16) -> &mut Client {
+        self.conns.entry(port).or_insert_with(|| Client::connect(port).unwrap())
+    }
+
+    fn call(&mut self, args: &[&[u8]]) -> Frame {
+        let mut port = self.first;
+        let mut asking = false;
+        for _ in 0..1000 {
+            let c = self.conn(port);
+            if asking {
+                c.send(&[b"ASKING"]).unwrap();
+                c.read_frame().unwrap();
+            }
+            c.send(args).unwrap();
+            let reply = c.read_frame().unwrap();
+            let Frame::Error(e) = &reply else { return reply };
+            let e = String::from_utf8_lossy(e).into_owned();
+            let target = || e.rsplit(':').next().unwrap().parse::<u16>().unwrap();
+            self.retried += 1;
+            asking = false;
+            if e.starts_with("MOVED ") {
+                port = target();
+            } else if e.starts_with("ASK ") {
+                port = target();
+                asking = true;
+            } else if e.starts_with("TRYAGAIN") || e.starts_with("CLUSTERDOWN") {
+                std::thread::sleep(Duration::from_millis(5));
+            } else {
+                return reply;
+            }
+        }
+        panic!("{args:?}: redirected 1000 times");
+    }
+}
+
+/// `per_slot` keys in each of `slots` slots, all below `below`: hash tags
+/// chosen by their slot.
+fn keys_in_low_slots(prefix: &str, slots: usize, per_slot: usize, below: u16) -> Vec<String> {
+    let tags = (0..).map(|t| format!("{prefix}{t}"));
+    let tags = tags.filter(|t| store::slot::key_slot(t.as_bytes()) < below).take(slots);
+    tags.flat_map(|t| (0..per_slot).map(move |j| format!("{{{t}}}:{j}"))).collect()
+}
+
+/// Figures of one reshard under a write load.
+struct LoadRun {
+    acked: u64,
+    lost: Vec<String>,
+    redirected: u64,
+    secs: f64,
+}
+
+/// Three masters of `bin`; four writer threads each SET their 64 keys
+/// (in 8 slots of the 1,024 that move) to increasing values, in a loop,
+/// following redirections, while `redis-cli --cluster reshard` moves
+/// 1,024 slots from the first master to the second. After, every key
+/// must hold the last value a writer saw acknowledged.
+fn reshard_under_writes(tag: &str, bin: &Path) -> LoadRun {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    const WRITERS: usize = 4;
+    let nodes: Vec<ServerProc> = (0..3).map(|i| node(&format!("{tag}{i}"), bin)).collect();
+    create(&nodes);
+    wait_for("cluster_state:ok", Duration::from_secs(30), || {
+        nodes
+            .iter()
+            .all(|p| raw(&mut p.client(), &["CLUSTER", "INFO"]).contains("cluster_state:ok"))
+    });
+    // redis-cli --cluster create gives the first master slots 0-5460;
+    // the reshard takes its lowest 1,024.
+    let stop = Arc::new(AtomicBool::new(false));
+    let first = nodes[0].port();
+    let writers: Vec<_> = (0..WRITERS)
+        .map(|t| {
+            let stop = stop.clone();
+            let keys = keys_in_low_slots(&format!("w{t}-"), 8, 8, 1024);
+            std::thread::spawn(move || {
+                let mut f = Follower { conns: HashMap::new(), first, retried: 0 };
+                let mut last: HashMap<String, u64> = HashMap::new();
+                let mut acked = 0u64;
+                let mut n = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    for k in &keys {
+                        n += 1;
+                        let v = n.to_string();
+                        let r = f.call(&[b"SET", k.as_bytes(), v.as_bytes()]);
+                        assert_eq!(r, Frame::Simple(b"OK".to_vec()), "SET {k}");
+                        last.insert(k.clone(), n);
+                        acked += 1;
+                    }
+                }
+                (last, acked, f.retried)
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let t0 = std::time::Instant::now();
+    let to = myid(&nodes[1]);
+    let from = myid(&nodes[0]);
+    reshard(&nodes[0], &from, &to, 1024);
+    let secs = t0.elapsed().as_secs_f64();
+    std::thread::sleep(Duration::from_millis(300));
+    stop.store(true, Ordering::Relaxed);
+    let mut run = LoadRun { acked: 0, lost: Vec::new(), redirected: 0, secs };
+    let mut check = Follower { conns: HashMap::new(), first, retried: 0 };
+    for w in writers {
+        let (last, acked, retried) = w.join().unwrap();
+        run.acked += acked;
+        run.redirected += retried;
+        for (k, n) in last {
+            let got = check.call(&[b"GET", k.as_bytes()]);
+            if got != Frame::Bulk(Some(n.to_string().into_bytes())) {
+                run.lost.push(format!("{k}: acknowledged {n}, read {}", render(&got)));
+            }
+        }
+    }
+    // No key is left behind on the node that gave its slots away.
+    for slot in 0..1024 {
+        let n = raw(&mut nodes[0].client(), &["CLUSTER", "COUNTKEYSINSLOT", &slot.to_string()]);
+        if n != ":0\r\n" {
+            run.lost.push(format!("slot {slot}: {} keys left on the source", n.trim()));
+        }
+    }
+    run
+}
+
+#[test]
+fn a_reshard_under_writes_loses_no_acknowledged_write() {
+    if !have_redis() || !Path::new(REDIS_CLI).is_file() {
+        return;
+    }
+    for (tag, bin) in [("load-r", REDIS_SERVER.into()), ("load-s", TestServer::default_bin())] {
+        let run = reshard_under_writes(tag, &bin);
+        eprintln!(
+            "{tag}: reshard of 1024 slots under 4 writers: {:.1} s, {} writes acknowledged, {} \
+             redirected, {} lost",
+            run.secs,
+            run.acked,
+            run.redirected,
+            run.lost.len()
+        );
+        assert!(run.lost.is_empty(), "{tag}: {:?}", run.lost);
+    }
+}
