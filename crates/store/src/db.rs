@@ -2102,6 +2102,14 @@ impl<'a> Locks<'a> {
         self.stripe(db, key).contains(key, now)
     }
 
+    /// Whether `key` of `db` is there and not past its deadline, if its
+    /// stripe is held (`None` otherwise); nothing is locked or expired.
+    pub fn peek_held(&self, db: usize, key: &[u8]) -> Option<bool> {
+        let id = self.store.global_id(db, self.store.stripe_of(key));
+        let s = &self.held[self.find(id)?].1;
+        Some(s.peek(key).is_some() && !s.is_expired(key, self.now))
+    }
+
     /// Looks up `key` of `db` for writing ([`Stripe::entry_hashed`]), with
     /// the connection's prefetched stripe and hash when it has them.
     #[inline]

@@ -262,6 +262,15 @@ pub fn run_with<'a, W: Widen + ?Sized>(
     if let Err(e) = locked {
         return refused(shared, sess, spec, e);
     }
+    // Set only by a cluster node's routing, for a command with keys.
+    if sess.cluster_slot.is_some() && caller == Caller::Client {
+        if let Some(c) = shared.cluster.get() {
+            let gate = crate::subsystems::cluster::gate::recheck;
+            if let Err(e) = gate(shared, c, sess, spec, argv, keys) {
+                return refused(shared, sess, spec, e);
+            }
+        }
+    }
     let waits = dispatch::call(shared, sess, keys, spec, argv, out, caller);
     if remembered {
         // The argument's bytes are the caller's (a script's string may

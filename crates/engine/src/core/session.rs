@@ -272,6 +272,9 @@ pub struct Session {
     /// `allow-cross-slot-keys` must stay in it, and the first one with
     /// keys sets it when the script declared none.
     pub cluster_slot: Option<u16>,
+    /// Cluster mode: the current command was routed under ASKING (for
+    /// routing it again once its keys are locked, ASKING being spent).
+    pub cluster_asked: bool,
     /// Tracking mode while `CLIENT TRACKING` is on.
     pub tracking: Option<crate::subsystems::tracking::Mode>,
     /// `CLIENT CACHING yes|no` was given for the next command.
@@ -375,6 +378,7 @@ impl Session {
             modal: false,
             cluster_readonly: false,
             cluster_slot: None,
+            cluster_asked: false,
             asking: false,
             tracking: None,
             caching: false,

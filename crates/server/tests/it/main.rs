@@ -16,6 +16,7 @@ mod client_limits;
 mod cluster;
 mod cluster_clients;
 mod cluster_jobs;
+mod cluster_reshard;
 mod command_meta;
 mod config_effect;
 mod deep_pipeline;

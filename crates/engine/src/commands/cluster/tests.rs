@@ -196,3 +196,59 @@ fn keys_route_by_slot_once_the_cluster_is_ok() {
          eaeaa27fd219f13108fd9dea9f5ef7513173e803, on @user_script:1.\r\n"
     );
 }
+
+/// A write routed as this node's, whose key a MIGRATE then sends away
+/// (the slot marked MIGRATING, the key deleted) before the write takes the
+/// key's stripe: Redis routes and runs in one step, so the write is asked
+/// to go to the target (`-ASK`). Run here, it would create the key again
+/// on the node giving the slot away, and the write would be lost when the
+/// slot's move completes (the key then lives on the target, with the old
+/// value). Sluice routes a client's command again once its stripes are
+/// held (`gate::recheck`).
+#[test]
+fn a_write_routed_before_its_key_migrated_is_asked_to_the_target() {
+    use crate::core::dispatch::{self, Caller};
+    use crate::core::door::{self, Hold, Ran};
+    use crate::subsystems::cluster::{flag, Node};
+
+    let (mut h, _dir) = node("recheck");
+    assert_eq!(h.run(&["CLUSTER", "ADDSLOTSRANGE", "0", "16383"]), "+OK\r\n");
+    settle(&h);
+    let c = h.shared.cluster.get().unwrap();
+    let other = [b'b'; 40];
+    c.state.write().add(Node {
+        ip: "10.0.0.2".into(),
+        port: 7002,
+        ..Node::new(other, flag::MASTER)
+    });
+    assert_eq!(h.run(&["SET", "foo", "v1"]), "+OK\r\n");
+
+    // The writer's command is routed: foo's slot (12182) is this node's.
+    let shared = h.shared.clone();
+    let mut writer = shared.connect("127.0.0.1:2".into(), "127.0.0.1:7000".into(), -1);
+    let argv: [&[u8]; 3] = [b"SET", b"foo", b"v2"];
+    let spec = door::lookup(&shared, &argv).ok().unwrap();
+    assert!(dispatch::check(&shared, &mut writer, spec, &argv, Caller::Client).is_ok());
+
+    // Before it locks foo's stripe: MIGRATE's effect on the source.
+    let other = String::from_utf8(other.to_vec()).unwrap();
+    assert_eq!(h.run(&["CLUSTER", "SETSLOT", "12182", "MIGRATING", &other]), "+OK\r\n");
+    assert_eq!(h.run(&["DEL", "foo"]), ":1\r\n");
+
+    let mut keys = store::Locks::new(&shared.store, crate::core::shared::unix_ms());
+    let mut out = resp::ReplyBuf::new();
+    let ran = door::run(
+        &shared,
+        &mut writer,
+        &mut keys,
+        spec,
+        &argv,
+        &mut out,
+        Caller::Client,
+        Hold::Take(None),
+    );
+    keys.release();
+    let Ran::Refused(e) = ran else { panic!("the write ran on the source") };
+    assert_eq!(&e.text()[..], b"ASK 12182 10.0.0.2:7002");
+    assert_eq!(h.run(&["CLUSTER", "COUNTKEYSINSLOT", "12182"]), ":0\r\n");
+}

@@ -12,6 +12,7 @@ use crate::Shared;
 
 use super::route::{self, Query, Redirect};
 use super::Cluster;
+use store::Locks;
 
 /// The router's view of the configuration and the client.
 fn query(shared: &Shared, sess: &mut Session, asking: bool, writes: bool) -> Query {
@@ -76,6 +77,7 @@ pub fn client(
     // Redis's resetClient clears the slot after each command; routing
     // sets it for the one about to run.
     sess.cluster_slot = None;
+    sess.cluster_asked = asking;
     if !route::wants(flags, spec.meta()) {
         return Ok(());
     }
@@ -112,6 +114,39 @@ pub fn client(
             .map_err(Redirect::into_error)?;
     }
     Ok(())
+}
+
+/// A client's command routed by [`client`] is routed again once its
+/// stripes are held, just before it runs. Redis routes and runs a command
+/// in one step of its one thread; Sluice routes before it locks, and a
+/// MIGRATE or a `CLUSTER SETSLOT` served by another thread in between may
+/// have taken the key or the slot away: run here, the command would write
+/// a key this node no longer serves, and the write would be lost once the
+/// slot's move completes. (In cluster mode a stripe is a slot, so holding
+/// the key's stripe also keeps GETKEYSINSLOT and MIGRATE out of the slot
+/// until the command is done.) Nothing to do, and no key looked up, while
+/// the slot is this node's and not on the move.
+pub fn recheck(
+    shared: &Shared,
+    c: &Cluster,
+    sess: &mut Session,
+    spec: &'static CommandSpec,
+    argv: &[&[u8]],
+    keys: &Locks<'_>,
+) -> Result<(), CmdError> {
+    let Some(slot) = sess.cluster_slot else { return Ok(()) };
+    let st = c.state.read();
+    if st.ok && st.owner(slot) == Some(st.myself) && !st.moving.contains_key(&slot) {
+        return Ok(());
+    }
+    let base = query(shared, sess, sess.cluster_asked, spec.flags.has(Flags::WRITE));
+    let q = Query { migrate: spec.meta().name == "migrate", ..base };
+    // A key whose stripe the command does not hold (none the router looks
+    // at, in practice) counts as here, as it did when the command was routed.
+    let here = |k: &[u8]| keys.peek_held(0, k).unwrap_or(true);
+    route::route(&st, std::iter::once((spec.meta(), argv)), &q, here)
+        .map(|_| ())
+        .map_err(Redirect::into_error)
 }
 
 /// The cluster's cron (Redis's `clientsCron` step): every client blocked
