@@ -270,18 +270,9 @@ impl<const N: usize> StackBuf<N> {
         }
     }
 
-    fn num(&mut self, mut n: u64) {
-        let mut digits = [0u8; 20];
-        let mut i = digits.len();
-        loop {
-            i -= 1;
-            digits[i] = b'0' + (n % 10) as u8;
-            n /= 10;
-            if n == 0 {
-                break;
-            }
-        }
-        self.push(&digits[i..]);
+    fn num(&mut self, n: u64) {
+        // itoa formats on the stack: nothing allocates.
+        self.push(itoa::Buffer::new().format(n).as_bytes());
     }
 
     fn bytes(&self) -> &[u8] {
