@@ -766,10 +766,10 @@ fn replication_buffer_memory_falls_when_the_replica_that_held_it_goes() {
         wait_for("the waiting replica to go", Duration::from_secs(10), || {
             info(&mut m, "replication", "connected_slaves").as_deref() == Some("1")
         });
-        // Back to about the backlog (16 KiB here) and what the replica in
-        // sync has not acknowledged, whatever was held above the burst.
+        // Most of it goes at once (what stays is the backlog, 16 KiB here,
+        // and the allocation's blocks around it).
         let now = mem(&mut m);
-        assert!(now < 256 * 1024, "buffer memory {held} -> {now}");
+        assert!(now < held / 4, "buffer memory {held} -> {now}");
         assert_eq!(cmd(&mut m, &["CONFIG", "SET", "rdb-key-save-delay", "0"]), ok());
     }
 }
