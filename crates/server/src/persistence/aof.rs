@@ -112,6 +112,10 @@ struct Ctl {
     rewrite_started: Option<Instant>,
 }
 
+/// Seconds between two logs of a failing AOF write (Redis's
+/// `AOF_WRITE_LOG_ERROR_RATE`).
+const AOF_WRITE_LOG_ERROR_RATE: i64 = 30;
+
 pub struct Aof {
     shared: Weak<Shared>,
     state: Mutex<State>,
@@ -138,6 +142,10 @@ pub struct Aof {
     rewrites: AtomicU64,
     consecutive_failures: AtomicU64,
     last_write_ok: AtomicBool,
+    /// Unix seconds of the last "Error writing to the AOF file" line: as
+    /// Redis (`AOF_WRITE_LOG_ERROR_RATE`), a failing write retried every
+    /// turn logs once every 30 seconds, not every turn.
+    last_error_log: AtomicI64,
     delayed_fsync: AtomicU64,
     /// The writer thread is running.
     writer_running: AtomicBool,
@@ -196,6 +204,7 @@ pub fn new(shared: &Weak<Shared>, durable: Arc<crate::durability::Position>) -> 
         rewrites: AtomicU64::new(0),
         consecutive_failures: AtomicU64::new(0),
         last_write_ok: AtomicBool::new(true),
+        last_error_log: AtomicI64::new(0),
         delayed_fsync: AtomicU64::new(0),
         writer_running: AtomicBool::new(false),
         feed: Mutex::new(None),
@@ -497,9 +506,14 @@ impl Aof {
     }
 
     fn write_failed(&self, policy: Fsync, e: &io::Error) {
-        let why = e.to_string();
-        let why = why.split(" (os error").next().unwrap_or_default();
-        log::warning(&format!("Error writing to the AOF file: {why}"));
+        let now = unix_ms() / 1000;
+        let last = self.last_error_log.load(Ordering::Relaxed);
+        if now - last > AOF_WRITE_LOG_ERROR_RATE || policy == Fsync::Always {
+            self.last_error_log.store(now, Ordering::Relaxed);
+            let why = e.to_string();
+            let why = why.split(" (os error").next().unwrap_or_default();
+            log::warning(&format!("Error writing to the AOF file: {why}"));
+        }
         self.last_write_ok.store(false, Ordering::Relaxed);
         if policy == Fsync::Always {
             // As Redis: an acknowledged write could not be made durable.
