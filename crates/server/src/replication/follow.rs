@@ -1151,8 +1151,11 @@ fn select_quietly(sess: &mut Session, db: usize) {
     sess.handle.db.store(db, Ordering::Relaxed);
 }
 
+/// Where `needle` first occurs in `hay` (memchr's vectorized search: a
+/// diskless payload of 75 MB is searched for its end mark as it comes,
+/// and a window-by-window comparison took about as long as the transfer).
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    hay.windows(needle.len()).position(|w| w == needle)
+    memchr::memmem::find(hay, needle)
 }
 
 /// A read or write on a socket with a timeout that found nothing to do
