@@ -39,6 +39,9 @@ fn node(tag: &str, bin: &Path) -> ServerProc {
             "1000",
             "--appendonly",
             "no",
+            // The replicas' first full syncs start at once.
+            "--repl-diskless-sync-delay",
+            "0",
         ],
     )
 }
@@ -249,6 +252,13 @@ fn failovers_under_load(tag: &str, bin: &Path) -> (Run, Run) {
     let master_id = my_line(ports[r]).split(' ').nth(3).unwrap().to_string();
     let m = (0..6).find(|&i| id(i) == master_id).expect("its master");
     let live: Vec<u16> = ports.clone();
+    let in_sync = |i: usize| {
+        let info = raw(&mut Client::connect(ports[i]).unwrap(), &["INFO", "replication"]);
+        info.contains("master_link_status:up") && info.contains("master_sync_in_progress:0")
+    };
+    // A manual failover waits for the replica to have its master's
+    // stream: not for its first sync.
+    wait_for("the replica in sync", Duration::from_secs(30), || in_sync(r));
 
     // 1. CLUSTER FAILOVER on the replica, under load.
     let stop = Arc::new(AtomicBool::new(false));
@@ -270,10 +280,7 @@ fn failovers_under_load(tag: &str, bin: &Path) -> (Run, Run) {
 
     // 2. SIGKILL of the new master, under load: the old master, now its
     // replica, takes over once it is failed.
-    wait_for("the old master in sync", Duration::from_secs(30), || {
-        let info = raw(&mut nodes[m].as_ref().unwrap().client(), &["INFO", "replication"]);
-        info.contains("master_link_status:up")
-    });
+    wait_for("the old master in sync", Duration::from_secs(30), || in_sync(m));
     let stop = Arc::new(AtomicBool::new(false));
     let writers = start_writers(&live, &stop);
     std::thread::sleep(Duration::from_millis(500));
