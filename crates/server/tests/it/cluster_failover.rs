@@ -118,15 +118,17 @@ impl Writer {
     }
 
     fn send(&mut self, port: u16, asking: bool, args: &[&[u8]]) -> Option<Frame> {
-        if !self.conns.contains_key(&port) {
-            let Ok(mut c) = Client::connect(port) else {
-                std::thread::sleep(Duration::from_millis(10));
-                return None;
-            };
-            c.set_timeout(Duration::from_secs(10));
-            self.conns.insert(port, c);
-        }
-        let c = self.conns.get_mut(&port).unwrap();
+        let c = match self.conns.entry(port) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                let Ok(mut c) = Client::connect(port) else {
+                    std::thread::sleep(Duration::from_millis(10));
+                    return None;
+                };
+                c.set_timeout(Duration::from_secs(10));
+                e.insert(c)
+            }
+        };
         if asking {
             c.send(&[b"ASKING"]).ok()?;
             c.read_frame().ok()?;
