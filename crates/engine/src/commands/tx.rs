@@ -10,7 +10,7 @@ use resp::ReplyBuf;
 use smallvec::SmallVec;
 
 use crate::core::ctx::{Args, Ctx};
-use crate::core::dispatch::{self, Lookup, Scope};
+use crate::core::dispatch::{self, Caller, Lookup, Scope};
 use crate::core::door::{self, Hold, Ran};
 use crate::core::error::{CmdError, CmdResult};
 use crate::core::multi::{end_multi, unwatch_all, unwatch_all_with};
@@ -81,6 +81,18 @@ fn exec(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     }
     // EXEC declares no keys, so nothing is held yet: ascending order holds.
     dispatch::lock_scope(shared, cx.keys, cx.sess.db, scope, &mut ids)?;
+    // In cluster mode the queue was routed before its stripes were taken;
+    // set only by a cluster node's routing, for a queue with keys.
+    if cx.sess.cluster_slot.is_some() && cx.caller == Caller::Client {
+        if let Some(c) = shared.cluster.get() {
+            let writes = m.flags.has(Flags::WRITE);
+            let gate = crate::subsystems::cluster::gate::recheck_queue;
+            if let Err(e) = gate(shared, c, cx.sess, &argvs, writes, cx.keys) {
+                unwatch_all_with(shared, cx.sess, Some(cx.keys));
+                return Err(e);
+            }
+        }
+    }
     if watched_touched(cx) {
         unwatch_all_with(shared, cx.sess, Some(cx.keys));
         out.null_array();

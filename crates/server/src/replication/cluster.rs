@@ -94,18 +94,30 @@ pub fn start(shared: &Arc<Shared>, port: u16) -> Result<(), String> {
     let handle = Handle { shared: Arc::downgrade(shared), links: links.clone() };
     let _ = c.bus.set(Arc::new(handle));
     let weak = Arc::downgrade(shared);
-    log::spawn("cluster", move || loop {
-        std::thread::sleep(Duration::from_millis(100));
-        let Some(sh) = weak.upgrade() else { return };
-        if sh.shutdown.load(Ordering::Acquire) {
-            // Redis saves the cluster state on its way out.
-            if let Some(c) = sh.cluster.get() {
-                c.save_if_changed();
+    log::spawn("cluster", move || {
+        let period = Duration::from_millis(100);
+        let mut next = std::time::Instant::now() + period;
+        loop {
+            let failover_due = links.sleep_until(next);
+            let Some(sh) = weak.upgrade() else { return };
+            if sh.shutdown.load(Ordering::Acquire) {
+                // Redis saves the cluster state on its way out.
+                if let Some(c) = sh.cluster.get() {
+                    c.save_if_changed();
+                }
+                return;
             }
-            return;
+            if std::time::Instant::now() < next {
+                // Woken between turns (a vote, a paused master's offset).
+                if failover_due {
+                    bus::handle_failover(&sh, &links);
+                }
+                continue;
+            }
+            next = std::time::Instant::now() + period;
+            bus::cron(&sh, &links);
+            cluster::cron(&sh);
         }
-        bus::cron(&sh, &links);
-        cluster::cron(&sh);
     })
     .map_err(|e| format!("Can't start the cluster thread: {e}"))?;
     Ok(())

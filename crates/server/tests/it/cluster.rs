@@ -434,3 +434,97 @@ fn a_killed_master_is_replaced_by_its_replica_within_redis_time() {
     // that randomness.
     assert!(sluice <= redis + 1000, "redis {redis} ms, sluice {sluice} ms");
 }
+
+/// A node of `bin` whose bus listens on a port of its own: `(process,
+/// bus port)`.
+fn node_with_bus(tag: &str, bin: &Path) -> (ServerProc, String) {
+    let dir = scratch_dir(&format!("cluster-tx-{tag}"));
+    let cport = testkit::free_port().to_string();
+    let flags = ["--cluster-enabled", "yes", "--cluster-port", &cport, "--cluster-node-timeout"];
+    let p = spawn(bin, &dir, &[&flags[..], &["2000"]].concat());
+    (p, cport)
+}
+
+/// A transaction whose slot moves between its queueing and its EXEC, on
+/// two nodes of `bin` (the first serving every slot, the second met over
+/// the bus): the slot marked MIGRATING with some keys still here
+/// (`-TRYAGAIN`), its key MIGRATEd away (`-ASK`), the slot given away
+/// (`-MOVED`); each redirected EXEC discards its transaction. Replies with
+/// the nodes' ports masked.
+fn exec_while_the_slot_moves(tag: &str, bin: &Path) -> Vec<String> {
+    let (a, _) = node_with_bus(&format!("{tag}a"), bin);
+    let (b, b_cport) = node_with_bus(&format!("{tag}b"), bin);
+    let (mut tx, mut op, mut opb) = (a.client(), a.client(), b.client());
+    let id = |c: &mut Client| raw(c, &["CLUSTER", "MYID"]).lines().nth(1).unwrap().to_string();
+    let (a_id, b_id) = (id(&mut op), id(&mut opb));
+    assert_eq!(raw(&mut op, &["CLUSTER", "ADDSLOTSRANGE", "0", "16383"]), "+OK\r\n");
+    let b_port = b.port().to_string();
+    assert_eq!(raw(&mut op, &["CLUSTER", "MEET", "127.0.0.1", &b_port, &b_cport]), "+OK\r\n");
+    wait_for("the nodes to know each other", Duration::from_secs(30), || {
+        let known = |c: &mut Client| {
+            let nodes = raw(c, &["CLUSTER", "NODES"]);
+            nodes.lines().filter(|l| l.contains(" connected")).count() == 2
+                && !nodes.contains("handshake")
+        };
+        // The second node (a master that was alone) turns ok after its
+        // rejoin delay, the node timeout.
+        let ok = |c: &mut Client| raw(c, &["CLUSTER", "INFO"]).contains("cluster_state:ok");
+        known(&mut op) && known(&mut opb) && ok(&mut op) && ok(&mut opb)
+    });
+    let mut out = Vec::new();
+    let mut run = |c: &mut Client, args: &[&str]| {
+        let line = format!("{args:?} -> {}", raw(c, args));
+        let mask = [(&b_port, "<B>"), (&a.port().to_string(), "<A>"), (&a_id, "<A-ID>")];
+        let line = mask.iter().fold(line, |l, (s, m)| l.replace(s.as_str(), m));
+        out.push(line.replace(&b_id, "<B-ID>"));
+    };
+    run(&mut tx, &["SET", "foo", "1"]);
+    // Some of the queue's keys are still here, some are not: TRYAGAIN.
+    run(&mut tx, &["MULTI"]);
+    run(&mut tx, &["SET", "foo", "2"]);
+    run(&mut tx, &["INCR", "{foo}n"]);
+    run(&mut op, &["CLUSTER", "SETSLOT", "12182", "MIGRATING", &b_id]);
+    run(&mut opb, &["CLUSTER", "SETSLOT", "12182", "IMPORTING", &a_id]);
+    run(&mut tx, &["EXEC"]);
+    run(&mut tx, &["EXEC"]);
+    // The key went to the target after it was queued: ASK.
+    run(&mut tx, &["MULTI"]);
+    run(&mut tx, &["SET", "foo", "3"]);
+    run(&mut op, &["MIGRATE", "127.0.0.1", &b_port, "foo", "0", "5000"]);
+    run(&mut tx, &["EXEC"]);
+    run(&mut tx, &["EXEC"]);
+    run(&mut op, &["CLUSTER", "COUNTKEYSINSLOT", "12182"]);
+    // The slot is given away after the queue was routed: MOVED, and the
+    // transaction and its WATCH are dropped.
+    // (bar's slot, 5061, is this node's and stable until then.)
+    run(&mut opb, &["CLUSTER", "SETSLOT", "12182", "NODE", &b_id]);
+    run(&mut op, &["CLUSTER", "SETSLOT", "12182", "NODE", &b_id]);
+    run(&mut tx, &["WATCH", "{bar}w"]);
+    run(&mut tx, &["MULTI"]);
+    run(&mut tx, &["SET", "{bar}w", "1"]);
+    run(&mut opb, &["CLUSTER", "SETSLOT", "5061", "NODE", &b_id]);
+    run(&mut op, &["CLUSTER", "SETSLOT", "5061", "NODE", &b_id]);
+    run(&mut tx, &["EXEC"]);
+    run(&mut tx, &["EXEC"]);
+    // Queued once the slot is away: the command is redirected, EXEC aborts.
+    run(&mut tx, &["MULTI"]);
+    run(&mut tx, &["GET", "foo"]);
+    run(&mut tx, &["EXEC"]);
+    for k in ["foo", "{foo}n", "{bar}w"] {
+        run(&mut opb, &["GET", k]);
+    }
+    out
+}
+
+#[test]
+fn exec_redirects_when_its_slot_moved_after_queueing_as_redis_does() {
+    if !have_redis() {
+        return;
+    }
+    let seen: Vec<Vec<String>> =
+        bins().iter().map(|(tag, bin)| exec_while_the_slot_moves(tag, bin)).collect();
+    for (r, s) in seen[0].iter().zip(&seen[1]) {
+        assert_eq!(s, r);
+    }
+    assert_eq!(seen[1].len(), seen[0].len());
+}

@@ -15,6 +15,7 @@ mod busy_script;
 mod client_limits;
 mod cluster;
 mod cluster_clients;
+mod cluster_failover;
 mod cluster_jobs;
 mod cluster_reshard;
 mod command_meta;

@@ -252,3 +252,68 @@ fn a_write_routed_before_its_key_migrated_is_asked_to_the_target() {
     assert_eq!(&e.text()[..], b"ASK 12182 10.0.0.2:7002");
     assert_eq!(h.run(&["CLUSTER", "COUNTKEYSINSLOT", "12182"]), ":0\r\n");
 }
+
+/// EXEC's queue is routed as one request before EXEC locks the stripes of
+/// its commands; a MIGRATE that takes a queued command's key in between
+/// (the slot marked MIGRATING, the key deleted) would leave the queued
+/// write to re-create the key on the node giving the slot away, lost once
+/// the move completes. Redis routes EXEC and runs its queue in one step, so
+/// it answers `-ASK` and discards the transaction; Sluice routes the queue
+/// again once its stripes are held (`gate::recheck_queue`).
+#[test]
+fn an_exec_routed_before_its_key_migrated_is_asked_to_the_target() {
+    use crate::core::dispatch::{self, Caller};
+    use crate::core::door::{self, Hold, Ran};
+    use crate::subsystems::cluster::{flag, Node};
+
+    let (mut h, _dir) = node("recheck-exec");
+    assert_eq!(h.run(&["CLUSTER", "ADDSLOTSRANGE", "0", "16383"]), "+OK\r\n");
+    settle(&h);
+    let c = h.shared.cluster.get().unwrap();
+    let other = [b'c'; 40];
+    c.state.write().add(Node {
+        ip: "10.0.0.3".into(),
+        port: 7003,
+        ..Node::new(other, flag::MASTER)
+    });
+    assert_eq!(h.run(&["SET", "foo", "v1"]), "+OK\r\n");
+
+    // The writer queues its transaction while foo's slot (12182) is this
+    // node's, and its EXEC is routed.
+    let shared = h.shared.clone();
+    let sess = shared.connect("127.0.0.1:2".into(), "127.0.0.1:7000".into(), -1);
+    let mut w = crate::tests::Harness { shared: shared.clone(), sess };
+    assert_eq!(w.run(&["WATCH", "{foo}w"]), "+OK\r\n");
+    assert_eq!(w.run(&["MULTI"]), "+OK\r\n");
+    assert_eq!(w.run(&["SET", "foo", "v2"]), "+QUEUED\r\n");
+    assert_eq!(w.run(&["INCR", "{foo}n"]), "+QUEUED\r\n");
+    let argv: [&[u8]; 1] = [b"EXEC"];
+    let spec = door::lookup(&shared, &argv).ok().unwrap();
+    assert!(dispatch::check(&shared, &mut w.sess, spec, &argv, Caller::Client).is_ok());
+
+    // Before EXEC locks foo's stripe: MIGRATE's effect on the source.
+    let other = String::from_utf8(other.to_vec()).unwrap();
+    assert_eq!(h.run(&["CLUSTER", "SETSLOT", "12182", "MIGRATING", &other]), "+OK\r\n");
+    assert_eq!(h.run(&["DEL", "foo"]), ":1\r\n");
+
+    let mut keys = store::Locks::new(&shared.store, crate::core::shared::unix_ms());
+    let mut out = resp::ReplyBuf::new();
+    let ran = door::run(
+        &shared,
+        &mut w.sess,
+        &mut keys,
+        spec,
+        &argv,
+        &mut out,
+        Caller::Client,
+        Hold::Take(None),
+    );
+    keys.release();
+    assert_eq!(ran, Ran::Done);
+    assert_eq!(String::from_utf8_lossy(&out.to_vec()), "-ASK 12182 10.0.0.3:7003\r\n");
+    assert_eq!(h.run(&["CLUSTER", "COUNTKEYSINSLOT", "12182"]), ":0\r\n");
+    // The transaction and its WATCH are gone, as after Redis's redirected
+    // EXEC.
+    assert!(w.sess.multi.is_none() && w.sess.watched.is_empty());
+    assert_eq!(w.run(&["EXEC"]), "-ERR EXEC without MULTI\r\n");
+}

@@ -134,19 +134,59 @@ pub fn recheck(
     argv: &[&[u8]],
     keys: &Locks<'_>,
 ) -> Result<(), CmdError> {
+    let migrate = spec.meta().name == "migrate";
+    let writes = spec.flags.has(Flags::WRITE);
+    route_held(shared, c, sess, std::iter::once((spec.meta(), argv)), writes, migrate, keys)
+}
+
+/// [`recheck`] for EXEC: its queue, routed by [`client`] as one request
+/// before EXEC locked the stripes of every queued command, is routed again
+/// once they are held, before the first queued command runs. Redis routes
+/// EXEC's queue and runs it in one step: a slot that moved in between
+/// (a MIGRATE took a key, a `CLUSTER SETSLOT` gave the slot away) gets the
+/// redirection Redis would have answered then (`-MOVED`, `-ASK`,
+/// `-TRYAGAIN`), and the transaction is discarded, as Redis's
+/// processCommand discards it on a redirected EXEC. `writes`: some queued
+/// command writes.
+pub fn recheck_queue(
+    shared: &Shared,
+    c: &Cluster,
+    sess: &mut Session,
+    queued: &[Vec<&[u8]>],
+    writes: bool,
+    keys: &Locks<'_>,
+) -> Result<(), CmdError> {
+    // A command that is not found is EXEC's error in its place, as when
+    // the queue was first routed.
+    let cmds = queued.iter().filter_map(|argv| {
+        crate::core::door::lookup(shared, argv).ok().map(|s| (s.meta(), &argv[..]))
+    });
+    route_held(shared, c, sess, cmds, writes, false, keys)
+}
+
+/// Routes `cmds` again with their stripes held, unless the slot they were
+/// routed to is plainly this node's (served here, the cluster up, the slot
+/// not on the move): then no key is looked up.
+fn route_held<'a>(
+    shared: &Shared,
+    c: &Cluster,
+    sess: &mut Session,
+    cmds: impl Iterator<Item = (&'static Meta, &'a [&'a [u8]])>,
+    writes: bool,
+    migrate: bool,
+    keys: &Locks<'_>,
+) -> Result<(), CmdError> {
     let Some(slot) = sess.cluster_slot else { return Ok(()) };
     let st = c.state.read();
     if st.ok && st.owner(slot) == Some(st.myself) && !st.moving.contains_key(&slot) {
         return Ok(());
     }
-    let base = query(shared, sess, sess.cluster_asked, spec.flags.has(Flags::WRITE));
-    let q = Query { migrate: spec.meta().name == "migrate", ..base };
+    let base = query(shared, sess, sess.cluster_asked, writes);
+    let q = Query { migrate, ..base };
     // A key whose stripe the command does not hold (none the router looks
     // at, in practice) counts as here, as it did when the command was routed.
     let here = |k: &[u8]| keys.peek_held(0, k).unwrap_or(true);
-    route::route(&st, std::iter::once((spec.meta(), argv)), &q, here)
-        .map(|_| ())
-        .map_err(Redirect::into_error)
+    route::route(&st, cmds, &q, here).map(|_| ()).map_err(Redirect::into_error)
 }
 
 /// The cluster's cron (Redis's `clientsCron` step): every client blocked

@@ -101,7 +101,7 @@ pub fn cron(sh: &Arc<Shared>, links: &Arc<Links>) {
         connect(sh, links, id, &ip, cport, meet);
     }
     let mut follow_master = None;
-    let mut promoted = false;
+    let promoted;
     {
         let mut st = c.state.write();
         let me = st.myself;
@@ -160,52 +160,104 @@ pub fn cron(sh: &Arc<Shared>, links: &Arc<Links>) {
         if st.manual_timed_out(now) && was_master {
             out.hold_writes = Some(false);
         }
-        if !st.me().is_master() {
-            st.manual_step(offset);
-            let view = ReplicaView { offset, data_age: data_age(sh, now) };
-            let rand = now as u64 ^ (std::process::id() as u64).rotate_left(17);
-            match st.election_step(now, view, settings(sh, timeout), rand) {
-                Step::Nothing => {}
-                Step::PongReplicas => {
-                    let master = st.me().master;
-                    pong_to(&mut st, offset, now, &mut out, |st, i| st.nodes[i].master == master);
-                }
-                Step::RequestVotes { force } => {
-                    let f = if force { wire::FLAG0_FORCEACK } else { 0 };
-                    let msg = wire::bare(&st, wire::AUTH_REQUEST, offset, f);
-                    broadcast(&mut st, wire::AUTH_REQUEST, &msg, &mut out);
-                    out.changed = true;
-                }
-                Step::Promoted => {
-                    promoted = true;
-                    out.changed = true;
-                }
-            }
-        }
-        if promoted {
-            let (full, node_timeout) = (
-                sh.config
-                    .read()
-                    .get_by_name("cluster-require-full-coverage")
-                    .is_some_and(|v| v == b"yes"),
-                timeout,
-            );
-            st.update(now, full, node_timeout);
-            pong_to(&mut st, offset, now, &mut out, |_, _| true);
-        }
+        promoted = replica_turn(sh, &mut st, offset, now, timeout, &mut out);
     }
     if promoted {
-        // Replication first, so that the PONGs find a master.
-        if let Some(f) = sh.host.follow.as_ref() {
-            f.promote();
-        }
-        if let Some(cl) = sh.cluster.get() {
-            let _ = cl.save();
-        }
+        after_promotion(sh);
     } else if let Some(m) = follow_master {
         out.follow = Some(m);
     }
     act(sh, links, out);
+}
+
+/// Redis's `clusterBeforeSleep` with `CLUSTER_TODO_HANDLE_FAILOVER`: the
+/// replica's turn of the cron run at once, when a vote arrived or the
+/// paused master's offset did ([`Links::failover_soon`](super::Links)), so
+/// that a manual failover or a won election does not wait for the cron's
+/// next turn (up to 100 ms each, where Redis acts before its next sleep).
+pub fn handle_failover(sh: &Arc<Shared>, links: &Arc<Links>) {
+    let Some(c) = sh.cluster.get() else { return };
+    let now = engine::core::shared::unix_ms();
+    let timeout = conf(sh).node_timeout;
+    let offset = my_offset(sh);
+    let mut out = Out::default();
+    let promoted = {
+        let mut st = c.state.write();
+        replica_turn(sh, &mut st, offset, now, timeout, &mut out)
+    };
+    if promoted {
+        after_promotion(sh);
+    }
+    act(sh, links, out);
+}
+
+/// A replica's manual failover and election steps (Redis's
+/// `clusterHandleManualFailover` and `clusterHandleSlaveFailover`), with
+/// the state locked; on winning, the state is updated and every node gets
+/// a PONG. True when this node was just promoted ([`after_promotion`] is
+/// then the caller's, once the lock is released).
+fn replica_turn(
+    sh: &Shared,
+    st: &mut State,
+    offset: i64,
+    now: i64,
+    timeout: i64,
+    out: &mut Out,
+) -> bool {
+    if st.me().is_master() {
+        return false;
+    }
+    st.manual_step(offset);
+    let view = ReplicaView { offset, data_age: data_age(sh, now) };
+    let rand = now as u64 ^ (std::process::id() as u64).rotate_left(17);
+    let mut promoted = false;
+    // A manual failover's election is scheduled for now: it starts in the
+    // same turn (Redis flags it for before its next sleep).
+    for _ in 0..2 {
+        match st.election_step(now, view, settings(sh, timeout), rand) {
+            Step::Nothing => {}
+            Step::PongReplicas => {
+                let master = st.me().master;
+                pong_to(st, offset, now, out, |st, i| st.nodes[i].master == master);
+                if st.manual.end != 0 && st.election.auth_time <= now {
+                    continue;
+                }
+            }
+            Step::RequestVotes { force } => {
+                let f = if force { wire::FLAG0_FORCEACK } else { 0 };
+                let msg = wire::bare(st, wire::AUTH_REQUEST, offset, f);
+                broadcast(st, wire::AUTH_REQUEST, &msg, out);
+                out.changed = true;
+            }
+            Step::Promoted => {
+                promoted = true;
+                out.changed = true;
+            }
+        }
+        break;
+    }
+    if promoted {
+        let full = sh
+            .config
+            .read()
+            .get_by_name("cluster-require-full-coverage")
+            .is_some_and(|v| v == b"yes");
+        st.update(now, full, timeout);
+        pong_to(st, offset, now, out, |_, _| true);
+    }
+    promoted
+}
+
+/// What a replica that won its election does once the state's lock is
+/// released: replication first, so that the PONGs find a master; then
+/// `nodes.conf`.
+fn after_promotion(sh: &Shared) {
+    if let Some(f) = sh.host.follow.as_ref() {
+        f.promote();
+    }
+    if let Some(cl) = sh.cluster.get() {
+        let _ = cl.save();
+    }
 }
 
 /// What `CLUSTER FAILOVER` does on a replica once accepted: `force`

@@ -25,9 +25,9 @@ use std::time::Duration;
 use engine::subsystems::cluster::{flag, Moving, Node, NodeId, State, SLOTS};
 use engine::subsystems::log;
 use engine::Shared;
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
 
-pub use failover::{cron, manual_failover};
+pub use failover::{cron, handle_failover, manual_failover};
 use wire::{Body, Msg, HEADER};
 
 /// The longest message read (a header, every gossip entry a 64k-node
@@ -44,6 +44,10 @@ const WRITE_TIMEOUT: Duration = Duration::from_millis(1000);
 pub struct Links {
     next: AtomicU64,
     out: Mutex<std::collections::HashMap<u64, TcpStream>>,
+    /// Redis's `CLUSTER_TODO_HANDLE_FAILOVER`: the replica's failover
+    /// step is due before the cron's next turn.
+    failover_due: Mutex<bool>,
+    wake: Condvar,
 }
 
 impl Links {
@@ -75,6 +79,25 @@ impl Links {
 
     pub fn is_open(&self, id: u64) -> bool {
         self.out.lock().contains_key(&id)
+    }
+
+    /// Asks the cluster thread for the replica's failover step now
+    /// ([`handle_failover`]), not at the cron's next turn.
+    pub fn failover_soon(&self) {
+        *self.failover_due.lock() = true;
+        self.wake.notify_one();
+    }
+
+    /// The cluster thread's sleep: until `deadline` (the cron's next
+    /// turn), or until [`Links::failover_soon`]; true in the latter case.
+    pub fn sleep_until(&self, deadline: std::time::Instant) -> bool {
+        let mut due = self.failover_due.lock();
+        while !*due {
+            if self.wake.wait_until(&mut due, deadline).timed_out() {
+                break;
+            }
+        }
+        std::mem::take(&mut *due)
     }
 }
 
@@ -118,6 +141,9 @@ pub(crate) struct Out {
     publish: Option<(bool, Vec<u8>, Vec<u8>)>,
     /// The state changed: save `nodes.conf`.
     changed: bool,
+    /// A vote or the paused master's offset arrived: the replica's
+    /// failover step runs now ([`Links::failover_soon`]).
+    failover_soon: bool,
 }
 
 /// The configuration the bus reads, once per message or cron turn.
@@ -186,6 +212,7 @@ fn process(sh: &Shared, link: u64, inbound: bool, local_ip: &str, peer_ip: &str,
             && st.manual.master_offset == -1
         {
             st.manual.master_offset = m.offset as i64;
+            out.failover_soon = true;
             log::warning(&format!(
                 "Received replication offset for paused master manual failover: {}",
                 m.offset
@@ -245,7 +272,10 @@ fn process(sh: &Shared, link: u64, inbound: bool, local_ip: &str, peer_ip: &str,
                     out.sends.push((st.nodes[s].link, ack));
                 }
             }
-            (wire::AUTH_ACK, Some(s)) => st.vote_received(s, m.current_epoch),
+            (wire::AUTH_ACK, Some(s)) => {
+                st.vote_received(s, m.current_epoch);
+                out.failover_soon = true;
+            }
             (wire::MFSTART, Some(s)) => {
                 let me = st.me().id;
                 if st.nodes[s].master == Some(me) && !st.nodes[s].is_master() {
@@ -606,6 +636,9 @@ pub(crate) fn act(sh: &Shared, links: &Links, out: Out) {
         if let Some(c) = sh.cluster.get() {
             c.changed();
         }
+    }
+    if out.failover_soon {
+        links.failover_soon();
     }
 }
 
