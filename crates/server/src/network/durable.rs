@@ -89,7 +89,10 @@ pub async fn wait(
     let want = mode.replicas as usize;
     // A replica's own writes reach no replica of its own.
     let replica = shared.store.is_replica();
-    let target = engine::subsystems::repl::Replication::offset(&**master);
+    // Another thread's batch may have ended the stream with its GETACK
+    // since this batch ran (no new one is fed then): a replica answers it
+    // with the offset before it, which holds every write of this batch.
+    let target = master.offset_before_getack();
     let seq = sess.fx.last_position();
     if mode.fsync && node.durable.is_active() {
         node.aof.request_fsync();

@@ -115,6 +115,8 @@ pub struct Master {
     ack_waits: acks::AckWaits,
     /// Parked WAITAOFs (a count, so that an fsync looks at one atomic).
     aof_waits: std::sync::atomic::AtomicUsize,
+    /// Runs [`Master::serve_waits`]'s passes.
+    serve_passes: acks::Passes,
     /// Bytes `Inner::buf` holds allocated, as of its last change (INFO
     /// and eviction read it without the lock).
     buf_mem: AtomicU64,
@@ -279,6 +281,7 @@ pub fn new(shared: &Weak<Shared>) -> Arc<Master> {
         acks: tokio::sync::Notify::new(),
         ack_waits: Default::default(),
         aof_waits: std::sync::atomic::AtomicUsize::new(0),
+        serve_passes: Default::default(),
         grown: Condvar::new(),
         sync_full: AtomicU64::new(0),
         sync_partial_ok: AtomicU64::new(0),
@@ -542,10 +545,19 @@ impl Master {
         ));
     }
 
-    /// Serves the WAITs that enough acknowledgements reached. A wait's
-    /// state is never locked under `inner` (its timeout reply counts
-    /// acknowledgements, under its state lock).
+    /// Serves the WAITs that enough acknowledgements reached: a pass
+    /// takes the parked waits out of `inner`, counts, and puts back the
+    /// ones still short (a wait's state is never locked under `inner`:
+    /// its timeout reply counts acknowledgements under its state lock).
+    /// Callers on other threads at once (two replicas acknowledging) are
+    /// covered by a pass that starts after their call ([`acks::Passes`]):
+    /// a WAIT both had answered was left for the cron a second later.
     fn serve_waits(&self) {
+        self.serve_passes.run(|| self.serve_waits_once());
+    }
+
+    /// One pass of [`Master::serve_waits`].
+    fn serve_waits_once(&self) {
         let (waits, acks) = {
             let mut g = self.inner.lock();
             if g.waits.is_empty() {

@@ -52,6 +52,19 @@ pub fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
     }
 }
 
+/// Whether every thread of `pid` is stopped (state `T` in
+/// `/proc/<pid>/task/*/stat`). `kill -STOP` returns once the signal is
+/// sent, not once every thread has stopped: until then a replica may
+/// still read and acknowledge what its master sends next.
+pub fn all_threads_stopped(pid: u32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return false };
+    tasks.flatten().all(|t| {
+        let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
+        // The state follows the command name's closing parenthesis.
+        stat.rsplit_once(") ").map(|(_, rest)| rest.as_bytes().first() == Some(&b'T')) == Some(true)
+    })
+}
+
 /// Waits until the replica's link is up and it applied everything the
 /// master has streamed.
 pub fn wait_synced(master: &mut Client, replica: &mut Client) {

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use resp::Frame;
 use testkit::{Client, TestServer};
 
-use crate::common::{cmd, text, wait_for, wait_synced};
+use crate::common::{all_threads_stopped, cmd, text, wait_for, wait_synced};
 
 const NOT_ENOUGH: &str = "NOREPL Not enough reachable nodes for the requested replication level";
 const TIMEOUT: &str = "NOREPL Timeout reached before replicating to the requested number of nodes";
@@ -39,11 +39,7 @@ fn signal(s: &TestServer, sig: &str) {
         // has stopped: until then the replica may still read and
         // acknowledge what the master sends next.
         wait_for("every thread of the replica to stop", Duration::from_secs(10), || {
-            let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return false };
-            tasks.flatten().all(|t| {
-                let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
-                stat.rsplit_once(") ").map(|(_, rest)| rest.as_bytes()[0]) == Some(b'T')
-            })
+            all_threads_stopped(s.pid())
         });
     }
 }

@@ -9,12 +9,48 @@
 //!
 //! Must not take the replication state's lock (`Master::inner`): it is
 //! taken under it.
+//!
+//! Also [`Passes`]: how the WAITs parked in `Master::inner` are served
+//! when two replicas' acknowledgement threads ask at once.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use parking_lot::Mutex;
+
+/// Runs a pass over shared state (serving the parked WAITs) for every
+/// caller, without making callers wait for each other: the first caller
+/// runs passes until no other call came during its last one; a call
+/// during a pass only makes it run once more (it may have looked before
+/// that caller's change). Without it, a WAIT that two replicas'
+/// acknowledgements satisfied together stayed parked when each thread's
+/// pass saw only its own replica's: one took the waits, counted before
+/// the other replica acknowledged and put them back, while the other
+/// found no wait to serve.
+#[derive(Default)]
+pub(super) struct Passes {
+    /// Calls not yet covered by a pass.
+    calls: AtomicU64,
+}
+
+impl Passes {
+    /// Runs `pass` now, or has the caller running it run it again.
+    pub(super) fn run(&self, mut pass: impl FnMut()) {
+        if self.calls.fetch_add(1, Ordering::AcqRel) != 0 {
+            return;
+        }
+        loop {
+            let seen = self.calls.load(Ordering::Acquire);
+            pass();
+            if self.calls.compare_exchange(seen, 0, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+                return;
+            }
+        }
+    }
+}
 
 /// The acknowledged offsets and the waits on them.
 #[derive(Default)]
@@ -128,7 +164,7 @@ impl Drop for Acked<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::atomic::AtomicUsize;
     use std::sync::Arc;
     use std::task::Wake;
 
@@ -166,6 +202,51 @@ mod tests {
         assert_eq!(b.0.load(Ordering::Relaxed), 1);
         assert!(poll(&mut fb, &b));
         assert_eq!(w.parked(), 0);
+    }
+
+    #[test]
+    fn a_call_during_a_pass_makes_the_running_pass_run_again() {
+        // Another thread's call that comes while a pass runs (simulated
+        // from inside the pass, where the interleaving is certain) does
+        // not run a pass of its own and is not lost: the running caller
+        // runs one more. A call after the passes ended runs its own.
+        let p = Passes::default();
+        let mut runs = 0;
+        p.run(|| {
+            runs += 1;
+            if runs == 1 {
+                p.run(|| unreachable!("a second pass at once"));
+            }
+        });
+        assert_eq!(runs, 2);
+        p.run(|| runs += 1);
+        assert_eq!(runs, 3);
+    }
+
+    #[test]
+    fn concurrent_callers_each_have_a_pass_after_their_call() {
+        // Each caller bumps its own counter and then calls: some pass
+        // that starts after the bump must see it.
+        let p = Arc::new(Passes::default());
+        let bumps = Arc::new(AtomicUsize::new(0));
+        let seen = Arc::new(AtomicUsize::new(0));
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let (p, bumps, seen) = (p.clone(), bumps.clone(), seen.clone());
+                std::thread::spawn(move || {
+                    for _ in 0..10_000 {
+                        bumps.fetch_add(1, Ordering::SeqCst);
+                        p.run(|| {
+                            seen.fetch_max(bumps.load(Ordering::SeqCst), Ordering::SeqCst);
+                        });
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!(seen.load(Ordering::SeqCst), 40_000);
     }
 
     #[test]
