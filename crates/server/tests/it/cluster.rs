@@ -241,9 +241,14 @@ pub(crate) const REDIS_CLI: &str = "/usr/bin/redis-cli";
 
 /// A cluster node of `bin` with its bus on a free port of its own.
 pub(crate) fn bus_node(tag: &str, bin: &Path) -> ServerProc {
+    bus_node_with(tag, bin, &[])
+}
+
+/// [`bus_node`] with more arguments (a node timeout, …).
+pub(crate) fn bus_node_with(tag: &str, bin: &Path, extra: &[&str]) -> ServerProc {
     let dir = scratch_dir(&format!("cluster-bus-{tag}"));
     let cport = testkit::free_port().to_string();
-    spawn(bin, &dir, &["--cluster-enabled", "yes", "--cluster-port", &cport])
+    spawn(bin, &dir, &[&["--cluster-enabled", "yes", "--cluster-port", &cport][..], extra].concat())
 }
 
 pub(crate) fn cli(args: &[&str]) -> (bool, String) {
@@ -338,26 +343,9 @@ fn my_line(p: &ServerProc) -> String {
 /// long (ms) until its replica called itself master, after checking that
 /// the cluster serves every key again through any node.
 fn kill_a_master(tag: &str, bin: &Path) -> u128 {
-    let nodes: Vec<ServerProc> = (0..6)
-        .map(|i| {
-            let dir = scratch_dir(&format!("cluster-fo-{tag}{i}"));
-            let cport = testkit::free_port().to_string();
-            spawn(
-                bin,
-                &dir,
-                &[
-                    "--cluster-enabled",
-                    "yes",
-                    "--cluster-port",
-                    &cport,
-                    "--cluster-node-timeout",
-                    "1000",
-                    "--appendonly",
-                    "no",
-                ],
-            )
-        })
-        .collect();
+    let extra = ["--cluster-node-timeout", "1000", "--appendonly", "no"];
+    let nodes: Vec<ServerProc> =
+        (0..6).map(|i| bus_node_with(&format!("fo-{tag}{i}"), bin, &extra)).collect();
     let addrs: Vec<String> = nodes.iter().map(|n| format!("127.0.0.1:{}", n.port())).collect();
     let mut args = vec!["--cluster", "create"];
     args.extend(addrs.iter().map(|s| s.as_str()));

@@ -14,10 +14,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::cluster::{cli, have_redis, raw, spawn, REDIS_CLI};
+use crate::cluster::{bus_node_with, cli, have_redis, raw, REDIS_CLI};
 use crate::common::wait_for;
 use resp::Frame;
-use testkit::{scratch_dir, Client, ServerProc, TestServer, REDIS_SERVER};
+use testkit::{Client, ServerProc, TestServer, REDIS_SERVER};
 
 const WRITERS: usize = 4;
 const KEYS_PER_WRITER: usize = 48;
@@ -25,25 +25,16 @@ const KEYS_PER_WRITER: usize = 48;
 /// A cluster node of `bin`, its bus on a free port of its own, a node
 /// timeout of one second (how soon a killed master is failed).
 fn node(tag: &str, bin: &Path) -> ServerProc {
-    let dir = scratch_dir(&format!("cluster-fo-load-{tag}"));
-    let cport = testkit::free_port().to_string();
-    spawn(
-        bin,
-        &dir,
-        &[
-            "--cluster-enabled",
-            "yes",
-            "--cluster-port",
-            &cport,
-            "--cluster-node-timeout",
-            "1000",
-            "--appendonly",
-            "no",
-            // The replicas' first full syncs start at once.
-            "--repl-diskless-sync-delay",
-            "0",
-        ],
-    )
+    let extra = [
+        "--cluster-node-timeout",
+        "1000",
+        "--appendonly",
+        "no",
+        // The replicas' first full syncs start at once.
+        "--repl-diskless-sync-delay",
+        "0",
+    ];
+    bus_node_with(&format!("fo-load-{tag}"), bin, &extra)
 }
 
 /// A node's `CLUSTER NODES` line for itself, or "" when it does not answer.

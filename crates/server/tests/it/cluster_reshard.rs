@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::time::Duration;
 
-use crate::cluster::{cli, create, have_redis, raw, spawn, REDIS_CLI};
+use crate::cluster::{bus_node_with, cli, create, have_redis, raw, spawn, REDIS_CLI};
 use crate::common::wait_for;
 use resp::Frame;
 use testkit::{escape, scratch_dir, Client, ServerProc, TestServer, REDIS_SERVER};
@@ -22,13 +22,7 @@ use testkit::{escape, scratch_dir, Client, ServerProc, TestServer, REDIS_SERVER}
 /// node timeout is 2 s (Redis's default 15 s would make a new master wait
 /// 5 s, its rejoin delay, before its state turns `ok`).
 fn node(tag: &str, bin: &Path) -> ServerProc {
-    let dir = scratch_dir(&format!("cluster-reshard-{tag}"));
-    let cport = testkit::free_port().to_string();
-    spawn(
-        bin,
-        &dir,
-        &["--cluster-enabled", "yes", "--cluster-port", &cport, "--cluster-node-timeout", "2000"],
-    )
+    bus_node_with(&format!("reshard-{tag}"), bin, &["--cluster-node-timeout", "2000"])
 }
 
 fn myid(p: &ServerProc) -> String {

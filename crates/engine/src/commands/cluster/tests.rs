@@ -197,6 +197,56 @@ fn keys_route_by_slot_once_the_cluster_is_ok() {
     );
 }
 
+/// A node serving every slot, holding `foo` (slot 12182), which knows a
+/// second master at 10.0.0.2:7002 (named by 40 `b`s, returned).
+fn serving_node_with_a_peer(tag: &str) -> (Harness, std::path::PathBuf, String) {
+    use crate::subsystems::cluster::{flag, Node};
+    let (mut h, dir) = node(tag);
+    assert_eq!(h.run(&["CLUSTER", "ADDSLOTSRANGE", "0", "16383"]), "+OK\r\n");
+    settle(&h);
+    let other = [b'b'; 40];
+    h.shared.cluster.get().unwrap().state.write().add(Node {
+        ip: "10.0.0.2".into(),
+        port: 7002,
+        ..Node::new(other, flag::MASTER)
+    });
+    assert_eq!(h.run(&["SET", "foo", "v1"]), "+OK\r\n");
+    (h, dir, String::from_utf8(other.to_vec()).unwrap())
+}
+
+/// Routes `argv` for `w`'s client as a connection does, then has `h` do
+/// what a MIGRATE of `foo` does on the source (slot 12182 marked
+/// MIGRATING to `other`, the key deleted), then locks and runs the
+/// command at the door. Returns what the door said and the reply.
+fn routed_then_migrated(
+    h: &mut Harness,
+    w: &mut Harness,
+    other: &str,
+    argv: &[&[u8]],
+) -> (crate::core::door::Ran, String) {
+    use crate::core::dispatch::{self, Caller};
+    use crate::core::door::{self, Hold};
+    let shared = w.shared.clone();
+    let spec = door::lookup(&shared, argv).ok().unwrap();
+    assert!(dispatch::check(&shared, &mut w.sess, spec, argv, Caller::Client).is_ok());
+    assert_eq!(h.run(&["CLUSTER", "SETSLOT", "12182", "MIGRATING", other]), "+OK\r\n");
+    assert_eq!(h.run(&["DEL", "foo"]), ":1\r\n");
+    let mut keys = store::Locks::new(&shared.store, crate::core::shared::unix_ms());
+    let mut out = resp::ReplyBuf::new();
+    let ran = door::run(
+        &shared,
+        &mut w.sess,
+        &mut keys,
+        spec,
+        argv,
+        &mut out,
+        Caller::Client,
+        Hold::Take(None),
+    );
+    keys.release();
+    (ran, String::from_utf8_lossy(&out.to_vec()).into_owned())
+}
+
 /// A write routed as this node's, whose key a MIGRATE then sends away
 /// (the slot marked MIGRATING, the key deleted) before the write takes the
 /// key's stripe: Redis routes and runs in one step, so the write is asked
@@ -207,48 +257,13 @@ fn keys_route_by_slot_once_the_cluster_is_ok() {
 /// held (`gate::recheck`).
 #[test]
 fn a_write_routed_before_its_key_migrated_is_asked_to_the_target() {
-    use crate::core::dispatch::{self, Caller};
-    use crate::core::door::{self, Hold, Ran};
-    use crate::subsystems::cluster::{flag, Node};
-
-    let (mut h, _dir) = node("recheck");
-    assert_eq!(h.run(&["CLUSTER", "ADDSLOTSRANGE", "0", "16383"]), "+OK\r\n");
-    settle(&h);
-    let c = h.shared.cluster.get().unwrap();
-    let other = [b'b'; 40];
-    c.state.write().add(Node {
-        ip: "10.0.0.2".into(),
-        port: 7002,
-        ..Node::new(other, flag::MASTER)
-    });
-    assert_eq!(h.run(&["SET", "foo", "v1"]), "+OK\r\n");
-
-    // The writer's command is routed: foo's slot (12182) is this node's.
+    let (mut h, _dir, other) = serving_node_with_a_peer("recheck");
+    // The writer's command is routed while foo's slot is this node's.
     let shared = h.shared.clone();
-    let mut writer = shared.connect("127.0.0.1:2".into(), "127.0.0.1:7000".into(), -1);
-    let argv: [&[u8]; 3] = [b"SET", b"foo", b"v2"];
-    let spec = door::lookup(&shared, &argv).ok().unwrap();
-    assert!(dispatch::check(&shared, &mut writer, spec, &argv, Caller::Client).is_ok());
-
-    // Before it locks foo's stripe: MIGRATE's effect on the source.
-    let other = String::from_utf8(other.to_vec()).unwrap();
-    assert_eq!(h.run(&["CLUSTER", "SETSLOT", "12182", "MIGRATING", &other]), "+OK\r\n");
-    assert_eq!(h.run(&["DEL", "foo"]), ":1\r\n");
-
-    let mut keys = store::Locks::new(&shared.store, crate::core::shared::unix_ms());
-    let mut out = resp::ReplyBuf::new();
-    let ran = door::run(
-        &shared,
-        &mut writer,
-        &mut keys,
-        spec,
-        &argv,
-        &mut out,
-        Caller::Client,
-        Hold::Take(None),
-    );
-    keys.release();
-    let Ran::Refused(e) = ran else { panic!("the write ran on the source") };
+    let sess = shared.connect("127.0.0.1:2".into(), "127.0.0.1:7000".into(), -1);
+    let mut w = Harness { shared, sess };
+    let (ran, _) = routed_then_migrated(&mut h, &mut w, &other, &[b"SET", b"foo", b"v2"]);
+    let crate::core::door::Ran::Refused(e) = ran else { panic!("the write ran on the source") };
     assert_eq!(&e.text()[..], b"ASK 12182 10.0.0.2:7002");
     assert_eq!(h.run(&["CLUSTER", "COUNTKEYSINSLOT", "12182"]), ":0\r\n");
 }
@@ -262,55 +277,19 @@ fn a_write_routed_before_its_key_migrated_is_asked_to_the_target() {
 /// again once its stripes are held (`gate::recheck_queue`).
 #[test]
 fn an_exec_routed_before_its_key_migrated_is_asked_to_the_target() {
-    use crate::core::dispatch::{self, Caller};
-    use crate::core::door::{self, Hold, Ran};
-    use crate::subsystems::cluster::{flag, Node};
-
-    let (mut h, _dir) = node("recheck-exec");
-    assert_eq!(h.run(&["CLUSTER", "ADDSLOTSRANGE", "0", "16383"]), "+OK\r\n");
-    settle(&h);
-    let c = h.shared.cluster.get().unwrap();
-    let other = [b'c'; 40];
-    c.state.write().add(Node {
-        ip: "10.0.0.3".into(),
-        port: 7003,
-        ..Node::new(other, flag::MASTER)
-    });
-    assert_eq!(h.run(&["SET", "foo", "v1"]), "+OK\r\n");
-
-    // The writer queues its transaction while foo's slot (12182) is this
-    // node's, and its EXEC is routed.
+    let (mut h, _dir, other) = serving_node_with_a_peer("recheck-exec");
+    // The writer queues its transaction while foo's slot is this node's,
+    // and its EXEC is routed.
     let shared = h.shared.clone();
     let sess = shared.connect("127.0.0.1:2".into(), "127.0.0.1:7000".into(), -1);
-    let mut w = crate::tests::Harness { shared: shared.clone(), sess };
+    let mut w = Harness { shared, sess };
     assert_eq!(w.run(&["WATCH", "{foo}w"]), "+OK\r\n");
     assert_eq!(w.run(&["MULTI"]), "+OK\r\n");
     assert_eq!(w.run(&["SET", "foo", "v2"]), "+QUEUED\r\n");
     assert_eq!(w.run(&["INCR", "{foo}n"]), "+QUEUED\r\n");
-    let argv: [&[u8]; 1] = [b"EXEC"];
-    let spec = door::lookup(&shared, &argv).ok().unwrap();
-    assert!(dispatch::check(&shared, &mut w.sess, spec, &argv, Caller::Client).is_ok());
-
-    // Before EXEC locks foo's stripe: MIGRATE's effect on the source.
-    let other = String::from_utf8(other.to_vec()).unwrap();
-    assert_eq!(h.run(&["CLUSTER", "SETSLOT", "12182", "MIGRATING", &other]), "+OK\r\n");
-    assert_eq!(h.run(&["DEL", "foo"]), ":1\r\n");
-
-    let mut keys = store::Locks::new(&shared.store, crate::core::shared::unix_ms());
-    let mut out = resp::ReplyBuf::new();
-    let ran = door::run(
-        &shared,
-        &mut w.sess,
-        &mut keys,
-        spec,
-        &argv,
-        &mut out,
-        Caller::Client,
-        Hold::Take(None),
-    );
-    keys.release();
-    assert_eq!(ran, Ran::Done);
-    assert_eq!(String::from_utf8_lossy(&out.to_vec()), "-ASK 12182 10.0.0.3:7003\r\n");
+    let (ran, reply) = routed_then_migrated(&mut h, &mut w, &other, &[b"EXEC"]);
+    assert_eq!(ran, crate::core::door::Ran::Done);
+    assert_eq!(reply, "-ASK 12182 10.0.0.2:7002\r\n");
     assert_eq!(h.run(&["CLUSTER", "COUNTKEYSINSLOT", "12182"]), ":0\r\n");
     // The transaction and its WATCH are gone, as after Redis's redirected
     // EXEC.
