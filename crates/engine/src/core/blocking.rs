@@ -421,10 +421,12 @@ fn wake(h: &ClientHandle) {
 
 /// Ends the session's wait if it is over: `Some(reply)` to deliver (empty
 /// when the reply already waits in the outbox), or `None` while still
-/// waiting. A still-waiting client whose deadline passed times out.
+/// waiting. A still-waiting client whose deadline passed times out: in
+/// the millisecond after it, as Redis's `timeout < now` (a wait of 100 ms
+/// never answers in 99.x).
 pub fn resolve(shared: &Shared, sess: &mut Session, now: i64) -> Option<Vec<u8>> {
     let b = sess.blocked.as_ref()?;
-    let timed_out = b.deadline.is_some_and(|d| now >= d);
+    let timed_out = b.deadline.is_some_and(|d| now > d);
     let w = b.waiter.clone();
     let reply = {
         let mut st = w.state.lock();

@@ -500,7 +500,9 @@ impl<S: Transport> Conn<S> {
             return Err("closed while blocked");
         }
         let deadline = self.sess.blocked.as_ref().and_then(|b| b.deadline);
-        let timeout = deadline.map(|d| Duration::from_millis((d - now).max(0) as u64));
+        // Woken in the millisecond after the deadline (`blocking::resolve`).
+        let timeout =
+            deadline.map(|d| Duration::from_millis((d.saturating_add(1) - now).max(0) as u64));
         self.wait_io(notify, timeout).await
     }
 

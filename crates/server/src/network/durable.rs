@@ -171,7 +171,8 @@ pub async fn wait_for_copies(
             if got >= h.replicas {
                 return false;
             }
-            failed[i] = now >= h.deadline_ms;
+            // Past the deadline's millisecond, as a blocked command's.
+            failed[i] = now > h.deadline_ms;
             !failed[i]
         });
         let Some(next) = pending.iter().map(|&i| holds[i].deadline_ms).min() else { break };
@@ -179,7 +180,8 @@ pub async fn wait_for_copies(
             return;
         }
         // Looked at again at least hourly (a deadline can be a TTL years away).
-        let ms = u64::try_from(next.saturating_sub(now)).unwrap_or(0).min(3_600_000);
+        let ms =
+            u64::try_from(next.saturating_sub(now).saturating_add(1)).unwrap_or(0).min(3_600_000);
         let sleep = tokio::time::sleep(Duration::from_millis(ms));
         tokio::pin!(sleep);
         std::future::poll_fn(|cx| {

@@ -588,3 +588,24 @@ fn concurrent_stream_producers_and_group_readers_lose_nothing() {
     let info = String::from_utf8(c.cmd(&["INFO", "clients"]).unwrap()).unwrap();
     assert!(info.contains("blocked_clients:0\r\n"), "{info}");
 }
+
+/// A blocked command's timeout passes in the millisecond after its
+/// deadline, as Redis's (`timeout < now`): a wait of 3 ms never answers
+/// before 3 ms have passed on the client's clock, on either server.
+#[test]
+fn timeouts_never_end_early() {
+    let sluice = TestServer::start();
+    let redis = testkit::RedisServer::start();
+    let mut servers = vec![("sluice", sluice.client())];
+    servers.extend(redis.as_ref().map(|r| ("redis", r.client())));
+    for (name, mut c) in servers {
+        for cmd in [["BLPOP", "k", "0.003"], ["BZPOPMIN", "z", "0.003"]] {
+            for _ in 0..25 {
+                let t = std::time::Instant::now();
+                assert_eq!(c.cmd(&cmd).unwrap(), b"*-1\r\n", "{name}");
+                let waited = t.elapsed();
+                assert!(waited >= Duration::from_millis(3), "{name} {cmd:?}: {waited:?}");
+            }
+        }
+    }
+}
