@@ -79,8 +79,13 @@ pub(crate) fn client_line(buf: &mut Vec<u8>, h: &ClientHandle, now_ms: i64, me: 
         if h.in_multi.load(Ordering::Relaxed) { h.multi_len.load(Ordering::Relaxed) } else { -1 };
     let cmd: String = if is_me { me.cmd.clone() } else { h.last_cmd.lock().clone() };
     // Redis's static reply buffer (`obl`) then its list of blocks
-    // (`oll`, `omem`); Sluice's pending output is chunks of the same size.
-    let pending = h.omem.load(Ordering::Relaxed);
+    // (`oll`, `omem`); Sluice's pending output is chunks of the same size,
+    // and the pushes other threads queued for the connection (published
+    // messages, served blocked commands) that it has not moved to its
+    // buffer yet: Redis appends those to the reply list at once, and the
+    // output limits count them (`pubsub::deliver`).
+    let queued = h.outbox.pending();
+    let pending = h.omem.load(Ordering::Relaxed) + queued;
     let obl = if is_me { me.obl } else { pending.min(resp::CHUNK) };
     let rest = if is_me { 0 } else { pending - obl };
     let oll = rest.div_ceil(resp::CHUNK);
@@ -90,7 +95,7 @@ pub(crate) fn client_line(buf: &mut Vec<u8>, h: &ClientHandle, now_ms: i64, me: 
         h.qbuf_free.load(Ordering::Relaxed).saturating_sub(if is_me { qbuf } else { 0 });
     let events = if rest + obl > 0 && !is_me { "rw" } else { "r" };
     let multi_mem = h.multi_mem.load(Ordering::Relaxed);
-    let tot_mem = h.tot_mem.load(Ordering::Relaxed) + argv_mem;
+    let tot_mem = h.tot_mem.load(Ordering::Relaxed) + argv_mem + queued;
     let _ = write!(buf, "id={} addr={} laddr={} fd={} name=", h.id, h.addr, h.laddr, h.fd);
     buf.extend_from_slice(&name);
     let _ = writeln!(
