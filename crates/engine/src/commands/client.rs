@@ -426,24 +426,12 @@ fn unpause(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     Ok(())
 }
 
-fn set_pause(cx: &Ctx, mut p: Pause) {
-    {
-        // A shutdown's hold on writes is not CLIENT PAUSE's to lift.
-        let mut cur = cx.shared.pause.lock();
-        p.shutdown = cur.shutdown;
-        p.failover = cur.failover;
-        *cur = p;
-    }
-    // The data set holds still while paused: no key expires.
-    cx.shared.store.hold_expiry(p.until_ms);
-    cx.shared.pause_epoch.fetch_add(1, Ordering::Release);
-    cx.shared.state_changed();
-    // Paused connections wait for a change of the epoch (or the deadline).
-    for h in cx.shared.clients.lock().values() {
-        if let Some(w) = &*h.waker.lock() {
-            w();
-        }
-    }
+fn set_pause(cx: &Ctx, p: Pause) {
+    // A shutdown's or a failover's hold on writes is not CLIENT PAUSE's
+    // to lift.
+    cx.shared.change_pause(|cur| {
+        *cur = Pause { shutdown: cur.shutdown, failover: cur.failover, ..p };
+    });
 }
 
 // ---- tracking and blocking -------------------------------------------------

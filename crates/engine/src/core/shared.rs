@@ -512,6 +512,29 @@ impl Shared {
         self.config_epoch.fetch_add(1, Ordering::Release);
     }
 
+    /// Changes what is paused (CLIENT PAUSE, a shutdown or a failover
+    /// waiting for replicas) and tells every connection. While anything
+    /// holds writes, no key expires, lazily or actively (Redis's
+    /// `checkClientPauseTimeoutAndReturnIfPaused` for every pause
+    /// purpose): the data set holds still, so the replication offset a
+    /// failover compares does not move under it.
+    pub fn change_pause(&self, change: impl FnOnce(&mut Pause)) {
+        {
+            let mut p = self.pause.lock();
+            change(&mut p);
+            let held = if p.shutdown || p.failover { i64::MAX } else { p.until_ms };
+            self.store.hold_expiry(held);
+        }
+        self.pause_epoch.fetch_add(1, Ordering::Release);
+        self.state_changed();
+        // Paused connections wait for a change of the epoch (or the deadline).
+        for h in self.clients.lock().values() {
+            if let Some(w) = &*h.waker.lock() {
+                w();
+            }
+        }
+    }
+
     /// Turns client-side caching on for a session (`CLIENT TRACKING ON`),
     /// installing the tracker as a consumer the first time.
     pub fn enable_tracking(

@@ -237,14 +237,7 @@ pub(crate) fn follow_view(sh: &Shared) -> Option<FollowView> {
 /// Holds writes while a FAILOVER waits for its target and hands over
 /// (Redis's `PAUSE_DURING_FAILOVER`), beside any CLIENT PAUSE.
 pub fn hold_writes_for_failover(sh: &Shared, on: bool) {
-    sh.pause.lock().failover = on;
-    sh.pause_epoch.fetch_add(1, std::sync::atomic::Ordering::Release);
-    sh.state_changed();
-    for h in sh.clients.lock().values() {
-        if let Some(w) = &*h.waker.lock() {
-            w();
-        }
-    }
+    sh.change_pause(|p| p.failover = on);
 }
 
 /// The replication state, or a master's with no replica ever attached

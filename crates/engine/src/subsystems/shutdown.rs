@@ -280,14 +280,7 @@ fn cancel(sh: &Shared, g: &mut Inner) {
 /// Holds writes while a shutdown waits for replicas (Redis's
 /// `PAUSE_DURING_SHUTDOWN`), beside any CLIENT PAUSE.
 fn set_write_pause(sh: &Shared, on: bool) {
-    sh.pause.lock().shutdown = on;
-    sh.pause_epoch.fetch_add(1, Ordering::Release);
-    sh.state_changed();
-    for h in sh.clients.lock().values() {
-        if let Some(w) = &*h.waker.lock() {
-            w();
-        }
-    }
+    sh.change_pause(|p| p.shutdown = on);
 }
 
 #[cfg(test)]

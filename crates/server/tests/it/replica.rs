@@ -792,3 +792,66 @@ impl Kind for Frame {
         }
     }
 }
+
+/// While a FAILOVER waits for its target it holds writes and key expiry
+/// alike, as redis-server does (every pause purpose stops expiry): a key
+/// past its TTL reads as missing but is not deleted, so the offset the
+/// replica must reach does not move; once the failover times out, the key
+/// goes. Before, a Sluice master held writes but went on expiring keys,
+/// appending DELs to the stream its target was catching up with.
+#[test]
+fn failover_holds_key_expiry_while_it_waits_for_its_target() {
+    let Some(redis_master) = RedisServer::start() else { return };
+    let redis_replica = RedisServer::start().expect("redis-server");
+    let (sluice_master, sluice_replica) = (TestServer::start(), TestServer::start());
+    let kill = |sig: &str, pid: u32| {
+        let ok = Command::new("kill").args([sig, &pid.to_string()]).status().unwrap().success();
+        assert!(ok);
+        if sig == "-STOP" {
+            wait_for("every thread to stop", Duration::from_secs(10), || {
+                crate::common::all_threads_stopped(pid)
+            });
+        }
+    };
+    let run = |mut m: Client, mut r: Client, replica_pid: u32, port: u16| -> Vec<Frame> {
+        assert_eq!(cmd(&mut r, &["REPLICAOF", "127.0.0.1", &port.to_string()]), ok());
+        assert_eq!(cmd(&mut m, &["SET", "kept", "v"]), ok());
+        wait_synced(&mut m, &mut r);
+        kill("-STOP", replica_pid);
+        // A write the stopped replica cannot acknowledge: the failover
+        // waits for it until its timeout.
+        assert_eq!(cmd(&mut m, &["SET", "k", "v", "PX", "300"]), ok());
+        let t = Instant::now();
+        let mut seen = vec![cmd(&mut m, &["FAILOVER", "TIMEOUT", "1500"])];
+        while t.elapsed() < Duration::from_millis(700) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // Past k's deadline, the failover still waiting.
+        seen.push(cmd(&mut m, &["EXISTS", "k"]));
+        seen.push(cmd(&mut m, &["DBSIZE"]));
+        let state = info(&mut m, "replication", "master_failover_state").unwrap();
+        seen.push(Frame::Simple(state.into_bytes()));
+        wait_for("the failover to time out", Duration::from_secs(10), || {
+            info(&mut m, "replication", "master_failover_state").as_deref() == Some("no-failover")
+        });
+        wait_for("k to expire", Duration::from_secs(10), || {
+            cmd(&mut m, &["DBSIZE"]) == Frame::Integer(1)
+        });
+        kill("-CONT", replica_pid);
+        seen.push(cmd(&mut m, &["GET", "kept"]));
+        seen
+    };
+    let want = run(
+        redis_master.client(),
+        redis_replica.client(),
+        redis_replica.pid(),
+        redis_master.port(),
+    );
+    let got = run(
+        sluice_master.client(),
+        sluice_replica.client(),
+        sluice_replica.pid(),
+        sluice_master.port(),
+    );
+    assert_eq!(got, want);
+}
