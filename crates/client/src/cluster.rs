@@ -27,8 +27,10 @@ use crate::slot::{command_slot, SLOTS};
 /// Rounds of redirections one command may take before its last
 /// redirection error is returned as its reply.
 const MAX_ROUNDS: usize = 16;
-/// Wait before retrying a command answered `-TRYAGAIN`.
-const TRYAGAIN_WAIT: Duration = Duration::from_millis(20);
+/// Wait before retrying a command answered `-TRYAGAIN`, times the round's
+/// number: about 1.4 s over all rounds, long enough for a slot's last
+/// keys to move.
+const TRYAGAIN_WAIT: Duration = Duration::from_millis(10);
 
 const NO_NODE: u16 = u16::MAX;
 
@@ -270,7 +272,7 @@ impl ClusterClient {
         let mut out: Vec<Option<Reply>> = vec![None; cmds.len()];
         let mut ask: Vec<Option<String>> = vec![None; cmds.len()];
         let mut pending: Vec<usize> = (0..cmds.len()).collect();
-        for _ in 0..MAX_ROUNDS {
+        for round in 1..=MAX_ROUNDS as u32 {
             if pending.is_empty() {
                 break;
             }
@@ -287,7 +289,7 @@ impl ClusterClient {
                 // The slots -MOVED named are already in the map.
             }
             if wait {
-                tokio::time::sleep(TRYAGAIN_WAIT).await;
+                tokio::time::sleep(TRYAGAIN_WAIT * round).await;
             }
         }
         Ok(out.into_iter().map(|r| r.expect("every command got a reply")).collect())
