@@ -1,11 +1,12 @@
 //! `--cluster seed`: the load generator against a Redis Cluster. The slot
 //! map comes from the client crate's `ClusterClient`; each benchmark
-//! client holds one connection per master and, per batch, writes every
-//! master its own pipeline of the given depth (keys drawn only from that
-//! master's slots), then reads each master's replies. A reply's latency
-//! runs from the batch's first write until the client has read it (the
-//! masters are read in turn), so one slow master shows in every shard's
-//! tail as it would for an application's split pipeline.
+//! client holds one connection per loaded master and, per batch, writes
+//! every master its own pipeline of the given depth (keys drawn only from
+//! that master's slots), then reads each master's replies. A reply's
+//! latency runs from the batch's first write until the client has read it
+//! (the masters are read in turn), so one slow master shows in the tail
+//! as it would for an application's split pipeline. A run loads every
+//! master, or one alone (`only`: a shard's own figures).
 //!
 //! Keys: a test's `__rand_int__` placeholders all take one number per
 //! request (so `MSET`'s ten keys are one key, one slot), drawn from
@@ -108,18 +109,21 @@ impl Target {
 }
 
 /// Runs `plan` (its `addr` unused) against the masters at `addrs` (in
-/// the map's order, or the proxies in front of them): one outcome per
-/// master, then the total.
+/// the map's order, or the proxies in front of them), all of them or
+/// `only` one; `None` when the test loads none of them (a fixed key
+/// served by another master).
 pub fn run(
     plan: &Plan,
     addrs: &[SocketAddr],
     map: &SlotMap,
     work: &Workload,
-) -> Result<Vec<Outcome>, String> {
+    only: Option<usize>,
+) -> Result<Option<Outcome>, String> {
     let target = Arc::new(Target::new(map, work, plan.keyspace.unwrap_or(DEFAULT_KEYSPACE)));
-    let nodes: Vec<usize> = (0..addrs.len()).filter(|&n| target.loads(n)).collect();
+    let nodes: Vec<usize> =
+        (0..addrs.len()).filter(|&n| target.loads(n) && only.is_none_or(|o| o == n)).collect();
     if nodes.is_empty() {
-        return Err("no master serves this test's keys".into());
+        return Ok(None);
     }
     let claimed = Arc::new(AtomicU64::new(0));
     let threads = plan.threads.clamp(1, plan.clients.max(1));
@@ -163,28 +167,18 @@ pub fn run(
             })
         }));
     }
-    let mut per: Vec<(Vec<u32>, u64)> = vec![(Vec::new(), 0); nodes.len()];
+    let mut total =
+        Outcome { requests: 0, errors: 0, elapsed: Default::default(), lat_us: Vec::new() };
     for h in handles {
-        for (i, (l, e)) in h.join().map_err(|_| "load thread panicked")??.into_iter().enumerate() {
-            per[i].0.extend(l);
-            per[i].1 += e;
+        for (l, e) in h.join().map_err(|_| "load thread panicked")?? {
+            total.lat_us.extend(l);
+            total.errors += e;
         }
     }
-    let elapsed = start.elapsed();
-    let mut out: Vec<Outcome> = (0..addrs.len())
-        .map(|_| Outcome { requests: 0, errors: 0, elapsed, lat_us: Vec::new() })
-        .collect();
-    let mut total = Outcome { requests: 0, errors: 0, elapsed, lat_us: Vec::new() };
-    for (i, (mut lat, errors)) in per.into_iter().enumerate() {
-        total.lat_us.extend_from_slice(&lat);
-        total.errors += errors;
-        lat.sort_unstable();
-        out[nodes[i]] = Outcome { requests: lat.len() as u64, errors, elapsed, lat_us: lat };
-    }
+    total.elapsed = start.elapsed();
     total.lat_us.sort_unstable();
     total.requests = total.lat_us.len() as u64;
-    out.push(total);
-    Ok(out)
+    Ok(Some(total))
 }
 
 /// One benchmark client: a connection per loaded master (`conns`: map

@@ -45,8 +45,8 @@ Round trips and sweeps:
   --compare host:port       run the same plan against a second server, add ratios
   --cluster host:port       sweep a Redis Cluster through this seed: one connection per master
                             per client, each master its own pipeline of -P/--pipeline requests
-                            with keys from its slots (-r, default 100000 keys); rows per shard
-                            and for all; --compare is then a second cluster's seed
+                            with keys from its slots (-r, default 100000 keys); rows for each
+                            shard alone and for all at once; --compare: a second cluster's seed
   --out DIR                 write results.csv, results.json and SVG charts there
 ";
 

@@ -104,9 +104,9 @@ fn server_points(
 }
 
 /// The cluster sweep: per cluster seed (`--cluster`, then `--compare`),
-/// rtt × test × clients × depth, each giving a point per shard (labelled
-/// by its position in slot order, so two clusters' rows pair up) and one
-/// for all shards.
+/// rtt × test × clients × depth, each measured on every shard alone
+/// (labelled by its position in slot order, so two clusters' rows pair
+/// up) and on all shards at once.
 fn cluster_points(
     o: &Opts,
     seed: &str,
@@ -146,20 +146,18 @@ fn cluster_points(
                             keyspace: o.keyspace,
                             max_time: Some(o.max_time),
                         };
-                        let outcomes = crate::cluster::run(&plan, &addrs, &map, &t.work)?;
-                        for (i, r) in outcomes.iter().enumerate() {
-                            if r.requests == 0 {
-                                continue;
-                            }
-                            let test = if i == shards {
-                                format!("{} [{shards} shards]", t.title)
-                            } else {
-                                format!("{} [shard {}/{shards}]", t.title, i + 1)
+                        // Each shard alone, then all of them at once.
+                        for only in (0..shards).map(Some).chain([None]) {
+                            let run = crate::cluster::run(&plan, &addrs, &map, &t.work, only)?;
+                            let Some(r) = run else { continue };
+                            let test = match only {
+                                Some(i) => format!("{} [shard {}/{shards}]", t.title, i + 1),
+                                None => format!("{} [{shards} shards]", t.title),
                             };
                             if r.errors > 0 {
                                 eprintln!("{name} {test} P={p}: {} error replies", r.errors);
                             }
-                            points.push(point(&name, &test, rtt, c, p, r));
+                            points.push(point(&name, &test, rtt, c, p, &r));
                         }
                     }
                 }

@@ -37,7 +37,7 @@ fn sweeps_a_sluice_cluster_per_shard_and_in_total() {
     let seed = format!("127.0.0.1:{}", nodes[2].port());
     let out = Command::new(env!("CARGO_BIN_EXE_sluice-bench"))
         .args(["--cluster", &seed, "-t", "set,get,ping_mbulk", "--pipeline", "1,16"])
-        .args(["--rtt", "0,0.2ms", "-c", "4", "-n", "4000", "-r", "5000", "--max-time", "1s"])
+        .args(["--rtt", "0,0.2ms", "-c", "4", "-n", "2000", "-r", "5000", "--max-time", "1s"])
         .output()
         .expect("run sluice-bench");
     let stdout = String::from_utf8_lossy(&out.stdout);
