@@ -10,8 +10,10 @@
 //! leaving the map alone; `-TRYAGAIN` is retried after a short wait;
 //! anything else (`-CROSSSLOT`, `-CLUSTERDOWN`, …) is the command's reply.
 //!
-//! Nothing here is on the single-node [`Connection`]'s path: it only uses
-//! the connection's public calls.
+//! Transactions are not split: `MULTI`/`EXEC` are keyless and go to the
+//! first master, so a transaction belongs on a [`Connection`] to its
+//! keys' master. Nothing here is on the single-node [`Connection`]'s
+//! path: it only uses the connection's public calls.
 
 use std::collections::HashMap;
 use std::ops::Range;

@@ -103,6 +103,8 @@ async fn follows_the_cluster(tag: &str, bin: &Path) {
     }
     let got = c.exec(&p).await.expect("the pipeline");
     assert_replies(&got, &expect, "first pipeline");
+    // Our slot rule is the servers': nothing was redirected.
+    assert_eq!((c.stats().moved, c.stats().ask), (0, 0), "{:?}", c.stats());
     let mut p = Pipeline::new();
     p.cmd(&["MSET", "key:0", "a", "key:1", "b"]);
     let got = c.exec(&p).await.unwrap();
