@@ -20,7 +20,7 @@ pub enum Workload {
     Mix { get_pct: u32, value: Vec<u8> },
 }
 
-const PLACEHOLDER: &[u8] = b"__rand_int__";
+pub(crate) const PLACEHOLDER: &[u8] = b"__rand_int__";
 
 /// What a fixed request carries besides itself (the durability
 /// scenario's modes, `crate::durable`).
@@ -188,10 +188,10 @@ pub fn run(plan: &Plan, work: &Workload, progress: &Arc<Progress>) -> Result<Out
     Ok(Outcome { requests: lat_us.len() as u64, errors, elapsed, lat_us })
 }
 
-struct Rng(u64);
+pub(crate) struct Rng(pub(crate) u64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         // xorshift64*: cheap and good enough to spread keys.
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
@@ -200,7 +200,7 @@ impl Rng {
     }
 }
 
-fn put_digits(dst: &mut [u8], mut v: u64) {
+pub(crate) fn put_digits(dst: &mut [u8], mut v: u64) {
     for d in dst.iter_mut().rev() {
         *d = b'0' + (v % 10) as u8;
         v /= 10;

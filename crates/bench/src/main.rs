@@ -6,6 +6,7 @@
 //! where they overlap, same `-q` and `--csv` lines and test names).
 
 mod chart;
+mod cluster;
 mod durable;
 mod jobs;
 mod load;
@@ -42,6 +43,10 @@ Round trips and sweeps:
   --fsync                   durable: the ways to know a write is fsynced (plain, always,
                             waitaof-batch, durable-fsync); the master's AOF must be on
   --compare host:port       run the same plan against a second server, add ratios
+  --cluster host:port       sweep a Redis Cluster through this seed: one connection per master
+                            per client, each master its own pipeline of -P/--pipeline requests
+                            with keys from its slots (-r, default 100000 keys); rows for each
+                            shard alone and for all at once; --compare: a second cluster's seed
   --out DIR                 write results.csv, results.json and SVG charts there
 ";
 
@@ -67,6 +72,8 @@ pub struct Opts {
     pub max_time: Duration,
     pub scenario: Option<String>,
     pub compare: Option<String>,
+    /// `--cluster`: a seed of the cluster to sweep.
+    pub cluster: Option<String>,
     pub out: Option<String>,
     pub get_pct: u32,
     /// `--replicas`: servers the durable scenario makes replicas.
@@ -126,6 +133,7 @@ fn parse_args(args: &[String]) -> Result<Opts, String> {
         max_time: Duration::from_secs(5),
         scenario: None,
         compare: None,
+        cluster: None,
         out: None,
         get_pct: 80,
         replicas: Vec::new(),
@@ -160,6 +168,7 @@ fn parse_args(args: &[String]) -> Result<Opts, String> {
             "--max-time" => o.max_time = parse_dur(&val()?)?,
             "--scenario" => o.scenario = Some(val()?),
             "--compare" => o.compare = Some(val()?),
+            "--cluster" => o.cluster = Some(val()?),
             "--out" => o.out = Some(val()?),
             "--replicas" => o.replicas = list(&val()?, |s| Ok(s.to_string()))?,
             "--replica-counts" => o.replica_counts = Some(list(&val()?, num)?),
@@ -394,6 +403,7 @@ fn main() {
         || o.pipelines.is_some()
         || o.client_list.is_some()
         || o.out.is_some()
+        || o.cluster.is_some()
     {
         sweep::run(&o)
     } else {

@@ -1,14 +1,15 @@
 //! Sweeps: every test × round-trip time × client count × pipeline depth,
-//! against one server or two (`--compare`), printed as a table and written
-//! as CSV, JSON and SVG charts.
+//! against one server or two (`--compare`), or one cluster or two
+//! (`--cluster`: a row per shard and one for all), printed as a table and
+//! written as CSV, JSON and SVG charts.
 
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use crate::load::Plan;
+use crate::load::{Outcome, Plan};
 use crate::proxy::Proxy;
-use crate::{measure, resolve, tests_for, Opts};
+use crate::{measure, resolve, tests_for, Opts, Test};
 
 /// One measured point.
 #[derive(Clone, Debug)]
@@ -54,13 +55,32 @@ pub fn run(o: &Opts) -> Result<(), String> {
     let pipes = o.pipelines.clone().unwrap_or(vec![o.pipeline]);
     let clients = o.client_list.clone().unwrap_or(vec![o.clients]);
     let tests = tests_for(&o);
+    let points = match &o.cluster {
+        Some(seed) => cluster_points(&o, seed, &rtts, &pipes, &clients, &tests)?,
+        None => server_points(&o, &rtts, &pipes, &clients, &tests)?,
+    };
+    print!("{}", table(&points));
+    if let Some(dir) = &o.out {
+        write_outputs(dir, &points)?;
+    }
+    Ok(())
+}
+
+/// The single-server sweep: every target × rtt × test × clients × depth.
+fn server_points(
+    o: &Opts,
+    rtts: &[Duration],
+    pipes: &[usize],
+    clients: &[usize],
+    tests: &[Test],
+) -> Result<Vec<Point>, String> {
     let mut points = Vec::new();
-    for (name, addr) in targets(&o)? {
-        for &rtt in &rtts {
+    for (name, addr) in targets(o)? {
+        for &rtt in rtts {
             let a = via(addr, rtt)?;
-            for t in &tests {
-                for &c in &clients {
-                    for &p in &pipes {
+            for t in tests {
+                for &c in clients {
+                    for &p in pipes {
                         let plan = Plan {
                             addr: a,
                             password: o.password.clone(),
@@ -74,33 +94,97 @@ pub fn run(o: &Opts) -> Result<(), String> {
                         };
                         let label = format!("{} rtt={:?} c={c} P={p}", t.title, rtt);
                         let r = measure(&label, &plan, &t.work)?;
-                        let pt = Point {
-                            server: name.clone(),
-                            test: t.title.clone(),
-                            rtt_ms: rtt.as_secs_f64() * 1000.0,
-                            clients: c,
-                            pipeline: p,
-                            requests: r.requests,
-                            rps: r.rps(),
-                            p50: r.pct_ms(50.0),
-                            p99: r.pct_ms(99.0),
-                            p999: r.pct_ms(99.9),
-                        };
-                        eprintln!(
-                            "{:<22} {:<16} rtt={:>7.3}ms c={:<4} P={:<5} {:>12.2} rps  p50={:.3} p99={:.3} p99.9={:.3} ms",
-                            pt.server, pt.test, pt.rtt_ms, c, p, pt.rps, pt.p50, pt.p99, pt.p999
-                        );
-                        points.push(pt);
+                        points.push(point(&name, &t.title, rtt, c, p, &r));
                     }
                 }
             }
         }
     }
-    print!("{}", table(&points));
-    if let Some(dir) = &o.out {
-        write_outputs(dir, &points)?;
+    Ok(points)
+}
+
+/// The cluster sweep: per cluster seed (`--cluster`, then `--compare`),
+/// rtt × test × clients × depth, each measured on every shard alone
+/// (labelled by its position in slot order, so two clusters' rows pair
+/// up) and on all shards at once.
+fn cluster_points(
+    o: &Opts,
+    seed: &str,
+    rtts: &[Duration],
+    pipes: &[usize],
+    clients: &[usize],
+    tests: &[Test],
+) -> Result<Vec<Point>, String> {
+    let mut points = Vec::new();
+    let seeds = std::iter::once(seed.to_string()).chain(o.compare.clone());
+    for seed in seeds {
+        let map = crate::cluster::discover(&seed, o.password.as_deref())?;
+        let masters: Vec<SocketAddr> = map
+            .nodes()
+            .iter()
+            .map(|n| {
+                let (h, p) = n.rsplit_once(':').ok_or("bad node address")?;
+                resolve(h, p.parse().map_err(|_| format!("bad node address {n}"))?)
+            })
+            .collect::<Result<_, String>>()?;
+        let name = format!("cluster {seed}");
+        let shards = masters.len();
+        eprintln!("{name}: {shards} masters: {}", map.nodes().join(" "));
+        for &rtt in rtts {
+            let addrs = masters.iter().map(|&a| via(a, rtt)).collect::<Result<Vec<_>, _>>()?;
+            for t in tests {
+                for &c in clients {
+                    for &p in pipes {
+                        let plan = Plan {
+                            addr: addrs[0],
+                            password: o.password.clone(),
+                            db: 0,
+                            clients: c,
+                            requests: o.requests,
+                            pipeline: p,
+                            threads: o.threads,
+                            keyspace: o.keyspace,
+                            max_time: Some(o.max_time),
+                        };
+                        // Each shard alone, then all of them at once.
+                        for only in (0..shards).map(Some).chain([None]) {
+                            let run = crate::cluster::run(&plan, &addrs, &map, &t.work, only)?;
+                            let Some(r) = run else { continue };
+                            let test = match only {
+                                Some(i) => format!("{} [shard {}/{shards}]", t.title, i + 1),
+                                None => format!("{} [{shards} shards]", t.title),
+                            };
+                            if r.errors > 0 {
+                                eprintln!("{name} {test} P={p}: {} error replies", r.errors);
+                            }
+                            points.push(point(&name, &test, rtt, c, p, &r));
+                        }
+                    }
+                }
+            }
+        }
     }
-    Ok(())
+    Ok(points)
+}
+
+fn point(server: &str, test: &str, rtt: Duration, c: usize, p: usize, r: &Outcome) -> Point {
+    let pt = Point {
+        server: server.to_string(),
+        test: test.to_string(),
+        rtt_ms: rtt.as_secs_f64() * 1000.0,
+        clients: c,
+        pipeline: p,
+        requests: r.requests,
+        rps: r.rps(),
+        p50: r.pct_ms(50.0),
+        p99: r.pct_ms(99.0),
+        p999: r.pct_ms(99.9),
+    };
+    eprintln!(
+        "{:<22} {:<16} rtt={:>7.3}ms c={:<4} P={:<5} {:>12.2} rps  p50={:.3} p99={:.3} p99.9={:.3} ms",
+        pt.server, pt.test, pt.rtt_ms, c, p, pt.rps, pt.p50, pt.p99, pt.p999
+    );
+    pt
 }
 
 /// The same point measured on the compared server, if any.

@@ -14,6 +14,7 @@
 //!   watches what both servers do besides replying; [`transcript`] parses
 //!   the multi-connection scripts.
 //!
+//! - [`cluster`] makes small Redis Clusters with `redis-cli --cluster create`.
 //! - [`abuse`] generates hostile commands from Redis's command table.
 //!
 //! Depends on `resp` and `engine` (its command metadata); never used by
@@ -22,6 +23,7 @@
 pub mod abuse;
 pub mod args;
 mod client;
+pub mod cluster;
 pub mod diff;
 pub mod effects;
 pub mod scenario;
