@@ -274,12 +274,13 @@ impl ClusterClient {
         let mut out: Vec<Option<Reply>> = vec![None; cmds.len()];
         let mut ask: Vec<Option<String>> = vec![None; cmds.len()];
         let mut pending: Vec<usize> = (0..cmds.len()).collect();
+        let mut moved: Vec<(u16, String)> = Vec::new();
         for round in 1..=MAX_ROUNDS as u32 {
             if pending.is_empty() {
                 break;
             }
-            let r = self.round(p, &cmds, &pending, &mut ask, &mut out).await;
-            let (again, refresh, wait) = match r {
+            let r = self.round(p, &cmds, &pending, &mut ask, &mut moved, &mut out).await;
+            let (again, wait) = match r {
                 Ok(x) => x,
                 Err(e) => {
                     self.conns.clear();
@@ -287,8 +288,14 @@ impl ClusterClient {
                 }
             };
             pending = again;
-            if refresh && self.refresh().await.is_err() {
-                // The slots -MOVED named are already in the map.
+            if !moved.is_empty() {
+                // The map is read again, but a node the move has not
+                // reached yet (it spreads over the bus) may still name the
+                // old owner: what -MOVED said stands over what it says.
+                let _ = self.refresh().await;
+                for (slot, to) in moved.drain(..) {
+                    self.map.set(slot, &to);
+                }
             }
             if wait {
                 tokio::time::sleep(TRYAGAIN_WAIT * round).await;
@@ -298,16 +305,17 @@ impl ClusterClient {
     }
 
     /// One round: the `pending` commands sent to their nodes, replies read.
-    /// Returns the commands to send again, whether the map needs reading
-    /// and whether to wait before the next round.
+    /// Returns the commands to send again and whether to wait before the
+    /// next round; `moved` gets the slots -MOVED named.
     async fn round(
         &mut self,
         p: &Pipeline,
         cmds: &[(Range<usize>, Option<u16>)],
         pending: &[usize],
         ask: &mut [Option<String>],
+        moved: &mut Vec<(u16, String)>,
         out: &mut [Option<Reply>],
-    ) -> Result<(Vec<usize>, bool, bool)> {
+    ) -> Result<(Vec<usize>, bool)> {
         // Group by node, keeping the pipeline's order within each node.
         let mut groups: Vec<(String, Vec<(usize, bool)>)> = Vec::new();
         for &i in pending {
@@ -332,7 +340,7 @@ impl ClusterClient {
             }
             self.conn(addr).await?.send_raw(&buf).await?;
         }
-        let (mut again, mut refresh, mut wait) = (Vec::new(), false, false);
+        let (mut again, mut wait) = (Vec::new(), false);
         for (addr, idxs) in &groups {
             let c = self.conns.get_mut(addr).ok_or(Error::Closed)?;
             for &(i, asking) in idxs {
@@ -350,7 +358,7 @@ impl ClusterClient {
                         Some(Redirect::Moved(slot, to)) => {
                             self.stats.moved += 1;
                             self.map.set(slot, &to);
-                            refresh = true;
+                            moved.push((slot, to));
                             again.push(i);
                         }
                         Some(Redirect::Ask(to)) => {
@@ -371,7 +379,7 @@ impl ClusterClient {
         }
         // Retried in the pipeline's order.
         again.sort_unstable();
-        Ok((again, refresh, wait))
+        Ok((again, wait))
     }
 
     /// The node for a command routed by `slot` (any node when keyless or
