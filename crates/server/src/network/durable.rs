@@ -103,10 +103,6 @@ pub async fn wait(
         // thread, rather than when a sender thread gets the CPU: the
         // replica round trip starts before the wait, not after a wake-up.
         master.ask_for_acks_and_push();
-        // The acknowledgements of earlier batches (this thread's other
-        // connections') that came meanwhile: read here, they release
-        // those batches without waiting for the `repl-ack` threads.
-        master.take_acks_now();
         loop {
             got = master.acked_now(target);
             if got >= want || sess.handle.killed.load(std::sync::atomic::Ordering::Acquire) {

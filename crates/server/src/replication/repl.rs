@@ -25,9 +25,7 @@
 //!   mark.
 //! - **A replica connection** runs on two threads of its own, taken over
 //!   from the event loop after `SYNC`/`PSYNC`: one sends the payload and
-//!   then the stream, one reads `REPLCONF ACK`s (WAIT, lag, timeouts);
-//!   a `DURABLE` batch's connection also takes the ACKs that came before
-//!   it waits (`ackread`).
+//!   then the stream, one reads `REPLCONF ACK`s (WAIT, lag, timeouts).
 //! - **On a replica** (Redis's chained replication) the buffer is fed
 //!   with the master's stream itself, byte for byte, as the link thread
 //!   applies it (`stage` then [`Master::proxy_staged`]): its sub-replicas
@@ -38,7 +36,6 @@
 //!   `repl-ping-replica-period`, applies the soft output limit, and frees
 //!   the backlog after `repl-backlog-ttl` without replicas.
 
-mod ackread;
 mod acks;
 mod diskless;
 mod failover;
@@ -62,7 +59,7 @@ use engine::subsystems::repl::{
 };
 use engine::{Session, Shared};
 use parking_lot::{Condvar, Mutex};
-use resp::ReplyBuf;
+use resp::{ArgBuf, Limits, Parsed, ReplyBuf};
 
 /// `REPLCONF GETACK *`, as Redis feeds it to ask for acknowledgements.
 const GETACK: &[u8] = b"*3\r\n$8\r\nREPLCONF\r\n$6\r\nGETACK\r\n$1\r\n*\r\n";
@@ -195,9 +192,6 @@ struct Replica {
     early_ack: AtomicBool,
     handle: Arc<engine::core::session::ClientHandle>,
     sock: TcpStream,
-    /// What it sent that is not parsed yet: its `repl-ack` thread and
-    /// durable batches' connections read it in turn (`ackread`).
-    acks_in: Mutex<ackread::AckInput>,
 }
 
 impl Replica {
@@ -959,7 +953,6 @@ pub fn take_over(
         early_ack: AtomicBool::new(false),
         handle: sess.handle.clone(),
         sock: killer,
-        acks_in: Mutex::new(ackread::AckInput::new(input)),
     });
     {
         // CLIENT KILL: both threads stop at once (the sender may be in a
@@ -987,7 +980,7 @@ pub fn take_over(
     });
     let (m2, r2, sh2) = (master.clone(), r.clone(), shared.clone());
     let read = log::spawn("repl-ack", move || {
-        ackread::read_acks(&sh2, &m2, &r2, reader);
+        read_acks(&sh2, &m2, &r2, reader, input);
         // A replica that hung up or was cut stops counting now, as Redis
         // frees the client at once, though its sender may still be busy
         // (inside a shared snapshot's payload).
@@ -1341,6 +1334,97 @@ fn stream(sh: &Shared, m: &Master, r: &Replica, mut sock: TcpStream) -> String {
             return String::new();
         }
         r.handle.net_out.fetch_add(chunk.len() as u64, Ordering::Relaxed);
+    }
+}
+
+/// Reads what the replica sends: `REPLCONF ACK <offset>` (and `FACK`),
+/// the only thing it says once synchronised; applies `repl-timeout`.
+fn read_acks(sh: &Shared, m: &Master, r: &Replica, mut sock: TcpStream, mut buf: Vec<u8>) {
+    let _ = sock.set_read_timeout(Some(Duration::from_millis(500)));
+    let limits = Limits { max_bulk_len: 1 << 20, unauthenticated: false };
+    let mut args = ArgBuf::default();
+    let mut chunk = [0u8; 4096];
+    loop {
+        // Every complete request in the buffer.
+        let mut pos = 0;
+        loop {
+            match resp::parse(&buf[pos..], &limits, &mut args) {
+                Parsed::Command { consumed } => {
+                    let input = &buf[pos..];
+                    let n = args.len();
+                    let arg = |i: usize| args.get(input, i);
+                    if n >= 3
+                        && arg(0).eq_ignore_ascii_case(b"REPLCONF")
+                        && arg(1).eq_ignore_ascii_case(b"ACK")
+                    {
+                        if let Some(off) =
+                            std::str::from_utf8(arg(2)).ok().and_then(|s| s.parse::<i64>().ok())
+                        {
+                            r.ack_offset.fetch_max(off, Ordering::Relaxed);
+                            // Redis 7.2's `FACK <aofoff>`: what its AOF fsynced.
+                            if n >= 5 && arg(3).eq_ignore_ascii_case(b"FACK") {
+                                if let Some(f) = std::str::from_utf8(arg(4))
+                                    .ok()
+                                    .and_then(|s| s.parse::<i64>().ok())
+                                {
+                                    r.fack_offset.fetch_max(f, Ordering::Relaxed);
+                                }
+                            }
+                            r.ack_time.store(unix_ms() / 1000, Ordering::Relaxed);
+                            if r.acked() {
+                                log::notice(&format!(
+                                    "Synchronization with replica {} succeeded",
+                                    r.name
+                                ));
+                                m.grown.notify_all();
+                            }
+                            m.ack_progress(&m.inner.lock());
+                            m.serve_waits();
+                            m.acks.notify_waiters();
+                        }
+                    } else if n > 0 && !arg(0).eq_ignore_ascii_case(b"REPLCONF") {
+                        let argv: Vec<&[u8]> = (0..n).map(arg).collect();
+                        refuse_command(sh, r, &argv);
+                        return;
+                    }
+                    pos += consumed;
+                }
+                Parsed::Empty { consumed } => pos += consumed,
+                Parsed::Incomplete { .. } => break,
+                Parsed::Error(_) => {
+                    r.kill();
+                    return;
+                }
+            }
+        }
+        buf.drain(..pos);
+        if r.handle.killed.load(Ordering::Acquire) {
+            return;
+        }
+        let timeout = conf_num(sh, "repl-timeout").max(1);
+        if r.streaming.load(Ordering::Relaxed)
+            && unix_ms() / 1000 - r.ack_time.load(Ordering::Relaxed) > timeout
+        {
+            log::warning(&format!("Disconnecting timedout replica (streaming sync): {}", r.name));
+            r.kill();
+            return;
+        }
+        match sock.read(&mut chunk) {
+            Ok(0) => {
+                r.kill();
+                return;
+            }
+            Ok(n) => {
+                r.handle.net_in.fetch_add(n as u64, Ordering::Relaxed);
+                r.handle.last_interaction_ms.store(unix_ms(), Ordering::Relaxed);
+                buf.extend_from_slice(&chunk[..n]);
+            }
+            Err(e) if crate::replication::follow::is_timeout(&e) => {}
+            Err(_) => {
+                r.kill();
+                return;
+            }
+        }
     }
 }
 
