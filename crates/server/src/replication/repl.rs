@@ -183,6 +183,13 @@ struct Replica {
     ack_time: AtomicI64,
     /// The stream flows (after a diskless payload: from the first ACK).
     streaming: AtomicBool,
+    /// An ACK came before the payload's sender marked it online: the
+    /// ACK thread may read the replica's first ACK, sent once it loaded
+    /// the payload, before the sender thread gets the CPU back after its
+    /// last write. That ACK starts the stream then ([`Replica::online`]);
+    /// dropped, the stream waited for the replica's next ACK, a second
+    /// later, while INFO showed it online.
+    early_ack: AtomicBool,
     handle: Arc<engine::core::session::ClientHandle>,
     sock: TcpStream,
 }
@@ -196,6 +203,23 @@ impl Replica {
     fn kill(&self) {
         self.handle.killed.store(true, Ordering::Release);
         let _ = self.sock.shutdown(std::net::Shutdown::Both);
+    }
+
+    /// A diskless payload is sent: online, the stream waiting for the
+    /// replica's first ACK (Redis's `repl_start_cmd_stream_on_ack`),
+    /// unless it came already. Whether this call started the stream.
+    fn online(&self) -> bool {
+        self.state.store(ONLINE, Ordering::SeqCst);
+        self.ack_time.store(unix_ms() / 1000, Ordering::Relaxed);
+        self.early_ack.load(Ordering::SeqCst) && !self.streaming.swap(true, Ordering::AcqRel)
+    }
+
+    /// An ACK came: starts the stream if it waited for one. Whether
+    /// this call started it. (With [`Replica::online`], whichever of the
+    /// two threads comes second sees the other's store.)
+    fn acked(&self) -> bool {
+        self.early_ack.store(true, Ordering::SeqCst);
+        self.state.load(Ordering::SeqCst) == ONLINE && !self.streaming.swap(true, Ordering::AcqRel)
     }
 }
 
@@ -926,6 +950,7 @@ pub fn take_over(
         fack_offset: AtomicI64::new(-1),
         ack_time: AtomicI64::new(unix_ms() / 1000),
         streaming: AtomicBool::new(false),
+        early_ack: AtomicBool::new(false),
         handle: sess.handle.clone(),
         sock: killer,
     });
@@ -1202,13 +1227,16 @@ fn filtered_sync(
     for part in [&head[..], &payload, mark.as_bytes()] {
         sock.write_all(part).map_err(|e| e.to_string())?;
     }
-    r.state.store(ONLINE, Ordering::Relaxed);
-    r.ack_time.store(unix_ms() / 1000, Ordering::Relaxed);
+    let started = r.online();
     log::notice(&format!(
         "Streamed RDB transfer with replica {} succeeded (socket). Waiting for REPLCONF ACK from \
          replica to enable streaming",
         r.name
     ));
+    if started {
+        log::notice(&format!("Synchronization with replica {} succeeded", r.name));
+        m.grown.notify_all();
+    }
     Ok(())
 }
 
@@ -1343,9 +1371,7 @@ fn read_acks(sh: &Shared, m: &Master, r: &Replica, mut sock: TcpStream, mut buf:
                                 }
                             }
                             r.ack_time.store(unix_ms() / 1000, Ordering::Relaxed);
-                            if r.state.load(Ordering::Relaxed) == ONLINE
-                                && !r.streaming.swap(true, Ordering::AcqRel)
-                            {
+                            if r.acked() {
                                 log::notice(&format!(
                                     "Synchronization with replica {} succeeded",
                                     r.name

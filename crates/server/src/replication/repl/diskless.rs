@@ -12,12 +12,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use engine::core::effects::StreamWriter;
-use engine::core::shared::unix_ms;
 use engine::subsystems::log;
 use engine::subsystems::snapshot::Snapshots;
 use engine::Shared;
 
-use super::{conf_num, random_hex, Master, ReplSnapshot, Replica, ONLINE};
+use super::{conf_num, random_hex, Master, ReplSnapshot, Replica};
 
 /// The replicas waiting for the next diskless snapshot.
 #[derive(Default)]
@@ -158,8 +157,7 @@ fn send(
                 (Ok(()), None) => Ok(()),
             };
             if res.is_ok() {
-                mem.r.state.store(ONLINE, Ordering::Relaxed);
-                mem.r.ack_time.store(unix_ms() / 1000, Ordering::Relaxed);
+                let started = mem.r.online();
                 // The replica may read past the mark into its payload
                 // file: the stream waits for its first ACK (Redis's
                 // repl_start_cmd_stream_on_ack).
@@ -168,6 +166,11 @@ fn send(
                      REPLCONF ACK from replica to enable streaming",
                     mem.r.name
                 ));
+                if started {
+                    log::notice(&format!("Synchronization with replica {} succeeded", mem.r.name));
+                    // Its sender waits for the stream to flow.
+                    m.grown.notify_all();
+                }
             }
             res
         })
