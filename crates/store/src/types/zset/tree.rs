@@ -340,10 +340,10 @@ impl Tree {
     #[inline]
     fn below(&self, scores: &[f64], elems: &[u32], s: f64, e: u32) -> usize {
         let lo = scores.partition_point(|&x| x < s);
-        let ties = scores[lo..].partition_point(|&x| x <= s);
-        if ties == 0 {
+        if scores.get(lo) != Some(&s) {
             return lo;
         }
+        let ties = scores[lo..].partition_point(|&x| x <= s);
         let m = self.member(e);
         lo + elems[lo..lo + ties].partition_point(|&x| x != e && self.member(x) < m)
     }
