@@ -880,9 +880,14 @@ mod tests {
 
     /// An `f64` ordered as the sorted set orders scores (never NaN;
     /// -0 equals 0, as `cmp` has it).
-    #[derive(Clone, Copy, PartialEq, PartialOrd)]
+    #[derive(Clone, Copy, PartialEq)]
     struct Key(f64);
     impl Eq for Key {}
+    impl PartialOrd for Key {
+        fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+            Some(self.cmp(o))
+        }
+    }
     impl Ord for Key {
         fn cmp(&self, o: &Self) -> Ordering {
             self.0.partial_cmp(&o.0).expect("no NaN")
@@ -1025,7 +1030,7 @@ mod tests {
         while !left.is_empty() {
             let m = left.swap_remove(r.below(left.len() as u64) as usize);
             assert_eq!(z.remove(&m), model.remove(&m));
-            if left.len() % 97 == 0 {
+            if left.len().is_multiple_of(97) {
                 check(&z);
             }
         }
