@@ -18,6 +18,7 @@ TEST_SETS = {
     "bitmaps": "setbit,bitcount",
     "hll": "pfadd,pfcount",
     "geo": "geoadd,geosearch",
+    "zset100k": "zadd_100k,zscore_100k,zrank_100k,zrangebyscore_100k",
 }
 TEST_SETS["types13"] = ",".join(TEST_SETS[s] for s in ("streams", "bitmaps", "hll", "geo"))
 
@@ -79,9 +80,23 @@ def _getjob(n, size, keyspace):
         yield resp("ADDJOB", "gq", "v" * size, "0")
 
 
+def _zset100k(n, size, keyspace):
+    # redis-benchmark's ZADD set in its steady state: every member it can
+    # name (`element:` + 12 digits, as -r 100000 writes them) already in,
+    # with a random score of the same range, so a ZADD moves a member.
+    rnd = random.Random(7)
+    yield resp("DEL", "zs")
+    for i in range(0, 100_000, 500):
+        args = []
+        for j in range(i, i + 500):
+            args += [str(rnd.randrange(100_000)), f"element:{j:012d}"]
+        yield resp("ZADD", "zs", *args)
+
+
 class Custom(namedtuple("Custom", "line load keyspace")):
     """`line`: the command; `load(n, size, keyspace)`: RESP commands run
-    first, or None; `keyspace`: "n" when `-r` must be the request count."""
+    first, or None; `keyspace`: "n" when `-r` must be the request count,
+    a number when it must be that number."""
 
     def setup(self, port, n, size, keyspace):
         if not self.load:
@@ -114,6 +129,13 @@ CUSTOM = {
     "pfcount": Custom(["PFCOUNT", "hc"], _pfcount, None),
     # "13.000000012345": redis-benchmark's numbers as coordinate decimals.
     "geoadd": Custom(["GEOADD", "geo", "13.__rand_int__", "38.__rand_int__", "m:__rand_int__"], None, None),
+    # One sorted set of 100,000 members (redis-benchmark's ZADD at its
+    # steady state), whatever the script's -r.
+    "zadd_100k": Custom(["ZADD", "zs", "__rand_int__", "element:__rand_int__"], _zset100k, 100_000),
+    "zscore_100k": Custom(["ZSCORE", "zs", "element:__rand_int__"], _zset100k, 100_000),
+    "zrank_100k": Custom(["ZRANK", "zs", "element:__rand_int__"], _zset100k, 100_000),
+    "zrangebyscore_100k": Custom(["ZRANGEBYSCORE", "zs", "__rand_int__", "+inf", "LIMIT", "0", "10"],
+                                 _zset100k, 100_000),
     "geosearch": Custom(["GEOSEARCH", "gs", "FROMLONLAT", "13.5", "38.5", "BYRADIUS", "5", "km", "ASC",
                          "COUNT", "10"], _geosearch, None),
 }
@@ -123,4 +145,6 @@ def custom_args(custom, n, size, keyspace):
     """The `-r` value and the command words for redis-benchmark."""
     if custom.keyspace == "n":
         keyspace = n + 1
+    elif isinstance(custom.keyspace, int):
+        keyspace = custom.keyspace
     return keyspace, [a.replace("__data__", "v" * size) for a in custom.line]

@@ -1,4 +1,4 @@
-//! SCAN, HSCAN and SSCAN keep Redis's guarantee under concurrent writes:
+//! SCAN, HSCAN, SSCAN and ZSCAN keep Redis's guarantee under concurrent writes:
 //! every element present for the whole iteration is returned at least once,
 //! and nothing is returned that was never there.
 //!
@@ -211,5 +211,20 @@ fn sscan_returns_every_stable_member_across_resizes() {
         |m| args(&[b"SREM", b"s", m]),
         &[b"SSCAN", b"s"],
         false,
+    );
+}
+
+#[test]
+fn zscan_returns_every_stable_member_across_resizes() {
+    // 300 stable members (past the listpack: the big encoding) while
+    // 3,000 others come and go; a score is the member's last digit, so
+    // ties abound.
+    check(
+        Plan { stable: names("s:", 300), churn: names("c:", 3000) },
+        |m| args(&[b"ZADD", b"z", &m[m.len() - 1..], m]),
+        |m| args(&[b"ZADD", b"z", &m[m.len() - 1..], m]),
+        |m| args(&[b"ZREM", b"z", m]),
+        &[b"ZSCAN", b"z"],
+        true,
     );
 }

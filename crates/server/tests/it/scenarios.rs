@@ -57,6 +57,7 @@ scenarios! {
     zsets_ranges => "zsets_ranges.txt",
     zsets_ops => "zsets_ops.txt",
     zsets_random => "zsets_random.txt",
+    zsets_big => "zsets_big.txt",
     sort => "sort.txt",
     bitmaps => "bitmaps.txt",
     hyperloglog => "hyperloglog.txt",

@@ -6,10 +6,13 @@
 //!   walk it, as Redis walks its listpack; it holds at most
 //!   `zset-max-listpack-entries` entries of at most
 //!   `zset-max-listpack-value` bytes.
-//! - `skiplist` (big): Redis's skiplist with rank spans (O(log n) rank,
-//!   ZRANGE by index, insert and delete), its nodes in one slab addressed
-//!   by `u32`, plus a member index chained through the nodes for O(1)
-//!   ZSCORE and ZSCAN's cursor.
+//! - `skiplist` (big; the name is Redis's, which `OBJECT ENCODING`
+//!   reports): an order-statistic B+tree over (score, member) with
+//!   element counts for O(log n) rank, ZRANGE by index, insert and delete,
+//!   plus a member index chained through the elements for O(1) ZSCORE and
+//!   ZSCAN's cursor (`tree.rs`). Redis keeps a skiplist here; a search
+//!   in the tree reads a few cache lines per level instead of one
+//!   scattered node per link.
 //!
 //! Order is by score, then member bytes (memcmp). Scores are never NaN.
 //! A set converts to `skiplist` when an add would exceed either limit (the
@@ -23,12 +26,10 @@ use std::cmp::Ordering;
 use std::fmt;
 
 use crate::bytes::SmallBytes;
-use ahash::RandomState;
 
-const NIL: u32 = u32::MAX;
-const MAX_LEVEL: usize = 32;
-/// Header node of the skiplist slab.
-const HEAD: u32 = 0;
+mod tree;
+
+use tree::{Tree, NIL};
 
 /// The conversion thresholds (`zset-max-listpack-entries`/`-value`).
 #[derive(Clone, Copy, Debug)]
@@ -285,376 +286,11 @@ impl<'a> Iterator for PackIter<'a> {
     }
 }
 
-// ---- skiplist ---------------------------------------------------------------
-
-/// One level of a node. Links live in one arena, each node's levels
-/// side by side, and a link carries what a search needs of the node it
-/// points to (its score and where its levels are), so a search step costs
-/// one cache miss, as a step in Redis's skiplist does.
-#[derive(Clone, Copy, Default)]
-struct Link {
-    next: u32,
-    /// Elements crossed by following `next` (wrapping arithmetic, as in
-    /// Redis, where a link to the end may carry 0).
-    span: u32,
-    /// Arena offset of `next`'s levels.
-    next_off: u32,
-    /// Score of `next`.
-    score: f64,
-}
-
-struct Node {
-    member: SmallBytes,
-    score: f64,
-    back: u32,
-    /// Next node in the same member-index bucket.
-    hnext: u32,
-    /// Arena offset and count of this node's levels.
-    off: u32,
-    height: u32,
-}
-
-/// The skiplist and its member index. The index is a chained hash table
-/// whose chains run through the nodes themselves (`hnext`), so a member
-/// is stored once and the index costs one bucket word per element; its
-/// buckets are scanned in reverse-binary order for ZSCAN, as `Table` is.
-struct Skip {
-    nodes: Vec<Node>,
-    free: Vec<u32>,
-    links: Vec<Link>,
-    /// Freed level blocks, by height.
-    free_links: Vec<Vec<u32>>,
-    level: usize,
-    len: usize,
-    tail: u32,
-    buckets: Vec<u32>,
-    hasher: RandomState,
-    rng: u64,
-}
-
-impl Skip {
-    fn new() -> Skip {
-        let head = Node {
-            member: SmallBytes::new(b""),
-            score: 0.0,
-            back: NIL,
-            hnext: NIL,
-            off: 0,
-            height: MAX_LEVEL as u32,
-        };
-        Skip {
-            nodes: vec![head],
-            free: Vec::new(),
-            links: vec![Link { next: NIL, ..Link::default() }; MAX_LEVEL],
-            free_links: Vec::new(),
-            level: 1,
-            len: 0,
-            tail: NIL,
-            buckets: Vec::new(),
-            hasher: RandomState::new(),
-            rng: 0x9E37_79B9_7F4A_7C15,
-        }
-    }
-
-    #[inline]
-    fn bucket_of(&self, m: &[u8]) -> usize {
-        (self.hasher.hash_one(m) as usize) & (self.buckets.len() - 1)
-    }
-
-    /// The node holding `m`.
-    fn find(&self, m: &[u8]) -> Option<u32> {
-        if self.buckets.is_empty() {
-            return None;
-        }
-        let mut i = self.buckets[self.bucket_of(m)];
-        while i != NIL {
-            let n = self.n(i);
-            if &*n.member == m {
-                return Some(i);
-            }
-            i = n.hnext;
-        }
-        None
-    }
-
-    fn index_add(&mut self, idx: u32) {
-        // Grown once the index holds as many members as buckets, shrunk
-        // under 10% full, as Redis sizes its dicts.
-        if self.len > self.buckets.len() {
-            // The rehash walks the list, which already holds `idx`.
-            self.rehash(self.len.next_power_of_two().max(4));
-            return;
-        }
-        let b = self.bucket_of(&self.nodes[idx as usize].member);
-        self.nodes[idx as usize].hnext = self.buckets[b];
-        self.buckets[b] = idx;
-    }
-
-    fn index_remove(&mut self, idx: u32) {
-        let b = self.bucket_of(&self.nodes[idx as usize].member);
-        let next = self.n(idx).hnext;
-        if self.buckets[b] == idx {
-            self.buckets[b] = next;
-        } else {
-            let mut i = self.buckets[b];
-            while i != NIL {
-                if self.n(i).hnext == idx {
-                    self.nodes[i as usize].hnext = next;
-                    break;
-                }
-                i = self.n(i).hnext;
-            }
-        }
-        if self.buckets.len() > 4 && self.len * 10 < self.buckets.len() {
-            self.rehash(self.len.next_power_of_two().max(4));
-        }
-    }
-
-    fn rehash(&mut self, size: usize) {
-        self.buckets.clear();
-        self.buckets.resize(size, NIL);
-        self.buckets.shrink_to_fit();
-        let mask = size - 1;
-        // Every live node: walk the level-0 list.
-        let mut x = self.link(HEAD, 0).next;
-        while x != NIL {
-            let b = (self.hasher.hash_one(&*self.nodes[x as usize].member) as usize) & mask;
-            self.nodes[x as usize].hnext = self.buckets[b];
-            self.buckets[b] = x;
-            x = self.link(x, 0).next;
-        }
-    }
-
-    #[inline]
-    fn n(&self, i: u32) -> &Node {
-        &self.nodes[i as usize]
-    }
-
-    #[inline]
-    fn link(&self, i: u32, l: usize) -> Link {
-        self.links[self.nodes[i as usize].off as usize + l]
-    }
-
-    /// Whether following `l` stays before (score, member).
-    #[inline]
-    fn before(&self, l: Link, score: f64, member: &[u8]) -> bool {
-        if l.next == NIL || l.score > score {
-            false
-        } else if l.score < score {
-            true
-        } else {
-            &*self.n(l.next).member < member
-        }
-    }
-
-    /// Finds room for `h` levels in the arena.
-    fn alloc_links(&mut self, h: usize) -> u32 {
-        if let Some(o) = self.free_links.get_mut(h).and_then(Vec::pop) {
-            return o;
-        }
-        let o = self.links.len() as u32;
-        self.links.resize(self.links.len() + h, Link::default());
-        o
-    }
-
-    fn free_links(&mut self, off: u32, h: usize) {
-        if self.free_links.len() <= h {
-            self.free_links.resize_with(h + 1, Vec::new);
-        }
-        self.free_links[h].push(off);
-    }
-
-    fn random_level(&mut self) -> usize {
-        let mut l = 1;
-        loop {
-            // xorshift64*: levels only need to be well spread.
-            self.rng ^= self.rng >> 12;
-            self.rng ^= self.rng << 25;
-            self.rng ^= self.rng >> 27;
-            let r = self.rng.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 48;
-            if r >= 0xFFFF / 4 || l >= MAX_LEVEL {
-                return l;
-            }
-            l += 1;
-        }
-    }
-
-    /// Redis's `zslInsert` for an absent (score, member).
-    fn insert(&mut self, score: f64, member: SmallBytes) {
-        // Arena offsets of the update nodes' levels.
-        let mut update = [0u32; MAX_LEVEL];
-        let mut rank = [0u32; MAX_LEVEL];
-        let (mut x, mut xo) = (HEAD, 0u32);
-        for i in (0..self.level).rev() {
-            rank[i] = if i == self.level - 1 { 0 } else { rank[i + 1] };
-            loop {
-                let l = self.links[xo as usize + i];
-                if !self.before(l, score, &member) {
-                    break;
-                }
-                rank[i] = rank[i].wrapping_add(l.span);
-                (x, xo) = (l.next, l.next_off);
-            }
-            update[i] = xo;
-        }
-        let prev = x;
-        let lvl = self.random_level();
-        if lvl > self.level {
-            for i in self.level..lvl {
-                rank[i] = 0;
-                update[i] = 0;
-                self.links[i].span = self.len as u32;
-            }
-            self.level = lvl;
-        }
-        let off = self.alloc_links(lvl);
-        let node = Node {
-            member,
-            score,
-            back: if prev == HEAD { NIL } else { prev },
-            hnext: NIL,
-            off,
-            height: lvl as u32,
-        };
-        let idx = match self.free.pop() {
-            Some(i) => {
-                self.nodes[i as usize] = node;
-                i
-            }
-            None => {
-                self.nodes.push(node);
-                (self.nodes.len() - 1) as u32
-            }
-        };
-        for i in 0..lvl {
-            let uo = update[i] as usize + i;
-            let u = self.links[uo];
-            let crossed = rank[0].wrapping_sub(rank[i]);
-            self.links[off as usize + i] = Link { span: u.span.wrapping_sub(crossed), ..u };
-            self.links[uo] =
-                Link { next: idx, span: crossed.wrapping_add(1), next_off: off, score };
-        }
-        for (i, &u) in update.iter().enumerate().take(self.level).skip(lvl) {
-            let l = &mut self.links[u as usize + i];
-            l.span = l.span.wrapping_add(1);
-        }
-        let next = self.link(idx, 0).next;
-        if next != NIL {
-            self.nodes[next as usize].back = idx;
-        } else {
-            self.tail = idx;
-        }
-        self.len += 1;
-        self.index_add(idx);
-    }
-
-    /// Redis's `zslDelete`: removes (score, member), returning its stored bytes.
-    fn delete(&mut self, score: f64, member: &[u8]) -> Option<SmallBytes> {
-        let mut update = [0u32; MAX_LEVEL];
-        let mut xo = 0u32;
-        for i in (0..self.level).rev() {
-            loop {
-                let l = self.links[xo as usize + i];
-                if !self.before(l, score, member) {
-                    break;
-                }
-                xo = l.next_off;
-            }
-            update[i] = xo;
-        }
-        let x = self.links[xo as usize].next;
-        if x == NIL || self.n(x).score != score || &*self.n(x).member != member {
-            return None;
-        }
-        let x_off = self.n(x).off as usize;
-        for (i, &u) in update.iter().enumerate().take(self.level) {
-            let uo = u as usize + i;
-            let ul = self.links[uo];
-            if ul.next == x {
-                let xl = self.links[x_off + i];
-                self.links[uo] = Link { span: ul.span.wrapping_add(xl.span).wrapping_sub(1), ..xl };
-            } else {
-                self.links[uo].span = ul.span.wrapping_sub(1);
-            }
-        }
-        let next = self.link(x, 0).next;
-        let back = self.n(x).back;
-        if next != NIL {
-            self.nodes[next as usize].back = back;
-        } else {
-            self.tail = back;
-        }
-        while self.level > 1 && self.link(HEAD, self.level - 1).next == NIL {
-            self.level -= 1;
-        }
-        self.len -= 1;
-        self.index_remove(x);
-        let node = &mut self.nodes[x as usize];
-        let m = std::mem::replace(&mut node.member, SmallBytes::new(b""));
-        let (off, h) = (node.off, node.height as usize);
-        self.free.push(x);
-        self.free_links(off, h);
-        if self.len == 0 {
-            // Give the slabs back when the set empties.
-            self.nodes.truncate(1);
-            self.nodes.shrink_to_fit();
-            self.links.truncate(MAX_LEVEL);
-            self.links.shrink_to_fit();
-            self.free = Vec::new();
-            self.free_links = Vec::new();
-            self.buckets = Vec::new();
-        }
-        Some(m)
-    }
-
-    /// Number of leading elements for which `before` holds.
-    fn count_below(&self, before: &impl Fn(f64, &[u8]) -> bool) -> usize {
-        let mut x = HEAD;
-        let mut rank = 0u32;
-        for i in (0..self.level).rev() {
-            loop {
-                let l = self.link(x, i);
-                if l.next == NIL {
-                    break;
-                }
-                let n = self.n(l.next);
-                if !before(n.score, &n.member) {
-                    break;
-                }
-                rank = rank.wrapping_add(l.span);
-                x = l.next;
-            }
-        }
-        rank as usize
-    }
-
-    /// Node of 0-based rank `r` (< len).
-    fn node_at(&self, r: usize) -> u32 {
-        let target = r as u32 + 1;
-        let mut x = HEAD;
-        let mut traversed = 0u32;
-        for i in (0..self.level).rev() {
-            loop {
-                let l = self.link(x, i);
-                if l.next == NIL || traversed.wrapping_add(l.span) > target {
-                    break;
-                }
-                traversed = traversed.wrapping_add(l.span);
-                x = l.next;
-            }
-            if traversed == target {
-                return x;
-            }
-        }
-        x
-    }
-}
-
 // ---- the value ----------------------------------------------------------------
 
 enum Enc {
     Pack(Packed),
-    Skip(Box<Skip>),
+    Tree(Box<Tree>),
 }
 
 /// A sorted-set value.
@@ -673,7 +309,7 @@ impl Clone for ZSet {
     fn clone(&self) -> Self {
         match &self.enc {
             Enc::Pack(p) => ZSet { enc: Enc::Pack(p.clone()) },
-            Enc::Skip(_) => {
+            Enc::Tree(_) => {
                 let mut z = ZSet::new_skiplist();
                 for (m, s) in self.iter() {
                     z.insert_new(m, s);
@@ -705,7 +341,7 @@ pub struct Range<'a> {
 enum RangeInner<'a> {
     Pack(PackIter<'a>),
     PackRev(&'a [u8], Vec<u32>),
-    Skip(&'a Skip, u32, bool),
+    Tree(&'a Tree, u32, usize, bool),
 }
 
 impl<'a> Iterator for Range<'a> {
@@ -723,13 +359,13 @@ impl<'a> Iterator for Range<'a> {
                 let (m, s, _) = entry_at(buf, offs.pop()? as usize);
                 Some((m, s))
             }
-            RangeInner::Skip(sl, x, rev) => {
-                if *x == NIL {
+            RangeInner::Tree(t, l, pos, rev) => {
+                if *l == NIL {
                     return None;
                 }
-                let n = sl.n(*x);
-                *x = if *rev { n.back } else { sl.links[n.off as usize].next };
-                Some((&n.member, n.score))
+                let (s, e) = t.slot(*l, *pos);
+                (*l, *pos) = t.step(*l, *pos, *rev);
+                Some((&t.elem(e).member, s))
             }
         }
     }
@@ -749,7 +385,7 @@ impl ZSet {
 
     /// An empty skiplist.
     pub fn new_skiplist() -> ZSet {
-        ZSet { enc: Enc::Skip(Box::new(Skip::new())) }
+        ZSet { enc: Enc::Tree(Box::new(Tree::new())) }
     }
 
     /// The encoding ZADD creates a key in (Redis 7.0's `zaddGenericCommand`):
@@ -765,7 +401,7 @@ impl ZSet {
     pub fn len(&self) -> usize {
         match &self.enc {
             Enc::Pack(p) => p.count(),
-            Enc::Skip(s) => s.len,
+            Enc::Tree(s) => s.len,
         }
     }
 
@@ -777,7 +413,7 @@ impl ZSet {
     pub fn encoding(&self) -> &'static str {
         match &self.enc {
             Enc::Pack(_) => "listpack",
-            Enc::Skip(_) => "skiplist",
+            Enc::Tree(_) => "skiplist",
         }
     }
 
@@ -785,13 +421,7 @@ impl ZSet {
     pub fn heap_size(&self) -> usize {
         match &self.enc {
             Enc::Pack(p) => p.buf.len(),
-            Enc::Skip(s) => {
-                let members: usize = s.nodes.iter().map(|n| n.member.heap_size()).sum();
-                s.nodes.capacity() * std::mem::size_of::<Node>()
-                    + s.links.capacity() * std::mem::size_of::<Link>()
-                    + members
-                    + s.buckets.capacity() * 4
-            }
+            Enc::Tree(t) => t.heap_size(),
         }
     }
 
@@ -799,7 +429,7 @@ impl ZSet {
     pub fn score(&self, m: &[u8]) -> Option<f64> {
         match &self.enc {
             Enc::Pack(p) => p.find(m).map(|(_, _, s)| s),
-            Enc::Skip(s) => s.find(m).map(|i| s.n(i).score),
+            Enc::Tree(t) => t.find(m).map(|e| t.elem(e).score),
         }
     }
 
@@ -807,10 +437,9 @@ impl ZSet {
     pub fn rank(&self, m: &[u8], rev: bool) -> Option<(usize, f64)> {
         let (r, s) = match &self.enc {
             Enc::Pack(p) => p.find(m).map(|(_, r, s)| (r, s))?,
-            Enc::Skip(sl) => {
-                let s = sl.n(sl.find(m)?).score;
-                let below = sl.count_below(&|ns, nm| cmp(ns, nm, s, m) == Ordering::Less);
-                (below, s)
+            Enc::Tree(t) => {
+                let e = t.find(m)?;
+                (t.rank_of(e), t.elem(e).score)
             }
         };
         Some((if rev { self.len() - 1 - r } else { r }, s))
@@ -819,11 +448,11 @@ impl ZSet {
     /// Converts to a skiplist (Redis's `zsetConvert`).
     pub fn to_skiplist(&mut self) {
         if let Enc::Pack(p) = &self.enc {
-            let mut sl = Skip::new();
+            let mut t = Tree::new();
             for (m, s) in p.iter() {
-                sl.insert(s, SmallBytes::new(m));
+                t.insert(s, SmallBytes::new(m));
             }
-            self.enc = Enc::Skip(Box::new(sl));
+            self.enc = Enc::Tree(Box::new(t));
         }
     }
 
@@ -831,7 +460,7 @@ impl ZSet {
     /// `zsetConvertToListpackIfNeeded`; `max_member` is the longest member
     /// the caller added).
     pub fn shrink_if_small(&mut self, max_member: usize, lim: Limits) {
-        if matches!(self.enc, Enc::Skip(_))
+        if matches!(self.enc, Enc::Tree(_))
             && self.len() <= lim.max_entries
             && max_member <= lim.max_value
         {
@@ -847,7 +476,7 @@ impl ZSet {
     fn insert_new(&mut self, m: &[u8], s: f64) {
         match &mut self.enc {
             Enc::Pack(p) => p.insert(m, s),
-            Enc::Skip(sl) => sl.insert(s, SmallBytes::new(m)),
+            Enc::Tree(t) => t.insert(s, SmallBytes::new(m)),
         }
     }
 
@@ -871,16 +500,15 @@ impl ZSet {
                 }
                 true
             }
-            Enc::Skip(sl) => match sl.find(m).map(|i| sl.n(i).score) {
-                Some(old) => {
-                    if old != s {
-                        let owned = sl.delete(old, m).expect("dict and skiplist agree");
-                        sl.insert(s, owned);
+            Enc::Tree(t) => match t.find(m) {
+                Some(e) => {
+                    if t.elem(e).score != s {
+                        t.rescore(e, s);
                     }
                     false
                 }
                 None => {
-                    sl.insert(s, SmallBytes::new(m));
+                    t.insert(s, SmallBytes::new(m));
                     true
                 }
             },
@@ -895,9 +523,10 @@ impl ZSet {
                 p.remove_at(off);
                 Some(s)
             }
-            Enc::Skip(sl) => {
-                let s = sl.n(sl.find(m)?).score;
-                sl.delete(s, m);
+            Enc::Tree(t) => {
+                let e = t.find(m)?;
+                let s = t.elem(e).score;
+                t.delete_elem(e);
                 Some(s)
             }
         }
@@ -908,7 +537,7 @@ impl ZSet {
     pub fn count_below(&self, before: impl Fn(f64, &[u8]) -> bool) -> usize {
         match &self.enc {
             Enc::Pack(p) => p.iter().take_while(|&(m, s)| before(s, m)).count(),
-            Enc::Skip(sl) => sl.count_below(&before),
+            Enc::Tree(t) => t.count_below(|s, e| before(s, &t.elem(e).member)),
         }
     }
 
@@ -949,9 +578,9 @@ impl ZSet {
                 }
                 RangeInner::PackRev(&p.buf, offs)
             }
-            Enc::Skip(sl) => {
-                let start = if rev { sl.node_at(hi - 1) } else { sl.node_at(lo) };
-                RangeInner::Skip(sl, start, rev)
+            Enc::Tree(t) => {
+                let (l, pos) = if rev { t.at(hi - 1) } else { t.at(lo) };
+                RangeInner::Tree(t, l, pos, rev)
             }
         };
         Range { inner, left }
@@ -977,11 +606,16 @@ impl ZSet {
             p.remove_range(lo, hi);
             return hi - lo;
         }
-        let gone: Vec<(SmallBytes, f64)> =
-            self.range(lo, hi, false).map(|(m, s)| (SmallBytes::new(m), s)).collect();
-        if let Enc::Skip(sl) = &mut self.enc {
-            for (m, s) in gone {
-                sl.delete(s, &m);
+        if let Enc::Tree(t) = &mut self.enc {
+            // Element numbers stay valid while others are removed.
+            let (mut l, mut pos) = t.at(lo);
+            let mut gone = Vec::with_capacity(hi - lo);
+            for _ in lo..hi {
+                gone.push(t.slot(l, pos).1);
+                (l, pos) = t.step(l, pos, false);
+            }
+            for e in gone {
+                t.delete_elem(e);
             }
         }
         hi - lo
@@ -1015,14 +649,14 @@ impl ZSet {
                 p.iter().for_each(|(m, s)| visit(m, s));
                 0
             }
-            Enc::Skip(sl) => {
-                if sl.buckets.is_empty() {
+            Enc::Tree(t) => {
+                if t.buckets.is_empty() {
                     return 0;
                 }
-                let mask = (sl.buckets.len() - 1) as u64;
-                let mut i = sl.buckets[(cursor & mask) as usize];
+                let mask = (t.buckets.len() - 1) as u64;
+                let mut i = t.buckets[(cursor & mask) as usize];
                 while i != NIL {
-                    let n = sl.n(i);
+                    let n = t.elem(i);
                     visit(&n.member, n.score);
                     i = n.hnext;
                 }
@@ -1213,6 +847,248 @@ mod tests {
         }
         for i in 0..300 {
             assert!(seen.contains(format!("stable{i}").as_bytes()), "stable{i} missed");
+        }
+    }
+
+    /// The tree's own invariants (order, counts, minima, leaf chain, index).
+    fn check(z: &ZSet) {
+        if let Enc::Tree(t) = &z.enc {
+            t.check();
+        }
+    }
+
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n.max(1)
+        }
+    }
+
+    /// A reference sorted set: a `BTreeSet` of (score bits in order, member)
+    /// and a member → score map.
+    #[derive(Default)]
+    struct Model {
+        set: std::collections::BTreeSet<(Key, Vec<u8>)>,
+        by_member: std::collections::HashMap<Vec<u8>, f64>,
+    }
+
+    /// An `f64` ordered as the sorted set orders scores (never NaN;
+    /// -0 equals 0, as `cmp` has it).
+    #[derive(Clone, Copy, PartialEq)]
+    struct Key(f64);
+    impl Eq for Key {}
+    impl PartialOrd for Key {
+        fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+            Some(self.cmp(o))
+        }
+    }
+    impl Ord for Key {
+        fn cmp(&self, o: &Self) -> Ordering {
+            self.0.partial_cmp(&o.0).expect("no NaN")
+        }
+    }
+
+    impl Model {
+        fn set(&mut self, m: &[u8], s: f64) -> bool {
+            let old = self.by_member.insert(m.to_vec(), s);
+            if let Some(o) = old {
+                self.set.remove(&(Key(o), m.to_vec()));
+            }
+            self.set.insert((Key(s), m.to_vec()));
+            old.is_none()
+        }
+        fn remove(&mut self, m: &[u8]) -> Option<f64> {
+            let s = self.by_member.remove(m)?;
+            self.set.remove(&(Key(s), m.to_vec()));
+            Some(s)
+        }
+        fn all(&self) -> Vec<(Vec<u8>, f64)> {
+            self.set.iter().map(|(k, m)| (m.clone(), k.0)).collect()
+        }
+    }
+
+    fn score(r: &mut Rng) -> f64 {
+        match r.below(30) {
+            0 => f64::INFINITY,
+            1 => f64::NEG_INFINITY,
+            2 => -0.0,
+            3 => 0.0,
+            // Few distinct scores: many ties, decided by the member.
+            4..=12 => r.below(8) as f64,
+            _ => (r.below(100_000) as f64 - 50_000.0) / 8.0,
+        }
+    }
+
+    /// Random operations on the big encoding against the reference:
+    /// adds, updates, removes, rank and score/lex ranges, pops, rank
+    /// range removals; the tree's invariants after every step.
+    fn against_model(seed: u64, steps: usize, members: u64, every: usize) {
+        let lim = Limits { max_entries: 0, max_value: 64 };
+        let mut r = Rng(seed);
+        let mut z = ZSet::new_skiplist();
+        let mut model = Model::default();
+        for step in 0..steps {
+            let m = format!("m{}", r.below(members)).into_bytes();
+            match r.below(100) {
+                0..=54 => {
+                    let s = score(&mut r);
+                    assert_eq!(z.set(&m, s, lim), model.set(&m, s));
+                }
+                55..=79 => assert_eq!(z.remove(&m), model.remove(&m)),
+                80..=84 => {
+                    let (k, max) = (r.below(40) as usize, r.below(2) == 1);
+                    let got = z.pop(k, max);
+                    let mut want = Vec::new();
+                    for _ in 0..k {
+                        let e = if max { model.set.last() } else { model.set.first() };
+                        let Some((s, m)) = e.cloned() else { break };
+                        model.remove(&m);
+                        want.push((SmallBytes::new(&m), s.0));
+                    }
+                    assert_eq!(got, want);
+                }
+                85..=87 => {
+                    let n = model.set.len() as u64;
+                    let lo = r.below(n + 2) as usize;
+                    let hi = lo + r.below(60) as usize;
+                    let want: Vec<Vec<u8>> = model
+                        .set
+                        .iter()
+                        .skip(lo)
+                        .take(hi.saturating_sub(lo))
+                        .map(|x| x.1.clone())
+                        .collect();
+                    assert_eq!(z.remove_range(lo, hi), want.len());
+                    for m in want {
+                        model.remove(&m);
+                    }
+                }
+                88..=90 => {
+                    // A burst of ascending or descending adds (end splits).
+                    let base = r.below(1000) as f64;
+                    let down = r.below(2) == 1;
+                    for i in 0..r.below(200) {
+                        let s = if down { base - i as f64 } else { base + i as f64 };
+                        let m = format!("b{}", r.below(members)).into_bytes();
+                        assert_eq!(z.set(&m, s, lim), model.set(&m, s));
+                    }
+                }
+                _ => {
+                    let n = model.set.len();
+                    if n > 0 {
+                        let i = r.below(n as u64) as usize;
+                        let (s, m) = model.set.iter().nth(i).cloned().expect("in range");
+                        assert_eq!(z.rank(&m, false), Some((i, s.0)));
+                        assert_eq!(z.rank(&m, true), Some((n - 1 - i, s.0)));
+                        assert_eq!(z.score(&m), Some(s.0));
+                        assert_eq!(z.get(i).map(|(k, s)| (k.to_vec(), s)), Some((m.clone(), s.0)));
+                    }
+                    let lo = r.below(n as u64 + 3) as usize;
+                    let hi = if r.below(4) == 0 {
+                        lo.saturating_sub(1)
+                    } else {
+                        lo + r.below(100) as usize
+                    };
+                    let rev = r.below(2) == 1;
+                    let got: Vec<(Vec<u8>, f64)> =
+                        z.range(lo, hi, rev).map(|(m, s)| (m.to_vec(), s)).collect();
+                    let mut want: Vec<(Vec<u8>, f64)> = model
+                        .set
+                        .iter()
+                        .skip(lo)
+                        .take(hi.min(n).saturating_sub(lo))
+                        .map(|(k, m)| (m.clone(), k.0))
+                        .collect();
+                    if rev {
+                        want.reverse();
+                    }
+                    assert_eq!(got, want);
+                    let (a, b) = (score(&mut r), score(&mut r));
+                    let (minex, maxex) = (r.below(2) == 1, r.below(2) == 1);
+                    let lo =
+                        model.set.iter().filter(|(s, _)| !score_gte_min(s.0, a, minex)).count();
+                    let hi = model.set.iter().filter(|(s, _)| score_lte_max(s.0, b, maxex)).count();
+                    assert_eq!(z.score_span(a, minex, b, maxex), (lo, hi));
+                }
+            }
+            assert_eq!(z.len(), model.set.len());
+            if step % every == 0 {
+                check(&z);
+                assert_eq!(all(&z), model.all());
+            }
+        }
+        check(&z);
+        assert_eq!(all(&z), model.all());
+        // Empty it in random order.
+        let mut left: Vec<Vec<u8>> = model.by_member.keys().cloned().collect();
+        while !left.is_empty() {
+            let m = left.swap_remove(r.below(left.len() as u64) as usize);
+            assert_eq!(z.remove(&m), model.remove(&m));
+            if left.len().is_multiple_of(97) {
+                check(&z);
+            }
+        }
+        assert!(z.is_empty());
+        assert_eq!(z.encoding(), "skiplist");
+    }
+
+    #[test]
+    fn tree_agrees_with_a_reference_small() {
+        for seed in 1..40 {
+            against_model(seed * 7919, 3000, 300, 1);
+        }
+    }
+
+    #[test]
+    fn tree_agrees_with_a_reference_large() {
+        // Tens of thousands of members: three levels.
+        against_model(42, 60_000, 60_000, 10_000);
+    }
+
+    /// Lex ranges over equal scores, against a sorted reference.
+    #[test]
+    fn tree_lex_spans() {
+        let lim = Limits { max_entries: 0, max_value: 64 };
+        let mut r = Rng(99);
+        let mut z = ZSet::new_skiplist();
+        let mut want = std::collections::BTreeSet::new();
+        for _ in 0..5000 {
+            let m = format!("{:x}", r.below(1 << 20)).into_bytes();
+            z.set(&m, 0.0, lim);
+            want.insert(m);
+        }
+        check(&z);
+        for _ in 0..300 {
+            let a = format!("{:x}", r.below(1 << 20)).into_bytes();
+            let b = format!("{:x}", r.below(1 << 20)).into_bytes();
+            let (min, max) = (LexBound::Incl(&a), LexBound::Excl(&b));
+            let lo = want.iter().filter(|m| !min.below_or_at(m)).count();
+            let hi = want.iter().filter(|m| max.above_or_at(m)).count();
+            assert_eq!(z.lex_span(min, max), (lo, hi));
+        }
+    }
+
+    /// Ascending and descending loads fill their leaves (the end split),
+    /// so memory per element stays low.
+    #[test]
+    fn ordered_loads_fill_nodes() {
+        let lim = Limits { max_entries: 0, max_value: 64 };
+        for down in [false, true] {
+            let mut z = ZSet::new_skiplist();
+            for i in 0..100_000 {
+                let s = if down { -(i as f64) } else { i as f64 };
+                z.set(format!("member:{i}").as_bytes(), s, lim);
+            }
+            check(&z);
+            let Enc::Tree(t) = &z.enc else { unreachable!() };
+            let leaves = t.leaves.len() - t.free_leaves_len();
+            assert!(leaves <= 100_000 / 32 + 2, "{leaves} leaves (down: {down})");
         }
     }
 }
