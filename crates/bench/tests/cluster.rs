@@ -8,21 +8,15 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use testkit::cluster::{create, have_cli, node, raw};
-use testkit::{oracle_required, ServerProc};
+use testkit::{oracle_required, ServerProc, TestServer};
 
 fn sluice_bin() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("SLUICE_SERVER") {
-        return Some(PathBuf::from(p));
-    }
-    let exe = std::env::current_exe().ok()?;
-    let found =
-        exe.ancestors().skip(1).take(3).map(|d| d.join("sluice-server")).find(|p| p.is_file());
-    if found.is_none() || !have_cli() {
-        assert!(!oracle_required(), "sluice-server (cargo build -p server) and redis-cli needed");
-        eprintln!("SKIPPED: sluice-server not built or redis-cli missing");
+    if !have_cli() {
+        assert!(!oracle_required(), "redis-cli needed");
+        eprintln!("SKIPPED: redis-cli missing");
         return None;
     }
-    found
+    TestServer::bin_or_skip()
 }
 
 fn dbsize(p: &ServerProc) -> usize {

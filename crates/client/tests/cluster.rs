@@ -7,29 +7,13 @@
 //! lost; a multi-key command meeting the half-moved slot (`-TRYAGAIN`)
 //! retried until the slot has moved.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use client::slot::key_slot;
 use client::{ClusterClient, Config, Frame, Pipeline};
 use testkit::cluster::{create, have_cli, myid, node, raw};
-use testkit::{oracle_required, Client, ServerProc, REDIS_SERVER};
-
-/// As tests/servers.rs: sluice-server is built by `cargo test --workspace`,
-/// not by `cargo test -p client`; skip then (fail under CI).
-fn sluice_bin() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("SLUICE_SERVER") {
-        return Some(PathBuf::from(p));
-    }
-    let exe = std::env::current_exe().ok()?;
-    let found =
-        exe.ancestors().skip(1).take(3).map(|d| d.join("sluice-server")).find(|p| p.is_file());
-    if found.is_none() {
-        assert!(!oracle_required(), "sluice-server not built (cargo build -p server)");
-        eprintln!("SKIPPED sluice: sluice-server not built (cargo build -p server)");
-    }
-    found
-}
+use testkit::{oracle_required, Client, ServerProc, TestServer, REDIS_SERVER};
 
 fn tools() -> bool {
     let ok = Path::new(REDIS_SERVER).is_file() && have_cli();
@@ -238,7 +222,7 @@ async fn follows_a_redis_cluster() {
 
 #[tokio::test]
 async fn follows_a_sluice_cluster() {
-    if let (true, Some(bin)) = (tools(), sluice_bin()) {
+    if let (true, Some(bin)) = (tools(), TestServer::bin_or_skip()) {
         follows_the_cluster("client-sluice", &bin).await;
     }
 }

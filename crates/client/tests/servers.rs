@@ -1,27 +1,10 @@
 //! The client against both servers: `sluice-server` (testkit's TestServer)
 //! and the oracle `redis-server` 7.0 (testkit's RedisServer).
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use client::{AutoClient, Config, Connection, Error, Frame, Pipeline, Proto};
-use testkit::{oracle_required, RedisServer, ServerProc, TestServer};
-
-/// `sluice-server` is built by `cargo test --workspace`, not by
-/// `cargo test -p client`: skip Sluice then (fail under CI).
-fn sluice_bin() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("SLUICE_SERVER") {
-        return Some(PathBuf::from(p));
-    }
-    let exe = std::env::current_exe().ok()?;
-    let found =
-        exe.ancestors().skip(1).take(3).map(|d| d.join("sluice-server")).find(|p| p.is_file());
-    if found.is_none() {
-        assert!(!oracle_required(), "sluice-server not built (cargo build -p server)");
-        eprintln!("SKIPPED sluice: sluice-server not built (cargo build -p server)");
-    }
-    found
-}
+use testkit::{RedisServer, ServerProc, TestServer};
 
 enum Srv {
     Sluice(TestServer),
@@ -40,7 +23,7 @@ impl std::ops::Deref for Srv {
 
 fn servers(extra: &[&str]) -> Vec<(&'static str, Srv)> {
     let mut v = Vec::new();
-    if let Some(bin) = sluice_bin() {
+    if let Some(bin) = TestServer::bin_or_skip() {
         v.push(("sluice", Srv::Sluice(TestServer::start_with(&bin, extra, None))));
     }
     if let Some(r) = RedisServer::start_with(extra, None) {

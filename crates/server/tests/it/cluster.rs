@@ -39,9 +39,7 @@ pub(crate) fn spawn(bin: &Path, dir: &Path, extra: &[&str]) -> ServerProc {
     )
 }
 
-pub(crate) fn raw(c: &mut Client, args: &[&str]) -> String {
-    String::from_utf8_lossy(&c.cmd(args).expect("reply")).into_owned()
-}
+pub(crate) use testkit::cluster::raw;
 
 /// A cluster node's replies with its id and ports masked.
 pub(crate) fn masked(reply: &str, id: &str, port: u16) -> String {
@@ -246,9 +244,7 @@ pub(crate) fn bus_node(tag: &str, bin: &Path) -> ServerProc {
 
 /// [`bus_node`] with more arguments (a node timeout, …).
 pub(crate) fn bus_node_with(tag: &str, bin: &Path, extra: &[&str]) -> ServerProc {
-    let dir = scratch_dir(&format!("cluster-bus-{tag}"));
-    let cport = testkit::free_port().to_string();
-    spawn(bin, &dir, &[&["--cluster-enabled", "yes", "--cluster-port", &cport][..], extra].concat())
+    testkit::cluster::node(&format!("bus-{tag}"), bin, extra)
 }
 
 pub(crate) fn cli(args: &[&str]) -> (bool, String) {
