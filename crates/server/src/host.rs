@@ -60,6 +60,9 @@ pub struct Node {
     pub busy_next: std::sync::atomic::AtomicUsize,
     /// The last process signal this server took (`landing`).
     pub signal_seen: AtomicU64,
+    /// Each event-loop thread's index and runtime, as it starts
+    /// (`net::others_took_input`).
+    pub loops: Mutex<Vec<(usize, tokio::runtime::Handle)>>,
 }
 
 /// The node of the server `sh` belongs to. Every `Shared` the server
@@ -96,6 +99,7 @@ pub fn build(weak: &Weak<Shared>, log: Arc<Logger>) -> Host {
         socket_mark: AtomicU32::new(0),
         unix_path: OnceLock::new(),
         pid_file: OnceLock::new(),
+        loops: Mutex::new(Vec::new()),
         busy_next: std::sync::atomic::AtomicUsize::new(0),
         signal_seen: AtomicU64::new(crate::landing::received()),
     });

@@ -28,7 +28,7 @@ const SUBS: &[Command] = &[
     Command::redis("ID", id),
     Command::redis("INFO", info),
     Command::redis("KILL", kill),
-    Command::redis("LIST", list),
+    Command::redis("LIST", list).flags(Flags::AFTER_INPUT),
     Command::redis("NO-EVICT", no_evict),
     Command::redis("PAUSE", pause),
     Command::redis("REPLY", reply),

@@ -13,12 +13,12 @@ use resp::ReplyBuf;
 use crate::core::ctx::{Args, Ctx};
 use crate::core::error::CmdResult;
 use crate::core::shared::unix_us;
-use crate::core::spec::Command;
+use crate::core::spec::{Command, Flags};
 use crate::subsystems::config::REDIS_VERSION;
 
 // No lock: the keyspace and stats sections read the stripes' published
 // counts, without locking them (16,384 stripes would stall every thread).
-pub const COMMANDS: &[Command] = &[Command::redis("INFO", info)];
+pub const COMMANDS: &[Command] = &[Command::redis("INFO", info).flags(Flags::AFTER_INPUT)];
 
 /// Sections in output order, and which selections include them.
 const SECTIONS: &[(&str, In)] = &[

@@ -198,6 +198,11 @@ pub enum Outcome {
     /// Held by `CLIENT PAUSE`: nothing ran; the connection retries it once
     /// the pause changes or ends.
     Paused,
+    /// A command that reports every client's state (`Flags::AFTER_INPUT`)
+    /// and a caller that asked ([`Hint::after_input`]): nothing ran; the
+    /// connection lets the other event-loop threads take in their input,
+    /// then runs it without the hint.
+    AfterInput,
 }
 
 /// Executes one request and appends its reply to `out`.
@@ -214,6 +219,10 @@ pub struct Hint {
     pub now: i64,
     /// Stripe and hash of `argv[1]` in the selected database.
     pub key: Option<store::Prefetch>,
+    /// The caller can let the other event-loop threads take in their
+    /// input before a command that reports every client's state (a
+    /// connection on a server with more than one thread).
+    pub after_input: bool,
 }
 
 /// [`execute`] with what the caller already knows.
@@ -237,6 +246,9 @@ pub fn execute_hinted(
     if spec.flags.has(Flags::PROTECTED) && !protected_allowed(shared, sess) {
         reject(shared, sess, Some(spec), &CmdError::DebugNotAllowed, out);
         return Outcome::Done;
+    }
+    if hint.after_input && spec.flags.has(Flags::AFTER_INPUT) && !sess.in_multi() {
+        return Outcome::AfterInput;
     }
     let now = if hint.now != 0 { hint.now } else { shared.clock.now_ms() };
     let mut hold = Hold::Take(hint.key);

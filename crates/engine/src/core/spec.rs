@@ -117,6 +117,12 @@ impl Flags {
     /// (`stop-writes-on-bgsave-error`): PING, so that a health check sees
     /// the error, as Redis 7.0's processCommand refuses `pingCommand`.
     pub const DISK_ERROR_PROBE: Flags = Flags(1 << 33);
+    /// Reports every client's state (INFO, CLIENT LIST): a connection runs
+    /// it only once the other event-loop threads took in, and ran, the
+    /// input their sockets already held (`dispatch::Outcome::AfterInput`),
+    /// so that it sees every command that reached the server before it,
+    /// as Redis's one thread, which serves sockets in arrival order, does.
+    pub const AFTER_INPUT: Flags = Flags(1 << 34);
 
     /// Names in the order Redis prints them.
     pub const NAMES: &'static [(Flags, &'static str)] = &[

@@ -840,15 +840,28 @@ impl<S: Transport> Conn<S> {
                 }
                 let was_auth = self.sess.authenticated;
                 let next = w.start + w.len;
-                let hint = dispatch::Hint { now: batch_now, key: w.token };
+                let hint = dispatch::Hint { now: batch_now, key: w.token, after_input: true };
                 let before = DURABLE.then(|| Held::before(&self.out, &self.sess));
-                let outcome = dispatch::execute_hinted(
+                let mut outcome = dispatch::execute_hinted(
                     &self.shared,
                     &mut self.sess,
                     &argv,
                     &mut self.out,
                     hint,
                 );
+                if outcome == dispatch::Outcome::AfterInput {
+                    // INFO, CLIENT LIST: after what other clients' sockets
+                    // already hold (boxed: this loop's future keeps its size).
+                    Box::pin(crate::net::others_took_input(&self.shared)).await;
+                    let hint = dispatch::Hint { now: 0, key: w.token, after_input: false };
+                    outcome = dispatch::execute_hinted(
+                        &self.shared,
+                        &mut self.sess,
+                        &argv,
+                        &mut self.out,
+                        hint,
+                    );
+                }
                 if let Some(b) = before {
                     self.held.note(&self.out, &self.sess, b);
                 }

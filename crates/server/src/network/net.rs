@@ -286,6 +286,53 @@ struct Accept {
     senders: Vec<mpsc::UnboundedSender<crate::busy::Incoming>>,
 }
 
+thread_local! {
+    /// This event-loop thread's index (`usize::MAX` off the loops).
+    static LOOP_INDEX: std::cell::Cell<usize> = const { std::cell::Cell::new(usize::MAX) };
+}
+
+/// Lets every other event-loop thread take in what its sockets already
+/// hold, and run it, before a command that reports every client's state
+/// (`Flags::AFTER_INPUT`) runs on this one: Redis's one thread serves
+/// sockets in the order their input arrived, so its INFO or CLIENT LIST
+/// counts a command another client sent just before (a SHUTDOWN or BLPOP
+/// that blocks, a big argument on its way); here that client's thread
+/// may not have woken yet. Each other loop runs a task that yields twice
+/// (its runtime polls its sockets and runs the connections they woke
+/// ahead of it) and then answers. At most 50 ms: a loop held by a busy
+/// script answers late, and the command does not wait for it.
+pub async fn others_took_input(shared: &Shared) {
+    let me = LOOP_INDEX.with(|i| i.get());
+    let others: Vec<tokio::runtime::Handle> = crate::host::node(shared)
+        .loops
+        .lock()
+        .iter()
+        .filter(|(i, _)| *i != me)
+        .map(|(_, h)| h.clone())
+        .collect();
+    if others.is_empty() {
+        return;
+    }
+    let acks: Vec<_> = others
+        .iter()
+        .map(|h| {
+            let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+            h.spawn(async move {
+                tokio::task::yield_now().await;
+                tokio::task::yield_now().await;
+                let _ = tx.send(());
+            });
+            rx
+        })
+        .collect();
+    let all = async {
+        for rx in acks {
+            let _ = rx.await;
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_millis(50), all).await;
+}
+
 fn event_loop(
     idx: usize,
     threads: usize,
@@ -298,6 +345,8 @@ fn event_loop(
         .enable_all()
         .build()
         .expect("build event loop runtime");
+    LOOP_INDEX.with(|i| i.set(idx));
+    crate::host::node(&shared).loops.lock().push((idx, rt.handle().clone()));
     let local = tokio::task::LocalSet::new();
     // Shared with the busy pass, which takes sockets from it too.
     let rx = Rc::new(RefCell::new(rx));
