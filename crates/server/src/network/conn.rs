@@ -272,6 +272,11 @@ struct Conn<S> {
     /// A reply another thread produced (a served blocked command) was
     /// queued: it waits for the AOF like a write of its own.
     served_reply: bool,
+    /// The next request asked to run after the other event-loop threads
+    /// took in their input (`dispatch::Outcome::AfterInput`) ...
+    wait_others: bool,
+    /// ... and they did: it runs now.
+    others_taken: bool,
     /// What this connection's `tot-mem` added to `Shared::clients_mem`
     /// (only while `maxmemory-clients` is set).
     mem_counted: usize,
@@ -327,6 +332,8 @@ impl<S: Transport> Conn<S> {
             soft_since: None,
             published_cmd: engine::commands::find(b"PING").expect("PING is in the table"),
             served_reply: false,
+            wait_others: false,
+            others_taken: false,
             mem_counted: 0,
             held: Held::default(),
             refused: None,
@@ -360,6 +367,15 @@ impl<S: Transport> Conn<S> {
             }
             if self.sess.handle.qbuf_resize.load(Ordering::Relaxed) {
                 self.resize_query_buffer();
+            }
+            if self.wait_others {
+                // A request waits for the other loops to take in the input
+                // their sockets hold (`Flags::AFTER_INPUT`); boxed, as the
+                // durable path below, so that this loop's future keeps its
+                // size.
+                Box::pin(crate::net::others_took_input(&self.shared)).await;
+                self.wait_others = false;
+                self.others_taken = true;
             }
             // The one test a connection not in DURABLE mode pays for it;
             // the durable path is boxed so that this loop's future stays
@@ -840,28 +856,16 @@ impl<S: Transport> Conn<S> {
                 }
                 let was_auth = self.sess.authenticated;
                 let next = w.start + w.len;
-                let hint = dispatch::Hint { now: batch_now, key: w.token, after_input: true };
+                let after_input = !std::mem::take(&mut self.others_taken);
+                let hint = dispatch::Hint { now: batch_now, key: w.token, after_input };
                 let before = DURABLE.then(|| Held::before(&self.out, &self.sess));
-                let mut outcome = dispatch::execute_hinted(
+                let outcome = dispatch::execute_hinted(
                     &self.shared,
                     &mut self.sess,
                     &argv,
                     &mut self.out,
                     hint,
                 );
-                if outcome == dispatch::Outcome::AfterInput {
-                    // INFO, CLIENT LIST: after what other clients' sockets
-                    // already hold (boxed: this loop's future keeps its size).
-                    Box::pin(crate::net::others_took_input(&self.shared)).await;
-                    let hint = dispatch::Hint { now: 0, key: w.token, after_input: false };
-                    outcome = dispatch::execute_hinted(
-                        &self.shared,
-                        &mut self.sess,
-                        &argv,
-                        &mut self.out,
-                        hint,
-                    );
-                }
                 if let Some(b) = before {
                     self.held.note(&self.out, &self.sess, b);
                 }
@@ -870,6 +874,16 @@ impl<S: Transport> Conn<S> {
                     drop(argv);
                     self.sess.lap = 0;
                     tokio::time::sleep(Duration::from_millis(10)).await;
+                    budget_left = false;
+                    break 'batch;
+                }
+                if outcome == dispatch::Outcome::AfterInput {
+                    // INFO, CLIENT LIST: nothing ran; the next turn runs
+                    // it once the other loops took in their input (the
+                    // wait is not in this loop, whose locals would then
+                    // live in the future: a cost to every command).
+                    drop(argv);
+                    self.wait_others = true;
                     budget_left = false;
                     break 'batch;
                 }
