@@ -234,6 +234,7 @@ pub fn execute_hinted(
     hint: Hint,
 ) -> Outcome {
     debug_assert!(!argv.is_empty());
+    let retry = sess.postponed;
     sess.unpostpone(shared);
     let mark = out.mark();
     let spec = match crate::core::door::lookup_next(shared, sess, argv) {
@@ -258,6 +259,16 @@ pub fn execute_hinted(
     // here rather than at the door: CLIENT PAUSE and the pushes eviction
     // caused interleave with them.
     if sess.needs_checks(shared) {
+        // A request a pause held is tried again, its checks included, only
+        // once that pause ends, as Redis runs a postponed client's command
+        // anew when it unpauses: meanwhile the server may have become a
+        // replica (FAILOVER hands over while writes wait), and a write
+        // must not get READONLY for a state it never ran in.
+        if retry && !spec.flags.has(Flags::NO_PAUSE) && sess.paused(shared, spec, argv, now) {
+            sess.postponed = true;
+            shared.blocked_clients.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            return Outcome::Paused;
+        }
         let checked = check(shared, sess, spec, argv, Caller::Client);
         if sess.handle.outbox.pending() > 0 && sess.conf(shared).maxmemory > 0 {
             pushes_first(sess, out);
