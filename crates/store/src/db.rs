@@ -1065,6 +1065,14 @@ impl Store {
         self.held_until.store(until_ms, Ordering::Relaxed);
     }
 
+    /// Whether expiry is held at `now` ([`hold_expiry`](Self::hold_expiry)).
+    /// Read with a stripe held, a hold set before the stripe's last
+    /// release is seen.
+    #[inline]
+    pub fn expiry_held(&self, now: i64) -> bool {
+        now < self.held_until.load(Ordering::Relaxed)
+    }
+
     /// Whether the store is a replica's.
     #[inline]
     pub fn is_replica(&self) -> bool {
@@ -1519,6 +1527,11 @@ impl Store {
         let stale_pct = 10 - effort;
         for id in self.ttl_stripe_ids(part, parts) {
             let mut s = self.lock_global(id as u32);
+            if self.expiry_held(now) {
+                // Held since the pass began (a failover's pause): read
+                // with the stripe held, as `Shared::quiesce` relies on.
+                break;
+            }
             if s.expires_len() > 0 {
                 loop {
                     let db = id / self.stripes;
