@@ -804,7 +804,8 @@ struct Slot {
     /// Bucket array address and mask of the stripe's table as of its last
     /// release: only ever used as a prefetch address, never dereferenced
     /// without the lock, so a stale value costs a useless prefetch at most.
-    buckets: AtomicPtr<u32>,
+    buckets: AtomicPtr<u8>,
+    /// The bucket mask, shifted left by 2 above log2 of a bucket's size.
     mask: AtomicUsize,
     /// Keys with a TTL, as of the last time a command released the stripe;
     /// lets active expiry skip stripes without locking them.
@@ -1388,7 +1389,7 @@ impl Store {
         if !base.is_null() {
             let mask = slot.mask.load(Ordering::Relaxed);
             // Address arithmetic only; the result is never dereferenced here.
-            let addr = base.wrapping_add((t.hash as usize) & mask);
+            let addr = base.wrapping_add(((t.hash as usize) & (mask >> 2)) << (mask & 3));
             crate::table::prefetch(addr as *const u8);
         }
     }
@@ -2109,9 +2110,9 @@ impl<'a> Locks<'a> {
             }
             let slot = self.store.slot(id);
             self.store.publish_slot(slot, id, &g);
-            let (base, mask) = g.map.bucket_base();
-            slot.buckets.store(base as *mut u32, Ordering::Relaxed);
-            slot.mask.store(mask, Ordering::Relaxed);
+            let (base, mask, shift) = g.map.bucket_base();
+            slot.buckets.store(base as *mut u8, Ordering::Relaxed);
+            slot.mask.store(mask << 2 | shift as usize, Ordering::Relaxed);
         }
         if self.gates.is_some() {
             self.release_gates();

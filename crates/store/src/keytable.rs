@@ -138,10 +138,89 @@ impl Drop for Slot {
     }
 }
 
+/// Narrow buckets' chain end.
+const NARROW_NIL: u16 = u16::MAX;
+
+/// The bucket array: each bucket the slab index of its chain's first slot.
+/// 16 bits a bucket while every index fits (a stripe of fewer than 65,535
+/// slots: 1,024 stripes a database hold 64M keys so), 32 bits past that;
+/// at 1M keys that is 2 to 4 bytes a key instead of 4 to 8.
+enum Buckets {
+    Narrow(Box<[u16]>),
+    Wide(Box<[u32]>),
+}
+
+impl Buckets {
+    fn empty() -> Buckets {
+        Buckets::Narrow(Box::new([]))
+    }
+
+    /// `size` buckets, all empty; narrow when indices below `slots` fit.
+    fn new(size: usize, slots: usize) -> Buckets {
+        if slots < NARROW_NIL as usize {
+            Buckets::Narrow(vec![NARROW_NIL; size].into_boxed_slice())
+        } else {
+            Buckets::Wide(vec![NIL; size].into_boxed_slice())
+        }
+    }
+
+    #[inline(always)]
+    fn len(&self) -> usize {
+        match self {
+            Buckets::Narrow(b) => b.len(),
+            Buckets::Wide(b) => b.len(),
+        }
+    }
+
+    #[inline(always)]
+    fn is_narrow(&self) -> bool {
+        matches!(self, Buckets::Narrow(_))
+    }
+
+    /// The first slot of bucket `b`'s chain ([`NIL`] when empty).
+    #[inline(always)]
+    fn head(&self, b: usize) -> u32 {
+        match self {
+            Buckets::Narrow(v) => match v[b] {
+                NARROW_NIL => NIL,
+                i => u32::from(i),
+            },
+            Buckets::Wide(v) => v[b],
+        }
+    }
+
+    #[inline(always)]
+    fn set(&mut self, b: usize, i: u32) {
+        match self {
+            // NIL's low 16 bits are NARROW_NIL; other indices fit.
+            Buckets::Narrow(v) => v[b] = i as u16,
+            Buckets::Wide(v) => v[b] = i,
+        }
+    }
+
+    /// Turns narrow buckets wide (the slab reached 65,535 slots).
+    #[cold]
+    fn widen(&mut self) {
+        if let Buckets::Narrow(v) = self {
+            let wide: Box<[u32]> =
+                v.iter().map(|&i| if i == NARROW_NIL { NIL } else { u32::from(i) }).collect();
+            *self = Buckets::Wide(wide);
+        }
+    }
+
+    /// Start address, mask and log2 of a bucket's size (for prefetching).
+    fn base(&self) -> (*const u8, usize, u32) {
+        match self {
+            Buckets::Narrow(v) => (v.as_ptr() as *const u8, v.len().saturating_sub(1), 1),
+            Buckets::Wide(v) => (v.as_ptr() as *const u8, v.len().saturating_sub(1), 2),
+        }
+    }
+}
+
 /// The keys of one stripe.
 #[repr(C)]
 pub struct KeyTable {
-    buckets: Vec<u32>,
+    buckets: Buckets,
     slots: Vec<Slot>,
     free: u32,
     len: usize,
@@ -150,7 +229,7 @@ pub struct KeyTable {
 
 impl KeyTable {
     pub fn with_hasher(hasher: RandomState) -> Self {
-        KeyTable { buckets: Vec::new(), slots: Vec::new(), free: NIL, len: 0, hasher }
+        KeyTable { buckets: Buckets::empty(), slots: Vec::new(), free: NIL, len: 0, hasher }
     }
 
     #[inline]
@@ -158,19 +237,21 @@ impl KeyTable {
         self.hasher.hash_one(key)
     }
 
-    /// Bucket array address and mask (for prefetching; 0 mask when empty).
+    /// Bucket array address, mask (0 when empty) and log2 of a bucket's
+    /// size, for prefetching.
     #[inline]
-    pub fn bucket_base(&self) -> (*const u32, usize) {
-        (self.buckets.as_ptr(), self.buckets.len().saturating_sub(1))
+    pub fn bucket_base(&self) -> (*const u8, usize, u32) {
+        self.buckets.base()
     }
 
     /// Prefetches the first slot of `hash`'s chain.
     #[inline]
     pub fn prefetch_node(&self, hash: u64) {
-        if self.buckets.is_empty() {
+        let n = self.buckets.len();
+        if n == 0 {
             return;
         }
-        let i = self.buckets[(hash as usize) & (self.buckets.len() - 1)];
+        let i = self.buckets.head((hash as usize) & (n - 1));
         if let Some(s) = self.slots.get(i as usize) {
             let p = s as *const Slot as *const u8;
             prefetch(p);
@@ -192,10 +273,11 @@ impl KeyTable {
     /// instructions a lookup more with callgrind).
     #[inline(always)]
     fn find(&self, key: &[u8], h: u64) -> u32 {
-        if self.buckets.is_empty() {
+        let n = self.buckets.len();
+        if n == 0 {
             return NIL;
         }
-        let mut i = self.buckets[(h as usize) & (self.buckets.len() - 1)];
+        let mut i = self.buckets.head((h as usize) & (n - 1));
         // A chain links only used slots, and ends at NIL (past the slab).
         while let Some(s) = self.slots.get(i as usize) {
             if key_eq(s.key(), key) {
@@ -266,7 +348,7 @@ impl KeyTable {
             self.resize((self.len + 1).next_power_of_two().max(MIN_BUCKETS));
         }
         let b = (h as usize) & (self.buckets.len() - 1);
-        val.set_next(self.buckets[b]);
+        val.set_next(self.buckets.head(b));
         let slot = Slot::used(key, val);
         let i = if self.free != NIL {
             let i = self.free;
@@ -283,9 +365,13 @@ impl KeyTable {
                 grow_slab(&mut self.slots);
             }
             self.slots.push(slot);
-            (self.slots.len() - 1) as u32
+            let i = (self.slots.len() - 1) as u32;
+            if i >= u32::from(NARROW_NIL) && self.buckets.is_narrow() {
+                self.buckets.widen();
+            }
+            i
         };
-        self.buckets[b] = i;
+        self.buckets.set(b, i);
         self.len += 1;
         i
     }
@@ -314,11 +400,11 @@ impl KeyTable {
     fn unlink(&mut self, i: u32, h: u64) {
         let b = (h as usize) & (self.buckets.len() - 1);
         let next = self.next_of(i);
-        if self.buckets[b] == i {
-            self.buckets[b] = next;
+        if self.buckets.head(b) == i {
+            self.buckets.set(b, next);
             return;
         }
-        let mut p = self.buckets[b];
+        let mut p = self.buckets.head(b);
         while self.next_of(p) != i {
             p = self.next_of(p);
         }
@@ -354,14 +440,14 @@ impl KeyTable {
     }
 
     fn resize(&mut self, size: usize) {
-        self.buckets.clear();
-        self.buckets.resize(size, NIL);
+        // Narrow while the slab's indices fit (a push past them widens).
+        self.buckets = Buckets::new(size, self.slots.capacity());
         let mask = size - 1;
         for (i, s) in self.slots.iter_mut().enumerate() {
             if s.is_used() {
                 let b = (self.hasher.hash_one(s.key()) as usize) & mask;
-                s.entry.set_next(self.buckets[b]);
-                self.buckets[b] = i as u32;
+                s.entry.set_next(self.buckets.head(b));
+                self.buckets.set(b, i as u32);
             }
         }
     }
@@ -382,12 +468,18 @@ impl KeyTable {
     /// Visits one bucket at `cursor` and returns the next cursor; 0 when
     /// complete (see [`chain::scan`]).
     pub fn scan(&self, cursor: u64, mut visit: impl FnMut(&[u8], &Entry)) -> u64 {
-        chain::scan(self, &self.buckets, cursor, |i| {
-            let s = &self.slots[i as usize];
-            if s.is_used() {
-                visit(s.key(), &s.entry);
-            }
-        })
+        chain::scan(
+            self,
+            self.buckets.len(),
+            |b| self.buckets.head(b),
+            cursor,
+            |i| {
+                let s = &self.slots[i as usize];
+                if s.is_used() {
+                    visit(s.key(), &s.entry);
+                }
+            },
+        )
     }
 
     /// A random used slab index, uniform over the keys (see
@@ -463,9 +555,9 @@ mod tests {
     fn an_emptied_table_gives_its_memory_back() {
         let mut t = KeyTable::with_hasher(RandomState::new());
         t.insert_hashed(b"k", t.hash_of(b"k"), entry(1));
-        assert!(t.slots.capacity() > 0 && !t.buckets.is_empty());
+        assert!(t.slots.capacity() > 0 && t.buckets.len() > 0);
         assert!(t.remove(b"k").is_some());
-        assert_eq!((t.slots.capacity(), t.buckets.capacity()), (0, 0));
+        assert_eq!((t.slots.capacity(), t.buckets.len()), (0, 0));
         // Usable again afterwards.
         t.insert_hashed(b"k", t.hash_of(b"k"), entry(2));
         assert_eq!(t.get(b"k").map(int), Some(2));
@@ -726,5 +818,46 @@ mod tests {
         // The freed slot is reused by the short key.
         assert_eq!(t.slots.len(), 3);
         assert_eq!(t.at(1).map(|(k, _)| k), Some(&b"short"[..]));
+    }
+
+    /// Buckets are 16 bits while the slab's indices fit, and turn 32 bits
+    /// wide when a push passes 65,534 slots; a table shrunk below that is
+    /// narrow again. Every key stays reachable through both changes.
+    #[test]
+    fn buckets_widen_and_narrow_with_the_slab() {
+        let mut t = KeyTable::with_hasher(RandomState::new());
+        let put = |t: &mut KeyTable, i: i64| {
+            let k = format!("k{i}");
+            t.insert_hashed(k.as_bytes(), t.hash_of(k.as_bytes()), entry(i));
+        };
+        for i in 0..65_534 {
+            put(&mut t, i);
+        }
+        assert!(t.buckets.is_narrow());
+        for i in 65_534..70_000 {
+            put(&mut t, i);
+        }
+        assert!(!t.buckets.is_narrow());
+        let count = |t: &KeyTable| {
+            let (mut n, mut cursor) = (0, 0);
+            loop {
+                cursor = t.scan(cursor, |_, _| n += 1);
+                if cursor == 0 {
+                    return n;
+                }
+            }
+        };
+        assert_eq!(count(&t), 70_000);
+        for i in 0..70_000 {
+            assert_eq!(t.get(format!("k{i}").as_bytes()).map(int), Some(i), "k{i}");
+        }
+        for i in 0..60_000 {
+            t.remove(format!("k{i}").as_bytes()).unwrap();
+        }
+        assert!(t.buckets.is_narrow());
+        assert_eq!(count(&t), 10_000);
+        for i in 0..70_000 {
+            assert_eq!(t.get(format!("k{i}").as_bytes()).map(int), (i >= 60_000).then_some(i));
+        }
     }
 }
