@@ -103,6 +103,33 @@ impl Slot {
         }
     }
 
+    /// The tag a slot holding `key` has.
+    #[inline(always)]
+    fn tag_of(key: &[u8]) -> u32 {
+        if key.len() <= KEY_INLINE {
+            key.len() as u32
+        } else {
+            HEAP
+        }
+    }
+
+    /// Whether this used slot holds `key`, whose tag is `tag`: slots of
+    /// another length are passed over on the tag alone.
+    #[inline(always)]
+    fn holds(&self, key: &[u8], tag: u32) -> bool {
+        if self.entry.key_tag() != tag {
+            return false;
+        }
+        if tag <= KEY_INLINE as u32 {
+            // SAFETY: an inline tag says the area holds `tag` key bytes.
+            key_eq(unsafe { &self.key.inline[..key.len()] }, key)
+        } else {
+            // SAFETY: a heap tag: the area is a live `Box<[u8]>`'s parts.
+            let (ptr, len) = unsafe { self.key.heap };
+            len == key.len() && unsafe { std::slice::from_raw_parts(ptr, len) } == key
+        }
+    }
+
     /// Frees the heap key, if any, and makes the slot free; returns its entry.
     fn vacate(&mut self, next_free: u32) -> Entry {
         let old = std::mem::replace(self, Slot::free(next_free));
@@ -278,9 +305,10 @@ impl KeyTable {
             return NIL;
         }
         let mut i = self.buckets.head((h as usize) & (n - 1));
+        let tag = Slot::tag_of(key);
         // A chain links only used slots, and ends at NIL (past the slab).
         while let Some(s) = self.slots.get(i as usize) {
-            if key_eq(s.key(), key) {
+            if s.holds(key, tag) {
                 return i;
             }
             i = s.entry.next();
