@@ -468,4 +468,5 @@ fn event_loop(
             }
         }
     });
+    crate::busy::release_channels();
 }
