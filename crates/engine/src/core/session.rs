@@ -243,6 +243,10 @@ pub struct Session {
     /// published to `handle.last_cmd` by the connection once per batch.
     pub last_cmd:
         Option<(&'static crate::core::spec::CommandSpec, &'static crate::core::spec::CommandSpec)>,
+    /// The bytes `last_cmd` was called by, as the client sent them (up to
+    /// 16; a longer name is not kept): a pipeline's next request is
+    /// recognised by a word compare, in whatever case it spells the name.
+    pub last_name: LastName,
     /// Set by a blocking command that found nothing to pop: the connection
     /// runs nothing else until the wait ends.
     pub blocked: Option<crate::core::blocking::Blocked>,
@@ -392,6 +396,7 @@ impl Session {
             stats: LocalStats::default(),
             cstats: Default::default(),
             last_cmd: None,
+            last_name: LastName::default(),
             blocked: None,
             postponed: false,
             ready: Vec::new(),
@@ -587,5 +592,32 @@ impl Session {
 
     pub fn in_multi(&self) -> bool {
         self.multi.is_some()
+    }
+}
+
+/// A command name's bytes as a client sent them ([`Session::last_name`]).
+#[derive(Clone, Copy, Default)]
+pub struct LastName {
+    bytes: [u8; 16],
+    /// 0: none kept (a name is never empty when kept).
+    len: u8,
+}
+
+impl LastName {
+    /// Keeps `name` if it is short enough, forgets the previous one else.
+    #[inline]
+    pub fn set(&mut self, name: &[u8]) {
+        if !name.is_empty() && name.len() <= self.bytes.len() {
+            self.bytes[..name.len()].copy_from_slice(name);
+            self.len = name.len() as u8;
+        } else {
+            self.len = 0;
+        }
+    }
+
+    /// Whether `name` is the kept name, byte for byte.
+    #[inline(always)]
+    pub fn is(&self, name: &[u8]) -> bool {
+        self.len != 0 && store::key_eq(name, &self.bytes[..self.len as usize])
     }
 }
