@@ -19,22 +19,24 @@ pub(crate) trait Slab {
     fn next(&self, i: u32) -> u32;
 }
 
-/// Visits the slots of the bucket at `cursor` and returns the next cursor
+/// Visits the slots of the bucket at `cursor` (of `buckets`, whose chain
+/// heads `head` gives) and returns the next cursor
 /// (0 when the scan is complete). The cursor counts with its bits
 /// reversed (Redis's `dictScan`): every entry present for the whole
 /// iteration is visited at least once, even when the bucket array grows
 /// or shrinks between steps.
 pub(crate) fn scan<S: Slab>(
     s: &S,
-    buckets: &[u32],
+    buckets: usize,
+    head: impl Fn(usize) -> u32,
     cursor: u64,
     mut visit: impl FnMut(u32),
 ) -> u64 {
-    if buckets.is_empty() {
+    if buckets == 0 {
         return 0;
     }
-    let mask = (buckets.len() - 1) as u64;
-    let mut i = buckets[(cursor & mask) as usize];
+    let mask = (buckets - 1) as u64;
+    let mut i = head((cursor & mask) as usize);
     while i != S::NIL && s.used(i) {
         visit(i);
         i = s.next(i);

@@ -67,20 +67,29 @@ enum Expired {
 /// deadline of a key with a TTL is kept beside it, in the stripe's TTL
 /// table (which active expiry samples), and only a bit says it is there:
 /// a key without a TTL pays nothing for expiry, and reading it costs one
-/// lookup. The entry's last word links it into its bucket's chain.
+/// lookup. The entry's last word links it into its bucket's chain (and holds
+/// the key table's tag for the key beside it).
 #[derive(Clone, Debug)]
 pub struct Entry {
     pub value: Value,
     /// Last access, in the server's LRU clock (seconds), or the LFU field.
     pub lru: u32,
-    /// The next slot of the bucket's chain (31 bits) and the has-TTL bit.
+    /// The next slot of the bucket's chain (26 bits), the key table's key
+    /// tag (5 bits) and the has-TTL bit.
     link: u32,
 }
 
 /// The has-TTL bit of [`Entry::link`].
 const TTL_BIT: u32 = 1 << 31;
+/// Where the key table keeps its slot's key tag in [`Entry::link`]
+/// (5 bits: the inline key's length, or "on the heap", or "free"), so that
+/// the slot's whole 16-byte key area can hold key bytes.
+const TAG_SHIFT: u32 = 26;
+const TAG_BITS: u32 = 0x1f << TAG_SHIFT;
+/// The chain link: 26 bits (64M slots a stripe, 1,024 stripes a database).
+const NEXT_BITS: u32 = (1 << TAG_SHIFT) - 1;
 /// End of a chain (and of the key table's free list).
-pub(crate) const LINK_NIL: u32 = !TTL_BIT;
+pub(crate) const LINK_NIL: u32 = NEXT_BITS;
 
 impl Entry {
     pub fn new(value: Value) -> Self {
@@ -100,12 +109,30 @@ impl Entry {
 
     #[inline]
     pub(crate) fn next(&self) -> u32 {
-        self.link & !TTL_BIT
+        self.link & NEXT_BITS
     }
 
     #[inline]
     pub(crate) fn set_next(&mut self, next: u32) {
-        self.link = (self.link & TTL_BIT) | next;
+        self.link = (self.link & !NEXT_BITS) | next;
+    }
+
+    /// The key table's tag of the slot holding this entry.
+    #[inline]
+    pub(crate) fn key_tag(&self) -> u32 {
+        (self.link & TAG_BITS) >> TAG_SHIFT
+    }
+
+    #[inline]
+    pub(crate) fn set_key_tag(&mut self, tag: u32) {
+        self.link = (self.link & !TAG_BITS) | (tag << TAG_SHIFT);
+    }
+
+    /// Takes over `old`'s place in its slot: its chain link and key tag
+    /// (the TTL bit stays this entry's own).
+    #[inline]
+    pub(crate) fn adopt_link(&mut self, old: &Entry) {
+        self.link = (self.link & TTL_BIT) | (old.link & !TTL_BIT);
     }
 }
 
@@ -489,7 +516,7 @@ impl Stripe {
 
     /// Removes a key; marks watchers when it existed.
     pub fn remove(&mut self, key: &[u8]) -> Option<Record> {
-        let (_, e) = self.map.remove(key)?;
+        let e = self.map.remove(key)?;
         let expire_at = if e.has_ttl() {
             self.ttl.remove(key).map_or(NO_EXPIRE, |(_, d)| d)
         } else {
@@ -777,7 +804,8 @@ struct Slot {
     /// Bucket array address and mask of the stripe's table as of its last
     /// release: only ever used as a prefetch address, never dereferenced
     /// without the lock, so a stale value costs a useless prefetch at most.
-    buckets: AtomicPtr<u32>,
+    buckets: AtomicPtr<u8>,
+    /// The bucket mask, shifted left by 2 above log2 of a bucket's size.
     mask: AtomicUsize,
     /// Keys with a TTL, as of the last time a command released the stripe;
     /// lets active expiry skip stripes without locking them.
@@ -1063,6 +1091,14 @@ impl Store {
     /// are neither deleted lazily nor by active expiry, as in Redis 7.0.
     pub fn hold_expiry(&self, until_ms: i64) {
         self.held_until.store(until_ms, Ordering::Relaxed);
+    }
+
+    /// Whether expiry is held at `now` ([`hold_expiry`](Self::hold_expiry)).
+    /// Read with a stripe held, a hold set before the stripe's last
+    /// release is seen.
+    #[inline]
+    pub fn expiry_held(&self, now: i64) -> bool {
+        now < self.held_until.load(Ordering::Relaxed)
     }
 
     /// Whether the store is a replica's.
@@ -1361,7 +1397,7 @@ impl Store {
         if !base.is_null() {
             let mask = slot.mask.load(Ordering::Relaxed);
             // Address arithmetic only; the result is never dereferenced here.
-            let addr = base.wrapping_add((t.hash as usize) & mask);
+            let addr = base.wrapping_add(((t.hash as usize) & (mask >> 2)) << (mask & 3));
             crate::table::prefetch(addr as *const u8);
         }
     }
@@ -1519,6 +1555,11 @@ impl Store {
         let stale_pct = 10 - effort;
         for id in self.ttl_stripe_ids(part, parts) {
             let mut s = self.lock_global(id as u32);
+            if self.expiry_held(now) {
+                // Held since the pass began (a failover's pause): read
+                // with the stripe held, as `Shared::quiesce` relies on.
+                break;
+            }
             if s.expires_len() > 0 {
                 loop {
                     let db = id / self.stripes;
@@ -2082,9 +2123,9 @@ impl<'a> Locks<'a> {
             }
             let slot = self.store.slot(id);
             self.store.publish_slot(slot, id, &g);
-            let (base, mask) = g.map.bucket_base();
-            slot.buckets.store(base as *mut u32, Ordering::Relaxed);
-            slot.mask.store(mask, Ordering::Relaxed);
+            let (base, mask, shift) = g.map.bucket_base();
+            slot.buckets.store(base as *mut u8, Ordering::Relaxed);
+            slot.mask.store(mask << 2 | shift as usize, Ordering::Relaxed);
         }
         if self.gates.is_some() {
             self.release_gates();

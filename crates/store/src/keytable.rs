@@ -1,13 +1,20 @@
-//! The keyspace's own hash table: one 56-byte slot per key.
+//! The keyspace's own hash table: one 48-byte slot per key.
 //!
 //! The general [`Table`](crate::table::Table) keeps a 32-bit hash and a
 //! chain link beside every `(key, value)`; with a 32-byte [`Entry`] that
 //! is 64 bytes a node, 8 of them alignment padding. Here the chain link
 //! lives in the entry's own spare word ([`Entry`]'s `link`, beside `lru`),
 //! and no hash is kept: a chain is walked by comparing keys, which are
-//! inline (no pointer to follow) up to 22 bytes, and a resize hashes the
-//! keys again (amortised: once per key per doubling). A slot is
-//! 24 (key) + 32 (entry) = 56 bytes, a free slot reusing the key's tag.
+//! inline (no pointer to follow) up to 16 bytes, and a resize hashes the
+//! keys again (amortised: once per key per doubling).
+//!
+//! A slot is a 16-byte key area and the 32-byte entry. The key's length
+//! is not in the key area but in 5 bits of the entry's link word (its
+//! "tag": 0 to 16 for an inline key of that length, [`HEAP`] for a longer
+//! key, whose area then holds a pointer to its bytes and their length, or
+//! [`FREE`] for a free slot, whose link is then the free list's), so all
+//! 16 bytes hold key bytes: `key:<i>` keys, redis-benchmark's 16-byte
+//! `key:<12 digits>` and memtier's `memtier-<i>` are all inline.
 //!
 //! The SCAN walk, the random pick and the shrinking rules are shared with
 //! the general table ([`crate::chain`]); the slab grows to fill jemalloc size
@@ -15,23 +22,232 @@
 
 use ahash::RandomState;
 
-use crate::bytes::SmallBytes;
 use crate::chain::{self, Shrink, Slab, MIN_BUCKETS};
 use crate::db::{Entry, LINK_NIL};
 use crate::table::{grow_slab, prefetch};
+use crate::value::Value;
 
 const NIL: u32 = LINK_NIL;
 
-enum Slot {
-    Used(SmallBytes, Entry),
-    /// A free slab slot and the next free one.
-    Free(u32),
+/// Longest key kept inline in its slot.
+pub const KEY_INLINE: usize = 16;
+/// Tag of a slot whose key is on the heap.
+const HEAP: u32 = KEY_INLINE as u32 + 1;
+/// Tag of a free slot.
+const FREE: u32 = 0x1f;
+
+/// A key's 16 bytes in its slot: the key itself, or (tag [`HEAP`]) the
+/// pointer and length of a `Box<[u8]>` the slot owns.
+#[derive(Clone, Copy)]
+#[repr(C, align(8))]
+union KeyArea {
+    inline: [u8; KEY_INLINE],
+    heap: (*mut u8, usize),
+}
+
+#[repr(C)]
+struct Slot {
+    key: KeyArea,
+    /// The entry; its link word holds the key's tag.
+    entry: Entry,
+}
+
+// SAFETY: a slot's heap key is owned by the slot alone (a `Box<[u8]>`
+// taken apart), so it moves between threads and is shared read-only as a
+// `Box<[u8]>` would be.
+unsafe impl Send for Slot {}
+unsafe impl Sync for Slot {}
+
+impl Slot {
+    fn used(key: &[u8], mut entry: Entry) -> Slot {
+        let area = if key.len() <= KEY_INLINE {
+            let mut inline = [0u8; KEY_INLINE];
+            inline[..key.len()].copy_from_slice(key);
+            entry.set_key_tag(key.len() as u32);
+            KeyArea { inline }
+        } else {
+            let len = key.len();
+            let ptr = Box::into_raw(Box::<[u8]>::from(key)) as *mut u8;
+            entry.set_key_tag(HEAP);
+            KeyArea { heap: (ptr, len) }
+        };
+        Slot { key: area, entry }
+    }
+
+    /// A free slot linking to the next free one.
+    fn free(next: u32) -> Slot {
+        let mut entry = Entry::new(Value::Int(0));
+        entry.set_key_tag(FREE);
+        entry.set_next(next);
+        Slot { key: KeyArea { inline: [0; KEY_INLINE] }, entry }
+    }
+
+    #[inline(always)]
+    fn is_used(&self) -> bool {
+        self.entry.key_tag() != FREE
+    }
+
+    /// The key's bytes (empty for a free slot).
+    #[inline(always)]
+    fn key(&self) -> &[u8] {
+        let tag = self.entry.key_tag();
+        if tag <= KEY_INLINE as u32 {
+            // SAFETY: an inline tag says the area holds `tag` key bytes.
+            unsafe { &self.key.inline[..tag as usize] }
+        } else if tag == HEAP {
+            // SAFETY: a heap tag says the area holds a live `Box<[u8]>`'s
+            // pointer and length, owned by this slot.
+            unsafe { std::slice::from_raw_parts(self.key.heap.0, self.key.heap.1) }
+        } else {
+            &[]
+        }
+    }
+
+    /// The tag a slot holding `key` has.
+    #[inline(always)]
+    fn tag_of(key: &[u8]) -> u32 {
+        if key.len() <= KEY_INLINE {
+            key.len() as u32
+        } else {
+            HEAP
+        }
+    }
+
+    /// Whether this used slot holds `key`, whose tag is `tag`: slots of
+    /// another length are passed over on the tag alone.
+    #[inline(always)]
+    fn holds(&self, key: &[u8], tag: u32) -> bool {
+        if self.entry.key_tag() != tag {
+            return false;
+        }
+        if tag <= KEY_INLINE as u32 {
+            // SAFETY: an inline tag says the area holds `tag` key bytes.
+            key_eq(unsafe { &self.key.inline[..key.len()] }, key)
+        } else {
+            // SAFETY: a heap tag: the area is a live `Box<[u8]>`'s parts.
+            let (ptr, len) = unsafe { self.key.heap };
+            len == key.len() && unsafe { std::slice::from_raw_parts(ptr, len) } == key
+        }
+    }
+
+    /// Frees the heap key, if any, and makes the slot free; returns its entry.
+    fn vacate(&mut self, next_free: u32) -> Entry {
+        let old = std::mem::replace(self, Slot::free(next_free));
+        let mut e = old.into_entry();
+        e.set_key_tag(0);
+        e.set_next(NIL);
+        e
+    }
+
+    fn into_entry(self) -> Entry {
+        let mut me = std::mem::ManuallyDrop::new(self);
+        me.drop_key();
+        // SAFETY: `me` is not dropped; its entry is moved out once.
+        unsafe { std::ptr::read(&me.entry) }
+    }
+
+    fn drop_key(&mut self) {
+        if self.entry.key_tag() == HEAP {
+            // SAFETY: a heap tag: the area is a `Box<[u8]>` this slot owns,
+            // freed once (the tag is cleared).
+            unsafe {
+                let (ptr, len) = self.key.heap;
+                drop(Box::from_raw(std::ptr::slice_from_raw_parts_mut(ptr, len)));
+            }
+            self.entry.set_key_tag(0);
+        }
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.drop_key();
+    }
+}
+
+/// Narrow buckets' chain end.
+const NARROW_NIL: u16 = u16::MAX;
+
+/// The bucket array: each bucket the slab index of its chain's first slot.
+/// 16 bits a bucket while every index fits (a stripe of fewer than 65,535
+/// slots: 1,024 stripes a database hold 64M keys so), 32 bits past that;
+/// at 1M keys that is 2 to 4 bytes a key instead of 4 to 8.
+enum Buckets {
+    Narrow(Box<[u16]>),
+    Wide(Box<[u32]>),
+}
+
+impl Buckets {
+    fn empty() -> Buckets {
+        Buckets::Narrow(Box::new([]))
+    }
+
+    /// `size` buckets, all empty; narrow when indices below `slots` fit.
+    fn new(size: usize, slots: usize) -> Buckets {
+        if slots < NARROW_NIL as usize {
+            Buckets::Narrow(vec![NARROW_NIL; size].into_boxed_slice())
+        } else {
+            Buckets::Wide(vec![NIL; size].into_boxed_slice())
+        }
+    }
+
+    #[inline(always)]
+    fn len(&self) -> usize {
+        match self {
+            Buckets::Narrow(b) => b.len(),
+            Buckets::Wide(b) => b.len(),
+        }
+    }
+
+    #[inline(always)]
+    fn is_narrow(&self) -> bool {
+        matches!(self, Buckets::Narrow(_))
+    }
+
+    /// The first slot of bucket `b`'s chain ([`NIL`] when empty).
+    #[inline(always)]
+    fn head(&self, b: usize) -> u32 {
+        match self {
+            Buckets::Narrow(v) => match v[b] {
+                NARROW_NIL => NIL,
+                i => u32::from(i),
+            },
+            Buckets::Wide(v) => v[b],
+        }
+    }
+
+    #[inline(always)]
+    fn set(&mut self, b: usize, i: u32) {
+        match self {
+            // NIL's low 16 bits are NARROW_NIL; other indices fit.
+            Buckets::Narrow(v) => v[b] = i as u16,
+            Buckets::Wide(v) => v[b] = i,
+        }
+    }
+
+    /// Turns narrow buckets wide (the slab reached 65,535 slots).
+    #[cold]
+    fn widen(&mut self) {
+        if let Buckets::Narrow(v) = self {
+            let wide: Box<[u32]> =
+                v.iter().map(|&i| if i == NARROW_NIL { NIL } else { u32::from(i) }).collect();
+            *self = Buckets::Wide(wide);
+        }
+    }
+
+    /// Start address, mask and log2 of a bucket's size (for prefetching).
+    fn base(&self) -> (*const u8, usize, u32) {
+        match self {
+            Buckets::Narrow(v) => (v.as_ptr() as *const u8, v.len().saturating_sub(1), 1),
+            Buckets::Wide(v) => (v.as_ptr() as *const u8, v.len().saturating_sub(1), 2),
+        }
+    }
 }
 
 /// The keys of one stripe.
 #[repr(C)]
 pub struct KeyTable {
-    buckets: Vec<u32>,
+    buckets: Buckets,
     slots: Vec<Slot>,
     free: u32,
     len: usize,
@@ -40,7 +256,7 @@ pub struct KeyTable {
 
 impl KeyTable {
     pub fn with_hasher(hasher: RandomState) -> Self {
-        KeyTable { buckets: Vec::new(), slots: Vec::new(), free: NIL, len: 0, hasher }
+        KeyTable { buckets: Buckets::empty(), slots: Vec::new(), free: NIL, len: 0, hasher }
     }
 
     #[inline]
@@ -48,25 +264,27 @@ impl KeyTable {
         self.hasher.hash_one(key)
     }
 
-    /// Bucket array address and mask (for prefetching; 0 mask when empty).
+    /// Bucket array address, mask (0 when empty) and log2 of a bucket's
+    /// size, for prefetching.
     #[inline]
-    pub fn bucket_base(&self) -> (*const u32, usize) {
-        (self.buckets.as_ptr(), self.buckets.len().saturating_sub(1))
+    pub fn bucket_base(&self) -> (*const u8, usize, u32) {
+        self.buckets.base()
     }
 
     /// Prefetches the first slot of `hash`'s chain.
     #[inline]
     pub fn prefetch_node(&self, hash: u64) {
-        if self.buckets.is_empty() {
+        let n = self.buckets.len();
+        if n == 0 {
             return;
         }
-        let i = self.buckets[(hash as usize) & (self.buckets.len() - 1)];
+        let i = self.buckets.head((hash as usize) & (n - 1));
         if let Some(s) = self.slots.get(i as usize) {
             let p = s as *const Slot as *const u8;
             prefetch(p);
-            // 56-byte slots start at any multiple of 8, so most straddle
-            // two cache lines: fetch the one holding the slot's end too.
-            prefetch(p.wrapping_add(55));
+            // 48-byte slots start at any multiple of 16, so half of them
+            // straddle two cache lines: fetch the one holding the end too.
+            prefetch(p.wrapping_add(std::mem::size_of::<Slot>() - 1));
         }
     }
 
@@ -82,16 +300,18 @@ impl KeyTable {
     /// instructions a lookup more with callgrind).
     #[inline(always)]
     fn find(&self, key: &[u8], h: u64) -> u32 {
-        if self.buckets.is_empty() {
+        let n = self.buckets.len();
+        if n == 0 {
             return NIL;
         }
-        let mut i = self.buckets[(h as usize) & (self.buckets.len() - 1)];
-        // A chain links only used slots.
-        while let Some(Slot::Used(k, e)) = self.slots.get(i as usize) {
-            if key_eq(k, key) {
+        let mut i = self.buckets.head((h as usize) & (n - 1));
+        let tag = Slot::tag_of(key);
+        // A chain links only used slots, and ends at NIL (past the slab).
+        while let Some(s) = self.slots.get(i as usize) {
+            if s.holds(key, tag) {
                 return i;
             }
-            i = e.next();
+            i = s.entry.next();
         }
         NIL
     }
@@ -113,18 +333,29 @@ impl KeyTable {
 
     #[inline]
     pub fn at(&self, i: u32) -> Option<(&[u8], &Entry)> {
-        match self.slots.get(i as usize)? {
-            Slot::Used(k, e) => Some((k, e)),
-            Slot::Free(_) => None,
-        }
+        let s = self.slots.get(i as usize)?;
+        s.is_used().then(|| (s.key(), &s.entry))
     }
 
+    /// The entry is handed out whole: its link word (chain, key tag, TTL
+    /// bit) is private to the store, so a caller cannot break the slot.
     #[inline]
     pub fn at_mut(&mut self, i: u32) -> Option<(&[u8], &mut Entry)> {
-        match self.slots.get_mut(i as usize)? {
-            Slot::Used(k, e) => Some((k, e)),
-            Slot::Free(_) => None,
+        let s = self.slots.get_mut(i as usize)?;
+        if !s.is_used() {
+            return None;
         }
+        let Slot { key, entry } = s;
+        let tag = entry.key_tag();
+        // SAFETY: as in `Slot::key`; the key area is not borrowed mutably.
+        let k: &[u8] = unsafe {
+            if tag == HEAP {
+                std::slice::from_raw_parts(key.heap.0, key.heap.1)
+            } else {
+                &key.inline[..tag as usize]
+            }
+        };
+        Some((k, entry))
     }
 
     /// Inserts or replaces (the new entry's TTL bit is the caller's; its
@@ -132,41 +363,49 @@ impl KeyTable {
     pub fn insert_hashed(&mut self, key: &[u8], h: u64, mut val: Entry) -> Option<Entry> {
         let i = self.find(key, h);
         if i != NIL {
-            let Slot::Used(_, e) = &mut self.slots[i as usize] else { unreachable!() };
-            val.set_next(e.next());
+            let e = &mut self.slots[i as usize].entry;
+            val.adopt_link(e);
             return Some(std::mem::replace(e, val));
         }
-        self.insert_new(SmallBytes::new(key), h, val);
+        self.insert_new(key, h, val);
         None
     }
 
-    fn insert_new(&mut self, key: SmallBytes, h: u64, mut val: Entry) -> u32 {
+    fn insert_new(&mut self, key: &[u8], h: u64, mut val: Entry) -> u32 {
         if self.len + 1 > self.buckets.len() {
             self.resize((self.len + 1).next_power_of_two().max(MIN_BUCKETS));
         }
         let b = (h as usize) & (self.buckets.len() - 1);
-        val.set_next(self.buckets[b]);
-        let slot = Slot::Used(key, val);
+        val.set_next(self.buckets.head(b));
+        let slot = Slot::used(key, val);
         let i = if self.free != NIL {
             let i = self.free;
-            let Slot::Free(next) = self.slots[i as usize] else { unreachable!("free list") };
-            self.free = next;
-            self.slots[i as usize] = slot;
+            let old = &mut self.slots[i as usize];
+            debug_assert!(!old.is_used(), "free list");
+            self.free = old.entry.next();
+            // Dropping a free slot frees nothing.
+            *old = slot;
             i
         } else {
+            // Indices must stay below NIL (64M keys a stripe).
+            assert!(self.slots.len() < NIL as usize, "key table full");
             if self.slots.len() == self.slots.capacity() {
                 grow_slab(&mut self.slots);
             }
             self.slots.push(slot);
-            (self.slots.len() - 1) as u32
+            let i = (self.slots.len() - 1) as u32;
+            if i >= u32::from(NARROW_NIL) && self.buckets.is_narrow() {
+                self.buckets.widen();
+            }
+            i
         };
-        self.buckets[b] = i;
+        self.buckets.set(b, i);
         self.len += 1;
         i
     }
 
-    /// Removes `key`, returning its stored bytes and entry.
-    pub fn remove(&mut self, key: &[u8]) -> Option<(SmallBytes, Entry)> {
+    /// Removes `key`, returning its entry.
+    pub fn remove(&mut self, key: &[u8]) -> Option<Entry> {
         let h = self.hash_of(key);
         let i = self.find(key, h);
         if i == NIL {
@@ -177,38 +416,36 @@ impl KeyTable {
     }
 
     /// Takes slot `i` (unlinked already) out of the table.
-    fn take(&mut self, i: u32) -> (SmallBytes, Entry) {
-        let old = std::mem::replace(&mut self.slots[i as usize], Slot::Free(self.free));
+    fn take(&mut self, i: u32) -> Entry {
+        let e = self.slots[i as usize].vacate(self.free);
         self.free = i;
         self.len -= 1;
-        let Slot::Used(k, mut e) = old else { unreachable!() };
-        e.set_next(NIL);
         self.maybe_shrink();
-        (k, e)
+        e
     }
 
     /// Unlinks slot `i` from the chain of bucket `h`.
     fn unlink(&mut self, i: u32, h: u64) {
         let b = (h as usize) & (self.buckets.len() - 1);
         let next = self.next_of(i);
-        if self.buckets[b] == i {
-            self.buckets[b] = next;
+        if self.buckets.head(b) == i {
+            self.buckets.set(b, next);
             return;
         }
-        let mut p = self.buckets[b];
+        let mut p = self.buckets.head(b);
         while self.next_of(p) != i {
             p = self.next_of(p);
         }
-        if let Slot::Used(_, e) = &mut self.slots[p as usize] {
-            e.set_next(next);
-        }
+        self.slots[p as usize].entry.set_next(next);
     }
 
     #[inline]
     fn next_of(&self, i: u32) -> u32 {
-        match &self.slots[i as usize] {
-            Slot::Used(_, e) => e.next(),
-            Slot::Free(_) => NIL,
+        let s = &self.slots[i as usize];
+        if s.is_used() {
+            s.entry.next()
+        } else {
+            NIL
         }
     }
 
@@ -226,19 +463,19 @@ impl KeyTable {
     fn compact(&mut self) {
         let old = std::mem::take(&mut self.slots);
         self.slots = Vec::with_capacity(self.len);
-        self.slots.extend(old.into_iter().filter(|s| matches!(s, Slot::Used(..))));
+        self.slots.extend(old.into_iter().filter(Slot::is_used));
         self.free = NIL;
     }
 
     fn resize(&mut self, size: usize) {
-        self.buckets.clear();
-        self.buckets.resize(size, NIL);
+        // Narrow while the slab's indices fit (a push past them widens).
+        self.buckets = Buckets::new(size, self.slots.capacity());
         let mask = size - 1;
         for (i, s) in self.slots.iter_mut().enumerate() {
-            if let Slot::Used(k, e) = s {
-                let b = (self.hasher.hash_one(&**k) as usize) & mask;
-                e.set_next(self.buckets[b]);
-                self.buckets[b] = i as u32;
+            if s.is_used() {
+                let b = (self.hasher.hash_one(s.key()) as usize) & mask;
+                s.entry.set_next(self.buckets.head(b));
+                self.buckets.set(b, i as u32);
             }
         }
     }
@@ -253,20 +490,24 @@ impl KeyTable {
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (&[u8], &Entry)> {
-        self.slots.iter().filter_map(|s| match s {
-            Slot::Used(k, e) => Some((&**k, e)),
-            Slot::Free(_) => None,
-        })
+        self.slots.iter().filter(|s| s.is_used()).map(|s| (s.key(), &s.entry))
     }
 
     /// Visits one bucket at `cursor` and returns the next cursor; 0 when
     /// complete (see [`chain::scan`]).
     pub fn scan(&self, cursor: u64, mut visit: impl FnMut(&[u8], &Entry)) -> u64 {
-        chain::scan(self, &self.buckets, cursor, |i| {
-            if let Slot::Used(k, e) = &self.slots[i as usize] {
-                visit(k, e);
-            }
-        })
+        chain::scan(
+            self,
+            self.buckets.len(),
+            |b| self.buckets.head(b),
+            cursor,
+            |i| {
+                let s = &self.slots[i as usize];
+                if s.is_used() {
+                    visit(s.key(), &s.entry);
+                }
+            },
+        )
     }
 
     /// A random used slab index, uniform over the keys (see
@@ -284,7 +525,7 @@ impl Slab for KeyTable {
     }
 
     fn used(&self, i: u32) -> bool {
-        matches!(self.slots[i as usize], Slot::Used(..))
+        self.slots[i as usize].is_used()
     }
 
     fn next(&self, i: u32) -> u32 {
@@ -342,17 +583,17 @@ mod tests {
     fn an_emptied_table_gives_its_memory_back() {
         let mut t = KeyTable::with_hasher(RandomState::new());
         t.insert_hashed(b"k", t.hash_of(b"k"), entry(1));
-        assert!(t.slots.capacity() > 0 && !t.buckets.is_empty());
+        assert!(t.slots.capacity() > 0 && t.buckets.len() > 0);
         assert!(t.remove(b"k").is_some());
-        assert_eq!((t.slots.capacity(), t.buckets.capacity()), (0, 0));
+        assert_eq!((t.slots.capacity(), t.buckets.len()), (0, 0));
         // Usable again afterwards.
         t.insert_hashed(b"k", t.hash_of(b"k"), entry(2));
         assert_eq!(t.get(b"k").map(int), Some(2));
     }
 
     #[test]
-    fn slot_is_56_bytes() {
-        assert_eq!(std::mem::size_of::<Slot>(), 56);
+    fn slot_is_48_bytes() {
+        assert_eq!(std::mem::size_of::<Slot>(), 48);
     }
 
     #[test]
@@ -367,15 +608,14 @@ mod tests {
         assert_eq!(int(&old), 10);
         assert_eq!(int(t.get(b"k10").unwrap()), -10);
         for i in (0..2000).step_by(2) {
-            let (k, e) = t.remove(format!("k{i}").as_bytes()).unwrap();
-            assert_eq!(&*k, format!("k{i}").as_bytes());
+            let e = t.remove(format!("k{i}").as_bytes()).unwrap();
             assert_eq!(int(&e), if i == 10 { -10 } else { i });
         }
         for i in 0..2000 {
             assert_eq!(t.get(format!("k{i}").as_bytes()).is_some(), i % 2 == 1, "k{i}");
         }
         for i in (1..2000).step_by(4) {
-            let (_, e) = t.remove(format!("k{i}").as_bytes()).unwrap();
+            let e = t.remove(format!("k{i}").as_bytes()).unwrap();
             assert_eq!(int(&e), i);
         }
         assert_eq!(t.len(), 500);
@@ -488,5 +728,164 @@ mod tests {
         assert!((0..300).step_by(5).all(|i| hits[i] == 0));
         // df = 239: its 99.99th percentile is about 330.
         assert!(chi < 330.0, "chi-square {chi}");
+    }
+
+    /// The slot layout against a `HashMap` reference: keys and values of
+    /// random lengths around the inline limits (0, 1, 15 to 17 bytes for
+    /// keys, 22 and 44 for values, long ones), TTL bits set and cleared,
+    /// replacements, deletes, and growth and shrinking of the table.
+    #[test]
+    fn slots_agree_with_a_hashmap_over_random_lengths() {
+        use std::collections::HashMap;
+        const LENS: [usize; 14] = [0, 1, 2, 7, 8, 15, 16, 17, 18, 22, 23, 24, 45, 100];
+        for seed in 1..=6u64 {
+            let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            let mut rnd = move || {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x
+            };
+            let mut t = KeyTable::with_hasher(RandomState::new());
+            let mut reference: HashMap<Vec<u8>, (Value, bool)> = HashMap::new();
+            // Keys share a prefix, so inline keys differ in their last bytes.
+            let key = |r: u64| {
+                let len = LENS[(r % LENS.len() as u64) as usize];
+                let id = (r >> 8) % 3000;
+                let mut k: Vec<u8> = id.to_le_bytes().iter().cycle().take(len).copied().collect();
+                if let Some(b) = k.last_mut() {
+                    *b ^= (id >> 7) as u8;
+                }
+                k
+            };
+            let value = |r: u64| {
+                let len = LENS[(r % LENS.len() as u64) as usize].max(1) - 1;
+                match r % 5 {
+                    0 => Value::Int(r as i64),
+                    _ => Value::str_exact(&vec![(r >> 16) as u8; len]),
+                }
+            };
+            let rounds = if seed % 2 == 0 { 20_000 } else { 6_000 };
+            for round in 0..rounds {
+                let r = rnd();
+                let k = key(rnd());
+                // Deletes win in the second half: the table shrinks again.
+                let delete_share = if round < rounds / 2 { 3 } else { 6 };
+                match r % 10 {
+                    n if n < delete_share => {
+                        let got = t.remove(&k).map(|e| (e.value.clone(), e.has_ttl()));
+                        assert_eq!(got, reference.remove(&k), "remove {k:?}");
+                    }
+                    _ => {
+                        let v = value(rnd());
+                        let ttl = r % 3 == 0;
+                        let mut e = Entry::new(v.clone());
+                        e.set_ttl_bit(ttl);
+                        let h = t.hash_of(&k);
+                        let old = t.insert_hashed(&k, h, e).map(|e| {
+                            let ttl = e.has_ttl();
+                            (e.value, ttl)
+                        });
+                        assert_eq!(old, reference.insert(k.clone(), (v, ttl)), "insert {k:?}");
+                    }
+                }
+                if r % 7 == 0 {
+                    // Set or clear a TTL bit in place.
+                    let k = key(rnd());
+                    let h = t.hash_of(&k);
+                    if let Some(i) = t.index_of_hashed(&k, h) {
+                        let (stored, e) = t.at_mut(i).unwrap();
+                        assert_eq!(stored, &k[..]);
+                        let on = !e.has_ttl();
+                        e.set_ttl_bit(on);
+                        reference.get_mut(&k).unwrap().1 = on;
+                    }
+                }
+            }
+            assert_eq!(t.len(), reference.len());
+            for (k, (v, ttl)) in &reference {
+                let e = t.get(k).unwrap_or_else(|| panic!("lost {k:?}"));
+                assert_eq!((&e.value, e.has_ttl()), (v, *ttl), "{k:?}");
+            }
+            let mut seen: Vec<Vec<u8>> = t.iter().map(|(k, _)| k.to_vec()).collect();
+            seen.sort();
+            let mut want: Vec<Vec<u8>> = reference.keys().cloned().collect();
+            want.sort();
+            assert_eq!(seen, want);
+            let mut scanned = HashSet::new();
+            let mut cursor = 0;
+            loop {
+                cursor = t.scan(cursor, |k, _| {
+                    scanned.insert(k.to_vec());
+                });
+                if cursor == 0 {
+                    break;
+                }
+            }
+            assert_eq!(scanned.len(), reference.len());
+        }
+    }
+
+    /// Heap keys are freed with their slot, on removal, replacement of the
+    /// whole table and drop (run under Miri or a leak checker to see it).
+    #[test]
+    fn long_keys_round_trip() {
+        let mut t = KeyTable::with_hasher(RandomState::new());
+        let long: Vec<u8> = (0..200u8).collect();
+        for n in [16, 17, 200] {
+            let k = &long[..n];
+            t.insert_hashed(k, t.hash_of(k), entry(n as i64));
+        }
+        assert_eq!(t.slots[0].entry.key_tag(), 16);
+        assert_eq!(t.slots[1].entry.key_tag(), HEAP);
+        assert_eq!(t.iter().map(|(k, _)| k.len()).collect::<Vec<_>>(), [16, 17, 200]);
+        assert_eq!(int(&t.remove(&long[..17]).unwrap()), 17);
+        assert_eq!(t.get(&long[..200]).map(int), Some(200));
+        assert!(t.get(&long[..17]).is_none());
+        t.insert_hashed(b"short", t.hash_of(b"short"), entry(5));
+        // The freed slot is reused by the short key.
+        assert_eq!(t.slots.len(), 3);
+        assert_eq!(t.at(1).map(|(k, _)| k), Some(&b"short"[..]));
+    }
+
+    /// Buckets are 16 bits while the slab's indices fit, and turn 32 bits
+    /// wide when a push passes 65,534 slots; a table shrunk below that is
+    /// narrow again. Every key stays reachable through both changes.
+    #[test]
+    fn buckets_widen_and_narrow_with_the_slab() {
+        let mut t = KeyTable::with_hasher(RandomState::new());
+        let put = |t: &mut KeyTable, i: i64| {
+            let k = format!("k{i}");
+            t.insert_hashed(k.as_bytes(), t.hash_of(k.as_bytes()), entry(i));
+        };
+        for i in 0..65_534 {
+            put(&mut t, i);
+        }
+        assert!(t.buckets.is_narrow());
+        for i in 65_534..70_000 {
+            put(&mut t, i);
+        }
+        assert!(!t.buckets.is_narrow());
+        let count = |t: &KeyTable| {
+            let (mut n, mut cursor) = (0, 0);
+            loop {
+                cursor = t.scan(cursor, |_, _| n += 1);
+                if cursor == 0 {
+                    return n;
+                }
+            }
+        };
+        assert_eq!(count(&t), 70_000);
+        for i in 0..70_000 {
+            assert_eq!(t.get(format!("k{i}").as_bytes()).map(int), Some(i), "k{i}");
+        }
+        for i in 0..60_000 {
+            t.remove(format!("k{i}").as_bytes()).unwrap();
+        }
+        assert!(t.buckets.is_narrow());
+        assert_eq!(count(&t), 10_000);
+        for i in 0..70_000 {
+            assert_eq!(t.get(format!("k{i}").as_bytes()).map(int), (i >= 60_000).then_some(i));
+        }
     }
 }

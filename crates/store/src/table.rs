@@ -338,11 +338,17 @@ impl<V> Table<V> {
     /// Visits one bucket at `cursor` and returns the next cursor; 0 means
     /// the scan is complete (see [`chain::scan`]).
     pub fn scan(&self, cursor: u64, mut visit: impl FnMut(&[u8], &V)) -> u64 {
-        chain::scan(self, &self.buckets, cursor, |i| {
-            if let Some((k, v)) = &self.nodes[i as usize].kv {
-                visit(k, v);
-            }
-        })
+        chain::scan(
+            self,
+            self.buckets.len(),
+            |b| self.buckets[b],
+            cursor,
+            |i| {
+                if let Some((k, v)) = &self.nodes[i as usize].kv {
+                    visit(k, v);
+                }
+            },
+        )
     }
 
     /// A random occupied slab index, uniform over the entries, using

@@ -974,9 +974,7 @@ pub fn call<'a>(
     caller: Caller,
 ) -> bool {
     // A subcommand's own name is argv[1]; its arguments start after it.
-    // A command called by its `rename-command` name is not a subcommand.
-    let start = if is_name(argv[0], spec.name) || table::is_renamed(shared, spec) { 1 } else { 2 };
-    let mut args = Args::new(argv, start);
+    let mut args = Args::new(argv, spec.first_arg());
     let mark = out.mark();
     let db = sess.db;
     // total_commands_processed counts a command once, as it starts (a

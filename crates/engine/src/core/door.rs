@@ -102,7 +102,7 @@ pub fn lookup_next(
     if let Some((top, spec)) = sess.last_cmd {
         if std::ptr::eq(top, spec)
             && top.subcommands.is_empty()
-            && dispatch::is_name(argv[0], top.name)
+            && (sess.last_name.is(argv[0]) || dispatch::is_name(argv[0], top.name))
             && spec.arity.accepts(argv.len())
         {
             return Ok(spec);
@@ -113,6 +113,7 @@ pub fn lookup_next(
     // renamed command no longer answers to.
     sess.last_cmd =
         if crate::core::table::is_renamed(shared, top) { None } else { Some((top, spec)) };
+    sess.last_name.set(argv[0]);
     Ok(spec)
 }
 

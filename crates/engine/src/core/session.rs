@@ -56,6 +56,12 @@ pub struct ClientHandle {
     /// byte counts, on the connection's own cache line.
     pub reads: AtomicU64,
     pub writes: AtomicU64,
+    /// Odd while the connection runs commands (a batch, a served or
+    /// timed-out wait), even between runs: what [`Shared::quiesce`]
+    /// waits on (see [`begin_run`](Self::begin_run)).
+    ///
+    /// [`Shared::quiesce`]: crate::Shared::quiesce
+    pub runs: AtomicU64,
     /// What reaches the connection besides its own replies.
     pub outbox: crate::core::outbox::Outbox,
     /// Subscriptions: channels, patterns, shard channels (CLIENT LIST's
@@ -106,6 +112,7 @@ impl ClientHandle {
             net_out: AtomicU64::new(0),
             reads: AtomicU64::new(0),
             writes: AtomicU64::new(0),
+            runs: AtomicU64::new(0),
             outbox: crate::core::outbox::Outbox::default(),
             subs: Default::default(),
             tracking: Mutex::new(crate::subsystems::tracking::State::default()),
@@ -113,6 +120,32 @@ impl ClientHandle {
             replica: AtomicBool::new(false),
             user: Mutex::new(b"default".to_vec()),
             raw_bytes: AtomicBool::new(false),
+        }
+    }
+
+    /// Marks the start of a run of commands (the connection's thread
+    /// only). The fence orders this mark before every read of the pause
+    /// state the run's commands make, against the fence in
+    /// [`Shared::quiesce`](crate::Shared::quiesce) after a hold is set:
+    /// either the run sees the hold, or `quiesce` sees the run and waits
+    /// for its end. One fence per batch, not per command.
+    #[inline]
+    pub fn begin_run(&self) {
+        let s = self.runs.load(Ordering::Relaxed);
+        if s & 1 == 0 {
+            self.runs.store(s + 1, Ordering::Relaxed);
+            std::sync::atomic::fence(Ordering::SeqCst);
+        }
+    }
+
+    /// Marks the end of a run begun by [`begin_run`](Self::begin_run):
+    /// everything its commands wrote, and published to the effects
+    /// record, happens before.
+    #[inline]
+    pub fn end_run(&self) {
+        let s = self.runs.load(Ordering::Relaxed);
+        if s & 1 == 1 {
+            self.runs.store(s + 1, Ordering::Release);
         }
     }
 
@@ -210,6 +243,10 @@ pub struct Session {
     /// published to `handle.last_cmd` by the connection once per batch.
     pub last_cmd:
         Option<(&'static crate::core::spec::CommandSpec, &'static crate::core::spec::CommandSpec)>,
+    /// The bytes `last_cmd` was called by, as the client sent them (up to
+    /// 16; a longer name is not kept): a pipeline's next request is
+    /// recognised by a word compare, in whatever case it spells the name.
+    pub last_name: LastName,
     /// Set by a blocking command that found nothing to pop: the connection
     /// runs nothing else until the wait ends.
     pub blocked: Option<crate::core::blocking::Blocked>,
@@ -359,6 +396,7 @@ impl Session {
             stats: LocalStats::default(),
             cstats: Default::default(),
             last_cmd: None,
+            last_name: LastName::default(),
             blocked: None,
             postponed: false,
             ready: Vec::new(),
@@ -554,5 +592,32 @@ impl Session {
 
     pub fn in_multi(&self) -> bool {
         self.multi.is_some()
+    }
+}
+
+/// A command name's bytes as a client sent them ([`Session::last_name`]).
+#[derive(Clone, Copy, Default)]
+pub struct LastName {
+    bytes: [u8; 16],
+    /// 0: none kept (a name is never empty when kept).
+    len: u8,
+}
+
+impl LastName {
+    /// Keeps `name` if it is short enough, forgets the previous one else.
+    #[inline]
+    pub fn set(&mut self, name: &[u8]) {
+        if !name.is_empty() && name.len() <= self.bytes.len() {
+            self.bytes[..name.len()].copy_from_slice(name);
+            self.len = name.len() as u8;
+        } else {
+            self.len = 0;
+        }
+    }
+
+    /// Whether `name` is the kept name, byte for byte.
+    #[inline(always)]
+    pub fn is(&self, name: &[u8]) -> bool {
+        self.len != 0 && store::key_eq(name, &self.bytes[..self.len as usize])
     }
 }

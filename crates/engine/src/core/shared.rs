@@ -303,6 +303,10 @@ pub struct Shared {
     pub table: &'static Table,
 }
 
+/// How long [`Shared::quiesce`] waits for a connection's run to end (a
+/// script that runs longer is busy, and the hold goes on without it).
+pub const QUIESCE_LIMIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Unix time in milliseconds.
 pub fn unix_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
@@ -533,6 +537,51 @@ impl Shared {
                 w();
             }
         }
+    }
+
+    /// Waits until nothing that began before a hold set with
+    /// [`change_pause`](Self::change_pause) can still write: the
+    /// replication offset read after it is the held data set's, as
+    /// Redis's single thread has it the moment it pauses. A client's
+    /// command checks the pause before it locks its keys, so one that
+    /// passed the check just before the hold may still be running, or
+    /// waiting for a stripe; its connection's run mark
+    /// ([`ClientHandle::begin_run`]) is odd until it ends. Then every
+    /// stripe is taken once: active expiry and the job queue's timers
+    /// read the hold with a stripe held, so a pass that began before the
+    /// hold stops at its next stripe. `false` when a run did not end
+    /// within `limit` (a busy script): the caller goes on, as before.
+    ///
+    /// Not for a thread that holds stripes or runs a connection's batch.
+    ///
+    /// [`ClientHandle::begin_run`]: crate::core::session::ClientHandle::begin_run
+    pub fn quiesce(&self, limit: std::time::Duration) -> bool {
+        std::sync::atomic::fence(Ordering::SeqCst);
+        let running: Vec<(Arc<ClientHandle>, u64)> = self
+            .clients
+            .lock()
+            .values()
+            .filter_map(|h| {
+                let v = h.runs.load(Ordering::Acquire);
+                (v & 1 == 1).then(|| (h.clone(), v))
+            })
+            .collect();
+        let end = std::time::Instant::now() + limit;
+        for (h, v) in running {
+            while h.runs.load(Ordering::Acquire) == v {
+                if std::time::Instant::now() > end {
+                    return false;
+                }
+                std::thread::sleep(std::time::Duration::from_micros(50));
+            }
+        }
+        let mut all = store::Locks::new(&self.store, 0);
+        for db in 0..self.store.databases() {
+            // Nothing is held, so the stripes lock in order.
+            let _ = all.acquire_db(db);
+        }
+        all.release();
+        true
     }
 
     /// Turns client-side caching on for a session (`CLIENT TRACKING ON`),

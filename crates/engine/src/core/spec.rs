@@ -382,6 +382,10 @@ pub struct CommandSpec {
     /// Its position in the table's flattened list (`Table::entries`): the
     /// stable index commandstats and the ACL bitmaps use.
     index: u32,
+    /// Where its handler's arguments start: 1 for a command, 2 for a
+    /// subcommand (its own name is `argv[1]`), known once here rather
+    /// than found by comparing names on every call.
+    first_arg: u8,
 }
 
 impl CommandSpec {
@@ -415,6 +419,7 @@ impl CommandSpec {
             subcommands,
             meta,
             index,
+            first_arg: if meta.name.contains('|') { 2 } else { 1 },
         }
     }
 
@@ -423,6 +428,13 @@ impl CommandSpec {
     #[inline]
     pub fn index(&self) -> usize {
         self.index as usize
+    }
+
+    /// Where its handler's arguments start in `argv`: after the command's
+    /// name, or after a subcommand's name too.
+    #[inline]
+    pub fn first_arg(&self) -> usize {
+        self.first_arg as usize
     }
 
     /// Its metadata (Redis's, or Sluice's for a command Sluice adds).

@@ -300,4 +300,15 @@ mod tests {
         assert!(std::ptr::eq(r.find(b"BADGER").unwrap(), flushdb));
         assert!(r.find(b"set").is_some());
     }
+
+    #[test]
+    fn handler_arguments_start_after_the_command_or_subcommand_name() {
+        let table = crate::commands::table();
+        for top in table.tops() {
+            assert_eq!(top.first_arg(), 1, "{}", top.name);
+            for sub in top.subcommands {
+                assert_eq!(sub.first_arg(), 2, "{}|{}", top.name, sub.name);
+            }
+        }
+    }
 }

@@ -38,6 +38,12 @@ pub fn tick(shared: &Shared, fx: &mut Effects, now: i64) {
     if locks.acquire(&mut [jid]).is_err() {
         return;
     }
+    if store.expiry_held(now) {
+        // Writes are held (a pause, a failover waiting for its target):
+        // the job queue's timers wait too, as key expiry does, so the
+        // replication offset holds still (`Shared::quiesce`).
+        return;
+    }
     let mut events = Vec::new();
     let mut js = shared.jobs.lock();
     if js.next_wake().is_some_and(|t| t <= now) {

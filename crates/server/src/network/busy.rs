@@ -96,6 +96,19 @@ pub fn install(
     });
 }
 
+/// Lets go of this thread's channel ends (its incoming receiver, thread
+/// 0's senders) once its event loop has returned, while the loop's task
+/// set still exists: a receiver's waker is a task of that set, and the
+/// last sender's drop wakes it, which must not happen from this thread's
+/// thread-local destructors (tokio's context is gone by then).
+pub fn release_channels() {
+    let ends = LOOP.with(|l| {
+        let mut l = l.borrow_mut();
+        (l.handoff.take(), l.incoming.take())
+    });
+    drop(ends);
+}
+
 /// Thread 0: the senders to every loop, to hand new sockets on.
 pub fn set_handoff(senders: Arc<Vec<mpsc::UnboundedSender<Incoming>>>) {
     LOOP.with(|l| l.borrow_mut().handoff = Some(senders));

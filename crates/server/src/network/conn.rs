@@ -498,7 +498,11 @@ impl<S: Transport> Conn<S> {
     /// once, as Redis frees a blocked client whose peer closed.
     async fn wait_blocked(&mut self, notify: &Signal) -> Result<(), Closed> {
         let now = self.shared.clock.now_ms();
-        if let Some(reply) = engine::core::blocking::resolve(&self.shared, &mut self.sess, now) {
+        // Serving the wait may run its command (a write, for BLMOVE).
+        self.sess.handle.begin_run();
+        let resolved = engine::core::blocking::resolve(&self.shared, &mut self.sess, now);
+        self.sess.handle.end_run();
+        if let Some(reply) = resolved {
             if !reply.is_empty() {
                 dispatch::deliver_blocked(&mut self.sess, &mut self.out, &reply);
             }
@@ -749,6 +753,9 @@ impl<S: Transport> Conn<S> {
         let start_out = self.out.len();
         let mut budget_left = true;
         let mut executed = false;
+        // A failover's or shutdown's hold waits for this mark to end
+        // (`Shared::quiesce`): the batch's writes are then all published.
+        self.sess.handle.begin_run();
         // Commands of this batch run back to back: each one's stopwatch
         // starts where the previous one's stopped (one clock read each).
         self.sess.batch_lap = true;
@@ -873,6 +880,7 @@ impl<S: Transport> Conn<S> {
                     // CLIENT PAUSE: nothing ran; wait, then retry this request.
                     drop(argv);
                     self.sess.lap = 0;
+                    self.sess.handle.end_run();
                     tokio::time::sleep(Duration::from_millis(10)).await;
                     budget_left = false;
                     break 'batch;
@@ -915,6 +923,7 @@ impl<S: Transport> Conn<S> {
                 Some(_) => unreachable!("only incomplete and error stop a window"),
             }
         }
+        self.sess.handle.end_run();
         self.sess.batch_lap = false;
         self.sess.lap = 0;
         self.compact();
@@ -1071,6 +1080,7 @@ impl<S: Transport> Conn<S> {
     fn execute_while_busy(&mut self) -> bool {
         let mut executed = false;
         let mut args = std::mem::take(&mut self.window[0].args);
+        self.sess.handle.begin_run();
         while !self.sess.close_after_reply
             && self.sess.blocked.is_none()
             && self.has_complete_input()
@@ -1106,6 +1116,7 @@ impl<S: Transport> Conn<S> {
                 }
             }
         }
+        self.sess.handle.end_run();
         self.window[0].args = args;
         executed
     }

@@ -115,3 +115,52 @@ pub fn writers(
         })
         .collect()
 }
+
+/// Three connections pipelining INCRs (64 a write) of a key each
+/// (`{prefix}:{n}`) to `port` until it stops answering them with integers
+/// (a failover made it a replica: `-MOVED`, `-READONLY`, a closed link).
+/// Each returns its key and how many INCRs were acknowledged.
+pub fn incrs_until_refused(port: u16, prefix: &str) -> Vec<std::thread::JoinHandle<(String, u64)>> {
+    (0..3)
+        .map(|t| {
+            let key = format!("{prefix}:{t}");
+            std::thread::spawn(move || {
+                let mut c = Client::connect(port).expect("connect");
+                c.set_timeout(Duration::from_secs(30));
+                let mut acked = 0u64;
+                'run: loop {
+                    for _ in 0..64 {
+                        if c.send(&[b"INCR", key.as_bytes()]).is_err() {
+                            break 'run;
+                        }
+                    }
+                    for _ in 0..64 {
+                        match c.read_frame() {
+                            Ok(Frame::Integer(_)) => acked += 1,
+                            _ => break 'run,
+                        }
+                    }
+                }
+                (key, acked)
+            })
+        })
+        .collect()
+}
+
+/// How many of `writers`' acknowledged INCRs `c`'s server does not have.
+pub fn incrs_missing(
+    c: &mut Client,
+    writers: Vec<std::thread::JoinHandle<(String, u64)>>,
+) -> (u64, u64) {
+    let (mut acked, mut lost) = (0, 0);
+    for w in writers {
+        let (key, n) = w.join().unwrap();
+        let have = match cmd(c, &["GET", &key]) {
+            Frame::Bulk(Some(b)) => String::from_utf8_lossy(&b).parse::<u64>().unwrap_or(0),
+            _ => 0,
+        };
+        acked += n;
+        lost += n.saturating_sub(have);
+    }
+    (acked, lost)
+}

@@ -46,11 +46,15 @@ pub struct Manual {
     pub master_offset: i64,
     /// On the replica: the election may start.
     pub can_start: bool,
+    /// On the master: its offset once writes are held and settled
+    /// (-1: not yet). Its messages say it is paused only from then on,
+    /// with this offset.
+    pub paused_offset: i64,
 }
 
 impl Default for Manual {
     fn default() -> Self {
-        Manual { end: 0, replica: None, master_offset: -1, can_start: false }
+        Manual { end: 0, replica: None, master_offset: -1, can_start: false, paused_offset: -1 }
     }
 }
 

@@ -144,6 +144,9 @@ pub(crate) struct Out {
     /// A vote or the paused master's offset arrived: the replica's
     /// failover step runs now ([`Links::failover_soon`]).
     failover_soon: bool,
+    /// A replica asked for a manual failover: once writes are held, the
+    /// paused offset goes back to it ([`paused_ping`]).
+    mf_paused: bool,
 }
 
 /// The configuration the bus reads, once per message or cron turn.
@@ -283,12 +286,11 @@ fn process(sh: &Shared, link: u64, inbound: bool, local_ip: &str, peer_ip: &str,
                     st.manual.end = now + engine::subsystems::cluster::failure::MF_TIMEOUT;
                     st.manual.replica = Some(m.sender);
                     out.hold_writes = Some(true);
+                    out.mf_paused = true;
                     log::warning(&format!(
                         "Manual failover requested by replica {}.",
                         String::from_utf8_lossy(&m.sender)
                     ));
-                    st.sent[counter(wire::PING)] += 1;
-                    out.reply = Some(wire::ping(&st, wire::PING, offset, now as u64));
                 }
             }
             _ => {}
@@ -642,6 +644,27 @@ pub(crate) fn act(sh: &Shared, links: &Links, out: Out) {
     }
 }
 
+/// The master's answer to MFSTART once its writes are held (Redis's
+/// `clusterSendPing` right after `pauseClients`): the offset it carries is
+/// read after [`Shared::quiesce`], so a write that passed the pause check
+/// before the hold is in it. In Redis's single thread nothing is in
+/// flight when it pauses; here a client's command may be, on another
+/// thread, and a replica promoted at an offset short of it would leave
+/// that acknowledged write behind.
+fn paused_ping(sh: &Shared) -> Option<Vec<u8>> {
+    sh.quiesce(engine::core::shared::QUIESCE_LIMIT);
+    let offset = my_offset(sh);
+    let c = sh.cluster.get()?;
+    let mut st = c.state.write();
+    if st.manual.end == 0 || !st.me().is_master() {
+        return None;
+    }
+    st.manual.paused_offset = offset;
+    st.sent[counter(wire::PING)] += 1;
+    let now = engine::core::shared::unix_ms();
+    Some(wire::ping(&st, wire::PING, offset, now as u64))
+}
+
 /// Reads a link's messages until it ends, answering on the same socket.
 fn serve(sh: Weak<Shared>, links: Arc<Links>, mut s: TcpStream, link: u64, inbound: bool) {
     let local = s.local_addr().map(|a| a.ip().to_string()).unwrap_or_default();
@@ -653,8 +676,11 @@ fn serve(sh: Weak<Shared>, links: Arc<Links>, mut s: TcpStream, link: u64, inbou
         }
         let Some(m) = wire::decode(&buf) else { break };
         let mut out = process(&sh, link, inbound, &local, &peer, &m);
-        let (reply, close) = (out.reply.take(), out.close);
+        let (mut reply, close, paused) = (out.reply.take(), out.close, out.mf_paused);
         act(&sh, &links, out);
+        if paused {
+            reply = paused_ping(&sh);
+        }
         if let Some(r) = reply {
             if !links.send(link, &r) {
                 break;

@@ -192,7 +192,10 @@ pub fn header(st: &State, typ: u16, offset: i64, body: usize) -> Vec<u8> {
     b[2248..2250].copy_from_slice(&me.cport.to_be_bytes());
     b[2250..2252].copy_from_slice(&me.flags.to_be_bytes());
     b[2252] = if st.ok { 0 } else { 1 };
-    if me.is_master() && st.manual.end != 0 {
+    if me.is_master() && st.manual.end != 0 && st.manual.paused_offset >= 0 {
+        // The offset the replica must reach: the held data set's, read
+        // once in-flight writes settled (`bus::paused_ping`).
+        b[32..40].copy_from_slice(&(st.manual.paused_offset as u64).to_be_bytes());
         b[2253] |= FLAG0_PAUSED;
     }
     b

@@ -74,6 +74,11 @@ impl Master {
         // checks every few milliseconds until it hands over or gives up.
         let Some(me) = self.me.upgrade() else { return Ok(()) };
         let spawned = log::spawn("repl-failover", move || {
+            // Writes that passed the pause check before the hold finish
+            // first, so the offset the target must reach is the held one.
+            if let Some(sh) = me.shared.upgrade() {
+                sh.quiesce(engine::core::shared::QUIESCE_LIMIT);
+            }
             while me.failover_tick() {
                 std::thread::sleep(Duration::from_millis(5));
             }
