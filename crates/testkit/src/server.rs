@@ -30,6 +30,36 @@ pub fn free_port() -> u16 {
         .expect("bind 127.0.0.1:0")
 }
 
+/// Whether process `pid` holds a socket listening on TCP `port`: the
+/// listening entries for the port in `/proc/net/tcp{,6}`, matched by inode
+/// against the process's descriptors. `None` when it cannot tell (no
+/// `/proc`, or no listening entry for the port at all).
+fn listens_on(pid: u32, port: u16) -> Option<bool> {
+    let mut inodes = Vec::new();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let Ok(text) = std::fs::read_to_string(table) else { continue };
+        for line in text.lines().skip(1) {
+            let cols: Vec<&str> = line.split_whitespace().collect();
+            if cols.len() < 10 {
+                continue;
+            }
+            let local = cols[1].rsplit(':').next().and_then(|p| u16::from_str_radix(p, 16).ok());
+            // State 0A: LISTEN.
+            if local == Some(port) && cols[3] == "0A" {
+                inodes.push(format!("socket:[{}]", cols[9]));
+            }
+        }
+    }
+    if inodes.is_empty() {
+        return None;
+    }
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?;
+    Some(fds.flatten().any(|fd| {
+        std::fs::read_link(fd.path())
+            .is_ok_and(|l| inodes.iter().any(|i| l.as_os_str() == i.as_str()))
+    }))
+}
+
 /// A fresh directory under the system temp dir. The caller may remove it;
 /// whatever is left is removed when the test process exits, so a test run
 /// leaves no data files behind (CI machines share their disk).
@@ -154,6 +184,13 @@ impl ServerProc {
                 return Err(format!("exited with {st}; log:\n{}", self.log_text()));
             }
             if TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+                // Another test's server may have taken the port between
+                // `free_port` and this one's bind (this one then exits on
+                // its bind error, but the connection went to the other):
+                // ready only when the listener is this process's.
+                if listens_on(self.child.id(), self.port) == Some(false) {
+                    return Err(format!("port {} is another process's", self.port));
+                }
                 return Ok(());
             }
             if start.elapsed() > limit {

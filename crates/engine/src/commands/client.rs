@@ -235,6 +235,13 @@ fn digits(n: usize) -> usize {
 /// Live clients in connection order (ids ascend), without those already
 /// killed and about to close.
 fn snapshot(cx: &Ctx) -> Vec<Arc<ClientHandle>> {
+    if crate::subsystems::evict::client_limit(&cx.shared.config.read()) != 0 {
+        // Pushes queued for a client by other threads count in its
+        // `tot-mem` at once, but its own thread closes it only at its next
+        // turn: a client they took past `maxmemory-clients` is closed now,
+        // as Redis closes it before its next command, rather than listed.
+        crate::subsystems::evict::evict_clients(cx.shared);
+    }
     cx.shared
         .clients
         .lock()

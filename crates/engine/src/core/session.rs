@@ -44,6 +44,12 @@ pub struct ClientHandle {
     pub tot_mem: AtomicUsize,
     /// Set by `CLIENT KILL`; the connection closes at its next turn.
     pub killed: AtomicBool,
+    /// The connection closes once its last replies are written (QUIT, a
+    /// protocol error, `CLIENT KILL` of itself): set before they are, so
+    /// that another thread never takes it for a live client once its
+    /// client has read them (Redis frees such a client right after the
+    /// write, before it serves anyone else).
+    pub closing: AtomicBool,
     /// Wakes the connection's task (set by the server).
     pub waker: Mutex<Option<Box<dyn Fn() + Send + Sync>>>,
     /// The client's wait while it is blocked (BLPOP …), for CLIENT UNBLOCK.
@@ -106,6 +112,7 @@ impl ClientHandle {
             qbuf_resize: AtomicBool::new(false),
             tot_mem: AtomicUsize::new(0),
             killed: AtomicBool::new(false),
+            closing: AtomicBool::new(false),
             waker: Mutex::new(None),
             blocked: Mutex::new(None),
             net_in: AtomicU64::new(0),
@@ -149,7 +156,6 @@ impl ClientHandle {
         }
     }
 
-    /// Asks the connection to close (CLIENT KILL, shutdown).
     /// Whether the client is in pub/sub mode (subscribed to anything).
     pub fn subscribed(&self) -> bool {
         self.subs.iter().any(|n| n.load(Ordering::Relaxed) > 0)
@@ -163,6 +169,7 @@ impl ClientHandle {
         }
     }
 
+    /// Asks the connection to close (CLIENT KILL, shutdown).
     pub fn kill(&self) {
         self.killed.store(true, Ordering::Release);
         if let Some(w) = &*self.waker.lock() {

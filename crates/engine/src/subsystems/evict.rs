@@ -426,7 +426,12 @@ pub fn evict_clients(shared: &Shared) {
         return;
     }
     let clients: Vec<_> = shared.clients.lock().values().cloned().collect();
-    let mem = |h: &crate::core::session::ClientHandle| h.tot_mem.load(Ordering::Relaxed) as u64;
+    // What CLIENT LIST's `tot-mem` shows: the connection's last published
+    // figure and the pushes other threads queued for it since (Redis
+    // appends those to its reply list, and counts them, at once).
+    let mem = |h: &crate::core::session::ClientHandle| {
+        (h.tot_mem.load(Ordering::Relaxed) + h.outbox.pending()) as u64
+    };
     // Replicas are neither counted nor evicted (Redis's
     // clientEvictionAllowed: normal and pub/sub clients only).
     let counted = |h: &&Arc<crate::core::session::ClientHandle>| {

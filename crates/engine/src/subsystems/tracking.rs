@@ -332,7 +332,11 @@ fn send(c: &ClientHandle, payload: &[u8]) {
             None
         } else {
             match st.redirect_to.as_ref().and_then(Weak::upgrade) {
-                Some(t) if !t.killed.load(Ordering::Acquire) => Some(t),
+                Some(t)
+                    if !t.killed.load(Ordering::Acquire) && !t.closing.load(Ordering::Acquire) =>
+                {
+                    Some(t)
+                }
                 _ => {
                     st.broken_redirect = true;
                     let id = st.redirect;

@@ -924,6 +924,7 @@ impl<S: Transport> Conn<S> {
             }
         }
         self.sess.handle.end_run();
+        self.mark_closing();
         self.sess.batch_lap = false;
         self.sess.lap = 0;
         self.compact();
@@ -1117,8 +1118,18 @@ impl<S: Transport> Conn<S> {
             }
         }
         self.sess.handle.end_run();
+        self.mark_closing();
         self.window[0].args = args;
         executed
+    }
+
+    /// Tells other threads the connection is closing once its replies
+    /// are written (`ClientHandle::closing`), before they are.
+    #[inline]
+    fn mark_closing(&self) {
+        if self.sess.close_after_reply {
+            self.sess.handle.closing.store(true, Ordering::Release);
+        }
     }
 
     /// CLIENT LIST's `qbuf`, `qbuf-free`, `omem` and `tot-mem` (Redis's

@@ -390,3 +390,51 @@ fn clients_that_sent_the_same_big_argument_cost_the_same_however_it_came() {
         assert!(mem.iter().all(|&m| m == mem[0]), "{name}: tot-mem {mem:?}");
     }
 }
+
+/// A client that other clients' writes fill with invalidation messages
+/// (the redirection target of `CLIENT TRACKING … REDIRECT … BCAST`, which
+/// never reads) is closed once it passes `maxmemory-clients`, and CLIENT
+/// LIST never shows it past the limit: Redis counts and closes it as the
+/// messages are written to it. Bug: here the messages wait in its outbox
+/// for its own thread, CLIENT LIST counted them in its `tot-mem` but the
+/// eviction did not, so a listing now and then showed the client over
+/// the limit and still there (Redis's "client evicted due to tracking
+/// redirection" failed so under load).
+#[test]
+fn a_tracking_redirection_target_is_closed_before_it_is_listed_over_the_limit() {
+    let Some((redis, sluice)) = servers() else { return };
+    let limit: i64 = 3 * 1024 * 1024;
+    for (name, port) in [("redis", redis.port()), ("sluice", sluice.port())] {
+        let mut admin = Client::connect(port).unwrap();
+        ok(&mut admin, &["CONFIG", "SET", "maxmemory-clients", &limit.to_string()]);
+        let mut target = Client::connect(port).unwrap();
+        ok(&mut target, &["CLIENT", "SETNAME", "redirected"]);
+        let id = String::from_utf8(target.cmd(&["CLIENT", "ID"]).unwrap()).unwrap();
+        let id = id.trim_start_matches(':').trim().to_string();
+        target.cmd(&["SUBSCRIBE", "__redis__:invalidate"]).unwrap();
+        let mut w = Client::connect(port).unwrap();
+        ok(&mut w, &["CLIENT", "TRACKING", "ON", "REDIRECT", &id, "BCAST"]);
+        let key = "k".repeat(200 * 1024);
+        let script = format!("redis.call('incr', '{key}')");
+        let sha = String::from_utf8(w.cmd(&["SCRIPT", "LOAD", &script]).unwrap()).unwrap();
+        let sha = sha.lines().nth(1).unwrap().to_string();
+        let mut rounds = 0;
+        loop {
+            let list = String::from_utf8(admin.cmd(&["CLIENT", "LIST"]).unwrap()).unwrap();
+            let Some(line) = list.lines().find(|l| l.contains(" name=redirected ")) else {
+                break;
+            };
+            let mem: i64 = line
+                .split(' ')
+                .find_map(|kv| kv.strip_prefix("tot-mem="))
+                .and_then(|v| v.parse().ok())
+                .unwrap();
+            assert!(mem < limit, "{name}: listed with tot-mem {mem} after {rounds} rounds");
+            assert_eq!(w.cmd(&["EVALSHA", &sha, "0"]).unwrap(), b"$-1\r\n", "{name}");
+            rounds += 1;
+            assert!(rounds < 2000, "{name}: never closed");
+        }
+        eprintln!("{name}: closed after {rounds} rounds");
+        ok(&mut admin, &["CONFIG", "SET", "maxmemory-clients", "0"]);
+    }
+}

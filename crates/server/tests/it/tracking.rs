@@ -185,3 +185,26 @@ fn redirect_to_a_resp2_subscriber_and_broken_redirects() {
          C: CLIENT TRACKINGINFO",
     );
 }
+
+/// A redirection target that sent QUIT is gone for the clients tracking
+/// into it as soon as its `+OK` is read: a write right after reports the
+/// redirection broken (Redis frees the quitting client right after the
+/// write). Bug: the target's thread had not torn the connection down
+/// yet, the invalidation went to it, and the tracking client waited for
+/// its `tracking-redir-broken` forever (Redis's unit/tracking "CLIENT
+/// TRACKINGINFO provides reasonable results when tracking redir broken"
+/// hung so once).
+#[test]
+fn a_redirection_target_that_quit_is_broken_at_once() {
+    check(
+        "@ids
+         C_ HELLO 3
+         T: PING
+         C: CLIENT TRACKING on REDIRECT @T
+         C: GET z
+         T: QUIT
+         B: SET z 1
+         C? 50
+         C: CLIENT TRACKINGINFO",
+    );
+}
