@@ -40,10 +40,6 @@ pub const OUT_HIGH_WATER: usize = 1 << 20;
 const TURN_BUDGET: usize = 256 * 1024;
 /// Read at least this much per read call.
 const READ_CHUNK: usize = 16 * 1024;
-/// A request at least this long whose size is known gets exactly the room
-/// it still needs (Redis's `PROTO_MBULK_BIG_ARG`, past which it sizes the
-/// query buffer to the argument).
-const BIG_REQUEST: usize = 32 * 1024;
 /// Unexecuted input past which reading stops until it is executed.
 const READ_AHEAD: usize = 64 * 1024;
 
@@ -631,17 +627,7 @@ impl<S: Transport> Conn<S> {
             // A big argument's room is made as its bytes come (a megabyte
             // at a time), not reserved whole from its announced length: a
             // client that announces a huge bulk and stalls costs little.
-            // Its last step is exactly what is left of it, not a read
-            // chunk: the buffer then ends at the request's size whatever
-            // sizes the reads had, so clients that sent the same bytes
-            // cost the same (`tot-mem`, which `maxmemory-clients` orders
-            // clients by, as Redis's big-argument buffer does).
-            let rest = self.need.saturating_sub(self.rbuf.len());
-            let want = if rest > 0 && self.need - self.rpos >= BIG_REQUEST {
-                rest.min(1 << 20)
-            } else {
-                rest.clamp(READ_CHUNK, 1 << 20)
-            };
+            let want = self.need.saturating_sub(self.rbuf.len()).clamp(READ_CHUNK, 1 << 20);
             if self.rbuf.capacity() - self.rbuf.len() < want {
                 self.grow_input(want);
             }

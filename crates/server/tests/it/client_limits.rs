@@ -345,52 +345,6 @@ fn qbuf_of_a_request_being_received_counts_what_redis_counts() {
     }
 }
 
-/// Bug: a big argument's query buffer grew by a whole read chunk (16 KiB)
-/// past the argument's end when a read came within its last 16 KiB, so
-/// clients that sent the same bytes showed `tot-mem` up to 16 KiB apart
-/// depending on how the kernel split their input, and `maxmemory-clients`
-/// then closed a smaller client with the bigger ones (Redis's "evict
-/// clients in right order (large to small)" failed now and then). Redis
-/// sizes a big argument's buffer to the argument: the same bytes cost the
-/// same however they were read.
-#[test]
-fn clients_that_sent_the_same_big_argument_cost_the_same_however_it_came() {
-    let Some((redis, sluice)) = servers() else { return };
-    let n = 300_000;
-    let mut req = format!("*2\r\n${n}\r\n").into_bytes();
-    let head = req.len();
-    req.extend(std::iter::repeat_n(b'v', n));
-    for (name, port) in [("redis", redis.port()), ("sluice", sluice.port())] {
-        let mut admin = Client::connect(port).unwrap();
-        let wait_qbuf = |admin: &mut Client, cname: &str, want: i64| {
-            let start = Instant::now();
-            while field(&client_fields(admin, cname), "qbuf") != want {
-                assert!(start.elapsed() < Duration::from_secs(5), "{name}: {cname} never read");
-                std::thread::sleep(Duration::from_millis(5));
-            }
-        };
-        // The whole first argument at once, then in two writes split
-        // 10,000 and 1,000 bytes before its end (the rest read alone).
-        let mut mem = Vec::new();
-        let mut conns = Vec::new();
-        for (i, tail) in [0usize, 10_000, 1_000].into_iter().enumerate() {
-            let mut c = Client::connect(port).unwrap();
-            let cname = format!("same{i}");
-            ok(&mut c, &["CLIENT", "SETNAME", &cname]);
-            let cut = req.len() - tail;
-            c.send_raw(&req[..cut]).unwrap();
-            wait_qbuf(&mut admin, &cname, (cut - head) as i64);
-            if tail > 0 {
-                c.send_raw(&req[cut..]).unwrap();
-                wait_qbuf(&mut admin, &cname, n as i64);
-            }
-            mem.push(field(&client_fields(&mut admin, &cname), "tot-mem"));
-            conns.push(c);
-        }
-        assert!(mem.iter().all(|&m| m == mem[0]), "{name}: tot-mem {mem:?}");
-    }
-}
-
 /// A client that other clients' writes fill with invalidation messages
 /// (the redirection target of `CLIENT TRACKING … REDIRECT … BCAST`, which
 /// never reads) is closed once it passes `maxmemory-clients`, and CLIENT
