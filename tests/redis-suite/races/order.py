@@ -3,19 +3,8 @@ fails/aborted": two connections send SHUTDOWN (replies not awaited), then a
 third sends INFO clients at once. Counts how often INFO runs before both
 SHUTDOWNs did, and shows CLIENT LIST's view of the late one.
 usage: order.py BIN PORT N [server args...]"""
-import os, re, shutil, signal, socket, subprocess, sys, tempfile, time
-binary, port, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-extra = sys.argv[4:]
-d = tempfile.mkdtemp(prefix="race.")
-os.makedirs(d, exist_ok=True)
-p = subprocess.Popen([binary, "--port", str(port), "--save", "", "--dir", d, *extra],
-                     stdout=open(f"{d}/log", "w"), stderr=subprocess.STDOUT)
-def conn():
-    for _ in range(100):
-        try:
-            return socket.create_connection(("127.0.0.1", port))
-        except OSError:
-            time.sleep(0.05)
+import os, re, signal, socket, subprocess, sys, time
+from common import binary, port, n, extra, d, p, conn, stop
 def cmd(s, line):
     s.sendall(line.encode() + b"\r\n")
     return reply(s)
@@ -73,7 +62,6 @@ try:
         for s in rd:
             reply(s); s.close()
 finally:
-    p.kill(); p.wait()
     rp.kill(); rp.wait()
-    shutil.rmtree(d, ignore_errors=True)
+    stop()
 print(f"{os.path.basename(binary)} {' '.join(extra)}: INFO ran before both SHUTDOWNs {early}/{n}")

@@ -3,19 +3,8 @@ BLOCK 0 on one connection (reply not awaited), SET of the key at once on
 another. Counts how often the SET ran first (the XREADGROUP then answers
 WRONGTYPE instead of being unblocked with "no longer exists").
 usage: xorder.py BIN PORT N [server args...]"""
-import os, shutil, socket, subprocess, sys, tempfile, time
-binary, port, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-extra = sys.argv[4:]
-d = tempfile.mkdtemp(prefix="race.")
-os.makedirs(d, exist_ok=True)
-p = subprocess.Popen([binary, "--port", str(port), "--save", "", "--dir", d, *extra],
-                     stdout=open(f"{d}/log", "w"), stderr=subprocess.STDOUT)
-def conn():
-    for _ in range(100):
-        try:
-            return socket.create_connection(("127.0.0.1", port))
-        except OSError:
-            time.sleep(0.05)
+import os, socket, sys, time
+from common import binary, port, n, extra, d, p, conn, stop
 def cmd(s, line):
     s.sendall(line.encode() + b"\r\n")
     return s.recv(65536).decode()
@@ -32,6 +21,5 @@ try:
             first += 1
         rd.close()
 finally:
-    p.kill(); p.wait()
-    shutil.rmtree(d, ignore_errors=True)
+    stop()
 print(f"{os.path.basename(binary)} {' '.join(extra)}: SET ran before the XREADGROUP sent first {first}/{n}")
