@@ -40,6 +40,10 @@ pub const OUT_HIGH_WATER: usize = 1 << 20;
 const TURN_BUDGET: usize = 256 * 1024;
 /// Read at least this much per read call.
 const READ_CHUNK: usize = 16 * 1024;
+/// A bulk argument at least this long gets exactly the room it still
+/// needs (Redis's `PROTO_MBULK_BIG_ARG`, past which it sizes the query
+/// buffer to the argument).
+const BIG_ARG: usize = 32 * 1024;
 /// Unexecuted input past which reading stops until it is executed.
 const READ_AHEAD: usize = 64 * 1024;
 
@@ -627,7 +631,19 @@ impl<S: Transport> Conn<S> {
             // A big argument's room is made as its bytes come (a megabyte
             // at a time), not reserved whole from its announced length: a
             // client that announces a huge bulk and stalls costs little.
-            let want = self.need.saturating_sub(self.rbuf.len()).clamp(READ_CHUNK, 1 << 20);
+            // A big argument's last step is exactly what is left of it,
+            // not a read chunk: its buffer then ends at the argument's end
+            // whatever sizes the reads had, so clients that sent the same
+            // bytes cost the same (`tot-mem`, by which `maxmemory-clients`
+            // orders clients, as Redis sizes a big argument's buffer to
+            // it). Only for the argument itself: a request of many small
+            // arguments keeps reading a chunk at a time.
+            let rest = self.need.saturating_sub(self.rbuf.len());
+            let want = if rest > 0 && self.big_arg_pending() {
+                rest.min(1 << 20)
+            } else {
+                rest.clamp(READ_CHUNK, 1 << 20)
+            };
             if self.rbuf.capacity() - self.rbuf.len() < want {
                 self.grow_input(want);
             }
@@ -671,6 +687,13 @@ impl<S: Transport> Conn<S> {
                 Err(_) => return Err("read error"),
             }
         }
+    }
+
+    /// Whether the input stops inside a bulk argument of at least
+    /// [`BIG_ARG`] bytes whose header is read (`need` is then its end and
+    /// `unparsed` its first byte).
+    fn big_arg_pending(&self) -> bool {
+        self.unparsed >= self.rpos && self.need.saturating_sub(self.unparsed) >= BIG_ARG
     }
 
     /// Makes room for `want` more input bytes: doubling (amortised), but

@@ -392,3 +392,90 @@ fn a_tracking_redirection_target_is_closed_before_it_is_listed_over_the_limit() 
         ok(&mut admin, &["CONFIG", "SET", "maxmemory-clients", "0"]);
     }
 }
+
+/// Bug: a big argument's query buffer grew by a whole read chunk (16 KiB)
+/// past the argument's end when a read came within its last 16 KiB, so
+/// clients that sent the same bytes showed `tot-mem` up to 16 KiB apart
+/// depending on how the kernel split their input, and `maxmemory-clients`
+/// then closed a smaller client with the bigger ones (Redis's "evict
+/// clients in right order (large to small)" failed now and then). Redis
+/// sizes a big argument's buffer to the argument: the same bytes cost the
+/// same however they were read.
+#[test]
+fn clients_that_sent_the_same_big_argument_cost_the_same_however_it_came() {
+    let Some((redis, sluice)) = servers() else { return };
+    let n = 300_000;
+    let mut req = format!("*2\r\n${n}\r\n").into_bytes();
+    let head = req.len();
+    req.extend(std::iter::repeat_n(b'v', n));
+    for (name, port) in [("redis", redis.port()), ("sluice", sluice.port())] {
+        let mut admin = Client::connect(port).unwrap();
+        let wait_qbuf = |admin: &mut Client, cname: &str, want: i64| {
+            let start = Instant::now();
+            while field(&client_fields(admin, cname), "qbuf") != want {
+                assert!(start.elapsed() < Duration::from_secs(5), "{name}: {cname} never read");
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        };
+        // The whole first argument at once, then in two writes split
+        // 10,000 and 1,000 bytes before its end (the rest read alone).
+        let mut mem = Vec::new();
+        let mut conns = Vec::new();
+        for (i, tail) in [0usize, 10_000, 1_000].into_iter().enumerate() {
+            let mut c = Client::connect(port).unwrap();
+            let cname = format!("same{i}");
+            ok(&mut c, &["CLIENT", "SETNAME", &cname]);
+            let cut = req.len() - tail;
+            c.send_raw(&req[..cut]).unwrap();
+            wait_qbuf(&mut admin, &cname, (cut - head) as i64);
+            if tail > 0 {
+                c.send_raw(&req[cut..]).unwrap();
+                wait_qbuf(&mut admin, &cname, n as i64);
+            }
+            mem.push(field(&client_fields(&mut admin, &cname), "tot-mem"));
+            conns.push(c);
+        }
+        assert!(mem.iter().all(|&m| m == mem[0]), "{name}: tot-mem {mem:?}");
+    }
+}
+
+/// Guard for the fix above: sizing only a big *argument*'s last read to
+/// what is left of it. Sized to what the request still needed, a request
+/// of many small arguments (SADD of 100,000 members) was read a few bytes
+/// at a time, reallocating its buffer on every read, and Redis's
+/// `unit/lazyfree` and `unit/geo` hung on it. Such a request must take
+/// about as many reads as Redis takes (16 KiB a read there).
+#[test]
+fn a_request_of_many_small_arguments_is_read_in_chunks_as_redis_reads_it() {
+    let Some((redis, sluice)) = servers() else { return };
+    let members = 100_000;
+    let mut req = format!("*{}\r\n$4\r\nSADD\r\n$1\r\ns\r\n", members + 2).into_bytes();
+    for i in 0..members {
+        let m = i.to_string();
+        req.extend_from_slice(format!("${}\r\n{m}\r\n", m.len()).as_bytes());
+    }
+    let reads = |c: &mut Client| -> i64 {
+        let info = String::from_utf8(c.cmd(&["INFO", "stats"]).unwrap()).unwrap();
+        info.lines()
+            .find_map(|l| l.strip_prefix("total_reads_processed:"))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap()
+    };
+    let mut got = Vec::new();
+    for port in [redis.port(), sluice.port()] {
+        let mut admin = Client::connect(port).unwrap();
+        let mut c = Client::connect(port).unwrap();
+        let before = reads(&mut admin);
+        // Sent in pieces that end mid-argument, as a slow client's would.
+        for piece in req.chunks(3_001) {
+            c.send_raw(piece).unwrap();
+        }
+        let start = Instant::now();
+        assert_eq!(c.read_reply().unwrap(), format!(":{members}\r\n").into_bytes());
+        assert!(start.elapsed() < Duration::from_secs(20));
+        got.push(reads(&mut admin) - before);
+    }
+    let (r, s) = (got[0], got[1]);
+    eprintln!("reads for a {} byte request: redis {r}, sluice {s}", req.len());
+    assert!(s <= 2 * r + 20, "sluice took {s} reads where redis took {r}");
+}
