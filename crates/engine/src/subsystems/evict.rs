@@ -26,6 +26,7 @@
 //! `evicted` event, a `DEL` propagated, tracking invalidated), as active
 //! expiry does.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
@@ -311,21 +312,33 @@ pub fn perform(shared: &Shared, fx: &mut Effects, max: u64) -> Result<(), OutOfM
     let transit = shared.in_transit.load(Ordering::Relaxed) as u64;
     let mut used = shared.used_memory_now().saturating_sub(transit);
     let now = shared.clock.now_ms();
+    let mut closing = 0;
     if used > max {
+        // Clients over `maxmemory-clients` go before any key (Redis's
+        // processCommand runs evictClients before performEvictions).
+        evict_clients(shared);
+        // What closing clients still hold, then the allocator, with the
+        // registry held so that no client is marked closing in between
+        // (`evict_clients` marks under it): one marked after the sum but
+        // before the measurement would be in the measurement only, and
+        // keys would go for memory on its way out. A client frees its
+        // buffers before it leaves the registry, so one that finishes
+        // closing in between is left out of both.
+        let registry = shared.clients.lock();
+        closing = closing_clients_mem(&registry);
         // Measured before keys go: the running figure can be ahead of the
         // allocator by what other threads freed since the last
         // measurement (clients closed by `maxmemory-clients` among them),
         // and a key evicted on that account is lost for nothing.
         used = shared.used_memory_measured().saturating_sub(transit);
+        drop(registry);
     }
     if used > max {
         // Replicas' part of the replication buffer and the AOF buffer are
         // not counted (Redis's freeMemoryGetNotCountedMemory): looked at
         // only when over the limit.
         let aof = shared.host.aof.as_ref().map_or(0, |a| a.info().buffer_length);
-        used = used.saturating_sub(
-            crate::subsystems::repl::not_counted(shared) + aof + closing_clients_mem(shared),
-        );
+        used = used.saturating_sub(crate::subsystems::repl::not_counted(shared) + aof + closing);
     }
     if used <= max {
         shared.evictor.over(now, false);
@@ -425,7 +438,11 @@ pub fn evict_clients(shared: &Shared) {
     if limit == 0 {
         return;
     }
-    let clients: Vec<_> = shared.clients.lock().values().cloned().collect();
+    // Held while clients are marked: two threads that find the sum over
+    // the limit at once close enough clients between them, not each its
+    // own share, and key eviction's reading of what closing clients
+    // hold (`perform`) sees no client marked halfway through it.
+    let guard = shared.clients.lock();
     // What CLIENT LIST's `tot-mem` shows: the connection's last published
     // figure and the pushes other threads queued for it since (Redis
     // appends those to its reply list, and counts them, at once).
@@ -437,10 +454,10 @@ pub fn evict_clients(shared: &Shared) {
     let counted = |h: &&Arc<crate::core::session::ClientHandle>| {
         !h.killed.load(Ordering::Relaxed) && !h.replica.load(Ordering::Relaxed)
     };
-    let mut total: u64 = clients.iter().filter(counted).map(|h| mem(h)).sum();
+    let mut total: u64 = guard.values().filter(counted).map(|h| mem(h)).sum();
     while total >= limit {
-        let Some(h) = clients
-            .iter()
+        let Some(h) = guard
+            .values()
             .filter(counted)
             .filter(|h| !h.no_evict.load(Ordering::Relaxed))
             .max_by_key(|h| mem(h))
@@ -465,10 +482,8 @@ pub fn evict_clients(shared: &Shared) {
 /// thread frees it when it next runs, so until then its memory is on its
 /// way out and must not make keys be evicted (client eviction closing
 /// clients over `maxmemory-clients` would otherwise evict keys too).
-fn closing_clients_mem(shared: &Shared) -> u64 {
-    shared
-        .clients
-        .lock()
+fn closing_clients_mem(clients: &BTreeMap<u64, Arc<crate::core::session::ClientHandle>>) -> u64 {
+    clients
         .values()
         .filter(|h| h.killed.load(Ordering::Relaxed))
         .map(|h| h.tot_mem.load(Ordering::Relaxed) as u64)

@@ -204,6 +204,14 @@ async fn run_conn<S: Transport>(mut conn: Box<Conn<S>>) {
             h.id, h.addr, h.laddr, h.fd
         ));
     }
+    // The buffers go before the registry entry: until it is gone, a
+    // closing client's memory is left out of `used_memory` by key
+    // eviction (`evict::perform`), so a client closed by
+    // `maxmemory-clients` must not leave it still holding them.
+    conn.rbuf = Vec::new();
+    conn.out = ReplyBuf::default();
+    conn.window = Vec::new();
+    conn.sess.handle.tot_mem.store(0, Ordering::Relaxed);
     let Conn { mut sess, .. } = *conn;
     *sess.handle.waker.lock() = None;
     shared.disconnect(&mut sess);
