@@ -15,6 +15,7 @@ pub mod crash;
 pub mod host;
 pub mod landing;
 mod ldb;
+pub mod main_thread;
 mod network;
 pub mod persistence;
 pub mod process;

@@ -178,6 +178,7 @@ fn main() {
         std::process::exit(1);
     }
     let (tcp_or_tls, unix) = bound.listens();
+    server::main_thread::install();
     let server = bound.run();
     if sup == Supervisor::Systemd {
         process::notify_systemd("STATUS=Sluice is loading...\n");
@@ -192,5 +193,17 @@ fn main() {
         ));
     }
     process::signal_ready(sup);
-    server.wait();
+    // The event loops are waited for on a thread of their own: the main
+    // thread runs the replication link (`server::main_thread`).
+    let waiter = std::thread::Builder::new().name("sluice-wait".into());
+    match waiter.spawn(move || {
+        server.wait();
+        std::process::exit(0)
+    }) {
+        Ok(_) => server::main_thread::serve(),
+        Err(e) => log::warning(&format!("Can't start the waiting thread: {e}")),
+    }
+    // Only if the waiting thread could not start: without the loops
+    // there is no server.
+    std::process::exit(1);
 }

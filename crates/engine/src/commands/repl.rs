@@ -63,6 +63,7 @@ fn psync(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
             return Err(CmdError::err("PSYNC FAILOVER replid must match my replid."));
         }
         if let Some(f) = cx.shared.host.follow.as_ref() {
+            f.settle();
             f.promote();
         }
         log::notice(&format!(

@@ -131,6 +131,11 @@ pub trait Follow: Send + Sync {
     /// Stops following and promotes this server to a master, keeping its
     /// data (`REPLICAOF NO ONE`). `false` when it was a master already.
     fn promote(&self) -> bool;
+    /// Lets the link take in what its master had sent before now (at
+    /// most 100 ms): `PSYNC … FAILOVER` runs after it, as Redis serves
+    /// the old master's last stream bytes before that request when they
+    /// arrived first.
+    fn settle(&self) {}
     /// The replica's state while it follows a master.
     fn view(&self) -> Option<FollowView>;
     /// The master's address (`ip:port`) while the link is up: the

@@ -187,7 +187,8 @@ impl Follower {
         engine::core::blocking::refuse_all_for_replica(&sh);
         log::notice(&format!("Connecting to MASTER {host}:{port}"));
         let me = self.clone();
-        let spawned = log::spawn("repl-follow", move || me.run(gen));
+        // On the main thread if it is free: what `kill -STOP` stops first.
+        let spawned = crate::main_thread::spawn("repl-follow", move || me.run(gen));
         if let Err(e) = spawned {
             log::warning(&format!("Can't start the replication link: {e}"));
         }
@@ -764,6 +765,36 @@ impl Follow for Follower {
         match self.me.upgrade() {
             Some(f) => f.start(host, port, true, false),
             None => false,
+        }
+    }
+
+    fn settle(&self) {
+        use std::os::fd::AsRawFd;
+        let sock = self.st.lock().sock.as_ref().and_then(|s| s.try_clone().ok());
+        let Some(sock) = sock else { return };
+        let deadline = Instant::now() + Duration::from_millis(100);
+        let (mut last, mut quiet) = (-1, 0);
+        while Instant::now() < deadline {
+            let mut unread: libc::c_int = 0;
+            // SAFETY: FIONREAD writes one int through the pointer.
+            let ok = unsafe { libc::ioctl(sock.as_raw_fd(), libc::FIONREAD, &mut unread) } == 0;
+            if !ok {
+                return;
+            }
+            let read = self.read_off.load(Ordering::Relaxed);
+            if unread == 0 {
+                // Read and applied; or read and standing still (a
+                // command the master has not finished sending).
+                if read == self.applied_off.load(Ordering::Relaxed) || (read == last && quiet >= 5)
+                {
+                    return;
+                }
+                quiet = if read == last { quiet + 1 } else { 0 };
+            } else {
+                quiet = 0;
+            }
+            last = read;
+            std::thread::sleep(Duration::from_millis(1));
         }
     }
 
