@@ -15,7 +15,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::types::list::{grow_exact, read_varint, varint_len, write_varint};
+use crate::types::list::{read_varint, size_class, write_varint};
 use crate::value::parse_canonical_i64;
 
 /// A stream entry id, `<ms>-<seq>`.
@@ -227,30 +227,32 @@ impl Node {
         self.fields.capacity() + self.data.capacity()
     }
 
-    /// Appends one entry: flags, id deltas, then (with `fields`, entries
-    /// whose names differ from the master's) the count and each name
-    /// before its value, else the values alone; counts the listpack bytes
-    /// Redis would add. The buffer grows to the next allocator size class,
-    /// not by doubling: a full node of 100 entries of 16 bytes keeps at
-    /// most a size class's rounding (1,792 bytes for 1,600) instead of up
-    /// to half its buffer (2,048).
+    /// Gives back what the entry buffer's doubling left unused beyond its
+    /// size class, once no entry will be appended to the node (a newer
+    /// node took the appends, or a loader finished it): a full node of 100
+    /// entries of 16 bytes then holds 1,792 bytes instead of 2,048. One
+    /// copy per node, where growing to each size class in turn would copy
+    /// the buffer about three times as often while it fills.
+    fn seal(&mut self) {
+        if self.data.capacity() > size_class(self.data.len()) {
+            self.data.shrink_to_fit();
+        }
+    }
+
+    /// Appends one entry of `n` values: flags, id deltas, then (with
+    /// `fields`, entries whose names differ from the master's) the count
+    /// and each name before its value, else the values alone; counts the
+    /// listpack bytes Redis would add.
     fn write_entry<'v>(
         &mut self,
         flags: u8,
         dms: u64,
         dseq: u64,
         fields: Option<&[&[u8]]>,
-        values: impl Iterator<Item = &'v [u8]> + Clone,
+        n: usize,
+        values: impl Iterator<Item = &'v [u8]>,
     ) {
-        let n = values.clone().count();
-        let string = |v: &[u8]| varint_len(v.len()) + v.len();
-        let need = 1
-            + varint_len(dms as usize)
-            + varint_len(dseq as usize)
-            + fields.map_or(0, |f| varint_len(n) + f.iter().map(|f| string(f)).sum::<usize>())
-            + values.clone().map(string).sum::<usize>();
         let d = &mut self.data;
-        grow_exact(d, need);
         d.push(flags);
         write_varint(d, dms as usize);
         write_varint(d, dseq as usize);
@@ -469,7 +471,7 @@ impl NodeBuilder {
         let dseq = id.seq.wrapping_sub(self.master.seq);
         let node = &mut self.node;
         let fields = (!same_fields).then(|| &fields[..values.len()]);
-        node.write_entry(flags, dms, dseq, fields, values.iter().copied());
+        node.write_entry(flags, dms, dseq, fields, values.len(), values.iter().copied());
         if deleted {
             node.deleted += 1;
         } else {
@@ -584,7 +586,9 @@ impl Stream {
             return false;
         }
         self.length += b.node.live;
-        self.nodes.insert(b.master, b.node);
+        let mut node = b.node;
+        node.seal();
+        self.nodes.insert(b.master, node);
         true
     }
 
@@ -665,6 +669,9 @@ impl Stream {
         let master = match tail {
             Some((k, _)) => k,
             None => {
+                if let Some(mut full) = self.nodes.last_entry() {
+                    full.get_mut().seal();
+                }
                 self.nodes.insert(id, Node::new(&fields));
                 id
             }
@@ -675,7 +682,7 @@ impl Stream {
         let dms = id.ms.wrapping_sub(master.ms);
         let dseq = id.seq.wrapping_sub(master.seq);
         let values = pairs.iter().skip(1).step_by(2).copied();
-        node.write_entry(flags, dms, dseq, (!same).then_some(&fields[..]), values);
+        node.write_entry(flags, dms, dseq, (!same).then_some(&fields[..]), fields.len(), values);
         node.live += 1;
         self.length += 1;
         self.entries_added += 1;
@@ -944,20 +951,21 @@ mod tests {
         v
     }
 
-    /// Regression (issue 27): a node's buffer grew by doubling, so a full
-    /// node of 100 entries of about 16 bytes held 2,048 bytes (22.7 bytes
-    /// an entry in bench/memory's one-stream case against Redis's 26.2).
-    /// It now grows to the allocator's size classes.
+    /// Regression (issue 27): a node's buffer grew by doubling and kept
+    /// it, so a full node of 100 entries of 16 bytes held 2,048 bytes
+    /// (23.1 bytes an entry in bench/memory's one-stream case against
+    /// Redis's 26.2). A node no longer appended to is trimmed to its size
+    /// class.
     #[test]
-    fn node_buffers_grow_to_size_classes() {
-        use crate::types::list::size_class;
+    fn full_nodes_keep_their_size_class_only() {
         let mut s = Stream::new();
         for i in 1..=1000u64 {
             let v = format!("value:{}", 100_000 + i);
             s.append(StreamId::new(i, 1), &[b"field", v.as_bytes()], 4096, 100);
         }
         assert_eq!(s.node_count(), 10);
-        for n in s.nodes.values() {
+        // All but the tail, which still takes appends.
+        for n in s.nodes.values().take(9) {
             assert!(n.data.capacity() <= size_class(n.data.len()), "{}", n.data.capacity());
             assert_eq!(n.data.len(), 100 * 16);
         }

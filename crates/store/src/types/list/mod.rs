@@ -657,23 +657,34 @@ impl List {
         let start = start.min(self.len);
         let count = count.min(self.len - start);
         if count == 0 {
-            return Iter { list: self, front: (0, 0), back: (0, 0), left: 0 };
+            return Iter { list: self, front: None, back: None, left: 0 };
         }
         let (c, j) = self.locate(start);
-        let front = (c, self.chunks[c].pos(j));
+        let ch = &self.chunks[c];
+        let front = Some(Cursor { chunk: ch, c, p: ch.pos(j) });
         let (c, j) = self.locate(start + count - 1);
-        let back = (c, self.chunks[c].pos(j + 1));
+        let ch = &self.chunks[c];
+        let back = Some(Cursor { chunk: ch, c, p: ch.pos(j + 1) });
         Iter { list: self, front, back, left: count }
     }
+}
+
+/// A place in a list: chunk `c` (held, so that stepping within it
+/// indexes nothing) and a byte position in it.
+#[derive(Clone, Copy)]
+struct Cursor<'a> {
+    chunk: &'a Chunk,
+    c: usize,
+    p: usize,
 }
 
 /// Iterator over a list's elements as byte slices.
 pub struct Iter<'a> {
     list: &'a List,
-    /// Next element from the front: (chunk, byte position).
-    front: (usize, usize),
-    /// End of the next element from the back: (chunk, byte position).
-    back: (usize, usize),
+    /// Next element from the front (its start).
+    front: Option<Cursor<'a>>,
+    /// Next element from the back (its end).
+    back: Option<Cursor<'a>>,
     left: usize,
 }
 
@@ -685,14 +696,17 @@ impl<'a> Iterator for Iter<'a> {
         if self.left == 0 {
             return None;
         }
-        let (c, p) = self.front;
-        let chunks = &self.list.chunks;
-        let (v, next) = chunks[c].at(p);
-        self.front = match chunks.get(c + 1) {
-            Some(n) if next == chunks[c].buf.len() => (c + 1, n.begin()),
-            _ => (c, next),
-        };
+        let cur = self.front.as_mut()?;
+        let (v, next) = cur.chunk.at(cur.p);
         self.left -= 1;
+        if next == cur.chunk.buf.len() && self.left > 0 {
+            // More elements remain, so a next chunk does.
+            cur.c += 1;
+            cur.chunk = &self.list.chunks[cur.c];
+            cur.p = cur.chunk.begin();
+        } else {
+            cur.p = next;
+        }
         Some(v)
     }
 
@@ -707,14 +721,14 @@ impl DoubleEndedIterator for Iter<'_> {
         if self.left == 0 {
             return None;
         }
-        let chunks = &self.list.chunks;
-        let (mut c, mut e) = self.back;
-        if e == chunks[c].begin() {
-            c -= 1;
-            e = chunks[c].buf.len();
+        let cur = self.back.as_mut()?;
+        if cur.p == cur.chunk.begin() {
+            cur.c -= 1;
+            cur.chunk = &self.list.chunks[cur.c];
+            cur.p = cur.chunk.buf.len();
         }
-        let (v, start) = chunks[c].before(e);
-        self.back = (c, start);
+        let (v, start) = cur.chunk.before(cur.p);
+        cur.p = start;
         self.left -= 1;
         Some(v)
     }
