@@ -1,10 +1,14 @@
 //! The set value type and its two encodings, as Redis 7.0 has them.
 //!
 //! - `intset`: the members are all canonical 64-bit integers (Redis's
-//!   `string2ll`), kept sorted in one packed buffer of 2-, 4- or 8-byte
-//!   little-endian words; the word width grows to fit the widest member
-//!   and never shrinks (Redis's `intset.c` layout). Iteration is ascending,
-//!   which clients can see (SMEMBERS of a small integer set is sorted).
+//!   `string2ll`), kept sorted in one packed buffer of 1-, 2-, 4- or
+//!   8-byte little-endian words; the word width grows to fit the widest
+//!   member and never shrinks (Redis's `intset.c` layout, plus a 1-byte
+//!   width below Redis's narrowest, 2: members from -128 to 127 take one
+//!   byte each; what Redis would hold, [`IntSet::width`], is reported
+//!   wherever it shows: MEMORY USAGE, RDB and DUMP). Iteration is
+//!   ascending, which clients can see (SMEMBERS of a small integer set is
+//!   sorted).
 //! - `hashtable`: any members, in a [`Table`] with unit values.
 //!
 //! A set starts as an intset when its first member is an integer and turns
@@ -24,15 +28,18 @@ const INTSET_HARD_MAX: usize = 1 << 30;
 /// Sorted integers packed at the narrowest width that fits them all.
 #[derive(Clone, Default, PartialEq, Eq)]
 pub struct IntSet {
-    /// `[width][members…]`: the word width (2, 4 or 8) in the first byte,
-    /// then the members; empty (no allocation, width 2) until written.
+    /// `[width][members…]`: the word width (1, 2, 4 or 8) in the first
+    /// byte, then the members; empty (no allocation, width 1) until
+    /// written.
     /// One exact-size allocation behind one thin-enough pointer, so that a
     /// [`Set`] fits in a [`Value`](crate::Value) without a box of its own.
     data: Box<[u8]>,
 }
 
 fn width_for(v: i64) -> u8 {
-    if i16::try_from(v).is_ok() {
+    if i8::try_from(v).is_ok() {
+        1
+    } else if i16::try_from(v).is_ok() {
         2
     } else if i32::try_from(v).is_ok() {
         4
@@ -48,7 +55,7 @@ impl IntSet {
 
     #[inline]
     fn w(&self) -> usize {
-        self.data.first().map_or(2, |&w| usize::from(w))
+        self.data.first().map_or(1, |&w| usize::from(w))
     }
 
     /// The member words.
@@ -61,9 +68,11 @@ impl IntSet {
         self.body().len() / self.w()
     }
 
-    /// Bytes per member (2, 4 or 8), as Redis's intset header says.
+    /// Bytes per member (2, 4 or 8) as Redis's intset header would say:
+    /// Redis has no 1-byte width, and its width, like this one, only
+    /// grows, so it is the stored width or 2, whichever is wider.
     pub fn width(&self) -> usize {
-        self.w()
+        self.w().max(2)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -76,6 +85,7 @@ impl IntSet {
         let w = self.w();
         let b = &self.body()[i * w..i * w + w];
         match w {
+            1 => i64::from(b[0] as i8),
             2 => i64::from(i16::from_le_bytes([b[0], b[1]])),
             4 => i64::from(i32::from_le_bytes([b[0], b[1], b[2], b[3]])),
             _ => i64::from_le_bytes(b.try_into().expect("8-byte word")),
@@ -84,6 +94,7 @@ impl IntSet {
 
     fn put(buf: &mut [u8], w: usize, v: i64) {
         match w {
+            1 => buf[0] = v as i8 as u8,
             2 => buf.copy_from_slice(&(v as i16).to_le_bytes()),
             4 => buf.copy_from_slice(&(v as i32).to_le_bytes()),
             _ => buf.copy_from_slice(&v.to_le_bytes()),
@@ -493,7 +504,13 @@ mod tests {
         assert!(s.insert(5));
         assert!(s.insert(-3));
         assert!(!s.insert(5));
-        assert_eq!(s.heap_size(), 5, "the width byte and two 2-byte words");
+        assert_eq!(s.heap_size(), 3, "the width byte and two 1-byte words");
+        assert_eq!(s.width(), 2, "Redis's narrowest");
+        assert!(s.insert(-128) && s.insert(127));
+        assert_eq!((s.heap_size(), s.width()), (5, 2));
+        assert!(s.insert(128));
+        assert_eq!((s.heap_size(), s.width()), (11, 2), "2-byte words from 128");
+        assert!(s.remove(128) && s.remove(-128) && s.remove(127));
         assert!(s.insert(100_000));
         assert!(s.insert(-5_000_000_000));
         assert!(s.insert(i64::MAX));
@@ -507,6 +524,47 @@ mod tests {
         assert!(s.remove(-3));
         assert!(!s.remove(-3));
         assert_eq!(s.len(), 5);
+    }
+
+    /// Against a sorted-set model, with members drawn around every width
+    /// boundary: the members, their order and the width Redis would
+    /// report (2, or the widest member's width ever, as an intset never
+    /// narrows).
+    #[test]
+    fn intset_matches_a_model() {
+        let edges = [0i64, 1, -1, 127, 128, -128, -129, 32_767, 32_768, -32_769, 1 << 31, i64::MIN];
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut rnd = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for round in 0..200 {
+            let mut s = IntSet::new();
+            let mut m = std::collections::BTreeSet::new();
+            let mut widest = 2;
+            // Most rounds stay narrow, so the 1-byte words get exercised.
+            let span = [4u64, 300, 70_000, u64::MAX][round % 4];
+            for _ in 0..60 {
+                let r = rnd();
+                let v = if r % 7 == 0 {
+                    edges[(r >> 8) as usize % edges.len()]
+                } else {
+                    ((r >> 8) % span) as i64 - (span / 2) as i64
+                };
+                if r % 3 == 0 {
+                    assert_eq!(s.remove(v), m.remove(&v), "{v}");
+                } else {
+                    assert_eq!(s.insert(v), m.insert(v), "{v}");
+                    widest = widest.max(usize::from(width_for(v)));
+                }
+                assert_eq!(s.len(), m.len());
+                assert_eq!(s.width(), widest);
+                assert!(s.iter().eq(m.iter().copied()));
+                assert!(s.contains(v) == m.contains(&v));
+            }
+        }
     }
 
     #[test]
