@@ -951,6 +951,11 @@ pub struct Store {
     stripe_bits: u32,
     /// `slot >> shift` is the stripe of a slot.
     shift: u32,
+    /// Whether a key's stripe is its cluster slot's (one stripe per slot:
+    /// a cluster node, whose slots move between nodes stripe by stripe),
+    /// or taken from the key's hash, the one the stripe's table uses
+    /// (elsewhere): one hash of a key per command, not a CRC16 and a hash.
+    by_slot: bool,
     /// `DEBUG SET-ACTIVE-EXPIRE`.
     pub active_expire: AtomicBool,
     /// `active-expire-effort` (1..=10), set by the engine from its
@@ -1006,6 +1011,7 @@ impl Store {
             stripes,
             stripe_bits: stripes.trailing_zeros(),
             shift,
+            by_slot: stripes == SLOTS,
             active_expire: AtomicBool::new(true),
             active_expire_effort: AtomicU32::new(1),
             avg_ttl: (0..databases.max(1)).map(|_| AtomicI64::new(0)).collect(),
@@ -1144,7 +1150,19 @@ impl Store {
     /// Stripe index (within a database) of a key.
     #[inline]
     pub fn stripe_of(&self, key: &[u8]) -> u32 {
-        u32::from(key_slot(key)) >> self.shift
+        if self.by_slot {
+            u32::from(key_slot(key)) >> self.shift
+        } else {
+            self.stripe_of_hash(self.hasher.hash_one(key))
+        }
+    }
+
+    /// The stripe of a key whose hash is `hash`, outside cluster mode: the
+    /// hash's top bits (a stripe's table takes its buckets from the low
+    /// ones, so the keys of one stripe still spread over its buckets).
+    #[inline]
+    fn stripe_of_hash(&self, hash: u64) -> u32 {
+        (hash.rotate_left(self.stripe_bits) as u32) & (self.stripes as u32 - 1)
     }
 
     /// Global lock order id of (db, stripe).
@@ -1368,10 +1386,13 @@ impl Store {
         if db >= self.databases() {
             return None;
         }
-        Some(Prefetch {
-            id: self.global_id(db, self.stripe_of(key)),
-            hash: self.hasher.hash_one(key),
-        })
+        let hash = self.hasher.hash_one(key);
+        let stripe = if self.by_slot {
+            u32::from(key_slot(key)) >> self.shift
+        } else {
+            self.stripe_of_hash(hash)
+        };
+        Some(Prefetch { id: self.global_id(db, stripe), hash })
     }
 
     /// Stage zero: prefetches the stripe's lock word, hints and table head.
@@ -2268,6 +2289,37 @@ mod replica_ttl_tests;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stripe_by_slot_on_a_cluster_node_by_hash_elsewhere() {
+        // A cluster node's stripe is the key's slot: its keys move with it.
+        let node = Store::new(1, SLOTS);
+        for k in [&b"foo"[..], b"{user1000}.following", b"key:000000000042"] {
+            assert_eq!(node.stripe_of(k), u32::from(key_slot(k)));
+            assert_eq!(node.prefetch_token(0, k).map(|t| t.id()), Some(u32::from(key_slot(k))));
+        }
+        // Elsewhere the stripe comes from the hash the prefetch carries, and
+        // both ways of finding it agree, in every database.
+        let store = Store::new(3, 1024);
+        let mut seen = std::collections::HashSet::new();
+        for i in 0..4096 {
+            let k = format!("key:{i:012}");
+            let s = store.stripe_of(k.as_bytes());
+            assert!(s < 1024);
+            for db in 0..3 {
+                let t = store.prefetch_token(db, k.as_bytes()).expect("a database");
+                assert_eq!(t.id(), store.global_id(db, s));
+                assert_eq!(t.hash, store.hasher.hash_one(k.as_bytes()));
+            }
+            seen.insert(s);
+        }
+        // 4,096 keys over 1,024 stripes: all but a handful are used.
+        assert!(seen.len() > 950, "{} stripes used", seen.len());
+        // One stripe: everything in it.
+        let one = Store::new(1, 1);
+        assert_eq!(one.stripe_of(b"a"), 0);
+        assert_eq!(one.stripe_of(b"zz"), 0);
+    }
 
     #[test]
     fn lazy_expiry_and_watch() {
