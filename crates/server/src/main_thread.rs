@@ -65,7 +65,9 @@ pub fn serve() {
     loop {
         runner.idle.store(true, Ordering::Release);
         match rx.recv() {
-            Ok(job) => job(),
+            // A job that panics ends as it would on a thread of its own
+            // (the panic reported by the hook), not the process with it.
+            Ok(job) => drop(std::panic::catch_unwind(std::panic::AssertUnwindSafe(job))),
             Err(_) => return,
         }
     }
