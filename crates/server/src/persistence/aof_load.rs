@@ -138,7 +138,7 @@ pub fn load_file(sh: &Arc<Shared>, dirname: &Path, name: &str) -> Result<Outcome
         }
     }
     let truncate = sh.config.read().aof_load_truncated;
-    let delay = u64::try_from(sh.config.read().key_load_delay).unwrap_or(0);
+    let delay = sh.config.read().key_load_delay;
     let mut sess = Session::detached(u64::MAX);
     let mut out = ReplyBuf::new();
     let mut r = CommandReader::new(&bytes, start);
@@ -187,9 +187,7 @@ pub fn load_file(sh: &Arc<Shared>, dirname: &Path, name: &str) -> Result<Outcome
                 if truncate {
                     valid_up_to = end;
                 }
-                if delay > 0 {
-                    std::thread::sleep(std::time::Duration::from_micros(delay));
-                }
+                super::debug_delay(delay);
             }
             Err(StreamError::Truncated) => {
                 short = true;

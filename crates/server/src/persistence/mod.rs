@@ -130,15 +130,44 @@ pub fn cancelled(e: &io::Error) -> bool {
     e.kind() == io::ErrorKind::Interrupted
 }
 
-/// `rdb-key-save-delay` between keys, cut short by a cancel.
-fn delay_keys(sh: &Shared, us: u64) {
-    let end = Instant::now() + std::time::Duration::from_micros(us);
-    while !cancel_flag(sh).load(Ordering::Acquire) {
-        let now = Instant::now();
-        if now >= end {
+/// Redis's `debugDelay`, the pause `rdb-key-save-delay` and
+/// `key-load-delay` put after every key: a positive value sleeps that many
+/// microseconds; a negative `-n` sleeps one microsecond once in `n` keys.
+/// One sleep per key, as Redis's `usleep`, so a save or load slowed this
+/// way takes as long as Redis's (the system call's own cost included),
+/// not the sum of the delays.
+pub fn debug_delay(us: i64) {
+    static KEYS: AtomicU64 = AtomicU64::new(0);
+    let us = match us {
+        0 => return,
+        1.. => us.unsigned_abs(),
+        _ if KEYS.fetch_add(1, Ordering::Relaxed) % us.unsigned_abs() == 0 => 1,
+        _ => return,
+    };
+    std::thread::sleep(std::time::Duration::from_micros(us));
+}
+
+/// `rdb-key-save-delay` after each of `keys` keys, cut short by a cancel.
+fn delay_keys(sh: &Shared, us: i64, keys: u64) {
+    let flag = cancel_flag(sh);
+    for _ in 0..keys {
+        if flag.load(Ordering::Acquire) {
             return;
         }
-        std::thread::sleep((end - now).min(std::time::Duration::from_millis(10)));
+        if us <= 10_000 {
+            debug_delay(us);
+            continue;
+        }
+        // A long pause (a test stalling the save) in slices, so that a
+        // cancel does not wait for it.
+        let end = Instant::now() + std::time::Duration::from_micros(us.unsigned_abs());
+        while !flag.load(Ordering::Acquire) {
+            let now = Instant::now();
+            if now >= end {
+                break;
+            }
+            std::thread::sleep((end - now).min(std::time::Duration::from_millis(10)));
+        }
     }
 }
 
@@ -388,6 +417,12 @@ impl SnapshotHook for Capture {
         if stripe.is_empty() || self.cancel.load(Ordering::Acquire) {
             return;
         }
+        let by_writer = self.saver.get() != Some(&std::thread::current().id());
+        // A copy a writer forces is made on that writer's path, while its
+        // client waits: it is not compressed (LZF would cost that client
+        // more than the queue's memory saves). Its bytes are then the
+        // data copied, as Redis's copy-on-write is the pages duplicated.
+        let compress = self.compress && !by_writer;
         let mut bytes = Vec::new();
         let mut keys = 0;
         for (k, e, expire_at) in stripe.iter_expiring() {
@@ -400,11 +435,10 @@ impl SnapshotHook for Capture {
                 ),
                 (None, None) => file::Access::None,
             };
-            file::encode_key_with(&mut bytes, k, &e.value, expire_at, access, self.compress);
+            file::encode_key_with(&mut bytes, k, &e.value, expire_at, access, compress);
             keys += 1;
         }
         let n = bytes.len();
-        let by_writer = self.saver.get() != Some(&std::thread::current().id());
         if by_writer {
             // Copied ahead of the walk because a command came first: the
             // snapshot's copy-on-write.
@@ -464,7 +498,7 @@ fn write_rdb<W: Write>(sh: &Shared, started: Started, out: W, aof_base: bool) ->
     aux.extend(queues.iter().map(|q| (QUEUE_AUX, Aux::Bytes(q))));
     let mut w = Writer::new(out, &aux, cfg.rdbcompression, cfg.rdbchecksum);
     let mut result = functions.iter().try_for_each(|code| w.function(code));
-    let delay = u64::try_from(cfg.rdb_key_save_delay).unwrap_or(0);
+    let delay = cfg.rdb_key_save_delay;
     let mut started = vec![false; sizes.len()];
     let mut current = usize::MAX;
     let mut drained = Vec::new();
@@ -507,8 +541,8 @@ fn write_rdb<W: Write>(sh: &Shared, started: Started, out: W, aof_base: bool) ->
             if walk {
                 sh.persist.progress.processed(c.keys);
             }
-            if delay > 0 {
-                delay_keys(sh, delay.saturating_mul(c.keys));
+            if delay != 0 {
+                delay_keys(sh, delay, c.keys);
             }
         }
         if result.is_err() {
@@ -608,7 +642,7 @@ pub fn load_bytes_at(
         bits: engine::subsystems::evict::stamp(lfu, lru, sh.clock.now_ms()),
         lfu: &sh.lfu,
     };
-    let delay = u64::try_from(cfg.key_load_delay).unwrap_or(0);
+    let delay = cfg.key_load_delay;
     // Libraries first, as Redis meets them at the head of the file: one
     // that fails stops the load before any key is touched.
     let leading = file::leading_functions(bytes);
@@ -616,9 +650,7 @@ pub fn load_bytes_at(
         .map_err(LoadError::Library)?;
     let crc = cfg.rdbchecksum && !sh.persist.skip_checksum.load(Ordering::Relaxed);
     let loaded = file::load(bytes, &lim, store.databases(), keys_now, crc, |k| {
-        if delay > 0 {
-            std::thread::sleep(std::time::Duration::from_micros(delay));
-        }
+        debug_delay(delay);
         let mut g = store.lock_stripe(k.db, store.stripe_of(k.key) as usize);
         // Redis's objectSetLRUOrLFU: the idle time, or the counter.
         let lru = match (k.idle, k.freq) {
