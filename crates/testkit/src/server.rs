@@ -22,8 +22,25 @@ pub fn oracle_required() -> bool {
     on("CI") || on("SLUICE_REQUIRE_REDIS")
 }
 
-/// A port that was free a moment ago (bind port 0, read it, release it).
+/// A port that was free a moment ago, handed out once per cycle in this
+/// process: taken in turn from 10000-19999, below Linux's ephemeral range
+/// (32768-60999), so that neither a client socket's automatic port nor
+/// another test of this process takes it between now and the server's
+/// bind; each process starts at its own place in the range. A cluster
+/// node's bus (port + 10000) stays below the ephemeral range too. Ports
+/// a bind finds taken (another process's) are skipped.
 pub fn free_port() -> u16 {
+    const LOW: usize = 10_000;
+    const SPAN: usize = 10_000;
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let start = (std::process::id() as usize).wrapping_mul(7919) % SPAN;
+    for _ in 0..SPAN {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = (LOW + (start + n) % SPAN) as u16;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
     TcpListener::bind(("127.0.0.1", 0))
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
