@@ -141,7 +141,7 @@ pub fn debug_delay(us: i64) {
     let us = match us {
         0 => return,
         1.. => us.unsigned_abs(),
-        _ if KEYS.fetch_add(1, Ordering::Relaxed) % us.unsigned_abs() == 0 => 1,
+        _ if KEYS.fetch_add(1, Ordering::Relaxed).is_multiple_of(us.unsigned_abs()) => 1,
         _ => return,
     };
     std::thread::sleep(std::time::Duration::from_micros(us));
