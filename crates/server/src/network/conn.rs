@@ -817,11 +817,15 @@ impl<S: Transport> Conn<S> {
                     }
                 }
             }
-            let store = &self.shared.store;
+            let shared: &Shared = &self.shared;
+            let store = &shared.store;
             let db = self.sess.db;
             // One clock reading per window: its requests run as one batch.
             let batch_now = self.shared.clock.now_ms();
             last_now = batch_now;
+            // One lock holder for the window's requests, not one each:
+            // every request releases what it took before the next.
+            let mut keys = store::Locks::new(store, batch_now);
             let token = |w: &Pending, rbuf: &[u8]| -> Option<store::Prefetch> {
                 (w.args.len() >= 2)
                     .then(|| store.prefetch_token(db, w.args.get(&rbuf[w.start..], 1)))?
@@ -883,9 +887,10 @@ impl<S: Transport> Conn<S> {
                 let after_input = !std::mem::take(&mut self.others_taken);
                 let hint = dispatch::Hint { now: batch_now, key: w.token, after_input };
                 let before = DURABLE.then(|| Held::before(&self.out, &self.sess));
-                let outcome = dispatch::execute_hinted(
-                    &self.shared,
+                let outcome = dispatch::execute_with(
+                    shared,
                     &mut self.sess,
+                    &mut keys,
                     &argv,
                     &mut self.out,
                     hint,
@@ -896,6 +901,7 @@ impl<S: Transport> Conn<S> {
                 if outcome == dispatch::Outcome::Paused {
                     // CLIENT PAUSE: nothing ran; wait, then retry this request.
                     drop(argv);
+                    drop(keys);
                     self.sess.lap = 0;
                     self.sess.handle.end_run();
                     tokio::time::sleep(Duration::from_millis(10)).await;
@@ -908,6 +914,7 @@ impl<S: Transport> Conn<S> {
                     // wait is not in this loop, whose locals would then
                     // live in the future: a cost to every command).
                     drop(argv);
+                    drop(keys);
                     self.wait_others = true;
                     budget_left = false;
                     break 'batch;
@@ -927,6 +934,7 @@ impl<S: Transport> Conn<S> {
                     continue 'batch;
                 }
             }
+            drop(keys);
             match stop {
                 None => {}
                 Some(Parsed::Incomplete { need }) => {
