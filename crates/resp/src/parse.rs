@@ -140,6 +140,23 @@ impl ArgBuf {
         &src[s as usize..e as usize]
     }
 
+    /// Puts the arguments in `dst`, as many as fit, in one pass over the
+    /// spans (no bounds check per argument); returns how many.
+    #[inline]
+    pub fn fill_array<'a, const N: usize>(
+        &'a self,
+        buf: &'a [u8],
+        dst: &mut [&'a [u8]; N],
+    ) -> usize {
+        let src = if self.inline { &self.scratch[..] } else { buf };
+        let mut n = 0;
+        for (d, &(s, e)) in dst.iter_mut().zip(self.spans.iter()) {
+            *d = &src[s as usize..e as usize];
+            n += 1;
+        }
+        n
+    }
+
     /// Appends every argument to `dst`.
     pub fn fill<'a, E: Extend<&'a [u8]>>(&'a self, buf: &'a [u8], dst: &mut E) {
         let src = if self.inline { &self.scratch[..] } else { buf };
@@ -477,6 +494,26 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn fill_array_gives_the_arguments_get_gives_as_many_as_fit() {
+        let reqs: [&[u8]; 3] = [
+            b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$2\r\nvv\r\n",
+            b"SET 'a b' c\r\n",
+            b"*1\r\n$4\r\nPING\r\n",
+        ];
+        for input in reqs {
+            let mut ab = ArgBuf::new();
+            assert!(matches!(parse(input, &Limits::default(), &mut ab), Parsed::Command { .. }));
+            let want: Vec<&[u8]> = (0..ab.len()).map(|i| ab.get(input, i)).collect();
+            let mut arr: [&[u8]; 8] = [&[]; 8];
+            let n = ab.fill_array(input, &mut arr);
+            assert_eq!(&arr[..n], &want[..], "{input:?}");
+            let mut two: [&[u8]; 2] = [&[]; 2];
+            let n = ab.fill_array(input, &mut two);
+            assert_eq!(&two[..n], &want[..want.len().min(2)], "{input:?}");
+        }
+    }
 
     /// A 100,000-argument request's span table (800 KB) is not kept for
     /// the connection's lifetime: the next parse, or a release, frees it.

@@ -249,7 +249,7 @@ impl CmdStats {
     /// Adds a session's accumulators; `track` says whether latency
     /// tracking is on.
     pub fn flush(&self, local: &mut LocalCmdStats, track: bool) {
-        for a in &local.acc[..local.n_acc] {
+        for a in local.acc[..local.n_acc].iter_mut() {
             let s = &self.slots[a.idx as usize];
             if a.calls > 0 {
                 s.calls.fetch_add(a.calls as u64, Relaxed);
@@ -261,17 +261,30 @@ impl CmdStats {
             if a.failed > 0 {
                 s.failed.fetch_add(a.failed as u64, Relaxed);
             }
+            *a = Acc { idx: a.idx, ..Acc::default() };
         }
-        local.n_acc = 0;
+        // The accumulators stay, emptied, for the commands that come
+        // next (a connection flushes after each batch, mostly of the
+        // same command); dropped only when all are taken.
+        if local.n_acc == ACCS {
+            local.n_acc = 0;
+            local.acc[local.last_acc & (ACCS - 1)].idx = NONE;
+        }
+        let record = |(idx, usec, n): (u32, u32, u32)| {
+            let h = self.slots[idx as usize].hist.get_or_init(Hist::new);
+            let ns = (usec as i64).saturating_mul(1000).clamp(1, HIST_MAX_NS);
+            h.counts[counts_index(ns)].fetch_add(n as u64, Relaxed);
+            h.total.fetch_add(n as u64, Relaxed);
+        };
         if track {
-            for &(idx, usec, n) in &local.samples[..local.n_samples] {
-                let h = self.slots[idx as usize].hist.get_or_init(Hist::new);
-                let ns = (usec as i64).saturating_mul(1000).clamp(1, HIST_MAX_NS);
-                h.counts[counts_index(ns)].fetch_add(n as u64, Relaxed);
-                h.total.fetch_add(n as u64, Relaxed);
+            local.samples[..local.n_samples].iter().copied().for_each(record);
+            if local.run.2 > 0 {
+                record(local.run);
             }
         }
         local.n_samples = 0;
+        // The run stays too, empty, for the same command's next call.
+        local.run.2 = 0;
     }
 
     /// `CONFIG RESETSTAT`.
@@ -428,20 +441,33 @@ const SAMPLES: usize = 32;
 pub struct LocalCmdStats {
     acc: [Acc; ACCS],
     n_acc: usize,
-    /// The accumulator used last (a batch repeats one command).
+    /// The accumulator used last (a batch repeats one command): below
+    /// `n_acc`, or its `idx` is [`NONE`] (after a flush).
     last_acc: usize,
     samples: [(u32, u32, u32); SAMPLES],
     n_samples: usize,
+    /// The latest run of samples (command, usec, count), kept out of
+    /// `samples` until another begins: a batch's calls of one command
+    /// mostly take the same microseconds, and adding to this run is one
+    /// compare and one increment. A count of 0: empty (flushed), its
+    /// command and usec kept for the next call to match.
+    run: (u32, u32, u32),
 }
+
+/// No command (`idx` of an unused accumulator or run).
+const NONE: u32 = u32::MAX;
 
 impl Default for LocalCmdStats {
     fn default() -> Self {
+        let mut acc = [Acc::default(); ACCS];
+        acc[0].idx = NONE;
         LocalCmdStats {
-            acc: [Acc::default(); ACCS],
+            acc,
             n_acc: 0,
             last_acc: 0,
             samples: [(0, 0, 0); SAMPLES],
             n_samples: 0,
+            run: (NONE, 0, 0),
         }
     }
 }
@@ -464,9 +490,16 @@ impl LocalCmdStats {
     #[inline]
     fn acc(&mut self, idx: usize) -> &mut Acc {
         let idx = idx as u32;
-        if self.last_acc < self.n_acc && self.acc[self.last_acc].idx == idx {
-            return &mut self.acc[self.last_acc];
+        // The mask spares a bounds check: `last_acc` is below ACCS.
+        let last = self.last_acc & (ACCS - 1);
+        if self.acc[last].idx == idx {
+            return &mut self.acc[last];
         }
+        self.acc_slow(idx)
+    }
+
+    #[cold]
+    fn acc_slow(&mut self, idx: u32) -> &mut Acc {
         let i = match self.acc[..self.n_acc].iter().position(|a| a.idx == idx) {
             Some(i) => i,
             None => {
@@ -489,16 +522,34 @@ impl LocalCmdStats {
         a.usec += usec;
         a.failed += u32::from(failed);
         let usec = usec.min(u32::MAX as u64) as u32;
-        if self.n_samples > 0 {
-            let last = &mut self.samples[self.n_samples - 1];
-            if last.0 == idx as u32 && last.1 == usec {
-                last.2 += 1;
-                return;
-            }
+        if self.run.0 == idx as u32 && self.run.1 == usec {
+            self.run.2 += 1;
+        } else {
+            self.new_run(idx as u32, usec);
         }
-        let i = self.n_samples.min(SAMPLES - 1);
-        self.samples[i] = (idx as u32, usec, 1);
-        self.n_samples = i + 1;
+    }
+
+    /// Ends the latest run of samples (into `samples`, which has room:
+    /// the caller flushed when it was full) and starts one.
+    #[cold]
+    fn new_run(&mut self, idx: u32, usec: u32) {
+        if self.run.2 > 0 {
+            let i = self.n_samples.min(SAMPLES - 1);
+            self.samples[i] = self.run;
+            self.n_samples = i + 1;
+        }
+        self.run = (idx, usec, 1);
+    }
+
+    /// The samples taken since the last flush, and none after (what a
+    /// flush records).
+    #[cfg(test)]
+    fn take_samples(&mut self) -> Vec<(u32, u32, u32)> {
+        let mut v = self.samples[..self.n_samples].to_vec();
+        v.extend((self.run.2 > 0).then_some(self.run));
+        self.n_samples = 0;
+        self.run.2 = 0;
+        v
     }
 
     /// One call of command `idx` refused before it ran.
@@ -522,6 +573,35 @@ mod tests {
         std::thread::sleep(std::time::Duration::from_millis(20));
         let us = w.usec();
         assert!((19_000..2_000_000).contains(&us), "{us}");
+    }
+
+    #[test]
+    fn local_stats_keep_every_call_and_sample_across_runs_and_flushes() {
+        let mut l = LocalCmdStats::default();
+        let calls = [(3, 0), (3, 0), (3, 1), (5, 0), (3, 0), (3, 0), (5, 2), (5, 2)];
+        for &(idx, us) in &calls {
+            assert!(!l.full());
+            l.call(idx, us, idx == 5);
+        }
+        let acc = |l: &LocalCmdStats, idx: u32| {
+            l.acc[..l.n_acc].iter().find(|a| a.idx == idx).map(|a| (a.calls, a.usec, a.failed))
+        };
+        assert_eq!(acc(&l, 3), Some((5, 1, 0)));
+        assert_eq!(acc(&l, 5), Some((3, 4, 3)));
+        let mut got = l.take_samples();
+        got.sort();
+        assert_eq!(got, vec![(3, 0, 2), (3, 0, 2), (3, 1, 1), (5, 0, 1), (5, 2, 2)]);
+        assert_eq!(l.take_samples().len(), 0);
+        // The same usec again after the samples were taken: a new sample.
+        l.call(5, 2, false);
+        assert_eq!(l.take_samples(), vec![(5, 2, 1)]);
+        // As a flush of full accumulators leaves them: the command used
+        // last must not match.
+        l.n_acc = 0;
+        l.acc[l.last_acc & (ACCS - 1)].idx = NONE;
+        l.call(5, 7, false);
+        assert_eq!(acc(&l, 5), Some((1, 7, 0)));
+        assert_eq!(l.take_samples(), vec![(5, 7, 1)]);
     }
 
     #[test]

@@ -272,7 +272,13 @@ pub fn run_with<'a, W: Widen + ?Sized>(
             }
         }
     }
-    let waits = dispatch::call(shared, sess, keys, spec, argv, out, caller);
+    // A client's request (the connection's pipeline) runs the handler
+    // inline; every other caller through the one out-of-line copy.
+    let waits = if caller == Caller::Client {
+        dispatch::call_inline(shared, sess, keys, spec, argv, out, caller)
+    } else {
+        dispatch::call(shared, sess, keys, spec, argv, out, caller)
+    };
     if remembered {
         // The argument's bytes are the caller's (a script's string may
         // take their place): nothing of them is kept past the call.

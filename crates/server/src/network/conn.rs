@@ -817,11 +817,15 @@ impl<S: Transport> Conn<S> {
                     }
                 }
             }
-            let store = &self.shared.store;
+            let shared: &Shared = &self.shared;
+            let store = &shared.store;
             let db = self.sess.db;
             // One clock reading per window: its requests run as one batch.
             let batch_now = self.shared.clock.now_ms();
             last_now = batch_now;
+            // One lock holder for the window's requests, not one each:
+            // every request releases what it took before the next.
+            let mut keys = store::Locks::new(store, batch_now);
             let token = |w: &Pending, rbuf: &[u8]| -> Option<store::Prefetch> {
                 (w.args.len() >= 2)
                     .then(|| store.prefetch_token(db, w.args.get(&rbuf[w.start..], 1)))?
@@ -869,33 +873,40 @@ impl<S: Transport> Conn<S> {
                     self.rpos = w.start + w.len;
                     continue;
                 }
-                let mut argv: SmallVec<[&[u8]; 8]> = SmallVec::new();
-                if w.args.len() <= 8 {
-                    // Within the inline capacity: plain pushes, no reserve.
-                    for i in 0..w.args.len() {
-                        argv.push(w.args.get(input, i));
-                    }
-                } else {
-                    w.args.fill(input, &mut argv);
-                }
                 let was_auth = self.sess.authenticated;
                 let next = w.start + w.len;
                 let after_input = !std::mem::take(&mut self.others_taken);
                 let hint = dispatch::Hint { now: batch_now, key: w.token, after_input };
                 let before = DURABLE.then(|| Held::before(&self.out, &self.sess));
-                let outcome = dispatch::execute_hinted(
-                    &self.shared,
-                    &mut self.sess,
-                    &argv,
-                    &mut self.out,
-                    hint,
-                );
+                // The argument vector lives in this block only: nothing of
+                // it is kept in the future across the waits below.
+                let outcome = {
+                    // Up to 8 arguments in an array on the stack, filled
+                    // in one pass over the spans; more in a vector.
+                    let mut small: [&[u8]; 8] = [&[]; 8];
+                    let mut big: Vec<&[u8]> = Vec::new();
+                    let argv: &[&[u8]] = if w.args.len() <= small.len() {
+                        let n = w.args.fill_array(input, &mut small);
+                        &small[..n]
+                    } else {
+                        w.args.fill(input, &mut big);
+                        &big
+                    };
+                    dispatch::execute_with(
+                        shared,
+                        &mut self.sess,
+                        &mut keys,
+                        argv,
+                        &mut self.out,
+                        hint,
+                    )
+                };
                 if let Some(b) = before {
                     self.held.note(&self.out, &self.sess, b);
                 }
                 if outcome == dispatch::Outcome::Paused {
                     // CLIENT PAUSE: nothing ran; wait, then retry this request.
-                    drop(argv);
+                    drop(keys);
                     self.sess.lap = 0;
                     self.sess.handle.end_run();
                     tokio::time::sleep(Duration::from_millis(10)).await;
@@ -907,7 +918,7 @@ impl<S: Transport> Conn<S> {
                     // it once the other loops took in their input (the
                     // wait is not in this loop, whose locals would then
                     // live in the future: a cost to every command).
-                    drop(argv);
+                    drop(keys);
                     self.wait_others = true;
                     budget_left = false;
                     break 'batch;
@@ -927,6 +938,7 @@ impl<S: Transport> Conn<S> {
                     continue 'batch;
                 }
             }
+            drop(keys);
             match stop {
                 None => {}
                 Some(Parsed::Incomplete { need }) => {
