@@ -7,8 +7,13 @@
 //!
 //! - `0x00..=0x7f`: a literal of that many bytes (an element shorter than
 //!   128 bytes costs its bytes plus two, as in Redis);
-//! - `0x80..=0xbf`: a longer literal, the low six bits of its length here
+//! - `0x80..=0x9f`: a longer literal, the low five bits of its length here
 //!   and the rest in a varint after;
+//! - `0xa0..=0xbf`: an integer entry, `0b101_ddddd`: the element is the
+//!   canonical text of an integer (Redis's `string2ll` rules: no `+`, no
+//!   leading zero, not `-0`), its anchor's integer plus `ddddd - 16`; no
+//!   bytes follow (`1001` after `1000` takes 2 bytes, as many as Redis
+//!   gives the integers 0 to 127);
 //! - `0xc0..=0xfe`: a *coded* entry, `0b11_ccc_lll`: the element is its
 //!   group's literal (the nearest literal before it, its *anchor*) less
 //!   its last `ccc` bytes, followed by the `lll` bytes stored here;
@@ -33,6 +38,9 @@ use super::{grow_exact, read_backlen, read_varint, size_class, varint_len};
 /// Most elements in a group (a literal and the entries coded against it).
 pub(super) const GROUP: usize = 8;
 
+/// First header byte of an integer entry; this and above depend on an
+/// anchor.
+const INT: u8 = 0xa0;
 /// First header byte of a coded entry.
 const CODED: u8 = 0xc0;
 /// First header byte of a coded entry with varint fields.
@@ -42,12 +50,18 @@ const CODED_LONG: u8 = 0xff;
 /// [`Chunk::with_value`].
 const STACK: usize = 64;
 
+/// The room a walk keeps for building a coded element ([`Chunk::build`]).
+pub(super) const SMALL: usize = 32;
+
 /// An entry's parsed header.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Entry {
-    /// Coded against its anchor.
+    /// Coded against its anchor (front coding or an integer entry).
     pub(super) coded: bool,
-    /// Coded: bytes of the anchor left out at its end.
+    /// An integer entry.
+    int: bool,
+    /// Coded: bytes of the anchor left out at its end; an integer entry:
+    /// its difference from the anchor's plus 16.
     cut: usize,
     /// Where its stored bytes start.
     data: usize,
@@ -57,11 +71,32 @@ pub(super) struct Entry {
     pub(super) end: usize,
 }
 
+impl Entry {
+    /// Where its stored bytes start.
+    #[inline]
+    pub(super) fn data(&self) -> usize {
+        self.data
+    }
+
+    /// How many bytes are stored.
+    #[inline]
+    pub(super) fn len(&self) -> usize {
+        self.len
+    }
+}
+
 /// What an element is written as.
 #[derive(Clone, Copy)]
 enum Enc<'v> {
     Lit(&'v [u8]),
-    Coded { cut: usize, suffix: &'v [u8] },
+    Coded {
+        cut: usize,
+        suffix: &'v [u8],
+    },
+    /// The anchor's integer plus `delta` (-16..=15).
+    Int {
+        delta: i64,
+    },
 }
 
 impl Enc<'_> {
@@ -70,7 +105,8 @@ impl Enc<'_> {
     fn head_size(&self) -> usize {
         match *self {
             Enc::Lit(v) if v.len() < 0x80 => 1 + v.len(),
-            Enc::Lit(v) => 1 + varint_len(v.len() >> 6) + v.len(),
+            Enc::Lit(v) => 1 + varint_len(v.len() >> 5) + v.len(),
+            Enc::Int { .. } => 1,
             Enc::Coded { cut, suffix }
                 if cut < 8 && suffix.len() < 8 && (cut, suffix.len()) != (7, 7) =>
             {
@@ -89,7 +125,26 @@ impl Enc<'_> {
     }
 
     /// Writes the entry at `buf[pos..]`; returns the position after it.
+    #[inline]
     fn put(&self, buf: &mut [u8], pos: usize) -> usize {
+        let (h, bytes) = match *self {
+            Enc::Lit(v) if v.len() < 0x80 => (v.len() as u8, v),
+            Enc::Coded { cut, suffix }
+                if cut < 8 && suffix.len() < 8 && (cut, suffix.len()) != (7, 7) =>
+            {
+                (CODED | (cut as u8) << 3 | suffix.len() as u8, suffix)
+            }
+            Enc::Int { delta } => (INT | (delta + 16) as u8, &[][..]),
+            _ => return self.put_long(buf, pos),
+        };
+        buf[pos] = h;
+        let p = pos + 1 + bytes.len();
+        buf[pos + 1..p].copy_from_slice(bytes);
+        put_backlen(buf, p, p - pos)
+    }
+
+    /// [`Enc::put`] for the forms with varint fields.
+    fn put_long(&self, buf: &mut [u8], pos: usize) -> usize {
         let mut tmp = [0u8; 21];
         let (head, bytes): (&[u8], &[u8]) = match *self {
             Enc::Lit(v) if v.len() < 0x80 => {
@@ -97,9 +152,13 @@ impl Enc<'_> {
                 (&tmp[..1], v)
             }
             Enc::Lit(v) => {
-                tmp[0] = 0x80 | (v.len() & 0x3f) as u8;
-                let n = put_varint(&mut tmp, 1, v.len() >> 6);
+                tmp[0] = 0x80 | (v.len() & 0x1f) as u8;
+                let n = put_varint(&mut tmp, 1, v.len() >> 5);
                 (&tmp[..n], v)
+            }
+            Enc::Int { delta } => {
+                tmp[0] = INT | (delta + 16) as u8;
+                (&tmp[..1], &[])
             }
             Enc::Coded { cut, suffix }
                 if cut < 8 && suffix.len() < 8 && (cut, suffix.len()) != (7, 7) =>
@@ -149,10 +208,84 @@ fn put_backlen(buf: &mut [u8], pos: usize, v: usize) -> usize {
     pos + n
 }
 
-/// The shorter of `v` as a literal and `v` coded against `anchor`.
+/// `v` as an integer when it is one's canonical text (Redis's
+/// `string2ll`: no `+`, no leading zeros, not `-0`, within i64).
+#[inline]
+pub(super) fn canonical_int(v: &[u8]) -> Option<i64> {
+    let (neg, d) = match v.split_first() {
+        Some((b'-', d)) => (true, d),
+        _ => (false, v),
+    };
+    if d.is_empty() || d.len() > 19 || (d[0] == b'0' && (d.len() > 1 || neg)) {
+        return None;
+    }
+    let mut x: i64 = 0;
+    for &c in d {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        // Accumulated negative, so that i64::MIN fits.
+        x = x.checked_mul(10)?.checked_sub(i64::from(c - b'0'))?;
+    }
+    if neg {
+        Some(x)
+    } else {
+        x.checked_neg()
+    }
+}
+
+/// Writes `x` as text into `buf`, returning the digits.
+#[inline]
+fn itoa(x: i64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut p = buf.len();
+    let mut u = x.unsigned_abs();
+    loop {
+        p -= 1;
+        buf[p] = b'0' + (u % 10) as u8;
+        u /= 10;
+        if u == 0 {
+            break;
+        }
+    }
+    if x < 0 {
+        p -= 1;
+        buf[p] = b'-';
+    }
+    &buf[p..]
+}
+
+/// Length of the common prefix of `a` and `b`, eight bytes at a time.
+#[inline]
+fn common_prefix(a: &[u8], b: &[u8]) -> usize {
+    let n = a.len().min(b.len());
+    let mut i = 0;
+    while i + 8 <= n {
+        let x = u64::from_le_bytes(a[i..i + 8].try_into().expect("8 bytes"));
+        let y = u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
+        if x != y {
+            return i + ((x ^ y).trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    while i < n && a[i] == b[i] {
+        i += 1;
+    }
+    i
+}
+
+/// The shortest of `v` as a literal, `v` coded against `anchor` and, when
+/// both are integers close together, an integer entry.
 #[inline]
 fn choose<'v>(anchor: &[u8], v: &'v [u8]) -> Enc<'v> {
-    let shared = anchor.iter().zip(v).take_while(|(a, b)| a == b).count();
+    let numeric = |b: &[u8]| b.first().is_some_and(|&c| c.is_ascii_digit() || c == b'-');
+    if numeric(v) && numeric(anchor) {
+        if let (Some(x), Some(a)) = (canonical_int(v), canonical_int(anchor)) {
+            if let Some(d) = x.checked_sub(a).filter(|d| (-16..16).contains(d)) {
+                return Enc::Int { delta: d };
+            }
+        }
+    }
+    let shared = common_prefix(anchor, v);
     if shared < 2 {
         return Enc::Lit(v);
     }
@@ -189,7 +322,7 @@ fn encode<V: AsRef<[u8]>>(vals: &[V]) -> Vec<u8> {
 /// most it can take).
 #[inline]
 pub(super) fn entry_size(n: usize) -> usize {
-    let head = if n < 0x80 { 1 + n } else { 1 + varint_len(n >> 6) + n };
+    let head = if n < 0x80 { 1 + n } else { 1 + varint_len(n >> 5) + n };
     head + varint_len(head)
 }
 
@@ -220,16 +353,40 @@ impl Chunk {
         self.lo as usize
     }
 
+    /// Position after the entry at `p`.
+    #[inline(always)]
+    fn next(&self, p: usize) -> usize {
+        let h = self.buf[p];
+        if h < 0x7f {
+            // A short literal: header, bytes, a one-byte size.
+            p + usize::from(h) + 2
+        } else {
+            self.entry(p).end
+        }
+    }
+
     /// The entry starting at `p`.
-    #[inline]
+    #[inline(always)]
     pub(super) fn entry(&self, p: usize) -> Entry {
+        let h = self.buf[p];
+        if h < 0x7f {
+            let len = usize::from(h);
+            return Entry { coded: false, int: false, cut: 0, data: p + 1, len, end: p + len + 2 };
+        }
+        self.entry_slow(p, h)
+    }
+
+    /// [`Chunk::entry`] past a short literal.
+    #[inline(never)]
+    fn entry_slow(&self, p: usize, h: u8) -> Entry {
         let buf = &self.buf[..];
-        let h = buf[p];
         let (coded, cut, data, len) = if h < 0x80 {
             (false, 0, p + 1, usize::from(h))
-        } else if h < CODED {
+        } else if h < INT {
             let (hi, q) = read_varint(buf, p + 1);
-            (false, 0, q, usize::from(h & 0x3f) | hi << 6)
+            (false, 0, q, usize::from(h & 0x1f) | hi << 5)
+        } else if h < CODED {
+            (true, usize::from(h & 0x1f), p + 1, 0)
         } else if h != CODED_LONG {
             (true, usize::from(h >> 3 & 7), p + 1, usize::from(h & 7))
         } else {
@@ -238,7 +395,7 @@ impl Chunk {
             (true, cut, q, len)
         };
         let e = data + len;
-        Entry { coded, cut, data, len, end: e + varint_len(e - p) }
+        Entry { coded, int: (INT..CODED).contains(&h), cut, data, len, end: e + varint_len(e - p) }
     }
 
     /// Start of the entry ending at `e`.
@@ -260,21 +417,79 @@ impl Chunk {
     /// itself for a literal); it may lie before `lo`.
     #[inline]
     pub(super) fn anchor(&self, mut p: usize) -> usize {
-        while self.buf[p] >= CODED {
+        while self.buf[p] >= INT {
             p = self.before(p);
         }
         p
     }
 
-    /// The stored bytes of entry `e` when it is a literal; else (anchor's
-    /// first bytes, suffix) for an entry whose anchor is at `a`.
+    /// (start, length) of the literal's bytes at `a`.
     #[inline]
-    pub(super) fn parts(&self, e: &Entry, a: usize) -> (&[u8], &[u8]) {
+    pub(super) fn lit_range(&self, a: usize) -> (usize, usize) {
+        let e = self.entry(a);
+        (e.data, e.len)
+    }
+
+    /// The element of coded entry `e` whose anchor's bytes are at `lit`
+    /// ((start, length)), built in `small` or, when longer, `tmp`.
+    #[inline]
+    pub(super) fn build<'s>(
+        &'s self,
+        e: &Entry,
+        lit: (usize, usize),
+        small: &'s mut [u8; SMALL],
+        tmp: &'s mut Vec<u8>,
+    ) -> &'s [u8] {
+        let buf = &self.buf[..];
+        let (pd, pl) = (lit.0, lit.1 - e.cut.min(lit.1));
+        let (sd, sl) = (e.data, e.len);
+        if !e.int && pl <= 16 && sl <= 16 && pd + 16 <= buf.len() && sd + 16 <= buf.len() {
+            // Fixed 16-byte copies (a few moves, no memcpy call), the
+            // suffix's over the prefix's tail.
+            small[..16].copy_from_slice(&buf[pd..pd + 16]);
+            small[pl..pl + 16].copy_from_slice(&buf[sd..sd + 16]);
+            return &small[..pl + sl];
+        }
+        let mut num = [0u8; 20];
+        let (x, y) = if e.int {
+            let a = canonical_int(&buf[lit.0..lit.0 + lit.1]).unwrap_or(0);
+            (itoa(a.wrapping_add(e.cut as i64 - 16), &mut num), &[][..])
+        } else {
+            (&buf[pd..pd + pl], &buf[sd..sd + sl])
+        };
+        tmp.clear();
+        tmp.extend_from_slice(x);
+        tmp.extend_from_slice(y);
+        tmp
+    }
+
+    /// The bytes stored in entry `e` (a literal's element).
+    #[inline]
+    pub(super) fn stored(&self, e: &Entry) -> &[u8] {
+        &self.buf[e.data..e.data + e.len]
+    }
+
+    /// The element of entry `e` in two pieces: the stored bytes of a
+    /// literal; (anchor's first bytes, suffix) for a coded entry whose
+    /// anchor is at `a`; an integer entry's text, written in `num`.
+    #[inline]
+    pub(super) fn parts<'s>(
+        &'s self,
+        e: &Entry,
+        a: usize,
+        num: &'s mut [u8; 20],
+    ) -> (&'s [u8], &'s [u8]) {
         let stored = &self.buf[e.data..e.data + e.len];
         if !e.coded {
             return (stored, &[]);
         }
         let anchor = self.lit(a);
+        if e.int {
+            // The anchor is canonical and the sum in range: both were
+            // checked when the entry was written.
+            let x = canonical_int(anchor).unwrap_or(0).wrapping_add(e.cut as i64 - 16);
+            return (itoa(x, num), &[]);
+        }
         (&anchor[..anchor.len() - e.cut], stored)
     }
 
@@ -286,7 +501,8 @@ impl Chunk {
         if !e.coded {
             return f(&self.buf[e.data..e.data + e.len]);
         }
-        let (a, b) = self.parts(&e, self.anchor(p));
+        let mut num = [0u8; 20];
+        let (a, b) = self.parts(&e, self.anchor(p), &mut num);
         let n = a.len() + b.len();
         if n <= STACK {
             let mut tmp = [0u8; STACK];
@@ -313,7 +529,8 @@ impl Chunk {
             let e = self.entry(p);
             if e.coded {
                 let a = *anchor.get_or_insert_with(|| self.anchor(p));
-                let (x, y) = self.parts(&e, a);
+                let mut num = [0u8; 20];
+                let (x, y) = self.parts(&e, a, &mut num);
                 tmp.clear();
                 tmp.extend_from_slice(x);
                 tmp.extend_from_slice(y);
@@ -333,7 +550,7 @@ impl Chunk {
         if i <= n / 2 {
             let mut p = self.begin();
             for _ in 0..i {
-                p = self.entry(p).end;
+                p = self.next(p);
             }
             p
         } else {
@@ -370,6 +587,24 @@ impl Chunk {
     fn append(&mut self, e: Enc<'_>) {
         let sz = e.size();
         grow_exact(&mut self.buf, sz);
+        let short = match e {
+            Enc::Lit(v) if v.len() < 0x7f => Some((v.len() as u8, v)),
+            Enc::Coded { cut, suffix }
+                if cut < 8 && suffix.len() < 8 && (cut, suffix.len()) != (7, 7) =>
+            {
+                Some((CODED | (cut as u8) << 3 | suffix.len() as u8, suffix))
+            }
+            Enc::Int { delta } => Some((INT | (delta + 16) as u8, &[][..])),
+            _ => None,
+        };
+        if let Some((h, bytes)) = short {
+            // Header, bytes and a one-byte size, with no zero-fill first.
+            self.buf.push(h);
+            self.buf.extend_from_slice(bytes);
+            self.buf.push(bytes.len() as u8 + 1);
+            self.n += 1;
+            return;
+        }
         let p = self.buf.len();
         self.buf.resize(p + sz, 0);
         e.put(&mut self.buf, p);
@@ -385,7 +620,7 @@ impl Chunk {
         // The last entry's group: its anchor and how many it holds.
         let mut p = self.before(self.buf.len());
         let mut count = 1;
-        while self.buf[p] >= CODED {
+        while self.buf[p] >= INT {
             p = self.before(p);
             count += 1;
         }
@@ -395,7 +630,7 @@ impl Chunk {
 
     /// Pushes at the front; `limit` is the chunk's byte bound.
     pub(super) fn push_front(&mut self, v: &[u8], limit: usize) {
-        if self.len() > 0 && self.buf[self.begin()] >= CODED {
+        if self.len() > 0 && self.buf[self.begin()] >= INT {
             // The head's anchor is before `lo`, where the new entry goes.
             let b = self.group_end(self.begin());
             self.recode(self.begin(), b, |_| {});
@@ -454,7 +689,7 @@ impl Chunk {
     /// the end.
     fn group_end(&self, p: usize) -> usize {
         let mut q = self.entry(p).end;
-        while q < self.buf.len() && self.buf[q] >= CODED {
+        while q < self.buf.len() && self.buf[q] >= INT {
             q = self.entry(q).end;
         }
         q
@@ -469,7 +704,8 @@ impl Chunk {
         while p < b {
             let e = self.entry(p);
             let at = *anchor.get_or_insert_with(|| self.anchor(p));
-            let (x, y) = self.parts(&e, at);
+            let mut num = [0u8; 20];
+            let (x, y) = self.parts(&e, at, &mut num);
             vals.push([x, y].concat());
             if !e.coded {
                 anchor = Some(p);
@@ -574,11 +810,57 @@ mod tests {
         assert_eq!(choose(b"value:1000", b"value:1001").size(), 3);
         assert_eq!(choose(b"value:1000", b"value:1000").size(), 2);
         assert_eq!(choose(b"value:1000", b"other").size(), 7);
+        assert_eq!(choose(b"1000", b"1015").size(), 2);
+        assert_eq!(choose(b"-5", b"10").size(), 2);
+        assert!(matches!(choose(b"1000", b"1016"), Enc::Coded { .. }));
+        // Not canonical: coded or literal, never an integer entry.
+        for v in [&b"01001"[..], b"+1001", b"-0", b" 1001", b"1001.0", b"1001 "] {
+            assert!(!matches!(choose(b"1000", v), Enc::Int { .. }), "{v:?}");
+        }
+        assert!(!matches!(choose(b"-0", b"1"), Enc::Int { .. }));
         // Sharing one byte codes nothing.
         assert!(matches!(choose(b"ab", b"ac"), Enc::Lit(_)));
+        for (a, b, n) in [
+            (&b"0123456789abcdefX"[..], &b"0123456789abcdefY"[..], 16),
+            (b"abc", b"abd", 2),
+            (b"", b"a", 0),
+            (b"01234567", b"01234567", 8),
+            (b"0123456x9", b"0123456y9", 7),
+        ] {
+            assert_eq!(common_prefix(a, b), n);
+        }
         for n in [0usize, 1, 127, 128, 8191, 8192, 16_383, 16_384, 1 << 20] {
             let v = vec![7u8; n];
             assert_eq!(entry_size(n), Enc::Lit(&v).size(), "{n}");
+        }
+    }
+
+    /// Redis's `string2ll` rules, and text back.
+    #[test]
+    fn canonical_integers() {
+        let yes = ["0", "1", "-1", "9223372036854775807", "-9223372036854775808", "1000"];
+        for t in yes {
+            let x = canonical_int(t.as_bytes()).unwrap_or_else(|| panic!("{t}"));
+            assert_eq!(itoa(x, &mut [0; 20]), t.as_bytes());
+        }
+        let no = [
+            "",
+            "-",
+            "-0",
+            "+1",
+            "01",
+            "00",
+            " 1",
+            "1 ",
+            "1.0",
+            "9223372036854775808",
+            "-9223372036854775809",
+            "12345678901234567890",
+            "1a",
+            "--1",
+        ];
+        for t in no {
+            assert_eq!(canonical_int(t.as_bytes()), None, "{t}");
         }
     }
 
@@ -597,6 +879,12 @@ mod tests {
             anchor.clone(),                        // 0, 0
             b"ab".to_vec(),
             Vec::new(),
+            b"-9223372036854775808".to_vec(),
+            b"-9223372036854775793".to_vec(), // anchor + 15
+            b"-9223372036854775807".to_vec(),
+            b"9223372036854775807".to_vec(),
+            b"9223372036854775791".to_vec(), // anchor - 16
+            b"9223372036854775800".to_vec(),
         ];
         let mut c = Chunk::default();
         for v in &cases {

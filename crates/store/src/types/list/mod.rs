@@ -289,8 +289,12 @@ impl List {
         let ch = &self.chunks[c];
         let p = ch.pos(j);
         let e = ch.entry(p);
-        let (a, b) = ch.parts(&e, if e.coded { ch.anchor(p) } else { p });
-        Some(if b.is_empty() && !e.coded { Cow::Borrowed(a) } else { Cow::Owned([a, b].concat()) })
+        if !e.coded {
+            return Some(Cow::Borrowed(ch.stored(&e)));
+        }
+        let mut num = [0u8; 20];
+        let (a, b) = ch.parts(&e, ch.anchor(p), &mut num);
+        Some(Cow::Owned([a, b].concat()))
     }
 
     /// Replaces element `i`; false when out of range.
@@ -395,17 +399,17 @@ impl List {
     pub fn range(&self, start: usize, count: usize) -> Iter<'_> {
         let start = start.min(self.len);
         let count = count.min(self.len - start);
-        let mut it =
-            Iter { list: self, front: None, back: None, left: count, rev: false, tmp: Vec::new() };
-        if count > 0 {
-            let (c, j) = self.locate(start);
-            let ch = &self.chunks[c];
-            it.front = Some(Cursor { chunk: ch, c, p: ch.pos(j), anchor: None });
-            let (c, j) = self.locate(start + count - 1);
-            let ch = &self.chunks[c];
-            it.back = Some(Cursor { chunk: ch, c, p: ch.pos(j + 1), anchor: None });
+        Iter {
+            list: self,
+            front: None,
+            back: None,
+            start,
+            end: start + count,
+            left: count,
+            rev: false,
+            small: [0; chunk::SMALL],
+            tmp: Vec::new(),
         }
-        it
     }
 
     /// Calls `f` with each element, head to tail.
@@ -439,7 +443,8 @@ struct Cursor<'a> {
     chunk: &'a Chunk,
     c: usize,
     p: usize,
-    anchor: Option<usize>,
+    /// The group's literal, (start, length) of its bytes.
+    anchor: Option<(usize, usize)>,
 }
 
 /// A walk over a list's elements, from either end. It lends each
@@ -448,13 +453,20 @@ struct Cursor<'a> {
 /// own buffer.
 pub struct Iter<'a> {
     list: &'a List,
-    /// Next element from the front (its start).
+    /// Next element from the front (its start); found at the first step
+    /// from the front, so that a walk from one end never looks for the
+    /// other (LRANGE 0 99 walked 100 entries to find where it ends).
     front: Option<Cursor<'a>>,
-    /// Next element from the back (its end).
+    /// Next element from the back (its end), found likewise.
     back: Option<Cursor<'a>>,
+    /// The range's first index and the one past its last.
+    start: usize,
+    end: usize,
     left: usize,
     /// `next` walks from the back (after [`Iter::rev`]).
     rev: bool,
+    /// Where a coded element is built: `small` when it fits.
+    small: [u8; chunk::SMALL],
     tmp: Vec<u8>,
 }
 
@@ -521,14 +533,20 @@ impl<'a> Iter<'a> {
         if self.left == 0 {
             return None;
         }
-        let cur = self.front.as_mut()?;
+        let list = self.list;
+        let start = self.start;
+        let cur = self.front.get_or_insert_with(|| {
+            let (c, j) = list.locate(start);
+            let ch = &list.chunks[c];
+            Cursor { chunk: ch, c, p: ch.pos(j), anchor: None }
+        });
         let ch = cur.chunk;
         let p = cur.p;
         let e = ch.entry(p);
-        let anchor = if e.coded {
-            Some(*cur.anchor.get_or_insert_with(|| ch.anchor(p)))
+        let lit = if e.coded {
+            Some(*cur.anchor.get_or_insert_with(|| ch.lit_range(ch.anchor(p))))
         } else {
-            cur.anchor = Some(p);
+            cur.anchor = Some((e.data(), e.len()));
             None
         };
         self.left -= 1;
@@ -541,14 +559,10 @@ impl<'a> Iter<'a> {
         } else {
             cur.p = e.end;
         }
-        let Some(a) = anchor else {
-            return Some(ch.parts(&e, p).0);
-        };
-        let (x, y) = ch.parts(&e, a);
-        self.tmp.clear();
-        self.tmp.extend_from_slice(x);
-        self.tmp.extend_from_slice(y);
-        Some(&self.tmp)
+        Some(match lit {
+            None => ch.stored(&e),
+            Some(lit) => ch.build(&e, lit, &mut self.small, &mut self.tmp),
+        })
     }
 
     #[inline]
@@ -556,7 +570,13 @@ impl<'a> Iter<'a> {
         if self.left == 0 {
             return None;
         }
-        let cur = self.back.as_mut()?;
+        let list = self.list;
+        let end = self.end;
+        let cur = self.back.get_or_insert_with(|| {
+            let (c, j) = list.locate(end - 1);
+            let ch = &list.chunks[c];
+            Cursor { chunk: ch, c, p: ch.pos(j + 1), anchor: None }
+        });
         if cur.p == cur.chunk.begin() {
             cur.c -= 1;
             cur.chunk = &self.list.chunks[cur.c];
@@ -571,14 +591,10 @@ impl<'a> Iter<'a> {
         if !e.coded {
             // Entries before it belong to an earlier group.
             cur.anchor = None;
-            return Some(ch.parts(&e, start).0);
+            return Some(ch.stored(&e));
         }
-        let a = *cur.anchor.get_or_insert_with(|| ch.anchor(start));
-        let (x, y) = ch.parts(&e, a);
-        self.tmp.clear();
-        self.tmp.extend_from_slice(x);
-        self.tmp.extend_from_slice(y);
-        Some(&self.tmp)
+        let lit = *cur.anchor.get_or_insert_with(|| ch.lit_range(ch.anchor(start)));
+        Some(ch.build(&e, lit, &mut self.small, &mut self.tmp))
     }
 }
 
