@@ -71,20 +71,6 @@ pub(super) struct Entry {
     pub(super) end: usize,
 }
 
-impl Entry {
-    /// Where its stored bytes start.
-    #[inline]
-    pub(super) fn data(&self) -> usize {
-        self.data
-    }
-
-    /// How many bytes are stored.
-    #[inline]
-    pub(super) fn len(&self) -> usize {
-        self.len
-    }
-}
-
 /// What an element is written as.
 #[derive(Clone, Copy)]
 enum Enc<'v> {

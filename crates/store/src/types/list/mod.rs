@@ -435,6 +435,9 @@ impl List {
     }
 }
 
+/// [`Cursor::anchor`] when the group's literal is not known.
+const NO_ANCHOR: usize = usize::MAX;
+
 /// A place in a list: chunk `c` (held, so that stepping within it
 /// indexes nothing), a byte position in it, and the anchor of the group
 /// being walked when known.
@@ -443,8 +446,9 @@ struct Cursor<'a> {
     chunk: &'a Chunk,
     c: usize,
     p: usize,
-    /// The group's literal, (start, length) of its bytes.
-    anchor: Option<(usize, usize)>,
+    /// Position of the group's literal, [`NO_ANCHOR`] when not known (a
+    /// plain word: a walk over literals only sets it per element).
+    anchor: usize,
 }
 
 /// A walk over a list's elements, from either end. It lends each
@@ -538,15 +542,18 @@ impl<'a> Iter<'a> {
         let cur = self.front.get_or_insert_with(|| {
             let (c, j) = list.locate(start);
             let ch = &list.chunks[c];
-            Cursor { chunk: ch, c, p: ch.pos(j), anchor: None }
+            Cursor { chunk: ch, c, p: ch.pos(j), anchor: NO_ANCHOR }
         });
         let ch = cur.chunk;
         let p = cur.p;
         let e = ch.entry(p);
         let lit = if e.coded {
-            Some(*cur.anchor.get_or_insert_with(|| ch.lit_range(ch.anchor(p))))
+            if cur.anchor == NO_ANCHOR {
+                cur.anchor = ch.anchor(p);
+            }
+            Some(ch.lit_range(cur.anchor))
         } else {
-            cur.anchor = Some((e.data(), e.len()));
+            cur.anchor = p;
             None
         };
         self.left -= 1;
@@ -555,7 +562,7 @@ impl<'a> Iter<'a> {
             cur.c += 1;
             cur.chunk = &self.list.chunks[cur.c];
             cur.p = cur.chunk.begin();
-            cur.anchor = None;
+            cur.anchor = NO_ANCHOR;
         } else {
             cur.p = e.end;
         }
@@ -575,13 +582,13 @@ impl<'a> Iter<'a> {
         let cur = self.back.get_or_insert_with(|| {
             let (c, j) = list.locate(end - 1);
             let ch = &list.chunks[c];
-            Cursor { chunk: ch, c, p: ch.pos(j + 1), anchor: None }
+            Cursor { chunk: ch, c, p: ch.pos(j + 1), anchor: NO_ANCHOR }
         });
         if cur.p == cur.chunk.begin() {
             cur.c -= 1;
             cur.chunk = &self.list.chunks[cur.c];
             cur.p = cur.chunk.buf.len();
-            cur.anchor = None;
+            cur.anchor = NO_ANCHOR;
         }
         let ch = cur.chunk;
         let start = ch.before(cur.p);
@@ -590,10 +597,13 @@ impl<'a> Iter<'a> {
         let e = ch.entry(start);
         if !e.coded {
             // Entries before it belong to an earlier group.
-            cur.anchor = None;
+            cur.anchor = NO_ANCHOR;
             return Some(ch.stored(&e));
         }
-        let lit = *cur.anchor.get_or_insert_with(|| ch.lit_range(ch.anchor(start)));
+        if cur.anchor == NO_ANCHOR {
+            cur.anchor = ch.anchor(start);
+        }
+        let lit = ch.lit_range(cur.anchor);
         Some(ch.build(&e, lit, &mut self.small, &mut self.tmp))
     }
 }
