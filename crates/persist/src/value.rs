@@ -210,7 +210,8 @@ fn list_nodes(l: &List) -> Vec<Vec<u8>> {
     let fill = l.fill();
     let mut nodes = Vec::new();
     let mut cur = ListpackWriter::new();
-    for e in l.iter() {
+    let mut it = l.iter();
+    while let Some(e) = it.next() {
         let allow = cur.count() > 0 && {
             let sz = e.len();
             let mut over = if sz < 254 { 1 } else { 5 };

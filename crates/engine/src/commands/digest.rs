@@ -45,9 +45,7 @@ pub fn value_digest(d: &mut Digest, e: &Entry) {
             mix(d, v.as_bytes(&mut buf).unwrap_or_default());
         }
         Value::List(l) => {
-            for x in l.iter() {
-                mix(d, x);
-            }
+            l.for_each(|x| mix(d, x));
         }
         Value::Set(s) => {
             for m in s.iter() {

@@ -281,7 +281,8 @@ fn lrange(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         None => out.array(0),
         Some((from, n)) => {
             out.array(n);
-            for v in l.range(from, n) {
+            let mut it = l.range(from, n);
+            while let Some(v) = it.next() {
                 out.bulk(v);
             }
         }
@@ -304,7 +305,7 @@ fn lindex(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         return Ok(());
     };
     match resolve(parse_i64(idx)?, l.len()).and_then(|i| l.get(i)) {
-        Some(v) => out.bulk(v),
+        Some(v) => out.bulk(&v),
         None => out.null(),
     }
     Ok(())
@@ -359,8 +360,12 @@ fn lpos(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let len = l.len();
     let mut hits: smallvec::SmallVec<[usize; 16]> = smallvec::SmallVec::new();
     let mut matches: i64 = 0;
-    let mut scan = |it: &mut dyn Iterator<Item = &[u8]>| {
-        for (index, v) in it.enumerate() {
+    let mut scan = |mut it: store::types::list::Iter<'_>| {
+        let mut index = 0usize;
+        while let Some(v) = it.next() {
+            let at = index;
+            index += 1;
+            let index = at;
             if o.maxlen != 0 && index as i64 >= o.maxlen {
                 break;
             }
@@ -382,9 +387,9 @@ fn lpos(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         }
     };
     if from_tail {
-        scan(&mut l.iter().rev());
+        scan(l.iter().rev());
     } else {
-        scan(&mut l.iter());
+        scan(l.iter());
     }
     match o.count {
         Some(_) => {

@@ -151,7 +151,9 @@ pub fn value_size(v: &Value, samples: usize, prealloc: usize) -> usize {
             let mut node_sizes = Vec::new();
             let mut at = 0;
             for n in l.chunk_sizes().take(samples) {
-                let lp = lp_bytes(l.range(at, n).map(lp_str_size));
+                let mut sizes = Vec::with_capacity(n);
+                l.range(at, n).for_each(|v| sizes.push(lp_str_size(v)));
+                let lp = lp_bytes(sizes.into_iter());
                 node_sizes.push(QUICKLIST_NODE + je_size(lp));
                 at += n;
             }

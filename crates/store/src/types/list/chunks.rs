@@ -234,7 +234,7 @@ mod tests {
         c.insert(2, Chunk::with(b"d"));
         c.insert(2, Chunk::with(b"c"));
         assert_eq!(c.len(), 4);
-        let firsts: Vec<&[u8]> = c.iter().map(|k| k.get(0)).collect();
+        let firsts: Vec<Vec<u8>> = c.iter().map(|k| k.get(0)).collect();
         assert_eq!(firsts, [&b"a"[..], b"b", b"c", b"d"]);
         assert_eq!(c[3].get(0), b"d");
         c.pop_front();
