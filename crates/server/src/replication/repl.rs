@@ -1055,11 +1055,20 @@ fn try_partial(m: &Master, r: &Replica, replid: &[u8], offset: i64) -> Result<i6
     if replid.first() == Some(&b'?') {
         return Err(format!("Full resync requested by replica {}", r.name));
     }
-    if *id != g.replid && (*id != g.replid2 || offset > g.second_offset) {
+    if *id != g.replid && *id != g.replid2 {
         return Err(format!(
             "Partial resynchronization not accepted: Replication ID mismatch (Replica asked for \
              '{id}', my replication IDs are '{}' and '{}')",
             g.replid, g.replid2
+        ));
+    }
+    // The previous history's id, asked past where this server left it
+    // (Redis's words for it).
+    if *id != g.replid && offset > g.second_offset {
+        return Err(format!(
+            "Partial resynchronization not accepted: Requested offset for second ID was \
+             {offset}, but I can reply up to {}",
+            g.second_offset
         ));
     }
     let Some(buf) = &g.buf else {

@@ -276,3 +276,52 @@ fn replica_counts_its_masters_commands_in_commandstats() {
     }
     assert_eq!(calls(&mut s, "set"), "calls=50");
 }
+
+/// One server's run: a promoted replica asked for its previous history
+/// (`master_replid2`) past where it left it. Returns its log's line about
+/// it, with the offsets.
+fn second_id_too_far(sluice: bool) -> Option<(String, i64, i64)> {
+    let (m, r) = (Node::start(sluice)?, Node::start(sluice)?);
+    let (mut mc, mut rc) = (m.proc().client(), r.proc().client());
+    follow(&mut rc, m.proc().port());
+    for i in 0..20 {
+        cmd(&mut mc, &["SET", &format!("k{i}"), "v"]);
+    }
+    synced(&mut mc, &mut rc);
+    assert_eq!(text(&cmd(&mut rc, &["REPLICAOF", "NO", "ONE"])), "OK");
+    let old = field(&mut rc, "replication", "master_replid2");
+    let upto = num(&mut rc, "replication", "second_repl_offset");
+    let asked = upto + 100;
+    let mut raw = r.proc().client();
+    cmd(&mut raw, &["REPLCONF", "listening-port", "1"]);
+    let reply = text(&cmd(&mut raw, &["PSYNC", &old, &asked.to_string()]));
+    assert!(reply.starts_with("FULLRESYNC"), "{reply}");
+    let mut line = String::new();
+    wait_for("the log line", Duration::from_secs(10), || {
+        line = r
+            .proc()
+            .log_text()
+            .lines()
+            .find(|l| l.contains("Partial resynchronization not accepted"))
+            .map(|l| l.splitn(6, ' ').nth(5).unwrap_or_default().to_string())
+            .unwrap_or_default();
+        !line.is_empty()
+    });
+    Some((line, asked, upto))
+}
+
+/// Bug: Sluice logged "Replication ID mismatch" for a known second id
+/// asked past its end, where Redis says how far it can reply.
+#[test]
+fn a_second_id_asked_past_its_end_is_logged_as_redis_logs_it() {
+    let Some((theirs, asked, upto)) = second_id_too_far(false) else { return };
+    let want = |a: i64, u: i64| {
+        format!(
+            "* Partial resynchronization not accepted: Requested offset for second ID was {a}, \
+             but I can reply up to {u}"
+        )
+    };
+    assert_eq!(theirs, want(asked, upto), "redis");
+    let (ours, asked, upto) = second_id_too_far(true).expect("sluice");
+    assert_eq!(ours, want(asked, upto), "sluice");
+}
