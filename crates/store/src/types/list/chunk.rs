@@ -34,6 +34,9 @@
 //! touch.
 
 use super::{grow_exact, read_backlen, read_varint, size_class, varint_len};
+// An element's integer when it is one's canonical text (Redis's
+// `string2ll`: no `+`, no leading zeros, not `-0`, within i64).
+use crate::value::parse_canonical_i64 as canonical_int;
 
 /// Most elements in a group (a literal and the entries coded against it).
 pub(super) const GROUP: usize = 8;
@@ -194,50 +197,11 @@ fn put_backlen(buf: &mut [u8], pos: usize, v: usize) -> usize {
     pos + n
 }
 
-/// `v` as an integer when it is one's canonical text (Redis's
-/// `string2ll`: no `+`, no leading zeros, not `-0`, within i64).
+/// `x` as text in `buf`.
 #[inline]
-pub(super) fn canonical_int(v: &[u8]) -> Option<i64> {
-    let (neg, d) = match v.split_first() {
-        Some((b'-', d)) => (true, d),
-        _ => (false, v),
-    };
-    if d.is_empty() || d.len() > 19 || (d[0] == b'0' && (d.len() > 1 || neg)) {
-        return None;
-    }
-    let mut x: i64 = 0;
-    for &c in d {
-        if !c.is_ascii_digit() {
-            return None;
-        }
-        // Accumulated negative, so that i64::MIN fits.
-        x = x.checked_mul(10)?.checked_sub(i64::from(c - b'0'))?;
-    }
-    if neg {
-        Some(x)
-    } else {
-        x.checked_neg()
-    }
-}
-
-/// Writes `x` as text into `buf`, returning the digits.
-#[inline]
-fn itoa(x: i64, buf: &mut [u8; 20]) -> &[u8] {
-    let mut p = buf.len();
-    let mut u = x.unsigned_abs();
-    loop {
-        p -= 1;
-        buf[p] = b'0' + (u % 10) as u8;
-        u /= 10;
-        if u == 0 {
-            break;
-        }
-    }
-    if x < 0 {
-        p -= 1;
-        buf[p] = b'-';
-    }
-    &buf[p..]
+fn itoa(x: i64, buf: &mut [u8; 24]) -> &[u8] {
+    let n = crate::value::fmt_i64(x, buf);
+    &buf[..n]
 }
 
 /// Length of the common prefix of `a` and `b`, eight bytes at a time.
@@ -436,7 +400,7 @@ impl Chunk {
             small[pl..pl + 16].copy_from_slice(&buf[sd..sd + 16]);
             return &small[..pl + sl];
         }
-        let mut num = [0u8; 20];
+        let mut num = [0u8; 24];
         let (x, y) = if e.int {
             let a = canonical_int(&buf[lit.0..lit.0 + lit.1]).unwrap_or(0);
             (itoa(a.wrapping_add(e.cut as i64 - 16), &mut num), &[][..])
@@ -463,7 +427,7 @@ impl Chunk {
         &'s self,
         e: &Entry,
         a: usize,
-        num: &'s mut [u8; 20],
+        num: &'s mut [u8; 24],
     ) -> (&'s [u8], &'s [u8]) {
         let stored = &self.buf[e.data..e.data + e.len];
         if !e.coded {
@@ -487,7 +451,7 @@ impl Chunk {
         if !e.coded {
             return f(&self.buf[e.data..e.data + e.len]);
         }
-        let mut num = [0u8; 20];
+        let mut num = [0u8; 24];
         let (a, b) = self.parts(&e, self.anchor(p), &mut num);
         let n = a.len() + b.len();
         if n <= STACK {
@@ -515,7 +479,7 @@ impl Chunk {
             let e = self.entry(p);
             if e.coded {
                 let a = *anchor.get_or_insert_with(|| self.anchor(p));
-                let mut num = [0u8; 20];
+                let mut num = [0u8; 24];
                 let (x, y) = self.parts(&e, a, &mut num);
                 tmp.clear();
                 tmp.extend_from_slice(x);
@@ -690,7 +654,7 @@ impl Chunk {
         while p < b {
             let e = self.entry(p);
             let at = *anchor.get_or_insert_with(|| self.anchor(p));
-            let mut num = [0u8; 20];
+            let mut num = [0u8; 24];
             let (x, y) = self.parts(&e, at, &mut num);
             vals.push([x, y].concat());
             if !e.coded {
@@ -827,7 +791,7 @@ mod tests {
         let yes = ["0", "1", "-1", "9223372036854775807", "-9223372036854775808", "1000"];
         for t in yes {
             let x = canonical_int(t.as_bytes()).unwrap_or_else(|| panic!("{t}"));
-            assert_eq!(itoa(x, &mut [0; 20]), t.as_bytes());
+            assert_eq!(itoa(x, &mut [0; 24]), t.as_bytes());
         }
         let no = [
             "",

@@ -292,7 +292,7 @@ impl List {
         if !e.coded {
             return Some(Cow::Borrowed(ch.stored(&e)));
         }
-        let mut num = [0u8; 20];
+        let mut num = [0u8; 24];
         let (a, b) = ch.parts(&e, ch.anchor(p), &mut num);
         Some(Cow::Owned([a, b].concat()))
     }
