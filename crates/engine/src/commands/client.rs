@@ -30,7 +30,8 @@ const SUBS: &[Command] = &[
     Command::redis("KILL", kill),
     Command::redis("LIST", list).flags(Flags::AFTER_INPUT),
     Command::redis("NO-EVICT", no_evict),
-    Command::redis("PAUSE", pause),
+    // What other clients sent before the pause runs, as on Redis.
+    Command::redis("PAUSE", pause).flags(Flags::AFTER_INPUT),
     Command::redis("REPLY", reply),
     Command::redis("SETNAME", setname),
     Command::redis("TRACKING", tracking),

@@ -22,7 +22,7 @@ use resp::ReplyBuf;
 use crate::core::ctx::{eq_ic, parse_i64, Args, Ctx};
 use crate::core::error::{CmdError, CmdResult};
 use crate::core::shared::Shared;
-use crate::core::spec::Command;
+use crate::core::spec::{Command, Flags};
 use crate::subsystems::log;
 use crate::subsystems::repl::{
     follow_view, master_down, min_replicas, replication, view, FailoverRequest, Handshake,
@@ -41,9 +41,11 @@ pub const COMMANDS: &[Command] = &[
     Command::redis("WAIT", wait),
     Command::sluice("WAITAOF", waitaof),
     Command::redis("ROLE", role),
-    Command::redis("REPLICAOF", replicaof),
-    Command::redis("SLAVEOF", replicaof),
-    Command::redis("FAILOVER", failover),
+    // A write sent on another connection before these ran before them on
+    // Redis's one thread: it must not meet the replica they make.
+    Command::redis("REPLICAOF", replicaof).flags(Flags::AFTER_INPUT),
+    Command::redis("SLAVEOF", replicaof).flags(Flags::AFTER_INPUT),
+    Command::redis("FAILOVER", failover).flags(Flags::AFTER_INPUT),
 ];
 
 fn sync(cx: &mut Ctx, _args: &mut Args, out: &mut ReplyBuf) -> CmdResult {

@@ -117,11 +117,17 @@ impl Flags {
     /// (`stop-writes-on-bgsave-error`): PING, so that a health check sees
     /// the error, as Redis 7.0's processCommand refuses `pingCommand`.
     pub const DISK_ERROR_PROBE: Flags = Flags(1 << 33);
-    /// Reports every client's state (INFO, CLIENT LIST): a connection runs
-    /// it only once the other event-loop threads took in, and ran, the
-    /// input their sockets already held (`dispatch::Outcome::AfterInput`),
-    /// so that it sees every command that reached the server before it,
-    /// as Redis's one thread, which serves sockets in arrival order, does.
+    /// Reports every client's state (INFO, CLIENT LIST) or changes what
+    /// every other client's next command meets (FAILOVER, REPLICAOF,
+    /// CLIENT PAUSE): a connection runs it only once the other event-loop
+    /// threads took in, and ran, the input their sockets already held
+    /// (`dispatch::Outcome::AfterInput`), so that it sees, and comes after,
+    /// every command that reached the server before it, as Redis's one
+    /// thread, which serves sockets in arrival order, does. Not for a
+    /// command a client sends without waiting for its reply before an
+    /// INFO on another connection (SHUTDOWN, which blocks): that INFO
+    /// would only wait for the other loops to take the command in, and
+    /// then run while the command itself still waits for its turn.
     pub const AFTER_INPUT: Flags = Flags(1 << 34);
 
     /// Names in the order Redis prints them.

@@ -893,6 +893,42 @@ fn a_write_held_by_a_pause_is_checked_when_the_pause_ends_not_while_it_lasts() {
     }
 }
 
+/// Bug: a SET sent on one connection just before REPLICAOF (or FAILOVER)
+/// on another could run after it, on Sluice's other event-loop thread, and
+/// answer READONLY; Redis's one thread serves the SET first, as it arrived
+/// first (Redis's integration/failover "failover aborts if target rejects
+/// sync request" failed so now and then: its SET, sent before FAILOVER,
+/// met the replica the failover made). The commands that change what
+/// every other client's next command meets now run after the input the
+/// other loops' sockets already hold (`Flags::AFTER_INPUT`); before, 29 of
+/// 200 SETs met the replica (`tests/redis-suite/races/roleorder.py`).
+#[test]
+fn a_write_sent_before_a_role_change_on_another_connection_runs_first() {
+    let Some(redis) = RedisServer::start() else { return };
+    let sluice = TestServer::start();
+    let nowhere = free_port().to_string();
+    for (name, port) in [("redis", redis.port()), ("sluice", sluice.port())] {
+        let mut admin = Client::connect(port).unwrap();
+        let mut late = 0;
+        for _ in 0..100 {
+            // A new connection each time: consecutive ones are served by
+            // different threads.
+            let mut w = Client::connect(port).unwrap();
+            assert_eq!(w.cmd(&["PING"]).unwrap(), b"+PONG\r\n");
+            w.send(&["SET", "foo", "bar"]).unwrap();
+            assert_eq!(admin.cmd(&["REPLICAOF", "127.0.0.1", &nowhere]).unwrap(), b"+OK\r\n");
+            let r = w.read_reply().unwrap();
+            if r.starts_with(b"-READONLY") {
+                late += 1;
+            } else {
+                assert_eq!(r, b"+OK\r\n", "{name}");
+            }
+            assert_eq!(admin.cmd(&["REPLICAOF", "NO", "ONE"]).unwrap(), b"+OK\r\n");
+        }
+        assert_eq!(late, 0, "{name}: SETs sent first that met the replica");
+    }
+}
+
 /// FAILOVER back and forth between a master and its replica, each time
 /// under INCRs pipelined on three connections (three of Sluice's
 /// threads): the new master has every INCR the old one acknowledged. The
