@@ -274,7 +274,17 @@ class Group:
         for r in self.nodes[1:]:
             with open(r.conf, "a") as f:
                 f.write(f"replicaof 127.0.0.1 {self.master.port}\n")
-        self.sentinels = [SentinelProc(next_port(), self.workdir, f"sentinel{i}",
+        # Sentinel fsyncs its configuration at every change of epoch or
+        # master and runs its timer only after: on a disk busy with a
+        # build, one fsync took a second, and the sentinel then found the
+        # new master and the restarted old one down (no PONG within
+        # down-after-milliseconds, the replies still unread) and failed
+        # over a second time. Memory-backed, its writes cost nothing; the
+        # nodes keep their files on disk.
+        shm = "/dev/shm"
+        self.sentinel_dir = (tempfile.mkdtemp(prefix="sluice-sentinel-", dir=shm)
+                             if os.path.isdir(shm) and os.access(shm, os.W_OK) else self.workdir)
+        self.sentinels = [SentinelProc(next_port(), self.sentinel_dir, f"sentinel{i}",
                                        self.master.port, 2) for i in range(3)]
         self.events = None
 
@@ -461,5 +471,7 @@ class Group:
             s.stop()
         for n in self.nodes:
             n.stop()
+        if self.sentinel_dir != self.workdir and not keep:
+            shutil.rmtree(self.sentinel_dir, ignore_errors=True)
         if self._own_workdir and not keep:
             shutil.rmtree(self.workdir, ignore_errors=True)
