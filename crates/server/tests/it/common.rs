@@ -11,8 +11,17 @@ use resp::Frame;
 use testkit::Client;
 
 pub fn cmd<A: AsRef<[u8]>>(c: &mut Client, args: &[A]) -> Frame {
-    c.send(args).expect("send");
-    c.read_frame().expect("reply")
+    let res = c.send(args).map_err(|e| ("send", e));
+    match res.and_then(|()| c.read_frame().map_err(|e| ("reply to", e))) {
+        Ok(f) => f,
+        // Named by the server's port and the command: a test that talks
+        // to two servers must say which one closed.
+        Err((what, e)) => {
+            let port = c.stream().peer_addr().map(|a| a.port()).unwrap_or(0);
+            let name = args.first().map(|a| String::from_utf8_lossy(a.as_ref()).into_owned());
+            panic!("{what} {} to port {port}: {e}", name.unwrap_or_default())
+        }
+    }
 }
 
 pub fn s(args: &str) -> Vec<String> {
