@@ -176,6 +176,53 @@ fn sparse_op(s: &[u8], p: usize) -> (usize, u8, usize) {
     }
 }
 
+/// The registers a one-byte opcode covers, by its byte (`ZERO` 00xxxxxx
+/// and `VAL` 1vvvvvxx: x + 1); 0 for the first byte of an `XZERO`, whose
+/// count needs the next byte.
+const SPAN1: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut b = 0;
+    while b < 256 {
+        t[b] = if b & 0x80 != 0 {
+            (b & 0x3) as u8 + 1
+        } else if b & 0x40 == 0 {
+            (b & 0x3f) as u8 + 1
+        } else {
+            0
+        };
+        b += 1;
+    }
+    t
+};
+
+/// The sparse opcode covering register `index`: its offset (the value's
+/// length when the opcodes end before it), the first register it covers,
+/// and the offset of the opcode before it. PFADD of a sparse value is this
+/// walk (up to `hll-sparse-max-bytes` of opcodes, 3,000 by default), so
+/// each opcode costs one table load and one test.
+#[inline]
+fn sparse_find(s: &[u8], index: usize) -> (usize, usize, Option<usize>) {
+    let mut p = HDR;
+    let mut first = 0usize;
+    let mut prev = usize::MAX;
+    while let Some(&b) = s.get(p) {
+        let mut span = usize::from(SPAN1[usize::from(b)]);
+        let mut len = 1;
+        if span == 0 {
+            let lo = s.get(p + 1).copied().unwrap_or(0);
+            span = ((usize::from(b & 0x3f) << 8) | usize::from(lo)) + 1;
+            len = 2;
+        }
+        if index < first + span {
+            break;
+        }
+        prev = p;
+        p += len;
+        first += span;
+    }
+    (p, first, (prev != usize::MAX).then_some(prev))
+}
+
 /// Converts a sparse value to dense in place (Redis's
 /// `hllSparseToDense`); a dense one is left alone.
 pub fn to_dense(v: &mut Vec<u8>) -> Result<(), Corrupt> {
@@ -222,22 +269,12 @@ fn sparse_raise(
     }
     // Step 1: find the opcode covering the register.
     let end = v.len();
-    let mut p = HDR;
-    let mut first = 0usize;
-    let mut prev: Option<usize> = None;
-    let mut span = 0usize;
-    let mut oplen = 1;
-    let mut val = 0u8;
-    while p < end {
-        (span, val, oplen) = sparse_op(v, p);
-        if index < first + span {
-            break;
-        }
-        prev = Some(p);
-        p += oplen;
-        first += span;
+    let (p, first, prev) = sparse_find(v, index);
+    if p >= end {
+        return Err(Corrupt);
     }
-    if span == 0 || p + oplen > end {
+    let (span, val, oplen) = sparse_op(v, p);
+    if p + oplen > end {
         // (Redis also reads a truncated XZERO's missing byte as 0 here and
         // then writes past the value; this refuses it instead.)
         return Err(Corrupt);
