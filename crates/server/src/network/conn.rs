@@ -136,7 +136,7 @@ pub async fn serve<S: Transport>(shared: Arc<Shared>, mut stream: S) {
 /// it like its others; its task takes over once the loop turns again.
 pub fn open_while_busy<S: Transport + 'static>(shared: Arc<Shared>, stream: S) {
     if refused_by_protected_mode(&shared, stream.is_local()) {
-        tokio::task::spawn_local(serve(shared, stream));
+        crate::net::spawn_here(serve(shared, stream));
         return;
     }
     match Conn::open(shared, stream) {
@@ -147,10 +147,10 @@ pub fn open_while_busy<S: Transport + 'static>(shared: Arc<Shared>, stream: S) {
                 // its task first runs, which unparks it first (`Conn::run`).
                 unsafe { slot.park(ptr.cast()) }.keep();
             }
-            tokio::task::spawn_local(run_conn(conn));
+            crate::net::spawn_here(run_conn(conn));
         }
         Err(full) => {
-            tokio::task::spawn_local(refuse_full(full));
+            crate::net::spawn_here(refuse_full(full));
         }
     }
 }
