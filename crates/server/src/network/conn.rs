@@ -354,6 +354,23 @@ impl<S: Transport> Conn<S> {
 /// Why a connection ended.
 type Closed = &'static str;
 
+/// How a batch of requests ended (`Conn::execute_batch`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Turn {
+    /// The input ran out, or the output backed up: wait for the socket.
+    More,
+    /// This turn's budget is spent: let the thread's other connections run.
+    Yield,
+    /// CLIENT PAUSE holds the next request: wait ([`pause_wait`]), then
+    /// try it again.
+    Paused,
+}
+
+/// The wait of a request CLIENT PAUSE holds, before it is tried again.
+async fn pause_wait() {
+    tokio::time::sleep(Duration::from_millis(10)).await;
+}
+
 impl<S: Transport> Conn<S> {
     async fn run(&mut self, notify: &Signal) -> Result<(), Closed> {
         if let Some(slot) = &self.slot {
@@ -389,7 +406,13 @@ impl<S: Transport> Conn<S> {
             // the durable path is boxed so that this loop's future stays
             // its own size.
             let budget_left = match self.sess.durable {
-                None => self.execute_batch::<false>().await,
+                None => {
+                    let turn = self.execute_batch::<false>();
+                    if turn == Turn::Paused {
+                        Box::pin(pause_wait()).await;
+                    }
+                    turn == Turn::More
+                }
                 Some(mode) => Box::pin(self.execute_durable(mode, notify)).await,
             };
             // Checked before writing: the limit is on replies the batch
@@ -760,7 +783,12 @@ impl<S: Transport> Conn<S> {
     /// stripe, then bucket, then first table node), so that a pipelined batch
     /// overlaps its cache misses instead of paying them one by one. This
     /// is what pipelining buys on the server side beyond fewer syscalls.
-    async fn execute_batch<const DURABLE: bool>(&mut self) -> bool {
+    ///
+    /// Not `async`: its locals (the window's lock holder, the argument
+    /// vector, the prefetch cursors) are plain stack variables rather
+    /// than fields of the connection's future. A request CLIENT PAUSE
+    /// holds ends the batch with [`Turn::Paused`], and the caller waits.
+    fn execute_batch<const DURABLE: bool>(&mut self) -> Turn {
         let epoch = self.shared.config_epoch.load(Ordering::Relaxed);
         if epoch != self.limits.epoch {
             self.limits = ConnLimits::load(&self.shared, self.sess.authenticated);
@@ -769,6 +797,7 @@ impl<S: Transport> Conn<S> {
         self.out.set_limit(self.obuf_class().hard as usize);
         let start_out = self.out.len();
         let mut budget_left = true;
+        let mut paused = false;
         let mut executed = false;
         // A failover's or shutdown's hold waits for this mark to end
         // (`Shared::quiesce`): the batch's writes are then all published.
@@ -905,12 +934,9 @@ impl<S: Transport> Conn<S> {
                     self.held.note(&self.out, &self.sess, b);
                 }
                 if outcome == dispatch::Outcome::Paused {
-                    // CLIENT PAUSE: nothing ran; wait, then retry this request.
-                    drop(keys);
-                    self.sess.lap = 0;
-                    self.sess.handle.end_run();
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                    budget_left = false;
+                    // CLIENT PAUSE: nothing ran; the caller waits
+                    // (`pause_wait`), then this request is tried again.
+                    paused = true;
                     break 'batch;
                 }
                 if outcome == dispatch::Outcome::AfterInput {
@@ -960,14 +986,23 @@ impl<S: Transport> Conn<S> {
         if executed {
             self.after_batch(self.shared.clock.system_ms(last_now));
         }
-        budget_left
+        if paused {
+            Turn::Paused
+        } else if budget_left {
+            Turn::More
+        } else {
+            Turn::Yield
+        }
     }
 
     /// A batch in `DURABLE` mode: run as any other, noting the replies to
     /// writes, then held until the writes are acknowledged (or the mode's
     /// timeout rewrote those replies as errors).
     async fn execute_durable(&mut self, mode: Durable, notify: &Signal) -> bool {
-        let budget_left = self.execute_batch::<true>().await;
+        let turn = self.execute_batch::<true>();
+        if turn == Turn::Paused {
+            pause_wait().await;
+        }
         if !self.held.is_empty() {
             let held = std::mem::take(&mut self.held);
             let refused = durable::wait(&self.shared, &self.sess, mode, notify).await;
@@ -986,7 +1021,7 @@ impl<S: Transport> Conn<S> {
                 }
             }
         }
-        budget_left
+        turn == Turn::More
     }
 
     /// A request that does not parse: Redis's error line, then the
