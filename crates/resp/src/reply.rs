@@ -347,6 +347,16 @@ impl ReplyBuf {
     }
 
     /// Fills `out` with slices of unwritten bytes; returns how many.
+    /// The unwritten bytes when they are all in one chunk (the replies
+    /// of a request or of a short pipeline): one slice to write.
+    #[inline]
+    pub fn single(&self) -> Option<&[u8]> {
+        match self.chunks.len() {
+            1 => self.chunks.front().map(|c| &c[self.head_sent..]),
+            _ => None,
+        }
+    }
+
     pub fn io_slices<'a>(&'a self, out: &mut [IoSlice<'a>]) -> usize {
         let mut n = 0;
         for (i, c) in self.chunks.iter().enumerate() {
@@ -364,7 +374,25 @@ impl ReplyBuf {
     }
 
     /// Marks `n` bytes as written to the socket.
-    pub fn consume(&mut self, mut n: usize) {
+    #[inline]
+    pub fn consume(&mut self, n: usize) {
+        if n == self.total && self.chunks.len() == 1 {
+            // All of one chunk written (a request's or a batch's replies,
+            // the common case): it stays, emptied, as the general path
+            // keeps it, without the queue's pop and push.
+            if let Some(c) = self.chunks.front_mut().filter(|c| c.capacity() == CHUNK) {
+                c.clear();
+                self.total = 0;
+                self.head_sent = 0;
+                return;
+            }
+        }
+        self.consume_chunks(n);
+    }
+
+    /// [`consume`](Self::consume) over several chunks, or a part of one.
+    #[inline(never)]
+    fn consume_chunks(&mut self, mut n: usize) {
         self.total -= n;
         while n > 0 {
             let front = self.chunks.front().expect("consume beyond buffered bytes");

@@ -751,10 +751,17 @@ impl<S: Transport> Conn<S> {
     fn flush(&mut self) -> Result<(), Closed> {
         while !self.out.is_empty() {
             // Sixteen chunks a call (256 KiB): more than a socket takes in
-            // one write, and a small array to set up per flush.
-            let mut slices = [IoSlice::new(&[]); 16];
-            let n = self.out.io_slices(&mut slices);
-            match self.stream.try_write_vectored(&slices[..n]) {
+            // one write, and a small array to set up per flush; one slice
+            // when the replies are in one chunk (no array to fill).
+            let r = match self.out.single() {
+                Some(one) => self.stream.try_write_vectored(&[IoSlice::new(one)]),
+                None => {
+                    let mut slices = [IoSlice::new(&[]); 16];
+                    let n = self.out.io_slices(&mut slices);
+                    self.stream.try_write_vectored(&slices[..n])
+                }
+            };
+            match r {
                 Ok(0) => return Err("write returned zero"),
                 Ok(w) => {
                     self.out.consume(w);
