@@ -860,118 +860,120 @@ impl<S: Transport> Conn<S> {
             let batch_now = self.shared.clock.now_ms();
             last_now = batch_now;
             // One lock holder for the window's requests, not one each:
-            // every request releases what it took before the next.
-            let mut keys = store::Locks::new(store, batch_now);
-            let token = |w: &Pending, rbuf: &[u8]| -> Option<store::Prefetch> {
-                (w.args.len() >= 2)
-                    .then(|| store.prefetch_token(db, w.args.get(&rbuf[w.start..], 1)))?
-            };
-            // Prime the pipeline of prefetches for the window's first requests.
-            for j in 0..n.min(SLOT_AHEAD) {
-                self.window[j].token = token(&self.window[j], &self.rbuf);
-                if let Some(t) = self.window[j].token {
-                    store.prefetch_slot(t);
-                }
-            }
-            for j in 0..n.min(BUCKET_AHEAD) {
-                if let Some(t) = self.window[j].token {
-                    store.prefetch_bucket(t);
-                }
-            }
-            for i in 0..n {
-                if self.out.len() >= self.high_water() || self.out.is_over() {
-                    break 'batch;
-                }
-                if self.out.len() - start_out.min(self.out.len()) >= TURN_BUDGET {
-                    budget_left = false;
-                    break 'batch;
-                }
-                if i + SLOT_AHEAD < n {
-                    let j = i + SLOT_AHEAD;
+            // every request releases what it took before the next. Its
+            // block ends before `stop` is looked at: dropped in place
+            // there (`drop(keys)` copied its 180 bytes out first).
+            {
+                let mut keys = store::Locks::new(store, batch_now);
+                let token = |w: &Pending, rbuf: &[u8]| -> Option<store::Prefetch> {
+                    (w.args.len() >= 2)
+                        .then(|| store.prefetch_token(db, w.args.get(&rbuf[w.start..], 1)))?
+                };
+                // Prime the pipeline of prefetches for the window's first requests.
+                for j in 0..n.min(SLOT_AHEAD) {
                     self.window[j].token = token(&self.window[j], &self.rbuf);
                     if let Some(t) = self.window[j].token {
                         store.prefetch_slot(t);
                     }
                 }
-                if i + BUCKET_AHEAD < n {
-                    if let Some(t) = self.window[i + BUCKET_AHEAD].token {
+                for j in 0..n.min(BUCKET_AHEAD) {
+                    if let Some(t) = self.window[j].token {
                         store.prefetch_bucket(t);
                     }
                 }
-                if i + NODE_AHEAD < n {
-                    if let Some(t) = self.window[i + NODE_AHEAD].token {
-                        store.prefetch_node(t);
+                for i in 0..n {
+                    if self.out.len() >= self.high_water() || self.out.is_over() {
+                        break 'batch;
+                    }
+                    if self.out.len() - start_out.min(self.out.len()) >= TURN_BUDGET {
+                        budget_left = false;
+                        break 'batch;
+                    }
+                    if i + SLOT_AHEAD < n {
+                        let j = i + SLOT_AHEAD;
+                        self.window[j].token = token(&self.window[j], &self.rbuf);
+                        if let Some(t) = self.window[j].token {
+                            store.prefetch_slot(t);
+                        }
+                    }
+                    if i + BUCKET_AHEAD < n {
+                        if let Some(t) = self.window[i + BUCKET_AHEAD].token {
+                            store.prefetch_bucket(t);
+                        }
+                    }
+                    if i + NODE_AHEAD < n {
+                        if let Some(t) = self.window[i + NODE_AHEAD].token {
+                            store.prefetch_node(t);
+                        }
+                    }
+                    let w = &self.window[i];
+                    let input = &self.rbuf[w.start..];
+                    if w.args.is_empty() {
+                        self.rpos = w.start + w.len;
+                        continue;
+                    }
+                    let was_auth = self.sess.authenticated;
+                    let next = w.start + w.len;
+                    let after_input = !std::mem::take(&mut self.others_taken);
+                    let hint = dispatch::Hint { now: batch_now, key: w.token, after_input };
+                    let before = DURABLE.then(|| Held::before(&self.out, &self.sess));
+                    // The argument vector lives in this block only: nothing of
+                    // it is kept in the future across the waits below.
+                    let outcome = {
+                        // Up to 8 arguments in an array on the stack, filled
+                        // in one pass over the spans; more in a vector.
+                        let mut small: [&[u8]; 8] = [&[]; 8];
+                        let mut big: Vec<&[u8]> = Vec::new();
+                        let argv: &[&[u8]] = if w.args.len() <= small.len() {
+                            let n = w.args.fill_array(input, &mut small);
+                            &small[..n]
+                        } else {
+                            w.args.fill(input, &mut big);
+                            &big
+                        };
+                        dispatch::execute_with(
+                            shared,
+                            &mut self.sess,
+                            &mut keys,
+                            argv,
+                            &mut self.out,
+                            hint,
+                        )
+                    };
+                    if let Some(b) = before {
+                        self.held.note(&self.out, &self.sess, b);
+                    }
+                    if outcome == dispatch::Outcome::Paused {
+                        // CLIENT PAUSE: nothing ran; the caller waits
+                        // (`pause_wait`), then this request is tried again.
+                        paused = true;
+                        break 'batch;
+                    }
+                    if outcome == dispatch::Outcome::AfterInput {
+                        // INFO, CLIENT LIST: nothing ran; the next turn runs
+                        // it once the other loops took in their input (the
+                        // wait is not in this loop, whose locals would then
+                        // live in the future: a cost to every command).
+                        self.wait_others = true;
+                        budget_left = false;
+                        break 'batch;
+                    }
+                    self.rpos = next;
+                    self.need = 0;
+                    executed = true;
+                    if self.sess.authenticated != was_auth {
+                        self.limits.parse.unauthenticated = !self.sess.authenticated;
+                    }
+                    if self.sess.blocked.is_some() {
+                        // The rest of the input waits for the blocking command.
+                        break 'batch;
+                    }
+                    if self.sess.close_after_reply || self.sess.db != db {
+                        // Later prefetches assumed this database; re-window.
+                        continue 'batch;
                     }
                 }
-                let w = &self.window[i];
-                let input = &self.rbuf[w.start..];
-                if w.args.is_empty() {
-                    self.rpos = w.start + w.len;
-                    continue;
-                }
-                let was_auth = self.sess.authenticated;
-                let next = w.start + w.len;
-                let after_input = !std::mem::take(&mut self.others_taken);
-                let hint = dispatch::Hint { now: batch_now, key: w.token, after_input };
-                let before = DURABLE.then(|| Held::before(&self.out, &self.sess));
-                // The argument vector lives in this block only: nothing of
-                // it is kept in the future across the waits below.
-                let outcome = {
-                    // Up to 8 arguments in an array on the stack, filled
-                    // in one pass over the spans; more in a vector.
-                    let mut small: [&[u8]; 8] = [&[]; 8];
-                    let mut big: Vec<&[u8]> = Vec::new();
-                    let argv: &[&[u8]] = if w.args.len() <= small.len() {
-                        let n = w.args.fill_array(input, &mut small);
-                        &small[..n]
-                    } else {
-                        w.args.fill(input, &mut big);
-                        &big
-                    };
-                    dispatch::execute_with(
-                        shared,
-                        &mut self.sess,
-                        &mut keys,
-                        argv,
-                        &mut self.out,
-                        hint,
-                    )
-                };
-                if let Some(b) = before {
-                    self.held.note(&self.out, &self.sess, b);
-                }
-                if outcome == dispatch::Outcome::Paused {
-                    // CLIENT PAUSE: nothing ran; the caller waits
-                    // (`pause_wait`), then this request is tried again.
-                    paused = true;
-                    break 'batch;
-                }
-                if outcome == dispatch::Outcome::AfterInput {
-                    // INFO, CLIENT LIST: nothing ran; the next turn runs
-                    // it once the other loops took in their input (the
-                    // wait is not in this loop, whose locals would then
-                    // live in the future: a cost to every command).
-                    drop(keys);
-                    self.wait_others = true;
-                    budget_left = false;
-                    break 'batch;
-                }
-                self.rpos = next;
-                self.need = 0;
-                executed = true;
-                if self.sess.authenticated != was_auth {
-                    self.limits.parse.unauthenticated = !self.sess.authenticated;
-                }
-                if self.sess.blocked.is_some() {
-                    // The rest of the input waits for the blocking command.
-                    break 'batch;
-                }
-                if self.sess.close_after_reply || self.sess.db != db {
-                    // Later prefetches assumed this database; re-window.
-                    continue 'batch;
-                }
             }
-            drop(keys);
             match stop {
                 None => {}
                 Some(Parsed::Incomplete { need }) => {
