@@ -827,6 +827,40 @@ mod tests {
         assert_eq!(got, want);
     }
 
+    /// The one-chunk paths (`single`, `consume` of everything) leave the
+    /// buffer as the general path does: a full write keeps the standard
+    /// chunk, emptied; an exact-size chunk (a big reply) is let go; a
+    /// part written leaves the rest to write.
+    #[test]
+    fn one_chunk_written_whole_or_in_part() {
+        let mut r = ReplyBuf::new();
+        r.simple(b"OK");
+        assert_eq!(r.single(), Some(&b"+OK\r\n"[..]));
+        let kept = r.allocated();
+        r.consume(2);
+        assert_eq!(r.single(), Some(&b"K\r\n"[..]));
+        assert_eq!(r.len(), 3);
+        r.consume(3);
+        assert!(r.is_empty());
+        assert_eq!(r.single(), Some(&b""[..]));
+        assert_eq!(r.allocated(), kept);
+        r.int(42);
+        assert_eq!(r.to_vec(), b":42\r\n");
+        r.consume(r.len());
+
+        let mut big = ReplyBuf::new();
+        big.raw(&vec![b'x'; CHUNK + 10]);
+        assert_eq!(big.single().map(<[u8]>::len), Some(CHUNK + 10));
+        big.consume(CHUNK + 10);
+        assert!(big.is_empty());
+        assert_eq!(big.single(), None, "the exact-size chunk is not kept");
+
+        let mut two = ReplyBuf::new();
+        two.raw(&vec![b'y'; CHUNK - 1]);
+        two.raw(b"zz");
+        assert_eq!(two.single(), None);
+    }
+
     #[test]
     fn errors_lose_newlines() {
         let mut r = ReplyBuf::new();
