@@ -347,6 +347,16 @@ impl ReplyBuf {
     }
 
     /// Fills `out` with slices of unwritten bytes; returns how many.
+    /// The unwritten bytes when they are all in one chunk (the replies
+    /// of a request or of a short pipeline): one slice to write.
+    #[inline]
+    pub fn single(&self) -> Option<&[u8]> {
+        match self.chunks.len() {
+            1 => self.chunks.front().map(|c| &c[self.head_sent..]),
+            _ => None,
+        }
+    }
+
     pub fn io_slices<'a>(&'a self, out: &mut [IoSlice<'a>]) -> usize {
         let mut n = 0;
         for (i, c) in self.chunks.iter().enumerate() {
@@ -364,7 +374,25 @@ impl ReplyBuf {
     }
 
     /// Marks `n` bytes as written to the socket.
-    pub fn consume(&mut self, mut n: usize) {
+    #[inline]
+    pub fn consume(&mut self, n: usize) {
+        if n == self.total && self.chunks.len() == 1 {
+            // All of one chunk written (a request's or a batch's replies,
+            // the common case): it stays, emptied, as the general path
+            // keeps it, without the queue's pop and push.
+            if let Some(c) = self.chunks.front_mut().filter(|c| c.capacity() == CHUNK) {
+                c.clear();
+                self.total = 0;
+                self.head_sent = 0;
+                return;
+            }
+        }
+        self.consume_chunks(n);
+    }
+
+    /// [`consume`](Self::consume) over several chunks, or a part of one.
+    #[inline(never)]
+    fn consume_chunks(&mut self, mut n: usize) {
         self.total -= n;
         while n > 0 {
             let front = self.chunks.front().expect("consume beyond buffered bytes");
@@ -797,6 +825,40 @@ mod tests {
             r.consume(take);
         }
         assert_eq!(got, want);
+    }
+
+    /// The one-chunk paths (`single`, `consume` of everything) leave the
+    /// buffer as the general path does: a full write keeps the standard
+    /// chunk, emptied; an exact-size chunk (a big reply) is let go; a
+    /// part written leaves the rest to write.
+    #[test]
+    fn one_chunk_written_whole_or_in_part() {
+        let mut r = ReplyBuf::new();
+        r.simple(b"OK");
+        assert_eq!(r.single(), Some(&b"+OK\r\n"[..]));
+        let kept = r.allocated();
+        r.consume(2);
+        assert_eq!(r.single(), Some(&b"K\r\n"[..]));
+        assert_eq!(r.len(), 3);
+        r.consume(3);
+        assert!(r.is_empty());
+        assert_eq!(r.single(), Some(&b""[..]));
+        assert_eq!(r.allocated(), kept);
+        r.int(42);
+        assert_eq!(r.to_vec(), b":42\r\n");
+        r.consume(r.len());
+
+        let mut big = ReplyBuf::new();
+        big.raw(&vec![b'x'; CHUNK + 10]);
+        assert_eq!(big.single().map(<[u8]>::len), Some(CHUNK + 10));
+        big.consume(CHUNK + 10);
+        assert!(big.is_empty());
+        assert_eq!(big.single(), None, "the exact-size chunk is not kept");
+
+        let mut two = ReplyBuf::new();
+        two.raw(&vec![b'y'; CHUNK - 1]);
+        two.raw(b"zz");
+        assert_eq!(two.single(), None);
     }
 
     #[test]

@@ -278,7 +278,7 @@ fn ended(_: &Shared) {
     if let Ok((handshakes, Some(shared))) = left {
         for h in handshakes {
             let shared = shared.clone();
-            tokio::task::spawn_local(async move {
+            crate::net::spawn_here(async move {
                 if let Some(s) = h.resume().await {
                     crate::conn::serve(shared, s).await
                 }

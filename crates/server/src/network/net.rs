@@ -255,21 +255,71 @@ pub fn run(
     }
 }
 
+/// Runs a connection's task (or its TLS handshake's) on this thread's
+/// runtime itself rather than on the loop's `LocalSet`. A `LocalSet`
+/// task is one more scheduler inside the runtime's: each wake-up of a
+/// connection queued it in the set, woke the set's own task, polled the
+/// future given to `block_on` (and the join handle it waits on), then
+/// ticked the set; at one request per round trip that was some 500
+/// instructions a request (callgrind, `bench/instructions --tests get
+/// --pipelines 1`, 2026-11-30). The runtime's scheduler runs the task
+/// directly. Connection futures are not `Send` (raw pointers for the
+/// busy pass, `Rc`s), which `tokio::spawn` asks for; [`Local`] vouches
+/// for them, see its SAFETY note.
+pub fn spawn_here<F: std::future::Future<Output = ()> + 'static>(f: F) {
+    let rt = tokio::runtime::Handle::current();
+    // What makes `Local` sound: one thread polls this runtime's tasks.
+    assert!(
+        rt.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread
+            && LOOP_INDEX.with(|i| i.get()) != usize::MAX,
+        "a connection's task runs on its event loop's own thread"
+    );
+    rt.spawn(Local(f));
+}
+
+/// A future that stays on the thread that spawned it (see [`spawn_here`]).
+struct Local<F>(F);
+
+// SAFETY: a `Local` is only spawned by `spawn_here`, on an event-loop
+// thread's current-thread runtime (asserted there). Such a runtime polls
+// its tasks only inside `block_on`, which only that thread calls
+// (`event_loop`; other threads hold its handle only to spawn tasks of
+// their own, `others_took_input`), and drops the tasks left at its end
+// when it is dropped, at the end of `event_loop`, on that thread; no
+// join handle is kept, so no other thread can abort one. The future is
+// therefore created, polled and dropped on one thread, as `spawn_local`
+// would have it.
+unsafe impl<F> Send for Local<F> {}
+
+impl<F: std::future::Future<Output = ()>> std::future::Future for Local<F> {
+    type Output = ();
+
+    #[inline]
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<()> {
+        // SAFETY: structural pinning of the only field; `Local` has no
+        // Drop of its own and never moves the field.
+        unsafe { self.map_unchecked_mut(|l| &mut l.0) }.poll(cx)
+    }
+}
+
 /// Starts serving an accepted socket on this thread.
 pub fn spawn_conn(shared: Arc<Shared>, s: std::os::fd::OwnedFd, kind: Kind) {
     match kind {
         Kind::Tcp => {
             let Ok(s) = tokio::net::TcpStream::from_std(s.into()) else { return };
-            tokio::task::spawn_local(async move { conn::serve(shared, s).await });
+            spawn_here(conn::serve(shared, s));
         }
         Kind::Unix => {
             let Ok(s) = tokio::net::UnixStream::from_std(s.into()) else { return };
-            tokio::task::spawn_local(async move { conn::serve(shared, s).await });
+            spawn_here(conn::serve(shared, s));
         }
         Kind::Tls => {
             let Ok(s) = tokio::net::TcpStream::from_std(s.into()) else { return };
             let Some(cfg) = crate::host::node(&shared).tls.read().clone() else { return };
-            tokio::task::spawn_local(async move {
+            spawn_here(async move {
                 if let Some(s) = crate::tls::TlsStream::accept(s, cfg).await {
                     conn::serve(shared, s).await
                 }

@@ -15,6 +15,12 @@ use tokio::net::TcpStream;
 
 /// A readiness-based, non-blocking byte stream over one socket.
 pub trait Transport {
+    /// Whether [`try_read_buf`](Transport::try_read_buf) itself looks at
+    /// the socket's readiness first (tokio's `try_io`: no syscall, a
+    /// `WouldBlock`, when the reactor saw no input), so that a woken
+    /// connection may read at once instead of polling the readiness
+    /// again (`conn.rs` `wait_io`).
+    const READ_CHECKS_READINESS: bool = false;
     /// The socket's descriptor (CLIENT LIST's `fd`, the busy pass's poll).
     fn fd(&self) -> RawFd;
     /// Whether the peer is on this host (protected mode lets it in): a
@@ -108,6 +114,8 @@ pub fn direct(tcp: &TcpStream) -> std::mem::ManuallyDrop<std::net::TcpStream> {
 }
 
 impl Transport for TcpStream {
+    const READ_CHECKS_READINESS: bool = true;
+
     fn fd(&self) -> RawFd {
         self.as_raw_fd()
     }

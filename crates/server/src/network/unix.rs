@@ -69,6 +69,8 @@ fn shown_addr(s: &UnixStream) -> String {
 }
 
 impl Transport for UnixStream {
+    const READ_CHECKS_READINESS: bool = true;
+
     fn fd(&self) -> RawFd {
         self.as_raw_fd()
     }
