@@ -152,7 +152,7 @@ CUSTOM = {
     # SCAN's bucket order) over 1,000 fields.
     "hget_1k": Custom(["HGET", "bh", "element:__rand_int__"], _hash1k, 1000),
     "hgetall_1k": Custom(["HGETALL", "bh"], _hash1k, None),
-    "hscan_1k": Custom(["HSCAN", "bh", "0", "COUNT", "100"], _hash1k, None),
+    "hscan_1k": Custom(["HSCAN", "bh", "0", "COUNT", "2000"], _hash1k, None),
     "geosearch": Custom(["GEOSEARCH", "gs", "FROMLONLAT", "13.5", "38.5", "BYRADIUS", "5", "km", "ASC",
                          "COUNT", "10"], _geosearch, None),
 }

@@ -256,6 +256,7 @@ impl Hash {
 
     /// One step of HSCAN: visits some pairs and returns the next cursor. A
     /// listpack is visited whole and answers cursor 0, as Redis does.
+    #[inline]
     pub fn scan(&self, cursor: u64, mut visit: impl FnMut(&[u8], &[u8])) -> u64 {
         match &self.repr {
             Repr::Pack(buf) => {
