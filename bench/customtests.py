@@ -19,6 +19,7 @@ TEST_SETS = {
     "hll": "pfadd,pfcount",
     "geo": "geoadd,geosearch",
     "zset100k": "zadd_100k,zscore_100k,zrank_100k,zrangebyscore_100k",
+    "hash1k": "hget_1k,hgetall_1k,hscan_1k",
 }
 TEST_SETS["types13"] = ",".join(TEST_SETS[s] for s in ("streams", "bitmaps", "hll", "geo"))
 
@@ -93,6 +94,17 @@ def _zset100k(n, size, keyspace):
         yield resp("ZADD", "zs", *args)
 
 
+def _hash1k(n, size, keyspace):
+    # A hash past the listpack thresholds (hashtable encoding): 1,000
+    # fields as redis-benchmark's HSET writes them (-r 1000).
+    yield resp("DEL", "bh")
+    for i in range(0, 1000, 250):
+        args = []
+        for j in range(i, i + 250):
+            args += [f"element:{j:012d}", "v" * size]
+        yield resp("HSET", "bh", *args)
+
+
 class Custom(namedtuple("Custom", "line load keyspace")):
     """`line`: the command; `load(n, size, keyspace)`: RESP commands run
     first, or None; `keyspace`: "n" when `-r` must be the request count,
@@ -136,6 +148,11 @@ CUSTOM = {
     "zrank_100k": Custom(["ZRANK", "zs", "element:__rand_int__"], _zset100k, 100_000),
     "zrangebyscore_100k": Custom(["ZRANGEBYSCORE", "zs", "__rand_int__", "+inf", "LIMIT", "0", "10"],
                                  _zset100k, 100_000),
+    # The hashtable encoding's lookup and its two walks (slab order,
+    # SCAN's bucket order) over 1,000 fields.
+    "hget_1k": Custom(["HGET", "bh", "element:__rand_int__"], _hash1k, 1000),
+    "hgetall_1k": Custom(["HGETALL", "bh"], _hash1k, None),
+    "hscan_1k": Custom(["HSCAN", "bh", "0", "COUNT", "2000"], _hash1k, None),
     "geosearch": Custom(["GEOSEARCH", "gs", "FROMLONLAT", "13.5", "38.5", "BYRADIUS", "5", "km", "ASC",
                          "COUNT", "10"], _geosearch, None),
 }

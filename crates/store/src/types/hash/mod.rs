@@ -9,14 +9,17 @@
 //! listpack operation is), so a hash is 16 bytes and lives in its key's
 //! value without a box of its own; appends reallocate as Redis's
 //! `lpInsert` does, in place while the size class holds. Past the
-//! configured thresholds it becomes a `hashtable` ([`Table`]), as Redis
-//! converts, and never goes back.
+//! configured thresholds it becomes a `hashtable` ([`Pairs`], a table
+//! whose node holds a field and its value together), as Redis converts,
+//! and never goes back.
+
+mod pairs;
 
 use std::fmt;
 
-use crate::bytes::SmallBytes;
-use crate::table::Table;
 use crate::types::list::{read_varint, varint_len, write_varint};
+use pairs::Pairs;
+pub use pairs::PairsIter;
 
 /// A hash value.
 #[derive(Default)]
@@ -29,7 +32,7 @@ enum Repr {
     Pack(Box<[u8]>),
     /// Boxed: its pointer sits beside the packed buffer's, so a hash is
     /// 16 bytes whichever its encoding.
-    Table(Box<Table<SmallBytes>>),
+    Table(Box<Pairs>),
 }
 
 impl Default for Repr {
@@ -103,7 +106,7 @@ fn pack_push(buf: &mut Vec<u8>, s: &[u8]) {
 /// Iterator over (field, value) pairs in encoding order.
 pub enum Iter<'a> {
     Pack(PackIter<'a>),
-    Table(Box<dyn Iterator<Item = (&'a [u8], &'a SmallBytes)> + 'a>),
+    Table(PairsIter<'a>),
 }
 
 impl<'a> Iterator for Iter<'a> {
@@ -112,7 +115,7 @@ impl<'a> Iterator for Iter<'a> {
     fn next(&mut self) -> Option<Self::Item> {
         match self {
             Iter::Pack(it) => it.next(),
-            Iter::Table(it) => it.next().map(|(f, v)| (f, &v[..])),
+            Iter::Table(it) => it.next(),
         }
     }
 }
@@ -153,10 +156,7 @@ impl Hash {
     pub fn heap_size(&self) -> usize {
         match &self.repr {
             Repr::Pack(buf) => buf.len(),
-            Repr::Table(t) => {
-                let strings: usize = t.iter().map(|(f, x)| f.len() + x.heap_size()).sum();
-                strings + t.buckets() * 4 + t.len() * (8 + 2 * std::mem::size_of::<SmallBytes>())
-            }
+            Repr::Table(t) => t.heap_size(),
         }
     }
 
@@ -167,7 +167,7 @@ impl Hash {
                 let (_, at) = read_varint(buf, vstart);
                 &buf[at..end]
             }),
-            Repr::Table(t) => t.get(field).map(|x| &x[..]),
+            Repr::Table(t) => t.get(field),
         }
     }
 
@@ -216,7 +216,7 @@ impl Hash {
                     true
                 }
             },
-            Repr::Table(t) => t.insert(field, SmallBytes::new(value)).1.is_none(),
+            Repr::Table(t) => t.set(field, value),
         };
         // Redis checks the count after every listpack write (a lowered
         // `hash-max-listpack-entries` converts on an update too). A pair
@@ -242,7 +242,7 @@ impl Hash {
                 }
                 None => false,
             },
-            Repr::Table(t) => t.remove(field).is_some(),
+            Repr::Table(t) => t.remove(field),
         }
     }
 
@@ -250,12 +250,13 @@ impl Hash {
     pub fn iter(&self) -> Iter<'_> {
         match &self.repr {
             Repr::Pack(buf) => Iter::Pack(PackIter::new(buf)),
-            Repr::Table(t) => Iter::Table(Box::new(t.iter())),
+            Repr::Table(t) => Iter::Table(t.iter()),
         }
     }
 
     /// One step of HSCAN: visits some pairs and returns the next cursor. A
     /// listpack is visited whole and answers cursor 0, as Redis does.
+    #[inline]
     pub fn scan(&self, cursor: u64, mut visit: impl FnMut(&[u8], &[u8])) -> u64 {
         match &self.repr {
             Repr::Pack(buf) => {
@@ -264,7 +265,7 @@ impl Hash {
                 }
                 0
             }
-            Repr::Table(t) => t.scan(cursor, |f, x| visit(f, x)),
+            Repr::Table(t) => t.scan(cursor, visit),
         }
     }
 
@@ -279,18 +280,15 @@ impl Hash {
                 }
                 PackIter::new(buf).nth((rand() % n) as usize)
             }
-            Repr::Table(t) => {
-                let i = t.random_index(rand)?;
-                t.at(i).map(|(f, x)| (f, &x[..]))
-            }
+            Repr::Table(t) => t.random(rand),
         }
     }
 
     fn convert(&mut self) {
         if let Repr::Pack(buf) = &self.repr {
-            let mut t = Table::new();
+            let mut t = Pairs::new();
             for (f, x) in PackIter::new(buf) {
-                t.insert_owned(SmallBytes::new(f), SmallBytes::new(x));
+                t.add_new(f, x);
             }
             self.repr = Repr::Table(Box::new(t));
         }
@@ -302,9 +300,9 @@ impl Clone for Hash {
         match &self.repr {
             Repr::Pack(buf) => Hash { repr: Repr::Pack(buf.clone()) },
             Repr::Table(t) => {
-                let mut c = Table::new();
+                let mut c = Pairs::new();
                 for (f, x) in t.iter() {
-                    c.insert(f, x.clone());
+                    c.add_new(f, x);
                 }
                 Hash { repr: Repr::Table(Box::new(c)) }
             }
