@@ -346,7 +346,6 @@ impl ReplyBuf {
         other.total = 0;
     }
 
-    /// Fills `out` with slices of unwritten bytes; returns how many.
     /// The unwritten bytes when they are all in one chunk (the replies
     /// of a request or of a short pipeline): one slice to write.
     #[inline]
@@ -357,6 +356,7 @@ impl ReplyBuf {
         }
     }
 
+    /// Fills `out` with slices of unwritten bytes; returns how many.
     pub fn io_slices<'a>(&'a self, out: &mut [IoSlice<'a>]) -> usize {
         let mut n = 0;
         for (i, c) in self.chunks.iter().enumerate() {

@@ -207,7 +207,6 @@ impl<const N: usize> Slots<N> {
         (i != NIL).then(|| self.nodes[i as usize].pair.value())
     }
 
-    /// Sets `field` to `value`; true if the field is new.
     /// Sets `field` to `value` if it is there (None); else its hash.
     #[inline]
     fn update(&mut self, field: &[u8], value: &[u8]) -> Option<u64> {
