@@ -183,16 +183,29 @@ fn main() {
     if sup == Supervisor::Systemd {
         process::notify_systemd("STATUS=Sluice is loading...\n");
     }
-    if tcp_or_tls {
-        log::notice("Ready to accept connections");
+    // Redis says it is ready once the data set is loaded, after "DB
+    // loaded from disk" (or never, when the load fails and it exits).
+    // Sluice loads on a thread of its own and answers -LOADING meanwhile,
+    // so these lines wait for the load: a script that waits for them, or
+    // reads the log's last line for the load's outcome (Redis's own
+    // integration/aof does), sees Redis's order.
+    let sh = server.shared().clone();
+    let unixsocket = banner_cfg.unixsocket.clone();
+    let ready = log::spawn("sluice-ready", move || {
+        while sh.is_loading() && !sh.shutdown.load(std::sync::atomic::Ordering::Relaxed) {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        if tcp_or_tls {
+            log::notice("Ready to accept connections");
+        }
+        if unix {
+            log::notice(&format!("The server is now ready to accept connections at {unixsocket}"));
+        }
+        process::signal_ready(sup);
+    });
+    if let Err(e) = ready {
+        log::warning(&format!("Can't start the readiness thread: {e}"));
     }
-    if unix {
-        log::notice(&format!(
-            "The server is now ready to accept connections at {}",
-            banner_cfg.unixsocket
-        ));
-    }
-    process::signal_ready(sup);
     // The event loops are waited for on a thread of their own: the main
     // thread runs the replication link (`server::main_thread`).
     let waiter = std::thread::Builder::new().name("sluice-wait".into());
