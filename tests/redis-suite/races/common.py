@@ -21,3 +21,10 @@ def conn():
 def stop():
     p.kill(); p.wait()
     shutil.rmtree(d, ignore_errors=True)
+
+
+def cmd(s, line):
+    """Sends an inline command and returns what one read brings (the
+    scripts' replies are short)."""
+    s.sendall(line.encode() + b"\r\n")
+    return s.recv(65536).decode()

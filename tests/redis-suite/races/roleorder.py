@@ -6,10 +6,7 @@ Redis's one thread the SET, which arrived first, runs first and answers
 OK; counts how often it met the replica instead (READONLY).
 usage: roleorder.py BIN PORT N [server args...]"""
 import os
-from common import binary, port, n, extra, d, p, conn, stop
-def cmd(s, line):
-    s.sendall(line.encode() + b"\r\n")
-    return s.recv(65536).decode()
+from common import binary, port, n, extra, d, p, conn, stop, cmd
 ctl = conn()
 late = 0
 try:

@@ -4,10 +4,7 @@ another. Counts how often the SET ran first (the XREADGROUP then answers
 WRONGTYPE instead of being unblocked with "no longer exists").
 usage: xorder.py BIN PORT N [server args...]"""
 import os, socket, sys, time
-from common import binary, port, n, extra, d, p, conn, stop
-def cmd(s, line):
-    s.sendall(line.encode() + b"\r\n")
-    return s.recv(65536).decode()
+from common import binary, port, n, extra, d, p, conn, stop, cmd
 ctl = conn()
 first = 0
 try:
