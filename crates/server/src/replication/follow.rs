@@ -160,7 +160,7 @@ impl Follower {
             engine::subsystems::config::set_oom_role(&sh.oom, &sh.config.read(), true);
             sh.state_changed();
             if let Some(m) = repl::master(&sh) {
-                m.become_replica(&sh);
+                m.become_replica();
                 if from_master {
                     // As Redis's replicationCacheMasterUsingMyself.
                     log::notice(

@@ -173,3 +173,34 @@ pub fn incrs_missing(
     }
     (acked, lost)
 }
+
+/// Reads a disk-based payload (`$len` and the bytes, after PSYNC's
+/// `+FULLRESYNC …` line) from a replica's socket.
+pub fn read_payload(sock: &mut std::net::TcpStream) {
+    use std::io::Read;
+    let line = |sock: &mut std::net::TcpStream| {
+        let mut l = Vec::new();
+        let mut b = [0u8; 1];
+        while !l.ends_with(b"\r\n") {
+            sock.read_exact(&mut b).unwrap();
+            // Keep-alive newlines before the payload.
+            if l.is_empty() && b[0] == b'\n' {
+                continue;
+            }
+            l.push(b[0]);
+        }
+        String::from_utf8_lossy(&l[..l.len() - 2]).into_owned()
+    };
+    let mut head = line(sock);
+    if head.starts_with("+FULLRESYNC") {
+        head = line(sock);
+    }
+    let len: usize = head.strip_prefix('$').unwrap().parse().unwrap();
+    let mut left = len;
+    let mut buf = vec![0u8; 64 * 1024];
+    while left > 0 {
+        let n = sock.read(&mut buf[..left.min(64 * 1024)]).unwrap();
+        assert!(n > 0);
+        left -= n;
+    }
+}

@@ -402,7 +402,7 @@ fn a_stalled_replica_s_buffer_is_reported_and_evicts_no_key() {
         let mut req = Vec::new();
         testkit::encode(&["PSYNC", "?", "-1"], &mut req);
         replica.write_all(&req).unwrap();
-        read_payload(&mut replica);
+        crate::common::read_payload(&mut replica);
         let start = std::time::Instant::now();
         while info_field(&mut c, "connected_slaves") != 1 {
             assert!(start.elapsed().as_secs() < 10, "{name}: the replica did not connect");
@@ -451,34 +451,6 @@ fn a_stalled_replica_s_buffer_is_reported_and_evicts_no_key() {
         assert_eq!(info_field(&mut c, "mem_clients_slaves"), 0, "{name}");
         ok(&mut c, &["CONFIG", "SET", "maxmemory", "0"]);
         drop(replica);
-    }
-}
-
-/// Reads `+FULLRESYNC …` and a disk-based payload (`$len` and the bytes)
-/// from a replica's socket.
-fn read_payload(sock: &mut std::net::TcpStream) {
-    use std::io::Read;
-    let line = |sock: &mut std::net::TcpStream| {
-        let mut l = Vec::new();
-        let mut b = [0u8; 1];
-        while !l.ends_with(b"\r\n") {
-            sock.read_exact(&mut b).unwrap();
-            // Keep-alive newlines before the payload.
-            if l.is_empty() && b[0] == b'\n' {
-                continue;
-            }
-            l.push(b[0]);
-        }
-        String::from_utf8_lossy(&l[..l.len() - 2]).into_owned()
-    };
-    assert!(line(sock).starts_with("+FULLRESYNC"));
-    let len: usize = line(sock).strip_prefix('$').unwrap().parse().unwrap();
-    let mut left = len;
-    let mut buf = vec![0u8; 64 * 1024];
-    while left > 0 {
-        let n = sock.read(&mut buf[..left.min(64 * 1024)]).unwrap();
-        assert!(n > 0);
-        left -= n;
     }
 }
 

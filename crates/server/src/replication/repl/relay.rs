@@ -8,7 +8,6 @@
 use std::cell::RefCell;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
 
 use engine::core::effects::StreamWriter;
 use engine::core::shared::unix_ms;
@@ -96,33 +95,18 @@ impl Master {
 /// while following, `master_replid` and `master_repl_offset` are the
 /// master's, as in Redis, and the backlog holds its stream.
 impl Master {
-    /// This server turns into a replica (REPLICAOF host port): its
-    /// replicas are disconnected so that they learn the change (they may
-    /// partially resync with it again, Redis's disconnectSlaves), the
-    /// backlog is kept (a cached master of its own position: the new
-    /// master may accept a partial resynchronisation), and from now on
-    /// the backlog relays the master's stream.
-    pub fn become_replica(&self, sh: &Shared) {
-        let _ = sh;
-        // What was propagated before goes out first, as in Redis, where it
-        // was written to the replicas before this command ran: the stream
-        // threads get a bounded moment to send it.
-        let until = std::time::Instant::now() + Duration::from_millis(200);
+    /// This server turns into a replica (REPLICAOF host port): from now
+    /// on the backlog relays the master's stream, and the backlog is kept
+    /// (a cached master of its own position: the new master may accept a
+    /// partial resynchronisation). Its replicas stay connected, as in
+    /// Redis 7.0's replicationSetMaster: what was propagated before still
+    /// reaches them, and they go only when the history changes (a full
+    /// sync's payload is about to load, or a partial one gives a new
+    /// replication id).
+    pub fn become_replica(&self) {
         let mut g = self.inner.lock();
-        while std::time::Instant::now() < until
-            && g.replicas.iter().any(|s| {
-                s.r.streaming.load(Ordering::Acquire) && s.sent.is_some_and(|x| x < g.offset)
-            })
-        {
-            drop(g);
-            std::thread::sleep(Duration::from_millis(1));
-            g = self.inner.lock();
-        }
         self.proxy.store(true, Ordering::Release);
         g.stream_db = 0;
-        for s in &g.replicas {
-            s.r.kill();
-        }
     }
 
     /// Disconnects every replica (Redis's disconnectSlaves): they come
