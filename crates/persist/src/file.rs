@@ -273,68 +273,193 @@ pub fn load(
     check_crc: bool,
     mut sink: impl FnMut(LoadedKey<'_>) -> Result<(), &'static str>,
 ) -> Result<Loaded, Error> {
-    let mut r = Reader::new(buf);
-    let magic = r.take(9).map_err(|_| Error { offset: 0, reason: "file too short" })?;
-    if &magic[..5] != b"REDIS" {
-        return Err(Error { offset: 0, reason: "wrong signature trying to load DB from file" });
+    let mut l = Loader::new(*lim, databases, now_ms, check_crc);
+    l.feed(buf, true, &mut sink)?;
+    Ok(l.finish())
+}
+
+/// An RDB image loaded as its bytes arrive (a replica's diskless load
+/// reads its master's payload at the pace the keys load, as Redis's
+/// loader reading from the socket does, and never holds it whole).
+/// [`Loader::feed`] takes the bytes not consumed yet and parses as many
+/// whole records as they hold; a record cut by the end of the bytes is
+/// parsed again, whole, once more have come.
+pub struct Loader {
+    out: Loaded,
+    lim: Limits,
+    databases: usize,
+    now_ms: i64,
+    check_crc: bool,
+    db: usize,
+    expire_at: i64,
+    idle: Option<u64>,
+    freq: Option<u8>,
+    /// Bytes consumed by earlier feeds (offsets in errors are the image's).
+    base: usize,
+    /// The CRC64 of those bytes (kept only when it is checked).
+    crc: u64,
+    header: bool,
+    done: bool,
+}
+
+impl Loader {
+    pub fn new(lim: Limits, databases: usize, now_ms: i64, check_crc: bool) -> Self {
+        Loader {
+            out: Loaded::default(),
+            lim,
+            databases,
+            now_ms,
+            check_crc,
+            db: 0,
+            expire_at: -1,
+            idle: None,
+            freq: None,
+            base: 0,
+            crc: 0,
+            header: false,
+            done: false,
+        }
     }
-    let version = std::str::from_utf8(&magic[5..])
-        .ok()
-        .filter(|s| s.bytes().all(|b| b.is_ascii_digit()))
-        .and_then(|s| s.parse::<u16>().ok())
-        .filter(|v| (1..=RDB_VERSION).contains(v))
-        .ok_or(Error { offset: 5, reason: "can't handle RDB format version" })?;
-    let mut out = Loaded { version, ..Default::default() };
-    let mut db = 0usize;
-    let mut expire_at = -1i64;
-    let (mut idle, mut freq) = (None, None);
-    loop {
+
+    /// Whether the image's end (EOF and its checksum) was read.
+    pub fn done(&self) -> bool {
+        self.done
+    }
+
+    /// What was loaded besides the keys (the image's size in `consumed`).
+    pub fn finish(self) -> Loaded {
+        self.out
+    }
+
+    /// Parses the whole records at the head of `buf` and returns how many
+    /// bytes they took (the caller drops them and feeds the rest with
+    /// what comes next). With `last`, `buf` is all there is: a record it
+    /// cuts is the error it is for a whole file.
+    pub fn feed<F>(&mut self, buf: &[u8], last: bool, sink: &mut F) -> Result<usize, Error>
+    where
+        F: FnMut(LoadedKey<'_>) -> Result<(), &'static str>,
+    {
+        let mut r = Reader::new(buf);
+        let cut = |e: &Error| !last && e.reason == value::SHORT;
+        if !self.header {
+            if buf.len() < 9 && !last {
+                return Ok(0);
+            }
+            self.header(&mut r)?;
+        }
+        let mut took = r.pos;
+        while !self.done {
+            match self.record(&mut r, buf, last, sink) {
+                Ok(()) => took = r.pos,
+                Err(e) if cut(&e) => break,
+                Err(mut e) => {
+                    e.offset += self.base;
+                    return Err(e);
+                }
+            }
+        }
+        if self.check_crc && !self.done {
+            self.crc = crc64(self.crc, &buf[..took]);
+        }
+        self.base += took;
+        self.out.consumed = self.base;
+        Ok(took)
+    }
+
+    fn header(&mut self, r: &mut Reader<'_>) -> Result<(), Error> {
+        let magic = r.take(9).map_err(|_| Error { offset: 0, reason: "file too short" })?;
+        if &magic[..5] != b"REDIS" {
+            return Err(Error { offset: 0, reason: "wrong signature trying to load DB from file" });
+        }
+        self.out.version = std::str::from_utf8(&magic[5..])
+            .ok()
+            .filter(|s| s.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|s| s.parse::<u16>().ok())
+            .filter(|v| (1..=RDB_VERSION).contains(v))
+            .ok_or(Error { offset: 5, reason: "can't handle RDB format version" })?;
+        self.header = true;
+        Ok(())
+    }
+
+    /// One record; what it changes is changed only once it is whole.
+    fn record<F>(
+        &mut self,
+        r: &mut Reader<'_>,
+        buf: &[u8],
+        last: bool,
+        sink: &mut F,
+    ) -> Result<(), Error>
+    where
+        F: FnMut(LoadedKey<'_>) -> Result<(), &'static str>,
+    {
+        let out = &mut self.out;
         let t = r.byte()?;
         match t {
             op::EXPIRETIME => {
                 let s = i32::from_le_bytes(r.take(4)?.try_into().expect("4"));
-                expire_at = i64::from(s) * 1000;
-                continue;
+                self.expire_at = i64::from(s) * 1000;
+                return Ok(());
             }
             op::EXPIRETIME_MS => {
-                expire_at = i64::from_le_bytes(r.take(8)?.try_into().expect("8"));
-                continue;
+                self.expire_at = i64::from_le_bytes(r.take(8)?.try_into().expect("8"));
+                return Ok(());
             }
             op::FREQ => {
-                freq = Some(r.byte()?);
-                continue;
+                self.freq = Some(r.byte()?);
+                return Ok(());
             }
             op::IDLE => {
-                idle = Some(r.len()?);
-                continue;
+                self.idle = Some(r.len()?);
+                return Ok(());
             }
-            op::EOF => break,
+            op::EOF => {
+                if out.version >= 5 {
+                    let at = r.pos;
+                    let want = match r.take(8) {
+                        Ok(b) => u64::from_le_bytes(b.try_into().expect("8")),
+                        // Cut here: the rest may come.
+                        Err(e) if !last => return Err(e),
+                        Err(_) => return Err(Error { offset: at, reason: "missing checksum" }),
+                    };
+                    if self.check_crc && want != 0 && crc64(self.crc, &buf[..at]) != want {
+                        return Err(Error { offset: at, reason: "RDB CRC error" });
+                    }
+                }
+                self.done = true;
+                return Ok(());
+            }
             op::SELECTDB => {
                 let at = r.pos;
                 let n = r.len()?;
-                if n >= databases as u64 {
+                if n >= self.databases as u64 {
                     return Err(Error {
                         offset: at,
                         reason: "data file was created with a server configured for more databases",
                     });
                 }
-                db = n as usize;
-                continue;
+                self.db = n as usize;
+                return Ok(());
             }
             op::RESIZEDB => {
                 r.len()?;
                 r.len()?;
-                continue;
+                return Ok(());
             }
             op::AUX => {
                 let k = r.bytes()?.into_owned();
                 let v = r.bytes()?.into_owned();
                 out.aux.push((k, v));
-                continue;
+                return Ok(());
             }
             op::FUNCTION | op::FUNCTION2 => {
-                out.functions.push(crate::functions::read_record(&mut r, t)?);
-                continue;
+                // A library record cut by the end of the bytes is one
+                // that waits for more, not a library that fails to load.
+                if !last && t == op::FUNCTION2 {
+                    let mut probe = Reader { buf: r.buf, pos: r.pos };
+                    probe.bytes().map_err(|e| Error { reason: value::SHORT, ..e })?;
+                }
+                out.functions.push(crate::functions::read_record(r, t)?);
+                return Ok(());
             }
             op::MODULE_AUX => {
                 return Err(r.err("modules are not supported"));
@@ -343,19 +468,20 @@ pub fn load(
         }
         let key = r.bytes()?;
         let at = r.pos;
-        let v = match value::read_value(&mut r, t, lim) {
+        let v = match value::read_value(r, t, &self.lim) {
             Ok(v) => v,
             Err(e) if e.reason == value::EMPTY_KEY => {
                 out.empty_keys += 1;
                 if out.empty_key_names.len() < EMPTY_NAMES_KEPT {
                     out.empty_key_names.push(key.into_owned());
                 }
-                (expire_at, idle, freq) = (-1, None, None);
-                continue;
+                (self.expire_at, self.idle, self.freq) = (-1, None, None);
+                return Ok(());
             }
             Err(e) => return Err(e),
         };
-        if expire_at != -1 && expire_at < now_ms {
+        let (db, expire_at, idle, freq) = (self.db, self.expire_at, self.idle, self.freq);
+        if expire_at != -1 && expire_at < self.now_ms {
             out.keys_expired += 1;
             out.expired_names.push((db, key.into_owned()));
         } else {
@@ -363,20 +489,7 @@ pub fn load(
                 .map_err(|reason| Error { offset: at, reason })?;
             out.keys_loaded += 1;
         }
-        (expire_at, idle, freq) = (-1, None, None);
+        (self.expire_at, self.idle, self.freq) = (-1, None, None);
+        Ok(())
     }
-    if version >= 5 {
-        let at = r.pos;
-        let want = u64::from_le_bytes(
-            r.take(8)
-                .map_err(|_| Error { offset: at, reason: "missing checksum" })?
-                .try_into()
-                .expect("8"),
-        );
-        if check_crc && want != 0 && crc64(0, &buf[..at]) != want {
-            return Err(Error { offset: at, reason: "RDB CRC error" });
-        }
-    }
-    out.consumed = r.pos;
-    Ok(out)
 }

@@ -91,6 +91,10 @@ const INVALID_LEN: &str = "invalid length encoding";
 /// loading a file and refuses them in RESTORE).
 pub const EMPTY_KEY: &str = "empty key";
 
+/// The reason of an error that only says the bytes ended (a streamed
+/// load waits for more).
+pub const SHORT: &str = "unexpected end of data";
+
 // ------------------------------------------------------------------ writing
 
 /// Appends an RDB length.
@@ -333,7 +337,7 @@ impl<'a> Reader<'a> {
     }
 
     pub fn byte(&mut self) -> Result<u8, Error> {
-        let b = *self.buf.get(self.pos).ok_or_else(|| self.err("unexpected end of data"))?;
+        let b = *self.buf.get(self.pos).ok_or_else(|| self.err(SHORT))?;
         self.pos += 1;
         Ok(b)
     }
@@ -341,7 +345,7 @@ impl<'a> Reader<'a> {
     pub fn take(&mut self, n: u64) -> Result<&'a [u8], Error> {
         let left = (self.buf.len() - self.pos) as u64;
         if n > left {
-            return Err(self.err("unexpected end of data"));
+            return Err(self.err(SHORT));
         }
         let s = &self.buf[self.pos..self.pos + n as usize];
         self.pos += n as usize;

@@ -188,6 +188,65 @@ proptest! {
         }
     }
 
+    /// A file fed to the streaming loader in pieces of any sizes (as a
+    /// replica's diskless load meets its master's payload) loads the same
+    /// keys as the whole file, and a damaged one gets the same verdict
+    /// and reason.
+    #[test]
+    fn files_fed_in_pieces_load_as_whole_files(
+        vals in proptest::collection::vec((bytes(), value(), prop_oneof![Just(-1i64), 1i64..i64::MAX/2]), 1..6),
+        compress in any::<bool>(),
+        cuts in proptest::collection::vec(any::<prop::sample::Index>(), 0..12),
+        edit in proptest::option::of((any::<prop::sample::Index>(), any::<u8>())),
+    ) {
+        let mut seen = std::collections::HashSet::new();
+        let vals: Vec<_> = vals.into_iter().filter(|(k, _, _)| seen.insert(k.clone())).collect();
+        let mut f = file_of(&vals, compress);
+        if let Some((at, b)) = edit {
+            let i = at.index(f.len());
+            f[i] = b;
+        }
+        let mut whole = Vec::new();
+        let w = file::load(&f, &Limits::default(), 16, 0, true, |k| {
+            whole.push((k.key.to_vec(), k.value, k.expire_at));
+            Ok(())
+        });
+        let mut ends: Vec<usize> = cuts.iter().map(|c| c.index(f.len())).collect();
+        ends.push(f.len());
+        ends.sort_unstable();
+        let mut l = file::Loader::new(Limits::default(), 16, 0, true);
+        let mut pieces = Vec::new();
+        let mut sink = |k: file::LoadedKey<'_>| {
+            pieces.push((k.key.to_vec(), k.value, k.expire_at));
+            Ok(())
+        };
+        let mut from = 0;
+        let mut streamed = Ok(());
+        for &end in &ends {
+            match l.feed(&f[from..end], end == f.len(), &mut sink) {
+                Ok(n) => from += n,
+                Err(e) => {
+                    streamed = Err(e);
+                    break;
+                }
+            }
+        }
+        match (w, streamed) {
+            (Ok(info), Ok(())) => {
+                prop_assert!(l.done());
+                prop_assert_eq!(l.finish().consumed, info.consumed);
+                prop_assert_eq!(whole.len(), pieces.len());
+                for ((k1, v1, e1), (k2, v2, e2)) in whole.iter().zip(&pieces) {
+                    prop_assert_eq!(k1, k2);
+                    prop_assert_eq!(e1, e2);
+                    prop_assert!(same(v1, v2));
+                }
+            }
+            (Err(a), Err(b)) => prop_assert_eq!(a.reason, b.reason),
+            (a, b) => prop_assert!(false, "whole {:?}, in pieces {:?}", a.map(|_| ()), b),
+        }
+    }
+
     #[test]
     fn mutated_files_are_refused_or_loaded_never_a_panic(
         vals in proptest::collection::vec((bytes(), value()), 1..4),

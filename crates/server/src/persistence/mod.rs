@@ -633,15 +633,6 @@ pub fn load_bytes_at(
 ) -> Result<file::Loaded, LoadError> {
     let cfg = sh.config.read().clone();
     let lim = limits(&cfg);
-    let store = &sh.store;
-    let lru = sh.lru_clock();
-    // Redis's objectSetLRUOrLFU: the counter under an LFU policy, the
-    // idle time under any other.
-    let lfu = engine::subsystems::evict::Policy::parse(&cfg.maxmemory_policy).lfu();
-    let stamp = engine::subsystems::evict::Stamp {
-        bits: engine::subsystems::evict::stamp(lfu, lru, sh.clock.now_ms()),
-        lfu: &sh.lfu,
-    };
     let delay = cfg.key_load_delay;
     // Libraries first, as Redis meets them at the head of the file: one
     // that fails stops the load before any key is touched.
@@ -649,10 +640,78 @@ pub fn load_bytes_at(
     engine::subsystems::script::function::load_libraries(sh, &leading, merge)
         .map_err(LoadError::Library)?;
     let crc = cfg.rdbchecksum && !sh.persist.skip_checksum.load(Ordering::Relaxed);
-    let loaded = file::load(bytes, &lim, store.databases(), keys_now, crc, |k| {
+    let mut insert = key_inserter(sh, merge);
+    let loaded = file::load(bytes, &lim, sh.store.databases(), keys_now, crc, |k| {
         debug_delay(delay);
+        insert(k)
+    })?;
+    // Any library the head did not hold (none, in the files Redis writes).
+    let rest = loaded.functions.get(leading.len()..).unwrap_or_default();
+    engine::subsystems::script::function::load_libraries(sh, rest, merge)
+        .map_err(LoadError::Library)?;
+    loaded_extras(sh, loaded, jobs_now)
+}
+
+/// A key parsed ahead of its load (a replica's diskless load parses its
+/// master's payload as it arrives and stores the keys once it is whole).
+pub struct StagedKey {
+    pub db: usize,
+    pub key: Vec<u8>,
+    pub value: store::Value,
+    pub expire_at: i64,
+    pub idle: Option<u64>,
+    pub freq: Option<u8>,
+}
+
+impl StagedKey {
+    pub fn of(k: file::LoadedKey<'_>) -> Self {
+        StagedKey {
+            db: k.db,
+            key: k.key.to_vec(),
+            value: k.value,
+            expire_at: k.expire_at,
+            idle: k.idle,
+            freq: k.freq,
+        }
+    }
+}
+
+/// Loads an image parsed already (see [`StagedKey`]): its libraries, then
+/// its keys, then the jobs in its AUX fields, as [`load_bytes_at`] does.
+pub fn load_staged(
+    sh: &Shared,
+    loaded: file::Loaded,
+    keys: Vec<StagedKey>,
+    jobs_now: i64,
+) -> Result<file::Loaded, LoadError> {
+    engine::subsystems::script::function::load_libraries(sh, &loaded.functions, false)
+        .map_err(LoadError::Library)?;
+    let mut insert = key_inserter(sh, false);
+    for k in keys {
+        let StagedKey { db, key, value, expire_at, idle, freq } = k;
+        insert(file::LoadedKey { db, key: &key, value, expire_at, idle, freq })
+            .map_err(|reason| persist::Error { offset: loaded.consumed, reason })?;
+    }
+    loaded_extras(sh, loaded, jobs_now)
+}
+
+/// Stores one loaded key, with its access stamp; refuses a duplicate
+/// unless merging (DEBUG RELOAD MERGE; Redis's RDBFLAGS_ALLOW_DUP).
+fn key_inserter(
+    sh: &Shared,
+    merge: bool,
+) -> impl FnMut(file::LoadedKey<'_>) -> Result<(), &'static str> + '_ {
+    let store = &sh.store;
+    let lru = sh.lru_clock();
+    // Redis's objectSetLRUOrLFU: the counter under an LFU policy, the
+    // idle time under any other.
+    let lfu = engine::subsystems::evict::Policy::parse(&sh.config.read().maxmemory_policy).lfu();
+    let stamp = engine::subsystems::evict::Stamp {
+        bits: engine::subsystems::evict::stamp(lfu, lru, sh.clock.now_ms()),
+        lfu: &sh.lfu,
+    };
+    move |k| {
         let mut g = store.lock_stripe(k.db, store.stripe_of(k.key) as usize);
-        // Redis's objectSetLRUOrLFU: the idle time, or the counter.
         let lru = match (k.idle, k.freq) {
             (_, Some(freq)) if lfu => {
                 engine::subsystems::evict::fresh(stamp) & !0xff | u32::from(freq)
@@ -660,31 +719,30 @@ pub fn load_bytes_at(
             (Some(idle), _) if !lfu => engine::subsystems::evict::lru_idle_stamp(lru, idle),
             _ => engine::subsystems::evict::fresh(stamp),
         };
-        // The file's key replaces one already there only when merging
-        // (DEBUG RELOAD MERGE; Redis's RDBFLAGS_ALLOW_DUP).
         if !merge && g.peek(k.key).is_some() {
             return Err("duplicate key found in RDB file");
         }
         g.insert_loaded(k.key, k.value, k.expire_at, lru);
         Ok(())
-    })?;
-    // Jobs ride in AUX fields (redis-server skips them).
-    let (jobs, queues) = job_aux(&loaded.aux);
-    engine::subsystems::jobs::load_records(sh, jobs, jobs_now).map_err(|_| persist::Error {
-        offset: bytes.len(),
-        reason: "bad job record in an AUX field",
-    })?;
-    if !engine::subsystems::jobs::load_queue_records(sh, queues, jobs_now) {
-        return Err(persist::Error {
-            offset: bytes.len(),
-            reason: "bad queue record in an AUX field",
-        }
-        .into());
     }
-    // Any library the head did not hold (none, in the files Redis writes).
-    let rest = loaded.functions.get(leading.len()..).unwrap_or_default();
-    engine::subsystems::script::function::load_libraries(sh, rest, merge)
-        .map_err(LoadError::Library)?;
+}
+
+/// After the keys: the jobs and queues in AUX fields (redis-server skips
+/// them), and the counts INFO reports.
+fn loaded_extras(
+    sh: &Shared,
+    loaded: file::Loaded,
+    jobs_now: i64,
+) -> Result<file::Loaded, LoadError> {
+    let at = loaded.consumed;
+    let (jobs, queues) = job_aux(&loaded.aux);
+    engine::subsystems::jobs::load_records(sh, jobs, jobs_now)
+        .map_err(|_| persist::Error { offset: at, reason: "bad job record in an AUX field" })?;
+    if !engine::subsystems::jobs::load_queue_records(sh, queues, jobs_now) {
+        return Err(
+            persist::Error { offset: at, reason: "bad queue record in an AUX field" }.into()
+        );
+    }
     sh.persist.last_load_keys_loaded.store(loaded.keys_loaded, Ordering::Relaxed);
     sh.persist.last_load_keys_expired.store(loaded.keys_expired, Ordering::Relaxed);
     Ok(loaded)

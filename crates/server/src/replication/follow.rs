@@ -7,7 +7,9 @@
 //! listening-port`, `REPLCONF capa eof capa psync2`, `PSYNC`), reads a
 //! full resynchronisation's RDB payload (`$<len>` or the diskless
 //! `$EOF:<mark>` form) into memory, flushes the data set and loads it with
-//! the RDB loader, then applies the stream as the master client: each
+//! the RDB loader (with `repl-diskless-load`, the payload is parsed as it
+//! arrives instead, at the pace its keys load, and the parsed keys are
+//! stored once it is whole), then applies the stream as the master client: each
 //! command through `dispatch::replay`, as the AOF loader does, so stripes,
 //! locks, blocked clients and the effects record (a replica's own AOF)
 //! behave as for any write. Nothing is answered to the master but
@@ -511,29 +513,43 @@ impl Follower {
         // serves the old data) until the payload is in, and a payload cut
         // short fails the load and leaves the old data in place.
         let loading = load.map(|d| d.start(sh));
-        let read = match (mark, len) {
-            (Some(mark), _) => link.until_mark(self, mark),
-            (None, Some(len)) => link.exactly(self, len),
-            (None, None) => unreachable!("a payload is marked or sized"),
-        };
-        let payload = match read {
-            Ok(p) => p,
-            Err(e) if load.is_some() => {
-                let got = self.st.lock().transfer.map_or(0, |t| t.1);
-                log::warning(&format!(
-                    "Internal error in RDB reading offset {got}: the payload from the MASTER \
-                     ended early ({e})"
-                ));
-                log::warning(
-                    "Failed trying to load the MASTER synchronization DB from socket, check \
-                     server logs.",
-                );
-                if load.is_some_and(|d| d.swapdb) {
-                    log::notice("MASTER <-> REPLICA sync: Discarding the half-loaded data");
+        let payload = if load.is_some() {
+            match link.parse_payload(self, sh, mark, len) {
+                Ok((l, keys)) => Payload::Parsed(l, keys),
+                Err(fail) => {
+                    let got = self.st.lock().transfer.map_or(0, |t| t.1);
+                    let e = match fail {
+                        PayloadFail::Io(e) => {
+                            log::warning(&format!(
+                                "Internal error in RDB reading offset {got}: the payload from \
+                                 the MASTER ended early ({e})"
+                            ));
+                            e
+                        }
+                        PayloadFail::Damaged(e) => {
+                            log::warning(&format!(
+                                "Internal error in RDB reading offset {} -> {}",
+                                e.offset, e.reason
+                            ));
+                            format!("the payload from the MASTER is damaged: {e}")
+                        }
+                    };
+                    log::warning(
+                        "Failed trying to load the MASTER synchronization DB from socket, check \
+                         server logs.",
+                    );
+                    if load.is_some_and(|d| d.swapdb) {
+                        log::notice("MASTER <-> REPLICA sync: Discarding the half-loaded data");
+                    }
+                    return Err(e);
                 }
-                return Err(e);
             }
-            Err(e) => return Err(e),
+        } else {
+            Payload::Bytes(match (mark, len) {
+                (Some(mark), _) => link.until_mark(self, mark)?,
+                (None, Some(len)) => link.exactly(self, len)?,
+                (None, None) => unreachable!("a payload is marked or sized"),
+            })
         };
         let _apply = self.apply.lock();
         if !self.current(link.gen) {
@@ -553,7 +569,10 @@ impl Follower {
             log::notice("MASTER <-> REPLICA sync: Loading DB in memory");
         }
         // Expired keys are kept: the master deletes them (its DELs come).
-        let loaded = persistence::load_bytes_at(sh, &payload, false, 0, sh.clock.now_ms());
+        let loaded = match payload {
+            Payload::Bytes(p) => persistence::load_bytes_at(sh, &p, false, 0, sh.clock.now_ms()),
+            Payload::Parsed(l, keys) => persistence::load_staged(sh, l, keys, sh.clock.now_ms()),
+        };
         sh.set_loading(false);
         let loaded = match loaded {
             Ok(l) => {
@@ -972,12 +991,115 @@ impl Link {
         }
     }
 
+    /// A diskless load's payload (`$<len>` or `$EOF:<mark>`), parsed as
+    /// it arrives and read only as fast as its keys are parsed
+    /// (`key-load-delay` included), as Redis's loader reads the socket;
+    /// the keys are staged, and stored by the caller once the payload is
+    /// whole (a transfer cut short leaves the old data). The bytes held
+    /// are the record being parsed and one read, never the payload.
+    fn parse_payload(
+        &mut self,
+        f: &Follower,
+        sh: &Shared,
+        mark: Option<&[u8]>,
+        len: Option<usize>,
+    ) -> Result<(persist::file::Loaded, Vec<persistence::StagedKey>), PayloadFail> {
+        let cfg = sh.config.read().clone();
+        let delay = cfg.key_load_delay;
+        let crc = cfg.rdbchecksum && !sh.persist.skip_checksum.load(Ordering::Relaxed);
+        let mut loader =
+            persist::file::Loader::new(persistence::limits(&cfg), sh.store.databases(), 0, crc);
+        drop(cfg);
+        let mut keys = Vec::new();
+        let mut sink = |k: persist::file::LoadedKey<'_>| {
+            persistence::debug_delay(delay);
+            keys.push(persistence::StagedKey::of(k));
+            Ok(())
+        };
+        let damaged = |e: persist::Error| PayloadFail::Damaged(e);
+        // Payload bytes fed and dropped; a record cut by the end of what
+        // came is parsed again once this many bytes wait (twice as many
+        // each time: a big record costs its size a few times over, not
+        // once per read).
+        let mut fed = 0usize;
+        let mut want = 1usize;
+        // Where the search for the mark resumes.
+        let mut searched = 0usize;
+        while !loader.done() {
+            let avail = len.map_or(self.buf.len(), |n| self.buf.len().min(n - fed));
+            let last = len.is_some_and(|n| fed + avail == n);
+            if avail >= want || last {
+                let n = loader.feed(&self.buf[..avail], last, &mut sink).map_err(damaged)?;
+                self.buf.drain(..n);
+                fed += n;
+                searched = searched.saturating_sub(n);
+                want = 2 * (avail - n) + 1;
+                if loader.done() {
+                    break;
+                }
+            }
+            if let Some(mark) = mark {
+                // The master's end of the payload: what comes before it
+                // is the whole image (cut, it is the whole file's error).
+                if let Some(i) = find(&self.buf[searched..], mark).map(|i| searched + i) {
+                    let n = loader.feed(&self.buf[..i], true, &mut sink).map_err(damaged)?;
+                    self.buf.drain(..n);
+                    fed += n;
+                    break;
+                }
+                searched = self.buf.len().saturating_sub(mark.len() - 1);
+            }
+            self.fill(f).map_err(PayloadFail::Io)?;
+            self.progress(f, fed + self.buf.len());
+        }
+        match (mark, len) {
+            (Some(mark), _) => {
+                while self.buf.len() < mark.len() {
+                    self.fill(f).map_err(PayloadFail::Io)?;
+                }
+                if !self.buf.starts_with(mark) {
+                    return Err(PayloadFail::Io("Replication stream EOF marker is broken".into()));
+                }
+                self.buf.drain(..mark.len());
+            }
+            (None, Some(n)) => {
+                // Bytes after the image's checksum, up to the length given.
+                while fed < n {
+                    if self.buf.is_empty() {
+                        self.fill(f).map_err(PayloadFail::Io)?;
+                    }
+                    let k = self.buf.len().min(n - fed);
+                    self.buf.drain(..k);
+                    fed += k;
+                }
+            }
+            (None, None) => unreachable!("a payload is marked or sized"),
+        }
+        self.progress(f, fed);
+        Ok((loader.finish(), keys))
+    }
+
     fn progress(&self, f: &Follower, read: usize) {
         if let Some(t) = f.st.lock().transfer.as_mut() {
             t.1 = read as i64;
             t.2 = unix_ms() / 1000;
         }
     }
+}
+
+/// A full sync's payload: its bytes (loaded once they are all in), or
+/// what a diskless load parsed as they came.
+enum Payload {
+    Bytes(Vec<u8>),
+    Parsed(persist::file::Loaded, Vec<persistence::StagedKey>),
+}
+
+/// Why a payload parsed as it arrived did not load.
+enum PayloadFail {
+    /// The transfer failed (the link, or REPLICAOF changed).
+    Io(String),
+    /// The bytes are damaged.
+    Damaged(persist::Error),
 }
 
 /// A full sync loaded as the transfer arrives (`repl-diskless-load`
