@@ -326,6 +326,11 @@ impl Loader {
         self.done
     }
 
+    /// Bytes consumed by the feeds so far.
+    pub fn consumed(&self) -> usize {
+        self.base
+    }
+
     /// What was loaded besides the keys (the image's size in `consumed`).
     pub fn finish(self) -> Loaded {
         self.out

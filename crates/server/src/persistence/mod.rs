@@ -563,20 +563,21 @@ fn write_rdb<W: Write>(sh: &Shared, started: Started, out: W, aof_base: bool) ->
 pub fn load(sh: &Shared, merge: bool) -> Result<Option<file::Loaded>, String> {
     let cfg = sh.config.read().clone();
     let path = db_path(&cfg);
-    let bytes = match std::fs::read(&path) {
-        Ok(b) => b,
+    let mut f = match std::fs::File::open(&path) {
+        Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(format!("Fatal error loading the DB: {e}. Exiting.")),
     };
-    let loaded = load_bytes(sh, &bytes, merge).map_err(|e| match e {
-        // Redis's rdbReportCorruptRDB line, then what Sluice adds: the file.
-        LoadError::Rdb(e) => format!(
-            "Internal error in RDB reading offset {} -> {}\nShort read or corrupt RDB file \
+    let loaded =
+        load_reader(sh, &mut f, merge, unix_ms(), sh.clock.now_ms()).map_err(|e| match e {
+            // Redis's rdbReportCorruptRDB line, then what Sluice adds: the file.
+            LoadError::Rdb(e) => format!(
+                "Internal error in RDB reading offset {} -> {}\nShort read or corrupt RDB file \
              '{}': {e}",
-            e.offset, e.reason, cfg.dbfilename
-        ),
-        LoadError::Library(_) => e.to_string(),
-    })?;
+                e.offset, e.reason, cfg.dbfilename
+            ),
+            LoadError::Library(_) => e.to_string(),
+        })?;
     Ok(Some(loaded))
 }
 
@@ -647,6 +648,85 @@ pub fn load_bytes_at(
     })?;
     // Any library the head did not hold (none, in the files Redis writes).
     let rest = loaded.functions.get(leading.len()..).unwrap_or_default();
+    engine::subsystems::script::function::load_libraries(sh, rest, merge)
+        .map_err(LoadError::Library)?;
+    loaded_extras(sh, loaded, jobs_now)
+}
+
+/// What [`load_reader`] reads at a time.
+const LOAD_READ: usize = 1 << 20;
+
+/// [`load_bytes_at`] from a reader (a file), parsed as it is read: the
+/// memory a load takes is the data set and the record being parsed, not
+/// the file as well, as Redis's rdbLoad reads its file. The libraries in
+/// the first read's head are loaded before any key, as with bytes.
+pub fn load_reader(
+    sh: &Shared,
+    src: &mut dyn io::Read,
+    merge: bool,
+    keys_now: i64,
+    jobs_now: i64,
+) -> Result<file::Loaded, LoadError> {
+    let cfg = sh.config.read().clone();
+    let lim = limits(&cfg);
+    let delay = cfg.key_load_delay;
+    let crc = cfg.rdbchecksum && !sh.persist.skip_checksum.load(Ordering::Relaxed);
+    drop(cfg);
+    let mut loader = file::Loader::new(lim, sh.store.databases(), keys_now, crc);
+    let mut insert = key_inserter(sh, merge);
+    let mut sink = |k: file::LoadedKey<'_>| {
+        debug_delay(delay);
+        insert(k)
+    };
+    let mut buf: Vec<u8> = Vec::new();
+    let mut leading = None;
+    let mut end = false;
+    // A record cut by the end of what was read is parsed again once twice
+    // as many bytes wait (a big record costs a few passes).
+    let mut want = LOAD_READ;
+    loop {
+        while !end && buf.len() < want {
+            let at = buf.len();
+            buf.resize(at + LOAD_READ, 0);
+            let n = loop {
+                match src.read(&mut buf[at..]) {
+                    Ok(n) => break n,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) => {
+                        log::warning(&format!("Error reading the RDB file: {e}"));
+                        return Err(LoadError::Rdb(persist::Error {
+                            offset: loader.consumed() + at,
+                            reason: "error reading the file",
+                        }));
+                    }
+                }
+            };
+            buf.truncate(at + n);
+            end = n == 0;
+        }
+        if leading.is_none() {
+            let l = file::leading_functions(&buf);
+            engine::subsystems::script::function::load_libraries(sh, &l, merge)
+                .map_err(LoadError::Library)?;
+            leading = Some(l.len());
+        }
+        let n = loader.feed(&buf, end, &mut sink)?;
+        buf.drain(..n);
+        if loader.done() {
+            break;
+        }
+        if end {
+            // Not reached: fed as the last bytes, the image ends or errs.
+            return Err(persist::Error {
+                offset: loader.consumed(),
+                reason: persist::value::SHORT,
+            }
+            .into());
+        }
+        want = (2 * buf.len() + 1).max(LOAD_READ);
+    }
+    let loaded = loader.finish();
+    let rest = loaded.functions.get(leading.unwrap_or(0)..).unwrap_or_default();
     engine::subsystems::script::function::load_libraries(sh, rest, merge)
         .map_err(LoadError::Library)?;
     loaded_extras(sh, loaded, jobs_now)
