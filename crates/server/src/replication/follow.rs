@@ -6,10 +6,11 @@
 //! (`PING`, `AUTH` with `masterauth`/`masteruser`, `REPLCONF
 //! listening-port`, `REPLCONF capa eof capa psync2`, `PSYNC`), reads a
 //! full resynchronisation's RDB payload (`$<len>` or the diskless
-//! `$EOF:<mark>` form) into memory, flushes the data set and loads it with
-//! the RDB loader (with `repl-diskless-load`, the payload is parsed as it
-//! arrives instead, at the pace its keys load, and the parsed keys are
-//! stored once it is whole), then applies the stream as the master client: each
+//! `$EOF:<mark>` form) into a temporary file in `dir`, as Redis does,
+//! flushes the data set and loads the file with the RDB loader as it reads
+//! it (with `repl-diskless-load`, the payload is parsed as it arrives
+//! instead, at the pace its keys load, and the parsed keys are stored once
+//! it is whole), then applies the stream as the master client: each
 //! command through `dispatch::replay`, as the AOF loader does, so stripes,
 //! locks, blocked clients and the effects record (a replica's own AOF)
 //! behave as for any write. Nothing is answered to the master but
@@ -545,11 +546,20 @@ impl Follower {
                 }
             }
         } else {
-            Payload::Bytes(match (mark, len) {
-                (Some(mark), _) => link.until_mark(self, mark)?,
-                (None, Some(len)) => link.exactly(self, len)?,
-                (None, None) => unreachable!("a payload is marked or sized"),
-            })
+            // As Redis: to a temporary file in `dir`, loaded from there
+            // once it is whole (memory for the data set only), then gone.
+            let path = {
+                let cfg = sh.config.read();
+                cfg.path(&format!("temp-{}.{}.rdb", unix_ms() / 1000, std::process::id()))
+            };
+            let file = std::fs::File::create(&path).map_err(|e| {
+                format!("Opening the temp file needed for MASTER <-> REPLICA synchronization: {e}")
+            })?;
+            let temp = TempFile(path);
+            let mut w = std::io::BufWriter::with_capacity(1 << 16, file);
+            link.payload_to(self, mark, len, &mut w)?;
+            w.flush().map_err(|e| format!("Write error writing to the DB file: {e}"))?;
+            Payload::File(temp)
         };
         let _apply = self.apply.lock();
         if !self.current(link.gen) {
@@ -570,7 +580,13 @@ impl Follower {
         }
         // Expired keys are kept: the master deletes them (its DELs come).
         let loaded = match payload {
-            Payload::Bytes(p) => persistence::load_bytes_at(sh, &p, false, 0, sh.clock.now_ms()),
+            Payload::File(t) => match std::fs::File::open(&t.0) {
+                Ok(mut f) => persistence::load_reader(sh, &mut f, false, 0, sh.clock.now_ms()),
+                Err(e) => {
+                    log::warning(&format!("Can't open the payload's temp file: {e}"));
+                    Err(persist::Error { offset: 0, reason: "the payload's file is gone" }.into())
+                }
+            },
             Payload::Parsed(l, keys) => persistence::load_staged(sh, l, keys, sh.clock.now_ms()),
         };
         sh.set_loading(false);
@@ -964,30 +980,54 @@ impl Link {
         }
     }
 
-    /// `len` bytes of payload.
-    fn exactly(&mut self, f: &Follower, len: usize) -> Result<Vec<u8>, String> {
-        while self.buf.len() < len {
-            self.fill(f)?;
-            self.progress(f, self.buf.len().min(len));
-        }
-        let rest = self.buf.split_off(len);
-        Ok(std::mem::replace(&mut self.buf, rest))
-    }
-
-    /// The payload up to the 40-byte `mark` (diskless form).
-    fn until_mark(&mut self, f: &Follower, mark: &[u8]) -> Result<Vec<u8>, String> {
-        let mut from = 0;
-        loop {
-            if let Some(i) = find(&self.buf[from..], mark) {
-                let end = from + i;
-                let rest = self.buf.split_off(end + mark.len());
-                let mut payload = std::mem::replace(&mut self.buf, rest);
-                payload.truncate(end);
-                return Ok(payload);
+    /// The payload (`$<len>` bytes, or the bytes up to the 40-byte
+    /// `mark` of the diskless form) written to `out` as it arrives; what
+    /// follows it stays in the buffer (the stream's first bytes).
+    fn payload_to(
+        &mut self,
+        f: &Follower,
+        mark: Option<&[u8]>,
+        len: Option<usize>,
+        out: &mut dyn Write,
+    ) -> Result<(), String> {
+        let write = |out: &mut dyn Write, b: &[u8]| {
+            out.write_all(b).map_err(|e| format!("Write error writing to the DB file: {e}"))
+        };
+        let mut done = 0usize;
+        match (mark, len) {
+            (Some(mark), _) => {
+                let mut from = 0;
+                loop {
+                    if let Some(i) = find(&self.buf[from..], mark).map(|i| from + i) {
+                        write(out, &self.buf[..i])?;
+                        self.buf.drain(..i + mark.len());
+                        return Ok(());
+                    }
+                    // All but what may be the start of the mark goes out.
+                    let keep = mark.len() - 1;
+                    if self.buf.len() > keep + (1 << 16) {
+                        let k = self.buf.len() - keep;
+                        write(out, &self.buf[..k])?;
+                        self.buf.drain(..k);
+                        done += k;
+                    }
+                    from = self.buf.len().saturating_sub(keep);
+                    self.fill(f)?;
+                    self.progress(f, done + self.buf.len());
+                }
             }
-            from = self.buf.len().saturating_sub(mark.len() - 1);
-            self.fill(f)?;
-            self.progress(f, self.buf.len());
+            (None, Some(len)) => loop {
+                let k = self.buf.len().min(len - done);
+                write(out, &self.buf[..k])?;
+                self.buf.drain(..k);
+                done += k;
+                self.progress(f, done);
+                if done == len {
+                    return Ok(());
+                }
+                self.fill(f)?;
+            },
+            (None, None) => unreachable!("a payload is marked or sized"),
         }
     }
 
@@ -1087,11 +1127,20 @@ impl Link {
     }
 }
 
-/// A full sync's payload: its bytes (loaded once they are all in), or
-/// what a diskless load parsed as they came.
+/// A full sync's payload: a file of its bytes (loaded once they are all
+/// in), or what a diskless load parsed as they came.
 enum Payload {
-    Bytes(Vec<u8>),
+    File(TempFile),
     Parsed(persist::file::Loaded, Vec<persistence::StagedKey>),
+}
+
+/// A payload's temporary file, removed when dropped (loaded or not).
+struct TempFile(std::path::PathBuf);
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
 }
 
 /// Why a payload parsed as it arrived did not load.

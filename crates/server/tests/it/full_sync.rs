@@ -190,3 +190,57 @@ fn a_replica_link_carries_no_replies_and_a_bad_psync_offset_is_refused() {
     let got = replica_link_scenario(&sluice);
     assert_eq!(got, want);
 }
+
+/// A replica's peak and current RSS, in KiB (`VmHWM`, `VmRSS`).
+fn rss_peak_and_now(pid: u32) -> (u64, u64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    let field = |name: &str| -> u64 {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .expect("a VmHWM and a VmRSS line")
+    };
+    (field("VmHWM:"), field("VmRSS:"))
+}
+
+/// A replica's full sync from a disk-based master (the default, without
+/// `repl-diskless-load`) goes through a temporary file, as Redis's does:
+/// the replica's peak RSS stays near the data set's, not the data set's
+/// plus the payload's, and no temporary file is left. The same
+/// redis-server master (1,600 values of 100 KB, 160 MB uncompressed)
+/// syncs a redis-server replica, then a Sluice one. Bug: Sluice held the
+/// whole payload in memory while it loaded it (peak about 160 MB above).
+#[test]
+fn a_disk_based_full_sync_goes_through_a_file_as_redis_does() {
+    let Some(m) = RedisServer::start_with(&["--save", ""], None) else { return };
+    let mut master = m.client();
+    for a in [
+        &["CONFIG", "SET", "rdbcompression", "no"][..],
+        &["DEBUG", "POPULATE", "1600", "big", "100000"],
+    ] {
+        assert_eq!(reply(&mut master, a), "OK");
+    }
+    let sync = |name: &str, r: &ServerProc| {
+        let mut replica = r.client();
+        replica_of(&mut replica, &m);
+        wait_for("the sync", Duration::from_secs(60), || {
+            field(&mut replica, "replication", "master_link_status") == "up"
+        });
+        assert_eq!(reply(&mut replica, &["DBSIZE"]), "1600", "{name}");
+        let (peak, now) = rss_peak_and_now(r.pid());
+        eprintln!("{name} replica: peak RSS {} MB, after the sync {} MB", peak >> 10, now >> 10);
+        assert!(peak < now + 48 * 1024, "{name}: peak RSS {peak} kB, {now} kB after the sync");
+        let temps: Vec<_> = std::fs::read_dir(r.dir())
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter(|n| n.starts_with("temp-"))
+            .collect();
+        assert!(temps.is_empty(), "{name}: {temps:?} left in its dir");
+    };
+    let redis = RedisServer::start_with(&["--save", ""], None).expect("redis");
+    sync("redis", &redis);
+    drop(redis);
+    let sluice = TestServer::start_with(&TestServer::default_bin(), &["--save", ""], None);
+    sync("sluice", &sluice);
+}
