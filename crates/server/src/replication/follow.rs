@@ -550,7 +550,7 @@ impl Follower {
             // once it is whole (memory for the data set only), then gone.
             let path = {
                 let cfg = sh.config.read();
-                cfg.path(&format!("temp-{}.{}.rdb", unix_ms() / 1000, std::process::id()))
+                cfg.path(format!("temp-{}.{}.rdb", unix_ms() / 1000, std::process::id()))
             };
             let file = std::fs::File::create(&path).map_err(|e| {
                 format!("Opening the temp file needed for MASTER <-> REPLICA synchronization: {e}")
