@@ -204,3 +204,16 @@ pub fn read_payload(sock: &mut std::net::TcpStream) {
         left -= n;
     }
 }
+
+/// Peak and current RSS of a process, in KiB (`VmHWM`, `VmRSS`).
+pub fn rss_peak_and_now(pid: u32) -> (u64, u64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    let field = |name: &str| -> u64 {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .expect("a VmHWM and a VmRSS line")
+    };
+    (field("VmHWM:"), field("VmRSS:"))
+}

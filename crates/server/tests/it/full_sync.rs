@@ -191,19 +191,6 @@ fn a_replica_link_carries_no_replies_and_a_bad_psync_offset_is_refused() {
     assert_eq!(got, want);
 }
 
-/// A replica's peak and current RSS, in KiB (`VmHWM`, `VmRSS`).
-fn rss_peak_and_now(pid: u32) -> (u64, u64) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
-    let field = |name: &str| -> u64 {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.split_whitespace().next()?.parse().ok())
-            .expect("a VmHWM and a VmRSS line")
-    };
-    (field("VmHWM:"), field("VmRSS:"))
-}
-
 /// A replica's full sync from a disk-based master (the default, without
 /// `repl-diskless-load`) goes through a temporary file, as Redis's does:
 /// the replica's peak RSS stays near the data set's, not the data set's
@@ -228,7 +215,7 @@ fn a_disk_based_full_sync_goes_through_a_file_as_redis_does() {
             field(&mut replica, "replication", "master_link_status") == "up"
         });
         assert_eq!(reply(&mut replica, &["DBSIZE"]), "1600", "{name}");
-        let (peak, now) = rss_peak_and_now(r.pid());
+        let (peak, now) = crate::common::rss_peak_and_now(r.pid());
         eprintln!("{name} replica: peak RSS {} MB, after the sync {} MB", peak >> 10, now >> 10);
         assert!(peak < now + 48 * 1024, "{name}: peak RSS {peak} kB, {now} kB after the sync");
         let temps: Vec<_> = std::fs::read_dir(r.dir())

@@ -1239,19 +1239,6 @@ fn flushall_saves_when_save_points_are_set() {
     }
 }
 
-/// Peak and current RSS of a process, in KiB (`VmHWM`, `VmRSS`).
-fn rss_peak_and_now(pid: u32) -> (u64, u64) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
-    let field = |name: &str| -> u64 {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.split_whitespace().next()?.parse().ok())
-            .expect("a VmHWM and a VmRSS line")
-    };
-    (field("VmHWM:"), field("VmRSS:"))
-}
-
 /// A server started on a big RDB file reads it as it loads, as Redis's
 /// rdbLoad reads its file: its peak RSS while loading stays near the data
 /// set's, not the data set's plus the file's. Both servers load the same
@@ -1276,7 +1263,7 @@ fn a_big_rdb_file_loads_without_being_held_whole_as_redis_loads_it() {
             assert!(Instant::now() < deadline, "{name}: the file did not load");
             std::thread::sleep(Duration::from_millis(50));
         }
-        let (peak, now) = rss_peak_and_now(pid);
+        let (peak, now) = crate::common::rss_peak_and_now(pid);
         eprintln!("{name}: peak RSS {} MB, after the load {} MB", peak >> 10, now >> 10);
         assert!(peak < now + 48 * 1024, "{name}: peak RSS {peak} kB, {now} kB after the load");
     };
