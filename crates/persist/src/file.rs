@@ -294,9 +294,8 @@ pub struct Loader {
     expire_at: i64,
     idle: Option<u64>,
     freq: Option<u8>,
-    /// Bytes consumed by earlier feeds (offsets in errors are the image's).
-    base: usize,
-    /// The CRC64 of those bytes (kept only when it is checked).
+    /// The CRC64 of the bytes earlier feeds consumed (`out.consumed`),
+    /// kept only when it is checked.
     crc: u64,
     header: bool,
     done: bool,
@@ -314,7 +313,6 @@ impl Loader {
             expire_at: -1,
             idle: None,
             freq: None,
-            base: 0,
             crc: 0,
             header: false,
             done: false,
@@ -328,7 +326,7 @@ impl Loader {
 
     /// Bytes consumed by the feeds so far.
     pub fn consumed(&self) -> usize {
-        self.base
+        self.out.consumed
     }
 
     /// What was loaded besides the keys (the image's size in `consumed`).
@@ -358,7 +356,8 @@ impl Loader {
                 Ok(()) => took = r.pos,
                 Err(e) if cut(&e) => break,
                 Err(mut e) => {
-                    e.offset += self.base;
+                    // Offsets in errors are the image's.
+                    e.offset += self.out.consumed;
                     return Err(e);
                 }
             }
@@ -366,8 +365,7 @@ impl Loader {
         if self.check_crc && !self.done {
             self.crc = crc64(self.crc, &buf[..took]);
         }
-        self.base += took;
-        self.out.consumed = self.base;
+        self.out.consumed += took;
         Ok(took)
     }
 

@@ -614,52 +614,36 @@ impl From<persist::Error> for LoadError {
     }
 }
 
-/// Loads an RDB image (a file's bytes, or an AOF's base) into the store,
-/// its function libraries into the registry (`merge`: a library replaces
-/// one of the same name, as with DEBUG RELOAD MERGE).
+/// Loads an RDB image (an AOF's base) into the store, its function
+/// libraries into the registry (`merge`: a library replaces one of the
+/// same name, as with DEBUG RELOAD MERGE).
 pub fn load_bytes(sh: &Shared, bytes: &[u8], merge: bool) -> Result<file::Loaded, LoadError> {
-    load_bytes_at(sh, bytes, merge, unix_ms(), sh.clock.now_ms())
+    load_reader(sh, &mut &bytes[..], merge, unix_ms(), sh.clock.now_ms())
 }
 
-/// [`load_bytes`] with the times below which keys (`keys_now`) and jobs
-/// (`jobs_now`) count as expired and are skipped: a replica loading its
-/// master's payload passes 0 and keeps them all (Redis's rdbLoad skips
-/// expired keys only on a master), leaving their deletion to the master.
-pub fn load_bytes_at(
-    sh: &Shared,
-    bytes: &[u8],
-    merge: bool,
-    keys_now: i64,
-    jobs_now: i64,
-) -> Result<file::Loaded, LoadError> {
-    let cfg = sh.config.read().clone();
-    let lim = limits(&cfg);
-    let delay = cfg.key_load_delay;
-    // Libraries first, as Redis meets them at the head of the file: one
-    // that fails stops the load before any key is touched.
-    let leading = file::leading_functions(bytes);
-    engine::subsystems::script::function::load_libraries(sh, &leading, merge)
-        .map_err(LoadError::Library)?;
+/// A loader for an image with the server's settings (limits, databases,
+/// whether the CRC is checked), and the `key-load-delay` to sleep after
+/// each key. Keys whose expiry is before `keys_now` are skipped: a replica
+/// loading its master's payload passes 0 and keeps them all (Redis's
+/// rdbLoad skips expired keys only on a master), leaving their deletion
+/// to the master.
+pub fn new_loader(sh: &Shared, keys_now: i64) -> (file::Loader, i64) {
+    let cfg = sh.config.read();
     let crc = cfg.rdbchecksum && !sh.persist.skip_checksum.load(Ordering::Relaxed);
-    let mut insert = key_inserter(sh, merge);
-    let loaded = file::load(bytes, &lim, sh.store.databases(), keys_now, crc, |k| {
-        debug_delay(delay);
-        insert(k)
-    })?;
-    // Any library the head did not hold (none, in the files Redis writes).
-    let rest = loaded.functions.get(leading.len()..).unwrap_or_default();
-    engine::subsystems::script::function::load_libraries(sh, rest, merge)
-        .map_err(LoadError::Library)?;
-    loaded_extras(sh, loaded, jobs_now)
+    let loader = file::Loader::new(limits(&cfg), sh.store.databases(), keys_now, crc);
+    (loader, cfg.key_load_delay)
 }
 
 /// What [`load_reader`] reads at a time.
 const LOAD_READ: usize = 1 << 20;
 
-/// [`load_bytes_at`] from a reader (a file), parsed as it is read: the
-/// memory a load takes is the data set and the record being parsed, not
-/// the file as well, as Redis's rdbLoad reads its file. The libraries in
-/// the first read's head are loaded before any key, as with bytes.
+/// Loads an RDB image from a reader (a file) as it is read, into the
+/// store and its libraries into the registry (see [`load_bytes`] and
+/// [`new_loader`]; `jobs_now` is the time below which jobs count as
+/// expired). The memory a load takes is the data set and the record being
+/// parsed, not the file as well, as Redis's rdbLoad reads its file. The
+/// libraries in the first read's head are loaded before any key: one that
+/// fails stops the load before any key is touched.
 pub fn load_reader(
     sh: &Shared,
     src: &mut dyn io::Read,
@@ -667,12 +651,8 @@ pub fn load_reader(
     keys_now: i64,
     jobs_now: i64,
 ) -> Result<file::Loaded, LoadError> {
-    let cfg = sh.config.read().clone();
-    let lim = limits(&cfg);
-    let delay = cfg.key_load_delay;
-    let crc = cfg.rdbchecksum && !sh.persist.skip_checksum.load(Ordering::Relaxed);
-    drop(cfg);
-    let mut loader = file::Loader::new(lim, sh.store.databases(), keys_now, crc);
+    use io::Read as _;
+    let (mut loader, delay) = new_loader(sh, keys_now);
     let mut insert = key_inserter(sh, merge);
     let mut sink = |k: file::LoadedKey<'_>| {
         debug_delay(delay);
@@ -686,23 +666,14 @@ pub fn load_reader(
     let mut want = LOAD_READ;
     loop {
         while !end && buf.len() < want {
-            let at = buf.len();
-            buf.resize(at + LOAD_READ, 0);
-            let n = loop {
-                match src.read(&mut buf[at..]) {
-                    Ok(n) => break n,
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                    Err(e) => {
-                        log::warning(&format!("Error reading the RDB file: {e}"));
-                        return Err(LoadError::Rdb(persist::Error {
-                            offset: loader.consumed() + at,
-                            reason: "error reading the file",
-                        }));
-                    }
+            let n = (&mut *src).take(LOAD_READ as u64).read_to_end(&mut buf).map_err(|e| {
+                log::warning(&format!("Error reading the RDB file: {e}"));
+                persist::Error {
+                    offset: loader.consumed() + buf.len(),
+                    reason: "error reading the file",
                 }
-            };
-            buf.truncate(at + n);
-            end = n == 0;
+            })?;
+            end = n < LOAD_READ;
         }
         if leading.is_none() {
             let l = file::leading_functions(&buf);
@@ -726,6 +697,7 @@ pub fn load_reader(
         want = (2 * buf.len() + 1).max(LOAD_READ);
     }
     let loaded = loader.finish();
+    // Any library the head did not hold (none, in the files Redis writes).
     let rest = loaded.functions.get(leading.unwrap_or(0)..).unwrap_or_default();
     engine::subsystems::script::function::load_libraries(sh, rest, merge)
         .map_err(LoadError::Library)?;
@@ -757,7 +729,7 @@ impl StagedKey {
 }
 
 /// Loads an image parsed already (see [`StagedKey`]): its libraries, then
-/// its keys, then the jobs in its AUX fields, as [`load_bytes_at`] does.
+/// its keys, then the jobs in its AUX fields, as [`load_reader`] does.
 pub fn load_staged(
     sh: &Shared,
     loaded: file::Loaded,
@@ -1175,6 +1147,13 @@ pub fn start_save_points(sh: &Arc<Shared>) {
     if let Err(e) = spawned {
         log::warning(&format!("Can't start the save-points thread: {e}"));
     }
+}
+
+/// The name of the temporary file a replica's disk-based full sync writes
+/// its master's payload to (one at a time): under this process's prefix,
+/// so [`remove_temp_files`] finds it too.
+pub fn sync_temp_name() -> String {
+    format!("temp-{}-sync.rdb", std::process::id())
 }
 
 /// Removes this process's temporary RDB files in `dir` (a save cut short

@@ -548,10 +548,7 @@ impl Follower {
         } else {
             // As Redis: to a temporary file in `dir`, loaded from there
             // once it is whole (memory for the data set only), then gone.
-            let path = {
-                let cfg = sh.config.read();
-                cfg.path(format!("temp-{}.{}.rdb", unix_ms() / 1000, std::process::id()))
-            };
+            let path = sh.config.read().path(persistence::sync_temp_name());
             let file = std::fs::File::create(&path).map_err(|e| {
                 format!("Opening the temp file needed for MASTER <-> REPLICA synchronization: {e}")
             })?;
@@ -1044,12 +1041,7 @@ impl Link {
         mark: Option<&[u8]>,
         len: Option<usize>,
     ) -> Result<(persist::file::Loaded, Vec<persistence::StagedKey>), PayloadFail> {
-        let cfg = sh.config.read().clone();
-        let delay = cfg.key_load_delay;
-        let crc = cfg.rdbchecksum && !sh.persist.skip_checksum.load(Ordering::Relaxed);
-        let mut loader =
-            persist::file::Loader::new(persistence::limits(&cfg), sh.store.databases(), 0, crc);
-        drop(cfg);
+        let (mut loader, delay) = persistence::new_loader(sh, 0);
         let mut keys = Vec::new();
         let mut sink = |k: persist::file::LoadedKey<'_>| {
             persistence::debug_delay(delay);
