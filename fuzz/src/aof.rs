@@ -3,8 +3,10 @@
 //! the bytes start with one) and the strict checker of `sluice-check-aof`.
 //! Every input is read to its end or refused with an error, never a panic,
 //! a hang or an unbounded allocation; the reader's offsets only move
-//! forward and stay inside the input.
-use persist::aof::{check, CommandReader, Item, Manifest};
+//! forward and stay inside the input; and read as the server loads a file
+//! (`read_stream`, in reads of a few bytes), it gives the same items and
+//! the same ending.
+use persist::aof::{check, read_stream, CommandReader, Item, Manifest, StreamError, StreamStop};
 
 /// One input.
 pub fn run(data: &[u8]) {
@@ -23,17 +25,37 @@ pub fn run(data: &[u8]) {
     }
     let mut r = CommandReader::new(data, start);
     let mut last = start;
-    while let Ok(Some(item)) = r.next_item() {
-        let end = match item {
-            Item::Command { argv, end } => {
-                assert!(!argv.is_empty());
-                end
+    let mut whole = Vec::new();
+    let ending = loop {
+        match r.next_item() {
+            Ok(Some(item)) => {
+                let end = match &item {
+                    Item::Command { argv, end } => {
+                        assert!(!argv.is_empty());
+                        *end
+                    }
+                    Item::Annotation { end, .. } => *end,
+                };
+                assert!(end > last && end <= data.len());
+                last = end;
+                whole.push(format!("{item:?}"));
             }
-            Item::Annotation { end, .. } => end,
-        };
-        assert!(end > last && end <= data.len());
-        last = end;
-    }
+            Ok(None) => break None,
+            Err(e) => break Some(e),
+        }
+    };
+    let step = 1 + data.last().map_or(0, |&b| b as usize % 61);
+    let mut streamed = Vec::new();
+    let res = read_stream(&mut &data[start..], start, step, |item| {
+        streamed.push(format!("{item:?}"));
+        Ok::<(), ()>(())
+    });
+    let streamed_ending: Option<StreamError> = match res {
+        Ok(()) => None,
+        Err(StreamStop::Stream(e)) => Some(e),
+        Err(e) => panic!("{e:?}"),
+    };
+    assert_eq!((streamed, streamed_ending), (whole, ending));
     let c = check("fuzz", data, start, 1, 1_700_000_000);
     assert!(c.ok_up_to <= data.len());
 }

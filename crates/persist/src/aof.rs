@@ -368,14 +368,28 @@ pub enum Item<'a> {
 /// Redis's loader does: lines read up to [`LINE_MAX`] bytes, counts and
 /// lengths read with `atoi`/`strtol`, each argument followed by two bytes
 /// that are skipped.
+///
+/// A reader made with [`CommandReader::window`] reads a part of a file
+/// whose rest is still to come: an item that runs past the window's end
+/// (a line without its newline included) is `Truncated`, to be read
+/// again from its start once more of the file is in.
 pub struct CommandReader<'a> {
     buf: &'a [u8],
     pos: usize,
+    /// More of the file follows `buf`.
+    more: bool,
 }
 
 impl<'a> CommandReader<'a> {
+    /// A reader of a whole file (or its tail after an RDB preamble).
     pub fn new(buf: &'a [u8], start: usize) -> Self {
-        CommandReader { buf, pos: start }
+        CommandReader { buf, pos: start, more: false }
+    }
+
+    /// A reader of `buf`, the part of a file read so far; `more`: the
+    /// file goes on past it.
+    pub fn window(buf: &'a [u8], more: bool) -> Self {
+        CommandReader { buf, pos: 0, more }
     }
 
     /// Current offset.
@@ -384,23 +398,29 @@ impl<'a> CommandReader<'a> {
     }
 
     /// `fgets(buf, LINE_MAX, fp)`: up to and including a newline, at most
-    /// `LINE_MAX - 1` bytes. `None` at end of file.
-    fn line(&mut self) -> Option<&'a [u8]> {
+    /// `LINE_MAX - 1` bytes. `None` at end of file (or of the window);
+    /// `Truncated` when a window ends inside the line.
+    fn line(&mut self) -> Result<Option<&'a [u8]>, StreamError> {
         if self.pos >= self.buf.len() {
-            return None;
+            return Ok(None);
         }
         let rest = &self.buf[self.pos..];
         let max = LINE_MAX - 1;
-        let n =
-            rest.iter().take(max).position(|&b| b == b'\n').map_or(rest.len().min(max), |i| i + 1);
+        let n = match rest.iter().take(max).position(|&b| b == b'\n') {
+            Some(i) => i + 1,
+            None if self.more && rest.len() < max => return Err(StreamError::Truncated),
+            None => rest.len().min(max),
+        };
         self.pos += n;
-        Some(&rest[..n])
+        Ok(Some(&rest[..n]))
     }
 
-    /// The next item, `Ok(None)` at a clean end of file.
+    /// The next item, `Ok(None)` at a clean end of file (of the window:
+    /// [`CommandReader::window`]). In a window with more to come,
+    /// `Truncated` means the item runs past the window.
     pub fn next_item(&mut self) -> Result<Option<Item<'a>>, StreamError> {
         let start = self.pos;
-        let Some(line) = self.line() else { return Ok(None) };
+        let Some(line) = self.line()? else { return Ok(None) };
         if line[0] == b'#' {
             let text = line[1..].trim_ascii_end();
             return Ok(Some(Item::Annotation { text, end: self.pos }));
@@ -419,7 +439,7 @@ impl<'a> CommandReader<'a> {
         let mut argv = Vec::with_capacity((argc as usize).min(1024));
         for _ in 0..argc {
             let at = self.pos;
-            let Some(l) = self.line() else { return Err(StreamError::Truncated) };
+            let Some(l) = self.line()? else { return Err(StreamError::Truncated) };
             if l[0] != b'$' {
                 return Err(StreamError::Format { offset: at });
             }
@@ -439,6 +459,78 @@ impl<'a> CommandReader<'a> {
             self.pos += 2;
         }
         Ok(Some(Item::Command { argv, end: self.pos }))
+    }
+}
+
+/// How [`read_stream`] stopped short of a clean end.
+#[derive(Debug)]
+pub enum StreamStop<E> {
+    /// The stream's own error ([`StreamError`]; a format error's offset
+    /// is the file's).
+    Stream(StreamError),
+    /// Reading the source failed.
+    Read(std::io::Error),
+    /// The caller's function stopped the read.
+    Caller(E),
+}
+
+/// Reads the command stream from `src` (a file, its first `start` bytes
+/// already read) as it comes, `chunk` bytes a read, and hands each item to
+/// `each` with its `end` as the file's offset. Only the item being read is
+/// held besides the current chunk: an item cut by the end of what was
+/// read is read again with more behind it (twice as much when the window
+/// held none of a whole item, so a big one costs a few passes of its
+/// lines, not one per chunk). Reads as [`CommandReader::new`] reads the
+/// whole file.
+pub fn read_stream<E>(
+    src: &mut dyn std::io::Read,
+    start: usize,
+    chunk: usize,
+    mut each: impl FnMut(Item<'_>) -> Result<(), E>,
+) -> Result<(), StreamStop<E>> {
+    use std::io::Read as _;
+    let chunk = chunk.max(1);
+    let mut buf: Vec<u8> = Vec::new();
+    // The file's offset of `buf[0]`.
+    let mut base = start;
+    let mut eof = false;
+    let mut want = chunk;
+    loop {
+        while !eof && buf.len() < want {
+            let n =
+                (&mut *src).take(chunk as u64).read_to_end(&mut buf).map_err(StreamStop::Read)?;
+            eof = n < chunk;
+        }
+        let mut r = CommandReader::window(&buf, !eof);
+        // The bytes of the whole items this pass read.
+        let mut done = 0;
+        loop {
+            match r.next_item() {
+                Ok(None) if eof => return Ok(()),
+                Ok(None) => break,
+                Ok(Some(item)) => {
+                    let item = match item {
+                        Item::Command { argv, end } => {
+                            done = end;
+                            Item::Command { argv, end: base + end }
+                        }
+                        Item::Annotation { text, end } => {
+                            done = end;
+                            Item::Annotation { text, end: base + end }
+                        }
+                    };
+                    each(item).map_err(StreamStop::Caller)?;
+                }
+                Err(StreamError::Truncated) if !eof => break,
+                Err(StreamError::Format { offset }) => {
+                    return Err(StreamStop::Stream(StreamError::Format { offset: base + offset }))
+                }
+                Err(e) => return Err(StreamStop::Stream(e)),
+            }
+        }
+        buf.drain(..done);
+        base += done;
+        want = if done == 0 { 2 * buf.len() } else { buf.len() } + chunk;
     }
 }
 
@@ -535,6 +627,81 @@ mod tests {
             while let Ok(Some(_)) = r.next_item() {}
             let c = check("t", &b, 0, 1, 1_700_000_000);
             assert!(c.ok_up_to <= b.len());
+        }
+    }
+
+    /// The items of `b` and how its reading ended (`None`: cleanly), read
+    /// whole, or (`step`) by [`read_stream`] in reads of `step` bytes.
+    /// Items as `(text, end)`.
+    fn read_all(b: &[u8], step: Option<usize>) -> (Vec<(String, usize)>, Option<StreamError>) {
+        let mut items = Vec::new();
+        let Some(step) = step else {
+            let mut r = CommandReader::new(b, 0);
+            loop {
+                match r.next_item() {
+                    Ok(Some(i)) => items.push(item_text(&i)),
+                    Ok(None) => return (items, None),
+                    Err(e) => return (items, Some(e)),
+                }
+            }
+        };
+        let res = read_stream(&mut &b[..], 0, step, |i| {
+            items.push(item_text(&i));
+            Ok::<(), ()>(())
+        });
+        match res {
+            Ok(()) => (items, None),
+            Err(StreamStop::Stream(e)) => (items, Some(e)),
+            Err(e) => panic!("{e:?}"),
+        }
+    }
+
+    fn item_text(i: &Item<'_>) -> (String, usize) {
+        match i {
+            Item::Command { argv, end } => (format!("{argv:?}"), *end),
+            Item::Annotation { text, end } => (format!("#{text:?}"), *end),
+        }
+    }
+
+    /// A file read through windows (the loader's megabyte reads) gives the
+    /// items, offsets and ending the whole file gives, wherever the windows
+    /// end: in a line, a count, an argument or its line end.
+    #[test]
+    fn windows_read_as_the_whole_file() {
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut rnd = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let mut clean = Vec::new();
+        write_command(&mut clean, &[b"SELECT", b"0"]);
+        clean.extend_from_slice(b"#TS:1700000000\r\n");
+        write_command(&mut clean, &[b"SET", b"key", &[b'v'; 300]]);
+        write_command(&mut clean, &[b"MULTI"]);
+        write_command(&mut clean, &[b"RPUSH", b"l", b"a", b"", b"ccc"]);
+        write_command(&mut clean, &[b"EXEC"]);
+        let long = vec![b'#'; LINE_MAX + 40];
+        for case in 0..400 {
+            let mut b = clean.clone();
+            if case % 50 == 1 {
+                b.extend_from_slice(&long);
+                b.extend_from_slice(b"\r\n");
+                write_command(&mut b, &[b"PING"]);
+            }
+            for _ in 0..case % 4 {
+                let at = (rnd() as usize) % (b.len() + 1);
+                match rnd() % 3 {
+                    0 if at < b.len() => b[at] = b"*$\r\n#-9x"[(rnd() % 8) as usize],
+                    1 => b.insert(at, b"*$\r\n#-9"[(rnd() % 7) as usize]),
+                    _ => b.truncate(at),
+                }
+            }
+            let whole = read_all(&b, None);
+            for step in [1, 2, 3, 5, 7, 16, 64, 333, LINE_MAX - 1, LINE_MAX, b.len().max(1)] {
+                assert_eq!(read_all(&b, Some(step)), whole, "case {case}, step {step}: {b:?}");
+            }
         }
     }
 

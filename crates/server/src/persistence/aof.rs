@@ -998,7 +998,7 @@ fn write_base(
     if cfg.aof_use_rdb_preamble {
         return Ok(());
     }
-    let rdb = std::fs::read(tmp)?;
+    let mut rdb = File::open(tmp)?;
     let cmds = tmp.with_extension("cmds");
     let mut w = io::BufWriter::new(File::create(&cmds)?);
     let mut buf = Vec::new();
@@ -1013,7 +1013,9 @@ fn write_base(
     let mut failed = None;
     let lim = persistence::limits(cfg);
     // Keys whose time has passed are written too, as Redis's child does.
-    let res = persist::file::load(&rdb, &lim, usize::MAX, i64::MIN, false, |k| {
+    // The image is read as it is converted, not held whole.
+    let mut loader = persist::file::Loader::new(lim, usize::MAX, i64::MIN, false);
+    let mut sink = |k: persist::file::LoadedKey<'_>| {
         if db != Some(k.db) {
             db = Some(k.db);
             persist::aof_base::select(&mut buf, k.db);
@@ -1027,11 +1029,18 @@ fn write_base(
             buf.clear();
         }
         Ok(())
-    });
+    };
+    let res = persistence::feed_reader(&mut rdb, &mut loader, |_| Ok(()), &mut sink);
     if let Some(e) = failed {
         return Err(e);
     }
-    let loaded = res.map_err(|e| io::Error::other(e.to_string()))?;
+    res.map_err(|e| {
+        io::Error::other(match e {
+            persistence::LoadError::Rdb(e) => e.to_string(),
+            persistence::LoadError::Library(e) => e,
+        })
+    })?;
+    let loaded = loader.finish();
     // The jobs and queue settings, which the image keeps in AUX fields.
     let (jobs, queues) = persistence::job_aux(&loaded.aux);
     engine::subsystems::jobs::rewrite_commands(jobs, queues, &mut buf);

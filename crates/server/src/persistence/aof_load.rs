@@ -7,14 +7,17 @@
 //! Redis's log lines; anything else wrong stops the server saying where
 //! and why.
 
+use std::fs::File;
+use std::io::{self, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
 use engine::core::dispatch;
+use engine::core::shared::unix_ms;
 use engine::{Session, Shared};
-use persist::aof::{self, CommandReader, Item, Manifest, StreamError};
+use persist::aof::{self, Item, Manifest, StreamError};
 use resp::ReplyBuf;
 
 use crate::log;
@@ -101,21 +104,33 @@ pub fn load_all(sh: &Arc<Shared>, m: &Manifest) -> Result<(), String> {
     Ok(())
 }
 
-/// Loads one file (Redis's `loadSingleAppendOnlyFile`).
+/// What the loader reads of a file at a time.
+const AOF_READ: usize = 1 << 20;
+
+/// Loads one file (Redis's `loadSingleAppendOnlyFile`). The file is read
+/// as it is loaded, a megabyte at a time (an RDB base through
+/// [`persistence::load_reader`]), as Redis reads it with `fread`: the
+/// memory a load takes is the data set and the command being read, not
+/// the file as well.
 pub fn load_file(sh: &Arc<Shared>, dirname: &Path, name: &str) -> Result<Outcome, String> {
     let path = dirname.join(name);
-    let bytes = std::fs::read(&path).map_err(|e| {
+    let cant_open = |e: io::Error| {
         let m = format!("Fatal error: can't open the append log file {name} for reading: {e}");
         log::warning(&m);
         m
-    })?;
-    if bytes.is_empty() {
+    };
+    let mut file = File::open(&path).map_err(cant_open)?;
+    let mut head = Vec::with_capacity(5);
+    (&mut file).take(5).read_to_end(&mut head).map_err(cant_open)?;
+    if head.is_empty() {
         return Ok(Outcome::Empty);
     }
     let mut start = 0;
-    if aof::is_rdb(&bytes) {
+    if aof::is_rdb(&head) {
         log::notice("Reading RDB base file on AOF loading...");
-        match persistence::load_bytes(sh, &bytes, false) {
+        file.seek(SeekFrom::Start(0)).map_err(cant_open)?;
+        let base = persistence::load_reader(sh, &mut file, false, unix_ms(), sh.clock.now_ms());
+        match base {
             Ok(l) => {
                 if l.aux.iter().any(|(k, v)| k == b"aof-base" && v == b"1") {
                     log::notice("RDB is base AOF");
@@ -137,33 +152,30 @@ pub fn load_file(sh: &Arc<Shared>, dirname: &Path, name: &str) -> Result<Outcome
             }
         }
     }
+    file.seek(SeekFrom::Start(start as u64)).map_err(cant_open)?;
     let truncate = sh.config.read().aof_load_truncated;
     let delay = sh.config.read().key_load_delay;
     let mut sess = Session::detached(u64::MAX);
     let mut out = ReplyBuf::new();
-    let mut r = CommandReader::new(&bytes, start);
     let mut valid_up_to = start;
     let mut valid_before_multi = start;
     let fail = |m: String| {
         log::warning(&m);
         Err(m)
     };
-    // A command cut short at the end of the file (its reader stops there).
-    let mut short = false;
-    let torn = loop {
-        match r.next_item() {
-            Ok(None) => break sess.in_multi(),
-            Ok(Some(Item::Annotation { end, .. })) => {
+    let read = aof::read_stream(&mut file, start, AOF_READ, |item| -> Result<(), String> {
+        match item {
+            Item::Annotation { end, .. } => {
                 if truncate {
                     valid_up_to = end;
                 }
             }
-            Ok(Some(Item::Command { argv, end })) => {
+            Item::Command { argv, end } => {
                 if argv[0].eq_ignore_ascii_case(b"MULTI") {
                     valid_before_multi = valid_up_to;
                 }
                 if dispatch::replay_loaded(sh, &mut sess, &argv, &mut out).is_err() {
-                    return fail(format!(
+                    return Err(format!(
                         "Unknown command '{}' reading the append only file {name}",
                         String::from_utf8_lossy(argv[0])
                     ));
@@ -189,19 +201,26 @@ pub fn load_file(sh: &Arc<Shared>, dirname: &Path, name: &str) -> Result<Outcome
                 }
                 super::debug_delay(delay);
             }
-            Err(StreamError::Truncated) => {
-                short = true;
-                break sess.in_multi();
-            }
-            Err(StreamError::Format { .. }) => {
-                return fail(format!(
-                    "Bad file format reading the append only file {name}: make a backup of \
-                     your AOF file, then use ./redis-check-aof --fix <filename.manifest>"
-                ));
-            }
         }
+        Ok(())
+    });
+    // A command cut short at the end of the file.
+    let short = match read {
+        Ok(()) => false,
+        Err(aof::StreamStop::Stream(StreamError::Truncated)) => true,
+        Err(aof::StreamStop::Stream(StreamError::Format { .. })) => {
+            return fail(format!(
+                "Bad file format reading the append only file {name}: make a backup of \
+                 your AOF file, then use ./redis-check-aof --fix <filename.manifest>"
+            ));
+        }
+        Err(aof::StreamStop::Read(e)) => {
+            return fail(format!("Error reading the append only file {name}: {e}"));
+        }
+        Err(aof::StreamStop::Caller(m)) => return fail(m),
     };
-    let ended_cleanly = !short && !torn && r.pos() >= bytes.len() && !sess.in_multi();
+    let torn = sess.in_multi();
+    let ended_cleanly = !short && !torn;
     if ended_cleanly {
         return Ok(Outcome::Ok);
     }

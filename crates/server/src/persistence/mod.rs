@@ -651,18 +651,45 @@ pub fn load_reader(
     keys_now: i64,
     jobs_now: i64,
 ) -> Result<file::Loaded, LoadError> {
-    use io::Read as _;
     let (mut loader, delay) = new_loader(sh, keys_now);
     let mut insert = key_inserter(sh, merge);
     let mut sink = |k: file::LoadedKey<'_>| {
         debug_delay(delay);
         insert(k)
     };
+    let mut leading = 0;
+    let head = |buf: &[u8]| {
+        let l = file::leading_functions(buf);
+        leading = l.len();
+        engine::subsystems::script::function::load_libraries(sh, &l, merge)
+            .map_err(LoadError::Library)
+    };
+    feed_reader(src, &mut loader, head, &mut sink)?;
+    let loaded = loader.finish();
+    // Any library the head did not hold (none, in the files Redis writes).
+    let rest = loaded.functions.get(leading..).unwrap_or_default();
+    engine::subsystems::script::function::load_libraries(sh, rest, merge)
+        .map_err(LoadError::Library)?;
+    loaded_extras(sh, loaded, jobs_now)
+}
+
+/// Feeds `loader` the image `src` holds, [`LOAD_READ`] bytes a read,
+/// until it ends; `head` sees the first read's bytes before any is fed.
+/// A record cut by the end of what was read is parsed again once twice
+/// as many bytes wait (a big record costs a few passes).
+pub fn feed_reader<F>(
+    src: &mut dyn io::Read,
+    loader: &mut file::Loader,
+    head: impl FnOnce(&[u8]) -> Result<(), LoadError>,
+    sink: &mut F,
+) -> Result<(), LoadError>
+where
+    F: FnMut(file::LoadedKey<'_>) -> Result<(), &'static str>,
+{
+    use io::Read as _;
     let mut buf: Vec<u8> = Vec::new();
-    let mut leading = None;
+    let mut head = Some(head);
     let mut end = false;
-    // A record cut by the end of what was read is parsed again once twice
-    // as many bytes wait (a big record costs a few passes).
     let mut want = LOAD_READ;
     loop {
         while !end && buf.len() < want {
@@ -675,16 +702,13 @@ pub fn load_reader(
             })?;
             end = n < LOAD_READ;
         }
-        if leading.is_none() {
-            let l = file::leading_functions(&buf);
-            engine::subsystems::script::function::load_libraries(sh, &l, merge)
-                .map_err(LoadError::Library)?;
-            leading = Some(l.len());
+        if let Some(h) = head.take() {
+            h(&buf)?;
         }
-        let n = loader.feed(&buf, end, &mut sink)?;
+        let n = loader.feed(&buf, end, sink)?;
         buf.drain(..n);
         if loader.done() {
-            break;
+            return Ok(());
         }
         if end {
             // Not reached: fed as the last bytes, the image ends or errs.
@@ -696,12 +720,6 @@ pub fn load_reader(
         }
         want = (2 * buf.len() + 1).max(LOAD_READ);
     }
-    let loaded = loader.finish();
-    // Any library the head did not hold (none, in the files Redis writes).
-    let rest = loaded.functions.get(leading.unwrap_or(0)..).unwrap_or_default();
-    engine::subsystems::script::function::load_libraries(sh, rest, merge)
-        .map_err(LoadError::Library)?;
-    loaded_extras(sh, loaded, jobs_now)
 }
 
 /// A key parsed ahead of its load (a replica's diskless load parses its

@@ -791,3 +791,66 @@ fn replayed_multi_with_xtrim_limit_loads_as_redis() {
         let _ = std::fs::remove_dir_all(d);
     }
 }
+
+/// An AOF loads at the cost of its data set, not of the data set and the
+/// files as well: Redis reads its base and incremental files as it loads
+/// them. Both servers load the same appendonlydir, written by
+/// redis-server: a 160 MB RDB base (1,600 values of 100 KB, uncompressed)
+/// and a 60 MB incremental file (600 SETs of 100 KB values). Bug: Sluice
+/// read each file whole first (peak about 160 MB above the loaded data
+/// set).
+#[test]
+fn a_big_aof_loads_without_its_files_being_held_whole_as_redis_loads_it() {
+    let dir = scratch_dir("big-aof");
+    let args = ["--appendonly", "yes", "--dbfilename", "none.rdb", "--rdbcompression", "no"];
+    {
+        let Some(redis) = RedisServer::start_with(&args, Some(&dir)) else { return };
+        let mut c = redis.client();
+        line(&mut c, "DEBUG POPULATE 1600 big 100000");
+        line(&mut c, "BGREWRITEAOF");
+        wait_for("the rewrite", || {
+            let i = info(&mut c);
+            i.contains("aof_rewrite_in_progress:0") && i.contains("aof_rewrite_scheduled:0")
+        });
+        let mut value = vec![0u8; 100_000];
+        for i in 0..600u32 {
+            for (j, b) in value.iter_mut().enumerate() {
+                *b = (j as u32).wrapping_mul(2_654_435_761).wrapping_add(i).to_le_bytes()[1];
+            }
+            let key = format!("set:{i}");
+            assert_eq!(
+                cmd(&mut c, &[b"SET", key.as_bytes(), &value]),
+                Frame::Simple(b"OK".to_vec())
+            );
+        }
+    }
+    let m = manifest(&dir);
+    let aofdir = dir.join("appendonlydir");
+    let base =
+        std::fs::metadata(aofdir.join(&m.base.as_ref().expect("a base").name)).expect("base");
+    assert!(base.len() > 160_000_000, "base {} bytes", base.len());
+    let incr: u64 =
+        m.incr.iter().map(|i| std::fs::metadata(aofdir.join(&i.name)).unwrap().len()).sum();
+    assert!(incr > 60_000_000, "incremental files {incr} bytes");
+    let check = |name: &str, pid: u32, c: &mut Client| {
+        let deadline = Instant::now() + Duration::from_secs(90);
+        loop {
+            c.send(&[b"DBSIZE"]).expect("send");
+            if c.read_frame().expect("reply") == Frame::Integer(2200) {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{name}: the AOF did not load");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let (peak, now) = crate::common::rss_peak_and_now(pid);
+        eprintln!("{name}: peak RSS {} MB, after the load {} MB", peak >> 10, now >> 10);
+        assert!(peak < now + 48 * 1024, "{name}: peak RSS {peak} kB, {now} kB after the load");
+    };
+    let redis = RedisServer::start_with(&args, Some(&dir)).expect("redis");
+    check("redis", redis.pid(), &mut redis.client());
+    drop(redis);
+    let sluice = TestServer::start_with(&TestServer::default_bin(), &args, Some(&dir));
+    check("sluice", sluice.pid(), &mut sluice.client());
+    drop(sluice);
+    let _ = std::fs::remove_dir_all(dir);
+}
