@@ -833,18 +833,7 @@ fn a_big_aof_loads_without_its_files_being_held_whole_as_redis_loads_it() {
         m.incr.iter().map(|i| std::fs::metadata(aofdir.join(&i.name)).unwrap().len()).sum();
     assert!(incr > 60_000_000, "incremental files {incr} bytes");
     let check = |name: &str, pid: u32, c: &mut Client| {
-        let deadline = Instant::now() + Duration::from_secs(90);
-        loop {
-            c.send(&[b"DBSIZE"]).expect("send");
-            if c.read_frame().expect("reply") == Frame::Integer(2200) {
-                break;
-            }
-            assert!(Instant::now() < deadline, "{name}: the AOF did not load");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let (peak, now) = crate::common::rss_peak_and_now(pid);
-        eprintln!("{name}: peak RSS {} MB, after the load {} MB", peak >> 10, now >> 10);
-        assert!(peak < now + 48 * 1024, "{name}: peak RSS {peak} kB, {now} kB after the load");
+        crate::common::assert_loaded_at_data_set_cost(name, pid, c, 2200, Duration::from_secs(90))
     };
     let redis = RedisServer::start_with(&args, Some(&dir)).expect("redis");
     check("redis", redis.pid(), &mut redis.client());

@@ -205,6 +205,27 @@ pub fn read_payload(sock: &mut std::net::TcpStream) {
     }
 }
 
+/// Waits (up to `limit`) until the server at `c` (process `pid`) holds
+/// `keys` keys, then checks that loading them never took more than 48 MB
+/// above what the loaded data set takes (a file or payload held whole
+/// besides it would), and prints both figures.
+pub fn assert_loaded_at_data_set_cost(
+    name: &str,
+    pid: u32,
+    c: &mut Client,
+    keys: i64,
+    limit: Duration,
+) {
+    let deadline = Instant::now() + limit;
+    while cmd(c, &["DBSIZE"]) != Frame::Integer(keys) {
+        assert!(Instant::now() < deadline, "{name}: the data set did not load");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (peak, now) = rss_peak_and_now(pid);
+    eprintln!("{name}: peak RSS {} MB, after the load {} MB", peak >> 10, now >> 10);
+    assert!(peak < now + 48 * 1024, "{name}: peak RSS {peak} kB, {now} kB after the load");
+}
+
 /// Peak and current RSS of a process, in KiB (`VmHWM`, `VmRSS`).
 pub fn rss_peak_and_now(pid: u32) -> (u64, u64) {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");

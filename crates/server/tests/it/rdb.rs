@@ -1258,14 +1258,7 @@ fn a_big_rdb_file_loads_without_being_held_whole_as_redis_loads_it() {
     let size = std::fs::metadata(dir.join("big.rdb")).expect("the file").len();
     assert!(size > 160_000_000, "{size} bytes");
     let check = |name: &str, pid: u32, c: &mut Client| {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while cmd(c, &[b"DBSIZE"]) != Frame::Integer(1600) {
-            assert!(Instant::now() < deadline, "{name}: the file did not load");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let (peak, now) = crate::common::rss_peak_and_now(pid);
-        eprintln!("{name}: peak RSS {} MB, after the load {} MB", peak >> 10, now >> 10);
-        assert!(peak < now + 48 * 1024, "{name}: peak RSS {peak} kB, {now} kB after the load");
+        crate::common::assert_loaded_at_data_set_cost(name, pid, c, 1600, Duration::from_secs(60))
     };
     let redis = RedisServer::start_with(&file, Some(&dir)).expect("redis");
     check("redis", redis.pid(), &mut redis.client());
