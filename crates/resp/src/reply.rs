@@ -206,16 +206,30 @@ impl ReplyBuf {
 
     #[inline]
     fn tail(&mut self, need: usize) -> &mut Vec<u8> {
-        let fits = match self.chunks.back() {
-            Some(c) => c.capacity() - c.len() >= need,
-            None => false,
-        };
-        if !fits {
-            if self.total > self.limit {
-                return self.spill(need);
+        // The back chunk is found once when it has room (a reply's usual
+        // case): finding it again was some 10 instructions a reply.
+        if let Some(c) = self.chunks.back_mut() {
+            if c.capacity() - c.len() >= need {
+                let c: *mut Vec<u8> = c;
+                // SAFETY: `c` comes from `back_mut`'s borrow of
+                // `self.chunks`, which this return extends to the borrow
+                // of `self` the caller holds; nothing else touches `self`
+                // on this path (the borrow checker refuses the direct
+                // return only because the borrow continues on the other).
+                return unsafe { &mut *c };
             }
-            self.chunks.push_back(Vec::with_capacity(CHUNK.max(need)));
         }
+        self.new_tail(need)
+    }
+
+    /// The back chunk has no room for `need` bytes: a new one, or past the
+    /// limit the scratch chunk.
+    #[inline(never)]
+    fn new_tail(&mut self, need: usize) -> &mut Vec<u8> {
+        if self.total > self.limit {
+            return self.spill(need);
+        }
+        self.chunks.push_back(Vec::with_capacity(CHUNK.max(need)));
         self.chunks.back_mut().expect("a chunk was just ensured")
     }
 

@@ -209,7 +209,7 @@ pub fn run_with<'a, W: Widen + ?Sized>(
             keys.remember(argv[1], t);
             if dispatch::single_key(spec, argv.len()) {
                 // GET, SET, INCR, LPUSH, ...: one stripe, nothing held yet.
-                keys.acquire_one(t.id()).map_err(|_| CmdError::LockOrder)
+                keys.acquire_first(t.id()).map_err(|_| CmdError::LockOrder)
             } else {
                 dispatch::lock_keys_hinted(shared, db, spec, argv, keys, t.id())
             }

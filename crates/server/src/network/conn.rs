@@ -62,7 +62,9 @@ struct Pending {
     args: ArgBuf,
     start: usize,
     len: usize,
-    token: Option<store::Prefetch>,
+    /// A cell, so that the window's later requests get theirs while the
+    /// argument array borrows the window's spans.
+    token: std::cell::Cell<Option<store::Prefetch>>,
 }
 
 /// Per-connection limits, refreshed when the configuration changes.
@@ -884,38 +886,48 @@ impl<S: Transport> Conn<S> {
                 };
                 // Prime the pipeline of prefetches for the window's first requests.
                 for j in 0..n.min(SLOT_AHEAD) {
-                    self.window[j].token = token(&self.window[j], &self.rbuf);
-                    if let Some(t) = self.window[j].token {
+                    self.window[j].token.set(token(&self.window[j], &self.rbuf));
+                    if let Some(t) = self.window[j].token.get() {
                         store.prefetch_slot(t);
                     }
                 }
                 for j in 0..n.min(BUCKET_AHEAD) {
-                    if let Some(t) = self.window[j].token {
+                    if let Some(t) = self.window[j].token.get() {
                         store.prefetch_bucket(t);
                     }
                 }
+                // The two reasons to stop before a request, as one bound
+                // tested per request: the high-water mark, and this turn's
+                // budget of reply bytes (which of them it was is told
+                // apart only when one is reached).
+                let high = self.high_water();
+                let budget_end = start_out.saturating_add(TURN_BUDGET);
+                let stop_at = high.min(budget_end);
+                // Up to 8 arguments go to an array on the stack, filled in
+                // one pass over the spans; more in a vector. Set up once
+                // for the window: each request overwrites what it uses.
+                let mut small: [&[u8]; 8] = [&[]; 8];
                 for i in 0..n {
-                    if self.out.len() >= self.high_water() || self.out.is_over() {
-                        break 'batch;
-                    }
-                    if self.out.len() - start_out.min(self.out.len()) >= TURN_BUDGET {
-                        budget_left = false;
+                    if self.out.len() >= stop_at || self.out.is_over() {
+                        if self.out.len() < high && !self.out.is_over() {
+                            budget_left = false;
+                        }
                         break 'batch;
                     }
                     if i + SLOT_AHEAD < n {
                         let j = i + SLOT_AHEAD;
-                        self.window[j].token = token(&self.window[j], &self.rbuf);
-                        if let Some(t) = self.window[j].token {
+                        self.window[j].token.set(token(&self.window[j], &self.rbuf));
+                        if let Some(t) = self.window[j].token.get() {
                             store.prefetch_slot(t);
                         }
                     }
                     if i + BUCKET_AHEAD < n {
-                        if let Some(t) = self.window[i + BUCKET_AHEAD].token {
+                        if let Some(t) = self.window[i + BUCKET_AHEAD].token.get() {
                             store.prefetch_bucket(t);
                         }
                     }
                     if i + NODE_AHEAD < n {
-                        if let Some(t) = self.window[i + NODE_AHEAD].token {
+                        if let Some(t) = self.window[i + NODE_AHEAD].token.get() {
                             store.prefetch_node(t);
                         }
                     }
@@ -928,14 +940,11 @@ impl<S: Transport> Conn<S> {
                     let was_auth = self.sess.authenticated;
                     let next = w.start + w.len;
                     let after_input = !std::mem::take(&mut self.others_taken);
-                    let hint = dispatch::Hint { now: batch_now, key: w.token, after_input };
+                    let hint = dispatch::Hint { now: batch_now, key: w.token.get(), after_input };
                     let before = DURABLE.then(|| Held::before(&self.out, &self.sess));
                     // The argument vector lives in this block only: nothing of
                     // it is kept in the future across the waits below.
                     let outcome = {
-                        // Up to 8 arguments in an array on the stack, filled
-                        // in one pass over the spans; more in a vector.
-                        let mut small: [&[u8]; 8] = [&[]; 8];
                         let mut big: Vec<&[u8]> = Vec::new();
                         let argv: &[&[u8]] = if w.args.len() <= small.len() {
                             let n = w.args.fill_array(input, &mut small);
