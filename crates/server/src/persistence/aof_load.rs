@@ -104,9 +104,6 @@ pub fn load_all(sh: &Arc<Shared>, m: &Manifest) -> Result<(), String> {
     Ok(())
 }
 
-/// What the loader reads of a file at a time.
-const AOF_READ: usize = 1 << 20;
-
 /// Loads one file (Redis's `loadSingleAppendOnlyFile`). The file is read
 /// as it is loaded, a megabyte at a time (an RDB base through
 /// [`persistence::load_reader`]), as Redis reads it with `fread`: the
@@ -119,16 +116,22 @@ pub fn load_file(sh: &Arc<Shared>, dirname: &Path, name: &str) -> Result<Outcome
         log::warning(&m);
         m
     };
+    // Redis's words for an fread that fails.
+    let cant_read = |e: io::Error| {
+        let m = format!("Unrecoverable error reading the append only file {name}: {e}");
+        log::warning(&m);
+        m
+    };
     let mut file = File::open(&path).map_err(cant_open)?;
     let mut head = Vec::with_capacity(5);
-    (&mut file).take(5).read_to_end(&mut head).map_err(cant_open)?;
+    (&mut file).take(5).read_to_end(&mut head).map_err(cant_read)?;
     if head.is_empty() {
         return Ok(Outcome::Empty);
     }
     let mut start = 0;
     if aof::is_rdb(&head) {
         log::notice("Reading RDB base file on AOF loading...");
-        file.seek(SeekFrom::Start(0)).map_err(cant_open)?;
+        file.seek(SeekFrom::Start(0)).map_err(cant_read)?;
         let base = persistence::load_reader(sh, &mut file, false, unix_ms(), sh.clock.now_ms());
         match base {
             Ok(l) => {
@@ -152,7 +155,7 @@ pub fn load_file(sh: &Arc<Shared>, dirname: &Path, name: &str) -> Result<Outcome
             }
         }
     }
-    file.seek(SeekFrom::Start(start as u64)).map_err(cant_open)?;
+    file.seek(SeekFrom::Start(start as u64)).map_err(cant_read)?;
     let truncate = sh.config.read().aof_load_truncated;
     let delay = sh.config.read().key_load_delay;
     let mut sess = Session::detached(u64::MAX);
@@ -163,47 +166,48 @@ pub fn load_file(sh: &Arc<Shared>, dirname: &Path, name: &str) -> Result<Outcome
         log::warning(&m);
         Err(m)
     };
-    let read = aof::read_stream(&mut file, start, AOF_READ, |item| -> Result<(), String> {
-        match item {
-            Item::Annotation { end, .. } => {
-                if truncate {
-                    valid_up_to = end;
+    let read =
+        aof::read_stream(&mut file, start, persistence::LOAD_READ, |item| -> Result<(), String> {
+            match item {
+                Item::Annotation { end, .. } => {
+                    if truncate {
+                        valid_up_to = end;
+                    }
                 }
-            }
-            Item::Command { argv, end } => {
-                if argv[0].eq_ignore_ascii_case(b"MULTI") {
-                    valid_before_multi = valid_up_to;
-                }
-                if dispatch::replay_loaded(sh, &mut sess, &argv, &mut out).is_err() {
-                    return Err(format!(
-                        "Unknown command '{}' reading the append only file {name}",
-                        String::from_utf8_lossy(argv[0])
-                    ));
-                }
-                if let Some(e) = out.contiguous().filter(|b| b.first() == Some(&b'-')) {
-                    log::warning(&format!(
-                        "== CRITICAL == This server is sending an error to its \
+                Item::Command { argv, end } => {
+                    if argv[0].eq_ignore_ascii_case(b"MULTI") {
+                        valid_before_multi = valid_up_to;
+                    }
+                    if dispatch::replay_loaded(sh, &mut sess, &argv, &mut out).is_err() {
+                        return Err(format!(
+                            "Unknown command '{}' reading the append only file {name}",
+                            String::from_utf8_lossy(argv[0])
+                        ));
+                    }
+                    if let Some(e) = out.contiguous().filter(|b| b.first() == Some(&b'-')) {
+                        log::warning(&format!(
+                            "== CRITICAL == This server is sending an error to its \
                          AOF-loading-client: '{}' after processing the command '{}'",
-                        String::from_utf8_lossy(&e[1..]).trim_end(),
-                        String::from_utf8_lossy(argv[0])
-                    ));
-                    crate::follow::propagation_error(
-                        sh,
-                        false,
-                        "server",
-                        "AOF-loading-client",
-                        argv[0],
-                    );
+                            String::from_utf8_lossy(&e[1..]).trim_end(),
+                            String::from_utf8_lossy(argv[0])
+                        ));
+                        crate::follow::propagation_error(
+                            sh,
+                            false,
+                            "server",
+                            "AOF-loading-client",
+                            argv[0],
+                        );
+                    }
+                    out.clear();
+                    if truncate {
+                        valid_up_to = end;
+                    }
+                    super::debug_delay(delay);
                 }
-                out.clear();
-                if truncate {
-                    valid_up_to = end;
-                }
-                super::debug_delay(delay);
             }
-        }
-        Ok(())
-    });
+            Ok(())
+        });
     // A command cut short at the end of the file.
     let short = match read {
         Ok(()) => false,
@@ -214,9 +218,7 @@ pub fn load_file(sh: &Arc<Shared>, dirname: &Path, name: &str) -> Result<Outcome
                  your AOF file, then use ./redis-check-aof --fix <filename.manifest>"
             ));
         }
-        Err(aof::StreamStop::Read(e)) => {
-            return fail(format!("Error reading the append only file {name}: {e}"));
-        }
+        Err(aof::StreamStop::Read(e)) => return Err(cant_read(e)),
         Err(aof::StreamStop::Caller(m)) => return fail(m),
     };
     let torn = sess.in_multi();

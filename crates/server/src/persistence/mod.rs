@@ -614,13 +614,6 @@ impl From<persist::Error> for LoadError {
     }
 }
 
-/// Loads an RDB image (an AOF's base) into the store, its function
-/// libraries into the registry (`merge`: a library replaces one of the
-/// same name, as with DEBUG RELOAD MERGE).
-pub fn load_bytes(sh: &Shared, bytes: &[u8], merge: bool) -> Result<file::Loaded, LoadError> {
-    load_reader(sh, &mut &bytes[..], merge, unix_ms(), sh.clock.now_ms())
-}
-
 /// A loader for an image with the server's settings (limits, databases,
 /// whether the CRC is checked), and the `key-load-delay` to sleep after
 /// each key. Keys whose expiry is before `keys_now` are skipped: a replica
@@ -634,13 +627,14 @@ pub fn new_loader(sh: &Shared, keys_now: i64) -> (file::Loader, i64) {
     (loader, cfg.key_load_delay)
 }
 
-/// What [`load_reader`] reads at a time.
-const LOAD_READ: usize = 1 << 20;
+/// What the loaders of files read at a time ([`load_reader`], and the
+/// AOF's command stream).
+pub const LOAD_READ: usize = 1 << 20;
 
 /// Loads an RDB image from a reader (a file) as it is read, into the
-/// store and its libraries into the registry (see [`load_bytes`] and
-/// [`new_loader`]; `jobs_now` is the time below which jobs count as
-/// expired). The memory a load takes is the data set and the record being
+/// store and its libraries into the registry (`merge`: a library replaces
+/// one of the same name, as with DEBUG RELOAD MERGE; see [`new_loader`];
+/// `jobs_now` is the time below which jobs count as expired). The memory a load takes is the data set and the record being
 /// parsed, not the file as well, as Redis's rdbLoad reads its file. The
 /// libraries in the first read's head are loaded before any key: one that
 /// fails stops the load before any key is touched.
