@@ -920,6 +920,12 @@ impl Drop for Store {
 struct Snapshot {
     hook: Arc<dyn SnapshotHook>,
     pending: Box<[AtomicU64]>,
+    /// Captures begun and not yet handed to `hook` in full: counted
+    /// before a stripe's pending bit is taken, so the saver, which passes
+    /// over a stripe whose bit is gone without locking it, knows when
+    /// every capture it passed over is in the hook's hands
+    /// ([`Store::snapshot_settled`]).
+    in_flight: AtomicUsize,
 }
 
 /// The whole keyspace: `databases` databases of `stripes` stripes each,
@@ -1252,9 +1258,16 @@ impl Store {
         let snap = self.snapshot.read().clone();
         if let Some(snap) = snap {
             let (word, bit) = (id as usize / 64, 1u64 << (id % 64));
+            if snap.pending[word].load(Ordering::Acquire) & bit == 0 {
+                return;
+            }
+            // Before the bit goes: a saver that sees the bit gone sees
+            // this count too (the `fetch_and` releases it).
+            snap.in_flight.fetch_add(1, Ordering::Relaxed);
             if snap.pending[word].fetch_and(!bit, Ordering::AcqRel) & bit != 0 {
                 snap.hook.capture(self.db_of(id), s);
             }
+            snap.in_flight.fetch_sub(1, Ordering::Release);
         }
     }
 
@@ -1314,7 +1327,8 @@ impl Store {
                 pending[id / 64].fetch_and(!(1u64 << (id % 64)), Ordering::Relaxed);
             }
         }
-        *self.snapshot.write() = Some(Arc::new(Snapshot { hook, pending }));
+        *self.snapshot.write() =
+            Some(Arc::new(Snapshot { hook, pending, in_flight: AtomicUsize::new(0) }));
         self.snapshot_on.store(true, Ordering::Release);
         at_instant();
         drop(guards);
@@ -1331,10 +1345,21 @@ impl Store {
 
     /// [`snapshot_stripe`](Self::snapshot_stripe), giving up after `wait`
     /// when the stripe stays busy: a saver that applies backpressure must
-    /// not block on a writer that waits for it. Whether it got the stripe.
-    /// A stripe whose database has none yet had nothing to capture.
+    /// not block on a writer that waits for it. Whether the stripe is
+    /// done. A stripe whose database has none yet had nothing to capture;
+    /// one whose capture some lock already took is not locked again, so
+    /// a holder that keeps it (a busy script) does not stall the save —
+    /// its capture may still be on its way to the hook until
+    /// [`snapshot_settled`](Self::snapshot_settled).
     pub fn try_snapshot_stripe(&self, id: u32, wait: std::time::Duration) -> bool {
         let Some(slot) = self.slot_if(id) else { return true };
+        let taken = self.snapshot.read().as_ref().is_none_or(|snap| {
+            let (word, bit) = (id as usize / 64, 1u64 << (id % 64));
+            snap.pending[word].load(Ordering::Acquire) & bit == 0
+        });
+        if taken {
+            return true;
+        }
         match slot.stripe.try_lock_for(wait) {
             Some(g) => {
                 self.after_lock(id, &g);
@@ -1348,6 +1373,13 @@ impl Store {
     /// namespace's stripe comes after them.
     pub fn total_stripes(&self) -> u32 {
         (self.databases() * self.stripes) as u32
+    }
+
+    /// Whether every capture begun so far has been handed to the hook in
+    /// full (true without a snapshot). Once the saver has passed every
+    /// stripe and this holds, nothing more reaches the hook.
+    pub fn snapshot_settled(&self) -> bool {
+        self.snapshot.read().as_ref().is_none_or(|s| s.in_flight.load(Ordering::Acquire) == 0)
     }
 
     /// Ends the snapshot (every stripe has been captured or is abandoned).

@@ -121,3 +121,26 @@ fn a_database_first_used_after_a_snapshot_s_instant_is_not_in_it() {
     let (stripes, keys) = *hook.0.lock().unwrap();
     assert_eq!((stripes, keys), (4, 1), "database 0's four stripes, and its one key");
 }
+
+/// A stripe whose holder took it after the snapshot's instant was
+/// captured by that lock: the saver passes over it while it is still
+/// held (a busy script keeps its stripes), and the capture is settled.
+#[test]
+fn a_stripe_held_since_the_instant_is_passed_over_not_waited_for() {
+    let store = Store::new(1, 4);
+    let mut l = Locks::new(&store, 0);
+    l.insert(0, b"k", Value::from_arg(b"v"), NO_EXPIRE, 0);
+    drop(l);
+    let hook = Arc::new(Count::default());
+    store.begin_snapshot(hook.clone());
+    let mut holder = Locks::new(&store, 0);
+    holder.acquire(&mut [key_in(&store, 0, b"k")]).unwrap();
+    assert_eq!(*hook.0.lock().unwrap(), (1, 1), "captured when the holder took it");
+    for id in 0..store.total_stripes() {
+        assert!(store.try_snapshot_stripe(id, std::time::Duration::from_millis(10)), "stripe {id}");
+    }
+    assert!(store.snapshot_settled());
+    store.end_snapshot();
+    drop(holder);
+    assert_eq!(*hook.0.lock().unwrap(), (4, 1), "every stripe once, the held one by its holder");
+}

@@ -504,15 +504,25 @@ fn write_rdb<W: Write>(sh: &Shared, started: Started, out: W, aof_base: bool) ->
     let mut drained = Vec::new();
     let _ = cap.saver.set(std::thread::current().id());
     let mut id = if walk { 0 } else { store.total_stripes() };
-    while id < store.total_stripes() {
+    // Past the last stripe, the walk still drains until the captures it
+    // passed over without locking (their holders took them) are queued.
+    let mut settled = false;
+    while !settled {
         if cancel_flag(sh).load(Ordering::Acquire) {
             result = Err(io::Error::new(io::ErrorKind::Interrupted, "cancelled"));
             break;
         }
-        // Timed, so that a writer waiting for the queue to drain while it
-        // holds this stripe cannot stop the saver; drained either way.
-        if store.try_snapshot_stripe(id, std::time::Duration::from_millis(1)) {
-            id += 1;
+        if id < store.total_stripes() {
+            // Timed, so that a writer waiting for the queue to drain while
+            // it holds this stripe cannot stop the saver; drained either way.
+            if store.try_snapshot_stripe(id, std::time::Duration::from_millis(1)) {
+                id += 1;
+            }
+        } else {
+            settled = store.snapshot_settled();
+            if !settled {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
         }
         {
             let mut q = cap.queue.lock();

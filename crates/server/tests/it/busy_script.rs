@@ -381,3 +381,88 @@ fn a_busy_script_logs_what_redis_logs() {
         }
     }
 }
+
+/// Forty keys, a save that writes one a 20 ms (`rdb-key-save-delay`),
+/// and a script begun right after it that writes the first key and
+/// spins, holding every key's stripe. Returns the script's runner, once
+/// it is busy.
+fn busy_over_a_slow_save(s: &TestServer, begin_save: &[&str], begun: &[u8]) -> Client {
+    let keys: Vec<String> = (0..40).map(|i| format!("k{i}")).collect();
+    let mut c = connect(s.port());
+    for (i, k) in keys.iter().enumerate() {
+        assert_eq!(c.cmd(&["SET", k, &format!("v{i}")]).unwrap(), b"+OK\r\n");
+    }
+    assert_eq!(c.cmd(&["CONFIG", "SET", "rdb-key-save-delay", "20000"]).unwrap(), b"+OK\r\n");
+    assert_eq!(c.cmd(begin_save).unwrap(), begun);
+    let mut eval: Vec<String> =
+        vec!["EVAL".into(), "redis.call('set', KEYS[1], 'new') while true do end".into()];
+    eval.push(keys.len().to_string());
+    eval.extend(keys.iter().cloned());
+    let mut runner = connect(s.port());
+    runner.send(&eval).unwrap();
+    let start = Instant::now();
+    while c.cmd(&["PING"]).unwrap() != BUSY_EVAL {
+        assert!(start.elapsed() < Duration::from_secs(10), "never BUSY");
+    }
+    runner
+}
+
+/// A save begun before a script that then holds the stripes of every key
+/// for ever ends while the script runs: each stripe the script took was
+/// copied as it was when the script took it, so the save passes over
+/// them rather than waiting for them. (Redis's save is a forked child,
+/// which no script of the parent can hold up; the AOF's first rewrite
+/// not ending made SHUTDOWN NOSAVE refuse — "Writing initial AOF, can't
+/// exit" — for as long as the script ran.) The BGSAVE's file has the data
+/// of its instant, the script's write not in it, loaded by redis-server;
+/// after the first rewrite, SHUTDOWN NOSAVE ends the server.
+#[test]
+fn saves_begun_before_a_busy_script_end_while_it_holds_their_stripes() {
+    let wait_log = |s: &TestServer, line: &str| {
+        let start = Instant::now();
+        while !s.log_text().contains(line) {
+            assert!(
+                start.elapsed() < Duration::from_secs(15),
+                "no {line:?} while the script ran; log:\n{}",
+                s.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    // BGSAVE.
+    let s = sluice("2");
+    let _runner = busy_over_a_slow_save(&s, &["BGSAVE"], b"+Background saving started\r\n");
+    wait_log(&s, "Background saving terminated with success");
+    let copy = testkit::scratch_dir("busy-save-rdb");
+    std::fs::copy(s.dir().join("dump.rdb"), copy.join("dump.rdb")).unwrap();
+    let check = |port: u16| {
+        let mut c = connect(port);
+        assert_eq!(c.cmd(&["DBSIZE"]).unwrap(), b":40\r\n");
+        assert_eq!(c.cmd(&["GET", "k0"]).unwrap(), b"$2\r\nv0\r\n");
+        assert_eq!(c.cmd(&["GET", "k39"]).unwrap(), b"$3\r\nv39\r\n");
+    };
+    match RedisServer::start_with(&[], Some(&copy)) {
+        Some(r) => check(r.port()),
+        None => check(
+            TestServer::start_with(
+                Path::new(env!("CARGO_BIN_EXE_sluice-server")),
+                &[],
+                Some(&copy),
+            )
+            .port(),
+        ),
+    }
+    drop(s);
+    // The AOF's first rewrite, then SHUTDOWN NOSAVE.
+    let mut s = sluice("2");
+    let mut runner = busy_over_a_slow_save(&s, &["CONFIG", "SET", "appendonly", "yes"], b"+OK\r\n");
+    wait_log(&s, "Background AOF rewrite finished successfully");
+    let mut c = connect(s.port());
+    assert_eq!(c.cmd(&["SHUTDOWN", "NOSAVE"]).map(|_| "replied").unwrap_or("closed"), "closed");
+    runner.read_to_close(Duration::from_secs(10)).unwrap();
+    let start = Instant::now();
+    while s.is_running() {
+        assert!(start.elapsed() < Duration::from_secs(10), "the server did not exit");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
