@@ -1,5 +1,5 @@
 //! All jobs and queues of the node. Jobs sit in a slab of fixed slots
-//! (chunks of 5,734, so a job never moves and growing never copies the
+//! (chunks of 6,371, so a job never moves and growing never copies the
 //! slab), found by id from the slot handle the id carries (ids made here
 //! carry it; see `id.rs`; a job loaded with an id that names no free slot
 //! goes in a small hash table of such jobs instead), kept in the slot in a
@@ -141,16 +141,17 @@ struct Entry {
     /// and the node table), or `SlotId::FOREIGN` when kept whole in
     /// [`Registry::ids`].
     sid: SlotId,
-    /// Its key in the wake-up index (`i64::MAX`: not indexed).
-    awake: i64,
+    // No copy of its wake-up key: a live job's key is always
+    // `Jobs::wake_of(data)` (every change to its times ends in a
+    // `reindex` told the time it was indexed at), 8 bytes a slot less.
 }
 
 /// Queues idle this long (ms), empty, unpaused and without waiters are
 /// collected.
 pub const QUEUE_IDLE_GC_MS: i64 = 300_000;
 
-/// 5,734 slots of 80 bytes: just under 448 KiB, one of jemalloc's size
-/// classes, so a chunk wastes under 80 bytes. A handle is the
+/// 6,371 slots of 72 bytes: just under 448 KiB, one of jemalloc's size
+/// classes, so a chunk wastes under 72 bytes. A handle is the
 /// slot's index in the slab ([`split`], [`join`]); ids carry it, so
 /// changing the chunk size changes no id's meaning.
 const CHUNK: usize = 458_752 / std::mem::size_of::<Option<Entry>>();
@@ -244,7 +245,7 @@ fn live_wake(chunks: &[Vec<Option<Entry>>], k: u128) -> bool {
         .get(c)
         .and_then(|c| c.get(i))
         .and_then(Option::as_ref)
-        .is_some_and(|e| e.awake != i64::MAX && time_word(e.awake) == (k >> 64) as u64)
+        .is_some_and(|e| time_word(Jobs::wake_of(&e.data)) == (k >> 64) as u64)
 }
 
 #[inline]
@@ -430,7 +431,7 @@ impl Registry {
         let (c, i) = split(h);
         let s = &mut self.chunks[c][i];
         debug_assert!(s.is_none());
-        *s = Some(Entry { data: job.data, sid, awake: i64::MAX });
+        *s = Some(Entry { data: job.data, sid });
         if foreign {
             let ids = &self.ids;
             self.foreign.insert_unique(id_hash(&job.id), h, |x| id_hash(&ids[x]));
@@ -470,28 +471,33 @@ impl Registry {
                 }
             }
         }
-        if e.awake != i64::MAX {
-            let chunks = &self.chunks;
-            self.awake.left(|k| live_wake(chunks, k));
-        }
+        // Every job in the slab is indexed (put is followed by reindex).
+        let chunks = &self.chunks;
+        self.awake.left(|k| live_wake(chunks, k));
         self.body_bytes -= e.data.body.len();
         self.free.push(h);
         Job { id, data: e.data }
     }
 
-    /// Moves job `h` in the wake-up index to its current wake-up time.
-    fn reindex(&mut self, h: u32) {
-        let e = self.at_mut(h);
-        let w = Jobs::wake_of(&e.data);
-        let old = e.awake;
-        if w != old {
-            e.awake = w;
+    /// Moves job `h` in the wake-up index to its current wake-up time
+    /// from `was`, the time it was indexed at (None: a job just put in
+    /// its slot, not indexed yet). The caller reads `was` before it
+    /// changes the job's times.
+    fn reindex(&mut self, h: u32, was: Option<i64>) {
+        let w = Jobs::wake_of(&self.at(h).data);
+        if Some(w) != was {
             self.awake.push(key(time_word(w), h));
-            if old != i64::MAX {
+            if was.is_some() {
                 let chunks = &self.chunks;
                 self.awake.left(|k| live_wake(chunks, k));
             }
         }
+    }
+
+    /// The wake-up time job `h` is indexed at.
+    #[inline]
+    fn wake_at(&self, h: u32) -> i64 {
+        Jobs::wake_of(&self.at(h).data)
     }
 
     /// Live jobs from slot `from` on, in slot order, with their handles.
@@ -794,7 +800,7 @@ impl Jobs {
         };
         reg.put_packed(h, job, sid, false);
         reg.recent = Some((id, h));
-        reg.reindex(h);
+        reg.reindex(h, None);
         if let (true, Some(q)) = (queued, q.as_mut()) {
             let chunks = &reg.chunks;
             q.jobs.insert(h, ctime, |x| slot(chunks, x).data.ctime);
@@ -823,7 +829,7 @@ impl Jobs {
             let q = queue_in(&mut self.queues, &mut self.qorder, &job.queue, now);
             job.queue = q.name.clone();
             let h = self.reg.add(job);
-            self.reg.reindex(h);
+            self.reg.reindex(h, None);
             let chunks = &self.reg.chunks;
             q.jobs.insert(h, ctime, |x| slot(chunks, x).data.ctime);
             h
@@ -832,7 +838,7 @@ impl Jobs {
                 job.queue = q.name.clone();
             }
             let h = self.reg.add(job);
-            self.reg.reindex(h);
+            self.reg.reindex(h, None);
             h
         };
         if let Some(e) = ext.filter(|e| !e.is_empty()) {
@@ -890,6 +896,7 @@ impl Jobs {
                 return later;
             }
         }
+        let was = self.reg.wake_at(h);
         let j = &self.reg.at(h).data;
         let qtime = self.gen.requeue_at(j.retry, now);
         let j = &mut self.reg.at_mut(h).data;
@@ -914,7 +921,7 @@ impl Jobs {
         q.jobs.insert(h, ctime, |x| slot(chunks, x).data.ctime);
         q.atime = now;
         q.jobs_in += 1;
-        self.reg.reindex(h);
+        self.reg.reindex(h, Some(was));
         Queued::Now
     }
 
@@ -974,10 +981,11 @@ impl Jobs {
             return Err(true);
         }
         let retry = j.retry;
+        let was = self.reg.wake_at(h);
         self.dequeue_at(h);
         let qtime = self.gen.requeue_at(retry, now);
         self.reg.at_mut(h).data.qtime = qtime;
-        self.reg.reindex(h);
+        self.reg.reindex(h, Some(was));
         Ok(retry)
     }
 
@@ -1039,6 +1047,8 @@ impl Jobs {
             }
             let h = handle(k);
             n += 1;
+            // A live key's time is the one its job is indexed at.
+            let mut was = ((k >> 64) as u64 ^ (1 << 63)) as i64;
             let j = &self.reg.at(h).data;
             if now >= j.etime {
                 let id = self.reg.id_at(h);
@@ -1068,22 +1078,28 @@ impl Jobs {
                         if paused_in && retry > 0 {
                             let q = self.gen.requeue_at(retry, now);
                             self.reg.at_mut(h).data.qtime = q;
-                        } else if self.enqueue_at(h, false, now) == Queued::Now {
-                            let j = self.reg.job_at(h);
-                            out.push(Tick::Requeued(j.id, j.queue.clone()));
                         } else {
-                            self.reg.at_mut(h).data.qtime = 0;
+                            let queued = self.enqueue_at(h, false, now) == Queued::Now;
+                            // Indexed anew if it was queued; unchanged if not.
+                            was = self.reg.wake_at(h);
+                            if queued {
+                                let j = self.reg.job_at(h);
+                                out.push(Tick::Requeued(j.id, j.queue.clone()));
+                            } else {
+                                self.reg.at_mut(h).data.qtime = 0;
+                            }
                         }
                     }
                     _ => self.reg.at_mut(h).data.qtime = 0,
                 }
             }
-            self.reg.reindex(h);
+            self.reg.reindex(h, Some(was));
             // A wake-up that left the job due again would spin; the index
             // always moves forward.
-            if self.reg.at(h).awake <= now {
+            let w = self.reg.wake_at(h);
+            if w <= now {
                 self.reg.at_mut(h).data.qtime = 0;
-                self.reg.reindex(h);
+                self.reg.reindex(h, Some(w));
             }
         }
         n
@@ -1102,7 +1118,7 @@ impl Jobs {
 
     /// The job's wake-up time as indexed.
     pub fn wake_time(&self, id: &JobId) -> Option<i64> {
-        self.reg.find(id).map(|h| self.reg.at(h).awake).filter(|&a| a != i64::MAX)
+        self.reg.find(id).map(|h| self.reg.wake_at(h))
     }
 
     /// Sets queue `name`'s pause flags; a queue is created only for a
@@ -1397,12 +1413,12 @@ mod tests {
     /// A chunk of slots fills one jemalloc size class (448 KiB) to within
     /// a slot.
     #[test]
-    fn a_slot_is_80_bytes_and_a_chunk_fills_448_kib() {
+    fn a_slot_is_72_bytes_and_a_chunk_fills_448_kib() {
         assert_eq!(std::mem::size_of::<JobData>(), 56);
-        assert_eq!(std::mem::size_of::<Option<Entry>>(), 80);
-        assert_eq!(CHUNK, 5_734);
+        assert_eq!(std::mem::size_of::<Option<Entry>>(), 72);
+        assert_eq!(CHUNK, 6_371);
         let bytes = CHUNK * std::mem::size_of::<Option<Entry>>();
-        assert!(bytes <= 458_752 && bytes + 80 > 458_752);
+        assert!(bytes <= 458_752 && bytes + 72 > 458_752);
     }
 
     /// Jobs made here are found by the handle in their ids, without the

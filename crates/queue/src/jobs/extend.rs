@@ -129,6 +129,7 @@ impl Jobs {
         let next = every.next_after(now);
         ext.every = Some(Every { anchor: next, ..every });
         let home = ext.dead_from.take();
+        let was = self.reg.wake_at(h);
         self.dequeue_at(h);
         let ctime = self.gen.next_ctime(now);
         let name = home.map(|q| self.queue_name(&q));
@@ -143,7 +144,7 @@ impl Jobs {
         j.nacks = 0;
         j.deliveries = 0;
         j.flags = 0;
-        self.reg.reindex(h);
+        self.reg.reindex(h, Some(was));
     }
 
     /// A counted queueing of job `h` (which has extensions): when it
@@ -168,11 +169,12 @@ impl Jobs {
             }
         }
         let backoff = e.backoff.filter(|_| nack)?;
+        let was = self.reg.wake_at(h);
         let j = &mut self.reg.at_mut(h).data;
         j.nacks = j.nacks.saturating_add(1);
         j.flags &= !FLAG_QUEUED_ONCE;
         j.qtime = now.saturating_add(backoff.delay(j.nacks)).max(now + 1);
-        self.reg.reindex(h);
+        self.reg.reindex(h, Some(was));
         Some(Queued::Later)
     }
 
