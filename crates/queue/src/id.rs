@@ -100,17 +100,14 @@ impl JobId {
     /// Builds an id from the node prefix (8 hex characters), 18 random
     /// bytes and the job's TTL and retry.
     pub fn build(node: &[u8; 8], random: &[u8; 18], ttl_secs: i64, retry: i64) -> JobId {
-        const HEX: &[u8; 16] = b"0123456789abcdef";
         let mut id = [0u8; ID_LEN];
         id[0] = b'D';
         id[1] = b'-';
         id[2..10].copy_from_slice(node);
         id[10] = b'-';
-        for (i, c) in random.chunks(3).enumerate() {
+        for (i, c) in random.chunks_exact(3).enumerate() {
             let v = (u32::from(c[0]) << 16) | (u32::from(c[1]) << 8) | u32::from(c[2]);
-            for j in 0..4 {
-                id[11 + i * 4 + j] = B64[((v >> (18 - 6 * j)) & 63) as usize];
-            }
+            id[11 + i * 4..15 + i * 4].copy_from_slice(&b64_quad(v).to_le_bytes());
         }
         id[35] = b'-';
         let mut minutes = (ttl_secs / 60).clamp(0, 65535) as u16;
@@ -128,6 +125,26 @@ impl JobId {
 }
 
 const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+/// 12 bits to their two base64 characters, the first in the low byte
+/// (8 KiB): an id rebuilt from its slot ([`SlotId::unpack`], on every
+/// GETJOB) takes 12 lookups instead of 24.
+static B64_PAIRS: [u16; 4096] = {
+    let mut t = [0u16; 4096];
+    let mut i = 0;
+    while i < 4096 {
+        t[i] = B64[i >> 6] as u16 | (B64[i & 63] as u16) << 8;
+        i += 1;
+    }
+    t
+};
+
+/// Four base64 characters of 24 bits, the first in the low byte.
+#[inline]
+fn b64_quad(v: u32) -> u32 {
+    u32::from(B64_PAIRS[((v >> 12) & 4095) as usize])
+        | u32::from(B64_PAIRS[(v & 4095) as usize]) << 16
+}
 
 /// Base64 character to its 6 bits; 0xFF for anything else.
 const UNB64: [u8; 256] = {
@@ -184,11 +201,22 @@ impl JobId {
 
     /// This id with slot handle `h` written in characters 27..35.
     pub fn with_handle(mut self, h: u32) -> JobId {
-        let v = ((HANDLE_TAG << 32) | u64::from(h)) ^ self.handle_mask();
-        for j in 0..HANDLE_CHARS {
-            self.0[HANDLE_AT + j] = B64[((v >> (6 * (HANDLE_CHARS - 1 - j))) & 63) as usize];
-        }
+        self.set_handle(h);
         self
+    }
+
+    #[inline]
+    fn set_handle(&mut self, h: u32) {
+        let v = ((HANDLE_TAG << 32) | u64::from(h)) ^ self.handle_mask();
+        let c = u64::from(b64_quad((v >> 24) as u32 & 0xFF_FFFF))
+            | u64::from(b64_quad(v as u32 & 0xFF_FFFF)) << 32;
+        self.0[HANDLE_AT..HANDLE_AT + HANDLE_CHARS].copy_from_slice(&c.to_le_bytes());
+    }
+
+    /// Equality by five words (the derived `==` calls `memcmp`).
+    #[inline]
+    pub(crate) fn same(&self, o: &JobId) -> bool {
+        [0, 8, 16, 24, 32].iter().fold(0, |d, &at| d | (self.word(at) ^ o.word(at))) == 0
     }
 
     /// The slot handle written by [`with_handle`](Self::with_handle), if
@@ -206,6 +234,205 @@ impl JobId {
         }
         let x = v ^ self.handle_mask();
         (x >> 32 == HANDLE_TAG).then_some(x as u32)
+    }
+}
+
+/// Where the TTL's 4 hex digits start.
+const MINUTES_AT: usize = 36;
+
+/// An id as its job's slot keeps it: 15 bytes instead of 40. What a slot
+/// can rebuild is not stored: `D-`, the dashes, the node prefix (an index
+/// into the registry's short table of prefixes: one per server run whose
+/// jobs are held) and the handle characters 27..35 (the slot's own
+/// handle, see [`JobId::with_handle`]). Characters 11..27 are 16 base64
+/// sextets in 12 bytes (a cluster id's `{`/`}` at 22 and 26 are a flag,
+/// their sextets 0) and the TTL's 4 hex digits 2 bytes. An id that does
+/// not have this shape (another server's, upper-case digits, or more than
+/// [`MAX_NODES`] prefixes) is not packed: [`SlotId::FOREIGN`], the whole
+/// id kept beside the slab.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct SlotId {
+    sextets: [u8; 12],
+    minutes: [u8; 2],
+    /// The prefix's index in the node table, [`TAGGED`] for a cluster
+    /// id's hash tag; `FOREIGN_FORM` for an id kept whole elsewhere.
+    form: u8,
+}
+
+/// Distinct node prefixes a registry packs (bits 0..7 of `form`).
+pub(crate) const MAX_NODES: usize = 127;
+const TAGGED: u8 = 0x80;
+const FOREIGN_FORM: u8 = 0x7F;
+
+impl SlotId {
+    /// The form of an id kept whole beside the slab.
+    pub(crate) const FOREIGN: SlotId =
+        SlotId { sextets: [0; 12], minutes: [0; 2], form: FOREIGN_FORM };
+
+    #[inline]
+    pub(crate) fn is_foreign(&self) -> bool {
+        self.form == FOREIGN_FORM
+    }
+
+    /// Index of its node prefix in the registry's table.
+    #[inline]
+    pub(crate) fn node(&self) -> usize {
+        usize::from(self.form & !TAGGED)
+    }
+
+    /// The packed form of `id`, just made by [`JobId::build`] from
+    /// `random` and given a handle (no hash tag), with its node prefix at
+    /// index `node`: the sextets are the first 12 random bytes, nothing
+    /// to decode.
+    #[inline]
+    pub(crate) fn of_built(id: &JobId, random: &[u8; 18], node: usize) -> SlotId {
+        let mut m = 0u16;
+        for &c in &id.0[MINUTES_AT..] {
+            m = (m << 4) | u16::from(unhex(c));
+        }
+        let mut sextets = [0u8; 12];
+        sextets.copy_from_slice(&random[..12]);
+        let s = SlotId { sextets, minutes: m.to_le_bytes(), form: node as u8 };
+        debug_assert_eq!(id.pack_named(node), Some(s));
+        s
+    }
+
+    /// Characters 11..27 (two words) and 36..40 of the id, each group of
+    /// characters built in a register and stored at once.
+    #[inline]
+    fn chars(&self) -> (u64, u64, u32) {
+        let s = &self.sextets;
+        // Four characters of three bytes, first character lowest.
+        let group = |g: usize| {
+            u64::from(b64_quad(
+                (u32::from(s[g]) << 16) | (u32::from(s[g + 1]) << 8) | u32::from(s[g + 2]),
+            ))
+        };
+        let (lo, mut hi) = (group(0) | group(3) << 32, group(6) | group(9) << 32);
+        if self.form & TAGGED != 0 {
+            // Characters 22 and 26: bytes 3 and 7 of the second word.
+            hi = (hi & !(0xFF << 24 | 0xFF << 56)) | u64::from(b'{') << 24 | u64::from(b'}') << 56;
+        }
+        // Stored high byte first: each byte is two hex digits.
+        let x = u32::from(HEX_PAIRS[usize::from(self.minutes[1])])
+            | u32::from(HEX_PAIRS[usize::from(self.minutes[0])]) << 16;
+        (lo, hi, x)
+    }
+
+    /// The whole id, for the job in slot `h` whose node prefix is `node`
+    /// (not for [`FOREIGN`](Self::FOREIGN)).
+    #[inline]
+    pub(crate) fn unpack(&self, h: u32, node: &[u8; 8]) -> JobId {
+        let (lo, hi, x) = self.chars();
+        let mut id = JobId([0u8; ID_LEN]);
+        let b = &mut id.0;
+        b[0] = b'D';
+        b[1] = b'-';
+        b[2..10].copy_from_slice(node);
+        b[10] = b'-';
+        b[11..19].copy_from_slice(&lo.to_le_bytes());
+        b[19..27].copy_from_slice(&hi.to_le_bytes());
+        b[35] = b'-';
+        b[MINUTES_AT..].copy_from_slice(&x.to_le_bytes());
+        id.set_handle(h);
+        id
+    }
+
+    /// Whether `id`, which names this slot (its handle characters decode
+    /// to the slot's handle), is the one packed here with node prefix
+    /// `node`. The handle characters need no comparing: with characters
+    /// 11..27 equal, the same handle gives the same characters.
+    #[inline]
+    pub(crate) fn matches(&self, id: &JobId, node: &[u8; 8]) -> bool {
+        let (lo, hi, x) = self.chars();
+        let b = &id.0;
+        b[..2] == *b"D-"
+            && b[2..10] == *node
+            && b[10] == b'-'
+            && id.word(11) == lo
+            && id.word(19) == hi
+            && b[35] == b'-'
+            && b[MINUTES_AT..] == x.to_le_bytes()
+    }
+}
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+/// A byte to its two lower-case hex digits, the first in the low byte.
+static HEX_PAIRS: [u16; 256] = {
+    let mut t = [0u16; 256];
+    let mut i = 0;
+    while i < 256 {
+        t[i] = HEX[i >> 4] as u16 | (HEX[i & 15] as u16) << 8;
+        i += 1;
+    }
+    t
+};
+
+/// A lower-case hex digit's value; 0xFF for anything else.
+#[inline]
+fn unhex(c: u8) -> u8 {
+    match c {
+        b'0'..=b'9' => c - b'0',
+        b'a'..=b'f' => c - b'a' + 10,
+        _ => 0xFF,
+    }
+}
+
+impl JobId {
+    /// This id packed for slot `h` with its node prefix at index `node`
+    /// of the registry's table, or None when it cannot be rebuilt from
+    /// that form (it does not name slot `h`, or has another shape).
+    /// `SlotId::unpack(h, prefix)` gives this id back exactly.
+    #[cfg(test)]
+    pub(crate) fn pack(&self, h: u32, node: usize) -> Option<SlotId> {
+        if self.handle() != Some(h) {
+            return None;
+        }
+        self.pack_named(node)
+    }
+
+    /// [`pack`](Self::pack) of an id known to name its slot.
+    #[inline]
+    pub(crate) fn pack_named(&self, node: usize) -> Option<SlotId> {
+        let b = &self.0;
+        if node >= MAX_NODES || b[0] != b'D' || b[1] != b'-' || b[10] != b'-' || b[35] != b'-' {
+            return None;
+        }
+        let tagged = b[SLOT_TAG_AT] == b'{' && b[SLOT_TAG_AT + 4] == b'}';
+        let mut sextets = [0u8; 12];
+        for g in 0..4 {
+            let mut v = 0u32;
+            for j in 0..4 {
+                let at = 11 + g * 4 + j;
+                let d = if tagged && (at == SLOT_TAG_AT || at == SLOT_TAG_AT + 4) {
+                    0
+                } else {
+                    UNB64[b[at] as usize]
+                };
+                if d == 0xFF {
+                    return None;
+                }
+                v = (v << 6) | u32::from(d);
+            }
+            sextets[g * 3..g * 3 + 3].copy_from_slice(&v.to_be_bytes()[1..]);
+        }
+        let mut m = 0u16;
+        for &c in &b[MINUTES_AT..] {
+            let d = unhex(c);
+            if d == 0xFF {
+                return None;
+            }
+            m = (m << 4) | u16::from(d);
+        }
+        let form = node as u8 | if tagged { TAGGED } else { 0 };
+        Some(SlotId { sextets, minutes: m.to_le_bytes(), form })
+    }
+
+    /// The node prefix (characters 2..10).
+    #[inline]
+    pub(crate) fn node_prefix(&self) -> [u8; 8] {
+        self.0[2..10].try_into().expect("8 bytes")
     }
 }
 
@@ -299,5 +526,46 @@ mod tests {
         let id = JobId::build(b"00000000", &[7; 18], 100, 1);
         assert!(JobId::scan_floor(id.scan_key()) <= id);
         assert!(JobId::scan_floor(id.scan_key() + 1) > id);
+    }
+
+    /// A slot's packed form gives the id back exactly, tagged or not;
+    /// ids of another shape, or naming another slot, do not pack.
+    #[test]
+    fn packed_ids_round_trip() {
+        let node = *b"dcb833cf";
+        for (i, h) in [0u32, 1, 4095, 5734, 123_456_789, (1 << 31) - 1].into_iter().enumerate() {
+            for ttl in [0i64, 59, 60, 86400, i64::MAX] {
+                for retry in [0i64, 1] {
+                    let base = JobId::build(&node, &[i as u8 * 37 + 1; 18], ttl, retry);
+                    for id in [base.with_handle(h), base.with_slot_tag(*b"a+/").with_handle(h)] {
+                        let p = id.pack(h, 3).expect("packs");
+                        assert_eq!(p.node(), 3);
+                        assert!(!p.is_foreign());
+                        assert_eq!(p.unpack(h, &node), id);
+                        assert!(p.matches(&id, &node));
+                        assert!(!p.matches(&id, b"dcb833ce"));
+                        for at in (0..27).chain(35..40) {
+                            let mut odd = id;
+                            odd.0[at] ^= 1;
+                            assert!(!p.matches(&odd, &node), "{odd:?}");
+                        }
+                        assert_eq!(id.pack(h ^ 1, 3), None);
+                    }
+                }
+            }
+        }
+        let r = [0x3c; 18];
+        let built = JobId::build(&node, &r, 7200, 0).with_handle(77);
+        assert_eq!(Some(SlotId::of_built(&built, &r, 2)), built.pack(77, 2));
+        let id = JobId::build(&node, &[5; 18], 60, 1).with_handle(9);
+        assert_eq!(id.pack(9, MAX_NODES), None);
+        for (at, c) in [(36, b'A'), (12, b'!'), (22, b'{'), (0, b'X'), (35, b'+')] {
+            let mut odd = id;
+            odd.0[at] = c;
+            assert_eq!(odd.pack(9, 0), None, "{odd:?}");
+        }
+        // Disque's own ids carry no handle.
+        let disque = JobId::parse(b"D-dcb833cf-F5qE0MkXQWfWAO2YC+X0YUvM-05a1").unwrap();
+        assert_eq!(disque.pack(0, 0), None);
     }
 }

@@ -11,8 +11,8 @@ use crate::ext::Ext;
 use crate::id::{JobId, ID_LEN};
 
 /// A queue's name, shared by the queue and its jobs: one thin pointer,
-/// 8 bytes in each job where an `Arc<[u8]>` takes 16 (a job's slot is
-/// 104 bytes with the thin body, see `jobs.rs`, `CHUNK`). Hashes, compares and derefs as its bytes.
+/// 8 bytes in each job where an `Arc<[u8]>` takes 16 (see `jobs.rs`,
+/// `CHUNK`). Hashes, compares and derefs as its bytes.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[allow(clippy::redundant_allocation)]
 pub struct QueueName(Arc<Box<[u8]>>);
@@ -99,10 +99,18 @@ pub const FLAG_DELIVERED: u8 = 1;
 /// additional deliveries (Disque's "broadcast QUEUED next time").
 pub const FLAG_QUEUED_ONCE: u8 = 2;
 
-/// A job and what the node knows of it.
+/// A job and what the node knows of it: its id and the rest
+/// ([`JobData`], whose fields it derefs to).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Job {
     pub id: JobId,
+    pub data: JobData,
+}
+
+/// A job's fields but its id: what a slot of the job slab holds, beside
+/// the id in a packed form (`jobs.rs`; 56 bytes).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JobData {
     pub queue: QueueName,
     /// One thin pointer (`body.rs`).
     pub body: Body,
@@ -122,6 +130,50 @@ pub struct Job {
     pub nacks: u16,
     pub deliveries: u16,
     pub flags: u8,
+}
+
+impl Deref for Job {
+    type Target = JobData;
+    #[inline]
+    fn deref(&self) -> &JobData {
+        &self.data
+    }
+}
+
+impl std::ops::DerefMut for Job {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut JobData {
+        &mut self.data
+    }
+}
+
+/// A job held by [`Jobs`](crate::Jobs): its id (rebuilt from the slot's
+/// packed form, or the caller's) and its fields in the slot, which it
+/// derefs to.
+#[derive(Clone, Copy, Debug)]
+pub struct JobRef<'a> {
+    pub id: JobId,
+    pub data: &'a JobData,
+}
+
+impl Deref for JobRef<'_> {
+    type Target = JobData;
+    #[inline]
+    fn deref(&self) -> &JobData {
+        self.data
+    }
+}
+
+impl JobRef<'_> {
+    /// An owned copy.
+    pub fn to_job(&self) -> Job {
+        Job { id: self.id, data: self.data.clone() }
+    }
+
+    /// The job's record ([`Job::encode_with`]).
+    pub fn encode_with(&self, ext: Option<&Ext>, out: &mut Vec<u8>) {
+        encode(&self.id, self.data, ext, out);
+    }
 }
 
 /// Why a job record could not be decoded.
@@ -156,7 +208,7 @@ const RECORD_VERSION: u8 = 1;
 /// A record with an extension section after the body (`ext.rs`).
 const RECORD_VERSION_EXT: u8 = 2;
 
-impl Job {
+impl JobData {
     /// Creation time in ms.
     pub fn ctime_ms(&self) -> i64 {
         (self.ctime / 1_000_000) as i64
@@ -171,6 +223,13 @@ impl Job {
     pub fn heap_bytes(&self) -> usize {
         self.body.len()
     }
+}
+
+impl Job {
+    /// This job as [`Jobs`](crate::Jobs) lends its jobs.
+    pub fn view(&self) -> JobRef<'_> {
+        JobRef { id: self.id, data: &self.data }
+    }
 
     /// The record: version, id, state, flags, repl, ctime, etime, delay,
     /// retry, qtime, nacks, deliveries (little-endian), then the queue
@@ -184,27 +243,7 @@ impl Job {
     /// the extension section after the body when there are any, else
     /// exactly the version 1 record.
     pub fn encode_with(&self, ext: Option<&Ext>, out: &mut Vec<u8>) {
-        let ext = ext.filter(|e| !e.is_empty());
-        out.reserve(90 + self.queue.len() + self.body.len());
-        out.push(if ext.is_some() { RECORD_VERSION_EXT } else { RECORD_VERSION });
-        out.extend_from_slice(&self.id.0);
-        out.push(self.state as u8);
-        out.push(self.flags);
-        out.extend_from_slice(&self.repl.to_le_bytes());
-        out.extend_from_slice(&self.ctime.to_le_bytes());
-        out.extend_from_slice(&self.etime.to_le_bytes());
-        out.extend_from_slice(&self.delay.to_le_bytes());
-        out.extend_from_slice(&self.retry.to_le_bytes());
-        out.extend_from_slice(&self.qtime.to_le_bytes());
-        out.extend_from_slice(&self.nacks.to_le_bytes());
-        out.extend_from_slice(&self.deliveries.to_le_bytes());
-        out.extend_from_slice(&(self.queue.len() as u32).to_le_bytes());
-        out.extend_from_slice(&self.queue);
-        out.extend_from_slice(&(self.body.len() as u32).to_le_bytes());
-        out.extend_from_slice(&self.body);
-        if let Some(e) = ext {
-            e.encode(out);
-        }
+        encode(&self.id, &self.data, ext, out);
     }
 
     /// Reads a version 1 record ([`encode`](Self::encode)); any malformed
@@ -252,8 +291,7 @@ impl Job {
         if etime < 0 || qtime < 0 {
             return Err(DecodeError::BadTime);
         }
-        let job = Job {
-            id,
+        let data = JobData {
             queue,
             body,
             state,
@@ -267,7 +305,32 @@ impl Job {
             deliveries,
             flags,
         };
-        Ok((job, ext))
+        Ok((Job { id, data }, ext))
+    }
+}
+
+/// [`Job::encode_with`] of an id and the rest of a job.
+fn encode(id: &JobId, d: &JobData, ext: Option<&Ext>, out: &mut Vec<u8>) {
+    let ext = ext.filter(|e| !e.is_empty());
+    out.reserve(90 + d.queue.len() + d.body.len());
+    out.push(if ext.is_some() { RECORD_VERSION_EXT } else { RECORD_VERSION });
+    out.extend_from_slice(&id.0);
+    out.push(d.state as u8);
+    out.push(d.flags);
+    out.extend_from_slice(&d.repl.to_le_bytes());
+    out.extend_from_slice(&d.ctime.to_le_bytes());
+    out.extend_from_slice(&d.etime.to_le_bytes());
+    out.extend_from_slice(&d.delay.to_le_bytes());
+    out.extend_from_slice(&d.retry.to_le_bytes());
+    out.extend_from_slice(&d.qtime.to_le_bytes());
+    out.extend_from_slice(&d.nacks.to_le_bytes());
+    out.extend_from_slice(&d.deliveries.to_le_bytes());
+    out.extend_from_slice(&(d.queue.len() as u32).to_le_bytes());
+    out.extend_from_slice(&d.queue);
+    out.extend_from_slice(&(d.body.len() as u32).to_le_bytes());
+    out.extend_from_slice(&d.body);
+    if let Some(e) = ext {
+        e.encode(out);
     }
 }
 
@@ -298,18 +361,20 @@ mod tests {
     fn sample() -> Job {
         Job {
             id: JobId::build(b"01234567", &[9; 18], 3600, 5),
-            queue: QueueName::new(b"q\x00ueue"),
-            body: b"body\r\n".to_vec().into(),
-            state: State::Active,
-            repl: 1,
-            ctime: 1_700_000_000_000_000_003,
-            etime: 1_700_000_360_000,
-            delay: 3,
-            retry: 5,
-            qtime: 1_700_000_005_123,
-            nacks: 2,
-            deliveries: 7,
-            flags: FLAG_DELIVERED | FLAG_QUEUED_ONCE,
+            data: JobData {
+                queue: QueueName::new(b"q\x00ueue"),
+                body: b"body\r\n".to_vec().into(),
+                state: State::Active,
+                repl: 1,
+                ctime: 1_700_000_000_000_000_003,
+                etime: 1_700_000_360_000,
+                delay: 3,
+                retry: 5,
+                qtime: 1_700_000_005_123,
+                nacks: 2,
+                deliveries: 7,
+                flags: FLAG_DELIVERED | FLAG_QUEUED_ONCE,
+            },
         }
     }
 

@@ -1,8 +1,9 @@
 //! All jobs and queues of the node. Jobs sit in a slab of fixed slots
-//! (chunks of 4,411, so a job never moves and growing never copies the
+//! (chunks of 6,371, so a job never moves and growing never copies the
 //! slab), found by id from the slot handle the id carries (ids made here
 //! carry it; see `id.rs`; a job loaded with an id that names no free slot
-//! goes in a small hash table of such jobs instead), and scanned (JSCAN,
+//! goes in a small hash table of such jobs instead), kept in the slot in a
+//! packed form that the slot's handle completes ([`SlotId`]), and scanned (JSCAN,
 //! snapshots) in slot order. The two ordered indexes hold handles,
 //! never ids: one sorted ring of handles per queue (by creation stamp,
 //! read in the slots; [`Order`]) and the wake-up heap of 12-byte
@@ -16,8 +17,8 @@ use hashbrown::hash_map::EntryRef;
 use hashbrown::{HashMap, HashTable};
 
 use crate::ext::Ext;
-use crate::id::{mix, JobId};
-use crate::job::{Job, QueueName, State, FLAG_DELIVERED, FLAG_QUEUED_ONCE};
+use crate::id::{mix, JobId, SlotId, MAX_NODES};
+use crate::job::{Job, JobData, JobRef, QueueName, State, FLAG_DELIVERED, FLAG_QUEUED_ONCE};
 use crate::order::Order;
 use crate::wake::Wake;
 
@@ -134,18 +135,23 @@ pub struct NewJob<'a> {
 }
 
 struct Entry {
-    job: Job,
-    /// Its key in the wake-up index (`i64::MAX`: not indexed).
-    awake: i64,
+    /// The job but its id.
+    data: JobData,
+    /// Its id, packed ([`SlotId`]: rebuilt from this, the slot's handle
+    /// and the node table), or `SlotId::FOREIGN` when kept whole in
+    /// [`Registry::ids`].
+    sid: SlotId,
+    // No copy of its wake-up key: a live job's key is always
+    // `Jobs::wake_of(data)` (every change to its times ends in a
+    // `reindex` told the time it was indexed at), 8 bytes a slot less.
 }
 
 /// Queues idle this long (ms), empty, unpaused and without waiters are
 /// collected.
 pub const QUEUE_IDLE_GC_MS: i64 = 300_000;
 
-/// 4,411 slots of 104 bytes: just under 448 KiB, one of jemalloc's size
-/// classes, so a chunk wastes under 104 bytes (4,096 slots of 104 bytes
-/// would take the same class and waste 8 bytes a slot). A handle is the
+/// 6,371 slots of 72 bytes: just under 448 KiB, one of jemalloc's size
+/// classes, so a chunk wastes under 72 bytes. A handle is the
 /// slot's index in the slab ([`split`], [`join`]); ids carry it, so
 /// changing the chunk size changes no id's meaning.
 const CHUNK: usize = 458_752 / std::mem::size_of::<Option<Entry>>();
@@ -204,6 +210,19 @@ struct Registry {
     /// The extensions of the jobs that have any, by handle (few jobs do,
     /// so they cost nothing in the slot; `ext.rs`).
     ext: HashMap<u32, Box<Ext>, ahash::RandomState>,
+    /// Node prefixes of the packed ids ([`SlotId::node`]): this server's,
+    /// and one per server run whose jobs were read back. Never shrinks
+    /// (at most [`MAX_NODES`] of 8 bytes).
+    nodes: Vec<[u8; 8]>,
+    /// The whole ids of the jobs whose slot cannot rebuild them
+    /// (`SlotId::FOREIGN`: every job of the `foreign` table, and ids of
+    /// another shape). Empty on a server that made all its jobs.
+    ids: HashMap<u32, JobId, ahash::RandomState>,
+    /// The job last made or fetched, and its slot: the next lookup is
+    /// usually of it (ADDJOB's record, GETJOB's reply and propagation),
+    /// and comparing whole ids is cheaper than checking a packed one.
+    /// Cleared when that slot is emptied.
+    recent: Option<(JobId, u32)>,
 }
 
 /// Hashes a job id: its five words folded (mostly random already).
@@ -226,7 +245,7 @@ fn live_wake(chunks: &[Vec<Option<Entry>>], k: u128) -> bool {
         .get(c)
         .and_then(|c| c.get(i))
         .and_then(Option::as_ref)
-        .is_some_and(|e| e.awake != i64::MAX && time_word(e.awake) == (k >> 64) as u64)
+        .is_some_and(|e| time_word(Jobs::wake_of(&e.data)) == (k >> 64) as u64)
 }
 
 #[inline]
@@ -245,6 +264,44 @@ impl Registry {
             awake: Wake::new(),
             body_bytes: 0,
             ext: HashMap::with_hasher(ahash::RandomState::new()),
+            nodes: Vec::new(),
+            ids: HashMap::with_hasher(ahash::RandomState::new()),
+            recent: None,
+        }
+    }
+
+    /// The id of the job in slot `h`.
+    #[inline]
+    fn id_at(&self, h: u32) -> JobId {
+        self.id_of(h, &self.at(h).sid)
+    }
+
+    /// The id of the job in slot `h`, whose packed id is `sid`.
+    #[inline]
+    fn id_of(&self, h: u32, sid: &SlotId) -> JobId {
+        if sid.is_foreign() {
+            self.ids[&h]
+        } else {
+            sid.unpack(h, &self.nodes[sid.node()])
+        }
+    }
+
+    /// The job in slot `h`, lent with its id.
+    #[inline]
+    fn job_at(&self, h: u32) -> JobRef<'_> {
+        JobRef { id: self.id_at(h), data: &self.at(h).data }
+    }
+
+    /// Index of node prefix `p` in the node table, added if missing;
+    /// None when the table is full.
+    fn node_index(&mut self, p: [u8; 8]) -> Option<usize> {
+        match self.nodes.iter().position(|n| *n == p) {
+            Some(i) => Some(i),
+            None if self.nodes.len() < MAX_NODES => {
+                self.nodes.push(p);
+                Some(self.nodes.len() - 1)
+            }
+            None => None,
         }
     }
 
@@ -268,16 +325,28 @@ impl Registry {
 
     #[inline]
     fn find(&self, id: &JobId) -> Option<u32> {
+        if let Some((r, h)) = &self.recent {
+            if r.same(id) {
+                return Some(*h);
+            }
+        }
         if let Some(h) = id.handle() {
-            if self.slot_at(h).and_then(Option::as_ref).is_some_and(|e| e.job.id == *id) {
-                return Some(h);
+            if let Some(Some(e)) = self.slot_at(h) {
+                let same = if e.sid.is_foreign() {
+                    self.ids.get(&h) == Some(id)
+                } else {
+                    e.sid.matches(id, &self.nodes[e.sid.node()])
+                };
+                if same {
+                    return Some(h);
+                }
             }
         }
         if self.foreign.is_empty() {
             return None;
         }
-        let chunks = &self.chunks;
-        self.foreign.find(id_hash(id), |&h| slot(chunks, h).job.id == *id).copied()
+        let ids = &self.ids;
+        self.foreign.find(id_hash(id), |&h| ids.get(&h) == Some(id)).copied()
     }
 
     /// An empty slot for a new job: the last freed, or a new one at the
@@ -341,17 +410,31 @@ impl Registry {
     /// `foreign`: its id does not name `h`, so it is listed in the
     /// foreign table.
     fn put(&mut self, h: u32, job: Job, foreign: bool) {
+        let sid = if foreign {
+            None
+        } else {
+            // Not foreign: the id names `h` (the caller checked).
+            self.node_index(job.id.node_prefix()).and_then(|n| job.id.pack_named(n))
+        };
+        self.put_packed(h, job, sid, foreign);
+    }
+
+    /// [`put`](Self::put) with the id's packed form, if it has one.
+    fn put_packed(&mut self, h: u32, job: Job, sid: Option<SlotId>, foreign: bool) {
         debug_assert_eq!(foreign, job.id.handle() != Some(h));
         self.body_bytes += job.body.len();
         self.live += 1;
-        let hash = if foreign { id_hash(&job.id) } else { 0 };
+        let sid = sid.unwrap_or_else(|| {
+            self.ids.insert(h, job.id);
+            SlotId::FOREIGN
+        });
         let (c, i) = split(h);
         let s = &mut self.chunks[c][i];
         debug_assert!(s.is_none());
-        *s = Some(Entry { job, awake: i64::MAX });
+        *s = Some(Entry { data: job.data, sid });
         if foreign {
-            let chunks = &self.chunks;
-            self.foreign.insert_unique(hash, h, |&x| id_hash(&slot(chunks, x).job.id));
+            let ids = &self.ids;
+            self.foreign.insert_unique(id_hash(&job.id), h, |x| id_hash(&ids[x]));
         }
     }
 
@@ -369,40 +452,52 @@ impl Registry {
 
     /// Takes slot `h` out of the slab, the foreign table and the wake-up
     /// index (its queue is the caller's).
-    fn remove(&mut self, h: u32) -> Entry {
+    fn remove(&mut self, h: u32) -> Job {
+        let id = self.id_at(h);
         let (c, i) = split(h);
         let e = self.chunks[c][i].take().expect("live handle");
         self.live -= 1;
+        if self.recent.is_some_and(|(_, r)| r == h) {
+            self.recent = None;
+        }
         if !self.ext.is_empty() {
             self.ext.remove(&h);
         }
-        if e.job.id.handle() != Some(h) {
-            if let Ok(o) = self.foreign.find_entry(id_hash(&e.job.id), |&x| x == h) {
-                o.remove();
+        if e.sid.is_foreign() {
+            self.ids.remove(&h);
+            if id.handle() != Some(h) {
+                if let Ok(o) = self.foreign.find_entry(id_hash(&id), |&x| x == h) {
+                    o.remove();
+                }
             }
         }
-        if e.awake != i64::MAX {
-            let chunks = &self.chunks;
-            self.awake.left(|k| live_wake(chunks, k));
-        }
-        self.body_bytes -= e.job.body.len();
+        // Every job in the slab is indexed (put is followed by reindex).
+        let chunks = &self.chunks;
+        self.awake.left(|k| live_wake(chunks, k));
+        self.body_bytes -= e.data.body.len();
         self.free.push(h);
-        e
+        Job { id, data: e.data }
     }
 
-    /// Moves job `h` in the wake-up index to its current wake-up time.
-    fn reindex(&mut self, h: u32) {
-        let e = self.at_mut(h);
-        let w = Jobs::wake_of(&e.job);
-        let old = e.awake;
-        if w != old {
-            e.awake = w;
+    /// Moves job `h` in the wake-up index to its current wake-up time
+    /// from `was`, the time it was indexed at (None: a job just put in
+    /// its slot, not indexed yet). The caller reads `was` before it
+    /// changes the job's times.
+    fn reindex(&mut self, h: u32, was: Option<i64>) {
+        let w = Jobs::wake_of(&self.at(h).data);
+        if Some(w) != was {
             self.awake.push(key(time_word(w), h));
-            if old != i64::MAX {
+            if was.is_some() {
                 let chunks = &self.chunks;
                 self.awake.left(|k| live_wake(chunks, k));
             }
         }
+    }
+
+    /// The wake-up time job `h` is indexed at.
+    #[inline]
+    fn wake_at(&self, h: u32) -> i64 {
+        Jobs::wake_of(&self.at(h).data)
     }
 
     /// Live jobs from slot `from` on, in slot order, with their handles.
@@ -465,6 +560,11 @@ impl Gen {
     /// beside the handle ([`JobId::with_handle`]) with odds of 2^-96, so
     /// nothing is looked up to check.
     fn new_id(&mut self, ttl_secs: i64, retry: i64) -> JobId {
+        self.new_id_random(ttl_secs, retry).0
+    }
+
+    /// [`new_id`](Self::new_id) and the random bytes it was built from.
+    fn new_id_random(&mut self, ttl_secs: i64, retry: i64) -> (JobId, [u8; 18]) {
         self.counter += 1;
         let mut r = [0u8; 18];
         let k0 = u64::from_le_bytes(self.seed[..8].try_into().expect("8 bytes"));
@@ -475,7 +575,7 @@ impl Gen {
         r[..8].copy_from_slice(&a.to_le_bytes());
         r[8..16].copy_from_slice(&b.to_le_bytes());
         r[16..].copy_from_slice(&c.to_le_bytes()[..2]);
-        JobId::build(&self.node, &r, ttl_secs, retry)
+        (JobId::build(&self.node, &r, ttl_secs, retry), r)
     }
 
     /// A creation stamp: ms × 1e6, strictly increasing.
@@ -575,19 +675,19 @@ impl Jobs {
         self.reg.body_bytes
     }
 
-    pub fn get(&self, id: &JobId) -> Option<&Job> {
-        self.reg.find(id).map(|h| &self.reg.at(h).job)
+    pub fn get(&self, id: &JobId) -> Option<JobRef<'_>> {
+        self.reg.find(id).map(|h| JobRef { id: *id, data: &self.reg.at(h).data })
     }
 
     /// Every job, in scan (slot) order.
-    pub fn iter(&self) -> impl Iterator<Item = &Job> {
-        self.reg.from(0).map(|(_, e)| &e.job)
+    pub fn iter(&self) -> impl Iterator<Item = JobRef<'_>> {
+        self.reg.from(0).map(|(h, e)| JobRef { id: self.reg.id_at(h), data: &e.data })
     }
 
     /// The ids queued in `q` (one of this node's queues), oldest (next to
     /// be fetched) first.
     pub fn queued_ids<'a>(&'a self, q: &'a Queue) -> impl DoubleEndedIterator<Item = JobId> + 'a {
-        q.jobs.iter().map(|h| self.reg.at(h).job.id)
+        q.jobs.iter().map(|h| self.reg.id_at(h))
     }
 
     /// A fresh id (see `Gen::new_id`), bound to no slot (a job inserted
@@ -601,7 +701,7 @@ impl Jobs {
         self.gen.next_ctime(now)
     }
 
-    fn wake_of(j: &Job) -> i64 {
+    fn wake_of(j: &JobData) -> i64 {
         match j.qtime {
             q if q > 0 && j.state != State::Acked => q.min(j.etime),
             _ => j.etime,
@@ -662,40 +762,48 @@ impl Jobs {
         };
         let (gen, reg) = (&mut self.gen, &mut self.reg);
         let h = reg.alloc();
-        let mut id = gen.new_id(j.ttl_secs, j.retry_secs);
+        let (mut id, random) = gen.new_id_random(j.ttl_secs, j.retry_secs);
         if let Some(tag) = j.slot_tag {
             id = id.with_slot_tag(tag);
         }
         let id = id.with_handle(h);
+        let sid = match reg.node_index(gen.node) {
+            Some(n) if j.slot_tag.is_none() => Some(SlotId::of_built(&id, &random, n)),
+            Some(n) => id.pack_named(n),
+            None => None,
+        };
         let ctime = gen.next_ctime(now);
         let retry = j.retry_secs.min(i64::from(u32::MAX)) as u32;
         let queued = j.delay_secs == 0;
         let job = Job {
             id,
-            queue: name,
-            body: j.body.into(),
-            state: if queued { State::Queued } else { State::Active },
-            repl: j.repl,
-            ctime,
-            etime: now.saturating_add(j.ttl_secs.saturating_mul(1000)),
-            delay: j.delay_secs.min(i64::from(u32::MAX)) as u32,
-            retry,
-            // The first queueing: now (then the re-queue after RETRY), or
-            // when the delay is over.
-            qtime: if queued {
-                gen.requeue_at(retry, now)
-            } else {
-                now.saturating_add(j.delay_secs.saturating_mul(1000)).max(1)
+            data: JobData {
+                queue: name,
+                body: j.body.into(),
+                state: if queued { State::Queued } else { State::Active },
+                repl: j.repl,
+                ctime,
+                etime: now.saturating_add(j.ttl_secs.saturating_mul(1000)),
+                delay: j.delay_secs.min(i64::from(u32::MAX)) as u32,
+                retry,
+                // The first queueing: now (then the re-queue after RETRY), or
+                // when the delay is over.
+                qtime: if queued {
+                    gen.requeue_at(retry, now)
+                } else {
+                    now.saturating_add(j.delay_secs.saturating_mul(1000)).max(1)
+                },
+                nacks: 0,
+                deliveries: 0,
+                flags: if queued { FLAG_QUEUED_ONCE } else { 0 },
             },
-            nacks: 0,
-            deliveries: 0,
-            flags: if queued { FLAG_QUEUED_ONCE } else { 0 },
         };
-        reg.put(h, job, false);
-        reg.reindex(h);
+        reg.put_packed(h, job, sid, false);
+        reg.recent = Some((id, h));
+        reg.reindex(h, None);
         if let (true, Some(q)) = (queued, q.as_mut()) {
             let chunks = &reg.chunks;
-            q.jobs.insert(h, ctime, |x| slot(chunks, x).job.ctime);
+            q.jobs.insert(h, ctime, |x| slot(chunks, x).data.ctime);
             q.atime = now;
             q.jobs_in += 1;
         }
@@ -721,16 +829,16 @@ impl Jobs {
             let q = queue_in(&mut self.queues, &mut self.qorder, &job.queue, now);
             job.queue = q.name.clone();
             let h = self.reg.add(job);
-            self.reg.reindex(h);
+            self.reg.reindex(h, None);
             let chunks = &self.reg.chunks;
-            q.jobs.insert(h, ctime, |x| slot(chunks, x).job.ctime);
+            q.jobs.insert(h, ctime, |x| slot(chunks, x).data.ctime);
             h
         } else {
             if let Some(q) = self.queues.get(&job.queue[..]) {
                 job.queue = q.name.clone();
             }
             let h = self.reg.add(job);
-            self.reg.reindex(h);
+            self.reg.reindex(h, None);
             h
         };
         if let Some(e) = ext.filter(|e| !e.is_empty()) {
@@ -743,18 +851,17 @@ impl Jobs {
         let h = self.reg.find(id)?;
         // Out of its queue first: the order reads the stamps of its
         // queued jobs in their slots.
-        let j = &self.reg.at(h).job;
+        let j = &self.reg.at(h).data;
         if j.state == State::Queued {
             if let Some(q) = self.queues.get_mut(&j.queue[..]) {
                 let chunks = &self.reg.chunks;
-                q.jobs.remove(h, j.ctime, |x| slot(chunks, x).job.ctime);
+                q.jobs.remove(h, j.ctime, |x| slot(chunks, x).data.ctime);
             }
         }
         if !self.reg.ext.is_empty() {
             self.forget_unique(h);
         }
-        let e = self.reg.remove(h);
-        Some(e.job)
+        Some(self.reg.remove(h))
     }
 
     /// Queues an active job now (Disque's `enqueueJob`). Refused for a job
@@ -775,7 +882,7 @@ impl Jobs {
     }
 
     fn enqueue_at(&mut self, h: u32, nack: bool, now: i64) -> Queued {
-        let j = &self.reg.at(h).job;
+        let j = &self.reg.at(h).data;
         if matches!(j.state, State::Queued | State::Acked)
             || j.qtime == 0
             || (j.retry == 0 && j.has(FLAG_DELIVERED))
@@ -789,9 +896,10 @@ impl Jobs {
                 return later;
             }
         }
-        let j = &self.reg.at(h).job;
+        let was = self.reg.wake_at(h);
+        let j = &self.reg.at(h).data;
         let qtime = self.gen.requeue_at(j.retry, now);
-        let j = &mut self.reg.at_mut(h).job;
+        let j = &mut self.reg.at_mut(h).data;
         j.state = State::Queued;
         j.qtime = qtime;
         if j.has(FLAG_QUEUED_ONCE) || nack {
@@ -810,10 +918,10 @@ impl Jobs {
             j.queue = q.name.clone();
         }
         let chunks = &self.reg.chunks;
-        q.jobs.insert(h, ctime, |x| slot(chunks, x).job.ctime);
+        q.jobs.insert(h, ctime, |x| slot(chunks, x).data.ctime);
         q.atime = now;
         q.jobs_in += 1;
-        self.reg.reindex(h);
+        self.reg.reindex(h, Some(was));
         Queued::Now
     }
 
@@ -827,15 +935,15 @@ impl Jobs {
     }
 
     fn dequeue_at(&mut self, h: u32) -> bool {
-        let j = &mut self.reg.at_mut(h).job;
+        let j = &mut self.reg.at_mut(h).data;
         if j.state != State::Queued {
             return false;
         }
         j.state = State::Active;
-        let j = &self.reg.at(h).job;
+        let j = &self.reg.at(h).data;
         if let Some(q) = self.queues.get_mut(&j.queue[..]) {
             let chunks = &self.reg.chunks;
-            q.jobs.remove(h, j.ctime, |x| slot(chunks, x).job.ctime);
+            q.jobs.remove(h, j.ctime, |x| slot(chunks, x).data.ctime);
         }
         true
     }
@@ -854,26 +962,30 @@ impl Jobs {
         let h = q.jobs.pop_first()?;
         q.atime = now;
         q.jobs_out += 1;
-        let j = &mut self.reg.at_mut(h).job;
-        j.state = State::Active;
-        j.flags |= FLAG_DELIVERED;
-        Some(j.id)
+        let e = self.reg.at_mut(h);
+        e.data.state = State::Active;
+        e.data.flags |= FLAG_DELIVERED;
+        let sid = e.sid;
+        let id = self.reg.id_of(h, &sid);
+        self.reg.recent = Some((id, h));
+        Some(id)
     }
 
     /// WORKING: postpones the next re-queue by one retry period. `Err(false)`
     /// for an unknown job, `Err(true)` past half of its life.
     pub fn working(&mut self, id: &JobId, now: i64) -> Result<u32, bool> {
         let Some(h) = self.reg.find(id) else { return Err(false) };
-        let j = &self.reg.at(h).job;
+        let j = &self.reg.at(h).data;
         let born = j.ctime_ms();
         if now - born > (j.etime - born) / 2 {
             return Err(true);
         }
         let retry = j.retry;
+        let was = self.reg.wake_at(h);
         self.dequeue_at(h);
         let qtime = self.gen.requeue_at(retry, now);
-        self.reg.at_mut(h).job.qtime = qtime;
-        self.reg.reindex(h);
+        self.reg.at_mut(h).data.qtime = qtime;
+        self.reg.reindex(h, Some(was));
         Ok(retry)
     }
 
@@ -890,7 +1002,7 @@ impl Jobs {
         now: i64,
     ) -> bool {
         let Some(old) = self.get(id) else { return false };
-        let mut job = old.clone();
+        let mut job = old.to_job();
         job.state = state;
         job.qtime = qtime;
         job.nacks = nacks;
@@ -935,9 +1047,11 @@ impl Jobs {
             }
             let h = handle(k);
             n += 1;
-            let j = &self.reg.at(h).job;
+            // A live key's time is the one its job is indexed at.
+            let mut was = ((k >> 64) as u64 ^ (1 << 63)) as i64;
+            let j = &self.reg.at(h).data;
             if now >= j.etime {
-                let id = j.id;
+                let id = self.reg.id_at(h);
                 if self.is_periodic(h) {
                     // A run that outlived its TTL is abandoned, not the job.
                     self.next_run(h, now);
@@ -954,7 +1068,7 @@ impl Jobs {
                 match state {
                     State::Queued => {
                         let q = self.gen.requeue_at(retry, now);
-                        self.reg.at_mut(h).job.qtime = q;
+                        self.reg.at_mut(h).data.qtime = q;
                     }
                     State::Active => {
                         let paused_in =
@@ -963,23 +1077,29 @@ impl Jobs {
                         // never get another chance.
                         if paused_in && retry > 0 {
                             let q = self.gen.requeue_at(retry, now);
-                            self.reg.at_mut(h).job.qtime = q;
-                        } else if self.enqueue_at(h, false, now) == Queued::Now {
-                            let j = &self.reg.at(h).job;
-                            out.push(Tick::Requeued(j.id, j.queue.clone()));
+                            self.reg.at_mut(h).data.qtime = q;
                         } else {
-                            self.reg.at_mut(h).job.qtime = 0;
+                            let queued = self.enqueue_at(h, false, now) == Queued::Now;
+                            // Indexed anew if it was queued; unchanged if not.
+                            was = self.reg.wake_at(h);
+                            if queued {
+                                let j = self.reg.job_at(h);
+                                out.push(Tick::Requeued(j.id, j.queue.clone()));
+                            } else {
+                                self.reg.at_mut(h).data.qtime = 0;
+                            }
                         }
                     }
-                    _ => self.reg.at_mut(h).job.qtime = 0,
+                    _ => self.reg.at_mut(h).data.qtime = 0,
                 }
             }
-            self.reg.reindex(h);
+            self.reg.reindex(h, Some(was));
             // A wake-up that left the job due again would spin; the index
             // always moves forward.
-            if self.reg.at(h).awake <= now {
-                self.reg.at_mut(h).job.qtime = 0;
-                self.reg.reindex(h);
+            let w = self.reg.wake_at(h);
+            if w <= now {
+                self.reg.at_mut(h).data.qtime = 0;
+                self.reg.reindex(h, Some(w));
             }
         }
         n
@@ -998,7 +1118,7 @@ impl Jobs {
 
     /// The job's wake-up time as indexed.
     pub fn wake_time(&self, id: &JobId) -> Option<i64> {
-        self.reg.find(id).map(|h| self.reg.at(h).awake).filter(|&a| a != i64::MAX)
+        self.reg.find(id).map(|h| self.reg.wake_at(h))
     }
 
     /// Sets queue `name`'s pause flags; a queue is created only for a
@@ -1062,7 +1182,7 @@ impl Jobs {
         cursor: u64,
         count: usize,
         all: bool,
-        mut keep: impl FnMut(&Job) -> bool,
+        mut keep: impl FnMut(&JobRef) -> bool,
     ) -> (u64, Vec<JobId>) {
         let mut out = Vec::new();
         let start = usize::try_from(cursor.saturating_sub(1)).unwrap_or(usize::MAX);
@@ -1079,8 +1199,9 @@ impl Jobs {
             {
                 return (slot as u64 + 1, out);
             }
-            if keep(&e.job) {
-                out.push(e.job.id);
+            let j = JobRef { id: self.reg.id_at(h), data: &e.data };
+            if keep(&j) {
+                out.push(j.id);
             }
         }
         (0, out)
@@ -1135,18 +1256,20 @@ mod tests {
         let id = js.new_id(ttl, i64::from(retry));
         let job = Job {
             id,
-            queue: QueueName::new(q.as_bytes()),
-            body: body.as_bytes().into(),
-            state: State::Active,
-            repl: 1,
-            ctime: js.next_ctime(now),
-            etime: now + ttl * 1000,
-            delay,
-            retry,
-            qtime: now + i64::from(delay) * 1000,
-            nacks: 0,
-            deliveries: 0,
-            flags: 0,
+            data: JobData {
+                queue: QueueName::new(q.as_bytes()),
+                body: body.as_bytes().into(),
+                state: State::Active,
+                repl: 1,
+                ctime: js.next_ctime(now),
+                etime: now + ttl * 1000,
+                delay,
+                retry,
+                qtime: now + i64::from(delay) * 1000,
+                nacks: 0,
+                deliveries: 0,
+                flags: 0,
+            },
         };
         js.insert(job, now);
         if delay == 0 {
@@ -1290,11 +1413,12 @@ mod tests {
     /// A chunk of slots fills one jemalloc size class (448 KiB) to within
     /// a slot.
     #[test]
-    fn a_slot_is_104_bytes_and_a_chunk_fills_448_kib() {
-        assert_eq!(std::mem::size_of::<Option<Entry>>(), 104);
-        assert_eq!(CHUNK, 4_411);
+    fn a_slot_is_72_bytes_and_a_chunk_fills_448_kib() {
+        assert_eq!(std::mem::size_of::<JobData>(), 56);
+        assert_eq!(std::mem::size_of::<Option<Entry>>(), 72);
+        assert_eq!(CHUNK, 6_371);
         let bytes = CHUNK * std::mem::size_of::<Option<Entry>>();
-        assert!(bytes <= 458_752 && bytes + 104 > 458_752);
+        assert!(bytes <= 458_752 && bytes + 72 > 458_752);
     }
 
     /// Jobs made here are found by the handle in their ids, without the
@@ -1314,7 +1438,7 @@ mod tests {
         // Read back in slot order (an RDB file) and in reverse (replay).
         for rev in [false, true] {
             let mut copy = Jobs::new(b"11", 2);
-            let mut all: Vec<Job> = js.iter().cloned().collect();
+            let mut all: Vec<Job> = js.iter().map(|j| j.to_job()).collect();
             if rev {
                 all.reverse();
             }
@@ -1322,6 +1446,8 @@ mod tests {
                 copy.insert(j, T0);
             }
             assert!(copy.reg.foreign.is_empty());
+            // Packed: the old run's node prefix joins the table.
+            assert!(copy.reg.ids.is_empty());
             assert_eq!(copy.len(), 6000);
             for id in ids.iter().skip(1).step_by(3) {
                 assert_eq!(copy.reg.find(id), js.reg.find(id));
@@ -1333,8 +1459,32 @@ mod tests {
             assert!(copy.get(&f).is_some() && copy.get(&n).is_some());
             assert!(copy.delete(&f).is_some());
             assert!(copy.reg.foreign.is_empty() && copy.get(&f).is_none());
+            assert!(copy.reg.ids.is_empty());
+            for j in js.iter() {
+                assert_eq!(copy.get(&j.id).map(|c| c.to_job()), Some(j.to_job()));
+            }
+            assert_eq!(copy.iter().filter(|j| js.get(&j.id).is_some()).count(), 6000);
             assert_eq!(copy.queue(b"q").unwrap().len(), 6001);
         }
+    }
+
+    /// The job last made or fetched is found without a check of its
+    /// packed id, until its slot is emptied: then neither it nor the next
+    /// job in that slot is mistaken for the other.
+    #[test]
+    fn the_recent_job_is_forgotten_with_its_slot() {
+        let mut js = Jobs::new(b"00", 1);
+        let a = js.add(&new_job("q", 0, 0), T0).unwrap();
+        assert_eq!(js.get(&a).unwrap().id, a);
+        assert!(js.delete(&a).is_some());
+        assert!(js.get(&a).is_none());
+        let b = js.add(&new_job("q", 0, 0), T0).unwrap();
+        assert_eq!(js.reg.find(&b), a.handle());
+        assert!(js.get(&a).is_none());
+        assert_eq!(js.fetch(b"q", T0), Some(b));
+        assert!(js.get(&a).is_none());
+        assert_eq!(js.iter().map(|j| j.id).collect::<Vec<_>>(), [b]);
+        assert!(js.delete(&b).is_some() && js.get(&b).is_none() && js.is_empty());
     }
 
     /// Slots freed by deletions are reused; a scan still sees every job

@@ -24,5 +24,7 @@ mod wake;
 pub use body::Body;
 pub use ext::{Backoff, Every, Ext, MAX_SPAN_MS};
 pub use id::{JobId, ID_LEN};
-pub use job::{DecodeError, Job, QueueName, State, FLAG_DELIVERED, FLAG_QUEUED_ONCE};
+pub use job::{
+    DecodeError, Job, JobData, JobRef, QueueName, State, FLAG_DELIVERED, FLAG_QUEUED_ONCE,
+};
 pub use jobs::{Acked, AddError, Jobs, NewJob, Pause, Queue, Queued, Tick};

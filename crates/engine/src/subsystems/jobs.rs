@@ -3,7 +3,7 @@
 //! the whole-job records snapshots carry. The job queue's commands are the
 //! `commands::queue` family; the job model is the `queue` crate.
 
-use queue::{Job, JobId, Jobs, Tick};
+use queue::{Job, JobId, JobRef, Jobs, Tick};
 use store::Locks;
 
 use crate::core::effects::Effects;
@@ -229,13 +229,13 @@ pub(crate) fn job_args(js: &Jobs, id: &JobId, argv: &mut Vec<Vec<u8>>) {
             argv.push(rec);
         }
     } else if let Some(j) = js.get(id) {
-        state_args(j, argv);
+        state_args(&j, argv);
     }
 }
 
 /// The arguments of `LOADJOB`'s state form for one job: id, state,
 /// qtime, nacks, additional deliveries, flags.
-pub(crate) fn state_args(j: &Job, argv: &mut Vec<Vec<u8>>) {
+pub(crate) fn state_args(j: &JobRef, argv: &mut Vec<Vec<u8>>) {
     argv.push(j.id.0.to_vec());
     argv.push(j.state.name().as_bytes().to_vec());
     argv.push(j.qtime.to_string().into_bytes());

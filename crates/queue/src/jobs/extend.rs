@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use super::{Jobs, Pause, Queue};
 use crate::ext::{Every, Ext};
 use crate::id::JobId;
-use crate::job::{Job, QueueName, State, FLAG_QUEUED_ONCE};
+use crate::job::{Job, JobRef, QueueName, State, FLAG_QUEUED_ONCE};
 
 /// How a request to queue a job again ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,7 +59,7 @@ impl Jobs {
     /// Registers job `h`'s extensions (and its idempotency key).
     pub(super) fn attach(&mut self, h: u32, ext: Ext) {
         if let Some(k) = &ext.unique {
-            self.unique.insert(k.clone(), self.reg.at(h).job.id);
+            self.unique.insert(k.clone(), self.reg.id_at(h));
         }
         self.reg.ext.insert(h, Box::new(ext));
     }
@@ -67,7 +67,7 @@ impl Jobs {
     /// Drops job `h`'s idempotency key (it is going).
     pub(super) fn forget_unique(&mut self, h: u32) {
         let Some(k) = self.reg.ext.get(&h).and_then(|e| e.unique.as_ref()) else { return };
-        let id = self.reg.at(h).job.id;
+        let id = self.reg.id_at(h);
         if self.unique.get(k) == Some(&id) {
             self.unique.remove(k);
         }
@@ -82,8 +82,10 @@ impl Jobs {
     }
 
     /// Every job with its extensions, in scan (slot) order (snapshots).
-    pub fn iter_with_ext(&self) -> impl Iterator<Item = (&Job, Option<&Ext>)> {
-        self.reg.from(0).map(|(h, e)| (&e.job, self.reg.ext.get(&h).map(|x| &**x)))
+    pub fn iter_with_ext(&self) -> impl Iterator<Item = (JobRef<'_>, Option<&Ext>)> {
+        self.reg.from(0).map(|(h, e)| {
+            (JobRef { id: self.reg.id_at(h), data: &e.data }, self.reg.ext.get(&h).map(|x| &**x))
+        })
     }
 
     /// The job's whole record ([`Job::encode_with`]); false when unknown.
@@ -127,10 +129,11 @@ impl Jobs {
         let next = every.next_after(now);
         ext.every = Some(Every { anchor: next, ..every });
         let home = ext.dead_from.take();
+        let was = self.reg.wake_at(h);
         self.dequeue_at(h);
         let ctime = self.gen.next_ctime(now);
         let name = home.map(|q| self.queue_name(&q));
-        let j = &mut self.reg.at_mut(h).job;
+        let j = &mut self.reg.at_mut(h).data;
         if let Some(n) = name {
             j.queue = n;
         }
@@ -141,7 +144,7 @@ impl Jobs {
         j.nacks = 0;
         j.deliveries = 0;
         j.flags = 0;
-        self.reg.reindex(h);
+        self.reg.reindex(h, Some(was));
     }
 
     /// A counted queueing of job `h` (which has extensions): when it
@@ -150,7 +153,7 @@ impl Jobs {
     /// a back-off counts the NACK and queues the job when the back-off
     /// passes (its first queueing then, so not counted again).
     pub(super) fn extended_requeue(&mut self, h: u32, nack: bool, now: i64) -> Option<Queued> {
-        let j = &self.reg.at(h).job;
+        let j = &self.reg.at(h).data;
         if !(nack || j.has(FLAG_QUEUED_ONCE)) {
             return None;
         }
@@ -161,16 +164,17 @@ impl Jobs {
                 let (dlq, from): (Box<[u8]>, Box<[u8]>) = (dlq.clone(), j.queue[..].into());
                 let name = self.queue_name(&dlq);
                 self.reg.ext.get_mut(&h).expect("extended").dead_from = Some(from);
-                self.reg.at_mut(h).job.queue = name;
+                self.reg.at_mut(h).data.queue = name;
                 return None;
             }
         }
         let backoff = e.backoff.filter(|_| nack)?;
-        let j = &mut self.reg.at_mut(h).job;
+        let was = self.reg.wake_at(h);
+        let j = &mut self.reg.at_mut(h).data;
         j.nacks = j.nacks.saturating_add(1);
         j.flags &= !FLAG_QUEUED_ONCE;
         j.qtime = now.saturating_add(backoff.delay(j.nacks)).max(now + 1);
-        self.reg.reindex(h);
+        self.reg.reindex(h, Some(was));
         Some(Queued::Later)
     }
 

@@ -1,7 +1,7 @@
 //! Looking at jobs and queues: SHOW, QLEN, QPEEK, QSTAT, QSCAN, JSCAN; and
 //! the queue settings: PAUSE (Disque's) and QSET (Sluice's rate limit).
 
-use queue::{Ext, Job, JobId, Pause, State};
+use queue::{Ext, JobId, JobRef, Pause, State};
 use resp::ReplyBuf;
 
 use super::{jobs, ready, write_job};
@@ -16,7 +16,7 @@ fn show(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let now = cx.now();
     let js = jobs(cx);
     match js.get(&id) {
-        Some(j) => write_show(out, j, js.ext(&id), js.wake_time(&id), &cx.shared.run_id, now),
+        Some(j) => write_show(out, &j, js.ext(&id), js.wake_time(&id), &cx.shared.run_id, now),
         None => out.null(),
     }
     Ok(())
@@ -27,7 +27,7 @@ fn show(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
 /// stay where Disque's clients expect them).
 fn write_show(
     out: &mut ReplyBuf,
-    j: &Job,
+    j: &JobRef,
     ext: Option<&Ext>,
     awake: Option<i64>,
     node: &str,
@@ -137,7 +137,7 @@ fn qpeek(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let ids: Box<dyn Iterator<Item = JobId>> =
         if count >= 0 { Box::new(js.queued_ids(q)) } else { Box::new(js.queued_ids(q).rev()) };
     for id in ids.take(n) {
-        write_job(out, js.get(&id).expect("queued jobs are registered"), false);
+        write_job(out, &js.get(&id).expect("queued jobs are registered"), false);
     }
     Ok(())
 }
@@ -289,7 +289,7 @@ fn jscan(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     for id in &ids {
         if reply_all {
             let j = js.get(id).expect("scanned");
-            write_show(out, j, js.ext(id), js.wake_time(id), &cx.shared.run_id, now);
+            write_show(out, &j, js.ext(id), js.wake_time(id), &cx.shared.run_id, now);
         } else {
             out.simple(&id.0);
         }

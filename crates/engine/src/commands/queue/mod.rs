@@ -15,7 +15,7 @@
 //! several jobs) or `DELJOB` (see [`ack::LOADJOB`] and docs/jobs.md).
 
 use parking_lot::MutexGuard;
-use queue::{AddError, Backoff, Every, Ext, Job, JobId, Jobs, NewJob, MAX_SPAN_MS};
+use queue::{AddError, Backoff, Every, Ext, JobId, JobRef, Jobs, NewJob, MAX_SPAN_MS};
 use resp::ReplyBuf;
 use smallvec::SmallVec;
 
@@ -71,7 +71,7 @@ fn parse_ids(args: &[&[u8]]) -> Result<SmallVec<[JobId; 8]>, CmdError> {
 
 /// `[queue, id, body]`, or with counters
 /// `[queue, id, body, "nacks", n, "additional-deliveries", n]`.
-fn write_job(out: &mut ReplyBuf, j: &Job, counters: bool) {
+fn write_job(out: &mut ReplyBuf, j: &JobRef, counters: bool) {
     out.array(if counters { 7 } else { 3 });
     out.bulk(&j.queue);
     out.bulk(&j.id.0);
@@ -426,7 +426,7 @@ fn getjob(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     if !got.is_empty() {
         out.array(got.len());
         for id in &got {
-            write_job(out, js.get(id).expect("fetched"), o.counters);
+            write_job(out, &js.get(id).expect("fetched"), o.counters);
         }
         propagate_states(cx, &js, &got);
         return Ok(());
