@@ -2056,7 +2056,7 @@ impl<'a> Locks<'a> {
     /// Moves what the held stripes noticed out of them: keys that became
     /// ready for blocked clients (as `(global stripe id, key)`) and keys
     /// deleted by lazy expiry (`expired(db, key)`, in order).
-    #[inline]
+    #[inline(always)]
     pub fn take_signals(
         &mut self,
         ready: &mut Vec<(u32, Box<[u8]>)>,
