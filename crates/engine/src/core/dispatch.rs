@@ -203,6 +203,11 @@ pub enum Outcome {
     /// connection lets the other event-loop threads take in their input,
     /// then runs it without the hint.
     AfterInput,
+    /// Answered on the lean path ([`Hint::lean`]): the caller may keep
+    /// taking it for the window's next requests. Any other outcome
+    /// means the general path ran, which may have changed what the
+    /// window's gate decided ([`lean_gate`]).
+    Lean,
 }
 
 /// Executes one request and appends its reply to `out`.
@@ -223,6 +228,49 @@ pub struct Hint {
     /// input before a command that reports every client's state (a
     /// connection on a server with more than one thread).
     pub after_input: bool,
+    /// The caller's [`lean_gate`] held when its window began, and no
+    /// request since left the lean path: a plain single-key command may
+    /// skip the general path's per-command tests.
+    pub lean: bool,
+}
+
+/// Flags that keep a command off the lean path: each one calls for a
+/// test of the general path (blocking, scripts, pub/sub, the database
+/// switch, DEBUG's gate, INFO's wait for other threads, CLIENT
+/// CACHING's carry-over, keys found from arguments or beyond them).
+const NOT_LEAN: Flags = Flags(
+    Flags::BLOCKING.0
+        | Flags::PUBSUB.0
+        | Flags::ADMIN.0
+        | Flags::MOVABLEKEYS.0
+        | Flags::RUNS_SCRIPT.0
+        | Flags::EXEC_TX.0
+        | Flags::CHANGES_DB.0
+        | Flags::KEEPS_CACHING.0
+        | Flags::PROTECTED.0
+        | Flags::TOUCHES_ARBITRARY_KEYS.0
+        | Flags::REPLAY_ONLY.0
+        | Flags::AFTER_INPUT.0,
+);
+
+/// Whether a connection's window of requests may take the lean path
+/// ([`Hint::lean`]): nothing about the session calls for the general
+/// path's per-command tests. No client checks are due (authenticated,
+/// an unrestricted user, outside MULTI, no maxmemory, loading, pause,
+/// busy script, read-only replica, disk error or cluster: the session's
+/// cached `plain`, whose configuration epoch the lean path compares on
+/// every request), no request held by a pause, no client-side caching,
+/// replies on, nothing blocked. What can change only through this
+/// session's own commands is decided here once; such a command is never
+/// lean, and its [`Outcome`] ends the window's lean run.
+pub fn lean_gate(shared: &Shared, sess: &mut Session) -> bool {
+    !sess.needs_checks(shared)
+        && !sess.postponed
+        && sess.tracking.is_none()
+        && !sess.caching
+        && sess.cluster_slot.is_none()
+        && sess.reply_mode == ReplyMode::On
+        && sess.blocked.is_none()
 }
 
 /// [`execute`] with what the caller already knows.
@@ -253,7 +301,6 @@ pub fn execute_with<'a>(
     debug_assert!(keys.is_empty());
     let retry = sess.postponed;
     sess.unpostpone(shared);
-    let mark = out.mark();
     let spec = match crate::core::door::lookup_next(shared, sess, argv) {
         Ok(spec) => spec,
         Err(nf) => {
@@ -261,6 +308,22 @@ pub fn execute_with<'a>(
             return Outcome::Done;
         }
     };
+    let mark = out.mark();
+    // The lean path: a single-key command without special flags, in a
+    // window whose gate held, while the shared state the gate read is
+    // unchanged (one load; any change of configuration, ACL, pause,
+    // loading or script state moves the epoch).
+    if let Some(t) = hint.key {
+        if hint.lean
+            && matches!(spec.keys, KeySpec::Range { first: 1, last: 1, .. })
+            && !spec.flags.intersects(NOT_LEAN)
+            && sess.fresh(shared)
+            && shared.store.db_of(t.id()) == sess.db
+        {
+            lean(shared, sess, keys, spec, argv, out, hint.now, t, mark);
+            return Outcome::Lean;
+        }
+    }
     if spec.flags.has(Flags::PROTECTED) && !protected_allowed(shared, sess) {
         reject(shared, sess, Some(spec), &CmdError::DebugNotAllowed, out);
         return Outcome::Done;
@@ -325,6 +388,30 @@ pub fn execute_with<'a>(
     if spec.flags.has(Flags::TOUCHES_ARBITRARY_KEYS) {
         sess.fx.unwrap_unit();
     }
+    end_unit(shared, sess, keys, out, mark);
+    if sess.blocked.is_none() {
+        apply_reply_mode(sess, out, mark);
+    }
+    if sess.caching && sess.multi.is_none() {
+        // CLIENT CACHING holds for the next command (or transaction).
+        if !sess.last_cmd.is_some_and(|(top, _)| top.flags.has(Flags::KEEPS_CACHING)) {
+            sess.caching = false;
+        }
+    }
+    Outcome::Done
+}
+
+/// The end of a client's execution unit: its effects to the consumers,
+/// its stripes released, its own pushes before its reply, the clients
+/// blocked on keys it filled served.
+#[inline(always)]
+fn end_unit(
+    shared: &Shared,
+    sess: &mut Session,
+    keys: &mut Locks,
+    out: &mut ReplyBuf,
+    mark: resp::Mark,
+) {
     sess.fx.finish_unit();
     // Released in place: `drop(keys)` moved the holder (some 180 bytes)
     // into `drop`'s argument first, a memcpy on every command.
@@ -342,16 +429,43 @@ pub fn execute_with<'a>(
         // Serving is not the next command's time.
         sess.lap = 0;
     }
-    if sess.blocked.is_none() {
-        apply_reply_mode(sess, out, mark);
+}
+
+/// A client's plain single-key command (see [`lean_gate`] and
+/// `NOT_LEAN`): its one stripe taken from the connection's prefetch, the
+/// handler and its accounting as [`call`] does them (commandstats, the
+/// slow log and latency, MONITOR, effects, expiry, readiness), the
+/// execution unit ended. What the gate ruled out is not tested again:
+/// the client's checks, pause, MULTI, blocking, tracking, CLIENT
+/// CACHING, reply modes, a cluster's routing.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn lean<'a>(
+    shared: &'a Shared,
+    sess: &mut Session,
+    keys: &mut Locks<'a>,
+    spec: &'static CommandSpec,
+    argv: &[&[u8]],
+    out: &mut ReplyBuf,
+    now: i64,
+    t: store::Prefetch,
+    mark: resp::Mark,
+) {
+    debug_assert!(now != 0);
+    keys.now = now;
+    keys.remember(argv[1], t);
+    if keys.acquire_first(t.id()).is_err() {
+        let Ran::Refused(e) = crate::core::door::refused(shared, sess, spec, CmdError::LockOrder)
+        else {
+            unreachable!("refused is a refusal")
+        };
+        keys.release();
+        write_refusal(sess, &e, out, mark);
+        return;
     }
-    if sess.caching && sess.multi.is_none() {
-        // CLIENT CACHING holds for the next command (or transaction).
-        if !sess.last_cmd.is_some_and(|(top, _)| top.flags.has(Flags::KEEPS_CACHING)) {
-            sess.caching = false;
-        }
-    }
-    Outcome::Done
+    let waits = call_lean(shared, sess, keys, spec, argv, out);
+    debug_assert!(!waits, "a lean command never blocks");
+    end_unit(shared, sess, keys, out, mark);
 }
 
 /// An `allow-busy` command with keys (WATCH) while a script is busy: its
@@ -1011,13 +1125,43 @@ pub(crate) fn call_inline<'a>(
     out: &mut ReplyBuf,
     caller: Caller,
 ) -> bool {
+    call_body::<false>(shared, sess, keys, spec, argv, out, caller)
+}
+
+/// [`call_inline`] for the lean path: a client's command that neither
+/// runs a script nor blocks, on a session without tracking (`lean_gate`,
+/// `NOT_LEAN`), so those tests are left out.
+#[inline(always)]
+fn call_lean<'a>(
+    shared: &'a Shared,
+    sess: &mut Session,
+    keys: &mut Locks<'a>,
+    spec: &'static CommandSpec,
+    argv: &[&[u8]],
+    out: &mut ReplyBuf,
+) -> bool {
+    call_body::<true>(shared, sess, keys, spec, argv, out, Caller::Client)
+}
+
+/// The one body of [`call`]; `LEAN` leaves out what the lean path ruled
+/// out beforehand.
+#[inline(always)]
+fn call_body<'a, const LEAN: bool>(
+    shared: &'a Shared,
+    sess: &mut Session,
+    keys: &mut Locks<'a>,
+    spec: &'static CommandSpec,
+    argv: &[&[u8]],
+    out: &mut ReplyBuf,
+    caller: Caller,
+) -> bool {
     // A subcommand's own name is argv[1]; its arguments start after it.
     let mut args = Args::new(argv, spec.first_arg());
     let mark = out.mark();
     let db = sess.db;
     // total_commands_processed counts a command once, as it starts (a
     // served blocked command was counted when it first ran).
-    if caller != Caller::Served {
+    if !matches!(caller, Caller::Served) {
         sess.stats.commands += 1;
     }
     // The consumers as of now, with the command's stripes held: a
@@ -1027,7 +1171,8 @@ pub(crate) fn call_inline<'a>(
     sess.fx.sync(&shared.effects);
     sess.fx.begin_command();
     let start = crate::core::cmdstats::Stopwatch::resume(sess.lap);
-    if spec.flags.has(Flags::RUNS_SCRIPT)
+    if !LEAN
+        && spec.flags.has(Flags::RUNS_SCRIPT)
         && shared.nmonitors.load(std::sync::atomic::Ordering::Relaxed) > 0
     {
         crate::subsystems::monitor::feed_script(shared, sess, argv, caller);
@@ -1043,7 +1188,7 @@ pub(crate) fn call_inline<'a>(
         sess.stats.failed_calls += 1;
     }
     // A call that blocked is counted when its wait ends.
-    if !waiting && sess.blocked.is_none() {
+    if LEAN || (!waiting && sess.blocked.is_none()) {
         let (usec, end) = start.lap();
         if sess.batch_lap {
             sess.lap = end;
@@ -1058,7 +1203,8 @@ pub(crate) fn call_inline<'a>(
     // blocked clients wait for that received a value.
     // A script's read is remembered by the script, with its declared keys
     // (see `script::vm`); a script runner is never remembered itself.
-    if sess.tracking.is_some()
+    if !LEAN
+        && sess.tracking.is_some()
         && spec.flags.has(Flags::READONLY)
         && !spec.flags.has(Flags::RUNS_SCRIPT)
         && !caller.in_script()
@@ -1073,5 +1219,5 @@ pub(crate) fn call_inline<'a>(
     keys.take_signals(ready, |db, k| fx.expired(db, k));
     let dirty = sess.fx.end_command(db, argv);
     sess.stats.dirty += dirty;
-    waiting || sess.blocked.is_some()
+    !LEAN && (waiting || sess.blocked.is_some())
 }

@@ -463,6 +463,13 @@ impl Session {
         !(self.plain && self.acl_free && self.multi.is_none() && !self.modal)
     }
 
+    /// Whether the cached shared state is current (nothing changed since
+    /// it was read): one load, for a caller that decided on it earlier.
+    #[inline(always)]
+    pub fn fresh(&self, shared: &crate::Shared) -> bool {
+        shared.config_epoch.load(Ordering::Acquire) == self.conf_epoch
+    }
+
     /// Refreshes the cached shared state if it changed since last seen.
     #[inline]
     fn refresh(&mut self, shared: &crate::Shared) {

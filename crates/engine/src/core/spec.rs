@@ -161,6 +161,11 @@ impl Flags {
     pub const fn has(self, o: Flags) -> bool {
         self.0 & o.0 == o.0
     }
+
+    /// Whether any flag of `o` is set.
+    pub const fn intersects(self, o: Flags) -> bool {
+        self.0 & o.0 != 0
+    }
 }
 
 /// How the dispatcher finds and locks a command's keys, as built from

@@ -907,6 +907,12 @@ impl<S: Transport> Conn<S> {
                 // one pass over the spans; more in a vector. Set up once
                 // for the window: each request overwrites what it uses.
                 let mut small: [&[u8]; 8] = [&[]; 8];
+                // Decided once for the window: whether its plain
+                // single-key commands may take the lean path. A request
+                // that leaves it (any other command) ends it for the
+                // rest of the window, since it may have changed what
+                // was decided.
+                let mut lean = dispatch::lean_gate(shared, &mut self.sess);
                 for i in 0..n {
                     if self.out.len() >= stop_at || self.out.is_over() {
                         if self.out.len() < high && !self.out.is_over() {
@@ -940,7 +946,8 @@ impl<S: Transport> Conn<S> {
                     let was_auth = self.sess.authenticated;
                     let next = w.start + w.len;
                     let after_input = !std::mem::take(&mut self.others_taken);
-                    let hint = dispatch::Hint { now: batch_now, key: w.token.get(), after_input };
+                    let hint =
+                        dispatch::Hint { now: batch_now, key: w.token.get(), after_input, lean };
                     let before = DURABLE.then(|| Held::before(&self.out, &self.sess));
                     // The argument vector lives in this block only: nothing of
                     // it is kept in the future across the waits below.
@@ -965,6 +972,7 @@ impl<S: Transport> Conn<S> {
                     if let Some(b) = before {
                         self.held.note(&self.out, &self.sess, b);
                     }
+                    lean &= outcome == dispatch::Outcome::Lean;
                     if outcome == dispatch::Outcome::Paused {
                         // CLIENT PAUSE: nothing ran; the caller waits
                         // (`pause_wait`), then this request is tried again.

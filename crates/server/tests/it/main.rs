@@ -39,6 +39,7 @@ mod jobs;
 mod jobs_ext;
 mod jobs_repl;
 mod lazy_expire_stream;
+mod lean_path;
 mod lua_debugger;
 mod migrate;
 mod monitor;
