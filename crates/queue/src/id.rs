@@ -129,15 +129,21 @@ const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz012
 /// 12 bits to their two base64 characters, the first in the low byte
 /// (8 KiB): an id rebuilt from its slot ([`SlotId::unpack`], on every
 /// GETJOB) takes 12 lookups instead of 24.
-static B64_PAIRS: [u16; 4096] = {
-    let mut t = [0u16; 4096];
+static B64_PAIRS: [u16; 4096] = digit_pairs(B64, 6);
+
+/// The table of every pair of `alphabet`'s digits (each `bits` wide, so
+/// `N` is `alphabet.len()` squared): the pair's value to its two
+/// characters, the first in the low byte.
+const fn digit_pairs<const N: usize>(alphabet: &[u8], bits: u32) -> [u16; N] {
+    let mask = (1usize << bits) - 1;
+    let mut t = [0u16; N];
     let mut i = 0;
-    while i < 4096 {
-        t[i] = B64[i >> 6] as u16 | (B64[i & 63] as u16) << 8;
+    while i < N {
+        t[i] = alphabet[i >> bits] as u16 | (alphabet[i & mask] as u16) << 8;
         i += 1;
     }
     t
-};
+}
 
 /// Four base64 characters of 24 bits, the first in the low byte.
 #[inline]
@@ -359,15 +365,7 @@ impl SlotId {
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
 /// A byte to its two lower-case hex digits, the first in the low byte.
-static HEX_PAIRS: [u16; 256] = {
-    let mut t = [0u16; 256];
-    let mut i = 0;
-    while i < 256 {
-        t[i] = HEX[i >> 4] as u16 | (HEX[i & 15] as u16) << 8;
-        i += 1;
-    }
-    t
-};
+static HEX_PAIRS: [u16; 256] = digit_pairs(HEX, 4);
 
 /// A lower-case hex digit's value; 0xFF for anything else.
 #[inline]

@@ -238,20 +238,18 @@ pub struct Hint {
 /// test of the general path (blocking, scripts, pub/sub, the database
 /// switch, DEBUG's gate, INFO's wait for other threads, CLIENT
 /// CACHING's carry-over, keys found from arguments or beyond them).
-const NOT_LEAN: Flags = Flags(
-    Flags::BLOCKING.0
-        | Flags::PUBSUB.0
-        | Flags::ADMIN.0
-        | Flags::MOVABLEKEYS.0
-        | Flags::RUNS_SCRIPT.0
-        | Flags::EXEC_TX.0
-        | Flags::CHANGES_DB.0
-        | Flags::KEEPS_CACHING.0
-        | Flags::PROTECTED.0
-        | Flags::TOUCHES_ARBITRARY_KEYS.0
-        | Flags::REPLAY_ONLY.0
-        | Flags::AFTER_INPUT.0,
-);
+const NOT_LEAN: Flags = Flags::BLOCKING
+    .union(Flags::PUBSUB)
+    .union(Flags::ADMIN)
+    .union(Flags::MOVABLEKEYS)
+    .union(Flags::RUNS_SCRIPT)
+    .union(Flags::EXEC_TX)
+    .union(Flags::CHANGES_DB)
+    .union(Flags::KEEPS_CACHING)
+    .union(Flags::PROTECTED)
+    .union(Flags::TOUCHES_ARBITRARY_KEYS)
+    .union(Flags::REPLAY_ONLY)
+    .union(Flags::AFTER_INPUT);
 
 /// Whether a connection's window of requests may take the lean path
 /// ([`Hint::lean`]): nothing about the session calls for the general
@@ -463,7 +461,7 @@ fn lean<'a>(
         write_refusal(sess, &e, out, mark);
         return;
     }
-    let waits = call_lean(shared, sess, keys, spec, argv, out);
+    let waits = call_body::<true>(shared, sess, keys, spec, argv, out, Caller::Client);
     debug_assert!(!waits, "a lean command never blocks");
     end_unit(shared, sess, keys, out, mark);
 }
@@ -1128,23 +1126,9 @@ pub(crate) fn call_inline<'a>(
     call_body::<false>(shared, sess, keys, spec, argv, out, caller)
 }
 
-/// [`call_inline`] for the lean path: a client's command that neither
-/// runs a script nor blocks, on a session without tracking (`lean_gate`,
-/// `NOT_LEAN`), so those tests are left out.
-#[inline(always)]
-fn call_lean<'a>(
-    shared: &'a Shared,
-    sess: &mut Session,
-    keys: &mut Locks<'a>,
-    spec: &'static CommandSpec,
-    argv: &[&[u8]],
-    out: &mut ReplyBuf,
-) -> bool {
-    call_body::<true>(shared, sess, keys, spec, argv, out, Caller::Client)
-}
-
-/// The one body of [`call`]; `LEAN` leaves out what the lean path ruled
-/// out beforehand.
+/// The one body of [`call`]; `LEAN` (the lean path: a client's command
+/// that neither runs a script nor blocks, on a session without tracking:
+/// `lean_gate`, `NOT_LEAN`) leaves those tests out.
 #[inline(always)]
 fn call_body<'a, const LEAN: bool>(
     shared: &'a Shared,

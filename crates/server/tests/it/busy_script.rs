@@ -453,6 +453,7 @@ fn saves_begun_before_a_busy_script_end_while_it_holds_their_stripes() {
         ),
     }
     drop(s);
+    let _ = std::fs::remove_dir_all(&copy);
     // The AOF's first rewrite, then SHUTDOWN NOSAVE.
     let mut s = sluice("2");
     let mut runner = busy_over_a_slow_save(&s, &["CONFIG", "SET", "appendonly", "yes"], b"+OK\r\n");
