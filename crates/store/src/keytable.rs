@@ -313,6 +313,32 @@ impl KeyTable {
         }
     }
 
+    /// Prefetches the bytes of the first heap key on `hash`'s chain
+    /// whose hash fragment is `hash`'s (the slot itself is expected in
+    /// cache: [`KeyTable::prefetch_node`] ran a stage earlier).
+    #[inline]
+    pub fn prefetch_key(&self, hash: u64) {
+        let n = self.buckets.len();
+        if n == 0 {
+            return;
+        }
+        let mut i = self.buckets.head((hash as usize) & (n - 1));
+        // At most two slots: chains are short, and a slot further on is
+        // not in cache yet.
+        for _ in 0..2 {
+            let Some(s) = self.slots.get(i as usize) else { return };
+            if s.entry.key_tag() == HEAP {
+                // SAFETY: a heap tag: the area is a live `Box<[u8]>`'s parts.
+                let HeapKey { ptr, hash: frag, .. } = unsafe { s.key.heap };
+                if frag == fragment(hash) {
+                    prefetch(ptr);
+                    return;
+                }
+            }
+            i = s.entry.next();
+        }
+    }
+
     pub fn len(&self) -> usize {
         self.len
     }

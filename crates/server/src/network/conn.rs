@@ -55,6 +55,8 @@ const WINDOW: usize = 32;
 const SLOT_AHEAD: usize = 12;
 const BUCKET_AHEAD: usize = 8;
 const NODE_AHEAD: usize = 4;
+/// And a long key's bytes (only for keys a slot does not hold inline).
+const KEY_AHEAD: usize = 3;
 
 /// One parsed, not yet executed request of the window.
 #[derive(Default)]
@@ -935,6 +937,11 @@ impl<S: Transport> Conn<S> {
                     if i + NODE_AHEAD < n {
                         if let Some(t) = self.window[i + NODE_AHEAD].token.get() {
                             store.prefetch_node(t);
+                        }
+                    }
+                    if i + KEY_AHEAD < n {
+                        if let Some(t) = self.window[i + KEY_AHEAD].token.get() {
+                            store.prefetch_key(t);
                         }
                     }
                     let w = &self.window[i];

@@ -1229,6 +1229,7 @@ impl Ahead {
     const SLOT: usize = 12;
     const BUCKET: usize = 8;
     const NODE: usize = 4;
+    const KEY: usize = 3;
 
     /// Before the command at `pos` is applied: drops its token, looks at
     /// one more command ahead, and moves each stage on. The database is
@@ -1264,6 +1265,9 @@ impl Ahead {
         }
         if let Some(Some(t)) = self.ring.get(Self::NODE) {
             store.prefetch_node(*t);
+        }
+        if let Some(Some(t)) = self.ring.get(Self::KEY) {
+            store.prefetch_key(*t);
         }
     }
 }
