@@ -414,7 +414,7 @@ fn end_unit(
     // Released in place: `drop(keys)` moved the holder (some 180 bytes)
     // into `drop`'s argument first, a memcpy on every command.
     keys.release();
-    if sess.fx.want.events && sess.handle.outbox.has_early() {
+    if (sess.fx.want.events || sess.fx.want.keys) && sess.handle.outbox.has_early() {
         own_pushes_first(sess, out, mark);
     }
     if !sess.ready.is_empty() {

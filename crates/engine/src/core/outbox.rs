@@ -22,8 +22,14 @@ pub enum Kind {
     Push,
     /// A push caused by the client's own running command that Redis
     /// writes before the command's reply (a keyspace notification it is
-    /// subscribed to): the dispatcher moves it ahead of the reply.
+    /// subscribed to, the invalidation of a key tracked by a client that
+    /// redirects here): the dispatcher moves it ahead of the reply.
     Early,
+    /// A push caused by the client's own running command that Redis
+    /// writes right after the command's reply (the invalidation of a key
+    /// the client tracks itself, Redis 7.0's `tracking_pending_keys`): the
+    /// connection takes it before the next request runs.
+    After,
 }
 
 /// The queue (see the module doc).
@@ -42,6 +48,8 @@ pub struct Outbox {
     bytes: AtomicUsize,
     /// Some queued message is [`Kind::Early`].
     early: std::sync::atomic::AtomicBool,
+    /// Some queued message is [`Kind::After`].
+    after: std::sync::atomic::AtomicBool,
 }
 
 impl Outbox {
@@ -52,6 +60,7 @@ impl Outbox {
             queue: Mutex::default(),
             bytes: AtomicUsize::new(0),
             early: std::sync::atomic::AtomicBool::new(false),
+            after: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -60,8 +69,10 @@ impl Outbox {
     pub fn push(&self, kind: Kind, msg: Vec<u8>) -> usize {
         let n = msg.len();
         let mut q = self.queue.lock();
-        if kind == Kind::Early {
-            self.early.store(true, Ordering::Release);
+        match kind {
+            Kind::Early => self.early.store(true, Ordering::Release),
+            Kind::After => self.after.store(true, Ordering::Release),
+            Kind::Reply | Kind::Push => {}
         }
         q.push_back((kind, msg));
         self.transit.fetch_add(n, Ordering::Relaxed);
@@ -80,13 +91,33 @@ impl Outbox {
         self.early.load(Ordering::Acquire)
     }
 
+    /// Whether an [`Kind::After`] message waits (one atomic load).
+    #[inline]
+    pub fn has_after(&self) -> bool {
+        self.after.load(Ordering::Acquire)
+    }
+
     /// Takes the [`Kind::Early`] messages, in order, leaving the rest.
-    pub fn drain_early(&self, mut each: impl FnMut(&[u8])) {
+    pub fn drain_early(&self, each: impl FnMut(&[u8])) {
+        self.drain_kind(Kind::Early, &self.early, each)
+    }
+
+    /// Takes the [`Kind::After`] messages, in order, leaving the rest.
+    pub fn drain_after(&self, each: impl FnMut(&[u8])) {
+        self.drain_kind(Kind::After, &self.after, each)
+    }
+
+    fn drain_kind(
+        &self,
+        which: Kind,
+        flag: &std::sync::atomic::AtomicBool,
+        mut each: impl FnMut(&[u8]),
+    ) {
         let mut q = self.queue.lock();
-        self.early.store(false, Ordering::Release);
+        flag.store(false, Ordering::Release);
         let mut n = 0;
         q.retain(|(kind, msg)| {
-            if *kind == Kind::Early {
+            if *kind == which {
                 n += msg.len();
                 each(msg);
                 false
@@ -103,6 +134,7 @@ impl Outbox {
         let taken = {
             let mut q = self.queue.lock();
             self.early.store(false, Ordering::Release);
+            self.after.store(false, Ordering::Release);
             std::mem::take(&mut *q)
         };
         let mut n = 0;

@@ -163,7 +163,12 @@ impl ClientHandle {
 
     /// Queues an out-of-band message (a push) and wakes the connection.
     pub fn push(&self, msg: Vec<u8>) {
-        self.outbox.push(crate::core::outbox::Kind::Push, msg);
+        self.push_kind(crate::core::outbox::Kind::Push, msg);
+    }
+
+    /// [`push`](Self::push) with the place it takes among the replies.
+    pub fn push_kind(&self, kind: crate::core::outbox::Kind, msg: Vec<u8>) {
+        self.outbox.push(kind, msg);
         if let Some(w) = &*self.waker.lock() {
             w();
         }

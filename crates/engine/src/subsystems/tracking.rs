@@ -33,6 +33,7 @@ use resp::{Proto, ReplyBuf};
 
 use crate::core::effects::{Consumer, Unit, Want};
 use crate::core::error::CmdError;
+use crate::core::outbox::Kind;
 use crate::core::session::{ClientHandle, Session};
 use crate::core::spec::{CommandSpec, KeySpec};
 
@@ -320,12 +321,30 @@ fn invalidate_key(target: &ClientHandle, key: &[u8], writer: u64) {
     let mut payload = ReplyBuf::new();
     payload.array(1);
     payload.bulk(key);
-    send(target, &payload.to_vec());
+    send(target, &payload.to_vec(), writer);
+}
+
+/// Where a message for tracking client `c`, sent to `to` (`c` or its
+/// redirection), goes among the replies of `writer`, the client whose
+/// running command caused it (0: none, or a broadcast, which Redis sends
+/// once per event-loop turn). As Redis 7.0: a message for the writer
+/// itself waits until after the command's reply
+/// (`tracking_pending_keys`); one for another client that redirects to
+/// the writer is written at once, so before that reply; anything else
+/// goes to another connection.
+fn kind_for(c: &ClientHandle, to: &ClientHandle, writer: u64) -> Kind {
+    if writer == 0 || to.id != writer {
+        Kind::Push
+    } else if c.id == writer {
+        Kind::After
+    } else {
+        Kind::Early
+    }
 }
 
 /// Redis's `sendTrackingMessage`: the payload (an array of keys, or a
 /// null) as an `invalidate` push to the client or its redirection.
-fn send(c: &ClientHandle, payload: &[u8]) {
+fn send(c: &ClientHandle, payload: &[u8], writer: u64) {
     let redirect = {
         let mut st = c.tracking.lock();
         if st.redirect == 0 {
@@ -347,7 +366,7 @@ fn send(c: &ClientHandle, payload: &[u8]) {
                         b.push(2);
                         b.bulk(b"tracking-redir-broken");
                         b.int(id as i64);
-                        c.push(b.to_vec());
+                        c.push_kind(kind_for(c, c, writer), b.to_vec());
                     }
                     return;
                 }
@@ -369,7 +388,7 @@ fn send(c: &ClientHandle, payload: &[u8]) {
         return;
     }
     b.raw(payload);
-    target.push(b.to_vec());
+    target.push_kind(kind_for(c, target, writer), b.to_vec());
 }
 
 impl Consumer for Tracker {
@@ -388,7 +407,7 @@ impl Consumer for Tracker {
             for c in clients {
                 let null: &[u8] =
                     if c.resp.load(Ordering::Relaxed) == 3 { b"_\r\n" } else { b"$-1\r\n" };
-                send(&c, null);
+                send(&c, null, writer);
             }
             inner = self.inner.lock();
         }
@@ -434,7 +453,8 @@ impl Consumer for Tracker {
                 for k in keys.keys().filter(|k| !mine.contains(&***k)) {
                     payload.bulk(k);
                 }
-                send(&c, &payload.to_vec());
+                // Broadcasts go once per turn in Redis: after the batch.
+                send(&c, &payload.to_vec(), 0);
             }
         }
     }

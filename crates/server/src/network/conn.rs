@@ -625,9 +625,9 @@ impl<S: Transport> Conn<S> {
                 self.served_reply = true;
                 dispatch::deliver_blocked(&mut self.sess, &mut self.out, msg)
             }
-            engine::core::outbox::Kind::Push | engine::core::outbox::Kind::Early => {
-                self.out.raw(msg)
-            }
+            engine::core::outbox::Kind::Push
+            | engine::core::outbox::Kind::Early
+            | engine::core::outbox::Kind::After => self.out.raw(msg),
         });
     }
 
@@ -998,6 +998,13 @@ impl<S: Transport> Conn<S> {
                     self.rpos = next;
                     self.need = 0;
                     executed = true;
+                    // The invalidation of a key this client tracks and
+                    // the command just modified follows the command's
+                    // reply, before the next one's, as Redis 7.0 sends it
+                    // (after CLIENT REPLY had its say on the reply).
+                    if self.sess.handle.outbox.has_after() {
+                        after_reply(&self.sess, &mut self.out);
+                    }
                     if self.sess.authenticated != was_auth {
                         self.limits.parse.unauthenticated = !self.sess.authenticated;
                     }
@@ -1362,4 +1369,11 @@ impl<S: Transport> Conn<S> {
         self.unparsed = self.unparsed.saturating_sub(self.rpos);
         self.rpos = 0;
     }
+}
+
+/// Moves the pushes the client's last command queued to follow its reply
+/// ([`engine::core::outbox::Kind::After`]) into the reply buffer.
+#[cold]
+fn after_reply(sess: &Session, out: &mut ReplyBuf) {
+    sess.handle.outbox.drain_after(|m| out.raw(m));
 }

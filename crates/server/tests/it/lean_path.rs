@@ -105,11 +105,8 @@ fn session_state_changed_mid_pipeline_applies_to_the_next_request() {
     assert_eq!(calls(&mut pair.sluice), calls(&mut pair.redis), "commandstats calls");
 
     // Tracking in RESP3: a key read after CLIENT TRACKING ON in the same
-    // window is tracked, and the client's own write invalidates it. Where
-    // the push lands in a pipeline differs from Redis before this path
-    // existed (Redis: after the write's reply; Sluice: after the batch's
-    // replies), so the replies are compared without it, and Sluice's push
-    // must come.
+    // window is tracked, and the client's own write invalidates it; the
+    // push follows the write's reply, before the next request's.
     let mut pair = servers.connect();
     let hello = b"*2\r\n$5\r\nHELLO\r\n$1\r\n3\r\n";
     pair.redis.send_raw(hello).unwrap();
@@ -124,18 +121,111 @@ fn session_state_changed_mid_pipeline_applies_to_the_next_request() {
         &["GET", "t"],
         &["INCR", "t"],
         &["GET", "t"],
+        &["SET", "t", "9"],
     ];
-    // Six replies, the sentinel's and the push, read as frames (the push
-    // may follow the sentinel).
-    let buf = pipeline(cmds);
-    let read = |c: &mut testkit::Client| -> Vec<u8> {
-        c.send_raw(&buf).unwrap();
-        (0..8).flat_map(|_| c.read_reply().unwrap()).collect()
+    let (r, s) = both(&mut pair, cmds);
+    assert_eq!(
+        testkit::escape(&r).matches(&testkit::escape(push)).count(),
+        2,
+        "redis-server's pushes"
+    );
+    assert_same("tracking turned on mid-pipeline", (r, s));
+
+    // The same when the push is for a client that redirects its
+    // invalidations here: this connection tracks nothing itself (its
+    // window may take the lean path), and the push still follows the
+    // write's reply.
+    let mut target = servers.connect();
+    let mut tracker = servers.connect();
+    for c in [&mut target.redis, &mut target.sluice] {
+        c.send_raw(hello).unwrap();
+        c.read_reply().unwrap();
+    }
+    let id = |c: &mut testkit::Client| {
+        let r = c.cmd(&["CLIENT", "ID"]).unwrap();
+        String::from_utf8_lossy(&r[1..]).trim().to_string()
     };
-    let r = read(&mut pair.redis);
-    let s = read(&mut pair.sluice);
-    let without = |b: &[u8]| testkit::escape(b).replace(&testkit::escape(push), "");
-    assert!(testkit::escape(&r).contains(&testkit::escape(push)), "redis-server's push");
-    assert_eq!(without(&s), without(&r), "tracking turned on mid-pipeline");
-    assert!(testkit::escape(&s).contains(&testkit::escape(push)), "Sluice's invalidation");
+    let (rid, sid) = (id(&mut target.redis), id(&mut target.sluice));
+    for (c, id) in [(&mut tracker.redis, &rid), (&mut tracker.sluice, &sid)] {
+        assert_eq!(
+            c.cmd(&["CLIENT", "TRACKING", "ON", "REDIRECT", id.as_str()]).unwrap(),
+            b"+OK\r\n"
+        );
+        c.cmd(&["GET", "r"]).unwrap();
+    }
+    let cmds: &[&[&str]] = &[&["GET", "x"], &["SET", "r", "1"], &["GET", "x"], &["INCR", "y"]];
+    let (r, s) = both(&mut target, cmds);
+    assert!(testkit::escape(&r).contains("invalidate"), "redis-server's push");
+    assert_same("a redirected invalidation mid-pipeline", (r, s));
+}
+
+/// A RESP3 connection of `pair`'s servers.
+fn resp3(servers: &Servers) -> testkit::diff::Pair {
+    let mut pair = servers.connect();
+    for c in [&mut pair.redis, &mut pair.sluice] {
+        c.send_raw(b"*2\r\n$5\r\nHELLO\r\n$1\r\n3\r\n").unwrap();
+        c.read_reply().unwrap();
+    }
+    pair
+}
+
+/// Sends `cmd` to both servers one at a time; the replies must match.
+fn each(pair: &mut testkit::diff::Pair, cmd: &[&str]) {
+    let r = pair.redis.cmd(cmd).unwrap();
+    let s = pair.sluice.cmd(cmd).unwrap();
+    assert_eq!(testkit::escape(&s), testkit::escape(&r), "{cmd:?}");
+}
+
+#[test]
+fn tracking_pushes_in_a_pipeline_land_where_redis_puts_them() {
+    let Some(servers) = Servers::start(Path::new(env!("CARGO_BIN_EXE_sluice-server"))) else {
+        return;
+    };
+    // The client's own FLUSHDB: the null push after the reply.
+    let mut a = resp3(&servers);
+    each(&mut a, &["CLIENT", "TRACKING", "ON"]);
+    let (r, s) = both(&mut a, &[&["GET", "a"], &["GET", "b"], &["FLUSHDB"], &["PING"]]);
+    assert!(testkit::escape(&r).contains("_\\r\\n+PONG"), "redis-server's null push");
+    assert_same("own FLUSHDB", (r, s));
+    // NOLOOP: the client's own writes send nothing.
+    each(&mut a, &["CLIENT", "TRACKING", "ON", "NOLOOP"]);
+    assert_same("NOLOOP", both(&mut a, &[&["GET", "n"], &["SET", "n", "1"], &["PING"]]));
+
+    // BCAST: Redis sends the keys once per event-loop turn, after the
+    // batch's replies (here after the sentinel's), in the same write.
+    // (One write command: Sluice sends a push per command where Redis
+    // gathers a turn's keys in one.)
+    let mut b = resp3(&servers);
+    each(&mut b, &["CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "p"]);
+    let buf = pipeline(&[&["GET", "p1"], &["MSET", "p2", "y", "q", "z", "p1", "x"], &["PING"]]);
+    let frames = |x: &mut testkit::Client| -> String {
+        x.send_raw(&buf).unwrap();
+        testkit::escape(&(0..5).flat_map(|_| x.read_reply().unwrap()).collect::<Vec<u8>>())
+    };
+    let (r, s) = (frames(&mut b.redis), frames(&mut b.sluice));
+    assert!(r.contains("lean-end\\r\\n>2"), "redis-server's broadcast after the batch: {r}");
+    assert_eq!(s, r, "BCAST");
+
+    // A broken redirection found by the client's own write: the
+    // `tracking-redir-broken` push after the write's reply.
+    let mut c = resp3(&servers);
+    let mut gone = servers.connect();
+    let id = |x: &mut testkit::Client| {
+        let r = x.cmd(&["CLIENT", "ID"]).unwrap();
+        String::from_utf8_lossy(&r[1..]).trim().to_string()
+    };
+    let (rid, sid) = (id(&mut gone.redis), id(&mut gone.sluice));
+    for (x, id) in [(&mut c.redis, &rid), (&mut c.sluice, &sid)] {
+        assert_eq!(
+            x.cmd(&["CLIENT", "TRACKING", "ON", "REDIRECT", id.as_str()]).unwrap(),
+            b"+OK\r\n"
+        );
+    }
+    drop(gone);
+    std::thread::sleep(Duration::from_millis(200));
+    let (r, s) = both(&mut c, &[&["GET", "w"], &["SET", "w", "1"], &["PING"]]);
+    assert!(testkit::escape(&r).contains("tracking-redir-broken"), "redis-server's push");
+    // The push names the redirection's client id, which differs.
+    let (r, s) = (testkit::escape(&r).replace(&rid, "ID"), testkit::escape(&s).replace(&sid, "ID"));
+    assert_eq!(s, r, "broken redirection");
 }
