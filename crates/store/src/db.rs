@@ -2248,9 +2248,6 @@ impl<'a> Locks<'a> {
 
     // ---- conveniences over the key's stripe ---------------------------
 
-    /// Inlined into `Ctx::lookup_read`, whose callers (GET and the other
-    /// readers) then call `Stripe::get_hashed` directly.
-    #[inline]
     pub fn get(&mut self, db: usize, key: &[u8]) -> Option<&mut Entry> {
         let now = self.now;
         match self.memo_for(db, key) {
