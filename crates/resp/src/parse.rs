@@ -163,6 +163,12 @@ impl ArgBuf {
         dst.extend(self.spans.iter().map(|&(s, e)| &src[s as usize..e as usize]));
     }
 
+    /// The span table at the size the short path keeps (see [`parse_short`]).
+    #[cold]
+    fn reset_spans(&mut self) {
+        self.spans = Vec::with_capacity(SHORT_MAX);
+    }
+
     fn clear(&mut self) {
         // A request with many arguments leaves a big span table behind;
         // Redis frees its argv array after every command, so one huge
@@ -195,24 +201,35 @@ const KEEP_SPANS: usize = 1024;
 const KEEP_SCRATCH: usize = 4096;
 
 /// Parses one request from the start of `buf`.
+///
+/// Inlined into the caller for the short request ([`parse_short`]),
+/// which writes its spans in place; anything else is read out of line.
+#[inline(always)]
 pub fn parse(buf: &[u8], limits: &Limits, out: &mut ArgBuf) -> Parsed {
+    if buf.first() == Some(&b'*') {
+        if let Some(consumed) = parse_short(buf, limits, out) {
+            return Parsed::Command { consumed };
+        }
+    }
+    parse_general(buf, limits, out)
+}
+
+#[inline(never)]
+fn parse_general(buf: &[u8], limits: &Limits, out: &mut ArgBuf) -> Parsed {
     out.clear();
     match buf.first() {
         None => {
             out.unparsed = 0;
             Parsed::Incomplete { need: 1 }
         }
-        Some(b'*') => match parse_short(buf, limits, out) {
-            Some(consumed) => Parsed::Command { consumed },
-            None => {
-                // What the short path took of a request it gave up on.
-                out.spans.clear();
-                parse_multibulk(buf, limits, out)
-            }
-        },
+        Some(b'*') => parse_multibulk(buf, limits, out),
         Some(_) => parse_inline(buf, out),
     }
 }
+
+/// Arguments the short path reads at most, and the span capacity it
+/// keeps so that it writes them without a test per argument.
+const SHORT_MAX: usize = 9;
 
 /// The shape of nearly every pipelined request, read in one pass with a
 /// few tests an argument: a count of one to nine, each argument a `$`
@@ -222,20 +239,30 @@ pub fn parse(buf: &[u8], limits: &Limits, out: &mut ArgBuf) -> Parsed {
 /// [`parse_multibulk`] then reads from the start: where this answers, it
 /// answers as that does (the same bytes skipped unchecked after each
 /// `\r`; the unauthenticated limits cannot bite below ten arguments of
-/// at most 99 bytes).
+/// at most 99 bytes). The spans are written in place and their count set
+/// once, at the end; `out` is left as [`ArgBuf::clear`] leaves it but for
+/// the inline scratch, which only an inline request reads (and whose
+/// parse clears it first).
 #[inline(always)]
 fn parse_short(buf: &[u8], limits: &Limits, out: &mut ArgBuf) -> Option<usize> {
     // Spans are u32; so is every offset below once this holds.
     if buf.len() > u32::MAX as usize {
         return None;
     }
+    let cap = out.spans.capacity();
+    if !(SHORT_MAX..=KEEP_SPANS).contains(&cap) {
+        out.reset_spans();
+    }
+    out.spans.clear();
+    out.inline = false;
     let h = buf.get(1..3)?;
     let count = h[0].wrapping_sub(b'1');
     if count > 8 || h[1] != b'\r' {
         return None;
     }
+    let spans = out.spans.as_mut_ptr();
     let mut pos = 4;
-    for _ in 0..=count {
+    for i in 0..=usize::from(count) {
         // `$`, the digits, `\r` and its byte: always within the argument
         // when the whole request is here.
         let h = buf.get(pos..pos + 5)?;
@@ -259,9 +286,15 @@ fn parse_short(buf: &[u8], limits: &Limits, out: &mut ArgBuf) -> Option<usize> {
         if buf.len() < end + 2 {
             return None;
         }
-        out.spans.push((start as u32, end as u32));
+        // SAFETY: `i` < `count` + 1 <= SHORT_MAX <= the capacity (made
+        // so above), so the write is within the vector's allocation; the
+        // length is set only once every span below it is written.
+        unsafe { spans.add(i).write((start as u32, end as u32)) };
         pos = end + 2;
     }
+    // SAFETY: the loop wrote spans 0..=count (it returns on any failure
+    // before this), all within the capacity; `(u32, u32)` needs no drop.
+    unsafe { out.spans.set_len(usize::from(count) + 1) };
     Some(pos)
 }
 
@@ -593,6 +626,32 @@ mod tests {
         assert!(matches!(parse(&big, &Limits::default(), &mut ab), Parsed::Command { .. }));
         ab.release();
         assert_eq!(ab.spans.capacity(), 0);
+    }
+
+    /// The short path writes its spans in place and leaves the inline
+    /// scratch as it was: a request after an inline one, or after one the
+    /// short path gave up on halfway, reads only its own arguments.
+    #[test]
+    fn a_short_request_after_an_inline_or_abandoned_one_reads_its_own() {
+        let mut ab = ArgBuf::new();
+        let l = Limits::default();
+        assert!(matches!(parse(b"SET a b\r\n", &l, &mut ab), Parsed::Command { .. }));
+        assert!(ab.is_inline());
+        let get = b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n";
+        assert_eq!(parse(get, &l, &mut ab), Parsed::Command { consumed: get.len() });
+        assert!(!ab.is_inline());
+        assert_eq!((ab.len(), ab.get(get, 0), ab.get(get, 1)), (2, &b"GET"[..], &b"k"[..]));
+        // Gives up at the third argument (a three-digit length).
+        let long = format!("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$100\r\n{}\r\n", "v".repeat(100));
+        assert!(matches!(parse(long.as_bytes(), &l, &mut ab), Parsed::Command { .. }));
+        assert_eq!(ab.len(), 3);
+        assert_eq!(ab.get(long.as_bytes(), 2), "v".repeat(100).as_bytes());
+        assert_eq!(
+            parse(&get[..get.len() - 3], &l, &mut ab),
+            Parsed::Incomplete { need: get.len() }
+        );
+        assert_eq!(parse(get, &l, &mut ab), Parsed::Command { consumed: get.len() });
+        assert_eq!(ab.len(), 2);
     }
 
     fn args(input: &[u8]) -> (Parsed, Vec<Vec<u8>>) {

@@ -1874,10 +1874,13 @@ impl<'a> Locks<'a> {
     /// ascending order).
     #[inline(always)]
     fn find(&self, id: u32) -> Option<usize> {
-        match self.held.len() {
+        // One slice: each of `len` and `[0]` on the SmallVec tests
+        // whether it spilled.
+        let held = self.held.as_slice();
+        match held.len() {
             0 => None,
-            1 => (self.held[0].0 == id).then_some(0),
-            _ => self.held.binary_search_by_key(&id, |(h, _)| *h).ok(),
+            1 => (held[0].0 == id).then_some(0),
+            _ => held.binary_search_by_key(&id, |(h, _)| *h).ok(),
         }
     }
 
@@ -2043,7 +2046,7 @@ impl<'a> Locks<'a> {
             Some(p) => p,
             None => self.lock_for_use(id),
         };
-        &mut self.held[pos].1
+        &mut self.held.as_mut_slice()[pos].1
     }
 
     #[cold]
@@ -2218,11 +2221,18 @@ impl<'a> Locks<'a> {
         // time finds nothing, in two tests rather than a call.
         // One stripe and no gate (a single-key command) is released here,
         // without the call and the loop (some 20 instructions).
-        if self.held.len() == 1 && self.gates.is_none() {
-            if let Some((id, g)) = self.held.pop() {
-                self.release_one(id, g);
-            }
-        } else if !self.held.is_empty() || self.gates.is_some() {
+        let n = self.held.len();
+        if n == 1 && self.gates.is_none() {
+            // SAFETY: the one element is initialised (the length was 1);
+            // the length is 0 before it is read out, so it is owned once
+            // (by `release_one`) and never dropped by `held` again. In
+            // place of `pop`, whose tests (spilled, empty) were made above.
+            let (id, g) = unsafe {
+                self.held.set_len(0);
+                std::ptr::read(self.held.as_ptr())
+            };
+            self.release_one(id, g);
+        } else if n != 0 || self.gates.is_some() {
             self.release_held();
         }
     }

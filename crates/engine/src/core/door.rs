@@ -214,6 +214,9 @@ pub fn run_with<'a, W: Widen + ?Sized>(
                 dispatch::lock_keys_hinted(shared, db, spec, argv, keys, t.id())
             }
         }
+        // PING, ECHO, CLIENT ...: nothing to lock (`lock_keys` would find
+        // no ids and take none, in some 90 instructions).
+        Hold::Take(_) | Hold::Held if matches!(spec.keys, KeySpec::None) => Ok(()),
         Hold::Take(_) | Hold::Held => dispatch::lock_keys(shared, db, spec, argv, keys),
         Hold::TakeIfFree => {
             if dispatch::busy_keyed(shared, db, spec, argv, keys) {

@@ -102,6 +102,31 @@ fn session_state_changed_mid_pipeline_applies_to_the_next_request() {
             ],
         ),
     );
+    // Keyless commands that change the session come first in the
+    // window, or between keyed ones.
+    assert_same(
+        "keyless commands before and between keyed ones",
+        both(
+            &mut pair,
+            &[
+                &["MULTI"],
+                &["GET", "m"],
+                &["EXEC"],
+                &["GET", "m"],
+                &["PING"],
+                &["INCR", "m"],
+                &["CLIENT", "REPLY", "SKIP"],
+                &["GET", "m"],
+                &["GET", "m"],
+                &["PING"],
+                &["GET", "m"],
+            ],
+        ),
+    );
+    assert_same(
+        "a reply mode set by the window's first request",
+        both(&mut pair, &[&["CLIENT", "REPLY", "SKIP"], &["INCR", "m"], &["GET", "m"]]),
+    );
     assert_eq!(calls(&mut pair.sluice), calls(&mut pair.redis), "commandstats calls");
 
     // Tracking in RESP3: a key read after CLIENT TRACKING ON in the same
