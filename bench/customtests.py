@@ -20,6 +20,7 @@ TEST_SETS = {
     "geo": "geoadd,geosearch",
     "zset100k": "zadd_100k,zscore_100k,zrank_100k,zrangebyscore_100k",
     "hash1k": "hget_1k,hgetall_1k,hscan_1k",
+    "small": "hget_small,hset_small,hgetall_small,zscore_small,zadd_small,zrange_small",
 }
 TEST_SETS["types13"] = ",".join(TEST_SETS[s] for s in ("streams", "bitmaps", "hll", "geo"))
 
@@ -105,6 +106,24 @@ def _hash1k(n, size, keyspace):
         yield resp("HSET", "bh", *args)
 
 
+def _hash10(n, size, keyspace):
+    # A listpack hash of the ten fields redis-benchmark names with -r 10.
+    yield resp("DEL", "hs")
+    args = []
+    for j in range(10):
+        args += [f"element:{j:012d}", "v" * size]
+    yield resp("HSET", "hs", *args)
+
+
+def _zset10(n, size, keyspace):
+    # A listpack sorted set of the ten members redis-benchmark names with -r 10.
+    yield resp("DEL", "zsm")
+    args = []
+    for j in range(10):
+        args += [str(j), f"element:{j:012d}"]
+    yield resp("ZADD", "zsm", *args)
+
+
 class Custom(namedtuple("Custom", "line load keyspace")):
     """`line`: the command; `load(n, size, keyspace)`: RESP commands run
     first, or None; `keyspace`: "n" when `-r` must be the request count,
@@ -153,6 +172,14 @@ CUSTOM = {
     "hget_1k": Custom(["HGET", "bh", "element:__rand_int__"], _hash1k, 1000),
     "hgetall_1k": Custom(["HGETALL", "bh"], _hash1k, None),
     "hscan_1k": Custom(["HSCAN", "bh", "0", "COUNT", "2000"], _hash1k, None),
+    # Ten-element listpacks (the packed, front-coded encodings): lookups,
+    # updates in place and the whole walk.
+    "hget_small": Custom(["HGET", "hs", "element:__rand_int__"], _hash10, 10),
+    "hset_small": Custom(["HSET", "hs", "element:__rand_int__", "__data__"], _hash10, 10),
+    "hgetall_small": Custom(["HGETALL", "hs"], _hash10, None),
+    "zscore_small": Custom(["ZSCORE", "zsm", "element:__rand_int__"], _zset10, 10),
+    "zadd_small": Custom(["ZADD", "zsm", "__rand_int__", "element:__rand_int__"], _zset10, 10),
+    "zrange_small": Custom(["ZRANGE", "zsm", "0", "-1", "WITHSCORES"], _zset10, None),
     "geosearch": Custom(["GEOSEARCH", "gs", "FROMLONLAT", "13.5", "38.5", "BYRADIUS", "5", "km", "ASC",
                          "COUNT", "10"], _geosearch, None),
 }

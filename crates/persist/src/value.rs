@@ -278,14 +278,14 @@ pub fn write_value(out: &mut Vec<u8>, v: &Value, compress: bool) {
             if z.encoding() == "listpack" {
                 let mut w = ListpackWriter::new();
                 for (m, s) in z.iter() {
-                    w.push(m);
+                    w.push(&m);
                     w.push(&d2string(s));
                 }
                 write_string(out, &w.finish(), compress);
             } else {
                 write_len(out, z.len() as u64);
                 for (m, s) in z.range(0, usize::MAX, true) {
-                    write_string(out, m, compress);
+                    write_string(out, &m, compress);
                     out.extend_from_slice(&s.to_le_bytes());
                 }
             }
@@ -294,15 +294,15 @@ pub fn write_value(out: &mut Vec<u8>, v: &Value, compress: bool) {
             if h.is_listpack() {
                 let mut w = ListpackWriter::new();
                 for (f, v) in h.iter() {
-                    w.push(f);
-                    w.push(v);
+                    w.push(&f);
+                    w.push(&v);
                 }
                 write_string(out, &w.finish(), compress);
             } else {
                 write_len(out, h.len() as u64);
                 for (f, v) in h.iter() {
-                    write_string(out, f, compress);
-                    write_string(out, v, compress);
+                    write_string(out, &f, compress);
+                    write_string(out, &v, compress);
                 }
             }
         }

@@ -55,7 +55,7 @@ pub fn value_digest(d: &mut Digest, e: &Entry) {
         Value::ZSet(z) => {
             for (m, s) in z.iter() {
                 let mut el = [0u8; 20];
-                mix(&mut el, m);
+                mix(&mut el, &m);
                 // `%.17g`, as Redis 7.0 prints the score here.
                 let mut b = [0u8; 64];
                 let n = resp::fmt_double(s, &mut b);
@@ -66,8 +66,8 @@ pub fn value_digest(d: &mut Digest, e: &Entry) {
         Value::Hash(h) => {
             for (f, x) in h.iter() {
                 let mut el = [0u8; 20];
-                mix(&mut el, f);
-                mix(&mut el, x);
+                mix(&mut el, &f);
+                mix(&mut el, &x);
                 xor(d, &el);
             }
         }

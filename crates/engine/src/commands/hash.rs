@@ -9,7 +9,7 @@
 use std::borrow::Cow;
 
 use resp::{Proto, ReplyBuf};
-use store::types::Hash;
+use store::types::{Hash, Str};
 use store::value::parse_canonical_i64;
 use store::Value;
 
@@ -171,8 +171,11 @@ fn hsetnx(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
 fn hget(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let key = args.key()?;
     let field = args.req()?;
-    match read_hash(cx, key)?.and_then(|h| h.get(field)) {
-        Some(v) => out.bulk(v),
+    match read_hash(cx, key)? {
+        Some(h) => h.get_with(field, |v| match v {
+            Some(v) => out.bulk(v),
+            None => out.null(),
+        }),
         None => out.null(),
     }
     Ok(())
@@ -185,7 +188,7 @@ fn hmget(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     out.array(fields.len());
     for f in fields {
         match h.and_then(|h| h.get(f)) {
-            Some(v) => out.bulk(v),
+            Some(v) => out.bulk(&v),
             None => out.null(),
         }
     }
@@ -210,7 +213,7 @@ fn hexists(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
 fn hstrlen(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let key = args.key()?;
     let field = args.req()?;
-    let n = read_hash(cx, key)?.and_then(|h| h.get(field)).map_or(0, <[u8]>::len);
+    let n = read_hash(cx, key)?.and_then(|h| h.get(field)).map_or(0, |v| v.len());
     out.int(n as i64);
     Ok(())
 }
@@ -222,9 +225,7 @@ fn hkeys(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         return Ok(());
     };
     out.array(h.len());
-    for (f, _) in h.iter() {
-        out.bulk(f);
-    }
+    h.for_each(|f, _| out.bulk(f));
     Ok(())
 }
 
@@ -235,9 +236,7 @@ fn hvals(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         return Ok(());
     };
     out.array(h.len());
-    for (_, v) in h.iter() {
-        out.bulk(v);
-    }
+    h.for_each(|_, v| out.bulk(v));
     Ok(())
 }
 
@@ -248,10 +247,10 @@ fn hgetall(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         return Ok(());
     };
     out.map(h.len());
-    for (f, v) in h.iter() {
+    h.for_each(|f, v| {
         out.bulk(f);
         out.bulk(v);
-    }
+    });
     Ok(())
 }
 
@@ -285,7 +284,7 @@ fn hincrby(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let (max_entries, max_value) = limits(cx);
     let n = write_hash(cx, key, |h| {
         let cur = match h.get(field) {
-            Some(v) => parse_canonical_i64(v)
+            Some(v) => parse_canonical_i64(&v)
                 .ok_or(CmdError::Msg(Cow::Borrowed("ERR hash value is not an integer")))?,
             None => 0,
         };
@@ -313,7 +312,7 @@ fn hincrbyfloat(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult 
     let (max_entries, max_value) = limits(cx);
     let mut buf = [0u8; ldouble::LD_BUF];
     let n = write_hash(cx, key, |h| {
-        let n = ldouble::incr_by(h.get(field), by, &mut buf).map_err(|e| match e {
+        let n = ldouble::incr_by(h.get(field).as_deref(), by, &mut buf).map_err(|e| match e {
             LdError::BadCurrent => CmdError::Msg(Cow::Borrowed("ERR hash value is not a float")),
             LdError::BadIncr => CmdError::NotFloat,
             LdError::NotFinite => {
@@ -350,7 +349,7 @@ fn hrandfield(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         };
         cx.sess.stats.hits += 1;
         match h.random(|| store.rand()) {
-            Some((f, _)) => out.bulk(f),
+            Some((f, _)) => out.bulk(&f),
             None => out.null(),
         }
         return Ok(());
@@ -409,7 +408,7 @@ fn hrandfield(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
                 break;
             }
             let (f, v) = h.random(|| store.rand()).expect("hash is not empty");
-            pair(out, f, v);
+            pair(out, &f, &v);
         }
         return Ok(());
     }
@@ -417,19 +416,17 @@ fn hrandfield(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     if n >= h.len() {
         // The whole hash, in its own order.
         header(out, h.len());
-        for (f, v) in h.iter() {
-            pair(out, f, v);
-        }
+        h.for_each(|f, v| pair(out, f, v));
         return Ok(());
     }
     // Distinct fields: shuffle the first `n` positions of the pair list.
-    let mut all: Vec<(&[u8], &[u8])> = h.iter().collect();
+    let mut all: Vec<(Str<'_>, Str<'_>)> = h.iter().collect();
     for i in 0..n {
         let j = i + (store.rand() % (all.len() - i) as u64) as usize;
         all.swap(i, j);
     }
     header(out, n);
-    for &(f, v) in &all[..n] {
+    for (f, v) in &all[..n] {
         pair(out, f, v);
     }
     Ok(())

@@ -161,7 +161,7 @@ pub fn value_size(v: &Value, samples: usize, prealloc: usize) -> usize {
         }
         Value::Hash(h) => {
             if h.is_listpack() {
-                ROBJ + je_size(lp_bytes(h.iter().map(|(f, x)| lp_str_size(f) + lp_str_size(x))))
+                ROBJ + je_size(lp_bytes(h.iter().map(|(f, x)| lp_str_size(&f) + lp_str_size(&x))))
             } else {
                 let each =
                     h.iter().map(|(f, x)| DICT_ENTRY + sds_alloc(f.len()) + sds_alloc(x.len()));
@@ -178,7 +178,7 @@ pub fn value_size(v: &Value, samples: usize, prealloc: usize) -> usize {
         },
         Value::ZSet(z) => {
             if z.encoding() == "listpack" {
-                ROBJ + je_size(lp_bytes(z.iter().map(|(m, s)| lp_str_size(m) + lp_score_size(s))))
+                ROBJ + je_size(lp_bytes(z.iter().map(|(m, s)| lp_str_size(&m) + lp_score_size(s))))
             } else {
                 // Nodes' levels are random (p = 1/4): their mean allocation.
                 let node = (je_size(ZSKIPLIST_NODE + ZSKIPLIST_LEVEL) * 3

@@ -215,7 +215,7 @@ fn by_pattern<R>(
     key.extend_from_slice(post);
     let Some(e) = cx.lookup_read(key) else { return f(None) };
     match (field, &e.value) {
-        (Some(field), Value::Hash(h)) => f(h.get(field)),
+        (Some(field), Value::Hash(h)) => f(h.get(field).as_deref()),
         (None, v) => {
             let mut buf = [0u8; 24];
             f(v.as_bytes(&mut buf))
@@ -284,10 +284,10 @@ fn load_zset(z: &ZSet, range: Option<(usize, usize)>, desc: bool, v: &mut Vector
     match range {
         Some((start, n)) if desc => {
             let hi = z.len().saturating_sub(start);
-            z.range(hi.saturating_sub(n), hi, true).for_each(|(m, _)| v.push(m));
+            z.range(hi.saturating_sub(n), hi, true).for_each(|(m, _)| v.push(&m));
         }
-        Some((start, n)) => z.range(start, start + n, false).for_each(|(m, _)| v.push(m)),
-        None => z.iter().for_each(|(m, _)| v.push(m)),
+        Some((start, n)) => z.range(start, start + n, false).for_each(|(m, _)| v.push(&m)),
+        None => z.iter().for_each(|(m, _)| v.push(&m)),
     }
 }
 

@@ -1,11 +1,13 @@
 //! The aggregate value types: one module each, owned by its family.
 
+pub mod front;
 pub mod hash;
 pub mod list;
 pub mod set;
 pub mod stream;
 pub mod zset;
 
+pub use front::Str;
 pub use hash::Hash;
 pub use list::{End as ListEnd, List};
 pub use set::Set;

@@ -9,6 +9,7 @@
 use resp::{Proto, ReplyBuf};
 use store::types::set::Set;
 use store::types::zset::{Limits, ZSet};
+use store::types::Str;
 use store::{Table, Value};
 
 use super::range::reply_scored;
@@ -216,7 +217,7 @@ pub(super) fn zrandmember(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> 
         let z = as_zset(&mut e.value)?;
         let r = (shared.store.rand() % z.len().max(1) as u64) as usize;
         match z.get(r) {
-            Some((m, _)) => out.bulk(m),
+            Some((m, _)) => out.bulk(&m),
             None => out.null(),
         }
         return Ok(());
@@ -253,11 +254,11 @@ pub(super) fn zrandmember(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> 
     let head = |out: &mut ReplyBuf, n: usize| {
         out.array(if withscores && !resp3 { n * 2 } else { n });
     };
-    let item = |out: &mut ReplyBuf, (m, s): (&[u8], f64)| {
+    let item = |out: &mut ReplyBuf, (m, s): (Str<'_>, f64)| {
         if withscores && resp3 {
             out.array(2);
         }
-        out.bulk(m);
+        out.bulk(&m);
         if withscores {
             out.double(s);
         }
@@ -303,8 +304,8 @@ pub(super) fn zrandmember(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> 
         while picked.len() < count {
             let r = (rand() % size as u64) as usize;
             if let Some(el) = z.get(r) {
-                if !seen.contains_key(el.0) {
-                    seen.insert(el.0, ());
+                if !seen.contains_key(&el.0) {
+                    seen.insert(&el.0, ());
                     picked.push(el);
                 }
             }
@@ -418,7 +419,7 @@ impl In<'_> {
         match self {
             In::Z(z) => {
                 for (m, s) in z.iter() {
-                    if !f(m, s) {
+                    if !f(&m, s) {
                         return;
                     }
                 }
@@ -632,7 +633,7 @@ fn setop(
         };
         algebra::store_result(cx, dst, Value::ZSet(r), len, Class::ZSET, event, out);
     } else {
-        let found: Vec<(&[u8], f64)> = r.iter().collect();
+        let found: Vec<(Str<'_>, f64)> = r.iter().collect();
         reply_scored(out, &found, o.withscores, out.proto == Proto::Resp3);
     }
     Ok(())
@@ -699,7 +700,7 @@ pub(super) fn zscan(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdRes
     };
     let z = as_zset(&mut e.value)?;
     let opts = opts?;
-    let mut found: Vec<(&[u8], f64)> = Vec::new();
+    let mut found: Vec<(Str<'_>, f64)> = Vec::new();
     let mut cursor = cursor;
     let mut budget = opts.count.saturating_mul(10);
     loop {
@@ -718,7 +719,7 @@ pub(super) fn zscan(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdRes
     out.array(found.len() * 2);
     let mut buf = [0u8; 64];
     for (m, s) in found {
-        out.bulk(m);
+        out.bulk(&m);
         let n = resp::fmt_double(s, &mut buf);
         out.bulk(&buf[..n]);
     }

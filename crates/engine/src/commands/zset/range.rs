@@ -9,6 +9,7 @@
 
 use resp::{Proto, ReplyBuf};
 use store::types::zset::{score_gte_min, score_lte_max, LexBound as Lex, ZSet};
+use store::types::Str;
 use store::Value;
 
 use super::{as_zset, c_strtod, limits, zset_changed};
@@ -44,21 +45,21 @@ impl<'a> Sel<'a> {
     /// in range.
     fn span(&self, z: &ZSet) -> (usize, usize) {
         let lo = z.count_below(|s, m| !self.gte_min(s, m));
-        let n = z.range(lo, usize::MAX, false).take_while(|&(m, s)| self.lte_max(s, m)).count();
+        let n = z.range(lo, usize::MAX, false).take_while(|(m, s)| self.lte_max(*s, m)).count();
         (lo, n)
     }
 
     /// Elements in range, in the asked direction.
-    fn walk<'z>(self, z: &'z ZSet, rev: bool) -> Box<dyn Iterator<Item = (&'z [u8], f64)> + 'z>
+    fn walk<'z>(self, z: &'z ZSet, rev: bool) -> Box<dyn Iterator<Item = (Str<'z>, f64)> + 'z>
     where
         'a: 'z,
     {
         if rev {
             let hi = z.count_below(|s, m| self.lte_max(s, m));
-            Box::new(z.range(0, hi, true).take_while(move |&(m, s)| self.gte_min(s, m)))
+            Box::new(z.range(0, hi, true).take_while(move |(m, s)| self.gte_min(*s, m)))
         } else {
             let lo = z.count_below(|s, m| !self.gte_min(s, m));
-            Box::new(z.range(lo, usize::MAX, false).take_while(move |&(m, s)| self.lte_max(s, m)))
+            Box::new(z.range(lo, usize::MAX, false).take_while(move |(m, s)| self.lte_max(*s, m)))
         }
     }
 }
@@ -221,7 +222,7 @@ fn zrange_generic(
         return Ok(());
     };
     let z = as_zset(&mut e.value)?;
-    let mut found: Vec<(&[u8], f64)> = Vec::new();
+    let mut found: Vec<(Str<'_>, f64)> = Vec::new();
     match sel {
         None => {
             if let Some((lo, hi)) = rank_span(z.len(), ranks.0, ranks.1, rev) {
@@ -243,8 +244,8 @@ fn zrange_generic(
     }
     if let Some(dst) = store {
         let mut r = ZSet::new_listpack();
-        for &(m, s) in &found {
-            r.set(m, s, lim);
+        for (m, s) in &found {
+            r.set(m, *s, lim);
         }
         drop(found);
         store_range(cx, dst, Some(r), out);
@@ -256,9 +257,9 @@ fn zrange_generic(
 
 /// Writes elements as Redis's range replies do: flat pairs in RESP2,
 /// `[member, score]` pairs in RESP3, with scores.
-pub(crate) fn reply_scored(
+pub(crate) fn reply_scored<M: AsRef<[u8]>>(
     out: &mut ReplyBuf,
-    found: &[(&[u8], f64)],
+    found: &[(M, f64)],
     withscores: bool,
     resp3: bool,
 ) {
@@ -267,13 +268,13 @@ pub(crate) fn reply_scored(
     } else {
         out.array(found.len());
     }
-    for &(m, s) in found {
+    for (m, s) in found {
         if withscores && resp3 {
             out.array(2);
         }
-        out.bulk(m);
+        out.bulk(m.as_ref());
         if withscores {
-            out.double(s);
+            out.double(*s);
         }
     }
 }

@@ -1,5 +1,7 @@
 //! One chunk of a list: its elements packed in one buffer, each entry
-//! either a literal or coded against the literal before it (front coding).
+//! either a literal or coded against the literal before it (front coding,
+//! whose entry forms are shared with packed hashes and sorted sets:
+//! `types/front.rs`).
 //!
 //! An entry is a header, its bytes and its header-plus-bytes size again as
 //! a backwards varint, so a chunk is walked from either end as Redis walks
@@ -33,21 +35,16 @@
 //! ([`Chunk::push_front`]). Edits in the middle re-code the one group they
 //! touch.
 
-use super::{grow_exact, read_backlen, read_varint, size_class, varint_len};
+use super::{grow_exact, read_backlen, size_class, varint_len};
+#[cfg(test)]
+use crate::types::front::common_prefix;
+use crate::types::front::{self, choose, itoa, short_coded, Enc, CODED, INT};
 // An element's integer when it is one's canonical text (Redis's
 // `string2ll`: no `+`, no leading zeros, not `-0`, within i64).
 use crate::value::parse_canonical_i64 as canonical_int;
 
 /// Most elements in a group (a literal and the entries coded against it).
-pub(super) const GROUP: usize = 8;
-
-/// First header byte of an integer entry; this and above depend on an
-/// anchor.
-const INT: u8 = 0xa0;
-/// First header byte of a coded entry.
-const CODED: u8 = 0xc0;
-/// First header byte of a coded entry with varint fields.
-const CODED_LONG: u8 = 0xff;
+pub(super) const GROUP: usize = front::GROUP;
 
 /// Decoded elements up to this size are built on the stack by
 /// [`Chunk::with_value`].
@@ -74,113 +71,18 @@ pub(super) struct Entry {
     pub(super) end: usize,
 }
 
-/// What an element is written as.
-#[derive(Clone, Copy)]
-enum Enc<'v> {
-    Lit(&'v [u8]),
-    Coded {
-        cut: usize,
-        suffix: &'v [u8],
-    },
-    /// The anchor's integer plus `delta` (-16..=15).
-    Int {
-        delta: i64,
-    },
-}
-
-impl Enc<'_> {
-    /// Header plus stored bytes.
-    #[inline]
-    fn head_size(&self) -> usize {
-        match *self {
-            Enc::Lit(v) if v.len() < 0x80 => 1 + v.len(),
-            Enc::Lit(v) => 1 + varint_len(v.len() >> 5) + v.len(),
-            Enc::Int { .. } => 1,
-            Enc::Coded { cut, suffix }
-                if cut < 8 && suffix.len() < 8 && (cut, suffix.len()) != (7, 7) =>
-            {
-                1 + suffix.len()
-            }
-            Enc::Coded { cut, suffix } => {
-                1 + varint_len(cut) + varint_len(suffix.len()) + suffix.len()
-            }
-        }
-    }
-
-    #[inline]
-    fn size(&self) -> usize {
-        let h = self.head_size();
-        h + varint_len(h)
-    }
-
-    /// Writes the entry at `buf[pos..]`; returns the position after it.
-    #[inline]
-    fn put(&self, buf: &mut [u8], pos: usize) -> usize {
-        let (h, bytes) = match *self {
-            Enc::Lit(v) if v.len() < 0x80 => (v.len() as u8, v),
-            Enc::Coded { cut, suffix }
-                if cut < 8 && suffix.len() < 8 && (cut, suffix.len()) != (7, 7) =>
-            {
-                (CODED | (cut as u8) << 3 | suffix.len() as u8, suffix)
-            }
-            Enc::Int { delta } => (INT | (delta + 16) as u8, &[][..]),
-            _ => return self.put_long(buf, pos),
-        };
-        buf[pos] = h;
-        let p = pos + 1 + bytes.len();
-        buf[pos + 1..p].copy_from_slice(bytes);
-        put_backlen(buf, p, p - pos)
-    }
-
-    /// [`Enc::put`] for the forms with varint fields.
-    fn put_long(&self, buf: &mut [u8], pos: usize) -> usize {
-        let mut tmp = [0u8; 21];
-        let (head, bytes): (&[u8], &[u8]) = match *self {
-            Enc::Lit(v) if v.len() < 0x80 => {
-                tmp[0] = v.len() as u8;
-                (&tmp[..1], v)
-            }
-            Enc::Lit(v) => {
-                tmp[0] = 0x80 | (v.len() & 0x1f) as u8;
-                let n = put_varint(&mut tmp, 1, v.len() >> 5);
-                (&tmp[..n], v)
-            }
-            Enc::Int { delta } => {
-                tmp[0] = INT | (delta + 16) as u8;
-                (&tmp[..1], &[])
-            }
-            Enc::Coded { cut, suffix }
-                if cut < 8 && suffix.len() < 8 && (cut, suffix.len()) != (7, 7) =>
-            {
-                tmp[0] = CODED | (cut as u8) << 3 | suffix.len() as u8;
-                (&tmp[..1], suffix)
-            }
-            Enc::Coded { cut, suffix } => {
-                tmp[0] = CODED_LONG;
-                let n = put_varint(&mut tmp, 1, cut);
-                let n = put_varint(&mut tmp, n, suffix.len());
-                (&tmp[..n], suffix)
-            }
-        };
-        let mut p = pos;
-        buf[p..p + head.len()].copy_from_slice(head);
-        p += head.len();
-        buf[p..p + bytes.len()].copy_from_slice(bytes);
-        p += bytes.len();
-        put_backlen(buf, p, p - pos)
-    }
-}
-
-/// Writes `v` as a varint at `buf[p..]`; returns the position after it.
+/// An entry's size in a chunk: header, bytes and the backwards size.
 #[inline]
-fn put_varint(buf: &mut [u8], mut p: usize, mut v: usize) -> usize {
-    while v >= 0x80 {
-        buf[p] = v as u8 | 0x80;
-        v >>= 7;
-        p += 1;
-    }
-    buf[p] = v as u8;
-    p + 1
+fn size(e: &Enc<'_>) -> usize {
+    let h = e.head_size();
+    h + varint_len(h)
+}
+
+/// Writes the entry at `buf[pos..]`; returns the position after it.
+#[inline]
+fn put(e: &Enc<'_>, buf: &mut [u8], pos: usize) -> usize {
+    let p = e.put_head(buf, pos);
+    put_backlen(buf, p, p - pos)
 }
 
 /// Writes `v` at `buf[pos..]` as a varint whose bytes read right to left
@@ -195,56 +97,6 @@ fn put_backlen(buf: &mut [u8], pos: usize, v: usize) -> usize {
         x >>= 7;
     }
     pos + n
-}
-
-/// `x` as text in `buf`.
-#[inline]
-fn itoa(x: i64, buf: &mut [u8; 24]) -> &[u8] {
-    let n = crate::value::fmt_i64(x, buf);
-    &buf[..n]
-}
-
-/// Length of the common prefix of `a` and `b`, eight bytes at a time.
-#[inline]
-fn common_prefix(a: &[u8], b: &[u8]) -> usize {
-    let n = a.len().min(b.len());
-    let mut i = 0;
-    while i + 8 <= n {
-        let x = u64::from_le_bytes(a[i..i + 8].try_into().expect("8 bytes"));
-        let y = u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
-        if x != y {
-            return i + ((x ^ y).trailing_zeros() / 8) as usize;
-        }
-        i += 8;
-    }
-    while i < n && a[i] == b[i] {
-        i += 1;
-    }
-    i
-}
-
-/// The shortest of `v` as a literal, `v` coded against `anchor` and, when
-/// both are integers close together, an integer entry.
-#[inline]
-fn choose<'v>(anchor: &[u8], v: &'v [u8]) -> Enc<'v> {
-    let numeric = |b: &[u8]| b.first().is_some_and(|&c| c.is_ascii_digit() || c == b'-');
-    if numeric(v) && numeric(anchor) {
-        if let (Some(x), Some(a)) = (canonical_int(v), canonical_int(anchor)) {
-            if let Some(d) = x.checked_sub(a).filter(|d| (-16..16).contains(d)) {
-                return Enc::Int { delta: d };
-            }
-        }
-    }
-    let shared = common_prefix(anchor, v);
-    if shared < 2 {
-        return Enc::Lit(v);
-    }
-    let coded = Enc::Coded { cut: anchor.len() - shared, suffix: &v[shared..] };
-    if coded.size() < Enc::Lit(v).size() {
-        coded
-    } else {
-        Enc::Lit(v)
-    }
 }
 
 /// Encodes `vals` as one or more whole groups (the first a literal).
@@ -262,8 +114,8 @@ fn encode<V: AsRef<[u8]>>(vals: &[V]) -> Vec<u8> {
             anchor = k;
         }
         let p = out.len();
-        out.resize(p + e.size(), 0);
-        e.put(&mut out, p);
+        out.resize(p + size(&e), 0);
+        put(&e, &mut out, p);
     }
     out
 }
@@ -329,23 +181,16 @@ impl Chunk {
     /// [`Chunk::entry`] past a short literal.
     #[inline(never)]
     fn entry_slow(&self, p: usize, h: u8) -> Entry {
-        let buf = &self.buf[..];
-        let (coded, cut, data, len) = if h < 0x80 {
-            (false, 0, p + 1, usize::from(h))
-        } else if h < INT {
-            let (hi, q) = read_varint(buf, p + 1);
-            (false, 0, q, usize::from(h & 0x1f) | hi << 5)
-        } else if h < CODED {
-            (true, usize::from(h & 0x1f), p + 1, 0)
-        } else if h != CODED_LONG {
-            (true, usize::from(h >> 3 & 7), p + 1, usize::from(h & 7))
-        } else {
-            let (cut, q) = read_varint(buf, p + 1);
-            let (len, q) = read_varint(buf, q);
-            (true, cut, q, len)
-        };
-        let e = data + len;
-        Entry { coded, int: (INT..CODED).contains(&h), cut, data, len, end: e + varint_len(e - p) }
+        let hd = front::head_slow(&self.buf, p, h);
+        let e = hd.stop();
+        Entry {
+            coded: hd.coded,
+            int: hd.int,
+            cut: hd.cut,
+            data: hd.data,
+            len: hd.len,
+            end: e + varint_len(e - p),
+        }
     }
 
     /// Start of the entry ending at `e`.
@@ -535,13 +380,11 @@ impl Chunk {
     /// Writes `e` at the end.
     #[inline]
     fn append(&mut self, e: Enc<'_>) {
-        let sz = e.size();
+        let sz = size(&e);
         grow_exact(&mut self.buf, sz);
         let short = match e {
             Enc::Lit(v) if v.len() < 0x7f => Some((v.len() as u8, v)),
-            Enc::Coded { cut, suffix }
-                if cut < 8 && suffix.len() < 8 && (cut, suffix.len()) != (7, 7) =>
-            {
+            Enc::Coded { cut, suffix } if short_coded(cut, suffix.len()) => {
                 Some((CODED | (cut as u8) << 3 | suffix.len() as u8, suffix))
             }
             Enc::Int { delta } => Some((INT | (delta + 16) as u8, &[][..])),
@@ -557,7 +400,7 @@ impl Chunk {
         }
         let p = self.buf.len();
         self.buf.resize(p + sz, 0);
-        e.put(&mut self.buf, p);
+        put(&e, &mut self.buf, p);
         self.n += 1;
     }
 
@@ -586,7 +429,7 @@ impl Chunk {
             self.recode(self.begin(), b, |_| {});
         }
         let e = Enc::Lit(v);
-        let sz = e.size();
+        let sz = size(&e);
         if self.begin() < sz {
             // Grow the front room geometrically, as a Vec grows its back,
             // but never past what the chunk may hold: a chunk filled by
@@ -602,7 +445,7 @@ impl Chunk {
             self.lo = room as u32;
         }
         let p = self.begin() - sz;
-        e.put(&mut self.buf, p);
+        put(&e, &mut self.buf, p);
         self.lo = p as u32;
         self.n += 1;
     }
@@ -756,12 +599,12 @@ mod tests {
     /// The entry sizes the module notes promise.
     #[test]
     fn entry_sizes() {
-        assert_eq!(Enc::Lit(b"value:1000").size(), 12);
-        assert_eq!(choose(b"value:1000", b"value:1001").size(), 3);
-        assert_eq!(choose(b"value:1000", b"value:1000").size(), 2);
-        assert_eq!(choose(b"value:1000", b"other").size(), 7);
-        assert_eq!(choose(b"1000", b"1015").size(), 2);
-        assert_eq!(choose(b"-5", b"10").size(), 2);
+        assert_eq!(size(&Enc::Lit(b"value:1000")), 12);
+        assert_eq!(size(&choose(b"value:1000", b"value:1001")), 3);
+        assert_eq!(size(&choose(b"value:1000", b"value:1000")), 2);
+        assert_eq!(size(&choose(b"value:1000", b"other")), 7);
+        assert_eq!(size(&choose(b"1000", b"1015")), 2);
+        assert_eq!(size(&choose(b"-5", b"10")), 2);
         assert!(matches!(choose(b"1000", b"1016"), Enc::Coded { .. }));
         // Not canonical: coded or literal, never an integer entry.
         for v in [&b"01001"[..], b"+1001", b"-0", b" 1001", b"1001.0", b"1001 "] {
@@ -781,7 +624,7 @@ mod tests {
         }
         for n in [0usize, 1, 127, 128, 8191, 8192, 16_383, 16_384, 1 << 20] {
             let v = vec![7u8; n];
-            assert_eq!(entry_size(n), Enc::Lit(&v).size(), "{n}");
+            assert_eq!(entry_size(n), size(&Enc::Lit(&v)), "{n}");
         }
     }
 
