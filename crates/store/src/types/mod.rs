@@ -5,6 +5,8 @@ pub mod hash;
 pub mod list;
 pub mod set;
 pub mod stream;
+#[cfg(test)]
+pub(crate) mod test_rng;
 pub mod zset;
 
 pub use front::Str;

@@ -490,15 +490,7 @@ mod tests {
     use super::{Hash, Repr};
     use crate::types::list::varint_len;
 
-    struct Rng(u64);
-    impl Rng {
-        fn below(&mut self, n: u64) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0 % n.max(1)
-        }
-    }
+    use crate::types::test_rng::Rng;
 
     /// A string of one of the shapes the coding meets: shared prefixes,
     /// integers close together, random bytes, long and empty strings.

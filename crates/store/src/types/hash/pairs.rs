@@ -642,15 +642,7 @@ mod tests {
         }
     }
 
-    struct Rng(u64);
-    impl Rng {
-        fn below(&mut self, n: u64) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0 % n
-        }
-    }
+    use crate::types::test_rng::Rng;
 
     /// Random strings of adversarial lengths: around every layout's edge,
     /// with bytes that include zeros and 0xff.

@@ -989,18 +989,7 @@ mod tests {
         }
     }
 
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0
-        }
-        fn below(&mut self, n: u64) -> u64 {
-            self.next() % n.max(1)
-        }
-    }
+    use crate::types::test_rng::Rng;
 
     /// A reference sorted set: a `BTreeSet` of (score bits in order, member)
     /// and a member → score map.
@@ -1045,6 +1034,29 @@ mod tests {
         }
     }
 
+    /// Pops `k` from the lowest (highest with `max`) on both; the same.
+    fn check_pop(z: &mut ZSet, model: &mut Model, k: usize, max: bool) {
+        let got = z.pop(k, max);
+        let mut want = Vec::new();
+        for _ in 0..k {
+            let e = if max { model.set.last() } else { model.set.first() };
+            let Some((s, m)) = e.cloned() else { break };
+            model.remove(&m);
+            want.push((SmallBytes::new(&m), s.0));
+        }
+        assert_eq!(got, want);
+    }
+
+    /// Removes ranks `lo..hi` on both; the same count.
+    fn check_remove_range(z: &mut ZSet, model: &mut Model, lo: usize, hi: usize) {
+        let gone: Vec<Vec<u8>> =
+            model.set.iter().skip(lo).take(hi.saturating_sub(lo)).map(|x| x.1.clone()).collect();
+        assert_eq!(z.remove_range(lo, hi), gone.len());
+        for m in gone {
+            model.remove(&m);
+        }
+    }
+
     fn score(r: &mut Rng) -> f64 {
         match r.below(30) {
             0 => f64::INFINITY,
@@ -1075,31 +1087,13 @@ mod tests {
                 55..=79 => assert_eq!(z.remove(&m), model.remove(&m)),
                 80..=84 => {
                     let (k, max) = (r.below(40) as usize, r.below(2) == 1);
-                    let got = z.pop(k, max);
-                    let mut want = Vec::new();
-                    for _ in 0..k {
-                        let e = if max { model.set.last() } else { model.set.first() };
-                        let Some((s, m)) = e.cloned() else { break };
-                        model.remove(&m);
-                        want.push((SmallBytes::new(&m), s.0));
-                    }
-                    assert_eq!(got, want);
+                    check_pop(&mut z, &mut model, k, max);
                 }
                 85..=87 => {
                     let n = model.set.len() as u64;
                     let lo = r.below(n + 2) as usize;
                     let hi = lo + r.below(60) as usize;
-                    let want: Vec<Vec<u8>> = model
-                        .set
-                        .iter()
-                        .skip(lo)
-                        .take(hi.saturating_sub(lo))
-                        .map(|x| x.1.clone())
-                        .collect();
-                    assert_eq!(z.remove_range(lo, hi), want.len());
-                    for m in want {
-                        model.remove(&m);
-                    }
+                    check_remove_range(&mut z, &mut model, lo, hi);
                 }
                 88..=90 => {
                     // A burst of ascending or descending adds (end splits).
@@ -1209,31 +1203,13 @@ mod tests {
                     50..=69 => assert_eq!(z.remove(&m), model.remove(&m)),
                     70..=74 => {
                         let (k, max) = (r.below(5) as usize, r.below(2) == 1);
-                        let got = z.pop(k, max);
-                        let mut want = Vec::new();
-                        for _ in 0..k {
-                            let e = if max { model.set.last() } else { model.set.first() };
-                            let Some((s, m)) = e.cloned() else { break };
-                            model.remove(&m);
-                            want.push((SmallBytes::new(&m), s.0));
-                        }
-                        assert_eq!(got, want);
+                        check_pop(&mut z, &mut model, k, max);
                     }
                     75..=79 => {
                         let n = model.set.len() as u64;
                         let lo = r.below(n + 2) as usize;
                         let hi = lo + r.below(6) as usize;
-                        let gone: Vec<Vec<u8>> = model
-                            .set
-                            .iter()
-                            .skip(lo)
-                            .take(hi.saturating_sub(lo))
-                            .map(|x| x.1.clone())
-                            .collect();
-                        assert_eq!(z.remove_range(lo, hi), gone.len());
-                        for m in gone {
-                            model.remove(&m);
-                        }
+                        check_remove_range(&mut z, &mut model, lo, hi);
                     }
                     _ => {
                         let n = model.set.len();
