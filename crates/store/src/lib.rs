@@ -14,7 +14,7 @@ pub mod table;
 pub mod types;
 pub mod value;
 
-pub use bytes::SmallBytes;
+pub use bytes::{RawStr, RawVec, SmallBytes};
 pub use db::{
     Absent, Deadlines, Entry, LockOrder, Locks, Lookup, Prefetch, Record, SnapshotHook, Store,
     Stripe, StripeCounts, StripeStats, Waiter, WatchFlag, NO_EXPIRE,

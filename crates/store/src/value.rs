@@ -1,6 +1,6 @@
 //! Values and their compact encodings.
 
-use crate::bytes::SmallBytes;
+use crate::bytes::{RawStr, RawVec, SmallBytes};
 use crate::types::{Hash, List, Set, Stream, ZSet};
 
 /// Longest string stored in the `embstr` encoding (Redis's
@@ -20,12 +20,11 @@ pub enum Value {
     /// A short string that was stored whole (`embstr`); inline when it
     /// fits in the value itself.
     Emb(SmallBytes),
-    /// A string that may grow in place (`raw`: APPEND, SETRANGE, long values).
-    /// Boxed so that a `Value` is 24 bytes, not 32: the vector's three
-    /// words would otherwise set the size of every value (and of every
-    /// key's entry); raw strings are long or written to, where one more
-    /// pointer is cheap. Build one with [`Value::raw`].
-    Raw(Box<Vec<u8>>),
+    /// A string that may grow in place (`raw`: APPEND, SETRANGE, long
+    /// values): the bytes' pointer, length and capacity held in the value
+    /// itself ([`RawStr`]), one allocation of the bytes and nothing else.
+    /// Build one with [`Value::raw`].
+    Raw(RawStr),
     List(Box<List>),
     /// Hashes, sets and sorted sets are not boxed: each is 16 bytes, and a
     /// small one (a listpack, an intset) then costs its one allocation.
@@ -83,7 +82,7 @@ impl Value {
 
     /// A `raw` string value owning `v`.
     pub fn raw(v: Vec<u8>) -> Value {
-        Value::Raw(Box::new(v))
+        Value::Raw(RawStr::from_vec(v))
     }
 
     pub fn kind(&self) -> Kind {
@@ -143,9 +142,9 @@ impl Value {
 
     /// Converts a string value to `raw` (Redis's `dbUnshareStringValue`)
     /// and returns its growable bytes.
-    pub fn make_raw(&mut self) -> Option<&mut Vec<u8>> {
+    pub fn make_raw(&mut self) -> Option<RawVec<'_>> {
         match self {
-            Value::Raw(v) => return Some(v),
+            Value::Raw(_) => {}
             Value::Int(i) => {
                 let mut b = [0u8; 24];
                 let n = fmt_i64(*i, &mut b);
@@ -155,7 +154,7 @@ impl Value {
             _ => return None,
         }
         match self {
-            Value::Raw(v) => Some(v),
+            Value::Raw(v) => Some(v.vec_mut()),
             _ => None,
         }
     }
@@ -165,7 +164,7 @@ impl Value {
         match self {
             Value::Int(_) => 0,
             Value::Emb(b) => b.heap_size(),
-            Value::Raw(v) => std::mem::size_of::<Vec<u8>>() + v.capacity(),
+            Value::Raw(v) => v.capacity(),
             Value::List(l) => l.heap_size(),
             Value::Hash(h) => h.heap_size(),
             Value::Set(s) => s.heap_size(),

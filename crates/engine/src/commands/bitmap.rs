@@ -56,7 +56,7 @@ fn string_for_write<'c>(
     cx: &'c mut Ctx,
     key: &[u8],
     maxbit: u64,
-) -> Result<(&'c mut Vec<u8>, bool), CmdError> {
+) -> Result<(store::RawVec<'c>, bool), CmdError> {
     let need = (maxbit >> 3) as usize + 1;
     let exists = match cx.lookup(key) {
         Some(e) if !e.value.is_string() => return Err(CmdError::WrongType),
@@ -67,7 +67,7 @@ fn string_for_write<'c>(
         cx.set(key, Value::raw(vec![0; need]), NO_EXPIRE);
     }
     let e = cx.lookup(key).expect("present");
-    let v = e.value.make_raw().expect("a string");
+    let mut v = e.value.make_raw().expect("a string");
     let grew = v.len() < need;
     if grew {
         v.resize(need, 0);
@@ -85,7 +85,7 @@ fn setbit(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     if on & !1 != 0 {
         return Err(CmdError::err(BIT_ERR));
     }
-    let (v, dirty) = string_for_write(cx, key, offset)?;
+    let (mut v, dirty) = string_for_write(cx, key, offset)?;
     let (byte, mask) = ((offset >> 3) as usize, 0x80u8 >> (offset & 7));
     let was = v[byte] & mask != 0;
     if dirty || was != (on == 1) {
@@ -94,6 +94,7 @@ fn setbit(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         } else {
             v[byte] &= !mask;
         }
+        drop(v);
         cx.changed(key, Class::STRING, "setbit", 1);
     }
     out.int(i64::from(was));
@@ -505,7 +506,8 @@ fn bitfield_with(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf, read_only: b
     if read_only {
         return Err(CmdError::err("BITFIELD_RO only supports the GET subcommand"));
     }
-    let (p, grew) = string_for_write(cx, key, highest)?;
+    let (mut v, grew) = string_for_write(cx, key, highest)?;
+    let p: &mut [u8] = &mut v;
     out.array(ops.len());
     let mut changes = 0;
     for f in &ops {
@@ -548,6 +550,7 @@ fn bitfield_with(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf, read_only: b
             None => out.null(),
         }
     }
+    drop(v);
     if changes > 0 {
         cx.changed(key, Class::STRING, "setbit", changes);
     }

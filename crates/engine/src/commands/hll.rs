@@ -51,7 +51,7 @@ fn read_hll(cx: &mut Ctx, key: &[u8], buf: &mut Vec<u8>) -> Result<bool, CmdErro
 
 /// The HyperLogLog at `key` for writing, made `raw` (Redis's
 /// `dbUnshareStringValue`); `None` if missing.
-fn write_hll<'c>(cx: &'c mut Ctx, key: &[u8]) -> Result<Option<&'c mut Vec<u8>>, CmdError> {
+fn write_hll<'c>(cx: &'c mut Ctx, key: &[u8]) -> Result<Option<store::RawVec<'c>>, CmdError> {
     let Some(e) = cx.lookup(key) else { return Ok(None) };
     let mut ib = [0u8; 24];
     // Checked before the value is made `raw`: a refused command leaves
@@ -76,7 +76,8 @@ fn pfadd(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         cx.set(key, Value::raw(hll::new()), NO_EXPIRE);
         updated += 1;
     }
-    let v = write_hll(cx, key)?.expect("present");
+    let mut raw = write_hll(cx, key)?.expect("present");
+    let v: &mut Vec<u8> = &mut raw;
     let mut failed = None;
     for ele in args.rest() {
         match hll::add(v, ele, max) {
@@ -94,6 +95,7 @@ fn pfadd(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     }
     if updated > 0 {
         hll::invalidate(v);
+        drop(raw);
         cx.changed(key, Class::STRING, "pfadd", updated);
     }
     out.int(i64::from(updated > 0));
@@ -128,12 +130,14 @@ fn pfcount(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
             }
         }
     }
-    let v = write_hll(cx, key)?.expect("present");
+    let mut raw = write_hll(cx, key)?.expect("present");
+    let v: &mut Vec<u8> = &mut raw;
     let card = match hll::cached(v) {
         Some(c) => c,
         None => {
             let c = hll::count(v).map_err(corrupt)?;
             hll::set_cache(v, c);
+            drop(raw);
             cx.changed_silently(key, 1);
             c
         }
@@ -157,7 +161,8 @@ fn pfmerge(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     if !cx.exists(dst) {
         cx.set(dst, Value::raw(hll::new()), NO_EXPIRE);
     }
-    let v = write_hll(cx, dst)?.expect("present");
+    let mut raw = write_hll(cx, dst)?.expect("present");
+    let v: &mut Vec<u8> = &mut raw;
     if dense {
         hll::to_dense(v).map_err(corrupt)?;
     }
@@ -168,6 +173,7 @@ fn pfmerge(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         }
     }
     hll::invalidate(v);
+    drop(raw);
     // Redis reports a merge as a mass PFADD.
     cx.changed(dst, Class::STRING, "pfadd", 1);
     out.ok();
@@ -177,9 +183,10 @@ fn pfmerge(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
 fn pfdebug(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let sub = args.req()?;
     let key = args.key()?;
-    let Some(v) = write_hll(cx, key)? else {
+    let Some(mut raw) = write_hll(cx, key)? else {
         return Err(CmdError::err("The specified key does not exist"));
     };
+    let v: &mut Vec<u8> = &mut raw;
     if eq_ic(sub, "GETREG") {
         let converted = !hll::is_dense(v);
         hll::to_dense(v).map_err(corrupt)?;
@@ -187,6 +194,7 @@ fn pfdebug(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         for r in hll::dense_registers(v) {
             out.int(i64::from(r));
         }
+        drop(raw);
         if converted {
             // Redis counts the conversion so that it propagates.
             cx.dirty(1);
@@ -202,6 +210,7 @@ fn pfdebug(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         let converted = !hll::is_dense(v);
         hll::to_dense(v).map_err(corrupt)?;
         out.int(i64::from(converted));
+        drop(raw);
         if converted {
             cx.dirty(1);
         }

@@ -515,7 +515,7 @@ fn append(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
             check_string_length(limit, e.value.str_len().unwrap_or(0), val.len())?;
             // Appending makes the value `raw`, even when nothing is appended.
             let mut total = 0;
-            if let Some(v) = e.value.make_raw() {
+            if let Some(mut v) = e.value.make_raw() {
                 v.extend_from_slice(val);
                 total = v.len();
             }
@@ -602,7 +602,7 @@ fn setrange(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let total = match cx.lookup_write(key) {
         Some(e) => {
             let mut total = 0;
-            if let Some(v) = e.value.make_raw() {
+            if let Some(mut v) = e.value.make_raw() {
                 if v.len() < end {
                     v.resize(end, 0);
                 }
