@@ -146,6 +146,14 @@ impl<'a> Unit<'a> {
         fx.keys.iter().map(move |&(db, k)| (db as usize, fx.arena.get(k)))
     }
 
+    /// The unit client's tracked reads of keys the unit had already
+    /// modified, in order: (key, modifications before the read, whether
+    /// the client tracked the key before the read).
+    pub fn rereads(&self) -> impl Iterator<Item = (&'a [u8], u32, bool)> + 'a {
+        let fx = self.fx;
+        fx.rereads.iter().map(move |r| (fx.arena.get(r.key), r.writes, r.tracked_before))
+    }
+
     /// The unit's dirty count (Redis's `server.dirty` increase).
     pub fn dirty_count(&self) -> u64 {
         self.fx.unit_dirty
@@ -280,6 +288,15 @@ impl Arena {
     }
 }
 
+/// A tracked read of a key the unit had already modified.
+#[derive(Clone, Copy, Debug)]
+struct Reread {
+    key: u32,
+    /// The unit's modifications of the key before the read.
+    writes: u32,
+    tracked_before: bool,
+}
+
 #[derive(Clone, Copy, Debug)]
 struct Op {
     db: u32,
@@ -333,6 +350,8 @@ pub struct Effects {
     /// after it ran are reported before them).
     cmd_events: usize,
     keys: Vec<(u32, u32)>,
+    /// Tracked reads of keys the unit had already modified ([`Effects::reread`]).
+    rereads: Vec<Reread>,
     arena: Arena,
     /// The consumers' snapshot and its epoch.
     consumers: Option<Consumers>,
@@ -389,6 +408,7 @@ impl Default for Effects {
             events: Vec::new(),
             cmd_events: 0,
             keys: Vec::new(),
+            rereads: Vec::new(),
             arena: Arena::default(),
             consumers: None,
             // Never equal to a hub's epoch: the first unit takes a snapshot.
@@ -427,6 +447,7 @@ impl Effects {
             self.ops.clear();
             self.events.clear();
             self.keys.clear();
+            self.rereads.clear();
             self.arena.clear();
             self.flushed = false;
             self.cmd_ops = 0;
@@ -480,6 +501,24 @@ impl Effects {
         if self.want.keys {
             let k = self.arena.push(key);
             self.keys.push((db as u32, k));
+        }
+    }
+
+    /// Notes that the unit's client, tracking keys, read `key` after the
+    /// unit had modified it: Redis invalidates a key when it is written,
+    /// so a read that comes after every write of the unit leaves the key
+    /// tracked, and the writes before it invalidate the client only if it
+    /// tracked the key already (`tracked_before`: it was in the tracking
+    /// table when this read added it). Nothing is noted for a key the
+    /// unit has not modified (the common case: one test of an empty list).
+    pub fn reread(&mut self, key: &[u8], tracked_before: bool) {
+        if self.keys.is_empty() {
+            return;
+        }
+        let writes = self.keys.iter().filter(|&&(_, k)| self.arena.get(k) == key).count() as u32;
+        if writes > 0 {
+            let key = self.arena.push(key);
+            self.rereads.push(Reread { key, writes, tracked_before });
         }
     }
 
@@ -716,6 +755,7 @@ impl Effects {
             self.ops.clear();
             self.events.clear();
             self.keys.clear();
+            self.rereads.clear();
             self.arena.clear();
             self.flushed = false;
         }

@@ -223,7 +223,7 @@ impl Tracker {
 
     /// Remembers the keys of a read-only command a tracking client ran
     /// (Redis's `trackingRememberKeys`).
-    pub fn remember(&self, sess: &Session, spec: &CommandSpec, argv: &[&[u8]], db: usize) {
+    pub fn remember(&self, sess: &mut Session, spec: &CommandSpec, argv: &[&[u8]], db: usize) {
         let Some(mode) = sess.tracking else { return };
         if mode.bcast || (mode.optin && !sess.caching) || (mode.optout && sess.caching) {
             return;
@@ -250,7 +250,11 @@ impl Tracker {
     /// Remembers `keys` for a tracking client in default mode: a read-only
     /// command's keys, or the keys a script declared when it calls one
     /// (Redis remembers the script caller's command).
-    pub fn remember_keys<'k>(&self, sess: &Session, keys: impl ExactSizeIterator<Item = &'k [u8]>) {
+    pub fn remember_keys<'k>(
+        &self,
+        sess: &mut Session,
+        keys: impl ExactSizeIterator<Item = &'k [u8]>,
+    ) {
         let Some(mode) = sess.tracking else { return };
         if mode.bcast || (mode.optin && !sess.caching) || (mode.optout && sess.caching) {
             return;
@@ -262,10 +266,13 @@ impl Tracker {
         let mut inner = self.inner.lock();
         for k in keys {
             let l = inner.table.entry(k.into()).or_default();
-            if !l.iter().any(|(id, _)| *id == h.id) {
+            let tracked = l.iter().any(|(id, _)| *id == h.id);
+            if !tracked {
                 l.push((h.id, Arc::downgrade(h)));
                 inner.items += 1;
             }
+            // Within a transaction or script, after the unit wrote `k`.
+            sess.fx.reread(k, tracked);
         }
         self.limit(inner);
     }
@@ -342,6 +349,38 @@ fn kind_for(c: &ClientHandle, to: &ClientHandle, writer: u64) -> Kind {
     }
 }
 
+/// What the unit's client's reads of keys the unit had modified
+/// ([`Unit::rereads`]) mean for it, per key: whether it is sent the
+/// invalidation (it tracked the key before the unit's first read of it
+/// after a write, or read it before a later write) and whether it still
+/// tracks the key after the unit (its last read came after the last
+/// write). Empty, and nothing counted, when there are none.
+struct Rereads<'a>(HashMap<&'a [u8], (bool, bool)>);
+
+impl<'a> Rereads<'a> {
+    fn of(unit: &Unit<'a>) -> Self {
+        let mut map: HashMap<&'a [u8], (bool, bool)> = HashMap::new();
+        if unit.rereads().next().is_none() {
+            return Rereads(map);
+        }
+        let mut writes: HashMap<&'a [u8], u32> = HashMap::new();
+        for (_, k) in unit.keys() {
+            *writes.entry(k).or_default() += 1;
+        }
+        for (k, before, tracked_before) in unit.rereads() {
+            let total = writes.get(k).copied().unwrap_or(0);
+            let e = map.entry(k).or_insert((tracked_before, false));
+            e.0 |= before < total;
+            e.1 |= before == total;
+        }
+        Rereads(map)
+    }
+
+    fn get(&self, key: &[u8]) -> Option<&(bool, bool)> {
+        self.0.get(key)
+    }
+}
+
 /// Redis's `sendTrackingMessage`: the payload (an array of keys, or a
 /// null) as an `invalidate` push to the client or its redirection.
 fn send(c: &ClientHandle, payload: &[u8], writer: u64) {
@@ -414,15 +453,35 @@ impl Consumer for Tracker {
         // Keys for BCAST clients, per prefix: key → its first writer.
         let mut bcast: BTreeMap<Box<[u8]>, BTreeMap<Box<[u8]>, u64>> = BTreeMap::new();
         let mut sends: Vec<(Box<[u8]>, Vec<(u64, Weak<ClientHandle>)>)> = Vec::new();
+        let rereads = Rereads::of(unit);
+        // Keys the writer still tracks, put back once every write is seen.
+        let mut kept = Vec::new();
         for (_, key) in unit.keys() {
             for p in inner.prefixes.keys() {
                 if key.starts_with(p) {
                     bcast.entry(p.clone()).or_default().entry(key.into()).or_insert(writer);
                 }
             }
-            if let Some(l) = inner.table.remove(key) {
+            if let Some(mut l) = inner.table.remove(key) {
                 inner.items -= l.len();
+                if let Some(&(invalidate, keep)) = rereads.get(key) {
+                    // The writer read the key after the unit wrote it.
+                    let own = l.iter().find(|(id, _)| *id == writer).map(|(_, w)| w.clone());
+                    if !invalidate {
+                        l.retain(|(id, _)| *id != writer);
+                    }
+                    if let (true, Some(w)) = (keep, own) {
+                        kept.push((Box::<[u8]>::from(key), w));
+                    }
+                }
                 sends.push((key.into(), l));
+            }
+        }
+        for (key, w) in kept {
+            let l = inner.table.entry(key).or_default();
+            if !l.iter().any(|(id, _)| *id == writer) {
+                l.push((writer, w));
+                inner.items += 1;
             }
         }
         let listeners: Vec<(Box<[u8]>, Vec<Arc<ClientHandle>>)> = bcast

@@ -49,6 +49,53 @@ fn default_mode_invalidates_keys_read() {
     );
 }
 
+/// Redis invalidates a key when it is written, so a read inside a
+/// transaction or script after the unit's own write leaves the key
+/// tracked and sends nothing (unless the client tracked it before, or a
+/// later write in the unit changes it again).
+#[test]
+fn reads_after_the_units_own_writes() {
+    check(
+        "A_ HELLO 3
+         A: CLIENT TRACKING on
+         A: DEBUG SET-ACTIVE-EXPIRE 0
+         A: MULTI
+         A: MSET x 1 y 2
+         A: PEXPIRE y 100
+         A: GET y
+         A: EXEC
+         A? 50
+         ~ 120
+         A: MGET x y
+         A? 50
+         A: MSET a 1 b 2
+         A: GET a
+         A: MULTI
+         A: INCR a
+         A: GET b
+         A: EXEC
+         A? 50
+         A: MULTI
+         A: SET k 1
+         A: GET k
+         A: SET k 2
+         A: EXEC
+         A? 50
+         A: MULTI
+         A: SET j 1
+         A: GET j
+         A: EXEC
+         A? 50
+         B: SET j 2
+         A? 50
+         A: EVAL redis.call('set',KEYS[1],'1');return(redis.call('get',KEYS[1])) 1 s
+         A? 50
+         B: SET s 2
+         A? 50
+         A: DEBUG SET-ACTIVE-EXPIRE 1",
+    );
+}
+
 #[test]
 fn expiry_deletion_and_flush_invalidate() {
     check(
