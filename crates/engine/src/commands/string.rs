@@ -331,7 +331,12 @@ pub(crate) fn set_with(
         // SET); in a stripe without TTLs there is nothing to expire, and
         // the key is set in the same look-up of its stripe.
         match cx.set_if_no_ttls(key, Value::from_arg(val), expire_at) {
-            Ok(_) => return set_done(cx, key, val, o, expire_at),
+            Ok(old) => {
+                if let Some(r) = old {
+                    r.value.discard();
+                }
+                return set_done(cx, key, val, o, expire_at);
+            }
             Err(v) => value = Some(v),
         }
         cx.lookup(key).map(|e| e.has_ttl())
@@ -465,7 +470,7 @@ fn incr_with(cx: &mut Ctx, key: &[u8], by: i64, out: &mut ReplyBuf) -> CmdResult
         KeyEntry::Occupied(e) => {
             expect_string(e)?;
             let v = int_of(&e.value)?.checked_add(by).ok_or(CmdError::Overflow)?;
-            e.value = Value::Int(v);
+            std::mem::replace(&mut e.value, Value::Int(v)).discard();
             v
         }
         KeyEntry::Vacant(place) => {
