@@ -560,7 +560,14 @@ impl ReplyBuf {
     /// `:v\r\n`
     #[inline]
     pub fn int(&mut self, v: i64) {
-        self.prefixed_int(b':', v);
+        // 0 and 1 (HSET's, SADD's, EXISTS's usual replies) as constants
+        // copied in line: through `prefixed_int`, a call, HSET at P=16 ran
+        // some 30 instructions a request more.
+        match v {
+            0 => self.raw(b":0\r\n"),
+            1 => self.raw(b":1\r\n"),
+            _ => self.prefixed_int(b':', v),
+        }
     }
 
     /// `$len\r\nbytes\r\n`
