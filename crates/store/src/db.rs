@@ -2334,6 +2334,35 @@ impl<'a> Locks<'a> {
         old
     }
 
+    /// [`insert`](Self::insert) when `key`'s stripe holds no TTLs at all,
+    /// so that nothing there can have expired and a plain SET needs no
+    /// lookup first: one stripe look-up for both questions. The value
+    /// comes back untouched when the stripe holds some TTLs (the caller
+    /// looks the key up, expiring it, then inserts).
+    #[inline]
+    pub fn insert_if_no_ttls(
+        &mut self,
+        db: usize,
+        key: &[u8],
+        value: Value,
+        expire_at: i64,
+        lru: u32,
+    ) -> Result<Option<Record>, Value> {
+        let memo = self.memo_for(db, key);
+        let s = match memo {
+            Some(t) => self.stripe_id(t.id),
+            None => self.stripe(db, key),
+        };
+        if s.expires_len() > 0 {
+            return Err(value);
+        }
+        // No TTL in the stripe: the old key, if any, had none and is live.
+        Ok(match memo {
+            Some(t) => s.insert_hashed(key, t.hash, value, expire_at, lru),
+            None => s.insert(key, value, expire_at, lru),
+        })
+    }
+
     /// Removes a live key (an expired one counts as absent).
     pub fn remove(&mut self, db: usize, key: &[u8]) -> Option<Record> {
         let now = self.now;

@@ -71,6 +71,20 @@ impl Value {
         Value::str_exact(b)
     }
 
+    /// Drops a value that was replaced, calling its drop glue only when
+    /// it may own memory: an integer or an inline string (what a SET or
+    /// an INCR usually overwrites) is let go in line, where the glue's
+    /// out-of-line call was some 25 instructions of a pipelined INCR.
+    #[inline(always)]
+    pub fn discard(self) {
+        if matches!(self, Value::Int(_) | Value::Emb(SmallBytes::Inline { .. })) {
+            // Nothing to free: neither variant holds a pointer.
+            std::mem::forget(self);
+        } else {
+            drop(self);
+        }
+    }
+
     /// A string value without integer detection (`embstr` or `raw` by size).
     pub fn str_exact(b: &[u8]) -> Value {
         if b.len() <= EMBSTR_MAX {

@@ -310,6 +310,9 @@ pub(crate) fn set_with(
         Some((unit, arg)) => expire_at_ms(unit, arg, cx.now(), cmd)?,
         None => NO_EXPIRE,
     };
+    // Built once: the plain SET's attempt below hands it back when it
+    // cannot use it.
+    let mut value = None;
     // GET reads the old value as GET would (hit/miss counted, type checked).
     let old_ttl = if o.get {
         match cx.lookup_read(key) {
@@ -322,11 +325,21 @@ pub(crate) fn set_with(
                 None
             }
         }
-    } else if !(o.nx || o.xx || o.keepttl || cx.may_have_expired(key)) {
+    } else if !(o.nx || o.xx || o.keepttl) {
         // A plain SET needs the old key only to expire it first (Redis's
         // lookupKeyWrite: its `expired` event and DEL come before the
-        // SET); in a stripe without TTLs there is nothing to expire.
-        None
+        // SET); in a stripe without TTLs there is nothing to expire, and
+        // the key is set in the same look-up of its stripe.
+        match cx.set_if_no_ttls(key, Value::from_arg(val), expire_at) {
+            Ok(old) => {
+                if let Some(r) = old {
+                    r.value.discard();
+                }
+                return set_done(cx, key, val, o, expire_at);
+            }
+            Err(v) => value = Some(v),
+        }
+        cx.lookup(key).map(|e| e.has_ttl())
     } else {
         cx.lookup(key).map(|e| e.has_ttl())
     };
@@ -339,7 +352,20 @@ pub(crate) fn set_with(
         Some(false) if o.keepttl => NO_EXPIRE,
         _ => expire_at,
     };
-    cx.set(key, Value::from_arg(val), expire_at);
+    cx.set(key, value.unwrap_or_else(|| Value::from_arg(val)), expire_at);
+    set_done(cx, key, val, o, expire_at)
+}
+
+/// What a SET that wrote reports: the change, and for an expiry its
+/// absolute form to replicas and the AOF and its `expire` event.
+#[inline(always)]
+fn set_done(
+    cx: &mut Ctx,
+    key: &[u8],
+    val: &[u8],
+    o: &SetOpts,
+    expire_at: i64,
+) -> Result<bool, CmdError> {
     cx.changed(key, Class::STRING, "set", 1);
     if o.expire.is_some() {
         // Replicas and the AOF get an absolute time (Redis 7.0's rewrite
@@ -444,7 +470,7 @@ fn incr_with(cx: &mut Ctx, key: &[u8], by: i64, out: &mut ReplyBuf) -> CmdResult
         KeyEntry::Occupied(e) => {
             expect_string(e)?;
             let v = int_of(&e.value)?.checked_add(by).ok_or(CmdError::Overflow)?;
-            e.value = Value::Int(v);
+            std::mem::replace(&mut e.value, Value::Int(v)).discard();
             v
         }
         KeyEntry::Vacant(place) => {

@@ -178,13 +178,6 @@ impl<'a> Ctx<'a, '_> {
         }
     }
 
-    /// Whether `key` could be a key whose TTL has passed (its stripe
-    /// holds keys with a TTL): when not, a lookup would expire nothing.
-    #[inline]
-    pub fn may_have_expired(&mut self, key: &[u8]) -> bool {
-        self.keys.stripe(self.db, key).expires_len() > 0
-    }
-
     /// The expiry (Unix ms) of `key` in the selected database, or
     /// [`store::NO_EXPIRE`]: a second lookup, for keys whose entry says
     /// they have a TTL ([`Entry::has_ttl`]).
@@ -438,7 +431,43 @@ impl<'a> Ctx<'a, '_> {
             expire_at,
             crate::subsystems::evict::fresh(stamp),
         );
-        match &old {
+        self.after_set(key, &old, stamp);
+        old
+    }
+
+    /// [`set`](Self::set) when the key's stripe holds no TTLs (nothing
+    /// there can have expired, so no lookup need come first: a plain
+    /// SET's one stripe look-up); the value back, nothing done, when it
+    /// holds some.
+    #[inline]
+    pub fn set_if_no_ttls(
+        &mut self,
+        key: &[u8],
+        value: Value,
+        expire_at: i64,
+    ) -> Result<Option<Record>, Value> {
+        let stamp = self.shared.access_stamp();
+        let old = self.keys.insert_if_no_ttls(
+            self.db,
+            key,
+            value,
+            expire_at,
+            crate::subsystems::evict::fresh(stamp),
+        )?;
+        self.after_set(key, &old, stamp);
+        Ok(old)
+    }
+
+    /// What a set reports: `new` for a key that was not there, and
+    /// under LFU the old key's counter kept.
+    #[inline(always)]
+    fn after_set(
+        &mut self,
+        key: &[u8],
+        old: &Option<Record>,
+        stamp: crate::subsystems::evict::Stamp<'_>,
+    ) {
+        match old {
             None => self.sess.fx.event(Class::NEW, "new", self.db, key),
             // Under LFU an overwritten key keeps its (touched) counter, as
             // Redis's dbSetValue.
@@ -447,7 +476,6 @@ impl<'a> Ctx<'a, '_> {
             }
             Some(_) => {}
         }
-        old
     }
 
     #[cold]
