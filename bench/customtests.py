@@ -16,7 +16,7 @@ TEST_SETS = {
     "scripting": "evalsha_get,evalsha_5w",
     "streams": "xadd,xrange_10,xreadgroup,xack",
     "bitmaps": "setbit,bitcount",
-    "hll": "pfadd,pfcount",
+    "hll": "pfadd,pfcount,pfadd_dense,pfcount_dense",
     "geo": "geoadd,geosearch",
     "zset100k": "zadd_100k,zscore_100k,zrank_100k,zrangebyscore_100k",
     "hash1k": "hget_1k,hgetall_1k,hscan_1k",
@@ -64,6 +64,14 @@ def _pfcount(n, size, keyspace):
     yield resp("DEL", "hc")
     for i in range(0, 10_000, 100):
         yield resp("PFADD", "hc", *[f"ele:{j}" for j in range(i, i + 100)])
+
+
+def _pfdense(n, size, keyspace):
+    # Two dense HLLs of 10,000 elements each (past hll-sparse-max-bytes).
+    for key in ("hd", "hd2"):
+        yield resp("DEL", key)
+        for i in range(0, 10_000, 100):
+            yield resp("PFADD", key, *[f"{key}:{j}" for j in range(i, i + 100)])
 
 
 def _geosearch(n, size, keyspace):
@@ -158,6 +166,10 @@ CUSTOM = {
     "bitcount": Custom(["BITCOUNT", "bc"], _bitcount, None),
     "pfadd": Custom(["PFADD", "hll", "ele:__rand_int__"], None, None),
     "pfcount": Custom(["PFCOUNT", "hc"], _pfcount, None),
+    # On values that are dense from the start: PFADD's register update,
+    # and PFCOUNT of two keys (their registers merged, no cached count).
+    "pfadd_dense": Custom(["PFADD", "hd", "ele:__rand_int__"], _pfdense, None),
+    "pfcount_dense": Custom(["PFCOUNT", "hd", "hd2"], _pfdense, None),
     # "13.000000012345": redis-benchmark's numbers as coordinate decimals.
     "geoadd": Custom(["GEOADD", "geo", "13.__rand_int__", "38.__rand_int__", "m:__rand_int__"], None, None),
     # One sorted set of 100,000 members (redis-benchmark's ZADD at its

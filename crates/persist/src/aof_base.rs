@@ -54,6 +54,7 @@ pub fn write_key(out: &mut Vec<u8>, key: &[u8], v: &Value, expire_at: i64) {
         Value::Int(i) => write_command(out, &[b"SET", key, i.to_string().as_bytes()]),
         Value::Emb(s) => write_command(out, &[b"SET", key, s]),
         Value::Raw(s) => write_command(out, &[b"SET", key, s]),
+        Value::Hll(h) => write_command(out, &[b"SET", key, &h.to_redis()]),
         Value::List(l) => chunked(out, &[b"RPUSH", key], l.iter_owned().map(|e| vec![e])),
         Value::Set(s) => {
             chunked(

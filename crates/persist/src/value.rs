@@ -165,7 +165,7 @@ pub fn write_int(out: &mut Vec<u8>, v: i64) {
 pub fn value_type(v: &Value) -> u8 {
     match v {
         Value::Stream(_) => ty::STREAM_LISTPACKS_2,
-        Value::Int(_) | Value::Emb(_) | Value::Raw(_) => ty::STRING,
+        Value::Int(_) | Value::Emb(_) | Value::Raw(_) | Value::Hll(_) => ty::STRING,
         Value::List(_) => ty::LIST_QUICKLIST_2,
         Value::Set(s) => match *s {
             Set::Ints(_) => ty::SET_INTSET,
@@ -253,6 +253,7 @@ pub fn write_value(out: &mut Vec<u8>, v: &Value, compress: bool) {
         Value::Int(i) => write_int(out, *i),
         Value::Emb(b) => write_string(out, b, compress),
         Value::Raw(b) => write_string(out, b, compress),
+        Value::Hll(h) => write_string(out, &h.to_redis(), compress),
         Value::List(l) => {
             let nodes = list_nodes(l);
             write_len(out, nodes.len() as u64);

@@ -21,4 +21,4 @@ pub use db::{
 };
 pub use keytable::key_eq;
 pub use table::Table;
-pub use value::{Kind, Value};
+pub use value::{Kind, StrBuf, Value};

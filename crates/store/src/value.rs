@@ -1,6 +1,7 @@
 //! Values and their compact encodings.
 
 use crate::bytes::{RawStr, RawVec, SmallBytes};
+use crate::types::hll::{self, PackedHll};
 use crate::types::{Hash, List, Set, Stream, ZSet};
 
 /// Longest string stored in the `embstr` encoding (Redis's
@@ -25,6 +26,10 @@ pub enum Value {
     /// itself ([`RawStr`]), one allocation of the bytes and nothing else.
     /// Build one with [`Value::raw`].
     Raw(RawStr),
+    /// A dense HyperLogLog, four bits a register ([`PackedHll`]): a `raw`
+    /// string whose every view is Redis's dense string, rebuilt on demand.
+    /// A write through a string command makes it [`Value::Raw`] first.
+    Hll(PackedHll),
     List(Box<List>),
     /// Hashes, sets and sorted sets are not boxed: each is 16 bytes, and a
     /// small one (a listpack, an intset) then costs its one allocation.
@@ -32,6 +37,20 @@ pub enum Value {
     Set(Set),
     ZSet(ZSet),
     Stream(Box<Stream>),
+}
+
+/// Room for a string value's bytes when the value does not hold them as
+/// they are: an integer's digits, a packed HyperLogLog's Redis string.
+#[derive(Default)]
+pub struct StrBuf {
+    small: [u8; 24],
+    big: Vec<u8>,
+}
+
+impl StrBuf {
+    pub fn new() -> StrBuf {
+        StrBuf::default()
+    }
 }
 
 /// The type names `TYPE` reports.
@@ -101,7 +120,7 @@ impl Value {
 
     pub fn kind(&self) -> Kind {
         match self {
-            Value::Int(_) | Value::Emb(_) | Value::Raw(_) => Kind::String,
+            Value::Int(_) | Value::Emb(_) | Value::Raw(_) | Value::Hll(_) => Kind::String,
             Value::List(_) => Kind::List,
             Value::Hash(_) => Kind::Hash,
             Value::Set(_) => Kind::Set,
@@ -119,7 +138,7 @@ impl Value {
         match self {
             Value::Int(_) => "int",
             Value::Emb(_) => "embstr",
-            Value::Raw(_) => "raw",
+            Value::Raw(_) | Value::Hll(_) => "raw",
             Value::List(l) => l.encoding(),
             Value::Hash(h) => h.encoding(),
             Value::Set(s) => s.encoding(),
@@ -128,15 +147,21 @@ impl Value {
         }
     }
 
-    /// String bytes, formatting integers into `buf`. `None` if not a string.
-    pub fn as_bytes<'a>(&'a self, buf: &'a mut [u8; 24]) -> Option<&'a [u8]> {
+    /// String bytes, formatting integers (or rebuilding a packed
+    /// HyperLogLog's string) into `buf`. `None` if not a string.
+    pub fn as_bytes<'a>(&'a self, buf: &'a mut StrBuf) -> Option<&'a [u8]> {
         match self {
             Value::Int(i) => {
-                let n = fmt_i64(*i, buf);
-                Some(&buf[..n])
+                let n = fmt_i64(*i, &mut buf.small);
+                Some(&buf.small[..n])
             }
             Value::Emb(b) => Some(b),
             Value::Raw(v) => Some(v),
+            Value::Hll(h) => {
+                buf.big.resize(hll::REDIS_DENSE_LEN, 0);
+                h.write_redis(&mut buf.big);
+                Some(&buf.big)
+            }
             _ => None,
         }
     }
@@ -150,6 +175,7 @@ impl Value {
             }
             Value::Emb(b) => Some(b.len()),
             Value::Raw(v) => Some(v.len()),
+            Value::Hll(_) => Some(hll::REDIS_DENSE_LEN),
             _ => None,
         }
     }
@@ -165,6 +191,7 @@ impl Value {
                 *self = Value::raw(b[..n].to_vec());
             }
             Value::Emb(b) => *self = Value::raw(b.to_vec()),
+            Value::Hll(h) => *self = Value::raw(h.to_redis()),
             _ => return None,
         }
         match self {
@@ -179,6 +206,7 @@ impl Value {
             Value::Int(_) => 0,
             Value::Emb(b) => b.heap_size(),
             Value::Raw(v) => v.capacity(),
+            Value::Hll(h) => h.heap_size(),
             Value::List(l) => l.heap_size(),
             Value::Hash(h) => h.heap_size(),
             Value::Set(s) => s.heap_size(),

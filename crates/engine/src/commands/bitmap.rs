@@ -104,7 +104,7 @@ fn setbit(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
 fn getbit(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let key = args.key()?;
     let offset = bit_offset(cx, args.req()?, None)?;
-    let mut ib = [0u8; 24];
+    let mut ib = store::StrBuf::new();
     let set = match cx.lookup_read(key) {
         Some(e) => bit_at(e.value.as_bytes(&mut ib).ok_or(CmdError::WrongType)?, offset),
         None => false,
@@ -152,7 +152,7 @@ fn bitcount(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let key = args.key()?;
     // Redis 7.0 looks the key up before it reads the range: a missing key
     // answers 0 whatever follows.
-    let mut ib = [0u8; 24];
+    let mut ib = store::StrBuf::new();
     let Some(e) = cx.lookup_read(key) else {
         out.int(0);
         return Ok(());
@@ -221,7 +221,7 @@ fn bitpos(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         return Err(CmdError::err("The bit argument must be 1 or 0."));
     }
     let bit = bit == 1;
-    let mut ib = [0u8; 24];
+    let mut ib = store::StrBuf::new();
     // A missing key is an endless run of zeros.
     let Some(e) = cx.lookup_read(key) else {
         out.int(if bit { -1 } else { 0 });
@@ -288,7 +288,7 @@ fn bitop(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     // before the destination is written (it may be one of them).
     let mut inputs: Vec<Vec<u8>> = Vec::with_capacity(srcs.len());
     for k in srcs {
-        let mut ib = [0u8; 24];
+        let mut ib = store::StrBuf::new();
         match cx.lookup_read(k) {
             Some(e) => inputs.push(e.value.as_bytes(&mut ib).ok_or(CmdError::WrongType)?.to_vec()),
             None => inputs.push(Vec::new()),
@@ -491,7 +491,7 @@ fn bitfield_with(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf, read_only: b
     }
     let Some(highest) = highest else {
         // Only reads: a missing key reads as zeros.
-        let mut ib = [0u8; 24];
+        let mut ib = store::StrBuf::new();
         let e = cx.lookup_read(key);
         let p: &[u8] = match e {
             Some(e) => e.value.as_bytes(&mut ib).ok_or(CmdError::WrongType)?,

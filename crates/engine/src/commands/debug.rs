@@ -737,6 +737,7 @@ fn serialized_len(v: &Value) -> usize {
         }),
         Value::Emb(b) => string_len(b),
         Value::Raw(b) => string_len(b),
+        Value::Hll(h) => string_len(&h.to_redis()),
         // Aggregates get their RDB sizes with the RDB codec (persistence).
         Value::List(_) | Value::Hash(_) | Value::Set(_) | Value::ZSet(_) | Value::Stream(_) => 0,
     }

@@ -31,7 +31,7 @@ fn mix(d: &mut Digest, data: &[u8]) {
 pub fn value_digest(d: &mut Digest, e: &Entry) {
     let v = &e.value;
     let ty: u32 = match v {
-        Value::Int(_) | Value::Emb(_) | Value::Raw(_) => 0,
+        Value::Int(_) | Value::Emb(_) | Value::Raw(_) | Value::Hll(_) => 0,
         Value::List(_) => 1,
         Value::Set(_) => 2,
         Value::ZSet(_) => 3,
@@ -41,8 +41,9 @@ pub fn value_digest(d: &mut Digest, e: &Entry) {
     mix(d, &ty.to_be_bytes());
     let mut buf = [0u8; 24];
     match v {
-        Value::Int(_) | Value::Emb(_) | Value::Raw(_) => {
-            mix(d, v.as_bytes(&mut buf).unwrap_or_default());
+        Value::Int(_) | Value::Emb(_) | Value::Raw(_) | Value::Hll(_) => {
+            let mut sb = store::StrBuf::new();
+            mix(d, v.as_bytes(&mut sb).unwrap_or_default());
         }
         Value::List(l) => {
             l.for_each(|x| mix(d, x));

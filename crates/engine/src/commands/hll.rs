@@ -4,11 +4,16 @@
 //! As in Redis, PFCOUNT of one key stores the cardinality it computed in
 //! the value's header: a read-only command that dirties the key (watchers
 //! fire, the command is propagated) without a keyspace event.
+//!
+//! A dense value is kept in four bits a register (`Value::Hll`, issue 27)
+//! once a PF command writes it; PFADD and PFCOUNT work on that form, the
+//! rarer commands on Redis's string, packed again after.
 
 use std::borrow::Cow;
 
 use resp::ReplyBuf;
-use store::{Value, NO_EXPIRE};
+use store::types::hll::Raise;
+use store::{StrBuf, Value, NO_EXPIRE};
 
 use crate::core::ctx::{eq_ic, Args, Ctx};
 use crate::core::effects::Class;
@@ -32,36 +37,86 @@ fn corrupt(_: Corrupt) -> CmdError {
     CmdError::Msg(Cow::Borrowed("INVALIDOBJ Corrupted HLL object detected"))
 }
 
-/// The HyperLogLog at `key` for reading: `None` if missing, WRONGTYPE for
-/// another type or a string that is not one.
-fn read_hll(cx: &mut Ctx, key: &[u8], buf: &mut Vec<u8>) -> Result<bool, CmdError> {
-    let Some(e) = cx.lookup_read(key) else { return Ok(false) };
-    if !e.value.is_string() {
-        return Err(CmdError::WrongType);
+/// Redis's `isHLLObjectOrReply`: WRONGTYPE for another type or a string
+/// that is not a HyperLogLog.
+fn check_hll(v: &Value) -> Result<(), CmdError> {
+    if let Value::Hll(_) = v {
+        return Ok(());
     }
-    let mut ib = [0u8; 24];
-    let b = e.value.as_bytes(&mut ib).ok_or(CmdError::WrongType)?;
+    let mut sb = StrBuf::new();
+    let b = v.as_bytes(&mut sb).ok_or(CmdError::WrongType)?;
     if !hll::is_hll(b) {
         return Err(not_hll());
     }
-    buf.clear();
-    buf.extend_from_slice(b);
-    Ok(true)
+    Ok(())
+}
+
+/// Merges the HyperLogLog at `key` into `max`: `None` if missing, else
+/// whether it is dense.
+fn merge_key(
+    cx: &mut Ctx,
+    key: &[u8],
+    max: &mut [u8; REGISTERS],
+) -> Result<Option<bool>, CmdError> {
+    let Some(e) = cx.lookup_read(key) else { return Ok(None) };
+    if let Value::Hll(p) = &e.value {
+        hll::merge_packed(max, p);
+        return Ok(Some(true));
+    }
+    check_hll(&e.value)?;
+    let mut sb = StrBuf::new();
+    let b = e.value.as_bytes(&mut sb).ok_or(CmdError::WrongType)?;
+    hll::merge_into(max, b).map_err(corrupt)?;
+    Ok(Some(hll::is_dense(b)))
 }
 
 /// The HyperLogLog at `key` for writing, made `raw` (Redis's
-/// `dbUnshareStringValue`); `None` if missing.
-fn write_hll<'c>(cx: &'c mut Ctx, key: &[u8]) -> Result<Option<store::RawVec<'c>>, CmdError> {
+/// `dbUnshareStringValue`) and, when dense, packed; `None` if missing.
+fn write_hll<'c>(cx: &'c mut Ctx, key: &[u8]) -> Result<Option<&'c mut Value>, CmdError> {
     let Some(e) = cx.lookup(key) else { return Ok(None) };
-    let mut ib = [0u8; 24];
     // Checked before the value is made `raw`: a refused command leaves
     // the encoding alone.
-    match e.value.as_bytes(&mut ib) {
-        None => return Err(CmdError::WrongType),
-        Some(b) if !hll::is_hll(b) => return Err(not_hll()),
-        Some(_) => {}
+    check_hll(&e.value)?;
+    if !matches!(e.value, Value::Hll(_)) {
+        e.value.make_raw();
+        pack_dense(&mut e.value);
     }
-    Ok(Some(e.value.make_raw().expect("a string")))
+    Ok(Some(&mut e.value))
+}
+
+/// A dense HyperLogLog held as Redis's string (promoted just now, loaded,
+/// SET by a client) in four bits a register when its registers fit.
+fn pack_dense(v: &mut Value) {
+    if let Value::Raw(b) = v {
+        if b.len() == hll::DENSE_SIZE {
+            if let Some(p) = hll::pack(b) {
+                *v = Value::Hll(p);
+            }
+        }
+    }
+}
+
+/// Runs `f` on bytes that start with the value's 16-byte header (magic,
+/// encoding, cached cardinality): the packed form's header, or the whole
+/// string.
+fn with_header<R>(v: &mut Value, f: impl FnOnce(&mut [u8]) -> R) -> R {
+    match v {
+        Value::Hll(p) => f(p.header_mut()),
+        _ => f(&mut v.make_raw().expect("a string")),
+    }
+}
+
+/// Adds one element, in the packed form while its registers fit it.
+#[inline]
+fn add_one(v: &mut Value, ele: &[u8], sparse_max: usize) -> Result<bool, Corrupt> {
+    if let Value::Hll(p) = v {
+        match hll::add_packed(p, ele) {
+            Raise::Raised => return Ok(true),
+            Raise::Unchanged => return Ok(false),
+            Raise::Full => {}
+        }
+    }
+    hll::add(&mut v.make_raw().expect("a string"), ele, sparse_max)
 }
 
 fn sparse_max(cx: &mut Ctx) -> usize {
@@ -76,11 +131,10 @@ fn pfadd(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         cx.set(key, Value::raw(hll::new()), NO_EXPIRE);
         updated += 1;
     }
-    let mut raw = write_hll(cx, key)?.expect("present");
-    let v: &mut Vec<u8> = &mut raw;
+    let v = write_hll(cx, key)?.expect("present");
     let mut failed = None;
     for ele in args.rest() {
-        match hll::add(v, ele, max) {
+        match add_one(v, ele, max) {
             Ok(true) => updated += 1,
             Ok(false) => {}
             Err(e) => {
@@ -93,9 +147,10 @@ fn pfadd(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         // Redis leaves what it added so far and reports nothing.
         return Err(corrupt(e));
     }
+    // Promoted to dense by these additions.
+    pack_dense(v);
     if updated > 0 {
-        hll::invalidate(v);
-        drop(raw);
+        with_header(v, hll::invalidate);
         cx.changed(key, Class::STRING, "pfadd", updated);
     }
     out.int(i64::from(updated > 0));
@@ -106,38 +161,30 @@ fn pfcount(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let keys = args.rest();
     if keys.len() > 1 {
         let mut max = Box::new([0u8; REGISTERS]);
-        let mut buf = Vec::new();
         for k in keys {
-            if read_hll(cx, k, &mut buf)? {
-                hll::merge_into(&mut max, &buf).map_err(corrupt)?;
-            }
+            merge_key(cx, k, &mut max)?;
         }
         out.int(hll::count_registers(&max) as i64);
         return Ok(());
     }
     let key = keys[0];
     // A read (hit/miss counted) that may then store the cached count.
-    let mut ib = [0u8; 24];
     match cx.lookup_read(key) {
         None => {
             out.int(0);
             return Ok(());
         }
-        Some(e) => {
-            let b = e.value.as_bytes(&mut ib).ok_or(CmdError::WrongType)?;
-            if !hll::is_hll(b) {
-                return Err(not_hll());
-            }
-        }
+        Some(e) => check_hll(&e.value)?,
     }
-    let mut raw = write_hll(cx, key)?.expect("present");
-    let v: &mut Vec<u8> = &mut raw;
-    let card = match hll::cached(v) {
+    let v = write_hll(cx, key)?.expect("present");
+    let card = match with_header(v, |h| hll::cached(h)) {
         Some(c) => c,
         None => {
-            let c = hll::count(v).map_err(corrupt)?;
-            hll::set_cache(v, c);
-            drop(raw);
+            let c = match v {
+                Value::Hll(p) => hll::count_packed(p),
+                _ => hll::count(&v.make_raw().expect("a string")).map_err(corrupt)?,
+            };
+            with_header(v, |h| hll::set_cache(h, c));
             cx.changed_silently(key, 1);
             c
         }
@@ -150,18 +197,15 @@ fn pfmerge(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let dst = args.key()?;
     let mut max = Box::new([0u8; REGISTERS]);
     let mut dense = false;
-    let mut buf = Vec::new();
     for k in std::iter::once(dst).chain(args.rest().iter().copied()) {
-        if read_hll(cx, k, &mut buf)? {
-            dense |= hll::is_dense(&buf);
-            hll::merge_into(&mut max, &buf).map_err(corrupt)?;
-        }
+        dense |= merge_key(cx, k, &mut max)?.unwrap_or(false);
     }
     let sparse_max = sparse_max(cx);
     if !cx.exists(dst) {
         cx.set(dst, Value::raw(hll::new()), NO_EXPIRE);
     }
-    let mut raw = write_hll(cx, dst)?.expect("present");
+    let value = write_hll(cx, dst)?.expect("present");
+    let mut raw = value.make_raw().expect("a string");
     let v: &mut Vec<u8> = &mut raw;
     if dense {
         hll::to_dense(v).map_err(corrupt)?;
@@ -174,6 +218,7 @@ fn pfmerge(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     }
     hll::invalidate(v);
     drop(raw);
+    pack_dense(value);
     // Redis reports a merge as a mass PFADD.
     cx.changed(dst, Class::STRING, "pfadd", 1);
     out.ok();
@@ -183,9 +228,28 @@ fn pfmerge(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
 fn pfdebug(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let sub = args.req()?;
     let key = args.key()?;
-    let Some(mut raw) = write_hll(cx, key)? else {
+    let Some(value) = write_hll(cx, key)? else {
         return Err(CmdError::err("The specified key does not exist"));
     };
+    if let Value::Hll(p) = value {
+        // Dense: nothing to convert.
+        if eq_ic(sub, "GETREG") {
+            out.array(REGISTERS);
+            for i in 0..REGISTERS {
+                out.int(i64::from(p.get(i)));
+            }
+            return Ok(());
+        } else if eq_ic(sub, "DECODE") {
+            return Err(CmdError::err("HLL encoding is not sparse"));
+        } else if eq_ic(sub, "ENCODING") {
+            out.simple(b"dense");
+            return Ok(());
+        } else if eq_ic(sub, "TODENSE") {
+            out.int(0);
+            return Ok(());
+        }
+    }
+    let mut raw = value.make_raw().expect("a string");
     let v: &mut Vec<u8> = &mut raw;
     if eq_ic(sub, "GETREG") {
         let converted = !hll::is_dense(v);

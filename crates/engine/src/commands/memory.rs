@@ -147,6 +147,8 @@ pub fn value_size(v: &Value, samples: usize, prealloc: usize) -> usize {
         // robj, sdshdr8 and the bytes in one allocation.
         Value::Emb(b) => je_size(ROBJ + 3 + b.len() + 1),
         Value::Raw(b) => ROBJ + sds_alloc(b.len()),
+        // Redis's dense string, allocated at its exact length.
+        Value::Hll(_) => ROBJ + sds_alloc(store::types::hll::REDIS_DENSE_LEN),
         Value::List(l) => {
             let mut node_sizes = Vec::new();
             let mut at = 0;

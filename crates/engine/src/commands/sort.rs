@@ -217,7 +217,7 @@ fn by_pattern<R>(
     match (field, &e.value) {
         (Some(field), Value::Hash(h)) => f(h.get(field).as_deref()),
         (None, v) => {
-            let mut buf = [0u8; 24];
+            let mut buf = store::StrBuf::new();
             f(v.as_bytes(&mut buf))
         }
         _ => f(None),

@@ -46,7 +46,7 @@ pub const COMMANDS: &[Command] = &[
 
 /// Writes a string entry's value as a bulk reply.
 pub(crate) fn reply_string(v: &Value, out: &mut ReplyBuf) -> CmdResult {
-    let mut buf = [0u8; 24];
+    let mut buf = store::StrBuf::new();
     match v.as_bytes(&mut buf) {
         Some(b) => {
             out.bulk(b);
@@ -458,6 +458,7 @@ fn int_of(v: &Value) -> Result<i64, CmdError> {
         Value::Int(i) => Ok(*i),
         Value::Emb(b) => parse_i64(b),
         Value::Raw(b) => parse_i64(b),
+        Value::Hll(h) => parse_i64(&h.to_redis()),
         #[allow(unreachable_patterns)]
         _ => Err(CmdError::WrongType),
     }
@@ -490,7 +491,7 @@ fn incrbyfloat(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let n = match cx.entry(key) {
         KeyEntry::Occupied(e) => {
             expect_string(e)?;
-            let mut ib = [0u8; 24];
+            let mut ib = store::StrBuf::new();
             let cur = e.value.as_bytes(&mut ib).ok_or(CmdError::WrongType)?;
             let n = ldouble::incr_by(Some(cur), by, &mut buf).map_err(ld_error)?;
             // Stored as Redis's createStringObject: embstr or raw by size.
@@ -579,7 +580,7 @@ fn getrange(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         out.bulk(b"");
         return Ok(());
     };
-    let mut ib = [0u8; 24];
+    let mut ib = store::StrBuf::new();
     let s = e.value.as_bytes(&mut ib).ok_or(CmdError::WrongType)?;
     match substr_range(s.len(), start, end) {
         Some((from, to)) => out.bulk(&s[from..=to]),
@@ -660,7 +661,7 @@ fn lcs(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let kb = args.key()?;
     // Redis checks the keys' types before it looks at the options.
     let mut fetch = |k: &[u8]| -> Result<Vec<u8>, CmdError> {
-        let mut ib = [0u8; 24];
+        let mut ib = store::StrBuf::new();
         match cx.lookup_read(k) {
             None => Ok(Vec::new()),
             Some(e) => match e.value.as_bytes(&mut ib) {

@@ -497,6 +497,7 @@ fn estimate(key: &[u8], e: &store::Record) -> u64 {
         Value::Int(_) => 0,
         Value::Emb(b) => b.len(),
         Value::Raw(v) => v.capacity(),
+        Value::Hll(h) => h.heap_size(),
         // Only reached without the allocator's counters: a rough guess.
         _ => 256,
     };

@@ -13,6 +13,7 @@
 //! trusts it: every decoder is bounds-checked and reports corruption as
 //! [`Corrupt`], never a panic.
 
+use store::types::hll::{PackedHll, Raise};
 use store::types::list::grow_exact;
 
 /// Registers index bits.
@@ -404,6 +405,40 @@ pub fn raise(
     }
 }
 
+/// A dense value in four bits a register (`store::types::hll`), if `v` is
+/// a dense HyperLogLog whose registers fit that form.
+pub fn pack(v: &[u8]) -> Option<PackedHll> {
+    if is_hll(v) && is_dense(v) {
+        PackedHll::pack(v)
+    } else {
+        None
+    }
+}
+
+/// Adds an element to a packed dense value: what [`add`] does to its
+/// Redis string, or [`Raise::Full`] (nothing changed) when the register
+/// does not fit the packed form.
+#[inline]
+pub fn add_packed(p: &mut PackedHll, ele: &[u8]) -> Raise {
+    let (index, count) = pat_len(ele);
+    p.raise(index, count)
+}
+
+/// [`count`] of a packed dense value (the same histogram, so the same
+/// estimate).
+pub fn count_packed(p: &PackedHll) -> u64 {
+    estimate(&p.histogram())
+}
+
+/// [`merge_into`] from a packed dense value.
+pub fn merge_packed(max: &mut [u8; REGISTERS], p: &PackedHll) {
+    let mut regs = [0u8; REGISTERS];
+    p.registers(&mut regs);
+    for (m, r) in max.iter_mut().zip(regs) {
+        *m = (*m).max(r);
+    }
+}
+
 /// Merges a (checked) value's registers into `max` (Redis's `hllMerge`).
 pub fn merge_into(max: &mut [u8; REGISTERS], v: &[u8]) -> Result<(), Corrupt> {
     if v[4] == DENSE {
@@ -561,11 +596,87 @@ pub fn exercise(bytes: &[u8]) {
     if !is_dense(bytes) {
         let _ = decode(bytes);
     }
+    check_packed(bytes);
+}
+
+/// A dense value and its packed form agree: the same string back, the
+/// same count, the same merge, and the same bytes and replies after the
+/// same additions (whichever form they leave it in). Panics if not.
+fn check_packed(bytes: &[u8]) {
+    let Some(mut p) = pack(bytes) else { return };
+    assert_eq!(p.to_redis(), bytes, "round trip");
+    assert_eq!(Ok(count_packed(&p)), count(bytes), "count");
+    let mut a = Box::new([0u8; REGISTERS]);
+    let mut b = Box::new([0u8; REGISTERS]);
+    merge_into(&mut a, bytes).expect("dense values merge");
+    merge_packed(&mut b, &p);
+    assert!(a == b, "merge");
+    let mut plain = bytes.to_vec();
+    let mut packed_full = false;
+    for i in 0..300u32 {
+        let ele = i.to_le_bytes();
+        let want = add(&mut plain, &ele, 3000).expect("dense values take additions");
+        if !packed_full {
+            match add_packed(&mut p, &ele) {
+                Raise::Full => packed_full = true,
+                r => assert_eq!(r == Raise::Raised, want, "PFADD reply"),
+            }
+        }
+        if !packed_full && i % 100 == 0 {
+            assert_eq!(p.to_redis(), plain, "bytes after additions");
+        }
+    }
+    if !packed_full {
+        assert_eq!(p.to_redis(), plain, "bytes after additions");
+        assert_eq!(Ok(count_packed(&p)), count(&plain), "count after additions");
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Random dense values (registers in a narrow band, a wide one, and
+    /// a few far out) and additions: the packed form gives the plain
+    /// form's bytes, counts and PFADD replies.
+    #[test]
+    fn packed_dense_values_match_the_plain_form() {
+        let mut x: u64 = 0x2545f4914f6cdd1d;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for round in 0..24u64 {
+            let mut v = vec![0u8; DENSE_SIZE];
+            v[..4].copy_from_slice(b"HYLL");
+            v[4] = DENSE;
+            for b in &mut v[5..16] {
+                *b = next() as u8;
+            }
+            let lo = (round % 6) as u8 * 10;
+            let width = [1, 4, 16, 64][(round % 4) as usize];
+            for i in 0..REGISTERS {
+                let r =
+                    if next() % 500 == 0 { next() % 64 } else { u64::from(lo) + next() % width };
+                dense_set(&mut v[HDR..], i, r.min(63) as u8);
+            }
+            check_packed(&v);
+        }
+        // A real sketch, promoted from sparse and grown past the point
+        // where its smallest register leaves 0.
+        let mut v = new();
+        for i in 0..400_000u32 {
+            add(&mut v, &i.to_le_bytes(), 3000).unwrap();
+            if i % 50_000 == 0 && is_dense(&v) {
+                check_packed(&v);
+            }
+        }
+        let p = pack(&v).unwrap();
+        assert!(p.histogram()[0] == 0, "the base has risen");
+        check_packed(&v);
+    }
 
     #[test]
     fn dense_registers_round_trip() {

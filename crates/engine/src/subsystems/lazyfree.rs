@@ -110,7 +110,7 @@ impl LazyFree {
 /// value takes (1 for a compact encoding).
 pub fn effort(v: &Value) -> usize {
     match v {
-        Value::Int(_) | Value::Emb(_) | Value::Raw(_) => 1,
+        Value::Int(_) | Value::Emb(_) | Value::Raw(_) | Value::Hll(_) => 1,
         // Quicklist nodes of about 8 KB (the default list-max-listpack-size).
         Value::List(l) => l.heap_size() / 8192 + 1,
         Value::Hash(h) if h.encoding() == "hashtable" => h.len(),

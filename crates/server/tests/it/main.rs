@@ -22,6 +22,7 @@ mod command_meta;
 mod config_effect;
 mod deep_pipeline;
 mod differential_geo;
+mod differential_hll;
 mod differential_prop;
 mod differential_streams;
 mod differential_types;

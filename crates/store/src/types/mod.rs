@@ -2,6 +2,7 @@
 
 pub mod front;
 pub mod hash;
+pub mod hll;
 pub mod list;
 pub mod set;
 pub mod stream;
@@ -11,6 +12,7 @@ pub mod zset;
 
 pub use front::Str;
 pub use hash::Hash;
+pub use hll::PackedHll;
 pub use list::{End as ListEnd, List};
 pub use set::Set;
 pub use stream::{Stream, StreamId};
