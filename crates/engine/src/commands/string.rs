@@ -46,6 +46,18 @@ pub const COMMANDS: &[Command] = &[
 
 /// Writes a string entry's value as a bulk reply.
 pub(crate) fn reply_string(v: &Value, out: &mut ReplyBuf) -> CmdResult {
+    // Bytes held as they are go out without a scratch buffer (GET's hit).
+    match v {
+        Value::Emb(b) => {
+            out.bulk(b);
+            return Ok(());
+        }
+        Value::Raw(b) => {
+            out.bulk(b);
+            return Ok(());
+        }
+        _ => {}
+    }
     let mut buf = store::StrBuf::new();
     match v.as_bytes(&mut buf) {
         Some(b) => {
