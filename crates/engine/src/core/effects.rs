@@ -352,6 +352,11 @@ pub struct Effects {
     keys: Vec<(u32, u32)>,
     /// Tracked reads of keys the unit had already modified ([`Effects::reread`]).
     rereads: Vec<Reread>,
+    /// How many times each key of `keys[..counted]` was modified: built
+    /// by [`Effects::reread`] as it needs it, so that a long transaction
+    /// of a tracking client costs one count per write, not a scan per read.
+    write_counts: std::collections::HashMap<Box<[u8]>, u32>,
+    counted: usize,
     arena: Arena,
     /// The consumers' snapshot and its epoch.
     consumers: Option<Consumers>,
@@ -409,6 +414,8 @@ impl Default for Effects {
             cmd_events: 0,
             keys: Vec::new(),
             rereads: Vec::new(),
+            write_counts: std::collections::HashMap::new(),
+            counted: 0,
             arena: Arena::default(),
             consumers: None,
             // Never equal to a hub's epoch: the first unit takes a snapshot.
@@ -448,6 +455,8 @@ impl Effects {
             self.events.clear();
             self.keys.clear();
             self.rereads.clear();
+            self.write_counts.clear();
+            self.counted = 0;
             self.arena.clear();
             self.flushed = false;
             self.cmd_ops = 0;
@@ -515,7 +524,11 @@ impl Effects {
         if self.keys.is_empty() {
             return;
         }
-        let writes = self.keys.iter().filter(|&&(_, k)| self.arena.get(k) == key).count() as u32;
+        for &(_, k) in &self.keys[self.counted..] {
+            *self.write_counts.entry(self.arena.get(k).into()).or_default() += 1;
+        }
+        self.counted = self.keys.len();
+        let writes = self.write_counts.get(key).copied().unwrap_or(0);
         if writes > 0 {
             let key = self.arena.push(key);
             self.rereads.push(Reread { key, writes, tracked_before });
@@ -756,6 +769,8 @@ impl Effects {
             self.events.clear();
             self.keys.clear();
             self.rereads.clear();
+            self.write_counts.clear();
+            self.counted = 0;
             self.arena.clear();
             self.flushed = false;
         }
