@@ -473,6 +473,21 @@ impl Stripe {
         self.insert_hashed(key, h, value, expire_at, lru)
     }
 
+    /// [`insert_hashed`](Self::insert_hashed) with the hash if known,
+    /// else [`insert`](Self::insert).
+    #[inline(always)]
+    fn insert_with(
+        &mut self,
+        key: &[u8],
+        h: Option<u64>,
+        value: Value,
+        expire_at: i64,
+        lru: u32,
+    ) -> Option<Record> {
+        let h = h.unwrap_or_else(|| self.map.hash_of(key));
+        self.insert_hashed(key, h, value, expire_at, lru)
+    }
+
     /// [`insert`](Self::insert) for a key read from a snapshot: on a
     /// replica it is its master's (a full sync's payload) or its own
     /// file's, never a TTL its own client set, so it is not noted for the
@@ -2314,15 +2329,8 @@ impl<'a> Locks<'a> {
         lru: u32,
     ) -> Option<Record> {
         let now = self.now;
-        let memo = self.memo_for(db, key);
-        let s = match memo {
-            Some(t) => self.stripe_id(t.id),
-            None => self.stripe(db, key),
-        };
-        let old = match memo {
-            Some(t) => s.insert_hashed(key, t.hash, value, expire_at, lru),
-            None => s.insert(key, value, expire_at, lru),
-        };
+        let (s, h) = self.stripe_and_hash(db, key);
+        let old = s.insert_with(key, h, value, expire_at, lru);
         if let Some(e) = &old {
             if e.expire_at != NO_EXPIRE && e.expire_at <= now && !s.expiry_suspended() {
                 // Overwriting a key whose time had passed: it expired
@@ -2348,19 +2356,21 @@ impl<'a> Locks<'a> {
         expire_at: i64,
         lru: u32,
     ) -> Result<Option<Record>, Value> {
-        let memo = self.memo_for(db, key);
-        let s = match memo {
-            Some(t) => self.stripe_id(t.id),
-            None => self.stripe(db, key),
-        };
+        let (s, h) = self.stripe_and_hash(db, key);
         if s.expires_len() > 0 {
             return Err(value);
         }
         // No TTL in the stripe: the old key, if any, had none and is live.
-        Ok(match memo {
-            Some(t) => s.insert_hashed(key, t.hash, value, expire_at, lru),
-            None => s.insert(key, value, expire_at, lru),
-        })
+        Ok(s.insert_with(key, h, value, expire_at, lru))
+    }
+
+    /// `key`'s stripe, and the key's hash when the prefetch stage made it.
+    #[inline(always)]
+    fn stripe_and_hash(&mut self, db: usize, key: &[u8]) -> (&mut Stripe, Option<u64>) {
+        match self.memo_for(db, key) {
+            Some(t) => (self.stripe_id(t.id), Some(t.hash)),
+            None => (self.stripe(db, key), None),
+        }
     }
 
     /// Removes a live key (an expired one counts as absent).

@@ -636,18 +636,22 @@ fn check_packed(bytes: &[u8]) {
 mod tests {
     use super::*;
 
+    /// A xorshift64 stream from `seed` (non-zero).
+    fn xorshift(mut x: u64) -> impl FnMut() -> u64 {
+        move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        }
+    }
+
     /// Random dense values (registers in a narrow band, a wide one, and
     /// a few far out) and additions: the packed form gives the plain
     /// form's bytes, counts and PFADD replies.
     #[test]
     fn packed_dense_values_match_the_plain_form() {
-        let mut x: u64 = 0x2545f4914f6cdd1d;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = xorshift(0x2545f4914f6cdd1d);
         for round in 0..24u64 {
             let mut v = vec![0u8; DENSE_SIZE];
             v[..4].copy_from_slice(b"HYLL");
@@ -658,8 +662,11 @@ mod tests {
             let lo = (round % 6) as u8 * 10;
             let width = [1, 4, 16, 64][(round % 4) as usize];
             for i in 0..REGISTERS {
-                let r =
-                    if next() % 500 == 0 { next() % 64 } else { u64::from(lo) + next() % width };
+                let r = if next().is_multiple_of(500) {
+                    next() % 64
+                } else {
+                    u64::from(lo) + next() % width
+                };
                 dense_set(&mut v[HDR..], i, r.min(63) as u8);
             }
             check_packed(&v);
@@ -730,13 +737,7 @@ mod tests {
 
     #[test]
     fn random_bytes_after_a_header_never_panic() {
-        let mut x: u64 = 0x9e3779b97f4a7c15;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = xorshift(0x9e3779b97f4a7c15);
         for round in 0..3000 {
             let len = HDR + (next() % 64) as usize;
             let mut v: Vec<u8> = (0..len).map(|_| next() as u8).collect();

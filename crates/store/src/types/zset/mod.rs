@@ -1047,6 +1047,23 @@ mod tests {
         assert_eq!(got, want);
     }
 
+    /// Ranks `lo..hi` (reversed with `rev`) on both; the same pairs.
+    fn check_range(z: &ZSet, model: &Model, lo: usize, hi: usize, rev: bool) {
+        let n = model.set.len();
+        let got: Vec<(Vec<u8>, f64)> = z.range(lo, hi, rev).map(|(m, s)| (m.to_vec(), s)).collect();
+        let mut want: Vec<(Vec<u8>, f64)> = model
+            .set
+            .iter()
+            .skip(lo)
+            .take(hi.min(n).saturating_sub(lo))
+            .map(|(k, m)| (m.clone(), k.0))
+            .collect();
+        if rev {
+            want.reverse();
+        }
+        assert_eq!(got, want);
+    }
+
     /// Removes ranks `lo..hi` on both; the same count.
     fn check_remove_range(z: &mut ZSet, model: &mut Model, lo: usize, hi: usize) {
         let gone: Vec<Vec<u8>> =
@@ -1122,19 +1139,7 @@ mod tests {
                         lo + r.below(100) as usize
                     };
                     let rev = r.below(2) == 1;
-                    let got: Vec<(Vec<u8>, f64)> =
-                        z.range(lo, hi, rev).map(|(m, s)| (m.to_vec(), s)).collect();
-                    let mut want: Vec<(Vec<u8>, f64)> = model
-                        .set
-                        .iter()
-                        .skip(lo)
-                        .take(hi.min(n).saturating_sub(lo))
-                        .map(|(k, m)| (m.clone(), k.0))
-                        .collect();
-                    if rev {
-                        want.reverse();
-                    }
-                    assert_eq!(got, want);
+                    check_range(&z, &model, lo, hi, rev);
                     let (a, b) = (score(&mut r), score(&mut r));
                     let (minex, maxex) = (r.below(2) == 1, r.below(2) == 1);
                     let lo =
@@ -1224,19 +1229,7 @@ mod tests {
                         let lo = r.below(n as u64 + 2) as usize;
                         let hi = lo + r.below(12) as usize;
                         for rev in [false, true] {
-                            let got: Vec<(Vec<u8>, f64)> =
-                                z.range(lo, hi, rev).map(|(m, s)| (m.to_vec(), s)).collect();
-                            let mut want: Vec<(Vec<u8>, f64)> = model
-                                .set
-                                .iter()
-                                .skip(lo)
-                                .take(hi.min(n).saturating_sub(lo))
-                                .map(|(k, m)| (m.clone(), k.0))
-                                .collect();
-                            if rev {
-                                want.reverse();
-                            }
-                            assert_eq!(got, want);
+                            check_range(&z, &model, lo, hi, rev);
                         }
                         let mut scanned = Vec::new();
                         assert_eq!(z.scan(0, |m, s| scanned.push((m.to_vec(), s))), 0);
