@@ -130,10 +130,16 @@ def stop(proc):
 
 
 def cpu_seconds(pid):
+    user, system = cpu_split(pid)
+    return user + system
+
+
+def cpu_split(pid):
+    """(user, system) CPU seconds of a process, all its threads."""
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     # fields[11], [12] are utime, stime (14th and 15th of the full line).
-    return (int(fields[11]) + int(fields[12])) / TICK
+    return int(fields[11]) / TICK, int(fields[12]) / TICK
 
 
 def rss_of(pid):
