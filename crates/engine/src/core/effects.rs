@@ -165,6 +165,15 @@ impl<'a> Unit<'a> {
         self.fx.client
     }
 
+    /// Whether the unit ran in a connection's batch of requests: the
+    /// connection tells the consumers when the batch ends (tracking's
+    /// broadcasts go once per event-loop turn, as in Redis), so a unit
+    /// outside one (a served blocked client, active expiry, a replica's
+    /// apply loop) sends such things itself.
+    pub fn in_batch(&self) -> bool {
+        self.fx.batched
+    }
+
     /// Whether a database was flushed (FLUSHDB, FLUSHALL): tracking
     /// invalidates every key at once instead of key by key.
     pub fn flushed(&self) -> bool {
@@ -363,6 +372,10 @@ pub struct Effects {
     epoch: u64,
     /// The client the record belongs to (0: none).
     pub client: u64,
+    /// The session runs a connection's batch of requests, whose end
+    /// sends what consumers gather per event-loop turn
+    /// ([`Unit::in_batch`]).
+    pub batched: bool,
     /// A database was flushed in this unit.
     flushed: bool,
     /// The unit's operations go out without MULTI/EXEC (a client's
@@ -421,6 +434,7 @@ impl Default for Effects {
             // Never equal to a hub's epoch: the first unit takes a snapshot.
             epoch: u64::MAX,
             client: 0,
+            batched: false,
             flushed: false,
             unwrapped: false,
             hold: std::cell::Cell::new(0),

@@ -10,8 +10,11 @@
 //!   read again. `OPTIN`/`OPTOUT` with `CLIENT CACHING` decide per command
 //!   whether reads are remembered.
 //! - `BCAST`: nothing is remembered; every modified key under one of the
-//!   client's prefixes is sent, as one array of the unit's keys per prefix
-//!   (sorted, without repeats; Redis sends them once per event-loop turn).
+//!   client's prefixes is sent, as one array per prefix of the keys a
+//!   connection's batch of requests modified (sorted, without repeats),
+//!   at the batch's end: Redis gathers them per event-loop turn, which
+//!   for one client's pipeline is the same thing. A unit outside a batch
+//!   (active expiry, a served blocked client) sends its own at its end.
 //! - `NOLOOP` skips keys the client modified itself. `REDIRECT id` sends
 //!   the messages to another client: a RESP3 one gets the push, a RESP2
 //!   one in pub/sub mode gets a `__redis__:invalidate` message.
@@ -87,6 +90,11 @@ struct Inner {
     prefixes: BTreeMap<Box<[u8]>, Vec<Arc<ClientHandle>>>,
     /// Every client with tracking on.
     clients: Vec<Arc<ClientHandle>>,
+    /// Keys modified under a BCAST prefix and not yet sent: prefix → key
+    /// → the client that modified it first (Redis's per-prefix key set,
+    /// sent once per event-loop turn: here at the end of the batch that
+    /// modified them, [`Tracker::broadcast`]).
+    pending: BTreeMap<Box<[u8]>, BTreeMap<Box<[u8]>, u64>>,
 }
 
 /// The server's tracking tables (see the module doc).
@@ -98,6 +106,8 @@ pub struct Tracker {
     installed: AtomicBool,
     /// `tracking-table-max-keys` (0: no limit).
     pub max_keys: AtomicUsize,
+    /// `Inner::pending` has keys (one load for a connection's batch end).
+    pending: AtomicBool,
 }
 
 fn overlap(a: &[u8], b: &[u8]) -> bool {
@@ -450,16 +460,23 @@ impl Consumer for Tracker {
             }
             inner = self.inner.lock();
         }
-        // Keys for BCAST clients, per prefix: key → its first writer.
-        let mut bcast: BTreeMap<Box<[u8]>, BTreeMap<Box<[u8]>, u64>> = BTreeMap::new();
-        let mut sends: Vec<(Box<[u8]>, Vec<(u64, Weak<ClientHandle>)>)> = Vec::new();
         let rereads = Rereads::of(unit);
+        let mut sends: Vec<(Box<[u8]>, Vec<(u64, Weak<ClientHandle>)>)> = Vec::new();
         // Keys the writer still tracks, put back once every write is seen.
         let mut kept = Vec::new();
+        let mut broadcast = false;
         for (_, key) in unit.keys() {
-            for p in inner.prefixes.keys() {
+            let Inner { prefixes, pending, .. } = &mut *inner;
+            for p in prefixes.keys() {
                 if key.starts_with(p) {
-                    bcast.entry(p.clone()).or_default().entry(key.into()).or_insert(writer);
+                    broadcast = true;
+                    let keys = match pending.get_mut(p) {
+                        Some(keys) => keys,
+                        None => pending.entry(p.clone()).or_default(),
+                    };
+                    if !keys.contains_key(key) {
+                        keys.insert(key.into(), writer);
+                    }
                 }
             }
             if let Some(mut l) = inner.table.remove(key) {
@@ -484,18 +501,49 @@ impl Consumer for Tracker {
                 inner.items += 1;
             }
         }
-        let listeners: Vec<(Box<[u8]>, Vec<Arc<ClientHandle>>)> = bcast
-            .keys()
-            .filter_map(|p| inner.prefixes.get(p).map(|l| (p.clone(), l.clone())))
-            .collect();
         drop(inner);
+        if broadcast {
+            self.pending.store(true, Ordering::Release);
+        }
         for (key, targets) in sends {
             for t in targets.iter().filter_map(|(_, w)| w.upgrade()) {
                 invalidate_key(&t, &key, writer);
             }
         }
+        if broadcast && !unit.in_batch() {
+            self.broadcast();
+        }
+    }
+}
+
+impl Tracker {
+    /// Whether BCAST keys wait to be sent ([`Tracker::broadcast`]).
+    #[inline]
+    pub fn has_pending(&self) -> bool {
+        self.pending.load(Ordering::Relaxed)
+    }
+
+    /// Sends the BCAST keys gathered since the last call: to each client
+    /// of a prefix, one array of that prefix's keys (sorted, each once),
+    /// less, for a NOLOOP client, the keys it modified first itself.
+    /// Redis does this once per event-loop turn (`beforeSleep`); a
+    /// connection does it at the end of each batch of requests, and a
+    /// unit outside a batch at its own end.
+    pub fn broadcast(&self) {
+        if !self.pending.swap(false, Ordering::AcqRel) {
+            return;
+        }
+        let (pending, listeners) = {
+            let mut inner = self.inner.lock();
+            let pending = std::mem::take(&mut inner.pending);
+            let listeners: Vec<(Box<[u8]>, Vec<Arc<ClientHandle>>)> = pending
+                .keys()
+                .filter_map(|p| inner.prefixes.get(p).map(|l| (p.clone(), l.clone())))
+                .collect();
+            (pending, listeners)
+        };
         for (p, clients) in listeners {
-            let keys = &bcast[&p];
+            let keys = &pending[&p];
             for c in clients {
                 let noloop = c.tracking.lock().noloop;
                 let mine: BTreeSet<&[u8]> = if noloop {
@@ -512,7 +560,7 @@ impl Consumer for Tracker {
                 for k in keys.keys().filter(|k| !mine.contains(&***k)) {
                     payload.bulk(k);
                 }
-                // Broadcasts go once per turn in Redis: after the batch.
+                // Not the reply of any running command: a push.
                 send(&c, &payload.to_vec(), 0);
             }
         }

@@ -830,6 +830,8 @@ impl<S: Transport> Conn<S> {
         // starts where the previous one's stopped (one clock read each).
         self.sess.batch_lap = true;
         self.sess.lap = 0;
+        // Its units leave tracking's broadcasts to its end (`after_batch`).
+        self.sess.fx.batched = true;
         let mut last_now = 0;
         'batch: while !self.sess.close_after_reply && self.has_complete_input() {
             if executed && self.limits.clients_limit != 0 {
@@ -1035,6 +1037,7 @@ impl<S: Transport> Conn<S> {
         self.mark_closing();
         self.sess.batch_lap = false;
         self.sess.lap = 0;
+        self.sess.fx.batched = false;
         self.compact();
         if executed {
             self.after_batch(self.shared.clock.system_ms(last_now));
@@ -1094,11 +1097,21 @@ impl<S: Transport> Conn<S> {
         self.rpos = self.rbuf.len();
     }
 
-    /// What a batch that executed something publishes: stats, CLIENT
-    /// LIST's figures, the last command's name.
+    /// What a batch that executed something publishes: tracking's
+    /// broadcasts, stats, CLIENT LIST's figures, the last command's name.
     /// `at` is the Unix time of the last interaction: for a batch, its
     /// last window's clock reading (no second read of the system clock).
     fn after_batch(&mut self, at: i64) {
+        if self.shared.tracker.has_pending() {
+            // BCAST keys the batch (or another thread) modified: sent once
+            // per batch, as Redis sends them once per event-loop turn; a
+            // push to this client goes out in the same write as the
+            // batch's replies, after them.
+            self.shared.tracker.broadcast();
+            if self.sess.handle.outbox.pending() > 0 {
+                self.drain_outbox();
+            }
+        }
         {
             self.shared.flush_stats(&mut self.sess);
             self.sess.handle.last_interaction_ms.store(at, Ordering::Relaxed);

@@ -217,19 +217,50 @@ fn tracking_pushes_in_a_pipeline_land_where_redis_puts_them() {
     assert_same("NOLOOP", both(&mut a, &[&["GET", "n"], &["SET", "n", "1"], &["PING"]]));
 
     // BCAST: Redis sends the keys once per event-loop turn, after the
-    // batch's replies (here after the sentinel's), in the same write.
-    // (One write command: Sluice sends a push per command where Redis
-    // gathers a turn's keys in one.)
+    // batch's replies (here after the sentinel's), in the same write;
+    // Sluice once per batch.
     let mut b = resp3(&servers);
     each(&mut b, &["CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "p"]);
     let buf = pipeline(&[&["GET", "p1"], &["MSET", "p2", "y", "q", "z", "p1", "x"], &["PING"]]);
-    let frames = |x: &mut testkit::Client| -> String {
-        x.send_raw(&buf).unwrap();
-        testkit::escape(&(0..5).flat_map(|_| x.read_reply().unwrap()).collect::<Vec<u8>>())
+    let frames = |x: &mut testkit::Client, buf: &[u8], n: usize| -> String {
+        x.send_raw(buf).unwrap();
+        testkit::escape(&(0..n).flat_map(|_| x.read_reply().unwrap()).collect::<Vec<u8>>())
     };
-    let (r, s) = (frames(&mut b.redis), frames(&mut b.sluice));
+    let (r, s) = (frames(&mut b.redis, &buf, 5), frames(&mut b.sluice, &buf, 5));
     assert!(r.contains("lean-end\\r\\n>2"), "redis-server's broadcast after the batch: {r}");
     assert_eq!(s, r, "BCAST");
+    // Several writes in one batch: one array of the batch's keys under
+    // the prefix (sorted, each once), to the writer after its replies
+    // and to another BCAST client; a NOLOOP client gets the keys the
+    // writer modified, not its own.
+    let mut watcher = resp3(&servers);
+    each(&mut watcher, &["CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "p"]);
+    let mut own = resp3(&servers);
+    each(&mut own, &["CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "p", "NOLOOP"]);
+    assert_same("NOLOOP writer", both(&mut own, &[&["SET", "p9", "x"], &["PING"]]));
+    let pushes = |x: &mut testkit::Client| testkit::escape(&x.read_reply().unwrap());
+    for x in [&mut b, &mut watcher] {
+        let (r, s) = (pushes(&mut x.redis), pushes(&mut x.sluice));
+        assert_eq!(s, r, "the NOLOOP client's write");
+    }
+    let buf = pipeline(&[
+        &["SET", "p3", "a"],
+        &["MSET", "p2", "y", "q", "z", "p1", "x"],
+        &["DEL", "p3", "p9"],
+        &["INCR", "p4"],
+        &["SET", "q", "1"],
+    ]);
+    let (r, s) = (frames(&mut b.redis, &buf, 7), frames(&mut b.sluice, &buf, 7));
+    assert!(
+        r.contains("lean-end\\r\\n>2\\r\\n$10\\r\\ninvalidate\\r\\n*5\\r\\n"),
+        "one broadcast of the batch: {r}"
+    );
+    assert_eq!(s, r, "BCAST, several writes in a batch");
+    let (r, s) = (pushes(&mut watcher.redis), pushes(&mut watcher.sluice));
+    assert_eq!(s, r, "another BCAST client");
+    let (r, s) = (pushes(&mut own.redis), pushes(&mut own.sluice));
+    assert_eq!(s, r, "a NOLOOP client");
+    assert_same("after the broadcasts", both(&mut own, &[&["PING"]]));
 
     // A broken redirection found by the client's own write: the
     // `tracking-redir-broken` push after the write's reply.
