@@ -472,7 +472,7 @@ pub fn read_value(r: &mut Reader<'_>, t: u8, lim: &Limits) -> Result<Value, Erro
     let v = match t {
         ty::STRING => match r.string()? {
             Str::Int(i) => Value::Int(i),
-            Str::Bytes(b) => Value::from_arg(&b),
+            Str::Bytes(b) => Value::loaded_string(&b),
         },
         ty::LIST => {
             let n = r.len()?;

@@ -104,6 +104,21 @@ impl Value {
         }
     }
 
+    /// A string value read from a snapshot or a DUMP payload: as a
+    /// client's argument ([`Value::from_arg`]), except that a dense
+    /// HyperLogLog (Redis's 12,304-byte string with a dense header) is
+    /// held packed ([`PackedHll`]) from the start, as its first PF write
+    /// would leave it, rather than at Redis's size until then. The
+    /// packed form gives back the same bytes to every reader.
+    pub fn loaded_string(b: &[u8]) -> Value {
+        if b.len() == hll::REDIS_DENSE_LEN && b.starts_with(b"HYLL") && b[4] == hll::DENSE {
+            if let Some(p) = PackedHll::pack(b) {
+                return Value::Hll(p);
+            }
+        }
+        Value::from_arg(b)
+    }
+
     /// A string value without integer detection (`embstr` or `raw` by size).
     pub fn str_exact(b: &[u8]) -> Value {
         if b.len() <= EMBSTR_MAX {

@@ -30,6 +30,8 @@ pub const REGISTERS: usize = 1 << 14;
 pub const HDR: usize = 16;
 /// Length of Redis's dense string.
 pub const REDIS_DENSE_LEN: usize = HDR + REGISTERS * 6 / 8;
+/// The header's encoding byte (its fifth) of a dense sketch.
+pub const DENSE: u8 = 0;
 /// The one allocation: a jemalloc size class.
 pub const SIZE: usize = 10_240;
 
