@@ -402,6 +402,8 @@ fn event_loop(
     let rx = Rc::new(RefCell::new(rx));
     crate::busy::install(shared.clone(), idx, busy.clone(), rx.clone());
     local.block_on(&rt, async move {
+        // The end of each turn, where the connections write (`turn`).
+        spawn_here(crate::network::turn::flusher());
         // Accept loops (thread 0 only): one per listener of the current
         // set of each kind; a new set (CONFIG SET port, tls-port) ends
         // the old loops of its kind, which closes their sockets.
