@@ -441,7 +441,17 @@ impl<S: Transport> Conn<S> {
                 // (`turn`); a lone request's at once (its client waits
                 // for nothing else: the extra polls cost a P=1 GET some
                 // 590 instructions, for no measured gain on cheap
-                // commands).
+                // commands). Parked meanwhile, as in `wait_io`: if a
+                // script of this thread turns busy before the turn ends,
+                // its busy pass writes these replies and answers what
+                // follows, as Redis writes pending replies while a script
+                // runs.
+                let me: *mut Self = self;
+                // SAFETY: as in `wait_io`: until the guard drops, this
+                // task is suspended in the wait below, which holds no
+                // reference into the connection (`end_of_turn` holds a
+                // flag), and the connection's code resumes only after it.
+                let _parked = self.slot.as_ref().map(|s| unsafe { s.park(me.cast()) });
                 crate::network::turn::end_of_turn().await;
             }
             self.flush()?;
