@@ -356,7 +356,7 @@ fn open_here(shared: &Arc<Shared>, sock: std::os::fd::OwnedFd, kind: Kind) {
             crate::conn::open_while_busy(shared.clone(), s);
         }
         Kind::Unix => {
-            let Ok(s) = tokio::net::UnixStream::from_std(sock.into()) else { return };
+            let Ok(s) = crate::unix::UnixConn::new(sock.into()) else { return };
             crate::conn::open_while_busy(shared.clone(), s);
         }
         Kind::Tls => {

@@ -313,7 +313,7 @@ pub fn spawn_conn(shared: Arc<Shared>, s: std::os::fd::OwnedFd, kind: Kind) {
             spawn_here(conn::serve(shared, s));
         }
         Kind::Unix => {
-            let Ok(s) = tokio::net::UnixStream::from_std(s.into()) else { return };
+            let Ok(s) = crate::unix::UnixConn::new(s.into()) else { return };
             spawn_here(conn::serve(shared, s));
         }
         Kind::Tls => {

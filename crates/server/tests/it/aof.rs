@@ -703,14 +703,6 @@ fn rewrites_and_config_set_appendonly_as_redis() {
     let _ = std::fs::remove_dir_all(&rdir);
 }
 
-/// CPU seconds a process used (utime + stime).
-fn cpu_secs(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    let f: Vec<&str> = stat.rsplit(')').next().unwrap().split_whitespace().collect();
-    let ticks: f64 = f[11].parse::<f64>().unwrap() + f[12].parse::<f64>().unwrap();
-    ticks / 100.0
-}
-
 /// Each fsync policy writes what it acknowledges and, idle, costs nothing
 /// (the writer thread sleeps; `everysec` wakes to fsync once).
 #[test]
@@ -726,9 +718,9 @@ fn every_policy_appends_and_idles() {
         c.wait_loaded();
         line(&mut c, "SET k v");
         assert_eq!(incr_commands(&dir), ["SELECT 0", "SET k v"], "{policy}");
-        let before = cpu_secs(s.pid());
+        let before = crate::common::cpu_secs(s.pid());
         std::thread::sleep(Duration::from_millis(1500));
-        let used = cpu_secs(s.pid()) - before;
+        let used = crate::common::cpu_secs(s.pid()) - before;
         assert!(used < 0.3, "{policy}: {used} s of CPU while idle");
         drop(s);
         let _ = std::fs::remove_dir_all(&dir);

@@ -238,3 +238,11 @@ pub fn rss_peak_and_now(pid: u32) -> (u64, u64) {
     };
     (field("VmHWM:"), field("VmRSS:"))
 }
+
+/// CPU seconds a process used (utime + stime).
+pub fn cpu_secs(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let f: Vec<&str> = stat.rsplit(')').next().unwrap().split_whitespace().collect();
+    let ticks: f64 = f[11].parse::<f64>().unwrap() + f[12].parse::<f64>().unwrap();
+    ticks / 100.0
+}

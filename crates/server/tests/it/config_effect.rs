@@ -108,6 +108,87 @@ fn unixsocket_is_listened_on_as_redis_listens() {
     assert_eq!(seen[1].2, "addr=PATH:0 laddr=PATH:0");
 }
 
+/// Replies larger than a Unix socket takes at once, to a client that
+/// reads only later, arrive whole and in order, and the connection serves
+/// on afterwards, and the server idles while it waits for room; the same
+/// as redis-server. (Sluice registers a Unix client for output readiness
+/// only while its replies wait for room.)
+#[test]
+fn unixsocket_replies_wait_for_a_slow_reader() {
+    if !have_redis() {
+        return;
+    }
+    let mut seen = Vec::new();
+    for (tag, bin) in [("redis", PathBuf::from(REDIS_SERVER)), ("sluice", sluice_bin())] {
+        let dir = scratch_dir(&format!("unixslow-{tag}"));
+        let sock = dir.join("s.sock");
+        let sock_s = sock.display().to_string();
+        let p = ServerProc::spawn_raw(
+            &bin,
+            &|port| {
+                [
+                    "--port",
+                    &port.to_string(),
+                    "--bind",
+                    "127.0.0.1",
+                    "--save",
+                    "",
+                    "--unixsocket",
+                    &sock_s,
+                ]
+                .iter()
+                .map(|s| s.to_string())
+                .collect()
+            },
+            &dir,
+        );
+        let mut c = p.client();
+        // 1 MB values: a few replies fill the socket's buffer many times.
+        let big: String = (0..1 << 20).map(|i| (b'a' + (i % 26) as u8) as char).collect();
+        cmd(&mut c, &["SET", "big", &big]);
+        let mut s = UnixStream::connect(&sock).expect("connect to the unix socket");
+        let mut req = Vec::new();
+        for i in 0..3 {
+            req.extend_from_slice(b"GET big\r\n");
+            req.extend_from_slice(format!("INCR n{i}\r\n").as_bytes());
+        }
+        s.write_all(&req).unwrap();
+        // Nothing read for a while: the server's writes find no room,
+        // and it waits for some without spinning.
+        std::thread::sleep(Duration::from_millis(100));
+        let cpu = crate::common::cpu_secs(p.pid());
+        std::thread::sleep(Duration::from_millis(500));
+        let idle = crate::common::cpu_secs(p.pid()) - cpu <= 0.2;
+        let one = format!("${}\r\n{big}\r\n:1\r\n", big.len());
+        let want = one.len() * 3;
+        let mut got = Vec::new();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut buf = vec![0u8; 1 << 16];
+        while got.len() < want {
+            // Small reads, a pause between some: room comes a little at a time.
+            let n = s.read(&mut buf[..4096]).expect("the replies keep coming");
+            assert!(n > 0, "{tag}: closed after {} of {want} bytes", got.len());
+            got.extend_from_slice(&buf[..n]);
+            if got.len() % (256 << 10) < 4096 {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+        assert_eq!(got.len(), want, "{tag}");
+        let whole = got == one.repeat(3).into_bytes();
+        // And after the backlog, a request is answered at once.
+        s.write_all(b"PING\r\n").unwrap();
+        let mut pong = [0u8; 7];
+        s.read_exact(&mut pong).unwrap();
+        seen.push((whole, idle, pong));
+        drop(s);
+        drop(c);
+        drop(p);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    assert_eq!(seen[0], seen[1]);
+    assert_eq!(seen[1], (true, true, *b"+PONG\r\n"));
+}
+
 #[test]
 fn unixsocket_file_is_removed_at_shutdown() {
     let dir = scratch_dir("unixsock-exit");
