@@ -137,9 +137,16 @@ impl Transport for TcpStream {
         TcpStream::try_read_buf(self, buf)
     }
 
+    /// One slice (a batch's replies in one chunk, the usual case) goes by
+    /// `send`, as Redis writes: `writev` costs the kernel its file layer
+    /// and the copy of the vector (`perf`: about 1% of the server's kernel
+    /// time at P=1).
     #[inline]
     fn try_write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        TcpStream::try_write_vectored(self, bufs)
+        match bufs {
+            [one] => TcpStream::try_write(self, one),
+            _ => TcpStream::try_write_vectored(self, bufs),
+        }
     }
 
     #[inline(always)]

@@ -226,7 +226,8 @@ fn register<T: AsRawFd>(owner: T, interest: Interest) -> io::Result<AsyncFd<T>> 
     unsafe { AsyncFd::register_with_interest(owner, interest) }.map_err(|e| e.into_parts().1)
 }
 
-/// One `read` into `buf`'s spare capacity (the caller reserves it).
+/// One `recv` into `buf`'s spare capacity (`recv`, not `read`: the
+/// socket call skips the kernel's file layer).
 #[inline]
 fn read_into(s: &StdUnixStream, buf: &mut Vec<u8>) -> io::Result<usize> {
     if buf.len() == buf.capacity() {
@@ -236,7 +237,7 @@ fn read_into(s: &StdUnixStream, buf: &mut Vec<u8>) -> io::Result<usize> {
     let spare = buf.spare_capacity_mut();
     // SAFETY: `read` writes at most `spare.len()` bytes into memory this
     // vector owns; the length grows by what it wrote, all initialised.
-    let n = unsafe { libc::read(s.as_raw_fd(), spare.as_mut_ptr().cast(), spare.len()) };
+    let n = unsafe { libc::recv(s.as_raw_fd(), spare.as_mut_ptr().cast(), spare.len(), 0) };
     if n < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -246,13 +247,23 @@ fn read_into(s: &StdUnixStream, buf: &mut Vec<u8>) -> io::Result<usize> {
     Ok(n)
 }
 
-/// One `write` (one slice: no vector for the kernel to copy in) or
-/// `writev`.
+/// One `send` (one slice: neither the file layer nor a vector for the
+/// kernel to copy in, as for TCP in `transport.rs`) or `writev`.
 #[inline]
 fn write_to(s: &StdUnixStream, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
     use std::io::Write;
     match bufs {
-        [one] => (&*s).write(one),
+        [one] => {
+            // SAFETY: `send` reads at most `one.len()` bytes of `one`.
+            let n = unsafe {
+                libc::send(s.as_raw_fd(), one.as_ptr().cast(), one.len(), libc::MSG_NOSIGNAL)
+            };
+            if n < 0 {
+                Err(io::Error::last_os_error())
+            } else {
+                Ok(n as usize)
+            }
+        }
         _ => (&*s).write_vectored(bufs),
     }
 }
