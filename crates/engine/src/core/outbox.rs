@@ -32,9 +32,18 @@ pub enum Kind {
     After,
 }
 
-/// The queue (see the module doc).
+/// The queue (see the module doc). In declaration order (`repr(C)`):
+/// what its connection reads on every turn first, beside the client
+/// handle's hot fields.
 #[derive(Default)]
+#[repr(C)]
 pub struct Outbox {
+    /// Bytes queued, readable without the lock.
+    bytes: AtomicUsize,
+    /// Some queued message is [`Kind::Early`].
+    early: std::sync::atomic::AtomicBool,
+    /// Some queued message is [`Kind::After`].
+    after: std::sync::atomic::AtomicBool,
     /// Bytes waiting in every outbox of the server (`Shared::in_transit`):
     /// handed from one thread to another, not yet in the receiving
     /// connection's reply buffer. Redis writes what a command queued for
@@ -44,12 +53,6 @@ pub struct Outbox {
     /// its way out.
     transit: Arc<AtomicUsize>,
     queue: Mutex<VecDeque<(Kind, Vec<u8>)>>,
-    /// Bytes queued, readable without the lock.
-    bytes: AtomicUsize,
-    /// Some queued message is [`Kind::Early`].
-    early: std::sync::atomic::AtomicBool,
-    /// Some queued message is [`Kind::After`].
-    after: std::sync::atomic::AtomicBool,
 }
 
 impl Outbox {

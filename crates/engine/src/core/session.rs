@@ -8,7 +8,55 @@ use parking_lot::Mutex;
 use store::WatchFlag;
 
 /// What other connections can see of a client and do to it.
+///
+/// In declaration order (`repr(C)`), the fields the connection touches on
+/// every request first: its counters, its memory figures, the flags it
+/// checks and the outbox's byte count share the allocation's first two
+/// cache lines (with the `Arc`'s counts). Left to the compiler they were
+/// spread over six, each a miss for a request when many connections take
+/// turns (`docs/benchmarks.md`, issue 27's table).
+#[repr(C)]
 pub struct ClientHandle {
+    /// Odd while the connection runs commands (a batch, a served or
+    /// timed-out wait), even between runs: what [`Shared::quiesce`]
+    /// waits on (see [`begin_run`](Self::begin_run)).
+    ///
+    /// [`Shared::quiesce`]: crate::Shared::quiesce
+    pub runs: AtomicU64,
+    /// Reads and writes made (INFO's `total_reads_processed`,
+    /// `total_writes_processed`): one increment per syscall, beside the
+    /// byte counts.
+    pub reads: AtomicU64,
+    pub writes: AtomicU64,
+    /// Bytes read and written, for INFO.
+    pub net_in: AtomicU64,
+    pub net_out: AtomicU64,
+    /// Pending input bytes and output bytes, updated per batch.
+    pub qbuf: AtomicUsize,
+    pub omem: AtomicUsize,
+    /// Room left in the input buffer, and the connection's buffers and
+    /// state in bytes, as of the last batch (CLIENT LIST's `qbuf-free`,
+    /// `tot-mem`).
+    pub qbuf_free: AtomicUsize,
+    pub tot_mem: AtomicUsize,
+    /// Bytes of the queued commands' arguments (`multi-mem`).
+    pub multi_mem: AtomicUsize,
+    /// Unix ms of the last command.
+    pub last_interaction_ms: AtomicI64,
+    /// Set by `CLIENT KILL`; the connection closes at its next turn.
+    pub killed: AtomicBool,
+    /// Set by the server's cron: the connection should look at its query
+    /// buffer's size (Redis's clientsCronResizeQueryBuffer).
+    pub qbuf_resize: AtomicBool,
+    /// The connection closes once its last replies are written (QUIT, a
+    /// protocol error, `CLIENT KILL` of itself): set before they are, so
+    /// that another thread never takes it for a live client once its
+    /// client has read them (Redis frees such a client right after the
+    /// write, before it serves anyone else).
+    pub closing: AtomicBool,
+    /// What reaches the connection besides its own replies (its byte
+    /// count first: looked at on every turn).
+    pub outbox: crate::core::outbox::Outbox,
     pub id: u64,
     pub addr: String,
     pub laddr: String,
@@ -18,58 +66,19 @@ pub struct ClientHandle {
     pub name: Mutex<Option<Vec<u8>>>,
     pub db: AtomicUsize,
     pub resp: AtomicU32,
-    /// Unix ms of the last command.
-    pub last_interaction_ms: AtomicI64,
     /// Index into the command list of the last command run (0: none).
     pub last_cmd: Mutex<String>,
     pub in_multi: AtomicBool,
     pub multi_len: AtomicI64,
-    /// Bytes of the queued commands' arguments (`multi-mem`).
-    pub multi_mem: AtomicUsize,
     pub watching: AtomicUsize,
     pub no_evict: AtomicBool,
     /// The durable-acknowledgement mode (`DURABLE`), as CLIENT LIST shows
     /// it; the connection reads the session's copy.
     pub durable: Mutex<Option<Durable>>,
-    /// Pending input bytes and output bytes, updated per batch.
-    pub qbuf: AtomicUsize,
-    pub omem: AtomicUsize,
-    /// Room left in the input buffer, and the connection's buffers and
-    /// state in bytes, as of the last batch (CLIENT LIST's `qbuf-free`,
-    /// `tot-mem`).
-    pub qbuf_free: AtomicUsize,
-    /// Set by the server's cron: the connection should look at its query
-    /// buffer's size (Redis's clientsCronResizeQueryBuffer).
-    pub qbuf_resize: AtomicBool,
-    pub tot_mem: AtomicUsize,
-    /// Set by `CLIENT KILL`; the connection closes at its next turn.
-    pub killed: AtomicBool,
-    /// The connection closes once its last replies are written (QUIT, a
-    /// protocol error, `CLIENT KILL` of itself): set before they are, so
-    /// that another thread never takes it for a live client once its
-    /// client has read them (Redis frees such a client right after the
-    /// write, before it serves anyone else).
-    pub closing: AtomicBool,
     /// Wakes the connection's task (set by the server).
     pub waker: Mutex<Option<Box<dyn Fn() + Send + Sync>>>,
     /// The client's wait while it is blocked (BLPOP …), for CLIENT UNBLOCK.
     pub blocked: Mutex<Option<Arc<crate::core::blocking::Waiter>>>,
-    /// Bytes read and written, for INFO.
-    pub net_in: AtomicU64,
-    pub net_out: AtomicU64,
-    /// Reads and writes made (INFO's `total_reads_processed`,
-    /// `total_writes_processed`): one increment per syscall, beside the
-    /// byte counts, on the connection's own cache line.
-    pub reads: AtomicU64,
-    pub writes: AtomicU64,
-    /// Odd while the connection runs commands (a batch, a served or
-    /// timed-out wait), even between runs: what [`Shared::quiesce`]
-    /// waits on (see [`begin_run`](Self::begin_run)).
-    ///
-    /// [`Shared::quiesce`]: crate::Shared::quiesce
-    pub runs: AtomicU64,
-    /// What reaches the connection besides its own replies.
-    pub outbox: crate::core::outbox::Outbox,
     /// Subscriptions: channels, patterns, shard channels (CLIENT LIST's
     /// `sub`, `psub`, `ssub`), mirrored from the session's.
     pub subs: [AtomicUsize; 3],
