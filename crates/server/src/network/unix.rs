@@ -235,7 +235,7 @@ fn read_into(s: &StdUnixStream, buf: &mut Vec<u8>) -> io::Result<usize> {
         buf.reserve(64);
     }
     let spare = buf.spare_capacity_mut();
-    // SAFETY: `read` writes at most `spare.len()` bytes into memory this
+    // SAFETY: `recv` writes at most `spare.len()` bytes into memory this
     // vector owns; the length grows by what it wrote, all initialised.
     let n = unsafe { libc::recv(s.as_raw_fd(), spare.as_mut_ptr().cast(), spare.len(), 0) };
     if n < 0 {
