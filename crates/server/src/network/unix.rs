@@ -88,42 +88,32 @@ pub struct UnixConn {
     io: AsyncFd<StdUnixStream>,
     /// While replies wait for room: the socket, registered for output.
     room: Option<AsyncFd<OwnedFd>>,
-    /// That registration failed: the connection ends.
-    room_lost: bool,
 }
 
 impl UnixConn {
     /// Takes an accepted socket (non-blocking) into this thread's loop.
     pub fn new(s: StdUnixStream) -> io::Result<Self> {
         s.set_nonblocking(true)?;
-        Ok(UnixConn { io: register(s, Interest::READABLE)?, room: None, room_lost: false })
+        Ok(UnixConn { io: register(s, Interest::READABLE)?, room: None })
     }
 
     /// The socket's room to write, as the loop sees it: registered on
     /// first need; its readiness forgotten after a write found none, so
-    /// that the next wait sleeps until the peer reads.
-    fn no_room(&mut self) {
+    /// that the next wait sleeps until the peer reads. An error when the
+    /// socket cannot be registered: the wait would never learn of room,
+    /// so the write fails and the connection ends.
+    fn no_room(&mut self) -> io::Result<()> {
         match &self.room {
             Some(r) => {
                 let _ = r
                     .try_io(Interest::WRITABLE, |_| Err::<(), _>(io::ErrorKind::WouldBlock.into()));
             }
             None => {
-                // Without it the wait would not know when room comes; if
-                // the socket cannot be registered again the connection
-                // ends at its next wait (`poll_write_ready`'s error).
-                self.room = self
-                    .io
-                    .get_ref()
-                    .as_fd()
-                    .try_clone_to_owned()
-                    .and_then(|fd| register(fd, Interest::WRITABLE))
-                    .ok();
-                if self.room.is_none() {
-                    self.room_lost = true;
-                }
+                let fd = self.io.get_ref().as_fd().try_clone_to_owned()?;
+                self.room = Some(register(fd, Interest::WRITABLE)?);
             }
         }
+        Ok(())
     }
 }
 
@@ -156,7 +146,7 @@ impl Transport for UnixConn {
     fn try_write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
         let r = write_to(self.io.get_ref(), bufs);
         match &r {
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.no_room(),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.no_room()?,
             Ok(n) if self.room.is_some() && *n == bufs.iter().map(|b| b.len()).sum::<usize>() => {
                 // All it was given went: the replies have (most likely)
                 // drained, and the peer's reads need not wake the loop.
@@ -194,9 +184,6 @@ impl Transport for UnixConn {
     fn poll_write_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match &self.room {
             Some(r) => r.poll_write_ready(cx).map(|r| r.map(drop)),
-            None if self.room_lost => {
-                Poll::Ready(Err(io::Error::other("socket not registered for output")))
-            }
             None => Poll::Ready(Ok(())),
         }
     }

@@ -54,6 +54,24 @@ fn addr_fields(info: &str, path: &Path) -> String {
         .join(" ")
 }
 
+/// `bin` (Sluice or redis-server) in `dir`, on a TCP port and the Unix
+/// socket at `sock`, with `extra` arguments.
+fn spawn_on_unixsocket(bin: &Path, dir: &Path, sock: &Path, extra: &[&str]) -> ServerProc {
+    let sock = sock.display().to_string();
+    ServerProc::spawn_raw(
+        bin,
+        &|port| {
+            let port = port.to_string();
+            ["--port", &port, "--bind", "127.0.0.1", "--save", "", "--unixsocket", &sock]
+                .iter()
+                .chain(extra)
+                .map(|s| s.to_string())
+                .collect()
+        },
+        dir,
+    )
+}
+
 #[test]
 fn unixsocket_is_listened_on_as_redis_listens() {
     if !have_redis() {
@@ -65,28 +83,7 @@ fn unixsocket_is_listened_on_as_redis_listens() {
         let sock = dir.join("s.sock");
         // A stale file at the path is replaced, as Redis does.
         std::fs::write(&sock, b"stale").unwrap();
-        let sock_s = sock.display().to_string();
-        let p = ServerProc::spawn_raw(
-            &bin,
-            &|port| {
-                [
-                    "--port",
-                    &port.to_string(),
-                    "--bind",
-                    "127.0.0.1",
-                    "--save",
-                    "",
-                    "--unixsocket",
-                    &sock_s,
-                    "--unixsocketperm",
-                    "700",
-                ]
-                .iter()
-                .map(|s| s.to_string())
-                .collect()
-            },
-            &dir,
-        );
+        let p = spawn_on_unixsocket(&bin, &dir, &sock, &["--unixsocketperm", "700"]);
         use std::os::unix::fs::{FileTypeExt, PermissionsExt};
         let meta = std::fs::metadata(&sock).unwrap();
         assert!(meta.file_type().is_socket(), "{tag}: no socket at the path");
@@ -122,26 +119,7 @@ fn unixsocket_replies_wait_for_a_slow_reader() {
     for (tag, bin) in [("redis", PathBuf::from(REDIS_SERVER)), ("sluice", sluice_bin())] {
         let dir = scratch_dir(&format!("unixslow-{tag}"));
         let sock = dir.join("s.sock");
-        let sock_s = sock.display().to_string();
-        let p = ServerProc::spawn_raw(
-            &bin,
-            &|port| {
-                [
-                    "--port",
-                    &port.to_string(),
-                    "--bind",
-                    "127.0.0.1",
-                    "--save",
-                    "",
-                    "--unixsocket",
-                    &sock_s,
-                ]
-                .iter()
-                .map(|s| s.to_string())
-                .collect()
-            },
-            &dir,
-        );
+        let p = spawn_on_unixsocket(&bin, &dir, &sock, &[]);
         let mut c = p.client();
         // 1 MB values: a few replies fill the socket's buffer many times.
         let big: String = (0..1 << 20).map(|i| (b'a' + (i % 26) as u8) as char).collect();
