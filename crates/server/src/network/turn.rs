@@ -45,9 +45,16 @@ pub async fn flusher() {
     std::future::poll_fn(|cx: &mut Context<'_>| {
         TURN.with(|t| {
             t.woken.set(false);
-            let waiting = std::mem::take(&mut *t.waiting.borrow_mut());
-            for w in waiting {
+            // Taken out while they are woken, then given back emptied:
+            // the list keeps its room from turn to turn (no allocation
+            // per turn).
+            let mut waiting = std::mem::take(&mut *t.waiting.borrow_mut());
+            for w in waiting.drain(..) {
                 w.wake();
+            }
+            let mut slot = t.waiting.borrow_mut();
+            if slot.is_empty() {
+                *slot = waiting;
             }
             let mut f = t.flusher.borrow_mut();
             if !f.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
