@@ -132,9 +132,12 @@ impl Transport for TcpStream {
         tcp_tune(self, keepalive_secs)
     }
 
+    /// `recv` by `syscall(2)` ([`crate::network::sys`]), under tokio's
+    /// readiness as its own `try_read_buf`.
     #[inline]
     fn try_read_buf(&mut self, buf: &mut Vec<u8>) -> io::Result<usize> {
-        TcpStream::try_read_buf(self, buf)
+        let fd = self.as_raw_fd();
+        self.try_io(tokio::io::Interest::READABLE, || crate::network::sys::recv_into(fd, buf))
     }
 
     /// One slice (a batch's replies in one chunk, the usual case) goes by
@@ -144,7 +147,10 @@ impl Transport for TcpStream {
     #[inline]
     fn try_write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
         match bufs {
-            [one] => TcpStream::try_write(self, one),
+            [one] => {
+                let fd = self.as_raw_fd();
+                self.try_io(tokio::io::Interest::WRITABLE, || crate::network::sys::send(fd, one))
+            }
             _ => TcpStream::try_write_vectored(self, bufs),
         }
     }

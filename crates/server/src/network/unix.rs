@@ -214,24 +214,11 @@ fn register<T: AsRawFd>(owner: T, interest: Interest) -> io::Result<AsyncFd<T>> 
 }
 
 /// One `recv` into `buf`'s spare capacity (`recv`, not `read`: the
-/// socket call skips the kernel's file layer).
+/// socket call skips the kernel's file layer; by `syscall(2)`, see
+/// [`crate::network::sys`]).
 #[inline]
 fn read_into(s: &StdUnixStream, buf: &mut Vec<u8>) -> io::Result<usize> {
-    if buf.len() == buf.capacity() {
-        // A read into no room would say 0, end of input.
-        buf.reserve(64);
-    }
-    let spare = buf.spare_capacity_mut();
-    // SAFETY: `recv` writes at most `spare.len()` bytes into memory this
-    // vector owns; the length grows by what it wrote, all initialised.
-    let n = unsafe { libc::recv(s.as_raw_fd(), spare.as_mut_ptr().cast(), spare.len(), 0) };
-    if n < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let n = n as usize;
-    // SAFETY: as above.
-    unsafe { buf.set_len(buf.len() + n) };
-    Ok(n)
+    crate::network::sys::recv_into(s.as_raw_fd(), buf)
 }
 
 /// One `send` (one slice: neither the file layer nor a vector for the
@@ -240,17 +227,7 @@ fn read_into(s: &StdUnixStream, buf: &mut Vec<u8>) -> io::Result<usize> {
 fn write_to(s: &StdUnixStream, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
     use std::io::Write;
     match bufs {
-        [one] => {
-            // SAFETY: `send` reads at most `one.len()` bytes of `one`.
-            let n = unsafe {
-                libc::send(s.as_raw_fd(), one.as_ptr().cast(), one.len(), libc::MSG_NOSIGNAL)
-            };
-            if n < 0 {
-                Err(io::Error::last_os_error())
-            } else {
-                Ok(n as usize)
-            }
-        }
+        [one] => crate::network::sys::send(s.as_raw_fd(), one),
         _ => (&*s).write_vectored(bufs),
     }
 }
