@@ -7,6 +7,11 @@
 //! - `epoll`: one thread, a level-triggered `epoll` set of the listener
 //!   and the clients, a `recv` and a `send` per ready client: the shape
 //!   of Redis's `ae` loop.
+//! - `tokio-one`: tokio's reactor (its `epoll` and readiness slots), but
+//!   one task for all the connections: a socket's readiness wakes a
+//!   waker that queues the connection and wakes that task, which serves
+//!   every queued connection in turn (no task, task state or run-queue
+//!   entry per connection).
 //!
 //! Any other request (redis-benchmark's `CONFIG GET` at start) gets an
 //! empty array. Run it pinned beside redis-server and load both with
@@ -29,8 +34,9 @@ fn main() {
     match mode.as_str() {
         "tokio" => run_tokio(listener),
         "epoll" => run_epoll(listener),
+        "tokio-one" => run_tokio_one(listener),
         _ => {
-            eprintln!("usage: pingloop tokio|epoll [PORT]");
+            eprintln!("usage: pingloop tokio|epoll|tokio-one [PORT]");
             std::process::exit(2);
         }
     }
@@ -74,6 +80,13 @@ fn request_end(b: &[u8]) -> Option<usize> {
     Some(at)
 }
 
+/// Clears the socket's input readiness without a system call.
+fn drained(stream: &tokio::net::TcpStream) {
+    let _ = stream.try_io(tokio::io::Interest::READABLE, || {
+        Err::<(), _>(io::ErrorKind::WouldBlock.into())
+    });
+}
+
 fn run_tokio(listener: StdListener) {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
     rt.block_on(async move {
@@ -91,8 +104,13 @@ fn run_tokio(listener: StdListener) {
                     if std::future::poll_fn(|cx| stream.poll_read_ready(cx)).await.is_err() {
                         return;
                     }
+                    let room = input.capacity() - input.len();
                     match stream.try_read_buf(&mut input) {
                         Ok(0) => return,
+                        // A short read drained the socket: forget the
+                        // readiness, as Sluice does, or the next wait
+                        // would first make a read that says EAGAIN.
+                        Ok(n) if n < room => drained(&stream),
                         Ok(_) => {}
                         Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
                         Err(_) => return,
@@ -115,6 +133,109 @@ fn run_tokio(listener: StdListener) {
                 }
             });
         }
+    });
+}
+
+/// The connections' side of `tokio-one`: which connections were woken,
+/// and the one task's waker.
+#[derive(Default)]
+struct Woken {
+    ids: std::sync::Mutex<Vec<usize>>,
+    task: std::sync::Mutex<Option<std::task::Waker>>,
+}
+
+/// A connection's waker in `tokio-one`: queues its id, wakes the task.
+struct ConnWake {
+    id: usize,
+    woken: std::sync::Arc<Woken>,
+}
+
+impl std::task::Wake for ConnWake {
+    fn wake(self: std::sync::Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &std::sync::Arc<Self>) {
+        let mut ids = self.woken.ids.lock().expect("ids");
+        ids.push(self.id);
+        let first = ids.len() == 1;
+        drop(ids);
+        if first {
+            if let Some(w) = self.woken.task.lock().expect("task").as_ref() {
+                w.wake_by_ref();
+            }
+        }
+    }
+}
+
+struct OneConn {
+    stream: tokio::net::TcpStream,
+    waker: std::task::Waker,
+    input: Vec<u8>,
+    out: Vec<u8>,
+}
+
+fn run_tokio_one(listener: StdListener) {
+    use std::sync::Arc;
+    use std::task::Poll;
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    rt.block_on(async move {
+        let listener = tokio::net::TcpListener::from_std(listener).expect("listener");
+        let woken = Arc::new(Woken::default());
+        let mut conns: Vec<Option<OneConn>> = Vec::new();
+        let mut batch: Vec<usize> = Vec::new();
+        std::future::poll_fn(|cx| {
+            *woken.task.lock().expect("task") = Some(cx.waker().clone());
+            while let Poll::Ready(Ok((stream, _))) = listener.poll_accept(cx) {
+                let _ = stream.set_nodelay(true);
+                let id = conns.iter().position(Option::is_none).unwrap_or_else(|| {
+                    conns.push(None);
+                    conns.len() - 1
+                });
+                let waker = Arc::new(ConnWake { id, woken: woken.clone() }).into();
+                conns[id] = Some(OneConn {
+                    stream,
+                    waker,
+                    input: Vec::with_capacity(16 * 1024),
+                    out: Vec::with_capacity(16 * 1024),
+                });
+                batch.push(id);
+            }
+            loop {
+                batch.append(&mut woken.ids.lock().expect("ids"));
+                if batch.is_empty() {
+                    return Poll::<()>::Pending;
+                }
+                for id in batch.drain(..) {
+                    let Some(c) = conns[id].as_mut() else { continue };
+                    let mut ccx = std::task::Context::from_waker(&c.waker);
+                    let gone = loop {
+                        match c.stream.poll_read_ready(&mut ccx) {
+                            Poll::Pending => break false,
+                            Poll::Ready(Err(_)) => break true,
+                            Poll::Ready(Ok(())) => {}
+                        }
+                        let room = c.input.capacity() - c.input.len();
+                        match c.stream.try_read_buf(&mut c.input) {
+                            Ok(0) => break true,
+                            Ok(n) if n < room => drained(&c.stream),
+                            Ok(_) => {}
+                            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                            Err(_) => break true,
+                        }
+                        let used = answer(&c.input, &mut c.out);
+                        c.input.drain(..used);
+                        // Replies to a loopback client always fit its socket here.
+                        let _ = c.stream.try_write(&c.out);
+                        c.out.clear();
+                    };
+                    if gone {
+                        conns[id] = None;
+                    }
+                }
+            }
+        })
+        .await;
     });
 }
 
