@@ -82,9 +82,8 @@ fn request_end(b: &[u8]) -> Option<usize> {
 
 /// Clears the socket's input readiness without a system call.
 fn drained(stream: &tokio::net::TcpStream) {
-    let _ = stream.try_io(tokio::io::Interest::READABLE, || {
-        Err::<(), _>(io::ErrorKind::WouldBlock.into())
-    });
+    let _ = stream
+        .try_io(tokio::io::Interest::READABLE, || Err::<(), _>(io::ErrorKind::WouldBlock.into()));
 }
 
 fn run_tokio(listener: StdListener) {
