@@ -1,5 +1,5 @@
 //! What an event loop costs a request, apart from any command: a server
-//! that answers every `PING` (inline or multibulk) with `+PONG`, two ways.
+//! that answers every `PING` (inline or multibulk) with `+PONG`, three ways.
 //!
 //! - `tokio`: a `current_thread` runtime with a task per connection that
 //!   waits for input readiness, reads, and writes its replies at once:
