@@ -11,7 +11,7 @@
 //! larger costs of a request (callgrind, `bench/instructions --tests get
 //! --pipelines 1`).
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll, Waker};
 
 use parking_lot::Mutex;
@@ -20,11 +20,6 @@ use parking_lot::Mutex;
 pub struct Signal {
     raised: AtomicBool,
     waker: Mutex<Option<Waker>>,
-    /// The kept waker's data and vtable pointers (what `Waker::will_wake`
-    /// compares), written and read by the waiting task alone: a wait by
-    /// the task whose waker is kept already needs neither the lock nor a
-    /// second look at the flag (a raise wakes the kept waker).
-    kept: (AtomicUsize, AtomicUsize),
 }
 
 impl Signal {
@@ -46,23 +41,12 @@ impl Signal {
         if self.raised.load(Ordering::Relaxed) && self.raised.swap(false, Ordering::AcqRel) {
             return Poll::Ready(());
         }
-        let (data, vtable) = waker_id(cx.waker());
-        if self.kept.0.load(Ordering::Relaxed) == data
-            && self.kept.1.load(Ordering::Relaxed) == vtable
-        {
-            // This waker is kept (it stays until another replaces it): a
-            // raise after the look above sets the flag and then wakes it,
-            // so the task is polled again and sees the flag then.
-            return Poll::Pending;
-        }
         {
             let mut slot = self.waker.lock();
             match &mut *slot {
                 Some(w) if w.will_wake(cx.waker()) => {}
                 other => *other = Some(cx.waker().clone()),
             }
-            self.kept.0.store(data, Ordering::Relaxed);
-            self.kept.1.store(vtable, Ordering::Relaxed);
         }
         // A raise between the first check and the waker being kept saw
         // no waker (or the old one): look again. The lock orders the two.
@@ -71,12 +55,6 @@ impl Signal {
         }
         Poll::Pending
     }
-}
-
-/// What `Waker::will_wake` compares: the data and vtable pointers.
-#[inline]
-fn waker_id(w: &Waker) -> (usize, usize) {
-    (w.data() as usize, w.vtable() as *const std::task::RawWakerVTable as usize)
 }
 
 #[cfg(test)]
@@ -128,37 +106,5 @@ mod tests {
             }
             assert!(s.poll(&mut cx).is_pending());
         }
-    }
-
-    /// The same waker wait after wait (a connection's task), as the kept
-    /// waker's fast path sees it: no raise from another thread is lost.
-    #[test]
-    fn raises_to_a_kept_waker_are_never_lost() {
-        let s = Arc::new(Signal::new());
-        let c = Arc::new(Count(Default::default()));
-        let w = Waker::from(c.clone());
-        let mut cx = Context::from_waker(&w);
-        assert!(s.poll(&mut cx).is_pending());
-        for round in 1..=2000 {
-            let before = c.0.load(Ordering::SeqCst);
-            let r = s.clone();
-            let t = std::thread::spawn(move || r.raise());
-            let early = s.poll(&mut cx).is_ready();
-            t.join().unwrap();
-            if !early {
-                // The raise came while this waker was kept: it woke it,
-                // and the next poll sees the raise.
-                assert_eq!(c.0.load(Ordering::SeqCst), before + 1, "raise lost in round {round}");
-                assert!(s.poll(&mut cx).is_ready(), "raise lost in round {round}");
-            }
-            assert!(s.poll(&mut cx).is_pending());
-        }
-        // Another waker replaces the kept one, and is the one woken.
-        let c2 = Arc::new(Count(Default::default()));
-        let w2 = Waker::from(c2.clone());
-        assert!(s.poll(&mut Context::from_waker(&w2)).is_pending());
-        let woken = c.0.load(Ordering::SeqCst);
-        s.raise();
-        assert_eq!((c.0.load(Ordering::SeqCst), c2.0.load(Ordering::SeqCst)), (woken, 1));
     }
 }
