@@ -353,11 +353,11 @@ fn open_here(shared: &Arc<Shared>, sock: std::os::fd::OwnedFd, kind: Kind) {
     match kind {
         Kind::Tcp => {
             let Ok(s) = tokio::net::TcpStream::from_std(sock.into()) else { return };
-            crate::conn::open_while_busy(shared.clone(), s);
+            crate::conn::start(shared.clone(), s);
         }
         Kind::Unix => {
             let Ok(s) = crate::unix::UnixConn::new(sock.into()) else { return };
-            crate::conn::open_while_busy(shared.clone(), s);
+            crate::conn::start(shared.clone(), s);
         }
         Kind::Tls => {
             if let Some(h) = crate::tls::Handshake::new(
@@ -383,7 +383,7 @@ fn handshakes(shared: &Arc<Shared>) {
         match h.step() {
             Ok(true) => {
                 if let Ok(s) = h.finish() {
-                    crate::conn::open_while_busy(shared.clone(), s);
+                    crate::conn::start(shared.clone(), s);
                 }
             }
             Ok(false) => left.push(h),

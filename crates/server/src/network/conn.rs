@@ -135,10 +135,13 @@ pub async fn serve<S: Transport>(shared: Arc<Shared>, mut stream: S) {
     }
 }
 
-/// A connection accepted while a script of this thread is busy
-/// (`crate::busy`): opened at once and parked, so the busy thread serves
-/// it like its others; its task takes over once the loop turns again.
-pub fn open_while_busy<S: Transport + 'static>(shared: Arc<Shared>, stream: S) {
+/// Starts serving a socket on this thread: the connection is opened at
+/// once and parked until its task first runs, so a script of this thread
+/// that turns busy before then (it may start in the very loop turn that
+/// accepted the socket, ahead of the new task) serves it from its busy
+/// passes (`crate::busy`) like the thread's other connections. A socket
+/// accepted by a busy pass comes here too.
+pub fn start<S: Transport + 'static>(shared: Arc<Shared>, stream: S) {
     if refused_by_protected_mode(&shared, stream.is_local()) {
         crate::net::spawn_here(serve(shared, stream));
         return;
@@ -382,7 +385,7 @@ async fn pause_wait() {
 impl<S: Transport> Conn<S> {
     async fn run(&mut self, notify: &Signal) -> Result<(), Closed> {
         if let Some(slot) = &self.slot {
-            // Opened by a busy pass: parked until now.
+            // Parked since it was opened (`start`).
             slot.unpark();
         }
         loop {

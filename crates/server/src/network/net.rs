@@ -310,11 +310,11 @@ pub fn spawn_conn(shared: Arc<Shared>, s: std::os::fd::OwnedFd, kind: Kind) {
     match kind {
         Kind::Tcp => {
             let Ok(s) = tokio::net::TcpStream::from_std(s.into()) else { return };
-            spawn_here(conn::serve(shared, s));
+            conn::start(shared, s);
         }
         Kind::Unix => {
             let Ok(s) = crate::unix::UnixConn::new(s.into()) else { return };
-            spawn_here(conn::serve(shared, s));
+            conn::start(shared, s);
         }
         Kind::Tls => {
             let Ok(s) = tokio::net::TcpStream::from_std(s.into()) else { return };

@@ -467,3 +467,66 @@ fn saves_begun_before_a_busy_script_end_while_it_holds_their_stripes() {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// `a`'s thread is `b`'s: a PING on `b` waits for a `DEBUG SLEEP` on `a`.
+fn share_a_thread(a: &mut Client, b: &mut Client) -> bool {
+    a.send(&["DEBUG", "SLEEP", "0.1"]).unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    let start = Instant::now();
+    assert_eq!(b.cmd(&["PING"]).unwrap(), b"+PONG\r\n");
+    let waited = start.elapsed();
+    assert_eq!(a.read_reply().unwrap(), b"+OK\r\n");
+    waited >= Duration::from_millis(40)
+}
+
+/// A connection its thread takes in during the same loop turn in which a
+/// script starts there (the thread asleep in `DEBUG SLEEP` while the
+/// connection is accepted and handed to it and the script's EVAL
+/// arrives): the busy script's passes serve it, as Redis answers a
+/// client accepted in the iteration that runs the script. `skew`
+/// connections first move which thread the others land on.
+fn connected_as_the_script_starts(port: u16, skew: usize) -> Vec<Vec<u8>> {
+    let mut t = Vec::new();
+    let _skew: Vec<Client> = (0..skew).map(|_| connect(port)).collect();
+    // With two threads consecutive connections alternate: the sleeper,
+    // the runner and the probe (every second one) share a thread.
+    let mut sleeper = connect(port);
+    let _other = connect(port);
+    let mut runner = connect(port);
+    let _other2 = connect(port);
+    assert!(share_a_thread(&mut sleeper, &mut runner), "sleeper and runner on one thread");
+    sleeper.send(&["DEBUG", "SLEEP", "0.3"]).unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    let mut probe = connect(port);
+    probe.set_timeout(Duration::from_secs(5));
+    probe.send(&["GET", "x"]).unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    runner.send(&Kind::Eval.spin()).unwrap();
+    t.push(sleeper.read_reply().unwrap());
+    t.push(probe.read_reply().unwrap_or_else(|e| format!("no reply: {e}").into_bytes()));
+    t.push(connect(port).cmd(&["SCRIPT", "KILL"]).unwrap());
+    t.push(runner.read_reply().unwrap());
+    t.push(probe.cmd(&["PING"]).unwrap());
+    t
+}
+
+#[test]
+fn a_connection_taken_in_as_a_script_starts_is_served_while_it_is_busy() {
+    let flags = ["--busy-reply-threshold", "100", "--enable-debug-command", "yes"];
+    let expected = RedisServer::start_with(&flags, None)
+        .map(|r| [0, 1].map(|skew| show(&connected_as_the_script_starts(r.port(), skew))));
+    for threads in ["1", "2"] {
+        let mut args = vec!["--threads", threads];
+        args.extend(flags);
+        let s = TestServer::start_with(Path::new(env!("CARGO_BIN_EXE_sluice-server")), &args, None);
+        for skew in [0, 1] {
+            let got = show(&connected_as_the_script_starts(s.port(), skew));
+            if let Some(e) = &expected {
+                assert_eq!(
+                    got, e[skew],
+                    "--threads {threads}, skew {skew}: Sluice (left) vs Redis (right)"
+                );
+            }
+        }
+    }
+}
