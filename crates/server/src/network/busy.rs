@@ -21,8 +21,8 @@
 //! The connection running the script is never parked while it runs, so
 //! it is never re-entered. TLS connections are served the same way
 //! (their transport reads and decrypts, encrypts and writes, straight on
-//! the socket), and a new TLS socket opened here has its handshake
-//! stepped at each pass until it is done. At most one pass per
+//! the socket), and the thread's TLS handshakes not done yet (each in a
+//! task of its own, [`start_tls`]) are stepped at each pass. At most one pass per
 //! millisecond, so a script that runs for long pays one `poll(2)` per
 //! millisecond at most, and a script under the threshold pays nothing.
 
@@ -58,8 +58,9 @@ struct Loop {
     free: Vec<u32>,
     /// Listeners this thread accepts on (thread 0), with their kind.
     listeners: Vec<(RawFd, Kind)>,
-    /// TLS handshakes of sockets opened by busy passes, not done yet.
-    handshakes: Vec<crate::tls::Handshake>,
+    /// TLS handshakes of this thread not done yet, each run by a task of
+    /// its own ([`start_tls`]) and stepped by busy passes meanwhile.
+    handshakes: Vec<Handshake>,
     /// Sockets other threads handed to this one.
     incoming: Option<Rc<RefCell<mpsc::UnboundedReceiver<Incoming>>>>,
     /// Every loop's senders, for handing a socket on (thread 0).
@@ -74,6 +75,11 @@ struct Loop {
 thread_local! {
     static LOOP: RefCell<Loop> = RefCell::new(Loop::default());
 }
+
+/// A TLS connection in its handshake: its task's while the task runs,
+/// a busy pass's to step between the task's polls; taken (`None`) by
+/// whichever finishes it.
+type Handshake = Rc<RefCell<Option<crate::tls::TlsStream>>>;
 
 /// The engine's hooks (`Host::busy`).
 pub const HOOKS: engine::subsystems::script::busy::Hooks =
@@ -264,27 +270,65 @@ fn during(shared: &Shared) {
     }
 }
 
-/// The engine's hook: the busy script ended.
+/// The engine's hook: the busy script ended. Handshakes not done yet go
+/// on in their tasks.
 fn ended(_: &Shared) {
-    let left = LOOP.try_with(|l| {
+    let _ = LOOP.try_with(|l| {
         let mut l = l.borrow_mut();
         l.last_pass = None;
         if let Some(b) = &l.busy {
             b[l.idx].store(false, Ordering::Relaxed);
         }
-        (std::mem::take(&mut l.handshakes), l.shared.clone())
     });
-    // Handshakes not done yet go on in tasks of their own.
-    if let Ok((handshakes, Some(shared))) = left {
-        for h in handshakes {
-            let shared = shared.clone();
-            crate::net::spawn_here(async move {
-                if let Some(s) = h.resume().await {
-                    crate::conn::serve(shared, s).await
+}
+
+/// Serves a new TLS socket on this thread: its handshake runs in a task,
+/// then the connection in the same task. Until the handshake is done it
+/// is also in this thread's list, so that a script of this thread that
+/// turns busy before then — before the task first runs, or while it
+/// waits for the client — steps it from its passes and serves the
+/// connection once it is done, as Redis's `processEventsWhileBlocked`
+/// goes on with a handshake.
+pub fn start_tls(shared: Arc<Shared>, s: crate::tls::TlsStream) {
+    let h: Handshake = Rc::new(RefCell::new(Some(s)));
+    LOOP.with(|l| l.borrow_mut().handshakes.push(h.clone()));
+    crate::net::spawn_here(async move {
+        let listed = Listed(h);
+        let done = std::future::poll_fn(|cx| {
+            let mut slot = listed.0.borrow_mut();
+            // Finished (or failed) by a busy pass.
+            let Some(s) = slot.as_mut() else { return std::task::Poll::Ready(None) };
+            match s.poll_handshake(cx) {
+                std::task::Poll::Pending => std::task::Poll::Pending,
+                std::task::Poll::Ready(Ok(())) => std::task::Poll::Ready(slot.take()),
+                std::task::Poll::Ready(Err(e)) => {
+                    engine::subsystems::log::warning(&format!(
+                        "Error accepting a client connection: {e}"
+                    ));
+                    slot.take();
+                    std::task::Poll::Ready(None)
                 }
-            });
+            }
+        })
+        .await;
+        drop(listed);
+        if let Some(s) = done {
+            crate::conn::serve(shared, s).await
         }
+    });
+}
+
+/// A handshake in this thread's list while alive.
+struct Listed(Handshake);
+
+impl Drop for Listed {
+    fn drop(&mut self) {
+        unlist(&self.0);
     }
+}
+
+fn unlist(h: &Handshake) {
+    let _ = LOOP.try_with(|l| l.borrow_mut().handshakes.retain(|o| !Rc::ptr_eq(o, h)));
 }
 
 /// Which loop a new socket goes to: the next one in turn that is not
@@ -360,38 +404,41 @@ fn open_here(shared: &Arc<Shared>, sock: std::os::fd::OwnedFd, kind: Kind) {
             crate::conn::start(shared.clone(), s);
         }
         Kind::Tls => {
-            if let Some(h) = crate::tls::Handshake::new(
-                sock.into(),
-                crate::host::node(shared).tls.read().clone(),
-            ) {
-                LOOP.with(|l| l.borrow_mut().handshakes.push(h));
+            let Ok(tcp) = tokio::net::TcpStream::from_std(sock.into()) else { return };
+            let Some(cfg) = crate::host::node(shared).tls.read().clone() else { return };
+            if let Some(s) = crate::tls::TlsStream::new(tcp, cfg) {
+                start_tls(shared.clone(), s);
                 handshakes(shared);
             }
         }
     }
 }
 
-/// Steps the TLS handshakes of sockets opened here; a finished one
-/// becomes a connection served like the others.
+/// Steps this thread's TLS handshakes (their tasks wait meanwhile); a
+/// finished one becomes a connection served like the others.
 fn handshakes(shared: &Arc<Shared>) {
-    let pending = LOOP.with(|l| std::mem::take(&mut l.borrow_mut().handshakes));
-    if pending.is_empty() {
-        return;
-    }
-    let mut left = Vec::new();
-    for mut h in pending {
-        match h.step() {
+    let pending = LOOP.with(|l| l.borrow().handshakes.clone());
+    for h in pending {
+        // Not borrowed: its task is suspended (this thread runs the script).
+        let Ok(mut slot) = h.try_borrow_mut() else { continue };
+        let Some(s) = slot.as_mut() else { continue };
+        match s.handshake_direct() {
+            Ok(false) => continue,
             Ok(true) => {
-                if let Ok(s) = h.finish() {
+                if let Some(s) = slot.take() {
                     crate::conn::start(shared.clone(), s);
                 }
             }
-            Ok(false) => left.push(h),
-            // Logged by `step`; the socket closes.
-            Err(_) => {}
+            Err(e) => {
+                engine::subsystems::log::warning(&format!(
+                    "Error accepting a client connection: {e}"
+                ));
+                slot.take();
+            }
         }
+        drop(slot);
+        unlist(&h);
     }
-    LOOP.with(|l| l.borrow_mut().handshakes.extend(left));
 }
 
 /// Serves the parked connections that have something to read.

@@ -319,11 +319,9 @@ pub fn spawn_conn(shared: Arc<Shared>, s: std::os::fd::OwnedFd, kind: Kind) {
         Kind::Tls => {
             let Ok(s) = tokio::net::TcpStream::from_std(s.into()) else { return };
             let Some(cfg) = crate::host::node(&shared).tls.read().clone() else { return };
-            spawn_here(async move {
-                if let Some(s) = crate::tls::TlsStream::accept(s, cfg).await {
-                    conn::serve(shared, s).await
-                }
-            });
+            if let Some(s) = crate::tls::TlsStream::new(s, cfg) {
+                crate::busy::start_tls(shared, s);
+            }
         }
     }
 }

@@ -336,92 +336,10 @@ impl Write for Sock<'_> {
     }
 }
 
-/// A TLS handshake driven without the reactor, by a busy script's thread
-/// (`crate::busy`): stepped at each busy pass until done.
-pub struct Handshake {
-    sock: std::net::TcpStream,
-    tls: ServerConnection,
-    plain: usize,
-}
-
-impl Handshake {
-    /// Starts the handshake of a new socket (`None`: no TLS context, or
-    /// rustls refused, logged as [`TlsStream::accept`] logs it).
-    pub fn new(sock: std::net::TcpStream, cfg: Option<Arc<ServerConfig>>) -> Option<Handshake> {
-        let cfg = cfg?;
-        match ServerConnection::new(cfg) {
-            Ok(tls) => Some(Handshake { sock, tls, plain: 0 }),
-            Err(e) => {
-                log::warning(&format!("Error creating a TLS connection: {e}"));
-                None
-            }
-        }
-    }
-
-    /// Goes as far as the socket allows without waiting: `Ok(true)` once
-    /// the handshake is done. An error is logged as Redis logs a failed
-    /// accept.
-    pub fn step(&mut self) -> io::Result<bool> {
-        let r = self.advance();
-        if let Err(e) = &r {
-            log::warning(&format!("Error accepting a client connection: {e}"));
-        }
-        r
-    }
-
-    fn advance(&mut self) -> io::Result<bool> {
-        loop {
-            while self.tls.wants_write() {
-                match self.tls.write_tls(&mut &self.sock) {
-                    Ok(_) => {}
-                    Err(e) if would_block(&e) => break,
-                    Err(e) => return Err(e),
-                }
-            }
-            if !self.tls.is_handshaking() {
-                return Ok(true);
-            }
-            match self.tls.read_tls(&mut &self.sock) {
-                Ok(0) => {
-                    return Err(io::Error::new(
-                        io::ErrorKind::UnexpectedEof,
-                        "connection closed during the TLS handshake",
-                    ))
-                }
-                Ok(_) => match self.tls.process_new_packets() {
-                    Ok(st) => self.plain = st.plaintext_bytes_to_read(),
-                    Err(e) => {
-                        let _ = self.tls.write_tls(&mut &self.sock);
-                        return Err(io::Error::new(io::ErrorKind::InvalidData, e));
-                    }
-                },
-                Err(e) if would_block(&e) => return Ok(false),
-                Err(e) => return Err(e),
-            }
-        }
-    }
-
-    /// The connection, once [`step`](Self::step) said done (registered
-    /// with this thread's reactor).
-    pub fn finish(self) -> io::Result<TlsStream> {
-        let tcp = TcpStream::from_std(self.sock)?;
-        Ok(TlsStream { tcp, tls: self.tls, plain: self.plain, closed: false, direct: false })
-    }
-
-    /// Finishes the handshake in a task, as [`TlsStream::accept`] does
-    /// (the busy script ended first).
-    pub async fn resume(self) -> Option<TlsStream> {
-        let tcp = TcpStream::from_std(self.sock).ok()?;
-        let mut s =
-            TlsStream { tcp, tls: self.tls, plain: self.plain, closed: false, direct: false };
-        match s.handshake().await {
-            Ok(()) => Some(s),
-            Err(e) => {
-                log::warning(&format!("Error accepting a client connection: {e}"));
-                None
-            }
-        }
-    }
+/// What a handshake waits for.
+enum Wait {
+    Read,
+    Write,
 }
 
 fn would_block(e: &io::Error) -> bool {
@@ -429,40 +347,66 @@ fn would_block(e: &io::Error) -> bool {
 }
 
 impl TlsStream {
-    /// Accepts a TLS connection: the handshake runs to its end (or its
-    /// failure, logged as Redis logs it) before the connection is served.
-    pub async fn accept(tcp: TcpStream, cfg: Arc<ServerConfig>) -> Option<TlsStream> {
-        let tls = match ServerConnection::new(cfg) {
-            Ok(t) => t,
+    /// A connection whose handshake has not begun (`None`: rustls
+    /// refused, logged as Redis logs a failed accept).
+    pub fn new(tcp: TcpStream, cfg: Arc<ServerConfig>) -> Option<TlsStream> {
+        match ServerConnection::new(cfg) {
+            Ok(tls) => Some(TlsStream { tcp, tls, plain: 0, closed: false, direct: false }),
             Err(e) => {
                 log::warning(&format!("Error creating a TLS connection: {e}"));
-                return None;
-            }
-        };
-        let mut s = TlsStream { tcp, tls, plain: 0, closed: false, direct: false };
-        match s.handshake().await {
-            Ok(()) => Some(s),
-            Err(e) => {
-                log::warning(&format!("Error accepting a client connection: {e}"));
                 None
             }
         }
     }
 
-    async fn handshake(&mut self) -> io::Result<()> {
-        while self.tls.is_handshaking() {
+    /// Drives the handshake from a task: ready once it is done (or has
+    /// failed; the caller logs the error as Redis logs a failed accept).
+    pub fn poll_handshake(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        loop {
+            let wait = match self.handshake_step() {
+                Ok(None) => return Poll::Ready(Ok(())),
+                Ok(Some(w)) => w,
+                Err(e) => return Poll::Ready(Err(e)),
+            };
+            let ready = match wait {
+                Wait::Write => self.tcp.poll_write_ready(cx),
+                Wait::Read => self.tcp.poll_read_ready(cx),
+            };
+            match ready {
+                Poll::Ready(Ok(())) => {}
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+    }
+
+    /// Goes as far into the handshake as the socket allows, through the
+    /// socket itself (a busy script's pass, `crate::busy`, where tokio's
+    /// readiness is stale): `Ok(true)` once it is done.
+    pub fn handshake_direct(&mut self) -> io::Result<bool> {
+        self.direct = true;
+        let r = self.handshake_step();
+        self.direct = false;
+        r.map(|w| w.is_none())
+    }
+
+    /// One pass of the handshake without waiting: `None` when it is done,
+    /// or what it waits for. Records that do not fit the socket once the
+    /// handshake is done stay with rustls, and go out with the first
+    /// reply.
+    fn handshake_step(&mut self) -> io::Result<Option<Wait>> {
+        loop {
             match self.write_tls() {
                 Ok(()) => {}
-                Err(e) if would_block(&e) => {
-                    self.tcp.writable().await?;
-                    continue;
+                Err(e) if would_block(&e) && self.tls.is_handshaking() => {
+                    return Ok(Some(Wait::Write))
                 }
+                Err(e) if would_block(&e) => return Ok(None),
                 Err(e) => return Err(e),
             }
             if !self.tls.is_handshaking() {
-                break;
+                return Ok(None);
             }
-            self.tcp.readable().await?;
             match self.read_tls() {
                 Ok(0) => {
                     return Err(io::Error::new(
@@ -471,13 +415,9 @@ impl TlsStream {
                     ))
                 }
                 Ok(_) => {}
-                Err(e) if would_block(&e) => {}
+                Err(e) if would_block(&e) => return Ok(Some(Wait::Read)),
                 Err(e) => return Err(e),
             }
-        }
-        match self.write_tls() {
-            Err(e) if !would_block(&e) => Err(e),
-            _ => Ok(()),
         }
     }
 

@@ -573,13 +573,17 @@ impl TlsClient {
 /// like plain ones, on the script's own thread too (`--threads 1`, and
 /// `--threads 2` with clients on both), pipelined input in order; a TLS
 /// connection made while the script runs (its handshake done by the
-/// busy thread) too; SCRIPT KILL over TLS stops it.
+/// busy thread) too, and ones connected before the script whose
+/// handshakes are made while it runs; SCRIPT KILL over TLS stops it.
 fn busy_over_tls(dir: &Path, plain: u16, tls: u16) -> Vec<Vec<u8>> {
     let mut t = Vec::new();
     let mut tc: Vec<TlsClient> = (0..3).map(|_| TlsClient::connect(dir, tls)).collect();
     for c in tc.iter_mut() {
         t.push(c.cmd(&["PING"]));
     }
+    // Connected before the script, their handshakes made while it runs
+    // (two: with two threads, one shares the script's).
+    let mut pre: Vec<TlsClient> = (0..2).map(|_| TlsClient::connect(dir, tls)).collect();
     let mut runner = testkit::Client::connect(plain).unwrap();
     runner.set_timeout(Duration::from_secs(10));
     runner.send(&["EVAL", "while true do end", "0"]).unwrap();
@@ -597,11 +601,14 @@ fn busy_over_tls(dir: &Path, plain: u16, tls: u16) -> Vec<Vec<u8>> {
             t.push(c.reply());
         }
     }
+    for c in pre.iter_mut() {
+        t.push(c.cmd(&["GET", "x"]));
+    }
     let mut late = TlsClient::connect(dir, tls);
     t.push(late.cmd(&["GET", "x"]));
     t.push(late.cmd(&["SCRIPT", "KILL"]));
     t.push(runner.read_reply().unwrap());
-    for c in tc.iter_mut() {
+    for c in tc.iter_mut().chain(pre.iter_mut()) {
         t.push(c.cmd(&["PING"]));
     }
     t.push(late.cmd(&["PING"]));
