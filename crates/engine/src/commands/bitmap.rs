@@ -70,6 +70,11 @@ fn string_for_write<'c>(
     let mut v = e.value.make_raw().expect("a string");
     let grew = v.len() < need;
     if grew {
+        // To the allocation's size class, not twice the capacity: a bitmap
+        // grows by scattered writes, each as far as it needs (Redis's
+        // sdsgrowzero asks for twice that).
+        let extra = need - v.len();
+        store::types::list::grow_exact(&mut v, extra);
         v.resize(need, 0);
     }
     Ok((v, grew || !exists))

@@ -643,6 +643,9 @@ fn setrange(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
             let mut total = 0;
             if let Some(mut v) = e.value.make_raw() {
                 if v.len() < end {
+                    // To the size class, as a bitmap grows (bitmap.rs).
+                    let extra = end - v.len();
+                    store::types::list::grow_exact(&mut v, extra);
                     v.resize(end, 0);
                 }
                 v[offset..end].copy_from_slice(val);
@@ -1825,5 +1828,46 @@ mod tests {
         assert_eq!(h.run3(&["set", "nokey", "x", "xx", "get"]), "_\r\n");
         assert_eq!(h.run3(&["getex", "nokey2"]), "_\r\n");
         assert_eq!(h.run3(&["incrbyfloat", "f", "1.5"]), "$3\r\n1.5\r\n");
+    }
+}
+
+#[cfg(test)]
+mod growth_tests {
+    use crate::tests::Harness;
+
+    /// Heap bytes held by a string key's value in db 0.
+    fn held(h: &Harness, key: &str) -> usize {
+        let store = &h.shared.store;
+        let s = store.lock_stripe(0, store.stripe_of(key.as_bytes()) as usize);
+        s.peek(key.as_bytes()).expect("key").value.heap_size()
+    }
+
+    /// A string grown by SETBIT, BITFIELD or SETRANGE holds its length's
+    /// size class, not twice its capacity (or, as Redis's sdsgrowzero,
+    /// twice its length).
+    #[test]
+    fn strings_grown_by_bit_and_range_writes_keep_to_their_size_class() {
+        let mut h = Harness::new();
+        for (i, bit) in
+            [3_000u64 * 8, 3_600 * 8, 4_200 * 8, 7_000 * 8, 8_191 * 8].iter().enumerate()
+        {
+            assert_eq!(h.run(&["setbit", "bm", &bit.to_string(), "1"]), ":0\r\n", "{i}");
+            let len = (bit / 8 + 1) as usize;
+            let held = held(&h, "bm");
+            assert!(held >= len && held <= store::types::list::size_class(len), "{len}: {held}");
+        }
+        assert_eq!(h.run(&["bitfield", "bf", "set", "u8", "#4999", "7"]), "*1\r\n:0\r\n");
+        assert!(held(&h, "bf") <= store::types::list::size_class(5_000));
+        assert_eq!(h.run(&["setrange", "r", "0", "abc"]), ":3\r\n");
+        for end in [2_500usize, 3_100, 6_000] {
+            assert_eq!(
+                h.run(&["setrange", "r", &(end - 3).to_string(), "xyz"]),
+                format!(":{end}\r\n")
+            );
+            let held = held(&h, "r");
+            assert!(held >= end && held <= store::types::list::size_class(end), "{end}: {held}");
+        }
+        assert_eq!(h.run(&["getrange", "r", "0", "2"]), "$3\r\nabc\r\n");
+        assert_eq!(h.run(&["getbit", "bm", "24000"]), ":1\r\n");
     }
 }
