@@ -11,9 +11,16 @@ use persist::aof::{check, read_stream, CommandReader, Item, Manifest, StreamErro
 /// One input.
 pub fn run(data: &[u8]) {
     if let Ok(m) = Manifest::parse(data) {
-        // What renders parses back to the same manifest.
-        let again = Manifest::parse(m.render().as_bytes());
-        assert_eq!(again.ok().as_ref(), (!m.render().is_empty()).then_some(&m));
+        // What renders parses back to the same manifest — when its lines
+        // fit what the reader takes: a name is written escaped (four
+        // characters a byte outside printable ASCII, as Redis's
+        // sdscatrepr writes it), so a line read at the limit can render
+        // past it, in Redis's format as in ours.
+        let text = m.render();
+        if text.lines().all(|l| l.len() < persist::aof::LINE_MAX) {
+            let again = Manifest::parse(text.as_bytes());
+            assert_eq!(again.ok().as_ref(), (!text.is_empty()).then_some(&m));
+        }
     }
     let mut start = 0;
     if persist::aof::is_rdb(data) {
