@@ -2381,6 +2381,18 @@ impl<'a> Locks<'a> {
         s.remove(key)
     }
 
+    /// DEL's and UNLINK's removal (Redis's `delGenericCommand`: the key's
+    /// expiry first, then the delete): an expired key is deleted by its
+    /// expiry as any look-up deletes it, and is not counted; on a replica,
+    /// whose look-ups leave a master's expired key in place, the delete
+    /// then takes it, and counts it.
+    pub fn remove_for_del(&mut self, db: usize, key: &[u8]) -> Option<Record> {
+        let now = self.now;
+        let s = self.stripe(db, key);
+        let _ = s.get(key, now);
+        s.remove(key)
+    }
+
     pub fn set_expire(&mut self, db: usize, key: &[u8], expire_at: i64) -> bool {
         self.stripe(db, key).set_expire(key, expire_at)
     }

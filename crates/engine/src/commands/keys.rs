@@ -92,7 +92,7 @@ fn unlink(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
 fn del_with(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf, lazy: bool) -> CmdResult {
     let mut n = 0;
     while let Some(k) = args.next() {
-        if let Some(rec) = cx.delete(k) {
+        if let Some(rec) = cx.delete_for_del(k) {
             cx.shared.lazyfree.free(rec.value, lazy);
             cx.changed(k, Class::GENERIC, "del", 1);
             n += 1;

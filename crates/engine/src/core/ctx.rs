@@ -526,6 +526,13 @@ impl<'a> Ctx<'a, '_> {
         self.keys.remove(self.db, key)
     }
 
+    /// DEL's and UNLINK's delete: as [`delete`](Self::delete), except that
+    /// on a replica a master's key past its deadline (kept by expiry there)
+    /// is deleted and counted, as Redis's `delGenericCommand` does.
+    pub fn delete_for_del(&mut self, key: &[u8]) -> Option<Record> {
+        self.keys.remove_for_del(self.db, key)
+    }
+
     /// A key's entry as it is: not expired, not stamped, no hit or miss
     /// counted (DEBUG OBJECT's view).
     pub fn peek(&mut self, key: &[u8]) -> Option<&Entry> {

@@ -684,6 +684,42 @@ fn writable_replica_expires_keys_its_clients_gave_a_ttl() {
     assert_eq!(info(&mut o, "stats", "expired_keys"), info(&mut r, "stats", "expired_keys"));
 }
 
+/// DEL and UNLINK on a writable replica delete a master's key that is
+/// past its deadline (kept by the replica until its master's DEL), and
+/// count it, as Redis's `delGenericCommand` does; reads still see it as
+/// missing. Before, a Sluice replica answered 0 and kept the key (counted
+/// in DBSIZE: Redis's `integration/replication-3` "PFCOUNT updates cache
+/// on readonly replica" then waited for `dbsize == 1` on the wrong key).
+#[test]
+fn writable_replica_del_takes_its_masters_expired_keys() {
+    let Some(master) = RedisServer::start() else { return };
+    let mut m = master.client();
+    cmd(&mut m, &["DEBUG", "SET-ACTIVE-EXPIRE", "0"]);
+    for k in ["d1", "d2", "u1"] {
+        assert_eq!(cmd(&mut m, &["SET", k, "v", "PX", "50"]), ok());
+    }
+    assert_eq!(cmd(&mut m, &["SET", "live", "v"]), ok());
+    let (_sluice, mut r, _oracle, mut o) = twin_replicas(&master, &mut m);
+    std::thread::sleep(Duration::from_millis(150));
+    for c in [&mut r, &mut o] {
+        assert_eq!(cmd(c, &["CONFIG", "SET", "replica-read-only", "no"]), ok());
+    }
+    for q in [
+        s("DBSIZE"),
+        s("EXISTS d1"),
+        s("GET d1"),
+        s("DEL d1 d2 missing"),
+        s("DBSIZE"),
+        s("UNLINK u1"),
+        s("DEL live"),
+        s("DBSIZE"),
+        s("DEL d1"),
+    ] {
+        assert_eq!(cmd(&mut r, &q), cmd(&mut o, &q), "{q:?}: Sluice (left) vs Redis (right)");
+    }
+    assert_eq!(cmd(&mut r, &["DBSIZE"]), Frame::Integer(0));
+}
+
 /// CLIENT PAUSE WRITE on a replica holds its master's writes back: it
 /// goes on reading the stream (`slave_read_repl_offset` reaches the
 /// master's offset) without applying it (`slave_repl_offset` stays, the
