@@ -238,14 +238,6 @@ impl Cache {
             if elapsed < r.threshold_ms {
                 return r.kill.load(Ordering::Relaxed);
             }
-            // Redis's scriptInterrupt logs this once, when the script
-            // first turns out to be past the threshold.
-            crate::subsystems::log::warning(&format!(
-                "Slow script detected: still in execution after {elapsed} milliseconds. You can \
-                 try killing the script using the {} command. Script name is: {}.",
-                if r.function { "FUNCTION KILL" } else { "SCRIPT KILL" },
-                String::from_utf8_lossy(&r.name)
-            ));
             // SAFETY: `r` is the `Running` of an `Arc` its run holds
             // until `finish` (the hook is given `Arc::as_ptr`): one more
             // strong reference, for the list.
@@ -257,6 +249,18 @@ impl Cache {
             r.busy.store(true, Ordering::Relaxed);
             self.busy.fetch_add(1, Ordering::AcqRel);
             shared.state_changed();
+            // Redis's scriptInterrupt logs this once, when the script
+            // first turns out to be past the threshold. Logged after the
+            // script is published as busy: the other threads answer
+            // their clients meanwhile, and a log write held up by a busy
+            // disk must not leave them answering as if no script ran
+            // (with one thread, Redis answers nobody until it returns).
+            crate::subsystems::log::warning(&format!(
+                "Slow script detected: still in execution after {elapsed} milliseconds. You can \
+                 try killing the script using the {} command. Script name is: {}.",
+                if r.function { "FUNCTION KILL" } else { "SCRIPT KILL" },
+                String::from_utf8_lossy(&r.name)
+            ));
         }
         r.kill.load(Ordering::Relaxed)
     }
