@@ -315,7 +315,15 @@ fn sort_generic(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf, readonly: boo
     // zset) only the LIMIT range, in order, walking backwards for DESC.
     let mut v = Vector::default();
     let (start, end) = {
-        let value = cx.lookup_read(key).map(|e| &e.value);
+        let value = cx.lookup_read(key).map(|e| {
+            // Redis converts a listpack sorted set to a skiplist for good
+            // before sorting it (sortCommandGeneric's "destructively
+            // convert"), SORT_RO too: OBJECT ENCODING says so afterwards.
+            if let Value::ZSet(z) = &mut e.value {
+                z.to_skiplist();
+            }
+            &e.value
+        });
         let (kind, len) = match value {
             None => (Kind::List, 0),
             Some(Value::List(l)) => (Kind::List, l.len()),
