@@ -146,9 +146,32 @@ fn decode(h: Hash, lon_r: Range, lat_r: Range) -> Area {
     }
 }
 
+/// C's `(uint64_t)score` as Redis's x86-64 build computes it (Rust's
+/// cast saturates instead). Below 2^63, and for NaN, `cvttsd2si`, which
+/// answers 2^63 for what no `int64_t` holds (negative values wrap as
+/// two's complement); from 2^63 up, `cvttsd2si` of the score less 2^63
+/// with the top bit flipped, so 2^64 and beyond (infinity too) give 0.
+/// A sorted set's score that no GEOADD wrote decodes to where Redis's
+/// GEOPOS, GEOHASH and GEODIST put it.
+fn score_bits(score: f64) -> u64 {
+    const TWO_63: f64 = 9_223_372_036_854_775_808.0;
+    fn cvttsd2si(x: f64) -> u64 {
+        if x.is_nan() || !(-TWO_63..TWO_63).contains(&x) {
+            1 << 63
+        } else {
+            x as i64 as u64
+        }
+    }
+    if score >= TWO_63 {
+        cvttsd2si(score - TWO_63) ^ (1 << 63)
+    } else {
+        cvttsd2si(score)
+    }
+}
+
 /// A score's position (Redis's `decodeGeohash`), clamped to the limits.
 fn decode_score(score: f64) -> [f64; 2] {
-    let a = decode(Hash { bits: score as u64, step: STEP_MAX }, WGS_LONG, WGS_LAT);
+    let a = decode(Hash { bits: score_bits(score), step: STEP_MAX }, WGS_LONG, WGS_LAT);
     let lon = ((a.lon.min + a.lon.max) / 2.0).clamp(LONG_MIN, LONG_MAX);
     let lat = ((a.lat.min + a.lat.max) / 2.0).clamp(LAT_MIN, LAT_MAX);
     [lon, lat]
