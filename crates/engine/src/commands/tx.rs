@@ -98,6 +98,11 @@ fn exec(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         out.null_array();
         return Ok(());
     }
+    // Redis's execCommand unwatches before the queued commands run: an
+    // UNWATCH among them finds nothing left to drop (it would otherwise
+    // lock, on its own, a watched key's stripe this EXEC already holds,
+    // and wait for itself for ever).
+    unwatch_all_with(shared, cx.sess, Some(cx.keys));
     out.array(argvs.len());
     // The queue keeps its origin (`Caller::for_queued`): a transaction
     // read back from the AOF or a master's stream runs as the replay it
@@ -123,7 +128,6 @@ fn exec(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
         }
     }
     cx.sess.in_exec = false;
-    unwatch_all_with(shared, cx.sess, Some(cx.keys));
     Ok(())
 }
 
