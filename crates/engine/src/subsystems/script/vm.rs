@@ -1664,7 +1664,12 @@ unsafe fn push_frame(l: *mut mlua::ffi::lua_State, f: Frame) -> bool {
                 }
             }
             Frame::Map(pairs) => {
-                ffi::lua_createtable(l, 0, pairs.len().min(i32::MAX as usize) as i32);
+                // Not presized: Redis's table grows one key at a time,
+                // and a table rehashed on the way orders colliding keys
+                // apart from one sized at once; a script that returns it
+                // (or walks it with `pairs`) sees Redis's order only from
+                // a table grown the same way.
+                ffi::lua_createtable(l, 0, 0);
                 for (k, v) in pairs {
                     if !push_frame(l, k) || !push_frame(l, v) {
                         return false;
@@ -1674,7 +1679,8 @@ unsafe fn push_frame(l: *mut mlua::ffi::lua_State, f: Frame) -> bool {
                 wrap(c"map");
             }
             Frame::Set(items) => {
-                ffi::lua_createtable(l, 0, items.len().min(i32::MAX as usize) as i32);
+                // Grown as Redis grows it (see the map's above).
+                ffi::lua_createtable(l, 0, 0);
                 for x in items {
                     if !push_frame(l, x) {
                         return false;
