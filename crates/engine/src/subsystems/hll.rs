@@ -237,10 +237,13 @@ pub fn to_dense(v: &mut Vec<u8>) -> Result<(), Corrupt> {
     let mut p = HDR;
     while p < v.len() {
         let (run, val, len) = sparse_op(v, p);
+        // Any opcode past the last register makes the value corrupt,
+        // even one after all 16,384 were covered (Redis's
+        // CVE-2025-32023 fix, in the 7.0.15 builds distributions ship).
+        if run + idx > REGISTERS {
+            return Err(Corrupt);
+        }
         if val > 0 {
-            if run + idx > REGISTERS {
-                break;
-            }
             for i in idx..idx + run {
                 dense_set(&mut dense[HDR..], i, val);
             }
@@ -451,10 +454,11 @@ pub fn merge_into(max: &mut [u8; REGISTERS], v: &[u8]) -> Result<(), Corrupt> {
     let mut p = HDR;
     while p < v.len() {
         let (run, val, len) = sparse_op(v, p);
+        // As in `to_dense`: an opcode past the last register is corrupt.
+        if run + i > REGISTERS {
+            return Err(Corrupt);
+        }
         if val > 0 {
-            if run + i > REGISTERS {
-                break;
-            }
             for m in &mut max[i..i + run] {
                 *m = (*m).max(val);
             }
