@@ -41,9 +41,26 @@ impl<'a> Sel<'a> {
         }
     }
 
+    /// Whether the range can hold anything at all, as Redis checks before
+    /// it walks a lex range (`zzlIsInLexRange`, `zslIsInLexRange`): the
+    /// last member at or above `min` and the first at or below `max`.
+    /// Over equal scores that is the walk's own answer; over mixed ones
+    /// it can refuse a range the walk would find.
+    fn reachable(&self, z: &ZSet) -> bool {
+        if let Sel::Lex(..) = self {
+            let ends = z.get(z.len().saturating_sub(1)).zip(z.get(0));
+            let Some(((last, ls), (first, fs))) = ends else { return false };
+            return self.gte_min(ls, &last) && self.lte_max(fs, &first);
+        }
+        true
+    }
+
     /// Ascending rank of the first element in range and how many follow it
     /// in range.
     fn span(&self, z: &ZSet) -> (usize, usize) {
+        if !self.reachable(z) {
+            return (0, 0);
+        }
         let lo = z.count_below(|s, m| !self.gte_min(s, m));
         let n = z.range(lo, usize::MAX, false).take_while(|(m, s)| self.lte_max(*s, m)).count();
         (lo, n)
@@ -54,8 +71,18 @@ impl<'a> Sel<'a> {
     where
         'a: 'z,
     {
+        if !self.reachable(z) {
+            return Box::new(std::iter::empty());
+        }
         if rev {
-            let hi = z.count_below(|s, m| self.lte_max(s, m));
+            let hi = if matches!(self, Sel::Lex(..)) && z.encoding() == "listpack" {
+                // Redis's `zzlLastInLexRange` looks from the tail for the
+                // last member at or below `max`: over mixed scores that is
+                // not where the members at or below it from the head end.
+                z.len() - z.range(0, z.len(), true).take_while(|(m, s)| !self.lte_max(*s, m)).count()
+            } else {
+                z.count_below(|s, m| self.lte_max(s, m))
+            };
             Box::new(z.range(0, hi, true).take_while(move |(m, s)| self.gte_min(*s, m)))
         } else {
             let lo = z.count_below(|s, m| !self.gte_min(s, m));
@@ -314,6 +341,7 @@ fn count_with(cx: &mut Ctx, key: &[u8], sel: Sel<'_>, out: &mut ReplyBuf) -> Cmd
                 // And takes the difference of two ranks in a skiplist.
                 let (lo, hi) = match sel {
                     Sel::Score { min, minex, max, maxex } => z.score_span(min, minex, max, maxex),
+                    Sel::Lex(..) if !sel.reachable(z) => (0, 0),
                     Sel::Lex(min, max) => z.lex_span(min, max),
                 };
                 hi.saturating_sub(lo)
