@@ -79,7 +79,8 @@ impl<'a> Sel<'a> {
                 // Redis's `zzlLastInLexRange` looks from the tail for the
                 // last member at or below `max`: over mixed scores that is
                 // not where the members at or below it from the head end.
-                z.len() - z.range(0, z.len(), true).take_while(|(m, s)| !self.lte_max(*s, m)).count()
+                z.len()
+                    - z.range(0, z.len(), true).take_while(|(m, s)| !self.lte_max(*s, m)).count()
             } else {
                 z.count_below(|s, m| self.lte_max(s, m))
             };
