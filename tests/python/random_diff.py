@@ -281,6 +281,29 @@ def normal(args, reply, queued):
     return reply
 
 
+SORT_ERANGE = b"-ERR One or more scores can't be converted into double\r\n"
+
+
+def redis_quirk(args, ra, rb):
+    """A difference that is Redis's own accident, not a reply to match.
+
+    SORT's numeric parse (sortCommandGeneric) tests `errno == ERANGE`
+    after `strtod` without clearing errno first, so an ERANGE left by an
+    earlier command's number (INCRBYFLOAT 1e309, a huge DECRBY) fails the
+    SORT of well-formed numbers, for as long as nothing resets errno."""
+    if args[0].upper() == "SORT" and ra == SORT_ERANGE and rb[:1] == b"*":
+        return all(_is_float(e) for e in items(rb)[1])
+    return False
+
+
+def _is_float(reply):
+    try:
+        float(reply.split(b"\r\n")[1])
+        return True
+    except (IndexError, ValueError):
+        return False
+
+
 class Run:
     """One seeded stream against both servers."""
 
@@ -306,6 +329,7 @@ class Run:
         ra, rb = self.a.cmd(args), self.b.cmd(args)
         name = args[0].upper()
         differ = normal(args, ra, self.queued) != normal(args, rb, self.queued)
+        differ = differ and not redis_quirk(args, ra, rb)
         if name == "MULTI" and ra.startswith(b"+OK"):
             self.in_multi, self.queued = True, []
         elif name in ("EXEC", "DISCARD"):
