@@ -95,3 +95,40 @@ fn a_background_save_reports_its_progress_and_copy_on_write() {
     assert!(!matches!(cmd(&mut c, &["CONFIG", "SET", "save", ""]), resp::Frame::Error(_)));
     run(&mut c, "sluice");
 }
+
+/// One server's answers to BGSAVE while a save runs and inside EXEC.
+fn bgsave_answers(c: &mut Client, name: &str) -> Vec<resp::Frame> {
+    let mut got = Vec::new();
+    cmd(c, &["SET", "a", "1"]);
+    cmd(c, &["SET", "b", "2"]);
+    cmd(c, &["CONFIG", "SET", "rdb-key-save-delay", "1000000"]);
+    got.push(cmd(c, &["BGSAVE"]));
+    got.push(cmd(c, &["BGSAVE", "SCHEDULE"]));
+    got.push(cmd(c, &["BGSAVE"]));
+    cmd(c, &["CONFIG", "SET", "rdb-key-save-delay", "0"]);
+    let idle =
+        |c: &mut Client| info(c, "persistence", "rdb_bgsave_in_progress").as_deref() == Some("0");
+    let start = Instant::now();
+    while !idle(c) {
+        assert!(start.elapsed() < Duration::from_secs(20), "{name}: the save never ended");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    cmd(c, &["MULTI"]);
+    cmd(c, &["BGSAVE"]);
+    got.push(cmd(c, &["EXEC"]));
+    got
+}
+
+/// Bug: BGSAVE SCHEDULE while a save ran answered "Background saving
+/// scheduled" where Redis refuses it ("already in progress": SCHEDULE
+/// only waits for another kind of child), and BGSAVE inside a
+/// transaction started the save where Redis schedules it.
+#[test]
+fn bgsave_while_saving_and_inside_exec_answers_as_redis() {
+    let Some(redis) = RedisServer::start_with(&["--save", ""], None) else { return };
+    let want = bgsave_answers(&mut redis.client(), "redis");
+    let sluice = TestServer::start();
+    let mut c = sluice.client();
+    cmd(&mut c, &["CONFIG", "SET", "save", ""]);
+    assert_eq!(bgsave_answers(&mut c, "sluice"), want);
+}
