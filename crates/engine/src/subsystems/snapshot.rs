@@ -152,7 +152,8 @@ pub struct PersistState {
     /// `server.dirty` when the last successful save started.
     pub dirty_at_save: AtomicU64,
     pub bgsave_in_progress: AtomicBool,
-    /// `BGSAVE SCHEDULE` arrived while one ran: start another after it.
+    /// A BGSAVE ran inside a transaction: the save-points thread starts
+    /// it (Redis's `rdb_bgsave_scheduled`).
     pub bgsave_scheduled: AtomicBool,
     /// Unix ms the running background save started.
     pub bgsave_started_ms: AtomicI64,

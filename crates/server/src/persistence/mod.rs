@@ -1124,9 +1124,9 @@ impl Snapshots for Rdb {
 /// (Redis's `CONFIG_BGSAVE_RETRY_DELAY`).
 const BGSAVE_RETRY_SECS: i64 = 5;
 
-/// Save points (`save <seconds> <changes> …`) and `BGSAVE SCHEDULE`: a
-/// thread that starts a BGSAVE when one is due, as Redis's `serverCron`
-/// does.
+/// Save points (`save <seconds> <changes> …`) and a BGSAVE scheduled
+/// inside a transaction: a thread that starts a BGSAVE when one is due, as
+/// Redis's `serverCron` does.
 pub fn start_save_points(sh: &Arc<Shared>) {
     let weak = Arc::downgrade(sh);
     let spawned = log::spawn("save-points", move || loop {
@@ -1140,7 +1140,6 @@ pub fn start_save_points(sh: &Arc<Shared>) {
             continue;
         }
         if ps.bgsave_scheduled.swap(false, Ordering::AcqRel) {
-            log::notice("Background saving scheduled by BGSAVE SCHEDULE is starting");
             if let Some(s) = &sh.host.snapshots {
                 let _ = s.bgsave(sh.stats.dirty.load(Ordering::Relaxed), false);
             }
