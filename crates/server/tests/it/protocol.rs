@@ -216,3 +216,75 @@ fn replies_then_close_after_client_eof() {
         assert_same(&format!("nc -N on port {port}"), b"+PONG\r\n+PONG\r\n+PONG\r\n", &out.stdout);
     }
 }
+
+/// Eight connections on one event-loop thread (`--threads 1`), whose
+/// batches share the thread's parse window: each sends its own stream
+/// (pipelines deeper than the window, inline requests with quotes,
+/// requests of more arguments than fit on the stack) cut into chunks of
+/// varying size and written in turns, so that requests split across
+/// reads alternate with other connections' batches. Each connection's
+/// replies are compared with redis-server's to the same chunks.
+#[test]
+fn connections_of_one_thread_interleave_split_requests() {
+    let Some(redis) = RedisServer::start() else { return };
+    let sluice = TestServer::start_with(
+        Path::new(env!("CARGO_BIN_EXE_sluice-server")),
+        &["--threads", "1"],
+        None,
+    );
+    const CONNS: usize = 8;
+    let streams: Vec<Vec<u8>> = (0..CONNS)
+        .map(|c| {
+            let mut raw = Vec::new();
+            for i in 0..600 {
+                let k = format!("c{c}:k{}", i % 5);
+                match (i + c) % 7 {
+                    0 => testkit::encode(&["SET", &k, &format!("v{c}.{i}")], &mut raw),
+                    1 => testkit::encode(&["GET", &k], &mut raw),
+                    2 => raw.extend_from_slice(format!("ECHO \"c{c} 'item' {i}\"\r\n").as_bytes()),
+                    3 => {
+                        let fields: Vec<String> = (0..6).map(|f| format!("f{f}x{i}")).collect();
+                        let mut args = vec!["HSET".to_string(), format!("c{c}:h")];
+                        for f in &fields {
+                            args.push(f.clone());
+                            args.push(format!("{i}"));
+                        }
+                        testkit::encode(&args, &mut raw);
+                    }
+                    4 => testkit::encode(&["HLEN", &format!("c{c}:h")], &mut raw),
+                    5 => raw.extend_from_slice(format!("INCR c{c}:n\r\n").as_bytes()),
+                    _ => testkit::encode(&["EXISTS", &k, &format!("c{c}:n"), "nokey"], &mut raw),
+                }
+            }
+            raw.extend_from_slice(SENTINEL_CMD);
+            raw
+        })
+        .collect();
+    let run = |port: u16| -> Vec<Vec<u8>> {
+        let mut clients: Vec<Client> = (0..CONNS).map(|_| Client::connect(port).unwrap()).collect();
+        let mut sent = [0usize; CONNS];
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        while sent.iter().zip(&streams).any(|(s, r)| *s < r.len()) {
+            for c in 0..CONNS {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let end = (sent[c] + 1 + (x % 700) as usize).min(streams[c].len());
+                if sent[c] < end {
+                    clients[c].send_raw(&streams[c][sent[c]..end]).unwrap();
+                    sent[c] = end;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        clients
+            .iter_mut()
+            .map(|c| c.read_until_suffix(SENTINEL_REPLY, Duration::from_secs(30)).unwrap())
+            .collect()
+    };
+    let want = run(redis.port());
+    let got = run(sluice.port());
+    for c in 0..CONNS {
+        assert_same(&format!("connection {c}"), &want[c], &got[c]);
+    }
+}
