@@ -269,6 +269,31 @@ def unordered(args):
     return False
 
 
+def _c_string(elem):
+    """A bulk element's bytes up to the first NUL: what SORT ALPHA's
+    strcoll compares."""
+    if elem[:1] != b"$" or elem.startswith(b"$-1"):
+        return elem
+    body = elem[elem.index(b"\r\n") + 2:-2]
+    return body.split(b"\0", 1)[0]
+
+
+def sort_ties(reply):
+    """SORT ALPHA's reply with each run of elements that compare equal as
+    C strings put in one order: `""` and `"\x00\x01"` tie, and Redis's
+    unstable sort leaves tied members in an order that starts from a set's
+    seeded order. Everything else keeps its place."""
+    head, elems = items(reply)
+    out, i = [], 0
+    while i < len(elems):
+        j = i + 1
+        while j < len(elems) and _c_string(elems[j]) == _c_string(elems[i]):
+            j += 1
+        out.extend(sorted(elems[i:j]))
+        i = j
+    return head + b"".join(out)
+
+
 def normal(args, reply, queued):
     """The reply as compared: sorted where Redis's own order is seeded."""
     name = args[0].upper()
@@ -278,6 +303,8 @@ def normal(args, reply, queued):
     if unordered(args) and reply[:1] in b"*~%":
         head, elems = items(reply)
         return head + b"".join(sorted(elems))
+    if name == "SORT" and reply[:1] == b"*" and any(a.upper() == "ALPHA" for a in args[2:]):
+        return sort_ties(reply)
     return reply
 
 

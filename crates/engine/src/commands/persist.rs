@@ -150,17 +150,17 @@ fn bgrewriteaof(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
 
 fn bgsave(cx: &mut Ctx, args: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let snap = snapshots(cx)?;
-    let schedule = match args.next() {
-        None => false,
-        Some(a) if eq_ic(a, "SCHEDULE") && args.is_empty() => true,
+    // SCHEDULE is accepted and changes nothing: in Redis it waits for its
+    // other child, an AOF rewrite, which a save here does not wait for
+    // (it starts at once).
+    match args.next() {
+        None => {}
+        Some(a) if eq_ic(a, "SCHEDULE") && args.is_empty() => {}
         Some(_) => return Err(CmdError::Syntax),
-    };
+    }
     // Redis's bgsaveCommand: a save under way refuses another, SCHEDULE
     // or not; inside a transaction the save is scheduled (the server cron
     // starts it, here within 100 ms), as Redis forks no child in EXEC.
-    // (SCHEDULE otherwise waits for Redis's other child, an AOF rewrite,
-    // which a save here does not wait for: it starts at once.)
-    let _ = schedule;
     if cx.shared.persist.bgsave_in_progress.load(Ordering::Acquire) {
         return Err(CmdError::err("Background save already in progress"));
     }
