@@ -247,6 +247,10 @@ MORE = [
  lambda: ["APPEND", key(), R.choice(INTS)], lambda: ["INCRBYFLOAT", key(), R.choice(["1e308", "-1e308", "5e-324", "1.7976931348623157e308"])],
  lambda: ["SELECT", R.choice(["0", "1", "16", "-1"])], lambda: ["MOVE", key(), R.choice(["0", "1", "16"])], lambda: ["SWAPDB", "0", R.choice(["1", "0", "x"])],
  lambda: ["DBSIZE"], lambda: ["EXISTS", key()],
+ # Every encoding's serialized bytes, as DUMP writes them.
+ lambda: ["DUMP", key()], lambda: ["DUMP", key()],
+ lambda: ["SORT", key(), "BY", R.choice(["k*", "nosort", "{t}*", "k*->f1"])] + opt([], ["GET", "#"], ["GET", "k*", "GET", "#"], ["ALPHA"], ["LIMIT", "0", "2"], ["STORE", key()]),
+ lambda: ["SORT", key(), "GET", R.choice(["k*", "#", "k*->f1", "*"])] + opt([], ["ALPHA"], ["STORE", key()]),
 ]
 
 def gen():
@@ -264,6 +268,13 @@ def unordered(args):
         return True
     if name in ("SRANDMEMBER", "HRANDFIELD") and len(args) > 2:
         return True
+    if name == "SORT" and "STORE" not in (a.upper() for a in args[2:]):
+        opts = [a.upper() for a in args[2:]]
+        if "NOSORT" in opts or ("BY" in opts and "ALPHA" in opts):
+            # The members in load order (BY nosort), or ALPHA's ties of
+            # missing weights, which keep it: a set's or a sorted set's
+            # load order is its seeded dict order.
+            return True
     if name in ("EVAL", "EVAL_RO") and ("smembers" in args[1] or "hgetall" in args[1]):
         return True
     return False
@@ -297,14 +308,30 @@ def sort_ties(reply):
 def normal(args, reply, queued):
     """The reply as compared: sorted where Redis's own order is seeded."""
     name = args[0].upper()
-    if name == "EXEC" and any(unordered(q) for q in queued) and reply[:1] == b"*":
-        # Nested: compare the reply's lines as a multiset.
-        return b"\n".join(sorted(reply.split(b"\r\n")))
+    if name == "EXEC" and reply[:1] == b"*" and not reply.startswith(b"*-1"):
+        head, elems = items(reply)
+        if len(elems) == len(queued):
+            # Each queued command's reply as that command's is compared.
+            return head + b"".join(normal(q, e, []) for q, e in zip(queued, elems))
+        if any(unordered(q) for q in queued):
+            # Nested: compare the reply's lines as a multiset.
+            return b"\n".join(sorted(reply.split(b"\r\n")))
+    if name == "SORT" and reply[:1] == b"*":
+        opts = [a.upper() for a in args[2:]]
+        if "NOSORT" in opts and "LIMIT" in opts and "STORE" not in opts:
+            # Which members a LIMIT of a set's load order picks is seeded.
+            return items(reply)[0]
     if unordered(args) and reply[:1] in b"*~%":
         head, elems = items(reply)
         return head + b"".join(sorted(elems))
-    if name == "SORT" and reply[:1] == b"*" and any(a.upper() == "ALPHA" for a in args[2:]):
-        return sort_ties(reply)
+    if name == "SORT" and reply[:1] == b"*":
+        opts = [a.upper() for a in args[2:]]
+        if "ALPHA" in opts:
+            return sort_ties(reply)
+    if name == "DUMP" and reply[:1] == b"$" and reply[reply.index(b"\r\n") + 2:][:1] in (b"\x02", b"\x04"):
+        # A hashtable set or hash is serialized in its seeded order: only
+        # the payload's size can be compared.
+        return reply[:reply.index(b"\r\n")]
     return reply
 
 
