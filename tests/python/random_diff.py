@@ -15,9 +15,15 @@ hashtable set's members come out in the order of a hash seeded at random
 per process (every set of strings in Redis 7.0), and so do a hashtable hash's fields
 (one with a value over 64 bytes): the replies that list them (SMEMBERS,
 SINTER, SUNION, SDIFF, KEYS, HKEYS, HVALS, HGETALL, a whole-set
-SRANDMEMBER or HRANDFIELD, and a script or a transaction that runs one of those) are
-compared as multisets. Nothing here depends on the clock: TTLs are long or
-invalid, blocking commands time out at once on both.
+SRANDMEMBER, SPOP, HRANDFIELD or ZRANDMEMBER, a whole-collection SCAN,
+SSCAN, HSCAN or ZSCAN, a SORT of a set's load order, and a script that
+runs one of those) are compared as multisets; a transaction's replies are
+each compared as their command's, and a hashtable set's or hash's DUMP
+by its size. OBJECT REFCOUNT is left out: Redis's counts show its own
+sharing (a value a queued command's arguments still hold counts 2 inside
+EXEC; a COPY of a small integer is not shared). Nothing here depends on
+the clock: TTLs are long or invalid, blocking commands time out at once
+on both.
 
 As a program, for longer runs than the test's:
 
@@ -247,6 +253,24 @@ MORE = [
  lambda: ["APPEND", key(), R.choice(INTS)], lambda: ["INCRBYFLOAT", key(), R.choice(["1e308", "-1e308", "5e-324", "1.7976931348623157e308"])],
  lambda: ["SELECT", R.choice(["0", "1", "16", "-1"])], lambda: ["MOVE", key(), R.choice(["0", "1", "16"])], lambda: ["SWAPDB", "0", R.choice(["1", "0", "x"])],
  lambda: ["DBSIZE"], lambda: ["EXISTS", key()],
+ # Whole-collection scans and draws: COUNT past every collection's size,
+ # so each answers everything in one call (compared as multisets).
+ lambda: ["SCAN", "0", "COUNT", "1000"] + opt([], ["MATCH", R.choice(["k*", "{t}*", "*a", "x"])], ["TYPE", R.choice(["string", "list", "set", "zset", "hash", "stream", "nosuch"])]),
+ lambda: [R.choice(["SSCAN", "HSCAN", "ZSCAN"]), key(), "0", "COUNT", "1000"] + opt([], ["MATCH", R.choice(["*", "a*", "1*", "f1*"])]),
+ lambda: [R.choice(["SRANDMEMBER", "SPOP"]), key(), "1000"],
+ lambda: ["HRANDFIELD", key(), "1000"] + opt([], ["WITHVALUES"]), lambda: ["ZRANDMEMBER", key(), "1000"] + opt([], ["WITHSCORES"]),
+ # More of the families' commands.
+ lambda: ["EXPIREAT", key(), R.choice(["1", "4102444800", "-5", "abc"])] + opt([], ["NX"], ["GT"]),
+ lambda: ["PEXPIREAT", key(), R.choice(["1", "4102444800000"])], lambda: ["PEXPIRE", key(), R.choice(["100000000", "0", "-1"])],
+ lambda: ["UNLINK"] + many(key), lambda: ["SUBSTR", key(), smallint(), smallint()],
+ lambda: ["OBJECT", R.choice(["FREQ", "NOSUCH"]), key()],
+ lambda: ["ZREVRANGE", key(), smallint(), smallint()] + opt([], ["WITHSCORES"]), lambda: ["ZREVRANGEBYLEX", key(), lex(), lex()] + opt([], ["LIMIT", smallint(), smallint()]),
+ lambda: ["XTRIM", key(), R.choice(["MAXLEN", "MINID"]), "~", smallint()] + opt([], ["LIMIT", smallint()]),
+ lambda: ["XINFO", "STREAM", key(), "FULL"] + opt([], ["COUNT", smallint()]),
+ lambda: ["GEORADIUS", key(), "13", "38", R.choice(["100", "1000", "-1"]), "km"] + opt([], ["ASC"], ["WITHCOORD", "COUNT", "2"], ["STORE", key()], ["STOREDIST", key()]),
+ lambda: ["GEORADIUSBYMEMBER", key(), s(), "1000", "km"] + opt([], ["DESC"], ["WITHDIST", "WITHHASH"]),
+ lambda: ["GEOSEARCH", key(), "FROMMEMBER", s(), "BYBOX", R.choice(["100", "4000", "0"]), "500", "km"] + opt([], ["ASC"], ["COUNT", "1", "ANY"]),
+ lambda: ["GEOSEARCHSTORE", key(), key(), "FROMLONLAT", "13", "38", "BYRADIUS", "2000", "km"] + opt([], ["STOREDIST"], ["ASC", "COUNT", "1"]),
  # Every encoding's serialized bytes, as DUMP writes them.
  lambda: ["DUMP", key()], lambda: ["DUMP", key()],
  lambda: ["SORT", key(), "BY", R.choice(["k*", "nosort", "{t}*", "k*->f1"])] + opt([], ["GET", "#"], ["GET", "k*", "GET", "#"], ["ALPHA"], ["LIMIT", "0", "2"], ["STORE", key()]),
@@ -266,7 +290,7 @@ def unordered(args):
     name = args[0].upper()
     if name in UNORDERED:
         return True
-    if name in ("SRANDMEMBER", "HRANDFIELD") and len(args) > 2:
+    if name in ("SRANDMEMBER", "HRANDFIELD", "ZRANDMEMBER", "SPOP") and len(args) > 2:
         return True
     if name == "SORT" and "STORE" not in (a.upper() for a in args[2:]):
         opts = [a.upper() for a in args[2:]]
@@ -321,6 +345,21 @@ def normal(args, reply, queued):
         if "NOSORT" in opts and "LIMIT" in opts and "STORE" not in opts:
             # Which members a LIMIT of a set's load order picks is seeded.
             return items(reply)[0]
+    if name in ("SCAN", "SSCAN", "HSCAN", "ZSCAN") and reply[:1] == b"*":
+        # The cursor, and the elements as a multiset.
+        head, (cursor, elems) = items(reply)
+        if name in ("HSCAN", "ZSCAN"):
+            pairs = items(elems)[1]
+            body = sorted(pairs[i] + pairs[i + 1] for i in range(0, len(pairs), 2))
+        else:
+            body = sorted(items(elems)[1])
+        return head + cursor + b"".join(body)
+    if name in ("HRANDFIELD", "ZRANDMEMBER") and len(args) > 3 and reply[:1] == b"*":
+        # WITHVALUES / WITHSCORES: pairs, flat in RESP2, nested in RESP3.
+        head, elems = items(reply)
+        if elems and elems[0][:1] == b"*":
+            return head + b"".join(sorted(elems))
+        return head + b"".join(sorted(elems[i] + elems[i + 1] for i in range(0, len(elems) - 1, 2)))
     if unordered(args) and reply[:1] in b"*~%":
         head, elems = items(reply)
         return head + b"".join(sorted(elems))
@@ -457,6 +496,36 @@ def minimize(redis_port, sluice_port, seed, step, resp="2"):
     return hist
 
 
+def queued_before(seed, step):
+    """The commands queued in the transaction an EXEC at `step` runs."""
+    queued = []
+    for args in stream(seed, step)[(step // FLUSH_EVERY) * FLUSH_EVERY:]:
+        name = args[0].upper()
+        if name == "MULTI":
+            queued = []
+        elif name in ("EXEC", "DISCARD"):
+            queued = []
+        else:
+            queued.append(args)
+    return queued
+
+
+def exec_difference(args, ra, rb, queued):
+    """For an EXEC, the first queued command whose reply differs (a
+    guess at the queue: commands refused at queueing time shift it)."""
+    if args[0].upper() != "EXEC" or ra[:1] != b"*" or rb[:1] != b"*":
+        return None
+    try:
+        xa, xb = items(ra)[1], items(rb)[1]
+    except (EOFError, ValueError):
+        return None
+    queued = queued[-len(xa):] if len(queued) >= len(xa) else queued
+    for q, x, y in zip(queued, xa, xb):
+        if normal(q, x, []) != normal(q, y, []):
+            return (q, x[:300], y[:300])
+    return None
+
+
 def seeds(spec):
     out = []
     for part in spec.split(","):
@@ -483,6 +552,9 @@ def main():
             print("seed %d step %d (RESP%s): %r" % (seed, step, o.resp, args))
             print("  redis:  %r" % ra[:400])
             print("  sluice: %r" % rb[:400])
+            inner = exec_difference(args, ra, rb, queued_before(seed, step))
+            if inner:
+                print("  in the transaction: %r\n    redis:  %r\n    sluice: %r" % inner)
             if o.minimize and not rb.startswith(b"(key"):
                 for a in minimize(o.redis_port, o.sluice_port, seed, step, o.resp) or []:
                     print("    %r" % a)
