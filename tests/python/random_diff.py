@@ -25,6 +25,16 @@ EXEC; a COPY of a small integer is not shared). Nothing here depends on
 the clock: TTLs are long or invalid, blocking commands time out at once
 on both.
 
+One difference this cannot rule out is Redis's own chance: a lex range
+(ZRANGEBYLEX, ZLEXCOUNT, ZREMRANGEBYLEX) over a skiplist sorted set whose
+scores differ walks the skiplist's levels, which Redis draws at random,
+so what it finds then changes from one process to the next (seed 335,
+RESP2, type checks on: ZREMRANGEBYLEX removed 7 members in Redis and 0
+in Sluice, which checks the range's ends first as Redis's lex reads do;
+by hand, a skiplist of six members over mixed scores answered
+`ZREMRANGEBYLEX key (c [n` with 0 where a walk from its first member
+would remove 4). Redis defines lex ranges over equal scores only.
+
 As a program, for longer runs than the test's:
 
     tests/python/random_diff.py --redis-port 6379 --sluice-port 6380 \
@@ -367,9 +377,10 @@ def normal(args, reply, queued):
         opts = [a.upper() for a in args[2:]]
         if "ALPHA" in opts:
             return sort_ties(reply)
-    if name == "DUMP" and reply[:1] == b"$" and reply[reply.index(b"\r\n") + 2:][:1] in (b"\x02", b"\x04"):
-        # A hashtable set or hash is serialized in its seeded order: only
-        # the payload's size can be compared.
+    if name == "DUMP" and reply[:1] == b"$" and reply[reply.index(b"\r\n") + 2:][:1] in (b"\x02", b"\x04", b"\x0f", b"\x13", b"\x15"):
+        # A hashtable set or hash is serialized in its seeded order, and a
+        # stream with its consumers' and deliveries' times in ms: only the
+        # payload's size can be compared.
         return reply[:reply.index(b"\r\n")]
     return reply
 
