@@ -574,11 +574,9 @@ fn bgsave_lastsave_info_and_debug_reload() {
         Frame::Error(b"ERR Background save already in progress".to_vec())
     );
     ok(&mut s, &[b"CONFIG", b"SET", b"rdb-key-save-delay", b"0"]);
-    let start = Instant::now();
-    while !text(&cmd(&mut s, &[b"INFO", b"persistence"])).contains("rdb_bgsave_in_progress:0") {
-        assert!(start.elapsed() < Duration::from_secs(30), "BGSAVE did not finish");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    crate::common::wait_for("the BGSAVE to finish", Duration::from_secs(30), || {
+        text(&cmd(&mut s, &[b"INFO", b"persistence"])).contains("rdb_bgsave_in_progress:0")
+    });
     ok(&mut s, &[b"MULTI"]);
     ok(&mut s, &[b"BGSAVE"]);
     assert_eq!(

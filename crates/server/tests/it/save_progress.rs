@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::common::{cmd, info};
+use crate::common::{cmd, info, wait_for};
 use testkit::{Client, RedisServer, TestServer};
 
 fn num(c: &mut Client, field: &str) -> f64 {
@@ -106,13 +106,9 @@ fn bgsave_answers(c: &mut Client, name: &str) -> Vec<resp::Frame> {
     got.push(cmd(c, &["BGSAVE", "SCHEDULE"]));
     got.push(cmd(c, &["BGSAVE"]));
     cmd(c, &["CONFIG", "SET", "rdb-key-save-delay", "0"]);
-    let idle =
-        |c: &mut Client| info(c, "persistence", "rdb_bgsave_in_progress").as_deref() == Some("0");
-    let start = Instant::now();
-    while !idle(c) {
-        assert!(start.elapsed() < Duration::from_secs(20), "{name}: the save never ended");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for(&format!("{name}'s save to end"), Duration::from_secs(20), || {
+        info(c, "persistence", "rdb_bgsave_in_progress").as_deref() == Some("0")
+    });
     cmd(c, &["MULTI"]);
     cmd(c, &["BGSAVE"]);
     got.push(cmd(c, &["EXEC"]));
