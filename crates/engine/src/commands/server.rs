@@ -298,7 +298,8 @@ fn set_failed(name: &[u8], why: &str) -> CmdError {
 fn config_resetstat(cx: &mut Ctx, _: &mut Args, out: &mut ReplyBuf) -> CmdResult {
     let sh = cx.shared;
     cx.sess.stats = Default::default();
-    cx.sess.cstats = Default::default();
+    // SAFETY: the only reference taken, dropped at once.
+    *unsafe { crate::core::cmdstats::local() } = Default::default();
     sh.cmdstats.reset();
     let s = &sh.stats;
     for c in [

@@ -17,6 +17,7 @@ use resp::ReplyBuf;
 use smallvec::SmallVec;
 use store::Locks;
 
+use crate::core::cmdstats;
 use crate::core::ctx::{Args, Ctx};
 use crate::core::door::{Hold, Ran};
 use crate::core::error::CmdError;
@@ -870,25 +871,29 @@ fn write_refusal(sess: &mut Session, e: &CmdError, out: &mut ReplyBuf, mark: res
 /// Counts a call of `spec` refused before it ran (commandstats'
 /// `rejected_calls`).
 pub fn count_rejected(shared: &Shared, sess: &mut Session, spec: &CommandSpec) {
-    if sess.cstats.full() {
-        shared.flush_cmdstats(sess);
+    // SAFETY: the only reference taken; `flush` takes no other.
+    let l = unsafe { cmdstats::local() };
+    if l.full() {
+        shared.cmdstats.flush(l, sess.conf(shared).latency_tracking);
     }
-    let idx = sess.cstats.index(spec);
-    sess.cstats.rejected(idx);
+    let idx = l.index(spec);
+    l.rejected(idx);
 }
 
 /// Counts a failure of `spec`'s running call that its result does not
 /// show (commandstats' `failed_calls`).
 pub fn count_failed(shared: &Shared, sess: &mut Session, spec: &CommandSpec) {
-    if sess.cstats.full() {
-        shared.flush_cmdstats(sess);
+    // SAFETY: the only reference taken; `flush` takes no other.
+    let l = unsafe { cmdstats::local() };
+    if l.full() {
+        shared.cmdstats.flush(l, sess.conf(shared).latency_tracking);
     }
-    let idx = sess.cstats.index(spec);
-    sess.cstats.failed(idx);
+    let idx = l.index(spec);
+    l.failed(idx);
 }
 
 /// Counts a call of `spec` that completed (commandstats, latencystats).
-#[inline]
+#[inline(always)]
 pub fn count_call(
     shared: &Shared,
     sess: &mut Session,
@@ -896,11 +901,13 @@ pub fn count_call(
     usec: u64,
     failed: bool,
 ) {
-    if sess.cstats.full() {
-        shared.flush_cmdstats(sess);
+    // SAFETY: the only reference taken; `flush` takes no other.
+    let l = unsafe { cmdstats::local() };
+    if l.full() {
+        shared.cmdstats.flush(l, sess.conf(shared).latency_tracking);
     }
-    let idx = sess.cstats.index(spec);
-    sess.cstats.call(idx, usec, failed);
+    let idx = l.index(spec);
+    l.call(idx, usec, failed);
 }
 
 fn apply_reply_mode(sess: &mut Session, out: &mut ReplyBuf, mark: resp::Mark) {

@@ -258,8 +258,6 @@ pub struct Session {
     /// Set while executing the commands of EXEC.
     pub in_exec: bool,
     pub stats: LocalStats,
-    /// Per-command counters, flushed with `stats`.
-    pub cstats: crate::core::cmdstats::LocalCmdStats,
     /// The last command looked up (top-level, and itself or a subcommand),
     /// published to `handle.last_cmd` by the connection once per batch.
     pub last_cmd:
@@ -415,7 +413,6 @@ impl Session {
             close_after_reply: false,
             in_exec: false,
             stats: LocalStats::default(),
-            cstats: Default::default(),
             last_cmd: None,
             last_name: LastName::default(),
             blocked: None,

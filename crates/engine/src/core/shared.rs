@@ -939,10 +939,12 @@ impl Shared {
         }
     }
 
-    /// Adds a session's per-command counters to the shared ones.
+    /// Adds this thread's per-command counters to the shared ones
+    /// (`sess`'s configuration says whether latencies are tracked).
     pub fn flush_cmdstats(&self, sess: &mut Session) {
         let track = sess.conf(self).latency_tracking;
-        self.cmdstats.flush(&mut sess.cstats, track);
+        // SAFETY: the only reference taken; `flush` takes no other.
+        self.cmdstats.flush(unsafe { crate::core::cmdstats::local() }, track);
     }
 
     /// Current memory figures, from the installed probe.
