@@ -1788,6 +1788,13 @@ impl<'a> Locks<'a> {
         }
     }
 
+    /// Whether the holder replays an append-only file (see
+    /// [`Deadlines::Loading`]).
+    #[inline]
+    pub fn loading(&self) -> bool {
+        self.deadlines == Deadlines::Loading
+    }
+
     /// Whether deadlines are suspended for this holder (Redis's
     /// `checkAlreadyExpired` is false for the master and while loading).
     #[inline]

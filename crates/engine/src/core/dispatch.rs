@@ -1178,8 +1178,11 @@ fn call_body<'a, const LEAN: bool>(
         e.write(out);
         sess.stats.failed_calls += 1;
     }
-    // A call that blocked is counted when its wait ends.
-    if LEAN || (!waiting && sess.blocked.is_none()) {
+    // A call that blocked is counted when its wait ends. What the AOF
+    // loader replays is not counted at all (Redis's loader runs commands
+    // outside `call()`: no commandstats, no slow log), or `DEBUG LOADAOF`
+    // and a start-up load would show the file's commands as calls.
+    if LEAN || (!waiting && sess.blocked.is_none() && !keys.loading()) {
         let (usec, end) = start.lap();
         if sess.batch_lap {
             sess.lap = end;

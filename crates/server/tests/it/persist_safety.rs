@@ -695,3 +695,94 @@ fn a_failed_aof_write_refuses_writes_as_redis_does() {
     }
     assert_eq!(text(&line(&mut s, "SET z 1")), "OK");
 }
+
+/// What the AOF loader replays is not a client's call: after `DEBUG
+/// LOADAOF`, and after a start that loads the file, `INFO commandstats`
+/// and the slow log show only what clients ran, as Redis's loader runs
+/// the file's commands outside `call()`. (Sluice counted them: a few, once
+/// more than eight commands filled the loader's accumulators, and with the
+/// accumulators per thread, all of those `DEBUG LOADAOF` replayed.)
+#[test]
+fn commands_loaded_from_the_aof_are_not_counted_as_calls() {
+    enum Server {
+        Redis(RedisServer),
+        Sluice(TestServer),
+    }
+    let start = |redis: bool, dir: &Path| -> Option<Server> {
+        Some(if redis {
+            Server::Redis(RedisServer::start_with(&aof_args(), Some(dir))?)
+        } else {
+            Server::Sluice(TestServer::start_with(
+                &TestServer::default_bin(),
+                &aof_args(),
+                Some(dir),
+            ))
+        })
+    };
+    let client = |s: &Server| match s {
+        Server::Redis(r) => r.client(),
+        Server::Sluice(t) => t.client(),
+    };
+    let names = |c: &mut Client| -> Vec<String> {
+        let all = text(&line(c, "INFO commandstats"));
+        let mut v: Vec<String> = all
+            .lines()
+            .filter_map(|l| l.strip_prefix("cmdstat_"))
+            .map(|l| l.split(':').next().unwrap_or_default().to_string())
+            .collect();
+        v.sort();
+        v
+    };
+    let slow = |c: &mut Client| -> Vec<String> {
+        let Frame::Array(Some(entries)) = line(c, "SLOWLOG GET -1") else { panic!("SLOWLOG GET") };
+        let argv0 = |e: &Frame| match e {
+            Frame::Array(Some(f)) => match f.get(3) {
+                Some(Frame::Array(Some(argv))) => text(&argv[0]).to_lowercase(),
+                other => panic!("slow log entry {other:?}"),
+            },
+            other => panic!("slow log entry {other:?}"),
+        };
+        entries.iter().map(argv0).collect()
+    };
+    let writes = [
+        "SET a 1",
+        "INCR n",
+        "APPEND a b",
+        "LPUSH l x",
+        "RPUSH l y",
+        "SADD s m",
+        "HSET h f v",
+        "ZADD z 1 m",
+        "PFADD p x",
+        "SETEX e 100 v",
+        "XADD st 1-1 f v",
+        "SELECT 2",
+        "SET b 2",
+    ];
+    let mut seen = Vec::new();
+    for (redis, tag) in [(true, "aof-stats-redis"), (false, "aof-stats-sluice")] {
+        let dir = scratch_dir(tag);
+        let Some(server) = start(redis, &dir) else { return };
+        let mut c = client(&server);
+        c.wait_loaded();
+        for l in writes {
+            line(&mut c, l);
+        }
+        line(&mut c, "SELECT 0");
+        line(&mut c, "CONFIG SET slowlog-log-slower-than 0");
+        line(&mut c, "CONFIG RESETSTAT");
+        line(&mut c, "SLOWLOG RESET");
+        assert_eq!(text(&line(&mut c, "DEBUG LOADAOF")), "OK");
+        let after_loadaof = (names(&mut c), slow(&mut c));
+        // SHUTDOWN answers by closing the connection.
+        c.send(&[b"SHUTDOWN"]).expect("send");
+        let _ = c.read_frame();
+        drop(server);
+        let server = start(redis, &dir).expect("the restart");
+        let mut c = client(&server);
+        c.wait_loaded();
+        assert_eq!(text(&line(&mut c, "DBSIZE")), "9", "the file loaded");
+        seen.push((after_loadaof, names(&mut c)));
+    }
+    assert_eq!(seen[0], seen[1]);
+}
