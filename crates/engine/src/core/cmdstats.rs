@@ -3,11 +3,11 @@
 //!
 //! Each command and subcommand has a stable index: its position in the
 //! flattened table ([`CommandSpec::index`], `Table::entries`). A thread adds
-//! the calls it runs to a few accumulators of its own ([`with_local`], no
-//! lock and no allocation per command), which the connection flushes into
-//! the shared atomics once per batch, where `INFO` reads them. Latencies go into one HDR histogram
-//! per command (Redis's layout: 1 ns to 1 s, 2 significant digits), so the
-//! percentiles print as Redis prints them.
+//! the calls it runs to a few accumulators of its own ([`local`], no lock
+//! and no allocation per command), which the connection flushes into the
+//! shared atomics once per batch, where `INFO` reads them. Latencies go
+//! into one HDR histogram per command (Redis's layout: 1 ns to 1 s, 2
+//! significant digits), so the percentiles print as Redis prints them.
 
 use std::cell::UnsafeCell;
 use std::collections::BTreeMap;

@@ -868,14 +868,22 @@ fn write_refusal(sess: &mut Session, e: &CmdError, out: &mut ReplyBuf, mark: res
     apply_reply_mode(sess, out, mark);
 }
 
-/// Counts a call of `spec` refused before it ran (commandstats'
-/// `rejected_calls`).
-pub fn count_rejected(shared: &Shared, sess: &mut Session, spec: &CommandSpec) {
-    // SAFETY: the only reference taken; `flush` takes no other.
+/// This thread's command statistics, flushed first if they are full.
+#[inline(always)]
+fn local_cmdstats<'s>(shared: &Shared, sess: &mut Session) -> &'s mut cmdstats::LocalCmdStats {
+    // SAFETY: the only reference taken; `flush` takes no other, and each
+    // caller drops it before it could take another.
     let l = unsafe { cmdstats::local() };
     if l.full() {
         shared.cmdstats.flush(l, sess.conf(shared).latency_tracking);
     }
+    l
+}
+
+/// Counts a call of `spec` refused before it ran (commandstats'
+/// `rejected_calls`).
+pub fn count_rejected(shared: &Shared, sess: &mut Session, spec: &CommandSpec) {
+    let l = local_cmdstats(shared, sess);
     let idx = l.index(spec);
     l.rejected(idx);
 }
@@ -883,11 +891,7 @@ pub fn count_rejected(shared: &Shared, sess: &mut Session, spec: &CommandSpec) {
 /// Counts a failure of `spec`'s running call that its result does not
 /// show (commandstats' `failed_calls`).
 pub fn count_failed(shared: &Shared, sess: &mut Session, spec: &CommandSpec) {
-    // SAFETY: the only reference taken; `flush` takes no other.
-    let l = unsafe { cmdstats::local() };
-    if l.full() {
-        shared.cmdstats.flush(l, sess.conf(shared).latency_tracking);
-    }
+    let l = local_cmdstats(shared, sess);
     let idx = l.index(spec);
     l.failed(idx);
 }
@@ -901,11 +905,7 @@ pub fn count_call(
     usec: u64,
     failed: bool,
 ) {
-    // SAFETY: the only reference taken; `flush` takes no other.
-    let l = unsafe { cmdstats::local() };
-    if l.full() {
-        shared.cmdstats.flush(l, sess.conf(shared).latency_tracking);
-    }
+    let l = local_cmdstats(shared, sess);
     let idx = l.index(spec);
     l.call(idx, usec, failed);
 }
