@@ -686,7 +686,12 @@ pub fn check(
             {
                 return Err(CmdError::MasterDown);
             }
-            if shared.is_loading() && !flags.has(Flags::LOADING) {
+            if shared.is_loading()
+                && !flags.has(Flags::LOADING)
+                && shared.await_load(
+                    sess.conf(shared).loading_process_events_interval_bytes.max(0) as u64
+                )
+            {
                 return Err(CmdError::Loading);
             }
             // While a replica loads asynchronously it serves the old data,

@@ -268,6 +268,9 @@ pub struct Shared {
     pub jobs: Mutex<queue::Jobs>,
     /// Set while a dataset loads: commands without the LOADING flag wait.
     loading: AtomicBool,
+    /// Bytes of datasets loaded so far, all loads together (what
+    /// [`Shared::await_load`] measures a load's progress by).
+    load_progress: AtomicU64,
     /// Set while a replica receives a full sync it loads asynchronously
     /// (`repl-diskless-load swapdb` from the master it already followed):
     /// the old data is served, commands flagged `no-async-loading` wait.
@@ -306,6 +309,10 @@ pub struct Shared {
 /// How long [`Shared::quiesce`] waits for a connection's run to end (a
 /// script that runs longer is busy, and the hold goes on without it).
 pub const QUIESCE_LIMIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Longest a client's command waits for a load to end or progress
+/// ([`Shared::await_load`]).
+pub const LOAD_WAIT: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// Unix time in milliseconds.
 ///
@@ -431,6 +438,7 @@ impl Shared {
             nmonitors: AtomicUsize::new(0),
             notifier: Mutex::new(None),
             loading: AtomicBool::new(false),
+            load_progress: AtomicU64::new(0),
             async_loading: AtomicBool::new(false),
             used_memory: AtomicU64::new(0),
             used_memory_at: AtomicI64::new(i64::MIN),
@@ -501,6 +509,37 @@ impl Shared {
     #[inline]
     pub fn is_loading(&self) -> bool {
         self.loading.load(Ordering::Relaxed)
+    }
+
+    /// Counts `bytes` more of the dataset loading as loaded.
+    pub fn load_progressed(&self, bytes: usize) {
+        self.load_progress.fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+
+    /// Waits, for a client's command that arrived while a dataset loads,
+    /// until the load ends or has taken `interval` bytes more; true if it
+    /// is still loading then (the command is refused with `-LOADING`).
+    ///
+    /// Redis loads on its one thread and turns to its clients only every
+    /// `loading-process-events-interval-bytes` (2 MB) of the load, so a
+    /// client never sees a small load: a replica's full sync of a few
+    /// keys, DEBUG RELOAD of a small dataset. Sluice loads on another
+    /// thread than the client's, so the client waits here as long as
+    /// Redis's would have, but at most [`LOAD_WAIT`]: Redis's wait has no
+    /// bound when a load stalls (a master that stops sending), this one
+    /// does.
+    #[cold]
+    pub fn await_load(&self, interval: u64) -> bool {
+        let from = self.load_progress.load(Ordering::Relaxed);
+        let since = std::time::Instant::now();
+        while self.is_loading() {
+            let taken = self.load_progress.load(Ordering::Relaxed).wrapping_sub(from);
+            if taken >= interval || since.elapsed() >= LOAD_WAIT {
+                return true;
+            }
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+        false
     }
 
     /// Marks the start or end of loading a dataset.

@@ -155,6 +155,10 @@ pub struct Config {
     /// The percentiles `INFO latencystats` prints.
     pub latency_tracking_info_percentiles: Vec<f64>,
     pub busy_reply_threshold: i64,
+    /// How much of a dataset loads between two turns at clients' commands
+    /// (Redis's `loading-process-events-interval-bytes`; see
+    /// [`Shared::await_load`](crate::core::shared::Shared::await_load)).
+    pub loading_process_events_interval_bytes: i64,
     pub active_expire_effort: u32,
     pub unixsocket: String,
     pub unixsocketperm: u32,
@@ -262,6 +266,7 @@ impl Default for Config {
             latency_tracking: true,
             latency_tracking_info_percentiles: vec![50.0, 99.0, 99.9],
             busy_reply_threshold: 5000,
+            loading_process_events_interval_bytes: 2 * 1024 * 1024,
             active_expire_effort: 1,
             unixsocket: String::new(),
             unixsocketperm: 0,

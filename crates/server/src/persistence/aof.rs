@@ -1030,7 +1030,7 @@ fn write_base(
         }
         Ok(())
     };
-    let res = persistence::feed_reader(&mut rdb, &mut loader, |_| Ok(()), &mut sink);
+    let res = persistence::feed_reader(&mut rdb, &mut loader, |_| Ok(()), &mut sink, &mut |_| {});
     if let Some(e) = failed {
         return Err(e);
     }

@@ -668,7 +668,7 @@ pub fn load_reader(
         engine::subsystems::script::function::load_libraries(sh, &l, merge)
             .map_err(LoadError::Library)
     };
-    feed_reader(src, &mut loader, head, &mut sink)?;
+    feed_reader(src, &mut loader, head, &mut sink, &mut |n| sh.load_progressed(n))?;
     let loaded = loader.finish();
     // Any library the head did not hold (none, in the files Redis writes).
     let rest = loaded.functions.get(leading..).unwrap_or_default();
@@ -686,6 +686,7 @@ pub fn feed_reader<F>(
     loader: &mut file::Loader,
     head: impl FnOnce(&[u8]) -> Result<(), LoadError>,
     sink: &mut F,
+    progress: &mut dyn FnMut(usize),
 ) -> Result<(), LoadError>
 where
     F: FnMut(file::LoadedKey<'_>) -> Result<(), &'static str>,
@@ -710,6 +711,7 @@ where
             h(&buf)?;
         }
         let n = loader.feed(&buf, end, sink)?;
+        progress(n);
         buf.drain(..n);
         if loader.done() {
             return Ok(());

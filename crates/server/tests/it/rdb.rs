@@ -1088,6 +1088,36 @@ fn clients_get_loading_while_the_file_loads() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A client whose command arrives while a small dataset loads gets its
+/// answer once the load ends, not `-LOADING`: redis-server loads on its
+/// one thread and turns to clients only every 2 MB of a load
+/// (`loading-process-events-interval-bytes`), so no client ever sees a
+/// load this small (a replica's full sync of a few keys, DEBUG RELOAD).
+/// The load is slowed to some 40 ms (`key-load-delay`) so that the
+/// second client's GET lands inside it.
+#[test]
+fn a_command_during_a_small_load_waits_for_it_as_in_redis() {
+    let Some(redis) = RedisServer::start() else { return };
+    let sluice = TestServer::start();
+    for (name, port) in [("redis", redis.port()), ("sluice", sluice.port())] {
+        let mut a = Client::connect(port).unwrap();
+        let cmds: Vec<Vec<Vec<u8>>> =
+            (0..20).map(|i| v(&[b"SET", format!("k{i}").as_bytes(), b"v"])).collect();
+        pipeline(&mut a, &cmds);
+        ok(&mut a, &[b"CONFIG", b"SET", b"key-load-delay", b"2000"]);
+        for _ in 0..3 {
+            let mut b = Client::connect(port).unwrap();
+            a.send(&[&b"DEBUG"[..], b"RELOAD"]).unwrap();
+            std::thread::sleep(Duration::from_millis(15));
+            let started = Instant::now();
+            assert_eq!(cmd(&mut b, &[b"GET", b"k1"]), Frame::Bulk(Some(b"v".to_vec())), "{name}");
+            assert!(started.elapsed() < Duration::from_secs(2), "{name}");
+            assert_eq!(a.read_frame().unwrap(), Frame::Simple(b"OK".to_vec()), "{name}");
+        }
+        ok(&mut a, &[b"CONFIG", b"SET", b"key-load-delay", b"0"]);
+    }
+}
+
 /// Streams with consumers carry clock readings (seen and delivery times),
 /// so their payloads are compared as a round trip: Redis's payload
 /// restored into Sluice dumps back byte for byte, and Sluice's restored

@@ -84,9 +84,6 @@ pub fn not_in_effect(name: &str) -> Option<&'static str> {
         | "active-defrag-max-scan-fields" => NO_DEFRAG,
         "server_cpulist" | "bio_cpulist" | "aof_rewrite_cpulist" | "bgsave_cpulist" => NO_CPU_LISTS,
         "watchdog-period" => "Sluice has no watchdog timer (a testing aid in Redis)",
-        "loading-process-events-interval-bytes" => {
-            "Sluice serves clients (with -LOADING) from its other threads while it loads"
-        }
         _ => return None,
     })
 }

@@ -732,7 +732,15 @@ pub static PARAMS: &[Param] = &[
     // Hidden in Redis (testing aids): reachable by exact name only.
     p("use-exit-on-panic", HIDDEN, Ty::Bool, inert("no")),
     p("watchdog-period", HIDDEN, int(0, INT_MAX), inert("0")),
-    p("loading-process-events-interval-bytes", HIDDEN, int(1024, INT_MAX), inert("2097152")),
+    p(
+        "loading-process-events-interval-bytes",
+        HIDDEN,
+        int(1024, INT_MAX),
+        f(
+            |c| num(c.loading_process_events_interval_bytes),
+            |c, v| c.loading_process_events_interval_bytes = v.i() as i64,
+        ),
+    ),
 ];
 
 fn get_percentiles(c: &super::Config) -> Vec<u8> {
