@@ -686,13 +686,13 @@ pub fn check(
             {
                 return Err(CmdError::MasterDown);
             }
-            if shared.is_loading()
-                && !flags.has(Flags::LOADING)
-                && shared.await_load(
-                    sess.conf(shared).loading_process_events_interval_bytes.max(0) as u64
-                )
-            {
-                return Err(CmdError::Loading);
+            if shared.is_loading() && !flags.has(Flags::LOADING) {
+                let load = shared.load_generation();
+                let interval = sess.conf(shared).loading_process_events_interval_bytes.max(0);
+                if sess.refused_load == load || shared.await_load(interval as u64) {
+                    sess.refused_load = load;
+                    return Err(CmdError::Loading);
+                }
             }
             // While a replica loads asynchronously it serves the old data,
             // but not what would disturb the load (Redis's

@@ -272,6 +272,11 @@ pub struct Session {
     /// Held by CLIENT PAUSE (counted in `blocked_clients` until its
     /// request is tried again).
     pub postponed: bool,
+    /// The load ([`Shared::load_generation`](crate::Shared::load_generation))
+    /// this client's commands were last refused `-LOADING` in: it waited
+    /// for that load once ([`Shared::await_load`](crate::Shared::await_load))
+    /// and is refused at once for the rest of it.
+    pub refused_load: u64,
     /// Keys made ready for blocked clients by the current command, as
     /// (global stripe id, key); served when the command (or EXEC) ends.
     pub ready: Vec<(u32, Box<[u8]>)>,
@@ -417,6 +422,7 @@ impl Session {
             last_name: LastName::default(),
             blocked: None,
             postponed: false,
+            refused_load: 0,
             ready: Vec::new(),
             fx,
             conf: default_conf(),

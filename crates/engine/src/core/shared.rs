@@ -271,6 +271,8 @@ pub struct Shared {
     /// Bytes of datasets loaded so far, all loads together (what
     /// [`Shared::await_load`] measures a load's progress by).
     load_progress: AtomicU64,
+    /// Loads begun so far (the current one's number while loading).
+    load_generation: AtomicU64,
     /// Set while a replica receives a full sync it loads asynchronously
     /// (`repl-diskless-load swapdb` from the master it already followed):
     /// the old data is served, commands flagged `no-async-loading` wait.
@@ -439,6 +441,7 @@ impl Shared {
             notifier: Mutex::new(None),
             loading: AtomicBool::new(false),
             load_progress: AtomicU64::new(0),
+            load_generation: AtomicU64::new(0),
             async_loading: AtomicBool::new(false),
             used_memory: AtomicU64::new(0),
             used_memory_at: AtomicI64::new(i64::MIN),
@@ -511,6 +514,11 @@ impl Shared {
         self.loading.load(Ordering::Relaxed)
     }
 
+    /// The number of the load under way (or of the last one).
+    pub fn load_generation(&self) -> u64 {
+        self.load_generation.load(Ordering::Relaxed)
+    }
+
     /// Counts `bytes` more of the dataset loading as loaded.
     pub fn load_progressed(&self, bytes: usize) {
         self.load_progress.fetch_add(bytes as u64, Ordering::Relaxed);
@@ -527,7 +535,9 @@ impl Shared {
     /// thread than the client's, so the client waits here as long as
     /// Redis's would have, but at most [`LOAD_WAIT`]: Redis's wait has no
     /// bound when a load stalls (a master that stops sending), this one
-    /// does.
+    /// does. A client waits once a load (see `Session::refused_load`):
+    /// the commands of a pipeline after the first are refused at once, as
+    /// Redis answers them all in one turn.
     #[cold]
     pub fn await_load(&self, interval: u64) -> bool {
         let from = self.load_progress.load(Ordering::Relaxed);
@@ -544,6 +554,9 @@ impl Shared {
 
     /// Marks the start or end of loading a dataset.
     pub fn set_loading(&self, on: bool) {
+        if on {
+            self.load_generation.fetch_add(1, Ordering::Relaxed);
+        }
         self.loading.store(on, Ordering::Release);
         self.state_changed();
     }

@@ -680,7 +680,9 @@ pub fn load_reader(
 /// Feeds `loader` the image `src` holds, [`LOAD_READ`] bytes a read,
 /// until it ends; `head` sees the first read's bytes before any is fed.
 /// A record cut by the end of what was read is parsed again once twice
-/// as many bytes wait (a big record costs a few passes).
+/// as many bytes wait (a big record costs a few passes). `progress` is
+/// told the bytes each step consumed (how clients waiting for a load
+/// measure it: `Shared::await_load`).
 pub fn feed_reader<F>(
     src: &mut dyn io::Read,
     loader: &mut file::Loader,
