@@ -874,10 +874,16 @@ fn write_refusal(sess: &mut Session, e: &CmdError, out: &mut ReplyBuf, mark: res
 }
 
 /// This thread's command statistics, flushed first if they are full.
+///
+/// # Safety
+/// As [`cmdstats::local`]: the caller holds the reference only while it
+/// takes no other from here (it counts once and drops it).
 #[inline(always)]
-fn local_cmdstats<'s>(shared: &Shared, sess: &mut Session) -> &'s mut cmdstats::LocalCmdStats {
-    // SAFETY: the only reference taken; `flush` takes no other, and each
-    // caller drops it before it could take another.
+unsafe fn local_cmdstats<'s>(
+    shared: &Shared,
+    sess: &mut Session,
+) -> &'s mut cmdstats::LocalCmdStats {
+    // SAFETY: the caller's promise; `flush` takes no other reference.
     let l = unsafe { cmdstats::local() };
     if l.full() {
         shared.cmdstats.flush(l, sess.conf(shared).latency_tracking);
@@ -888,7 +894,8 @@ fn local_cmdstats<'s>(shared: &Shared, sess: &mut Session) -> &'s mut cmdstats::
 /// Counts a call of `spec` refused before it ran (commandstats'
 /// `rejected_calls`).
 pub fn count_rejected(shared: &Shared, sess: &mut Session, spec: &CommandSpec) {
-    let l = local_cmdstats(shared, sess);
+    // SAFETY: the only reference taken, dropped after this one count.
+    let l = unsafe { local_cmdstats(shared, sess) };
     let idx = l.index(spec);
     l.rejected(idx);
 }
@@ -896,7 +903,8 @@ pub fn count_rejected(shared: &Shared, sess: &mut Session, spec: &CommandSpec) {
 /// Counts a failure of `spec`'s running call that its result does not
 /// show (commandstats' `failed_calls`).
 pub fn count_failed(shared: &Shared, sess: &mut Session, spec: &CommandSpec) {
-    let l = local_cmdstats(shared, sess);
+    // SAFETY: the only reference taken, dropped after this one count.
+    let l = unsafe { local_cmdstats(shared, sess) };
     let idx = l.index(spec);
     l.failed(idx);
 }
@@ -910,7 +918,8 @@ pub fn count_call(
     usec: u64,
     failed: bool,
 ) {
-    let l = local_cmdstats(shared, sess);
+    // SAFETY: the only reference taken, dropped after this one count.
+    let l = unsafe { local_cmdstats(shared, sess) };
     let idx = l.index(spec);
     l.call(idx, usec, failed);
 }
