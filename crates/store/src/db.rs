@@ -330,7 +330,7 @@ impl Stripe {
     #[inline]
     pub fn get_hashed(&mut self, key: &[u8], h: u64, now: i64) -> Option<&mut Entry> {
         let i = self.live_index(key, h, now)?;
-        self.map.at_mut(i).map(|(_, e)| e)
+        self.map.entry_mut(i)
     }
 
     /// Looks up `key` for writing: the live entry, or the place to insert
@@ -339,8 +339,8 @@ impl Stripe {
     #[inline]
     pub fn entry_hashed<'s>(&'s mut self, key: &'s [u8], h: u64, now: i64) -> Lookup<'s> {
         match self.live_index(key, h, now) {
-            Some(i) => match self.map.at_mut(i) {
-                Some((_, e)) => Lookup::Live(e),
+            Some(i) => match self.map.entry_mut(i) {
+                Some(e) => Lookup::Live(e),
                 None => unreachable!("a live index holds an entry"),
             },
             None => Lookup::Absent(Absent { stripe: self, key, h, now }),
@@ -351,8 +351,8 @@ impl Stripe {
     /// deleted (or hidden) on the way, as its reader's deadlines say.
     #[inline]
     fn live_index(&mut self, key: &[u8], h: u64, now: i64) -> Option<u32> {
-        let i = self.map.index_of_hashed(key, h)?;
-        if self.map.at(i).is_some_and(|(_, e)| e.has_ttl()) && self.deadline(key, h) <= now {
+        let (i, ttl) = self.map.find_hashed(key, h)?;
+        if ttl && self.deadline(key, h) <= now {
             match self.on_expired(now) {
                 Expired::Delete => {
                     self.delete_expired(key);

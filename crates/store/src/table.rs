@@ -381,11 +381,15 @@ impl<V> Slab for Table<V> {
 /// A full slab then wastes what the class spacing leaves (9% on average
 /// over the last quarter-step) instead of up to half.
 pub(crate) fn grow_slab<T>(v: &mut Vec<T>) {
-    let elem = std::mem::size_of::<T>().max(1);
-    let cap = v.capacity();
-    let want = (cap + (cap / 8).max(4)) * elem;
-    let new_cap = (size_class(want) / elem).max(cap + 1);
+    let new_cap = grown_capacity::<T>(v.capacity());
     v.reserve_exact(new_cap - v.len());
+}
+
+/// The capacity [`grow_slab`] grows a slab of `cap` elements of `T` to.
+pub(crate) fn grown_capacity<T>(cap: usize) -> usize {
+    let elem = std::mem::size_of::<T>().max(1);
+    let want = (cap + (cap / 8).max(4)) * elem;
+    (size_class(want) / elem).max(cap + 1)
 }
 
 /// Hints the CPU to load the cache line at `p`. Never faults, whatever `p`.
