@@ -190,6 +190,8 @@ struct Replica {
     /// dropped, the stream waited for the replica's next ACK, a second
     /// later, while INFO showed it online.
     early_ack: AtomicBool,
+    /// "Connection with replica ... lost." was logged ([`Replica::log_lost`]).
+    lost_logged: AtomicBool,
     handle: Arc<engine::core::session::ClientHandle>,
     sock: TcpStream,
 }
@@ -203,6 +205,24 @@ impl Replica {
     fn kill(&self) {
         self.handle.killed.store(true, Ordering::Release);
         let _ = self.sock.shutdown(std::net::Shutdown::Both);
+    }
+
+    /// Logs the link's end, once, from the thread that saw it first.
+    /// Redis frees a dropped replica's client (logging this line) before
+    /// its event loop reads another command, so the line precedes
+    /// whatever the next command logs; the sender thread, which logged it
+    /// alone, may wake milliseconds after the ACK thread dropped the link
+    /// (a replica's EOF, or a command it must not send).
+    fn log_lost(&self, why: &str) {
+        if !self.lost_logged.swap(true, Ordering::AcqRel) {
+            log::warning(&format!("Connection with replica {} lost{why}.", self.name));
+        }
+    }
+
+    /// Drops the link from the ACK thread: logged, then cut.
+    fn drop_link(&self) {
+        self.log_lost("");
+        self.kill();
     }
 
     /// A diskless payload is sent: online, the stream waiting for the
@@ -951,6 +971,7 @@ pub fn take_over(
         ack_time: AtomicI64::new(unix_ms() / 1000),
         streaming: AtomicBool::new(false),
         early_ack: AtomicBool::new(false),
+        lost_logged: AtomicBool::new(false),
         handle: sess.handle.clone(),
         sock: killer,
     });
@@ -988,7 +1009,7 @@ pub fn take_over(
     });
     let send = log::spawn("repl-send", move || {
         let why = serve(&shared, &master, &r, &hs, sock);
-        log::notice(&format!("Connection with replica {} lost{why}.", r.name));
+        r.log_lost(&why);
         r.kill();
         master.remove(r.id);
         *sess.handle.waker.lock() = None;
@@ -1401,7 +1422,7 @@ fn read_acks(sh: &Shared, m: &Master, r: &Replica, mut sock: TcpStream, mut buf:
                 Parsed::Empty { consumed } => pos += consumed,
                 Parsed::Incomplete { .. } => break,
                 Parsed::Error(_) => {
-                    r.kill();
+                    r.drop_link();
                     return;
                 }
             }
@@ -1415,12 +1436,12 @@ fn read_acks(sh: &Shared, m: &Master, r: &Replica, mut sock: TcpStream, mut buf:
             && unix_ms() / 1000 - r.ack_time.load(Ordering::Relaxed) > timeout
         {
             log::warning(&format!("Disconnecting timedout replica (streaming sync): {}", r.name));
-            r.kill();
+            r.drop_link();
             return;
         }
         match sock.read(&mut chunk) {
             Ok(0) => {
-                r.kill();
+                r.drop_link();
                 return;
             }
             Ok(n) => {
@@ -1430,7 +1451,7 @@ fn read_acks(sh: &Shared, m: &Master, r: &Replica, mut sock: TcpStream, mut buf:
             }
             Err(e) if crate::replication::follow::is_timeout(&e) => {}
             Err(_) => {
-                r.kill();
+                r.drop_link();
                 return;
             }
         }
@@ -1464,7 +1485,7 @@ fn refuse_command(sh: &Shared, r: &Replica, argv: &[&[u8]]) {
         "Replica generated a reply to command '{name}', disconnecting it: replica {}",
         r.name
     ));
-    r.kill();
+    r.drop_link();
 }
 
 impl Master {

@@ -167,6 +167,17 @@ fn replica_link_scenario(m: &ServerProc) -> Vec<String> {
     let line = r.read_frame().expect("reply");
     out.push(text(&line).split(' ').next().unwrap_or_default().to_string());
     r.send(&["GET", "foo"]).expect("send");
+    // The master logs the link's loss before it closes it (Redis frees
+    // the client, logging the line, and closes its socket in the same
+    // turn), so whatever the next command logs comes after it. Bug: the
+    // line waited for the link's sender thread to wake, and landed after
+    // the next command's (Redis's suite: "PSYNC with wrong offset should
+    // throw error" reads the log's last line).
+    r.read_to_close(Duration::from_secs(10)).expect("the master closes the link");
+    out.push(format!(
+        "loss logged when the link closed: {}",
+        m.log_text().contains("Connection with replica")
+    ));
     wait_for("the replica's disconnection", Duration::from_secs(10), || {
         field(&mut c, "replication", "connected_slaves") == "0"
     });
