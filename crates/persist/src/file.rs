@@ -241,23 +241,57 @@ pub struct LoadedKey<'a> {
 /// damage: [`load`] reports it).
 pub fn leading_functions(buf: &[u8]) -> Vec<Vec<u8>> {
     let mut out = Vec::new();
+    walk_head(buf, |r| {
+        if let HeadRecord::Function(code) = r {
+            out.push(code);
+        }
+    });
+    out
+}
+
+/// The `used-mem` AUX field at the head of a file (the memory of the
+/// server that wrote it, which Redis's INFO shows while a load whose size
+/// is not known runs: `loading_rdb_used_mem`), read as [`leading_functions`]
+/// reads. `None` when the head holds none or not a number; a negative one
+/// reads as 0.
+pub fn leading_used_mem(buf: &[u8]) -> Option<u64> {
+    let mut found = None;
+    walk_head(buf, |r| {
+        if let HeadRecord::Aux(k, v) = r {
+            if found.is_none() && k == b"used-mem" {
+                found = std::str::from_utf8(v).ok().and_then(|t| t.parse::<i64>().ok());
+            }
+        }
+    });
+    found.map(|n| n.max(0) as u64)
+}
+
+/// One record of a file's head.
+enum HeadRecord<'a> {
+    Aux(&'a [u8], &'a [u8]),
+    Function(Vec<u8>),
+}
+
+/// Hands `each` the AUX fields and function libraries at the head of a
+/// file, in order, until the first other record, damage or the end of
+/// `buf`.
+fn walk_head(buf: &[u8], mut each: impl FnMut(HeadRecord<'_>)) {
     if buf.len() < 9 || &buf[..5] != b"REDIS" {
-        return out;
+        return;
     }
     let mut r = Reader::new(&buf[9..]);
     loop {
-        let Ok(t) = r.byte() else { return out };
+        let Ok(t) = r.byte() else { return };
         match t {
             op::AUX => {
-                if r.bytes().and_then(|_| r.bytes()).is_err() {
-                    return out;
-                }
+                let (Ok(k), Ok(v)) = (r.bytes(), r.bytes()) else { return };
+                each(HeadRecord::Aux(&k, &v));
             }
             op::FUNCTION | op::FUNCTION2 => match crate::functions::read_record(&mut r, t) {
-                Ok(code) => out.push(code),
-                Err(_) => return out,
+                Ok(code) => each(HeadRecord::Function(code)),
+                Err(_) => return,
             },
-            _ => return out,
+            _ => return,
         }
     }
 }

@@ -367,13 +367,21 @@ fn section(cx: &mut Ctx, name: &str, t: &mut String, counts: &mut Counts) {
             line!("aof_last_cow_size:{}", pv.last_aof_cow);
             line!("module_fork_in_progress:0");
             line!("module_fork_last_cow_size:0");
-            if aof.enabled {
+            // Redis tests its `appendonly` setting here, not the AOF's
+            // state: while the AOF loads at start-up (its state off, so
+            // that the load feeds nothing back), the lines show zeros.
+            if aof.enabled || cfg.appendonly {
                 line!("aof_current_size:{}", aof.current_size);
                 line!("aof_base_size:{}", aof.base_size);
                 line!("aof_pending_rewrite:0");
                 line!("aof_buffer_length:{}", aof.buffer_length);
                 line!("aof_pending_bio_fsync:0");
                 line!("aof_delayed_fsync:{}", aof.delayed_fsync);
+            }
+            if sh.is_loading() {
+                for (name, value) in sh.load_lines() {
+                    line!("{name}:{value}");
+                }
             }
         }
         "stats" => {

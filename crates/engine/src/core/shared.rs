@@ -273,6 +273,8 @@ pub struct Shared {
     load_progress: AtomicU64,
     /// Loads begun so far (the current one's number while loading).
     load_generation: AtomicU64,
+    /// What INFO shows of the load under way.
+    load_meter: LoadMeter,
     /// Set while a replica receives a full sync it loads asynchronously
     /// (`repl-diskless-load swapdb` from the master it already followed):
     /// the old data is served, commands flagged `no-async-loading` wait.
@@ -315,6 +317,18 @@ pub const QUIESCE_LIMIT: std::time::Duration = std::time::Duration::from_secs(5)
 /// Longest a client's command waits for a load to end or progress
 /// ([`Shared::await_load`]).
 pub const LOAD_WAIT: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// INFO's account of the load under way (Redis's `loading_*` fields):
+/// when it began, its size and the writer's `used-mem` when known, and
+/// where the server-wide loaded-bytes count stood at its start.
+#[derive(Default)]
+struct LoadMeter {
+    /// Unix seconds.
+    started: AtomicI64,
+    total: AtomicU64,
+    used_mem: AtomicU64,
+    base: AtomicU64,
+}
 
 /// Unix time in milliseconds.
 ///
@@ -442,6 +456,7 @@ impl Shared {
             loading: AtomicBool::new(false),
             load_progress: AtomicU64::new(0),
             load_generation: AtomicU64::new(0),
+            load_meter: LoadMeter::default(),
             async_loading: AtomicBool::new(false),
             used_memory: AtomicU64::new(0),
             used_memory_at: AtomicI64::new(i64::MIN),
@@ -519,6 +534,54 @@ impl Shared {
         self.load_generation.load(Ordering::Relaxed)
     }
 
+    /// The size of what is loading, in bytes (a file's, the AOF files'
+    /// together, a payload's when the master said it): INFO's
+    /// `loading_total_bytes`.
+    pub fn set_load_size(&self, bytes: u64) {
+        self.load_meter.total.store(bytes, Ordering::Relaxed);
+    }
+
+    /// The `used-mem` the loading file's head recorded: INFO's
+    /// `loading_rdb_used_mem`, the estimate of a load of unknown size.
+    pub fn set_load_used_mem(&self, bytes: u64) {
+        self.load_meter.used_mem.store(bytes, Ordering::Relaxed);
+    }
+
+    /// INFO's lines on the load under way (Redis 7.0's, after the
+    /// persistence section's others, while `loading` reads 1).
+    pub fn load_lines(&self) -> [(&'static str, String); 6] {
+        let m = &self.load_meter;
+        let started = m.started.load(Ordering::Relaxed);
+        let total = m.total.load(Ordering::Relaxed);
+        let used_mem = m.used_mem.load(Ordering::Relaxed);
+        let loaded =
+            self.load_progress.load(Ordering::Relaxed).wrapping_sub(m.base.load(Ordering::Relaxed));
+        // Redis's genRedisInfoString: the file's size when known, else
+        // the writer's memory as a (capped) estimate.
+        let (mut perc, mut remaining) = (0.0f64, 1i64);
+        if total > 0 {
+            perc = loaded as f64 / total as f64 * 100.0;
+            remaining = total as i64 - loaded as i64;
+        } else if used_mem > 0 {
+            perc = (loaded as f64 / used_mem as f64 * 100.0).min(99.99);
+            remaining = (used_mem as i64 - loaded as i64).max(1);
+        }
+        let elapsed = unix_ms() / 1000 - started;
+        let eta = if elapsed == 0 {
+            1
+        } else {
+            (elapsed as i128 * remaining as i128 / (loaded as i128 + 1)) as i64
+        };
+        [
+            ("loading_start_time", started.to_string()),
+            ("loading_total_bytes", total.to_string()),
+            ("loading_rdb_used_mem", used_mem.to_string()),
+            ("loading_loaded_bytes", loaded.to_string()),
+            ("loading_loaded_perc", format!("{perc:.2}")),
+            ("loading_eta_seconds", eta.to_string()),
+        ]
+    }
+
     /// Counts `bytes` more of the dataset loading as loaded.
     pub fn load_progressed(&self, bytes: usize) {
         self.load_progress.fetch_add(bytes as u64, Ordering::Relaxed);
@@ -552,12 +615,37 @@ impl Shared {
         false
     }
 
-    /// Marks the start or end of loading a dataset.
+    /// Marks the start or end of loading a dataset. A start while none
+    /// runs also starts INFO's account of it, of a size not known yet
+    /// ([`start_load`](Self::start_load)).
     pub fn set_loading(&self, on: bool) {
+        if on && !self.loading.load(Ordering::Relaxed) {
+            self.start_load(0);
+            return;
+        }
         if on {
             self.load_generation.fetch_add(1, Ordering::Relaxed);
         }
         self.loading.store(on, Ordering::Release);
+        self.state_changed();
+    }
+
+    /// Starts loading a dataset of `size` bytes (0: not known yet; see
+    /// [`set_load_size`](Self::set_load_size)): INFO's account of the load
+    /// (`loading_start_time` now, nothing loaded, the writer's `used-mem`
+    /// unknown until [`set_load_used_mem`](Self::set_load_used_mem)) is
+    /// in place before `loading` reads 1. A load that hands over to
+    /// another part of itself (a replica's parsed payload going into the
+    /// store) calls [`set_loading`](Self::set_loading) again and stays
+    /// one load.
+    pub fn start_load(&self, size: u64) {
+        let m = &self.load_meter;
+        m.started.store(unix_ms() / 1000, Ordering::Relaxed);
+        m.base.store(self.load_progress.load(Ordering::Relaxed), Ordering::Relaxed);
+        m.total.store(size, Ordering::Relaxed);
+        m.used_mem.store(0, Ordering::Relaxed);
+        self.load_generation.fetch_add(1, Ordering::Relaxed);
+        self.loading.store(true, Ordering::Release);
         self.state_changed();
     }
 

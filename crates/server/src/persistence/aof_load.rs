@@ -80,6 +80,7 @@ pub fn load_all(sh: &Arc<Shared>, m: &Manifest) -> Result<(), String> {
     if sizes == 0 {
         return Ok(());
     }
+    sh.set_load_size(sizes);
     let start_all = Instant::now();
     for (i, f) in files.iter().enumerate() {
         let last = i + 1 == total;
@@ -103,6 +104,10 @@ pub fn load_all(sh: &Arc<Shared>, m: &Manifest) -> Result<(), String> {
     ));
     Ok(())
 }
+
+/// How many bytes of an AOF's commands load between two reports of the
+/// load's progress.
+const PROGRESS_STEP: usize = 64 << 10;
 
 /// Loads one file (Redis's `loadSingleAppendOnlyFile`). The file is read
 /// as it is loaded, a megabyte at a time (an RDB base through
@@ -162,6 +167,10 @@ pub fn load_file(sh: &Arc<Shared>, dirname: &Path, name: &str) -> Result<Outcome
     let mut out = ReplyBuf::new();
     let mut valid_up_to = start;
     let mut valid_before_multi = start;
+    // What of the file was counted as loaded (INFO's loading_loaded_bytes,
+    // and what clients waiting on the load measure it by), told every
+    // `PROGRESS_STEP` bytes as Redis tells it every 1,024 commands.
+    let mut counted = start;
     let fail = |m: String| {
         log::warning(&m);
         Err(m)
@@ -203,6 +212,10 @@ pub fn load_file(sh: &Arc<Shared>, dirname: &Path, name: &str) -> Result<Outcome
                     if truncate {
                         valid_up_to = end;
                     }
+                    if end - counted >= PROGRESS_STEP {
+                        sh.load_progressed(end - counted);
+                        counted = end;
+                    }
                     super::debug_delay(delay);
                 }
             }
@@ -221,6 +234,9 @@ pub fn load_file(sh: &Arc<Shared>, dirname: &Path, name: &str) -> Result<Outcome
         Err(aof::StreamStop::Read(e)) => return Err(cant_read(e)),
         Err(aof::StreamStop::Caller(m)) => return fail(m),
     };
+    if let Ok(md) = file.metadata() {
+        sh.load_progressed((md.len() as usize).saturating_sub(counted));
+    }
     let torn = sess.in_multi();
     let ended_cleanly = !short && !torn;
     if ended_cleanly {
@@ -295,11 +311,26 @@ fn upgrade(dir: &Path, dirname: &str, filename: &str, m: &mut Manifest) -> Resul
     Ok(())
 }
 
+/// The AOF files' size together, as the manifest names them (INFO's
+/// `loading_total_bytes` from the load's first moment; 0 when the
+/// manifest cannot be read, which the load itself reports).
+fn files_size(sh: &Shared) -> u64 {
+    let (dirname, filename) = {
+        let c = sh.config.read();
+        (crate::aof::dir_of(&c), c.appendfilename.clone())
+    };
+    let Ok(Some(m)) = read_manifest(&dirname, &filename) else { return 0 };
+    m.load_order()
+        .filter_map(|f| std::fs::metadata(dirname.join(&f.name)).ok())
+        .map(|md| md.len())
+        .sum()
+}
+
 /// Start-up with `appendonly yes`: loads the AOF (which has priority over
 /// the RDB file, as in Redis) on a thread of its own while clients get
 /// `-LOADING`, then opens the incremental file and starts appending.
 pub fn load_at_startup(sh: &Arc<Shared>, aof: Arc<crate::aof::Aof>) {
-    sh.set_loading(true);
+    sh.start_load(files_size(sh));
     let sh2 = sh.clone();
     let spawned = log::spawn("aof-load", move || {
         let (dir, dirname, filename) = {

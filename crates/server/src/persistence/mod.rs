@@ -578,6 +578,9 @@ pub fn load(sh: &Shared, merge: bool) -> Result<Option<file::Loaded>, String> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(format!("Fatal error loading the DB: {e}. Exiting.")),
     };
+    if let Ok(md) = f.metadata() {
+        sh.set_load_size(md.len());
+    }
     let loaded =
         load_reader(sh, &mut f, merge, unix_ms(), sh.clock.now_ms()).map_err(|e| match e {
             // Redis's rdbReportCorruptRDB line, then what Sluice adds: the file.
@@ -663,6 +666,9 @@ pub fn load_reader(
     };
     let mut leading = 0;
     let head = |buf: &[u8]| {
+        if let Some(m) = file::leading_used_mem(buf) {
+            sh.set_load_used_mem(m);
+        }
         let l = file::leading_functions(buf);
         leading = l.len();
         engine::subsystems::script::function::load_libraries(sh, &l, merge)
@@ -850,10 +856,8 @@ pub fn log_done_loading(l: &file::Loaded) {
 /// LOADING flag get `-LOADING` until the data set is in (as in Redis).
 /// A bad file stops the server, with the offset and reason logged.
 pub fn load_at_startup(sh: &Arc<Shared>) {
-    if !db_path(&sh.config.read()).exists() {
-        return;
-    }
-    sh.set_loading(true);
+    let Ok(md) = std::fs::metadata(db_path(&sh.config.read())) else { return };
+    sh.start_load(md.len());
     let sh2 = sh.clone();
     let spawned = log::spawn("rdb-load", move || {
         let start = Instant::now();

@@ -578,7 +578,12 @@ impl Follower {
         // Expired keys are kept: the master deletes them (its DELs come).
         let loaded = match payload {
             Payload::File(t) => match std::fs::File::open(&t.0) {
-                Ok(mut f) => persistence::load_reader(sh, &mut f, false, 0, sh.clock.now_ms()),
+                Ok(mut f) => {
+                    if let Ok(md) = f.metadata() {
+                        sh.set_load_size(md.len());
+                    }
+                    persistence::load_reader(sh, &mut f, false, 0, sh.clock.now_ms())
+                }
                 Err(e) => {
                     log::warning(&format!("Can't open the payload's temp file: {e}"));
                     Err(persist::Error { offset: 0, reason: "the payload's file is gone" }.into())
@@ -1057,12 +1062,24 @@ impl Link {
         let mut want = 1usize;
         // Where the search for the mark resumes.
         let mut searched = 0usize;
+        // INFO's account of the load: the payload's size when the master
+        // gave it (Redis's repl_transfer_size; 0 for an EOF-marked one),
+        // the writer's `used-mem` once the head has come, the bytes parsed.
+        sh.set_load_size(len.unwrap_or(0) as u64);
+        let mut head_seen = false;
         while !loader.done() {
             let avail = len.map_or(self.buf.len(), |n| self.buf.len().min(n - fed));
             let last = len.is_some_and(|n| fed + avail == n);
             if avail >= want || last {
+                if !head_seen {
+                    head_seen = true;
+                    if let Some(m) = persist::file::leading_used_mem(&self.buf[..avail]) {
+                        sh.set_load_used_mem(m);
+                    }
+                }
                 let n = loader.feed(&self.buf[..avail], last, &mut sink).map_err(damaged)?;
                 self.buf.drain(..n);
+                sh.load_progressed(n);
                 fed += n;
                 searched = searched.saturating_sub(n);
                 want = 2 * (avail - n) + 1;
@@ -1076,6 +1093,7 @@ impl Link {
                 if let Some(i) = find(&self.buf[searched..], mark).map(|i| searched + i) {
                     let n = loader.feed(&self.buf[..i], true, &mut sink).map_err(damaged)?;
                     self.buf.drain(..n);
+                    sh.load_progressed(n);
                     fed += n;
                     break;
                 }

@@ -523,3 +523,155 @@ fn ready_is_logged_once_the_data_set_is_loaded_as_redis_logs_it() {
         assert_eq!(c.cmd(&["DBSIZE"]).unwrap(), b":200\r\n", "{tag}");
     }
 }
+
+/// The `name:value` lines of an INFO reply, in order.
+fn info_fields(reply: &[u8]) -> Vec<(String, String)> {
+    String::from_utf8_lossy(reply)
+        .lines()
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.to_string(), v.trim_end().to_string()))
+        .collect()
+}
+
+/// INFO persistence, polled while a server loads its data set at
+/// start-up: the snapshots taken while `loading` read 1.
+fn loading_snapshots(p: &Proc) -> Vec<Vec<(String, String)>> {
+    let mut c = Client::connect(p.port).unwrap();
+    let mut seen = Vec::new();
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(30) {
+        let f = info_fields(&c.cmd(&["INFO", "persistence"]).unwrap());
+        if f.iter().any(|(k, v)| k == "loading" && v == "0") {
+            break;
+        }
+        seen.push(f);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    seen
+}
+
+fn field(f: &[(String, String)], name: &str) -> String {
+    f.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()).unwrap_or_default()
+}
+
+/// What a server's INFO said of its load, checked for itself: Redis
+/// 7.0's arithmetic (`loading_loaded_perc` from the bytes loaded and the
+/// size), bytes that only grow and stay within the size, progress seen
+/// between the start and the end, a start time of this run.
+fn check_load_snapshots(tag: &str, snaps: &[Vec<(String, String)>], size: u64, t0: i64) {
+    assert!(snaps.len() >= 3, "{tag}: {} snapshots while loading", snaps.len());
+    let mut last = 0u64;
+    let mut midway = false;
+    for s in snaps {
+        let total: u64 = field(s, "loading_total_bytes").parse().unwrap();
+        let loaded: u64 = field(s, "loading_loaded_bytes").parse().unwrap();
+        let started: i64 = field(s, "loading_start_time").parse().unwrap();
+        assert_eq!(total, size, "{tag}");
+        assert!(loaded >= last && loaded <= total, "{tag}: {loaded} after {last} of {total}");
+        assert!(started >= t0 - 1 && started <= t0 + 30, "{tag}: start {started}, test {t0}");
+        let perc = format!("{:.2}", loaded as f64 / total as f64 * 100.0);
+        assert_eq!(field(s, "loading_loaded_perc"), perc, "{tag}: {loaded} of {total}");
+        field(s, "loading_eta_seconds").parse::<i64>().unwrap();
+        midway |= loaded > 0 && loaded < total;
+        last = loaded;
+    }
+    let seen: Vec<String> = snaps.iter().map(|s| field(s, "loading_loaded_bytes")).collect();
+    assert!(midway, "{tag}: no snapshot between the start and the end of {size}: {seen:?}");
+}
+
+/// Bug: Sluice's INFO had none of the `loading_*` lines Redis 7.0 shows
+/// while a data set loads (start time, size, the writer's `used-mem`,
+/// bytes loaded, percentage, ETA), and an AOF's load told no progress at
+/// all. Both servers load the same RDB file, then the same AOF (a base
+/// RDB and an incr file of commands), slowly (`key-load-delay`), and are
+/// polled: the persistence section's lines are Redis's, in its order, the
+/// size and `used-mem` are the same in both, and each one's figures hold
+/// together as Redis computes them.
+#[test]
+fn info_tells_a_loads_progress_as_redis() {
+    if !have_redis() {
+        return;
+    }
+    let dir = scratch_dir("load-progress");
+    // Values of 1,000 bytes: files of a few MB, which Sluice's loaders
+    // read and count 1 MB (an RDB image) or 64 KB (an AOF's commands) at
+    // a time.
+    // (Random hex: a run of one byte would be compressed in the files.)
+    let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+    let mut value = move || -> String {
+        (0..125)
+            .map(|_| {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                format!("{:08x}", seed as u32)
+            })
+            .collect()
+    };
+    // The files, written by redis-server: an RDB file of 4,000 keys; an
+    // AOF whose base holds 3,000 keys and whose incr file 3,000 SETs.
+    {
+        let r = Proc::start(Path::new(REDIS_SERVER), &["--appendonly", "yes"], &[], &dir);
+        let mut c = Client::connect(r.port).unwrap();
+        for i in 0..3000 {
+            assert_eq!(c.cmd(&["SET", &format!("base:{i}"), &value()]).unwrap(), b"+OK\r\n");
+        }
+        c.cmd(&["BGREWRITEAOF"]).unwrap();
+        assert!(wait_until(Duration::from_secs(20), || {
+            let f = info_fields(&c.cmd(&["INFO", "persistence"]).unwrap());
+            field(&f, "aof_rewrite_in_progress") == "0" && field(&f, "aof_rewrite_scheduled") == "0"
+        }));
+        for i in 0..3000 {
+            assert_eq!(c.cmd(&["SET", &format!("incr:{i}"), &value()]).unwrap(), b"+OK\r\n");
+        }
+        for i in 0..1000 {
+            assert_eq!(c.cmd(&["SET", &format!("rdb:{i}"), &value()]).unwrap(), b"+OK\r\n");
+        }
+        assert_eq!(c.cmd(&["SAVE"]).unwrap(), b"+OK\r\n");
+    }
+    let rdb_size = std::fs::metadata(dir.join("dump.rdb")).unwrap().len();
+    let aof_size: u64 = std::fs::read_dir(dir.join("appendonlydir"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| !p.to_string_lossy().ends_with(".manifest"))
+        .map(|p| std::fs::metadata(p).unwrap().len())
+        .sum();
+    // Redis answers a client every `loading-process-events-interval-bytes`
+    // of an RDB load (and every 1,024 commands of an AOF's).
+    let slow = ["--key-load-delay", "300", "--loading-process-events-interval-bytes", "1024"];
+    for (what, extra, size) in
+        [("rdb", vec![], rdb_size), ("aof", vec!["--appendonly", "yes"], aof_size)]
+    {
+        let mut names: Vec<Vec<String>> = Vec::new();
+        let mut used_mem = Vec::new();
+        for (tag, bin) in both() {
+            // Each server loads its own copy (a server opens a new incr
+            // file when its AOF has loaded).
+            let own = scratch_dir(&format!("load-progress-{what}-{tag}"));
+            std::fs::copy(dir.join("dump.rdb"), own.join("dump.rdb")).unwrap();
+            std::fs::create_dir_all(own.join("appendonlydir")).unwrap();
+            for e in std::fs::read_dir(dir.join("appendonlydir")).unwrap() {
+                let p = e.unwrap().path();
+                std::fs::copy(&p, own.join("appendonlydir").join(p.file_name().unwrap())).unwrap();
+            }
+            let t0 = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_secs() as i64;
+            let mut args = slow.to_vec();
+            args.extend(&extra);
+            let p = Proc::start(&bin, &args, &[], &own);
+            let snaps = loading_snapshots(&p);
+            let tag = format!("{tag} {what}");
+            check_load_snapshots(&tag, &snaps, size, t0);
+            // The last snapshot: Sluice's first may come before its loader
+            // has read the file's head (Redis reads it before it answers).
+            let last = snaps.last().unwrap();
+            names.push(last.iter().map(|(k, _)| k.clone()).collect());
+            used_mem.push(field(last, "loading_rdb_used_mem"));
+        }
+        assert_eq!(names[0], names[1], "{what}: INFO persistence's lines while loading");
+        assert_eq!(used_mem[0], used_mem[1], "{what}: loading_rdb_used_mem");
+        assert_ne!(used_mem[1], "0", "{what}: the file's used-mem");
+    }
+}
