@@ -14,6 +14,7 @@ pub fn run(data: &[u8]) {
     file.extend_from_slice(data);
     let _ = persist::file::load(&file, &lim, 16, 0, false, |_| Ok(()));
     let _ = persist::file::leading_functions(&file);
+    let _ = persist::file::leading_used_mem(&file);
     // In pieces of 1 to 64 bytes (sizes from the input's first byte).
     let whole = persist::file::load(&file, &lim, 16, 0, false, |_| Ok(())).map(|l| l.consumed);
     let step = usize::from(data.first().copied().unwrap_or(0) % 64) + 1;
