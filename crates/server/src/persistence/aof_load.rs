@@ -66,17 +66,7 @@ pub fn load_all(sh: &Arc<Shared>, m: &Manifest) -> Result<(), String> {
     let dirname = crate::aof::dir_of(&sh.config.read());
     let files: Vec<_> = m.load_order().collect();
     let total = files.len();
-    let mut sizes = 0u64;
-    for f in &files {
-        match std::fs::metadata(dirname.join(&f.name)) {
-            Ok(md) => sizes += md.len(),
-            Err(e) => {
-                let msg = format!("The append log file {} doesn't exist: {e}", f.name);
-                log::warning(&msg);
-                return Err(msg);
-            }
-        }
-    }
+    let sizes = files_size(&dirname, m).inspect_err(|msg| log::warning(msg))?;
     if sizes == 0 {
         return Ok(());
     }
@@ -311,26 +301,31 @@ fn upgrade(dir: &Path, dirname: &str, filename: &str, m: &mut Manifest) -> Resul
     Ok(())
 }
 
-/// The AOF files' size together, as the manifest names them (INFO's
-/// `loading_total_bytes` from the load's first moment; 0 when the
-/// manifest cannot be read, which the load itself reports).
-fn files_size(sh: &Shared) -> u64 {
+/// The size of the files `m` names, together (INFO's
+/// `loading_total_bytes`); `Err` names the first that cannot be read.
+fn files_size(dirname: &Path, m: &Manifest) -> Result<u64, String> {
+    m.load_order().try_fold(0u64, |sum, f| match std::fs::metadata(dirname.join(&f.name)) {
+        Ok(md) => Ok(sum + md.len()),
+        Err(e) => Err(format!("The append log file {} doesn't exist: {e}", f.name)),
+    })
+}
+
+/// [`files_size`] of the configured AOF, for the load's first moment (0
+/// when the manifest or a file cannot be read: the load reports why).
+fn startup_size(sh: &Shared) -> u64 {
     let (dirname, filename) = {
         let c = sh.config.read();
         (crate::aof::dir_of(&c), c.appendfilename.clone())
     };
     let Ok(Some(m)) = read_manifest(&dirname, &filename) else { return 0 };
-    m.load_order()
-        .filter_map(|f| std::fs::metadata(dirname.join(&f.name)).ok())
-        .map(|md| md.len())
-        .sum()
+    files_size(&dirname, &m).unwrap_or(0)
 }
 
 /// Start-up with `appendonly yes`: loads the AOF (which has priority over
 /// the RDB file, as in Redis) on a thread of its own while clients get
 /// `-LOADING`, then opens the incremental file and starts appending.
 pub fn load_at_startup(sh: &Arc<Shared>, aof: Arc<crate::aof::Aof>) {
-    sh.start_load(files_size(sh));
+    sh.start_load(startup_size(sh));
     let sh2 = sh.clone();
     let spawned = log::spawn("aof-load", move || {
         let (dir, dirname, filename) = {
