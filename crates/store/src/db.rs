@@ -1485,13 +1485,23 @@ impl Store {
         }
     }
 
-    /// Stage three, for a key longer than a slot holds inline: under the
-    /// stripe's lock (briefly), prefetches the key bytes of the chain's
-    /// first slot when its length tag and hash fragment say it may be
-    /// this key. Without it the compare waited for that line: redis-
-    /// benchmark's INCR (`counter:<12 digits>`, 20 bytes) spent twice
-    /// GET's CPU (`key:<12 digits>`, inline) at P=64 over 100,000 keys
-    /// though it runs 28% more instructions. Nothing for an inline key.
+    /// Stage three: under the stripe's lock (briefly), prefetches the
+    /// chain's second slot (see [`crate::keytable::KeyTable::prefetch_next`]).
+    #[inline]
+    pub fn prefetch_next(&self, t: Prefetch) {
+        if let Some(s) = self.slot_if(t.id).and_then(|s| s.stripe.try_lock()) {
+            s.map.prefetch_next(t.hash, t.long);
+        }
+    }
+
+    /// Stage four, for a key longer than a slot holds inline: under the
+    /// stripe's lock (briefly), prefetches the key bytes of the first of
+    /// the chain's first two slots whose length tag and hash fragment say
+    /// it may be this key. Without it the compare waited for that line:
+    /// redis-benchmark's INCR (`counter:<12 digits>`, 20 bytes) spent
+    /// twice GET's CPU (`key:<12 digits>`, inline) at P=64 over 100,000
+    /// keys though it runs 28% more instructions. Nothing for an inline
+    /// key.
     #[inline]
     pub fn prefetch_key(&self, t: Prefetch) {
         if !t.long {

@@ -442,9 +442,38 @@ impl KeyTable {
         }
     }
 
+    /// The stage after [`KeyTable::prefetch_node`] (whose slot is
+    /// expected in cache by now): the chain's second slot, which nothing
+    /// else fetches ahead. With chains as long as the table's buckets
+    /// allow, some 30% of a table's keys are not at their chain's head,
+    /// and their compare waited for that line. A heap key (`long`)
+    /// whose hash fragment the first slot holds skips it.
+    #[inline]
+    pub fn prefetch_next(&self, hash: u64, long: bool) {
+        let n = self.buckets.len();
+        if n == 0 {
+            return;
+        }
+        let i = self.buckets.head((hash as usize) & (n - 1));
+        let Some(s) = self.slot(i) else { return };
+        if long && s.entry.key_tag() == HEAP {
+            // SAFETY: a heap tag: the area is a live `Box<[u8]>`'s parts.
+            let HeapKey { hash: frag, .. } = unsafe { s.key.heap };
+            if frag == fragment(hash) {
+                return;
+            }
+        }
+        if let Some(s) = self.slot(s.entry.next()) {
+            let p = s as *const Slot as *const u8;
+            prefetch(p);
+            prefetch(p.wrapping_add(std::mem::size_of::<Slot>() - 1));
+        }
+    }
+
     /// Prefetches the bytes of the first heap key on `hash`'s chain
-    /// whose hash fragment is `hash`'s (the slot itself is expected in
-    /// cache: [`KeyTable::prefetch_node`] ran a stage earlier).
+    /// whose hash fragment is `hash`'s (the chain's first two slots are
+    /// expected in cache: [`KeyTable::prefetch_node`] and
+    /// [`KeyTable::prefetch_next`] ran in the stages before).
     #[inline]
     pub fn prefetch_key(&self, hash: u64) {
         let n = self.buckets.len();
@@ -452,8 +481,7 @@ impl KeyTable {
             return;
         }
         let mut i = self.buckets.head((hash as usize) & (n - 1));
-        // At most two slots: chains are short, and a slot further on is
-        // not in cache yet.
+        // At most two slots: a slot further on is not in cache yet.
         for _ in 0..2 {
             let Some(s) = self.slot(i) else { return };
             if s.entry.key_tag() == HEAP {

@@ -1230,8 +1230,8 @@ impl Drop for LoadGuard {
 
 /// The keys of the stream's commands a few places ahead of the one
 /// applied, prefetched in stages as a connection's batch loop does
-/// (stripe, then bucket, then first node): the stream is one long
-/// pipeline, and a replica applying it one key at a time paid each
+/// (stripe, bucket, the chain's first and second nodes, a long key's
+/// bytes): the stream is one long pipeline, and a replica applying it one key at a time paid each
 /// lookup's cache misses in turn (its hash table insert was a third of
 /// its CPU under pipelined SETs).
 #[derive(Default)]
@@ -1246,8 +1246,9 @@ struct Ahead {
 impl Ahead {
     const SLOT: usize = 12;
     const BUCKET: usize = 8;
-    const NODE: usize = 4;
-    const KEY: usize = 3;
+    const NODE: usize = 6;
+    const NEXT: usize = 4;
+    const KEY: usize = 2;
 
     /// Before the command at `pos` is applied: drops its token, looks at
     /// one more command ahead, and moves each stage on. The database is
@@ -1283,6 +1284,9 @@ impl Ahead {
         }
         if let Some(Some(t)) = self.ring.get(Self::NODE) {
             store.prefetch_node(*t);
+        }
+        if let Some(Some(t)) = self.ring.get(Self::NEXT) {
+            store.prefetch_next(*t);
         }
         if let Some(Some(t)) = self.ring.get(Self::KEY) {
             store.prefetch_key(*t);
