@@ -813,7 +813,7 @@ pub struct Sample {
 
 /// A stripe and what can be known of it without its lock. Aligned to a
 /// cache line, with the hints, the lock word and the head of the key table
-/// first; a pipelined batch prefetches all of its five lines ahead.
+/// first.
 #[repr(C, align(64))]
 struct Slot {
     /// Bucket array address and mask of the stripe's table as of its last
@@ -1446,21 +1446,6 @@ impl Store {
         };
         let long = key.len() > crate::keytable::KEY_INLINE;
         Some(Prefetch { id: self.global_id(db, stripe), long, hash })
-    }
-
-    /// Stage zero: prefetches the stripe's lock word, hints and table head.
-    #[inline]
-    pub fn prefetch_slot(&self, t: Prefetch) {
-        // Every line of the slot: a command reads the hints and the lock
-        // word, the table's head, and (at release) the TTL table's size
-        // and the lists of keys it signalled, which sit further on.
-        let Some(slot) = self.slot_if(t.id) else { return };
-        let p = slot as *const Slot as *const u8;
-        let mut at = 0;
-        while at < std::mem::size_of::<Slot>() {
-            crate::table::prefetch(p.wrapping_add(at));
-            at += 64;
-        }
     }
 
     /// Stage one: prefetches the key's bucket, without locking.

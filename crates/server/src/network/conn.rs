@@ -51,12 +51,12 @@ const READ_AHEAD: usize = 64 * 1024;
 /// 64 is one window, so that the prefetch stages below run ahead through
 /// all of it rather than starting cold again half-way.
 const WINDOW: usize = 64;
-/// How far ahead of execution a request's stripe (lock word, table
-/// head), its bucket, its chain's first node and second node, and a long
-/// key's bytes are prefetched: each stage reads what the one before it
-/// brought into cache, two requests earlier. Wider gaps measured no
-/// better (12-18 requests ahead for the bucket).
-const SLOT_AHEAD: usize = 12;
+/// How far ahead of execution a request's bucket, its chain's first and
+/// second nodes, and a long key's bytes are prefetched: each stage reads
+/// what the one before it brought into cache, two requests earlier.
+/// Wider gaps measured no better (12-18 requests ahead for the bucket),
+/// nor did a stage before these for the stripe's own lines (its lock
+/// word, hints and table head: 1,024 stripes a database, in cache).
 const BUCKET_AHEAD: usize = 8;
 const NODE_AHEAD: usize = 6;
 const NEXT_AHEAD: usize = 4;
@@ -969,11 +969,6 @@ impl<S: Transport> Conn<S> {
             {
                 let mut keys = store::Locks::new(store, batch_now);
                 // Prime the pipeline of prefetches for the window's first requests.
-                for j in 0..n.min(SLOT_AHEAD) {
-                    if let Some(t) = window[j].token.get() {
-                        store.prefetch_slot(t);
-                    }
-                }
                 for j in 0..n.min(BUCKET_AHEAD) {
                     if let Some(t) = window[j].token.get() {
                         store.prefetch_bucket(t);
@@ -1002,11 +997,6 @@ impl<S: Transport> Conn<S> {
                             budget_left = false;
                         }
                         break 'batch;
-                    }
-                    if i + SLOT_AHEAD < n {
-                        if let Some(t) = window[i + SLOT_AHEAD].token.get() {
-                            store.prefetch_slot(t);
-                        }
                     }
                     if i + BUCKET_AHEAD < n {
                         if let Some(t) = window[i + BUCKET_AHEAD].token.get() {

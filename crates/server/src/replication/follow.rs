@@ -1230,9 +1230,9 @@ impl Drop for LoadGuard {
 
 /// The keys of the stream's commands a few places ahead of the one
 /// applied, prefetched in stages as a connection's batch loop does
-/// (stripe, bucket, the chain's first and second nodes, a long key's
-/// bytes): the stream is one long pipeline, and a replica applying it one key at a time paid each
-/// lookup's cache misses in turn (its hash table insert was a third of
+/// (bucket, the chain's first and second nodes, a long key's bytes): the
+/// stream is one long pipeline, and a replica applying it one key at a
+/// time paid each lookup's cache misses in turn (its hash table insert was a third of
 /// its CPU under pipelined SETs).
 #[derive(Default)]
 struct Ahead {
@@ -1244,7 +1244,6 @@ struct Ahead {
 }
 
 impl Ahead {
-    const SLOT: usize = 12;
     const BUCKET: usize = 8;
     const NODE: usize = 6;
     const NEXT: usize = 4;
@@ -1260,7 +1259,7 @@ impl Ahead {
             self.at = pos;
             self.ring.clear();
         }
-        while self.ring.len() <= Self::SLOT && self.at < buf.len() {
+        while self.ring.len() <= Self::BUCKET && self.at < buf.len() {
             let consumed = match resp::parse(&buf[self.at..], limits, &mut self.args) {
                 Parsed::Command { consumed } => consumed,
                 Parsed::Empty { consumed } => consumed,
@@ -1272,9 +1271,6 @@ impl Ahead {
             } else {
                 None
             };
-            if let Some(t) = token {
-                store.prefetch_slot(t);
-            }
             self.ring.push_back(token);
             self.at += consumed;
         }
