@@ -968,10 +968,33 @@ impl<S: Transport> Conn<S> {
             // there (`drop(keys)` copied its 180 bytes out first).
             {
                 let mut keys = store::Locks::new(store, batch_now);
-                // Prime the pipeline of prefetches for the window's first requests.
+                // Prime the pipeline of prefetches for the window's first
+                // requests, which the stages below never reach: every
+                // stage for them here, one after the other, so that the
+                // first of each waits for the stage before and the rest
+                // find theirs arrived meanwhile (their misses overlap,
+                // where their execution would take them one by one). A
+                // lone request gains nothing by it.
                 for j in 0..n.min(BUCKET_AHEAD) {
                     if let Some(t) = window[j].token.get() {
                         store.prefetch_bucket(t);
+                    }
+                }
+                if n > 1 {
+                    for j in 0..n.min(NODE_AHEAD) {
+                        if let Some(t) = window[j].token.get() {
+                            store.prefetch_node(t);
+                        }
+                    }
+                    for j in 0..n.min(NEXT_AHEAD) {
+                        if let Some(t) = window[j].token.get() {
+                            store.prefetch_next(t);
+                        }
+                    }
+                    for j in 0..n.min(KEY_AHEAD) {
+                        if let Some(t) = window[j].token.get() {
+                            store.prefetch_key(t);
+                        }
                     }
                 }
                 // The two reasons to stop before a request, as one bound
