@@ -900,6 +900,9 @@ pub struct Prefetch {
     /// The key is longer than a key slot holds inline: its bytes are
     /// behind a pointer, and worth a prefetch stage of their own.
     long: bool,
+    /// The same key as the request's before it ([`Prefetch::after`]): the
+    /// prefetch stages skip it.
+    repeat: bool,
     hash: u64,
 }
 
@@ -907,6 +910,17 @@ impl Prefetch {
     /// Global lock id of the key's stripe.
     pub fn id(&self) -> u32 {
         self.id
+    }
+
+    /// This token, marked as a repeat when `prev` (the token of the
+    /// request before it) is of the same key: what its command reads is
+    /// what `prev`'s stages fetch, so its own would only take the
+    /// stripe's lock again to find it in cache (every request of a
+    /// pipelined LPUSH, HSET or SADD to one key).
+    #[inline]
+    pub fn after(mut self, prev: Option<Prefetch>) -> Prefetch {
+        self.repeat = prev.is_some_and(|p| p.id == self.id && p.hash == self.hash);
+        self
     }
 }
 
@@ -1445,12 +1459,15 @@ impl Store {
             self.stripe_of_hash(hash)
         };
         let long = key.len() > crate::keytable::KEY_INLINE;
-        Some(Prefetch { id: self.global_id(db, stripe), long, hash })
+        Some(Prefetch { id: self.global_id(db, stripe), long, repeat: false, hash })
     }
 
     /// Stage one: prefetches the key's bucket, without locking.
     #[inline]
     pub fn prefetch_bucket(&self, t: Prefetch) {
+        if t.repeat {
+            return;
+        }
         let Some(slot) = self.slot_if(t.id) else { return };
         let base = slot.buckets.load(Ordering::Relaxed);
         if !base.is_null() {
@@ -1465,6 +1482,9 @@ impl Store {
     /// node of the key's chain. Skipped when the stripe is busy.
     #[inline]
     pub fn prefetch_node(&self, t: Prefetch) {
+        if t.repeat {
+            return;
+        }
         if let Some(s) = self.slot_if(t.id).and_then(|s| s.stripe.try_lock()) {
             s.map.prefetch_node(t.hash);
         }
@@ -1474,6 +1494,9 @@ impl Store {
     /// chain's second slot (see [`crate::keytable::KeyTable::prefetch_next`]).
     #[inline]
     pub fn prefetch_next(&self, t: Prefetch) {
+        if t.repeat {
+            return;
+        }
         if let Some(s) = self.slot_if(t.id).and_then(|s| s.stripe.try_lock()) {
             s.map.prefetch_next(t.hash, t.long);
         }
@@ -1489,7 +1512,7 @@ impl Store {
     /// key.
     #[inline]
     pub fn prefetch_key(&self, t: Prefetch) {
-        if !t.long {
+        if !t.long || t.repeat {
             return;
         }
         if let Some(s) = self.slot_if(t.id).and_then(|s| s.stripe.try_lock()) {

@@ -931,6 +931,8 @@ impl<S: Transport> Conn<S> {
             let shared: &Shared = &self.shared;
             let store = &shared.store;
             let db = self.sess.db;
+            // The last key token parsed, to tell a repeat of its key.
+            let mut prev = None;
             while n < max && off < self.rbuf.len() {
                 let w = &mut window[n];
                 match resp::parse(&self.rbuf[off..], &self.limits.parse, &mut w.args) {
@@ -939,10 +941,15 @@ impl<S: Transport> Conn<S> {
                         w.len = consumed;
                         // Where its key lives, for the prefetch stages.
                         let t = if w.args.len() >= 2 {
-                            store.prefetch_token(db, w.args.get(&self.rbuf[off..], 1))
+                            store
+                                .prefetch_token(db, w.args.get(&self.rbuf[off..], 1))
+                                .map(|t| t.after(prev))
                         } else {
                             None
                         };
+                        if t.is_some() {
+                            prev = t;
+                        }
                         w.token.set(t);
                         off += consumed;
                         n += 1;

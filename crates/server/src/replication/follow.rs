@@ -1267,7 +1267,8 @@ impl Ahead {
             };
             let input = &buf[self.at..];
             let token = if self.args.len() >= 2 {
-                store.prefetch_token(db, self.args.get(input, 1))
+                let prev = self.ring.iter().rev().find_map(|t| *t);
+                store.prefetch_token(db, self.args.get(input, 1)).map(|t| t.after(prev))
             } else {
                 None
             };
