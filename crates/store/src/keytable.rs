@@ -177,6 +177,28 @@ impl Slot {
         }
     }
 
+    /// Prefetches the slot's lines: 48-byte slots start at any multiple
+    /// of 16, so half of them straddle two cache lines, and the one
+    /// holding the end is fetched too.
+    #[inline]
+    fn prefetch(&self) {
+        let p = self as *const Slot as *const u8;
+        prefetch(p);
+        prefetch(p.wrapping_add(std::mem::size_of::<Slot>() - 1));
+    }
+
+    /// The bytes of this slot's heap key when its hash fragment is
+    /// `hash`'s (it may then be the key hashed): for a prefetch.
+    #[inline]
+    fn heap_key_of(&self, hash: u64) -> Option<*const u8> {
+        if self.entry.key_tag() != HEAP {
+            return None;
+        }
+        // SAFETY: a heap tag: the area is a live `Box<[u8]>`'s parts.
+        let HeapKey { ptr, hash: frag, .. } = unsafe { self.key.heap };
+        (frag == fragment(hash)).then_some(ptr as *const u8)
+    }
+
     /// Frees the heap key, if any, and makes the slot free; returns its entry.
     fn vacate(&mut self, next_free: u32) -> Entry {
         let old = std::mem::replace(self, Slot::free(next_free));
@@ -425,20 +447,21 @@ impl KeyTable {
         self.buckets.base()
     }
 
+    /// The first slot of `hash`'s chain, if any (for the prefetch stages).
+    #[inline]
+    fn chain_head(&self, hash: u64) -> Option<&Slot> {
+        let n = self.buckets.len();
+        if n == 0 {
+            return None;
+        }
+        self.slot(self.buckets.head((hash as usize) & (n - 1)))
+    }
+
     /// Prefetches the first slot of `hash`'s chain.
     #[inline]
     pub fn prefetch_node(&self, hash: u64) {
-        let n = self.buckets.len();
-        if n == 0 {
-            return;
-        }
-        let i = self.buckets.head((hash as usize) & (n - 1));
-        if let Some(s) = self.slot(i) {
-            let p = s as *const Slot as *const u8;
-            prefetch(p);
-            // 48-byte slots start at any multiple of 16, so half of them
-            // straddle two cache lines: fetch the one holding the end too.
-            prefetch(p.wrapping_add(std::mem::size_of::<Slot>() - 1));
+        if let Some(s) = self.chain_head(hash) {
+            s.prefetch();
         }
     }
 
@@ -450,23 +473,12 @@ impl KeyTable {
     /// whose hash fragment the first slot holds skips it.
     #[inline]
     pub fn prefetch_next(&self, hash: u64, long: bool) {
-        let n = self.buckets.len();
-        if n == 0 {
+        let Some(s) = self.chain_head(hash) else { return };
+        if long && s.heap_key_of(hash).is_some() {
             return;
         }
-        let i = self.buckets.head((hash as usize) & (n - 1));
-        let Some(s) = self.slot(i) else { return };
-        if long && s.entry.key_tag() == HEAP {
-            // SAFETY: a heap tag: the area is a live `Box<[u8]>`'s parts.
-            let HeapKey { hash: frag, .. } = unsafe { s.key.heap };
-            if frag == fragment(hash) {
-                return;
-            }
-        }
         if let Some(s) = self.slot(s.entry.next()) {
-            let p = s as *const Slot as *const u8;
-            prefetch(p);
-            prefetch(p.wrapping_add(std::mem::size_of::<Slot>() - 1));
+            s.prefetch();
         }
     }
 
@@ -476,23 +488,11 @@ impl KeyTable {
     /// [`KeyTable::prefetch_next`] ran in the stages before).
     #[inline]
     pub fn prefetch_key(&self, hash: u64) {
-        let n = self.buckets.len();
-        if n == 0 {
-            return;
-        }
-        let mut i = self.buckets.head((hash as usize) & (n - 1));
+        let Some(first) = self.chain_head(hash) else { return };
         // At most two slots: a slot further on is not in cache yet.
-        for _ in 0..2 {
-            let Some(s) = self.slot(i) else { return };
-            if s.entry.key_tag() == HEAP {
-                // SAFETY: a heap tag: the area is a live `Box<[u8]>`'s parts.
-                let HeapKey { ptr, hash: frag, .. } = unsafe { s.key.heap };
-                if frag == fragment(hash) {
-                    prefetch(ptr);
-                    return;
-                }
-            }
-            i = s.entry.next();
+        let second = self.slot(first.entry.next());
+        if let Some(ptr) = first.heap_key_of(hash).or_else(|| second?.heap_key_of(hash)) {
+            prefetch(ptr);
         }
     }
 

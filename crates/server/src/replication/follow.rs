@@ -1232,8 +1232,8 @@ impl Drop for LoadGuard {
 /// applied, prefetched in stages as a connection's batch loop does
 /// (bucket, the chain's first and second nodes, a long key's bytes): the
 /// stream is one long pipeline, and a replica applying it one key at a
-/// time paid each lookup's cache misses in turn (its hash table insert was a third of
-/// its CPU under pipelined SETs).
+/// time paid each lookup's cache misses in turn (its hash table insert
+/// was a third of its CPU under pipelined SETs).
 #[derive(Default)]
 struct Ahead {
     /// Where the next command to look at starts in the read.
