@@ -912,6 +912,20 @@ impl Prefetch {
         self.id
     }
 
+    /// Whether the request before this one named the same key
+    /// ([`after`](Self::after)).
+    #[inline]
+    pub fn repeats(&self) -> bool {
+        self.repeat
+    }
+
+    /// Whether `other` is (all but surely) a token of the same key: the
+    /// same stripe and hash.
+    #[inline]
+    pub fn same_key(&self, other: &Prefetch) -> bool {
+        self.id == other.id && self.hash == other.hash
+    }
+
     /// This token, marked as a repeat when `prev` (the token of the
     /// request before it) is of the same key: what its command reads is
     /// what `prev`'s stages fetch, so its own would only take the
@@ -1518,6 +1532,19 @@ impl Store {
         if let Some(s) = self.slot_if(t.id).and_then(|s| s.stripe.try_lock()) {
             s.map.prefetch_key(t.hash);
         }
+    }
+
+    /// For the member stages of a pipelined batch (a command whose third
+    /// argument names a member of the key's set or a field of its hash:
+    /// SADD, SISMEMBER, HSET, HGET…): calls `f` with the key's value under
+    /// its stripe's lock (briefly), or with `None` when the key is not
+    /// there or the stripe is busy. For prefetching only: the key is not
+    /// expired on the way, and what `f` sees may change before the
+    /// command runs ([`Value::prefetch_member`]).
+    #[inline]
+    pub fn with_member_value(&self, t: Prefetch, key: &[u8], f: impl FnOnce(Option<&Value>)) {
+        let Some(s) = self.slot_if(t.id).and_then(|s| s.stripe.try_lock()) else { return f(None) };
+        f(s.map.find_hashed(key, t.hash).and_then(|(i, _)| s.map.at(i)).map(|(_, e)| &e.value));
     }
 
     /// A cheap pseudo-random number (xorshift), shared by all threads.

@@ -78,6 +78,29 @@ impl Kind {
 }
 
 impl Value {
+    /// A pipelined command's member stage (`Store::prefetch_member`): for
+    /// a set or a hash in a hash table, `member`'s hash there, with its
+    /// bucket prefetched; 0 for anything else.
+    #[inline]
+    pub fn prefetch_member(&self, member: &[u8]) -> u64 {
+        match self {
+            Value::Set(s) => s.prefetch_member(member),
+            Value::Hash(h) => h.prefetch_field(member),
+            _ => 0,
+        }
+    }
+
+    /// The stages after [`prefetch_member`](Self::prefetch_member): the
+    /// first node of hash `h`'s chain, or (`second`) the next one.
+    #[inline]
+    pub fn prefetch_member_node(&self, h: u64, second: bool) {
+        match self {
+            Value::Set(s) => s.prefetch_member_node(h, second),
+            Value::Hash(x) => x.prefetch_field_node(h, second),
+            _ => {}
+        }
+    }
+
     /// Builds a string value the way Redis's `tryObjectEncoding` would store
     /// a client argument: `int` when it is a canonical 64-bit integer of at
     /// most 20 characters, `embstr` up to 44 bytes, else `raw`.
@@ -294,6 +317,43 @@ mod tests {
         let mut v = Value::from_arg(b"12");
         v.make_raw().unwrap().push(b'3');
         assert_eq!(v, Value::raw(b"123".to_vec()));
+    }
+
+    /// The member stages find a table only in a set or hash held as one,
+    /// hash as the table itself does (its bucket is the member's), and
+    /// take any hash, present or not, without harm.
+    #[test]
+    fn member_prefetch_finds_tables_only() {
+        use crate::types::{Hash, Set};
+        let mut ints = Set::new_ints();
+        ints.add(b"1", 512);
+        let mut small = Hash::new();
+        small.set(b"f", b"v", 128, 64);
+        for v in [Value::from_arg(b"x"), Value::Set(ints), Value::Hash(small)] {
+            assert_eq!(v.prefetch_member(b"1"), 0);
+            v.prefetch_member_node(12345, false);
+            v.prefetch_member_node(12345, true);
+        }
+        let mut set = Set::new_for(b"m");
+        let mut hash = Hash::new();
+        for i in 0..300 {
+            set.add(format!("m:{i}").as_bytes(), 512);
+            hash.set(format!("f:{i}").as_bytes(), b"v", 128, 64);
+        }
+        assert_eq!(set.encoding(), "hashtable");
+        assert_eq!(hash.encoding(), "hashtable");
+        let set = Value::Set(set);
+        let Value::Set(Set::Hash(t)) = &set else { unreachable!() };
+        assert_eq!(set.prefetch_member(b"m:7"), t.hash_of(b"m:7"));
+        for v in [set, Value::Hash(hash)] {
+            for m in [&b"m:7"[..], b"f:7", b"absent"] {
+                let h = v.prefetch_member(m);
+                assert_ne!(h, 0);
+                v.prefetch_member_node(h, false);
+                v.prefetch_member_node(h, true);
+                v.prefetch_member_node(!h, true);
+            }
+        }
     }
 }
 

@@ -42,6 +42,7 @@ mod jobs_repl;
 mod lazy_expire_stream;
 mod lean_path;
 mod lua_debugger;
+mod member_prefetch;
 mod migrate;
 mod monitor;
 mod ops_introspection;

@@ -249,6 +249,26 @@ impl fmt::Debug for Set {
 }
 
 impl Set {
+    /// A pipelined command's member stage (`Store::prefetch_member`): in
+    /// a hash table, `member`'s hash with its bucket prefetched; 0 for an
+    /// intset (one allocation, searched in place).
+    #[inline]
+    pub fn prefetch_member(&self, member: &[u8]) -> u64 {
+        match self {
+            Set::Ints(_) => 0,
+            Set::Hash(t) => t.prefetch_bucket_of(member),
+        }
+    }
+
+    /// The stages after [`prefetch_member`](Self::prefetch_member): the
+    /// first node of its chain, or (`second`) the next one.
+    #[inline]
+    pub fn prefetch_member_node(&self, h: u64, second: bool) {
+        if let Set::Hash(t) = self {
+            t.prefetch_chain(h, second);
+        }
+    }
+
     /// An empty intset (Redis's `createIntsetObject`).
     pub fn new_ints() -> Set {
         Set::Ints(IntSet::new())

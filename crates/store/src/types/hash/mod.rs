@@ -243,6 +243,26 @@ impl Hash {
         }
     }
 
+    /// A pipelined command's member stage (`Store::prefetch_member`): in
+    /// a hash table, `field`'s hash with its bucket prefetched; 0 for a
+    /// listpack (one allocation, which the command reads from its start).
+    #[inline]
+    pub fn prefetch_field(&self, field: &[u8]) -> u64 {
+        match &self.repr {
+            Repr::Pack(_) => 0,
+            Repr::Table(t) => t.prefetch_bucket_of(field),
+        }
+    }
+
+    /// The stages after [`prefetch_field`](Self::prefetch_field): the
+    /// first node of its chain, or (`second`) the next one.
+    #[inline]
+    pub fn prefetch_field_node(&self, h: u64, second: bool) {
+        if let Repr::Table(t) = &self.repr {
+            t.prefetch_chain(h, second);
+        }
+    }
+
     /// The name `OBJECT ENCODING` reports.
     pub fn encoding(&self) -> &'static str {
         match self.repr {
