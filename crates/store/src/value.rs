@@ -78,14 +78,16 @@ impl Kind {
 }
 
 impl Value {
-    /// A pipelined command's member stage (`Store::prefetch_member`): for
-    /// a set or a hash in a hash table, `member`'s hash there, with its
-    /// bucket prefetched; 0 for anything else.
+    /// A pipelined command's member stage (`Store::with_member_value`):
+    /// for a set or a hash in a hash table, or a sorted set in its big
+    /// encoding, `member`'s hash there, with its bucket prefetched; 0 for
+    /// anything else.
     #[inline]
     pub fn prefetch_member(&self, member: &[u8]) -> u64 {
         match self {
             Value::Set(s) => s.prefetch_member(member),
             Value::Hash(h) => h.prefetch_field(member),
+            Value::ZSet(z) => z.prefetch_member(member),
             _ => 0,
         }
     }
@@ -97,6 +99,7 @@ impl Value {
         match self {
             Value::Set(s) => s.prefetch_member_node(h, second),
             Value::Hash(x) => x.prefetch_field_node(h, second),
+            Value::ZSet(z) => z.prefetch_member_node(h, second),
             _ => {}
         }
     }
@@ -334,10 +337,19 @@ mod tests {
             v.prefetch_member_node(12345, false);
             v.prefetch_member_node(12345, true);
         }
+        let mut zsmall = crate::types::ZSet::new_listpack();
+        zsmall.set(b"1", 1.0, crate::types::zset::Limits { max_entries: 128, max_value: 64 });
+        assert_eq!(Value::ZSet(zsmall).prefetch_member(b"1"), 0);
+        let mut zset = crate::types::ZSet::new_skiplist();
         let mut set = Set::new_for(b"m");
         let mut hash = Hash::new();
         for i in 0..300 {
             set.add(format!("m:{i}").as_bytes(), 512);
+            zset.set(
+                format!("m:{i}").as_bytes(),
+                f64::from(i),
+                crate::types::zset::Limits { max_entries: 128, max_value: 64 },
+            );
             hash.set(format!("f:{i}").as_bytes(), b"v", 128, 64);
         }
         assert_eq!(set.encoding(), "hashtable");
@@ -345,7 +357,7 @@ mod tests {
         let set = Value::Set(set);
         let Value::Set(Set::Hash(t)) = &set else { unreachable!() };
         assert_eq!(set.prefetch_member(b"m:7"), t.hash_of(b"m:7"));
-        for v in [set, Value::Hash(hash)] {
+        for v in [set, Value::Hash(hash), Value::ZSet(zset)] {
             for m in [&b"m:7"[..], b"f:7", b"absent"] {
                 let h = v.prefetch_member(m);
                 assert_ne!(h, 0);

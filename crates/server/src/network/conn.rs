@@ -63,9 +63,10 @@ const NEXT_AHEAD: usize = 4;
 /// Only for keys a slot does not hold inline.
 const KEY_AHEAD: usize = 2;
 /// For a run of requests to one key (a pipelined SADD, HSET, SISMEMBER,
-/// HGET… to one big set or hash) whose third argument is a member of the
-/// key's set or a field of its hash, held in a hash table: the member's
-/// bucket in that table, then its chain's first node
+/// HGET, ZADD, ZSCORE… to one big set, hash or sorted set) one of whose
+/// arguments names a member of the key's set or sorted set or a field of
+/// its hash ([`member_arg`]), held in a hash table (a sorted set's member
+/// index): the member's bucket in that table, then its chain's first node
 /// ([`store::Store::prefetch_member`]). A pipelined SADD to a set of
 /// 100,000 members spent half its CPU in the set's insert, waiting for
 /// those two lines. Only for a key the request before also named: that
@@ -86,16 +87,25 @@ const MEMBER_DUE: u64 = 1;
 /// same key skip theirs.
 const NO_TABLE: u64 = 2;
 
-/// Whether a command named `name` likely takes a member of its key's set
-/// or a field of its hash as its third argument: every `H…` command, and
-/// `SADD`, `SREM`, `SISMEMBER`, `SMISMEMBER` (with a few others that
-/// start alike: for those the stage prefetches a line for nothing).
+/// Which argument of a command named `name` with `argc` arguments likely
+/// names a member of its key's set or sorted set or a field of its hash
+/// (0: none): the third for every `H…` command and SADD, SREM,
+/// SISMEMBER, SMISMEMBER; the last for a `Z…` command (ZADD's single
+/// member after its flags and score, ZINCRBY's, ZSCORE's, ZRANK's,
+/// ZREM's). A few others start alike; for those the stage prefetches a
+/// line for nothing.
 #[inline]
-fn member_third(name: &[u8]) -> bool {
-    match name.first().map(|b| b | 0x20) {
-        Some(b'h') => true,
-        Some(b's') => name.len() >= 4 && matches!(name[1] | 0x20, b'a' | b'r' | b'i' | b'm'),
-        _ => false,
+fn member_arg(name: &[u8], argc: usize) -> u8 {
+    let at = match name.first().map(|b| b | 0x20) {
+        Some(b'h') => 2,
+        Some(b's') if name.len() >= 4 && matches!(name[1] | 0x20, b'a' | b'r' | b'i' | b'm') => 2,
+        Some(b'z') => argc - 1,
+        _ => 0,
+    };
+    if at >= 2 && at < argc && at < 256 {
+        at as u8
+    } else {
+        0
     }
 }
 
@@ -112,6 +122,8 @@ struct Pending {
     /// [`NO_TABLE`], or the member's hash in the key's table once stage
     /// one found one.
     member: std::cell::Cell<u64>,
+    /// Which argument is the member ([`member_arg`]), when stages are due.
+    member_at: std::cell::Cell<u8>,
 }
 
 thread_local! {
@@ -989,9 +1001,15 @@ impl<S: Transport> Conn<S> {
                         } else {
                             None
                         };
-                        let member = t.is_some_and(|t| t.repeats())
-                            && w.args.len() >= 3
-                            && member_third(w.args.get(&self.rbuf[off..], 0));
+                        let at = if t.is_some_and(|t| t.repeats()) && w.args.len() >= 3 {
+                            member_arg(w.args.get(&self.rbuf[off..], 0), w.args.len())
+                        } else {
+                            0
+                        };
+                        let member = at != 0;
+                        if member {
+                            w.member_at.set(at);
+                        }
                         if t.is_some() {
                             prev = t;
                         }
@@ -1286,7 +1304,8 @@ impl<S: Transport> Conn<S> {
                     }
                     match (stage, v) {
                         (1, Some(v)) => {
-                            let member = w.args.get(&self.rbuf[w.start..], 2);
+                            let at = usize::from(w.member_at.get());
+                            let member = w.args.get(&self.rbuf[w.start..], at);
                             let h = v.prefetch_member(member);
                             w.member.set(if h > NO_TABLE { h } else { NO_TABLE });
                         }

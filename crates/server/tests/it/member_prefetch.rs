@@ -1,7 +1,8 @@
 //! The member stages of a pipelined batch (`conn.rs`, `MEMBER_AHEAD`):
-//! for a run of requests to one key whose third argument is a member of
-//! its set or a field of its hash, the batch looks the key up ahead of
-//! execution and prefetches the member's place in the table. What it
+//! for a run of requests to one key one of whose arguments names a member
+//! of its set or sorted set or a field of its hash, the batch looks the
+//! key up ahead of execution and prefetches the member's place in the
+//! table. What it
 //! looks at may change before the request runs: the key deleted,
 //! replaced by another type, converted from a listpack or an intset to a
 //! table (or back, by a new key), expired. These pipelines do all of
@@ -59,8 +60,12 @@ fn pipelined_member_commands_reply_as_redis_while_their_key_changes() {
         fill.push(cmd(&["SADD", "s", &format!("m:{i}")]));
         fill.push(cmd(&["HSET", "h", &format!("f:{i}"), &format!("v:{i}")]));
     }
+    for i in 0..300 {
+        fill.push(cmd(&["ZADD", "z", &i.to_string(), &format!("m:{i}")]));
+    }
     fill.push(cmd(&["OBJECT", "ENCODING", "s"]));
     fill.push(cmd(&["OBJECT", "ENCODING", "h"]));
+    fill.push(cmd(&["OBJECT", "ENCODING", "z"]));
     assert_same("filling", both(&mut pair, &fill));
 
     // Runs of member commands to one key, longer than a window, the key
@@ -115,6 +120,26 @@ fn pipelined_member_commands_reply_as_redis_while_their_key_changes() {
         for i in 0..200 {
             p.push(cmd(&["HSET", "h", &format!("f:{i}"), &format!("v:{round}")]));
         }
+        // A sorted set: the member is the last argument, after ZADD's
+        // flags and score; deleted and re-created small, grown big again.
+        for i in 0..60 {
+            let m = format!("m:{}", (i * 13 + round) % 330);
+            p.push(cmd(&["ZSCORE", "z", &m]));
+            p.push(cmd(&["ZADD", "z", &format!("{}", i * 3 + round), &m]));
+            p.push(cmd(&["ZADD", "z", "XX", "CH", "GT", &format!("{}", i * 5), &m]));
+            p.push(cmd(&["ZINCRBY", "z", "2.5", &m]));
+            p.push(cmd(&["ZRANK", "z", &m]));
+            if i % 7 == 0 {
+                p.push(cmd(&["ZREM", "z", &m]));
+            }
+        }
+        p.push(cmd(&["DEL", "z"]));
+        for i in 0..160 {
+            p.push(cmd(&["ZADD", "z", &i.to_string(), &format!("m:{i}")]));
+            p.push(cmd(&["ZSCORE", "z", &format!("m:{}", i / 2)]));
+        }
+        p.push(cmd(&["OBJECT", "ENCODING", "z"]));
+        p.push(cmd(&["ZRANGE", "z", "0", "4", "WITHSCORES"]));
         // Other commands of the same names' shape on the same key.
         p.push(cmd(&["SRANDMEMBER", "s", "0"]));
         p.push(cmd(&["SMOVE", "s", "t", "m:100"]));

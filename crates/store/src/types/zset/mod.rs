@@ -540,6 +540,26 @@ impl ZSet {
         self.len() == 0
     }
 
+    /// A pipelined command's member stage (`Store::with_member_value`): in
+    /// the big encoding, `m`'s hash in the member index with its bucket
+    /// prefetched; 0 for a listpack (one allocation, read from its start).
+    #[inline]
+    pub fn prefetch_member(&self, m: &[u8]) -> u64 {
+        match &self.enc {
+            Enc::Pack(_) => 0,
+            Enc::Tree(t) => t.prefetch_bucket_of(m),
+        }
+    }
+
+    /// The stages after [`prefetch_member`](Self::prefetch_member): the
+    /// first element of its index chain, or (`second`) the next one.
+    #[inline]
+    pub fn prefetch_member_node(&self, h: u64, second: bool) {
+        if let Enc::Tree(t) = &self.enc {
+            t.prefetch_chain(h, second);
+        }
+    }
+
     /// The name `OBJECT ENCODING` reports.
     pub fn encoding(&self) -> &'static str {
         match &self.enc {
