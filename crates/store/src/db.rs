@@ -1534,13 +1534,14 @@ impl Store {
         }
     }
 
-    /// For the member stages of a pipelined batch (a command whose third
-    /// argument names a member of the key's set or a field of its hash:
-    /// SADD, SISMEMBER, HSET, HGET…): calls `f` with the key's value under
-    /// its stripe's lock (briefly), or with `None` when the key is not
-    /// there or the stripe is busy. For prefetching only: the key is not
-    /// expired on the way, and what `f` sees may change before the
-    /// command runs ([`Value::prefetch_member`]).
+    /// For the member stages of a pipelined batch (a command one of whose
+    /// arguments names a member of the key's set or sorted set or a field
+    /// of its hash: SADD, SISMEMBER, HSET, HGET, ZADD, ZSCORE…): calls `f`
+    /// with the key's value under its stripe's lock (briefly), or with
+    /// `None` when the key is not there or the stripe is busy. For
+    /// prefetching only: the key is not expired on the way, and what `f`
+    /// sees may change before the command runs
+    /// ([`Value::prefetch_member`]).
     #[inline]
     pub fn with_member_value(&self, t: Prefetch, key: &[u8], f: impl FnOnce(Option<&Value>)) {
         let Some(s) = self.slot_if(t.id).and_then(|s| s.stripe.try_lock()) else { return f(None) };

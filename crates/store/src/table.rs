@@ -96,7 +96,7 @@ impl<V> Table<V> {
     }
 
     /// For a pipelined command's member stage: `key`'s hash in this table,
-    /// with its bucket prefetched (see `Store::prefetch_member`).
+    /// with its bucket prefetched (see `Store::with_member_value`).
     #[inline]
     pub fn prefetch_bucket_of(&self, key: &[u8]) -> u64 {
         let h = self.hash(key);

@@ -67,7 +67,7 @@ const KEY_AHEAD: usize = 2;
 /// arguments names a member of the key's set or sorted set or a field of
 /// its hash ([`member_arg`]), held in a hash table (a sorted set's member
 /// index): the member's bucket in that table, then its chain's first node
-/// ([`store::Store::prefetch_member`]). A pipelined SADD to a set of
+/// ([`store::Store::with_member_value`]). A pipelined SADD to a set of
 /// 100,000 members spent half its CPU in the set's insert, waiting for
 /// those two lines. Only for a key the request before also named: that
 /// key's lines are in cache, so the stage's lookup of it does not wait
@@ -99,7 +99,7 @@ fn member_arg(name: &[u8], argc: usize) -> u8 {
     let at = match name.first().map(|b| b | 0x20) {
         Some(b'h') => 2,
         Some(b's') if name.len() >= 4 && matches!(name[1] | 0x20, b'a' | b'r' | b'i' | b'm') => 2,
-        Some(b'z') => argc - 1,
+        Some(b'z') => argc.saturating_sub(1),
         _ => 0,
     };
     if at >= 2 && at < argc && at < 256 {

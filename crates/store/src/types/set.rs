@@ -249,7 +249,7 @@ impl fmt::Debug for Set {
 }
 
 impl Set {
-    /// A pipelined command's member stage (`Store::prefetch_member`): in
+    /// A pipelined command's member stage (`Store::with_member_value`): in
     /// a hash table, `member`'s hash with its bucket prefetched; 0 for an
     /// intset (one allocation, searched in place).
     #[inline]

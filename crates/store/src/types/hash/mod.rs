@@ -243,7 +243,7 @@ impl Hash {
         }
     }
 
-    /// A pipelined command's member stage (`Store::prefetch_member`): in
+    /// A pipelined command's member stage (`Store::with_member_value`): in
     /// a hash table, `field`'s hash with its bucket prefetched; 0 for a
     /// listpack (one allocation, which the command reads from its start).
     #[inline]

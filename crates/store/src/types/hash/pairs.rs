@@ -449,7 +449,7 @@ impl Pairs {
     }
 
     /// For a pipelined command's member stage: `field`'s hash, with its
-    /// bucket prefetched (see `Store::prefetch_member`).
+    /// bucket prefetched (see `Store::with_member_value`).
     #[inline]
     pub(super) fn prefetch_bucket_of(&self, field: &[u8]) -> u64 {
         each!(self, t => t.prefetch_bucket_of(field))
