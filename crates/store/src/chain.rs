@@ -3,8 +3,12 @@
 //! of slots linked into chains from a power-of-two bucket array. Here are
 //! the parts that do not touch a key: the SCAN step in Redis's
 //! reverse-binary cursor order, the uniform random pick and the shrinking
-//! rule. The lookup and insert paths stay in each table, where the slot
-//! layout decides their cost.
+//! rule; and the prefetches of a pipelined batch's member stages, which a
+//! big hash's table and a sorted set's member index use as well. The
+//! lookup and insert paths stay in each table, where the slot layout
+//! decides their cost.
+
+use crate::table::prefetch;
 
 /// A table's slab as the shared walks see it.
 pub(crate) trait Slab {
@@ -17,6 +21,53 @@ pub(crate) trait Slab {
     fn used(&self, i: u32) -> bool;
     /// The next slot of `i`'s chain ([`NIL`](Self::NIL) at the end).
     fn next(&self, i: u32) -> u32;
+}
+
+/// Prefetches both ends of `x`: a slab's stride is not a cache line, so
+/// a slot may straddle two, and the part a lookup reads first may be in
+/// either.
+#[inline]
+pub(crate) fn prefetch_lines<T>(x: &T) {
+    let p = x as *const T as *const u8;
+    prefetch(p);
+    prefetch(p.wrapping_add(std::mem::size_of::<T>() - 1));
+}
+
+/// A member stage's first step: prefetches the bucket of hash `h` in a
+/// `u32` bucket array (a power of two long, or empty); returns `h`.
+#[inline]
+pub(crate) fn prefetch_bucket(buckets: &[u32], h: u64) -> u64 {
+    if !buckets.is_empty() {
+        prefetch(buckets.as_ptr().wrapping_add((h as usize) & (buckets.len() - 1)) as *const u8);
+    }
+    h
+}
+
+/// The steps after: prefetches the first slot of hash `h`'s chain (its
+/// bucket fetched a step before); with `second`, the slot after it
+/// instead (the first fetched a step before), when `next` gives one: the
+/// chain's next slot when the first is not `h`'s, `None` when it is.
+#[inline]
+pub(crate) fn prefetch_chain<T>(
+    buckets: &[u32],
+    slots: &[T],
+    h: u64,
+    second: bool,
+    next: impl FnOnce(&T) -> Option<u32>,
+) {
+    if buckets.is_empty() {
+        return;
+    }
+    let mut i = buckets[(h as usize) & (buckets.len() - 1)];
+    if second {
+        match slots.get(i as usize).and_then(next) {
+            Some(n) => i = n,
+            None => return,
+        }
+    }
+    if let Some(s) = slots.get(i as usize) {
+        prefetch_lines(s);
+    }
 }
 
 /// Visits the slots of the bucket at `cursor` (of `buckets`, whose chain

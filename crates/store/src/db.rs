@@ -933,7 +933,7 @@ impl Prefetch {
     /// pipelined LPUSH, HSET or SADD to one key).
     #[inline]
     pub fn after(mut self, prev: Option<Prefetch>) -> Prefetch {
-        self.repeat = prev.is_some_and(|p| p.id == self.id && p.hash == self.hash);
+        self.repeat = prev.is_some_and(|p| p.same_key(&self));
         self
     }
 }

@@ -182,9 +182,7 @@ impl Slot {
     /// holding the end is fetched too.
     #[inline]
     fn prefetch(&self) {
-        let p = self as *const Slot as *const u8;
-        prefetch(p);
-        prefetch(p.wrapping_add(std::mem::size_of::<Slot>() - 1));
+        chain::prefetch_lines(self);
     }
 
     /// The bytes of this slot's heap key when its hash fragment is

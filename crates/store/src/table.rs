@@ -69,42 +69,20 @@ impl<V> Table<V> {
         (self.buckets.as_ptr(), self.buckets.len().saturating_sub(1))
     }
 
-    /// Prefetches the first node of `hash`'s chain (the bucket itself
-    /// should have been prefetched earlier); with `second`, the chain's
-    /// second node instead, when the first is not `hash`'s (the first
-    /// should have been prefetched earlier).
-    #[inline]
-    pub fn prefetch_chain(&self, hash: u64, second: bool) {
-        if self.buckets.is_empty() {
-            return;
-        }
-        let mut i = self.buckets[(hash as usize) & (self.buckets.len() - 1)];
-        if second {
-            match self.nodes.get(i as usize) {
-                Some(n) if n.hash != hash as u32 => i = n.next,
-                _ => return,
-            }
-        }
-        if let Some(n) = self.nodes.get(i as usize) {
-            // A node may straddle two cache lines (the slab's stride is
-            // not a line): fetch both ends, or the chain link and hash
-            // a lookup reads first may be in the line not fetched.
-            let p = n as *const Node<V> as *const u8;
-            prefetch(p);
-            prefetch(p.wrapping_add(std::mem::size_of::<Node<V>>() - 1));
-        }
-    }
-
-    /// For a pipelined command's member stage: `key`'s hash in this table,
-    /// with its bucket prefetched (see `Store::with_member_value`).
+    /// A pipelined batch's member stages (`Store::with_member_value`):
+    /// `key`'s hash in this table, with its bucket prefetched.
     #[inline]
     pub fn prefetch_bucket_of(&self, key: &[u8]) -> u64 {
-        let h = self.hash(key);
-        if !self.buckets.is_empty() {
-            let i = (h as usize) & (self.buckets.len() - 1);
-            prefetch(self.buckets.as_ptr().wrapping_add(i) as *const u8);
-        }
-        h
+        chain::prefetch_bucket(&self.buckets, self.hash(key))
+    }
+
+    /// The stages after: the first node of `hash`'s chain, or (`second`)
+    /// the next one when the first is not `hash`'s.
+    #[inline]
+    pub fn prefetch_chain(&self, hash: u64, second: bool) {
+        chain::prefetch_chain(&self.buckets, &self.nodes, hash, second, |n| {
+            (n.hash != hash as u32).then_some(n.next)
+        });
     }
 
     pub fn len(&self) -> usize {

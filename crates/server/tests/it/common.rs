@@ -1,5 +1,7 @@
-//! Helpers the replication tests share (`replication.rs`: a redis-server
-//! replica of Sluice; `replica.rs`: Sluice as a replica).
+//! Helpers the tests share: the replication tests' (`replication.rs`: a
+//! redis-server replica of Sluice; `replica.rs`: Sluice as a replica),
+//! and the pipelines sent in one write to redis-server and Sluice
+//! (`lean_path.rs`, `member_prefetch.rs`).
 
 #![allow(dead_code)]
 
@@ -245,4 +247,45 @@ pub fn cpu_secs(pid: u32) -> f64 {
     let f: Vec<&str> = stat.rsplit(')').next().unwrap().split_whitespace().collect();
     let ticks: f64 = f[11].parse::<f64>().unwrap() + f[12].parse::<f64>().unwrap();
     ticks / 100.0
+}
+
+/// The command that ends a pipeline of [`pipeline`]: its reply is the last
+/// one read.
+pub const PIPELINE_END: &str = "pipeline-end";
+
+/// `cmds`, then an `ECHO` of [`PIPELINE_END`], as one buffer.
+pub fn pipeline(cmds: &[&[&str]]) -> Vec<u8> {
+    let mut buf = Vec::new();
+    for c in cmds {
+        testkit::encode(c, &mut buf);
+    }
+    testkit::encode(&["ECHO", PIPELINE_END], &mut buf);
+    buf
+}
+
+/// Sends `cmds` in one write to redis-server, then to Sluice; their
+/// replies, each up to the end marker's.
+pub fn both(pair: &mut testkit::diff::Pair, cmds: &[&[&str]]) -> (Vec<u8>, Vec<u8>) {
+    let buf = pipeline(cmds);
+    let end = format!("${}\r\n{PIPELINE_END}\r\n", PIPELINE_END.len());
+    let limit = Duration::from_secs(10);
+    pair.redis.send_raw(&buf).unwrap();
+    let r = pair.redis.read_until_suffix(end.as_bytes(), limit).unwrap();
+    pair.sluice.send_raw(&buf).unwrap();
+    let s = pair.sluice.read_until_suffix(end.as_bytes(), limit).unwrap();
+    (r, s)
+}
+
+/// Asserts two servers' replies to one pipeline are the same bytes; when
+/// not, shows where they part, with some context (the replies run long).
+pub fn assert_same(what: &str, (r, s): (Vec<u8>, Vec<u8>)) {
+    if r != s {
+        let at = r.iter().zip(&s).take_while(|(a, b)| a == b).count();
+        let from = at.saturating_sub(200);
+        panic!(
+            "{what}: Sluice's replies differ from redis-server's at byte {at}:\n sluice: {}\n  redis: {}",
+            testkit::escape(&s[from..s.len().min(at + 200)]),
+            testkit::escape(&r[from..r.len().min(at + 200)]),
+        );
+    }
 }

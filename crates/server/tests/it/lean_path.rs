@@ -12,35 +12,7 @@ use std::time::Duration;
 
 use testkit::diff::Servers;
 
-fn pipeline(cmds: &[&[&str]]) -> Vec<u8> {
-    let mut buf = Vec::new();
-    for c in cmds {
-        testkit::encode(c, &mut buf);
-    }
-    // The sentinel: its reply ends what is read.
-    testkit::encode(&["ECHO", "lean-end"], &mut buf);
-    buf
-}
-
-/// Sends `cmds` in one write to both servers; their replies.
-fn both(pair: &mut testkit::diff::Pair, cmds: &[&[&str]]) -> (Vec<u8>, Vec<u8>) {
-    let buf = pipeline(cmds);
-    let end = b"$8\r\nlean-end\r\n";
-    let limit = Duration::from_secs(10);
-    pair.redis.send_raw(&buf).unwrap();
-    let r = pair.redis.read_until_suffix(end, limit).unwrap();
-    pair.sluice.send_raw(&buf).unwrap();
-    let s = pair.sluice.read_until_suffix(end, limit).unwrap();
-    (r, s)
-}
-
-fn assert_same(what: &str, (r, s): (Vec<u8>, Vec<u8>)) {
-    assert_eq!(
-        testkit::escape(&s),
-        testkit::escape(&r),
-        "{what}: Sluice's replies (left) differ from redis-server's (right)"
-    );
-}
+use crate::common::{assert_same, both, pipeline};
 
 /// INFO commandstats' lines without their timings.
 fn calls(c: &mut testkit::Client) -> Vec<String> {
@@ -227,7 +199,7 @@ fn tracking_pushes_in_a_pipeline_land_where_redis_puts_them() {
         testkit::escape(&(0..n).flat_map(|_| x.read_reply().unwrap()).collect::<Vec<u8>>())
     };
     let (r, s) = (frames(&mut b.redis, &buf, 5), frames(&mut b.sluice, &buf, 5));
-    assert!(r.contains("lean-end\\r\\n>2"), "redis-server's broadcast after the batch: {r}");
+    assert!(r.contains("pipeline-end\\r\\n>2"), "redis-server's broadcast after the batch: {r}");
     assert_eq!(s, r, "BCAST");
     // Several writes in one batch: one array of the batch's keys under
     // the prefix (sorted, each once), to the writer after its replies
@@ -252,7 +224,7 @@ fn tracking_pushes_in_a_pipeline_land_where_redis_puts_them() {
     ]);
     let (r, s) = (frames(&mut b.redis, &buf, 7), frames(&mut b.sluice, &buf, 7));
     assert!(
-        r.contains("lean-end\\r\\n>2\\r\\n$10\\r\\ninvalidate\\r\\n*5\\r\\n"),
+        r.contains("pipeline-end\\r\\n>2\\r\\n$10\\r\\ninvalidate\\r\\n*5\\r\\n"),
         "one broadcast of the batch: {r}"
     );
     assert_eq!(s, r, "BCAST, several writes in a batch");

@@ -14,38 +14,18 @@ use std::time::Duration;
 
 use testkit::diff::Servers;
 
-/// Sends `cmds` in one write to both servers; their replies.
-fn both(pair: &mut testkit::diff::Pair, cmds: &[Vec<String>]) -> (Vec<u8>, Vec<u8>) {
-    let mut buf = Vec::new();
-    for c in cmds {
-        let c: Vec<&str> = c.iter().map(String::as_str).collect();
-        testkit::encode(&c, &mut buf);
-    }
-    testkit::encode(&["ECHO", "member-end"], &mut buf);
-    let end = b"$10\r\nmember-end\r\n";
-    let limit = Duration::from_secs(10);
-    pair.redis.send_raw(&buf).unwrap();
-    let r = pair.redis.read_until_suffix(end, limit).unwrap();
-    pair.sluice.send_raw(&buf).unwrap();
-    let s = pair.sluice.read_until_suffix(end, limit).unwrap();
-    (r, s)
+use crate::common::{assert_same, both};
+
+/// [`both`] for commands built at run time.
+fn both_built(pair: &mut testkit::diff::Pair, cmds: &[Vec<String>]) -> (Vec<u8>, Vec<u8>) {
+    let strs: Vec<Vec<&str>> =
+        cmds.iter().map(|c| c.iter().map(String::as_str).collect()).collect();
+    let refs: Vec<&[&str]> = strs.iter().map(Vec::as_slice).collect();
+    both(pair, &refs)
 }
 
 fn cmd(parts: &[&str]) -> Vec<String> {
     parts.iter().map(|s| s.to_string()).collect()
-}
-
-fn assert_same(what: &str, (r, s): (Vec<u8>, Vec<u8>)) {
-    if r != s {
-        // Where they part, with some context: the replies run long.
-        let at = r.iter().zip(&s).take_while(|(a, b)| a == b).count();
-        let from = at.saturating_sub(200);
-        panic!(
-            "{what}: Sluice's replies differ from redis-server's at byte {at}:\n sluice: {}\n  redis: {}",
-            testkit::escape(&s[from..s.len().min(at + 200)]),
-            testkit::escape(&r[from..r.len().min(at + 200)]),
-        );
-    }
 }
 
 #[test]
@@ -66,7 +46,7 @@ fn pipelined_member_commands_reply_as_redis_while_their_key_changes() {
     fill.push(cmd(&["OBJECT", "ENCODING", "s"]));
     fill.push(cmd(&["OBJECT", "ENCODING", "h"]));
     fill.push(cmd(&["OBJECT", "ENCODING", "z"]));
-    assert_same("filling", both(&mut pair, &fill));
+    assert_same("filling", both_built(&mut pair, &fill));
 
     // Runs of member commands to one key, longer than a window, the key
     // changing under the stages: deleted, replaced by another type,
@@ -150,7 +130,7 @@ fn pipelined_member_commands_reply_as_redis_while_their_key_changes() {
         p.push(cmd(&["SCARD", "s"]));
         p.push(cmd(&["HLEN", "h"]));
     }
-    assert_same("member runs while the key changes", both(&mut pair, &p));
+    assert_same("member runs while the key changes", both_built(&mut pair, &p));
 
     // A TTL that passes between the stages and the run: the key reads as
     // gone in both.
@@ -158,7 +138,7 @@ fn pipelined_member_commands_reply_as_redis_while_their_key_changes() {
     for i in 0..30 {
         q.push(cmd(&["HGET", "h", &format!("f:{i}")]));
     }
-    assert_same("before expiry", both(&mut pair, &q));
+    assert_same("before expiry", both_built(&mut pair, &q));
     std::thread::sleep(Duration::from_millis(60));
     let mut q = Vec::new();
     for i in 0..70 {
@@ -166,5 +146,5 @@ fn pipelined_member_commands_reply_as_redis_while_their_key_changes() {
         q.push(cmd(&["HSET", "h", &format!("f:{i}"), "again"]));
     }
     q.push(cmd(&["HLEN", "h"]));
-    assert_same("after expiry", both(&mut pair, &q));
+    assert_same("after expiry", both_built(&mut pair, &q));
 }

@@ -205,34 +205,16 @@ impl<const N: usize> Slots<N> {
     /// `field`'s hash, with its bucket prefetched ([`Pairs::prefetch_bucket_of`]).
     #[inline]
     fn prefetch_bucket_of(&self, field: &[u8]) -> u64 {
-        let h = self.hasher.hash_one(field);
-        if !self.buckets.is_empty() {
-            let i = (h as usize) & (self.buckets.len() - 1);
-            crate::table::prefetch(self.buckets.as_ptr().wrapping_add(i) as *const u8);
-        }
-        h
+        chain::prefetch_bucket(&self.buckets, self.hasher.hash_one(field))
     }
 
-    /// Prefetches the first node of hash `h`'s chain, both of its ends (a
-    /// node may straddle two lines); with `second`, its second node, when
-    /// the first is not `h`'s ([`crate::table::Table::prefetch_chain`]).
+    /// The first node of hash `h`'s chain, or (`second`) the next one when
+    /// the first is not `h`'s ([`Pairs::prefetch_chain`]).
     #[inline]
     fn prefetch_chain(&self, h: u64, second: bool) {
-        if self.buckets.is_empty() {
-            return;
-        }
-        let mut i = self.buckets[(h as usize) & (self.buckets.len() - 1)];
-        if second {
-            match self.nodes.get(i as usize) {
-                Some(n) if n.hash != h as u32 => i = n.next,
-                _ => return,
-            }
-        }
-        if let Some(n) = self.nodes.get(i as usize) {
-            let p = n as *const Node<N> as *const u8;
-            crate::table::prefetch(p);
-            crate::table::prefetch(p.wrapping_add(std::mem::size_of::<Node<N>>() - 1));
-        }
+        chain::prefetch_chain(&self.buckets, &self.nodes, h, second, |n| {
+            (n.hash != h as u32).then_some(n.next)
+        });
     }
 
     pub(super) fn get(&self, field: &[u8]) -> Option<&[u8]> {

@@ -222,35 +222,15 @@ impl Tree {
     /// index, with its bucket prefetched.
     #[inline]
     pub(super) fn prefetch_bucket_of(&self, m: &[u8]) -> u64 {
-        let h = self.hasher.hash_one(m);
-        if !self.buckets.is_empty() {
-            let b = (h as usize) & (self.buckets.len() - 1);
-            crate::table::prefetch(self.buckets.as_ptr().wrapping_add(b) as *const u8);
-        }
-        h
+        crate::chain::prefetch_bucket(&self.buckets, self.hasher.hash_one(m))
     }
 
     /// The stages after: the first element of hash `h`'s index chain, or
     /// (`second`) the one after it (an element keeps no hash to tell
     /// whether the first is the member: the second is fetched regardless).
-    /// Both ends of an element, which may straddle two lines.
     #[inline]
     pub(super) fn prefetch_chain(&self, h: u64, second: bool) {
-        if self.buckets.is_empty() {
-            return;
-        }
-        let mut i = self.buckets[(h as usize) & (self.buckets.len() - 1)];
-        if second {
-            match self.elems.get(i as usize) {
-                Some(e) => i = e.hnext,
-                None => return,
-            }
-        }
-        if let Some(e) = self.elems.get(i as usize) {
-            let p = e as *const Elem as *const u8;
-            crate::table::prefetch(p);
-            crate::table::prefetch(p.wrapping_add(std::mem::size_of::<Elem>() - 1));
-        }
+        crate::chain::prefetch_chain(&self.buckets, &self.elems, h, second, |e| Some(e.hnext));
     }
 
     /// The element holding `m`.
