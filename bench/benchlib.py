@@ -13,6 +13,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -108,14 +109,27 @@ def server_cmd(kind, binary, port, extra=()):
 
 
 def start(cmd, port, cpu=None, cwd=None, timeout=10.0):
+    """Starts a server and waits for its port. Without `cwd` it runs in an
+    empty directory of its own (removed by `stop`): a server loads the
+    `dump.rdb` or AOF of the directory it starts in, so one left in the
+    caller's directory would be loaded first (and answered `-LOADING`)."""
+    scratch = None
+    if cwd is None:
+        scratch = cwd = tempfile.mkdtemp(prefix="sluice-bench-")
+        if os.sep in cmd[0]:
+            # A binary given relative to the caller's directory.
+            cmd = [os.path.abspath(cmd[0])] + list(cmd[1:])
     if cpu is not None:
         cmd = ["taskset", "-c", str(cpu)] + cmd
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=cwd)
+    proc.scratch = scratch
     try:
         wait_port(port, proc, timeout)
     except BaseException:
         proc.kill()
         proc.wait()
+        if scratch:
+            shutil.rmtree(scratch, ignore_errors=True)
         raise
     return proc
 
@@ -127,6 +141,8 @@ def stop(proc):
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
+    if getattr(proc, "scratch", None):
+        shutil.rmtree(proc.scratch, ignore_errors=True)
 
 
 def cpu_seconds(pid):
