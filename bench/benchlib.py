@@ -145,6 +145,17 @@ def stop(proc):
         shutil.rmtree(proc.scratch, ignore_errors=True)
 
 
+def load(port, tests, n, pipeline, args):
+    """One quiet redis-benchmark run against `port` (`-t tests`), pinned to
+    `args.client_cpu`, with `args`' clients, keyspace and value size; fails
+    when redis-benchmark does."""
+    subprocess.run(
+        ["taskset", "-c", str(args.client_cpu), "redis-benchmark", "-p", str(port), "-t", tests,
+         "-n", str(n), "-P", str(pipeline), "-c", str(args.clients), "-r", str(args.keyspace),
+         "-d", str(args.size), "-q"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+
+
 def cpu_seconds(pid):
     user, system = cpu_split(pid)
     return user + system
